@@ -1,0 +1,1 @@
+"""Built-in backends. Each module imports its library lazily, inside methods."""

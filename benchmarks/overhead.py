@@ -1,0 +1,97 @@
+"""The harness's own overhead, measured side by side in one run (CPU).
+
+1. Null backend (identity) under LoadGen, SingleStream and Offline: what a query costs the
+   harness alone (LoadGen + the system under test + synchronisation), per query and per sample.
+2. resnet18 eager on CPU: the harness's SingleStream p50 against a bare timed loop's p50 over the
+   same model and inputs, interleaved (bare, harness, bare) so drift hits both. Target: ratio <= 1.05.
+
+Usage: .venv/bin/python benchmarks/overhead.py [--json OUT.json] [--duration-s 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from backends.eager import EagerBackend
+from backends.null import NullBackend
+from harness import loadgen, zoo
+from harness.contract import Variant
+
+
+def loadgen_cell(scenario: str, batch: int, duration_s: float) -> dict[str, Any]:
+    return {"scenario": scenario, "batch": batch, "loadgen": {
+        "min_duration_s": duration_s, "max_duration_s": None, "min_query_count": 100, "max_query_count": None,
+        "target_qps": "auto", "target_qps_fraction": 0.5, "target_latency_ms": 100.0}}
+
+
+def bare_p50_ns(prepared: Any, batch: Any, iters: int) -> float:
+    samples = [0] * iters
+    for i in range(iters):
+        t0 = time.perf_counter_ns()
+        prepared(batch)
+        prepared.synchronize()
+        samples[i] = time.perf_counter_ns() - t0
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--duration-s", type=float, default=10.0, help="LoadGen minimum duration per run")
+    args = parser.parse_args()
+    torch.set_grad_enabled(False)
+    workdir = Path(tempfile.mkdtemp(prefix="fusionbench-overhead-"))
+    samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 64}, model="resnet18", input_size=224,
+                               folder=None, device="cpu", dtype="fp32")
+    figures: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads",
+                               "torch": torch.__version__}
+
+    null = NullBackend().prepare(None, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir)
+    ss = loadgen.run_scenario(null, samples, loadgen_cell("SingleStream", 1, args.duration_s), 20_000, workdir / "null-ss")
+    off = loadgen.run_scenario(null, samples, loadgen_cell("Offline", 8, args.duration_s), 40_000, workdir / "null-off")
+    figures["null_singlestream_p50_ns"] = ss["results"]["result_50.00_percentile_latency_ns"]
+    figures["null_singlestream_validity"] = ss["validity"]
+    figures["null_offline_samples_per_s"] = off["results"]["result_samples_per_second"]
+    figures["null_offline_ns_per_sample"] = 1e9 / off["results"]["result_samples_per_second"]
+    figures["null_offline_validity"] = off["validity"]
+
+    model = zoo.build_model("resnet18", pretrained=False, seed=0, device="cpu", dtype="fp32")
+    eager = EagerBackend().prepare(model, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir)
+    batch = samples[0]
+    for _ in range(5):
+        eager(batch)
+    iters = max(50, int(args.duration_s * 1e9 / bare_p50_ns(eager, batch, 10) / 2))
+    bare_before = bare_p50_ns(eager, batch, iters)
+    harness_run = loadgen.run_scenario(eager, samples, loadgen_cell("SingleStream", 1, args.duration_s), bare_before,
+                                       workdir / "eager-ss")
+    bare_after = bare_p50_ns(eager, batch, iters)
+    harness_p50 = harness_run["results"]["result_50.00_percentile_latency_ns"]
+    bare = (bare_before + bare_after) / 2
+    figures.update({
+        "resnet18_bare_p50_ns_before": bare_before, "resnet18_bare_p50_ns_after": bare_after,
+        "resnet18_harness_singlestream_p50_ns": harness_p50, "resnet18_harness_validity": harness_run["validity"],
+        "resnet18_ratio_harness_to_bare": harness_p50 / bare, "target_ratio": 1.05,
+    })
+
+    print(f"machine: {figures['machine']}, torch {figures['torch']}")
+    print(f"null SingleStream p50 per query : {figures['null_singlestream_p50_ns'] / 1e3:8.1f} us ({ss['validity']})")
+    print(f"null Offline per sample         : {figures['null_offline_ns_per_sample'] / 1e3:8.2f} us "
+          f"({figures['null_offline_samples_per_s']:.0f} samples/s, {off['validity']})")
+    print(f"resnet18 eager bare loop p50    : {bare_before / 1e6:8.3f} ms before, {bare_after / 1e6:.3f} ms after")
+    print(f"resnet18 eager harness SS p50   : {harness_p50 / 1e6:8.3f} ms ({harness_run['validity']})")
+    print(f"ratio harness / bare            : {figures['resnet18_ratio_harness_to_bare']:8.3f} (target <= 1.05)")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Cells: one (model, backend, variant, scenario, device, dtype, batch) each, expanded from a
+resolved scenario. A cell's id is a hash of everything that decides what it measures, so two
+cells are comparable exactly when their ids match."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from harness.catalog import CLASSIFICATION_MODELS
+from harness.config import DEFAULT_MIN_QUERY_COUNT
+from harness.errors import ConfigError
+
+ONLY_KEYS = ("model", "backend", "fusion", "scenario", "dtype", "batch")
+_SCENARIO_LOADGEN_KEYS = {
+    "SingleStream": (),
+    "MultiStream": ("samples_per_query",),
+    "Server": ("target_qps", "target_qps_fraction", "target_latency_ms"),
+    "Offline": (),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    id: str
+    config: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        c = self.config
+        return (
+            f"{c['model']['name']} {c['backend']} fusion-{c['variant']['fusion']} "
+            f"{c['scenario']} {c['device']} {c['dtype']} b{c['batch']}"
+        )
+
+    def field(self, key: str) -> str:
+        """The value `--only KEY=...` matches against."""
+        c = self.config
+        return str({
+            "model": c["model"]["name"], "backend": c["backend"], "fusion": c["variant"]["fusion"],
+            "scenario": c["scenario"], "dtype": c["dtype"], "batch": c["batch"],
+        }[key])
+
+
+def cell_id(config: dict[str, Any]) -> str:
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def batches(scenario: str, resolved: dict[str, Any], device: str) -> list[int]:
+    """SingleStream: one sample per query. MultiStream: one query of samples_per_query samples,
+    run as one batch. Server and Offline: the scenario file's batch sizes for the device."""
+    if scenario == "SingleStream":
+        return [1]
+    if scenario == "MultiStream":
+        return [resolved["loadgen"]["samples_per_query"]]
+    return list(resolved["batch_sizes"][device])
+
+
+def _loadgen_config(scenario: str, loadgen: dict[str, Any]) -> dict[str, Any]:
+    config = {k: loadgen[k] for k in ("min_duration_s", "max_duration_s", "max_query_count")}
+    config["min_query_count"] = loadgen["min_query_count"] or DEFAULT_MIN_QUERY_COUNT[scenario]
+    config.update({k: loadgen[k] for k in _SCENARIO_LOADGEN_KEYS[scenario]})
+    return config
+
+
+def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
+    """Every cell of a resolved scenario on a concrete device ("cpu" or "cuda")."""
+    inputs = resolved["inputs"]
+    cells = []
+    for model in resolved["models"]:
+        input_size = model["input_size"] or CLASSIFICATION_MODELS[model["name"]][1]
+        for backend in resolved["backends"]:
+            for fusion in backend["fusion"]:
+                for scenario in resolved["scenarios"]:
+                    for dtype in resolved["dtypes"]:
+                        for batch in batches(scenario, resolved, device):
+                            config = {
+                                "model": model,
+                                "input_size": input_size,
+                                "backend": backend["name"],
+                                "variant": {"fusion": fusion, "options": backend["options"]},
+                                "scenario": scenario,
+                                "device": device,
+                                "dtype": dtype,
+                                "batch": batch,
+                                "inputs": inputs,
+                                "seed": inputs.get("seed", 0),
+                                "loadgen": _loadgen_config(scenario, resolved["loadgen"]),
+                                "timing": resolved["timing"],
+                                "passes": resolved["passes"],
+                            }
+                            cells.append(Cell(cell_id(config), config))
+    return cells
+
+
+def parse_only(text: str) -> dict[str, set[str]]:
+    """`model=resnet18,backend=eager,model=vgg11` -> {"model": {...}, "backend": {...}}."""
+    selected: dict[str, set[str]] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not value:
+            raise ConfigError(f"--only: {item!r} is not KEY=VALUE; keys: {', '.join(ONLY_KEYS)}")
+        if key not in ONLY_KEYS:
+            raise ConfigError(f"--only: unknown key {key!r}; keys: {', '.join(ONLY_KEYS)}")
+        selected.setdefault(key, set()).add(value)
+    return selected
+
+
+def select(cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
+    """Cells matching every key of `only` (any of the values given for a key)."""
+    chosen = [c for c in cells if all(c.field(k) in values for k, values in only.items())]
+    if only and not chosen:
+        wanted = ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
+        raise ConfigError(f"--only {wanted} matches no cell of this scenario")
+    return chosen

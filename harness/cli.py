@@ -1,0 +1,136 @@
+"""`fusionbench`: the command line.
+
+Expected errors (a bad scenario file, an unknown option, no such bundle) print one line and
+exit non-zero without a traceback; exit code 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+import harness
+from harness.errors import ConfigError, HarnessError
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fusionbench",
+        description="Measure what kernel fusion does to vision models, backend by backend, under MLPerf LoadGen.",
+        epilog="Examples: fusionbench run scenarios/smoke.yaml | fusionbench backends | fusionbench models",
+    )
+    parser.add_argument("--version", action="version", version=f"fusionbench {harness.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a scenario file and write a result bundle")
+    run.add_argument("scenario", nargs="?", type=Path, help="scenario file (YAML); optional with --resume")
+    run.add_argument("--device", choices=DEVICES, help="override the file's device")
+    run.add_argument(
+        "--only", metavar="KEY=VALUE,...",
+        help="run only matching cells; keys: model, backend, fusion, scenario, dtype, batch "
+        "(repeat a key to allow several values: model=resnet18,model=vgg11)",
+    )
+    run.add_argument("--out", type=Path, default=Path("results"), help="directory for result bundles (default: results)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
+
+    backends = sub.add_parser("backends", help="registered backends, whether they can run here, and their versions")
+    backends.add_argument("--device", choices=DEVICES, default="auto")
+    backends.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    models = sub.add_parser("models", help="the models the zoo offers")
+    models.add_argument("--family", help="only this family (e.g. resnet, mobilenetv3)")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of scenario files")
+    schema.add_argument("--out", type=Path, help="write it to this file instead")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from harness.cells import parse_only
+    from harness.runner import RunRequest, run
+
+    if args.scenario is None and args.resume is None:
+        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
+    request = RunRequest(
+        scenario_path=args.scenario, device=args.device, only=parse_only(args.only) if args.only else None,
+        out_dir=args.out, resume=args.resume,
+    )
+    return run(request, console)
+
+
+def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
+    from harness import registry
+    from harness.probe import run_probe
+
+    answer = run_probe(args.device, registry.names(), with_system=False)
+    if args.json:
+        print(json.dumps(answer, indent=1))
+        return 0
+    table = Table(title=f"Backends (device: {answer['device']})")
+    for column in ("backend", "available", "reason", "versions"):
+        table.add_column(column)
+    for name, report in answer["backends"].items():
+        versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+        table.add_row(name, "yes" if report["available"] else "[red]no[/]", report["reason"], versions)
+    console.print(table)
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace, console: Console) -> int:
+    from harness.catalog import CLASSIFICATION_MODELS
+
+    table = Table(title="Zoo: torchvision classification models (random weights unless pretrained: true)")
+    for column in ("model", "family", "input size"):
+        table.add_column(column)
+    shown = 0
+    for name, (family, size) in CLASSIFICATION_MODELS.items():
+        if args.family and family != args.family:
+            continue
+        table.add_row(name, family, f"{size}x{size}")
+        shown += 1
+    if shown == 0:
+        families = sorted({f for f, _ in CLASSIFICATION_MODELS.values()})
+        raise ConfigError(f"no model of family {args.family!r}; families: {', '.join(families)}")
+    console.print(table)
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
+    from harness.config import json_schema
+
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
+    commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema}
+    if args.command is None:
+        _parser().print_help()
+        return 0
+    try:
+        return commands[args.command](args, console)
+    except HarnessError as exc:
+        print(f"fusionbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fusionbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The backend contract: what a backend plugin implements, and nothing more.
+
+A backend turns a torch model into something callable (`prepare`), and reports what it did
+(`fusion_report`, `cpu_dispatches`). The harness owns everything else: clocks, configuration,
+isolation (each cell runs in its own process), and the device-side kernel counting on GPU.
+
+Rules for implementers:
+- Never read the clock, the scenario file or the environment; the harness passes what you need.
+- Import your library inside methods, not at module level: the module is imported by the parent
+  process just to read `name`, and must stay cheap.
+- `Prepared.__call__` is the only thing inside the timed region. It may return before the device
+  has finished; the harness calls `synchronize()` inside the timed region right after it.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from harness.fusion import FusionReport
+
+__all__ = ["Availability", "Backend", "FusionReport", "Prepared", "Variant"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here, and why not."""
+
+    ok: bool
+    reason: str = ""
+
+    @classmethod
+    def yes(cls) -> Availability:
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str) -> Availability:
+        return cls(False, reason)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The backend setting under study in one cell."""
+
+    fusion: str = "on"  # "on" | "off"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Prepared(abc.ABC):
+    """A model prepared by a backend for one input shape, dtype and device."""
+
+    #: How `cpu_dispatches` counts, in words; goes into the bundle beside the count.
+    dispatch_definition: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def __call__(self, batch: Any) -> Any:
+        """Run one inference on `batch` (a torch tensor on the cell's device and dtype).
+
+        This is the timed region: do nothing else here (no logging, no I/O, no conversion that
+        a deployed system would not do). Return the output as a torch tensor.
+        """
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Block until all device work issued by earlier calls has completed."""
+
+    @abc.abstractmethod
+    def fusion_report(self) -> FusionReport:
+        """Which source operators ended up in which kernel. Called once, outside timing."""
+
+    def cpu_dispatches(self, batch: Any) -> int | None:
+        """Compute dispatches one inference makes on CPU (see `dispatch_definition`), or None.
+
+        Called in the profile pass, never in a timed one; it may run the model.
+        """
+        return None
+
+    def close(self) -> None:
+        """Release what `prepare` acquired."""
+
+
+class Backend(abc.ABC):
+    """A way of running a torch model: eager, a compiler, a runtime, a plugin."""
+
+    #: Registered name, lower case; must equal the entry-point name.
+    name: ClassVar[str]
+    #: False for backends that do not compute the model (the null backend); their outputs are
+    #: not checked against eager.
+    computes_model: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def availability(self, device: str) -> Availability:
+        """Can this backend run on `device` ("cpu" or "cuda") here? Cheap; imports lazily."""
+
+    def supports(self, variant: Variant, dtype: str) -> Availability:
+        """Can this backend run this variant and dtype ("fp32", "fp16", "bf16")?"""
+        return Availability.yes()
+
+    @abc.abstractmethod
+    def versions(self) -> dict[str, str]:
+        """Versions of the libraries this backend uses, recorded in every cell."""
+
+    @abc.abstractmethod
+    def prepare(
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path
+    ) -> Prepared:
+        """Export and/or compile `model` (a torch.nn.Module in eval mode, already on `device`
+        in `dtype`) for inputs shaped like `example`. The harness times this call as
+        `prepare_s`. Raise `harness.errors.BackendFailed` with a clear reason when the model or
+        an option cannot be handled. `workdir` is a private scratch directory for this cell.
+        """

@@ -1,0 +1,47 @@
+"""Correctness of a backend's output against eager's on the same inputs, same device and dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# dtype -> (relative tolerance on the max abs error, scaled by the reference's max magnitude;
+#           minimum cosine similarity)
+TOLERANCE = {"fp32": (1e-3, 0.9999), "fp16": (1e-2, 0.999), "bf16": (5e-2, 0.99)}
+
+
+def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
+    """Max abs error, cosine similarity and the verdict. Tensors may be on any device."""
+    import torch
+
+    rtol, min_cosine = TOLERANCE[dtype]
+    result: dict[str, Any] = {"rtol": rtol, "min_cosine": min_cosine}
+    if not isinstance(output, torch.Tensor):
+        return {**result, "ok": False, "reason": f"output is a {type(output).__name__}, not a tensor"}
+    if tuple(output.shape) != tuple(reference.shape):
+        return {**result, "ok": False, "reason": f"output shape {tuple(output.shape)} != eager's {tuple(reference.shape)}"}
+    out = output.detach().to("cpu", torch.float64).flatten()
+    ref = reference.detach().to("cpu", torch.float64).flatten()
+    if not bool(torch.isfinite(out).all()):
+        return {**result, "ok": False, "reason": "output has NaN or infinite values"}
+    max_abs_error = float((out - ref).abs().max()) if out.numel() else 0.0
+    ref_max_abs = float(ref.abs().max()) if ref.numel() else 0.0
+    norms = float(out.norm() * ref.norm())
+    if norms > 0:
+        cosine = float(out.dot(ref) / norms)
+    else:
+        cosine = 1.0 if max_abs_error == 0 else 0.0
+    limit = rtol * ref_max_abs if ref_max_abs > 0 else rtol
+    ok = max_abs_error <= limit and cosine >= min_cosine
+    reason = "" if ok else (
+        f"output differs from eager: max abs error {max_abs_error:.3g} (limit {limit:.3g}), "
+        f"cosine similarity {cosine:.6f} (minimum {min_cosine})"
+    )
+    return {
+        **result,
+        "ok": ok,
+        "reason": reason,
+        "max_abs_error": max_abs_error,
+        "max_abs_error_limit": limit,
+        "reference_max_abs": ref_max_abs,
+        "cosine_similarity": cosine,
+    }

@@ -1,0 +1,38 @@
+"""The one family of errors the harness raises on purpose.
+
+Expected errors are shown to the user as one line, without a traceback, and the CLI exits
+non-zero (2 for a bad input such as a scenario file). Anything else is a bug and keeps its
+traceback (in the cell's log when it happens inside a worker).
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(HarnessError):
+    """A scenario file or a command-line option is wrong; nothing has been written."""
+
+    exit_code = 2
+
+
+class BackendUnavailable(HarnessError):
+    """A backend cannot run here (library or device missing); its cells become `skipped`."""
+
+
+class BackendFailed(HarnessError):
+    """A backend could not prepare or run a model; the cell becomes `failed` with this reason."""
+
+
+class InvalidMeasurement(HarnessError):
+    """A measurement cannot be trusted (for example an output outside the correctness tolerance)."""
+
+
+class SchemaVersionError(HarnessError):
+    """A bundle was written by a newer schema than this harness can read."""
+
+    exit_code = 2

@@ -1,0 +1,92 @@
+"""The fusion report: which source operators ran in which kernel, and the taxonomy of each group.
+
+Classes (DESIGN.md, "Metrics"):
+- `tensor+element`: one compute-heavy operator (conv, matmul, linear, attention) with element-wise ops
+- `tensor+element+tensor`: two or more compute-heavy operators in one kernel
+- `element`: element-wise operators and reductions only
+- `single`: one operator alone (not a fusion)
+A fusion is a group of two operators or more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+CLASSES = ("tensor+element+tensor", "tensor+element", "element", "single")
+
+# Operator names (without namespace or overload) that do the heavy lifting.
+_TENSOR_OPS = re.compile(
+    r"^(_?convolution\w*|conv\w*|_convolution_pointwise\w*|mkldnn_convolution|cudnn_convolution\w*|"
+    r"mm|addmm|bmm|baddbmm|matmul|linear|_linear_pointwise\w*|gemm|"
+    r"_?scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|attention)$"
+)
+
+
+def op_name(qualified: str) -> str:
+    """`aten.convolution.default` or `aten::convolution` -> `convolution`."""
+    name = qualified.replace("::", ".")
+    parts = name.split(".")
+    if len(parts) >= 3:  # namespace.op.overload
+        return parts[1]
+    if len(parts) == 2 and parts[0] in ("aten", "prims", "mkldnn", "quantized", "torch", "onnx", "relax"):
+        return parts[1]
+    return parts[-1]
+
+
+def is_tensor_op(name: str) -> bool:
+    return bool(_TENSOR_OPS.match(op_name(name)))
+
+
+def classify(ops: tuple[str, ...] | list[str]) -> str:
+    """The fusion class of a kernel that runs `ops`."""
+    if len(ops) <= 1:
+        return "single"
+    heavy = sum(1 for op in ops if is_tensor_op(op))
+    if heavy >= 2:
+        return "tensor+element+tensor"
+    if heavy == 1:
+        return "tensor+element"
+    return "element"
+
+
+@dataclass(frozen=True)
+class KernelGroup:
+    """One kernel (or library call) and the source operators it executes."""
+
+    kernel: str
+    ops: tuple[str, ...]
+
+    @property
+    def fusion_class(self) -> str:
+        return classify(self.ops)
+
+
+@dataclass(frozen=True)
+class FusionReport:
+    """Kernels of one prepared model in execution order, with where the information came from."""
+
+    kernels: tuple[KernelGroup, ...]
+    source: str  # how it was obtained, e.g. "inductor generated code"
+    approximate: bool = False
+    notes: str = ""
+
+    @property
+    def fusions(self) -> int:
+        return sum(1 for k in self.kernels if len(k.ops) >= 2)
+
+    def to_json(self) -> dict[str, Any]:
+        by_class = Counter(k.fusion_class for k in self.kernels)
+        return {
+            "source": self.source,
+            "approximate": self.approximate,
+            "notes": self.notes,
+            "kernel_count": len(self.kernels),
+            "fusion_count": self.fusions,
+            "kernels_by_class": {c: by_class.get(c, 0) for c in CLASSES},
+            "kernels": [
+                {"kernel": k.kernel, "ops": list(k.ops), "class": k.fusion_class} for k in self.kernels
+            ],
+        }

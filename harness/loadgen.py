@@ -1,0 +1,277 @@
+"""The MLPerf LoadGen pass: one scenario, driven by the official `mlperf_loadgen`, in this process.
+
+Traps handled here (DESIGN.md, "LoadGen facts that bite"):
+- `TestSettings.FromConfig` is never called: every setting comes from the scenario file, so the
+  built-in mlperf.conf cannot leak in. One scenario per worker process all the same.
+- The output directory is created before `StartTest`.
+- LoadGen reads an `audit.config` from the working directory; the worker runs in a fresh
+  directory and LoadGen is pointed at a file name there that does not exist.
+- Queries are pre-generated from the expected latency/QPS; the hint comes from the device-timing
+  pass (the caller passes the measured median).
+
+The system under test runs the prepared model at the cell's fixed batch size on the calling
+(main) thread, the same thread the device-timing pass and a bare loop use: on CPU, OpenMP runs
+measurably slower when a model is called from a secondary thread, so LoadGen itself runs in a
+helper thread and only hands queries over. Queries are
+queued as they are issued and taken in batches, padded to the batch size when fewer
+samples are waiting (static shapes, as a deployed static-shape system would). Responses carry no
+data: this is a performance run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from harness.contract import Prepared
+
+SUMMARY = "mlperf_log_summary.txt"
+DETAIL = "mlperf_log_detail.txt"
+MISSING_AUDIT_CONFIG = "no-audit.config"
+# LoadGen pre-generates queries from the hint; a run faster than the hint runs out of queries
+# before its minimum duration and is INVALID. Hint this much faster than the measured median.
+HINT_HEADROOM = 1.2
+# The system under test itself costs a few microseconds per sample in Python (queueing, the
+# response): never hint faster than this, or a near-free backend (null) makes LoadGen
+# pre-generate millions of queries.
+MIN_HINT_NS_PER_SAMPLE = 5_000
+MIN_HINT_NS_PER_QUERY = 20_000
+ATTEMPTS = 2
+
+
+class BatchingSUT:
+    """Takes LoadGen's queries and runs them `batch` samples at a time on the serving thread."""
+
+    def __init__(self, lg: Any, prepared: Prepared, samples: list[Any], batch: int) -> None:
+        self.lg = lg
+        self.prepared = prepared
+        self.samples = samples
+        self.batch = batch
+        self.pending: deque[Any] = deque()
+        self.ready = threading.Condition()
+        self.closing = False
+        self.buffer = None
+        if batch > 1:
+            import torch
+
+            first = samples[0]
+            self.buffer = torch.empty((batch, *first.shape[1:]), dtype=first.dtype, device=first.device)
+        self.error: BaseException | None = None
+
+    def issue_queries(self, query_samples: list[Any]) -> None:
+        with self.ready:
+            self.pending.extend(query_samples)
+            self.ready.notify()
+
+    def flush_queries(self) -> None:
+        pass
+
+    def serve_while(self, start_test: Any) -> None:
+        """Run `start_test` (LoadGen's blocking StartTest) in a helper thread and serve its
+        queries on this thread until it returns. Re-raises what the helper raised."""
+        raised: list[BaseException] = []
+
+        def drive() -> None:
+            try:
+                start_test()
+            except BaseException as exc:  # re-raised on the serving thread below
+                raised.append(exc)
+            finally:
+                with self.ready:
+                    self.closing = True
+                    self.ready.notify()
+
+        driver = threading.Thread(target=drive, name="fusionbench-loadgen", daemon=True)
+        driver.start()
+        self._serve()
+        driver.join()
+        if raised:
+            raise raised[0]
+
+    def _serve(self) -> None:
+        lg, prepared, samples, batch, buffer = self.lg, self.prepared, self.samples, self.batch, self.buffer
+        while True:
+            with self.ready:
+                while not self.pending and not self.closing:
+                    self.ready.wait()
+                if self.closing and not self.pending:
+                    return
+                take = min(batch, len(self.pending))
+                queries = [self.pending.popleft() for _ in range(take)]
+            try:
+                if buffer is None:
+                    x = samples[queries[0].index]
+                else:
+                    for i, query in enumerate(queries):
+                        buffer[i].copy_(samples[query.index][0])
+                    x = buffer
+                prepared(x)
+                prepared.synchronize()
+            except BaseException as exc:  # surfaced by run_scenario after LoadGen returns
+                self.error = exc
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+
+
+def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float, sample_count: int) -> Any:
+    """LoadGen TestSettings for a cell; `latency_ns` is the measured median per batch."""
+    loadgen = cell["loadgen"]
+    batch = cell["batch"]
+    s = lg.TestSettings()
+    s.scenario = getattr(lg.TestScenario, scenario)
+    s.mode = lg.TestMode.PerformanceOnly
+    s.min_duration_ms = int(loadgen["min_duration_s"] * 1000)
+    if loadgen["max_duration_s"]:
+        s.max_duration_ms = int(loadgen["max_duration_s"] * 1000)
+    s.min_query_count = loadgen["min_query_count"]
+    if loadgen["max_query_count"]:
+        s.max_query_count = loadgen["max_query_count"]
+    s.performance_sample_count_override = sample_count
+    hinted_ns = max(int(latency_ns / HINT_HEADROOM), MIN_HINT_NS_PER_SAMPLE * batch, MIN_HINT_NS_PER_QUERY)
+    if scenario == "SingleStream":
+        s.single_stream_expected_latency_ns = hinted_ns
+    elif scenario == "MultiStream":
+        s.multi_stream_expected_latency_ns = hinted_ns
+        s.multi_stream_samples_per_query = batch
+    elif scenario == "Offline":
+        s.offline_expected_qps = batch * 1e9 / hinted_ns
+    elif scenario == "Server":
+        s.server_target_qps = server_target_qps(loadgen, batch, latency_ns)
+        s.server_target_latency_ns = int(loadgen["target_latency_ms"] * 1e6)
+    return s
+
+
+def server_target_qps(loadgen: dict[str, Any], batch: int, latency_ns: float) -> float:
+    """The Server arrival rate: as given, or a fraction of the measured capacity."""
+    if loadgen["target_qps"] != "auto":
+        return float(loadgen["target_qps"])
+    return loadgen["target_qps_fraction"] * batch * 1e9 / latency_ns
+
+
+def run_scenario(
+    prepared: Prepared, samples: list[Any], cell: dict[str, Any], latency_ns: float, outdir: Path
+) -> dict[str, Any]:
+    """Run the cell's scenario under LoadGen; return its parsed results.
+
+    `latency_ns` (the device-timing median per batch) sets LoadGen's hint. When a run is INVALID
+    only because it went faster than the hint allowed for (minimum duration or query count not
+    met), it is run once more with the rate LoadGen itself measured, as a submitter would
+    re-tune; every attempt is recorded and its logs kept under `outdir/attempt-N/`.
+    """
+    import mlperf_loadgen as lg
+
+    attempts = []
+    for attempt in range(1, ATTEMPTS + 1):
+        logdir = outdir / f"attempt-{attempt}"
+        result = _run_once(lg, prepared, samples, cell, latency_ns, logdir)
+        result["log_dir"] = logdir.relative_to(outdir.parent).as_posix()
+        attempts.append({"hint_latency_ns": latency_ns, "validity": result["validity"],
+                         "invalid_reasons": result["invalid_reasons"]})
+        measured = _measured_latency_ns(result, cell["batch"])
+        if result["validity"] == "VALID" or not _too_fast(result) or measured is None:
+            break
+        latency_ns = measured
+    result["attempts"] = attempts
+    return result
+
+
+def _too_fast(result: dict[str, Any]) -> bool:
+    return result["scenario"] != "Server" and (
+        result["results"].get("result_min_duration_met") is False
+        or result["results"].get("result_min_queries_met") is False
+    )
+
+
+def _measured_latency_ns(result: dict[str, Any], batch: int) -> float | None:
+    r = result["results"]
+    if result["scenario"] == "Offline" and r.get("result_samples_per_second"):
+        return batch * 1e9 / r["result_samples_per_second"]
+    return r.get("result_mean_latency_ns") or None
+
+
+def _run_once(
+    lg: Any, prepared: Prepared, samples: list[Any], cell: dict[str, Any], latency_ns: float, outdir: Path
+) -> dict[str, Any]:
+    scenario = cell["scenario"]
+    outdir.mkdir(parents=True, exist_ok=True)
+    settings = settings_for(lg, scenario, cell, latency_ns, len(samples))
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(outdir)
+    log_settings.log_output.copy_summary_to_stdout = False
+    log_settings.enable_trace = False
+
+    sut = BatchingSUT(lg, prepared, samples, cell["batch"])
+    sut_handle = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
+    qsl_handle = lg.ConstructQSL(len(samples), len(samples), lambda indices: None, lambda indices: None)
+    try:
+        sut.serve_while(
+            lambda: lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, MISSING_AUDIT_CONFIG)
+        )
+    finally:
+        lg.DestroyQSL(qsl_handle)
+        lg.DestroySUT(sut_handle)
+    if sut.error is not None:
+        raise RuntimeError(f"the model failed during the LoadGen run: {sut.error!r}") from sut.error
+    for leftover in ("mlperf_log_accuracy.json", "mlperf_log_trace.json"):
+        (outdir / leftover).unlink(missing_ok=True)  # empty in a performance run
+    return parse_logs(outdir, scenario)
+
+
+def parse_logs(outdir: Path, scenario: str) -> dict[str, Any]:
+    """Validity, the scenario's metric and the latency percentiles from LoadGen's detail log."""
+    detail_path = outdir / DETAIL
+    if not detail_path.exists():
+        raise RuntimeError(f"LoadGen wrote no {DETAIL} in {outdir}")
+    entries: dict[str, Any] = {}
+    errors: list[str] = []
+    warnings: list[str] = []
+    for line in detail_path.read_text(errors="replace").splitlines():
+        if not line.startswith(":::MLLOG "):
+            continue
+        record = json.loads(line[len(":::MLLOG "):])
+        key, value, meta = record.get("key"), record.get("value"), record.get("metadata", {})
+        if meta.get("is_error"):
+            errors.append(f"{key}: {value}")
+        elif meta.get("is_warning"):
+            warnings.append(f"{key}: {value}")
+        entries[key] = value
+    results = {k: v for k, v in entries.items() if k.startswith(("result_", "early_stopping_"))}
+    validity = entries.get("result_validity", "MISSING")
+    reasons = [name for name, met in (
+        ("min duration not met", entries.get("result_min_duration_met")),
+        ("min queries not met", entries.get("result_min_queries_met")),
+        ("early stopping not met", entries.get("early_stopping_met")),
+        ("performance constraints (latency bound) not met", entries.get("result_perf_constraints_met")),
+    ) if met is False]
+    if entries.get("result_invalid_reason"):
+        reasons.append(str(entries["result_invalid_reason"]))
+    reasons += errors
+    return {
+        "scenario": scenario,
+        "validity": validity,
+        "invalid_reasons": reasons if validity != "VALID" else [],
+        "warnings": warnings,
+        "metric": scenario_metric(scenario, entries),
+        "settings": {k: v for k, v in entries.items() if k.startswith(("effective_", "requested_"))},
+        "results": results,
+        "loadgen_version": entries.get("loadgen_version"),
+        "logs": [SUMMARY, DETAIL],
+    }
+
+
+def scenario_metric(scenario: str, entries: dict[str, Any]) -> dict[str, Any]:
+    """MLPerf's headline figure for the scenario, with its name and unit."""
+    if scenario == "SingleStream":
+        value = entries.get("early_stopping_latency_ss") or entries.get("result_90.00_percentile_latency_ns")
+        return {"name": "latency_p90_early_stopping_ns", "value": value, "unit": "ns"}
+    if scenario == "MultiStream":
+        value = entries.get("early_stopping_latency_ms") or entries.get("result_99.00_percentile_per_query_latency_ns")
+        return {"name": "latency_p99_per_query_ns", "value": value, "unit": "ns"}
+    if scenario == "Server":
+        return {"name": "server_completed_samples_per_s", "value": entries.get("result_completed_samples_per_sec"),
+                "unit": "samples/s", "scheduled_samples_per_s": entries.get("result_scheduled_samples_per_sec"),
+                "latency_p99_ns": entries.get("result_99.00_percentile_latency_ns"),
+                "target_latency_ns": entries.get("effective_target_latency_ns")}
+    return {"name": "offline_samples_per_s", "value": entries.get("result_samples_per_second"), "unit": "samples/s"}

@@ -1,0 +1,201 @@
+"""A run: validate, expand cells, run each in its own worker, write the bundle as cells finish.
+
+Everything that can be wrong with the input is checked before the bundle directory is made,
+so a bad scenario file or option leaves nothing behind. Each finished cell is written at once
+(atomically), so an interrupted run loses nothing finished and `--resume` completes the rest.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from harness import registry, scenario_file
+from harness.bundle import Bundle, new_run_id, utc_now
+from harness.cells import Cell, expand, select
+from harness.contract import Variant
+from harness.errors import ConfigError
+from harness.isolation import log_tail, run_worker
+from harness.probe import run_probe
+from harness.summary import summary_table
+from harness.system import harness_info
+
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    scenario_path: Path | None
+    device: str | None = None
+    only: dict[str, set[str]] | None = None
+    out_dir: Path = Path("results")
+    resume: Path | None = None
+
+
+def run(request: RunRequest, console: Console) -> int:
+    """Run a scenario (or resume a bundle); return the process exit code."""
+    bundle, resolved, scenario_dir = _open_or_plan(request)
+    names = sorted({b["name"] for b in resolved["backends"]})
+    if bundle is None:
+        console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
+    probe = run_probe(resolved["device"], names, with_system=bundle is None)
+    device = probe["device"]
+    cells = select(expand(resolved, device), request.only or {})
+    input_folder = _input_folder(resolved, scenario_dir)
+    if bundle is None:
+        out_dir = _writable(request.out_dir)
+        bundle = Bundle.create(
+            out_dir,
+            new_run_id(resolved["name"]),
+            {
+                "created": utc_now(),
+                "harness": harness_info(),
+                "command": sys.argv,
+                "scenario_file": str(request.scenario_path),
+                "scenario": resolved,
+                "scenario_sha256": scenario_file.sha256(resolved),
+                "device": device,
+                "only": {k: sorted(v) for k, v in (request.only or {}).items()},
+                "system": probe["system"],
+                "backends": probe["backends"],
+                "cells": [{"id": c.id, "label": c.label} for c in cells],
+                "resumed": [],
+            },
+        )
+    else:
+        planned = {entry["id"] for entry in bundle.header["cells"]}
+        cells = [c for c in cells if c.id in planned]
+        bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()])
+    todo = [c for c in cells if not bundle.finished(c.id)]
+    console.print(
+        f"[bold]fusionbench[/]: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"
+    )
+    try:
+        _sweep(todo, bundle, probe["backends"], resolved, input_folder, console)
+    except KeyboardInterrupt:
+        bundle.write_manifest()
+        console.print(f"[yellow]interrupted[/]: finished cells are kept; complete with --resume {bundle.root}")
+        return EXIT_INTERRUPTED
+    bundle.write_manifest()
+    records = bundle.cells()
+    console.print(summary_table(records))
+    bad = [r for r in records if r["status"] in ("failed", "invalid")]
+    console.print(f"bundle: {bundle.root}")
+    if bad:
+        console.print(f"[red]{len(bad)} cell(s) failed or invalid[/]; reasons are in the table and each cell's JSON")
+        return 1
+    return 0
+
+
+def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any], Path]:
+    if request.resume is not None:
+        bundle = Bundle.open(request.resume)
+        resolved = bundle.header["scenario"]
+        if request.scenario_path is not None:
+            given = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
+            if request.device:
+                given["device"] = request.device
+            if scenario_file.sha256(given) != bundle.header["scenario_sha256"]:
+                raise ConfigError(
+                    f"{request.scenario_path} differs from the scenario stored in {request.resume}; "
+                    "resume without the file to finish the stored one"
+                )
+        scenario_dir = Path(bundle.header.get("scenario_file") or ".").parent
+        return bundle, resolved, scenario_dir
+    if request.scenario_path is None:
+        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
+    resolved = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
+    if request.device:
+        resolved["device"] = request.device
+    return None, resolved, request.scenario_path.parent
+
+
+def _input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
+    inputs = resolved["inputs"]
+    if inputs["source"] != "folder":
+        return None
+    folder = (scenario_dir / inputs["path"]).resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"inputs.path: {folder} is not a directory")
+    return str(folder)
+
+
+def _writable(out_dir: Path) -> Path:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out_dir}: cannot create it ({exc.strerror})") from None
+    probe = out_dir / ".fusionbench-write-test"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out {out_dir}: not writable ({exc.strerror})") from None
+    return out_dir
+
+
+def _skip_reason(cell: Cell, backends: dict[str, Any]) -> str | None:
+    report = backends[cell.config["backend"]]
+    if not report["available"]:
+        return report["reason"]
+    backend = registry.load(cell.config["backend"])()
+    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"])
+    support = backend.supports(variant, cell.config["dtype"])
+    return None if support.ok else support.reason
+
+
+def _sweep(
+    cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
+    input_folder: str | None, console: Console,
+) -> None:
+    timeout_s = resolved["limits"]["cell_timeout_s"]
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+    )
+    with progress:
+        task = progress.add_task("cells", total=len(cells))
+        for cell in cells:
+            progress.update(task, description=f"{cell.label}")
+            record = _run_cell(cell, bundle, backends, input_folder, timeout_s, progress, task)
+            bundle.write_cell(cell.id, record)
+            progress.advance(task)
+            style = {"valid": "green", "invalid": "yellow", "skipped": "dim", "failed": "red"}[record["status"]]
+            why = f": {record['reasons'][0]}" if record["reasons"] else ""
+            progress.console.print(f"[{style}]{record['status']:>7}[/] {cell.label} ({record['wall_s']:.1f} s){why}")
+
+
+def _run_cell(
+    cell: Cell, bundle: Bundle, backends: dict[str, Any], input_folder: str | None, timeout_s: float,
+    progress: Progress, task: Any,
+) -> dict[str, Any]:
+    base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
+    skip = _skip_reason(cell, backends)
+    if skip is not None:
+        return {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
+    artifacts = bundle.fresh_artifact_dir(cell.id)
+    log_path = artifacts / "worker.log"
+    request = {"cell": cell.config, "artifact_dir": str(artifacts), "input_folder": input_folder}
+    try:
+        outcome = run_worker(
+            request, timeout_s=timeout_s, log_path=log_path,
+            on_phase=lambda phase: progress.update(task, description=f"{cell.label} [dim]{phase}[/]"),
+        )
+    except KeyboardInterrupt:
+        bundle.write_cell(cell.id, {**base, "status": "interrupted", "reasons": ["interrupted by the user"],
+                                    "metrics": {}, "wall_s": 0.0, "finished": utc_now()})
+        raise
+    record = {**base, "wall_s": outcome.wall_s, "finished": utc_now(), "log": f"cells/{cell.id}/worker.log"}
+    if outcome.answer is None:
+        record.update(status="failed", reasons=[outcome.failure_reason(timeout_s)], metrics={},
+                      log_tail=log_tail(log_path))
+    else:
+        record.update(outcome.answer)
+        if record["status"] == "failed":
+            record["log_tail"] = log_tail(log_path)
+    return record

@@ -1,0 +1,161 @@
+"""Reading a scenario file: YAML in, a validated `ScenarioFile` out, or one clear `ConfigError`.
+
+Every problem becomes a single line `FILE:LINE: FIELD: what is wrong; what is allowed`, so a user
+fixes a typo without reading a traceback. The line comes from the YAML node the error points at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+
+from harness.config import ScenarioFile
+from harness.errors import ConfigError
+
+MAX_FILE_BYTES = 1 << 20
+
+
+def load(path: str | Path) -> ScenarioFile:
+    """Read and validate a scenario file; raise ConfigError naming the file and line on any problem."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a scenario file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse(raw, str(path))
+
+
+def parse(raw: bytes, where: str) -> ScenarioFile:
+    """Validate the bytes of a scenario file; `where` names it in messages."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"{where}: file is {len(raw)} bytes; a scenario file may have at most {MAX_FILE_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    node, data = _compose(text, where)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a YAML {type(data).__name__}"
+        raise ConfigError(f"{where}: the file is {kind}; a scenario file is a mapping with keys models, backends, scenarios, ...")
+    try:
+        return ScenarioFile.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(_describe(exc, node, where)) from None
+
+
+def resolved(scenario: ScenarioFile, default_name: str) -> dict[str, Any]:
+    """The scenario with every default filled in, as stored in a bundle."""
+    data = scenario.model_dump(mode="json")
+    data["name"] = data["name"] or default_name
+    return data
+
+
+def sha256(data: dict[str, Any]) -> str:
+    """Hash of a resolved scenario (canonical JSON)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f"{mark.line + 1}:" if mark else ""
+        problem = exc.problem or exc.context or "unreadable"
+        raise ConfigError(f"{where}:{line} invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: invalid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> str:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(first["loc"])
+    field = _dotted(loc) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        message = f"unknown key {loc[-1]!r}; allowed here: {', '.join(allowed)}"
+        field = _dotted(loc[:-1]) or "(top level)"
+    elif first["type"] == "missing":
+        message = "required, but missing"
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    line = _line_of(node, loc)
+    return f"{where}:{line}: {field}: {message}{more}" if line else f"{where}: {field}: {message}{more}"
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union[")) or part in ("str", "ModelSpec", "BackendSpec"):
+            continue  # pydantic's names for union branches and validators, not the user's keys
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest YAML node on the error's path."""
+    if node is None:
+        return None
+    best = node.start_mark.line + 1
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    child = value
+                    best = key.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+            best = child.start_mark.line + 1
+        if child is None:
+            break
+        node = child
+    return best
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model an error location points into."""
+    model: Any = ScenarioFile
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            continue
+        model = _model_in(field.annotation) or model
+    if isinstance(model, type) and issubclass(model, pydantic.BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

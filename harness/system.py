@@ -1,0 +1,150 @@
+"""What a run ran on: host, OS, Python, every installed package's version, GPUs, container,
+and the harness's own version and git state. Gathered in the probe process (see probe.py)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib.metadata import distributions
+from pathlib import Path
+from typing import Any
+
+import harness
+
+SOURCE_ROOT = Path(harness.__file__).resolve().parent.parent
+
+
+def harness_info() -> dict[str, Any]:
+    """Version, git commit and whether the working tree had uncommitted changes."""
+    sha = dirty = None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+        dirty = bool(status.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass  # not a git checkout (an installed package): sha and dirty stay unknown
+    return {"version": harness.__version__, "git_sha": sha, "git_dirty": dirty}
+
+
+def packages() -> dict[str, str]:
+    found = {}
+    for dist in distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[name.lower()] = dist.version
+    return dict(sorted(found.items()))
+
+
+def cpu_info() -> dict[str, Any]:
+    import psutil
+
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "model": model,
+        "architecture": platform.machine(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total,
+    }
+
+
+def container_info() -> dict[str, Any]:
+    in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+    return {
+        "in_container": in_container,
+        "image": os.environ.get("FUSIONBENCH_IMAGE"),
+        "image_digest": os.environ.get("FUSIONBENCH_IMAGE_DIGEST"),
+    }
+
+
+def torch_info() -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        return {"installed": False}
+    info: dict[str, Any] = {
+        "installed": True,
+        "version": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cudnn": None,
+        "devices": [],
+    }
+    if info["cuda_available"]:
+        info["cudnn"] = torch.backends.cudnn.version()
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            info["devices"].append(
+                {"name": props.name, "capability": f"{props.major}.{props.minor}", "memory_bytes": props.total_memory,
+                 "multiprocessors": props.multi_processor_count}
+            )
+    return info
+
+
+def gpu_info() -> dict[str, Any]:
+    """GPUs as NVML sees them: name, driver, memory, clocks, power limit."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # no NVIDIA driver here: say so in the bundle
+        return {"available": False, "reason": f"NVML: {exc}"}
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpu: dict[str, Any] = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
+            for key, read in (
+                ("memory_bytes", lambda: pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
+                ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+                ("sm_clock_app_mhz", lambda: pynvml.nvmlDeviceGetApplicationsClock(h, pynvml.NVML_CLOCK_SM)),
+                ("power_limit_w", lambda: pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000),
+                ("pci_bus_id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(h).busId)),
+            ):
+                try:
+                    gpu[key] = read()
+                except pynvml.NVMLError:
+                    gpu[key] = None
+            gpus.append(gpu)
+        return {
+            "available": True,
+            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
+            "gpus": gpus,
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def describe() -> dict[str, Any]:
+    """The system section of a bundle."""
+    return {
+        "os": {"platform": platform.platform(), "kernel": platform.release(), "system": platform.system()},
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "executable": sys.executable},
+        "cpu": cpu_info(),
+        "torch": torch_info(),
+        "gpu": gpu_info(),
+        "container": container_info(),
+        "packages": packages(),
+    }

@@ -1,0 +1,175 @@
+"""One cell, measured in a process of its own: `python -m harness.worker REQUEST.json`.
+
+The parent writes the request, starts this process in a fresh working directory with a time
+limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
+
+    build model -> eager reference -> prepare -> first call -> correctness ->
+    device timing -> LoadGen scenario -> memory -> kernel/fusion profile
+
+Device timing runs before LoadGen because LoadGen's expected-latency hint is calibrated from it.
+A phase that raises makes the cell `failed` with the phase named; what was measured before it
+stays in the answer. The current phase is written to a small file the parent shows in its
+progress bar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness import registry
+from harness.atomic import write_json_atomic
+from harness.contract import Variant
+from harness.errors import HarnessError
+
+
+class PhaseClock:
+    """Times each phase and tells the parent which one is running."""
+
+    def __init__(self, phase_file: Path) -> None:
+        self.phase_file = phase_file
+        self.durations_s: dict[str, float] = {}
+        self.current = "start"
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.current = name
+        try:
+            self.phase_file.write_text(name)
+        except OSError:
+            pass  # the progress display is a convenience; measurement goes on
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.durations_s[name] = time.perf_counter() - start
+
+
+def run_cell(request: dict[str, Any]) -> dict[str, Any]:
+    """Measure one cell; return the answer (never raises for a failure inside the cell)."""
+    from harness.memory import current_rss_bytes
+
+    cell = request["cell"]
+    clock = PhaseClock(Path(request["phase_file"]))
+    answer: dict[str, Any] = {"status": "failed", "reasons": [], "metrics": {}, "environment": {}}
+    metrics = answer["metrics"]
+    try:
+        with clock.phase("import"):
+            import torch
+
+            torch.set_grad_enabled(False)
+            backend = registry.load(cell["backend"])()
+            baseline_rss = current_rss_bytes()
+            baseline_device_used = None
+            if cell["device"] == "cuda":
+                from harness.memory import device_used_bytes
+
+                baseline_device_used = device_used_bytes()
+            answer["environment"] = {
+                "backend_versions": backend.versions(),
+                "torch_threads": torch.get_num_threads(),
+                "pid": os.getpid(),
+            }
+        _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
+    except HarnessError as exc:
+        answer["reasons"].append(f"{clock.current}: {exc}")
+    except BaseException as exc:  # any other failure: a bug or a crash in a library; keep the traceback in the log
+        traceback.print_exc()
+        answer["reasons"].append(f"{clock.current}: {type(exc).__name__}: {exc}")
+    else:
+        answer["reasons"] = _invalid_reasons(metrics)
+        answer["status"] = "invalid" if answer["reasons"] else "valid"
+    answer["phases_s"] = clock.durations_s
+    return answer
+
+
+def _measure(
+    cell: dict[str, Any],
+    request: dict[str, Any],
+    backend: Any,
+    clock: PhaseClock,
+    metrics: dict[str, Any],
+    baseline_rss: int,
+    baseline_device_used: int | None,
+) -> None:
+    import torch
+
+    from harness import correctness, loadgen, passes, zoo
+    from harness.memory import memory_pass
+
+    device, dtype, batch = cell["device"], cell["dtype"], cell["batch"]
+    model_spec = cell["model"]
+    workdir = Path.cwd()
+    artifacts = Path(request["artifact_dir"])
+    with clock.phase("build"):
+        model = zoo.build_model(
+            model_spec["name"], pretrained=model_spec["pretrained"], seed=cell["seed"], device=device, dtype=dtype
+        )
+        folder = Path(request["input_folder"]) if request.get("input_folder") else None
+        samples = zoo.make_samples(
+            cell["inputs"], model=model_spec["name"], input_size=cell["input_size"], folder=folder,
+            device=device, dtype=dtype,
+        )
+        example = torch.cat([samples[i % len(samples)] for i in range(batch)])
+    with clock.phase("reference"):
+        reference = model(example) if backend.computes_model else None
+    with clock.phase("prepare"):
+        variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"])
+        prepared = backend.prepare(model, example, device=device, dtype=dtype, variant=variant, workdir=workdir)
+    metrics["prepare_s"] = clock.durations_s["prepare"]
+    metrics["prepare_cache"] = "cold"
+    try:
+        with clock.phase("first_call"):
+            output = prepared(example)
+            prepared.synchronize()
+        metrics["first_call_s"] = clock.durations_s["first_call"]
+        with clock.phase("correctness"):
+            if reference is None:
+                metrics["correctness"] = {"ok": True, "reason": "", "note": "not checked: the backend computes no model"}
+            else:
+                metrics["correctness"] = correctness.compare(output, reference, dtype)
+            del output
+        with clock.phase("timing"):
+            metrics["device_time"] = passes.device_timing(prepared, example, cell["timing"], device)
+        with clock.phase("loadgen"):
+            median_ns = metrics["device_time"]["summary"]["median_ns"]
+            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, median_ns, artifacts / "loadgen")
+        with clock.phase("memory"):
+            metrics["memory"] = memory_pass(
+                prepared, example, cell["passes"]["memory_iters"], device, baseline_rss, baseline_device_used
+            )
+        with clock.phase("profile"):
+            profile = passes.profile(prepared, example, cell["passes"]["profile_iters"], device, workdir)
+            metrics["fusion_report"] = profile.pop("fusion_report")
+            metrics["kernels"] = profile
+    finally:
+        prepared.close()
+
+
+def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
+    reasons = []
+    if not metrics["correctness"]["ok"]:
+        reasons.append(f"correctness: {metrics['correctness']['reason']}")
+    lg = metrics["loadgen"]
+    if lg["validity"] != "VALID":
+        detail = "; ".join(lg["invalid_reasons"]) or "no reason given"
+        reasons.append(f"loadgen: {lg['validity']} ({detail})")
+    return reasons
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    request = json.loads(Path(argv[0]).read_text())
+    answer = run_cell(request)
+    write_json_atomic(Path(request["answer_file"]), answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The model zoo: torchvision classification models by name, and their inputs.
+
+Random weights by default (seeded, so every cell of a run sees the same model); `pretrained`
+asks torchvision for its published weights, which needs a machine that can fetch them. Inputs
+are seeded synthetic images or real images read from a folder and passed through the model's
+own preprocessing (the transforms of its DEFAULT weights, which are defined in code and need
+no download). torch is imported inside the functions: only worker processes call them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.catalog import CLASSIFICATION_MODELS
+from harness.errors import HarnessError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: str) -> Any:
+    """A torchvision model in eval mode on `device` in `dtype`."""
+    if name not in CLASSIFICATION_MODELS:
+        raise HarnessError(f"unknown model {name!r}")
+    import torch
+    import torchvision
+
+    torch.manual_seed(seed)
+    try:
+        model = torchvision.models.get_model(name, weights="DEFAULT" if pretrained else None)
+    except (OSError, RuntimeError, ValueError) as exc:
+        if not pretrained:
+            raise
+        raise HarnessError(
+            f"cannot load torchvision's pretrained weights for {name} ({type(exc).__name__}: {exc}); "
+            "this machine may not reach the download server: use `pretrained: false` (random weights) "
+            "or put the weights file in $TORCH_HOME/hub/checkpoints first"
+        ) from None
+    return model.eval().to(device=device, dtype=torch_dtype(dtype))
+
+
+def make_samples(
+    inputs: dict[str, Any], *, model: str, input_size: int, folder: Path | None, device: str, dtype: str
+) -> list[Any]:
+    """The sample library: a list of [1, 3, H, W] tensors on `device` in `dtype`."""
+    if inputs["source"] == "synthetic":
+        return _synthetic(inputs["samples"], inputs["seed"], input_size, device, dtype)
+    assert folder is not None, "a folder source needs its resolved path"
+    return _from_folder(folder, inputs["samples"], model, input_size, device, dtype)
+
+
+def _synthetic(count: int, seed: int, size: int, device: str, dtype: str) -> list[Any]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randn((count, 3, size, size), generator=generator)
+    return [img.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous() for img in images]
+
+
+def _from_folder(folder: Path, count: int, model: str, size: int, device: str, dtype: str) -> list[Any]:
+    from PIL import Image
+    from torchvision.models import get_model_weights
+
+    if not folder.is_dir():
+        raise HarnessError(f"input folder {folder} does not exist")
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+    if not files:
+        raise HarnessError(f"input folder {folder} has no {'/'.join(IMAGE_SUFFIXES)} images")
+    weights = get_model_weights(model).DEFAULT
+    default_crop = int(weights.transforms().crop_size[0])
+    transform = weights.transforms() if size == default_crop else weights.transforms(crop_size=size, resize_size=size)
+    samples = []
+    for file in files:
+        try:
+            with Image.open(file) as image:
+                tensor = transform(image.convert("RGB"))
+        except OSError as exc:
+            raise HarnessError(f"cannot read image {file}: {exc}") from None
+        samples.append(tensor.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous())
+    return samples

@@ -1,0 +1,150 @@
+"""The real CLI end to end: scenarios/smoke.yaml on this machine, the bundle it leaves, resume,
+and a sweep in which some cells fail or are skipped while the others still run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fusionbench(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def only_bundle(out: Path) -> Path:
+    runs = [p for p in out.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def cells_of(bundle: Path) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, float]:
+    out = tmp_path_factory.mktemp("smoke")
+    start = time.monotonic()
+    done = fusionbench("run", "scenarios/smoke.yaml", "--device", "cpu", "--out", str(out))
+    return done, only_bundle(out), time.monotonic() - start
+
+
+def test_smoke_runs_clean_and_quickly(smoke) -> None:
+    done, _, wall_s = smoke
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FusionBench results" in done.stdout
+    assert wall_s < 240, f"smoke.yaml took {wall_s:.0f} s"
+
+
+def test_bundle_header_describes_the_run(smoke) -> None:
+    _, bundle, _ = smoke
+    header = json.loads((bundle / "bundle.json").read_text())
+    assert header["schema_version"] == 1 and header["device"] == "cpu"
+    assert header["scenario"]["name"] == "smoke" and len(header["scenario_sha256"]) == 64
+    assert header["harness"]["version"]
+    system = header["system"]
+    assert system["packages"]["torch"].startswith(("2.14", "2.11")) and "mlcommons-loadgen" in system["packages"]
+    assert system["cpu"]["logical_cores"] >= 1 and system["python"]["version"]
+    assert header["backends"]["eager"]["available"]
+    assert len(header["cells"]) == 6
+
+
+def test_every_cell_is_valid_with_loadgen_logs(smoke) -> None:
+    _, bundle, _ = smoke
+    cells = cells_of(bundle)
+    assert len(cells) == 6
+    for cell_id, cell in cells.items():
+        assert cell["status"] == "valid", (cell["label"], cell["reasons"], cell.get("log_tail"))
+        lg = cell["metrics"]["loadgen"]
+        assert lg["validity"] == "VALID"
+        summary = bundle / "cells" / cell_id / lg["log_dir"] / "mlperf_log_summary.txt"
+        assert "Result is : VALID" in summary.read_text()
+        assert cell["metrics"]["device_time"]["summary"]["n"] >= 10
+        assert cell["metrics"]["correctness"]["ok"]
+
+
+def test_inductor_fuses_and_matches_eager(smoke) -> None:
+    _, bundle, _ = smoke
+    by = {(c["config"]["backend"], c["config"]["scenario"]): c for c in cells_of(bundle).values()}
+    eager, inductor = by[("eager", "Offline")]["metrics"], by[("inductor", "Offline")]["metrics"]
+    assert inductor["kernels"]["kernels_per_inference"] < eager["kernels"]["kernels_per_inference"]
+    assert inductor["fusion_report"]["fusion_count"] > 0 and eager["fusion_report"]["fusion_count"] == 0
+    assert inductor["correctness"]["max_abs_error"] <= inductor["correctness"]["max_abs_error_limit"]
+    assert inductor["prepare_s"] > eager["prepare_s"]
+    assert by[("null", "Offline")]["metrics"]["kernels"]["kernels_per_inference"] == 0
+
+
+def test_manifest_matches_files(smoke) -> None:
+    _, bundle, _ = smoke
+    listed = {}
+    for line in (bundle / "MANIFEST.sha256").read_text().splitlines():
+        digest, rel = line.split("  ", 1)
+        listed[rel] = digest
+    on_disk = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()} - {"MANIFEST.sha256"}
+    assert set(listed) == on_disk
+    for rel, digest in listed.items():
+        assert hashlib.sha256((bundle / rel).read_bytes()).hexdigest() == digest
+
+
+def test_resume_runs_only_missing_cells(smoke) -> None:
+    _, bundle, _ = smoke
+    before = cells_of(bundle)
+    done = fusionbench("run", "--resume", str(bundle))
+    assert done.returncode == 0, done.stderr
+    assert "6 cell(s) on cpu, 0 to run" in done.stdout
+    null_offline = next(k for k, c in before.items() if c["config"]["backend"] == "null" and c["config"]["scenario"] == "Offline")
+    (bundle / "cells" / f"{null_offline}.json").unlink()
+    done = fusionbench("run", "scenarios/smoke.yaml", "--device", "cpu", "--resume", str(bundle))
+    assert done.returncode == 0, done.stderr
+    assert "6 cell(s) on cpu, 1 to run" in done.stdout
+    after = cells_of(bundle)
+    assert set(after) == set(before)
+    assert after[null_offline]["status"] == "valid"
+    unchanged = [k for k in before if k != null_offline]
+    assert all(after[k] == before[k] for k in unchanged)
+    assert len(json.loads((bundle / "bundle.json").read_text())["resumed"]) == 2
+
+
+def test_resume_refuses_a_different_scenario(smoke, tmp_path: Path) -> None:
+    _, bundle, _ = smoke
+    other = tmp_path / "smoke.yaml"
+    other.write_text((REPO / "scenarios" / "smoke.yaml").read_text().replace("min_duration_s: 2", "min_duration_s: 3"))
+    done = fusionbench("run", str(other), "--device", "cpu", "--resume", str(bundle))
+    assert done.returncode == 2 and "differs from the scenario stored" in done.stderr
+
+
+def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
+    scenario = tmp_path / "mixed.yaml"
+    scenario.write_text(
+        "models: [{name: resnet18, input_size: 32}]\n"
+        "backends:\n"
+        "  - eager\n"
+        "  - {name: inductor, fusion: [off]}\n"
+        "  - {name: inductor, options: {bogus: 1}}\n"
+        "scenarios: [SingleStream]\n"
+        "loadgen: {min_duration_s: 0.5}\n"
+        "timing: {min_time_s: 0.1}\n"
+    )
+    out = tmp_path / "results"
+    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+    assert done.returncode == 1, done.stdout + done.stderr
+    statuses = {(c["config"]["backend"], c["config"]["variant"]["fusion"], bool(c["config"]["variant"]["options"])): c
+                for c in cells_of(only_bundle(out)).values()}
+    assert statuses[("eager", "on", False)]["status"] == "valid"
+    skipped = statuses[("inductor", "off", False)]
+    assert skipped["status"] == "skipped" and "fusion=off is not implemented" in skipped["reasons"][0]
+    failed = statuses[("inductor", "on", True)]
+    assert failed["status"] == "failed"
+    assert failed["reasons"] == ["prepare: unknown inductor option(s) bogus; allowed: mode, freezing"]
+    assert "failed or invalid" in done.stdout

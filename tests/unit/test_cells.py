@@ -1,0 +1,71 @@
+"""Cell expansion, ids and --only selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cells import expand, parse_only, select
+from harness.config import ScenarioFile
+from harness.errors import ConfigError
+
+
+def resolved(**overrides):
+    data = {
+        "models": ["resnet18", "mobilenet_v3_small"],
+        "backends": ["eager", {"name": "inductor", "fusion": ["on", "off"]}],
+        "scenarios": ["SingleStream", "MultiStream", "Offline"],
+        "batch_sizes": {"cpu": [1, 8], "cuda": [64]},
+        "loadgen": {"samples_per_query": 4},
+        **overrides,
+    }
+    out = ScenarioFile.model_validate(data).model_dump(mode="json")
+    out["name"] = "t"
+    return out
+
+
+def test_batches_follow_the_scenario() -> None:
+    cells = expand(resolved(), "cpu")
+    by_scenario = {}
+    for c in cells:
+        by_scenario.setdefault(c.config["scenario"], set()).add(c.config["batch"])
+    assert by_scenario == {"SingleStream": {1}, "MultiStream": {4}, "Offline": {1, 8}}
+    # 2 models x 3 backend variants x (1 + 1 + 2) batches
+    assert len(cells) == 2 * 3 * 4
+    assert {c.config["batch"] for c in expand(resolved(), "cuda") if c.config["scenario"] == "Offline"} == {64}
+
+
+def test_ids_are_unique_stable_and_device_specific() -> None:
+    a, b = expand(resolved(), "cpu"), expand(resolved(), "cpu")
+    assert [c.id for c in a] == [c.id for c in b]
+    assert len({c.id for c in a}) == len(a)
+    assert not {c.id for c in a} & {c.id for c in expand(resolved(), "cuda")}
+
+
+def test_ids_change_with_what_is_measured_only() -> None:
+    base = {c.label: c.id for c in expand(resolved(), "cpu")}
+    longer = {c.label: c.id for c in expand(resolved(loadgen={"samples_per_query": 4, "min_duration_s": 3}), "cpu")}
+    assert all(base[k] != longer[k] for k in base)
+    limits = {c.label: c.id for c in expand(resolved(limits={"cell_timeout_s": 5}), "cpu")}
+    assert limits == base, "a time limit does not change what a cell measures"
+    server_knob = {c.label: c.id for c in expand(resolved(loadgen={"samples_per_query": 4, "target_qps": 7}), "cpu")}
+    assert server_knob == base, "Server-only settings do not change Offline/SingleStream cells"
+
+
+def test_min_query_count_resolved_per_scenario() -> None:
+    cells = expand(resolved(), "cpu")
+    counts = {c.config["scenario"]: c.config["loadgen"]["min_query_count"] for c in cells}
+    assert counts == {"SingleStream": 100, "MultiStream": 662, "Offline": 1}
+
+
+def test_only_selects_and_rejects() -> None:
+    cells = expand(resolved(), "cpu")
+    chosen = select(cells, parse_only("model=resnet18,backend=inductor,fusion=off,batch=8"))
+    assert [c.label for c in chosen] == ["resnet18 inductor fusion-off Offline cpu fp32 b8"]
+    both = select(cells, parse_only("model=resnet18,model=mobilenet_v3_small,scenario=SingleStream,backend=eager"))
+    assert len(both) == 2
+    with pytest.raises(ConfigError, match="unknown key 'modle'"):
+        parse_only("modle=resnet18")
+    with pytest.raises(ConfigError, match="not KEY=VALUE"):
+        parse_only("resnet18")
+    with pytest.raises(ConfigError, match="matches no cell"):
+        select(cells, parse_only("model=vgg11"))

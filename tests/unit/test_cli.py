@@ -1,0 +1,84 @@
+"""The command line: help, models, schema, and bad input that writes nothing and exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+def fusionbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_help_lists_commands() -> None:
+    done = fusionbench("--help")
+    assert done.returncode == 0
+    for command in ("run", "backends", "models", "schema"):
+        assert command in done.stdout
+    run_help = fusionbench("run", "--help").stdout
+    for option in ("--device", "--only", "--out", "--resume"):
+        assert option in run_help
+
+
+def test_models_and_family_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "--family", "mobilenetv3"]) == 0
+    out = capsys.readouterr().out
+    assert "mobilenet_v3_small" in out and "resnet18" not in out
+    assert main(["models", "--family", "nope"]) == 2
+    assert "families:" in capsys.readouterr().err
+
+
+def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "FusionBench scenario file" and "models" in schema["required"]
+
+
+def test_backends_reports_availability_and_versions() -> None:
+    done = fusionbench("backends", "--device", "cpu", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["device"] == "cpu"
+    assert answer["backends"]["eager"]["available"] and answer["backends"]["eager"]["versions"]["torch"]
+    cuda = json.loads(fusionbench("backends", "--device", "cuda", "--json").stdout)
+    import torch
+
+    if not torch.cuda.is_available():
+        assert not cuda["backends"]["eager"]["available"]
+        assert "no CUDA device" in cuda["backends"]["eager"]["reason"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\nbogus: 1\n", "unknown key 'bogus'"),
+        ("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\nloadgen: {min_duration_s: -1}\n", "greater than or equal to 0"),
+        ("models: [resnet18\n", "invalid YAML"),
+    ],
+)
+def test_bad_scenario_exits_2_and_writes_nothing(tmp_path: Path, text: str, expected: str) -> None:
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(text)
+    out = tmp_path / "results"
+    done = fusionbench("run", str(scenario), "--out", str(out))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"fusionbench: error: {scenario}") and expected in lines[0]
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_bad_only_and_missing_file(tmp_path: Path, repo: Path) -> None:
+    out = tmp_path / "results"
+    done = fusionbench("run", str(repo / "scenarios" / "smoke.yaml"), "--only", "model=vgg11", "--out", str(out))
+    assert done.returncode == 2 and "matches no cell" in done.stderr and not out.exists()
+    done = fusionbench("run", str(tmp_path / "nope.yaml"))
+    assert done.returncode == 2 and "no such scenario file" in done.stderr
+    done = fusionbench("run")
+    assert done.returncode == 2 and "needs a scenario file" in done.stderr

@@ -1,0 +1,133 @@
+"""Scenario files: good ones load, bad ones give one line naming the file, the line and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import scenario_file
+from harness.errors import ConfigError
+
+GOOD = """\
+models:
+  - resnet18
+  - name: mobilenet_v3_small
+    input_size: 96
+backends:
+  - eager
+  - name: inductor
+    fusion: on
+scenarios: [Offline, SingleStream]
+"""
+
+
+def load_text(tmp_path: Path, text: str | bytes, name: str = "s.yaml"):
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return scenario_file.load(path)
+
+
+def error_of(tmp_path: Path, text: str | bytes) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text)
+    message = str(info.value)
+    assert "\n" not in message, "a config error is one line"
+    return message
+
+
+def test_good_file_fills_defaults(tmp_path: Path) -> None:
+    scenario = load_text(tmp_path, GOOD)
+    assert [m.name for m in scenario.models] == ["resnet18", "mobilenet_v3_small"]
+    assert scenario.models[1].resolved_input_size == 96
+    assert scenario.models[0].resolved_input_size == 224
+    assert scenario.backends[1].fusion == ["on"]  # YAML's boolean `on` read back as the word
+    assert scenario.dtypes == ["fp32"] and scenario.device == "auto"
+    assert scenario.loadgen.min_queries("MultiStream") == 662
+
+
+def test_unknown_key_names_line_and_allowed_keys(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD + "loadgen:\n  min_duration_s: 1\n  min_durration: 2\n")
+    assert message.startswith(f"{tmp_path / 's.yaml'}:12: loadgen: unknown key 'min_durration'")
+    assert "min_duration_s" in message and "target_latency_ms" in message
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD + "modles: []\n")
+    assert ":10: (top level): unknown key 'modles'" in message
+    assert "models" in message
+
+
+def test_unknown_model_suggests_the_closest(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD.replace("- resnet18", "- resnet19"))
+    assert ":2: models[0].name: unknown model 'resnet19'" in message
+    assert "did you mean" in message and "'resnet18'" in message
+
+
+def test_unknown_backend_lists_registered(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD.replace("- eager", "- eagre"))
+    assert ":6: backends[0].name: unknown backend 'eagre'" in message
+    assert "registered: eager, inductor, null" in message
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD + "timing:\n  min_iters: lots\n")
+    assert ":11: timing.min_iters: Input should be a valid integer" in message
+
+
+def test_negative_duration(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD + "loadgen:\n  min_duration_s: -5\n")
+    assert "loadgen.min_duration_s: Input should be greater than or equal to 0" in message
+
+
+def test_bad_scenario_name_lists_allowed(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD.replace("[Offline, SingleStream]", "[Offline, Batch]"))
+    assert "scenarios[1]" in message and "'SingleStream'" in message and "'Offline'" in message
+
+
+def test_invalid_yaml_names_line(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "models: [resnet18\nbackends: eager\n")
+    assert "invalid YAML" in message and ":2:" in message
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    assert "not UTF-8" in error_of(tmp_path, b"models: [\xff\xfe]\n")
+
+
+def test_empty_and_non_mapping(tmp_path: Path) -> None:
+    assert "empty" in error_of(tmp_path, "")
+    assert "YAML list" in error_of(tmp_path, "- resnet18\n")
+
+
+def test_missing_required(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "models: [resnet18]\nbackends: [eager]\n")
+    assert "scenarios: required, but missing" in message
+
+
+def test_null_backend_survives_yaml_null(tmp_path: Path) -> None:
+    scenario = load_text(tmp_path, GOOD.replace("- eager", "- null"))
+    assert scenario.backends[0].name == "null"
+
+
+def test_repeats_rejected(tmp_path: Path) -> None:
+    assert "same model twice" in error_of(tmp_path, GOOD.replace("- resnet18", "- resnet18\n  - resnet18"))
+    assert "same fusion setting twice" in error_of(tmp_path, GOOD.replace("fusion: on", "fusion: [on, on]"))
+
+
+def test_ordering_constraints(tmp_path: Path) -> None:
+    assert "min_iters is above max_iters" in error_of(tmp_path, GOOD + "timing:\n  min_iters: 5\n  max_iters: 2\n")
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such scenario file"):
+        scenario_file.load(tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match="is a directory"):
+        scenario_file.load(tmp_path)
+
+
+def test_resolved_hash_changes_with_content(tmp_path: Path) -> None:
+    a = scenario_file.resolved(load_text(tmp_path, GOOD), "a")
+    b = scenario_file.resolved(load_text(tmp_path, GOOD + "dtypes: bf16\n"), "a")
+    assert a["name"] == "a" and a["loadgen"]["min_duration_s"] == 10.0
+    assert scenario_file.sha256(a) != scenario_file.sha256(b)
+    assert scenario_file.sha256(a) == scenario_file.sha256(dict(reversed(list(a.items()))))

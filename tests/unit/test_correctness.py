@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import torch
+
+from harness.correctness import compare
+
+
+def test_identical_and_close_pass() -> None:
+    ref = torch.randn(4, 10)
+    assert compare(ref.clone(), ref, "fp32")["ok"]
+    assert compare(ref + 1e-6, ref, "fp32")["ok"]
+
+
+def test_outside_tolerance_fails_with_reason() -> None:
+    ref = torch.randn(4, 10)
+    result = compare(ref + 0.5, ref, "fp32")
+    assert not result["ok"] and "max abs error" in result["reason"]
+    assert not compare(ref.flip(0), ref, "fp32")["ok"]
+
+
+def test_scale_free_for_tiny_outputs() -> None:
+    ref = torch.randn(2, 10) * 1e-12  # random-weight models can output tiny logits
+    assert compare(ref * (1 + 1e-5), ref, "fp32")["ok"]
+    assert not compare(ref * -1, ref, "fp32")["ok"]
+
+
+def test_shape_nan_and_dtype_tolerance() -> None:
+    ref = torch.randn(2, 10)
+    assert "shape" in compare(ref[:1], ref, "fp32")["reason"]
+    bad = ref.clone()
+    bad[0, 0] = float("nan")
+    assert "NaN" in compare(bad, ref, "fp32")["reason"]
+    noisy = ref + 0.005 * ref.abs().max()
+    assert not compare(noisy, ref, "fp32")["ok"] and compare(noisy.half(), ref, "fp16")["ok"]

@@ -1,0 +1,58 @@
+"""A worker that crashes, hangs or exits without an answer becomes a clear reason; nothing is left running."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.isolation import log_tail, run_worker
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60):
+    log = tmp_path / "worker.log"
+    phases: list[str] = []
+    outcome = run_worker({"behaviour": behaviour}, timeout_s=timeout_s, log_path=log,
+                         on_phase=phases.append, module="tests.fakes.workers")
+    return outcome, log, phases
+
+
+def test_answer_is_read(tmp_path: Path) -> None:
+    outcome, _, _ = fake("answer", tmp_path)
+    assert outcome.answer == {"status": "valid", "reasons": [], "metrics": {"x": 1}}
+    assert outcome.returncode == 0 and not outcome.timed_out
+
+
+def test_segfault_is_named(tmp_path: Path) -> None:
+    outcome, log, _ = fake("segfault", tmp_path)
+    assert outcome.answer is None
+    assert outcome.failure_reason(60) == "worker killed by SIGSEGV (in phase prepare)"
+    assert "fake worker starting segfault" in log_tail(log)
+
+
+def test_hang_is_killed_with_its_children(tmp_path: Path) -> None:
+    before = {p.pid for p in psutil.process_iter()}
+    outcome, _, phases = fake("hang", tmp_path, timeout_s=3)
+    assert outcome.timed_out and outcome.answer is None
+    assert outcome.failure_reason(3) == "time limit of 3 s exceeded (in phase prepare)"
+    assert 3 <= outcome.wall_s < 30
+    assert phases == ["prepare"]
+    leftovers = [p for p in psutil.process_iter(["cmdline", "status"]) if p.pid not in before
+                 and p.info["status"] != psutil.STATUS_ZOMBIE
+                 and "tests.fakes.workers" in " ".join(p.info["cmdline"] or [])]
+    assert not leftovers
+
+
+def test_exit_without_answer(tmp_path: Path) -> None:
+    outcome, log, _ = fake("exit", tmp_path)
+    assert outcome.failure_reason(60) == "worker exited with code 3 without an answer (in phase prepare)"
+    assert "giving up" in log_tail(log)

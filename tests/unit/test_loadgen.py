@@ -1,0 +1,99 @@
+"""The LoadGen adapter: settings from the cell and the measured latency, log parsing, and the
+retry when a run went faster than its hint."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import mlperf_loadgen as lg
+import pytest
+import torch
+
+from harness import loadgen
+from harness.contract import Prepared
+from harness.fusion import FusionReport
+
+
+class Sleeper(Prepared):
+    """Takes `seconds` per call: a model with a known latency."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.batches: list[int] = []
+
+    def __call__(self, batch: Any) -> Any:
+        self.batches.append(batch.shape[0])
+        time.sleep(self.seconds)
+        return batch
+
+    def synchronize(self) -> None:
+        pass
+
+    def fusion_report(self) -> FusionReport:
+        return FusionReport(kernels=(), source="test")
+
+
+def cell(scenario: str, batch: int, **loadgen_settings: Any) -> dict[str, Any]:
+    settings = {"min_duration_s": 0.5, "max_duration_s": None, "min_query_count": 20, "max_query_count": None,
+                "target_qps": "auto", "target_qps_fraction": 0.5, "target_latency_ms": 100.0, **loadgen_settings}
+    return {"scenario": scenario, "batch": batch, "loadgen": settings}
+
+
+def samples(n: int = 8) -> list[Any]:
+    return [torch.full((1, 2), float(i)) for i in range(n)]
+
+
+def test_settings_use_the_hint_with_headroom() -> None:
+    s = loadgen.settings_for(lg, "Offline", cell("Offline", 4), latency_ns=2e6, sample_count=8)
+    assert s.offline_expected_qps == pytest.approx(4 * 1e9 / (2e6 / loadgen.HINT_HEADROOM), rel=1e-6)
+    assert s.performance_sample_count_override == 8 and s.min_duration_ms == 500
+    s = loadgen.settings_for(lg, "SingleStream", cell("SingleStream", 1), latency_ns=10.0, sample_count=8)
+    assert s.single_stream_expected_latency_ns == loadgen.MIN_HINT_NS_PER_QUERY
+    s = loadgen.settings_for(lg, "Server", cell("Server", 1, target_latency_ms=50), latency_ns=1e6, sample_count=8)
+    assert s.server_target_qps == 0.5 * 1000 and s.server_target_latency_ns == 50_000_000
+    s = loadgen.settings_for(lg, "Server", cell("Server", 1, target_qps=7.0), latency_ns=1e6, sample_count=8)
+    assert s.server_target_qps == 7.0
+
+
+def test_singlestream_run_and_parse(tmp_path: Path) -> None:
+    model = Sleeper(0.002)
+    result = loadgen.run_scenario(model, samples(), cell("SingleStream", 1), 2e6, tmp_path / "loadgen")
+    assert result["validity"] == "VALID" and result["invalid_reasons"] == []
+    assert result["metric"]["name"] == "latency_p90_early_stopping_ns"
+    assert 2e6 <= result["metric"]["value"] < 50e6
+    assert result["results"]["result_query_count"] >= 20
+    assert set(model.batches) == {1}
+    summary = tmp_path / result["log_dir"] / "mlperf_log_summary.txt"
+    assert "Result is : VALID" in summary.read_text()
+    assert not (tmp_path / result["log_dir"] / "mlperf_log_trace.json").exists()
+
+
+def test_offline_batches_are_padded_to_the_fixed_size(tmp_path: Path) -> None:
+    model = Sleeper(0.001)
+    result = loadgen.run_scenario(model, samples(), cell("Offline", 4), 1e6, tmp_path / "loadgen")
+    assert result["validity"] == "VALID"
+    assert set(model.batches) == {4}, "every call sees the static batch shape"
+
+
+def test_too_fast_run_is_retried_with_the_measured_rate(tmp_path: Path) -> None:
+    model = Sleeper(0.001)
+    # Hinting 20x slower than reality makes LoadGen generate too few samples for the minimum duration.
+    result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=1.0), 20e6, tmp_path / "loadgen")
+    assert [a["validity"] for a in result["attempts"]] == ["INVALID", "VALID"]
+    assert "min duration not met" in result["attempts"][0]["invalid_reasons"]
+    assert result["log_dir"] == "loadgen/attempt-2" and result["validity"] == "VALID"
+
+
+def test_model_error_during_loadgen_is_raised(tmp_path: Path) -> None:
+    class Broken(Sleeper):
+        def __call__(self, batch: Any) -> Any:
+            raise ValueError("bad kernel")
+
+    try:
+        loadgen.run_scenario(Broken(0), samples(), cell("SingleStream", 1), 1e6, tmp_path / "loadgen")
+    except RuntimeError as exc:
+        assert "bad kernel" in str(exc)
+    else:
+        raise AssertionError("a model failure inside the LoadGen run must not pass silently")

@@ -1,0 +1,42 @@
+"""Every file in scenarios/ satisfies the generated JSON Schema and the pydantic model, and the
+committed schema file is the generated one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from harness import scenario_file
+from harness.config import json_schema
+
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
+
+
+def test_required_scenario_files_exist() -> None:
+    names = {p.name for p in SCENARIOS}
+    assert {"offline.yaml", "singlestream.yaml", "multistream.yaml", "server.yaml", "smoke.yaml"} <= names
+
+
+def test_committed_schema_is_current(repo: Path) -> None:
+    committed = json.loads((repo / "scenarios" / "scenario.schema.json").read_text())
+    assert committed == json_schema(), "regenerate with: fusionbench schema --out scenarios/scenario.schema.json"
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_scenario_file_is_valid(path: Path) -> None:
+    jsonschema.validate(yaml.safe_load(path.read_text()), json_schema())
+    scenario_file.load(path)
+
+
+def test_schema_rejects_what_pydantic_rejects() -> None:
+    schema = json_schema()
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"models": ["resnet18"], "backends": ["eager"], "scenarios": ["Offline"], "extra": 1}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"models": [{"name": "nope"}], "backends": ["eager"], "scenarios": ["Offline"]}, schema)
+    jsonschema.validate({"models": ["resnet18"], "backends": ["eager", {"name": "inductor", "fusion": True}],
+                         "scenarios": "Offline"}, schema)

@@ -1,0 +1,120 @@
+"""One cell, measured in-process with fake backends: failures name their phase, wrong outputs make
+the cell invalid, a good backend produces every metric. LoadGen runs for real, briefly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from backends.eager import EagerBackend
+from harness import registry
+from harness.cells import expand
+from harness.config import ScenarioFile
+from harness.contract import Availability, Backend, Prepared, Variant
+from harness.fusion import FusionReport
+from harness.worker import run_cell
+
+
+class _Wrapped(Prepared):
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, batch: Any) -> Any:
+        return self.fn(batch)
+
+    def synchronize(self) -> None:
+        pass
+
+    def fusion_report(self) -> FusionReport:
+        return FusionReport(kernels=(), source="fake")
+
+
+class RaisingBackend(Backend):
+    name = "raising"
+
+    def availability(self, device: str) -> Availability:
+        return Availability.yes()
+
+    def versions(self) -> dict[str, str]:
+        return {"fake": "1"}
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path) -> Prepared:
+        raise RuntimeError("compiler exploded")
+
+
+class WrongBackend(RaisingBackend):
+    name = "wrong"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path) -> Prepared:
+        return _Wrapped(lambda batch: model(batch) * 1.5)
+
+
+def cell_for(backend: str, scenario: str = "SingleStream") -> dict[str, Any]:
+    data = {
+        "models": [{"name": "resnet18", "input_size": 32}],
+        "backends": ["eager"],
+        "scenarios": [scenario],
+        "batch_sizes": {"cpu": [2]},
+        "inputs": {"samples": 4},
+        "loadgen": {"min_duration_s": 0.3, "min_query_count": 64},
+        "timing": {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1},
+        "passes": {"memory_iters": 2, "profile_iters": 1},
+    }
+    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
+    config = expand(resolved, "cpu")[0].config
+    return {**config, "backend": backend}
+
+
+@pytest.fixture
+def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend}
+    monkeypatch.setattr(registry, "load", lambda name: fakes[name])
+
+
+def run(tmp_path: Path, cell: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.chdir(tmp_path)
+    request = {"cell": cell, "artifact_dir": str(tmp_path / "artifacts"), "phase_file": str(tmp_path / "phase"),
+               "input_folder": None}
+    return run_cell(request)
+
+
+def test_exception_in_prepare_fails_the_cell_naming_the_phase(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = run(tmp_path, cell_for("raising"), monkeypatch)
+    assert answer["status"] == "failed"
+    assert answer["reasons"] == ["prepare: RuntimeError: compiler exploded"]
+    assert {"import", "build", "reference", "prepare"} <= set(answer["phases_s"])
+    assert answer["environment"]["backend_versions"] == {"fake": "1"}
+
+
+def test_wrong_outputs_make_the_cell_invalid(tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = run(tmp_path, cell_for("wrong"), monkeypatch)
+    assert answer["status"] == "invalid"
+    assert answer["reasons"][0].startswith("correctness: output differs from eager")
+    assert answer["metrics"]["loadgen"]["validity"] == "VALID", "the speed is still measured, but not trusted"
+
+
+@pytest.mark.parametrize("scenario", ["SingleStream", "Offline"])
+def test_eager_cell_has_every_metric(
+    scenario: str, tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = run(tmp_path, cell_for("eager", scenario), monkeypatch)
+    assert answer["status"] == "valid", answer["reasons"]
+    m = answer["metrics"]
+    assert m["correctness"]["ok"] and m["correctness"]["max_abs_error"] == 0.0
+    timing = m["device_time"]
+    assert len(timing["samples_ns"]) == timing["summary"]["n"] >= 5 and len(timing["warmup_samples_ns"]) == 1
+    assert all(s > 0 for s in timing["samples_ns"])
+    lg = m["loadgen"]
+    assert lg["validity"] == "VALID" and lg["metric"]["value"] > 0
+    assert (tmp_path / "artifacts" / lg["log_dir"] / "mlperf_log_summary.txt").exists()
+    assert m["memory"]["peak_rss_bytes"] >= m["memory"]["rss_baseline_bytes"] > 0
+    assert m["kernels"]["kernels_per_inference"] > 20  # resnet18: convs, bns, relus, adds, pool, linear
+    assert m["fusion_report"]["fusion_count"] == 0
+    assert m["first_call_s"] > 0 and m["prepare_s"] >= 0
+    if scenario == "Offline":
+        assert lg["results"]["result_samples_per_second"] == lg["metric"]["value"]

@@ -1,0 +1,66 @@
+"""The zoo: its static catalogue matches torchvision; models are seeded; folder inputs go through
+the model's own preprocessing; pretrained weights that cannot be fetched give a clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+from PIL import Image
+
+from harness import zoo
+from harness.catalog import CLASSIFICATION_MODELS
+from harness.errors import HarnessError
+
+
+def test_catalog_matches_installed_torchvision() -> None:
+    assert sorted(CLASSIFICATION_MODELS) == sorted(torchvision.models.list_models(module=torchvision.models))
+    weights = torchvision.models.get_model_weights("efficientnet_b3").DEFAULT
+    assert CLASSIFICATION_MODELS["efficientnet_b3"][1] == weights.transforms().crop_size[0]
+
+
+def test_random_weights_are_seeded() -> None:
+    a = zoo.build_model("resnet18", pretrained=False, seed=3, device="cpu", dtype="fp32")
+    b = zoo.build_model("resnet18", pretrained=False, seed=3, device="cpu", dtype="fp32")
+    c = zoo.build_model("resnet18", pretrained=False, seed=4, device="cpu", dtype="fp32")
+    assert torch.equal(a.conv1.weight, b.conv1.weight) and not torch.equal(a.conv1.weight, c.conv1.weight)
+    assert not a.training
+    assert zoo.build_model("resnet18", pretrained=False, seed=0, device="cpu", dtype="bf16").fc.weight.dtype == torch.bfloat16
+
+
+def test_synthetic_samples() -> None:
+    inputs = {"source": "synthetic", "seed": 1, "samples": 3}
+    samples = zoo.make_samples(inputs, model="resnet18", input_size=40, folder=None, device="cpu", dtype="fp32")
+    again = zoo.make_samples(inputs, model="resnet18", input_size=40, folder=None, device="cpu", dtype="fp32")
+    assert len(samples) == 3 and samples[0].shape == (1, 3, 40, 40)
+    assert all(torch.equal(x, y) for x, y in zip(samples, again))
+
+
+def test_folder_samples_use_model_preprocessing(tmp_path: Path) -> None:
+    for i, colour in enumerate(["red", "green", "blue"]):
+        Image.new("RGB", (300, 200), colour).save(tmp_path / f"img{i}.png")
+    (tmp_path / "notes.txt").write_text("not an image")
+    inputs = {"source": "folder", "path": str(tmp_path), "samples": 2}
+    samples = zoo.make_samples(inputs, model="resnet18", input_size=224, folder=tmp_path, device="cpu", dtype="fp32")
+    assert len(samples) == 2 and samples[0].shape == (1, 3, 224, 224)
+    # ImageNet normalisation of pure red: channel 0 high, channels 1-2 negative
+    assert samples[0][0, 0].mean() > 2 and samples[0][0, 1].mean() < -1
+    small = zoo.make_samples(inputs, model="resnet18", input_size=64, folder=tmp_path, device="cpu", dtype="fp32")
+    assert small[0].shape == (1, 3, 64, 64)
+
+
+def test_folder_without_images(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="has no .jpg/.jpeg/.png images"):
+        zoo.make_samples({"source": "folder", "path": "x", "samples": 2}, model="resnet18", input_size=224,
+                         folder=tmp_path, device="cpu", dtype="fp32")
+
+
+def test_pretrained_unreachable_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(name, weights=None):
+        raise OSError("<urlopen error [Errno -3] Temporary failure in name resolution>")
+
+    monkeypatch.setattr(torchvision.models, "get_model", offline)
+    with pytest.raises(HarnessError, match="cannot load torchvision's pretrained weights for resnet18.*pretrained: false"):
+        zoo.build_model("resnet18", pretrained=True, seed=0, device="cpu", dtype="fp32")
