@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 from importlib.metadata import distributions
@@ -38,7 +39,7 @@ def packages() -> dict[str, str]:
     for dist in distributions():
         name = dist.metadata["Name"]
         if name:
-            found[name.lower()] = dist.version
+            found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version  # PEP 503 normalised
     return dict(sorted(found.items()))
 
 
