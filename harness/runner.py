@@ -96,6 +96,10 @@ def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any], P
     if request.resume is not None:
         bundle = Bundle.open(request.resume)
         resolved = bundle.header["scenario"]
+        if request.device and request.device != resolved["device"]:
+            raise ConfigError(
+                f"--device {request.device}: {request.resume} was run with device {resolved['device']}"
+            )
         if request.scenario_path is not None:
             given = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
             if request.device:

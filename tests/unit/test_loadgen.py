@@ -97,3 +97,34 @@ def test_model_error_during_loadgen_is_raised(tmp_path: Path) -> None:
         assert "bad kernel" in str(exc)
     else:
         raise AssertionError("a model failure inside the LoadGen run must not pass silently")
+
+
+def test_multistream_runs_each_query_as_one_batch(tmp_path: Path) -> None:
+    model = Sleeper(0.001)
+    result = loadgen.run_scenario(model, samples(), cell("MultiStream", 4, min_query_count=662, min_duration_s=0.2),
+                                  1e6, tmp_path / "loadgen")
+    assert result["validity"] == "VALID", result["invalid_reasons"]
+    assert result["metric"]["name"] == "latency_p99_per_query_ns" and result["metric"]["value"] >= 1e6
+    assert result["settings"]["effective_samples_per_query"] == 4
+    assert set(model.batches) == {4}
+
+
+def test_server_meets_its_latency_bound_at_a_fixed_rate(tmp_path: Path) -> None:
+    model = Sleeper(0.001)
+    result = loadgen.run_scenario(model, samples(), cell("Server", 1, target_qps=300.0, min_query_count=500,
+                                                         min_duration_s=0.5, target_latency_ms=100.0),
+                                  1e6, tmp_path / "loadgen")
+    assert result["validity"] == "VALID", result["invalid_reasons"]
+    assert result["metric"]["name"] == "server_completed_samples_per_s"
+    assert 200 < result["metric"]["value"] < 400
+    assert result["metric"]["latency_p99_ns"] < 100e6
+
+
+def test_server_over_its_latency_bound_is_invalid(tmp_path: Path) -> None:
+    model = Sleeper(0.004)  # 4 ms per query against a 2 ms bound
+    result = loadgen.run_scenario(model, samples(), cell("Server", 1, target_qps=50.0, min_query_count=100,
+                                                         min_duration_s=0.5, target_latency_ms=2.0),
+                                  4e6, tmp_path / "loadgen")
+    assert result["validity"] == "INVALID"
+    assert any("latency bound" in r or "early stopping" in r for r in result["invalid_reasons"])
+    assert len(result["attempts"]) == 1, "a Server run over its bound is not retried"
