@@ -25,6 +25,7 @@ from backends.eager import EagerBackend
 from backends.null import NullBackend
 from harness import loadgen, zoo
 from harness.contract import Variant
+from harness.system import cpu_info
 
 
 def loadgen_cell(scenario: str, batch: int, duration_s: float) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="fusionbench-overhead-"))
     samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 64}, model="resnet18", input_size=224,
                                folder=None, device="cpu", dtype="fp32")
-    figures: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads",
+    figures: dict[str, Any] = {"machine": f"{cpu_info()['model'] or platform.machine()}, {torch.get_num_threads()} torch threads",
                                "torch": torch.__version__}
 
     null = NullBackend().prepare(None, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir)
