@@ -40,6 +40,7 @@ class EagerBackend(Backend):
 
 
 class EagerPrepared(Prepared):
+    prepare_cache = "none"
     dispatch_definition = (
         "ATen operators that compute, dispatched per inference as a TorchDispatchMode sees them "
         "(composite operators decomposed; views and empty allocations not counted)"

@@ -93,6 +93,7 @@ def _checked_options(options: dict[str, Any] | Any) -> dict[str, Any]:
 
 
 class InductorPrepared(Prepared):
+    prepare_cache = "cold"
     dispatch_definition = (
         "kernel calls in Inductor's generated wrapper per inference: generated C++/Triton kernels "
         "plus library (extern, oneDNN) calls"

@@ -31,6 +31,7 @@ class NullBackend(Backend):
 
 
 class NullPrepared(Prepared):
+    prepare_cache = "none"
     dispatch_definition = "none: the null backend computes nothing"
 
     def __init__(self, device: str) -> None:

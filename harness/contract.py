@@ -53,6 +53,9 @@ class Prepared(abc.ABC):
 
     #: How `cpu_dispatches` counts, in words; goes into the bundle beside the count.
     dispatch_definition: ClassVar[str] = ""
+    #: What `prepare` found in its compile cache: "cold" (compiled from scratch), "warm"
+    #: (loaded a cached artifact), "none" (nothing to compile) or "unknown". Set it in `prepare`.
+    prepare_cache: str = "unknown"
 
     @abc.abstractmethod
     def __call__(self, batch: Any) -> Any:

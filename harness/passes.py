@@ -34,12 +34,13 @@ def device_timing(prepared: Prepared, batch: Any, settings: dict[str, Any], devi
     wanted = math.ceil(settings["min_time_s"] * 1e9 / estimate_ns)
     iters = min(max(wanted, settings["min_iters"]), settings["max_iters"])
 
-    host = [0] * iters
+    host: list[int] | None = None
     if device == "cuda":
         import torch
 
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        host = [0] * iters
         for i in range(iters):
             t0 = clock()
             starts[i].record()
@@ -51,12 +52,12 @@ def device_timing(prepared: Prepared, batch: Any, settings: dict[str, Any], devi
         samples = [round(s.elapsed_time(e) * 1e6) for s, e in zip(starts, ends)]
         method = "cuda events around the call on torch's current stream; host wall time beside it"
     else:
+        samples = [0] * iters
         for i in range(iters):
             t0 = clock()
             prepared(batch)
             prepared.synchronize()
-            host[i] = clock() - t0
-        samples = host
+            samples[i] = clock() - t0
         method = "perf_counter_ns around call + synchronize"
     return {
         "method": method,

@@ -123,7 +123,7 @@ def _measure(
         variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"])
         prepared = backend.prepare(model, example, device=device, dtype=dtype, variant=variant, workdir=workdir)
     metrics["prepare_s"] = clock.durations_s["prepare"]
-    metrics["prepare_cache"] = "cold"
+    metrics["prepare_cache"] = prepared.prepare_cache
     try:
         with clock.phase("first_call"):
             output = prepared(example)

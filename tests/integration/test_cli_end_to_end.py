@@ -82,6 +82,7 @@ def test_inductor_fuses_and_matches_eager(smoke) -> None:
     assert inductor["fusion_report"]["fusion_count"] > 0 and eager["fusion_report"]["fusion_count"] == 0
     assert inductor["correctness"]["max_abs_error"] <= inductor["correctness"]["max_abs_error_limit"]
     assert inductor["prepare_s"] > eager["prepare_s"]
+    assert (inductor["prepare_cache"], eager["prepare_cache"]) == ("cold", "none")
     assert by[("null", "Offline")]["metrics"]["kernels"]["kernels_per_inference"] == 0
 
 
@@ -148,3 +149,29 @@ def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
     assert failed["status"] == "failed"
     assert failed["reasons"] == ["prepare: unknown inductor option(s) bogus; allowed: mode, freezing"]
     assert "failed or invalid" in done.stdout
+
+
+def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> None:
+    import signal
+
+    out = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "scenarios/smoke.yaml", "--device", "cpu", "--out", str(out),
+         "--only", "backend=eager"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(out.glob("*/cells/*.json")):
+        time.sleep(0.2)
+    time.sleep(1.0)  # the second cell's worker is running now
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout
+    bundle = only_bundle(out)
+    statuses = sorted(c["status"] for c in cells_of(bundle).values())
+    assert statuses == ["interrupted", "valid"]
+    assert (bundle / "MANIFEST.sha256").exists()
+    done = fusionbench("run", "--resume", str(bundle))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 cell(s) on cpu, 1 to run" in done.stdout
+    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]

@@ -74,6 +74,16 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path: Path, text: str, expe
     assert not out.exists()
 
 
+def test_missing_input_folder_is_caught_before_writing(tmp_path: Path) -> None:
+    scenario = tmp_path / "folder.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\n"
+                        "inputs: {source: folder, path: no-such-images}\n")
+    out = tmp_path / "results"
+    done = fusionbench("run", str(scenario), "--out", str(out))
+    assert done.returncode == 2 and f"inputs.path: {tmp_path / 'no-such-images'} is not a directory" in done.stderr
+    assert not out.exists()
+
+
 def test_bad_only_and_missing_file(tmp_path: Path, repo: Path) -> None:
     out = tmp_path / "results"
     done = fusionbench("run", str(repo / "scenarios" / "smoke.yaml"), "--only", "model=vgg11", "--out", str(out))
