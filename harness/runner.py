@@ -39,15 +39,16 @@ class RunRequest:
 
 def run(request: RunRequest, console: Console) -> int:
     """Run a scenario (or resume a bundle); return the process exit code."""
-    bundle, resolved, scenario_dir = _open_or_plan(request)
+    bundle, resolved = _open_or_plan(request)
     names = sorted({b["name"] for b in resolved["backends"]})
     if bundle is None:
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
-    probe = run_probe(resolved["device"], names, with_system=bundle is None)
+    # A resumed run stays on the device it started on, whatever `auto` would pick today.
+    probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
     device = probe["device"]
     cells = select(expand(resolved, device), request.only or {})
-    input_folder = _input_folder(resolved, scenario_dir)
     if bundle is None:
+        input_folder = _input_folder(resolved, request.scenario_path.parent)
         out_dir = _writable(request.out_dir)
         bundle = Bundle.create(
             out_dir,
@@ -57,6 +58,7 @@ def run(request: RunRequest, console: Console) -> int:
                 "harness": harness_info(),
                 "command": sys.argv,
                 "scenario_file": str(request.scenario_path),
+                "input_folder": input_folder,
                 "scenario": resolved,
                 "scenario_sha256": scenario_file.sha256(resolved),
                 "device": device,
@@ -68,6 +70,7 @@ def run(request: RunRequest, console: Console) -> int:
             },
         )
     else:
+        input_folder = bundle.header.get("input_folder")
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()])
@@ -92,7 +95,7 @@ def run(request: RunRequest, console: Console) -> int:
     return 0
 
 
-def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any], Path]:
+def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any]]:
     if request.resume is not None:
         bundle = Bundle.open(request.resume)
         resolved = bundle.header["scenario"]
@@ -109,14 +112,13 @@ def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any], P
                     f"{request.scenario_path} differs from the scenario stored in {request.resume}; "
                     "resume without the file to finish the stored one"
                 )
-        scenario_dir = Path(bundle.header.get("scenario_file") or ".").parent
-        return bundle, resolved, scenario_dir
+        return bundle, resolved
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     resolved = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
     if request.device:
         resolved["device"] = request.device
-    return None, resolved, request.scenario_path.parent
+    return None, resolved
 
 
 def _input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
@@ -172,6 +174,7 @@ def _sweep(
             style = {"valid": "green", "invalid": "yellow", "skipped": "dim", "failed": "red"}[record["status"]]
             why = f": {record['reasons'][0]}" if record["reasons"] else ""
             progress.console.print(f"[{style}]{record['status']:>7}[/] {cell.label} ({record['wall_s']:.1f} s){why}")
+        progress.update(task, description="cells done")
 
 
 def _run_cell(

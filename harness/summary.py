@@ -17,9 +17,9 @@ def _metric(loadgen: dict[str, Any] | None) -> str:
     if value is None:
         return "-"
     if metric["unit"] == "ns":
-        text = f"{value / 1e6:.2f} ms"
+        text = f"{'p90' if 'p90' in metric['name'] else 'p99'} {value / 1e6:.2f} ms"
     else:
-        text = f"{value:.1f}/s"
+        text = f"{value:.1f} samples/s"
     return f"{text} {'' if loadgen['validity'] == 'VALID' else '(INVALID)'}".strip()
 
 

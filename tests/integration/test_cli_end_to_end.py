@@ -175,3 +175,26 @@ def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 cell(s) on cpu, 1 to run" in done.stdout
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]
+
+
+def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> None:
+    from PIL import Image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for i, colour in enumerate(["red", "green", "blue", "white"]):
+        Image.new("RGB", (80, 60), colour).save(images / f"{i}.jpg")
+    scenario = tmp_path / "folder.yaml"
+    scenario.write_text(
+        "models: [{name: resnet18, input_size: 48}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+        "inputs: {source: folder, path: images, samples: 3}\n"
+        "loadgen: {min_duration_s: 0.5}\ntiming: {min_time_s: 0.1}\n"
+    )
+    out = tmp_path / "results"
+    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")  # cwd is the repository
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = only_bundle(out)
+    header = json.loads((bundle / "bundle.json").read_text())
+    assert header["input_folder"] == str(images.resolve())
+    (cell,) = cells_of(bundle).values()
+    assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
