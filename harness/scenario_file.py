@@ -15,10 +15,11 @@ from typing import Any
 import pydantic
 import yaml
 
-from harness.config import ScenarioFile
+from harness.config import FolderInputs, ScenarioFile, SyntheticInputs
 from harness.errors import ConfigError
 
 MAX_FILE_BYTES = 1 << 20
+INPUT_BRANCHES = {"synthetic": SyntheticInputs, "folder": FolderInputs}
 
 
 def load(path: str | Path) -> ScenarioFile:
@@ -85,12 +86,13 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
 
 
 def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> str:
-    errors = exc.errors(include_url=False)
+    # An unknown key is most often a typo, and the cause of the other errors: report it first.
+    errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
-    loc = tuple(first["loc"])
+    loc = _user_path(tuple(first["loc"]))
     field = _dotted(loc) or "(top level)"
     if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(tuple(first["loc"])[:-1])
         message = f"unknown key {loc[-1]!r}; allowed here: {', '.join(allowed)}"
         field = _dotted(loc[:-1]) or "(top level)"
     elif first["type"] == "missing":
@@ -100,6 +102,16 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     line = _line_of(node, loc)
     return f"{where}:{line}: {field}: {message}{more}" if line else f"{where}: {field}: {message}{more}"
+
+
+def _user_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Drop pydantic's union-branch names (`inputs.folder.path` -> `inputs.path`)."""
+    out: list[Any] = []
+    for part in loc:
+        if out and out[-1] == "inputs" and part in INPUT_BRANCHES:
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -140,6 +152,9 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     """Field names of the model an error location points into."""
     model: Any = ScenarioFile
     for part in loc:
+        if part in INPUT_BRANCHES:
+            model = INPUT_BRANCHES[part]
+            continue
         if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
             continue
         field = model.model_fields.get(str(part))

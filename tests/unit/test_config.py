@@ -131,3 +131,8 @@ def test_resolved_hash_changes_with_content(tmp_path: Path) -> None:
     assert a["name"] == "a" and a["loadgen"]["min_duration_s"] == 10.0
     assert scenario_file.sha256(a) != scenario_file.sha256(b)
     assert scenario_file.sha256(a) == scenario_file.sha256(dict(reversed(list(a.items()))))
+
+
+def test_typo_in_a_union_branch_is_reported_first_at_its_line(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD + "inputs:\n  source: folder\n  pth: images\n")
+    assert ":12: inputs: unknown key 'pth'; allowed here: source, path, samples (and 1 more problem)" in message
