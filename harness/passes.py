@@ -49,7 +49,7 @@ def device_timing(prepared: Prepared, batch: Any, settings: dict[str, Any], devi
             prepared.synchronize()
             host[i] = clock() - t0
         torch.cuda.synchronize()
-        samples = [round(s.elapsed_time(e) * 1e6) for s, e in zip(starts, ends)]
+        samples = [round(s.elapsed_time(e) * 1e6) for s, e in zip(starts, ends, strict=True)]
         method = "cuda events around the call on torch's current stream; host wall time beside it"
     else:
         samples = [0] * iters

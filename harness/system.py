@@ -97,6 +97,16 @@ def torch_info() -> dict[str, Any]:
     return info
 
 
+_NVML_READERS = {
+    "memory_bytes": lambda nvml, h: nvml.nvmlDeviceGetMemoryInfo(h).total,
+    "sm_clock_max_mhz": lambda nvml, h: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM),
+    "mem_clock_max_mhz": lambda nvml, h: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM),
+    "sm_clock_app_mhz": lambda nvml, h: nvml.nvmlDeviceGetApplicationsClock(h, nvml.NVML_CLOCK_SM),
+    "power_limit_w": lambda nvml, h: nvml.nvmlDeviceGetPowerManagementLimit(h) / 1000,
+    "pci_bus_id": lambda nvml, h: _text(nvml.nvmlDeviceGetPciInfo(h).busId),
+}
+
+
 def gpu_info() -> dict[str, Any]:
     """GPUs as NVML sees them: name, driver, memory, clocks, power limit."""
     try:
@@ -110,16 +120,9 @@ def gpu_info() -> dict[str, Any]:
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             gpu: dict[str, Any] = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
-            for key, read in (
-                ("memory_bytes", lambda: pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
-                ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
-                ("sm_clock_app_mhz", lambda: pynvml.nvmlDeviceGetApplicationsClock(h, pynvml.NVML_CLOCK_SM)),
-                ("power_limit_w", lambda: pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000),
-                ("pci_bus_id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(h).busId)),
-            ):
+            for key, read in _NVML_READERS.items():
                 try:
-                    gpu[key] = read()
+                    gpu[key] = read(pynvml, h)
                 except pynvml.NVMLError:
                     gpu[key] = None
             gpus.append(gpu)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from backends.eager import EagerBackend
 from harness import registry

@@ -35,7 +35,7 @@ def test_synthetic_samples() -> None:
     samples = zoo.make_samples(inputs, model="resnet18", input_size=40, folder=None, device="cpu", dtype="fp32")
     again = zoo.make_samples(inputs, model="resnet18", input_size=40, folder=None, device="cpu", dtype="fp32")
     assert len(samples) == 3 and samples[0].shape == (1, 3, 40, 40)
-    assert all(torch.equal(x, y) for x, y in zip(samples, again))
+    assert all(torch.equal(x, y) for x, y in zip(samples, again, strict=True))
 
 
 def test_folder_samples_use_model_preprocessing(tmp_path: Path) -> None:

@@ -1,0 +1,79 @@
+"""System description: what goes into every bundle. NVML is faked here, so the GPU branch is
+exercised on machines without a GPU (the real one runs in tests/gpu)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from harness import system
+
+
+def fake_pynvml() -> types.ModuleType:
+    nvml = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    nvml.NVMLError = NVMLError
+    nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM = 1, 2
+    nvml.nvmlInit = lambda: None
+    nvml.nvmlShutdown = lambda: None
+    nvml.nvmlDeviceGetCount = lambda: 1
+    nvml.nvmlDeviceGetHandleByIndex = lambda i: f"h{i}"
+    nvml.nvmlDeviceGetName = lambda h: b"NVIDIA H100 80GB HBM3"
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=80 * 2**30, used=2**20)
+    nvml.nvmlDeviceGetMaxClockInfo = lambda h, kind: {1: 1980, 2: 2619}[kind]
+
+    def no_app_clocks(h, kind):
+        raise NVMLError("Not Supported")
+
+    nvml.nvmlDeviceGetApplicationsClock = no_app_clocks
+    nvml.nvmlDeviceGetPowerManagementLimit = lambda h: 700_000
+    nvml.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=b"00000000:19:00.0")
+    nvml.nvmlSystemGetDriverVersion = lambda: "580.65.06"
+    nvml.nvmlSystemGetCudaDriverVersion = lambda: 13000
+    return nvml
+
+
+def test_gpu_info_reads_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    info = system.gpu_info()
+    assert info["available"] and info["driver"] == "580.65.06" and info["cuda_driver_version"] == 13000
+    (gpu,) = info["gpus"]
+    assert gpu["name"] == "NVIDIA H100 80GB HBM3" and gpu["memory_bytes"] == 80 * 2**30
+    assert gpu["sm_clock_max_mhz"] == 1980 and gpu["power_limit_w"] == 700 and gpu["pci_bus_id"] == "00000000:19:00.0"
+    assert gpu["sm_clock_app_mhz"] is None, "an unsupported query is recorded as unknown, not fatal"
+
+
+def test_gpu_info_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = fake_pynvml()
+
+    def missing():
+        raise nvml.NVMLError("NVML Shared Library Not Found")
+
+    nvml.nvmlInit = missing
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert system.gpu_info() == {"available": False, "reason": "NVML: NVML Shared Library Not Found"}
+
+
+def test_describe_has_every_section() -> None:
+    described = system.describe()
+    assert set(described) == {"os", "python", "cpu", "torch", "gpu", "container", "packages"}
+    assert described["packages"]["mlcommons-loadgen"] and described["packages"]["torch"]
+    assert described["cpu"]["logical_cores"] >= 1 and described["cpu"]["memory_bytes"] > 0
+
+
+def test_harness_info_outside_git(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(system, "SOURCE_ROOT", tmp_path)
+    info = system.harness_info()
+    assert info["git_sha"] is None and info["git_dirty"] is None and info["version"]
+
+
+def test_harness_info_in_this_checkout() -> None:
+    if not (system.SOURCE_ROOT / ".git").exists():
+        pytest.skip("the harness is not running from a git checkout")
+    info = system.harness_info()
+    assert len(info["git_sha"]) == 40 and isinstance(info["git_dirty"], bool)
