@@ -1,7 +1,7 @@
 """The memory pass: host RSS on every device; torch allocator peaks and NVML on GPU.
 
-Host: the worker's lifetime peak RSS (`ru_maxrss`; one cell per process makes it that cell's)
-and its delta over the baseline taken before the model was built; plus the peak during the
+Host: the worker's peak RSS from its start to the end of the memory pass (`ru_maxrss`; one cell
+per process makes it that cell's) and its delta over the baseline taken before the model was built; plus the peak during the
 memory pass alone, by resetting the kernel's high-water mark (`/proc/self/clear_refs`), so the
 eager reference and the compiler's own peak do not count there.
 GPU: `torch.cuda.max_memory_allocated/reserved` over the pass (torch backends), and the NVML
@@ -29,7 +29,10 @@ def current_rss_bytes() -> int:
 
 
 def lifetime_peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    """Peak RSS so far. The kernel updates ru_maxrss lazily while VmHWM also counts the current
+    RSS, so either can be the larger by a few pages: take both."""
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    return max(maxrss, _high_water_mark_bytes() or 0)
 
 
 def _reset_high_water_mark() -> bool:
@@ -54,6 +57,8 @@ def memory_pass(
     prepared: Prepared, batch: Any, iters: int, device: str, baseline_rss: int, baseline_device_used: int | None
 ) -> dict[str, Any]:
     """`baseline_*`: taken by the worker before the model was built."""
+    # Clearing the high-water mark also lowers ru_maxrss: read the lifetime peak first.
+    peak_before_pass = lifetime_peak_rss_bytes()
     reset = _reset_high_water_mark()
     sampler = NvmlSampler(baseline_device_used) if device == "cuda" else None
     if device == "cuda":
@@ -71,7 +76,7 @@ def memory_pass(
         if sampler:
             sampler.stop()
     pass_peak = _high_water_mark_bytes() if reset else None
-    lifetime = lifetime_peak_rss_bytes()
+    lifetime = max(peak_before_pass, lifetime_peak_rss_bytes())
     result: dict[str, Any] = {
         "rss_baseline_bytes": baseline_rss,
         "peak_rss_bytes": lifetime,
