@@ -99,14 +99,13 @@ def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any]]:
     if request.resume is not None:
         bundle = Bundle.open(request.resume)
         resolved = bundle.header["scenario"]
-        if request.device and request.device != resolved["device"]:
+        if request.device and request.device != bundle.header["device"]:
             raise ConfigError(
-                f"--device {request.device}: {request.resume} was run with device {resolved['device']}"
+                f"--device {request.device}: {request.resume} was run on {bundle.header['device']}"
             )
         if request.scenario_path is not None:
             given = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
-            if request.device:
-                given["device"] = request.device
+            given["device"] = resolved["device"]  # the device was checked above; compare the rest
             if scenario_file.sha256(given) != bundle.header["scenario_sha256"]:
                 raise ConfigError(
                     f"{request.scenario_path} differs from the scenario stored in {request.resume}; "

@@ -89,10 +89,11 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
     # An unknown key is most often a typo, and the cause of the other errors: report it first.
     errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
-    loc = _user_path(tuple(first["loc"]))
+    raw_loc = tuple(first["loc"])
+    loc = _user_path(raw_loc)
     field = _dotted(loc) or "(top level)"
     if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(tuple(first["loc"])[:-1])
+        allowed = _allowed_keys(raw_loc[:-1])
         message = f"unknown key {loc[-1]!r}; allowed here: {', '.join(allowed)}"
         field = _dotted(loc[:-1]) or "(top level)"
     elif first["type"] == "missing":

@@ -198,3 +198,9 @@ def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> No
     assert header["input_folder"] == str(images.resolve())
     (cell,) = cells_of(bundle).values()
     assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
+
+
+def test_resume_checks_the_device_it_ran_on(smoke) -> None:
+    _, bundle, _ = smoke
+    done = fusionbench("run", "--resume", str(bundle), "--device", "cuda")
+    assert done.returncode == 2 and "was run on cpu" in done.stderr
