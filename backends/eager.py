@@ -29,7 +29,8 @@ class EagerBackend(Backend):
         return {"torch": torch.__version__}
 
     def prepare(
-        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
+        cache_dir: Path,
     ) -> Prepared:
         del dtype, workdir
         if variant.options:

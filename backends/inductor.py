@@ -1,10 +1,19 @@
 """TorchInductor through `torch.compile`: C++/OpenMP kernels on CPU, Triton kernels on GPU.
 
+Fusion on is Inductor as shipped (with freezing). Inductor has no switch for fusion off: it
+fuses while lowering (pointwise producers are inlined into consumers) and again in the
+scheduler. `fusion: off` therefore patches three places for the length of the compile:
+every FX node's result is realized into a buffer of its own as soon as it is lowered, the
+scheduler may fuse no two nodes, and the C++ backend emits each node as its own function
+(instead of grouping consecutive loop nests into one). The result is one ATen operator (after
+Inductor's decompositions: batch norm becomes its arithmetic) per generated kernel; freezing
+is off by default, so batch norm is not folded into the convolution weights either.
+
 Options (scenario file, `options:`):
 - `mode`: torch.compile mode: "default", "reduce-overhead", "max-autotune",
   "max-autotune-no-cudagraphs" (default "default")
 - `freezing`: fold parameters into constants, which lets conv+bn fold and, on CPU, oneDNN
-  conv+activation epilogues fuse (default true)
+  conv+activation epilogues fuse (default: true with fusion on, false with fusion off)
 
 Compilation always starts cold (Inductor's caches disabled for the compile), so `prepare_s` is a
 cold compile and the generated code is really produced, not replayed from a cache.
@@ -12,15 +21,19 @@ cold compile and the generated code is really produced, not replayed from a cach
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from backends.inductor_code import kernel_calls
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
+from harness.options import checked
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTIONS = {"mode": str, "freezing": bool}
@@ -42,11 +55,6 @@ class InductorBackend(Backend):
             return Availability.no("no C++ compiler (g++, c++ or clang++) on PATH; Inductor compiles its CPU kernels with one")
         return Availability.yes()
 
-    def supports(self, variant: Variant, dtype: str) -> Availability:
-        if variant.fusion == "off":
-            return Availability.no("inductor fusion=off is not implemented yet (it needs every FX node realized and max_fusion_size=1)")
-        return Availability.yes()
-
     def versions(self) -> dict[str, str]:
         import torch
 
@@ -60,15 +68,17 @@ class InductorBackend(Backend):
         return versions
 
     def prepare(
-        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
+        cache_dir: Path,
     ) -> Prepared:
-        options = _checked_options(variant.options)
+        options = _checked_options(variant)
         import torch
         import torch._inductor.config as inductor_config
         from torch._inductor.utils import run_and_get_code
 
         torch._dynamo.reset()
-        with inductor_config.patch(force_disable_caches=True, freezing=options["freezing"]), torch.no_grad():
+        unfused = _unfused_lowering() if variant.fusion == "off" else contextlib.nullcontext()
+        with inductor_config.patch(force_disable_caches=True, freezing=options["freezing"]), unfused, torch.no_grad():
             compiled = torch.compile(model, mode=None if options["mode"] == "default" else options["mode"], dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
             _, sources = run_and_get_code(compiled, example)
@@ -79,17 +89,40 @@ class InductorBackend(Backend):
         return InductorPrepared(compiled, device, kernels, graphs=len(sources))
 
 
-def _checked_options(options: dict[str, Any] | Any) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise BackendFailed(f"unknown inductor option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}")
-    resolved = {"mode": "default", "freezing": True, **options}
-    for key, kind in OPTIONS.items():
-        if not isinstance(resolved[key], kind):
-            raise BackendFailed(f"inductor option {key} must be a {kind.__name__}, got {resolved[key]!r}")
+def _checked_options(variant: Variant) -> dict[str, Any]:
+    resolved = checked("inductor", variant.options, OPTIONS, {"mode": "default", "freezing": variant.fusion == "on"})
     if resolved["mode"] not in MODES:
         raise BackendFailed(f"inductor option mode={resolved['mode']!r}; allowed: {', '.join(MODES)}")
     return resolved
+
+
+@contextlib.contextmanager
+def _unfused_lowering() -> Iterator[None]:
+    """One operator per kernel: realize every lowered FX node, forbid scheduler fusion, and flush
+    the C++ kernel group after every node. Patches Inductor internals, checked to exist first."""
+    from torch._inductor import ir
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.scheduler import Scheduler
+
+    for owner, attribute in ((GraphLowering, "run_node"), (Scheduler, "can_fuse"), (CppScheduling, "ready_to_flush")):
+        if not callable(getattr(owner, attribute, None)):
+            raise BackendFailed(
+                f"inductor fusion=off needs {owner.__name__}.{attribute}, which this torch does not have"
+            )
+    lower = GraphLowering.run_node
+
+    def run_node_realized(self: Any, node: Any) -> Any:
+        result = lower(self, node)
+        if node.op == "call_function" and isinstance(result, ir.TensorBox) and isinstance(result.data, ir.StorageBox):
+            result.realize()
+        return result
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(GraphLowering, "run_node", run_node_realized))
+        stack.enter_context(mock.patch.object(Scheduler, "can_fuse", lambda self, *args, **kwargs: False))
+        stack.enter_context(mock.patch.object(CppScheduling, "ready_to_flush", lambda self: True))
+        yield
 
 
 class InductorPrepared(Prepared):

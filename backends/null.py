@@ -23,7 +23,8 @@ class NullBackend(Backend):
         return {}
 
     def prepare(
-        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
+        cache_dir: Path,
     ) -> Prepared:
         if variant.options:
             raise BackendFailed(f"null takes no options; got {', '.join(sorted(variant.options))}")

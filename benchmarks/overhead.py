@@ -56,7 +56,9 @@ def main() -> None:
     figures: dict[str, Any] = {"machine": f"{cpu_info()['model'] or platform.machine()}, {torch.get_num_threads()} torch threads",
                                "torch": torch.__version__}
 
-    null = NullBackend().prepare(None, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir)
+    null = NullBackend().prepare(
+        None, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir, cache_dir=workdir
+    )
     ss = loadgen.run_scenario(null, samples, loadgen_cell("SingleStream", 1, args.duration_s), 20_000, workdir / "null-ss")
     off = loadgen.run_scenario(null, samples, loadgen_cell("Offline", 8, args.duration_s), 40_000, workdir / "null-off")
     figures["null_singlestream_p50_ns"] = ss["results"]["result_50.00_percentile_latency_ns"]
@@ -66,7 +68,9 @@ def main() -> None:
     figures["null_offline_validity"] = off["validity"]
 
     model = zoo.build_model("resnet18", pretrained=False, seed=0, device="cpu", dtype="fp32")
-    eager = EagerBackend().prepare(model, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir)
+    eager = EagerBackend().prepare(
+        model, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir, cache_dir=workdir
+    )
     batch = samples[0]
     for _ in range(5):
         eager(batch)

@@ -73,6 +73,8 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
     for model in resolved["models"]:
         input_size = model["input_size"] or CLASSIFICATION_MODELS[model["name"]][1]
         for backend in resolved["backends"]:
+            if backend.get("models") and model["name"] not in backend["models"]:
+                continue
             for fusion in backend["fusion"]:
                 for scenario in resolved["scenarios"]:
                     for dtype in resolved["dtypes"]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,12 @@ import harness
 from harness.errors import ConfigError, HarnessError
 
 DEVICES = ("auto", "cpu", "cuda")
+
+
+def default_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/fusionbench, or ~/.cache/fusionbench."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fusionbench"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", type=Path, default=Path("results"), help="directory for result bundles (default: results)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir", type=Path, default=default_cache_dir(),
+        help="where backends keep exported and compiled artifacts between runs (default: %(default)s)",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
 
     backends = sub.add_parser("backends", help="registered backends, whether they can run here, and their versions")
     backends.add_argument("--device", choices=DEVICES, default="auto")
@@ -60,7 +73,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     request = RunRequest(
         scenario_path=args.scenario, device=args.device, only=parse_only(args.only) if args.only else None,
-        out_dir=args.out, resume=args.resume,
+        out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
     )
     return run(request, console)
 

@@ -111,6 +111,10 @@ class BackendSpec(_Strict):
     options: dict[str, OptionValue] = Field(
         default_factory=dict, description="backend-specific settings, checked by the backend"
     )
+    models: list[str] | None = Field(
+        None, min_length=1,
+        description="run this backend on these of the file's models only (default: all of them)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -274,6 +278,13 @@ class ScenarioFile(_Strict):
         seen = [b.model_dump_json() for b in self.backends]
         if len(set(seen)) != len(seen):
             raise ValueError("backends lists the same backend entry twice")
+        names = [m.name for m in self.models]
+        for backend in self.backends:
+            unknown = [m for m in backend.models or () if m not in names]
+            if unknown:
+                raise ValueError(
+                    f"backend {backend.name}: models {', '.join(unknown)} not in the file's models ({', '.join(names)})"
+                )
         return self
 
 

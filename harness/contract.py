@@ -80,6 +80,13 @@ class Prepared(abc.ABC):
         """
         return None
 
+    def profile_figures(self, batch: Any) -> dict[str, Any]:
+        """Figures only this backend's own profiler knows, units in the names (for example
+        `arena_peak_bytes`). Called in the profile pass on every device, after
+        `cpu_dispatches`, never in a timed one; it may run the model. Default: none.
+        """
+        return {}
+
     def close(self) -> None:
         """Release what `prepare` acquired."""
 
@@ -97,8 +104,13 @@ class Backend(abc.ABC):
     def availability(self, device: str) -> Availability:
         """Can this backend run on `device` ("cpu" or "cuda") here? Cheap; imports lazily."""
 
-    def supports(self, variant: Variant, dtype: str) -> Availability:
-        """Can this backend run this variant and dtype ("fp32", "fp16", "bf16")?"""
+    def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
+        """Can this backend run this variant and dtype ("fp32", "fp16", "bf16") on `device`?
+
+        Called in the parent before a cell starts (cheap, no heavy imports); a "no" makes the
+        cell `skipped` with the reason. Problems only `prepare` can find (an option's value, a
+        model that does not export) raise `BackendFailed` there instead.
+        """
         return Availability.yes()
 
     @abc.abstractmethod
@@ -107,10 +119,24 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def prepare(
-        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path
+        self,
+        model: Any,
+        example: Any,
+        *,
+        device: str,
+        dtype: str,
+        variant: Variant,
+        workdir: Path,
+        cache_dir: Path,
     ) -> Prepared:
         """Export and/or compile `model` (a torch.nn.Module in eval mode, already on `device`
         in `dtype`) for inputs shaped like `example`. The harness times this call as
         `prepare_s`. Raise `harness.errors.BackendFailed` with a clear reason when the model or
-        an option cannot be handled. `workdir` is a private scratch directory for this cell.
+        an option cannot be handled.
+
+        `workdir` is a private scratch directory for this cell, deleted after it. `cache_dir` is
+        this backend's persistent directory, shared by cells and runs: keep exported or compiled
+        artifacts there, keyed by everything that changes them (`harness.artifact_cache` does
+        the keying and the atomic writes), and set `Prepared.prepare_cache` to say whether
+        the artifact was built ("cold") or loaded ("warm").
         """

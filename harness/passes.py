@@ -81,6 +81,7 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
                 "kernel_count_method": "cpu dispatches: " + (prepared.dispatch_definition or "undefined"),
             }
         )
+    result["backend_figures"] = prepared.profile_figures(batch)
     return result
 
 

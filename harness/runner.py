@@ -35,6 +35,9 @@ class RunRequest:
     only: dict[str, set[str]] | None = None
     out_dir: Path = Path("results")
     resume: Path | None = None
+    #: Backends' persistent artifact cache (exported graphs, compiled libraries); None: a fresh
+    #: one per cell, so every prepare is cold.
+    cache_dir: Path | None = None
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -63,6 +66,7 @@ def run(request: RunRequest, console: Console) -> int:
                 "scenario_sha256": scenario_file.sha256(resolved),
                 "device": device,
                 "only": {k: sorted(v) for k, v in (request.only or {}).items()},
+                "artifact_cache": str(request.cache_dir) if request.cache_dir else None,
                 "system": probe["system"],
                 "backends": probe["backends"],
                 "cells": [{"id": c.id, "label": c.label} for c in cells],
@@ -79,7 +83,7 @@ def run(request: RunRequest, console: Console) -> int:
         f"[bold]fusionbench[/]: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"
     )
     try:
-        _sweep(todo, bundle, probe["backends"], resolved, input_folder, console)
+        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console)
     except KeyboardInterrupt:
         bundle.write_manifest()
         console.print(f"[yellow]interrupted[/]: finished cells are kept; complete with --resume {bundle.root}")
@@ -150,13 +154,13 @@ def _skip_reason(cell: Cell, backends: dict[str, Any]) -> str | None:
         return report["reason"]
     backend = registry.load(cell.config["backend"])()
     variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"])
-    support = backend.supports(variant, cell.config["dtype"])
+    support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
     return None if support.ok else support.reason
 
 
 def _sweep(
     cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
-    input_folder: str | None, console: Console,
+    input_folder: str | None, cache_dir: Path | None, console: Console,
 ) -> None:
     timeout_s = resolved["limits"]["cell_timeout_s"]
     progress = Progress(
@@ -167,7 +171,7 @@ def _sweep(
         task = progress.add_task("cells", total=len(cells))
         for cell in cells:
             progress.update(task, description=f"{cell.label}")
-            record = _run_cell(cell, bundle, backends, input_folder, timeout_s, progress, task)
+            record = _run_cell(cell, bundle, backends, input_folder, cache_dir, timeout_s, progress, task)
             bundle.write_cell(cell.id, record)
             progress.advance(task)
             style = {"valid": "green", "invalid": "yellow", "skipped": "dim", "failed": "red"}[record["status"]]
@@ -177,8 +181,8 @@ def _sweep(
 
 
 def _run_cell(
-    cell: Cell, bundle: Bundle, backends: dict[str, Any], input_folder: str | None, timeout_s: float,
-    progress: Progress, task: Any,
+    cell: Cell, bundle: Bundle, backends: dict[str, Any], input_folder: str | None, cache_dir: Path | None,
+    timeout_s: float, progress: Progress, task: Any,
 ) -> dict[str, Any]:
     base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
     skip = _skip_reason(cell, backends)
@@ -186,7 +190,10 @@ def _run_cell(
         return {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
     artifacts = bundle.fresh_artifact_dir(cell.id)
     log_path = artifacts / "worker.log"
-    request = {"cell": cell.config, "artifact_dir": str(artifacts), "input_folder": input_folder}
+    request = {
+        "cell": cell.config, "artifact_dir": str(artifacts), "input_folder": input_folder,
+        "cache_dir": str(cache_dir) if cache_dir else None,
+    }
     try:
         outcome = run_worker(
             request, timeout_s=timeout_s, log_path=log_path,

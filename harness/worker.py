@@ -121,7 +121,11 @@ def _measure(
         reference = model(example) if backend.computes_model else None
     with clock.phase("prepare"):
         variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"])
-        prepared = backend.prepare(model, example, device=device, dtype=dtype, variant=variant, workdir=workdir)
+        cache_dir = Path(request.get("cache_dir") or workdir / "cache") / backend.name
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        prepared = backend.prepare(
+            model, example, device=device, dtype=dtype, variant=variant, workdir=workdir, cache_dir=cache_dir
+        )
     metrics["prepare_s"] = clock.durations_s["prepare"]
     metrics["prepare_cache"] = prepared.prepare_cache
     try:

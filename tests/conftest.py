@@ -1,12 +1,47 @@
-"""Shared test setup: GPU tests are skipped with the reason where no CUDA device is visible."""
+"""Shared test setup.
+
+- The example out-of-tree plugin (examples/fusionbench-torchscript) is pip-installed before
+  collection into a private site directory put on sys.path and PYTHONPATH (so worker
+  subprocesses see it too), exactly as an outside developer's package would be found: through
+  its entry point. The project's own .venv is left as it was.
+- GPU tests are skipped with the reason where no CUDA device is visible.
+- Backends' artifact caches go to a temporary directory, not the user's ~/.cache.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "examples" / "fusionbench-torchscript"
+_session_dir = Path(tempfile.mkdtemp(prefix="fusionbench-tests-"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    site = _session_dir / "plugin-site"
+    # Build from a copy: pip builds in the source tree, which must stay clean.
+    source = shutil.copytree(PLUGIN, _session_dir / "plugin-src", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+         "--no-build-isolation", "--target", str(site), str(source)],
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        raise pytest.UsageError(f"could not pip-install the example plugin {PLUGIN}:\n{result.stderr}")
+    sys.path.insert(0, str(site))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    os.environ["XDG_CACHE_HOME"] = str(_session_dir / "cache")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_session_dir, ignore_errors=True)
 
 
 def _cuda_reason() -> str | None:

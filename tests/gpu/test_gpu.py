@@ -55,3 +55,44 @@ timing: {min_time_s: 1}
     assert eager["kernels"]["kernels_per_inference"] > inductor["kernels"]["kernels_per_inference"]
     for key in cells:
         assert cells[key]["status"] == "valid", (key, cells[key]["reasons"])
+
+
+def _variants(tmp_path: Path, backends_yaml: str) -> dict[tuple[str, str], dict[str, Any]]:
+    scenario = tmp_path / "variants.yaml"
+    scenario.write_text(f"""
+models: [{{name: resnet18, input_size: 112}}]
+backends:
+{backends_yaml}
+scenarios: [SingleStream]
+loadgen: {{min_duration_s: 2}}
+timing: {{min_time_s: 0.5}}
+""")
+    out = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--device", "cuda", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1800, cwd=REPO)
+    bundle = next(p for p in out.iterdir() if p.is_dir())
+    cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
+    assert done.returncode in (0, 1), done.stderr[-4000:]
+    return {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells}
+
+
+def test_inductor_fusion_off_launches_more_triton_kernels(tmp_path: Path) -> None:
+    cells = _variants(tmp_path, "  - {name: inductor, fusion: [on, off]}")
+    on, off = cells[("inductor", "on")], cells[("inductor", "off")]
+    for cell in (on, off):
+        assert cell["status"] == "valid", cell["reasons"]
+    assert off["metrics"]["kernels"]["kernels_per_inference"] > on["metrics"]["kernels"]["kernels_per_inference"]
+    assert off["metrics"]["fusion_report"]["fusion_count"] == 0 < on["metrics"]["fusion_report"]["fusion_count"]
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "tvm", "tensorrt"])
+def test_library_backends_on_cuda(tmp_path: Path, backend: str) -> None:
+    """Each runs where its GPU build is present; otherwise its cells are skipped with the reason."""
+    cells = _variants(tmp_path, f"  - {{name: {backend}, fusion: [on, off]}}")
+    on, off = cells[(backend, "on")], cells[(backend, "off")]
+    if on["status"] == "skipped":
+        pytest.skip(f"{backend} on cuda: {on['reasons'][0]}")
+    for cell in (on, off):
+        assert cell["status"] == "valid", (cell["label"], cell["reasons"], cell.get("log_tail"))
+        assert cell["metrics"]["kernels"]["kernel_count_method"].startswith("CUDA kernels")
+    assert off["metrics"]["kernels"]["kernels_per_inference"] > on["metrics"]["kernels"]["kernels_per_inference"]

@@ -69,3 +69,10 @@ def test_only_selects_and_rejects() -> None:
         parse_only("resnet18")
     with pytest.raises(ConfigError, match="matches no cell"):
         select(cells, parse_only("model=vgg11"))
+
+
+def test_backend_models_restrict_its_cells() -> None:
+    data = resolved(backends=["eager", {"name": "inductor", "models": ["mobilenet_v3_small"]}], scenarios=["Offline"])
+    cells = expand(data, "cpu")
+    pairs = sorted((c.config["backend"], c.config["model"]["name"]) for c in cells if c.config["batch"] == 8)
+    assert pairs == [("eager", "mobilenet_v3_small"), ("eager", "resnet18"), ("inductor", "mobilenet_v3_small")]

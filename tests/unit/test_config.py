@@ -136,3 +136,8 @@ def test_resolved_hash_changes_with_content(tmp_path: Path) -> None:
 def test_typo_in_a_union_branch_is_reported_first_at_its_line(tmp_path: Path) -> None:
     message = error_of(tmp_path, GOOD + "inputs:\n  source: folder\n  pth: images\n")
     assert ":12: inputs: unknown key 'pth'; allowed here: source, path, samples (and 1 more problem)" in message
+
+
+def test_backend_models_must_be_the_files_models(tmp_path: Path) -> None:
+    text = GOOD.replace("    fusion: on", "    fusion: on\n    models: [vgg11]")
+    assert "backend inductor: models vgg11 not in the file's models" in error_of(tmp_path, text)

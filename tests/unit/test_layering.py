@@ -8,7 +8,8 @@ import sys
 
 PARENT_MODULES = ["harness.cli", "harness.runner", "harness.config", "harness.scenario_file", "harness.bundle",
                   "harness.cells", "harness.isolation", "harness.summary", "harness.system", "harness.probe",
-                  "harness.worker", "harness.loadgen", "harness.passes", "harness.memory", "harness.zoo"]
+                  "harness.worker", "harness.loadgen", "harness.passes", "harness.memory", "harness.zoo",
+                  "harness.artifact_cache", "harness.options", "harness.fusion"]
 
 
 def test_no_heavy_imports_at_module_level() -> None:

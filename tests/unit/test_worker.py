@@ -40,14 +40,14 @@ class RaisingBackend(Backend):
     def versions(self) -> dict[str, str]:
         return {"fake": "1"}
 
-    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path) -> Prepared:
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
         raise RuntimeError("compiler exploded")
 
 
 class WrongBackend(RaisingBackend):
     name = "wrong"
 
-    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path) -> Prepared:
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
         return _Wrapped(lambda batch: model(batch) * 1.5)
 
 

@@ -1,0 +1,406 @@
+"""NVIDIA TensorRT 10: an engine built from the graph torch's exporter writes (batch norm kept as
+its own node; see backends/onnx_export.py), run on the GPU with `execute_async_v3`.
+
+Fusion:
+- `fusion: on`  -> TensorRT's own layer fusion, whatever it chooses.
+- `fusion: off` -> TensorRT has no switch for it. Every intermediate activation of the ONNX graph
+  (each source operator's output) is marked as a network output, so TensorRT has to write each
+  one to memory and cannot fuse across it. This is an approximation (`FusionReport.approximate`):
+  TensorRT may still fuse the layers it makes out of one source operator, an output tensor may
+  cost a copy an unfused kernel would not need, and constant-only subgraphs are folded either way.
+
+Precision: fp32 (TF32 allowed, as TensorRT and cuDNN do by default; option `tf32`), fp16 with
+`BuilderFlag.FP16`, bf16 with `BuilderFlag.BF16` (TensorRT 10, Ampere or newer). The network is
+weakly typed: the exported graph already has the cell's dtype, and the flag lets TensorRT choose
+kernels of that precision. Input and outputs keep the graph's dtype.
+
+Options (scenario file, `options:`):
+- `workspace_mib`: the builder's workspace memory pool limit, MiB (default 4096)
+- `builder_optimization_level`: 0-5, how hard the builder searches for tactics (default 3)
+- `tf32`: allow TF32 tensor-core math in fp32 layers (default true)
+
+The serialized engine, the inspector's layer information and the ONNX node -> op type map are
+cached per model weights, input shape, dtype, fusion, options, TensorRT version and GPU model.
+The fusion report comes from the engine inspector with DETAILED profiling verbosity (see
+backends/tensorrt_layers.py); kernel launches are counted by the harness's CUDA profiler.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from backends.onnx_export import exported_onnx
+from backends.tensorrt_layers import engine_layers, intermediate_outputs, onnx_activations, onnx_op_types
+from harness.artifact_cache import cached_dir, fingerprint
+from harness.contract import Availability, Backend, Prepared, Variant
+from harness.errors import BackendFailed
+from harness.fusion import FusionReport
+from harness.options import checked
+
+OPTIONS = {"workspace_mib": int, "builder_optimization_level": int, "tf32": bool}
+DEFAULTS = {"workspace_mib": 4096, "builder_optimization_level": 3, "tf32": True}
+DTYPES = ("fp32", "fp16", "bf16")
+OUTPUT_NAME = "output"  # the exporter's name for the model's output (backends/onnx_export.py)
+PLAN_FILE, LAYERS_FILE, OPS_FILE, BUILD_FILE = "engine.plan", "layers.json", "onnx_ops.json", "build.json"
+# Bump when what a cached engine directory holds, or how it is built, changes.
+ENGINE_FORMAT = "trt-engine-v1"
+_PARSER_ERRORS_SHOWN = 3
+
+_logger: Any = None
+
+
+def _trt() -> Any:
+    import tensorrt
+
+    return tensorrt
+
+
+class TensorRTBackend(Backend):
+    name = "tensorrt"
+
+    def availability(self, device: str) -> Availability:
+        if device != "cuda":
+            return Availability.no("TensorRT runs only on NVIDIA GPUs; run its cells with device cuda")
+        try:
+            trt = _trt()
+        except (ImportError, OSError) as exc:  # OSError: the wheel is there but libnvinfer is not
+            return Availability.no(f"tensorrt is not importable ({exc}); pip install tensorrt")
+        major = _major(trt.__version__)
+        if major < 10:
+            return Availability.no(f"TensorRT {trt.__version__} found; this backend needs TensorRT 10 or newer")
+        try:
+            import onnx  # noqa: F401  (the fusion report reads the exported graph)
+            import onnxscript  # noqa: F401  (torch's exporter needs it)
+        except ImportError as exc:
+            return Availability.no(f"{exc.name} is not installed (pip install onnx onnxscript)")
+        from backends.torch_device import torch_availability
+
+        return torch_availability("cuda")
+
+    def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
+        if device != "cuda":
+            return Availability.no("TensorRT runs only on NVIDIA GPUs")
+        if dtype not in DTYPES:
+            return Availability.no(f"tensorrt: {dtype} is not supported ({', '.join(DTYPES)})")
+        return Availability.yes()
+
+    def versions(self) -> dict[str, str]:
+        return {"tensorrt": _trt().__version__, **_exporter_versions()}
+
+    def prepare(
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
+        cache_dir: Path,
+    ) -> Prepared:
+        options = checked_options(variant.options)
+        if device != "cuda":
+            raise BackendFailed("TensorRT runs only on NVIDIA GPUs (device cuda)")
+        if variant.fusion not in ("on", "off"):
+            raise BackendFailed(f"tensorrt fusion={variant.fusion!r}; allowed: on, off")
+        import torch
+
+        trt = _trt()
+        index = example.device.index if example.device.index is not None else torch.cuda.current_device()
+        gpu, capability = torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index)
+        if dtype == "bf16" and capability < (8, 0):
+            raise BackendFailed(
+                f"TensorRT bf16 needs compute capability 8.0 or newer; {gpu} has {capability[0]}.{capability[1]}"
+            )
+        # The engine is specific to the TensorRT version and the GPU model, and is built from an
+        # export that depends on torch, onnx and onnxscript.
+        key = fingerprint(
+            model, example, tensorrt=trt.__version__, gpu=gpu, capability=list(capability), dtype=dtype,
+            fusion=variant.fusion, options=options, format=ENGINE_FORMAT, exporter=_exporter_versions(),
+        )
+        entry = cache_dir / "engines" / key
+        built: dict[str, Any] = {}
+        hit = cached_dir(
+            entry, lambda tmp: _build(trt, model, example, cache_dir, tmp, dtype, variant.fusion, options, built)
+        )
+        runtime = built.get("runtime") or trt.Runtime(_collecting_logger(trt))
+        engine = built.get("engine")
+        if engine is None:
+            engine = runtime.deserialize_cuda_engine((entry / PLAN_FILE).read_bytes())
+            if engine is None:
+                raise BackendFailed(f"TensorRT could not load the cached engine {entry / PLAN_FILE}: {_errors()}")
+        build = json.loads((entry / BUILD_FILE).read_text())
+        prepared = TensorRTPrepared(
+            runtime, engine, example, fusion=variant.fusion,
+            layer_info=(entry / LAYERS_FILE).read_text(), op_types=json.loads((entry / OPS_FILE).read_text()),
+            marked_outputs=build["marked_intermediate_outputs"], activations=build["onnx_activations"],
+            plan_bytes=(entry / PLAN_FILE).stat().st_size,
+        )
+        prepared.prepare_cache = "warm" if hit else "cold"
+        return prepared
+
+
+def checked_options(options: Any) -> dict[str, Any]:
+    """The options with their defaults, or BackendFailed naming what is wrong and what is allowed."""
+    resolved = checked("tensorrt", options, OPTIONS, DEFAULTS)
+    if resolved["workspace_mib"] <= 0:
+        raise BackendFailed(f"tensorrt option workspace_mib must be > 0, got {resolved['workspace_mib']}")
+    if not 0 <= resolved["builder_optimization_level"] <= 5:
+        raise BackendFailed(
+            f"tensorrt option builder_optimization_level must be 0-5, got {resolved['builder_optimization_level']}"
+        )
+    return resolved
+
+
+def _exporter_versions() -> dict[str, str]:
+    import onnx
+    import onnxscript
+    import torch
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxscript": onnxscript.__version__}
+
+
+def _major(version: str) -> int:
+    try:
+        return int(version.split(".")[0])
+    except ValueError:
+        return 0
+
+
+def _collecting_logger(trt: Any) -> Any:
+    """One logger per process (TensorRT keeps it for every builder and runtime it made): it
+    prints warnings and errors to stderr (the cell's log) and keeps the errors for messages."""
+    global _logger
+    if _logger is None:
+        shown = {trt.ILogger.INTERNAL_ERROR, trt.ILogger.ERROR, trt.ILogger.WARNING}
+        errors = {trt.ILogger.INTERNAL_ERROR, trt.ILogger.ERROR}
+
+        class CollectingLogger(trt.ILogger):
+            def __init__(self) -> None:
+                trt.ILogger.__init__(self)
+                self.errors: list[str] = []
+
+            def log(self, severity: Any, msg: str) -> None:
+                if severity in errors:
+                    self.errors.append(msg)
+                if severity in shown:
+                    print(f"[TensorRT {severity.name}] {msg}", file=sys.stderr)
+
+        _logger = CollectingLogger()
+    return _logger
+
+
+def _errors() -> str:
+    """The last errors TensorRT logged, for a BackendFailed message; clears them."""
+    if _logger is None or not _logger.errors:
+        return "no error logged"
+    text = " | ".join(_logger.errors[-3:])
+    _logger.errors.clear()
+    return text[:600]
+
+
+def _parser_error(error: Any) -> str:
+    where = ""
+    node_name = getattr(error, "node_name", None)  # TensorRT 10 parser errors name the ONNX node
+    if callable(node_name) and node_name():
+        operator = getattr(error, "node_operator", None)
+        where = f" (node {node_name()}{f', {operator()}' if callable(operator) and operator() else ''})"
+    return f"{error.desc()}{where}"
+
+
+def _build(
+    trt: Any, model: Any, example: Any, cache_dir: Path, out: Path, dtype: str, fusion: str,
+    options: dict[str, Any], built: dict[str, Any],
+) -> None:
+    """Export, parse, build and inspect; write the artifacts into `out` (cached_dir's temp dir)."""
+    import onnx
+
+    onnx_path, _ = exported_onnx(model, example, cache_dir)
+    logger = _collecting_logger(trt)
+    logger.errors.clear()
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(onnx_path)):  # from the file, so external weights are found
+        shown = [_parser_error(parser.get_error(i)) for i in range(min(parser.num_errors, _PARSER_ERRORS_SHOWN))]
+        more = parser.num_errors - len(shown)
+        raise BackendFailed(
+            "TensorRT's ONNX parser rejected the exported graph: "
+            + ("; ".join(shown) or _errors()) + (f" (and {more} more)" if more > 0 else "")
+        )
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    activations = onnx_activations(graph)
+    marked = 0
+    if fusion == "off":
+        for tensor in intermediate_outputs(
+            network, names=activations,
+            skip_layer_types={trt.LayerType.CONSTANT, trt.LayerType.SHAPE},
+            activation_types={trt.DataType.FLOAT, trt.DataType.HALF, trt.DataType.BF16},
+        ):
+            network.mark_output(tensor)
+            marked += 1
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options["workspace_mib"] << 20)
+    config.builder_optimization_level = options["builder_optimization_level"]
+    if dtype == "fp16":
+        config.set_flag(trt.BuilderFlag.FP16)
+    elif dtype == "bf16":
+        config.set_flag(trt.BuilderFlag.BF16)
+    if not options["tf32"]:
+        config.clear_flag(trt.BuilderFlag.TF32)
+    # DETAILED keeps each layer's ONNX nodes (Metadata) for the inspector, and costs no speed.
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        raise BackendFailed(f"TensorRT could not build an engine: {_errors()}")
+    with open(out / PLAN_FILE, "wb") as file:
+        file.write(plan)
+    runtime = trt.Runtime(logger)
+    engine = runtime.deserialize_cuda_engine(plan)
+    if engine is None:
+        raise BackendFailed(f"TensorRT could not load the engine it just built: {_errors()}")
+    inspector = engine.create_engine_inspector()
+    (out / LAYERS_FILE).write_text(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
+    (out / OPS_FILE).write_text(json.dumps(onnx_op_types(graph), sort_keys=True))
+    (out / BUILD_FILE).write_text(json.dumps({
+        "marked_intermediate_outputs": marked, "onnx_activations": len(activations), "tensorrt": trt.__version__,
+    }))
+    built.update(runtime=runtime, engine=engine)
+
+
+def engine_fusion_report(
+    layer_info: str, op_types: dict[str, str], *, fusion: str, marked_outputs: int, activations: int,
+) -> FusionReport:
+    """The fusion report of an engine from its inspector JSON text and the ONNX node -> op type map."""
+    # strict=False: Metadata separates ONNX nodes with raw \x1e/\x1f, which strict JSON rejects.
+    layers = engine_layers(json.loads(layer_info, strict=False), op_types)
+    notes = [
+        "one TensorRT engine layer per kernel group; a layer may launch more than one CUDA kernel "
+        "(the profiler's kernel count is the launch count)"
+    ]
+    if fusion == "off":
+        notes.append(
+            f"TensorRT cannot switch fusion off: {marked_outputs} of the {activations} intermediate ONNX "
+            "activations were marked as network outputs (the others are constant or absent from TensorRT's "
+            "network), so TensorRT must write each to memory and cannot fuse across it; layers made from one "
+            "source operator may still fuse, and a marked output may cost an extra copy"
+        )
+    if layers.from_names:
+        notes.append(f"{layers.from_names} layer(s) carried no ONNX metadata; their operators were read from layer names")
+    if layers.unresolved:
+        shown = ", ".join(layers.unresolved[:5])
+        more = ", ..." if len(layers.unresolved) > 5 else ""
+        notes.append(f"{len(layers.unresolved)} name(s) in layers matched no ONNX node ({shown}{more})")
+    return FusionReport(
+        kernels=layers.groups,
+        source="TensorRT engine inspector (DETAILED layer information, ONNX node metadata)",
+        approximate=fusion == "off",
+        notes="; ".join(notes),
+    )
+
+
+def _torch_dtypes(trt: Any) -> dict[Any, Any]:
+    import torch
+
+    return {
+        trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.BF16: torch.bfloat16,
+        trt.DataType.INT8: torch.int8, trt.DataType.UINT8: torch.uint8, trt.DataType.INT32: torch.int32,
+        trt.DataType.INT64: torch.int64, trt.DataType.BOOL: torch.bool,
+    }
+
+
+class TensorRTPrepared(Prepared):
+    dispatch_definition = "none: TensorRT runs only on GPU; its kernel launches are counted by the CUDA profiler"
+
+    def __init__(
+        self, runtime: Any, engine: Any, example: Any, *, fusion: str, layer_info: str,
+        op_types: dict[str, str], marked_outputs: int, activations: int, plan_bytes: int,
+    ) -> None:
+        import torch
+
+        trt = _trt()
+        self.runtime = runtime  # kept alive for as long as the engine
+        self.engine = engine
+        self.fusion = fusion
+        self.layer_info = layer_info
+        self.op_types = op_types
+        self.marked_outputs = marked_outputs
+        self.activations = activations
+        self.plan_bytes = plan_bytes
+        self.context = engine.create_execution_context()
+        if self.context is None:
+            raise BackendFailed(f"TensorRT could not create an execution context: {_errors()}")
+        dtypes = _torch_dtypes(trt)
+        inputs: list[str] = []
+        # Every output, the extra ones of fusion off included, gets a buffer allocated once here.
+        self.buffers: dict[str, Any] = {}
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            shape = tuple(engine.get_tensor_shape(name))
+            trt_dtype = engine.get_tensor_dtype(name)
+            dtype = dtypes.get(trt_dtype)
+            if dtype is None or any(dim < 0 for dim in shape):
+                raise BackendFailed(f"TensorRT tensor {name}: unsupported dtype {trt_dtype} or dynamic shape {shape}")
+            if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
+                if shape != tuple(example.shape) or dtype != example.dtype:
+                    raise BackendFailed(
+                        f"TensorRT input {name} is {shape} {dtype}; the cell feeds {tuple(example.shape)} {example.dtype}"
+                    )
+                inputs.append(name)
+                continue
+            buffer = torch.empty(shape, dtype=dtype, device=example.device)
+            if not self.context.set_tensor_address(name, buffer.data_ptr()):
+                raise BackendFailed(f"TensorRT refused the address of output {name}: {_errors()}")
+            self.buffers[name] = buffer
+        if len(inputs) != 1 or OUTPUT_NAME not in self.buffers:
+            raise BackendFailed(
+                f"TensorRT engine has inputs {inputs} and outputs {sorted(self.buffers)[:5]}; "
+                f"expected one input and an output named '{OUTPUT_NAME}'"
+            )
+        self.input_name = inputs[0]
+        self.output = self.buffers[OUTPUT_NAME]
+        # TensorRT adds stream synchronisations when enqueued on the legacy default stream, which
+        # is torch's current stream unless the caller chose another; so it runs on a stream of
+        # its own, ordered after and before the caller's current stream with two events.
+        self.stream = torch.cuda.Stream(device=example.device)
+        self.stream_handle = self.stream.cuda_stream
+        self.inputs_ready = torch.cuda.Event()
+        self.outputs_ready = torch.cuda.Event()
+
+    def __call__(self, batch: Any) -> Any:
+        import torch
+
+        current = torch.cuda.current_stream(batch.device)
+        self.inputs_ready.record(current)
+        self.stream.wait_event(self.inputs_ready)
+        # The batch may be a different tensor on each call: its address is set each time (the
+        # harness hands contiguous tensors, the engine's linear input layout).
+        self.context.set_tensor_address(self.input_name, batch.data_ptr())
+        if not self.context.execute_async_v3(self.stream_handle):
+            raise BackendFailed(f"TensorRT execute_async_v3 failed: {_errors()}")
+        self.outputs_ready.record(self.stream)
+        current.wait_event(self.outputs_ready)
+        return self.output
+
+    def synchronize(self) -> None:
+        import torch
+
+        torch.cuda.current_stream().synchronize()  # it waits on the engine's stream (see __call__)
+
+    def fusion_report(self) -> FusionReport:
+        return engine_fusion_report(
+            self.layer_info, self.op_types, fusion=self.fusion, marked_outputs=self.marked_outputs,
+            activations=self.activations,
+        )
+
+    def profile_figures(self, batch: Any) -> dict[str, Any]:
+        layers = json.loads(self.layer_info, strict=False).get("Layers", [])
+        return {
+            "engine_plan_bytes": self.plan_bytes,
+            "engine_layer_count": len(layers),
+            "marked_intermediate_outputs": self.marked_outputs,
+        }
+
+    def close(self) -> None:
+        # Release in dependency order: context, engine, then the runtime that made it.
+        self.context = None
+        self.engine = None
+        self.runtime = None
+        self.buffers = {}
+        self.output = None

@@ -1,0 +1,415 @@
+"""Apache TVM (Relax): the model imported through torch.export, compiled by TVM's default pipeline.
+
+The model is exported with `torch.export.export` and imported with
+`tvm.relax.frontend.torch.from_exported_program`, parameters bound as constants. Three clean-up
+passes run first in both variants: `DecomposeOpsForInference` (batch norm becomes
+subtract/divide/multiply/add, so it can fuse with the conv before it), then `CanonicalizeBindings`
+and `DeadCodeElimination` (they remove the tuple that batch norm's three outputs leave behind,
+which would otherwise stop the relu after it from fusing). Then `relax.get_default_pipeline`
+of the target runs: on CPU `LegalizeOps` -> `FoldConstant` -> `FuseOps` -> `FuseTIR` -> lowering; on
+CUDA the same plus the dlight default GPU schedules (Matmul, GEMV, Reduction, GeneralReduction,
+Fallback).
+- `fusion: on`  -> the pipeline as it is.
+- `fusion: off` -> `PassContext(disabled_pass=["FuseOps", "FuseTIR"])`: one PrimFunc per Relax op.
+
+Options (scenario file, `options:`):
+- `opt_level`: the PassContext optimisation level, 0..3 (default 3); it gates TIR lowering passes,
+  not the Relax fusion passes, which run at every level
+- `mcpu`: "host" | "generic", CPU cells only (default "host": LLVM code for this machine's CPU,
+  as `Target.from_device("cpu")` detects it; "generic": LLVM's baseline for the architecture)
+
+Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
+whatever the input dtype, so fp16 models do not import). On CPU the default pipeline schedules
+nothing (no MetaSchedule tuning; dlight has no CPU rule for convolutions), so kernels are plain
+single-threaded loops, tens of times slower than oneDNN: the figures show fusion on untuned code.
+
+Compiled libraries are cached in `cache_dir` by weights, input shape, dtype, target, variant,
+options and library versions; a warm prepare loads the library and its fusion report without
+importing the model again. The fusion report is read from the IR while it compiles: which Relax
+ops each fused function was built from, in the order the main function calls the kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.artifact_cache import cached_dir, fingerprint
+from harness.contract import Availability, Backend, Prepared, Variant
+from harness.errors import BackendFailed
+from harness.fusion import FusionReport, KernelGroup
+from harness.options import checked
+
+OPTIONS = {"opt_level": int, "mcpu": str}
+MCPUS = ("host", "generic")
+LIBRARY_FILE = "model.so"
+REPORT_FILE = "fusion_report.json"
+#: Bumped when what goes into the cached directory changes.
+CACHE_LAYOUT = "tvm-relax-v1"
+#: tvm.runtime.from_dlpack refuses tensors whose data is not aligned this much (the generated
+#: code may assume it).
+_ALIGNMENT = 64
+_DTYPES = ("fp32",)
+_CALL_TIR = ("relax.call_tir", "relax.call_tir_inplace")
+
+
+class TVMBackend(Backend):
+    """TVM's Relax compiler and virtual machine; LLVM code on CPU, CUDA (dlight schedules) on GPU."""
+
+    name = "tvm"
+
+    def availability(self, device: str) -> Availability:
+        try:
+            import tvm
+        except ImportError:
+            return Availability.no("apache-tvm is not installed (pip install apache-tvm)")
+        if device == "cuda":
+            from backends.torch_device import torch_availability
+
+            basic = torch_availability("cuda")
+            if not basic.ok:
+                return basic
+            if not tvm.cuda(0).exist:
+                return Availability.no("TVM sees no CUDA device (this apache-tvm build cannot open the GPU torch sees)")
+            return Availability.yes()
+        try:
+            _cpu_target("host")
+        except Exception as exc:  # TVM raises its own error types when LLVM is missing
+            return Availability.no(f"TVM cannot create an LLVM target (built without LLVM?): {_first_line(exc)}")
+        from tvm.support.cc import get_cc
+
+        if get_cc() is None:
+            return Availability.no("no C/C++ compiler on PATH; TVM links its compiled library with one (g++, clang, cc)")
+        return Availability.yes()
+
+    def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
+        if dtype == "fp16":
+            # Checked on TVM 0.27: the importer builds conv2d and linear with out_dtype="float32"
+            # whatever the input dtype, so the following fp16 bias add or batch norm fails to import.
+            return Availability.no(
+                "tvm: fp16 does not import: TVM 0.27's torch importer emits conv2d/linear with float32 "
+                "outputs, which the fp16 ops after them reject (fp32 only for now)"
+            )
+        if dtype not in _DTYPES:
+            return Availability.no(f"tvm: {dtype} is not supported (fp32 only)")
+        return Availability.yes()
+
+    def versions(self) -> dict[str, str]:
+        import torch
+        import tvm
+
+        return {"tvm": tvm.__version__, "torch": torch.__version__}
+
+    def prepare(
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
+        cache_dir: Path,
+    ) -> Prepared:
+        del workdir  # everything worth keeping goes to cache_dir; the build uses its own temp dir
+        options = _checked_options(variant, device)
+        import torch
+        import tvm
+
+        try:
+            target = _cuda_target() if device == "cuda" else _cpu_target(options["mcpu"])
+        except Exception as exc:  # TVM raises ValueError/RuntimeError when the device cannot be queried
+            raise BackendFailed(f"tvm: cannot build a {device} target here: {_first_line(exc)}") from exc
+        key = fingerprint(
+            model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target), dtype=dtype,
+            fusion=variant.fusion, options=options, layout=CACHE_LAYOUT,
+        )
+        entry = cache_dir / "relax" / key
+        hit = cached_dir(entry, lambda tmp: _build(model, example, target, variant.fusion, options, tmp))
+        report = _read_report(entry / REPORT_FILE)
+        try:
+            module = tvm.runtime.load_module(str(entry / LIBRARY_FILE))
+        except Exception as exc:  # a cached library that no longer loads must say so, not crash the worker
+            raise BackendFailed(f"tvm: cannot load the compiled library {entry / LIBRARY_FILE}: {_first_line(exc)}") from exc
+        prepared = TVMPrepared(module, device, report)
+        prepared.prepare_cache = "warm" if hit else "cold"
+        return prepared
+
+
+def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
+    options = checked("tvm", variant.options, OPTIONS, {"opt_level": 3, "mcpu": "host"})
+    if not 0 <= options["opt_level"] <= 3:
+        raise BackendFailed(f"tvm option opt_level must be 0..3, got {options['opt_level']}")
+    if options["mcpu"] not in MCPUS:
+        raise BackendFailed(f"tvm option mcpu={options['mcpu']!r}; allowed: {', '.join(MCPUS)}")
+    if device != "cpu" and "mcpu" in variant.options:
+        raise BackendFailed("tvm option mcpu applies to cpu cells only")
+    return options
+
+
+def _cpu_target(mcpu: str) -> Any:
+    from tvm.target import Target
+
+    if mcpu == "host":
+        return Target.from_device("cpu")  # {"kind": "llvm", "mtriple": ..., "mcpu": <this CPU>}
+    return Target({"kind": "llvm"})
+
+
+def _cuda_target() -> Any:
+    """The CUDA target of GPU 0 (arch, shared memory, threads, warp), LLVM for the host side."""
+    import tvm
+    from tvm.target import Target
+
+    return Target(Target.from_device(tvm.cuda(0)), host=_cpu_target("host"))
+
+
+def _build(model: Any, example: Any, target: Any, fusion: str, options: dict[str, Any], out: Path) -> None:
+    """Export, import, compile; write the library and the fusion report into `out`."""
+    import torch
+    import tvm
+    from tvm import relax
+
+    try:
+        with torch.no_grad():
+            program = torch.export.export(model, (example,))
+    except Exception as exc:  # torch.export raises many types; the reason is what matters
+        raise BackendFailed(f"tvm: torch.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    try:
+        from tvm.relax.frontend.torch import from_exported_program
+
+        # Parameters become constants (keep_params_as_input=False), so FoldConstant can fold what
+        # depends on weights alone; a single output comes back as a tensor, not a 1-tuple.
+        mod = from_exported_program(program, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+    except Exception as exc:  # unsupported operators surface as assertion or key errors
+        raise BackendFailed(
+            f"tvm: the Relax importer (from_exported_program) failed: {type(exc).__name__}: {_first_line(exc)}"
+        ) from exc
+    for cleanup in (
+        relax.transform.DecomposeOpsForInference(),
+        relax.transform.CanonicalizeBindings(),
+        relax.transform.DeadCodeElimination(),
+    ):
+        mod = cleanup(mod)  # outside the PassContext below: opt_level and disabled_pass never skip them
+
+    modules: dict[str, Any] = {}
+    disabled = ["FuseOps", "FuseTIR"] if fusion == "off" else []
+    try:
+        with tvm.transform.PassContext(
+            opt_level=options["opt_level"], disabled_pass=disabled, instruments=[_snapshot_instrument(modules)]
+        ):
+            with target:
+                lowered = relax.get_default_pipeline(target)(mod)
+            executable = tvm.compile(lowered, target, relax_pipeline=None)
+    except Exception as exc:
+        raise BackendFailed(f"tvm: compilation for {target.kind.name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    kernels = _kernel_groups(modules, lowered)
+    try:
+        executable.export_library(str(out / LIBRARY_FILE))
+    except Exception as exc:
+        raise BackendFailed(f"tvm: export_library failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    fused = "after FuseOps" if fusion == "on" else "FuseOps/FuseTIR disabled"
+    report = FusionReport(
+        kernels=tuple(kernels),
+        source=f"TVM Relax IR: PrimFunc calls of the lowered main function, ops read before LegalizeOps ({fused})",
+        notes=(
+            "ops computed only from weights are folded at compile time (FoldConstant) and do not appear; "
+            "reshapes lowered to VM builtins run no kernel and do not appear"
+        ),
+    )
+    (out / REPORT_FILE).write_text(json.dumps(report.to_json(), indent=1))
+
+
+def _read_report(path: Path) -> FusionReport:
+    data = json.loads(path.read_text())
+    return FusionReport(
+        kernels=tuple(KernelGroup(kernel=k["kernel"], ops=tuple(k["ops"])) for k in data["kernels"]),
+        source=data["source"], approximate=data["approximate"], notes=data["notes"],
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def _snapshot_instrument(modules: dict[str, Any]) -> Any:
+    """A PassInstrument that keeps, in `modules`, the module entering LegalizeOps (Relax ops still
+    there) and the one after each of LegalizeOps and FuseOps (call_tir bindings; fused functions
+    still Relax functions, before FuseTIR turns them into TIR)."""
+    import tvm
+
+    @tvm.instrument.pass_instrument
+    class Snapshots:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            if info.name == "LegalizeOps":
+                modules["before LegalizeOps"] = mod
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            if info.name in ("LegalizeOps", "FuseOps"):
+                modules[f"after {info.name}"] = mod
+
+    return Snapshots()
+
+
+def _relax_op_name(name: str) -> str:
+    """`relax.nn.conv2d` -> `relax.conv2d`: the namespace kept, sub-namespaces dropped, so that
+    `harness.fusion.op_name` gives the bare op."""
+    return f"relax.{name.rsplit('.', 1)[-1]}"
+
+
+def _bindings(func: Any) -> list[Any]:
+    from tvm import relax
+
+    body = func.body
+    if not isinstance(body, relax.SeqExpr):
+        return []
+    return [binding for block in body.blocks for binding in block.bindings]
+
+
+def _call_tir_callee(value: Any) -> str | None:
+    """The PrimFunc name a `call_tir` binding calls, or None for anything else."""
+    import tvm
+    from tvm import relax
+
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in _CALL_TIR:
+        return value.args[0].name_hint
+    return None
+
+
+def _kernel_groups(modules: dict[str, Any], lowered: Any) -> list[KernelGroup]:
+    """One group per PrimFunc call of the lowered main, in call order, with the Relax ops it runs."""
+    import tvm
+    from tvm import relax, tirx
+
+    if "before LegalizeOps" not in modules or "after LegalizeOps" not in modules:
+        raise BackendFailed("tvm: the default pipeline ran no LegalizeOps; cannot build the fusion report")
+    # 1. Each Relax op call before legalization, by the variable it binds.
+    op_of_var: dict[Any, str] = {}
+    for binding in _bindings(modules["before LegalizeOps"]["main"]):
+        value = binding.value
+        if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+            op_of_var[binding.var] = _relax_op_name(value.op.name)
+    # 2. The PrimFunc each op was legalized into. LegalizeOps keeps the bound variable; an op
+    #    legalized into several PrimFuncs binds the extra ones to new variables just before it.
+    op_of_primfunc: dict[str, str] = {}
+    pending: list[str] = []
+    for binding in _bindings(modules["after LegalizeOps"]["main"]):
+        callee = _call_tir_callee(binding.value)
+        if callee is None:
+            continue
+        pending.append(callee)
+        op = op_of_var.get(binding.var)
+        if op is not None:
+            for name in pending:
+                op_of_primfunc.setdefault(name, op)
+            pending = []
+
+    def op_of(primfunc: str) -> str:
+        return op_of_primfunc.get(primfunc, f"relax.{primfunc}")  # the PrimFunc's name when unmatched
+
+    # 3. The ops inside each fused (Primitive) function, while it is still a Relax function.
+    ops_of_kernel: dict[str, tuple[str, ...]] = {}
+    fused_module = modules.get("after FuseOps")
+    if fused_module is not None:
+        for gvar, func in fused_module.functions.items():
+            if isinstance(func, relax.Function) and func.attrs is not None and func.attrs.get("Primitive"):
+                callees = [_call_tir_callee(b.value) for b in _bindings(func)]
+                ops_of_kernel[gvar.name_hint] = tuple(op_of(c) for c in callees if c is not None)
+
+    # 4. The kernels main really calls, in order (FuseTIR keeps the fused function's name).
+    groups: list[KernelGroup] = []
+
+    def walk(func: Any) -> None:
+        for binding in _bindings(func):
+            value = binding.value
+            if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
+                continue
+            callee = lowered[value.op]
+            name = value.op.name_hint
+            if isinstance(callee, tirx.PrimFunc):
+                groups.append(KernelGroup(kernel=name, ops=ops_of_kernel.get(name) or (op_of(name),)))
+            elif isinstance(callee, relax.Function):
+                walk(callee)
+
+    walk(lowered["main"])
+    return groups
+
+
+class TVMPrepared(Prepared):
+    dispatch_definition = (
+        "calls the Relax VM makes per inference to compiled kernels (fused or single-op PrimFuncs), "
+        "counted with VirtualMachine.set_instrument; VM builtins (vm.builtin.*: shape checks, "
+        "allocation, reshape views) not counted"
+    )
+
+    def __init__(self, module: Any, device: str, report: FusionReport) -> None:
+        import torch
+        import tvm
+        from tvm import relax
+
+        self.module = module
+        self.device = device
+        self.report = report
+        self.tvm_device = tvm.cuda(0) if device == "cuda" else tvm.cpu(0)
+        self.vm = relax.VirtualMachine(module, self.tvm_device)
+        self._main = self.vm["main"]
+        self._from_dlpack = tvm.runtime.from_dlpack
+        self._to_torch = torch.from_dlpack
+
+    def __call__(self, batch: Any) -> Any:
+        # Zero-copy in: TVM refuses (and its kernels may assume away) unaligned or strided data;
+        # the harness's batches are whole, freshly allocated tensors, so this copy never runs there.
+        if batch.data_ptr() % _ALIGNMENT or not batch.is_contiguous():
+            batch = _aligned_copy(batch)
+        # Zero-copy out. The VM allocates the returned tensor per call from its pooled allocator
+        # and the pool takes the memory back only when the last reference (here torch's) is
+        # dropped, so one call's output is never overwritten by the next: no clone needed.
+        return self._to_torch(self._main(self._from_dlpack(batch)))
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            # TVM launches on the device's default (legacy) stream, as torch does unless told
+            # otherwise, so their work is ordered; wait for both runtimes all the same.
+            self.tvm_device.sync()
+            torch.cuda.synchronize()
+
+    def _vm_calls(self, batch: Any) -> list[str]:
+        """Names of the functions the VM calls during one inference (a separate, instrumented VM,
+        so the timed one never carries the instrument)."""
+        from tvm import relax
+
+        calls: list[str] = []
+
+        def instrument(func: Any, symbol: str, before_run: bool, ret_value: Any, *args: Any) -> int:
+            if before_run:
+                calls.append(symbol)
+            return 0  # VMInstrumentReturnKind.NO_OP
+
+        vm = relax.VirtualMachine(self.module, self.tvm_device)
+        vm.set_instrument(instrument)
+        aligned = batch.data_ptr() % _ALIGNMENT == 0 and batch.is_contiguous()
+        vm["main"](self._from_dlpack(batch if aligned else _aligned_copy(batch)))
+        self.synchronize()
+        return calls
+
+    def cpu_dispatches(self, batch: Any) -> int:
+        return sum(1 for symbol in self._vm_calls(batch) if not _is_vm_builtin(symbol))
+
+    def profile_figures(self, batch: Any) -> dict[str, Any]:
+        calls = self._vm_calls(batch)
+        return {"vm_builtin_calls_per_inference": sum(1 for symbol in calls if _is_vm_builtin(symbol))}
+
+    def fusion_report(self) -> FusionReport:
+        return self.report
+
+    def close(self) -> None:
+        self._main = None
+        self.vm = None
+        self.module = None
+
+
+def _aligned_copy(batch: Any) -> Any:
+    """A contiguous copy in a fresh allocation (torch aligns those to 64 bytes)."""
+    import torch
+
+    return batch.clone(memory_format=torch.contiguous_format)
+
+
+def _is_vm_builtin(symbol: str) -> bool:
+    return symbol.startswith("vm.") or symbol.startswith("shape_func")

@@ -1,0 +1,100 @@
+"""Inductor fusion on and off on resnet18 (CPU): off must run one operator per kernel, clearly
+more kernels than on, and still match eager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.contract import Variant
+from harness.correctness import compare
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+
+
+@pytest.fixture(scope="module")
+def prepared_pair(tmp_path_factory: pytest.TempPathFactory):
+    from backends.inductor import InductorBackend
+
+    backend = InductorBackend()
+    if not backend.availability("cpu").ok:
+        pytest.skip(backend.availability("cpu").reason)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    example = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        reference = model(example)
+    out = {}
+    for fusion in ("on", "off"):
+        work = tmp_path_factory.mktemp(f"inductor-{fusion}")
+        prepared = backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
+                                   workdir=work, cache_dir=Path(work))
+        out[fusion] = (prepared, prepared(example))
+    return out, example, reference
+
+
+def test_fusion_off_runs_one_operator_per_kernel(prepared_pair) -> None:
+    pairs, example, _ = prepared_pair
+    off = pairs["off"][0].fusion_report()
+    assert off.fusions == 0
+    assert all(k.fusion_class == "single" for k in off.kernels)
+    ops = {k.ops[0] for k in off.kernels if k.ops}
+    assert {"aten.convolution", "aten.relu", "aten.add"} <= ops
+
+
+def test_fusion_off_has_clearly_more_kernels_than_on(prepared_pair) -> None:
+    pairs, example, _ = prepared_pair
+    on, off = (pairs[f][0].cpu_dispatches(example) for f in ("on", "off"))
+    assert off >= 3 * on, (on, off)
+    report_on = pairs["on"][0].fusion_report()
+    assert report_on.fusions > 0
+    assert any(k.fusion_class == "tensor+element" for k in report_on.kernels)
+
+
+def test_both_variants_match_eager(prepared_pair) -> None:
+    pairs, _, reference = prepared_pair
+    for fusion, (_, output) in pairs.items():
+        verdict = compare(output, reference, "fp32")
+        assert verdict["ok"], (fusion, verdict["reason"])
+
+
+def test_freezing_defaults_follow_fusion() -> None:
+    from backends.inductor import _checked_options
+
+    assert _checked_options(Variant("on"))["freezing"] is True
+    assert _checked_options(Variant("off"))["freezing"] is False
+    assert _checked_options(Variant("off", {"freezing": True}))["freezing"] is True
+
+
+class _ConvNeXtBlock(torch.nn.Module):
+    """Depthwise conv, then layer norm and an MLP in channels-last through permutes, plus the residual."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.dwconv = torch.nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = torch.nn.LayerNorm(dim)
+        self.fc1, self.act, self.fc2 = torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.fc2(self.act(self.fc1(self.norm(y))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+def test_fusion_off_counts_no_fusion_where_views_are_folded_into_indexing(tmp_path: Path) -> None:
+    """Inductor names a kernel after the permute it reads through (`cpp_fused_native_layer_norm_permute`);
+    a view computes nothing, so fusion off still has no fused kernel."""
+    from backends.inductor import InductorBackend
+
+    torch.manual_seed(0)
+    model, example = _ConvNeXtBlock().eval(), torch.randn(2, 16, 8, 8)
+    with torch.no_grad():
+        reference = model(example)
+    prepared = InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant("off"),
+                                         workdir=tmp_path, cache_dir=tmp_path)
+    report = prepared.fusion_report()
+    assert any("aten.permute" in k.ops and len(k.ops) > 1 for k in report.kernels), report.kernels
+    assert report.fusions == 0, [k for k in report.kernels if k.fusion_class != "single"]
+    assert compare(prepared(example), reference, "fp32")["ok"]

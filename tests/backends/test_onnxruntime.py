@@ -1,0 +1,122 @@
+"""ONNX Runtime on resnet18 (CPU): fusion off keeps eager's operator count, the optimisation
+ladder only ever removes nodes, the report finds conv+bn+relu, every variant matches eager, and
+the export is cached."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness.contract import Variant
+from harness.correctness import compare
+from harness.errors import BackendFailed
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory):
+    from backends.onnxruntime import OnnxRuntimeBackend
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    example = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        reference = model(example)
+    return OnnxRuntimeBackend(), model, example, reference, tmp_path_factory.mktemp("ort-cache")
+
+
+def _prepare(setup, fusion: str, tmp_path: Path, **options):
+    backend, model, example, _, cache = setup
+    return backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion, options),
+                           workdir=tmp_path, cache_dir=cache)
+
+
+def test_fusion_off_has_one_node_per_eager_operator(setup, tmp_path: Path) -> None:
+    from backends.eager import EagerBackend
+
+    _, model, example, reference, _ = setup
+    off = _prepare(setup, "off", tmp_path)
+    eager = EagerBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant(),
+                                   workdir=tmp_path, cache_dir=tmp_path)
+    report = off.fusion_report()
+    assert report.fusions == 0
+    ops = Counter(k.ops[0] for k in report.kernels)
+    assert (ops["onnx.Conv"], ops["onnx.BatchNormalization"], ops["onnx.Relu"]) == (20, 20, 17)
+    # eager's dispatch count plus the one reshape ONNX writes for flatten (a view eager does not count)
+    assert off.cpu_dispatches(example) == eager.cpu_dispatches(example) + 1
+    assert compare(off(example), reference, "fp32")["ok"]
+
+
+def test_level_ladder_only_removes_nodes_and_stays_correct(setup, tmp_path: Path) -> None:
+    _, _, example, reference, _ = setup
+    counts = []
+    for level in ("disable", "basic", "extended", "all"):
+        (tmp_path / level).mkdir()
+        prepared = _prepare(setup, "on", tmp_path / level, level=level)
+        counts.append(prepared.cpu_dispatches(example))
+        assert compare(prepared(example), reference, "fp32")["ok"], level
+    assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1], counts
+
+
+def test_fusion_on_reports_conv_bn_relu(setup, tmp_path: Path) -> None:
+    _, _, example, _, _ = setup
+    on = _prepare(setup, "on", tmp_path)
+    groups = {k.ops for k in on.fusion_report().kernels}
+    assert ("onnx.Conv", "onnx.BatchNormalization", "onnx.Relu") in groups
+    assert ("onnx.Conv", "onnx.BatchNormalization", "onnx.Add", "onnx.Relu") in groups
+    figures = on.profile_figures(example)
+    assert figures["arena_peak_in_use_bytes"] > 0
+    assert figures["node_executions_per_run"] == on.cpu_dispatches(example)
+
+
+def test_disabling_conv_bn_fusion_keeps_batch_norm(setup, tmp_path: Path) -> None:
+    prepared = _prepare(setup, "on", tmp_path, level="basic", disabled_optimizers=["ConvBNFusion"])
+    assert any(k.ops == ("onnx.BatchNormalization",) for k in prepared.fusion_report().kernels)
+
+
+def test_export_is_cached(setup, tmp_path: Path) -> None:
+    first = _prepare(setup, "on", tmp_path)
+    second = _prepare(setup, "off", tmp_path)
+    assert first.prepare_cache in ("cold", "warm") and second.prepare_cache == "warm"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"level": "max"}, "level='max'; allowed: disable, basic, extended, all"),
+        ({"provider": "cuda"}, "provider=cuda cannot run a cpu cell"),
+        ({"intra_op_threads": -1}, "intra_op_threads must be >= 0"),
+        ({"disabled_optimizers": "ConvBNFusion"}, "disabled_optimizers must be a list"),
+    ],
+)
+def test_bad_options_fail_clearly(setup, tmp_path: Path, options, message) -> None:
+    with pytest.raises(BackendFailed, match=re.escape(message)):
+        _prepare(setup, "on", tmp_path, **options)
+
+
+def test_fp16_on_cpu_is_skipped_with_a_reason(setup) -> None:
+    backend = setup[0]
+    support = backend.supports(Variant("on"), "fp16", "cpu")
+    assert not support.ok and "fp16" in support.reason
+
+
+class _DataDependent(torch.nn.Module):
+    def forward(self, x):  # noqa: ANN001, ANN201
+        return torch.nonzero(x > 0).float().sum().reshape(1, 1) if x.sum() > 0 else x[:, :1, 0, 0]
+
+
+def test_a_model_that_does_not_export_fails_with_the_reason(tmp_path: Path) -> None:
+    from backends.onnxruntime import OnnxRuntimeBackend
+
+    with pytest.raises(BackendFailed, match=r"^torch\.onnx\.export failed: \w+"):
+        OnnxRuntimeBackend().prepare(
+            _DataDependent().eval(), torch.ones(1, 3, 4, 4), device="cpu", dtype="fp32", variant=Variant("on"),
+            workdir=tmp_path, cache_dir=tmp_path / "cache",
+        )
+    assert not any((tmp_path / "cache" / "onnx").iterdir())  # no half-written export left in the cache

@@ -1,0 +1,226 @@
+"""The TVM (Relax) backend on CPU: fusion on/off, the fusion report read from the IR, the compile
+cache, zero-copy calls, option checking and refusals. Skipped where apache-tvm is not installed.
+
+Compiling is the slow part (about 1.5 s for the tiny model, 13 s for resnet18 on 2 cores), so each
+variant is compiled once per module and shared by the tests that read it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from backends.tvm import TVMBackend  # noqa: E402  (after the skip: the module needs tvm to run)
+from harness.contract import Variant  # noqa: E402
+from harness.correctness import compare  # noqa: E402
+from harness.errors import BackendFailed  # noqa: E402
+from harness.fusion import op_name  # noqa: E402
+
+
+def _tiny() -> tuple[Any, Any]:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
+    ).eval()
+    with torch.no_grad():  # non-trivial statistics, so a wrong batch-norm lowering shows
+        model[1].running_mean.uniform_(-0.5, 0.5)
+        model[1].running_var.uniform_(0.5, 2.0)
+    return model, torch.randn(2, 3, 16, 16)
+
+
+def _prepare(model: Any, example: Any, cache: Path, fusion: str = "on", **options: Any) -> Any:
+    return TVMBackend().prepare(
+        model, example, device="cpu", dtype="fp32", variant=Variant(fusion, options),
+        workdir=cache, cache_dir=cache,
+    )
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tvm-cache")
+
+
+@pytest.fixture(scope="module")
+def tiny(cache: Path) -> dict[str, Any]:
+    """Both variants of the tiny model, compiled into one shared cache directory."""
+    model, example = _tiny()
+    with torch.no_grad():
+        reference = model(example)
+    prepared = {fusion: _prepare(model, example, cache, fusion) for fusion in ("on", "off")}
+    yield {"model": model, "example": example, "reference": reference, **prepared}
+    for p in prepared.values():
+        p.close()
+
+
+def test_fusion_off_dispatches_more_kernels_than_on(tiny: dict[str, Any]) -> None:
+    x = tiny["example"]
+    on, off = tiny["on"].cpu_dispatches(x), tiny["off"].cpu_dispatches(x)
+    assert off > on > 0
+    # Each reported kernel is called once per inference: the report and the count agree.
+    assert on == len(tiny["on"].fusion_report().kernels)
+    assert off == len(tiny["off"].fusion_report().kernels)
+
+
+def test_fusion_on_puts_conv_bn_relu_in_one_kernel(tiny: dict[str, Any]) -> None:
+    report = tiny["on"].fusion_report()
+    conv = [k for k in report.kernels if any(op_name(op) == "conv2d" for op in k.ops)]
+    assert len(conv) == 1
+    ops = {op_name(op) for op in conv[0].ops}
+    # Batch norm, decomposed for inference, fuses with the conv before it and the relu after it.
+    assert {"conv2d", "relu", "multiply", "add"} <= ops
+    assert conv[0].fusion_class == "tensor+element"
+    assert report.fusions >= 1
+    assert all(op.startswith("relax.") and op.count(".") == 1 for k in report.kernels for op in k.ops)
+
+
+def test_fusion_off_leaves_one_op_per_kernel(tiny: dict[str, Any]) -> None:
+    report = tiny["off"].fusion_report()
+    assert report.fusions == 0
+    assert all(k.fusion_class == "single" for k in report.kernels)
+    names = [op_name(k.ops[0]) for k in report.kernels]
+    assert names[0] == "conv2d" and "relu" in names and "matmul" in names
+
+
+@pytest.mark.parametrize("fusion", ["on", "off"])
+def test_output_matches_eager(tiny: dict[str, Any], fusion: str) -> None:
+    output = tiny[fusion](tiny["example"])
+    tiny[fusion].synchronize()
+    assert isinstance(output, torch.Tensor)
+    verdict = compare(output, tiny["reference"], "fp32")
+    assert verdict["ok"], verdict["reason"]
+
+
+def test_an_output_survives_the_next_call(tiny: dict[str, Any]) -> None:
+    prepared, x = tiny["on"], tiny["example"]
+    first = prepared(x)
+    kept = first.clone()
+    second = prepared(x * 2)
+    assert torch.equal(first, kept), "the VM wrote the next call's output over a returned tensor"
+    assert not torch.equal(second, kept)
+
+
+def test_unaligned_input_is_still_computed_right(tiny: dict[str, Any]) -> None:
+    x = tiny["example"]
+    storage = torch.empty(x.numel() + 1)
+    shifted = storage[1:].view_as(x)  # 4 bytes past a 64-byte boundary
+    shifted.copy_(x)
+    assert compare(tiny["on"](shifted), tiny["reference"], "fp32")["ok"]
+
+
+def test_second_prepare_is_warm_and_skips_the_import(tiny: dict[str, Any], cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert tiny["on"].prepare_cache == "cold" and tiny["off"].prepare_cache == "cold"
+
+    def no_export(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a warm prepare must not export the model again")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    warm = _prepare(tiny["model"], tiny["example"], cache, "on")
+    try:
+        assert warm.prepare_cache == "warm"
+        assert compare(warm(tiny["example"]), tiny["reference"], "fp32")["ok"]
+        assert warm.fusion_report() == tiny["on"].fusion_report()
+    finally:
+        warm.close()
+
+
+def test_other_weights_or_options_miss_the_cache(tiny: dict[str, Any], cache: Path) -> None:
+    model, example = _tiny()
+    with torch.no_grad():
+        model[0].weight.mul_(-1)
+        reference = model(example)
+    changed = _prepare(model, example, cache, "on")
+    try:
+        assert changed.prepare_cache == "cold"
+        assert compare(changed(example), reference, "fp32")["ok"]
+    finally:
+        changed.close()
+    level = _prepare(tiny["model"], example, cache, "on", opt_level=2)
+    try:
+        assert level.prepare_cache == "cold"
+    finally:
+        level.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"surely_not_an_option": 1}, "unknown tvm option.*surely_not_an_option.*allowed: opt_level, mcpu"),
+        ({"opt_level": "3"}, "opt_level must be a int"),
+        ({"opt_level": True}, "opt_level must be a int"),
+        ({"opt_level": 4}, "opt_level must be 0..3"),
+        ({"mcpu": "znver9"}, "mcpu='znver9'; allowed: host, generic"),
+    ],
+)
+def test_bad_options_fail_before_compiling(options: dict[str, Any], message: str, tmp_path: Path) -> None:
+    model, example = _tiny()
+    with pytest.raises(BackendFailed, match=message):
+        _prepare(model, example, tmp_path, "on", **options)
+    assert not any(tmp_path.iterdir()), "nothing may be cached for a refused option"
+
+
+class _DataDependent(nn.Module):
+    def forward(self, x):  # noqa: ANN001, ANN201
+        return x * 2 if x.sum() > 0 else x
+
+
+class _Kthvalue(nn.Module):
+    def forward(self, x):  # noqa: ANN001, ANN201
+        return x.kthvalue(2, dim=1).values
+
+
+@pytest.mark.parametrize(
+    ("model", "stage"),
+    [(_DataDependent(), "torch.export failed"), (_Kthvalue(), r"Relax importer \(from_exported_program\) failed")],
+)
+def test_a_model_that_cannot_be_imported_names_the_stage(model: Any, stage: str, tmp_path: Path) -> None:
+    with pytest.raises(BackendFailed, match=stage) as raised:
+        _prepare(model.eval(), torch.randn(1, 3, 8, 8), tmp_path)
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "relax").exists() or not any((tmp_path / "relax").iterdir())
+
+
+def test_refusals_say_why() -> None:
+    backend = TVMBackend()
+    assert backend.availability("cpu").ok
+    assert backend.supports(Variant("off"), "fp32", "cpu").ok
+    for device in ("cpu", "cuda"):
+        fp16 = backend.supports(Variant("on"), "fp16", device)
+        assert not fp16.ok and "float32" in fp16.reason
+    bf16 = backend.supports(Variant("on"), "bf16", "cuda")
+    assert not bf16.ok and "bf16" in bf16.reason
+    assert set(backend.versions()) == {"tvm", "torch"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU; tests/gpu covers it")
+def test_cuda_is_refused_with_a_reason_without_a_gpu() -> None:
+    available = TVMBackend().availability("cuda")
+    assert not available.ok and "CUDA" in available.reason
+
+
+def test_resnet18_fuses_every_conv_and_matches_eager(tmp_path: Path) -> None:
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    example = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        reference = model(example)
+    prepared = _prepare(model, example, tmp_path, "on")
+    try:
+        verdict = compare(prepared(example), reference, "fp32")
+        assert verdict["ok"], verdict["reason"]
+        report = prepared.fusion_report()
+        convs = [k for k in report.kernels if any(op_name(op) == "conv2d" for op in k.ops)]
+        assert len(convs) == 20  # 17 convs on the main path, 3 downsampling shortcuts
+        assert all(k.fusion_class == "tensor+element" for k in convs)
+        # The residual add (a second add after batch norm's) fuses into the last conv of each of the 8 blocks.
+        assert sum(1 for k in convs if [op_name(op) for op in k.ops].count("add") == 2) == 8
+        assert prepared.cpu_dispatches(example) == len(report.kernels) < 30
+    finally:
+        prepared.close()

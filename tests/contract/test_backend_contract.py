@@ -1,0 +1,160 @@
+"""The backend contract, checked on every registered backend: built-in ones and the example
+out-of-tree plugin (installed by tests/conftest.py). A backend that cannot run here is skipped
+with the reason it gives; nothing is faked.
+
+The model is small (conv+bn+relu, a residual add, pooling and a linear layer), so every backend
+compiles it in seconds, yet it has the patterns whose fusion the harness reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import registry
+from harness.contract import Availability, Backend, Prepared, Variant
+from harness.correctness import compare
+from harness.errors import BackendFailed
+from harness.fusion import CLASSES, FusionReport
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+NAMES = registry.names()
+CACHE_STATES = {"cold", "warm", "none", "unknown"}
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU()
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)) + y)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+def _model_and_input() -> tuple[object, object]:
+    torch.manual_seed(0)
+    model = Block().eval()
+    with torch.no_grad():  # non-trivial batch-norm statistics, so folding them matters
+        for bn in (model.bn1, model.bn2):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    return model, torch.randn(2, 3, 16, 16)
+
+
+def _backend(name: str) -> Backend:
+    backend = registry.load(name)()
+    available = backend.availability("cpu")
+    if not available.ok:
+        pytest.skip(f"{name} cannot run on this machine's CPU: {available.reason}")
+    return backend
+
+
+def _prepare(backend: Backend, fusion: str, tmp_path: Path, **options: object) -> Prepared:
+    support = backend.supports(Variant(fusion, options), "fp32", "cpu")
+    if not support.ok:
+        pytest.skip(f"{backend.name} fusion={fusion}: {support.reason}")
+    model, example = _model_and_input()
+    workdir = tmp_path / f"work-{fusion}"
+    workdir.mkdir(exist_ok=True)
+    return backend.prepare(
+        model, example, device="cpu", dtype="fp32", variant=Variant(fusion, options),
+        workdir=workdir, cache_dir=tmp_path / "cache",
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registration_and_static_answers(name: str) -> None:
+    cls = registry.load(name)
+    assert cls.name == name
+    backend = cls()
+    for device in ("cpu", "cuda"):
+        available = backend.availability(device)
+        assert isinstance(available, Availability)
+        if not available.ok:
+            assert len(available.reason) > 10, f"{name} on {device}: a refusal needs a reason a user can act on"
+    if backend.availability("cpu").ok:
+        versions = backend.versions()
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items())
+        if backend.computes_model:
+            assert versions, f"{name} must report the versions of the libraries it runs"
+    for dtype in ("fp32", "fp16", "bf16"):
+        support = backend.supports(Variant("on"), dtype, "cpu")
+        assert isinstance(support, Availability)
+        assert support.ok or support.reason
+
+
+@pytest.mark.parametrize("fusion", ["on", "off"])
+@pytest.mark.parametrize("name", NAMES)
+def test_prepare_call_report(name: str, fusion: str, tmp_path: Path) -> None:
+    backend = _backend(name)
+    prepared = _prepare(backend, fusion, tmp_path)
+    try:
+        assert isinstance(prepared, Prepared)
+        assert prepared.prepare_cache in CACHE_STATES
+        model, example = _model_and_input()
+        with torch.no_grad():
+            reference = model(example)
+        output = prepared(example)
+        prepared.synchronize()
+        if backend.computes_model:
+            assert tuple(output.shape) == tuple(reference.shape)
+            verdict = compare(output, reference, "fp32")
+            assert verdict["ok"], f"{name} fusion={fusion}: {verdict['reason']}"
+
+        report = prepared.fusion_report()
+        assert isinstance(report, FusionReport)
+        as_json = report.to_json()
+        assert as_json["kernel_count"] == len(report.kernels)
+        assert set(as_json["kernels_by_class"]) == set(CLASSES)
+        for kernel in report.kernels:
+            assert isinstance(kernel.kernel, str) and kernel.kernel
+            assert all(isinstance(op, str) and op for op in kernel.ops)
+        if backend.computes_model:
+            assert report.kernels, f"{name} reported no kernels for a model that computes"
+
+        dispatches = prepared.cpu_dispatches(example)
+        if dispatches is not None:
+            assert isinstance(dispatches, int) and dispatches >= 0
+            if backend.computes_model:
+                assert dispatches > 0
+            assert prepared.dispatch_definition, "a dispatch count needs its definition"
+        figures = prepared.profile_figures(example)
+        assert isinstance(figures, dict)
+    finally:
+        prepared.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fusion_off_dispatches_at_least_fusion_on(name: str, tmp_path: Path) -> None:
+    backend = _backend(name)
+    if not backend.computes_model:
+        pytest.skip(f"{name} computes no model")
+    counts = {}
+    for fusion in ("on", "off"):
+        prepared = _prepare(backend, fusion, tmp_path)
+        model, example = _model_and_input()
+        counts[fusion] = prepared.cpu_dispatches(example)
+        fusions = prepared.fusion_report().fusions
+        prepared.close()
+        if fusion == "off":
+            assert fusions == 0, f"{name} fusion=off still reports {fusions} fused kernel(s)"
+    if counts["on"] is None:
+        pytest.skip(f"{name} does not count CPU dispatches")
+    assert counts["off"] >= counts["on"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_option_is_a_clear_failure(name: str, tmp_path: Path) -> None:
+    backend = _backend(name)
+    with pytest.raises(BackendFailed, match="surely_not_an_option"):
+        _prepare(backend, "on", tmp_path, surely_not_an_option=1)

@@ -1,0 +1,27 @@
+"""The benchmarks under benchmarks/ still run against the current contract (briefly: their figures
+are recorded from full runs in docs/results/, not asserted here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_overhead_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
+    out = tmp_path / "overhead.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/overhead.py", "--duration-s", "0.3", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["null_singlestream_p50_ns"] > 0 and figures["null_offline_samples_per_s"] > 0
+    assert figures["resnet18_ratio_harness_to_bare"] > 0
+    assert "ratio harness / bare" in done.stdout

@@ -1,0 +1,46 @@
+"""The example out-of-tree plugin (examples/fusionbench-torchscript), pip-installed by
+tests/conftest.py, found through its entry point and run through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli_end_to_end import cells_of, fusionbench, only_bundle
+
+pytestmark = pytest.mark.slow
+
+
+def test_plugin_is_listed_with_its_versions() -> None:
+    done = fusionbench("backends", "--device", "cpu", "--json")
+    assert done.returncode == 0, done.stderr
+    backends = json.loads(done.stdout)
+    plugin = backends["backends"]["torchscript"]
+    assert plugin["available"], plugin
+    assert plugin["versions"]["fusionbench-torchscript"] == "0.1.0"
+
+
+def test_plugin_runs_fusion_on_and_off_through_the_cli(tmp_path: Path) -> None:
+    scenario = tmp_path / "plugin.yaml"
+    scenario.write_text(
+        "models: [{name: resnet18, input_size: 64}]\n"
+        "backends:\n"
+        "  - eager\n"
+        "  - {name: torchscript, fusion: [on, off]}\n"
+        "scenarios: [SingleStream]\n"
+        "loadgen: {min_duration_s: 0.5}\n"
+        "timing: {min_time_s: 0.2}\n"
+    )
+    out = tmp_path / "results"
+    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells_of(only_bundle(out)).values()}
+    for key, cell in cells.items():
+        assert cell["status"] == "valid", (key, cell["reasons"], cell.get("log_tail"))
+    on, off = cells[("torchscript", "on")]["metrics"], cells[("torchscript", "off")]["metrics"]
+    assert on["fusion_report"]["fusion_count"] == 20  # every conv+bn pair of resnet18 folded
+    assert off["fusion_report"]["fusion_count"] == 0
+    assert off["kernels"]["kernels_per_inference"] > on["kernels"]["kernels_per_inference"]
+    assert cells[("torchscript", "on")]["environment"]["backend_versions"]["fusionbench-torchscript"] == "0.1.0"
