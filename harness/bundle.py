@@ -1,28 +1,29 @@
-"""The result bundle (schema v1): a self-describing, checksummed directory per run.
+"""Writing a result bundle: a self-describing, checksummed directory per run.
 
     <run-dir>/bundle.json             what was run, on what, by which harness
     <run-dir>/cells/<cell-id>.json    one finished cell, written atomically the moment it ends
     <run-dir>/cells/<cell-id>/        its worker log and LoadGen logs
     <run-dir>/MANIFEST.sha256         every other file's SHA-256
 
-JSON only; readers refuse a newer schema version. docs/result_schema.md documents every field.
+JSON only; docs/result_schema.md documents every field. Reading a bundle someone else wrote
+(validate, compare, report, pack) goes through `harness.bundle_load` instead: strict, bounded,
+and never writing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import write_bytes_atomic, write_json_atomic
-from harness.errors import ConfigError, SchemaVersionError
+from harness import manifest
+from harness.atomic import write_json_atomic
+from harness.errors import BundleError, ConfigError
+from harness.migrations import SCHEMA_VERSION, record_version
 
-SCHEMA_VERSION = 1
 HEADER = "bundle.json"
-MANIFEST = "MANIFEST.sha256"
 CELLS = "cells"
 # A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
 FINISHED = ("valid", "invalid", "failed", "skipped")
@@ -53,13 +54,13 @@ class Bundle:
             root = out_dir / f"{run_id}-{suffix}"
         root.mkdir(parents=True)
         (root / CELLS).mkdir()
-        header = {"schema_version": SCHEMA_VERSION, "run_id": root.name, **header}
+        header = {"schema_version": SCHEMA_VERSION, "run_id": root.name, "state": "running", **header}
         write_json_atomic(root / HEADER, header)
         return cls(root, header)
 
     @classmethod
     def open(cls, root: Path) -> Bundle:
-        """An existing bundle, to resume or read."""
+        """An existing bundle of this schema version, to resume."""
         path = root / HEADER
         try:
             header = json.loads(path.read_text())
@@ -67,12 +68,11 @@ class Bundle:
             raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})") from None
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: unreadable: {exc}") from None
-        version = header.get("schema_version") if isinstance(header, dict) else None
-        if not isinstance(version, int):
-            raise ConfigError(f"{path}: no schema_version")
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{path}: schema version {version} is newer than this harness reads ({SCHEMA_VERSION}); upgrade FusionBench"
+        version = record_version(header, str(path))
+        if version != SCHEMA_VERSION:
+            raise BundleError(
+                f"{path}: written with schema version {version}; this harness writes {SCHEMA_VERSION} and "
+                "will not mix them in one bundle: run the scenario again instead of resuming"
             )
         return cls(root, header)
 
@@ -117,18 +117,4 @@ class Bundle:
         return records
 
     def write_manifest(self) -> None:
-        lines = []
-        for path in sorted(p for p in self.root.rglob("*") if p.is_file()):
-            rel = path.relative_to(self.root).as_posix()
-            if rel == MANIFEST or path.name.endswith(".tmp"):
-                continue
-            lines.append(f"{sha256_file(path)}  {rel}\n")
-        write_bytes_atomic(self.root / MANIFEST, "".join(lines).encode())
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        manifest.write(self.root)

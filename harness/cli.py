@@ -16,7 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 import harness
+from harness.bundle_commands import COMMANDS as BUNDLE_COMMANDS
+from harness.bundle_commands import add_parsers as add_bundle_parsers
 from harness.errors import ConfigError, HarnessError
+from harness.migrations import SCHEMA_VERSION
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -31,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fusionbench",
         description="Measure what kernel fusion does to vision models, backend by backend, under MLPerf LoadGen.",
-        epilog="Examples: fusionbench run scenarios/smoke.yaml | fusionbench backends | fusionbench models",
+        epilog="Examples: fusionbench run scenarios/smoke.yaml | fusionbench validate results/RUN | "
+        "fusionbench compare results/A results/B | fusionbench report results/RUN",
     )
     parser.add_argument("--version", action="version", version=f"fusionbench {harness.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -60,7 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="the models the zoo offers")
     models.add_argument("--family", help="only this family (e.g. resnet, mobilenetv3)")
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of scenario files")
+    add_bundle_parsers(sub)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
+    schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
+                        help="scenario file (default), bundle.json, or cells/<id>.json")
+    schema.add_argument("--version", type=int, default=SCHEMA_VERSION,
+                        help=f"bundle schema version (default: {SCHEMA_VERSION}, the one this harness writes)")
     schema.add_argument("--out", type=Path, help="write it to this file instead")
     return parser
 
@@ -116,9 +126,18 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
-    from harness.config import json_schema
+    if args.file == "scenario":
+        from harness.config import json_schema
 
-    text = json.dumps(json_schema(), indent=2) + "\n"
+        document = json_schema()
+    else:
+        from harness.bundle_schema import schema
+
+        try:
+            document = schema(args.file, args.version)
+        except ValueError as exc:
+            raise ConfigError(f"--version {args.version}: {exc}") from None
+    text = json.dumps(document, indent=2) + "\n"
     if args.out:
         args.out.write_text(text)
     else:
@@ -131,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
-    commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema}
+    commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
+                **BUNDLE_COMMANDS}
     if args.command is None:
         _parser().print_help()
         return 0

@@ -32,7 +32,13 @@ class InvalidMeasurement(HarnessError):
     """A measurement cannot be trusted (for example an output outside the correctness tolerance)."""
 
 
-class SchemaVersionError(HarnessError):
+class BundleError(HarnessError):
+    """A result bundle is missing, damaged, hostile or not one this harness can read; nothing was changed."""
+
+    exit_code = 2
+
+
+class SchemaVersionError(BundleError):
     """A bundle was written by a newer schema than this harness can read."""
 
     exit_code = 2

@@ -17,11 +17,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from harness import registry, scenario_file
 from harness.bundle import Bundle, new_run_id, utc_now
+from harness.bundle_load import load
 from harness.cells import Cell, expand, select
 from harness.contract import Variant
 from harness.errors import ConfigError
 from harness.isolation import log_tail, run_worker
 from harness.probe import run_probe
+from harness.report import REPORT_HTML, render
 from harness.summary import summary_table
 from harness.system import harness_info
 
@@ -77,7 +79,7 @@ def run(request: RunRequest, console: Console) -> int:
         input_folder = bundle.header.get("input_folder")
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
-        bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()])
+        bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(
         f"[bold]fusionbench[/]: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"
@@ -85,18 +87,27 @@ def run(request: RunRequest, console: Console) -> int:
     try:
         _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console)
     except KeyboardInterrupt:
-        bundle.write_manifest()
+        _close(bundle, "interrupted")
         console.print(f"[yellow]interrupted[/]: finished cells are kept; complete with --resume {bundle.root}")
         return EXIT_INTERRUPTED
-    bundle.write_manifest()
+    _close(bundle, "complete")
     records = bundle.cells()
     console.print(summary_table(records))
     bad = [r for r in records if r["status"] in ("failed", "invalid")]
-    console.print(f"bundle: {bundle.root}")
+    console.print(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})")
     if bad:
         console.print(f"[red]{len(bad)} cell(s) failed or invalid[/]; reasons are in the table and each cell's JSON")
         return 1
     return 0
+
+
+def _close(bundle: Bundle, state: str) -> None:
+    """Record how the run ended, checksum the bundle, then add its report (and checksum again:
+    the bundle is complete and valid even if rendering the report fails)."""
+    bundle.update_header(state=state)
+    bundle.write_manifest()
+    render(load(bundle.root), bundle.root)
+    bundle.write_manifest()
 
 
 def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any]]:

@@ -51,7 +51,7 @@ def test_smoke_runs_clean(smoke) -> None:
 def test_bundle_header_describes_the_run(smoke) -> None:
     _, bundle = smoke
     header = json.loads((bundle / "bundle.json").read_text())
-    assert header["schema_version"] == 1 and header["device"] == "cpu"
+    assert header["schema_version"] == 2 and header["device"] == "cpu" and header["state"] == "complete"
     assert header["scenario"]["name"] == "smoke" and len(header["scenario_sha256"]) == 64
     assert header["harness"]["version"]
     system = header["system"]
@@ -101,6 +101,15 @@ def test_fusion_off_runs_more_kernels_unfused_and_still_matches(smoke, backend: 
         assert off["kernels"]["kernels_per_inference"] > on["kernels"]["kernels_per_inference"]
         assert on["fusion_report"]["fusion_count"] > 0 and off["fusion_report"]["fusion_count"] == 0
         assert off["correctness"]["ok"] and on["correctness"]["ok"]
+
+
+def test_the_bundle_validates_and_carries_its_report(smoke) -> None:
+    _, bundle = smoke
+    done = fusionbench("validate", str(bundle))
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (bundle / "report.html").read_text()
+    assert 'id="plot-fusion"' in page and 'id="plot-speedup"' in page
+    assert "## Fusion on vs off" in (bundle / "report.md").read_text()
 
 
 def test_manifest_matches_files(smoke) -> None:
@@ -191,11 +200,14 @@ def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> Non
     bundle = only_bundle(out)
     statuses = sorted(c["status"] for c in cells_of(bundle).values())
     assert statuses == ["interrupted", "valid"]
-    assert (bundle / "MANIFEST.sha256").exists()
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    check = fusionbench("validate", str(bundle))
+    assert check.returncode == 0, check.stdout + check.stderr
     done = fusionbench("run", "--resume", str(bundle))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 cell(s) on cpu, 1 to run" in done.stdout
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
 
 
 def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ def fusionbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
 def test_help_lists_commands() -> None:
     done = fusionbench("--help")
     assert done.returncode == 0
-    for command in ("run", "backends", "models", "schema"):
+    for command in ("run", "backends", "models", "schema", "validate", "compare", "report", "pack"):
         assert command in done.stdout
     run_help = fusionbench("run", "--help").stdout
     for option in ("--device", "--only", "--out", "--resume"):
@@ -38,6 +38,13 @@ def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) ->
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "FusionBench scenario file" and "models" in schema["required"]
+    assert main(["schema", "--file", "cell", "--version", "1"]) == 0
+    cell_v1 = json.loads(capsys.readouterr().out)
+    assert cell_v1["title"].endswith("schema version 1") and cell_v1["properties"]["schema_version"] == {"const": 1}
+    assert main(["schema", "--file", "bundle"]) == 0
+    assert "state" in json.loads(capsys.readouterr().out)["required"]
+    assert main(["schema", "--file", "bundle", "--version", "9"]) == 2
+    assert "no schema version 9" in capsys.readouterr().err
 
 
 def test_backends_reports_availability_and_versions() -> None:

@@ -9,7 +9,9 @@ import sys
 PARENT_MODULES = ["harness.cli", "harness.runner", "harness.config", "harness.scenario_file", "harness.bundle",
                   "harness.cells", "harness.isolation", "harness.summary", "harness.system", "harness.probe",
                   "harness.worker", "harness.loadgen", "harness.passes", "harness.memory", "harness.zoo",
-                  "harness.artifact_cache", "harness.options", "harness.fusion"]
+                  "harness.artifact_cache", "harness.options", "harness.fusion", "harness.bundle_load",
+                  "harness.validate", "harness.compare", "harness.report", "harness.pack", "harness.manifest",
+                  "harness.bundle_schema", "harness.bundle_commands"]
 
 
 def test_no_heavy_imports_at_module_level() -> None:

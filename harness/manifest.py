@@ -1,0 +1,119 @@
+"""MANIFEST.sha256: the SHA-256 of every file of a bundle, so that any edited, missing or added
+file is found.
+
+Format: one line per file, `<64 hex digits>  <path>`, paths relative to the bundle with `/`,
+sorted. A manifest is read as hostile input: a path that is absolute, climbs out with `..`,
+holds a backslash or a control character, or repeats, is refused before any file is opened, and
+the bundle is walked without following symbolic links, so no path can lead outside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from harness.atomic import write_bytes_atomic
+from harness.errors import BundleError
+
+MANIFEST = "MANIFEST.sha256"
+MAX_MANIFEST_BYTES = 16 << 20
+_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
+_BAD_CHARACTERS = re.compile(r"[\\\x00-\x1f\x7f]")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def bundle_files(root: Path) -> tuple[list[str], list[str]]:
+    """(regular files, other entries) under `root`, as sorted relative paths, without following
+    links. Symbolic links and special files are "other": a bundle never holds them."""
+    files: list[str] = []
+    others: list[str] = []
+    for directory, subdirs, names in os.walk(root, followlinks=False):
+        base = Path(directory)
+        for name in list(subdirs):
+            if (base / name).is_symlink():
+                others.append((base / name).relative_to(root).as_posix())
+                subdirs.remove(name)
+        for name in names:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            (files if path.is_file() and not path.is_symlink() else others).append(rel)
+    return sorted(files), sorted(others)
+
+
+def write(root: Path) -> None:
+    """Write `root`'s manifest: every regular file but the manifest itself and temporary files."""
+    files, _ = bundle_files(root)
+    lines = [f"{sha256_file(root / rel)}  {rel}\n" for rel in files if rel != MANIFEST and not rel.endswith(".tmp")]
+    write_bytes_atomic(root / MANIFEST, "".join(lines).encode())
+
+
+def check_path(rel: str) -> str | None:
+    """Why `rel` cannot name a file inside a bundle, or None when it can."""
+    if not rel or len(rel) > 1024:
+        return "empty or over 1024 characters"
+    if rel.startswith("/"):
+        return "an absolute path"
+    if _BAD_CHARACTERS.search(rel):
+        return "holds a backslash or a control character"
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        return "not a plain relative path (empty, '.' or '..' component)"
+    return None
+
+
+def parse(text: str, where: str = MANIFEST) -> dict[str, str]:
+    """{relative path: sha256} from a manifest's text; BundleError on any line that is not one."""
+    entries: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _LINE.match(line)
+        if match is None:
+            raise BundleError(f"{where}:{number}: not '<sha256>  <path>': {line[:80]!r}")
+        digest, rel = match.groups()
+        problem = check_path(rel)
+        if problem:
+            raise BundleError(f"{where}:{number}: path {rel[:80]!r} is {problem}; refused")
+        if rel in entries:
+            raise BundleError(f"{where}:{number}: {rel[:80]} is listed twice")
+        entries[rel] = digest
+    return entries
+
+
+def read(root: Path) -> dict[str, str]:
+    path = root / MANIFEST
+    if path.is_symlink() or not path.is_file():
+        raise BundleError(f"{MANIFEST}: missing (or not a regular file)")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{MANIFEST}: over {MAX_MANIFEST_BYTES} bytes")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise BundleError(f"{MANIFEST}: not UTF-8 text") from None
+    return parse(text)
+
+
+def problems(root: Path) -> list[str]:
+    """One line per file that is missing, edited, added, or not a regular file."""
+    try:
+        listed = read(root)
+    except BundleError as exc:
+        return [str(exc)]
+    files, others = bundle_files(root)
+    present = set(files)
+    lines = [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in others]
+    for rel, digest in listed.items():
+        if rel not in present:
+            lines.append(f"{rel}: listed in {MANIFEST} but missing")
+        elif sha256_file(root / rel) != digest:
+            lines.append(f"{rel}: edited (its SHA-256 differs from {MANIFEST})")
+    for rel in files:
+        if rel != MANIFEST and rel not in listed:
+            lines.append(f"{rel}: added (not in {MANIFEST})")
+    return lines

@@ -1,0 +1,80 @@
+"""`fusionbench report`: report.md and a self-contained report.html with its plots, from the
+golden bundles and from hostile labels."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.bundle_load import load
+from harness.report import REPORT_HTML, REPORT_MD, fusion_pairs, html, markdown, render, Row
+from harness.validate import validate
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+REPO = GOLDEN.parents[1]
+
+
+def test_markdown_has_every_section_and_the_figures() -> None:
+    text = markdown(load(GOLDEN / "v2"))
+    for heading in ("## LoadGen validity at a glance", "## Cells", "## Speedup over eager", "## Fusion on vs off",
+                    "## Where fusion made things slower", "## Skipped, failed and invalid cells"):
+        assert heading in text
+    assert "| resnet18 | inductor fusion-on bogus=1 | SingleStream b1 fp32 cpu | failed |" in text
+    assert "prepare: unknown inductor option(s) bogus" in text
+    speedups = text[text.index("## Speedup over eager"):text.index("## Fusion on vs off")]
+    assert "| resnet18 Offline b4 fp32 cpu | inductor fusion-on |" in speedups
+    assert "null" not in speedups, "a backend that computes nothing has no speedup"
+
+
+def test_html_is_self_contained_with_its_plots() -> None:
+    page = html(load(GOLDEN / "v2"))
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    for chart in ("plot-speedup", "plot-kernels", "plot-memory"):
+        assert f'id="{chart}"' in page
+    assert page.count('class="bar"') >= 3 and page.count('class="point"') >= 2
+    # Nothing to fetch: no scripts, stylesheets, images or links; the only URL is SVG's namespace.
+    assert not re.search(r"<(script|link|img|iframe)\b", page)
+    assert set(re.findall(r"https?://[^\s\"']+", page)) == {"http://www.w3.org/2000/svg"}
+
+
+def test_fusion_on_off_pairs_need_both_variants_valid() -> None:
+    v1 = [Row(c) for c in load(GOLDEN / "v1").cells]
+    assert fusion_pairs(v1) == []  # v1 skipped Inductor fusion off
+    assert '<p class="empty">No valid cell has both fusion on and fusion off in this run.</p>' in html(load(GOLDEN / "v1"))
+    pairs = fusion_pairs([Row(c) for c in load(GOLDEN / "v2").cells])
+    assert sorted((p.on.backend, p.on.config["scenario"]) for p in pairs) == [("inductor", "Offline"), ("inductor", "SingleStream")]
+    assert all(p.on.config["variant"]["options"] == {} and p.speedup > 0 for p in pairs)
+    assert 'id="plot-fusion"' in html(load(GOLDEN / "v2"))
+
+
+def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v2", root)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        record["config"]["model"]["name"] = "<script>alert(1)</script>|x"
+        record["reasons"] = ["<img src=x onerror=alert(1)>"] if record["reasons"] else []
+        path.write_text(json.dumps(record))
+    loaded = load(root)
+    page = html(loaded)
+    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert "\\|x" in markdown(loaded)
+
+
+def test_render_writes_both_files_and_the_cli_keeps_the_bundle_valid(tmp_path: Path) -> None:
+    written = render(load(GOLDEN / "v1"), tmp_path / "out")
+    assert [p.name for p in written] == [REPORT_MD, REPORT_HTML] and all(p.stat().st_size > 1000 for p in written)
+    root = tmp_path / "v1"
+    shutil.copytree(GOLDEN / "v1", root)
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (root / REPORT_HTML).exists() and validate(root).ok, validate(root).problems
+    (root / "cells" / "stray.txt").write_text("x")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 2 and "fails validation: cells/stray.txt: added" in done.stderr

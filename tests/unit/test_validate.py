@@ -1,0 +1,178 @@
+"""`fusionbench validate`: golden bundles pass; every kind of damage is one clear line and a
+non-zero exit; validating never changes a file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import manifest
+from harness.errors import SchemaVersionError
+from harness.migrations import SCHEMA_VERSION
+from harness.validate import validate
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+REPO = GOLDEN.parents[1]
+
+
+def tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(params=[f"v{v}" for v in range(1, SCHEMA_VERSION + 1)])
+def bundle(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / request.param, root)
+    return root
+
+
+def cell_files(root: Path, status: str = "valid", backend: str = "eager") -> list[Path]:
+    found = []
+    for path in sorted((root / "cells").glob("*.json")):
+        cell = json.loads(path.read_text())
+        if cell["status"] == status and cell["config"]["backend"] == backend:
+            found.append(path)
+    return found
+
+
+def edit_json(path: Path, change: Callable[[dict[str, Any]], None], *, remanifest: bool = True) -> None:
+    """Change a record; re-checksum so that only the deeper checks can catch it."""
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=1))
+    if remanifest:
+        manifest.write(path.parents[1] if path.parent.name == "cells" else path.parent)
+
+
+def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def test_golden_bundles_are_valid(bundle: Path) -> None:
+    before = tree_digest(bundle)
+    verdict = validate(bundle)
+    assert verdict.ok, verdict.problems
+    assert verdict.cells == 10 and verdict.files > 10
+    assert tree_digest(bundle) == before
+
+
+def test_cli_exit_codes(bundle: Path) -> None:
+    done = fusionbench("validate", str(bundle))
+    assert done.returncode == 0 and "valid (10 cell(s)" in done.stdout
+    (bundle / "cells" / "stray.json").write_text("{}")
+    done = fusionbench("validate", str(bundle))
+    assert done.returncode == 1
+    assert f"{bundle}: cells/stray.json: added (not in MANIFEST.sha256)" in done.stdout
+    assert "INVALID" in done.stderr and "Traceback" not in done.stderr
+    done = fusionbench("validate", str(bundle / "cells"))
+    assert done.returncode == 2 and "not a FusionBench result bundle" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda root: cell_files(root)[0].unlink(), "listed in MANIFEST.sha256 but missing"),
+        (lambda root: cell_files(root)[0].write_text(cell_files(root)[0].read_text()[:200]), "not valid JSON"),
+        (lambda root: (root / "MANIFEST.sha256").write_text((root / "MANIFEST.sha256").read_text().replace("a", "b", 1)),
+         "edited (its SHA-256 differs"),
+        (lambda root: (root / "MANIFEST.sha256").write_text(f"{'0' * 64}  ../../etc/passwd\n"), "'..' component); refused"),
+        (lambda root: (root / "MANIFEST.sha256").unlink(), "MANIFEST.sha256: missing"),
+        (lambda root: (root / "extra.txt").symlink_to("/etc/hostname"), "a symbolic link or special file"),
+    ],
+)
+def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[Path], Any], expected: str) -> None:
+    damage(bundle)
+    before = tree_digest(bundle)
+    verdict = validate(bundle)
+    assert not verdict.ok
+    assert any(expected in line for line in verdict.problems), verdict.problems
+    assert tree_digest(bundle) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda c: c["metrics"]["loadgen"]["metric"].update(value=c["metrics"]["loadgen"]["metric"]["value"] * 0.5),
+         "but its detail log says"),
+        (lambda c: c["metrics"]["loadgen"].update(validity="INVALID"), "LoadGen validity INVALID but its detail log says VALID"),
+        (lambda c: c["config"].update(batch=c["config"]["batch"] + 1), "is not the hash of its config"),
+        (lambda c: c["metrics"]["device_time"]["summary"].update(median_ns=1.0), "summary median 1.0 but the samples'"),
+        (lambda c: c["metrics"]["device_time"]["samples_ns"].append(5), "summary n"),
+        (lambda c: c["metrics"]["memory"].update(peak_rss_bytes=10**17), "peak_rss_bytes"),
+        (lambda c: c["metrics"]["device_time"]["samples_ns"].__setitem__(0, -3), "samples_ns/0"),
+        (lambda c: c["metrics"]["correctness"].update(ok=False), "status valid without a passed correctness check"),
+        (lambda c: c.update(status="exploded"), "status: 'exploded' is not one of"),
+        (lambda c: c["metrics"]["fusion_report"].update(kernel_count=999), "kernel_count 999 but"),
+        (lambda c: c["metrics"]["loadgen"].update(log_dir="../../../../etc"), "log_dir"),
+        (lambda c: c.update(schema_version=SCHEMA_VERSION + 5), None),
+    ],
+)
+def test_inconsistent_figures_are_found_even_with_a_fresh_manifest(bundle: Path, change, expected: str | None) -> None:
+    edit_json(cell_files(bundle)[0], change)
+    if expected is None:
+        with pytest.raises(SchemaVersionError, match="newer than this harness reads"):
+            validate(bundle)
+        return
+    problems = validate(bundle).problems
+    assert any(expected in line for line in problems), problems
+
+
+def test_a_detail_log_that_no_longer_matches_is_found(bundle: Path) -> None:
+    cell = json.loads(cell_files(bundle)[0].read_text())
+    detail = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"] / "mlperf_log_detail.txt"
+    detail.write_text(detail.read_text().replace('"result_validity", "value": "VALID"', '"result_validity", "value": "INVALID"'))
+    manifest.write(bundle)
+    assert any("detail log says INVALID" in line for line in validate(bundle).problems)
+
+
+def test_bundle_json_and_cell_lists_are_cross_checked(bundle: Path) -> None:
+    def drop_first(header: dict[str, Any]) -> None:
+        header["cells"] = header["cells"][1:]
+
+    edit_json(bundle / "bundle.json", drop_first)
+    problems = validate(bundle).problems
+    assert any("a cell record bundle.json does not list" in line for line in problems), problems
+    edit_json(bundle / "bundle.json", lambda h: h["scenario"].update(name="other"))
+    assert any("scenario_sha256 does not match" in line for line in validate(bundle).problems)
+
+
+def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell_files(root)[0].unlink()
+    edit_json(root / "bundle.json", lambda h: h.update(state="interrupted"))
+    verdict = validate(root)
+    assert verdict.ok, verdict.problems
+    assert any("the run is interrupted: 1 of 10 listed cell(s) have no record" in note for note in verdict.notes)
+    edit_json(root / "bundle.json", lambda h: h.update(state="complete"))
+    assert any("1 of 10 listed cell(s) have no record" in line for line in validate(root).problems)
+
+
+def test_unreadable_schema_versions_are_refused(bundle: Path) -> None:
+    header = json.loads((bundle / "bundle.json").read_text())
+    (bundle / "bundle.json").write_text(json.dumps({**header, "schema_version": SCHEMA_VERSION + 1}))
+    done = fusionbench("validate", str(bundle))
+    assert done.returncode == 2 and "newer than this harness reads" in done.stderr and "Traceback" not in done.stderr
+    (bundle / "bundle.json").write_text(json.dumps({**header, "schema_version": 0}))
+    assert any("unknown schema version 0" in line for line in validate(bundle).problems)
+
+
+def test_huge_numbers_and_deep_nesting_are_problems_not_crashes(bundle: Path) -> None:
+    path = cell_files(bundle)[0]
+    path.write_text(path.read_text().replace('"wall_s": ', '"wall_s": 1' + "0" * 400 + ", \"x\": ", 1))
+    assert any("out of range" in line for line in validate(bundle).problems)
+    path.write_text('{"a": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert any("nested too deeply" in line for line in validate(bundle).problems)
