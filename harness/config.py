@@ -225,6 +225,11 @@ class Limits(_Strict):
     """Limits each cell's worker process runs under."""
 
     cell_timeout_s: float = Field(900.0, gt=0, le=7 * 86400)
+    memory_limit_mib: int | None = Field(
+        None, ge=64, le=16 << 20,
+        description="resident memory (RSS) the worker and its children may use, MiB; over it the cell "
+        "fails (default: no limit)",
+    )
 
 
 BatchList = Annotated[list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1)]

@@ -20,6 +20,13 @@ class ConfigError(HarnessError):
     exit_code = 2
 
 
+class OutputError(HarnessError):
+    """The result bundle could not be written (disk full, quota, permissions) during a run; the
+    cells written before stay intact and `--resume` completes the run."""
+
+    exit_code = 3
+
+
 class BackendUnavailable(HarnessError):
     """A backend cannot run here (library or device missing); its cells become `skipped`."""
 

@@ -1,8 +1,12 @@
-"""Running one cell's worker process with a time limit, and reading what became of it.
+"""Running one cell's worker process under limits, and reading what became of it.
 
 The worker runs in a fresh temporary directory (so no stray `audit.config` or cache can change
 the run), in its own process group (so a timeout kills everything it started), with its output
-in a log file. A crash, a hang or an exception becomes a reason the parent can record.
+in a log file. A crash, a hang, an exception or too much memory becomes a reason the parent can
+record. The memory limit is enforced by sampling the resident memory of the worker and every
+process it started, ten times a second: a worker that allocates faster than that can overshoot
+by what it allocates in 0.1 s before it is killed. The worker also asks the kernel to kill it
+when the parent dies (harness/worker.py), so a killed run leaves no worker behind.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-POLL_S = 0.25
+POLL_S = 0.1
 LOG_TAIL_LINES = 40
+MIB = 1 << 20
 
 
 @dataclass
@@ -31,9 +36,15 @@ class WorkerOutcome:
     timed_out: bool
     last_phase: str
     wall_s: float
+    #: The worker's resident memory when it was killed for exceeding the limit, else None.
+    memory_exceeded_bytes: int | None = None
+    memory_limit_bytes: int | None = None
 
     def failure_reason(self, timeout_s: float) -> str:
         """Why a worker produced no answer."""
+        if self.memory_exceeded_bytes is not None and self.memory_limit_bytes is not None:
+            return (f"memory limit of {self.memory_limit_bytes / MIB:.0f} MiB exceeded (the worker's processes "
+                    f"held {self.memory_exceeded_bytes / MIB:.0f} MiB, in phase {self.last_phase})")
         if self.timed_out:
             return f"time limit of {timeout_s:g} s exceeded (in phase {self.last_phase})"
         if self.returncode is not None and self.returncode < 0:
@@ -41,7 +52,8 @@ class WorkerOutcome:
                 name = signal.Signals(-self.returncode).name
             except ValueError:
                 name = f"signal {-self.returncode}"
-            return f"worker killed by {name} (in phase {self.last_phase})"
+            hint = "; the kernel's out-of-memory killer sends SIGKILL" if name == "SIGKILL" else ""
+            return f"worker killed by {name} (in phase {self.last_phase}{hint})"
         return f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})"
 
 
@@ -60,12 +72,14 @@ def run_worker(
     log_path: Path,
     on_phase: Callable[[str], None] = lambda phase: None,
     module: str = "harness.worker",
+    memory_limit_bytes: int | None = None,
 ) -> WorkerOutcome:
-    """Run `python -m module REQUEST` for one cell and wait for it, at most `timeout_s`."""
+    """Run `python -m module REQUEST` for one cell and wait for it, at most `timeout_s`, killing it
+    (with its children) if their resident memory passes `memory_limit_bytes`."""
     workdir = Path(tempfile.mkdtemp(prefix="fusionbench-cell-"))
     phase_file = workdir / "phase"
     answer_file = workdir / "answer.json"
-    request = {**request, "phase_file": str(phase_file), "answer_file": str(answer_file)}
+    request = {**request, "phase_file": str(phase_file), "answer_file": str(answer_file), "parent_pid": os.getpid()}
     (workdir / "request.json").write_text(json.dumps(request))
     env = {
         **os.environ,
@@ -75,6 +89,7 @@ def run_worker(
     }
     last_phase = "start"
     timed_out = False
+    memory_exceeded: int | None = None
     start = time.monotonic()
     try:
         with log_path.open("wb") as log:
@@ -98,19 +113,44 @@ def run_worker(
                         timed_out = True
                         _kill_group(proc)
                         break
+                    if memory_limit_bytes is not None:
+                        held = tree_rss_bytes(proc.pid)
+                        if held > memory_limit_bytes:
+                            memory_exceeded = held
+                            _kill_group(proc)
+                            break
             except BaseException:  # Ctrl-C or an error in the parent: never leave a worker behind
                 _kill_group(proc)
                 raise
         last_phase = _read_phase(phase_file) if phase_file.exists() else last_phase
         answer = None
-        if not timed_out and answer_file.exists():
+        if not timed_out and memory_exceeded is None and answer_file.exists():
             try:
                 answer = json.loads(answer_file.read_text())
             except ValueError:
                 answer = None
-        return WorkerOutcome(answer, proc.returncode, timed_out, last_phase, time.monotonic() - start)
+        return WorkerOutcome(answer, proc.returncode, timed_out, last_phase, time.monotonic() - start,
+                             memory_exceeded_bytes=memory_exceeded, memory_limit_bytes=memory_limit_bytes)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of process `pid` and all its descendants (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue  # exited between listing and reading
+    return total
 
 
 def _read_phase(phase_file: Path) -> str:

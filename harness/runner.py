@@ -7,6 +7,7 @@ so a bad scenario file or option leaves nothing behind. Each finished cell is wr
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +21,16 @@ from harness.bundle import Bundle, new_run_id, utc_now
 from harness.bundle_load import load
 from harness.cells import Cell, expand, select
 from harness.contract import Variant
-from harness.errors import ConfigError
-from harness.isolation import log_tail, run_worker
+from harness.errors import ConfigError, OutputError
+from harness.isolation import MIB, log_tail, run_worker
 from harness.probe import run_probe
 from harness.report import REPORT_HTML, render
 from harness.summary import summary_table
 from harness.system import harness_info
 
 EXIT_INTERRUPTED = 130
+ROOM_BASE_BYTES = 16 * MIB
+ROOM_PER_CELL_BYTES = 2 * MIB
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ def run(request: RunRequest, console: Console) -> int:
     if bundle is None:
         input_folder = _input_folder(resolved, request.scenario_path.parent)
         out_dir = _writable(request.out_dir)
+        _check_room(out_dir, len(cells))
         bundle = Bundle.create(
             out_dir,
             new_run_id(resolved["name"]),
@@ -79,6 +83,7 @@ def run(request: RunRequest, console: Console) -> int:
         input_folder = bundle.header.get("input_folder")
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
+        _check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(
@@ -159,6 +164,18 @@ def _writable(out_dir: Path) -> Path:
     return out_dir
 
 
+def _check_room(path: Path, cells: int) -> None:
+    """Refuse to start when the bundle's file system is nearly full: a cell writes its record,
+    worker log and LoadGen logs (well under 1 MiB); the report and manifest come at the end."""
+    needed = ROOM_BASE_BYTES + ROOM_PER_CELL_BYTES * cells
+    free = shutil.disk_usage(path).free
+    if free < needed:
+        raise ConfigError(
+            f"{path}: only {free / MIB:.0f} MiB free; {cells} cell(s) need about {needed / MIB:.0f} MiB for their "
+            "records and logs: make room or choose another --out"
+        )
+
+
 def _skip_reason(cell: Cell, backends: dict[str, Any]) -> str | None:
     report = backends[cell.config["backend"]]
     if not report["available"]:
@@ -173,7 +190,7 @@ def _sweep(
     cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
     input_folder: str | None, cache_dir: Path | None, console: Console,
 ) -> None:
-    timeout_s = resolved["limits"]["cell_timeout_s"]
+    limits = resolved["limits"]
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,
@@ -182,8 +199,14 @@ def _sweep(
         task = progress.add_task("cells", total=len(cells))
         for cell in cells:
             progress.update(task, description=f"{cell.label}")
-            record = _run_cell(cell, bundle, backends, input_folder, cache_dir, timeout_s, progress, task)
-            bundle.write_cell(cell.id, record)
+            record = _run_cell(cell, bundle, backends, input_folder, cache_dir, limits, progress, task)
+            try:
+                bundle.write_cell(cell.id, record)
+            except OSError as exc:  # disk full, quota, permissions: what is written stays intact
+                raise OutputError(
+                    f"could not write cell {cell.label} into {bundle.root}: {exc.strerror or exc}; the cells "
+                    f"finished before it are intact: make room, then run --resume {bundle.root}"
+                ) from None
             progress.advance(task)
             style = {"valid": "green", "invalid": "yellow", "skipped": "dim", "failed": "red"}[record["status"]]
             why = f": {record['reasons'][0]}" if record["reasons"] else ""
@@ -193,8 +216,10 @@ def _sweep(
 
 def _run_cell(
     cell: Cell, bundle: Bundle, backends: dict[str, Any], input_folder: str | None, cache_dir: Path | None,
-    timeout_s: float, progress: Progress, task: Any,
+    limits: dict[str, Any], progress: Progress, task: Any,
 ) -> dict[str, Any]:
+    timeout_s = limits["cell_timeout_s"]
+    memory_mib = limits.get("memory_limit_mib")  # absent from bundles written before it existed
     base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
     skip = _skip_reason(cell, backends)
     if skip is not None:
@@ -208,6 +233,7 @@ def _run_cell(
     try:
         outcome = run_worker(
             request, timeout_s=timeout_s, log_path=log_path,
+            memory_limit_bytes=memory_mib * MIB if memory_mib else None,
             on_phase=lambda phase: progress.update(task, description=f"{cell.label} [dim]{phase}[/]"),
         )
     except KeyboardInterrupt:

@@ -19,6 +19,10 @@ from harness.config import FolderInputs, ScenarioFile, SyntheticInputs
 from harness.errors import ConfigError
 
 MAX_FILE_BYTES = 1 << 20
+# After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
+# ten. The limits stop alias bombs ("billion laughs") and absurd nesting before anything is built.
+MAX_NODES = 20_000
+MAX_DEPTH = 40
 INPUT_BRANCHES = {"synthetic": SyntheticInputs, "folder": FolderInputs}
 
 
@@ -67,9 +71,14 @@ def sha256(data: dict[str, Any]) -> str:
 
 
 def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # refuses non-printable characters at once
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: invalid YAML: {str(exc).splitlines()[0][:200]}") from None
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -80,9 +89,53 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         raise ConfigError(f"{where}: invalid YAML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value its constructor refuses (a 5,000-digit int)
+        first = str(exc).split(";")[0].split(": value")[0]
+        raise ConfigError(f"{where}: invalid YAML value: {first[:200]}") from None
     finally:
         loader.dispose()
     return node, data
+
+
+def _check_size(root: yaml.Node, where: str) -> None:
+    """Refuse a document whose nodes, counted with every alias expanded, pass MAX_NODES, or whose
+    nesting passes MAX_DEPTH, or that refers to itself; without building it."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in size:
+            continue
+        children = _children(node)
+        if not children_done:
+            open_nodes.add(key)
+            stack.append((node, True))
+            for child in children:
+                if id(child) in open_nodes:
+                    raise ConfigError(f"{where}:{child.start_mark.line + 1}: invalid YAML: an alias refers to itself")
+                if id(child) not in size:
+                    stack.append((child, False))
+            continue
+        open_nodes.discard(key)
+        size[key] = 1 + sum(size[id(c)] for c in children)
+        depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+        if size[key] > MAX_NODES:
+            raise ConfigError(
+                f"{where}: invalid YAML: over {MAX_NODES} values once its aliases are expanded (an alias bomb?)"
+            )
+        if depth[key] > MAX_DEPTH:
+            raise ConfigError(f"{where}: invalid YAML: nested over {MAX_DEPTH} levels deep")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> str:

@@ -167,9 +167,24 @@ def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def die_with_parent(parent_pid: int | None) -> None:
+    """Ask Linux to SIGKILL this worker when the harness process that started it dies
+    (PR_SET_PDEATHSIG), so a killed run leaves no worker computing on. Elsewhere a no-op."""
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     request = json.loads(Path(argv[0]).read_text())
+    die_with_parent(request.get("parent_pid"))
     answer = run_cell(request)
     write_json_atomic(Path(request["answer_file"]), answer)
     return 0

@@ -1,6 +1,7 @@
 """Fake worker processes for the isolation tests: `python -m tests.fakes.workers BEHAVIOUR REQUEST`.
 
-Each misbehaves the way a real backend can: a crash, a hang, an exit without an answer.
+Each misbehaves the way a real backend can: a crash, a hang, an exit without an answer, a
+child process that hoards memory.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ def main() -> None:
     elif behaviour == "exit":
         print("giving up", file=sys.stderr, flush=True)
         sys.exit(3)
+    elif behaviour == "hog":  # memory held by a child, which the limit must count too
+        if os.fork() == 0:
+            hoard = [b"\x01" * (16 << 20) for _ in range(64)]  # 1 GiB, written so it is resident
+            time.sleep(600 + len(hoard))
+        time.sleep(600)
     elif behaviour == "answer":
         Path(request["answer_file"]).write_text(json.dumps({"status": "valid", "reasons": [], "metrics": {"x": 1}}))
 

@@ -18,11 +18,11 @@ def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
 
-def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60):
+def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_bytes: int | None = None):
     log = tmp_path / "worker.log"
     phases: list[str] = []
     outcome = run_worker({"behaviour": behaviour}, timeout_s=timeout_s, log_path=log,
-                         on_phase=phases.append, module="tests.fakes.workers")
+                         on_phase=phases.append, module="tests.fakes.workers", memory_limit_bytes=memory_limit_bytes)
     return outcome, log, phases
 
 
@@ -56,3 +56,11 @@ def test_exit_without_answer(tmp_path: Path) -> None:
     outcome, log, _ = fake("exit", tmp_path)
     assert outcome.failure_reason(60) == "worker exited with code 3 without an answer (in phase prepare)"
     assert "giving up" in log_tail(log)
+
+
+def test_memory_held_by_a_child_counts_against_the_limit(tmp_path: Path) -> None:
+    outcome, _, _ = fake("hog", tmp_path, timeout_s=60, memory_limit_bytes=256 << 20)
+    assert not outcome.timed_out and outcome.answer is None
+    assert outcome.memory_exceeded_bytes is not None and outcome.memory_exceeded_bytes > 256 << 20
+    assert outcome.failure_reason(60).startswith("memory limit of 256 MiB exceeded (the worker's processes held ")
+    assert outcome.wall_s < 30

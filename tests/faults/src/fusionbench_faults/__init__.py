@@ -1,0 +1,1 @@
+"""Fault-injection backends for the reliability tests (tests/integration/test_faults.py)."""
