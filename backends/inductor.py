@@ -29,6 +29,7 @@ from typing import Any
 from unittest import mock
 
 from backends.inductor_code import kernel_calls
+from backends.inductor_folding import FoldWatch
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
@@ -78,15 +79,40 @@ class InductorBackend(Backend):
 
         torch._dynamo.reset()
         unfused = _unfused_lowering() if variant.fusion == "off" else contextlib.nullcontext()
-        with inductor_config.patch(force_disable_caches=True, freezing=options["freezing"]), unfused, torch.no_grad():
+        watch = FoldWatch()
+        hooks = {"pre_grad_custom_pass": _graph_pass(watch.pre_grad), "post_grad_custom_pre_pass": _graph_pass(watch.post_grad)}
+        patches = {"force_disable_caches": True, "freezing": options["freezing"], **(hooks if options["freezing"] else {})}
+        with inductor_config.patch(**patches), unfused, torch.no_grad():
             compiled = torch.compile(model, mode=None if options["mode"] == "default" else options["mode"], dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
             _, sources = run_and_get_code(compiled, example)
         if not sources:
             raise BackendFailed("torch.compile produced no Inductor code (the whole model fell back to eager)")
         aten = [name for name in dir(torch.ops.aten) if not name.startswith("__")]
-        kernels = [group for source in sources for group in kernel_calls(source, aten)]
-        return InductorPrepared(compiled, device, kernels, graphs=len(sources))
+        per_graph = [kernel_calls(source, aten) for source in sources]
+        if options["freezing"]:
+            kernels, note = watch.attribute(per_graph)
+        else:
+            kernels, note = [group for groups in per_graph for group in groups], ""
+        return InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note)
+
+
+def _graph_pass(function: Any) -> Any:
+    """`function` as an Inductor custom graph pass that only observes: no cache key (uuid None),
+    which is right since every compile here runs with the caches off."""
+    try:
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+    except ImportError:  # older torch: a plain callable is a custom pass
+        return function
+
+    class Observer(CustomGraphPass):
+        def __call__(self, graph: Any) -> None:
+            function(graph)
+
+        def uuid(self) -> None:
+            return None
+
+    return Observer()
 
 
 def _checked_options(variant: Variant) -> dict[str, Any]:
@@ -132,11 +158,12 @@ class InductorPrepared(Prepared):
         "plus library (extern, oneDNN) calls"
     )
 
-    def __init__(self, compiled: Any, device: str, kernels: list[KernelGroup], graphs: int) -> None:
+    def __init__(self, compiled: Any, device: str, kernels: list[KernelGroup], graphs: int, folding_note: str = "") -> None:
         self.compiled = compiled
         self.device = device
         self.kernels = kernels
         self.graphs = graphs
+        self.folding_note = folding_note
 
     def __call__(self, batch: Any) -> Any:
         import torch
@@ -154,5 +181,5 @@ class InductorPrepared(Prepared):
         return FusionReport(
             kernels=tuple(self.kernels),
             source=f"inductor generated wrapper code ({self.graphs} graph{'s' if self.graphs != 1 else ''})",
-            notes="operators folded at compile time (batch norm under freezing) do not appear",
+            notes=self.folding_note or "no operator was folded into weights at compile time (freezing off)",
         )

@@ -24,6 +24,7 @@ SECONDS_MAX = 10**7  # 116 days
 BYTES_MAX = 2**50  # 1 PiB
 COUNT_MAX = 10**8
 RATE_MAX = 10**10  # samples per second
+FLOPS_MAX = 10**21  # per batch, or per second
 
 _HEX16 = "^[0-9a-f]{16}$"
 # A path inside the bundle: relative, no "..", no backslash or control characters.
@@ -192,9 +193,21 @@ def _cell_v1() -> dict[str, Any]:
 def _cell_v2() -> dict[str, Any]:
     schema = _cell_v1()
     schema["properties"]["schema_version"] = {"const": 2}
-    kernels = schema["properties"]["metrics"]["properties"]["kernels"]
-    kernels["properties"]["backend_figures"] = {"type": "object"}
-    kernels["required"] += ["backend_figures"]
+    metrics = schema["properties"]["metrics"]["properties"]
+    metrics["kernels"]["properties"]["backend_figures"] = {"type": "object"}
+    metrics["kernels"]["required"] += ["backend_figures"]
+    # Optional in v2: written by harnesses that measure them, absent from older v2 bundles.
+    metrics["roofline"] = _obj(
+        {"flops": _int(FLOPS_MAX), "weight_bytes": _int(BYTES_MAX), "input_bytes": _int(BYTES_MAX),
+         "output_bytes": _int(BYTES_MAX), "compulsory_bytes": _int(BYTES_MAX),
+         "peak_flops_per_s": _num(FLOPS_MAX), "peak_bytes_per_s": _num(FLOPS_MAX),
+         "time_bound_ns": _num(NS_MAX), "measured_ns": _num(NS_MAX), "fraction_of_bound": _num(1e6),
+         "bound_by": {"enum": ["compute", "memory"]}},
+        ("flops", "compulsory_bytes"),
+    )
+    report = metrics["fusion_report"]["properties"]
+    report["fusions_by_class"] = {"type": "object", "additionalProperties": _int(COUNT_MAX)}
+    report["fusions_by_mapping"] = {"type": "object", "additionalProperties": _int(COUNT_MAX)}
     return schema
 
 

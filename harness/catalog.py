@@ -2,6 +2,7 @@
 
 Generated from torchvision 0.29.1 (`list_models(module=torchvision.models)` and each model's
 DEFAULT weights transforms). tests/unit/test_zoo.py checks it still matches the installed torchvision.
+`all_models()` adds the models of `harness.extra_models`.
 """
 
 from __future__ import annotations
@@ -89,3 +90,12 @@ CLASSIFICATION_MODELS: dict[str, tuple[str, int]] = {
     "wide_resnet101_2": ("resnet", 224),
     "wide_resnet50_2": ("resnet", 224),
 }
+
+
+def all_models() -> dict[str, tuple[str, int]]:
+    """Every model the zoo offers, name -> (family, default input size): torchvision's
+    classifiers above, then the pattern micro-models and non-vision models of
+    `harness.extra_models`."""
+    from harness.extra_models import EXTRA_MODELS
+
+    return {**CLASSIFICATION_MODELS, **{name: (m.family, m.input_size) for name, m in EXTRA_MODELS.items()}}

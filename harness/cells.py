@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.catalog import CLASSIFICATION_MODELS
+from harness.catalog import all_models
 from harness.config import DEFAULT_MIN_QUERY_COUNT
 from harness.errors import ConfigError
 
@@ -70,8 +70,9 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
     """Every cell of a resolved scenario on a concrete device ("cpu" or "cuda")."""
     inputs = resolved["inputs"]
     cells = []
+    models = all_models()
     for model in resolved["models"]:
-        input_size = model["input_size"] or CLASSIFICATION_MODELS[model["name"]][1]
+        input_size = model["input_size"] or models[model["name"]][1]
         for backend in resolved["backends"]:
             if backend.get("models") and model["name"] not in backend["models"]:
                 continue

@@ -107,19 +107,24 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_models(args: argparse.Namespace, console: Console) -> int:
-    from harness.catalog import CLASSIFICATION_MODELS
+    from harness.catalog import all_models
+    from harness.extra_models import EXTRA_MODELS, input_shape
 
-    table = Table(title="Zoo: torchvision classification models (random weights unless pretrained: true)")
-    for column in ("model", "family", "input size"):
+    table = Table(title="Zoo: random weights unless pretrained: true (torchvision classifiers only)")
+    for column in ("model", "family", "input (one sample, default size)", "about"):
         table.add_column(column)
+    models = all_models()
     shown = 0
-    for name, (family, size) in CLASSIFICATION_MODELS.items():
+    for name, (family, size) in models.items():
         if args.family and family != args.family:
             continue
-        table.add_row(name, family, f"{size}x{size}")
+        extra = EXTRA_MODELS.get(name)
+        shape = input_shape(name, size) if extra else (1, 3, size, size)
+        kind = extra.input_kind if extra else "image"
+        table.add_row(name, family, f"{kind} {list(shape)}", extra.about if extra else "torchvision classifier")
         shown += 1
     if shown == 0:
-        families = sorted({f for f, _ in CLASSIFICATION_MODELS.values()})
+        families = sorted({f for f, _ in models.values()})
         raise ConfigError(f"no model of family {args.family!r}; families: {', '.join(families)}")
     console.print(table)
     return 0

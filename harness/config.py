@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from harness import registry
-from harness.catalog import CLASSIFICATION_MODELS
+from harness.catalog import CLASSIFICATION_MODELS, all_models
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 ScenarioName = Literal["SingleStream", "MultiStream", "Server", "Offline"]
@@ -75,30 +75,39 @@ OptionValue = Union[bool, int, float, str]
 
 
 class ModelSpec(_Strict):
-    """One torchvision classification model."""
+    """One model of the zoo: a torchvision classifier, a fusion-pattern micro-model or a
+    non-vision model of the literature suites."""
 
-    name: str = Field(description="torchvision model name, as `fusionbench models` lists it")
+    name: str = Field(description="model name, as `fusionbench models` lists it")
     pretrained: bool = Field(
         False, description="load torchvision's pretrained weights (needs network); random weights otherwise"
     )
     input_size: int | None = Field(
-        None, ge=16, le=4096, description="square input side in pixels; default: the model's own"
+        None, ge=16, le=1_000_000,
+        description="image side in pixels, sequence length, feature count or audio samples, as the model's "
+        "input kind says (`fusionbench models`); default: the model's own",
     )
 
     @field_validator("name")
     @classmethod
     def _known_model(cls, name: str) -> str:
-        if name not in CLASSIFICATION_MODELS:
-            hint = closest(name, list(CLASSIFICATION_MODELS))
+        models = all_models()
+        if name not in models:
+            hint = closest(name, list(models))
             raise ValueError(
-                f"unknown model {name!r}{hint}; `fusionbench models` lists the "
-                f"{len(CLASSIFICATION_MODELS)} torchvision models the zoo offers"
+                f"unknown model {name!r}{hint}; `fusionbench models` lists the {len(models)} models the zoo offers"
             )
         return name
 
+    @model_validator(mode="after")
+    def _pretrained_exists(self) -> ModelSpec:
+        if self.pretrained and self.name not in CLASSIFICATION_MODELS:
+            raise ValueError(f"{self.name} has no pretrained weights (only torchvision's classifiers do)")
+        return self
+
     @property
     def resolved_input_size(self) -> int:
-        return self.input_size or CLASSIFICATION_MODELS[self.name][1]
+        return self.input_size or all_models()[self.name][1]
 
 
 class BackendSpec(_Strict):
@@ -299,5 +308,5 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "FusionBench scenario file"
     # Model names are a closed set: spell it out, so editors can complete them.
-    schema["$defs"]["ModelSpec"]["properties"]["name"]["enum"] = sorted(CLASSIFICATION_MODELS)
+    schema["$defs"]["ModelSpec"]["properties"]["name"]["enum"] = sorted(all_models())
     return schema

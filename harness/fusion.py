@@ -106,6 +106,8 @@ class FusionReport:
         return sum(1 for k in self.kernels if k.fusion_class != "single")
 
     def to_json(self) -> dict[str, Any]:
+        from harness.op_mapping import fused_mapping_counts, kernel_mapping
+
         by_class = Counter(k.fusion_class for k in self.kernels)
         return {
             "source": self.source,
@@ -114,7 +116,10 @@ class FusionReport:
             "kernel_count": len(self.kernels),
             "fusion_count": self.fusions,
             "kernels_by_class": {c: by_class.get(c, 0) for c in CLASSES},
+            "fusions_by_class": {c: by_class.get(c, 0) for c in CLASSES if c != "single"},
+            "fusions_by_mapping": fused_mapping_counts(k.ops for k in self.kernels),
             "kernels": [
-                {"kernel": k.kernel, "ops": list(k.ops), "class": k.fusion_class} for k in self.kernels
+                {"kernel": k.kernel, "ops": list(k.ops), "class": k.fusion_class, "mapping": kernel_mapping(k.ops)}
+                for k in self.kernels
             ],
         }

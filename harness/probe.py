@@ -1,5 +1,5 @@
-"""The probe: a short-lived process that resolves `device: auto`, describes the system and asks
-each backend whether it can run here. The parent never imports torch or creates a CUDA context
+"""The probe: a short-lived process that resolves `device: auto`, describes the system (with the
+device's measured peaks, for the roofline) and asks each backend whether it can run here. The parent never imports torch or creates a CUDA context
 itself; it runs `python -m harness.probe` and reads one JSON answer from stdout.
 """
 
@@ -40,7 +40,18 @@ def probe(device: str, backends: list[str], with_system: bool) -> dict[str, Any]
     }
     if with_system:
         answer["system"] = system.describe()
+        answer["system"]["peaks"] = _peaks(resolved)
     return answer
+
+
+def _peaks(device: str) -> dict[str, Any]:
+    """The device's measured peaks for the roofline (harness.roofline), or why there are none."""
+    from harness.roofline import measure_peaks
+
+    try:
+        return measure_peaks(device)
+    except (RuntimeError, MemoryError) as exc:  # an accelerator too small or busy: no roofline, not no run
+        return {"device": device, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
 def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> dict[str, Any]:

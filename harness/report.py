@@ -26,6 +26,11 @@ REPORT_HTML = "report.html"
 STATUS_COLOURS = {"valid": "#c7e9c0", "invalid": "#fdd0a2", "failed": "#fcbba1", "skipped": "#e0e0e0",
                   "interrupted": "#dadaeb", "not run": "#ffffff"}
 _FUSED_KERNELS_SHOWN = 8
+ROOFLINE_NOTE = (
+    "Bound: the least time one batch could take at the device's measured peaks, max(FLOPs / peak FLOP/s, "
+    "compulsory bytes / peak bytes/s); fraction of bound = bound / measured median (1 is the roofline). "
+    "The kernel floor is 1: one kernel could run the whole model."
+)
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,41 @@ def _fmt_bytes(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**20:.0f} MiB"
 
 
+def _fusions_by_class(row: Row) -> str:
+    by_class = row.metric("fusion_report", "fusions_by_class")
+    if not isinstance(by_class, dict):  # bundles written before fusions were counted by class
+        return str(row.metric("fusion_report", "fusion_count") or 0)
+    return ", ".join(f"{count} {cls}" for cls, count in by_class.items() if count) or "0"
+
+
+def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
+    """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
+    def kernels(row: Row) -> str:
+        return "-" if row.kernels is None else f"{row.kernels:g}"
+
+    head = ["model backend setting", "on", "off", "speedup", "kernels/inf on / off", "memory on / off", "fusions on (by class)"]
+    body = [[p.name, _fmt_ms(p.on.median_ns), _fmt_ms(p.off.median_ns), f"{p.speedup:.2f}x",
+             f"{kernels(p.on)} / {kernels(p.off)}", f"{_fmt_bytes(p.on.memory_bytes[1])} / {_fmt_bytes(p.off.memory_bytes[1])}",
+             _fusions_by_class(p.on)] for p in pairs]
+    return head, body
+
+
+def _roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    head = ["model", "backend / variant", "setting", "GFLOP/batch", "compulsory MB", "bound", "bound by",
+            "measured", "fraction of bound", "kernels/inf (floor 1)"]
+    body = []
+    for r in _valid(rows):
+        roof = r.metric("roofline")
+        if not roof:
+            continue
+        bound_ns = roof.get("time_bound_ns")
+        fraction = roof.get("fraction_of_bound")
+        body.append([r.model, r.variant, r.setting, f"{roof['flops'] / 1e9:.3g}", f"{roof['compulsory_bytes'] / 1e6:.3g}",
+                     _fmt_ms(bound_ns), roof.get("bound_by", "-"), _fmt_ms(r.median_ns),
+                     "-" if fraction is None else f"{fraction:.3f}", "-" if r.kernels is None else f"{r.kernels:g}"])
+    return head, body
+
+
 def _cells_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     head = ["model", "backend / variant", "setting", "status", "LoadGen metric", "device time (median)",
             "kernels/inf", "fusions", "memory", "prepare"]
@@ -244,10 +284,7 @@ def markdown(loaded: LoadedBundle) -> str:
               *_md_table(["model and setting", "backend / variant", "speedup"], speedups)]
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", "Speedup = fusion-off median / fusion-on median (below 1: fusion made it slower).", "",
-              *_md_table(["model backend setting", "on", "off", "speedup", "kernels/inf on / off", "fusions on"],
-                         [[p.name, _fmt_ms(p.on.median_ns), _fmt_ms(p.off.median_ns), f"{p.speedup:.2f}x",
-                           f"{p.on.kernels:g} / {p.off.kernels:g}" if p.on.kernels is not None and p.off.kernels is not None else "-",
-                           str(p.on.metric("fusion_report", "fusion_count"))] for p in pairs])]
+              *_md_table(*fusion_table(pairs))]
     slower = [p for p in pairs if p.speedup < 1]
     lines += ["## Where fusion made things slower", ""]
     if not slower:
@@ -257,6 +294,7 @@ def markdown(loaded: LoadedBundle) -> str:
                   f"({p.speedup:.2f}x). Fused kernels: " + (_md_cell("; ".join(_fused_kernels(p.on))) or "none reported")]
     if slower:
         lines.append("")
+    lines += ["## Roofline", "", ROOFLINE_NOTE, "", *_md_table(*_roofline_table(rows))]
     lines += ["## Skipped, failed and invalid cells", "",
               *_md_table(["model", "backend / variant", "setting", "status", "reasons"], _problems(rows))]
     return "\n".join(lines)
@@ -324,11 +362,7 @@ def html(loaded: LoadedBundle) -> str:
         "Below the dashed line, fusion made the cell slower; the section below lists those cells and their fused kernels.",
         "No valid cell has both fusion on and fusion off in this run.",
     ))
-    parts.append(_html_table(
-        ["model backend setting", "on", "off", "speedup", "kernels/inf on", "kernels/inf off", "fusions on"],
-        [[p.name, _fmt_ms(p.on.median_ns), _fmt_ms(p.off.median_ns), f"{p.speedup:.2f}x",
-          "-" if p.on.kernels is None else f"{p.on.kernels:g}", "-" if p.off.kernels is None else f"{p.off.kernels:g}",
-          str(p.on.metric("fusion_report", "fusion_count"))] for p in pairs]))
+    parts.append(_html_table(*fusion_table(pairs)))
     parts.append("<h3>Where fusion made things slower</h3>")
     slower = [p for p in pairs if p.speedup < 1]
     parts.append(_html_table(["cell", "speedup", "fused kernels (first ones)"],
@@ -359,6 +393,9 @@ def html(loaded: LoadedBundle) -> str:
         "No valid cell recorded memory in this run.",
     ))
 
+    parts.append("<h2>Roofline</h2>")
+    parts.append(f"<p>{escape(ROOFLINE_NOTE)}</p>")
+    parts.append(_html_table(*_roofline_table(rows)))
     parts.append("<h2>Cells</h2>")
     parts.append(_html_table(*_cells_table(rows), statuses=True))
     parts.append("<h2>Skipped, failed and invalid cells</h2>")

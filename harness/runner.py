@@ -25,8 +25,9 @@ from harness.errors import ConfigError, OutputError
 from harness.isolation import MIB, log_tail, run_worker
 from harness.probe import run_probe
 from harness.report import REPORT_HTML, render
-from harness.summary import summary_table
+from harness.summary import fusion_summary, summary_table
 from harness.system import harness_info
+from harness.zoo import missing_requirement
 
 EXIT_INTERRUPTED = 130
 ROOM_BASE_BYTES = 16 * MIB
@@ -98,6 +99,9 @@ def run(request: RunRequest, console: Console) -> int:
     _close(bundle, "complete")
     records = bundle.cells()
     console.print(summary_table(records))
+    ablation = fusion_summary(records)
+    if ablation is not None:
+        console.print(ablation)
     bad = [r for r in records if r["status"] in ("failed", "invalid")]
     console.print(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})")
     if bad:
@@ -180,6 +184,9 @@ def _skip_reason(cell: Cell, backends: dict[str, Any]) -> str | None:
     report = backends[cell.config["backend"]]
     if not report["available"]:
         return report["reason"]
+    missing = missing_requirement(cell.config["model"]["name"])
+    if missing:
+        return missing
     backend = registry.load(cell.config["backend"])()
     variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"])
     support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
@@ -229,6 +236,7 @@ def _run_cell(
     request = {
         "cell": cell.config, "artifact_dir": str(artifacts), "input_folder": input_folder,
         "cache_dir": str(cache_dir) if cache_dir else None,
+        "peaks": (bundle.header.get("system") or {}).get("peaks"),
     }
     try:
         outcome = run_worker(

@@ -72,3 +72,20 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             "-" if prepare is None else f"{prepare:.1f} s",
         )
     return table
+
+
+def fusion_summary(records: list[dict[str, Any]]) -> Table | None:
+    """Fusion on vs off for every model, backend and setting that ran both, or None."""
+    from harness.report import Row, fusion_pairs, fusion_table
+
+    pairs = fusion_pairs([Row(r) for r in records])
+    if not pairs:
+        return None
+    head, body = fusion_table(pairs)
+    table = Table(title="Fusion on vs off (speedup = off / on; below 1: fusion made it slower)")
+    for column in head:
+        table.add_column(column)
+    for row, pair in zip(body, pairs):
+        style = "red" if pair.speedup < 1 else ""
+        table.add_row(*row, style=style)
+    return table

@@ -3,8 +3,8 @@
 The parent writes the request, starts this process in a fresh working directory with a time
 limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
 
-    build model -> eager reference -> prepare -> first call -> correctness ->
-    device timing -> LoadGen scenario -> memory -> kernel/fusion profile
+    build model -> eager reference -> roofline costs (FLOPs, bytes) -> prepare -> first call ->
+    correctness -> device timing -> LoadGen scenario -> memory -> kernel/fusion profile
 
 Device timing runs before LoadGen because LoadGen's expected-latency hint is calibrated from it.
 A phase that raises makes the cell `failed` with the phase named; what was measured before it
@@ -100,7 +100,7 @@ def _measure(
 ) -> None:
     import torch
 
-    from harness import correctness, loadgen, passes, zoo
+    from harness import correctness, loadgen, passes, roofline, zoo
     from harness.memory import memory_pass
 
     device, dtype, batch = cell["device"], cell["dtype"], cell["batch"]
@@ -119,6 +119,8 @@ def _measure(
         example = torch.cat([samples[i % len(samples)] for i in range(batch)])
     with clock.phase("reference"):
         reference = model(example) if backend.computes_model else None
+    with clock.phase("roofline"):
+        costs = roofline.model_costs(model, example)
     with clock.phase("prepare"):
         variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"])
         cache_dir = Path(request.get("cache_dir") or workdir / "cache") / backend.name
@@ -141,8 +143,11 @@ def _measure(
             del output
         with clock.phase("timing"):
             metrics["device_time"] = passes.device_timing(prepared, example, cell["timing"], device)
+        median_ns = metrics["device_time"]["summary"]["median_ns"]
+        metrics["roofline"] = roofline.bound(
+            costs, request.get("peaks"), dtype, median_ns if backend.computes_model else 0.0
+        )
         with clock.phase("loadgen"):
-            median_ns = metrics["device_time"]["summary"]["median_ns"]
             metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, median_ns, artifacts / "loadgen")
         with clock.phase("memory"):
             metrics["memory"] = memory_pass(

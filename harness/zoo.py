@@ -1,19 +1,24 @@
-"""The model zoo: torchvision classification models by name, and their inputs.
+"""The model zoo: torchvision classification models, the fusion-pattern micro-models and the
+non-vision models of the literature suites (`harness.extra_models`), by name, and their inputs.
 
 Random weights by default (seeded, so every cell of a run sees the same model); `pretrained`
 asks torchvision for its published weights, which needs a machine that can fetch them. Inputs
-are seeded synthetic images or real images read from a folder and passed through the model's
-own preprocessing (the transforms of its DEFAULT weights, which are defined in code and need
-no download). torch is imported inside the functions: only worker processes call them.
+are seeded synthetic samples of the model's input kind, or, for torchvision models, real images
+read from a folder and passed through the model's own preprocessing (the transforms of its
+DEFAULT weights, which are defined in code and need no download). torch is imported inside the
+functions: only worker processes call them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
+from harness import extra_models
 from harness.catalog import CLASSIFICATION_MODELS
 from harness.errors import HarnessError
+from harness.extra_models import EXTRA_MODELS
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
@@ -24,8 +29,19 @@ def torch_dtype(name: str) -> Any:
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
+def missing_requirement(name: str) -> str | None:
+    """Why model `name` cannot be built here (a package it needs is not installed), or None."""
+    spec = EXTRA_MODELS.get(name)
+    for package in spec.requires if spec else ():
+        if importlib.util.find_spec(package) is None:
+            return f"model {name} needs the Python package {package!r}, which is not installed (pip install {package})"
+    return None
+
+
 def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: str) -> Any:
-    """A torchvision model in eval mode on `device` in `dtype`."""
+    """A model of the zoo in eval mode on `device` in `dtype`."""
+    if name in EXTRA_MODELS:
+        return _build_extra(name, seed, device, dtype)
     if name not in CLASSIFICATION_MODELS:
         raise HarnessError(f"unknown model {name!r}")
     import torch
@@ -45,10 +61,33 @@ def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: s
     return model.eval().to(device=device, dtype=torch_dtype(dtype))
 
 
+def _build_extra(name: str, seed: int, device: str, dtype: str) -> Any:
+    import torch
+
+    reason = missing_requirement(name)
+    if reason:
+        raise HarnessError(reason)
+    torch.manual_seed(seed)
+    model = extra_models.build(name)
+    with torch.no_grad():  # non-trivial statistics, so that folding a batch norm changes the weights
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    return model.to(device=device, dtype=torch_dtype(dtype))
+
+
 def make_samples(
     inputs: dict[str, Any], *, model: str, input_size: int, folder: Path | None, device: str, dtype: str
 ) -> list[Any]:
-    """The sample library: a list of [1, 3, H, W] tensors on `device` in `dtype`."""
+    """The sample library: a list of one-sample tensors ([1, ...]) on `device`, in `dtype` except
+    for token ids."""
+    if model in EXTRA_MODELS:
+        if inputs["source"] != "synthetic":
+            raise HarnessError(f"inputs from a folder are images, for torchvision models; {model} takes synthetic inputs")
+        samples = extra_models.make_inputs(model, input_size, inputs["samples"], inputs["seed"])
+        cast = torch_dtype(dtype) if extra_models.casts_inputs(model) else None
+        return [s.to(device=device, dtype=cast).contiguous() for s in samples]
     if inputs["source"] == "synthetic":
         return _synthetic(inputs["samples"], inputs["seed"], input_size, device, dtype)
     assert folder is not None, "a folder source needs its resolved path"

@@ -98,3 +98,28 @@ def test_fusion_off_counts_no_fusion_where_views_are_folded_into_indexing(tmp_pa
     assert any("aten.permute" in k.ops and len(k.ops) > 1 for k in report.kernels), report.kernels
     assert report.fusions == 0, [k for k in report.kernels if k.fusion_class != "single"]
     assert compare(prepared(example), reference, "fp32")["ok"]
+
+
+def test_fusion_on_reports_the_batch_norms_freezing_folded(prepared_pair) -> None:
+    pairs, _, _ = prepared_pair
+    report = pairs["on"][0].fusion_report()
+    with_bn = [k for k in report.kernels if "aten.batch_norm" in k.ops]
+    assert len(with_bn) == 20 and all("convolution" in k.ops[0] for k in with_bn)  # every conv of resnet18 has its bn
+    assert sum(1 for k in with_bn if "aten.relu" in k.ops) == 17  # 3 shortcut convs have no activation
+    assert report.notes.startswith("20 batch norm(s) folded into convolution weights by freezing")
+    assert not any("aten.batch_norm" in k.ops for k in pairs["off"][0].fusion_report().kernels)  # off folds nothing
+
+
+def test_folded_batch_norms_are_only_attributed_when_the_convolutions_line_up() -> None:
+    from backends.inductor_folding import FoldWatch, _Graph
+    from harness.fusion import KernelGroup
+
+    watch = FoldWatch(graphs=[_Graph(bn_after_conv={"a": "bn_a", "b": "bn_b"}, convs=["a", "b"], remaining_bns={"bn_b"})])
+    conv = KernelGroup("torch.ops.mkldnn._convolution_pointwise", ("mkldnn._convolution_pointwise", "aten.relu"))
+    other = KernelGroup("cpp_fused_add_0", ("aten.add",))
+    kernels, note = watch.attribute([[conv, other, conv]])
+    assert [k.ops for k in kernels] == [("mkldnn._convolution_pointwise", "aten.batch_norm", "aten.relu"), ("aten.add",),
+                                        ("mkldnn._convolution_pointwise", "aten.relu")]  # bn_b was not folded
+    assert note.startswith("1 batch norm(s) folded")
+    kernels, note = watch.attribute([[conv]])  # the code calls one convolution, the graph has two
+    assert kernels == [conv] and "1 more were folded but could not be matched to a kernel" in note

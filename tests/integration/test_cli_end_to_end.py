@@ -112,6 +112,22 @@ def test_the_bundle_validates_and_carries_its_report(smoke) -> None:
     assert "## Fusion on vs off" in (bundle / "report.md").read_text()
 
 
+def test_roofline_per_cell_and_the_fusion_summary(smoke) -> None:
+    done, bundle = smoke
+    assert "Fusion on vs off" in done.stdout
+    peaks = json.loads((bundle / "bundle.json").read_text())["system"]["peaks"]
+    assert peaks["flops_per_s"]["fp32"] > 1e8 and peaks["bytes_per_s"] > 1e8
+    by = {(c["config"]["backend"], c["config"]["variant"]["fusion"], c["config"]["scenario"]): c["metrics"]
+          for c in cells_of(bundle).values()}
+    eager = by[("eager", "on", "Offline")]["roofline"]
+    assert eager["flops"] > 0 and eager["compulsory_bytes"] > eager["weight_bytes"] > 0
+    assert 0 < eager["fraction_of_bound"] < 1.5 and eager["bound_by"] in ("compute", "memory")
+    assert by[("inductor", "on", "Offline")]["roofline"]["flops"] == eager["flops"]  # a property of the model
+    assert "computes no model" in by[("null", "on", "Offline")]["roofline"]["note"]
+    report = (bundle / "report.md").read_text()
+    assert "## Roofline" in report and "| resnet18 | eager fusion-on | Offline b4 fp32 cpu |" in report
+
+
 def test_manifest_matches_files(smoke) -> None:
     _, bundle = smoke
     listed = {}
