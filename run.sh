@@ -3,6 +3,8 @@
 # then hand over to the CLI.
 #   ./run.sh scenarios/offline.yaml [fusionbench run options]   run a scenario file
 #   ./run.sh test [pytest options]                              run the test suite
+#   ./run.sh --resume results/<run>                            finish the cells a bundle is missing
+#   ./run.sh --container cpu|cuda scenarios/offline.yaml [...]  run a scenario inside the reproducible image
 #   ./run.sh <fusionbench command> ...                          any other CLI command (backends, models, ...)
 set -euo pipefail
 
@@ -32,7 +34,11 @@ case "${1:-}" in
     "")
         exec "$venv/bin/fusionbench" --help
         ;;
-    *.yaml | *.yml)
+    --container)
+        shift
+        exec "$venv/bin/fusionbench" container "$@"
+        ;;
+    *.yaml | *.yml | --resume | --resume=*)
         exec "$venv/bin/fusionbench" run "$@"
         ;;
     *)

@@ -66,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
 
     add_bundle_parsers(sub)
 
+    container = sub.add_parser(
+        "container", help="run `fusionbench run ...` inside the reproducible cpu or cuda image (needs a Docker engine)",
+        description="Build the image when missing (tagged by its lock's hash) and run the scenario in it; "
+        "./run.sh --container KIND ... calls this.",
+    )
+    container.add_argument("kind", choices=("cpu", "cuda"))
+    container.add_argument("run_args", nargs=argparse.REMAINDER, metavar="RUN_ARGS",
+                           help="what `fusionbench run` takes: SCENARIO.yaml [--device ...] [--only ...] [--out DIR] ...")
+
     schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
     schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
                         help="scenario file (default), bundle.json, or cells/<id>.json")
@@ -86,6 +95,15 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
     )
     return run(request, console)
+
+
+def _cmd_container(args: argparse.Namespace, console: Console) -> int:
+    from harness.container import launch
+
+    if not args.run_args:
+        raise ConfigError("container needs what `fusionbench run` takes, e.g. scenarios/offline.yaml")
+    repo = Path(__file__).resolve().parents[1]
+    return launch(args.kind, args.run_args, repo=repo, cache=default_cache_dir())
 
 
 def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
@@ -156,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
-                **BUNDLE_COMMANDS}
+                "container": _cmd_container, **BUNDLE_COMMANDS}
     if args.command is None:
         _parser().print_help()
         return 0

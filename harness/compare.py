@@ -139,7 +139,8 @@ def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, 
         "Python": ("system", "python", "version"), "torch": ("system", "torch", "version"),
         "CUDA (torch build)": ("system", "torch", "cuda_build"), "cuDNN": ("system", "torch", "cudnn"),
         "GPU driver": ("system", "gpu", "driver"), "in a container": ("system", "container", "in_container"),
-        "container image": ("system", "container", "image"), "container digest": ("system", "container", "image_digest"),
+        "container image": ("system", "container", "image"), "container image id": ("system", "container", "image_id"),
+        "container digest": ("system", "container", "image_digest"),
     }
     rows = []
     for what, path in facts.items():

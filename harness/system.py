@@ -65,10 +65,13 @@ def cpu_info() -> dict[str, Any]:
 
 
 def container_info() -> dict[str, Any]:
+    """Whether this runs in a container, and which image (`./run.sh --container` passes its tag,
+    id and digest in the environment: harness/container.py)."""
     in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
     return {
         "in_container": in_container,
         "image": os.environ.get("FUSIONBENCH_IMAGE"),
+        "image_id": os.environ.get("FUSIONBENCH_IMAGE_ID"),
         "image_digest": os.environ.get("FUSIONBENCH_IMAGE_DIGEST"),
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ def fusionbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
 def test_help_lists_commands() -> None:
     done = fusionbench("--help")
     assert done.returncode == 0
-    for command in ("run", "backends", "models", "schema", "validate", "compare", "report", "pack"):
+    for command in ("run", "backends", "models", "schema", "validate", "compare", "report", "pack", "container"):
         assert command in done.stdout
     run_help = fusionbench("run", "--help").stdout
     for option in ("--device", "--only", "--out", "--resume"):
@@ -99,3 +100,18 @@ def test_bad_only_and_missing_file(tmp_path: Path, repo: Path) -> None:
     assert done.returncode == 2 and "no such scenario file" in done.stderr
     done = fusionbench("run")
     assert done.returncode == 2 and "needs a scenario file" in done.stderr
+
+
+def test_run_sh_hands_resume_to_the_run_command(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    want = subprocess.run("cat requirements.lock pyproject.toml | sha256sum", shell=True, cwd=repo,
+                          capture_output=True, text=True).stdout.split()[0]
+    stamp = Path(sys.prefix) / ".fusionbench-lock"
+    if not stamp.is_file() or stamp.read_text().strip() != want:
+        pytest.skip("the tests do not run in the environment run.sh prepared; run.sh would reinstall it")
+    missing = tmp_path / "no-such-run"
+    done = subprocess.run([str(repo / "run.sh"), "--resume", str(missing)], capture_output=True, text=True,
+                          env={**os.environ, "FUSIONBENCH_VENV": sys.prefix}, timeout=120)
+    assert done.returncode == 2
+    assert "invalid choice" not in done.stderr and str(missing) in done.stderr
+    assert not missing.exists()

@@ -11,7 +11,8 @@ PARENT_MODULES = ["harness.cli", "harness.runner", "harness.config", "harness.sc
                   "harness.worker", "harness.loadgen", "harness.passes", "harness.memory", "harness.zoo",
                   "harness.artifact_cache", "harness.options", "harness.fusion", "harness.bundle_load",
                   "harness.validate", "harness.compare", "harness.report", "harness.pack", "harness.manifest",
-                  "harness.bundle_schema", "harness.bundle_commands"]
+                  "harness.bundle_schema", "harness.bundle_commands", "harness.container",
+                  "harness.extra_models", "harness.op_mapping", "harness.roofline"]
 
 
 def test_no_heavy_imports_at_module_level() -> None:

