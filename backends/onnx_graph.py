@@ -4,7 +4,8 @@ ONNX Runtime's fusions up to its "extended" level (ConvBNFusion, ConvActivationF
 FusedConv, GEMM and MatMul fusions, ...) keep the tensor names at the borders of what they fuse.
 So the source nodes of an optimised node are those between its inputs and its outputs in the
 source graph: walk back from each output through the source producers until reaching one of its
-inputs, an initializer or a graph input.
+inputs, an initializer, a graph input or a `Constant` node's value (a constant computes nothing:
+ORT folds it into an initializer, so it is never part of what a kernel runs).
 
 The "all" level's NCHWc layout transformer renames every tensor it touches, so its nodes are
 read by their schema instead: an NCHWc `Conv` runs Conv, plus BatchNormalization/Add/Mul when
@@ -46,6 +47,7 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
     nodes = list(source.graph.node)
     produced = {out: i for i, node in enumerate(nodes) for out in node.output if out}
     leaves = {t.name for t in source.graph.initializer} | {t.name for t in source.graph.input}
+    leaves |= {out for node in nodes if node.op_type == "Constant" for out in node.output}
     groups = []
     for node in optimized.graph.node:
         if node.domain == NCHWC_DOMAIN:

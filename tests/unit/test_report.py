@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.bundle_load import load
-from harness.report import REPORT_HTML, REPORT_MD, fusion_pairs, html, markdown, render, Row
+from harness.report import REPORT_HTML, REPORT_MD, Row, _fmt_fraction, _fused_kernels, fusion_pairs, html, markdown, render
 from harness.validate import validate
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -78,3 +78,19 @@ def test_render_writes_both_files_and_the_cli_keeps_the_bundle_valid(tmp_path: P
     done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root)], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
     assert done.returncode == 2 and "fails validation: cells/stray.txt: added" in done.stderr
+
+
+def test_fused_kernel_lists_name_each_kernel_once_with_its_count() -> None:
+    def kernel(name: str, cls: str) -> dict:
+        return {"kernel": name, "ops": ["aten.addmm", "aten.tanh"], "class": cls}
+
+    row = Row({"metrics": {"fusion_report": {"kernels": [
+        kernel("step", "tensor+element"), kernel("mm", "single"), kernel("step", "tensor+element"),
+        kernel("last", "tensor+element"), kernel("step", "tensor+element")]}}})
+    assert _fused_kernels(row) == ["step (aten.addmm + aten.tanh) x3", "last (aten.addmm + aten.tanh)"]
+
+
+def test_a_fraction_above_the_roof_is_marked() -> None:
+    assert _fmt_fraction(0.5) == "0.500"
+    assert _fmt_fraction(3.013) == "3.013 above roof"
+    assert _fmt_fraction(None) == "-"
