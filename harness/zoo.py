@@ -58,7 +58,39 @@ def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: s
             "this machine may not reach the download server: use `pretrained: false` (random weights) "
             "or put the weights file in $TORCH_HOME/hub/checkpoints first"
         ) from None
+    if not pretrained:
+        _condition_random_weights(model, CLASSIFICATION_MODELS[name][1], seed)
     return model.eval().to(device=device, dtype=torch_dtype(dtype))
+
+
+def _condition_random_weights(model: Any, input_size: int, seed: int) -> None:
+    """Make a randomly initialised model compute a non-degenerate function.
+
+    torchvision initialises weights for training. In eval mode, with batch norms at their default
+    running statistics (mean 0, variance 1), activations shrink layer after layer (efficientnet_b0's
+    logits come out near 1e-14), and some layers start at zero (vit_b_16's head), so every output
+    is 0 and a comparison with eager could not tell a right backend from a wrong one. So weight
+    tensors that start at zero get small random values, and batch norms take their running
+    statistics from one seeded random batch, as after a first training step."""
+    import torch
+
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() >= 2 and not bool(parameter.any()):
+                parameter.normal_(0.0, 0.02)
+        norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            return
+        momenta = [m.momentum for m in norms]
+        for norm in norms:
+            norm.reset_running_stats()
+            norm.momentum = None  # a cumulative average: after one batch, that batch's statistics
+        generator = torch.Generator().manual_seed(seed)
+        model.train()
+        model(torch.randn(2, 3, input_size, input_size, generator=generator))
+        model.eval()
+        for norm, momentum in zip(norms, momenta, strict=True):
+            norm.momentum = momentum
 
 
 def _build_extra(name: str, seed: int, device: str, dtype: str) -> Any:

@@ -32,3 +32,11 @@ def test_shape_nan_and_dtype_tolerance() -> None:
     assert "NaN" in compare(bad, ref, "fp32")["reason"]
     noisy = ref + 0.005 * ref.abs().max()
     assert not compare(noisy, ref, "fp32")["ok"] and compare(noisy.half(), ref, "fp16")["ok"]
+
+
+def test_a_constant_reference_cannot_vouch_for_anything() -> None:
+    # vit_b_16's head starts at zero: with torchvision's random init every logit is 0, and a
+    # backend returning zeros would have matched it.
+    ref = torch.zeros(2, 10)
+    result = compare(torch.zeros(2, 10), ref, "fp32")
+    assert not result["ok"] and "constant" in result["reason"]

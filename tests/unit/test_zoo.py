@@ -64,3 +64,18 @@ def test_pretrained_unreachable_is_explained(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(torchvision.models, "get_model", offline)
     with pytest.raises(HarnessError, match="cannot load torchvision's pretrained weights for resnet18.*pretrained: false"):
         zoo.build_model("resnet18", pretrained=True, seed=0, device="cpu", dtype="fp32")
+
+
+@pytest.mark.parametrize("name", ["vit_b_16", "efficientnet_b0", "mobilenet_v3_small"])
+def test_random_weights_compute_a_non_degenerate_function(name: str) -> None:
+    # torchvision's training init gives vit_b_16 a zero head and efficientnet_b0 logits near 1e-14.
+    model = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
+    assert not model.training
+    size = CLASSIFICATION_MODELS[name][1]
+    x = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(x)
+    assert 1e-2 < float(logits.std()) < 1e3
+    assert float((logits[0] - logits[1]).abs().max()) > 1e-3, "the output must depend on the input"
+    again = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))
