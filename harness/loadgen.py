@@ -21,6 +21,7 @@ data: this is a performance run.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import deque
 from pathlib import Path
@@ -40,6 +41,8 @@ HINT_HEADROOM = 1.2
 MIN_HINT_NS_PER_SAMPLE = 5_000
 MIN_HINT_NS_PER_QUERY = 20_000
 ATTEMPTS = 2
+# LoadGen's one Offline query holds int(expected QPS x min duration x 1.1) samples, truncated.
+OFFLINE_QUERY_FACTOR = 1.1
 
 
 class BatchingSUT:
@@ -136,11 +139,24 @@ def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float
         s.multi_stream_expected_latency_ns = hinted_ns
         s.multi_stream_samples_per_query = batch
     elif scenario == "Offline":
-        s.offline_expected_qps = batch * 1e9 / hinted_ns
+        s.offline_expected_qps = offline_expected_qps(batch, hinted_ns, latency_ns, loadgen["min_duration_s"])
     elif scenario == "Server":
         s.server_target_qps = server_target_qps(loadgen, batch, latency_ns)
         s.server_target_latency_ns = int(loadgen["target_latency_ms"] * 1e6)
     return s
+
+
+def offline_expected_qps(batch: int, hinted_ns: float, latency_ns: float, min_duration_s: float) -> float:
+    """The Offline hint: the measured rate with headroom, and never so low that LoadGen's
+    truncated sample count leaves the query shorter than the minimum duration. A model that takes
+    seconds per sample would otherwise get a one-sample query, finish early and be INVALID ("min
+    duration not met") however often it is retried."""
+    qps = batch * 1e9 / hinted_ns
+    per_sample_ns = latency_ns / batch
+    if per_sample_ns <= 0 or min_duration_s <= 0:
+        return qps
+    needed = math.ceil(HINT_HEADROOM * min_duration_s * 1e9 / per_sample_ns)
+    return max(qps, (needed + 0.5) / (min_duration_s * OFFLINE_QUERY_FACTOR))
 
 
 def server_target_qps(loadgen: dict[str, Any], batch: int, latency_ns: float) -> float:

@@ -128,3 +128,18 @@ def test_server_over_its_latency_bound_is_invalid(tmp_path: Path) -> None:
     assert result["validity"] == "INVALID"
     assert any("latency bound" in r or "early stopping" in r for r in result["invalid_reasons"])
     assert len(result["attempts"]) == 1, "a Server run over its bound is not retried"
+
+
+def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> None:
+    # 0.6 s a sample and a 1 s minimum: the plain hint (1.2 / 0.6 s x 1 s x 1.1 = 2.2) truncates to
+    # 2 samples = 1.2 s, but at 0.9 s a sample it would be 1 sample and INVALID. The hint must ask
+    # for enough samples at the measured speed.
+    for per_sample_s in (0.6, 0.9):
+        s = loadgen.settings_for(lg, "Offline", cell("Offline", 1, min_duration_s=1.0), latency_ns=per_sample_s * 1e9,
+                                 sample_count=8)
+        samples_per_query = int(s.offline_expected_qps * 1.0 * loadgen.OFFLINE_QUERY_FACTOR)
+        assert samples_per_query * per_sample_s >= loadgen.HINT_HEADROOM * 1.0
+    model = Sleeper(0.9)
+    result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=1.0), 0.9e9, tmp_path / "loadgen")
+    assert [a["validity"] for a in result["attempts"]] == ["VALID"], result["invalid_reasons"]
+    assert result["results"]["result_query_count"] == 1 and len(model.batches) >= 2
