@@ -4,8 +4,11 @@ ONNX Runtime's fusions up to its "extended" level (ConvBNFusion, ConvActivationF
 FusedConv, GEMM and MatMul fusions, ...) keep the tensor names at the borders of what they fuse.
 So the source nodes of an optimised node are those between its inputs and its outputs in the
 source graph: walk back from each output through the source producers until reaching one of its
-inputs, an initializer, a graph input or a `Constant` node's value (a constant computes nothing:
-ORT folds it into an initializer, so it is never part of what a kernel runs).
+inputs, a tensor another node of the optimised graph computes or holds (where ORT renamed the
+tensor between two nodes, say for an inserted Cast or a transposed weight, the walk stops there
+instead of running on through the model), an initializer, a graph input or a `Constant` node's
+value (a constant computes nothing: ORT folds it into an initializer, so it is never part of
+what a kernel runs).
 
 The "all" level's NCHWc layout transformer renames every tensor it touches, so its nodes are
 read by their schema instead: an NCHWc `Conv` runs Conv, plus BatchNormalization/Add/Mul when
@@ -48,12 +51,17 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
     produced = {out: i for i, node in enumerate(nodes) for out in node.output if out}
     leaves = {t.name for t in source.graph.initializer} | {t.name for t in source.graph.input}
     leaves |= {out for node in nodes if node.op_type == "Constant" for out in node.output}
+    # Tensors the optimised graph itself holds: what one of its nodes computes is not part of
+    # another node's work, even where ORT renamed the tensor that connects them.
+    held = ({out for node in optimized.graph.node for out in node.output if out}
+            | {t.name for t in optimized.graph.initializer} | {t.name for t in optimized.graph.input})
     groups = []
     for node in optimized.graph.node:
         if node.domain == NCHWC_DOMAIN:
             groups.append(KernelGroup(kernel=node.name or node.op_type, ops=_nchwc_ops(node)))
             continue
-        inputs = {name for name in node.input if name}
+        own = {name for name in node.output if name}
+        inputs = {name for name in node.input if name} | (held - own)
         covered: set[int] = set()
         stack = [name for name in node.output if name]
         while stack and len(covered) <= _MAX_COVERED:

@@ -42,3 +42,16 @@ def test_an_unattributable_node_is_reported_as_itself() -> None:
     optimized = _graph([helper.make_node("Identity", ["x"], ["renamed"], name="id"),
                         helper.make_node("Relu", ["renamed"], ["y2"], name="relu2")])
     assert [g.ops for g in kernel_groups(source, optimized)] == [("onnx.Identity",), ("onnx.Relu",)]
+
+
+def test_a_renamed_input_stops_the_walk_at_what_another_node_computes() -> None:
+    # ORT inserted a Cast before the Relu and renamed its input: without the optimised graph's own
+    # tensors as borders, the walk from the Relu's output would run on through the Conv to the
+    # graph input and report conv+relu, a fusion that never happened.
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.0] * 108)
+    source = _graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                     helper.make_node("Relu", ["c"], ["y"], name="relu")], (w,))
+    optimized = _graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                        helper.make_node("Cast", ["c"], ["c_cast"], name="cast", to=TensorProto.FLOAT),
+                        helper.make_node("Relu", ["c_cast"], ["y"], name="relu")], (w,))
+    assert [g.ops for g in kernel_groups(source, optimized)] == [("onnx.Conv",), ("onnx.Cast",), ("onnx.Relu",)]
