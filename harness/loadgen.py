@@ -152,7 +152,7 @@ def offline_expected_qps(batch: int, hinted_ns: float, latency_ns: float, min_du
     seconds per sample would otherwise get a one-sample query, finish early and be INVALID ("min
     duration not met") however often it is retried."""
     qps = batch * 1e9 / hinted_ns
-    per_sample_ns = latency_ns / batch
+    per_sample_ns = max(latency_ns, hinted_ns) / batch  # the hint's floors hold here too
     if per_sample_ns <= 0 or min_duration_s <= 0:
         return qps
     needed = math.ceil(HINT_HEADROOM * min_duration_s * 1e9 / per_sample_ns)

@@ -143,3 +143,10 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
     result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=1.0), 0.9e9, tmp_path / "loadgen")
     assert [a["validity"] for a in result["attempts"]] == ["VALID"], result["invalid_reasons"]
     assert result["results"]["result_query_count"] == 1 and len(model.batches) >= 2
+
+
+def test_a_near_free_model_keeps_the_offline_hint_floor() -> None:
+    # The fill rule must not undo the floor: a 10 ns "model" would ask LoadGen for millions of samples.
+    s = loadgen.settings_for(lg, "Offline", cell("Offline", 4, min_duration_s=2.0), latency_ns=10.0, sample_count=8)
+    floor_qps = 4 * 1e9 / max(loadgen.MIN_HINT_NS_PER_SAMPLE * 4, loadgen.MIN_HINT_NS_PER_QUERY)
+    assert s.offline_expected_qps <= 1.1 * floor_qps
