@@ -60,13 +60,13 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
         if node.domain == NCHWC_DOMAIN:
             groups.append(KernelGroup(kernel=node.name or node.op_type, ops=_nchwc_ops(node)))
             continue
-        own = {name for name in node.output if name}
-        inputs = {name for name in node.input if name} | (held - own)
+        own = [name for name in node.output if name]
+        borders = {name for name in node.input if name} | (held - set(own))
         covered: set[int] = set()
-        stack = [name for name in node.output if name]
+        stack = list(own)
         while stack and len(covered) <= _MAX_COVERED:
             tensor = stack.pop()
-            if tensor in inputs or tensor in leaves or tensor not in produced:
+            if tensor in borders or tensor in leaves or tensor not in produced:
                 continue
             index = produced[tensor]
             if index not in covered:
