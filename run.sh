@@ -1,47 +1,133 @@
 #!/usr/bin/env bash
-# FusionBench bootstrap: make .venv from requirements.lock (first use, or when the lock changes),
-# then hand over to the CLI.
+# FusionBench bootstrap: make .venv from the locks (first use, or when a lock changes), then hand
+# over to the CLI.
 #   ./run.sh scenarios/offline.yaml [fusionbench run options]   run a scenario file
 #   ./run.sh test [pytest options]                              run the test suite
-#   ./run.sh --resume results/<run>                            finish the cells a bundle is missing
+#   ./run.sh gpu-check                                          check a GPU machine end to end (about 8 minutes)
+#   ./run.sh --resume results/<run>                             finish the cells a bundle is missing
 #   ./run.sh --container cpu|cuda scenarios/offline.yaml [...]  run a scenario inside the reproducible image
+#   ./run.sh --install-plan                                     print what the bootstrap would install, install nothing
 #   ./run.sh <fusionbench command> ...                          any other CLI command (backends, models, ...)
+#
+# Where `nvidia-smi -L` lists a GPU, the GPU stack (requirements-gpu.lock: onnxruntime-gpu in place
+# of onnxruntime, TensorRT) is installed too; FUSIONBENCH_GPU_STACK=on|off overrides the detection.
+# FUSIONBENCH_NO_VENV=1 uses $PYTHON (default python3) as it is, installing nothing: for a machine
+# without network whose Python already has torch, with the small packages added from wheels.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${FUSIONBENCH_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
 stamp="$venv/.fusionbench-lock"
-want="$(cat "$root/requirements.lock" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+nvidia_index="https://pypi.nvidia.com"
+# The modules the harness imports (pyproject.toml's dependencies; docker only for --container).
+required_modules="torch torchvision mlperf_loadgen pydantic yaml psutil rich numpy jsonschema"
 
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-    echo "fusionbench: preparing $venv from requirements.lock (first run or lock changed; torch is large, this takes a few minutes)" >&2
-    if [ ! -x "$venv/bin/python" ]; then
-        "$python" -m venv "$venv"
+gpu_stack() {
+    case "${FUSIONBENCH_GPU_STACK:-auto}" in
+        on) return 0 ;;
+        off) return 1 ;;
+        auto) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' ;;
+        *) echo "fusionbench: FUSIONBENCH_GPU_STACK must be on, off or auto" >&2; exit 2 ;;
+    esac
+}
+
+# Runs one install step, or only prints it under --install-plan.
+step() {
+    if [ "$dry_run" = 1 ]; then
+        printf '%q ' "$@"; echo
+    else
+        "$@" >&2
     fi
-    "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar on -r "$root/requirements.lock" >&2
-    "$venv/bin/python" -m pip install --disable-pip-version-check --no-deps --no-build-isolation -e "$root" >&2
+}
+
+install() {
+    local pip=("$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar on)
+    local remove=("$venv/bin/python" -m pip uninstall --disable-pip-version-check -y -q)
+    local fresh=0
+    if [ ! -x "$venv/bin/python" ]; then
+        fresh=1
+        step "$python" -m venv "$venv"
+    fi
+    if gpu_stack; then
+        # requirements.lock without the CPU onnxruntime, which onnxruntime-gpu replaces
+        local host_lock="${TMPDIR:-/tmp}/fusionbench-requirements-host-$$.txt"
+        [ "$dry_run" = 1 ] || grep -v -i '^onnxruntime==' "$root/requirements.lock" > "$host_lock"
+        [ "$fresh" = 1 ] || step "${remove[@]}" onnxruntime || true   # the CPU build of an earlier bootstrap
+        step "${pip[@]}" --extra-index-url "$nvidia_index" -r "$host_lock" -r "$root/requirements-gpu.lock"
+        [ "$dry_run" = 1 ] || rm -f "$host_lock"
+    else
+        # the GPU stack of an earlier bootstrap (FUSIONBENCH_GPU_STACK=off on a GPU host)
+        [ "$fresh" = 1 ] || step "${remove[@]}" onnxruntime-gpu tensorrt-cu13 tensorrt-cu13-bindings tensorrt-cu13-libs || true
+        step "${pip[@]}" -r "$root/requirements.lock"
+    fi
+    step "${pip[@]}" --no-deps --no-build-isolation -e "$root"
+}
+
+wanted_stamp() {
+    if gpu_stack; then
+        cat "$root/requirements.lock" "$root/pyproject.toml" "$root/requirements-gpu.lock" <(echo gpu) | sha256sum | cut -d' ' -f1
+    else
+        cat "$root/requirements.lock" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1
+    fi
+}
+
+prepare_venv() {
+    local want what="requirements.lock"
+    want="$(wanted_stamp)"
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
+        return
+    fi
+    gpu_stack && what="requirements.lock and requirements-gpu.lock (nvidia-smi lists a GPU)"
+    echo "fusionbench: preparing $venv from $what (first run or a lock changed; torch is large, this takes a few minutes)" >&2
+    install
     echo "$want" > "$stamp"
     echo "fusionbench: environment ready" >&2
+}
+
+dry_run=0
+if [ "${1:-}" = "--install-plan" ]; then
+    dry_run=1
+    if gpu_stack; then echo "# GPU stack: yes"; else echo "# GPU stack: no"; fi
+    install
+    exit 0
+fi
+
+if [ "${FUSIONBENCH_NO_VENV:-0}" = 1 ]; then
+    missing="$("$python" - $required_modules <<'EOF'
+import importlib.util, sys
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
+EOF
+)"
+    if [ -n "$missing" ]; then
+        echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs $python as it is, and it lacks: $missing" >&2
+        echo "  add them from wheels: $python -m pip install --no-index --find-links WHEEL_DIR PACKAGE ..." >&2
+        exit 2
+    fi
+    export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+    run_python="$python"
+else
+    prepare_venv
+    run_python="$venv/bin/python"
 fi
 
 case "${1:-}" in
     test)
         shift
         cd "$root"
-        exec "$venv/bin/python" -m pytest "$@"
+        exec "$run_python" -m pytest "$@"
         ;;
     "")
-        exec "$venv/bin/fusionbench" --help
+        exec "$run_python" -m harness.cli --help
         ;;
     --container)
         shift
-        exec "$venv/bin/fusionbench" container "$@"
+        exec "$run_python" -m harness.cli container "$@"
         ;;
     *.yaml | *.yml | --resume | --resume=*)
-        exec "$venv/bin/fusionbench" run "$@"
+        exec "$run_python" -m harness.cli run "$@"
         ;;
     *)
-        exec "$venv/bin/fusionbench" "$@"
+        exec "$run_python" -m harness.cli "$@"
         ;;
 esac

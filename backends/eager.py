@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from backends import torch_kernel_time
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport, KernelGroup
@@ -16,9 +17,15 @@ _NO_COMPUTE = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "n
 
 class EagerBackend(Backend):
     """Runs the nn.Module as it is. Eager has no fusion switch: `fusion: on` and `off` run the
-    same code (the vendor libraries under it, oneDNN or cuDNN, keep their own internal fusions)."""
+    same code (the vendor libraries under it, oneDNN or cuDNN, keep their own internal fusions).
+
+    `graphs: on` (GPU): the model's forward is captured once into a CUDA graph (after three
+    warm-up calls on a side stream, as torch.cuda.graphs asks) and each call copies the batch into
+    the graph's static input and replays it: the same kernels, one launch. The copy is part of
+    the call, as it is for any graph fed from outside."""
 
     name = "eager"
+    cuda_graphs = True
 
     def availability(self, device: str) -> Availability:
         return torch_availability(device)
@@ -37,6 +44,8 @@ class EagerBackend(Backend):
             from harness.errors import BackendFailed
 
             raise BackendFailed(f"eager takes no options; got {', '.join(sorted(variant.options))}")
+        if variant.graphs == "on":
+            return EagerGraphPrepared(model, device, example)
         return EagerPrepared(model, device, example)
 
 
@@ -81,8 +90,46 @@ class EagerPrepared(Prepared):
     def cpu_dispatches(self, batch: Any) -> int:
         return len(self._trace(batch))
 
+    kernel_time_definition = torch_kernel_time.DEFINITION
+
+    def cpu_kernel_share(self, batch: Any) -> float:
+        return torch_kernel_time.kernel_share(lambda: self.model(batch))
+
     def fusion_report(self) -> FusionReport:
         return FusionReport(
             kernels=tuple(KernelGroup(kernel=op, ops=(op,)) for op in self._trace(self.example)),
             source="eager: one ATen operator per dispatch (TorchDispatchMode trace)",
         )
+
+
+class EagerGraphPrepared(EagerPrepared):
+    """The forward captured as one CUDA graph, replayed per call on a copy of the batch."""
+
+    #: Warm-up calls before capture, on a side stream (torch.cuda.graphs' own recipe).
+    WARMUP_CALLS = 3
+
+    def __init__(self, model: Any, device: str, example: Any) -> None:
+        import torch
+
+        super().__init__(model, device, example)
+        self.static_input = example.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(self.WARMUP_CALLS):
+                model(self.static_input)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph):
+            self.static_output = model(self.static_input)
+
+    def __call__(self, batch: Any) -> Any:
+        self.static_input.copy_(batch)
+        self.graph.replay()
+        return self.static_output
+
+    def rewrites(self) -> dict[str, Any]:
+        return {"cuda_graph": "the forward captured once and replayed per call"}
+
+    def close(self) -> None:
+        self.graph = None

@@ -1,19 +1,24 @@
 """TorchInductor through `torch.compile`: C++/OpenMP kernels on CPU, Triton kernels on GPU.
 
-Fusion on is Inductor as shipped (with freezing). Inductor has no switch for fusion off: it
+Fusion on is Inductor as shipped, with freezing. Inductor has no switch for fusion off: it
 fuses while lowering (pointwise producers are inlined into consumers) and again in the
 scheduler. `fusion: off` therefore patches three places for the length of the compile:
 every FX node's result is realized into a buffer of its own as soon as it is lowered, the
 scheduler may fuse no two nodes, and the C++ backend emits each node as its own function
 (instead of grouping consecutive loop nests into one). The result is one ATen operator (after
-Inductor's decompositions: batch norm becomes its arithmetic) per generated kernel; freezing
-is off by default, so batch norm is not folded into the convolution weights either.
+Inductor's decompositions: batch norm becomes its arithmetic) per generated kernel.
+
+Fusion on and off differ by fusion alone: freezing is a setting of its own, on in both by
+default. With fusion off, freezing keeps its rewrites that fuse nothing (constants, constant
+folding, channels-last weights, oneDNN weight prepacking) and loses the ones that do: batch
+norm folded into the convolution's weights, oneDNN activation and sum epilogues, concat-linear
+(backends/inductor_freezing.py). Each cell records which rewrites ran (`rewrites`).
 
 Options (scenario file, `options:`):
-- `mode`: torch.compile mode: "default", "reduce-overhead", "max-autotune",
-  "max-autotune-no-cudagraphs" (default "default")
-- `freezing`: fold parameters into constants, which lets conv+bn fold and, on CPU, oneDNN
-  conv+activation epilogues fuse (default: true with fusion on, false with fusion off)
+- `mode`: torch.compile mode: "default", "max-autotune" (default "default"); CUDA graphs are the
+  variant `graphs: on` ("reduce-overhead"), not a mode here
+- `freezing`: parameters become constants, folded and prepacked (default true); `freezing: false`
+  with `fusion: off` is the earlier "everything off"
 
 Compilation always starts cold (Inductor's caches disabled for the compile), so `prepare_s` is a
 cold compile and the generated code is really produced, not replayed from a cache.
@@ -22,26 +27,33 @@ cold compile and the generated code is really produced, not replayed from a cach
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from backends import torch_kernel_time
+from backends.inductor_freezing import freezing_without_fusion
 from backends.inductor_code import kernel_calls
 from backends.inductor_folding import FoldWatch
 from backends.torch_device import synchronize, torch_availability
+from harness.atomic import write_json_atomic
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import checked
 
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+GENERATED_PREFIX = "cpp_fused"  # Inductor's name for the C++ kernels it generates
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # graphs decide the last two
 OPTIONS = {"mode": str, "freezing": bool}
 
 
 class InductorBackend(Backend):
     name = "inductor"
+    cuda_graphs = True
 
     def availability(self, device: str) -> Availability:
         basic = torch_availability(device)
@@ -78,23 +90,38 @@ class InductorBackend(Backend):
         from torch._inductor.utils import run_and_get_code
 
         torch._dynamo.reset()
-        unfused = _unfused_lowering() if variant.fusion == "off" else contextlib.nullcontext()
+        fused = variant.fusion == "on"
+        unfused = contextlib.nullcontext() if fused else _unfused_lowering()
+        no_folding = freezing_without_fusion() if options["freezing"] and not fused else contextlib.nullcontext()
         watch = FoldWatch()
         hooks = {"pre_grad_custom_pass": _graph_pass(watch.pre_grad), "post_grad_custom_pre_pass": _graph_pass(watch.post_grad)}
-        patches = {"force_disable_caches": True, "freezing": options["freezing"], **(hooks if options["freezing"] else {})}
-        with inductor_config.patch(**patches), unfused, torch.no_grad():
-            compiled = torch.compile(model, mode=None if options["mode"] == "default" else options["mode"], dynamic=False)
+        watching = options["freezing"] and fused  # only then can a batch norm be folded away
+        patches = {"force_disable_caches": True, "freezing": options["freezing"], **(hooks if watching else {}),
+                   **_isa_settings(device, cache_dir)}
+        loaded: list[Any] = []
+        with inductor_config.patch(**patches), unfused, no_folding, _loaded_modules(loaded), torch.no_grad():
+            mode = compile_mode(options["mode"], variant.graphs, device)
+            compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
             _, sources = run_and_get_code(compiled, example)
         if not sources:
             raise BackendFailed("torch.compile produced no Inductor code (the whole model fell back to eager)")
         aten = [name for name in dir(torch.ops.aten) if not name.startswith("__")]
         per_graph = [kernel_calls(source, aten) for source in sources]
-        if options["freezing"]:
+        if watching:
             kernels, note = watch.attribute(per_graph)
         else:
             kernels, note = [group for groups in per_graph for group in groups], ""
-        return InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note)
+        _remember_isa(device, cache_dir)
+        wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
+        prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
+        prepared.rewrite_record = {
+            "compile_mode": mode, "freezing": options["freezing"],
+            "constant_folding": options["freezing"], "onednn_weight_prepack": options["freezing"] and device == "cpu",
+            "conv_bn_folding": options["freezing"] and fused, "onednn_epilogues": options["freezing"] and fused and device == "cpu",
+            "lowering_inlining": fused, "scheduler_fusion": fused,
+        }
+        return prepared
 
 
 def _graph_pass(function: Any) -> Any:
@@ -115,11 +142,98 @@ def _graph_pass(function: Any) -> Any:
     return Observer()
 
 
+@contextlib.contextmanager
+def _loaded_modules(loaded: list[Any]) -> Iterator[None]:
+    """Collect the Python modules Inductor loads while compiling: the generated wrappers, whose
+    C++ kernels the CPU kernel-time split wraps later."""
+    from torch._inductor.codecache import PyCodeCache
+
+    load = PyCodeCache.load_by_key_path.__func__
+
+    def recording(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        module = load(cls, *args, **kwargs)
+        loaded.append(module)
+        return module
+
+    with mock.patch.object(PyCodeCache, "load_by_key_path", classmethod(recording)):
+        yield
+
+
+def compile_mode(mode: str, graphs: str, device: str) -> str:
+    """torch.compile's mode for the option and the graphs setting: CUDA graphs come from
+    `reduce-overhead` (and `max-autotune`, which includes them), and only when `graphs: on`, so
+    that a cell's graphs setting says whether it replays graphs."""
+    if graphs == "on":
+        if mode == "max-autotune-no-cudagraphs":
+            raise BackendFailed("inductor mode=max-autotune-no-cudagraphs contradicts graphs: on")
+        return "reduce-overhead" if mode == "default" else mode
+    if mode == "reduce-overhead":
+        raise BackendFailed("inductor mode=reduce-overhead is Inductor's CUDA graphs: ask for them with graphs: on")
+    return "max-autotune-no-cudagraphs" if mode == "max-autotune" and device == "cuda" else mode
+
+
+def _isa_settings(device: str, cache_dir: Path) -> dict[str, Any]:
+    """Inductor checks which vector instruction sets g++ can build by compiling small programs,
+    once per process: about 10 s on 2 cores, in every cell's worker. When an earlier cell found
+    that every set this CPU reports builds (recorded in the backend's cache), trusting the CPU's
+    flags (`cpp.vec_isa_ok`) picks the same set without the check."""
+    if device != "cpu":
+        return {}
+    recorded = cache_dir / ISA_FILE
+    key = _isa_key()
+    try:
+        return {"cpp.vec_isa_ok": True} if json.loads(recorded.read_text()).get(key) is True else {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _isa_key() -> str:
+    import platform
+
+    import torch
+
+    flags = ""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        pass
+    text = "\n".join((torch.__version__, platform.machine(), flags, shutil.which("g++") or ""))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _remember_isa(device: str, cache_dir: Path) -> None:
+    """After a compile that ran the check (x86 only): record whether every vector set the CPU
+    reports also built, in which case `cpp.vec_isa_ok` picks exactly what the check picked."""
+    import platform
+
+    if device != "cpu" or platform.machine() not in ("x86_64", "AMD64"):
+        return
+    try:
+        from torch._inductor import cpu_vec_isa
+
+        flags = cpu_vec_isa.x86_isa_checker()
+        reported = [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list
+                    if all(flag in flags for flag in str(isa).split())]
+        same = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == reported
+    except Exception:  # noqa: BLE001 - an internal that moved: every cell keeps checking
+        return
+    recorded = cache_dir / ISA_FILE
+    try:
+        known = json.loads(recorded.read_text()) if recorded.exists() else {}
+        known[_isa_key()] = same
+        write_json_atomic(recorded, known)
+    except (OSError, ValueError):
+        pass
+
+
 def _checked_options(variant: Variant) -> dict[str, Any]:
-    resolved = checked("inductor", variant.options, OPTIONS, {"mode": "default", "freezing": variant.fusion == "on"})
+    resolved = checked("inductor", variant.options, OPTIONS, {"mode": "default", "freezing": True})
     if resolved["mode"] not in MODES:
         raise BackendFailed(f"inductor option mode={resolved['mode']!r}; allowed: {', '.join(MODES)}")
     return resolved
+
+
+ISA_FILE = "vector-isa-check.json"
 
 
 @contextlib.contextmanager
@@ -158,8 +272,11 @@ class InductorPrepared(Prepared):
         "plus library (extern, oneDNN) calls"
     )
 
-    def __init__(self, compiled: Any, device: str, kernels: list[KernelGroup], graphs: int, folding_note: str = "") -> None:
+    def __init__(self, compiled: Any, device: str, kernels: list[KernelGroup], graphs: int, folding_note: str = "",
+                 wrappers: list[Any] | None = None) -> None:
         self.compiled = compiled
+        self.wrappers = wrappers or []
+        self.rewrite_record: dict[str, Any] = {}
         self.device = device
         self.kernels = kernels
         self.graphs = graphs
@@ -176,6 +293,18 @@ class InductorPrepared(Prepared):
 
     def cpu_dispatches(self, batch: Any) -> int:
         return len(self.kernels)
+
+    kernel_time_definition = torch_kernel_time.DEFINITION + " (Inductor's C++ kernels wrapped in record_function)"
+
+    def cpu_kernel_share(self, batch: Any) -> float | None:
+        generated = {module: [name for name in vars(module) if name.startswith(GENERATED_PREFIX)]
+                     for module in self.wrappers}
+        if not any(generated.values()):
+            return None  # the wrapper modules were not found: no honest split
+        return torch_kernel_time.kernel_share(lambda: self(batch), generated, GENERATED_PREFIX)
+
+    def rewrites(self) -> dict[str, Any]:
+        return dict(self.rewrite_record)
 
     def fusion_report(self) -> FusionReport:
         return FusionReport(

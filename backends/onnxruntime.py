@@ -1,18 +1,30 @@
 """ONNX Runtime on the graph torch's exporter writes (batch norm kept; see backends/onnx_export.py).
 
-Fusion is ONNX Runtime's own, chosen by its graph optimisation level:
-- `fusion: on`  -> level "all" (ConvBNFusion, FusedConv, NCHWc convolutions with fused sums and
-  activations on CPU, ...).
-- `fusion: off` -> level "disable": the exported graph as it is, one node per eager operator.
+Fusion is ONNX Runtime's own graph optimisation; fusion on and off differ by fusion alone:
+- `fusion: on`  -> the optimisation level (default "all": ConvBNFusion, FusedConv, NCHWc
+  convolutions with fused sums and activations on CPU, ...).
+- `fusion: off` -> the same level with every fusing transformer left out (`FUSING_TRANSFORMERS`,
+  by name), so constant folding, eliminations and the other rewrites still run. Two more are left
+  out, and the cell records them (`rewrites`): NchwcTransformer, the CPU layout rewrite, fuses
+  sums and activations into its convolutions as it converts them and cannot be kept without
+  those fusions; TransposeOptimizer moves transposes through element-wise operators, after which
+  the optimised graph no longer matches the exported one node for node (the fusion report would
+  count a moved transpose as a fusion; it removes 2 of convnext_tiny's 46 transposes).
+  `level: disable` with fusion off is the earlier "everything off": the export as it is.
 
 Options (scenario file, `options:`):
-- `level`: "disable" | "basic" | "extended" | "all", the optimisation-level ladder (default: "all"
-  with fusion on, "disable" with fusion off; with fusion off any other level applies ORT's own
-  fusions to the unfused export, which is what a ladder study wants)
-- `disabled_optimizers`: names of ORT graph transformers to leave out, e.g. ["ConvBNFusion"]
+- `level`: "disable" | "basic" | "extended" | "all", the optimisation-level ladder (default "all")
+- `disabled_optimizers`: more ORT graph transformers to leave out, e.g. ["ConvBNFusion"]
 - `provider`: "auto" | "cpu" | "cuda" | "tensorrt" (default "auto": the cell's device; "tensorrt"
   needs onnxruntime-gpu built with TensorRT, and fuses inside TensorRT whatever the level says)
 - `intra_op_threads`: threads per operator, 0 for ORT's default (default 0)
+
+Precision: fp32 runs the CUDA provider with `use_tf32=0` (IEEE), tf32 with `use_tf32=1`; fp16
+needs a GPU provider. The CUDA provider's options are read back from the session
+(`get_provider_options`) for the cell's math mode, and a session that fell back to the CPU
+provider (a CUDA library missing) fails the cell instead of running on the wrong device. ORT's
+TensorRT provider has no TF32 option (TensorRT allows TF32 by default), so it runs tf32 cells
+only.
 
 The fusion report comes from the optimised graph ORT writes (`optimized_model_filepath`);
 CPU dispatches and the arena peak from ORT's profiler, in a separate session so the timed one
@@ -36,7 +48,18 @@ from harness.options import checked
 LEVELS = ("disable", "basic", "extended", "all")
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 OPTIONS = {"level": str, "disabled_optimizers": list, "provider": str, "intra_op_threads": int}
-_NUMPY_DTYPES = {"fp32": "float32", "fp16": "float16"}
+# ONNX Runtime 1.31's graph transformers and rewrite rules that fuse operators (onnxruntime/core/
+# optimizer/graph_transformer_utils.cc), left out for fusion off; the last two are explained above.
+FUSING_TRANSFORMERS = (
+    "ConvBNFusion", "ConvAddFusion", "ConvMulFusion", "ConvActivationFusion", "GemmActivationFusion",
+    "MatMulAddFusion", "MatmulBNFusion", "MatMulScaleFusion", "MatmulTransposeFusion", "GemmSumFusion",
+    "GemmTransposeFusion", "FuseReluClip", "PadFusion", "DivMulFusion", "NotWhereFusion", "ReshapeFusion",
+    "GeluFusion", "FastGeluFusion", "QuickGeluFusion", "BiasGeluFusion", "LayerNormFusion",
+    "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "AttentionFusion", "EmbedLayerNormFusion",
+    "BiasSoftmaxFusion", "BiasDropoutFusion", "GatherSliceToSplitFusion", "GatherToSliceFusion",
+    "LabelEncoderFusion", "NchwcTransformer", "TransposeOptimizer",
+)
+_NUMPY_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
 
 
 def _ort() -> Any:
@@ -70,7 +93,12 @@ class OnnxRuntimeBackend(Backend):
 
     def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
         if dtype not in _NUMPY_DTYPES:
-            return Availability.no(f"onnxruntime: {dtype} is not supported (fp32, and fp16 on cuda)")
+            return Availability.no(f"onnxruntime: {dtype} is not supported (fp32, and tf32 and fp16 on cuda)")
+        if variant.options.get("provider") == "tensorrt" and dtype == "fp32":
+            return Availability.no(
+                "onnxruntime provider=tensorrt: ORT's TensorRT provider has no TF32 switch and TensorRT allows TF32 "
+                "by default, so it cannot run IEEE fp32; use dtype tf32, or the tensorrt backend for fp32"
+            )
         if dtype == "fp16" and device != "cuda":
             return Availability.no("onnxruntime: fp16 needs the CUDA or TensorRT provider; the CPU provider lacks fp16 convolutions")
         if variant.options.get("provider") == "tensorrt" and variant.fusion == "off":
@@ -101,14 +129,22 @@ class OnnxRuntimeBackend(Backend):
         optimized_path = workdir / "ort-optimized.onnx"
         session_options = _session_options(ort, options)
         session_options.optimized_model_filepath = str(optimized_path)
-        providers = _providers(options["provider"], example, cache_dir)
+        stream = None
+        if options["provider"] != "cpu":
+            import torch
+
+            stream = torch.cuda.current_stream(example.device).cuda_stream
+        providers = _providers(options["provider"], example.device.index or 0, stream, cache_dir,
+                               tf32=dtype == "tf32", fp16=dtype == "fp16")
+        if options["provider"] != "cpu" and hasattr(ort, "preload_dlls"):
+            ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* wheels, when torch has not loaded them
         try:
             session = ort.InferenceSession(
-                str(source_path), session_options, providers=providers,
-                disabled_optimizers=options["disabled_optimizers"] or None,
+                str(source_path), session_options, providers=providers, disabled_optimizers=options["left_out"] or None,
             )
         except Exception as exc:  # ORT raises its own exception types (Fail, InvalidGraph, ...)
             raise BackendFailed(f"onnxruntime could not load the exported graph: {type(exc).__name__}: {exc}") from exc
+        check_provider(session, PROVIDERS[options["provider"]])
         prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example, dtype)
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
@@ -116,8 +152,7 @@ class OnnxRuntimeBackend(Backend):
 
 def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
     defaults = {
-        "level": "all" if variant.fusion == "on" else "disable",
-        "disabled_optimizers": [], "provider": "auto", "intra_op_threads": 0,
+        "level": "all", "disabled_optimizers": [], "provider": "auto", "intra_op_threads": 0,
     }
     options = checked("onnxruntime", variant.options, OPTIONS, defaults)
     if options["level"] not in LEVELS:
@@ -136,7 +171,8 @@ def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
     available = _ort().get_available_providers()
     if PROVIDERS[provider] not in available:
         raise BackendFailed(f"onnxruntime has no {PROVIDERS[provider]} here (has {', '.join(available)})")
-    return {**options, "provider": provider}
+    left_out = set(options["disabled_optimizers"]) | (set(FUSING_TRANSFORMERS) if variant.fusion == "off" else set())
+    return {**options, "provider": provider, "left_out": sorted(left_out)}
 
 
 def _session_options(ort: Any, options: dict[str, Any]) -> Any:
@@ -153,23 +189,51 @@ def _session_options(ort: Any, options: dict[str, Any]) -> Any:
     return session_options
 
 
-def _providers(provider: str, example: Any, cache_dir: Path) -> list[Any]:
+def _providers(provider: str, device_id: int, stream: int | None, cache_dir: Path, *, tf32: bool,
+               fp16: bool) -> list[Any]:
+    """The providers list for a session: `stream` is torch's current CUDA stream, on which ORT
+    launches, so the harness's CUDA events and synchronize() see its work."""
     if provider == "cpu":
         return [PROVIDERS["cpu"]]
-    import torch
-
-    device_id = example.device.index or 0
-    # ORT launches on torch's stream, so CUDA events and synchronize() see its work.
-    cuda = (PROVIDERS["cuda"], {"device_id": device_id, "user_compute_stream": str(torch.cuda.current_stream().cuda_stream)})
+    cuda = (PROVIDERS["cuda"], {
+        "device_id": device_id, "user_compute_stream": str(stream), "use_tf32": "1" if tf32 else "0",
+    })
     if provider == "cuda":
         return [cuda]
     engines = cache_dir / "ort-tensorrt-engines"
     engines.mkdir(parents=True, exist_ok=True)
     tensorrt = (PROVIDERS["tensorrt"], {
-        "device_id": device_id, "trt_fp16_enable": example.dtype == torch.float16,
+        "device_id": device_id, "trt_fp16_enable": fp16,
         "trt_engine_cache_enable": True, "trt_engine_cache_path": str(engines),
     })
     return [tensorrt, cuda]
+
+
+def check_provider(session: Any, wanted: str) -> None:
+    """ONNX Runtime falls back to its CPU provider, silently, when a GPU provider's libraries do
+    not load: refuse that session rather than time the wrong device."""
+    running = session.get_providers()[0]
+    if running != wanted:
+        raise BackendFailed(
+            f"onnxruntime fell back to {running}: {wanted} did not load here (a CUDA, cuDNN or TensorRT "
+            "library is missing or of another version; the cell's log has ONNX Runtime's message)"
+        )
+
+
+def provider_math_mode(provider: str, reported: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The math a session runs with, from its provider options as ORT reports them
+    (`InferenceSession.get_provider_options()`): the CUDA provider's `use_tf32`; the TensorRT
+    provider has no TF32 option (TensorRT allows TF32 by default); the CPU provider computes IEEE
+    fp32 and has none ({}: nothing beyond torch's state to record)."""
+    if provider == "cpu":
+        return {}
+    if provider == "tensorrt":
+        return {"tf32": True, "source": "TensorRT's default (ORT's TensorRT provider has no TF32 option)"}
+    value = reported.get(PROVIDERS["cuda"], {}).get("use_tf32")
+    if value is None:
+        return {"unreadable": "the session's CUDA provider options have no use_tf32"}
+    return {"tf32": value not in ("0", "false", "False"), "use_tf32": value,
+            "source": "InferenceSession.get_provider_options()"}
 
 
 class OrtPrepared(Prepared):
@@ -231,6 +295,18 @@ class OrtPrepared(Prepared):
             notes="TensorRT subgraphs appear as single nodes; their inner fusions are not visible" if via_tensorrt else "",
         )
 
+    def rewrites(self) -> dict[str, Any]:
+        import onnx
+
+        node_types = {node.op_type for node in onnx.load(str(self.optimized_path), load_external_data=False).graph.node}
+        return {
+            "graph_optimization_level": self.options["level"], "left_out": self.options["left_out"],
+            "layout": "NCHWc (blocked)" if {"ReorderInput", "ReorderOutput"} & node_types else "as exported (NCHW)",
+        }
+
+    def math_mode(self) -> dict[str, Any]:
+        return provider_math_mode(self.options["provider"], self.session.get_provider_options())
+
     def _profile(self, batch: Any) -> dict[str, Any]:
         """Run once more in a profiling session of the same graph and options; count node
         executions of the last run and read the arena peak ORT reports with each node."""
@@ -242,7 +318,7 @@ class OrtPrepared(Prepared):
         session_options.profile_file_prefix = str(self.optimized_path.with_name("ort-profile"))
         session = ort.InferenceSession(
             str(self.source_path), session_options, providers=self.providers,
-            disabled_optimizers=self.options["disabled_optimizers"] or None,
+            disabled_optimizers=self.options["left_out"] or None,
         )
         feed = {self.input_name: batch.detach().cpu().numpy()}
         for _ in range(2):
@@ -252,17 +328,40 @@ class OrtPrepared(Prepared):
         last_start = runs[-1]["ts"] if runs else 0
         nodes = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
         in_last_run = [e for e in nodes if e["ts"] >= last_start]
+        kernel_us = sum(float(e.get("dur", 0)) for e in in_last_run)
+        run_us = float(runs[-1].get("dur", 0)) if runs else 0.0
         peaks = [int(e["args"]["mem_in_use_peak"]) for e in nodes if "mem_in_use_peak" in e.get("args", {})]
         held = [int(e["args"]["mem_arena_held"]) for e in nodes if "mem_arena_held" in e.get("args", {})]
         self._profiled = {
             "node_executions_per_run": len(in_last_run),
+            "node_kernel_share": min(kernel_us / run_us, 1.0) if run_us > 0 else None,
             "arena_peak_in_use_bytes": max(peaks) if peaks else None,
             "arena_held_bytes": max(held) if held else None,
+            **self._threads(),
         }
         return self._profiled
 
+    def _threads(self) -> dict[str, Any]:
+        """The timed session's thread pool as ORT holds it: threads per operator (0: ORT's default,
+        one per physical core) and whether idle threads spin (ORT's default: yes)."""
+        options = self.session.get_session_options()
+        entries = options.get_session_config_entry if hasattr(options, "get_session_config_entry") else None
+        try:
+            spinning = entries("session.intra_op.allow_spinning") if entries else None
+        except Exception:  # noqa: BLE001 - unset entries raise in some ORT versions
+            spinning = None
+        return {"intra_op_threads_setting": options.intra_op_num_threads,
+                "inter_op_threads_setting": options.inter_op_num_threads,
+                "intra_op_allow_spinning": spinning or "1 (ORT's default)"}
+
     def cpu_dispatches(self, batch: Any) -> int:
         return self._profile(batch)["node_executions_per_run"]
+
+    kernel_time_definition = ("share of one run spent in its nodes' kernels, from ONNX Runtime's profiler (the "
+                              "kernels' durations over the run's), applied to the timed median")
+
+    def cpu_kernel_share(self, batch: Any) -> float | None:
+        return self._profile(batch)["node_kernel_share"]
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         return self._profile(batch)

@@ -1,5 +1,5 @@
-"""NVIDIA TensorRT 10: an engine built from the graph torch's exporter writes (batch norm kept as
-its own node; see backends/onnx_export.py), run on the GPU with `execute_async_v3`.
+"""NVIDIA TensorRT (10.x and 11.x): an engine built from the graph torch's exporter writes (batch
+norm kept as its own node; see backends/onnx_export.py), run on the GPU with `execute_async_v3`.
 
 Fusion:
 - `fusion: on`  -> TensorRT's own layer fusion, whatever it chooses.
@@ -9,15 +9,16 @@ Fusion:
   TensorRT may still fuse the layers it makes out of one source operator, an output tensor may
   cost a copy an unfused kernel would not need, and constant-only subgraphs are folded either way.
 
-Precision: fp32 (TF32 allowed, as TensorRT and cuDNN do by default; option `tf32`), fp16 with
-`BuilderFlag.FP16`, bf16 with `BuilderFlag.BF16` (TensorRT 10, Ampere or newer). The network is
-weakly typed: the exported graph already has the cell's dtype, and the flag lets TensorRT choose
-kernels of that precision. Input and outputs keep the graph's dtype.
+Precision (harness/precision.py): the network is strongly typed, the only kind TensorRT 11
+builds (10 builds both): every layer computes in the type the exported graph gives it, so fp16
+and bf16 cells export an fp16 or bf16 graph and need no builder flag (TensorRT 11 has none). fp32
+cells clear `BuilderFlag.TF32` (on by default): IEEE fp32; tf32 cells set it. The flag is read
+back from the builder config when the engine is built and reported as the cell's math mode.
+bf16 needs compute capability 8.0 or newer.
 
 Options (scenario file, `options:`):
 - `workspace_mib`: the builder's workspace memory pool limit, MiB (default 4096)
 - `builder_optimization_level`: 0-5, how hard the builder searches for tactics (default 3)
-- `tf32`: allow TF32 tensor-core math in fp32 layers (default true)
 
 The serialized engine, the inspector's layer information and the ONNX node -> op type map are
 cached per model weights, input shape, dtype, fusion, options, TensorRT version and GPU model.
@@ -40,21 +41,23 @@ from harness.errors import BackendFailed
 from harness.fusion import FusionReport
 from harness.options import checked
 
-OPTIONS = {"workspace_mib": int, "builder_optimization_level": int, "tf32": bool}
-DEFAULTS = {"workspace_mib": 4096, "builder_optimization_level": 3, "tf32": True}
-DTYPES = ("fp32", "fp16", "bf16")
+OPTIONS = {"workspace_mib": int, "builder_optimization_level": int}
+DEFAULTS = {"workspace_mib": 4096, "builder_optimization_level": 3}
+DTYPES = ("fp32", "tf32", "fp16", "bf16")
 OUTPUT_NAME = "output"  # the exporter's name for the model's output (backends/onnx_export.py)
 PLAN_FILE, LAYERS_FILE, OPS_FILE, BUILD_FILE = "engine.plan", "layers.json", "onnx_ops.json", "build.json"
 # Bump when what a cached engine directory holds, or how it is built, changes.
-ENGINE_FORMAT = "trt-engine-v1"
+ENGINE_FORMAT = "trt-engine-v2-strongly-typed"
 _PARSER_ERRORS_SHOWN = 3
 
 _logger: Any = None
 
 
 def _trt() -> Any:
-    import tensorrt
-
+    try:
+        import tensorrt
+    except ImportError:  # the tensorrt-cu13-bindings wheel alone provides the same API under this name
+        import tensorrt_bindings as tensorrt
     return tensorrt
 
 
@@ -67,7 +70,10 @@ class TensorRTBackend(Backend):
         try:
             trt = _trt()
         except (ImportError, OSError) as exc:  # OSError: the wheel is there but libnvinfer is not
-            return Availability.no(f"tensorrt is not importable ({exc}); pip install tensorrt")
+            return Availability.no(
+                f"tensorrt is not importable ({exc}); ./run.sh installs it on a GPU host (requirements-gpu.lock), "
+                "or: pip install --extra-index-url https://pypi.nvidia.com tensorrt-cu13"
+            )
         major = _major(trt.__version__)
         if major < 10:
             return Availability.no(f"TensorRT {trt.__version__} found; this backend needs TensorRT 10 or newer")
@@ -130,7 +136,7 @@ class TensorRTBackend(Backend):
             runtime, engine, example, fusion=variant.fusion,
             layer_info=(entry / LAYERS_FILE).read_text(), op_types=json.loads((entry / OPS_FILE).read_text()),
             marked_outputs=build["marked_intermediate_outputs"], activations=build["onnx_activations"],
-            plan_bytes=(entry / PLAN_FILE).stat().st_size,
+            plan_bytes=(entry / PLAN_FILE).stat().st_size, tf32_flag=build["tf32_flag"],
         )
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
@@ -138,6 +144,8 @@ class TensorRTBackend(Backend):
 
 def checked_options(options: Any) -> dict[str, Any]:
     """The options with their defaults, or BackendFailed naming what is wrong and what is allowed."""
+    if "tf32" in options:
+        raise BackendFailed("tensorrt option tf32 is gone: the cell's dtype decides (fp32: TF32 off, tf32: TF32 on)")
     resolved = checked("tensorrt", options, OPTIONS, DEFAULTS)
     if resolved["workspace_mib"] <= 0:
         raise BackendFailed(f"tensorrt option workspace_mib must be > 0, got {resolved['workspace_mib']}")
@@ -215,7 +223,8 @@ def _build(
     logger = _collecting_logger(trt)
     logger.errors.clear()
     builder = trt.Builder(logger)
-    network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+    # Strongly typed: TensorRT 11's only mode (the flag is deprecated there and ignored), 10's opt-in.
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)):  # from the file, so external weights are found
         shown = [_parser_error(parser.get_error(i)) for i in range(min(parser.num_errors, _PARSER_ERRORS_SHOWN))]
@@ -238,12 +247,11 @@ def _build(
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options["workspace_mib"] << 20)
     config.builder_optimization_level = options["builder_optimization_level"]
-    if dtype == "fp16":
-        config.set_flag(trt.BuilderFlag.FP16)
-    elif dtype == "bf16":
-        config.set_flag(trt.BuilderFlag.BF16)
-    if not options["tf32"]:
-        config.clear_flag(trt.BuilderFlag.TF32)
+    if dtype == "tf32":
+        config.set_flag(trt.BuilderFlag.TF32)
+    else:
+        config.clear_flag(trt.BuilderFlag.TF32)  # IEEE fp32 (the flag only concerns fp32 layers)
+    tf32_flag = bool(config.get_flag(trt.BuilderFlag.TF32))
     # DETAILED keeps each layer's ONNX nodes (Metadata) for the inspector, and costs no speed.
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     plan = builder.build_serialized_network(network, config)
@@ -260,6 +268,7 @@ def _build(
     (out / OPS_FILE).write_text(json.dumps(onnx_op_types(graph), sort_keys=True))
     (out / BUILD_FILE).write_text(json.dumps({
         "marked_intermediate_outputs": marked, "onnx_activations": len(activations), "tensorrt": trt.__version__,
+        "tf32_flag": tf32_flag,
     }))
     built.update(runtime=runtime, engine=engine)
 
@@ -310,7 +319,7 @@ class TensorRTPrepared(Prepared):
 
     def __init__(
         self, runtime: Any, engine: Any, example: Any, *, fusion: str, layer_info: str,
-        op_types: dict[str, str], marked_outputs: int, activations: int, plan_bytes: int,
+        op_types: dict[str, str], marked_outputs: int, activations: int, plan_bytes: int, tf32_flag: bool,
     ) -> None:
         import torch
 
@@ -323,6 +332,7 @@ class TensorRTPrepared(Prepared):
         self.marked_outputs = marked_outputs
         self.activations = activations
         self.plan_bytes = plan_bytes
+        self.tf32_flag = tf32_flag
         self.context = engine.create_execution_context()
         if self.context is None:
             raise BackendFailed(f"TensorRT could not create an execution context: {_errors()}")
@@ -388,6 +398,14 @@ class TensorRTPrepared(Prepared):
             self.layer_info, self.op_types, fusion=self.fusion, marked_outputs=self.marked_outputs,
             activations=self.activations,
         )
+
+    def rewrites(self) -> dict[str, Any]:
+        if self.fusion == "on":
+            return {"layer_fusion": "TensorRT's own"}
+        return {"layer_fusion": f"approximately off: {self.marked_outputs} intermediate activations marked as outputs"}
+
+    def math_mode(self) -> dict[str, Any]:
+        return {"tf32": self.tf32_flag, "source": "IBuilderConfig.get_flag(BuilderFlag.TF32) when the engine was built"}
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         layers = json.loads(self.layer_info, strict=False).get("Layers", [])

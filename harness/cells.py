@@ -13,7 +13,7 @@ from harness.catalog import all_models
 from harness.config import DEFAULT_MIN_QUERY_COUNT
 from harness.errors import ConfigError
 
-ONLY_KEYS = ("model", "backend", "fusion", "scenario", "dtype", "batch")
+ONLY_KEYS = ("model", "backend", "fusion", "graphs", "scenario", "dtype", "batch")
 _SCENARIO_LOADGEN_KEYS = {
     "SingleStream": (),
     "MultiStream": ("samples_per_query",),
@@ -30,8 +30,9 @@ class Cell:
     @property
     def label(self) -> str:
         c = self.config
+        graphs = " graphs" if c["variant"].get("graphs") == "on" else ""
         return (
-            f"{c['model']['name']} {c['backend']} fusion-{c['variant']['fusion']} "
+            f"{c['model']['name']} {c['backend']} fusion-{c['variant']['fusion']}{graphs} "
             f"{c['scenario']} {c['device']} {c['dtype']} b{c['batch']}"
         )
 
@@ -40,7 +41,8 @@ class Cell:
         c = self.config
         return str({
             "model": c["model"]["name"], "backend": c["backend"], "fusion": c["variant"]["fusion"],
-            "scenario": c["scenario"], "dtype": c["dtype"], "batch": c["batch"],
+            "graphs": c["variant"].get("graphs", "off"), "scenario": c["scenario"], "dtype": c["dtype"],
+            "batch": c["batch"],
         }[key])
 
 
@@ -76,7 +78,7 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
         for backend in resolved["backends"]:
             if backend.get("models") and model["name"] not in backend["models"]:
                 continue
-            for fusion in backend["fusion"]:
+            for fusion, graphs in ((f, g) for f in backend["fusion"] for g in backend.get("graphs", ["off"])):
                 for scenario in resolved["scenarios"]:
                     for dtype in resolved["dtypes"]:
                         for batch in batches(scenario, resolved, device):
@@ -84,7 +86,7 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
                                 "model": model,
                                 "input_size": input_size,
                                 "backend": backend["name"],
-                                "variant": {"fusion": fusion, "options": backend["options"]},
+                                "variant": {"fusion": fusion, "graphs": graphs, "options": backend["options"]},
                                 "scenario": scenario,
                                 "device": device,
                                 "dtype": dtype,

@@ -57,6 +57,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
 
+    gpu = sub.add_parser(
+        "gpu-check", help="check a GPU machine end to end (every backend, fusion on and off; about 8 minutes)",
+        description="Run scenarios/gpu-check.yaml on the GPU within a time budget and print a verdict per backend "
+        "and fusion setting: status, math mode, kernels per inference, LoadGen's figure, device time and its CV.",
+    )
+    gpu.add_argument("--out", type=Path, default=Path("results"), help="directory for the bundle (default: results)")
+    gpu.add_argument("--budget-s", type=float, default=480.0,
+                     help="seconds the cells may take; later cells are skipped, saying so (default: 480)")
+    gpu_cache = gpu.add_mutually_exclusive_group()
+    gpu_cache.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
+                           help="backends' artifact cache (default: %(default)s)")
+    gpu_cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
+
     backends = sub.add_parser("backends", help="registered backends, whether they can run here, and their versions")
     backends.add_argument("--device", choices=DEVICES, default="auto")
     backends.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -95,6 +108,14 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
     )
     return run(request, console)
+
+
+def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
+    from harness.gpu_check import check
+
+    if args.budget_s <= 0:
+        raise ConfigError("--budget-s must be positive")
+    return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s)
 
 
 def _cmd_container(args: argparse.Namespace, console: Console) -> int:
@@ -174,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
-                "container": _cmd_container, **BUNDLE_COMMANDS}
+                "container": _cmd_container, "gpu-check": _cmd_gpu_check, **BUNDLE_COMMANDS}
     if args.command is None:
         _parser().print_help()
         return 0

@@ -9,7 +9,8 @@ Device-timing samples are consecutive calls, not independent draws, so p is a gu
 than an exact error rate; the threshold is what keeps noise out.
 
 Labels: improved, regressed, not significant, not comparable (with why), new failure (valid in A,
-failed or invalid in B), fixed (the other way). Per backend, the geometric mean of B/A over its
+failed or invalid in B), fixed (the other way). Two valid cells whose math modes differ (IEEE fp32
+against TF32, or one that did not record it) are not comparable, whatever their ids say. Per backend, the geometric mean of B/A over its
 compared pairs. The systems' differences (CPU, GPU, driver, library versions, container) come
 first, since a difference between machines explains a difference between figures.
 """
@@ -78,6 +79,12 @@ def _median(samples: list[int]) -> float:
     return float(values[mid]) if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
+def math_mode(cell: dict[str, Any]) -> str:
+    """The math a cell ran with, as recorded (harness/precision.py), or "unrecorded"."""
+    recorded = ((cell.get("metrics") or {}).get("math_mode") or {}).get("effective")
+    return str(recorded) if recorded else "unrecorded"
+
+
 def _first_reason(cell: dict[str, Any]) -> str:
     reasons = cell.get("reasons") or []
     return f"{cell['status']}: {reasons[0]}" if reasons else cell["status"]
@@ -96,6 +103,11 @@ def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: flo
     if a != "valid" or b != "valid":
         reason_a, reason_b = _first_reason(cell_a), _first_reason(cell_b)
         pair.why = f"both {reason_a}" if reason_a == reason_b else f"A {reason_a}; B {reason_b}"
+        return pair
+    mode_a, mode_b = math_mode(cell_a), math_mode(cell_b)
+    if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
+        pair.why = (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
+                    else "neither cell recorded its math mode (TF32 may have been on)")
         return pair
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     if len(samples_a) < MIN_SAMPLES or len(samples_b) < MIN_SAMPLES:

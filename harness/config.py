@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -26,7 +27,7 @@ from harness.catalog import CLASSIFICATION_MODELS, all_models
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 ScenarioName = Literal["SingleStream", "MultiStream", "Server", "Offline"]
 Device = Literal["auto", "cpu", "cuda"]
-DType = Literal["fp32", "fp16", "bf16"]
+DType = Literal["fp32", "tf32", "fp16", "bf16"]  # what each means: harness/precision.py
 
 # LoadGen's early-stopping rule needs this many queries before it can call a run VALID
 # (SingleStream p90: 64; MultiStream p99: 662; Server with every query under the bound: ~459).
@@ -117,6 +118,12 @@ class BackendSpec(_Strict):
     fusion: Annotated[
         list[Fusion], BeforeValidator(_as_list, json_schema_input_type=Union[Fusion, list[Fusion]])
     ] = Field(["on"], min_length=1, description="fusion on, off, or both")
+    graphs: Annotated[
+        list[Fusion], BeforeValidator(_as_list, json_schema_input_type=Union[Fusion, list[Fusion]])
+    ] = Field(
+        ["off"], min_length=1,
+        description="CUDA graphs on, off, or both: the whole inference replayed as one graph (GPU; eager and inductor)",
+    )
     options: dict[str, OptionValue] = Field(
         default_factory=dict, description="backend-specific settings, checked by the backend"
     )
@@ -135,12 +142,12 @@ class BackendSpec(_Strict):
             )
         return name
 
-    @field_validator("fusion")
+    @field_validator("fusion", "graphs")
     @classmethod
-    def _distinct(cls, fusion: list[str]) -> list[str]:
-        if len(set(fusion)) != len(fusion):
-            raise ValueError("lists the same fusion setting twice")
-        return fusion
+    def _distinct(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"lists the same {info.field_name} setting twice")
+        return values
 
 
 class SyntheticInputs(_Strict):
@@ -209,12 +216,17 @@ class LoadGenSettings(_Strict):
 
 
 class TimingSettings(_Strict):
-    """The device-timing pass: warm-up calls kept apart, then timed calls."""
+    """The device-timing pass: a warm-up until the figure is steady (kept apart), then timed
+    calls in repetitions, half before the LoadGen pass and half after it."""
 
-    warmup_iters: int = Field(3, ge=0, le=100_000)
+    warmup_iters: int = Field(3, ge=0, le=100_000, description="warm-up calls at least")
+    max_warmup_s: float = Field(
+        5.0, gt=0, le=3600, description="warm up at most this long, steady or not (the cell says which)"
+    )
     min_iters: int = Field(10, ge=1, le=1_000_000)
     max_iters: int = Field(2000, ge=1, le=1_000_000)
-    min_time_s: float = Field(1.0, ge=0, le=86400, description="time at least this long, within max_iters")
+    min_time_s: float = Field(1.0, ge=0, le=86400, description="time at least this long in all, within max_iters")
+    repetitions: int = Field(4, ge=2, le=100, description="timed blocks, interleaved with the LoadGen pass")
 
     @model_validator(mode="after")
     def _ordered(self) -> TimingSettings:

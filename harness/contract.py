@@ -10,6 +10,10 @@ Rules for implementers:
   process just to read `name`, and must stay cheap.
 - `Prepared.__call__` is the only thing inside the timed region. It may return before the device
   has finished; the harness calls `synchronize()` inside the timed region right after it.
+- `dtype` is one of harness/precision.py's: "fp32" (IEEE fp32 math: TF32 off), "tf32" (fp32
+  tensors, TF32 matmul and convolution allowed), "fp16", "bf16". The harness sets torch's own
+  math flags; a backend that runs another library sets that library's (ONNX Runtime's
+  `use_tf32`, TensorRT's TF32 flag) and reads them back in `Prepared.math_mode`.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ class Variant:
 
     fusion: str = "on"  # "on" | "off"
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: "on": the whole inference captured once and replayed as a CUDA graph (one launch), for
+    #: backends with `cuda_graphs = True`, on a GPU.
+    graphs: str = "off"
 
 
 class Prepared(abc.ABC):
@@ -53,6 +60,8 @@ class Prepared(abc.ABC):
 
     #: How `cpu_dispatches` counts, in words; goes into the bundle beside the count.
     dispatch_definition: ClassVar[str] = ""
+    #: How `cpu_kernel_share` measures, in words; goes into the bundle beside the figure.
+    kernel_time_definition: ClassVar[str] = ""
     #: What `prepare` found in its compile cache: "cold" (compiled from scratch), "warm"
     #: (loaded a cached artifact), "none" (nothing to compile) or "unknown". Set it in `prepare`.
     prepare_cache: str = "unknown"
@@ -80,6 +89,31 @@ class Prepared(abc.ABC):
         """
         return None
 
+    def rewrites(self) -> dict[str, Any]:
+        """The graph rewrites `prepare` ran besides fusion (freezing, constant folding, layout
+        changes, ...) and the ones it left out, as facts the cell records, read from what was
+        built where the backend can: fusion on and off should differ in fusion alone, and where
+        they cannot, this says how. Called once, after the passes. Default: {} (none)."""
+        return {}
+
+    def math_mode(self) -> dict[str, Any]:
+        """The math the backend's own library runs with, read back from the library after the
+        run (not what was asked for): `{"tf32": bool, ...}` plus the settings it read, e.g.
+        `{"tf32": False, "use_tf32": "0"}`. Default `{}`: the backend computes through torch,
+        whose flags the harness reads itself. A cell whose math differs from its dtype's
+        (harness/precision.py) is invalid. Called once, after the passes."""
+        return {}
+
+    def cpu_kernel_share(self, batch: Any) -> float | None:
+        """The share (0..1) of one inference on the CPU spent inside compute kernels, the kernels'
+        time and the whole call's both measured in one profiled inference by the backend's own
+        profiler (see `kernel_time_definition`); the rest is dispatch overhead (Python, the
+        runtime between kernels). A share, not a time, because profilers slow what they watch;
+        the harness applies it to the timed median. On a GPU the harness measures kernel time
+        itself. Called in the profile pass, never in a timed one; None where the backend cannot
+        tell."""
+        return None
+
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         """Figures only this backend's own profiler knows, units in the names (for example
         `arena_peak_bytes`). Called in the profile pass on every device, after
@@ -99,13 +133,16 @@ class Backend(abc.ABC):
     #: False for backends that do not compute the model (the null backend); their outputs are
     #: not checked against eager.
     computes_model: ClassVar[bool] = True
+    #: True for backends that implement `Variant.graphs == "on"` (the harness skips the cells of
+    #: the others, saying so).
+    cuda_graphs: ClassVar[bool] = False
 
     @abc.abstractmethod
     def availability(self, device: str) -> Availability:
         """Can this backend run on `device` ("cpu" or "cuda") here? Cheap; imports lazily."""
 
     def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
-        """Can this backend run this variant and dtype ("fp32", "fp16", "bf16") on `device`?
+        """Can this backend run this variant and dtype ("fp32", "tf32", "fp16", "bf16") on `device`?
 
         Called in the parent before a cell starts (cheap, no heavy imports); a "no" makes the
         cell `skipped` with the reason. Problems only `prepare` can find (an option's value, a

@@ -1,20 +1,20 @@
-"""Correctness of a backend's output against eager's on the same inputs, same device and dtype."""
+"""Correctness of a backend's output against eager's on the same inputs and device; the eager
+reference's dtype and the tolerance are the cell dtype's (harness/precision.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-# dtype -> (relative tolerance on the max abs error, scaled by the reference's max magnitude;
-#           minimum cosine similarity)
-TOLERANCE = {"fp32": (1e-3, 0.9999), "fp16": (1e-2, 0.999), "bf16": (5e-2, 0.99)}
+from harness.precision import PRECISIONS
 
 
 def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
     """Max abs error, cosine similarity and the verdict. Tensors may be on any device."""
     import torch
 
-    rtol, min_cosine = TOLERANCE[dtype]
-    result: dict[str, Any] = {"rtol": rtol, "min_cosine": min_cosine}
+    precision = PRECISIONS[dtype]
+    rtol, min_cosine = precision.rtol, precision.min_cosine
+    result: dict[str, Any] = {"rtol": rtol, "min_cosine": min_cosine, "reference": f"eager, {precision.reference}"}
     if not isinstance(output, torch.Tensor):
         return {**result, "ok": False, "reason": f"output is a {type(output).__name__}, not a tensor"}
     if tuple(output.shape) != tuple(reference.shape):

@@ -9,25 +9,22 @@ Traps handled here (DESIGN.md, "LoadGen facts that bite"):
 - Queries are pre-generated from the expected latency/QPS; the hint comes from the device-timing
   pass (the caller passes the measured median).
 
-The system under test runs the prepared model at the cell's fixed batch size on the calling
-(main) thread, the same thread the device-timing pass and a bare loop use: on CPU, OpenMP runs
-measurably slower when a model is called from a secondary thread, so LoadGen itself runs in a
-helper thread and only hands queries over. Queries are
-queued as they are issued and taken in batches, padded to the batch size when fewer
-samples are waiting (static shapes, as a deployed static-shape system would). Responses carry no
-data: this is a performance run.
+The system under test (harness/sut.py) runs the model inside LoadGen's issue callback on the
+calling (main) thread, the thread of the device-timing pass, on views of the samples stacked in
+LoadGen's load order; responses carry no data: this is a performance run. Server coalesces the
+queries that arrived while the model was busy, so they run as one batch.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import threading
-from collections import deque
+import statistics
 from pathlib import Path
 from typing import Any
 
 from harness.contract import Prepared
+from harness.sut import InlineSUT, SUTTimes
 
 SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
@@ -35,87 +32,14 @@ MISSING_AUDIT_CONFIG = "no-audit.config"
 # LoadGen pre-generates queries from the hint; a run faster than the hint runs out of queries
 # before its minimum duration and is INVALID. Hint this much faster than the measured median.
 HINT_HEADROOM = 1.2
-# The system under test itself costs a few microseconds per sample in Python (queueing, the
-# response): never hint faster than this, or a near-free backend (null) makes LoadGen
-# pre-generate millions of queries.
-MIN_HINT_NS_PER_SAMPLE = 5_000
-MIN_HINT_NS_PER_QUERY = 20_000
+# The system under test costs a microsecond or two per sample in Python (the response): never
+# hint faster than this, or a near-free backend (null) makes LoadGen pre-generate millions of
+# queries.
+MIN_HINT_NS_PER_SAMPLE = 1_000
+MIN_HINT_NS_PER_QUERY = 2_000
 ATTEMPTS = 2
 # LoadGen's one Offline query holds int(expected QPS x min duration x 1.1) samples, truncated.
 OFFLINE_QUERY_FACTOR = 1.1
-
-
-class BatchingSUT:
-    """Takes LoadGen's queries and runs them `batch` samples at a time on the serving thread."""
-
-    def __init__(self, lg: Any, prepared: Prepared, samples: list[Any], batch: int) -> None:
-        self.lg = lg
-        self.prepared = prepared
-        self.samples = samples
-        self.batch = batch
-        self.pending: deque[Any] = deque()
-        self.ready = threading.Condition()
-        self.closing = False
-        self.buffer = None
-        if batch > 1:
-            import torch
-
-            first = samples[0]
-            self.buffer = torch.empty((batch, *first.shape[1:]), dtype=first.dtype, device=first.device)
-        self.error: BaseException | None = None
-
-    def issue_queries(self, query_samples: list[Any]) -> None:
-        with self.ready:
-            self.pending.extend(query_samples)
-            self.ready.notify()
-
-    def flush_queries(self) -> None:
-        pass
-
-    def serve_while(self, start_test: Any) -> None:
-        """Run `start_test` (LoadGen's blocking StartTest) in a helper thread and serve its
-        queries on this thread until it returns. Re-raises what the helper raised."""
-        raised: list[BaseException] = []
-
-        def drive() -> None:
-            try:
-                start_test()
-            except BaseException as exc:  # re-raised on the serving thread below
-                raised.append(exc)
-            finally:
-                with self.ready:
-                    self.closing = True
-                    self.ready.notify()
-
-        driver = threading.Thread(target=drive, name="fusionbench-loadgen", daemon=True)
-        driver.start()
-        self._serve()
-        driver.join()
-        if raised:
-            raise raised[0]
-
-    def _serve(self) -> None:
-        lg, prepared, samples, batch, buffer = self.lg, self.prepared, self.samples, self.batch, self.buffer
-        while True:
-            with self.ready:
-                while not self.pending and not self.closing:
-                    self.ready.wait()
-                if self.closing and not self.pending:
-                    return
-                take = min(batch, len(self.pending))
-                queries = [self.pending.popleft() for _ in range(take)]
-            try:
-                if buffer is None:
-                    x = samples[queries[0].index]
-                else:
-                    for i, query in enumerate(queries):
-                        buffer[i].copy_(samples[query.index][0])
-                    x = buffer
-                prepared(x)
-                prepared.synchronize()
-            except BaseException as exc:  # surfaced by run_scenario after LoadGen returns
-                self.error = exc
-            lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
 
 
 def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float, sample_count: int) -> Any:
@@ -143,6 +67,7 @@ def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float
     elif scenario == "Server":
         s.server_target_qps = server_target_qps(loadgen, batch, latency_ns)
         s.server_target_latency_ns = int(loadgen["target_latency_ms"] * 1e6)
+        s.server_coalesce_queries = True  # queries that arrived while the model ran come as one call
     return s
 
 
@@ -218,13 +143,11 @@ def _run_once(
     log_settings.log_output.copy_summary_to_stdout = False
     log_settings.enable_trace = False
 
-    sut = BatchingSUT(lg, prepared, samples, cell["batch"])
+    sut = InlineSUT(lg, prepared, samples, cell["batch"], scenario)
     sut_handle = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
-    qsl_handle = lg.ConstructQSL(len(samples), len(samples), lambda indices: None, lambda indices: None)
+    qsl_handle = lg.ConstructQSL(len(samples), len(samples), sut.load_samples, lambda indices: None)
     try:
-        sut.serve_while(
-            lambda: lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, MISSING_AUDIT_CONFIG)
-        )
+        lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, MISSING_AUDIT_CONFIG)
     finally:
         lg.DestroyQSL(qsl_handle)
         lg.DestroySUT(sut_handle)
@@ -232,7 +155,27 @@ def _run_once(
         raise RuntimeError(f"the model failed during the LoadGen run: {sut.error!r}") from sut.error
     for leftover in ("mlperf_log_accuracy.json", "mlperf_log_trace.json"):
         (outdir / leftover).unlink(missing_ok=True)  # empty in a performance run
-    return parse_logs(outdir, scenario)
+    result = parse_logs(outdir, scenario)
+    result["sut"] = sut_summary(sut.times, sut.depth)
+    return result
+
+
+def sut_summary(times: SUTTimes, depth: int) -> dict[str, Any]:
+    """Medians of where the system under test spent each batch's time, in nanoseconds."""
+    def median(values: list[int]) -> float | None:
+        return float(statistics.median(values)) if values else None
+
+    def mean(values: list[int]) -> float | None:
+        return float(statistics.fmean(values)) if values else None
+
+    return {
+        "batches": times.batches, "samples": times.samples, "batches_in_flight": depth,
+        "gathered_batches": times.gathered_batches,
+        "gather_median_ns": median(times.gather_ns), "call_median_ns": median(times.call_ns),
+        "call_mean_ns": mean(times.call_ns), "respond_median_ns": median(times.respond_ns),
+        "call_definition": ("launch to its CUDA event's completion, waiting behind the batch before it included"
+                            if times.pipelined else "the call and synchronize, as in the device-timing pass"),
+    }
 
 
 def parse_logs(outdir: Path, scenario: str) -> dict[str, Any]:

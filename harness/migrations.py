@@ -11,6 +11,11 @@ History:
   `metrics.kernels` gains `backend_figures`; the bundle may hold `report.md` and `report.html`.
   A v1 header upgrades with `state: "unrecorded"` (v1 did not say whether the run finished) and
   `artifact_cache: null`; a v1 cell with kernel figures gains `backend_figures: {}`.
+- v3: a measured cell records the math it ran with (`metrics.math_mode`, harness/precision.py).
+  A v2 cell upgrades with what is known of it: on a CPU, fp32 ran IEEE fp32 (torch's, ONNX
+  Runtime's and TVM's CPU default, which v2 never changed); fp16 and bf16 ran their dtype's math;
+  an fp32 cell on a GPU is `unrecorded` (cuDNN allowed TF32 by default and v2 did not set it), so
+  `compare` will not pair it with a v3 cell.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -39,9 +44,29 @@ def _cell_v1_to_v2(cell: dict[str, Any]) -> dict[str, Any]:
     return cell
 
 
+def _header_v2_to_v3(header: dict[str, Any]) -> dict[str, Any]:
+    return header
+
+
+def _cell_v2_to_v3(cell: dict[str, Any]) -> dict[str, Any]:
+    metrics = cell.get("metrics")
+    config = cell.get("config") or {}
+    if isinstance(metrics, dict) and metrics.get("correctness") is not None and "math_mode" not in metrics:
+        dtype, device = config.get("dtype"), config.get("device")
+        if dtype in ("fp16", "bf16"):
+            effective = dtype
+        elif device == "cpu":
+            effective = "ieee"
+        else:
+            effective = "unrecorded"
+        metrics["math_mode"] = {"requested": None, "effective": effective, "problems": [],
+                                "note": "not recorded by schema v2; inferred from the device and dtype on upgrade"}
+    return cell
+
+
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
-HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2}
-CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2}
+HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _header_v2_to_v3}
+CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3}
 
 
 def record_version(record: Any, where: str) -> int:

@@ -1,71 +1,20 @@
-"""Measurement passes that run inside a worker: device timing and the kernel/fusion profile.
+"""The kernel/fusion profile pass, inside a worker. Never timed: profilers distort time (the
+device-timing pass is harness/timing.py).
 
-Each pass has one job. The timed loop does nothing but call, synchronise and store a
-pre-allocated sample; profiling never shares a pass with timing, because profilers distort time.
+Besides kernel counts and the fusion report it measures where an inference's time goes: the
+time inside kernels (GPU: the union of the CUDA kernels' intervals, from CUPTI; CPU: the
+backend's own profiler, `Prepared.cpu_kernel_share` of the time) against the wall time the timing pass
+measured; the rest is launch and host overhead (GPU) or dispatch overhead (CPU).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from harness.contract import Prepared
-from harness.stats import summarize_ns
-
-
-def device_timing(prepared: Prepared, batch: Any, settings: dict[str, Any], device: str) -> dict[str, Any]:
-    """Per-batch latency: CUDA events on GPU, perf_counter_ns around call + synchronize on CPU.
-
-    Warm-up calls are timed and kept apart. The number of timed calls is fixed before the loop
-    from the warm-up's median, so the loop reads no clock on GPU beyond the events.
-    """
-    clock = time.perf_counter_ns
-    warmup: list[int] = []
-    for _ in range(max(settings["warmup_iters"], 1)):
-        start = clock()
-        prepared(batch)
-        prepared.synchronize()
-        warmup.append(clock() - start)
-    estimate_ns = max(sorted(warmup)[len(warmup) // 2], 1)
-    wanted = math.ceil(settings["min_time_s"] * 1e9 / estimate_ns)
-    iters = min(max(wanted, settings["min_iters"]), settings["max_iters"])
-
-    host: list[int] | None = None
-    if device == "cuda":
-        import torch
-
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        host = [0] * iters
-        for i in range(iters):
-            t0 = clock()
-            starts[i].record()
-            prepared(batch)
-            ends[i].record()
-            prepared.synchronize()
-            host[i] = clock() - t0
-        torch.cuda.synchronize()
-        samples = [round(s.elapsed_time(e) * 1e6) for s, e in zip(starts, ends, strict=True)]
-        method = "cuda events around the call on torch's current stream; host wall time beside it"
-    else:
-        samples = [0] * iters
-        for i in range(iters):
-            t0 = clock()
-            prepared(batch)
-            prepared.synchronize()
-            samples[i] = clock() - t0
-        method = "perf_counter_ns around call + synchronize"
-    return {
-        "method": method,
-        "warmup_samples_ns": warmup,
-        "samples_ns": samples,
-        "host_samples_ns": host,
-        "summary": summarize_ns(samples),
-    }
 
 
 def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path) -> dict[str, Any]:
@@ -79,6 +28,8 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
             {
                 "kernels_per_inference": count,
                 "kernel_count_method": "cpu dispatches: " + (prepared.dispatch_definition or "undefined"),
+                "kernel_share": prepared.cpu_kernel_share(batch),
+                "kernel_time_method": prepared.kernel_time_definition or "not measured by this backend",
             }
         )
     result["backend_figures"] = prepared.profile_figures(batch)
@@ -100,11 +51,45 @@ def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> 
     prof.export_chrome_trace(str(trace_path))
     events = json.loads(trace_path.read_text()).get("traceEvents", [])
     trace_path.unlink()
-    kernels = Counter(e.get("name", "?") for e in events if e.get("cat") == "kernel")
+    launched = [e for e in events if e.get("cat") == "kernel"]
+    kernels = Counter(e.get("name", "?") for e in launched)
     total = sum(kernels.values())
+    intervals = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in launched if "ts" in e]
     return {
         "kernels_per_inference": total / iters,
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
         "top_kernels": [{"name": n, "calls_per_inference": c / iters} for n, c in kernels.most_common(25)],
+        "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
+        "kernel_time_method": ("the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), "
+                               "per inference; kernels that overlap count once"),
+        "kernel_time_sum_ns_per_inference": sum(end - start for start, end in intervals) * 1e3 / iters,
+    }
+
+
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
+def time_split(wall_ns: float, kernels: dict[str, Any], device: str) -> dict[str, Any]:
+    """Where one inference's wall time (the device-timing median) goes: kernels and the rest.
+    GPU: the kernels' busy time; CPU: the backend's kernel share applied to the wall time."""
+    kernel_ns = kernels.get("kernel_time_ns_per_inference")
+    if kernel_ns is None and kernels.get("kernel_share") is not None:
+        kernel_ns = kernels["kernel_share"] * wall_ns
+    if kernel_ns is None or wall_ns <= 0:
+        return {"wall_ns": wall_ns, "kernel_ns": None, "overhead_ns": None,
+                "method": kernels.get("kernel_time_method") or "not measured"}
+    overhead = "launch and host overhead, idle gaps" if device == "cuda" else "dispatch overhead"
+    return {
+        "wall_ns": wall_ns, "kernel_ns": kernel_ns, "overhead_ns": max(wall_ns - kernel_ns, 0.0),
+        "kernel_share": min(kernel_ns / wall_ns, 1.0),
+        "method": f"{kernels['kernel_time_method']}; the rest of the wall time is {overhead}",
     }

@@ -39,7 +39,10 @@ def probe(device: str, backends: list[str], with_system: bool) -> dict[str, Any]
         "backends": {name: _backend_report(name, resolved) for name in backends},
     }
     if with_system:
+        from harness import machine_noise
+
         answer["system"] = system.describe()
+        answer["system"]["machine_noise"] = machine_noise.measure()  # before the peaks heat anything up
         answer["system"]["peaks"] = _peaks(resolved)
     return answer
 

@@ -5,21 +5,52 @@ A plugin package declares, in its pyproject.toml,
     mybackend = "my_package.module:MyBackend"
 and is found once installed. Looking names up reads package metadata only; `load` imports the
 backend's module, which must itself import nothing heavy at module level.
+
+A source checkout run without installing FusionBench itself (`FUSIONBENCH_NO_VENV=1 ./run.sh ...`
+on a machine without network) has no metadata for the built-in backends: then their entry points
+are read from the checkout's pyproject.toml, the same table `pip install` would register.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
+from pathlib import Path
 
 from harness.contract import Backend
 from harness.errors import ConfigError
 
 GROUP = "fusionbench.backends"
+DISTRIBUTION = "fusionbench"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def source_entry_points(pyproject: Path = PYPROJECT) -> list[EntryPoint]:
+    """The built-in backends' entry points as the checkout's pyproject.toml declares them."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: install the package (./run.sh does) to register them
+        return []
+    try:
+        table = tomllib.loads(pyproject.read_text())["project"]["entry-points"][GROUP]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return []
+    return [EntryPoint(name=name, value=value, group=GROUP) for name, value in table.items()]
+
+
+def _installed() -> bool:
+    try:
+        distribution(DISTRIBUTION)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def _entry_points() -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=GROUP):
+    declared = list(entry_points(group=GROUP))
+    if not _installed():
+        declared += source_entry_points()
+    for ep in declared:
         if ep.name in found and found[ep.name].value != ep.value:
             raise ConfigError(
                 f"two installed packages register the backend {ep.name!r}: "

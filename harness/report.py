@@ -35,6 +35,20 @@ ROOFLINE_NOTE = (
 )
 
 
+TIME_SPLIT_NOTE = (
+    "Per batch: the time inside kernels (GPU: the union of the CUDA kernels' intervals; CPU: the backend's own "
+    "profiler) against the device-timing median; the rest is launch and host overhead on a GPU, dispatch overhead "
+    "on a CPU. Compare fusion on and off, and graphs on and off, of one backend: fewer launches shrink the "
+    "overhead, less memory traffic shrinks the kernels (docs/metrics.md)."
+)
+AGREEMENT_NOTE = (
+    "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "
+    "median; Offline: batch / samples per second, a mean, against the device-timing mean) of the same cell; beyond "
+    "5% the cell says why. Offline on a GPU "
+    "keeps batches in flight and may beat the sequential timing. Server is not compared (queueing)."
+)
+
+
 @dataclass(frozen=True)
 class Row:
     """The figures of one cell that the report uses."""
@@ -58,10 +72,15 @@ class Row:
         return str(self.config["variant"]["fusion"])
 
     @property
+    def graphs(self) -> str:
+        return str(self.config["variant"].get("graphs", "off"))
+
+    @property
     def variant(self) -> str:
         options = self.config["variant"].get("options") or {}
         extra = "".join(f" {k}={v}" for k, v in sorted(options.items()))
-        return f"{self.backend} fusion-{self.fusion}{extra}"
+        graphs = " graphs" if self.graphs == "on" else ""
+        return f"{self.backend} fusion-{self.fusion}{graphs}{extra}"
 
     @property
     def setting(self) -> str:
@@ -130,14 +149,15 @@ class FusionPair:
 
     @property
     def name(self) -> str:
-        return f"{self.on.model} {self.on.backend} {self.on.setting}"
+        graphs = " graphs" if self.on.graphs == "on" else ""
+        return f"{self.on.model} {self.on.backend}{graphs} {self.on.setting}"
 
 
 def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
     """Valid cells that differ only in fusion on/off."""
     def key(r: Row) -> tuple[Any, ...]:
         options = tuple(sorted((r.config["variant"].get("options") or {}).items()))
-        return r.model, r.backend, r.setting, str(options)
+        return r.model, r.backend, r.setting, r.graphs, str(options)
 
     on = {key(r): r for r in _valid(rows) if r.fusion == "on"}
     return [FusionPair(on[key(r)], r) for r in _valid(rows) if r.fusion == "off" and key(r) in on]
@@ -213,14 +233,46 @@ def _roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
+def _agreement_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """LoadGen's figure against the device timing, per measured cell (one latency truth)."""
+    head = ["model", "backend / variant", "setting", "LoadGen per batch", "device timing", "gap", "why"]
+    body = []
+    for r in rows:
+        agreement = r.metric("latency_agreement")
+        if not isinstance(agreement, dict):
+            continue
+        gap = agreement.get("gap")
+        device = agreement.get("device_ns_per_batch")
+        body.append([r.model, r.variant, r.setting, _fmt_ms(agreement.get("loadgen_ns_per_batch")),
+                     "-" if device is None else f"{_fmt_ms(device)} ({agreement.get('device_statistic')})",
+                     "-" if gap is None else f"{gap:+.1%}",
+                     agreement.get("why") or ("within the limit" if agreement.get("within") else "")])
+    return head, body
+
+
+def _warnings_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    head = ["model", "backend / variant", "setting", "warning"]
+    return head, [[r.model, r.variant, r.setting, w] for r in rows for w in (r.cell.get("warnings") or [])]
+
+
+def _time_split_series(rows: list[Row], backend: str) -> tuple[list[str], list[Series]]:
+    """Per valid cell of `backend` with a measured split: kernel time and the rest, in ms."""
+    split = [(r, r.metric("time_split")) for r in _valid(rows) if r.backend == backend]
+    split = [(r, t) for r, t in split if isinstance(t, dict) and t.get("kernel_ns") is not None]
+    groups = [f"{r.model} {r.variant.removeprefix(backend + ' ')} {r.setting}" for r, _ in split]
+    return groups, [Series("in kernels", tuple(t["kernel_ns"] / 1e6 for _, t in split)),
+                    Series("overhead (dispatch, launch, host)", tuple(t["overhead_ns"] / 1e6 for _, t in split))]
+
+
 def _cells_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
-    head = ["model", "backend / variant", "setting", "status", "LoadGen metric", "device time (median)",
+    head = ["model", "backend / variant", "setting", "status", "math", "LoadGen metric", "device time (median)",
             "kernels/inf", "fusions", "memory", "prepare"]
     body = []
     for r in rows:
         prepare = r.metric("prepare_s")
         body.append([
-            r.model, r.variant, r.setting, r.status, _fmt_metric(r), _fmt_ms(r.median_ns),
+            r.model, r.variant, r.setting, r.status, str(r.metric("math_mode", "effective") or "-"), _fmt_metric(r),
+            _fmt_ms(r.median_ns),
             "-" if r.kernels is None else f"{r.kernels:g}",
             str(r.metric("fusion_report", "fusion_count") if r.metric("fusion_report") else "-"),
             _fmt_bytes(r.memory_bytes[1]), "-" if prepare is None else f"{prepare:.1f} s",
@@ -263,7 +315,16 @@ def _facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("harness", f"{harness.get('version')} {harness.get('git_sha') or ''}{' (dirty)' if harness.get('git_dirty') else ''}"),
         ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
         ("schema", f"written as version {loaded.version}"),
+        ("machine noise", _machine_noise(system.get("machine_noise"))),
     ]
+
+
+def _machine_noise(noise: Any) -> str:
+    if not isinstance(noise, dict) or "compute_cv" not in noise:
+        return "not measured"
+    text = (f"a fixed compute loop's CV {noise['compute_cv']:.1%}, a memory-bound one's {noise['memory_cv']:.1%} "
+            "(the floor no figure of this run can go below)")
+    return f"{text}; {noise['warning']}" if noise.get("warning") else text
 
 
 def _problems(rows: list[Row]) -> list[list[str]]:
@@ -308,6 +369,14 @@ def markdown(loaded: LoadedBundle) -> str:
                   f"({p.speedup:.2f}x). Fused kernels: " + (_md_cell("; ".join(_fused_kernels(p.on))) or "none reported")]
     if slower:
         lines.append("")
+    lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]
+    for backend in dict.fromkeys(r.backend for r in _valid(rows)):
+        groups, series = _time_split_series(rows, backend)
+        if groups:
+            body = [[g, f"{k:.3f} ms", f"{o:.3f} ms"] for g, k, o in zip(groups, series[0].values, series[1].values)]
+            lines += [f"### {_md_cell(backend)}", "", *_md_table(["cell", "in kernels", "overhead"], body)]
+    lines += ["## One latency truth", "", AGREEMENT_NOTE, "", *_md_table(*_agreement_table(rows))]
+    lines += ["## Warnings", "", *_md_table(*_warnings_table(rows))]
     lines += ["## Roofline", "", ROOFLINE_NOTE, "", *_md_table(*_roofline_table(rows))]
     lines += ["## Skipped, failed and invalid cells", "",
               *_md_table(["model", "backend / variant", "setting", "status", "reasons"], _problems(rows))]
@@ -406,6 +475,24 @@ def html(loaded: LoadedBundle) -> str:
         "Peak resident memory of the cell's worker process on CPU; torch's peak allocation on GPU.",
         "No valid cell recorded memory in this run.",
     ))
+
+    parts.append("<h2>Where the time goes</h2>")
+    parts.append(f"<p>{escape(TIME_SPLIT_NOTE)}</p>")
+    backends = list(dict.fromkeys(r.backend for r in valid))
+    for number, backend in enumerate(backends):
+        groups, series = _time_split_series(rows, backend)
+        parts.append(_figure(
+            bar_chart(f"{backend}: time in kernels and overhead per batch (ms)", groups, series, "ms",
+                      chart_id=f"plot-split-{number}") if groups else None,
+            f"{backend}: each group is one cell; the bars are the time inside kernels and the rest of the median batch time.",
+            f"No valid {backend} cell measured its kernel time.",
+        ))
+
+    parts.append("<h2>One latency truth</h2>")
+    parts.append(f"<p>{escape(AGREEMENT_NOTE)}</p>")
+    parts.append(_html_table(*_agreement_table(rows)))
+    parts.append("<h2>Warnings</h2>")
+    parts.append(_html_table(*_warnings_table(rows)))
 
     parts.append("<h2>Roofline</h2>")
     parts.append(f"<p>{escape(ROOFLINE_NOTE)}</p>")

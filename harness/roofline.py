@@ -15,7 +15,9 @@ The kernels-per-inference floor is 1: one kernel could compute the whole model.
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 PEAK_MATMUL_N = {"cpu": 1024, "cuda": 8192}
@@ -47,6 +49,28 @@ def model_costs(model: Any, example: Any) -> dict[str, int]:
     costs = {"flops": int(counter.get_total_flops()), "weight_bytes": weights,
              "input_bytes": _tensor_bytes(example), "output_bytes": _tensor_bytes(output)}
     costs["compulsory_bytes"] = costs["weight_bytes"] + costs["input_bytes"] + costs["output_bytes"]
+    return costs
+
+
+def cached_costs(model: Any, example: Any, cache_dir: Path) -> dict[str, int]:
+    """`model_costs`, kept in `cache_dir` by the model's weights and the example's shape: the
+    cells of one model and setting (every backend and variant) count its FLOPs once."""
+    from harness.artifact_cache import fingerprint
+    from harness.atomic import write_json_atomic
+
+    import torch
+
+    path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs')}.json"
+    try:
+        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        pass
+    costs = model_costs(model, example)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, costs)
+    except OSError:
+        pass  # a cache that cannot be written costs time, not figures
     return costs
 
 

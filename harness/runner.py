@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from harness import registry, scenario_file
+from harness import precision, registry, scenario_file
 from harness.bundle import Bundle, new_run_id, utc_now
 from harness.bundle_load import load
 from harness.cells import Cell, expand, select
@@ -25,7 +27,7 @@ from harness.errors import ConfigError, OutputError
 from harness.isolation import MIB, log_tail, run_worker
 from harness.probe import run_probe
 from harness.report import REPORT_HTML, render
-from harness.summary import fusion_summary, summary_table
+from harness.summary import fusion_summary, summary_table, time_line
 from harness.system import harness_info
 from harness.zoo import missing_requirement
 
@@ -44,6 +46,9 @@ class RunRequest:
     #: Backends' persistent artifact cache (exported graphs, compiled libraries); None: a fresh
     #: one per cell, so every prepare is cold.
     cache_dir: Path | None = None
+    #: Seconds the sweep may take; a cell not started by then is skipped with the reason, and a
+    #: running one gets at most what is left. None: no budget.
+    budget_s: float | None = None
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -87,11 +92,13 @@ def run(request: RunRequest, console: Console) -> int:
         _check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
     todo = [c for c in cells if not bundle.finished(c.id)]
-    console.print(
-        f"[bold]fusionbench[/]: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"
-    )
+    console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"))
+    noise_warning = ((bundle.header.get("system") or {}).get("machine_noise") or {}).get("warning")
+    if noise_warning:
+        console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     try:
-        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console)
+        deadline = time.monotonic() + request.budget_s if request.budget_s else None
+        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline)
     except KeyboardInterrupt:
         _close(bundle, "interrupted")
         console.print(f"[yellow]interrupted[/]: finished cells are kept; complete with --resume {bundle.root}")
@@ -102,6 +109,13 @@ def run(request: RunRequest, console: Console) -> int:
     ablation = fusion_summary(records)
     if ablation is not None:
         console.print(ablation)
+    console.print(Text(time_line(records)))
+    if noise_warning:
+        console.print(Text(f"warning: {noise_warning}", style="yellow"))
+    warned = [r for r in records if r.get("warnings")]
+    if warned:
+        console.print(Text(f"{len(warned)} cell(s) have warnings (noise, drift, LoadGen against device timing, a busy "
+                           "machine): see report.md, section Warnings", style="yellow"))
     bad = [r for r in records if r["status"] in ("failed", "invalid")]
     console.print(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})")
     if bad:
@@ -180,33 +194,55 @@ def _check_room(path: Path, cells: int) -> None:
         )
 
 
-def _skip_reason(cell: Cell, backends: dict[str, Any]) -> str | None:
+def _gpu_capabilities(system: dict[str, Any] | None) -> list[str]:
+    devices = ((system or {}).get("torch") or {}).get("devices") or []
+    return [str(d.get("capability")) for d in devices if isinstance(d, dict) and d.get("capability")]
+
+
+def _skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) -> str | None:
     report = backends[cell.config["backend"]]
     if not report["available"]:
         return report["reason"]
+    unsupported = precision.unsupported_reason(cell.config["dtype"], cell.config["device"], capabilities)
+    if unsupported:
+        return unsupported
     missing = missing_requirement(cell.config["model"]["name"])
     if missing:
         return missing
     backend = registry.load(cell.config["backend"])()
-    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"])
+    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"],
+                      cell.config["variant"].get("graphs", "off"))
+    if variant.graphs == "on":
+        if cell.config["device"] != "cuda":
+            return "graphs: CUDA graphs need a GPU (device cuda)"
+        if not backend.cuda_graphs:
+            return f"graphs: {backend.name} has no CUDA-graph variant (eager and inductor do)"
     support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
     return None if support.ok else support.reason
 
 
 def _sweep(
     cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
-    input_folder: str | None, cache_dir: Path | None, console: Console,
+    input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
 ) -> None:
     limits = resolved["limits"]
     progress = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,
+        refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
     )
     with progress:
         task = progress.add_task("cells", total=len(cells))
         for cell in cells:
-            progress.update(task, description=f"{cell.label}")
-            record = _run_cell(cell, bundle, backends, input_folder, cache_dir, limits, progress, task)
+            progress.update(task, description=cell.label)
+            left_s = None if deadline is None else deadline - time.monotonic()
+            if left_s is not None and left_s <= 0:
+                record = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now(),
+                          "status": "skipped", "reasons": ["the run's time budget was spent before this cell started"],
+                          "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
+            else:
+                cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
+                record = _run_cell(cell, bundle, backends, input_folder, cache_dir, cell_limits, progress, task)
             try:
                 bundle.write_cell(cell.id, record)
             except OSError as exc:  # disk full, quota, permissions: what is written stays intact
@@ -217,7 +253,9 @@ def _sweep(
             progress.advance(task)
             style = {"valid": "green", "invalid": "yellow", "skipped": "dim", "failed": "red"}[record["status"]]
             why = f": {record['reasons'][0]}" if record["reasons"] else ""
-            progress.console.print(f"[{style}]{record['status']:>7}[/] {cell.label} ({record['wall_s']:.1f} s){why}")
+            line = Text(f"{record['status']:>7}", style=style)
+            line.append(f" {cell.label} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
+            progress.console.print(line)
         progress.update(task, description="cells done")
 
 
@@ -228,7 +266,7 @@ def _run_cell(
     timeout_s = limits["cell_timeout_s"]
     memory_mib = limits.get("memory_limit_mib")  # absent from bundles written before it existed
     base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
-    skip = _skip_reason(cell, backends)
+    skip = _skip_reason(cell, backends, _gpu_capabilities(bundle.header.get("system")))
     if skip is not None:
         return {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
     artifacts = bundle.fresh_artifact_dir(cell.id)
@@ -242,7 +280,7 @@ def _run_cell(
         outcome = run_worker(
             request, timeout_s=timeout_s, log_path=log_path,
             memory_limit_bytes=memory_mib * MIB if memory_mib else None,
-            on_phase=lambda phase: progress.update(task, description=f"{cell.label} [dim]{phase}[/]"),
+            on_phase=lambda phase: progress.update(task, description=f"{cell.label} {phase}"),
         )
     except KeyboardInterrupt:
         bundle.write_cell(cell.id, {**base, "status": "interrupted", "reasons": ["interrupted by the user"],

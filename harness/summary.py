@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped": "dim", "interrupted": "magenta"}
 
@@ -56,20 +57,55 @@ def _correctness(metrics: dict[str, Any]) -> str:
     return f"{c['max_abs_error']:.1e}{'' if c['ok'] else ' FAIL'}"
 
 
+# Worker phases (harness/worker.py) by what they are for, to say where a cell's time went.
+PHASE_KINDS = {
+    "start-up": ("import", "build", "reference", "roofline"),
+    "compile": ("prepare", "first_call"),
+    "passes": ("correctness", "timing", "timing_after_loadgen", "memory", "profile"),
+    "LoadGen": ("loadgen",),
+}
+
+
+def time_by_kind(record: dict[str, Any]) -> dict[str, float]:
+    """Seconds of a cell's worker by kind of phase."""
+    phases = record.get("phases_s") or {}
+    return {kind: sum(float(phases.get(name, 0.0)) for name in names) for kind, names in PHASE_KINDS.items()}
+
+
+def _cell_time(record: dict[str, Any]) -> str:
+    wall = record.get("wall_s") or 0.0
+    if not record.get("phases_s"):
+        return f"{wall:.0f} s"
+    kinds = time_by_kind(record)
+    return f"{wall:.0f} s: " + ", ".join(f"{kinds[k]:.0f} {k}" for k in ("compile", "passes", "LoadGen"))
+
+
+def time_line(records: list[dict[str, Any]]) -> str:
+    """Where the whole run's time went, one line."""
+    wall = sum(float(r.get("wall_s") or 0.0) for r in records)
+    if wall <= 0:
+        return "no cell ran"
+    kinds = {k: sum(time_by_kind(r)[k] for r in records) for k in PHASE_KINDS}
+    kinds["process start and exit"] = max(wall - sum(kinds.values()), 0.0)
+    return f"cells took {wall / 60:.1f} min: " + ", ".join(f"{k} {v / wall:.0%}" for k, v in kinds.items())
+
+
 def summary_table(records: list[dict[str, Any]]) -> Table:
     table = Table(title="FusionBench results", show_lines=False)
-    for column in ("cell", "status", "LoadGen metric", "device time (median)", "kernels/inf",
-                   "peak memory", "max abs err", "prepare"):
+    for column in ("cell", "status", "LoadGen metric", "device time (median)", "gap", "kernels/inf",
+                   "peak memory", "max abs err", "cell time"):
         table.add_column(column)
     for r in records:
         c, m = r["config"], r.get("metrics", {})
         status = r["status"]
-        prepare = m.get("prepare_s")
-        cell = f"{c['model']['name']} {c['backend']} fusion-{c['variant']['fusion']}\n{c['scenario']} {c['dtype']} b{c['batch']}"
+        graphs = " graphs" if c["variant"].get("graphs") == "on" else ""
+        cell = (f"{c['model']['name']} {c['backend']} fusion-{c['variant']['fusion']}{graphs}\n"
+                f"{c['scenario']} {c['dtype']} b{c['batch']}")
+        gap = (m.get("latency_agreement") or {}).get("gap")
         table.add_row(
-            cell, f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
-            _metric(m.get("loadgen")), _device_time(m), _kernels(m), _memory(m), _correctness(m),
-            "-" if prepare is None else f"{prepare:.1f} s",
+            Text(cell), Text(status, style=STATUS_STYLE.get(status, "")),
+            _metric(m.get("loadgen")), _device_time(m), "-" if gap is None else f"{gap:+.0%}", _kernels(m),
+            _memory(m), _correctness(m), _cell_time(r),
         )
     return table
 

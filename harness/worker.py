@@ -4,9 +4,17 @@ The parent writes the request, starts this process in a fresh working directory 
 limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
 
     build model -> eager reference -> roofline costs (FLOPs, bytes) -> prepare -> first call ->
-    correctness -> device timing -> LoadGen scenario -> memory -> kernel/fusion profile
+    correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
+    timing (the other half) -> memory -> kernel/fusion profile -> math mode and rewrites
 
-Device timing runs before LoadGen because LoadGen's expected-latency hint is calibrated from it.
+torch's math is IEEE fp32 for the eager reference and the cell dtype's from `prepare` on
+(harness/precision.py); after the passes the flags are read back with the backend's own, and a
+cell whose math is not what its dtype asked for is invalid.
+
+Device timing runs before LoadGen because LoadGen's expected-latency hint is calibrated from it,
+and again after it, so both see the same conditions (harness/timing.py). The two measures are
+then compared, and every figure is checked for noise (harness/trust.py): a failed check is a
+warning on the cell, not a change of status.
 A phase that raises makes the cell `failed` with the phase named; what was measured before it
 stays in the answer. The current phase is written to a small file the parent shows in its
 progress bar.
@@ -23,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness import registry
+from harness import registry, trust
 from harness.atomic import write_json_atomic
 from harness.contract import Variant
 from harness.errors import HarnessError
@@ -63,7 +71,10 @@ def run_cell(request: dict[str, Any]) -> dict[str, Any]:
         with clock.phase("import"):
             import torch
 
+            from harness import precision
+
             torch.set_grad_enabled(False)
+            precision.set_torch_math("fp32")  # the eager reference is IEEE (fp32 and tf32 cells)
             backend = registry.load(cell["backend"])()
             baseline_rss = current_rss_bytes()
             baseline_device_used = None
@@ -74,6 +85,9 @@ def run_cell(request: dict[str, Any]) -> dict[str, Any]:
             answer["environment"] = {
                 "backend_versions": backend.versions(),
                 "torch_threads": torch.get_num_threads(),
+                "torch_interop_threads": torch.get_num_interop_threads(),
+                "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "variables": recorded_environment(),
                 "pid": os.getpid(),
             }
         _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
@@ -85,8 +99,47 @@ def run_cell(request: dict[str, Any]) -> dict[str, Any]:
     else:
         answer["reasons"] = _invalid_reasons(metrics)
         answer["status"] = "invalid" if answer["reasons"] else "valid"
+        answer["warnings"] = trust.warnings(metrics)
     answer["phases_s"] = clock.durations_s
     return answer
+
+
+#: Environment variables that can move a figure (thread pools, their spinning and placement,
+#: math overrides, compiler caches, the devices a process sees); recorded with every cell.
+RECORDED_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "TORCH", "PYTORCH_", "TRITON_", "CUDA_",
+                     "NVIDIA_", "ORT_", "TVM_", "LD_PRELOAD")
+
+
+def recorded_environment() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
+
+
+def _observer(device: str) -> tuple[Any, Any]:
+    """(observe, compare) for what runs beside each timed repetition: threads, other processes,
+    stolen time, and on a GPU its clocks and throttle reasons."""
+    from harness import activity, gpu_state
+
+    nvml = None
+    if device == "cuda":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            nvml = pynvml
+        except Exception:  # noqa: BLE001 - no NVML: the GPU state reads as unavailable
+            nvml = None
+
+    def observe() -> tuple[Any, Any]:
+        return activity.snapshot(), (gpu_state.read(nvml) if device == "cuda" and nvml else None)
+
+    def compare(before: tuple[Any, Any], after: tuple[Any, Any]) -> dict[str, Any]:
+        beside: dict[str, Any] = {"cpu": activity.compare(before[0], after[0])}
+        if device == "cuda":
+            beside["gpu_before"] = before[1] or {"unavailable": "NVML did not initialise"}
+            beside["gpu_after"] = after[1] or {"unavailable": "NVML did not initialise"}
+        return beside
+
+    return observe, compare
 
 
 def _measure(
@@ -100,7 +153,8 @@ def _measure(
 ) -> None:
     import torch
 
-    from harness import correctness, loadgen, passes, roofline, zoo
+    from harness import activity, correctness, loadgen, passes, precision, roofline, zoo
+    from harness.timing import DeviceTiming
     from harness.memory import memory_pass
 
     device, dtype, batch = cell["device"], cell["dtype"], cell["batch"]
@@ -120,9 +174,11 @@ def _measure(
     with clock.phase("reference"):
         reference = model(example) if backend.computes_model else None
     with clock.phase("roofline"):
-        costs = roofline.model_costs(model, example)
+        costs = roofline.cached_costs(model, example, Path(request.get("cache_dir") or workdir / "cache") / "roofline")
+    precision.set_torch_math(dtype)
     with clock.phase("prepare"):
-        variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"])
+        variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"],
+                          graphs=cell["variant"].get("graphs", "off"))
         cache_dir = Path(request.get("cache_dir") or workdir / "cache") / backend.name
         cache_dir.mkdir(parents=True, exist_ok=True)
         prepared = backend.prepare(
@@ -141,14 +197,28 @@ def _measure(
             else:
                 metrics["correctness"] = correctness.compare(output, reference, dtype)
             del output
+        observe, compare = _observer(device)
+        timing = DeviceTiming(prepared, example, cell["timing"], device, observe=observe, compare=compare)
+        before_loadgen = max(cell["timing"]["repetitions"] // 2, 1)
         with clock.phase("timing"):
-            metrics["device_time"] = passes.device_timing(prepared, example, cell["timing"], device)
+            timing.warm_up()
+            for _ in range(before_loadgen):
+                timing.repetition("before loadgen")
+        hint_ns = timing.result()["summary"]["median_ns"]
+        with clock.phase("loadgen"):
+            before = activity.snapshot()
+            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen")
+            metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
+        with clock.phase("timing_after_loadgen"):
+            for _ in range(cell["timing"]["repetitions"] - before_loadgen):
+                timing.repetition("after loadgen")
+        metrics["device_time"] = timing.result()
         median_ns = metrics["device_time"]["summary"]["median_ns"]
+        metrics["latency_agreement"] = trust.latency_agreement(
+            cell["scenario"], batch, metrics["loadgen"], metrics["device_time"]["summary"])
         metrics["roofline"] = roofline.bound(
             costs, request.get("peaks"), dtype, median_ns if backend.computes_model else 0.0
         )
-        with clock.phase("loadgen"):
-            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, median_ns, artifacts / "loadgen")
         with clock.phase("memory"):
             metrics["memory"] = memory_pass(
                 prepared, example, cell["passes"]["memory_iters"], device, baseline_rss, baseline_device_used
@@ -157,6 +227,9 @@ def _measure(
             profile = passes.profile(prepared, example, cell["passes"]["profile_iters"], device, workdir)
             metrics["fusion_report"] = profile.pop("fusion_report")
             metrics["kernels"] = profile
+            metrics["time_split"] = passes.time_split(median_ns if backend.computes_model else 0.0, profile, device)
+        metrics["math_mode"] = precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode())
+        metrics["rewrites"] = prepared.rewrites()
     finally:
         prepared.close()
 
@@ -165,6 +238,7 @@ def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
     reasons = []
     if not metrics["correctness"]["ok"]:
         reasons.append(f"correctness: {metrics['correctness']['reason']}")
+    reasons += [f"math mode: {problem}" for problem in metrics["math_mode"]["problems"]]
     lg = metrics["loadgen"]
     if lg["validity"] != "VALID":
         detail = "; ".join(lg["invalid_reasons"]) or "no reason given"

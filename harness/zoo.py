@@ -19,14 +19,9 @@ from harness import extra_models
 from harness.catalog import CLASSIFICATION_MODELS
 from harness.errors import HarnessError
 from harness.extra_models import EXTRA_MODELS
+from harness.precision import torch_dtype
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 def missing_requirement(name: str) -> str | None:

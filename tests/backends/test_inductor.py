@@ -60,12 +60,32 @@ def test_both_variants_match_eager(prepared_pair) -> None:
         assert verdict["ok"], (fusion, verdict["reason"])
 
 
-def test_freezing_defaults_follow_fusion() -> None:
+def test_freezing_is_on_in_both_variants_and_only_its_fusions_go_with_fusion_off(prepared_pair) -> None:
     from backends.inductor import _checked_options
 
     assert _checked_options(Variant("on"))["freezing"] is True
-    assert _checked_options(Variant("off"))["freezing"] is False
-    assert _checked_options(Variant("off", {"freezing": True}))["freezing"] is True
+    assert _checked_options(Variant("off"))["freezing"] is True
+    assert _checked_options(Variant("off", {"freezing": False}))["freezing"] is False
+    pairs, _, _ = prepared_pair
+    on, off = pairs["on"][0].rewrites(), pairs["off"][0].rewrites()
+    for kept in ("freezing", "constant_folding", "onednn_weight_prepack"):
+        assert on[kept] is True and off[kept] is True, kept
+    for fusing in ("conv_bn_folding", "onednn_epilogues", "lowering_inlining", "scheduler_fusion"):
+        assert on[fusing] is True and off[fusing] is False, fusing
+    # with freezing kept, fusion off still runs prepacked oneDNN convolutions, each without a post-op
+    convs = [k for k in pairs["off"][0].fusion_report().kernels if "_convolution_pointwise" in k.kernel]
+    assert len(convs) == 20 and all(len(k.ops) == 1 for k in convs), convs
+
+
+def test_the_compile_mode_follows_the_graphs_setting() -> None:
+    from backends.inductor import compile_mode
+    from harness.errors import BackendFailed
+
+    assert compile_mode("default", "on", "cuda") == "reduce-overhead"
+    assert compile_mode("max-autotune", "off", "cuda") == "max-autotune-no-cudagraphs"
+    assert compile_mode("max-autotune", "off", "cpu") == "max-autotune"
+    with pytest.raises(BackendFailed, match="graphs: on"):
+        compile_mode("reduce-overhead", "off", "cuda")
 
 
 class _ConvNeXtBlock(torch.nn.Module):

@@ -120,3 +120,46 @@ def test_a_model_that_does_not_export_fails_with_the_reason(tmp_path: Path) -> N
             workdir=tmp_path, cache_dir=tmp_path / "cache",
         )
     assert not any((tmp_path / "cache" / "onnx").iterdir())  # no half-written export left in the cache
+
+
+def test_the_cuda_provider_is_told_the_cells_math_and_torchs_stream(tmp_path: Path) -> None:
+    from backends.onnxruntime import _providers
+
+    (name, options), = _providers("cuda", 0, 1234, tmp_path, tf32=False, fp16=False)
+    assert name == "CUDAExecutionProvider"
+    assert options["use_tf32"] == "0" and options["user_compute_stream"] == "1234"
+    (_, tf32_options), = _providers("cuda", 0, 1234, tmp_path, tf32=True, fp16=False)
+    assert tf32_options["use_tf32"] == "1"
+    assert _providers("cpu", 0, None, tmp_path, tf32=False, fp16=False) == ["CPUExecutionProvider"]
+
+
+def test_math_mode_is_read_from_the_sessions_provider_options() -> None:
+    from backends.onnxruntime import provider_math_mode
+
+    assert provider_math_mode("cuda", {"CUDAExecutionProvider": {"use_tf32": "0", "device_id": "0"}})["tf32"] is False
+    assert provider_math_mode("cuda", {"CUDAExecutionProvider": {"use_tf32": "1"}})["tf32"] is True
+    assert "unreadable" in provider_math_mode("cuda", {"CUDAExecutionProvider": {}})
+    assert provider_math_mode("tensorrt", {})["tf32"] is True
+    assert provider_math_mode("cpu", {"CPUExecutionProvider": {}}) == {}
+
+
+def test_a_session_that_fell_back_to_the_cpu_is_refused() -> None:
+    from backends.onnxruntime import check_provider
+
+    class FellBack:
+        def get_providers(self) -> list[str]:
+            return ["CPUExecutionProvider"]
+
+    with pytest.raises(BackendFailed, match="fell back to CPUExecutionProvider: CUDAExecutionProvider did not load"):
+        check_provider(FellBack(), "CUDAExecutionProvider")
+    check_provider(FellBack(), "CPUExecutionProvider")
+
+
+def test_ort_tensorrt_provider_runs_tf32_cells_only() -> None:
+    from backends.onnxruntime import OnnxRuntimeBackend
+
+    backend = OnnxRuntimeBackend()
+    refused = backend.supports(Variant("on", {"provider": "tensorrt"}), "fp32", "cuda")
+    assert not refused.ok and "no TF32 switch" in refused.reason
+    assert backend.supports(Variant("on", {"provider": "tensorrt"}), "tf32", "cuda").ok
+    assert backend.supports(Variant("on"), "tf32", "cuda").ok

@@ -14,6 +14,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -61,7 +62,7 @@ def test_cuda_is_not_available_here_with_a_reason() -> None:
     availability = TensorRTBackend().availability("cuda")
     assert not availability.ok
     if importlib.util.find_spec("tensorrt") is None:
-        assert "pip install tensorrt" in availability.reason
+        assert "tensorrt-cu13" in availability.reason and "requirements-gpu.lock" in availability.reason
     else:
         assert "CUDA" in availability.reason
 
@@ -86,19 +87,20 @@ def test_supports_gpu_dtypes_only() -> None:
     assert backend.supports(Variant("on"), "fp16", "cuda").ok
     assert backend.supports(Variant("off"), "bf16", "cuda").ok
     assert not backend.supports(Variant("on"), "fp32", "cpu").ok
+    assert backend.supports(Variant("on"), "tf32", "cuda").ok
     refused = backend.supports(Variant("on"), "int8", "cuda")
-    assert not refused.ok and "fp32, fp16, bf16" in refused.reason
+    assert not refused.ok and "fp32, tf32, fp16, bf16" in refused.reason
 
 
 # --- options ----------------------------------------------------------------------------------
 
 def test_options_default_and_unknown_ones_list_the_allowed() -> None:
-    assert checked_options({}) == {"workspace_mib": 4096, "builder_optimization_level": 3, "tf32": True}
+    assert checked_options({}) == {"workspace_mib": 4096, "builder_optimization_level": 3}
     assert checked_options({"workspace_mib": 512})["workspace_mib"] == 512
     with pytest.raises(BackendFailed) as failed:
         checked_options({"workspace": 512, "fp8": True})
     message = str(failed.value)
-    assert "fp8, workspace" in message and "workspace_mib, builder_optimization_level, tf32" in message
+    assert "fp8, workspace" in message and "workspace_mib, builder_optimization_level" in message
 
 
 @pytest.mark.parametrize(
@@ -108,7 +110,7 @@ def test_options_default_and_unknown_ones_list_the_allowed() -> None:
         ({"workspace_mib": True}, "workspace_mib must be a int"),
         ({"workspace_mib": 0}, "workspace_mib must be > 0"),
         ({"builder_optimization_level": 6}, "0-5"),
-        ({"tf32": 1}, "tf32 must be a bool"),
+        ({"tf32": False}, "the cell's dtype decides"),
     ],
 )
 def test_bad_option_values_are_refused(options: dict, words: str) -> None:
@@ -306,6 +308,124 @@ def test_intermediate_outputs_are_the_onnx_activations_that_depend_on_the_input(
     assert [tensor.name for tensor in chosen] == ["conv2d", "relu"]
 
 
+# --- the build, against a stand-in for TensorRT 11's API ------------------------------------------
+
+class FakeTensorRT:
+    """The part of TensorRT 11's Python API the build uses, as its bindings define it: no FP16/BF16
+    builder flags (11 removed weak typing), STRONGLY_TYPED = 0, TF32 on by default. Records what
+    the build asked for."""
+
+    __version__ = "11.4.0.106"
+
+    class NetworkDefinitionCreationFlag:
+        STRONGLY_TYPED = 0
+
+    class BuilderFlag:
+        TF32 = "TF32"
+
+    class MemoryPoolType:
+        WORKSPACE = "WORKSPACE"
+
+    class ProfilingVerbosity:
+        DETAILED = "DETAILED"
+
+    class LayerInformationFormat:
+        JSON = "JSON"
+
+    class ILogger:
+        INTERNAL_ERROR, ERROR, WARNING = "internal error", "error", "warning"
+
+        def __init__(self) -> None:
+            pass
+
+    def __init__(self) -> None:
+        self.network_flags: list[int] = []
+        trt = self
+
+        class Config:
+            def __init__(self) -> None:
+                self.flags = {"TF32"}  # TensorRT's default
+                self.builder_optimization_level = 3
+                self.profiling_verbosity = None
+
+            def set_flag(self, flag: str) -> None:
+                self.flags.add(flag)
+
+            def clear_flag(self, flag: str) -> None:
+                self.flags.discard(flag)
+
+            def get_flag(self, flag: str) -> bool:
+                return flag in self.flags
+
+            def set_memory_pool_limit(self, pool: str, size: int) -> None:
+                self.workspace = size
+
+        class Builder:
+            def __init__(self, logger: Any) -> None:
+                pass
+
+            def create_network(self, flags: int) -> object:
+                trt.network_flags.append(flags)
+                return object()
+
+            def create_builder_config(self) -> Config:
+                trt.config = Config()
+                return trt.config
+
+            def build_serialized_network(self, network: object, config: Config) -> bytes:
+                return b"plan"
+
+        class OnnxParser:
+            num_errors = 0
+
+            def __init__(self, network: object, logger: Any) -> None:
+                pass
+
+            def parse_from_file(self, path: str) -> bool:
+                return Path(path).exists()
+
+        class Inspector:
+            def get_engine_information(self, fmt: str) -> str:
+                return json.dumps({"Layers": [], "I/O Tensors": []})
+
+        class Engine:
+            def create_engine_inspector(self) -> Inspector:
+                return Inspector()
+
+        class Runtime:
+            def __init__(self, logger: Any) -> None:
+                pass
+
+            def deserialize_cuda_engine(self, plan: bytes) -> Engine:
+                return Engine()
+
+        self.Builder, self.OnnxParser, self.Runtime = Builder, OnnxParser, Runtime
+
+
+@pytest.mark.parametrize(("dtype", "tf32"), [("fp32", False), ("tf32", True), ("fp16", False)])
+def test_the_build_is_strongly_typed_and_sets_tf32_from_the_dtype(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str, tf32: bool,
+) -> None:
+    import backends.tensorrt as tensorrt_backend
+    from harness.precision import torch_dtype
+
+    monkeypatch.setattr(tensorrt_backend, "_logger", None)  # one logger per process: the stand-in's here
+    trt = FakeTensorRT()
+    model = TinyResNet().eval().to(torch_dtype(dtype))
+    example = torch.randn(2, 3, 32, 32).to(torch_dtype(dtype))
+    out = tmp_path / "engine"
+    out.mkdir()
+    built: dict[str, Any] = {}
+    tensorrt_backend._build(trt, model, example, tmp_path / "cache", out, dtype, "on",
+                            checked_options({}), built)
+    assert trt.network_flags == [1 << FakeTensorRT.NetworkDefinitionCreationFlag.STRONGLY_TYPED]
+    assert trt.config.get_flag("TF32") is tf32  # no FP16/BF16 flag was asked for: 11 has none
+    assert trt.config.profiling_verbosity == "DETAILED"
+    build = json.loads((out / "build.json").read_text())
+    assert build["tf32_flag"] is tf32 and build["tensorrt"] == "11.4.0.106"
+    assert (out / "engine.plan").read_bytes() == b"plan"
+
+
 # --- on a GPU -------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
@@ -313,7 +433,7 @@ def test_intermediate_outputs_are_the_onnx_activations_that_depend_on_the_input(
 def test_engines_match_eager_and_fusion_off_has_more_layers(tmp_path: Path, dtype: str) -> None:
     pytest.importorskip("tensorrt")
     from harness.correctness import compare
-    from harness.zoo import torch_dtype
+    from harness.precision import torch_dtype
 
     torch.manual_seed(0)
     model = TinyResNet().eval().to(device="cuda", dtype=torch_dtype(dtype))

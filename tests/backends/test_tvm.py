@@ -7,6 +7,7 @@ variant is compiled once per module and shared by the tests that read it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,33 @@ def test_resnet18_fuses_every_conv_and_matches_eager(tmp_path: Path) -> None:
         assert prepared.cpu_dispatches(example) == len(report.kernels) < 30
     finally:
         prepared.close()
+
+
+def test_the_cuda_target_comes_from_the_compute_capability_without_a_device_query() -> None:
+    from backends.tvm import cuda_target
+
+    target = cuda_target((9, 0))
+    assert target.kind.name == "cuda" and str(target.attrs["arch"]) == "sm_90"
+    assert target.host is not None and target.host.kind.name == "llvm"
+
+
+def test_a_model_already_on_the_host_is_not_copied_for_the_import() -> None:
+    from backends.tvm import _host_copy
+
+    model, example = _tiny()
+    assert _host_copy(model, example) == (model, example)
+
+
+def test_mobilenet_compiles_for_cuda_with_every_function_scheduled(tmp_path: Path) -> None:
+    """The CUDA pipeline on a machine without a GPU (codegen needs none; NVRTC turns the source into
+    GPU binaries where one is present). mobilenet_v3_small at batch 8 has convolutions fused with
+    hardswish that dlight's Matmul rule failed on, which stopped every build for such models."""
+    torchvision = pytest.importorskip("torchvision")
+    from backends.tvm import _build, cuda_target
+
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    _build(model, torch.randn(8, 3, 32, 32), cuda_target((9, 0)), "on", {"opt_level": 3}, tmp_path)
+    assert (tmp_path / "model.so").stat().st_size > 0
+    report = json.loads((tmp_path / "fusion_report.json").read_text())
+    assert sum(1 for k in report["kernels"] if len(k["ops"]) > 1) > 10

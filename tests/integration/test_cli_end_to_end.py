@@ -51,7 +51,7 @@ def test_smoke_runs_clean(smoke) -> None:
 def test_bundle_header_describes_the_run(smoke) -> None:
     _, bundle = smoke
     header = json.loads((bundle / "bundle.json").read_text())
-    assert header["schema_version"] == 2 and header["device"] == "cpu" and header["state"] == "complete"
+    assert header["schema_version"] == 3 and header["device"] == "cpu" and header["state"] == "complete"
     assert header["scenario"]["name"] == "smoke" and len(header["scenario_sha256"]) == 64
     assert header["harness"]["version"]
     system = header["system"]
@@ -205,6 +205,8 @@ def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> Non
         [sys.executable, "-m", "harness.cli", "run", "scenarios/smoke.yaml", "--device", "cpu", "--out", str(out),
          "--only", "backend=eager"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a test runner started in the background inherits SIGINT ignored; a user's terminal does not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(out.glob("*/cells/*.json")):

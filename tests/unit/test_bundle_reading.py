@@ -108,6 +108,17 @@ def test_v1_records_upgrade_by_explicit_steps_without_changing_the_input() -> No
     assert header == {"schema_version": 1, "cells": []} and "backend_figures" not in cell["metrics"]["kernels"]
 
 
+@pytest.mark.parametrize(("device", "dtype", "math"), [
+    ("cpu", "fp32", "ieee"), ("cpu", "bf16", "bf16"), ("cuda", "fp16", "fp16"), ("cuda", "fp32", "unrecorded"),
+])
+def test_v2_cells_gain_the_math_mode_known_of_them(device: str, dtype: str, math: str) -> None:
+    cell = {"schema_version": 2, "config": {"device": device, "dtype": dtype}, "metrics": {"correctness": {"ok": True}}}
+    upgraded = upgraded_cell(cell, "c")
+    assert upgraded["metrics"]["math_mode"]["effective"] == math and "inferred" in upgraded["metrics"]["math_mode"]["note"]
+    skipped = upgraded_cell({"schema_version": 2, "config": {"device": device, "dtype": dtype}, "metrics": {}}, "c")
+    assert "math_mode" not in skipped["metrics"], "a cell that measured nothing has no math mode"
+
+
 @pytest.mark.parametrize(("version", "error", "words"), [
     (SCHEMA_VERSION + 1, SchemaVersionError, "newer than this harness reads"),
     (0, BundleError, "unknown schema version 0"),

@@ -76,3 +76,19 @@ def test_backend_models_restrict_its_cells() -> None:
     cells = expand(data, "cpu")
     pairs = sorted((c.config["backend"], c.config["model"]["name"]) for c in cells if c.config["batch"] == 8)
     assert pairs == [("eager", "mobilenet_v3_small"), ("eager", "resnet18"), ("inductor", "mobilenet_v3_small")]
+
+
+def test_graphs_multiply_the_variants_and_say_so_in_the_label() -> None:
+    data = resolved(backends=[{"name": "eager", "graphs": ["on", "off"]}], scenarios=["SingleStream"],
+                    models=["resnet18"])
+    cells = expand(data, "cuda")
+    assert sorted(c.label for c in cells) == ["resnet18 eager fusion-on SingleStream cuda fp32 b1",
+                                              "resnet18 eager fusion-on graphs SingleStream cuda fp32 b1"]
+    assert [c.config["variant"]["graphs"] for c in select(cells, parse_only("graphs=on"))] == ["on"]
+    assert len({c.id for c in cells}) == 2
+
+
+def test_tf32_is_a_dtype_of_its_own() -> None:
+    cells = expand(resolved(dtypes=["fp32", "tf32"], scenarios=["SingleStream"], models=["resnet18"]), "cuda")
+    assert sorted({c.config["dtype"] for c in cells}) == ["fp32", "tf32"]
+    assert len({c.id for c in cells}) == len(cells)

@@ -20,10 +20,11 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
 
 
-def cell(status: str = "valid", samples: list[int] | None = None, reason: str = "") -> dict[str, Any]:
+def cell(status: str = "valid", samples: list[int] | None = None, reason: str = "", math: str = "ieee") -> dict[str, Any]:
     return {"id": "0123456789abcdef", "label": "m b fusion-on Offline cpu fp32 b8", "status": status,
             "reasons": [reason] if reason else [], "config": {"backend": "b"},
-            "metrics": {"device_time": {"samples_ns": samples or []}}}
+            "metrics": {"device_time": {"samples_ns": samples or []},
+                        "math_mode": {"effective": math, "problems": []}}}
 
 
 BASE = [1000 + (i * 37) % 50 for i in range(40)]
@@ -45,6 +46,15 @@ BASE = [1000 + (i * 37) % 50 for i in range(40)]
 def test_verdicts(a: dict[str, Any], b: dict[str, Any], verdict: str) -> None:
     pair = compare_cells(a, b, 0.05, 0.01)
     assert pair.verdict == verdict, pair
+
+
+def test_cells_of_different_math_modes_are_never_paired() -> None:
+    pair = compare_cells(cell(samples=BASE), cell(samples=[int(v * 0.7) for v in BASE], math="tf32"), 0.05, 0.01)
+    assert pair.verdict == "not comparable" and pair.why == "math modes differ: A ieee, B tf32"
+    unrecorded = cell(samples=BASE)
+    del unrecorded["metrics"]["math_mode"]
+    pair = compare_cells(unrecorded, cell(samples=BASE), 0.05, 0.01)
+    assert pair.verdict == "not comparable" and "A unrecorded" in pair.why
 
 
 def test_a_big_but_noisy_change_needs_the_rank_test_too() -> None:

@@ -59,7 +59,7 @@ def cell_for(backend: str, scenario: str = "SingleStream") -> dict[str, Any]:
         "batch_sizes": {"cpu": [2]},
         "inputs": {"samples": 4},
         "loadgen": {"min_duration_s": 0.3, "min_query_count": 64},
-        "timing": {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1},
+        "timing": {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1, "max_warmup_s": 0.3, "repetitions": 2},
         "passes": {"memory_iters": 2, "profile_iters": 1},
     }
     resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
@@ -106,8 +106,20 @@ def test_eager_cell_has_every_metric(
     m = answer["metrics"]
     assert m["correctness"]["ok"] and m["correctness"]["max_abs_error"] == 0.0
     timing = m["device_time"]
-    assert len(timing["samples_ns"]) == timing["summary"]["n"] >= 5 and len(timing["warmup_samples_ns"]) == 1
+    assert len(timing["samples_ns"]) == timing["summary"]["n"] >= 5 and len(timing["warmup_samples_ns"]) >= 2
     assert all(s > 0 for s in timing["samples_ns"])
+    # half the timed calls before LoadGen, half after; what ran beside each is read around it
+    assert [r["when"] for r in timing["repetitions"]] == ["before loadgen", "after loadgen"]
+    assert all(r["beside"]["cpu"]["wall_s"] > 0 for r in timing["repetitions"])
+    assert timing["warmup"]["calls"] == len(timing["warmup_samples_ns"])
+    agreement = m["latency_agreement"]
+    statistic = "mean" if scenario == "Offline" else "median"
+    assert agreement["device_ns_per_batch"] == timing["summary"][f"{statistic}_ns"] and agreement["gap"] is not None
+    assert agreement["within"] or agreement["why"]
+    assert m["math_mode"]["effective"] == "ieee" and m["math_mode"]["problems"] == []
+    assert m["rewrites"] == {}
+    assert isinstance(answer["warnings"], list)
+    assert answer["environment"]["cpu_affinity"] and "torch_interop_threads" in answer["environment"]
     lg = m["loadgen"]
     assert lg["validity"] == "VALID" and lg["metric"]["value"] > 0
     assert (tmp_path / "artifacts" / lg["log_dir"] / "mlperf_log_summary.txt").exists()

@@ -1,0 +1,90 @@
+"""run.sh's bootstrap: the GPU stack on a host with a GPU, the plain stack elsewhere, and a run
+without a virtual environment (a machine without network whose Python has the packages)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from harness import registry
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_sh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO / "run.sh"), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})}, cwd=REPO)
+
+
+def fake_nvidia_smi(tmp_path: Path, listing: str) -> str:
+    (tmp_path / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{listing}'\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    return f"{tmp_path}:{os.environ['PATH']}"
+
+
+def test_a_gpu_host_gets_onnxruntime_gpu_and_tensorrt_from_their_lock(tmp_path: Path) -> None:
+    path = fake_nvidia_smi(tmp_path, "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\\n")
+    done = run_sh("--install-plan", env={"PATH": path, "FUSIONBENCH_VENV": str(tmp_path / "venv")})
+    assert done.returncode == 0, done.stderr
+    plan = done.stdout
+    assert plan.startswith("# GPU stack: yes")
+    assert "requirements-gpu.lock" in plan and "--extra-index-url https://pypi.nvidia.com" in plan
+    assert "-r " + str(REPO / "requirements.lock") not in plan, "the CPU onnxruntime must not be installed beside the GPU one"
+
+
+def test_a_host_without_a_gpu_gets_the_plain_lock(tmp_path: Path) -> None:
+    path = fake_nvidia_smi(tmp_path, "")  # nvidia-smi present, no GPU listed
+    done = run_sh("--install-plan", env={"PATH": path, "FUSIONBENCH_VENV": str(tmp_path / "venv")})
+    assert done.stdout.startswith("# GPU stack: no")
+    assert str(REPO / "requirements.lock") in done.stdout and "requirements-gpu.lock" not in done.stdout
+    forced = run_sh("--install-plan", env={"PATH": path, "FUSIONBENCH_GPU_STACK": "on"})
+    assert forced.stdout.startswith("# GPU stack: yes")
+
+
+def test_the_gpu_lock_pins_cuda13_builds_that_match_the_container() -> None:
+    pins = dict(line.split("==") for line in (REPO / "requirements-gpu.lock").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert set(pins) == {"onnxruntime-gpu", "tensorrt-cu13", "tensorrt-cu13-bindings", "tensorrt-cu13-libs"}
+    native = dict(line.split("==") for line in (REPO / "requirements.lock").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    assert pins["onnxruntime-gpu"] == native["onnxruntime"], "the GPU build must be the CPU build's version"
+    assert len({pins[name] for name in pins if name.startswith("tensorrt")}) == 1
+    dockerfile = (REPO / "containers" / "Dockerfile").read_text()
+    assert f"TENSORRT_LIBS_VERSION={pins['tensorrt-cu13-libs']}" in dockerfile
+
+
+def test_without_a_venv_missing_packages_are_named(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)
+    done = run_sh("backends", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": str(bare / "bin" / "python")})
+    assert done.returncode == 2
+    assert "lacks: torch torchvision mlperf_loadgen pydantic yaml" in done.stderr
+    assert "--no-index --find-links" in done.stderr
+
+
+def test_without_a_venv_the_current_python_runs_the_checkout() -> None:
+    done = run_sh("models", "--family", "resnet", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr
+    assert "resnet18" in done.stdout
+
+
+def test_an_uninstalled_checkout_finds_its_backends_in_pyproject(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    monkeypatch.setattr(registry, "_installed", lambda: False)
+    assert {"eager", "inductor", "onnxruntime", "tvm", "tensorrt", "null"} <= set(registry.names())
+    assert registry.load("eager").name == "eager"
+    monkeypatch.setattr(registry, "_installed", lambda: True)  # installed: metadata is the only source
+    assert registry.names() == []
+
+
+def test_pyproject_entry_points_are_read_as_declared(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n[project.entry-points."fusionbench.backends"]\nmine = "pkg.mod:Mine"\n')
+    assert registry.source_entry_points(pyproject) == [EntryPoint("mine", "pkg.mod:Mine", registry.GROUP)]
+    assert registry.source_entry_points(tmp_path / "missing.toml") == []

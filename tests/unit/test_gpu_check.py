@@ -1,0 +1,77 @@
+"""`fusionbench gpu-check`: its verdict table, the backends it could not run and why, its time
+budget, and a clear refusal on a machine without a GPU."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from harness.gpu_check import SCENARIO, could_not_run, verdict_table
+from harness.runner import RunRequest, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cell(backend: str, fusion: str, status: str, reasons: list[str] | None = None, **metrics: Any) -> dict[str, Any]:
+    return {"status": status, "reasons": reasons or [], "metrics": metrics, "config": {
+        "backend": backend, "model": {"name": "resnet18"}, "variant": {"fusion": fusion, "options": {}},
+        "scenario": "Offline", "batch": 32, "dtype": "fp32"}}
+
+
+def rendered(table: Any) -> str:
+    console = Console(file=io.StringIO(), width=200)
+    console.print(table)
+    return console.file.getvalue()
+
+
+def test_the_table_has_a_verdict_per_backend_and_fusion() -> None:
+    cells = [
+        cell("inductor", "on", "valid", math_mode={"effective": "ieee"}, kernels={"kernels_per_inference": 31.0},
+             loadgen={"metric": {"value": 18919.4, "unit": "samples/s"}},
+             device_time={"summary": {"median_ns": 1.62e6, "cv": 0.004}}, latency_agreement={"gap": 0.021}),
+        cell("tensorrt", "off", "skipped", ["tensorrt is not importable (No module named 'tensorrt')"]),
+        cell("tvm", "on", "failed", ["prepare: tvm: compilation for cuda failed: ..."]),
+    ]
+    text = rendered(verdict_table(cells))
+    assert "18,919 samples/s" in text and "1.620 ms (CV 0.4%)" in text and "+2.1%" in text
+    assert "ieee" in text and " 31 " in text
+    assert could_not_run(cells) == [
+        "tensorrt: skipped: tensorrt is not importable (No module named 'tensorrt')",
+        "tvm: failed: prepare: tvm: compilation for cuda failed: ...",
+    ]
+
+
+def test_the_check_scenario_covers_every_built_in_backend_both_ways() -> None:
+    import yaml
+
+    scenario = yaml.safe_load(SCENARIO.read_text())
+    names = {b if isinstance(b, str) else b["name"] for b in scenario["backends"]}
+    assert names == {"eager", "inductor", "onnxruntime", "tvm", "tensorrt"}
+    assert scenario["device"] == "cuda" and scenario["dtypes"] == "fp32"
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_without_a_gpu_it_refuses_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "gpu-check", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 2 and "needs an NVIDIA GPU that torch can see" in done.stderr
+    assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_a_spent_budget_skips_the_cells_left_saying_so(tmp_path: Path) -> None:
+    scenario = tmp_path / "null.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n")
+    code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=1e-9),
+               Console(file=io.StringIO()))
+    assert code == 0
+    bundle = next((tmp_path / "out").iterdir())
+    cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
+    assert len(cells) == 2
+    assert all(c["status"] == "skipped" and "time budget was spent" in c["reasons"][0] for c in cells)

@@ -1,0 +1,88 @@
+"""The device-timing pass with a fake clock and a fake model: warm-up until steady (not a fixed
+count), repetitions sized from the settled estimate, what ran beside each read around it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.contract import Prepared
+from harness.fusion import FusionReport
+from harness.timing import STEADY_TOLERANCE, DeviceTiming
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Settling(Prepared):
+    """Each call advances the fake clock by its latency: slow at first, then steady."""
+
+    def __init__(self, clock: FakeClock, latencies: list[int], steady_ns: int) -> None:
+        self.clock = clock
+        self.latencies = list(latencies)
+        self.steady_ns = steady_ns
+        self.calls = 0
+
+    def __call__(self, batch: Any) -> Any:
+        self.clock.now += self.latencies.pop(0) if self.latencies else self.steady_ns
+        self.calls += 1
+        return batch
+
+    def synchronize(self) -> None:
+        pass
+
+    def fusion_report(self) -> FusionReport:
+        return FusionReport(kernels=(), source="fake")
+
+
+SETTINGS = {"warmup_iters": 3, "max_warmup_s": 5.0, "min_iters": 10, "max_iters": 2000, "min_time_s": 1.0,
+            "repetitions": 4}
+
+
+def test_warm_up_lasts_until_the_figure_settles() -> None:
+    clock = FakeClock()
+    # 20 ms per call at first, settling to 10 ms after 40 calls: a fixed 3-call warm-up would time the slow start
+    model = Settling(clock, [20_000_000 - i * 250_000 for i in range(40)], 10_000_000)
+    timing = DeviceTiming(model, None, SETTINGS, "cpu", clock=clock)
+    timing.warm_up()
+    assert timing.steady and len(timing.warmup_ns) > 40
+    assert timing.estimate_ns == 10_000_000
+    assert timing.calls_per_repetition() == 25  # 1 s in all over 4 repetitions at 10 ms
+
+
+def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so() -> None:
+    clock = FakeClock()
+    model = Settling(clock, [int(10_000_000 * 0.996**i) for i in range(10_000)], 10_000_000)  # 4% faster a window
+    timing = DeviceTiming(model, None, {**SETTINGS, "max_warmup_s": 1.0}, "cpu", clock=clock)
+    timing.warm_up()
+    timing.repetition("before loadgen")
+    result = timing.result()
+    assert not result["warmup"]["steady"] and 1.0 <= result["warmup"]["seconds"] < 1.5
+
+
+def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
+    clock = FakeClock()
+    model = Settling(clock, [], 10_000_000)
+    seen = []
+    timing = DeviceTiming(model, None, {**SETTINGS, "repetitions": 2}, "cpu", clock=clock,
+                          observe=lambda: clock.now, compare=lambda a, b: {"cpu": {"wall_s": (b - a) / 1e9}})
+    timing.warm_up()
+    timing.repetition("before loadgen")
+    model.steady_ns = 10_500_000  # the machine got 5% slower during LoadGen's run
+    timing.repetition("after loadgen")
+    result = timing.result()
+    assert [r["when"] for r in result["repetitions"]] == ["before loadgen", "after loadgen"]
+    assert result["repetitions"][0]["beside"]["cpu"]["wall_s"] == pytest.approx(0.5)
+    assert result["repetition_spread"] == pytest.approx(0.5 / 10.25)  # spread over the median of the medians
+    assert result["summary"]["n"] == len(result["samples_ns"]) == 100
+    assert seen == [] and result["host_samples_ns"] is None
+
+
+def test_the_tolerance_is_two_percent() -> None:
+    assert STEADY_TOLERANCE == 0.02

@@ -1,0 +1,125 @@
+"""Whether figures can be trusted: LoadGen against device timing (and why they differ), noise,
+drift, a busy or shared machine, a throttling GPU; and the readers behind them (/proc, NVML)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import activity, gpu_state
+from harness.trust import latency_agreement, warnings
+
+
+def loadgen(results: dict[str, Any], **sut: Any) -> dict[str, Any]:
+    return {"results": results, "sut": {"batches_in_flight": 1, **sut}}
+
+
+def timing(median_ns: float, mean_ns: float | None = None) -> dict[str, float]:
+    return {"median_ns": median_ns, "mean_ns": mean_ns if mean_ns is not None else median_ns}
+
+
+def test_singlestream_and_offline_agree_within_five_percent_like_with_like() -> None:
+    single = latency_agreement("SingleStream", 1, loadgen({"result_50.00_percentile_latency_ns": 10.3e6}),
+                               timing(10e6, 11e6))
+    assert single["gap"] == pytest.approx(0.03) and single["within"] and single["why"] == ""
+    assert single["device_statistic"] == "median"
+    # Offline's throughput is a mean over the run: compared with the timing's mean, not its median
+    offline = latency_agreement("Offline", 8, loadgen({"result_samples_per_second": 800.0}), timing(9e6, 10e6))
+    assert offline["loadgen_ns_per_batch"] == pytest.approx(10e6) and offline["within"]
+    assert offline["device_statistic"] == "mean"
+
+
+def test_a_model_that_ran_slower_under_loadgen_is_named_as_the_cause() -> None:
+    result = latency_agreement("Offline", 8, loadgen({"result_samples_per_second": 449.0}, call_mean_ns=17.5e6,
+                                                     gather_median_ns=0, respond_median_ns=4e3), timing(7.35e6))
+    assert not result["within"] and result["gap"] > 1
+    assert result["why"].startswith("the model itself ran 138% slower inside LoadGen's run")
+
+
+def test_the_harnesss_own_work_is_named_when_the_model_was_not_slower() -> None:
+    result = latency_agreement("MultiStream", 8, loadgen({"result_50.00_percentile_per_query_latency_ns": 11.2e6},
+                                                         call_median_ns=10.1e6, gather_median_ns=1.0e6,
+                                                         respond_median_ns=0.05e6), timing(10e6))
+    assert not result["within"] and "the system under test's own work per batch" in result["why"]
+
+
+def test_batches_in_flight_may_beat_the_sequential_timing_but_not_fall_behind() -> None:
+    ahead = latency_agreement("Offline", 64, loadgen({"result_samples_per_second": 17_000.0}, batches_in_flight=2),
+                              timing(3.96e6))
+    assert ahead["gap"] < -0.04 and ahead["within"]
+    behind = latency_agreement("Offline", 64, loadgen({"result_samples_per_second": 12_120.0}, batches_in_flight=2),
+                               timing(3.96e6))
+    assert not behind["within"] and "fell 33% behind" in behind["why"]
+
+
+def test_server_is_not_compared() -> None:
+    assert latency_agreement("Server", 1, loadgen({}), timing(1e6))["gap"] is None
+
+
+def test_warnings_name_noise_drift_the_machine_and_the_gpu() -> None:
+    beside = {"cpu": {"wall_s": 1.0, "other_processes_cpu_s": 0.3, "stolen_cpu_s": 0.1, "cpus": 2},
+              "gpu_before": {"clocks_event_reasons": ["gpu_idle"]},
+              "gpu_after": {"clocks_event_reasons": ["sw_thermal_slowdown"]}}
+    metrics = {
+        "device_time": {"summary": {"cv": 0.14}, "warmup": {"steady": False, "seconds": 5.0, "calls": 9, "tolerance": 0.02},
+                        "repetition_spread": 0.06, "repetitions": [
+                            {"when": "before loadgen", "median_ns": 10e6, "beside": beside},
+                            {"when": "after loadgen", "median_ns": 10.6e6, "beside": beside}]},
+        "latency_agreement": {"within": False, "gap": 0.12, "limit": 0.05, "why": "because"},
+    }
+    found = warnings(metrics)
+    assert found[0] == "noisy: device-time CV 14% (over 10%)"
+    assert found[1].startswith("the warm-up did not settle within 5.0 s")
+    assert found[2].startswith("drift: the timed repetitions' medians spread 6% (before loadgen 10.000 ms")
+    assert "other processes used 0.30 cores" in found[3]
+    assert "the hypervisor took 5% of the CPUs" in found[4]
+    assert found[5] == "the GPU held its clocks down during the timed calls (sw_thermal_slowdown)"
+    assert found[6] == "LoadGen and device timing disagree by +12% (limit 5%): because"
+    assert warnings({"device_time": {"summary": {"cv": 0.01}}}) == []
+
+
+def test_activity_reads_busy_threads_others_and_steal_from_proc(tmp_path: Path) -> None:
+    def fake_proc(ticks: int, steal: int, machine_user: int) -> Path:
+        root = tmp_path / f"proc-{ticks}"
+        (root / "self" / "task" / "101").mkdir(parents=True)
+        (root / "self" / "task" / "102").mkdir(parents=True)
+        fields = lambda utime: " ".join(["S"] + ["0"] * 10 + [str(utime), "0"] + ["0"] * 23 + ["1"])  # noqa: E731
+        (root / "self" / "task" / "101" / "stat").write_text(f"101 (python) {fields(ticks)}")
+        (root / "self" / "task" / "102" / "stat").write_text(f"102 (Log IO (x)) {fields(0)}")
+        (root / "self" / "stat").write_text(f"101 (python) {fields(ticks)}")
+        (root / "stat").write_text(f"cpu  {machine_user} 0 0 1000 0 0 0 {steal} 0 0\ncpu0 1 2 3\n")
+        return root
+
+    before = activity.snapshot(fake_proc(100, 5, 300))
+    after = activity.snapshot(fake_proc(200, 15, 450))
+    assert before is not None and after is not None
+    object.__setattr__(after, "wall_ns", before.wall_ns + 1_000_000_000)
+    used = activity.compare(before, after)
+    assert used["busy_threads"] == [{"tid": 101, "name": "python", "cpu_s": 1.0, "last_cpu": 1}]
+    assert used["process_cpu_s"] == 1.0 and used["other_processes_cpu_s"] == 0.5 and used["stolen_cpu_s"] == 0.1
+    assert activity.snapshot(tmp_path / "nothing") is None
+    assert "unavailable" in activity.compare(None, after)
+
+
+def test_gpu_state_reads_clocks_and_names_the_slowdowns() -> None:
+    nvml = types.SimpleNamespace(
+        NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetClockInfo=lambda h, kind: 1980 if kind == 0 else 2619,
+        nvmlDeviceGetTemperature=lambda h, kind: 71, nvmlDeviceGetPowerUsage=lambda h: 512_000,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4 | 0x1,
+    )
+    import harness.memory
+
+    original = harness.memory.device_handle
+    harness.memory.device_handle = lambda nvml: "handle"
+    try:
+        state = gpu_state.read(nvml)
+    finally:
+        harness.memory.device_handle = original
+    assert state == {"sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "temperature_c": 71, "power_w": 512.0,
+                     "clocks_event_reasons": ["gpu_idle", "sw_power_cap"]}
+    assert gpu_state.slowdowns([state]) == ["sw_power_cap"]
+    assert "unavailable" in gpu_state.read(types.SimpleNamespace())
