@@ -10,7 +10,6 @@ from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport, KernelGroup
 
-
 # Allocations that run no kernel of their own.
 _NO_COMPUTE = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 

@@ -32,28 +32,35 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from unittest import mock
 
 from backends import torch_kernel_time
-from backends.inductor_freezing import freezing_without_fusion
 from backends.inductor_code import kernel_calls
 from backends.inductor_folding import FoldWatch
+from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
 from harness.atomic import write_json_atomic
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
-from harness.options import checked
+from harness.options import BackendOptions, parse
 
 GENERATED_PREFIX = "cpp_fused"  # Inductor's name for the C++ kernels it generates
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # graphs decide the last two
-OPTIONS = {"mode": str, "freezing": bool}
+Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+class InductorOptions(BackendOptions):
+    mode: Mode = "default"
+    freezing: bool = True
 
 
 class InductorBackend(Backend):
     name = "inductor"
     cuda_graphs = True
+    options_model = InductorOptions
+    # Inductor's and Triton's on-disk caches: a fresh folder of each cell's own
+    scratch_env = {"TORCHINDUCTOR_CACHE_DIR": "inductor-cache", "TRITON_CACHE_DIR": "triton-cache"}
 
     def availability(self, device: str) -> Availability:
         basic = torch_availability(device)
@@ -84,7 +91,7 @@ class InductorBackend(Backend):
         self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
         cache_dir: Path,
     ) -> Prepared:
-        options = _checked_options(variant)
+        options = parse(self.name, InductorOptions, variant.options).model_dump()
         import torch
         import torch._inductor.config as inductor_config
         from torch._inductor.utils import run_and_get_code
@@ -224,13 +231,6 @@ def _remember_isa(device: str, cache_dir: Path) -> None:
         write_json_atomic(recorded, known)
     except (OSError, ValueError):
         pass
-
-
-def _checked_options(variant: Variant) -> dict[str, Any]:
-    resolved = checked("inductor", variant.options, OPTIONS, {"mode": "default", "freezing": True})
-    if resolved["mode"] not in MODES:
-        raise BackendFailed(f"inductor option mode={resolved['mode']!r}; allowed: {', '.join(MODES)}")
-    return resolved
 
 
 ISA_FILE = "vector-isa-check.json"

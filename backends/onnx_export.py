@@ -35,9 +35,9 @@ def exported_onnx(model: Any, example: Any, cache_dir: Path) -> tuple[Path, bool
 
 
 def _export(model: Any, example: Any, path: Path) -> None:
-    import torch
     import onnxscript.optimizer as optimizer
     import onnxscript.rewriter as rewriter
+    import torch
     from onnxscript import ir
 
     try:

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from backends.onnx_export import exported_onnx
 from backends.onnx_graph import kernel_groups
@@ -43,11 +45,16 @@ from backends.torch_device import synchronize
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport
-from harness.options import checked
+from harness.options import BackendOptions, parse
 
-LEVELS = ("disable", "basic", "extended", "all")
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
-OPTIONS = {"level": str, "disabled_optimizers": list, "provider": str, "intra_op_threads": int}
+
+
+class OnnxRuntimeOptions(BackendOptions):
+    level: Literal["disable", "basic", "extended", "all"] = "all"
+    disabled_optimizers: list[str] = Field(default_factory=list)
+    provider: Literal["auto", "cpu", "cuda", "tensorrt"] = "auto"
+    intra_op_threads: int = Field(0, ge=0, le=4096)
 # ONNX Runtime 1.31's graph transformers and rewrite rules that fuse operators (onnxruntime/core/
 # optimizer/graph_transformer_utils.cc), left out for fusion off; the last two are explained above.
 FUSING_TRANSFORMERS = (
@@ -70,6 +77,7 @@ def _ort() -> Any:
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
+    options_model = OnnxRuntimeOptions
 
     def availability(self, device: str) -> Availability:
         try:
@@ -151,21 +159,8 @@ class OnnxRuntimeBackend(Backend):
 
 
 def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
-    defaults = {
-        "level": "all", "disabled_optimizers": [], "provider": "auto", "intra_op_threads": 0,
-    }
-    options = checked("onnxruntime", variant.options, OPTIONS, defaults)
-    if options["level"] not in LEVELS:
-        raise BackendFailed(f"onnxruntime option level={options['level']!r}; allowed: {', '.join(LEVELS)}")
-    if not all(isinstance(name, str) for name in options["disabled_optimizers"]):
-        raise BackendFailed("onnxruntime option disabled_optimizers must be a list of transformer names")
-    if options["intra_op_threads"] < 0:
-        raise BackendFailed(f"onnxruntime option intra_op_threads must be >= 0, got {options['intra_op_threads']}")
-    provider = options["provider"]
-    if provider == "auto":
-        provider = device
-    if provider not in PROVIDERS:
-        raise BackendFailed(f"onnxruntime option provider={provider!r}; allowed: auto, {', '.join(PROVIDERS)}")
+    options = parse("onnxruntime", OnnxRuntimeOptions, variant.options).model_dump()
+    provider = device if options["provider"] == "auto" else options["provider"]
     if (provider == "cpu") != (device == "cpu"):
         raise BackendFailed(f"onnxruntime provider={provider} cannot run a {device} cell")
     available = _ort().get_available_providers()

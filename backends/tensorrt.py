@@ -33,16 +33,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from backends.onnx_export import exported_onnx
 from backends.tensorrt_layers import engine_layers, intermediate_outputs, onnx_activations, onnx_op_types
 from harness.artifact_cache import cached_dir, fingerprint
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport
-from harness.options import checked
+from harness.options import BackendOptions, parse
 
-OPTIONS = {"workspace_mib": int, "builder_optimization_level": int}
-DEFAULTS = {"workspace_mib": 4096, "builder_optimization_level": 3}
+
+class TensorRTOptions(BackendOptions):
+    workspace_mib: int = Field(4096, gt=0, le=1 << 20)
+    builder_optimization_level: int = Field(3, ge=0, le=5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_tf32(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "tf32" in data:
+            raise ValueError("option tf32 is gone: the cell's dtype decides (fp32: TF32 off, tf32: TF32 on)")
+        return data
+
+
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 OUTPUT_NAME = "output"  # the exporter's name for the model's output (backends/onnx_export.py)
 PLAN_FILE, LAYERS_FILE, OPS_FILE, BUILD_FILE = "engine.plan", "layers.json", "onnx_ops.json", "build.json"
@@ -63,6 +76,7 @@ def _trt() -> Any:
 
 class TensorRTBackend(Backend):
     name = "tensorrt"
+    options_model = TensorRTOptions
 
     def availability(self, device: str) -> Availability:
         if device != "cuda":
@@ -144,16 +158,7 @@ class TensorRTBackend(Backend):
 
 def checked_options(options: Any) -> dict[str, Any]:
     """The options with their defaults, or BackendFailed naming what is wrong and what is allowed."""
-    if "tf32" in options:
-        raise BackendFailed("tensorrt option tf32 is gone: the cell's dtype decides (fp32: TF32 off, tf32: TF32 on)")
-    resolved = checked("tensorrt", options, OPTIONS, DEFAULTS)
-    if resolved["workspace_mib"] <= 0:
-        raise BackendFailed(f"tensorrt option workspace_mib must be > 0, got {resolved['workspace_mib']}")
-    if not 0 <= resolved["builder_optimization_level"] <= 5:
-        raise BackendFailed(
-            f"tensorrt option builder_optimization_level must be 0-5, got {resolved['builder_optimization_level']}"
-        )
-    return resolved
+    return parse("tensorrt", TensorRTOptions, options).model_dump()
 
 
 def _exporter_versions() -> dict[str, str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from typing import Any, Callable
-
 from unittest import mock
 
 DEFINITION = ("share of one inference under torch.profiler spent inside operators that compute and generated "

@@ -42,16 +42,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from harness.artifact_cache import cached_dir, fingerprint
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
-from harness.options import checked
+from harness.options import BackendOptions, parse
 
-OPTIONS = {"opt_level": int, "mcpu": str}
-MCPUS = ("host", "generic")
+
+class TVMOptions(BackendOptions):
+    opt_level: int = Field(3, ge=0, le=3)
+    mcpu: Literal["host", "generic"] = "host"  # cpu cells only
+
+
 LIBRARY_FILE = "model.so"
 REPORT_FILE = "fusion_report.json"
 #: Bumped when what goes into the cached directory changes.
@@ -67,6 +73,7 @@ class TVMBackend(Backend):
     """TVM's Relax compiler and virtual machine; LLVM code on CPU, CUDA (dlight schedules) on GPU."""
 
     name = "tvm"
+    options_model = TVMOptions
 
     def availability(self, device: str) -> Availability:
         try:
@@ -146,11 +153,7 @@ class TVMBackend(Backend):
 
 
 def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
-    options = checked("tvm", variant.options, OPTIONS, {"opt_level": 3, "mcpu": "host"})
-    if not 0 <= options["opt_level"] <= 3:
-        raise BackendFailed(f"tvm option opt_level must be 0..3, got {options['opt_level']}")
-    if options["mcpu"] not in MCPUS:
-        raise BackendFailed(f"tvm option mcpu={options['mcpu']!r}; allowed: {', '.join(MCPUS)}")
+    options = parse("tvm", TVMOptions, variant.options).model_dump()
     if device != "cpu" and "mcpu" in variant.options:
         raise BackendFailed("tvm option mcpu applies to cpu cells only")
     return options

@@ -24,9 +24,10 @@ import torch
 
 from backends.eager import EagerBackend
 from backends.null import NullBackend
-from harness import loadgen, zoo
 from harness.contract import Variant
-from harness.system import cpu_info
+from harness.measure import loadgen
+from harness.models import zoo
+from harness.run.system import cpu_info
 
 TARGET_NS = 5_000
 

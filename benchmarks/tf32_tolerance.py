@@ -27,8 +27,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness import zoo
-from harness.catalog import all_models
+from harness.models import zoo
+from harness.models.catalog import all_models
 from harness.precision import PRECISIONS
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "vit_b_16")

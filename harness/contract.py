@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from harness.fusion import FusionReport
+from harness.options import BackendOptions
 
 __all__ = ["Availability", "Backend", "FusionReport", "Prepared", "Variant"]
 
@@ -136,6 +137,14 @@ class Backend(abc.ABC):
     #: True for backends that implement `Variant.graphs == "on"` (the harness skips the cells of
     #: the others, saying so).
     cuda_graphs: ClassVar[bool] = False
+    #: The typed model of the backend's `options:` (harness/options.py); the scenario loader checks
+    #: every entry's options against it, so a typo stops the run before anything is written. The
+    #: default accepts no options.
+    options_model: ClassVar[type[BackendOptions]] = BackendOptions
+    #: Environment variables the worker points at fresh folders of the cell's own (variable ->
+    #: folder name), e.g. a compiler's on-disk cache; the worker's environment is otherwise the
+    #: whitelisted one (harness/run/isolation.py).
+    scratch_env: ClassVar[dict[str, str]] = {}
 
     @abc.abstractmethod
     def availability(self, device: str) -> Availability:

@@ -7,6 +7,9 @@ traceback (in the cell's log when it happens inside a worker).
 
 from __future__ import annotations
 
+#: The exit code of a run stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
+
 
 class HarnessError(Exception):
     """Base of every error the harness raises on purpose."""

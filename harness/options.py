@@ -1,24 +1,50 @@
-"""Checking a backend's `options:` mapping: unknown names and wrong types are clear failures.
-
-Backends call `checked` first in `prepare`, then check the values' ranges themselves. A failure
-raises `BackendFailed`, so the cell is `failed` with a one-line reason and the sweep goes on.
+"""A backend's `options:`, typed. A backend declares `options_model`, a subclass of `BackendOptions`
+(a small pydantic model: unknown keys and wrong types refused, ranges as field constraints), and
+the scenario loader checks every backend entry's options against it before anything is written:
+a typo is exit 2 naming the file, the line and the allowed keys. `prepare` reads the options with
+`parse`, which raises `BackendFailed` (one line) for a request that did not come through a
+checked scenario file.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import pydantic
 
 from harness.errors import BackendFailed
 
 
-def checked(backend: str, given: Mapping[str, Any], kinds: Mapping[str, type], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """`defaults` updated with `given`, each value of the type `kinds` names (a bool is not an int)."""
-    unknown = sorted(set(given) - set(kinds))
-    if unknown:
-        raise BackendFailed(f"unknown {backend} option(s) {', '.join(unknown)}; allowed: {', '.join(kinds)}")
-    resolved = {**defaults, **given}
-    for key, kind in kinds.items():
-        value = resolved[key]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise BackendFailed(f"{backend} option {key} must be a {kind.__name__}, got {value!r}")
-    return resolved
+class BackendOptions(pydantic.BaseModel):
+    """Base of every backend's options model: no unknown keys, no type coercion (a bool is not an int)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Options = TypeVar("Options", bound=BackendOptions)
+
+
+def problem(model: type[BackendOptions], given: Mapping[str, Any]) -> str | None:
+    """What is wrong with `given` for `model`, in one line naming the allowed keys, or None."""
+    try:
+        model.model_validate(dict(given))
+    except pydantic.ValidationError as exc:
+        allowed = ", ".join(model.model_fields) or "none"
+        parts = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            if error["type"] == "extra_forbidden":
+                parts.append(f"unknown option {where}")
+            else:
+                parts.append(f"{where}: {error['msg']}" if where else error["msg"])
+        return f"{'; '.join(parts)} (allowed: {allowed})"
+    return None
+
+
+def parse(backend: str, model: type[Options], given: Mapping[str, Any]) -> Options:
+    """`given` as `model`, or BackendFailed naming what is wrong and the allowed keys."""
+    why = problem(model, given)
+    if why is not None:
+        raise BackendFailed(f"{backend} options: {why}")
+    return model.model_validate(dict(given))

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from harness import registry, zoo
+from harness import registry
 from harness.contract import Variant
-from harness.correctness import compare
 from harness.fusion import op_name
-from harness.op_mapping import mapping_class
+from harness.fusion.mapping import mapping_class
+from harness.measure.correctness import compare
+from harness.models import zoo
 
 torch = pytest.importorskip("torch")
 BACKENDS = ["inductor", "onnxruntime", "tvm"]

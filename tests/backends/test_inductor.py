@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract import Variant
-from harness.correctness import compare
+from harness.measure.correctness import compare
 
 torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
@@ -61,11 +61,10 @@ def test_both_variants_match_eager(prepared_pair) -> None:
 
 
 def test_freezing_is_on_in_both_variants_and_only_its_fusions_go_with_fusion_off(prepared_pair) -> None:
-    from backends.inductor import _checked_options
+    from backends.inductor import InductorOptions
 
-    assert _checked_options(Variant("on"))["freezing"] is True
-    assert _checked_options(Variant("off"))["freezing"] is True
-    assert _checked_options(Variant("off", {"freezing": False}))["freezing"] is False
+    assert InductorOptions().freezing is True
+    assert InductorOptions.model_validate({"freezing": False}).freezing is False
     pairs, _, _ = prepared_pair
     on, off = pairs["on"][0].rewrites(), pairs["off"][0].rewrites()
     for kept in ("freezing", "constant_folding", "onednn_weight_prepack"):

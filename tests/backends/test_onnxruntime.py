@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.contract import Variant
-from harness.correctness import compare
 from harness.errors import BackendFailed
+from harness.measure.correctness import compare
 
 torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
@@ -89,10 +89,11 @@ def test_export_is_cached(setup, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"level": "max"}, "level='max'; allowed: disable, basic, extended, all"),
+        ({"level": "max"}, "level: Input should be 'disable', 'basic', 'extended' or 'all'"),
         ({"provider": "cuda"}, "provider=cuda cannot run a cpu cell"),
-        ({"intra_op_threads": -1}, "intra_op_threads must be >= 0"),
-        ({"disabled_optimizers": "ConvBNFusion"}, "disabled_optimizers must be a list"),
+        ({"intra_op_threads": -1}, "intra_op_threads: Input should be greater than or equal to 0"),
+        ({"disabled_optimizers": "ConvBNFusion"}, "disabled_optimizers: Input should be a valid list"),
+        ({"levle": "all"}, "unknown option levle (allowed: level, disabled_optimizers, provider, intra_op_threads)"),
     ],
 )
 def test_bad_options_fail_clearly(setup, tmp_path: Path, options, message) -> None:

@@ -19,9 +19,9 @@ nn = torch.nn
 
 from backends.tvm import TVMBackend  # noqa: E402  (after the skip: the module needs tvm to run)
 from harness.contract import Variant  # noqa: E402
-from harness.correctness import compare  # noqa: E402
 from harness.errors import BackendFailed  # noqa: E402
 from harness.fusion import op_name  # noqa: E402
+from harness.measure.correctness import compare  # noqa: E402
 
 
 def _tiny() -> tuple[Any, Any]:
@@ -152,11 +152,11 @@ def test_other_weights_or_options_miss_the_cache(tiny: dict[str, Any], cache: Pa
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"surely_not_an_option": 1}, "unknown tvm option.*surely_not_an_option.*allowed: opt_level, mcpu"),
-        ({"opt_level": "3"}, "opt_level must be a int"),
-        ({"opt_level": True}, "opt_level must be a int"),
-        ({"opt_level": 4}, "opt_level must be 0..3"),
-        ({"mcpu": "znver9"}, "mcpu='znver9'; allowed: host, generic"),
+        ({"surely_not_an_option": 1}, "tvm options: unknown option surely_not_an_option.*allowed: opt_level, mcpu"),
+        ({"opt_level": "3"}, "opt_level: Input should be a valid integer"),
+        ({"opt_level": True}, "opt_level: Input should be a valid integer"),
+        ({"opt_level": 4}, "opt_level: Input should be less than or equal to 3"),
+        ({"mcpu": "znver9"}, "mcpu: Input should be 'host' or 'generic'"),
     ],
 )
 def test_bad_options_fail_before_compiling(options: dict[str, Any], message: str, tmp_path: Path) -> None:

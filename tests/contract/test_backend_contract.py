@@ -14,9 +14,9 @@ import pytest
 
 from harness import registry
 from harness.contract import Availability, Backend, Prepared, Variant
-from harness.correctness import compare
 from harness.errors import BackendFailed
 from harness.fusion import CLASSES, FusionReport
+from harness.measure.correctness import compare
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

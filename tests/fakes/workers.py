@@ -6,18 +6,19 @@ child process that hoards memory.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
 
+from harness.measure.protocol import WorkerAnswer, WorkerRequest
+
 
 def main() -> None:
-    request = json.loads(Path(sys.argv[1]).read_text())
-    behaviour = request["behaviour"]
-    Path(request["phase_file"]).write_text("prepare")
+    request = WorkerRequest.from_json(Path(sys.argv[1]).read_text())
+    behaviour = request.cell["behaviour"]
+    Path(request.phase_file).write_text("prepare")
     print("fake worker starting", behaviour, flush=True)
     if behaviour == "segfault":
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -35,7 +36,11 @@ def main() -> None:
             time.sleep(600 + len(hoard))
         time.sleep(600)
     elif behaviour == "answer":
-        Path(request["answer_file"]).write_text(json.dumps({"status": "valid", "reasons": [], "metrics": {"x": 1}}))
+        Path(request.answer_file).write_text(WorkerAnswer(status="valid", metrics={"x": 1}).to_json())
+    elif behaviour == "garbled":  # an answer of another protocol version
+        Path(request.answer_file).write_text('{"version": 99, "status": "valid"}')
+    elif behaviour == "environment":
+        Path(request.answer_file).write_text(WorkerAnswer(status="valid", environment=dict(os.environ)).to_json())
 
 
 if __name__ == "__main__":

@@ -174,8 +174,7 @@ def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
         "backends:\n"
         "  - eager\n"
         "  - tensorrt\n"
-        "  - {name: inductor, options: {bogus: 1}}\n"
-        "  - {name: onnxruntime, options: {level: fastest}}\n"
+        "  - {name: onnxruntime, options: {provider: cuda}}\n"
         "scenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.5}\n"
         "timing: {min_time_s: 0.1}\n"
@@ -188,13 +187,27 @@ def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
     assert statuses[("eager", "on", False)]["status"] == "valid"
     skipped = statuses[("tensorrt", "on", False)]
     assert skipped["status"] == "skipped" and "TensorRT runs only on NVIDIA GPUs" in skipped["reasons"][0]
-    failed = statuses[("inductor", "on", True)]
-    assert failed["status"] == "failed"
-    assert failed["reasons"] == ["prepare: unknown inductor option(s) bogus; allowed: mode, freezing"]
     failed = statuses[("onnxruntime", "on", True)]
     assert failed["status"] == "failed"
-    assert failed["reasons"] == ["prepare: onnxruntime option level='fastest'; allowed: disable, basic, extended, all"]
+    assert failed["reasons"] == ["prepare: onnxruntime provider=cuda cannot run a cpu cell"]
     assert "failed or invalid" in done.stdout
+
+
+def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path: Path) -> None:
+    scenario = tmp_path / "typo.yaml"
+    scenario.write_text(
+        "models: [resnet18]\n"
+        "backends:\n"
+        "  - eager\n"
+        "  - name: onnxruntime\n"
+        "    options: {levle: all}\n"
+        "scenarios: [Offline]\n"
+    )
+    out = tmp_path / "results"
+    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{scenario}:5: backends[1].options: onnxruntime: unknown option levle (allowed: level, " in done.stderr
+    assert not out.exists()
 
 
 def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> None:

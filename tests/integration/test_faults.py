@@ -122,7 +122,7 @@ def test_the_other_cells_complete_with_correct_figures_and_none_is_lost(sweep, f
 
 def _workers_of(pid: int) -> list[psutil.Process]:
     try:
-        return [p for p in psutil.Process(pid).children(recursive=True) if "harness.worker" in " ".join(p.cmdline())]
+        return [p for p in psutil.Process(pid).children(recursive=True) if "harness.measure.worker" in " ".join(p.cmdline())]
     except psutil.Error:
         return []
 

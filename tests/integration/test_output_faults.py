@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import runner
-from harness.bundle import Bundle
+from harness.bundle.validate import validate
+from harness.bundle.writer import Bundle
 from harness.errors import ConfigError, OutputError
-from harness.runner import RunRequest, run
-from harness.validate import validate
+from harness.run import runner
+from harness.run.runner import RunRequest, run
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.bundle_load import load
-from harness.plots import PALETTE
-from harness.report import REPORT_HTML, render
+from harness.bundle.reader import load
+from harness.reporting.plots import PALETTE
+from harness.reporting.report import REPORT_HTML, render
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bundle import SCHEMA_VERSION, Bundle
+from harness.bundle.writer import SCHEMA_VERSION, Bundle
 from harness.errors import ConfigError, SchemaVersionError
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import manifest
-from harness.bundle_load import load
+from harness.bundle import manifest
+from harness.bundle.migrations import SCHEMA_VERSION, upgraded_cell, upgraded_header
+from harness.bundle.reader import load
+from harness.bundle.safe_json import load_json, parse_json
 from harness.errors import BundleError, SchemaVersionError
-from harness.migrations import SCHEMA_VERSION, upgraded_cell, upgraded_header
-from harness.safe_json import load_json, parse_json
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cells import expand, parse_only, select
-from harness.config import ScenarioFile
 from harness.errors import ConfigError
+from harness.scenario.cells import expand, parse_only, select
+from harness.scenario.schema import ScenarioFile
 
 
 def resolved(**overrides):

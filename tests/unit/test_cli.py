@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 
 
 def fusionbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness import manifest
-from harness.compare import compare_cells, system_differences
+from harness.bundle import manifest
+from harness.reporting.compare import compare_cells, system_differences
 from harness.stats import geometric_mean, mann_whitney_u, summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import scenario_file
 from harness.errors import ConfigError
+from harness.scenario import loading as scenario_file
+from harness.scenario.cells import expand
+from harness.scenario.loading import resolved
+from harness.scenario.rules import RULES
 
 GOOD = """\
 models:
@@ -39,11 +42,12 @@ def error_of(tmp_path: Path, text: str | bytes) -> str:
 def test_good_file_fills_defaults(tmp_path: Path) -> None:
     scenario = load_text(tmp_path, GOOD)
     assert [m.name for m in scenario.models] == ["resnet18", "mobilenet_v3_small"]
-    assert scenario.models[1].resolved_input_size == 96
-    assert scenario.models[0].resolved_input_size == 224
+    sizes = {c.config["model"]["name"]: c.config["input_size"] for c in expand(resolved(scenario, "good"), "cpu")}
+    assert sizes == {"mobilenet_v3_small": 96, "resnet18": 224}
     assert scenario.backends[1].fusion == ["on"]  # YAML's boolean `on` read back as the word
     assert scenario.dtypes == ["fp32"] and scenario.device == "auto"
-    assert scenario.loadgen.min_queries("MultiStream") == 662
+    assert {c.config["scenario"]: c.config["loadgen"]["min_query_count"] for c in expand(resolved(scenario, "good"), "cpu")} \
+        == {s: RULES[s].default_min_queries for s in scenario.scenarios}
 
 
 def test_unknown_key_names_line_and_allowed_keys(tmp_path: Path) -> None:
@@ -123,6 +127,25 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         scenario_file.load(tmp_path / "absent.yaml")
     with pytest.raises(ConfigError, match="is a directory"):
         scenario_file.load(tmp_path)
+
+
+def test_a_fifo_or_an_endless_device_is_refused_without_reading_forever(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "scenario.yaml"
+    os.mkfifo(fifo)  # nobody writes to it: reading it would block for ever
+    with pytest.raises(ConfigError, match="not a regular file"):
+        scenario_file.load(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        scenario_file.load("/dev/zero")
+
+
+def test_a_huge_file_is_refused_after_reading_one_byte_past_the_limit(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as file:
+        file.truncate(64 << 20)  # 64 MiB of zeros, sparse
+    with pytest.raises(ConfigError, match="larger than"):
+        scenario_file.load(big)
 
 
 def test_resolved_hash_changes_with_content(tmp_path: Path) -> None:

@@ -10,15 +10,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
-from harness import container
-from harness.container import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
+from harness.run import container
+from harness.run.container import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "containers"))

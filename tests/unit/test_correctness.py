@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.correctness import compare
+from harness.measure.correctness import compare
 
 
 def test_identical_and_close_pass() -> None:

@@ -6,11 +6,11 @@ import importlib.util
 
 import pytest
 
-from harness import zoo
-from harness.catalog import CLASSIFICATION_MODELS, all_models
 from harness.errors import ConfigError, HarnessError
-from harness.extra_models import EXTRA_MODELS, input_shape
-from harness.scenario_file import parse
+from harness.models import zoo
+from harness.models.catalog import CLASSIFICATION_MODELS, all_models
+from harness.models.extra_models import EXTRA_MODELS, input_shape
+from harness.scenario.loading import parse
 
 torch = pytest.importorskip("torch")
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.gpu_check import SCENARIO, could_not_run, verdict_table
-from harness.runner import RunRequest, run
+from harness.run.gpu_check import SCENARIO, could_not_run, verdict_table
+from harness.run.runner import RunRequest, run
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.isolation import log_tail, run_worker
+from harness.measure.protocol import WorkerAnswer, WorkerRequest
+from harness.run.isolation import log_tail, run_worker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,18 +19,43 @@ def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
 
-def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_bytes: int | None = None):
+def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_bytes: int | None = None, **env):
     log = tmp_path / "worker.log"
     phases: list[str] = []
-    outcome = run_worker({"behaviour": behaviour}, timeout_s=timeout_s, log_path=log,
-                         on_phase=phases.append, module="tests.fakes.workers", memory_limit_bytes=memory_limit_bytes)
+    outcome = run_worker(WorkerRequest(cell={"behaviour": behaviour}, artifact_dir=str(tmp_path)), timeout_s=timeout_s,
+                         log_path=log, on_phase=phases.append, module="tests.fakes.workers",
+                         memory_limit_bytes=memory_limit_bytes, **env)
     return outcome, log, phases
 
 
 def test_answer_is_read(tmp_path: Path) -> None:
     outcome, _, _ = fake("answer", tmp_path)
-    assert outcome.answer == {"status": "valid", "reasons": [], "metrics": {"x": 1}}
+    assert outcome.answer == WorkerAnswer(status="valid", metrics={"x": 1})
+    assert outcome.answer.record() == {"status": "valid", "reasons": [], "metrics": {"x": 1}, "environment": {},
+                                       "warnings": [], "phases_s": {}}
     assert outcome.returncode == 0 and not outcome.timed_out
+
+
+def test_an_answer_of_another_protocol_version_is_no_answer(tmp_path: Path) -> None:
+    outcome, log, _ = fake("garbled", tmp_path)
+    assert outcome.answer is None
+    assert "protocol version 99, this harness speaks 1" in log.read_text()
+
+
+def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setenv("SOME_SECRET_TOKEN", "x")
+    monkeypatch.setenv("MKL_VERBOSE", "1")
+    outcome, _, _ = fake("environment", tmp_path, env_names=["MKL_VERBOSE", "KMP_AFFINITY=compact"],
+                         scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"})
+    seen = outcome.answer.environment
+    assert "SOME_SECRET_TOKEN" not in seen and "OMP_NUM_THREADS" not in seen  # not whitelisted, not named
+    assert seen["MKL_VERBOSE"] == "1" and seen["KMP_AFFINITY"] == "compact"
+    assert seen["PATH"] == os.environ["PATH"] and seen["PYTHONPATH"].startswith(str(REPO))
+    assert seen["TORCHINDUCTOR_CACHE_DIR"].endswith("inductor-cache")
+    assert not seen["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))  # the cell's own scratch folder
 
 
 def test_segfault_is_named(tmp_path: Path) -> None:

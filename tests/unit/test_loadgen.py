@@ -11,9 +11,10 @@ import mlperf_loadgen as lg
 import pytest
 import torch
 
-from harness import loadgen
 from harness.contract import Prepared
 from harness.fusion import FusionReport
+from harness.measure import loadgen
+from harness.scenario import rules
 
 
 class Sleeper(Prepared):
@@ -47,10 +48,10 @@ def samples(n: int = 8) -> list[Any]:
 
 def test_settings_use_the_hint_with_headroom() -> None:
     s = loadgen.settings_for(lg, "Offline", cell("Offline", 4), latency_ns=2e6, sample_count=8)
-    assert s.offline_expected_qps == pytest.approx(4 * 1e9 / (2e6 / loadgen.HINT_HEADROOM), rel=1e-6)
+    assert s.offline_expected_qps == pytest.approx(4 * 1e9 / (2e6 / rules.HINT_HEADROOM), rel=1e-6)
     assert s.performance_sample_count_override == 8 and s.min_duration_ms == 500
     s = loadgen.settings_for(lg, "SingleStream", cell("SingleStream", 1), latency_ns=10.0, sample_count=8)
-    assert s.single_stream_expected_latency_ns == loadgen.MIN_HINT_NS_PER_QUERY
+    assert s.single_stream_expected_latency_ns == rules.MIN_HINT_NS_PER_QUERY
     s = loadgen.settings_for(lg, "Server", cell("Server", 1, target_latency_ms=50), latency_ns=1e6, sample_count=8)
     assert s.server_target_qps == 0.5 * 1000 and s.server_target_latency_ns == 50_000_000
     s = loadgen.settings_for(lg, "Server", cell("Server", 1, target_qps=7.0), latency_ns=1e6, sample_count=8)
@@ -137,8 +138,8 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
     for per_sample_s in (0.6, 0.9):
         s = loadgen.settings_for(lg, "Offline", cell("Offline", 1, min_duration_s=1.0), latency_ns=per_sample_s * 1e9,
                                  sample_count=8)
-        samples_per_query = int(s.offline_expected_qps * 1.0 * loadgen.OFFLINE_QUERY_FACTOR)
-        assert samples_per_query * per_sample_s >= loadgen.HINT_HEADROOM * 1.0
+        samples_per_query = int(s.offline_expected_qps * 1.0 * rules.OFFLINE_QUERY_FACTOR)
+        assert samples_per_query * per_sample_s >= rules.HINT_HEADROOM * 1.0
     model = Sleeper(0.9)
     result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=1.0), 0.9e9, tmp_path / "loadgen")
     assert [a["validity"] for a in result["attempts"]] == ["VALID"], result["invalid_reasons"]
@@ -148,5 +149,5 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
 def test_a_near_free_model_keeps_the_offline_hint_floor() -> None:
     # The fill rule must not undo the floor: a 10 ns "model" would ask LoadGen for millions of samples.
     s = loadgen.settings_for(lg, "Offline", cell("Offline", 4, min_duration_s=2.0), latency_ns=10.0, sample_count=8)
-    floor_qps = 4 * 1e9 / max(loadgen.MIN_HINT_NS_PER_SAMPLE * 4, loadgen.MIN_HINT_NS_PER_QUERY)
+    floor_qps = 4 * 1e9 / max(rules.MIN_HINT_NS_PER_SAMPLE * 4, rules.MIN_HINT_NS_PER_QUERY)
     assert s.offline_expected_qps <= 1.1 * floor_qps

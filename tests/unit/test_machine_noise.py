@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import machine_noise
+from harness.run import machine_noise
 
 
 def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.fusion import FusionReport, KernelGroup
-from harness.op_mapping import fused_mapping_counts, kernel_mapping, mapping_class
+from harness.fusion.mapping import fused_mapping_counts, kernel_mapping, mapping_class
 
 
 @pytest.mark.parametrize(("op", "expected"), [

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import manifest
-from harness.bundle_load import load
+from harness.bundle import manifest
+from harness.bundle.reader import load
 from harness.errors import ConfigError
-from harness.pack import SYSTEM_FIELDS, UNKNOWN, pack
+from harness.reporting.pack import SYSTEM_FIELDS, UNKNOWN, pack
 from tests.unit.test_validate import tree_digest
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

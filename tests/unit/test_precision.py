@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness import precision
-from harness.correctness import compare
+from harness.measure.correctness import compare
 from harness.precision import PRECISIONS, math_record, set_torch_math, torch_math_state, unsupported_reason
 
 

@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.bundle_load import load
-from harness.report import REPORT_HTML, REPORT_MD, Row, _fmt_fraction, _fused_kernels, fusion_pairs, html, markdown, render
-from harness.validate import validate
+from harness.bundle.reader import load
+from harness.bundle.validate import validate
+from harness.reporting.html import html
+from harness.reporting.markdown import markdown
+from harness.reporting.report import REPORT_HTML, REPORT_MD, render
+from harness.reporting.view import Row, fmt_fraction, fused_kernels, fusion_pairs
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -87,10 +90,10 @@ def test_fused_kernel_lists_name_each_kernel_once_with_its_count() -> None:
     row = Row({"metrics": {"fusion_report": {"kernels": [
         kernel("step", "tensor+element"), kernel("mm", "single"), kernel("step", "tensor+element"),
         kernel("last", "tensor+element"), kernel("step", "tensor+element")]}}})
-    assert _fused_kernels(row) == ["step (aten.addmm + aten.tanh) x3", "last (aten.addmm + aten.tanh)"]
+    assert fused_kernels(row) == ["step (aten.addmm + aten.tanh) x3", "last (aten.addmm + aten.tanh)"]
 
 
 def test_a_fraction_above_the_roof_is_marked() -> None:
-    assert _fmt_fraction(0.5) == "0.500"
-    assert _fmt_fraction(3.013) == "3.013 above roof"
-    assert _fmt_fraction(None) == "-"
+    assert fmt_fraction(0.5) == "0.500"
+    assert fmt_fraction(3.013) == "3.013 above roof"
+    assert fmt_fraction(None) == "-"

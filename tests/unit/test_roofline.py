@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.roofline import bound, model_costs
+from harness.measure.roofline import bound, model_costs
 
 torch = pytest.importorskip("torch")
 

@@ -22,8 +22,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import runner
-from harness.cli import main
+from harness.cli.main import main
+from harness.run import runner
 
 REPO = Path(__file__).resolve().parents[2]
 VALID: dict[str, Any] = {

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from harness import scenario_file
-from harness.config import json_schema
+from harness.scenario import loading as scenario_file
+from harness.scenario.schema import json_schema
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 

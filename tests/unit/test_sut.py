@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness import loadgen
 from harness.contract import Prepared
 from harness.fusion import FusionReport
-from harness.sut import SampleRing
+from harness.measure import loadgen
+from harness.measure.sut import SampleRing
 
 
 class Recorder(Prepared):

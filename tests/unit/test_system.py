@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from harness import system
+from harness.run import system
 
 
 def fake_pynvml() -> types.ModuleType:

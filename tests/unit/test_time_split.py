@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.passes import busy_us, time_split
+from harness.measure.passes import busy_us, time_split
 
 
 def test_busy_time_counts_overlapping_kernels_once() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from harness.contract import Prepared
 from harness.fusion import FusionReport
-from harness.timing import STEADY_TOLERANCE, DeviceTiming
+from harness.measure.timing import STEADY_TOLERANCE, DeviceTiming
 
 
 class FakeClock:

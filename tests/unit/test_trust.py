@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness import activity, gpu_state
-from harness.trust import latency_agreement, warnings
+from harness.measure import activity, gpu_state
+from harness.measure.trust import latency_agreement, warnings
 
 
 def loadgen(results: dict[str, Any], **sut: Any) -> dict[str, Any]:
@@ -111,14 +111,14 @@ def test_gpu_state_reads_clocks_and_names_the_slowdowns() -> None:
         nvmlDeviceGetTemperature=lambda h, kind: 71, nvmlDeviceGetPowerUsage=lambda h: 512_000,
         nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4 | 0x1,
     )
-    import harness.memory
+    import harness.measure.memory
 
-    original = harness.memory.device_handle
-    harness.memory.device_handle = lambda nvml: "handle"
+    original = harness.measure.memory.device_handle
+    harness.measure.memory.device_handle = lambda nvml: "handle"
     try:
         state = gpu_state.read(nvml)
     finally:
-        harness.memory.device_handle = original
+        harness.measure.memory.device_handle = original
     assert state == {"sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "temperature_c": 71, "power_w": 512.0,
                      "clocks_event_reasons": ["gpu_idle", "sw_power_cap"]}
     assert gpu_state.slowdowns([state]) == ["sw_power_cap"]

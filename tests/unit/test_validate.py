@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from harness import manifest
+from harness.bundle import manifest
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.validate import validate
 from harness.errors import SchemaVersionError
-from harness.migrations import SCHEMA_VERSION
-from harness.validate import validate
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]

@@ -10,11 +10,12 @@ import pytest
 
 from backends.eager import EagerBackend
 from harness import registry
-from harness.cells import expand
-from harness.config import ScenarioFile
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport
-from harness.worker import run_cell
+from harness.measure.protocol import WorkerRequest
+from harness.measure.worker import run_cell
+from harness.scenario.cells import expand
+from harness.scenario.schema import ScenarioFile
 
 
 class _Wrapped(Prepared):
@@ -75,9 +76,8 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run(tmp_path: Path, cell: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.chdir(tmp_path)
-    request = {"cell": cell, "artifact_dir": str(tmp_path / "artifacts"), "phase_file": str(tmp_path / "phase"),
-               "input_folder": None}
-    return run_cell(request)
+    request = WorkerRequest(cell=cell, artifact_dir=str(tmp_path / "artifacts"), phase_file=str(tmp_path / "phase"))
+    return run_cell(request).record()
 
 
 def test_exception_in_prepare_fails_the_cell_naming_the_phase(

@@ -10,9 +10,9 @@ import torch
 import torchvision
 from PIL import Image
 
-from harness import zoo
-from harness.catalog import CLASSIFICATION_MODELS
 from harness.errors import HarnessError
+from harness.models import zoo
+from harness.models.catalog import CLASSIFICATION_MODELS
 
 
 def test_catalog_matches_installed_torchvision() -> None:

@@ -1,0 +1,102 @@
+"""Schema versions of result bundles, and the explicit steps that upgrade older ones.
+
+Every reader goes through `upgraded_header` and `upgraded_cell`: a record of the current version
+passes unchanged, an older one is upgraded one version at a time by the functions below (never
+guessed), a newer one is refused with `SchemaVersionError`, and anything else (a missing,
+non-integer or unknown version) is a `BundleError`. Records are copied, never changed in place.
+
+History:
+- v1 (FusionBench 0.1, first release): bundle.json, cells/<id>.json, MANIFEST.sha256.
+- v2: bundle.json gains `state` (running, interrupted, complete) and `artifact_cache`; a cell's
+  `metrics.kernels` gains `backend_figures`; the bundle may hold `report.md` and `report.html`.
+  A v1 header upgrades with `state: "unrecorded"` (v1 did not say whether the run finished) and
+  `artifact_cache: null`; a v1 cell with kernel figures gains `backend_figures: {}`.
+- v3: a measured cell records the math it ran with (`metrics.math_mode`, harness/precision.py).
+  A v2 cell upgrades with what is known of it: on a CPU, fp32 ran IEEE fp32 (torch's, ONNX
+  Runtime's and TVM's CPU default, which v2 never changed); fp16 and bf16 ran their dtype's math;
+  an fp32 cell on a GPU is `unrecorded` (cuDNN allowed TF32 by default and v2 did not set it), so
+  `compare` will not pair it with a v3 cell.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+from harness.errors import BundleError, SchemaVersionError
+
+SCHEMA_VERSION = 3
+OLDEST_READABLE = 1
+
+Step = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _header_v1_to_v2(header: dict[str, Any]) -> dict[str, Any]:
+    header.setdefault("artifact_cache", None)
+    header.setdefault("state", "unrecorded")
+    return header
+
+
+def _cell_v1_to_v2(cell: dict[str, Any]) -> dict[str, Any]:
+    kernels = (cell.get("metrics") or {}).get("kernels")
+    if isinstance(kernels, dict):
+        kernels.setdefault("backend_figures", {})
+    return cell
+
+
+def _header_v2_to_v3(header: dict[str, Any]) -> dict[str, Any]:
+    return header
+
+
+def _cell_v2_to_v3(cell: dict[str, Any]) -> dict[str, Any]:
+    metrics = cell.get("metrics")
+    config = cell.get("config") or {}
+    if isinstance(metrics, dict) and metrics.get("correctness") is not None and "math_mode" not in metrics:
+        dtype, device = config.get("dtype"), config.get("device")
+        if dtype in ("fp16", "bf16"):
+            effective = dtype
+        elif device == "cpu":
+            effective = "ieee"
+        else:
+            effective = "unrecorded"
+        metrics["math_mode"] = {"requested": None, "effective": effective, "problems": [],
+                                "note": "not recorded by schema v2; inferred from the device and dtype on upgrade"}
+    return cell
+
+
+# HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
+HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _header_v2_to_v3}
+CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3}
+
+
+def record_version(record: Any, where: str) -> int:
+    """The `schema_version` of a bundle record, checked to be one this harness reads."""
+    version = record.get("schema_version") if isinstance(record, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise BundleError(f"{where}: no integer schema_version")
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where}: schema version {version} is newer than this harness reads ({SCHEMA_VERSION}); "
+            "upgrade FusionBench"
+        )
+    if version < OLDEST_READABLE:
+        raise BundleError(f"{where}: unknown schema version {version} (this harness reads {OLDEST_READABLE}-{SCHEMA_VERSION})")
+    return version
+
+
+def _upgraded(record: Any, steps: dict[int, Step], where: str) -> dict[str, Any]:
+    version = record_version(record, where)
+    upgraded = copy.deepcopy(record)
+    while version < SCHEMA_VERSION:
+        upgraded = steps[version](upgraded)
+        version += 1
+        upgraded["schema_version"] = version
+    return dict(upgraded)
+
+
+def upgraded_header(header: Any, where: str = "bundle.json") -> dict[str, Any]:
+    return _upgraded(header, HEADER_STEPS, where)
+
+
+def upgraded_cell(cell: Any, where: str) -> dict[str, Any]:
+    return _upgraded(cell, CELL_STEPS, where)

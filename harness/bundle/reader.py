@@ -1,0 +1,82 @@
+"""Reading a result bundle for validate, compare, report and pack: strict, bounded, read-only.
+
+Every JSON file goes through `harness.bundle.safe_json` (size, UTF-8, finite numbers, unique keys,
+bounded nesting) and every record through `harness.bundle.migrations` (newer versions refused, older
+ones upgraded in memory). Nothing here writes, executes or follows a path the bundle names
+outside itself: cell files are found by the ids in bundle.json, which must be 16 hex digits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.bundle.files import CELLS, HEADER
+from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
+from harness.bundle.safe_json import load_json
+from harness.errors import BundleError
+
+_CELL_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass
+class LoadedBundle:
+    """A bundle as this harness's current schema sees it."""
+
+    root: Path
+    version: int  # the schema version it was written with
+    header: dict[str, Any]  # upgraded to the current version
+    cells: list[dict[str, Any]] = field(default_factory=list)  # upgraded, in bundle.json's order
+    raw_header: dict[str, Any] = field(default_factory=dict)  # as written, for schema checks
+    raw_cells: dict[str, Any] = field(default_factory=dict)  # id -> record as written
+    missing: list[str] = field(default_factory=list)  # ids listed in bundle.json with no record
+
+    @property
+    def name(self) -> str:
+        return str(self.header.get("run_id") or self.root.name)
+
+
+def cell_ids(header: dict[str, Any], where: str = HEADER) -> list[str]:
+    """The cell ids bundle.json lists, each checked to be a safe file name."""
+    entries = header.get("cells")
+    if not isinstance(entries, list):
+        raise BundleError(f"{where}: 'cells' is not a list")
+    ids = []
+    for index, entry in enumerate(entries):
+        cell = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(cell, str) or not _CELL_ID.match(cell):
+            raise BundleError(f"{where}: cells/{index}: id {str(cell)[:40]!r} is not 16 hex digits")
+        ids.append(cell)
+    return ids
+
+
+def load(root: Path) -> LoadedBundle:
+    """The bundle at `root`; BundleError (one line, naming the file) when it cannot be read."""
+    if not root.is_dir():
+        raise BundleError(f"{root}: not a directory")
+    if not (root / HEADER).exists():
+        raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+    raw_header = load_json(root / HEADER, HEADER)
+    version = record_version(raw_header, HEADER)
+    header = upgraded_header(raw_header)
+    loaded = LoadedBundle(root=root, version=version, header=header, raw_header=raw_header)
+    for cell in cell_ids(header):
+        path = root / CELLS / f"{cell}.json"
+        where = f"{CELLS}/{cell}.json"
+        if not path.exists() and not path.is_symlink():
+            loaded.missing.append(cell)
+            continue
+        raw = load_json(path, where)
+        loaded.raw_cells[cell] = raw
+        loaded.cells.append(upgraded_cell(raw, where))
+    return loaded
+
+
+def lookup(data: Any, *path: str) -> Any:
+    """The value at `path` in a record read from a bundle, or None where a level is missing or is
+    not an object (a bundle is read, never trusted to have the shape it should)."""
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data

@@ -1,0 +1,279 @@
+"""JSON Schemas of a result bundle's files, one per file type and schema version.
+
+`schema("bundle", 2)` is the schema of a v2 `bundle.json`, `schema("cell", 2)` of a v2
+`cells/<id>.json`. Each version is built from the one before by explicit additions, the way
+`harness.bundle.migrations` upgrades records. Ranges here are what "sane" means in `fusionbench
+validate`: a figure outside them (a negative latency, a 10^30-byte peak) is a problem, whatever
+produced it. `fusionbench schema --file cell --version 2` prints one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from harness.bundle.migrations import OLDEST_READABLE, SCHEMA_VERSION
+from harness.bundle.statuses import STATES, STATUSES
+from harness.scenario.rules import SCENARIOS
+
+KINDS = ("bundle", "cell")
+
+# Sane ranges: far beyond any real figure, far below what a hostile or corrupted file could hold.
+NS_MAX = 10**13  # 2.8 hours
+SECONDS_MAX = 10**7  # 116 days
+BYTES_MAX = 2**50  # 1 PiB
+COUNT_MAX = 10**8
+RATE_MAX = 10**10  # samples per second
+FLOPS_MAX = 10**21  # per batch, or per second
+
+_HEX16 = "^[0-9a-f]{16}$"
+# A path inside the bundle: relative, no "..", no backslash or control characters.
+_INNER_PATH = r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\\\x00-\x1f]+$"
+
+
+def _num(maximum: float, minimum: float = 0) -> dict[str, Any]:
+    return {"type": "number", "minimum": minimum, "maximum": maximum}
+
+
+def _int(maximum: int, minimum: int = 0) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    # Readers ignore fields they do not know (DESIGN.md): additional properties are allowed.
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _bundle_v1() -> dict[str, Any]:
+    return _obj(
+        {
+            "schema_version": {"const": 1},
+            "run_id": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,100}$"},
+            "created": {"type": "string"},
+            "harness": _obj(
+                {"version": {"type": "string"}, "git_sha": _nullable({"type": "string"}),
+                 "git_dirty": _nullable({"type": "boolean"})},
+                ("version",),
+            ),
+            "command": _STRINGS,
+            "scenario_file": _nullable({"type": "string"}),
+            "input_folder": _nullable({"type": "string"}),
+            "scenario": {"type": "object"},
+            "scenario_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "device": {"enum": ["cpu", "cuda"]},
+            "only": {"type": "object"},
+            "system": {"type": "object"},
+            "backends": {
+                "type": "object",
+                "additionalProperties": _obj(
+                    {"available": {"type": "boolean"}, "reason": {"type": "string"},
+                     "versions": {"type": "object", "additionalProperties": {"type": "string"}}},
+                    ("available",),
+                ),
+            },
+            "cells": {
+                "type": "array",
+                "items": _obj({"id": {"type": "string", "pattern": _HEX16}, "label": {"type": "string"}}, ("id", "label")),
+            },
+            "resumed": _STRINGS,
+        },
+        ("schema_version", "run_id", "created", "harness", "scenario", "scenario_sha256", "device", "system",
+         "backends", "cells"),
+    )
+
+
+def _bundle_v2() -> dict[str, Any]:
+    schema = _bundle_v1()
+    schema["properties"]["schema_version"] = {"const": 2}
+    schema["properties"]["state"] = {"enum": list(STATES)}
+    schema["properties"]["artifact_cache"] = _nullable({"type": "string"})
+    schema["required"] += ["state"]
+    return schema
+
+
+def _metrics_v1() -> dict[str, Any]:
+    summary = _obj(
+        {"n": _int(COUNT_MAX), "median_ns": _num(NS_MAX), "p90_ns": _num(NS_MAX), "p99_ns": _num(NS_MAX),
+         "mean_ns": _num(NS_MAX), "stdev_ns": _num(NS_MAX), "cv": _num(1e6), "min_ns": _num(NS_MAX),
+         "max_ns": _num(NS_MAX), "noisy": {"type": "boolean"}},
+        ("n", "median_ns"),
+    )
+    bytes_or_null = _nullable(_int(BYTES_MAX))
+    return _obj({
+        "prepare_s": _num(SECONDS_MAX),
+        "prepare_cache": {"enum": ["cold", "warm", "none", "unknown"]},
+        "first_call_s": _num(SECONDS_MAX),
+        "correctness": _obj(
+            {"ok": {"type": "boolean"}, "reason": {"type": "string"},
+             "max_abs_error": _nullable(_num(1e300)), "cosine_similarity": _nullable(_num(1.0001, -1.0001))},
+            ("ok",),
+        ),
+        "device_time": _obj(
+            {"method": {"type": "string"}, "samples_ns": {"type": "array", "items": _int(NS_MAX), "maxItems": COUNT_MAX},
+             "warmup_samples_ns": {"type": "array", "items": _int(NS_MAX)},
+             "host_samples_ns": _nullable({"type": "array", "items": _int(NS_MAX)}),
+             "summary": summary},
+            ("samples_ns", "summary"),
+        ),
+        "loadgen": _obj(
+            {"scenario": {"enum": list(SCENARIOS)},
+             "validity": {"enum": ["VALID", "INVALID", "MISSING"]},
+             "invalid_reasons": _STRINGS,
+             "metric": _obj(
+                 {"name": {"type": "string"}, "unit": {"enum": ["ns", "samples/s"]},
+                  "value": _nullable(_num(max(NS_MAX, RATE_MAX)))},
+                 ("name", "unit", "value"),
+             ),
+             "log_dir": {"type": "string", "pattern": _INNER_PATH},
+             "logs": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"}},
+             "attempts": {"type": "array"}},
+            ("scenario", "validity", "metric", "log_dir"),
+        ),
+        "memory": _obj({
+            key: bytes_or_null for key in (
+                "rss_baseline_bytes", "peak_rss_bytes", "peak_rss_delta_bytes", "inference_peak_rss_bytes",
+                "torch_max_allocated_bytes", "torch_max_reserved_bytes", "nvml_process_peak_bytes",
+                "nvml_device_used_peak_bytes", "nvml_device_used_delta_bytes",
+            )
+        } | {"inference_peak_rss_delta_bytes": _nullable(_int(BYTES_MAX, -BYTES_MAX))}),
+        "kernels": _obj(
+            {"kernels_per_inference": _nullable(_num(COUNT_MAX)), "kernel_count_method": {"type": "string"}},
+            ("kernels_per_inference", "kernel_count_method"),
+        ),
+        "fusion_report": _obj(
+            {"source": {"type": "string"}, "approximate": {"type": "boolean"}, "notes": {"type": "string"},
+             "kernel_count": _int(COUNT_MAX), "fusion_count": _int(COUNT_MAX),
+             "kernels_by_class": {"type": "object", "additionalProperties": _int(COUNT_MAX)},
+             "kernels": {"type": "array", "items": _obj(
+                 {"kernel": {"type": "string"}, "ops": _STRINGS,
+                  "class": {"enum": ["tensor+element+tensor", "tensor+element", "element", "single"]}},
+                 ("kernel", "ops", "class"),
+             )}},
+            ("kernel_count", "fusion_count", "kernels"),
+        ),
+    })
+
+
+def _cell_v1() -> dict[str, Any]:
+    config = _obj(
+        {"model": _obj({"name": {"type": "string"}}, ("name",)), "backend": {"type": "string"},
+         "variant": _obj({"fusion": {"enum": ["on", "off"]}, "options": {"type": "object"}}, ("fusion", "options")),
+         "scenario": {"enum": list(SCENARIOS)}, "device": {"enum": ["cpu", "cuda"]}, "dtype": {"type": "string"},
+         "batch": _int(1 << 20, 1)},
+        ("model", "backend", "variant", "scenario", "device", "dtype", "batch"),
+    )
+    return _obj(
+        {
+            "schema_version": {"const": 1},
+            "id": {"type": "string", "pattern": _HEX16},
+            "label": {"type": "string"},
+            "status": {"enum": list(STATUSES)},
+            "reasons": _STRINGS,
+            "config": config,
+            "started": {"type": "string"},
+            "finished": {"type": "string"},
+            "wall_s": _num(SECONDS_MAX),
+            "log": {"type": "string", "pattern": _INNER_PATH},
+            "log_tail": {"type": "string"},
+            "environment": {"type": "object"},
+            "phases_s": {"type": "object", "additionalProperties": _num(SECONDS_MAX)},
+            "metrics": _metrics_v1(),
+        },
+        ("schema_version", "id", "label", "status", "reasons", "config", "metrics"),
+    )
+
+
+def _cell_v2() -> dict[str, Any]:
+    schema = _cell_v1()
+    schema["properties"]["schema_version"] = {"const": 2}
+    metrics = schema["properties"]["metrics"]["properties"]
+    metrics["kernels"]["properties"]["backend_figures"] = {"type": "object"}
+    metrics["kernels"]["required"] += ["backend_figures"]
+    # Optional in v2: written by harnesses that measure them, absent from older v2 bundles.
+    metrics["roofline"] = _obj(
+        {"flops": _int(FLOPS_MAX), "weight_bytes": _int(BYTES_MAX), "input_bytes": _int(BYTES_MAX),
+         "output_bytes": _int(BYTES_MAX), "compulsory_bytes": _int(BYTES_MAX),
+         "peak_flops_per_s": _num(FLOPS_MAX), "peak_bytes_per_s": _num(FLOPS_MAX),
+         "time_bound_ns": _num(NS_MAX), "measured_ns": _num(NS_MAX), "fraction_of_bound": _num(1e6),
+         "bound_by": {"enum": ["compute", "memory"]}},
+        ("flops", "compulsory_bytes"),
+    )
+    report = metrics["fusion_report"]["properties"]
+    report["fusions_by_class"] = {"type": "object", "additionalProperties": _int(COUNT_MAX)}
+    report["fusions_by_mapping"] = {"type": "object", "additionalProperties": _int(COUNT_MAX)}
+    return schema
+
+
+def _bundle_v3() -> dict[str, Any]:
+    schema = _bundle_v2()
+    schema["properties"]["schema_version"] = {"const": 3}
+    return schema
+
+
+def _cell_v3() -> dict[str, Any]:
+    schema = _cell_v2()
+    schema["properties"]["schema_version"] = {"const": 3}
+    metrics = schema["properties"]["metrics"]["properties"]
+    metrics["math_mode"] = _obj(
+        {"requested": _nullable({"enum": ["ieee", "tf32", "fp16", "bf16"]}),
+         "effective": {"enum": ["ieee", "tf32", "mixed", "fp16", "bf16", "unrecorded"]},
+         "problems": _STRINGS, "torch": {"type": "object"}, "backend": {"type": "object"}},
+        ("effective", "problems"),
+    )
+    # Optional in v3 (cells that failed before a pass have none of these).
+    metrics["latency_agreement"] = _obj(
+        {"gap": _nullable(_num(1e6, -1.0)), "within": _nullable({"type": "boolean"}), "why": {"type": "string"},
+         "loadgen_ns_per_batch": _num(NS_MAX), "device_ns_per_batch": _num(NS_MAX),
+         "device_statistic": {"enum": ["median", "mean"]}, "limit": _num(1.0)},
+        ("gap", "within", "why"),
+    )
+    metrics["time_split"] = _obj(
+        {"wall_ns": _num(NS_MAX), "kernel_ns": _nullable(_num(NS_MAX)), "overhead_ns": _nullable(_num(NS_MAX)),
+         "kernel_share": _num(1.0), "method": {"type": "string"}},
+        ("wall_ns", "kernel_ns", "method"),
+    )
+    metrics["rewrites"] = {"type": "object"}
+    timing = metrics["device_time"]["properties"]
+    timing["warmup"] = _obj({"calls": _int(COUNT_MAX), "steady": {"type": "boolean"}, "seconds": _num(SECONDS_MAX)},
+                            ("calls", "steady"))
+    timing["repetitions"] = {"type": "array", "items": _obj(
+        {"when": {"type": "string"}, "n": _int(COUNT_MAX, 1), "median_ns": _num(NS_MAX), "cv": _num(1e6),
+         "beside": {"type": "object"}}, ("when", "n", "median_ns"))}
+    timing["repetition_spread"] = _num(1e6)
+    schema["properties"]["warnings"] = _STRINGS
+    return schema
+
+
+_BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3,
+             ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3}
+
+
+def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of `kind` ("bundle" or "cell") at `version`."""
+    if kind not in KINDS:
+        raise ValueError(f"no schema for {kind!r}; kinds: {', '.join(KINDS)}")
+    if not OLDEST_READABLE <= version <= SCHEMA_VERSION:
+        raise ValueError(f"no schema version {version}; versions: {OLDEST_READABLE}-{SCHEMA_VERSION}")
+    built = copy.deepcopy(_BUILDERS[(kind, version)]())
+    title = "bundle.json" if kind == "bundle" else "cells/<cell-id>.json"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": f"FusionBench {title}, schema version {version}", **built}
+
+
+def problems(record: Any, kind: str, version: int, where: str) -> list[str]:
+    """One line per place where `record` breaks the schema, `where` first."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema(kind, version))
+    lines = []
+    for error in sorted(validator.iter_errors(record), key=lambda e: list(map(str, e.absolute_path))):
+        location = "/".join(str(part) for part in error.absolute_path) or "(top)"
+        lines.append(f"{where}: {location}: {error.message[:200]}")
+    return lines

@@ -1,0 +1,10 @@
+"""The words a bundle uses for a cell's status and a run's state, and which count as what."""
+
+from __future__ import annotations
+
+STATUSES = ("valid", "invalid", "failed", "skipped", "interrupted")
+#: A resumed run does not run these cells again.
+FINISHED = ("valid", "invalid", "failed", "skipped")
+#: These make a run exit 1 and `compare` call a regression.
+BAD = ("failed", "invalid")
+STATES = ("running", "interrupted", "complete", "unrecorded")

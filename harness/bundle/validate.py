@@ -1,0 +1,186 @@
+"""`fusionbench validate RUN_DIR`: can this bundle be trusted as it is?
+
+Four layers, each reported one problem per line as `<file>: <what is wrong>`:
+1. integrity: MANIFEST.sha256 lists every file with its SHA-256; an edited, missing or added
+   file, a link or a special file is a problem (`harness.bundle.manifest`);
+2. schema: bundle.json and every cell against the JSON Schema of the version they were written
+   with (`harness.bundle.schema`), which also bounds every figure to a sane range;
+3. consistency: every cell bundle.json lists has a record (unless the run says it did not
+   finish), no record is unlisted, each id is the hash of its config, the scenario hash matches,
+   a `valid` cell really is valid, summaries agree with their raw samples, the fusion report's
+   counts agree with its kernels;
+4. LoadGen: each cell's validity and headline metric are read again from its own
+   `mlperf_log_detail.txt` and must match.
+
+Reading is read-only and bounded (`harness.bundle.reader`); a file that cannot be read at all is
+one problem line, and the checks that need it are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.bundle import manifest
+from harness.bundle import schema as bundle_schema
+from harness.bundle.files import CELLS, HEADER
+from harness.bundle.reader import LoadedBundle, load
+from harness.errors import BundleError, SchemaVersionError
+from harness.stats import summarize_ns
+
+MAX_LOG_BYTES = 64 << 20
+# Two figures written from the same float may differ in their last digits once printed.
+_RELATIVE_TOLERANCE = 1e-6
+
+
+@dataclass
+class Verdict:
+    """What validate found: `problems` make the bundle invalid; `notes` do not."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cells: int = 0
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def validate(root: Path) -> Verdict:
+    """Every problem of the bundle at `root`. Raises BundleError only when `root` is no bundle
+    at all (no directory, no bundle.json), SchemaVersionError when it is newer than this harness."""
+    if not root.is_dir():
+        raise BundleError(f"{root}: not a directory")
+    if not (root / HEADER).exists():
+        raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+    verdict = Verdict()
+    verdict.problems += manifest.problems(root)
+    verdict.files = len(manifest.bundle_files(root)[0])
+    try:
+        loaded = load(root)
+    except SchemaVersionError:
+        raise
+    except BundleError as exc:  # a truncated or hostile file: the checks that need it cannot run
+        verdict.problems.append(str(exc))
+        return verdict
+    verdict.cells = len(loaded.cells)
+    malformed = bundle_schema.problems(loaded.raw_header, "bundle", loaded.version, HEADER)
+    for cell_id, raw in loaded.raw_cells.items():
+        malformed += bundle_schema.problems(raw, "cell", raw["schema_version"], f"{CELLS}/{cell_id}.json")
+    verdict.problems += malformed
+    if malformed:
+        return verdict  # the consistency checks read fields the schema guarantees
+    _consistency(loaded, verdict)
+    for cell in loaded.cells:
+        verdict.problems += _loadgen_problems(root, cell)
+    return verdict
+
+
+def _consistency(loaded: LoadedBundle, verdict: Verdict) -> None:
+    from harness.scenario.cells import cell_id
+    from harness.scenario.loading import sha256 as scenario_sha256
+
+    header = loaded.header
+    listed = [entry["id"] for entry in header["cells"]]
+    if len(set(listed)) != len(listed):
+        verdict.problems.append(f"{HEADER}: cells lists an id more than once")
+    if scenario_sha256(header["scenario"]) != header["scenario_sha256"]:
+        verdict.problems.append(f"{HEADER}: scenario_sha256 does not match the stored scenario")
+    if loaded.missing:
+        shown = ", ".join(loaded.missing[:3]) + (", ..." if len(loaded.missing) > 3 else "")
+        message = f"{len(loaded.missing)} of {len(listed)} listed cell(s) have no record ({shown})"
+        if header["state"] in ("running", "interrupted"):
+            verdict.notes.append(f"{HEADER}: the run is {header['state']}: {message}; finish it with --resume")
+        else:
+            verdict.problems.append(f"{HEADER}: {message}")
+    on_disk = {p.stem for p in (loaded.root / CELLS).glob("*.json")} if (loaded.root / CELLS).is_dir() else set()
+    for extra in sorted(on_disk - set(listed)):
+        verdict.problems.append(f"{CELLS}/{extra}.json: a cell record bundle.json does not list")
+    labels = {entry["id"]: entry["label"] for entry in header["cells"]}
+    for cell in loaded.cells:
+        where = f"{CELLS}/{cell['id']}.json"
+        expected = cell_id(cell["config"])
+        if cell["id"] != expected:
+            verdict.problems.append(f"{where}: id {cell['id']} is not the hash of its config ({expected})")
+        if cell["id"] not in labels:
+            verdict.problems.append(f"{where}: its id does not match its file name")
+        elif cell["label"] != labels[cell["id"]]:
+            verdict.problems.append(f"{where}: label differs from bundle.json's")
+        if cell["config"]["device"] != header["device"]:
+            verdict.problems.append(f"{where}: device {cell['config']['device']} but the run's is {header['device']}")
+        if cell["status"] == "interrupted" and header["state"] == "complete":
+            verdict.problems.append(f"{where}: interrupted, yet bundle.json says the run is complete")
+        verdict.problems += [f"{where}: {line}" for line in _cell_problems(cell)]
+
+
+def _cell_problems(cell: dict[str, Any]) -> list[str]:
+    status, metrics = cell["status"], cell["metrics"]
+    lines = []
+    if status != "valid" and not cell["reasons"]:
+        lines.append(f"status {status} without a reason")
+    if status == "valid":
+        if cell["reasons"]:
+            lines.append("status valid, yet it gives reasons")
+        loadgen = metrics.get("loadgen")
+        if not loadgen or loadgen["validity"] != "VALID":
+            lines.append("status valid without a VALID LoadGen run")
+        if not (metrics.get("correctness") or {}).get("ok"):
+            lines.append("status valid without a passed correctness check")
+    timing = metrics.get("device_time")
+    if timing and timing["samples_ns"]:
+        recomputed = summarize_ns(timing["samples_ns"])
+        summary = timing["summary"]
+        if summary["n"] != recomputed["n"]:
+            lines.append(f"device_time: summary n {summary['n']} but {recomputed['n']} samples")
+        elif not _close(summary["median_ns"], recomputed["median_ns"]):
+            lines.append(f"device_time: summary median {summary['median_ns']} but the samples' is {recomputed['median_ns']}")
+    report = metrics.get("fusion_report")
+    if report:
+        if report["kernel_count"] != len(report["kernels"]):
+            lines.append(f"fusion_report: kernel_count {report['kernel_count']} but {len(report['kernels'])} kernels listed")
+        by_class = report.get("kernels_by_class") or {}
+        if by_class and sum(by_class.values()) != report["kernel_count"]:
+            lines.append("fusion_report: kernels_by_class does not add up to kernel_count")
+        if report["fusion_count"] > report["kernel_count"]:
+            lines.append("fusion_report: more fusions than kernels")
+    return lines
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=_RELATIVE_TOLERANCE, abs_tol=1.0)
+
+
+def _loadgen_problems(root: Path, cell: dict[str, Any]) -> list[str]:
+    """The cell's LoadGen validity and metric, read again from its own detail log."""
+    from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_logs
+
+    loadgen = cell["metrics"].get("loadgen")
+    if not loadgen:
+        return []
+    where = f"{CELLS}/{cell['id']}.json"
+    log_dir = root / CELLS / cell["id"] / loadgen["log_dir"]
+    rel = log_dir.relative_to(root).as_posix()
+    lines = []
+    for name in (SUMMARY, DETAIL):
+        path = log_dir / name
+        if path.is_symlink() or not path.is_file():
+            lines.append(f"{rel}/{name}: missing (the cell's LoadGen figures cannot be checked)")
+        elif path.stat().st_size > MAX_LOG_BYTES:
+            lines.append(f"{rel}/{name}: over {MAX_LOG_BYTES} bytes")
+    if lines:
+        return lines
+    try:
+        parsed = parse_logs(log_dir, loadgen["scenario"])
+    except (ValueError, RuntimeError, UnicodeError) as exc:  # a damaged log line is not JSON
+        return [f"{rel}/{DETAIL}: unreadable: {str(exc)[:200]}"]
+    if parsed["validity"] != loadgen["validity"]:
+        lines.append(f"{where}: LoadGen validity {loadgen['validity']} but its detail log says {parsed['validity']}")
+    logged, recorded = parsed["metric"]["value"], loadgen["metric"]["value"]
+    if (logged is None) != (recorded is None) or (logged is not None and not _close(float(logged), float(recorded))):
+        lines.append(
+            f"{where}: LoadGen {loadgen['metric']['name']} {recorded} but its detail log says {logged}"
+        )
+    return lines

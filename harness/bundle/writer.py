@@ -1,0 +1,120 @@
+"""Writing a result bundle: a self-describing, checksummed directory per run.
+
+    <run-dir>/bundle.json             what was run, on what, by which harness
+    <run-dir>/cells/<cell-id>.json    one finished cell, written atomically the moment it ends
+    <run-dir>/cells/<cell-id>/        its worker log and LoadGen logs
+    <run-dir>/MANIFEST.sha256         every other file's SHA-256
+
+JSON only; docs/result_schema.md documents every field. Reading a bundle someone else wrote
+(validate, compare, report, pack) goes through `harness.bundle.reader` instead: strict, bounded,
+and never writing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import write_json_atomic
+from harness.bundle import manifest
+from harness.bundle.files import CELLS, HEADER
+from harness.bundle.migrations import SCHEMA_VERSION, record_version
+from harness.bundle.statuses import FINISHED
+from harness.errors import BundleError, ConfigError
+
+# A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(name: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)[:60] or "run"
+    return f"{stamp}-{safe}"
+
+
+class Bundle:
+    def __init__(self, root: Path, header: dict[str, Any]) -> None:
+        self.root = root.resolve()  # workers run in other directories
+        self.header = header
+
+    @classmethod
+    def create(cls, out_dir: Path, run_id: str, header: dict[str, Any]) -> Bundle:
+        """Make `<out_dir>/<run_id>` (a new directory; a suffix is added if the name is taken)."""
+        root = out_dir / run_id
+        suffix = 1
+        while root.exists():
+            suffix += 1
+            root = out_dir / f"{run_id}-{suffix}"
+        root.mkdir(parents=True)
+        (root / CELLS).mkdir()
+        header = {"schema_version": SCHEMA_VERSION, "run_id": root.name, "state": "running", **header}
+        write_json_atomic(root / HEADER, header)
+        return cls(root, header)
+
+    @classmethod
+    def open(cls, root: Path) -> Bundle:
+        """An existing bundle of this schema version, to resume."""
+        path = root / HEADER
+        try:
+            header = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})") from None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: unreadable: {exc}") from None
+        version = record_version(header, str(path))
+        if version != SCHEMA_VERSION:
+            raise BundleError(
+                f"{path}: written with schema version {version}; this harness writes {SCHEMA_VERSION} and "
+                "will not mix them in one bundle: run the scenario again instead of resuming"
+            )
+        return cls(root, header)
+
+    def update_header(self, **fields: Any) -> None:
+        self.header.update(fields)
+        write_json_atomic(self.root / HEADER, self.header)
+
+    def cell_path(self, cell_id: str) -> Path:
+        return self.root / CELLS / f"{cell_id}.json"
+
+    def artifact_dir(self, cell_id: str) -> Path:
+        return self.root / CELLS / cell_id
+
+    def fresh_artifact_dir(self, cell_id: str) -> Path:
+        """An empty artifact directory for a cell about to run (leftovers of a killed attempt go)."""
+        path = self.artifact_dir(cell_id)
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def read_cell(self, cell_id: str) -> dict[str, Any] | None:
+        try:
+            cell: dict[str, Any] = json.loads(self.cell_path(cell_id).read_text())
+            return cell
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def finished(self, cell_id: str) -> bool:
+        record = self.read_cell(cell_id)
+        return record is not None and record.get("status") in FINISHED
+
+    def write_cell(self, cell_id: str, record: dict[str, Any]) -> None:
+        write_json_atomic(self.cell_path(cell_id), {"schema_version": SCHEMA_VERSION, **record})
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every cell record, in the order bundle.json lists them."""
+        records = []
+        for entry in self.header.get("cells", []):
+            record = self.read_cell(entry["id"])
+            if record is not None:
+                records.append(record)
+        return records
+
+    def write_manifest(self) -> None:
+        manifest.write(self.root)

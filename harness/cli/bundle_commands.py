@@ -1,0 +1,117 @@
+"""The CLI commands that read finished bundles: validate, compare, report, pack.
+
+Each reads bundles through `harness.bundle.reader` (strict, bounded, read-only) and refuses to
+compare, report or pack a bundle that fails `validate`, so a figure from an altered bundle is
+never presented as measured. Exit codes: 0 success; 1 validate found problems, or compare found
+a regression or a new failure; 2 a bundle or an option could not be used (one line says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.bundle.reader import LoadedBundle, load
+from harness.bundle.validate import validate
+from harness.errors import BundleError
+
+EXIT_PROBLEMS = 1
+_PROBLEMS_SHOWN = 5
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    check = sub.add_parser("validate", help="check a bundle: checksums, schema, consistency, LoadGen logs")
+    check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
+    diff = sub.add_parser("compare", help="compare two bundles cell by cell (exit 1 on a regression)")
+    diff.add_argument("a", type=Path, metavar="A", help="the baseline bundle")
+    diff.add_argument("b", type=Path, metavar="B", help="the bundle to judge against it")
+    diff.add_argument("--threshold", type=float, default=0.05,
+                      help="smallest relative change of the median that counts (default: 0.05)")
+    diff.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
+    diff.add_argument("--out", type=Path, help="write the comparison to this file as well")
+
+    report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    report.add_argument("--out", type=Path, help="directory for the report (default: RUN_DIR, whose manifest is updated)")
+
+    pack = sub.add_parser("pack", help="an MLPerf-style submission tree and tarball of a bundle's valid cells")
+    pack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    pack.add_argument("--org", required=True, help="submitting organisation (a directory name)")
+    pack.add_argument("--out", type=Path, help="submission tree to create (default: ./<run-id>-<org>-submission)")
+    pack.add_argument("--system-name", help="system name prefix (default: from the CPU or GPU the run used)")
+    pack.add_argument("--division", choices=("closed", "open"), default="closed")
+    pack.add_argument("--status", choices=("available", "preview", "rdi"), default="rdi",
+                      help="MLPerf availability status of the system (default: rdi)")
+
+
+def trusted(root: Path) -> LoadedBundle:
+    """The bundle at `root`, after it passed validate; BundleError naming its problems otherwise."""
+    verdict = validate(root)
+    if not verdict.ok:
+        shown = "; ".join(verdict.problems[:_PROBLEMS_SHOWN])
+        more = f" (and {len(verdict.problems) - _PROBLEMS_SHOWN} more)" if len(verdict.problems) > _PROBLEMS_SHOWN else ""
+        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {root}`")
+    return load(root)
+
+
+def cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    verdict = validate(args.run_dir)
+    for line in verdict.problems:
+        print(f"{args.run_dir}: {line}")
+    for line in verdict.notes:
+        print(f"{args.run_dir}: note: {line}", file=sys.stderr)
+    if verdict.problems:
+        print(f"fusionbench: {args.run_dir}: INVALID, {len(verdict.problems)} problem(s)", file=sys.stderr)
+        return EXIT_PROBLEMS
+    console.print(f"{args.run_dir}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from harness.reporting.compare import compare, to_json, to_markdown
+
+    if not 0 <= args.threshold < 1:
+        raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")
+    comparison = compare(trusted(args.a), trusted(args.b), threshold=args.threshold)
+    text = to_json(comparison) if args.format == "json" else to_markdown(comparison)
+    if args.out:
+        args.out.write_text(text)
+    sys.stdout.write(text)
+    return EXIT_PROBLEMS if comparison.worse else 0
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from harness.bundle import manifest
+    from harness.reporting.report import render
+
+    out = args.out or args.run_dir
+    inside = out.resolve() == args.run_dir.resolve()
+    if not inside and out.resolve().is_relative_to(args.run_dir.resolve()):
+        raise BundleError(f"--out {out} is inside the bundle: give the bundle itself or a directory outside it")
+    loaded = trusted(args.run_dir)
+    written = render(loaded, out)
+    if inside:
+        manifest.write(args.run_dir)  # the bundle was valid a moment ago; only the report changed
+    for path in written:
+        console.print(f"wrote {path}")
+    return 0
+
+
+def cmd_pack(args: argparse.Namespace, console: Console) -> int:
+    from harness.reporting.pack import checked_name, pack
+
+    loaded = trusted(args.run_dir)
+    out = args.out or Path(f"{loaded.name}-{checked_name(args.org, '--org')}-submission")
+    packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name)
+    console.print(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {packed.tree}")
+    console.print(f"tarball: {packed.tarball}")
+    for line in packed.left_out:
+        console.print(f"[dim]left out (not valid): {line}[/]")
+    return 0
+
+
+COMMANDS = {"validate": cmd_validate, "compare": cmd_compare, "report": cmd_report, "pack": cmd_pack}

@@ -1,0 +1,212 @@
+"""`fusionbench`: the command line.
+
+Expected errors (a bad scenario file, an unknown option, no such bundle) print one line and
+exit non-zero without a traceback; exit code 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+import harness
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
+from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
+from harness.errors import EXIT_INTERRUPTED, ConfigError, HarnessError
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def default_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/fusionbench, or ~/.cache/fusionbench."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fusionbench"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fusionbench",
+        description="Measure what kernel fusion does to vision models, backend by backend, under MLPerf LoadGen.",
+        epilog="Examples: fusionbench run scenarios/smoke.yaml | fusionbench validate results/RUN | "
+        "fusionbench compare results/A results/B | fusionbench report results/RUN",
+    )
+    parser.add_argument("--version", action="version", version=f"fusionbench {harness.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a scenario file and write a result bundle")
+    run.add_argument("scenario", nargs="?", type=Path, help="scenario file (YAML); optional with --resume")
+    run.add_argument("--device", choices=DEVICES, help="override the file's device")
+    run.add_argument(
+        "--only", metavar="KEY=VALUE,...",
+        help="run only matching cells; keys: model, backend, fusion, scenario, dtype, batch "
+        "(repeat a key to allow several values: model=resnet18,model=vgg11)",
+    )
+    run.add_argument("--out", type=Path, default=Path("results"), help="directory for result bundles (default: results)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir", type=Path, default=default_cache_dir(),
+        help="where backends keep exported and compiled artifacts between runs (default: %(default)s)",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
+
+    gpu = sub.add_parser(
+        "gpu-check", help="check a GPU machine end to end (every backend, fusion on and off; about 8 minutes)",
+        description="Run scenarios/gpu-check.yaml on the GPU within a time budget and print a verdict per backend "
+        "and fusion setting: status, math mode, kernels per inference, LoadGen's figure, device time and its CV.",
+    )
+    gpu.add_argument("--out", type=Path, default=Path("results"), help="directory for the bundle (default: results)")
+    gpu.add_argument("--budget-s", type=float, default=480.0,
+                     help="seconds the cells may take; later cells are skipped, saying so (default: 480)")
+    gpu_cache = gpu.add_mutually_exclusive_group()
+    gpu_cache.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
+                           help="backends' artifact cache (default: %(default)s)")
+    gpu_cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
+
+    backends = sub.add_parser("backends", help="registered backends, whether they can run here, and their versions")
+    backends.add_argument("--device", choices=DEVICES, default="auto")
+    backends.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    models = sub.add_parser("models", help="the models the zoo offers")
+    models.add_argument("--family", help="only this family (e.g. resnet, mobilenetv3)")
+
+    add_bundle_parsers(sub)
+
+    container = sub.add_parser(
+        "container", help="run `fusionbench run ...` inside the reproducible cpu or cuda image (needs a Docker engine)",
+        description="Build the image when missing (tagged by its lock's hash) and run the scenario in it; "
+        "./run.sh --container KIND ... calls this.",
+    )
+    container.add_argument("kind", choices=("cpu", "cuda"))
+    container.add_argument("run_args", nargs=argparse.REMAINDER, metavar="RUN_ARGS",
+                           help="what `fusionbench run` takes: SCENARIO.yaml [--device ...] [--only ...] [--out DIR] ...")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
+    schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
+                        help="scenario file (default), bundle.json, or cells/<id>.json")
+    schema.add_argument("--version", type=int, default=SCHEMA_VERSION,
+                        help=f"bundle schema version (default: {SCHEMA_VERSION}, the one this harness writes)")
+    schema.add_argument("--out", type=Path, help="write it to this file instead")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from harness.run.runner import RunRequest, run
+    from harness.scenario.cells import parse_only
+
+    if args.scenario is None and args.resume is None:
+        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
+    request = RunRequest(
+        scenario_path=args.scenario, device=args.device, only=parse_only(args.only) if args.only else None,
+        out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
+    )
+    return run(request, console)
+
+
+def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
+    from harness.run.gpu_check import check
+
+    if args.budget_s <= 0:
+        raise ConfigError("--budget-s must be positive")
+    return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s)
+
+
+def _cmd_container(args: argparse.Namespace, console: Console) -> int:
+    from harness.run.container import launch
+
+    if not args.run_args:
+        raise ConfigError("container needs what `fusionbench run` takes, e.g. scenarios/offline.yaml")
+    from harness.run.system import SOURCE_ROOT
+
+    repo = SOURCE_ROOT
+    return launch(args.kind, args.run_args, repo=repo, cache=default_cache_dir())
+
+
+def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
+    from harness import registry
+    from harness.run.probe import run_probe
+
+    answer = run_probe(args.device, registry.names(), with_system=False)
+    if args.json:
+        print(json.dumps(answer, indent=1))
+        return 0
+    table = Table(title=f"Backends (device: {answer['device']})")
+    for column in ("backend", "available", "reason", "versions"):
+        table.add_column(column)
+    for name, report in answer["backends"].items():
+        versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+        table.add_row(name, "yes" if report["available"] else "[red]no[/]", report["reason"], versions)
+    console.print(table)
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace, console: Console) -> int:
+    from harness.models.catalog import all_models
+    from harness.models.extra_models import EXTRA_MODELS, input_shape
+
+    table = Table(title="Zoo: random weights unless pretrained: true (torchvision classifiers only)")
+    for column in ("model", "family", "input (one sample, default size)", "about"):
+        table.add_column(column)
+    models = all_models()
+    shown = 0
+    for name, (family, size) in models.items():
+        if args.family and family != args.family:
+            continue
+        extra = EXTRA_MODELS.get(name)
+        shape = input_shape(name, size) if extra else (1, 3, size, size)
+        kind = extra.input_kind if extra else "image"
+        table.add_row(name, family, f"{kind} {list(shape)}", extra.about if extra else "torchvision classifier")
+        shown += 1
+    if shown == 0:
+        families = sorted({f for f, _ in models.values()})
+        raise ConfigError(f"no model of family {args.family!r}; families: {', '.join(families)}")
+    console.print(table)
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
+    if args.file == "scenario":
+        from harness.scenario.schema import json_schema
+
+        document = json_schema()
+    else:
+        from harness.bundle.schema import schema
+
+        try:
+            document = schema(args.file, args.version)
+        except ValueError as exc:
+            raise ConfigError(f"--version {args.version}: {exc}") from None
+    text = json.dumps(document, indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
+    commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
+                "container": _cmd_container, "gpu-check": _cmd_gpu_check, **BUNDLE_COMMANDS}
+    if args.command is None:
+        _parser().print_help()
+        return 0
+    try:
+        return commands[args.command](args, console)
+    except HarnessError as exc:
+        print(f"fusionbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fusionbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+

@@ -1,0 +1,96 @@
+"""The kernel/fusion profile pass, inside a worker. Never timed: profilers distort time (the
+device-timing pass is harness/measure/timing.py).
+
+Besides kernel counts and the fusion report it measures where an inference's time goes: the
+time inside kernels (GPU: the union of the CUDA kernels' intervals, from CUPTI; CPU: the
+backend's own profiler, `Prepared.cpu_kernel_share` of the time) against the wall time the timing pass
+measured; the rest is launch and host overhead (GPU) or dispatch overhead (CPU).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness.contract import Prepared
+
+
+def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path) -> dict[str, Any]:
+    """Kernels per inference and the fusion report. Never timed."""
+    result: dict[str, Any] = {"fusion_report": prepared.fusion_report().to_json()}
+    if device == "cuda":
+        result.update(_cuda_kernels(prepared, batch, iters, workdir))
+    else:
+        count = prepared.cpu_dispatches(batch)
+        result.update(
+            {
+                "kernels_per_inference": count,
+                "kernel_count_method": "cpu dispatches: " + (prepared.dispatch_definition or "undefined"),
+                "kernel_share": prepared.cpu_kernel_share(batch),
+                "kernel_time_method": prepared.kernel_time_definition or "not measured by this backend",
+            }
+        )
+    result["backend_figures"] = prepared.profile_figures(batch)
+    return result
+
+
+def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> dict[str, Any]:
+    """CUDA kernels launched per inference, counted process-wide by the profiler (CUPTI), so
+    every backend's kernels are seen the same way. Memcpy and memset are not kernels."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    prepared(batch)
+    prepared.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            prepared(batch)
+            prepared.synchronize()
+    trace_path = workdir / "profile_trace.json"
+    prof.export_chrome_trace(str(trace_path))
+    events = json.loads(trace_path.read_text()).get("traceEvents", [])
+    trace_path.unlink()
+    launched = [e for e in events if e.get("cat") == "kernel"]
+    kernels = Counter(e.get("name", "?") for e in launched)
+    total = sum(kernels.values())
+    intervals = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in launched if "ts" in e]
+    return {
+        "kernels_per_inference": total / iters,
+        "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
+        "profiled_iters": iters,
+        "top_kernels": [{"name": n, "calls_per_inference": c / iters} for n, c in kernels.most_common(25)],
+        "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
+        "kernel_time_method": ("the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), "
+                               "per inference; kernels that overlap count once"),
+        "kernel_time_sum_ns_per_inference": sum(end - start for start, end in intervals) * 1e3 / iters,
+    }
+
+
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
+def time_split(wall_ns: float, kernels: dict[str, Any], device: str) -> dict[str, Any]:
+    """Where one inference's wall time (the device-timing median) goes: kernels and the rest.
+    GPU: the kernels' busy time; CPU: the backend's kernel share applied to the wall time."""
+    kernel_ns = kernels.get("kernel_time_ns_per_inference")
+    if kernel_ns is None and kernels.get("kernel_share") is not None:
+        kernel_ns = kernels["kernel_share"] * wall_ns
+    if kernel_ns is None or wall_ns <= 0:
+        return {"wall_ns": wall_ns, "kernel_ns": None, "overhead_ns": None,
+                "method": kernels.get("kernel_time_method") or "not measured"}
+    overhead = "launch and host overhead, idle gaps" if device == "cuda" else "dispatch overhead"
+    return {
+        "wall_ns": wall_ns, "kernel_ns": kernel_ns, "overhead_ns": max(wall_ns - kernel_ns, 0.0),
+        "kernel_share": min(kernel_ns / wall_ns, 1.0),
+        "method": f"{kernels['kernel_time_method']}; the rest of the wall time is {overhead}",
+    }

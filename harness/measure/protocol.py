@@ -1,0 +1,93 @@
+"""Everything that crosses the process boundary between the parent (harness/run) and a cell's worker
+(harness/measure/worker.py), in one place, written and read as JSON files and versioned.
+
+The parent writes a `WorkerRequest` to `request.json` in the cell's scratch directory and starts
+`python -m harness.measure.worker request.json`; the worker writes `phase_file` as it moves from
+phase to phase (the progress bar reads it) and leaves a `WorkerAnswer` in `answer_file`. The answer's
+fields are the measured part of the cell record the bundle keeps (docs/result_schema.md). A
+request or answer of another version, or with keys this version does not know, is refused: a
+worker and a parent from different checkouts never half-understand each other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+PROTOCOL_VERSION = 1
+
+Status = Literal["valid", "invalid", "failed"]
+STATUSES: tuple[Status, ...] = ("valid", "invalid", "failed")
+
+
+class ProtocolError(ValueError):
+    """A request or answer this version cannot read."""
+
+
+@dataclass(frozen=True)
+class WorkerRequest:
+    cell: dict[str, Any]  # the cell's config, as the bundle records it
+    artifact_dir: str  # where the cell's files go (cells/<id>/ in the bundle)
+    phase_file: str = ""  # set by harness/run/isolation.py for each worker
+    answer_file: str = ""
+    parent_pid: int | None = None
+    input_folder: str | None = None  # `inputs: {source: folder}`: the folder, resolved
+    cache_dir: str | None = None  # the artifact cache (exported graphs, engines, compiled libraries)
+    peaks: dict[str, Any] | None = None  # the device's measured peaks (harness/measure/roofline.py)
+    version: int = PROTOCOL_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerRequest:
+        data = _read(text, cls.__name__)
+        if not isinstance(data.get("cell"), dict) or not isinstance(data.get("artifact_dir"), str):
+            raise ProtocolError("WorkerRequest: cell (an object) and artifact_dir (a path) are required")
+        return cls(**data)
+
+
+@dataclass
+class WorkerAnswer:
+    status: Status = "failed"
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # versions, threads, affinity, variables
+    warnings: list[str] = field(default_factory=list)  # figures to read with care (harness/measure/trust.py)
+    phases_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase
+    version: int = PROTOCOL_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerAnswer:
+        data = _read(text, cls.__name__)
+        answer = cls(**data)
+        if answer.status not in STATUSES:
+            raise ProtocolError(f"WorkerAnswer: status {answer.status!r} is not one of {', '.join(STATUSES)}")
+        return answer
+
+    def record(self) -> dict[str, Any]:
+        """The fields the parent merges into the cell's record."""
+        record = asdict(self)
+        del record["version"]
+        return record
+
+
+def _read(text: str, kind: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError(f"{kind}: not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{kind}: not a JSON object")
+    version = data.get("version")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(f"{kind}: protocol version {version!r}, this harness speaks {PROTOCOL_VERSION}")
+    known = {f.name for f in fields(WorkerRequest if kind == "WorkerRequest" else WorkerAnswer)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ProtocolError(f"{kind}: unknown keys {', '.join(unknown)}")
+    return data

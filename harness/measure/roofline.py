@@ -1,0 +1,138 @@
+"""The roofline of a cell: how close its measured time comes to what the device's peaks allow.
+
+- FLOPs: torch's FlopCounterMode on the eager model for one batch (convolutions, matrix
+  multiplications and attention; element-wise work is not counted, as in every roofline).
+- Compulsory bytes: the weights (parameters and buffers), the input batch and the output, each
+  moved once: the least memory traffic any implementation needs.
+- Peaks: measured on the machine by the system probe, once per run (`measure_peaks`): the best
+  rate of a large matrix multiplication per dtype, and of a large tensor copy. Measured peaks
+  are what the device delivers to torch, not its data-sheet figures, so the bound is one a real
+  implementation could approach.
+- The bound is max(FLOPs / peak FLOP/s, bytes / peak bytes/s); `fraction_of_bound` is the bound
+  over the measured median batch time: 1 means at the roofline, 0.1 means ten times slower.
+The kernels-per-inference floor is 1: one kernel could compute the whole model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+PEAK_MATMUL_N = {"cpu": 1024, "cuda": 8192}
+PEAK_COPY_BYTES = {"cpu": 256 << 20, "cuda": 1 << 30}
+PEAK_REPEATS = 5
+TORCH_DTYPES = ("fp32", "fp16", "bf16")
+
+
+def _tensor_bytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return int(value.numel() * value.element_size())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    return 0
+
+
+def model_costs(model: Any, example: Any) -> dict[str, int]:
+    """FLOPs of one batch and its compulsory bytes (weights, input, output)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        output = model(example)
+    weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers()))
+    costs = {"flops": int(counter.get_total_flops()), "weight_bytes": weights,
+             "input_bytes": _tensor_bytes(example), "output_bytes": _tensor_bytes(output)}
+    costs["compulsory_bytes"] = costs["weight_bytes"] + costs["input_bytes"] + costs["output_bytes"]
+    return costs
+
+
+def cached_costs(model: Any, example: Any, cache_dir: Path) -> dict[str, int]:
+    """`model_costs`, kept in `cache_dir` by the model's weights and the example's shape: the
+    cells of one model and setting (every backend and variant) count its FLOPs once."""
+    import torch
+
+    from harness.artifact_cache import fingerprint
+    from harness.atomic import write_json_atomic
+
+    path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs')}.json"
+    try:
+        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        pass
+    costs = model_costs(model, example)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, costs)
+    except OSError:
+        pass  # a cache that cannot be written costs time, not figures
+    return costs
+
+
+def bound(costs: dict[str, int], peaks: dict[str, Any] | None, dtype: str, measured_ns: float) -> dict[str, Any]:
+    """The cell's roofline figures; without peaks for its dtype, only the costs."""
+    figures: dict[str, Any] = {**costs, "kernels_per_inference_floor": 1}
+    figures["arithmetic_intensity_flops_per_byte"] = costs["flops"] / costs["compulsory_bytes"] if costs["compulsory_bytes"] else None
+    peak_flops = ((peaks or {}).get("flops_per_s") or {}).get(dtype)
+    peak_bytes = (peaks or {}).get("bytes_per_s")
+    if measured_ns <= 0:
+        figures["note"] = "no measured time to compare (the backend computes no model): costs only"
+        return figures
+    if not peak_flops or not peak_bytes:
+        why = (peaks or {}).get("error") or f"no measured {dtype} peak for this device"
+        figures["note"] = f"{why}: costs only"
+        return figures
+    compute_ns = costs["flops"] / peak_flops * 1e9
+    memory_ns = costs["compulsory_bytes"] / peak_bytes * 1e9
+    figures.update({
+        "peak_flops_per_s": peak_flops, "peak_bytes_per_s": peak_bytes, "peaks_method": (peaks or {}).get("method", ""),
+        "compute_bound_ns": compute_ns, "memory_bound_ns": memory_ns, "time_bound_ns": max(compute_ns, memory_ns),
+        "bound_by": "compute" if compute_ns >= memory_ns else "memory", "measured_ns": measured_ns,
+        "fraction_of_bound": max(compute_ns, memory_ns) / measured_ns,
+    })
+    return figures
+
+
+def _best_seconds(run: Any, synchronize: Any) -> float:
+    run()
+    synchronize()
+    best = float("inf")
+    for _ in range(PEAK_REPEATS):
+        start = time.perf_counter()
+        run()
+        synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure_peaks(device: str) -> dict[str, Any]:
+    """The device's achievable FLOP/s per dtype (square matmul) and bytes/s (tensor copy)."""
+    import torch
+
+    def synchronize() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    n = PEAK_MATMUL_N[device]
+    flops: dict[str, float] = {}
+    for name in TORCH_DTYPES:
+        if device == "cpu" and name != "fp32":
+            continue  # half precision matmul on CPU is emulated on most machines: no meaningful peak
+        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        flops[name] = 2 * n**3 / _best_seconds(lambda a=a, b=b: torch.mm(a, b), synchronize)
+    source = torch.empty(PEAK_COPY_BYTES[device] // 4, device=device, dtype=torch.float32).fill_(1.0)
+    target = torch.empty_like(source)
+    copy_s = _best_seconds(lambda: target.copy_(source), synchronize)
+    source = target = None  # freed before the caller measures anything else
+    return {
+        "device": device, "flops_per_s": flops, "bytes_per_s": 2 * PEAK_COPY_BYTES[device] / copy_s,
+        "method": (f"best of {PEAK_REPEATS}: {n}x{n} matmul per dtype ({'TF32 off' if device == 'cuda' else 'fp32 only'}), "
+                   f"{PEAK_COPY_BYTES[device] >> 20} MiB copy (read + write)"),
+    }

@@ -1,0 +1,143 @@
+"""The device-timing pass: per-batch latency, warmed up until steady, in repetitions.
+
+- Warm-up runs windows of calls until two windows in a row have medians within
+  `STEADY_TOLERANCE` of each other (caches, allocators, lazy initialisation and the CPU's clock
+  settle at different speeds per model and machine; a fixed count is either too short or
+  wasted), at least `warmup_iters` calls and at most `max_warmup_s`; whether it got steady is
+  recorded.
+- The timed calls are split into `repetitions`, which the worker interleaves with the LoadGen
+  pass (half before it, half after), so a drift of the machine shows as a spread between
+  repetitions and both measures of the cell see the same conditions.
+- The timed loop does nothing but call, synchronise and store into a preallocated list: on a GPU,
+  CUDA events around the call on torch's current stream (the host wall time beside them); on a
+  CPU, `perf_counter_ns` around call and synchronize. What ran beside each repetition (threads,
+  other processes, stolen time, the GPU's clocks) is read before and after it, never inside.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any, Callable
+
+from harness.contract import Prepared
+from harness.stats import summarize_ns
+
+STEADY_TOLERANCE = 0.02
+WINDOW_S = 0.1  # a warm-up window lasts about this long,
+MAX_WINDOW = 50  # and holds at most this many calls (one, for a model slower than WINDOW_S)
+
+
+class DeviceTiming:
+    """Warm-up and timed repetitions of one prepared model on one batch."""
+
+    def __init__(self, prepared: Prepared, batch: Any, settings: dict[str, Any], device: str,
+                 observe: Callable[[], Any] | None = None, compare: Callable[[Any, Any], dict[str, Any]] | None = None,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.prepared = prepared
+        self.batch = batch
+        self.settings = settings
+        self.device = device
+        self.clock = clock
+        self.observe = observe  # reads what runs beside the timed calls (harness.measure.activity)
+        self.compare = compare
+        self.warmup_ns: list[int] = []
+        self.steady = False
+        self.estimate_ns = 1.0
+        self.repetitions: list[dict[str, Any]] = []
+        self.samples: list[int] = []
+        self.host: list[int] = []
+
+    def _call_ns(self) -> int:
+        start = self.clock()
+        self.prepared(self.batch)
+        self.prepared.synchronize()
+        return self.clock() - start
+
+    def warm_up(self) -> None:
+        """Call until two consecutive windows agree within STEADY_TOLERANCE (see the module)."""
+        minimum = max(self.settings["warmup_iters"], 1)
+        budget_ns = self.settings["max_warmup_s"] * 1e9
+        first = self._call_ns()
+        self.warmup_ns.append(first)
+        window = min(max(math.ceil(WINDOW_S * 1e9 / max(first, 1)), 1), MAX_WINDOW)
+        previous: float | None = None
+        spent = first
+        while True:
+            calls = [self._call_ns() for _ in range(window)]
+            self.warmup_ns += calls
+            spent += sum(calls)
+            current = statistics.median(calls)
+            if previous is not None and len(self.warmup_ns) >= minimum:
+                if abs(current / previous - 1) <= STEADY_TOLERANCE:
+                    self.steady = True
+                    break
+            if spent >= budget_ns and len(self.warmup_ns) >= minimum:
+                break
+            previous = current
+        self.estimate_ns = max(statistics.median(self.warmup_ns[-window:]), 1)
+
+    def calls_per_repetition(self) -> int:
+        reps = self.settings["repetitions"]
+        wanted = math.ceil(self.settings["min_time_s"] * 1e9 / self.estimate_ns / reps)
+        low = math.ceil(self.settings["min_iters"] / reps)
+        high = max(self.settings["max_iters"] // reps, 1)
+        return int(min(max(wanted, low), high))
+
+    def repetition(self, when: str) -> None:
+        """One block of timed calls; `when` says where it ran ("before loadgen", ...)."""
+        n = self.calls_per_repetition()
+        before = self.observe() if self.observe else None
+        samples, host = self._timed(n)
+        after = self.observe() if self.observe else None
+        summary = summarize_ns(samples)
+        entry: dict[str, Any] = {"when": when, "n": n, "median_ns": summary["median_ns"], "cv": summary["cv"]}
+        if self.compare is not None and before is not None:
+            entry["beside"] = self.compare(before, after)
+        self.repetitions.append(entry)
+        self.samples += samples
+        if host is not None:
+            self.host += host
+
+    def _timed(self, n: int) -> tuple[list[int], list[int] | None]:
+        prepared, batch, clock = self.prepared, self.batch, self.clock
+        if self.device == "cuda":
+            import torch
+
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            host = [0] * n
+            torch.cuda.synchronize()
+            for i in range(n):
+                t0 = clock()
+                starts[i].record()
+                prepared(batch)
+                ends[i].record()
+                prepared.synchronize()
+                host[i] = clock() - t0
+            torch.cuda.synchronize()
+            return [round(s.elapsed_time(e) * 1e6) for s, e in zip(starts, ends, strict=True)], host
+        samples = [0] * n
+        for i in range(n):
+            t0 = clock()
+            prepared(batch)
+            prepared.synchronize()
+            samples[i] = clock() - t0
+        return samples, None
+
+    def result(self) -> dict[str, Any]:
+        medians = [r["median_ns"] for r in self.repetitions]
+        middle = statistics.median(medians) if medians else 0
+        return {
+            "method": ("cuda events around the call on torch's current stream; host wall time beside it"
+                       if self.device == "cuda" else "perf_counter_ns around call + synchronize"),
+            "warmup_samples_ns": self.warmup_ns,
+            "warmup": {"calls": len(self.warmup_ns), "steady": self.steady, "tolerance": STEADY_TOLERANCE,
+                       "seconds": sum(self.warmup_ns) / 1e9},
+            "samples_ns": self.samples,
+            "host_samples_ns": self.host or None,
+            "repetitions": self.repetitions,
+            "repetition_spread": (max(medians) - min(medians)) / middle if len(medians) > 1 and middle else 0.0,
+            "summary": summarize_ns(self.samples),
+        }

@@ -1,0 +1,115 @@
+"""Whether a cell's figures can be trusted, in pyperf's spirit: the checks, and the words a user
+reads when one fails. A failed check is a warning on the cell (its `warnings`, shown in the
+summary and the report), not a change of status: the figure stands, with its caveat.
+
+One latency truth: LoadGen's figure and the device timing measure the same batch, so they must
+agree, compared like with like. SingleStream and MultiStream: LoadGen's median query latency
+against the timing median. Offline: LoadGen's throughput turned into time per batch is a mean
+(total time over batches), so against the timing mean. The gap is LoadGen's figure over the
+timing's, minus one. Beyond `AGREEMENT_LIMIT` the cell says why, from what the system under test
+measured of itself (harness/measure/sut.py): the model ran slower inside LoadGen's run than in the
+timing pass (something ran beside it), or the harness's own work per batch was too large, or
+else LoadGen's accounting around the calls. Offline on a GPU keeps batches in flight, so
+LoadGen's throughput may beat the sequential timing; only falling behind it counts there.
+Server's latency includes queueing at its target rate by design: no gap is computed.
+
+Noise: a CV over 10% (pyperf's threshold), a warm-up that did not settle, repetitions whose
+medians drifted apart, other processes or the hypervisor taking CPU during the timed calls, and
+a GPU that throttled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.measure.gpu_state import slowdowns
+from harness.scenario.rules import rule
+from harness.stats import NOISY_CV
+
+AGREEMENT_LIMIT = 0.05
+DRIFT_LIMIT = 0.03
+MODEL_SLOWER_LIMIT = 0.03
+BUSY_OTHERS_CORES = 0.1  # other processes using a tenth of a core beside the timed calls
+STOLEN_SHARE = 0.02
+
+
+def latency_agreement(scenario: str, batch: int, loadgen: dict[str, Any], device: dict[str, Any]) -> dict[str, Any]:
+    """LoadGen's figure against the device timing (`device`: its summary), and why they differ."""
+    scenario_rule = rule(scenario)
+    statistic = scenario_rule.device_statistic
+    if statistic is None:
+        return {"gap": None, "within": None, "why": scenario_rule.not_compared_why}
+    measured = scenario_rule.ns_per_batch(batch, loadgen.get("results") or {})
+    reference = float(device.get(f"{statistic}_ns") or 0)
+    if measured is None or reference <= 0:
+        return {"gap": None, "within": None, "why": "not compared: no LoadGen figure or no device time"}
+    gap = measured / reference - 1
+    sut = loadgen.get("sut") or {}
+    pipelined = (sut.get("batches_in_flight") or 1) > 1
+    within = gap <= AGREEMENT_LIMIT if pipelined else abs(gap) <= AGREEMENT_LIMIT
+    result = {"loadgen_ns_per_batch": measured, "device_ns_per_batch": reference, "device_statistic": statistic,
+              "gap": gap, "limit": AGREEMENT_LIMIT, "within": within, "why": ""}
+    if not within:
+        result["why"] = _why(gap, reference, sut.get(f"call_{statistic}_ns"), sut, pipelined)
+    return result
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _why(gap: float, device_ns: float, call: float | None, sut: dict[str, Any], pipelined: bool) -> str:
+    own = (sut.get("gather_median_ns") or 0) + (sut.get("respond_median_ns") or 0)
+    direction = "slower" if gap > 0 else "faster"
+    if call and not pipelined and abs(call / device_ns - 1) > MODEL_SLOWER_LIMIT:
+        return (f"the model itself ran {abs(call / device_ns - 1):.0%} {direction} inside LoadGen's run than in the "
+                f"timing pass ({_ms(call)} a call against {_ms(device_ns)}): the machine's speed changed, or something "
+                "ran beside it (see what ran beside each)")
+    if own > MODEL_SLOWER_LIMIT * device_ns:
+        return (f"the system under test's own work per batch (gathering inputs and answering: {_ms(own)}, "
+                f"{own / device_ns:.0%} of a batch)")
+    if pipelined:
+        return f"LoadGen's Offline throughput fell {gap:.0%} behind the device timing with batches in flight"
+    return (f"LoadGen's accounting around the calls ({direction} by {abs(gap):.0%}; the calls themselves took "
+            f"{_ms(call) if call else 'an unknown time'} against {_ms(device_ns)} timed alone)")
+
+
+def warnings(metrics: dict[str, Any]) -> list[str]:
+    """Every failed check of a measured cell, one sentence each."""
+    found = []
+    timing = metrics.get("device_time") or {}
+    summary = timing.get("summary") or {}
+    if summary.get("cv", 0) > NOISY_CV:
+        found.append(f"noisy: device-time CV {summary['cv']:.0%} (over {NOISY_CV:.0%})")
+    warmup = timing.get("warmup") or {}
+    if warmup and not warmup.get("steady", True):
+        found.append(f"the warm-up did not settle within {warmup.get('seconds', 0):.1f} s "
+                     f"({warmup.get('calls')} calls; windows kept differing by over {warmup.get('tolerance', 0):.0%})")
+    if timing.get("repetition_spread", 0) > DRIFT_LIMIT:
+        medians = ", ".join(f"{r['when']} {_ms(r['median_ns'])}" for r in timing.get("repetitions", []))
+        found.append(f"drift: the timed repetitions' medians spread {timing['repetition_spread']:.0%} ({medians})")
+    found += _machine(timing.get("repetitions") or [])
+    agreement = metrics.get("latency_agreement") or {}
+    if agreement.get("within") is False:
+        found.append(f"LoadGen and device timing disagree by {agreement['gap']:+.0%} (limit "
+                     f"{agreement['limit']:.0%}): {agreement['why']}")
+    return found
+
+
+def _machine(repetitions: list[dict[str, Any]]) -> list[str]:
+    found = []
+    beside = [r.get("beside") or {} for r in repetitions]
+    cpu = [b.get("cpu") or {} for b in beside]
+    wall = sum(c.get("wall_s", 0) for c in cpu)
+    if wall > 0:
+        others = sum(c.get("other_processes_cpu_s", 0) for c in cpu) / wall
+        stolen = sum(c.get("stolen_cpu_s", 0) for c in cpu) / wall / max(cpu[0].get("cpus", 1), 1)
+        if others > BUSY_OTHERS_CORES:
+            found.append(f"a busy machine: other processes used {others:.2f} cores during the timed calls")
+        if stolen > STOLEN_SHARE:
+            found.append(f"a shared machine: the hypervisor took {stolen:.0%} of the CPUs during the timed calls")
+    gpu = [state for b in beside for state in (b.get("gpu_before"), b.get("gpu_after")) if state]
+    slowed = slowdowns(gpu)
+    if slowed:
+        found.append(f"the GPU held its clocks down during the timed calls ({', '.join(slowed)})")
+    return found

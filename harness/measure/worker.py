@@ -1,0 +1,276 @@
+"""One cell, measured in a process of its own: `python -m harness.measure.worker REQUEST.json`.
+
+The parent writes the request, starts this process in a fresh working directory with a time
+limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
+
+    build model -> eager reference -> roofline costs (FLOPs, bytes) -> prepare -> first call ->
+    correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
+    timing (the other half) -> memory -> kernel/fusion profile -> math mode and rewrites
+
+torch's math is IEEE fp32 for the eager reference and the cell dtype's from `prepare` on
+(harness/precision.py); after the passes the flags are read back with the backend's own, and a
+cell whose math is not what its dtype asked for is invalid.
+
+Device timing runs before LoadGen because LoadGen's expected-latency hint is calibrated from it,
+and again after it, so both see the same conditions (harness/measure/timing.py). The two measures are
+then compared, and every figure is checked for noise (harness/measure/trust.py): a failed check is a
+warning on the cell, not a change of status.
+A phase that raises makes the cell `failed` with the phase named; what was measured before it
+stays in the answer. The current phase is written to a small file the parent shows in its
+progress bar.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness import registry
+from harness.atomic import write_bytes_atomic
+from harness.contract import Variant
+from harness.errors import HarnessError
+from harness.measure import trust
+from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+
+
+class PhaseClock:
+    """Times each phase and tells the parent which one is running."""
+
+    def __init__(self, phase_file: Path) -> None:
+        self.phase_file = phase_file
+        self.durations_s: dict[str, float] = {}
+        self.current = "start"
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.current = name
+        try:
+            self.phase_file.write_text(name)
+        except OSError:
+            pass  # the progress display is a convenience; measurement goes on
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.durations_s[name] = time.perf_counter() - start
+
+
+def run_cell(request: WorkerRequest) -> WorkerAnswer:
+    """Measure one cell; return the answer (never raises for a failure inside the cell)."""
+    from harness.measure.memory import current_rss_bytes
+
+    cell = request.cell
+    clock = PhaseClock(Path(request.phase_file))
+    answer = WorkerAnswer()
+    metrics = answer.metrics
+    try:
+        with clock.phase("import"):
+            import torch
+
+            from harness import precision
+
+            torch.set_grad_enabled(False)
+            precision.set_torch_math("fp32")  # the eager reference is IEEE (fp32 and tf32 cells)
+            backend = registry.load(cell["backend"])()
+            baseline_rss = current_rss_bytes()
+            baseline_device_used = None
+            if cell["device"] == "cuda":
+                from harness.measure.memory import device_used_bytes
+
+                baseline_device_used = device_used_bytes()
+            answer.environment = {
+                "backend_versions": backend.versions(),
+                "torch_threads": torch.get_num_threads(),
+                "torch_interop_threads": torch.get_num_interop_threads(),
+                "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "variables": recorded_environment(),
+                "pid": os.getpid(),
+            }
+        _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
+    except HarnessError as exc:
+        answer.reasons.append(f"{clock.current}: {exc}")
+    except BaseException as exc:  # any other failure: a bug or a crash in a library; keep the traceback in the log
+        traceback.print_exc()
+        answer.reasons.append(f"{clock.current}: {type(exc).__name__}: {exc}")
+    else:
+        answer.reasons = _invalid_reasons(metrics)
+        answer.status = "invalid" if answer.reasons else "valid"
+        answer.warnings = trust.warnings(metrics)
+    answer.phases_s = clock.durations_s
+    return answer
+
+
+def recorded_environment() -> dict[str, str]:
+    """The worker's whole environment: whitelisted by the parent (harness/run/isolation.py), so
+    every variable in it was passed on on purpose, and each can move a figure."""
+    return dict(sorted(os.environ.items()))
+
+
+def _observer(device: str) -> tuple[Any, Any]:
+    """(observe, compare) for what runs beside each timed repetition: threads, other processes,
+    stolen time, and on a GPU its clocks and throttle reasons."""
+    from harness.measure import activity, gpu_state
+
+    nvml = None
+    if device == "cuda":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            nvml = pynvml
+        except Exception:  # noqa: BLE001 - no NVML: the GPU state reads as unavailable
+            nvml = None
+
+    def observe() -> tuple[Any, Any]:
+        return activity.snapshot(), (gpu_state.read(nvml) if device == "cuda" and nvml else None)
+
+    def compare(before: tuple[Any, Any], after: tuple[Any, Any]) -> dict[str, Any]:
+        beside: dict[str, Any] = {"cpu": activity.compare(before[0], after[0])}
+        if device == "cuda":
+            beside["gpu_before"] = before[1] or {"unavailable": "NVML did not initialise"}
+            beside["gpu_after"] = after[1] or {"unavailable": "NVML did not initialise"}
+        return beside
+
+    return observe, compare
+
+
+def _measure(
+    cell: dict[str, Any],
+    request: WorkerRequest,
+    backend: Any,
+    clock: PhaseClock,
+    metrics: dict[str, Any],
+    baseline_rss: int,
+    baseline_device_used: int | None,
+) -> None:
+    import torch
+
+    from harness import precision
+    from harness.measure import activity, correctness, loadgen, passes, roofline
+    from harness.measure.memory import memory_pass
+    from harness.measure.timing import DeviceTiming
+    from harness.models import zoo
+
+    device, dtype, batch = cell["device"], cell["dtype"], cell["batch"]
+    model_spec = cell["model"]
+    workdir = Path.cwd()
+    artifacts = Path(request.artifact_dir)
+    with clock.phase("build"):
+        model = zoo.build_model(
+            model_spec["name"], pretrained=model_spec["pretrained"], seed=cell["seed"], device=device, dtype=dtype
+        )
+        folder = Path(request.input_folder) if request.input_folder else None
+        samples = zoo.make_samples(
+            cell["inputs"], model=model_spec["name"], input_size=cell["input_size"], folder=folder,
+            device=device, dtype=dtype,
+        )
+        example = torch.cat([samples[i % len(samples)] for i in range(batch)])
+    with clock.phase("reference"):
+        reference = model(example) if backend.computes_model else None
+    with clock.phase("roofline"):
+        costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
+    precision.set_torch_math(dtype)
+    with clock.phase("prepare"):
+        variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"],
+                          graphs=cell["variant"].get("graphs", "off"))
+        cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        prepared = backend.prepare(
+            model, example, device=device, dtype=dtype, variant=variant, workdir=workdir, cache_dir=cache_dir
+        )
+    metrics["prepare_s"] = clock.durations_s["prepare"]
+    metrics["prepare_cache"] = prepared.prepare_cache
+    try:
+        with clock.phase("first_call"):
+            output = prepared(example)
+            prepared.synchronize()
+        metrics["first_call_s"] = clock.durations_s["first_call"]
+        with clock.phase("correctness"):
+            if reference is None:
+                metrics["correctness"] = {"ok": True, "reason": "", "note": "not checked: the backend computes no model"}
+            else:
+                metrics["correctness"] = correctness.compare(output, reference, dtype)
+            del output
+        observe, compare = _observer(device)
+        timing = DeviceTiming(prepared, example, cell["timing"], device, observe=observe, compare=compare)
+        before_loadgen = max(cell["timing"]["repetitions"] // 2, 1)
+        with clock.phase("timing"):
+            timing.warm_up()
+            for _ in range(before_loadgen):
+                timing.repetition("before loadgen")
+        hint_ns = timing.result()["summary"]["median_ns"]
+        with clock.phase("loadgen"):
+            before = activity.snapshot()
+            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen")
+            metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
+        with clock.phase("timing_after_loadgen"):
+            for _ in range(cell["timing"]["repetitions"] - before_loadgen):
+                timing.repetition("after loadgen")
+        metrics["device_time"] = timing.result()
+        median_ns = metrics["device_time"]["summary"]["median_ns"]
+        metrics["latency_agreement"] = trust.latency_agreement(
+            cell["scenario"], batch, metrics["loadgen"], metrics["device_time"]["summary"])
+        metrics["roofline"] = roofline.bound(
+            costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
+        )
+        with clock.phase("memory"):
+            metrics["memory"] = memory_pass(
+                prepared, example, cell["passes"]["memory_iters"], device, baseline_rss, baseline_device_used
+            )
+        with clock.phase("profile"):
+            profile = passes.profile(prepared, example, cell["passes"]["profile_iters"], device, workdir)
+            metrics["fusion_report"] = profile.pop("fusion_report")
+            metrics["kernels"] = profile
+            metrics["time_split"] = passes.time_split(median_ns if backend.computes_model else 0.0, profile, device)
+        metrics["math_mode"] = precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode())
+        metrics["rewrites"] = prepared.rewrites()
+    finally:
+        prepared.close()
+
+
+def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
+    reasons = []
+    if not metrics["correctness"]["ok"]:
+        reasons.append(f"correctness: {metrics['correctness']['reason']}")
+    reasons += [f"math mode: {problem}" for problem in metrics["math_mode"]["problems"]]
+    lg = metrics["loadgen"]
+    if lg["validity"] != "VALID":
+        detail = "; ".join(lg["invalid_reasons"]) or "no reason given"
+        reasons.append(f"loadgen: {lg['validity']} ({detail})")
+    return reasons
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Ask Linux to SIGKILL this worker when the harness process that started it dies
+    (PR_SET_PDEATHSIG), so a killed run leaves no worker computing on. Elsewhere a no-op."""
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        request = WorkerRequest.from_json(Path(argv[0]).read_text())
+    except (OSError, ProtocolError) as exc:
+        print(f"fusionbench worker: cannot read the request: {exc}", file=sys.stderr)
+        return 2
+    die_with_parent(request.parent_pid)
+    answer = run_cell(request)
+    write_bytes_atomic(Path(request.answer_file), answer.to_json().encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

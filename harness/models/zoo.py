@@ -1,0 +1,152 @@
+"""The model zoo: torchvision classification models, the fusion-pattern micro-models and the
+non-vision models of the literature suites (`harness.models.extra_models`), by name, and their inputs.
+
+Random weights by default (seeded, so every cell of a run sees the same model); `pretrained`
+asks torchvision for its published weights, which needs a machine that can fetch them. Inputs
+are seeded synthetic samples of the model's input kind, or, for torchvision models, real images
+read from a folder and passed through the model's own preprocessing (the transforms of its
+DEFAULT weights, which are defined in code and need no download). torch is imported inside the
+functions: only worker processes call them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.models import extra_models
+from harness.models.catalog import CLASSIFICATION_MODELS
+from harness.models.extra_models import EXTRA_MODELS
+from harness.precision import torch_dtype
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def missing_requirement(name: str) -> str | None:
+    """Why model `name` cannot be built here (a package it needs is not installed), or None."""
+    spec = EXTRA_MODELS.get(name)
+    for package in spec.requires if spec else ():
+        if importlib.util.find_spec(package) is None:
+            return f"model {name} needs the Python package {package!r}, which is not installed (pip install {package})"
+    return None
+
+
+def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: str) -> Any:
+    """A model of the zoo in eval mode on `device` in `dtype`."""
+    if name in EXTRA_MODELS:
+        return _build_extra(name, seed, device, dtype)
+    if name not in CLASSIFICATION_MODELS:
+        raise HarnessError(f"unknown model {name!r}")
+    import torch
+    import torchvision
+
+    torch.manual_seed(seed)
+    try:
+        model = torchvision.models.get_model(name, weights="DEFAULT" if pretrained else None)
+    except (OSError, RuntimeError, ValueError) as exc:
+        if not pretrained:
+            raise
+        raise HarnessError(
+            f"cannot load torchvision's pretrained weights for {name} ({type(exc).__name__}: {exc}); "
+            "this machine may not reach the download server: use `pretrained: false` (random weights) "
+            "or put the weights file in $TORCH_HOME/hub/checkpoints first"
+        ) from None
+    if not pretrained:
+        _condition_random_weights(model, CLASSIFICATION_MODELS[name][1], seed)
+    return model.eval().to(device=device, dtype=torch_dtype(dtype))
+
+
+def _condition_random_weights(model: Any, input_size: int, seed: int) -> None:
+    """Make a randomly initialised model compute a non-degenerate function.
+
+    torchvision initialises weights for training. In eval mode, with batch norms at their default
+    running statistics (mean 0, variance 1), activations shrink layer after layer (efficientnet_b0's
+    logits come out near 1e-14), and some layers start at zero (vit_b_16's head), so every output
+    is 0 and a comparison with eager could not tell a right backend from a wrong one. So weight
+    tensors that start at zero get small random values, and batch norms take their running
+    statistics from one seeded random batch, as after a first training step."""
+    import torch
+
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() >= 2 and not bool(parameter.any()):
+                parameter.normal_(0.0, 0.02)
+        norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            return
+        momenta = [m.momentum for m in norms]
+        for norm in norms:
+            norm.reset_running_stats()
+            norm.momentum = None  # a cumulative average: after one batch, that batch's statistics
+        generator = torch.Generator().manual_seed(seed)
+        model.train()
+        model(torch.randn(2, 3, input_size, input_size, generator=generator))
+        model.eval()
+        for norm, momentum in zip(norms, momenta, strict=True):
+            norm.momentum = momentum
+
+
+def _build_extra(name: str, seed: int, device: str, dtype: str) -> Any:
+    import torch
+
+    reason = missing_requirement(name)
+    if reason:
+        raise HarnessError(reason)
+    torch.manual_seed(seed)
+    model = extra_models.build(name)
+    with torch.no_grad():  # non-trivial statistics, so that folding a batch norm changes the weights
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    return model.to(device=device, dtype=torch_dtype(dtype))
+
+
+def make_samples(
+    inputs: dict[str, Any], *, model: str, input_size: int, folder: Path | None, device: str, dtype: str
+) -> list[Any]:
+    """The sample library: a list of one-sample tensors ([1, ...]) on `device`, in `dtype` except
+    for token ids."""
+    if model in EXTRA_MODELS:
+        if inputs["source"] != "synthetic":
+            raise HarnessError(f"inputs from a folder are images, for torchvision models; {model} takes synthetic inputs")
+        samples = extra_models.make_inputs(model, input_size, inputs["samples"], inputs["seed"])
+        cast = torch_dtype(dtype) if extra_models.casts_inputs(model) else None
+        return [s.to(device=device, dtype=cast).contiguous() for s in samples]
+    if inputs["source"] == "synthetic":
+        return _synthetic(inputs["samples"], inputs["seed"], input_size, device, dtype)
+    assert folder is not None, "a folder source needs its resolved path"
+    return _from_folder(folder, inputs["samples"], model, input_size, device, dtype)
+
+
+def _synthetic(count: int, seed: int, size: int, device: str, dtype: str) -> list[Any]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randn((count, 3, size, size), generator=generator)
+    return [img.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous() for img in images]
+
+
+def _from_folder(folder: Path, count: int, model: str, size: int, device: str, dtype: str) -> list[Any]:
+    from PIL import Image
+    from torchvision.models import get_model_weights
+
+    if not folder.is_dir():
+        raise HarnessError(f"input folder {folder} does not exist")
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+    if not files:
+        raise HarnessError(f"input folder {folder} has no {'/'.join(IMAGE_SUFFIXES)} images")
+    weights = get_model_weights(model).DEFAULT
+    default_crop = int(weights.transforms().crop_size[0])
+    transform = weights.transforms() if size == default_crop else weights.transforms(crop_size=size, resize_size=size)
+    samples = []
+    for file in files:
+        try:
+            with Image.open(file) as image:
+                tensor = transform(image.convert("RGB"))
+        except OSError as exc:
+            raise HarnessError(f"cannot read image {file}: {exc}") from None
+        samples.append(tensor.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous())
+    return samples

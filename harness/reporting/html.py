@@ -1,0 +1,153 @@
+"""report.html: one self-contained page (inline style, inline SVG plots from harness/reporting/plots.py)
+that opens offline and fetches nothing. Every string from the bundle is escaped."""
+
+from __future__ import annotations
+
+from html import escape
+
+from harness.bundle.reader import LoadedBundle
+from harness.reporting.plots import Point, Series, bar_chart, scatter
+from harness.reporting.view import (
+    AGREEMENT_NOTE,
+    ROOFLINE_NOTE,
+    TIME_SPLIT_NOTE,
+    Row,
+    agreement_table,
+    baseline_of,
+    cells_table,
+    facts,
+    fused_kernels,
+    fusion_pairs,
+    fusion_table,
+    problems,
+    roofline_table,
+    speedup_table,
+    time_split_series,
+    valid_rows,
+    validity_grid,
+    warnings_table,
+)
+
+STATUS_COLOURS = {"valid": "#c7e9c0", "invalid": "#fdd0a2", "failed": "#fcbba1", "skipped": "#e0e0e0",
+                  "interrupted": "#dadaeb", "not run": "#ffffff"}
+
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1500px; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+figure { margin: 1em 0 2em; }
+figcaption { font-size: 13px; color: #555; max-width: 900px; }
+.empty { color: #777; font-style: italic; }
+"""
+
+
+def _html_table(head: list[str], body: list[list[str]], *, statuses: bool = False) -> str:
+    if not body:
+        return '<p class="empty">none</p>'
+    parts = ["<table><thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+    for row in body:
+        cells = []
+        for value in row:
+            colour = STATUS_COLOURS.get(value) if statuses else None
+            style = f' style="background:{colour}"' if colour else ""
+            cells.append(f"<td{style}>{escape(str(value))}</td>")
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</tbody></table>")
+    return "\n".join(parts)
+
+
+def _figure(svg: str | None, caption: str, empty: str) -> str:
+    body = svg if svg else f'<p class="empty">{escape(empty)}</p>'
+    return f"<figure>{body}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def html(loaded: LoadedBundle) -> str:
+    rows = [Row(c) for c in loaded.cells]
+    valid = valid_rows(rows)
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<title>FusionBench report: {escape(loaded.name)}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>FusionBench report: {escape(loaded.name)}</h1>",
+             _html_table(["what", "value"], [[w, v] for w, v in facts(loaded)])]
+
+    parts.append("<h2>LoadGen validity at a glance</h2>")
+    parts.append(_html_table(*validity_grid(loaded, rows), statuses=True))
+
+    baseline = baseline_of(loaded)
+    groups, series, speedups = speedup_table(rows, baseline)
+    parts.append(f"<h2>Speedup over {escape(baseline)}</h2>")
+    parts.append(_figure(
+        bar_chart(f"Speedup over {baseline} ({baseline} median / cell median)", groups, series, "speedup (x)",
+                  reference=1.0, chart_id="plot-speedup") if groups else None,
+        f"Each bar: how many times faster than {baseline} on the same model, scenario, batch and dtype; "
+        f"the dashed line is {baseline}.",
+        f"No backend shares a model and setting with a valid {baseline} cell in this run.",
+    ))
+
+    pairs = fusion_pairs(rows)
+    parts.append("<h2>Fusion on vs off</h2>")
+    parts.append(_figure(
+        bar_chart("Speedup from fusion (fusion-off median / fusion-on median)", [p.name for p in pairs],
+                  [Series("fusion speedup", tuple(p.speedup for p in pairs))], "speedup (x)", reference=1.0,
+                  chart_id="plot-fusion") if pairs else None,
+        "Below the dashed line, fusion made the cell slower; the section below lists those cells and their fused kernels.",
+        "No valid cell has both fusion on and fusion off in this run.",
+    ))
+    parts.append(_html_table(*fusion_table(pairs)))
+    parts.append("<h3>Where fusion made things slower</h3>")
+    slower = [p for p in pairs if p.speedup < 1]
+    parts.append(_html_table(["cell", "speedup", "fused kernels (first ones)"],
+                             [[p.name, f"{p.speedup:.2f}x", "; ".join(fused_kernels(p.on)) or "none reported"]
+                              for p in slower]) if slower else '<p class="empty">Nowhere in this run.</p>')
+
+    parts.append("<h2>Kernels per inference vs latency</h2>")
+    points = [Point(r.kernels, r.median_ns / 1e6, r.variant, f"{r.model} {r.variant} {r.setting}")
+              for r in valid if r.kernels is not None and r.kernels > 0 and r.median_ns is not None]
+    parts.append(_figure(
+        scatter("Kernels per inference vs median batch time", points, "kernels (GPU) or dispatches (CPU) per inference",
+                "median batch time (ms)", chart_id="plot-kernels") if points else None,
+        "On CPU each backend counts dispatches its own way (docs/metrics.md): compare points of one backend.",
+        "No valid cell counted kernels in this run.",
+    ))
+
+    parts.append("<h2>Memory per backend</h2>")
+    memory_rows = [r for r in valid if r.memory_bytes[1] is not None]
+    memory_groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in memory_rows))
+    memory_variants = list(dict.fromkeys(r.variant for r in memory_rows))
+    memory = {(f"{r.model} {r.setting}", r.variant): r.memory_bytes[1] / 2**20 for r in memory_rows}  # type: ignore[operator]
+    kind = memory_rows[0].memory_bytes[0] if memory_rows else ""
+    parts.append(_figure(
+        bar_chart(f"Memory: {kind} (MiB)", memory_groups,
+                  [Series(v, tuple(memory.get((g, v)) for g in memory_groups)) for v in memory_variants], "MiB",
+                  chart_id="plot-memory") if memory_rows else None,
+        "Peak resident memory of the cell's worker process on CPU; torch's peak allocation on GPU.",
+        "No valid cell recorded memory in this run.",
+    ))
+
+    parts.append("<h2>Where the time goes</h2>")
+    parts.append(f"<p>{escape(TIME_SPLIT_NOTE)}</p>")
+    backends = list(dict.fromkeys(r.backend for r in valid))
+    for number, backend in enumerate(backends):
+        groups, series = time_split_series(rows, backend)
+        parts.append(_figure(
+            bar_chart(f"{backend}: time in kernels and overhead per batch (ms)", groups, series, "ms",
+                      chart_id=f"plot-split-{number}") if groups else None,
+            f"{backend}: each group is one cell; the bars are the time inside kernels and the rest of the median batch time.",
+            f"No valid {backend} cell measured its kernel time.",
+        ))
+
+    parts.append("<h2>One latency truth</h2>")
+    parts.append(f"<p>{escape(AGREEMENT_NOTE)}</p>")
+    parts.append(_html_table(*agreement_table(rows)))
+    parts.append("<h2>Warnings</h2>")
+    parts.append(_html_table(*warnings_table(rows)))
+
+    parts.append("<h2>Roofline</h2>")
+    parts.append(f"<p>{escape(ROOFLINE_NOTE)}</p>")
+    parts.append(_html_table(*roofline_table(rows)))
+    parts.append("<h2>Cells</h2>")
+    parts.append(_html_table(*cells_table(rows), statuses=True))
+    parts.append("<h2>Skipped, failed and invalid cells</h2>")
+    parts.append(_html_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows), statuses=True))
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,82 @@
+"""report.md: the report's sections as Markdown tables (harness/reporting/view.py holds what they say)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.bundle.reader import LoadedBundle
+from harness.reporting.view import (
+    AGREEMENT_NOTE,
+    ROOFLINE_NOTE,
+    TIME_SPLIT_NOTE,
+    Row,
+    agreement_table,
+    baseline_of,
+    cells_table,
+    facts,
+    fmt_ms,
+    fused_kernels,
+    fusion_pairs,
+    fusion_table,
+    problems,
+    roofline_table,
+    speedup_table,
+    time_split_series,
+    valid_rows,
+    validity_grid,
+    warnings_table,
+)
+
+
+def md_cell(text: Any) -> str:
+    """Text as one Markdown table cell: pipes escaped, on one line."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(head: list[str], body: list[list[str]]) -> list[str]:
+    if not body:
+        return ["(none)", ""]
+    lines = ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in body]
+    return lines + [""]
+
+
+def markdown(loaded: LoadedBundle) -> str:
+    rows = [Row(c) for c in loaded.cells]
+    lines = [f"# FusionBench report: {md_cell(loaded.name)}", ""]
+    lines += [f"- **{what}**: {md_cell(value)}" for what, value in facts(loaded)] + [""]
+    lines += ["## LoadGen validity at a glance", "", *_md_table(*validity_grid(loaded, rows))]
+    lines += ["## Cells", "", *_md_table(*cells_table(rows))]
+    baseline = baseline_of(loaded)
+    _, _, speedups = speedup_table(rows, baseline)
+    lines += [f"## Speedup over {md_cell(baseline)}", "",
+              f"{md_cell(baseline).capitalize()}'s median batch time over the cell's (same model and setting; "
+              "cells whose output was checked against eager's).", "",
+              *_md_table(["model and setting", "backend / variant", "speedup"], speedups)]
+    pairs = fusion_pairs(rows)
+    lines += ["## Fusion on vs off", "", "Speedup = fusion-off median / fusion-on median (below 1: fusion made it slower).", "",
+              *_md_table(*fusion_table(pairs))]
+    slower = [p for p in pairs if p.speedup < 1]
+    lines += ["## Where fusion made things slower", ""]
+    if not slower:
+        lines += ["Nowhere in this run.", ""]
+    for p in slower:
+        lines += [f"- **{md_cell(p.name)}**: fusion on {fmt_ms(p.on.median_ns)}, off {fmt_ms(p.off.median_ns)} "
+                  f"({p.speedup:.2f}x). Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")]
+    if slower:
+        lines.append("")
+    lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]
+    for backend in dict.fromkeys(r.backend for r in valid_rows(rows)):
+        groups, series = time_split_series(rows, backend)
+        if groups:
+            body = [[g, f"{k:.3f} ms", f"{o:.3f} ms"] for g, k, o in zip(groups, series[0].values, series[1].values)]
+            lines += [f"### {md_cell(backend)}", "", *_md_table(["cell", "in kernels", "overhead"], body)]
+    lines += ["## One latency truth", "", AGREEMENT_NOTE, "", *_md_table(*agreement_table(rows))]
+    lines += ["## Warnings", "", *_md_table(*warnings_table(rows))]
+    lines += ["## Roofline", "", ROOFLINE_NOTE, "", *_md_table(*roofline_table(rows))]
+    lines += ["## Skipped, failed and invalid cells", "",
+              *_md_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows))]
+    return "\n".join(lines)
+
+
+# --- HTML -------------------------------------------------------------------------------------

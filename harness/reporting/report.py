@@ -1,0 +1,35 @@
+"""`fusionbench report RUN_DIR`: report.md and one self-contained report.html of a bundle, written
+atomically; `view` says what they show, `markdown` and `html` how.
+
+Both give the run's facts, LoadGen validity at a glance, every cell's figures, the speedup of
+each backend over eager per model, fusion on against fusion off (and where fusion made a cell
+slower, with the fused kernels involved), kernels per inference against latency, memory per
+backend, and why cells were skipped or failed. The HTML carries its plots as inline SVG
+(`harness.reporting.plots`) and its style inline: it opens offline and fetches nothing.
+
+Latency here is the device-timing median per batch (docs/metrics.md); "speedup" is a ratio of
+medians of cells that differ only in backend or variant (same model, scenario, batch, dtype).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.atomic import write_bytes_atomic
+from harness.bundle.reader import LoadedBundle
+from harness.reporting.html import html
+from harness.reporting.markdown import markdown
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+
+
+def render(loaded: LoadedBundle, out_dir: Path) -> list[Path]:
+    """Write report.md and report.html of `loaded` into `out_dir`; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in ((REPORT_MD, markdown(loaded)), (REPORT_HTML, html(loaded))):
+        path = out_dir / name
+        write_bytes_atomic(path, text.encode("utf-8"))
+        written.append(path)
+    return written

@@ -1,0 +1,339 @@
+"""A bundle as a report sees it: one `Row` per cell with the figures it shows, the analyses (speedup
+over the scenario's baseline, fusion on against off, where the time goes, one latency truth) and
+every table as a head and rows of plain text, which `markdown` and `html` render.
+
+Latency here is the device-timing median per batch (docs/metrics.md); "speedup" is a ratio of
+medians of cells that differ only in backend or variant (same model, scenario, batch, dtype).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.bundle.reader import LoadedBundle, lookup
+from harness.reporting.plots import Series
+from harness.scenario.cells import variant_label
+
+FUSED_KERNELS_SHOWN = 8
+ROOFLINE_NOTE = (
+    "Bound: the least time one batch could take at the device's measured peaks, max(FLOPs / peak FLOP/s, "
+    "compulsory bytes / peak bytes/s); fraction of bound = bound / measured median (1 is the roofline). "
+    "A fraction above 1 (marked *above roof*) means the cell beat a measured peak: the copy peak is main "
+    "memory's, and a small working set stays in cache between batches; on GPU, TF32 convolutions beat the "
+    "fp32 matmul peak. The kernel floor is 1: one kernel could run the whole model."
+)
+
+
+TIME_SPLIT_NOTE = (
+    "Per batch: the time inside kernels (GPU: the union of the CUDA kernels' intervals; CPU: the backend's own "
+    "profiler) against the device-timing median; the rest is launch and host overhead on a GPU, dispatch overhead "
+    "on a CPU. Compare fusion on and off, and graphs on and off, of one backend: fewer launches shrink the "
+    "overhead, less memory traffic shrinks the kernels (docs/metrics.md)."
+)
+AGREEMENT_NOTE = (
+    "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "
+    "median; Offline: batch / samples per second, a mean, against the device-timing mean) of the same cell; beyond "
+    "5% the cell says why. Offline on a GPU "
+    "keeps batches in flight and may beat the sequential timing. Server is not compared (queueing)."
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """The figures of one cell that the report uses."""
+
+    cell: dict[str, Any]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        config: dict[str, Any] = self.cell["config"]
+        return config
+
+    @property
+    def model(self) -> str:
+        return str(self.config["model"]["name"])
+
+    @property
+    def backend(self) -> str:
+        return str(self.config["backend"])
+
+    @property
+    def fusion(self) -> str:
+        return str(self.config["variant"]["fusion"])
+
+    @property
+    def graphs(self) -> str:
+        return str(self.config["variant"].get("graphs", "off"))
+
+    @property
+    def variant(self) -> str:
+        options = self.config["variant"].get("options") or {}
+        extra = "".join(f" {k}={v}" for k, v in sorted(options.items()))
+        return f"{variant_label(self.config)}{extra}"
+
+    @property
+    def setting(self) -> str:
+        """What makes two cells of different backends comparable: scenario, batch, dtype, device."""
+        c = self.config
+        return f"{c['scenario']} b{c['batch']} {c['dtype']} {c['device']}"
+
+    @property
+    def status(self) -> str:
+        return str(self.cell["status"])
+
+    def metric(self, *path: str) -> Any:
+        return lookup(self.cell, "metrics", *path)
+
+    @property
+    def median_ns(self) -> float | None:
+        value = self.metric("device_time", "summary", "median_ns")
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    @property
+    def checked_against_eager(self) -> bool:
+        """Whether the cell's output was compared with eager's: only then does it compute the same
+        thing, and only then is its speed a speedup (a backend that computes nothing is not)."""
+        return self.metric("correctness", "max_abs_error") is not None
+
+    @property
+    def kernels(self) -> float | None:
+        value = self.metric("kernels", "kernels_per_inference")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @property
+    def memory_bytes(self) -> tuple[str, int | None]:
+        gpu = self.metric("memory", "torch_max_allocated_bytes")
+        if gpu is not None:
+            return "GPU max allocated (torch)", gpu
+        return "peak RSS", self.metric("memory", "peak_rss_bytes")
+
+
+def valid_rows(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.status == "valid" and r.median_ns is not None]
+
+
+def baseline_of(loaded: LoadedBundle) -> str:
+    """The backend speedups are measured against: the scenario's `baseline` (eager by default)."""
+    return str((loaded.header.get("scenario") or {}).get("baseline") or "eager")
+
+
+def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
+    base = {(r.model, r.setting): r.median_ns or 0.0 for r in valid_rows(rows)
+            if r.backend == baseline and r.fusion == "on" and r.checked_against_eager}
+    others = [r for r in valid_rows(rows)
+              if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
+    groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in others))
+    variants = list(dict.fromkeys(r.variant for r in others))
+    values = {(f"{r.model} {r.setting}", r.variant): base[(r.model, r.setting)] / (r.median_ns or 1.0) for r in others}
+    series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
+    table = [[g, v, f"{values[(g, v)]:.2f}x"] for g in groups for v in variants if (g, v) in values]
+    return groups, series, table
+
+
+@dataclass(frozen=True)
+class FusionPair:
+    on: Row
+    off: Row
+
+    @property
+    def speedup(self) -> float:
+        """How much faster fusion on is than fusion off (off median / on median)."""
+        return self.off.median_ns / self.on.median_ns  # type: ignore[operator]
+
+    @property
+    def name(self) -> str:
+        graphs = " graphs" if self.on.graphs == "on" else ""
+        return f"{self.on.model} {self.on.backend}{graphs} {self.on.setting}"
+
+
+def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
+    """Valid cells that differ only in fusion on/off."""
+    def key(r: Row) -> tuple[Any, ...]:
+        options = tuple(sorted((r.config["variant"].get("options") or {}).items()))
+        return r.model, r.backend, r.setting, r.graphs, str(options)
+
+    on = {key(r): r for r in valid_rows(rows) if r.fusion == "on"}
+    return [FusionPair(on[key(r)], r) for r in valid_rows(rows) if r.fusion == "off" and key(r) in on]
+
+
+def fused_kernels(row: Row) -> list[str]:
+    """The fused kernels of a cell, each once (a kernel an unrolled loop runs many times gets
+    its count), in the order they first run."""
+    kernels = row.metric("fusion_report", "kernels") or []
+    counts: dict[str, int] = {}
+    for k in kernels:
+        if k.get("class") not in (None, "single"):
+            text = f"{k['kernel']} ({' + '.join(k['ops'])})"
+            counts[text] = counts.get(text, 0) + 1
+    return [text if n == 1 else f"{text} x{n}" for text, n in list(counts.items())[:FUSED_KERNELS_SHOWN]]
+
+
+def fmt_fraction(fraction: float | None) -> str:
+    if fraction is None:
+        return "-"
+    return f"{fraction:.3f} above roof" if fraction > 1 else f"{fraction:.3f}"
+
+
+def fmt_ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+def fmt_metric(row: Row) -> str:
+    metric = row.metric("loadgen", "metric") or {}
+    value = metric.get("value")
+    if value is None:
+        return "-"
+    text = f"{value / 1e6:.3f} ms" if metric.get("unit") == "ns" else f"{value:.1f} samples/s"
+    return text if row.metric("loadgen", "validity") == "VALID" else f"{text} (INVALID)"
+
+
+def fmt_bytes(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.0f} MiB"
+
+
+def fusions_by_class(row: Row) -> str:
+    by_class = row.metric("fusion_report", "fusions_by_class")
+    if not isinstance(by_class, dict):  # bundles written before fusions were counted by class
+        return str(row.metric("fusion_report", "fusion_count") or 0)
+    return ", ".join(f"{count} {cls}" for cls, count in by_class.items() if count) or "0"
+
+
+def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
+    """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
+    def kernels(row: Row) -> str:
+        return "-" if row.kernels is None else f"{row.kernels:g}"
+
+    head = ["model backend setting", "on", "off", "speedup", "kernels/inf on / off", "memory on / off", "fusions on (by class)"]
+    body = [[p.name, fmt_ms(p.on.median_ns), fmt_ms(p.off.median_ns), f"{p.speedup:.2f}x",
+             f"{kernels(p.on)} / {kernels(p.off)}", f"{fmt_bytes(p.on.memory_bytes[1])} / {fmt_bytes(p.off.memory_bytes[1])}",
+             fusions_by_class(p.on)] for p in pairs]
+    return head, body
+
+
+def roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    head = ["model", "backend / variant", "setting", "GFLOP/batch", "compulsory MB", "bound", "bound by",
+            "measured", "fraction of bound", "kernels/inf (floor 1)"]
+    body = []
+    for r in valid_rows(rows):
+        roof = r.metric("roofline")
+        if not roof:
+            continue
+        bound_ns = roof.get("time_bound_ns")
+        fraction = roof.get("fraction_of_bound")
+        body.append([r.model, r.variant, r.setting, f"{roof['flops'] / 1e9:.3g}", f"{roof['compulsory_bytes'] / 1e6:.3g}",
+                     fmt_ms(bound_ns), roof.get("bound_by", "-"), fmt_ms(r.median_ns),
+                     fmt_fraction(fraction), "-" if r.kernels is None else f"{r.kernels:g}"])
+    return head, body
+
+
+def agreement_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """LoadGen's figure against the device timing, per measured cell (one latency truth)."""
+    head = ["model", "backend / variant", "setting", "LoadGen per batch", "device timing", "gap", "why"]
+    body = []
+    for r in rows:
+        agreement = r.metric("latency_agreement")
+        if not isinstance(agreement, dict):
+            continue
+        gap = agreement.get("gap")
+        device = agreement.get("device_ns_per_batch")
+        body.append([r.model, r.variant, r.setting, fmt_ms(agreement.get("loadgen_ns_per_batch")),
+                     "-" if device is None else f"{fmt_ms(device)} ({agreement.get('device_statistic')})",
+                     "-" if gap is None else f"{gap:+.1%}",
+                     agreement.get("why") or ("within the limit" if agreement.get("within") else "")])
+    return head, body
+
+
+def warnings_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    head = ["model", "backend / variant", "setting", "warning"]
+    return head, [[r.model, r.variant, r.setting, w] for r in rows for w in (r.cell.get("warnings") or [])]
+
+
+def time_split_series(rows: list[Row], backend: str) -> tuple[list[str], list[Series]]:
+    """Per valid cell of `backend` with a measured split: kernel time and the rest, in ms."""
+    split = [(r, r.metric("time_split")) for r in valid_rows(rows) if r.backend == backend]
+    split = [(r, t) for r, t in split if isinstance(t, dict) and t.get("kernel_ns") is not None]
+    groups = [f"{r.model} {r.variant.removeprefix(backend + ' ')} {r.setting}" for r, _ in split]
+    return groups, [Series("in kernels", tuple(t["kernel_ns"] / 1e6 for _, t in split)),
+                    Series("overhead (dispatch, launch, host)", tuple(t["overhead_ns"] / 1e6 for _, t in split))]
+
+
+def cells_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    head = ["model", "backend / variant", "setting", "status", "math", "LoadGen metric", "device time (median)",
+            "kernels/inf", "fusions", "memory", "prepare"]
+    body = []
+    for r in rows:
+        prepare = r.metric("prepare_s")
+        body.append([
+            r.model, r.variant, r.setting, r.status, str(r.metric("math_mode", "effective") or "-"), fmt_metric(r),
+            fmt_ms(r.median_ns),
+            "-" if r.kernels is None else f"{r.kernels:g}",
+            str(r.metric("fusion_report", "fusion_count") if r.metric("fusion_report") else "-"),
+            fmt_bytes(r.memory_bytes[1]), "-" if prepare is None else f"{prepare:.1f} s",
+        ])
+    return head, body
+
+
+def validity_grid(loaded: LoadedBundle, rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    settings = list(dict.fromkeys(r.setting for r in rows))
+    lines = list(dict.fromkeys(f"{r.model} · {r.variant}" for r in rows))
+    grid = {(f"{r.model} · {r.variant}", r.setting): r.status for r in rows}
+    body = [[line, *[grid.get((line, s), "") for s in settings]] for line in lines]
+    if loaded.missing:
+        body.append([f"{len(loaded.missing)} listed cell(s)", "not run", *[""] * (len(settings) - 1)])
+    return ["model · variant", *settings], body
+
+
+def library_versions(loaded: LoadedBundle) -> dict[str, str]:
+    """The libraries the cells ran on, as each cell's backend reported them, and LoadGen's."""
+    versions: dict[str, str] = {}
+    for cell in loaded.cells:
+        reported = (cell.get("environment") or {}).get("backend_versions")
+        if isinstance(reported, dict):
+            versions.update({str(k): str(v) for k, v in reported.items()})
+    packages = (loaded.header.get("system") or {}).get("packages")
+    if isinstance(packages, dict) and "mlcommons-loadgen" in packages:
+        versions["mlcommons-loadgen"] = str(packages["mlcommons-loadgen"])
+    return versions
+
+
+def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
+    h = loaded.header
+    system = h.get("system") or {}
+    cpu = system.get("cpu") or {}
+    gpus = (system.get("gpu") or {}).get("gpus") or []
+    libraries = ", ".join(f"{name} {version}" for name, version in sorted(library_versions(loaded).items()))
+    counts: dict[str, int] = {}
+    for cell in loaded.cells:
+        counts[cell["status"]] = counts.get(cell["status"], 0) + 1
+    if loaded.missing:
+        counts["not run"] = len(loaded.missing)
+    harness = h.get("harness") or {}
+    return [
+        ("run", f"{loaded.name} ({h.get('created', '?')}), state {h.get('state', '?')}"),
+        ("scenario file", str(h.get("scenario_file"))),
+        ("device", str(h.get("device"))),
+        ("CPU", f"{cpu.get('model')}, {cpu.get('logical_cores')} logical cores"),
+        ("GPU", ", ".join(str(g.get("name")) for g in gpus) or "none"),
+        ("libraries", libraries or "-"),
+        ("harness", f"{harness.get('version')} {harness.get('git_sha') or ''}{' (dirty)' if harness.get('git_dirty') else ''}"),
+        ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
+        ("schema", f"written as version {loaded.version}"),
+        ("machine noise", machine_noise(system.get("machine_noise"))),
+    ]
+
+
+def machine_noise(noise: Any) -> str:
+    if not isinstance(noise, dict) or "compute_cv" not in noise:
+        return "not measured"
+    text = (f"a fixed compute loop's CV {noise['compute_cv']:.1%}, a memory-bound one's {noise['memory_cv']:.1%} "
+            "(the floor no figure of this run can go below)")
+    return f"{text}; {noise['warning']}" if noise.get("warning") else text
+
+
+def problems(rows: list[Row]) -> list[list[str]]:
+    return [[r.model, r.variant, r.setting, r.status, "; ".join(r.cell.get("reasons") or [])]
+            for r in rows if r.status != "valid"]
+
+
+# --- Markdown ---------------------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""`./run.sh --container cpu|cuda scenarios/offline.yaml ...`: the same `fusionbench run`, inside
+a reproducible image, through the Docker SDK for Python.
+
+The image (containers/Dockerfile) holds the environment: compilers and the hash-locked packages
+of containers/requirements-<kind>.lock. It is tagged `fusionbench-<kind>:<hash>`, the hash
+covering the lock, pyproject.toml (the backends' entry points) and the Dockerfile, and built
+when no image has that tag. The container then runs:
+- as the calling user (results belong to them), with no network;
+- with the repository mounted read-only at /work/repo (the harness that runs is the checkout's),
+  the results directory read-write at /work/results and the artifact cache at /work/cache;
+- with the GPU requested (all devices) for `cuda`;
+- with the image's tag, id and digest in its environment, which the bundle records
+  (`system.container`).
+Its output is streamed as it comes; Ctrl-C is passed on as SIGINT, so the run inside stops the
+way a native one does. Where no Docker engine answers, one line says so and how to run natively,
+before anything is created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness.errors import EXIT_INTERRUPTED, ConfigError, HarnessError
+
+KINDS = ("cpu", "cuda")
+REPO_MOUNT = "/work/repo"
+RESULTS_MOUNT = "/work/results"
+CACHE_MOUNT = "/work/cache"
+DOCKERFILE = "containers/Dockerfile"
+
+
+class ContainerError(HarnessError):
+    """No Docker engine, or an image that does not build; nothing was created."""
+
+    exit_code = 2
+
+
+def lock_file(repo: Path, kind: str) -> Path:
+    return repo / "containers" / f"requirements-{kind}.lock"
+
+
+def image_hash(repo: Path, kind: str) -> str:
+    """SHA-256 over what decides the image's content: its lock, pyproject.toml and the Dockerfile."""
+    digest = hashlib.sha256(kind.encode())
+    for path in (lock_file(repo, kind), repo / "pyproject.toml", repo / DOCKERFILE):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def image_tag(repo: Path, kind: str) -> str:
+    return f"fusionbench-{kind}:{image_hash(repo, kind)[:16]}"
+
+
+def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]:
+    """The `fusionbench run` arguments as the container sees them: the scenario file relative to
+    the mounted repository, bundles under the mounted results directory, the cache mounted."""
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg in ("--out", "--cache-dir"):
+            next(rest, None)  # replaced by the mounts below
+        elif arg == "--resume":
+            run_dir = Path(next(rest, "")).resolve()
+            if not run_dir.is_relative_to(results):
+                raise ConfigError(f"--resume {run_dir}: in a container a bundle must be under the results directory {results}")
+            out += ["--resume", f"{RESULTS_MOUNT}/{run_dir.relative_to(results).as_posix()}"]
+        elif arg.endswith((".yaml", ".yml")) and not arg.startswith("-"):
+            path = Path(arg).resolve()
+            if not path.is_relative_to(repo):
+                raise ConfigError(f"{arg}: in a container the scenario file must be inside the repository {repo}")
+            out.append(path.relative_to(repo).as_posix())
+        else:
+            out.append(arg)
+    no_cache = "--no-cache" in out
+    return ["run", *out, "--out", RESULTS_MOUNT, *([] if no_cache else ["--cache-dir", CACHE_MOUNT])]
+
+
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args[:-1]):
+        if arg == name:
+            return args[i + 1]
+    return None
+
+
+def _client(make_client: Callable[[], Any]) -> Any:
+    try:
+        client = make_client()
+        client.ping()
+    except Exception as exc:  # the SDK raises DockerException, requests' and socket errors alike
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise ContainerError(
+            f"no Docker engine is reachable ({first}); run natively instead: ./run.sh SCENARIO.yaml"
+        ) from None
+    return client
+
+
+def _ensure_image(client: Any, repo: Path, kind: str, write: Callable[[str], object]) -> Any:
+    from docker.errors import ImageNotFound
+
+    tag = image_tag(repo, kind)
+    try:
+        return client.images.get(tag)
+    except ImageNotFound:
+        pass
+    write(f"fusionbench: building {tag} from {DOCKERFILE} (first use of this lock; this takes a while)\n")
+    build_args = {"KIND": kind, "LOCK_SHA256": image_hash(repo, kind), "HARNESS_VERSION": harness.__version__}
+    for chunk in client.api.build(path=str(repo), dockerfile=DOCKERFILE, tag=tag, buildargs=build_args,
+                                  decode=True, rm=True):
+        if "error" in chunk:
+            raise ContainerError(f"building {tag} failed: {str(chunk['error']).strip()[:300]}")
+        if chunk.get("stream"):
+            write(chunk["stream"])
+    return client.images.get(tag)
+
+
+def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Path, cache: Path) -> dict[str, Any]:
+    """The keyword arguments of `containers.run` for a cell run (kept apart so tests read them)."""
+    from docker.types import DeviceRequest
+
+    digests = image.attrs.get("RepoDigests") or []
+    environment = {
+        "FUSIONBENCH_IMAGE": image.tags[0] if image.tags else image.id,
+        "FUSIONBENCH_IMAGE_ID": image.id,
+        "FUSIONBENCH_IMAGE_DIGEST": digests[0] if digests else image.id,
+        "HOME": "/tmp",
+        # The mounted checkout belongs to another user inside: let git read its commit anyway.
+        "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": REPO_MOUNT,
+    }
+    request: dict[str, Any] = {
+        "image": image.id,
+        "command": container_arguments(args, repo, results),
+        "user": f"{os.getuid()}:{os.getgid()}",
+        "volumes": {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(results): {"bind": RESULTS_MOUNT, "mode": "rw"},
+                    str(cache): {"bind": CACHE_MOUNT, "mode": "rw"}},
+        "working_dir": REPO_MOUNT,
+        "environment": environment,
+        "network_mode": "none",
+        "detach": True,
+        "stdin_open": False,
+        "tty": False,
+    }
+    if kind == "cuda":
+        request["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return request
+
+
+def launch(kind: str, args: list[str], *, repo: Path, cache: Path, make_client: Callable[[], Any] | None = None,
+           write: Callable[[str], object] = sys.stdout.write) -> int:
+    """Build the image if needed, run `fusionbench run ARGS` in it, stream its output, return its
+    exit code. `cache` is the artifact cache to mount unless ARGS name one with --cache-dir."""
+    if kind not in KINDS:
+        raise ConfigError(f"--container {kind!r}; allowed: {', '.join(KINDS)}")
+    if make_client is None:
+        import docker
+
+        make_client = docker.from_env
+    repo = repo.resolve()
+    client = _client(make_client)  # before anything is created
+    results = Path(_option(args, "--out") or "results").resolve()
+    cache = Path(_option(args, "--cache-dir") or cache).resolve()
+    container_arguments(args, repo, results)  # a path the container cannot see fails here, not in it
+    image = _ensure_image(client, repo, kind, write)
+    results.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    container = client.containers.run(**run_request(kind, image, args, repo, results, cache))
+    try:
+        for chunk in container.logs(stream=True, follow=True):
+            write(chunk.decode(errors="replace"))
+        return int(container.wait().get("StatusCode", 1))
+    except KeyboardInterrupt:
+        container.kill(signal="SIGINT")
+        container.wait()
+        return EXIT_INTERRUPTED
+    finally:
+        container.remove(force=True)

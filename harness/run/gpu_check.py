@@ -1,0 +1,111 @@
+"""`fusionbench gpu-check` (`./run.sh gpu-check`): check a GPU machine end to end in minutes.
+
+Runs scenarios/gpu-check.yaml on the GPU (every built-in backend, fusion on and off, resnet18,
+Offline batch 32, IEEE fp32) through the normal run, into a normal bundle, within a time budget
+(8 minutes by default: a cell not started by then is skipped, saying so), then prints one verdict
+per backend, model and fusion setting: status, the math mode read back after the run, kernels
+per inference, LoadGen's figure, the device-timing median and its CV, and the gap between the
+two. Backends that could not run are listed with the reason (a package missing, no CUDA
+provider, ...). Exit 0 when every cell that could run is valid, 1 otherwise, 2 without a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from harness.bundle.reader import load, lookup
+from harness.errors import ConfigError
+from harness.run.summary import STATUS_STYLE
+from harness.run.system import SOURCE_ROOT
+
+SCENARIO = SOURCE_ROOT / "scenarios" / "gpu-check.yaml"
+DEFAULT_BUDGET_S = 480.0
+
+
+def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: float = DEFAULT_BUDGET_S,
+          scenario: Path = SCENARIO) -> int:
+    """Run the check; return the exit code."""
+    from harness.run.runner import RunRequest, run
+
+    if not _torch_sees_cuda():
+        raise ConfigError("gpu-check needs an NVIDIA GPU that torch can see (torch.cuda.is_available() is False here)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    before = {p.name for p in out_dir.iterdir()}
+    code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,
+                          budget_s=budget_s), console)
+    made = sorted(p for p in out_dir.iterdir() if p.is_dir() and p.name not in before)
+    if not made:
+        return code
+    cells = load(made[-1]).cells
+    console.print(verdict_table(cells))
+    for line in could_not_run(cells):
+        console.print(Text(line))
+    return code
+
+
+def _torch_sees_cuda() -> bool:
+    """Asked in a child process: the parent never creates a CUDA context."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import torch, json; print(json.dumps(torch.cuda.is_available()))"],
+                          capture_output=True, text=True, timeout=300)
+    return done.returncode == 0 and json.loads(done.stdout.strip() or "false") is True
+
+
+def _figure(cell: dict[str, Any]) -> str:
+    metric = lookup(cell, "metrics", "loadgen", "metric") or {}
+    value = metric.get("value")
+    if value is None:
+        return "-"
+    return f"{value / 1e6:.2f} ms" if metric.get("unit") == "ns" else f"{value:,.0f} samples/s"
+
+
+def _device_time(cell: dict[str, Any]) -> str:
+    summary = lookup(cell, "metrics", "device_time", "summary") or {}
+    if "median_ns" not in summary:
+        return "-"
+    return f"{summary['median_ns'] / 1e6:.3f} ms (CV {100 * summary.get('cv', 0):.1f}%)"
+
+
+def _gap(cell: dict[str, Any]) -> str:
+    gap = lookup(cell, "metrics", "latency_agreement", "gap")
+    return "-" if gap is None else f"{100 * gap:+.1f}%"
+
+
+def verdict_table(cells: list[dict[str, Any]]) -> Table:
+    """One row per backend, model and fusion setting (and scenario, batch)."""
+    table = Table(title="GPU check: verdicts")
+    for column in ("backend", "model", "fusion", "setting", "status", "math mode", "kernels/inf",
+                   "LoadGen", "device time", "gap"):
+        table.add_column(column)
+    for cell in sorted(cells, key=lambda c: (c["config"]["backend"], c["config"]["model"]["name"],
+                                              c["config"]["variant"]["fusion"])):
+        config = cell["config"]
+        kernels = lookup(cell, "metrics", "kernels", "kernels_per_inference")
+        table.add_row(
+            config["backend"], config["model"]["name"], config["variant"]["fusion"],
+            f"{config['scenario']} b{config['batch']} {config['dtype']}",
+            Text(cell["status"], style=STATUS_STYLE.get(cell["status"], "")),
+            str(lookup(cell, "metrics", "math_mode", "effective") or "-"),
+            "-" if kernels is None else f"{kernels:g}", _figure(cell), _device_time(cell), _gap(cell),
+        )
+    return table
+
+
+def could_not_run(cells: list[dict[str, Any]]) -> list[str]:
+    """One line per backend with cells that did not run or failed, and why (first reason)."""
+    lines = []
+    reasons: dict[str, str] = {}
+    for cell in cells:
+        if cell["status"] in ("skipped", "failed") and cell.get("reasons"):
+            reasons.setdefault(cell["config"]["backend"], f"{cell['status']}: {cell['reasons'][0]}")
+    for backend, reason in sorted(reasons.items()):
+        lines.append(f"{backend}: {reason}")
+    return lines

@@ -1,0 +1,200 @@
+"""Running one cell's worker process under limits, and reading what became of it.
+
+The worker runs in a fresh temporary directory (so no stray `audit.config` or cache can change
+the run), in its own process group (so a timeout kills everything it started), with its output
+in a log file. A crash, a hang, an exception or too much memory becomes a reason the parent can
+record. The memory limit is enforced by sampling the resident memory of the worker and every
+process it started, ten times a second: a worker that allocates faster than that can overshoot
+by what it allocates in 0.1 s before it is killed. The worker also asks the kernel to kill it
+when the parent dies (harness/measure/worker.py), so a killed run leaves no worker behind.
+
+The worker gets a whitelisted environment, as pyperf gives its workers: the system's paths and
+locale, the GPUs it may see and the harness's own `FUSIONBENCH_*` variables, plus the variables
+the scenario names (`env:`) and those its backend points at folders of the cell's own (compiler
+caches); nothing else of the parent's environment reaches it. The cell records what it saw.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+
+POLL_S = 0.1
+LOG_TAIL_LINES = 40
+MIB = 1 << 20
+
+
+@dataclass
+class WorkerOutcome:
+    answer: WorkerAnswer | None
+    returncode: int | None
+    timed_out: bool
+    last_phase: str
+    wall_s: float
+    #: The worker's resident memory when it was killed for exceeding the limit, else None.
+    memory_exceeded_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+
+    def failure_reason(self, timeout_s: float) -> str:
+        """Why a worker produced no answer."""
+        if self.memory_exceeded_bytes is not None and self.memory_limit_bytes is not None:
+            return (f"memory limit of {self.memory_limit_bytes / MIB:.0f} MiB exceeded (the worker's processes "
+                    f"held {self.memory_exceeded_bytes / MIB:.0f} MiB, in phase {self.last_phase})")
+        if self.timed_out:
+            return f"time limit of {timeout_s:g} s exceeded (in phase {self.last_phase})"
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            hint = "; the kernel's out-of-memory killer sends SIGKILL" if name == "SIGKILL" else ""
+            return f"worker killed by {name} (in phase {self.last_phase}{hint})"
+        return f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})"
+
+
+def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+#: What a worker inherits from the parent's environment; anything else only when the scenario names it.
+INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+             "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
+             "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "XDG_CACHE_HOME", "SSL_CERT_FILE")
+INHERITED_PREFIXES = ("LC_", "FUSIONBENCH_")
+
+
+def worker_environment(
+    parent: Mapping[str, str], named: list[str] | tuple[str, ...] = (), scratch: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+) -> dict[str, str]:
+    """The environment of a worker: the whitelisted part of `parent`, then each of `named` ("NAME"
+    passes the parent's value on, "NAME=value" sets it), then each of `scratch` (variable -> a
+    folder name, made under `workdir`: the backend's caches, fresh for every cell)."""
+    env = {k: v for k, v in parent.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+    for item in named:
+        name, sep, value = item.partition("=")
+        if sep:
+            env[name] = value
+        elif name in parent:
+            env[name] = parent[name]
+    for name, folder in (scratch or {}).items():
+        env[name] = str((workdir or Path(tempfile.gettempdir())) / folder)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_worker(
+    request: WorkerRequest,
+    *,
+    timeout_s: float,
+    log_path: Path,
+    on_phase: Callable[[str], None] = lambda phase: None,
+    module: str = "harness.measure.worker",
+    memory_limit_bytes: int | None = None,
+    env_names: list[str] | tuple[str, ...] = (),
+    scratch_env: Mapping[str, str] | None = None,
+) -> WorkerOutcome:
+    """Run `python -m module REQUEST` for one cell and wait for it, at most `timeout_s`, killing it
+    (with its children) if their resident memory passes `memory_limit_bytes`. The worker's
+    environment is `worker_environment(os.environ, env_names, scratch_env)`."""
+    workdir = Path(tempfile.mkdtemp(prefix="fusionbench-cell-"))
+    phase_file = workdir / "phase"
+    answer_file = workdir / "answer.json"
+    request = replace(request, phase_file=str(phase_file), answer_file=str(answer_file), parent_pid=os.getpid())
+    (workdir / "request.json").write_text(request.to_json())
+    env = worker_environment(os.environ, env_names, scratch_env, workdir)
+    last_phase = "start"
+    timed_out = False
+    memory_exceeded: int | None = None
+    start = time.monotonic()
+    try:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", module, str(workdir / "request.json")],
+                cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,
+            )
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=POLL_S)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    phase = _read_phase(phase_file)
+                    if phase != last_phase:
+                        last_phase = phase
+                        on_phase(phase)
+                    if time.monotonic() - start > timeout_s:
+                        timed_out = True
+                        _kill_group(proc)
+                        break
+                    if memory_limit_bytes is not None:
+                        held = tree_rss_bytes(proc.pid)
+                        if held > memory_limit_bytes:
+                            memory_exceeded = held
+                            _kill_group(proc)
+                            break
+            except BaseException:  # Ctrl-C or an error in the parent: never leave a worker behind
+                _kill_group(proc)
+                raise
+        last_phase = _read_phase(phase_file) if phase_file.exists() else last_phase
+        answer = None
+        if not timed_out and memory_exceeded is None and answer_file.exists():
+            try:
+                answer = WorkerAnswer.from_json(answer_file.read_text())
+            except (OSError, ProtocolError) as exc:
+                with log_path.open("a") as log_file:
+                    log_file.write(f"\nfusionbench: the worker's answer is unreadable: {exc}\n")
+                answer = None
+        return WorkerOutcome(answer, proc.returncode, timed_out, last_phase, time.monotonic() - start,
+                             memory_exceeded_bytes=memory_exceeded, memory_limit_bytes=memory_limit_bytes)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of process `pid` and all its descendants (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue  # exited between listing and reading
+    return total
+
+
+def _read_phase(phase_file: Path) -> str:
+    try:
+        return phase_file.read_text().strip() or "start"
+    except OSError:
+        return "start"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -1,0 +1,86 @@
+"""The probe: a short-lived process that resolves `device: auto`, describes the system (with the
+device's measured peaks, for the roofline) and asks each backend whether it can run here. The
+parent never imports torch or creates a CUDA context itself; it runs `python -m harness.run.probe`
+and reads one JSON answer from stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from harness.errors import HarnessError
+
+PROBE_TIMEOUT_S = 300
+
+
+def _backend_report(name: str, device: str) -> dict[str, Any]:
+    from harness import registry
+
+    try:
+        backend = registry.load(name)()
+        availability = backend.availability(device)
+        versions = backend.versions() if availability.ok else {}
+        return {"available": availability.ok, "reason": availability.reason, "versions": versions}
+    except Exception as exc:  # a broken plugin must not take the run down: report it as unavailable
+        return {"available": False, "reason": f"backend {name!r} failed to load: {type(exc).__name__}: {exc}", "versions": {}}
+
+
+def probe(device: str, backends: list[str], with_system: bool) -> dict[str, Any]:
+    from harness.run import system
+
+    torch_info = system.torch_info()
+    resolved = device
+    if device == "auto":
+        resolved = "cuda" if torch_info.get("cuda_available") else "cpu"
+    answer: dict[str, Any] = {
+        "device": resolved,
+        "backends": {name: _backend_report(name, resolved) for name in backends},
+    }
+    if with_system:
+        from harness.run import machine_noise
+
+        answer["system"] = system.describe()
+        answer["system"]["machine_noise"] = machine_noise.measure()  # before the peaks heat anything up
+        answer["system"]["peaks"] = _peaks(resolved)
+    return answer
+
+
+def _peaks(device: str) -> dict[str, Any]:
+    """The device's measured peaks for the roofline (harness.measure.roofline), or why there are none."""
+    from harness.measure.roofline import measure_peaks
+
+    try:
+        return measure_peaks(device)
+    except (RuntimeError, MemoryError) as exc:  # an accelerator too small or busy: no roofline, not no run
+        return {"device": device, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+
+
+def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> dict[str, Any]:
+    """Run the probe in a child process and return its answer."""
+    request = json.dumps({"device": device, "backends": backends, "with_system": with_system})
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness.run.probe", request],
+            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise HarnessError(f"the system probe failed (exit {done.returncode}):\n{tail}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def main() -> int:
+    request = json.loads(sys.argv[1])
+    answer = probe(request["device"], request["backends"], request["with_system"])
+    print(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""A run: validate, expand cells, run each in its own worker, write the bundle as cells finish.
+
+Everything that can be wrong with the input is checked before the bundle directory is made,
+so a bad scenario file or option leaves nothing behind. Each finished cell is written at once
+(atomically), so an interrupted run loses nothing finished and `--resume` completes the rest.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from harness import precision, registry
+from harness.bundle.reader import load
+from harness.bundle.statuses import BAD
+from harness.bundle.writer import Bundle, new_run_id, utc_now
+from harness.contract import Variant
+from harness.errors import EXIT_INTERRUPTED, ConfigError, OutputError
+from harness.measure.protocol import WorkerRequest
+from harness.models.zoo import missing_requirement
+from harness.reporting.report import REPORT_HTML, render
+from harness.run.isolation import MIB, log_tail, run_worker
+from harness.run.probe import run_probe
+from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, time_line
+from harness.run.system import harness_info
+from harness.scenario import loading as scenario_file
+from harness.scenario.cells import Cell, expand, select
+
+ROOM_BASE_BYTES = 16 * MIB
+ROOM_PER_CELL_BYTES = 2 * MIB
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    scenario_path: Path | None
+    device: str | None = None
+    only: dict[str, set[str]] | None = None
+    out_dir: Path = Path("results")
+    resume: Path | None = None
+    #: Backends' persistent artifact cache (exported graphs, compiled libraries); None: a fresh
+    #: one per cell, so every prepare is cold.
+    cache_dir: Path | None = None
+    #: Seconds the sweep may take; a cell not started by then is skipped with the reason, and a
+    #: running one gets at most what is left. None: no budget.
+    budget_s: float | None = None
+
+
+def run(request: RunRequest, console: Console) -> int:
+    """Run a scenario (or resume a bundle); return the process exit code."""
+    bundle, resolved = _open_or_plan(request)
+    names = sorted({b["name"] for b in resolved["backends"]})
+    if bundle is None:
+        console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
+    # A resumed run stays on the device it started on, whatever `auto` would pick today.
+    probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
+    device = probe["device"]
+    cells = select(expand(resolved, device), request.only or {})
+    if bundle is None:
+        assert request.scenario_path is not None  # _open_or_plan refused a new run without one
+        input_folder = _input_folder(resolved, request.scenario_path.parent)
+        out_dir = _writable(request.out_dir)
+        _check_room(out_dir, len(cells))
+        bundle = Bundle.create(
+            out_dir,
+            new_run_id(resolved["name"]),
+            {
+                "created": utc_now(),
+                "harness": harness_info(),
+                "command": sys.argv,
+                "scenario_file": str(request.scenario_path),
+                "input_folder": input_folder,
+                "scenario": resolved,
+                "scenario_sha256": scenario_file.sha256(resolved),
+                "device": device,
+                "only": {k: sorted(v) for k, v in (request.only or {}).items()},
+                "artifact_cache": str(request.cache_dir) if request.cache_dir else None,
+                "system": probe["system"],
+                "backends": probe["backends"],
+                "cells": [{"id": c.id, "label": c.label} for c in cells],
+                "resumed": [],
+            },
+        )
+    else:
+        input_folder = bundle.header.get("input_folder")
+        planned = {entry["id"] for entry in bundle.header["cells"]}
+        cells = [c for c in cells if c.id in planned]
+        _check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
+        bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
+    todo = [c for c in cells if not bundle.finished(c.id)]
+    console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"))
+    noise_warning = ((bundle.header.get("system") or {}).get("machine_noise") or {}).get("warning")
+    if noise_warning:
+        console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
+    try:
+        deadline = time.monotonic() + request.budget_s if request.budget_s else None
+        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline)
+    except KeyboardInterrupt:
+        _close(bundle, "interrupted")
+        console.print(f"[yellow]interrupted[/]: finished cells are kept; complete with --resume {bundle.root}")
+        return EXIT_INTERRUPTED
+    _close(bundle, "complete")
+    records = bundle.cells()
+    console.print(summary_table(records))
+    ablation = fusion_summary(records)
+    if ablation is not None:
+        console.print(ablation)
+    console.print(Text(time_line(records)))
+    if noise_warning:
+        console.print(Text(f"warning: {noise_warning}", style="yellow"))
+    warned = [r for r in records if r.get("warnings")]
+    if warned:
+        console.print(Text(f"{len(warned)} cell(s) have warnings (noise, drift, LoadGen against device timing, a busy "
+                           "machine): see report.md, section Warnings", style="yellow"))
+    bad = [r for r in records if r["status"] in BAD]
+    console.print(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})")
+    if bad:
+        console.print(f"[red]{len(bad)} cell(s) failed or invalid[/]; reasons are in the table and each cell's JSON")
+        return 1
+    return 0
+
+
+def _close(bundle: Bundle, state: str) -> None:
+    """Record how the run ended, checksum the bundle, then add its report (and checksum again:
+    the bundle is complete and valid even if rendering the report fails)."""
+    bundle.update_header(state=state)
+    bundle.write_manifest()
+    render(load(bundle.root), bundle.root)
+    bundle.write_manifest()
+
+
+def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any]]:
+    if request.resume is not None:
+        bundle = Bundle.open(request.resume)
+        resolved = bundle.header["scenario"]
+        if request.device and request.device != bundle.header["device"]:
+            raise ConfigError(
+                f"--device {request.device}: {request.resume} was run on {bundle.header['device']}"
+            )
+        if request.scenario_path is not None:
+            given = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
+            given["device"] = resolved["device"]  # the device was checked above; compare the rest
+            if scenario_file.sha256(given) != bundle.header["scenario_sha256"]:
+                raise ConfigError(
+                    f"{request.scenario_path} differs from the scenario stored in {request.resume}; "
+                    "resume without the file to finish the stored one"
+                )
+        return bundle, resolved
+    if request.scenario_path is None:
+        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
+    resolved = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
+    if request.device:
+        resolved["device"] = request.device
+    return None, resolved
+
+
+def _input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
+    inputs = resolved["inputs"]
+    if inputs["source"] != "folder":
+        return None
+    folder = (scenario_dir / inputs["path"]).resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"inputs.path: {folder} is not a directory")
+    return str(folder)
+
+
+def _writable(out_dir: Path) -> Path:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out_dir}: cannot create it ({exc.strerror})") from None
+    probe = out_dir / ".fusionbench-write-test"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out {out_dir}: not writable ({exc.strerror})") from None
+    return out_dir
+
+
+def _check_room(path: Path, cells: int) -> None:
+    """Refuse to start when the bundle's file system is nearly full: a cell writes its record,
+    worker log and LoadGen logs (well under 1 MiB); the report and manifest come at the end."""
+    needed = ROOM_BASE_BYTES + ROOM_PER_CELL_BYTES * cells
+    free = shutil.disk_usage(path).free
+    if free < needed:
+        raise ConfigError(
+            f"{path}: only {free / MIB:.0f} MiB free; {cells} cell(s) need about {needed / MIB:.0f} MiB for their "
+            "records and logs: make room or choose another --out"
+        )
+
+
+def _gpu_capabilities(system: dict[str, Any] | None) -> list[str]:
+    devices = ((system or {}).get("torch") or {}).get("devices") or []
+    return [str(d.get("capability")) for d in devices if isinstance(d, dict) and d.get("capability")]
+
+
+def _skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) -> str | None:
+    report = backends[cell.config["backend"]]
+    if not report["available"]:
+        return str(report["reason"])
+    unsupported = precision.unsupported_reason(cell.config["dtype"], cell.config["device"], capabilities)
+    if unsupported:
+        return unsupported
+    missing = missing_requirement(cell.config["model"]["name"])
+    if missing:
+        return missing
+    backend = registry.load(cell.config["backend"])()
+    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"],
+                      cell.config["variant"].get("graphs", "off"))
+    if variant.graphs == "on":
+        if cell.config["device"] != "cuda":
+            return "graphs: CUDA graphs need a GPU (device cuda)"
+        if not backend.cuda_graphs:
+            return f"graphs: {backend.name} has no CUDA-graph variant (eager and inductor do)"
+    support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
+    return None if support.ok else support.reason
+
+
+def _sweep(
+    cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
+    input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
+) -> None:
+    limits = resolved["limits"]
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+        refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
+    )
+    with progress:
+        task = progress.add_task("cells", total=len(cells))
+        for cell in cells:
+            progress.update(task, description=cell.label)
+            left_s = None if deadline is None else deadline - time.monotonic()
+            if left_s is not None and left_s <= 0:
+                record: dict[str, Any] = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now(),
+                          "status": "skipped", "reasons": ["the run's time budget was spent before this cell started"],
+                          "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
+            else:
+                cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
+                record = _run_cell(cell, bundle, backends, input_folder, cache_dir, cell_limits, resolved.get("env") or [],
+                                   progress, task)
+            try:
+                bundle.write_cell(cell.id, record)
+            except OSError as exc:  # disk full, quota, permissions: what is written stays intact
+                raise OutputError(
+                    f"could not write cell {cell.label} into {bundle.root}: {exc.strerror or exc}; the cells "
+                    f"finished before it are intact: make room, then run --resume {bundle.root}"
+                ) from None
+            progress.advance(task)
+            style = STATUS_STYLE[str(record["status"])]
+            why = f": {record['reasons'][0]}" if record["reasons"] else ""
+            line = Text(f"{record['status']:>7}", style=style)
+            line.append(f" {cell.label} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
+            progress.console.print(line)
+        progress.update(task, description="cells done")
+
+
+def _run_cell(
+    cell: Cell, bundle: Bundle, backends: dict[str, Any], input_folder: str | None, cache_dir: Path | None,
+    limits: dict[str, Any], env_names: list[str], progress: Progress, task: Any,
+) -> dict[str, Any]:
+    timeout_s = limits["cell_timeout_s"]
+    memory_mib = limits.get("memory_limit_mib")  # absent from bundles written before it existed
+    base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
+    skip = _skip_reason(cell, backends, _gpu_capabilities(bundle.header.get("system")))
+    if skip is not None:
+        return {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
+    artifacts = bundle.fresh_artifact_dir(cell.id)
+    log_path = artifacts / "worker.log"
+    request = WorkerRequest(
+        cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
+        cache_dir=str(cache_dir) if cache_dir else None, peaks=(bundle.header.get("system") or {}).get("peaks"),
+    )
+    try:
+        outcome = run_worker(
+            request, timeout_s=timeout_s, log_path=log_path,
+            memory_limit_bytes=memory_mib * MIB if memory_mib else None,
+            on_phase=lambda phase: progress.update(task, description=f"{cell.label} {phase}"),
+            env_names=env_names, scratch_env=registry.load(cell.config["backend"]).scratch_env,
+        )
+    except KeyboardInterrupt:
+        bundle.write_cell(cell.id, {**base, "status": "interrupted", "reasons": ["interrupted by the user"],
+                                    "metrics": {}, "wall_s": 0.0, "finished": utc_now()})
+        raise
+    record = {**base, "wall_s": outcome.wall_s, "finished": utc_now(), "log": f"cells/{cell.id}/worker.log"}
+    if outcome.answer is None:
+        record.update(status="failed", reasons=[outcome.failure_reason(timeout_s)], metrics={},
+                      log_tail=log_tail(log_path))
+    else:
+        record.update(outcome.answer.record())
+        if record["status"] == "failed":
+            record["log_tail"] = log_tail(log_path)
+    return record

@@ -1,0 +1,158 @@
+"""What a run ran on: host, OS, Python, every installed package's version, GPUs, container,
+and the harness's own version and git state. Gathered in the probe process (see probe.py)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from importlib.metadata import distributions
+from pathlib import Path
+from typing import Any
+
+import harness
+
+SOURCE_ROOT = Path(harness.__file__).resolve().parent.parent
+
+
+def harness_info() -> dict[str, Any]:
+    """Version, git commit and whether the working tree had uncommitted changes."""
+    sha = dirty = None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+        dirty = bool(status.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass  # not a git checkout (an installed package): sha and dirty stay unknown
+    return {"version": harness.__version__, "git_sha": sha, "git_dirty": dirty}
+
+
+def packages() -> dict[str, str]:
+    found = {}
+    for dist in distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version  # PEP 503 normalised
+    return dict(sorted(found.items()))
+
+
+def cpu_info() -> dict[str, Any]:
+    import psutil
+
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "model": model,
+        "architecture": platform.machine(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total,
+    }
+
+
+def container_info() -> dict[str, Any]:
+    """Whether this runs in a container, and which image (`./run.sh --container` passes its tag,
+    id and digest in the environment: harness/run/container.py)."""
+    in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+    return {
+        "in_container": in_container,
+        "image": os.environ.get("FUSIONBENCH_IMAGE"),
+        "image_id": os.environ.get("FUSIONBENCH_IMAGE_ID"),
+        "image_digest": os.environ.get("FUSIONBENCH_IMAGE_DIGEST"),
+    }
+
+
+def torch_info() -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        return {"installed": False}
+    info: dict[str, Any] = {
+        "installed": True,
+        "version": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cudnn": None,
+        "devices": [],
+    }
+    if info["cuda_available"]:
+        info["cudnn"] = torch.backends.cudnn.version()
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            info["devices"].append(
+                {"name": props.name, "capability": f"{props.major}.{props.minor}", "memory_bytes": props.total_memory,
+                 "multiprocessors": props.multi_processor_count}
+            )
+    return info
+
+
+_NVML_READERS: dict[str, Callable[[Any, Any], Any]] = {
+    "memory_bytes": lambda nvml, h: nvml.nvmlDeviceGetMemoryInfo(h).total,
+    "sm_clock_max_mhz": lambda nvml, h: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM),
+    "mem_clock_max_mhz": lambda nvml, h: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM),
+    "sm_clock_app_mhz": lambda nvml, h: nvml.nvmlDeviceGetApplicationsClock(h, nvml.NVML_CLOCK_SM),
+    "power_limit_w": lambda nvml, h: nvml.nvmlDeviceGetPowerManagementLimit(h) / 1000,
+    "pci_bus_id": lambda nvml, h: _text(nvml.nvmlDeviceGetPciInfo(h).busId),
+}
+
+
+def gpu_info() -> dict[str, Any]:
+    """GPUs as NVML sees them: name, driver, memory, clocks, power limit."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # no NVIDIA driver here: say so in the bundle
+        return {"available": False, "reason": f"NVML: {exc}"}
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpu: dict[str, Any] = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
+            for key, read in _NVML_READERS.items():
+                try:
+                    gpu[key] = read(pynvml, h)
+                except pynvml.NVMLError:
+                    gpu[key] = None
+            gpus.append(gpu)
+        return {
+            "available": True,
+            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
+            "gpus": gpus,
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def describe() -> dict[str, Any]:
+    """The system section of a bundle."""
+    return {
+        "os": {"platform": platform.platform(), "kernel": platform.release(), "system": platform.system()},
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "executable": sys.executable},
+        "cpu": cpu_info(),
+        "torch": torch_info(),
+        "gpu": gpu_info(),
+        "container": container_info(),
+        "packages": packages(),
+    }

@@ -1,0 +1,235 @@
+"""Reading a scenario file: YAML in, a validated `ScenarioFile` out, or one clear `ConfigError`.
+
+Every problem becomes a single line `FILE:LINE: FIELD: what is wrong; what is allowed`, so a user
+fixes a typo without reading a traceback. The line comes from the YAML node the error points at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+import typing
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+
+from harness.errors import ConfigError
+from harness.scenario.schema import FolderInputs, ScenarioFile, SyntheticInputs
+
+MAX_FILE_BYTES = 1 << 20
+# After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
+# ten. The limits stop alias bombs ("billion laughs") and absurd nesting before anything is built.
+MAX_NODES = 20_000
+MAX_DEPTH = 40
+INPUT_BRANCHES: dict[str, type[pydantic.BaseModel]] = {"synthetic": SyntheticInputs, "folder": FolderInputs}
+
+
+def load(path: str | Path) -> ScenarioFile:
+    """Read and validate a scenario file; raise ConfigError naming the file and line on any problem."""
+    path = Path(path)
+    try:
+        kind = path.stat().st_mode
+        if stat.S_ISDIR(kind):
+            raise ConfigError(f"{path}: is a directory, not a scenario file")
+        if not stat.S_ISREG(kind):  # a FIFO would hang the read, /dev/zero never end it
+            raise ConfigError(f"{path}: not a regular file; a scenario file is a YAML file")
+        with path.open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)  # enough to tell a file that is too large
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such scenario file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse(raw, str(path))
+
+
+def parse(raw: bytes, where: str) -> ScenarioFile:
+    """Validate the bytes of a scenario file; `where` names it in messages."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"{where}: file is larger than {MAX_FILE_BYTES} bytes, the most a scenario file may have")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    node, data = _compose(text, where)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a YAML {type(data).__name__}"
+        raise ConfigError(f"{where}: the file is {kind}; a scenario file is a mapping with keys models, backends, scenarios, ...")
+    try:
+        return ScenarioFile.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(_describe(exc, node, where)) from None
+
+
+def resolved(scenario: ScenarioFile, default_name: str) -> dict[str, Any]:
+    """The scenario with every default filled in, as stored in a bundle."""
+    data = scenario.model_dump(mode="json")
+    data["name"] = data["name"] or default_name
+    return data
+
+
+def sha256(data: dict[str, Any]) -> str:
+    """Hash of a resolved scenario (canonical JSON)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
+    try:
+        loader = yaml.SafeLoader(text)  # refuses non-printable characters at once
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: invalid YAML: {str(exc).splitlines()[0][:200]}") from None
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, where)
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f"{mark.line + 1}:" if mark else ""
+        problem = exc.problem or exc.context or "unreadable"
+        raise ConfigError(f"{where}:{line} invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: invalid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value its constructor refuses (a 5,000-digit int)
+        first = str(exc).split(";")[0].split(": value")[0]
+        raise ConfigError(f"{where}: invalid YAML value: {first[:200]}") from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def _check_size(root: yaml.Node, where: str) -> None:
+    """Refuse a document whose nodes, counted with every alias expanded, pass MAX_NODES, or whose
+    nesting passes MAX_DEPTH, or that refers to itself; without building it."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in size:
+            continue
+        children = _children(node)
+        if not children_done:
+            open_nodes.add(key)
+            stack.append((node, True))
+            for child in children:
+                if id(child) in open_nodes:
+                    raise ConfigError(f"{where}:{child.start_mark.line + 1}: invalid YAML: an alias refers to itself")
+                if id(child) not in size:
+                    stack.append((child, False))
+            continue
+        open_nodes.discard(key)
+        size[key] = 1 + sum(size[id(c)] for c in children)
+        depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+        if size[key] > MAX_NODES:
+            raise ConfigError(
+                f"{where}: invalid YAML: over {MAX_NODES} values once its aliases are expanded (an alias bomb?)"
+            )
+        if depth[key] > MAX_DEPTH:
+            raise ConfigError(f"{where}: invalid YAML: nested over {MAX_DEPTH} levels deep")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> str:
+    # An unknown key is most often a typo, and the cause of the other errors: report it first.
+    errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    raw_loc = tuple(first["loc"])
+    loc = _user_path(raw_loc)
+    field = _dotted(loc) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed_keys(raw_loc[:-1])
+        message = f"unknown key {loc[-1]!r}; allowed here: {', '.join(allowed)}"
+        field = _dotted(loc[:-1]) or "(top level)"
+    elif first["type"] == "missing":
+        message = "required, but missing"
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    line = _line_of(node, loc)
+    return f"{where}:{line}: {field}: {message}{more}" if line else f"{where}: {field}: {message}{more}"
+
+
+def _user_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Drop pydantic's union-branch names (`inputs.folder.path` -> `inputs.path`)."""
+    out: list[Any] = []
+    for part in loc:
+        if out and out[-1] == "inputs" and part in INPUT_BRANCHES:
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union[")) or part in ("str", "ModelSpec", "BackendSpec"):
+            continue  # pydantic's names for union branches and validators, not the user's keys
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest YAML node on the error's path."""
+    if node is None:
+        return None
+    best = node.start_mark.line + 1
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    child = value
+                    best = key.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+            best = child.start_mark.line + 1
+        if child is None:
+            break
+        node = child
+    return int(best) if best is not None else None
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model an error location points into."""
+    model: Any = ScenarioFile
+    for part in loc:
+        if part in INPUT_BRANCHES:
+            model = INPUT_BRANCHES[part]
+            continue
+        if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            continue
+        model = _model_in(field.annotation) or model
+    if isinstance(model, type) and issubclass(model, pydantic.BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,158 @@
+"""The MLPerf scenarios, one row each: every rule that depends on which scenario a cell runs lives in
+`RULES`, and no other module tests a scenario's name or its metric's name.
+
+A row says how a cell's batch is chosen, which LoadGen settings the scenario takes from the file,
+the minimum query count LoadGen's early stopping needs, how the LoadGen hint is set, MLPerf's
+headline metric and how the console names it, the LoadGen figure that stands for one batch's time
+(and which device-timing statistic it is compared with), and whether an INVALID run that went
+faster than its hint is run again with LoadGen's own measured rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+ScenarioName = Literal["SingleStream", "MultiStream", "Server", "Offline"]
+
+# LoadGen pre-generates queries from the hint; a run faster than the hint runs out of queries
+# before its minimum duration and is INVALID. Hint this much faster than the measured median.
+HINT_HEADROOM = 1.2
+# The system under test costs a microsecond or two per sample in Python (the response): never
+# hint faster than this, or a near-free backend (null) makes LoadGen pre-generate millions of queries.
+MIN_HINT_NS_PER_SAMPLE = 1_000
+MIN_HINT_NS_PER_QUERY = 2_000
+# LoadGen's one Offline query holds int(expected QPS x min duration x 1.1) samples, truncated.
+OFFLINE_QUERY_FACTOR = 1.1
+
+# apply(settings, batch, hinted_ns, latency_ns, loadgen config of the cell)
+HintSetter = Callable[[Any, int, float, float, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ScenarioRule:
+    name: str
+    batch: Literal["one", "samples_per_query", "batch_sizes"]  # where a cell's batch comes from
+    loadgen_keys: tuple[str, ...]  # the scenario's own LoadGen settings in the file
+    default_min_queries: int  # what LoadGen's early stopping needs before it calls a run VALID
+    set_hint: HintSetter
+    metric_name: str
+    metric_unit: Literal["ns", "samples/s"]
+    metric_label: str  # how the console names the metric ("p90 3.20 ms")
+    metric_keys: tuple[str, ...]  # the LoadGen log entries that give the metric, first present wins
+    batch_figure: str | None  # LoadGen's figure for one batch (a latency key, or "rate" for samples/s)
+    device_statistic: Literal["median", "mean"] | None  # what the batch figure is compared with
+    not_compared_why: str = ""
+    retune_when_too_fast: bool = True
+    batches_in_flight: bool = False  # the system under test may pipeline batches (GPU)
+    metric_extras: tuple[tuple[str, str], ...] = ()  # more figures the metric carries: (name, log key)
+
+    def batches(self, loadgen: dict[str, Any], batch_sizes: list[int]) -> list[int]:
+        if self.batch == "one":
+            return [1]
+        if self.batch == "samples_per_query":
+            return [int(loadgen["samples_per_query"])]
+        return list(batch_sizes)
+
+    def min_queries(self, given: int | None) -> int:
+        return given or self.default_min_queries
+
+    def metric(self, entries: dict[str, Any]) -> dict[str, Any]:
+        """MLPerf's headline figure for the scenario, with its name and unit."""
+        value = next((entries[k] for k in self.metric_keys if entries.get(k)), None)
+        if value is None:
+            value = entries.get(self.metric_keys[-1])
+        metric = {"name": self.metric_name, "value": value, "unit": self.metric_unit}
+        metric.update({name: entries.get(key) for name, key in self.metric_extras})
+        return metric
+
+    def ns_per_batch(self, batch: int, results: dict[str, Any]) -> float | None:
+        """LoadGen's measured time for one batch, from its result entries."""
+        if self.batch_figure is None:
+            return None
+        if self.batch_figure == "rate":
+            rate = results.get("result_samples_per_second")
+            return batch * 1e9 / rate if rate else None
+        value = results.get(self.batch_figure)
+        return float(value) if value else None
+
+
+def offline_expected_qps(batch: int, hinted_ns: float, latency_ns: float, min_duration_s: float) -> float:
+    """The Offline hint: the measured rate with headroom, and never so low that LoadGen's
+    truncated sample count leaves the query shorter than the minimum duration. A model that takes
+    seconds per sample would otherwise get a one-sample query, finish early and be INVALID ("min
+    duration not met") however often it is retried."""
+    qps = batch * 1e9 / hinted_ns
+    per_sample_ns = max(latency_ns, hinted_ns) / batch  # the hint's floors hold here too
+    if per_sample_ns <= 0 or min_duration_s <= 0:
+        return qps
+    needed = math.ceil(HINT_HEADROOM * min_duration_s * 1e9 / per_sample_ns)
+    return max(qps, (needed + 0.5) / (min_duration_s * OFFLINE_QUERY_FACTOR))
+
+
+def server_target_qps(loadgen: dict[str, Any], batch: int, latency_ns: float) -> float:
+    """The Server arrival rate: as given, or a fraction of the measured capacity."""
+    if loadgen["target_qps"] != "auto":
+        return float(loadgen["target_qps"])
+    return float(loadgen["target_qps_fraction"]) * batch * 1e9 / latency_ns
+
+
+def hinted_ns(latency_ns: float, batch: int) -> int:
+    """The latency LoadGen is told to expect: the measured one with headroom, above the floors."""
+    return max(int(latency_ns / HINT_HEADROOM), MIN_HINT_NS_PER_SAMPLE * batch, MIN_HINT_NS_PER_QUERY)
+
+
+def _single_stream(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+    s.single_stream_expected_latency_ns = int(hinted)
+
+
+def _multi_stream(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+    s.multi_stream_expected_latency_ns = int(hinted)
+    s.multi_stream_samples_per_query = batch
+
+
+def _offline(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+    s.offline_expected_qps = offline_expected_qps(batch, hinted, latency_ns, loadgen["min_duration_s"])
+
+
+def _server(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+    s.server_target_qps = server_target_qps(loadgen, batch, latency_ns)
+    s.server_target_latency_ns = int(loadgen["target_latency_ms"] * 1e6)
+    s.server_coalesce_queries = True  # queries that arrived while the model ran come as one call
+
+
+RULES: dict[str, ScenarioRule] = {rule.name: rule for rule in (
+    ScenarioRule(
+        "SingleStream", batch="one", loadgen_keys=(), default_min_queries=100, set_hint=_single_stream,
+        metric_name="latency_p90_early_stopping_ns", metric_unit="ns", metric_label="p90",
+        metric_keys=("early_stopping_latency_ss", "result_90.00_percentile_latency_ns"),
+        batch_figure="result_50.00_percentile_latency_ns", device_statistic="median"),
+    ScenarioRule(
+        "MultiStream", batch="samples_per_query", loadgen_keys=("samples_per_query",), default_min_queries=662,
+        set_hint=_multi_stream, metric_name="latency_p99_per_query_ns", metric_unit="ns", metric_label="p99",
+        metric_keys=("early_stopping_latency_ms", "result_99.00_percentile_per_query_latency_ns"),
+        batch_figure="result_50.00_percentile_per_query_latency_ns", device_statistic="median"),
+    ScenarioRule(
+        "Server", batch="batch_sizes", loadgen_keys=("target_qps", "target_qps_fraction", "target_latency_ms"),
+        default_min_queries=500, set_hint=_server, metric_name="server_completed_samples_per_s",
+        metric_unit="samples/s", metric_label="", metric_keys=("result_completed_samples_per_sec",),
+        batch_figure=None, device_statistic=None,
+        not_compared_why="not compared: Server latency includes queueing at the target rate by design",
+        retune_when_too_fast=False,
+        metric_extras=(("scheduled_samples_per_s", "result_scheduled_samples_per_sec"),
+                       ("latency_p99_ns", "result_99.00_percentile_latency_ns"),
+                       ("target_latency_ns", "effective_target_latency_ns"))),
+    ScenarioRule(
+        "Offline", batch="batch_sizes", loadgen_keys=(), default_min_queries=1, set_hint=_offline,
+        metric_name="offline_samples_per_s", metric_unit="samples/s", metric_label="",
+        metric_keys=("result_samples_per_second",), batch_figure="rate", device_statistic="mean",
+        batches_in_flight=True),
+)}
+SCENARIOS: tuple[str, ...] = tuple(RULES)
+assert SCENARIOS == get_args(ScenarioName), "the table and the type name the same scenarios"
+
+
+def rule(scenario: str) -> ScenarioRule:
+    return RULES[scenario]

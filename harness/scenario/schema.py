@@ -1,0 +1,336 @@
+"""Scenario files: the schema (pydantic, `extra="forbid"`, frozen) and its validation.
+
+Validation has no side effects: no GPU probe, no network, no environment change. It reads the
+backend registry (entry-point metadata, cheap) and the zoo's static catalogue, so a typo in a
+model or backend name is caught before anything runs. Loading a file and turning every problem
+into one line that names the file and the line lives in `scenario_file.py`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from harness import registry
+from harness.models.catalog import CLASSIFICATION_MODELS, all_models
+from harness.options import problem
+from harness.scenario.rules import ScenarioName
+
+Device = Literal["auto", "cpu", "cuda"]
+DType = Literal["fp32", "tf32", "fp16", "bf16"]  # what each means: harness/precision.py
+
+
+
+def _as_list(value: Any) -> Any:
+    """Let a single value stand for a one-item list (`dtypes: fp32`)."""
+    return value if isinstance(value, list) else [value]
+
+
+def _on_off(value: Any) -> Any:
+    """YAML 1.1 reads a bare `on`/`off` as a boolean; map it back to the words."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return value
+
+
+def _name_only(value: Any) -> Any:
+    """`- resnet18` is short for `- {name: resnet18}`."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+def _backend_name_only(value: Any) -> Any:
+    """As `_name_only`; a bare `- null` is YAML's null, and can only mean the null backend."""
+    return _name_only("null" if value is None else value)
+
+
+def closest(word: str, choices: list[str]) -> str:
+    """A ' (did you mean ...?)' hint, or '' when nothing is close."""
+    near = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Fusion = Annotated[
+    Literal["on", "off"],
+    BeforeValidator(_on_off, json_schema_input_type=Union[Literal["on", "off"], bool]),
+]
+OptionValue = Union[bool, int, float, str]
+
+
+class ModelSpec(_Strict):
+    """One model of the zoo: a torchvision classifier, a fusion-pattern micro-model or a
+    non-vision model of the literature suites."""
+
+    name: str = Field(description="model name, as `fusionbench models` lists it")
+    pretrained: bool = Field(
+        False, description="load torchvision's pretrained weights (needs network); random weights otherwise"
+    )
+    input_size: int | None = Field(
+        None, ge=16, le=1_000_000,
+        description="image side in pixels, sequence length, feature count or audio samples, as the model's "
+        "input kind says (`fusionbench models`); default: the model's own",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, name: str) -> str:
+        models = all_models()
+        if name not in models:
+            hint = closest(name, list(models))
+            raise ValueError(
+                f"unknown model {name!r}{hint}; `fusionbench models` lists the {len(models)} models the zoo offers"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _pretrained_exists(self) -> ModelSpec:
+        if self.pretrained and self.name not in CLASSIFICATION_MODELS:
+            raise ValueError(f"{self.name} has no pretrained weights (only torchvision's classifiers do)")
+        return self
+
+
+class BackendSpec(_Strict):
+    """One backend and the variants of it under study."""
+
+    name: str = Field(description="a registered backend (`fusionbench backends`)")
+    fusion: Annotated[
+        list[Fusion], BeforeValidator(_as_list, json_schema_input_type=Union[Fusion, list[Fusion]])
+    ] = Field(["on"], min_length=1, description="fusion on, off, or both")
+    graphs: Annotated[
+        list[Fusion], BeforeValidator(_as_list, json_schema_input_type=Union[Fusion, list[Fusion]])
+    ] = Field(
+        ["off"], min_length=1,
+        description="CUDA graphs on, off, or both: the whole inference replayed as one graph (GPU; eager and inductor)",
+    )
+    options: dict[str, OptionValue] = Field(
+        default_factory=dict, description="backend-specific settings, checked by the backend"
+    )
+    models: list[str] | None = Field(
+        None, min_length=1,
+        description="run this backend on these of the file's models only (default: all of them)",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        known = registry.names()
+        if name not in known:
+            raise ValueError(
+                f"unknown backend {name!r}{closest(name, known)}; registered: {', '.join(known)}"
+            )
+        return name
+
+    @field_validator("fusion", "graphs")
+    @classmethod
+    def _distinct(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"lists the same {info.field_name} setting twice")
+        return values
+
+    @field_validator("options")
+    @classmethod
+    def _backend_accepts(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Checked against the backend's own options model (harness/options.py), at load time."""
+        name = info.data.get("name")
+        if name is None:
+            return options  # the name itself was refused
+        try:
+            backend = registry.load(name)
+        except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+            return options
+        why = problem(backend.options_model, options)
+        if why is not None:
+            raise ValueError(f"{name}: {why}")
+        return options
+
+
+class SyntheticInputs(_Strict):
+    """Seeded random images of the model's input size."""
+
+    source: Literal["synthetic"] = "synthetic"
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    samples: int = Field(64, ge=1, le=4096, description="images in LoadGen's sample library")
+
+
+class FolderInputs(_Strict):
+    """Images from a folder, passed through the model's own preprocessing."""
+
+    source: Literal["folder"]
+    path: str = Field(min_length=1, description="folder of .jpg/.jpeg/.png images, relative to the scenario file")
+    samples: int = Field(64, ge=1, le=4096, description="at most this many images, in name order")
+
+
+def _synthetic_by_default(value: Any) -> Any:
+    """`inputs: {samples: 32}` means synthetic inputs."""
+    if isinstance(value, dict) and "source" not in value:
+        return {"source": "synthetic", **value}
+    return value
+
+
+Inputs = Annotated[
+    Union[SyntheticInputs, FolderInputs],
+    Field(discriminator="source"),
+    BeforeValidator(_synthetic_by_default),
+]
+
+
+class LoadGenSettings(_Strict):
+    """What MLPerf LoadGen is told; the expected-latency hints come from the device-timing pass."""
+
+    min_duration_s: float = Field(10.0, ge=0, le=86400)
+    max_duration_s: float | None = Field(None, gt=0, le=7 * 86400)
+    min_query_count: int | None = Field(
+        None, ge=1, le=10**9, description="default per scenario: enough for LoadGen's early stopping"
+    )
+    max_query_count: int | None = Field(None, ge=1, le=10**9)
+    samples_per_query: int = Field(8, ge=1, le=4096, description="MultiStream: samples in each query")
+    target_qps: float | Literal["auto"] = Field(
+        "auto", description="Server: Poisson arrival rate; auto = target_qps_fraction of measured capacity"
+    )
+    target_qps_fraction: float = Field(0.5, gt=0, le=1)
+    target_latency_ms: float = Field(100.0, gt=0, le=3.6e6, description="Server: p99 latency bound")
+
+    @field_validator("target_qps")
+    @classmethod
+    def _positive_qps(cls, qps: float | str) -> float | str:
+        if not isinstance(qps, str) and not 0 < qps <= 1e9:
+            raise ValueError("must be 'auto' or a rate in (0, 1e9] queries per second")
+        return qps
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LoadGenSettings:
+        if self.max_duration_s is not None and self.max_duration_s < self.min_duration_s:
+            raise ValueError("max_duration_s is below min_duration_s")
+        if self.max_query_count is not None and (self.min_query_count or 1) > self.max_query_count:
+            raise ValueError("max_query_count is below min_query_count")
+        return self
+
+
+class TimingSettings(_Strict):
+    """The device-timing pass: a warm-up until the figure is steady (kept apart), then timed
+    calls in repetitions, half before the LoadGen pass and half after it."""
+
+    warmup_iters: int = Field(3, ge=0, le=100_000, description="warm-up calls at least")
+    max_warmup_s: float = Field(
+        5.0, gt=0, le=3600, description="warm up at most this long, steady or not (the cell says which)"
+    )
+    min_iters: int = Field(10, ge=1, le=1_000_000)
+    max_iters: int = Field(2000, ge=1, le=1_000_000)
+    min_time_s: float = Field(1.0, ge=0, le=86400, description="time at least this long in all, within max_iters")
+    repetitions: int = Field(4, ge=2, le=100, description="timed blocks, interleaved with the LoadGen pass")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimingSettings:
+        if self.min_iters > self.max_iters:
+            raise ValueError("min_iters is above max_iters")
+        return self
+
+
+class PassSettings(_Strict):
+    """Calls made in the untimed memory and profile passes."""
+
+    memory_iters: int = Field(5, ge=1, le=10_000)
+    profile_iters: int = Field(3, ge=1, le=10_000)
+
+
+class Limits(_Strict):
+    """Limits each cell's worker process runs under."""
+
+    cell_timeout_s: float = Field(900.0, gt=0, le=7 * 86400)
+    memory_limit_mib: int | None = Field(
+        None, ge=64, le=16 << 20,
+        description="resident memory (RSS) the worker and its children may use, MiB; over it the cell "
+        "fails (default: no limit)",
+    )
+
+
+BatchList = Annotated[list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1)]
+
+
+class BatchSizes(_Strict):
+    """Batch sizes for Offline and Server, per device (SingleStream runs batch 1; MultiStream
+    runs one query of `samples_per_query` samples as one batch)."""
+
+    cpu: BatchList = [1]
+    cuda: BatchList = [1]
+
+
+class ScenarioFile(_Strict):
+    """A scenario file: which cells to run and how to measure them."""
+
+    name: str | None = Field(None, max_length=100, description="default: the file's stem")
+    description: str = Field("", max_length=10_000)
+    device: Device = "auto"
+    dtypes: Annotated[
+        list[DType], BeforeValidator(_as_list, json_schema_input_type=Union[DType, list[DType]])
+    ] = Field(["fp32"], min_length=1)
+    models: list[
+        Annotated[ModelSpec, BeforeValidator(_name_only, json_schema_input_type=Union[str, ModelSpec])]
+    ] = Field(min_length=1, max_length=1000)
+    backends: list[
+        Annotated[
+            BackendSpec,
+            BeforeValidator(_backend_name_only, json_schema_input_type=Union[str, BackendSpec, None]),
+        ]
+    ] = Field(min_length=1, max_length=100)
+    scenarios: Annotated[
+        list[ScenarioName],
+        BeforeValidator(_as_list, json_schema_input_type=Union[ScenarioName, list[ScenarioName]]),
+    ] = Field(min_length=1)
+    batch_sizes: BatchSizes = BatchSizes()
+    inputs: Inputs = SyntheticInputs()
+    loadgen: LoadGenSettings = LoadGenSettings()
+    timing: TimingSettings = TimingSettings()
+    passes: PassSettings = PassSettings()
+    limits: Limits = Limits()
+    env: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(=.*)?$", max_length=4096)]] = Field(
+        [], max_length=200,
+        description=("environment variables for every cell's worker beyond the whitelisted ones "
+                     "(harness/run/isolation.py): NAME passes this shell's value on, NAME=value sets it"))
+    baseline: str = Field("eager", description="the backend the report's speedups are measured against")
+
+    @model_validator(mode="after")
+    def _no_repeats(self) -> ScenarioFile:
+        for field in ("dtypes", "scenarios"):
+            values = getattr(self, field)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{field} lists the same value twice")
+        if len(set(self.models)) != len(self.models):
+            raise ValueError("models lists the same model twice")
+        seen = [b.model_dump_json() for b in self.backends]
+        if len(set(seen)) != len(seen):
+            raise ValueError("backends lists the same backend entry twice")
+        names = [m.name for m in self.models]
+        for backend in self.backends:
+            unknown = [m for m in backend.models or () if m not in names]
+            if unknown:
+                raise ValueError(
+                    f"backend {backend.name}: models {', '.join(unknown)} not in the file's models ({', '.join(names)})"
+                )
+        return self
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema every file in `scenarios/` is checked against (what a file may contain)."""
+    schema = ScenarioFile.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "FusionBench scenario file"
+    # Model names are a closed set: spell it out, so editors can complete them.
+    schema["$defs"]["ModelSpec"]["properties"]["name"]["enum"] = sorted(all_models())
+    return schema
