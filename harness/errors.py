@@ -7,8 +7,18 @@ traceback (in the cell's log when it happens inside a worker).
 
 from __future__ import annotations
 
-#: The exit code of a run stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
+#: The exit codes of a run stopped by Ctrl-C (SIGINT) or by SIGTERM (docker stop, Slurm, Ray):
+#: 128 + the signal's number, as a shell reports it. Either way the bundle is left resumable.
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into the same orderly stop as Ctrl-C (harness/cli/main.py)."""
+
+
+def interrupted_exit_code(exc: KeyboardInterrupt) -> int:
+    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
 
 
 class HarnessError(Exception):

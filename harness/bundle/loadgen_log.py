@@ -21,11 +21,17 @@ def parse_logs(outdir: Path, scenario: str) -> dict[str, Any]:
     entries: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
-    for line in detail_path.read_text(errors="replace").splitlines():
+    for number, line in enumerate(detail_path.read_text(errors="replace").splitlines(), start=1):
         if not line.startswith(":::MLLOG "):
             continue
-        record = json.loads(line[len(":::MLLOG "):])
-        key, value, meta = record.get("key"), record.get("value"), record.get("metadata", {})
+        try:
+            record = json.loads(line[len(":::MLLOG "):])
+        except ValueError as exc:  # a truncated or damaged line
+            raise ValueError(f"line {number}: not a JSON record ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+            raise ValueError(f"line {number}: not a LoadGen record (no key)")
+        key, value, meta = record["key"], record.get("value"), record.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         if meta.get("is_error"):
             errors.append(f"{key}: {value}")
         elif meta.get("is_warning"):

@@ -131,12 +131,8 @@ def _cell_problems(cell: dict[str, Any]) -> list[str]:
             lines.append("status valid without a passed correctness check")
     timing = metrics.get("device_time")
     if timing and timing["samples_ns"]:
-        recomputed = summarize_ns(timing["samples_ns"])
-        summary = timing["summary"]
-        if summary["n"] != recomputed["n"]:
-            lines.append(f"device_time: summary n {summary['n']} but {recomputed['n']} samples")
-        elif not _close(summary["median_ns"], recomputed["median_ns"]):
-            lines.append(f"device_time: summary median {summary['median_ns']} but the samples' is {recomputed['median_ns']}")
+        lines += _summary_problems(timing["summary"], summarize_ns(timing["samples_ns"]))
+    lines += _correctness_problems(metrics.get("correctness"))
     report = metrics.get("fusion_report")
     if report:
         if report["kernel_count"] != len(report["kernels"]):
@@ -149,8 +145,54 @@ def _cell_problems(cell: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Statistics re-derived from the raw samples; a summary that differs by more than the tolerance
+#: of `_close` (relative 1e-6, or 1 ns) was not computed from them.
+_DERIVED = ("median_ns", "p90_ns", "p99_ns", "mean_ns", "stdev_ns", "cv", "min_ns", "max_ns")
+
+
+def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> list[str]:
+    if summary["n"] != recomputed["n"]:
+        return [f"device_time: summary n {summary['n']} but {recomputed['n']} samples"]
+    lines = []
+    for key in _DERIVED:
+        if key not in summary:
+            continue  # older bundles record fewer statistics
+        recorded, derived = _number(summary[key]), float(recomputed[key])
+        scale = 1e9 if key == "cv" else 1.0  # compare a CV at the precision of nanoseconds
+        if recorded is None or not _close(recorded * scale, derived * scale):
+            lines.append(f"device_time: summary {key.removesuffix('_ns')} {summary[key]} but the samples' is {derived:.6g}")
+    return lines
+
+
+def _correctness_problems(correctness: Any) -> list[str]:
+    """A verdict that contradicts the error and tolerance recorded beside it."""
+    if not isinstance(correctness, dict) or "max_abs_error" not in correctness:
+        return []
+    error, limit = _number(correctness.get("max_abs_error")), _number(correctness.get("max_abs_error_limit"))
+    cosine, minimum = _number(correctness.get("cosine_similarity")), _number(correctness.get("min_cosine"))
+    if error is None or limit is None:
+        return ["correctness: max_abs_error and its limit are not both numbers"]
+    passes = error <= limit and (cosine is None or minimum is None or cosine >= minimum)
+    if bool(correctness.get("ok")) != passes:
+        return [f"correctness: ok is {correctness.get('ok')} but max abs error {error:.3g} against limit {limit:.3g}"
+                + (f", cosine {cosine:.6f} against {minimum}" if cosine is not None and minimum is not None else "")
+                + f" says {'pass' if passes else 'fail'}"]
+    return []
+
+
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=_RELATIVE_TOLERANCE, abs_tol=1.0)
+
+
+def _number(value: Any) -> float | None:
+    """A figure read from a log or a record as a float, or None where it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _loadgen_problems(root: Path, cell: dict[str, Any]) -> list[str]:
@@ -174,12 +216,14 @@ def _loadgen_problems(root: Path, cell: dict[str, Any]) -> list[str]:
         return lines
     try:
         parsed = parse_logs(log_dir, loadgen["scenario"])
-    except (ValueError, RuntimeError, UnicodeError) as exc:  # a damaged log line is not JSON
-        return [f"{rel}/{DETAIL}: unreadable: {str(exc)[:200]}"]
+    except (ValueError, RuntimeError, UnicodeError) as exc:  # a damaged log line
+        return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
     if parsed["validity"] != loadgen["validity"]:
         lines.append(f"{where}: LoadGen validity {loadgen['validity']} but its detail log says {parsed['validity']}")
-    logged, recorded = parsed["metric"]["value"], loadgen["metric"]["value"]
-    if (logged is None) != (recorded is None) or (logged is not None and not _close(float(logged), float(recorded))):
+    logged, recorded = _number(parsed["metric"]["value"]), _number(loadgen["metric"]["value"])
+    if logged is None and parsed["metric"]["value"] is not None:
+        return [*lines, f"{rel}/{DETAIL}: {loadgen['metric']['name']} is {str(parsed['metric']['value'])[:50]!r}, not a number"]
+    if (logged is None) != (recorded is None) or (logged is not None and recorded is not None and not _close(logged, recorded)):
         lines.append(
             f"{where}: LoadGen {loadgen['metric']['name']} {recorded} but its detail log says {logged}"
         )

@@ -13,6 +13,7 @@ and never writing.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 from harness.atomic import write_json_atomic
 from harness.bundle import manifest
+from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import SCHEMA_VERSION, record_version
 from harness.bundle.statuses import FINISHED
@@ -73,6 +75,11 @@ class Bundle:
                 f"{path}: written with schema version {version}; this harness writes {SCHEMA_VERSION} and "
                 "will not mix them in one bundle: run the scenario again instead of resuming"
             )
+        broken = bundle_schema.problems(header, "bundle", version, str(path))
+        if broken:
+            raise BundleError(f"cannot resume: {broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+        if not os.access(root, os.W_OK) or not os.access(path, os.W_OK) or not os.access(root / CELLS, os.W_OK):
+            raise ConfigError(f"cannot resume {root}: it is read-only here (the bundle and its cells/ must be writable)")
         return cls(root, header)
 
     def update_header(self, **fields: Any) -> None:

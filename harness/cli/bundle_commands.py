@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from harness.bundle.reader import LoadedBundle, load
 from harness.bundle.validate import validate
@@ -67,7 +68,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     if verdict.problems:
         print(f"fusionbench: {args.run_dir}: INVALID, {len(verdict.problems)} problem(s)", file=sys.stderr)
         return EXIT_PROBLEMS
-    console.print(f"{args.run_dir}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked)")
+    console.print(Text(f"{args.run_dir}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked)"))
     return 0
 
 
@@ -97,7 +98,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     if inside:
         manifest.write(args.run_dir)  # the bundle was valid a moment ago; only the report changed
     for path in written:
-        console.print(f"wrote {path}")
+        console.print(Text(f"wrote {path}"))
     return 0
 
 
@@ -107,10 +108,10 @@ def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     loaded = trusted(args.run_dir)
     out = args.out or Path(f"{loaded.name}-{checked_name(args.org, '--org')}-submission")
     packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name)
-    console.print(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {packed.tree}")
-    console.print(f"tarball: {packed.tarball}")
+    console.print(Text(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {packed.tree}"))
+    console.print(Text(f"tarball: {packed.tarball}"))
     for line in packed.left_out:
-        console.print(f"[dim]left out (not valid): {line}[/]")
+        console.print(Text(f"left out (not valid): {line}", style="dim"))
     return 0
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,7 +21,7 @@ import harness
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
-from harness.errors import EXIT_INTERRUPTED, ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, Terminated, interrupted_exit_code
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -191,6 +193,10 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(highlight=False)
@@ -201,12 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         _parser().print_help()
         return 0
+    signal.signal(signal.SIGTERM, _terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
     try:
         return commands[args.command](args, console)
     except HarnessError as exc:
         print(f"fusionbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("fusionbench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted_exit_code(stop)
+    except OSError as exc:  # a path the command reads or writes: the environment, not a bug
+        where = exc.filename if exc.filename is not None else "?"
+        print(f"fusionbench: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        return ConfigError.exit_code
 

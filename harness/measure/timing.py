@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness.contract import Prepared
 from harness.stats import summarize_ns
@@ -30,13 +31,18 @@ MAX_WINDOW = 50  # and holds at most this many calls (one, for a model slower th
 
 
 class DeviceTiming:
-    """Warm-up and timed repetitions of one prepared model on one batch."""
+    """Warm-up and timed repetitions of one prepared model. Each call takes the next of `batches`
+    in turn (one batch repeated when given one), so the timing walks through the sample set as
+    LoadGen's run does instead of reading one batch that stays in the caches."""
 
-    def __init__(self, prepared: Prepared, batch: Any, settings: dict[str, Any], device: str,
+    def __init__(self, prepared: Prepared, batches: Sequence[Any], settings: dict[str, Any], device: str,
                  observe: Callable[[], Any] | None = None, compare: Callable[[Any, Any], dict[str, Any]] | None = None,
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        if not batches:
+            raise ValueError("the timing needs at least one batch")
         self.prepared = prepared
-        self.batch = batch
+        self.batches = list(batches)
+        self._next = 0
         self.settings = settings
         self.device = device
         self.clock = clock
@@ -49,9 +55,15 @@ class DeviceTiming:
         self.samples: list[int] = []
         self.host: list[int] = []
 
+    def _take(self) -> Any:
+        batch = self.batches[self._next]
+        self._next = (self._next + 1) % len(self.batches)
+        return batch
+
     def _call_ns(self) -> int:
+        batch = self._take()
         start = self.clock()
-        self.prepared(self.batch)
+        self.prepared(batch)
         self.prepared.synchronize()
         return self.clock() - start
 
@@ -101,7 +113,8 @@ class DeviceTiming:
             self.host += host
 
     def _timed(self, n: int) -> tuple[list[int], list[int] | None]:
-        prepared, batch, clock = self.prepared, self.batch, self.clock
+        prepared, clock = self.prepared, self.clock
+        batches = [self._take() for _ in range(n)]  # chosen before the clock runs
         if self.device == "cuda":
             import torch
 
@@ -112,7 +125,7 @@ class DeviceTiming:
             for i in range(n):
                 t0 = clock()
                 starts[i].record()
-                prepared(batch)
+                prepared(batches[i])
                 ends[i].record()
                 prepared.synchronize()
                 host[i] = clock() - t0
@@ -120,6 +133,7 @@ class DeviceTiming:
             return [round(s.elapsed_time(e) * 1e6) for s, e in zip(starts, ends, strict=True)], host
         samples = [0] * n
         for i in range(n):
+            batch = batches[i]
             t0 = clock()
             prepared(batch)
             prepared.synchronize()

@@ -31,7 +31,7 @@ from typing import Any
 
 from harness.bundle import manifest
 from harness.bundle.files import CELLS
-from harness.bundle.reader import LoadedBundle
+from harness.bundle.reader import LoadedBundle, lookup
 from harness.errors import ConfigError
 
 # MLPerf inference's required system-description fields (submission checker, v5.x).
@@ -167,6 +167,9 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "closed",
         raise ConfigError(f"--division {division!r}; allowed: {', '.join(DIVISIONS)}")
     if status not in STATUSES:
         raise ConfigError(f"--status {status!r}; allowed: {', '.join(STATUSES)}")
+    out = out.resolve()
+    if not out.name:
+        raise ConfigError(f"--out {out}: give a new directory to create, not the file system's root")
     tarball = out.with_name(out.name + ".tar.gz")
     for path in (out, tarball):
         if path.exists() or path.is_symlink():
@@ -178,6 +181,9 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "closed",
     for cell in loaded.cells:
         if cell["status"] != "valid":
             packed.left_out.append(f"{cell['label']}: {cell['status']}")
+            continue
+        if lookup(cell, "metrics", "correctness", "max_abs_error") is None:  # the null backend, a test double
+            packed.left_out.append(f"{cell['label']}: computes no model (its output was never checked against eager)")
             continue
         key = (system_name(base, cell), _safe(cell["config"]["model"]["name"]), cell["config"]["scenario"])
         chosen.setdefault(key, []).append(cell)

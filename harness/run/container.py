@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from harness.errors import EXIT_INTERRUPTED, ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, interrupted_exit_code
 
 KINDS = ("cpu", "cuda")
 REPO_MOUNT = "/work/repo"
@@ -173,9 +173,9 @@ def launch(kind: str, args: list[str], *, repo: Path, cache: Path, make_client: 
         for chunk in container.logs(stream=True, follow=True):
             write(chunk.decode(errors="replace"))
         return int(container.wait().get("StatusCode", 1))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         container.kill(signal="SIGINT")
         container.wait()
-        return EXIT_INTERRUPTED
+        return interrupted_exit_code(stop)
     finally:
         container.remove(force=True)

@@ -37,6 +37,7 @@ def probe(device: str, backends: list[str], with_system: bool) -> dict[str, Any]
         resolved = "cuda" if torch_info.get("cuda_available") else "cpu"
     answer: dict[str, Any] = {
         "device": resolved,
+        "cuda_available": bool(torch_info.get("cuda_available")),
         "backends": {name: _backend_report(name, resolved) for name in backends},
     }
     if with_system:

@@ -23,7 +23,7 @@ from harness.bundle.reader import load
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.contract import Variant
-from harness.errors import EXIT_INTERRUPTED, ConfigError, OutputError
+from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.models.zoo import missing_requirement
 from harness.reporting.report import REPORT_HTML, render
@@ -62,6 +62,11 @@ def run(request: RunRequest, console: Console) -> int:
     # A resumed run stays on the device it started on, whatever `auto` would pick today.
     probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
     device = probe["device"]
+    if bundle is not None and device == "cuda" and not probe.get("cuda_available", True):
+        raise ConfigError(  # its cells would all be skipped here, and the bundle marked complete
+            f"--resume {bundle.root}: the bundle was run on cuda and torch sees no CUDA device on this machine; "
+            "resume it on a machine with a GPU"
+        )
     cells = select(expand(resolved, device), request.only or {})
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
@@ -102,11 +107,12 @@ def run(request: RunRequest, console: Console) -> int:
     try:
         deadline = time.monotonic() + request.budget_s if request.budget_s else None
         _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         _close(bundle, "interrupted")
-        console.print(f"[yellow]interrupted[/]: finished cells are kept; complete with --resume {bundle.root}")
-        return EXIT_INTERRUPTED
-    _close(bundle, "complete")
+        console.print(Text(f"interrupted: finished cells are kept; complete with --resume {bundle.root}", style="yellow"))
+        return interrupted_exit_code(stop)
+    missing = [entry["id"] for entry in bundle.header["cells"] if not bundle.finished(entry["id"])]
+    _close(bundle, "interrupted" if missing else "complete")  # `--resume --only` may leave cells for later
     records = bundle.cells()
     console.print(summary_table(records))
     ablation = fusion_summary(records)
@@ -120,9 +126,12 @@ def run(request: RunRequest, console: Console) -> int:
         console.print(Text(f"{len(warned)} cell(s) have warnings (noise, drift, LoadGen against device timing, a busy "
                            "machine): see report.md, section Warnings", style="yellow"))
     bad = [r for r in records if r["status"] in BAD]
-    console.print(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})")
+    console.print(Text(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})"))
+    if missing:
+        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet (outside --only): "
+                           f"complete them with --resume {bundle.root}", style="yellow"))
     if bad:
-        console.print(f"[red]{len(bad)} cell(s) failed or invalid[/]; reasons are in the table and each cell's JSON")
+        console.print(Text(f"{len(bad)} cell(s) failed or invalid; reasons are in the table and each cell's JSON", style="red"))
         return 1
     return 0
 

@@ -210,7 +210,17 @@ def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path:
     assert not out.exists()
 
 
-def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> None:
+def _workers_of(pid: int) -> list[Any]:
+    import psutil
+
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if "harness.measure.worker" in " ".join(p.cmdline())]
+    except psutil.Error:
+        return []
+
+
+@pytest.mark.parametrize(("stop", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path, stop: str, code: int) -> None:
     import signal
 
     out = tmp_path / "results"
@@ -224,10 +234,12 @@ def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path) -> Non
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(out.glob("*/cells/*.json")):
         time.sleep(0.2)
-    time.sleep(1.0)  # the second cell's worker is running now
-    proc.send_signal(signal.SIGINT)
+    while time.monotonic() < deadline and not _workers_of(proc.pid):  # the second cell's worker runs
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(getattr(signal, stop))  # Ctrl-C, or docker stop / Slurm / Ray
     stdout, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stdout
+    assert proc.returncode == code, stdout
     bundle = only_bundle(out)
     statuses = sorted(c["status"] for c in cells_of(bundle).values())
     assert statuses == ["interrupted", "valid"]
@@ -268,3 +280,56 @@ def test_resume_checks_the_device_it_ran_on(smoke) -> None:
     _, bundle = smoke
     done = fusionbench("run", "--resume", str(bundle), "--device", "cuda")
     assert done.returncode == 2 and "was run on cpu" in done.stderr
+
+
+def test_user_text_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
+    scenario = tmp_path / "null.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
+                        "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.05, repetitions: 2}\n")
+    out = tmp_path / "[bold]results[/bold]"
+    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"bundle: {out}" in done.stdout.replace("\n", ""), done.stdout
+
+
+def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) -> None:
+    import shutil
+
+    import torch
+
+    from harness.bundle import manifest
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: there is nothing to refuse here")
+    bundle = tmp_path / "gpu-run"
+    shutil.copytree(REPO / "tests" / "golden" / "v3", bundle)
+    header = json.loads((bundle / "bundle.json").read_text())
+    header["device"] = "cuda"
+    header["state"] = "interrupted"
+    (bundle / "bundle.json").write_text(json.dumps(header, indent=1))
+    manifest.write(bundle)
+    before = {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
+    done = fusionbench("run", "--resume", str(bundle))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "was run on cuda and torch sees no CUDA device" in done.stderr
+    assert {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()} == before  # nothing lost, nothing marked
+
+
+def test_resume_with_only_leaves_the_other_missing_cells_missing(tmp_path: Path) -> None:
+    scenario = tmp_path / "null.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n"
+                        "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.05, repetitions: 2}\n")
+    out = tmp_path / "results"
+    assert fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu").returncode == 0
+    bundle = only_bundle(out)
+    for cell in (bundle / "cells").glob("*.json"):
+        cell.unlink()
+    done = fusionbench("run", "--resume", str(bundle), "--only", "scenario=SingleStream")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 cell(s) of the bundle not run yet" in done.stdout.replace("\n", " ")
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    assert fusionbench("validate", str(bundle)).returncode == 0
+    done = fusionbench("run", "--resume", str(bundle))
+    assert done.returncode == 0 and "1 to run" in done.stdout, done.stdout + done.stderr
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]

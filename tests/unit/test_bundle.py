@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.bundle.writer import SCHEMA_VERSION, Bundle
-from harness.errors import ConfigError, SchemaVersionError
+from harness.errors import BundleError, ConfigError, SchemaVersionError
 
 
 def make(tmp_path: Path) -> Bundle:
@@ -53,3 +53,30 @@ def test_open_refuses_newer_and_missing(tmp_path: Path) -> None:
         Bundle.open(bundle.root)
     with pytest.raises(ConfigError, match="not a FusionBench result bundle"):
         Bundle.open(tmp_path)
+
+
+def test_resume_refuses_a_header_without_its_fields_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "run"
+    (root / "cells").mkdir(parents=True)
+    (root / "bundle.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION}))
+    with pytest.raises(BundleError, match="cannot resume: .*bundle.json: \\(top\\): '[a-z_]+' is a required property"):
+        Bundle.open(root)
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--resume", str(root)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_resume_refuses_a_bundle_it_cannot_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import shutil
+
+    root = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}", root)
+    Bundle.open(root)  # a golden bundle opens
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only mount (root ignores file modes)
+    with pytest.raises(ConfigError, match="read-only"):
+        Bundle.open(root)

@@ -4,6 +4,7 @@ descriptions, a reproducible tarball with a manifest, and refusals that write no
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -25,8 +26,10 @@ def test_tree_holds_each_valid_cell_with_logs_measurements_config_and_code_versi
     before = tree_digest(GOLDEN / "v2")
     loaded = load(GOLDEN / "v2")
     packed = pack(loaded, tmp_path / "sub", org="Acme", system_base="testbox")
-    valid = [c for c in loaded.cells if c["status"] == "valid"]
+    valid = [c for c in loaded.cells if c["status"] == "valid" and c["config"]["backend"] != "null"]
     assert packed.results == len(valid) and len(packed.left_out) == len(loaded.cells) - len(valid)
+    null = [line for line in packed.left_out if " null " in line]
+    assert len(null) == 2 and all("computes no model" in line for line in null)  # a test double is never packed
     runs = sorted(p.parent for p in (tmp_path / "sub").rglob("measurements.json"))
     assert len(runs) == len(valid)
     for run in runs:
@@ -88,3 +91,20 @@ def test_cli_packs_a_valid_bundle(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "packed" in done.stdout and (tmp_path / "submission.tar.gz").exists()
     assert any(out.glob("closed/Acme/systems/*.json"))
+
+
+@pytest.mark.parametrize("command", [
+    ["pack", str(GOLDEN / "v3"), "--org", "Acme", "--out", "."],
+    ["pack", str(GOLDEN / "v3"), "--org", "Acme", "--out", "/"],
+    ["schema", "--out", "."],
+    ["compare", str(GOLDEN / "v3"), str(GOLDEN / "v3"), "--out", "missing-dir/x.md"],
+    ["report", str(GOLDEN / "v3"), "--out", "a-file/report"],
+])
+def test_a_path_a_command_cannot_write_is_exit_2_and_one_line(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *command], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

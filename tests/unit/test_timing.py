@@ -28,10 +28,12 @@ class Settling(Prepared):
         self.latencies = list(latencies)
         self.steady_ns = steady_ns
         self.calls = 0
+        self.seen: list[Any] = []
 
     def __call__(self, batch: Any) -> Any:
         self.clock.now += self.latencies.pop(0) if self.latencies else self.steady_ns
         self.calls += 1
+        self.seen.append(batch)
         return batch
 
     def synchronize(self) -> None:
@@ -49,7 +51,7 @@ def test_warm_up_lasts_until_the_figure_settles() -> None:
     clock = FakeClock()
     # 20 ms per call at first, settling to 10 ms after 40 calls: a fixed 3-call warm-up would time the slow start
     model = Settling(clock, [20_000_000 - i * 250_000 for i in range(40)], 10_000_000)
-    timing = DeviceTiming(model, None, SETTINGS, "cpu", clock=clock)
+    timing = DeviceTiming(model, [None], SETTINGS, "cpu", clock=clock)
     timing.warm_up()
     assert timing.steady and len(timing.warmup_ns) > 40
     assert timing.estimate_ns == 10_000_000
@@ -59,7 +61,7 @@ def test_warm_up_lasts_until_the_figure_settles() -> None:
 def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so() -> None:
     clock = FakeClock()
     model = Settling(clock, [int(10_000_000 * 0.996**i) for i in range(10_000)], 10_000_000)  # 4% faster a window
-    timing = DeviceTiming(model, None, {**SETTINGS, "max_warmup_s": 1.0}, "cpu", clock=clock)
+    timing = DeviceTiming(model, [None], {**SETTINGS, "max_warmup_s": 1.0}, "cpu", clock=clock)
     timing.warm_up()
     timing.repetition("before loadgen")
     result = timing.result()
@@ -70,7 +72,7 @@ def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
     clock = FakeClock()
     model = Settling(clock, [], 10_000_000)
     seen = []
-    timing = DeviceTiming(model, None, {**SETTINGS, "repetitions": 2}, "cpu", clock=clock,
+    timing = DeviceTiming(model, [None], {**SETTINGS, "repetitions": 2}, "cpu", clock=clock,
                           observe=lambda: clock.now, compare=lambda a, b: {"cpu": {"wall_s": (b - a) / 1e9}})
     timing.warm_up()
     timing.repetition("before loadgen")
@@ -86,3 +88,14 @@ def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
 
 def test_the_tolerance_is_two_percent() -> None:
     assert STEADY_TOLERANCE == 0.02
+
+
+def test_the_timed_calls_walk_through_the_batches_as_loadgen_does() -> None:
+    clock = FakeClock()
+    model = Settling(clock, [], 10_000_000)
+    timing = DeviceTiming(model, ["a", "b", "c"], {**SETTINGS, "repetitions": 2}, "cpu", clock=clock)
+    timing.warm_up()
+    timing.repetition("before loadgen")
+    assert model.seen[:6] == ["a", "b", "c", "a", "b", "c"]  # not one batch that stays in the caches
+    assert {model.seen.count(b) for b in "abc"} <= {len(model.seen) // 3, len(model.seen) // 3 + 1}
+

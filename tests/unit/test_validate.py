@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -111,6 +112,13 @@ def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[
         (lambda c: c["config"].update(batch=c["config"]["batch"] + 1), "is not the hash of its config"),
         (lambda c: c["metrics"]["device_time"]["summary"].update(median_ns=1.0), "summary median 1.0 but the samples'"),
         (lambda c: c["metrics"]["device_time"]["samples_ns"].append(5), "summary n"),
+        (lambda c: c["metrics"]["device_time"]["summary"].update(p90_ns=1.0), "summary p90 1.0 but the samples'"),
+        (lambda c: c["metrics"]["device_time"]["summary"].update(p99_ns=c["metrics"]["device_time"]["summary"]["p99_ns"] * 0.9),
+         "summary p99"),
+        (lambda c: c["metrics"]["device_time"]["summary"].update(cv=0.001), "summary cv 0.001 but the samples'"),
+        (lambda c: c["metrics"]["device_time"]["summary"].update(mean_ns=2.0), "summary mean 2.0"),
+        (lambda c: c["metrics"]["correctness"].update(max_abs_error=c["metrics"]["correctness"]["max_abs_error_limit"] * 100 + 1),
+         "correctness: ok is True but max abs error"),
         (lambda c: c["metrics"]["memory"].update(peak_rss_bytes=10**17), "peak_rss_bytes"),
         (lambda c: c["metrics"]["device_time"]["samples_ns"].__setitem__(0, -3), "samples_ns/0"),
         (lambda c: c["metrics"]["correctness"].update(ok=False), "status valid without a passed correctness check"),
@@ -136,6 +144,31 @@ def test_a_detail_log_that_no_longer_matches_is_found(bundle: Path) -> None:
     detail.write_text(detail.read_text().replace('"result_validity", "value": "VALID"', '"result_validity", "value": "INVALID"'))
     manifest.write(bundle)
     assert any("detail log says INVALID" in line for line in validate(bundle).problems)
+
+
+@pytest.mark.parametrize(("damage", "words"), [
+    (lambda text: text.replace('"value": "VALID"', '"value": "VALID', 1), "not a JSON record"),  # truncated line
+    (lambda text: text + ":::MLLOG [1, 2]\n", "not a LoadGen record"),
+    (lambda text: re.sub(r'("key": "result_samples_per_second", "value": )[0-9.e+]+', r'\1"abc"', text), "not a number"),
+])
+def test_a_damaged_detail_log_line_is_a_problem_not_a_traceback(bundle: Path, damage: Any, words: str) -> None:
+    offline = [json.loads(p.read_text()) for p in cell_files(bundle)]
+    cell = next(c for c in offline if c["config"]["scenario"] == "Offline")
+    detail = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"] / "mlperf_log_detail.txt"
+    damaged = damage(detail.read_text())
+    assert damaged != detail.read_text()
+    detail.write_text(damaged)
+    manifest.write(bundle)  # re-checksummed: only the log check can find it
+    done = fusionbench("validate", str(bundle))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and words in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_path_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
+    root = tmp_path / "[red]run[/red]"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    done = fusionbench("validate", str(root))
+    assert done.returncode == 0 and f"{root}: valid" in done.stdout, done.stdout + done.stderr
 
 
 def test_bundle_json_and_cell_lists_are_cross_checked(bundle: Path) -> None:
