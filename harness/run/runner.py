@@ -228,7 +228,7 @@ def _skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) 
         if cell.config["device"] != "cuda":
             return "graphs: CUDA graphs need a GPU (device cuda)"
         if not backend.cuda_graphs:
-            return f"graphs: {backend.name} has no CUDA-graph variant (eager and inductor do)"
+            return f"graphs: {backend.name} has no CUDA-graph variant (its backend does not declare cuda_graphs)"
     support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
     return None if support.ok else support.reason
 

@@ -116,7 +116,7 @@ class BackendSpec(_Strict):
         list[Fusion], BeforeValidator(_as_list, json_schema_input_type=Union[Fusion, list[Fusion]])
     ] = Field(
         ["off"], min_length=1,
-        description="CUDA graphs on, off, or both: the whole inference replayed as one graph (GPU; eager and inductor)",
+        description="CUDA graphs on, off, or both: the whole inference replayed as one graph (GPU; backends that have it)",
     )
     options: dict[str, OptionValue] = Field(
         default_factory=dict, description="backend-specific settings, checked by the backend"
