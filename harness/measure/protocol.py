@@ -42,7 +42,7 @@ class WorkerRequest:
 
     @classmethod
     def from_json(cls, text: str) -> WorkerRequest:
-        data = _read(text, cls.__name__)
+        data = _read(text, cls)
         if not isinstance(data.get("cell"), dict) or not isinstance(data.get("artifact_dir"), str):
             raise ProtocolError("WorkerRequest: cell (an object) and artifact_dir (a path) are required")
         return cls(**data)
@@ -63,7 +63,7 @@ class WorkerAnswer:
 
     @classmethod
     def from_json(cls, text: str) -> WorkerAnswer:
-        data = _read(text, cls.__name__)
+        data = _read(text, cls)
         answer = cls(**data)
         if answer.status not in STATUSES:
             raise ProtocolError(f"WorkerAnswer: status {answer.status!r} is not one of {', '.join(STATUSES)}")
@@ -76,7 +76,8 @@ class WorkerAnswer:
         return record
 
 
-def _read(text: str, kind: str) -> dict[str, Any]:
+def _read(text: str, record: type) -> dict[str, Any]:
+    kind = record.__name__
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -86,7 +87,7 @@ def _read(text: str, kind: str) -> dict[str, Any]:
     version = data.get("version")
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"{kind}: protocol version {version!r}, this harness speaks {PROTOCOL_VERSION}")
-    known = {f.name for f in fields(WorkerRequest if kind == "WorkerRequest" else WorkerAnswer)}
+    known = {f.name for f in fields(record)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProtocolError(f"{kind}: unknown keys {', '.join(unknown)}")

@@ -78,8 +78,7 @@ INHERITED_PREFIXES = ("LC_", "FUSIONBENCH_")
 
 
 def worker_environment(
-    parent: Mapping[str, str], named: list[str] | tuple[str, ...] = (), scratch: Mapping[str, str] | None = None,
-    workdir: Path | None = None,
+    parent: Mapping[str, str], named: list[str] | tuple[str, ...], scratch: Mapping[str, str], workdir: Path,
 ) -> dict[str, str]:
     """The environment of a worker: the whitelisted part of `parent`, then each of `named` ("NAME"
     passes the parent's value on, "NAME=value" sets it), then each of `scratch` (variable -> a
@@ -91,8 +90,8 @@ def worker_environment(
             env[name] = value
         elif name in parent:
             env[name] = parent[name]
-    for name, folder in (scratch or {}).items():
-        env[name] = str((workdir or Path(tempfile.gettempdir())) / folder)
+    for name, folder in scratch.items():
+        env[name] = str(workdir / folder)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -116,7 +115,7 @@ def run_worker(
     answer_file = workdir / "answer.json"
     request = replace(request, phase_file=str(phase_file), answer_file=str(answer_file), parent_pid=os.getpid())
     (workdir / "request.json").write_text(request.to_json())
-    env = worker_environment(os.environ, env_names, scratch_env, workdir)
+    env = worker_environment(os.environ, env_names, scratch_env or {}, workdir)
     last_phase = "start"
     timed_out = False
     memory_exceeded: int | None = None
