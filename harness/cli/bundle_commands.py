@@ -39,14 +39,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     report.add_argument("--out", type=Path, help="directory for the report (default: RUN_DIR, whose manifest is updated)")
 
-    pack = sub.add_parser("pack", help="an MLPerf-style submission tree and tarball of a bundle's valid cells")
+    pack = sub.add_parser("pack", help="the MLPerf submission tree (checker v6.1 layout) and tarball of a bundle's results")
     pack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     pack.add_argument("--org", required=True, help="submitting organisation (a directory name)")
     pack.add_argument("--out", type=Path, help="submission tree to create (default: ./<run-id>-<org>-submission)")
     pack.add_argument("--system-name", help="system name prefix (default: from the CPU or GPU the run used)")
-    pack.add_argument("--division", choices=("closed", "open"), default="closed")
+    pack.add_argument("--division", choices=("closed", "open"), default="open",
+                      help="MLPerf division (default: open); closed is refused unless its rules are met")
     pack.add_argument("--status", choices=("available", "preview", "rdi"), default="rdi",
                       help="MLPerf availability status of the system (default: rdi)")
+    pack.add_argument("--system-info", type=Path, metavar="FILE",
+                      help="JSON object of MLPerf system fields the bundle cannot know (system_type, cooling, ...)")
 
 
 def trusted(root: Path) -> LoadedBundle:
@@ -104,14 +107,22 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     from harness.reporting.pack import checked_name, pack
+    from harness.reporting.submission_system import read_system_info
 
+    info = read_system_info(args.system_info) if args.system_info else None
     loaded = trusted(args.run_dir)
     out = args.out or Path(f"{loaded.name}-{checked_name(args.org, '--org')}-submission")
-    packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name)
+    packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name,
+                  system_info=info)
     console.print(Text(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {packed.tree}"))
     console.print(Text(f"tarball: {packed.tarball}"))
     for line in packed.left_out:
-        console.print(Text(f"left out (not valid): {line}", style="dim"))
+        console.print(Text(f"left out: {line}", style="dim"))
+    for line in packed.notes:
+        console.print(Text(f"note: {line}", style="yellow"))
+    for system, fields in packed.to_fill.items():
+        console.print(Text(f"to fill in systems/{system}.json (or give them with --system-info): {', '.join(fields)}",
+                           style="yellow"))
     return 0
 
 

@@ -1,8 +1,17 @@
 """The MLPerf LoadGen pass: one scenario, driven by the official `mlperf_loadgen`, in this process.
 
+Two profiles (the scenario file's `loadgen.profile`):
+- `dev` (the default): every setting comes from the scenario file; `TestSettings.FromConfig` is
+  never called, so LoadGen's built-in mlperf.conf cannot leak in.
+- `mlperf`: the official settings. A user.conf (harness/mlperf/user_conf.py) with the measured hint
+  and any overrides the file asked for is written beside the logs, and `FromConfig(user.conf)`
+  reads LoadGen's built-in mlperf.conf first, then it. LoadGen reads mlperf.conf once per process
+  (a second TestSettings would get none of it), so one settings object serves the cell's every
+  LoadGen run (performance, accuracy, compliance); a re-tuned attempt re-reads the user.conf
+  into it.
+
 Traps handled here (DESIGN.md, "LoadGen facts that bite"):
-- `TestSettings.FromConfig` is never called: every setting comes from the scenario file, so the
-  built-in mlperf.conf cannot leak in. One scenario per worker process all the same.
+- One scenario per worker process.
 - The output directory is created before `StartTest`.
 - LoadGen reads an `audit.config` from the working directory; the worker runs in a fresh
   directory and LoadGen is pointed at a file name there that does not exist.
@@ -11,8 +20,11 @@ Traps handled here (DESIGN.md, "LoadGen facts that bite"):
 
 The system under test (harness/measure/sut.py) runs the model inside LoadGen's issue callback on the
 calling (main) thread, the thread of the device-timing pass, on views of the samples stacked in
-LoadGen's load order; responses carry no data: this is a performance run. Server coalesces the
+LoadGen's load order; in a performance run responses carry no data. Server coalesces the
 queries that arrived while the model was busy, so they run as one batch.
+
+`run_accuracy` runs LoadGen's AccuracyOnly mode (every sample once, each response carrying its
+top-1 class) and scores the log against the labels as MLPerf's ImageNet script does.
 """
 
 from __future__ import annotations
@@ -23,15 +35,80 @@ from typing import Any
 
 from harness.bundle.loadgen_log import parse_logs
 from harness.contract import Prepared
+from harness.errors import HarnessError
 from harness.measure.sut import InlineSUT, SUTTimes
-from harness.scenario.rules import hinted_ns, rule
+from harness.mlperf import accuracy, compliance, user_conf
+from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S, benchmark_for
+from harness.scenario.rules import hinted_ns, offline_expected_qps, rule, server_target_qps
 
 MISSING_AUDIT_CONFIG = "no-audit.config"
 ATTEMPTS = 2
 
 
+class Settings:
+    """A cell's LoadGen TestSettings: built once (see the module docstring), re-hinted per attempt."""
+
+    def __init__(self, cell: dict[str, Any], sample_count: int) -> None:
+        import mlperf_loadgen
+
+        self.lg: Any = mlperf_loadgen
+        self.cell = cell
+        self.sample_count = sample_count
+        self.profile = cell["loadgen"].get("profile", "dev")
+        self.current: Any = None
+        self.user_conf: str | None = None
+
+    def hinted(self, latency_ns: float, outdir: Path) -> Any:
+        """The settings for a performance run hinted with `latency_ns`; under the mlperf profile
+        the user.conf is written to `outdir` (and kept with the logs)."""
+        if self.profile != "mlperf":
+            self.current = settings_for(self.lg, self.cell["scenario"], self.cell, latency_ns, self.sample_count)
+            return self.current
+        benchmark = benchmark_for(self.cell["model"]["name"])
+        if benchmark is None:
+            raise HarnessError(f"{self.cell['model']['name']} stands for no MLPerf benchmark")
+        if self.current is None:
+            self.current = self.lg.TestSettings()
+            self.current.scenario = getattr(self.lg.TestScenario, self.cell["scenario"])
+        self.user_conf = mlperf_user_conf(benchmark.conf_model, self.cell, latency_ns)
+        path = outdir / "user.conf"
+        path.write_text(self.user_conf)
+        status = self.current.FromConfig(str(path), benchmark.conf_model, self.cell["scenario"])
+        if status != 0:
+            raise HarnessError(f"LoadGen refused the user.conf it was given ({path}): status {status}")
+        self.current.mode = self.lg.TestMode.PerformanceOnly
+        if self.cell["scenario"] == "Server":
+            self.current.server_coalesce_queries = True
+        return self.current
+
+    def for_accuracy(self) -> Any:
+        """The same settings in AccuracyOnly mode (every sample of the library once)."""
+        if self.current is None:
+            raise HarnessError("the accuracy run needs the performance run's settings")
+        self.current.mode = self.lg.TestMode.AccuracyOnly
+        if self.profile != "mlperf":
+            self.current.performance_sample_count_override = self.sample_count
+        return self.current
+
+
+def mlperf_user_conf(conf_model: str, cell: dict[str, Any], latency_ns: float) -> str:
+    """The user.conf of the mlperf profile: the hint measured for this cell, and the overrides."""
+    scenario, batch, loadgen = cell["scenario"], cell["batch"], cell["loadgen"]
+    hinted = hinted_ns(latency_ns, batch)
+    overrides = loadgen.get("overrides") or {}
+    if scenario == "Offline":
+        min_duration_s = overrides.get("min_duration_s", MLPERF_MIN_DURATION_S)
+        key, value = "target_qps", offline_expected_qps(batch, hinted, latency_ns, min_duration_s)
+    elif scenario == "Server":
+        key, value = "target_qps", server_target_qps(loadgen, batch, latency_ns)
+    else:
+        key, value = "target_latency", hinted / 1e6  # milliseconds
+    return user_conf.text(conf_model, scenario, {key: value}, overrides)
+
+
 def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float, sample_count: int) -> Any:
-    """LoadGen TestSettings for a cell; `latency_ns` is the measured median per batch."""
+    """LoadGen TestSettings for a cell under the dev profile; `latency_ns` is the measured median
+    per batch."""
     loadgen = cell["loadgen"]
     batch = cell["batch"]
     s = lg.TestSettings()
@@ -49,21 +126,25 @@ def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float
 
 
 def run_scenario(
-    prepared: Prepared, samples: list[Any], cell: dict[str, Any], latency_ns: float, outdir: Path
+    prepared: Prepared, samples: list[Any], cell: dict[str, Any], latency_ns: float, outdir: Path,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Run the cell's scenario under LoadGen; return its parsed results.
 
     `latency_ns` (the device-timing median per batch) sets LoadGen's hint. When a run is INVALID
     only because it went faster than the hint allowed for (minimum duration or query count not
     met), it is run once more with the rate LoadGen itself measured, as a submitter would
-    re-tune; every attempt is recorded and its logs kept under `outdir/attempt-N/`.
+    re-tune; every attempt is recorded and its logs kept under `outdir/attempt-N/`. Pass
+    `settings` to use them again afterwards (the accuracy and compliance runs).
     """
     import mlperf_loadgen as lg
 
     attempts = []
+    settings = settings or Settings(cell, len(samples))
     for attempt in range(1, ATTEMPTS + 1):
         logdir = outdir / f"attempt-{attempt}"
-        result = _run_once(lg, prepared, samples, cell, latency_ns, logdir)
+        logdir.mkdir(parents=True, exist_ok=True)
+        result = _run_once(lg, prepared, samples, cell, settings.hinted(latency_ns, logdir), logdir)
         result["log_dir"] = logdir.relative_to(outdir.parent).as_posix()
         attempts.append({"hint_latency_ns": latency_ns, "validity": result["validity"],
                          "invalid_reasons": result["invalid_reasons"]})
@@ -72,7 +153,24 @@ def run_scenario(
             break
         latency_ns = measured
     result["attempts"] = attempts
+    result["profile"] = settings.profile
+    if settings.user_conf is not None:
+        result["user_conf"] = settings.user_conf
     return result
+
+
+def run_accuracy(prepared: Prepared, samples: list[Any], cell: dict[str, Any], settings: Settings,
+                 labels: list[int], outdir: Path) -> dict[str, Any]:
+    """LoadGen's AccuracyOnly mode over the sample library, scored against `labels`; the
+    accuracy log and accuracy.txt stay in `outdir`."""
+    import mlperf_loadgen as lg
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    _run_once(lg, prepared, samples, cell, settings.for_accuracy(), outdir, answer_top1=True, keep_accuracy_log=True)
+    log = outdir / "mlperf_log_accuracy.json"
+    scored = accuracy.score(log, labels)
+    (outdir / "accuracy.txt").write_text(accuracy.summary_line(scored) + "\n")
+    return {**scored, "log_dir": outdir.relative_to(outdir.parent.parent).as_posix()}
 
 
 def _too_fast(result: dict[str, Any]) -> bool:
@@ -90,28 +188,29 @@ def _measured_latency_ns(result: dict[str, Any], batch: int) -> float | None:
 
 
 def _run_once(
-    lg: Any, prepared: Prepared, samples: list[Any], cell: dict[str, Any], latency_ns: float, outdir: Path
+    lg: Any, prepared: Prepared, samples: list[Any], cell: dict[str, Any], settings: Any, outdir: Path,
+    *, answer_top1: bool = False, keep_accuracy_log: bool = False, audit_config: str = MISSING_AUDIT_CONFIG,
 ) -> dict[str, Any]:
     scenario = cell["scenario"]
     outdir.mkdir(parents=True, exist_ok=True)
-    settings = settings_for(lg, scenario, cell, latency_ns, len(samples))
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(outdir)
     log_settings.log_output.copy_summary_to_stdout = False
     log_settings.enable_trace = False
 
-    sut = InlineSUT(lg, prepared, samples, cell["batch"], scenario)
+    sut = InlineSUT(lg, prepared, samples, cell["batch"], scenario, answer_top1=answer_top1)
     sut_handle = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
     qsl_handle = lg.ConstructQSL(len(samples), len(samples), sut.load_samples, lambda indices: None)
     try:
-        lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, MISSING_AUDIT_CONFIG)
+        lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, audit_config)
     finally:
         lg.DestroyQSL(qsl_handle)
         lg.DestroySUT(sut_handle)
     if sut.error is not None:
         raise RuntimeError(f"the model failed during the LoadGen run: {sut.error!r}") from sut.error
-    for leftover in ("mlperf_log_accuracy.json", "mlperf_log_trace.json"):
-        (outdir / leftover).unlink(missing_ok=True)  # empty in a performance run
+    (outdir / "mlperf_log_trace.json").unlink(missing_ok=True)  # empty: tracing is off
+    if not keep_accuracy_log:
+        (outdir / "mlperf_log_accuracy.json").unlink(missing_ok=True)  # empty in a performance run
     result = parse_logs(outdir, scenario)
     result["sut"] = sut_summary(sut.times, sut.depth)
     return result
@@ -133,3 +232,34 @@ def sut_summary(times: SUTTimes, depth: int) -> dict[str, Any]:
         "call_definition": ("launch to its CUDA event's completion, waiting behind the batch before it included"
                             if times.pipelined else "the call and synchronize, as in the device-timing pass"),
     }
+
+
+def run_compliance(prepared: Prepared, samples: list[Any], cell: dict[str, Any], settings: Settings, test: str,
+                   performance: dict[str, Any], accuracy_dir: Path | None, outdir: Path) -> dict[str, Any]:
+    """One MLPerf compliance test (harness/mlperf/compliance.py) through its audit.config, verified
+    against the cell's performance run (and, for TEST01, its accuracy run); the logs and the
+    verification reports stay in `outdir`."""
+    import mlperf_loadgen as lg
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    audit = outdir / "audit.config"
+    audit.write_text(compliance.audit_config(test))
+    if settings.current is None:
+        raise HarnessError(f"{test} needs the performance run's settings")
+    settings.current.mode = lg.TestMode.PerformanceOnly
+    run_dir = outdir / "performance" / "run_1"
+    logs_responses = test == "TEST01"
+    result = _run_once(lg, prepared, samples, cell, settings.current, run_dir, answer_top1=logs_responses,
+                       keep_accuracy_log=logs_responses, audit_config=str(audit))
+    passed, lines = compliance.verify_performance(test, performance, result)
+    (outdir / "verify_performance.txt").write_text(compliance.report(passed, lines))
+    verdict = {"performance": passed}
+    if logs_responses:
+        if accuracy_dir is None:
+            raise HarnessError("TEST01 needs the accuracy run's log")
+        ok, lines = compliance.verify_accuracy(accuracy_dir / "mlperf_log_accuracy.json",
+                                               run_dir / "mlperf_log_accuracy.json")
+        (outdir / "verify_accuracy.txt").write_text(compliance.report(ok, lines))
+        verdict["accuracy"] = ok
+    return {"passed": all(verdict.values()), "checks": verdict, "validity": result["validity"],
+            "metric": result["metric"], "log_dir": outdir.relative_to(outdir.parent.parent).as_posix()}

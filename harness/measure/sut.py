@@ -26,16 +26,22 @@ numpy (one thread: no torch OpenMP team wakes beside a backend with its own thre
 GPU with `index_select`. A batch with fewer samples than its size is padded (static shapes).
 Clock reads around the gather, the call and the answer (three per batch; LoadGen times the whole
 query either way) say where a query's time went (`SUTTimes`).
+
+In a performance run the responses carry no data. With `answer_top1` (LoadGen's accuracy mode, and
+compliance runs that log responses) each response carries the sample's top-1 class as a float32,
+as MLPerf's reference image classifiers answer (harness/mlperf/accuracy.py).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
 from harness.contract import Prepared
+from harness.mlperf.accuracy import response_bytes
 from harness.scenario.rules import rule
 
 OFFLINE_GPU_DEPTH = 2
@@ -123,8 +129,10 @@ class SampleRing:
 class InlineSUT:
     """Answers LoadGen's queries inside its issue callback (see the module docstring)."""
 
-    def __init__(self, lg: Any, prepared: Prepared, samples: list[Any], batch: int, scenario: str) -> None:
+    def __init__(self, lg: Any, prepared: Prepared, samples: list[Any], batch: int, scenario: str,
+                 answer_top1: bool = False) -> None:
         self.lg = lg
+        self.answer_top1 = answer_top1
         self.prepared = prepared
         self.samples = samples
         self.batch = batch
@@ -159,15 +167,26 @@ class InlineSUT:
     def flush_queries(self) -> None:
         pass
 
-    def _respond(self, queries: list[Any]) -> None:
-        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+    def _top1(self, output: Any) -> Any:
+        """The classes of a batch's output, taken at once (in stream order on a GPU, before a later
+        batch may reuse the output's memory); None in a performance run."""
+        return output.reshape(output.shape[0], -1).argmax(1) if self.answer_top1 else None
+
+    def _respond(self, queries: list[Any], top1: Any = None) -> None:
+        if top1 is None:
+            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+            return
+        classes = top1[: len(queries)].tolist()
+        buffers = [array("B", response_bytes(int(c))) for c in classes]  # alive until LoadGen has copied them
+        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(q.id, b.buffer_info()[0], len(b))
+                                      for q, b in zip(queries, buffers)])
 
     def _run_one(self, query: Any) -> None:
         t0 = perf_counter_ns()
-        self.prepared(self.samples[query.index])
+        output = self.prepared(self.samples[query.index])
         self.prepared.synchronize()
         t1 = perf_counter_ns()
-        self._respond([query])
+        self._respond([query], self._top1(output))
         t2 = perf_counter_ns()
         self._record(0, t1 - t0, t2 - t1, 1, copied=False)
 
@@ -175,10 +194,10 @@ class InlineSUT:
         t0 = perf_counter_ns()
         x, copied = self.ring.batch_of([q.index for q in queries], 0)
         t1 = perf_counter_ns()
-        self.prepared(x)
+        output = self.prepared(x)
         self.prepared.synchronize()
         t2 = perf_counter_ns()
-        self._respond(queries)
+        self._respond(queries, self._top1(output))
         t3 = perf_counter_ns()
         self._record(t1 - t0, t2 - t1, t3 - t2, len(queries), copied)
 
@@ -186,7 +205,7 @@ class InlineSUT:
         """Offline on a GPU: keep `depth` batches in flight, answer each when its event completes."""
         import torch
 
-        in_flight: deque[tuple[Any, list[Any], int, int, bool]] = deque()
+        in_flight: deque[tuple[Any, list[Any], int, int, bool, Any]] = deque()
         for k, start in enumerate(range(0, len(queries), self.batch)):
             chunk = queries[start:start + self.batch]
             if len(in_flight) == self.depth:  # the slot this batch may reuse must be free
@@ -194,17 +213,17 @@ class InlineSUT:
             t0 = perf_counter_ns()
             x, copied = self.ring.batch_of([q.index for q in chunk], k % self.depth)
             t1 = perf_counter_ns()
-            self.prepared(x)
+            output = self.prepared(x)
             done = torch.cuda.Event()
             done.record()
-            in_flight.append((done, chunk, t1 - t0, t1, copied))
+            in_flight.append((done, chunk, t1 - t0, t1, copied, self._top1(output)))
         while in_flight:
             self._finish(*in_flight.popleft())
 
-    def _finish(self, done: Any, chunk: list[Any], gather_ns: int, launched: int, copied: bool) -> None:
+    def _finish(self, done: Any, chunk: list[Any], gather_ns: int, launched: int, copied: bool, top1: Any) -> None:
         done.synchronize()
         t0 = perf_counter_ns()
-        self._respond(chunk)
+        self._respond(chunk, top1)
         t1 = perf_counter_ns()
         self._record(gather_ns, t0 - launched, t1 - t0, len(chunk), copied)
 

@@ -5,7 +5,8 @@ limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
 
     build model -> eager reference -> roofline costs (FLOPs, bytes) -> prepare -> first call ->
     correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
-    timing (the other half) -> memory -> kernel/fusion profile -> math mode and rewrites
+    timing (the other half) -> [LoadGen accuracy run] -> [compliance tests] -> memory ->
+    kernel/fusion profile -> math mode and rewrites
 
 torch's math is IEEE fp32 for the eager reference and the cell dtype's from `prepare` on
 (harness/precision.py); after the passes the flags are read back with the backend's own, and a
@@ -101,7 +102,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     else:
         answer.reasons = _invalid_reasons(metrics)
         answer.status = "invalid" if answer.reasons else "valid"
-        answer.warnings = trust.warnings(metrics)
+        answer.warnings = trust.warnings(metrics) + _compliance_warnings(metrics)
     answer.phases_s = clock.durations_s
     return answer
 
@@ -215,12 +216,14 @@ def _measure(
         hint_ns = timing.result()["summary"]["median_ns"]
         with clock.phase("loadgen"):
             before = activity.snapshot()
-            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen")
+            settings = loadgen.Settings(cell, len(samples))
+            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings)
             metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
         with clock.phase("timing_after_loadgen"):
             for _ in range(cell["timing"]["repetitions"] - before_loadgen):
                 timing.repetition("after loadgen")
         metrics["device_time"] = timing.result()
+        _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = metrics["device_time"]["summary"]["median_ns"]
         metrics["latency_agreement"] = trust.latency_agreement(
             cell["scenario"], batch, metrics["loadgen"], metrics["device_time"]["summary"])
@@ -242,6 +245,25 @@ def _measure(
         prepared.close()
 
 
+def _mlperf_runs(cell: dict[str, Any], prepared: Any, samples: list[Any], folder: Path | None, settings: Any,
+                 clock: PhaseClock, metrics: dict[str, Any], outdir: Path) -> None:
+    """The accuracy run and the compliance tests the cell asks for, after the performance run."""
+    from harness.measure import loadgen
+    from harness.models.labels import read_labels
+
+    accuracy_dir = None
+    if cell["loadgen"].get("accuracy"):
+        with clock.phase("accuracy"):
+            assert folder is not None and cell["inputs"].get("labels"), "the schema asks for labelled images"
+            labels = [label for _, label in read_labels(folder / cell["inputs"]["labels"])][: len(samples)]
+            accuracy_dir = outdir / "accuracy"
+            metrics["accuracy"] = loadgen.run_accuracy(prepared, samples, cell, settings, labels, accuracy_dir)
+    for test in cell["loadgen"].get("compliance") or ():
+        with clock.phase(test):
+            metrics.setdefault("compliance", {})[test] = loadgen.run_compliance(
+                prepared, samples, cell, settings, test, metrics["loadgen"], accuracy_dir, outdir / test)
+
+
 def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
     reasons = []
     if not metrics["correctness"]["ok"]:
@@ -252,6 +274,17 @@ def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
         detail = "; ".join(lg["invalid_reasons"]) or "no reason given"
         reasons.append(f"loadgen: {lg['validity']} ({detail})")
     return reasons
+
+
+def _compliance_warnings(metrics: dict[str, Any]) -> list[str]:
+    """A failed compliance test is a finding about the system, not a broken measurement: the cell
+    stays valid and says so (`pack` refuses it for the closed division)."""
+    warnings = []
+    for test, outcome in (metrics.get("compliance") or {}).items():
+        if not outcome["passed"]:
+            failed = ", ".join(check for check, ok in outcome["checks"].items() if not ok)
+            warnings.append(f"compliance {test}: TEST FAIL ({failed}; see its verify_*.txt)")
+    return warnings
 
 
 def die_with_parent(parent_pid: int | None) -> None:

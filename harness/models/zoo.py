@@ -118,7 +118,7 @@ def make_samples(
     if inputs["source"] == "synthetic":
         return _synthetic(inputs["samples"], inputs["seed"], input_size, device, dtype)
     assert folder is not None, "a folder source needs its resolved path"
-    return _from_folder(folder, inputs["samples"], model, input_size, device, dtype)
+    return _from_folder(folder, inputs["samples"], model, input_size, device, dtype, inputs.get("labels"))
 
 
 def _synthetic(count: int, seed: int, size: int, device: str, dtype: str) -> list[Any]:
@@ -129,13 +129,21 @@ def _synthetic(count: int, seed: int, size: int, device: str, dtype: str) -> lis
     return [img.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous() for img in images]
 
 
-def _from_folder(folder: Path, count: int, model: str, size: int, device: str, dtype: str) -> list[Any]:
+def _from_folder(folder: Path, count: int, model: str, size: int, device: str, dtype: str,
+                 labels: str | None = None) -> list[Any]:
+    """The folder's images in name order, or in the labels file's order (LoadGen's sample k is
+    its line k, as MLPerf's ImageNet accuracy script reads val_map.txt)."""
     from PIL import Image
     from torchvision.models import get_model_weights
 
+    from harness.models.labels import read_labels
+
     if not folder.is_dir():
         raise HarnessError(f"input folder {folder} does not exist")
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+    if labels:
+        files = [folder / name for name, _ in read_labels(folder / labels)[:count]]
+    else:
+        files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
     if not files:
         raise HarnessError(f"input folder {folder} has no {'/'.join(IMAGE_SUFFIXES)} images")
     weights = get_model_weights(model).DEFAULT

@@ -1,19 +1,23 @@
-"""`fusionbench pack RUN_DIR --org NAME`: an MLPerf-style submission tree and its tarball.
+"""`fusionbench pack RUN_DIR --org NAME`: the submission tree MLPerf's checker (v6.1) reads, and its tarball.
 
-    <out>/<division>/<org>/systems/<system>.json
-    <out>/<division>/<org>/results/<system>/<model>/<scenario>/performance/run_1/
-        mlperf_log_summary.txt, mlperf_log_detail.txt   LoadGen's own logs, as the run wrote them
-        measurements.json                                MLPerf's implementation fields, filled in
-        resolved_config.json                             the cell's config and the run's resolved scenario
-        code_version.json                                harness version, git sha, dirty flag
-    <out>/MANIFEST.sha256                                every file's SHA-256
-    <out>.tar.gz                                         the tree, manifest included
+    <out>/<division>/<org>/systems/<system>.json             the system description (submission_system.py)
+    <out>/<division>/<org>/model_mapping.json                open division: each model -> the benchmark it stands for
+    <out>/<division>/<org>/src/README.md                     the code that ran: FusionBench version and git sha
+    <out>/<division>/<org>/results/<system>/<model>/<Scenario>/
+        performance/run_1/mlperf_log_{summary,detail}.txt   LoadGen's performance logs, as the run wrote them
+        accuracy/mlperf_log_accuracy.json                   the accuracy log, cut to 8 KiB past 10 KiB (its hash in accuracy.txt)
+        accuracy/accuracy.txt, mlperf_log_{summary,detail}.txt
+        TEST01/, TEST04/                                    compliance runs and their verify_*.txt, where run
+        measurements.json, user.conf, README.md             what ran, with which weights and inputs
+    <out>/MANIFEST.sha256                                    every file's SHA-256
+    <out>.tar.gz                                             the tree, manifest included
 
 One system per backend variant: `<system-name>_<backend>-fusion-<on|off>[-<options digest>]_<dtype>`
 (MLPerf's "system" is the hardware with its software stack, and the backend is the software).
-Only valid cells are packed (MLPerf accepts VALID performance runs only); the others are listed
-as left out. The system JSON fills MLPerf's required system-description fields from what the
-bundle captured and marks the rest `unknown: ...`, so a submitter sees what to complete.
+A cell becomes a result when it is valid, computes a model that stands for an MLPerf benchmark,
+ran with the `mlperf` profile and has an accuracy run (submission_rules.py); the others are
+listed with the reason. The closed division is refused, naming every rule that fails. Nothing
+is invented: what the bundle does not know is left empty for the submitter and listed.
 The bundle is validated first and never written to; the output directory must not exist.
 """
 
@@ -31,23 +35,17 @@ from typing import Any
 
 from harness.bundle import manifest
 from harness.bundle.files import CELLS
-from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.reader import LoadedBundle
 from harness.errors import ConfigError
+from harness.mlperf.benchmarks import benchmark_for
+from harness.reporting import submission_rules
+from harness.reporting.submission_system import describe
 
-# MLPerf inference's required system-description fields (submission checker, v5.x).
-SYSTEM_FIELDS = (
-    "division", "submitter", "status", "system_name", "number_of_nodes", "host_processor_model_name",
-    "host_processors_per_node", "host_processor_core_count", "host_memory_capacity", "host_storage_capacity",
-    "host_storage_type", "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
-    "framework", "operating_system", "system_type", "other_software_stack", "host_processor_frequency",
-    "host_processor_caches", "host_memory_configuration", "host_processor_interconnect", "host_networking",
-    "host_networking_topology", "accelerator_frequency", "accelerator_host_interconnect", "accelerator_interconnect",
-    "accelerator_interconnect_topology", "accelerator_memory_configuration", "accelerator_on-chip_memories",
-    "cooling", "hw_notes", "sw_notes", "host_network_card_count", "system_type_detail",
-)
-UNKNOWN = "unknown: not captured by FusionBench; fill in before submitting"
 DIVISIONS = ("closed", "open")
 STATUSES = ("available", "preview", "rdi")
+ACCURACY_LOG_LIMIT = 10240  # bytes the checker accepts
+ACCURACY_LOG_KEEP = 4096  # bytes kept from each end of a longer log
+LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -58,6 +56,8 @@ class Packed:
     systems: list[str] = field(default_factory=list)
     results: int = 0
     left_out: list[str] = field(default_factory=list)  # "label: why"
+    notes: list[str] = field(default_factory=list)  # "label: what the checker will say"
+    to_fill: dict[str, list[str]] = field(default_factory=dict)  # system -> fields left empty
 
 
 def checked_name(value: str, what: str) -> str:
@@ -75,6 +75,8 @@ def system_name(base: str, cell: dict[str, Any]) -> str:
     config = cell["config"]
     variant = config["variant"]
     name = f"{base}_{_safe(config['backend'])}-fusion-{variant['fusion']}"
+    if variant.get("graphs") == "on":
+        name += "-graphs"
     if variant.get("options"):
         digest = hashlib.sha256(json.dumps(variant["options"], sort_keys=True).encode()).hexdigest()[:8]
         name += f"-{digest}"
@@ -90,76 +92,101 @@ def default_system_base(header: dict[str, Any]) -> str:
     return _safe(f"{cpu.get('model') or 'cpu'}-{cpu.get('logical_cores') or '?'}c")[:40]
 
 
-def system_description(header: dict[str, Any], cell: dict[str, Any], *, org: str, division: str, status: str,
-                       name: str) -> dict[str, Any]:
-    """MLPerf's system JSON for the system a cell ran on; unknown fields say so."""
-    system = header.get("system") or {}
-    cpu, os_info = system.get("cpu") or {}, system.get("os") or {}
-    gpu = system.get("gpu") or {}
-    gpus = (gpu.get("gpus") or []) if header.get("device") == "cuda" else []
-    torch = system.get("torch") or {}
-    backend = cell["config"]["backend"]
-    versions = ((header.get("backends") or {}).get(backend) or {}).get("versions") or {}
-    harness = header.get("harness") or {}
-    container = system.get("container") or {}
-    described = {
-        "division": division, "submitter": org, "status": status, "system_name": name, "number_of_nodes": 1,
-        "host_processor_model_name": cpu.get("model") or UNKNOWN,
-        "host_processor_core_count": cpu.get("physical_cores") or UNKNOWN,
-        "host_memory_capacity": f"{cpu['memory_bytes'] / 2**30:.0f} GB" if cpu.get("memory_bytes") else UNKNOWN,
-        "accelerators_per_node": len(gpus),
-        "accelerator_model_name": gpus[0].get("name") if gpus else "N/A",
-        "accelerator_memory_capacity": f"{gpus[0]['memory_bytes'] / 2**30:.0f} GB" if gpus and gpus[0].get("memory_bytes") else (
-            UNKNOWN if gpus else "N/A"),
-        "accelerator_frequency": f"{gpus[0]['sm_clock_max_mhz']} MHz (max SM clock)" if gpus and gpus[0].get("sm_clock_max_mhz") else (
-            UNKNOWN if gpus else "N/A"),
-        "framework": ", ".join([f"FusionBench {harness.get('version')} ({backend}, fusion {cell['config']['variant']['fusion']})",
-                                *(f"{k} {v}" for k, v in sorted(versions.items()))]),
-        "operating_system": os_info.get("platform") or UNKNOWN,
-        "other_software_stack": ", ".join(part for part in (
-            f"Python {(system.get('python') or {}).get('version')}", f"torch {torch.get('version')}",
-            f"CUDA {torch.get('cuda_build')}" if torch.get("cuda_build") else "",
-            f"cuDNN {torch.get('cudnn')}" if torch.get("cudnn") else "",
-            f"driver {gpu.get('driver')}" if gpu.get("driver") else "",
-        ) if part),
-        "hw_notes": "Captured by FusionBench; fields that say 'unknown' were not captured.",
-        "sw_notes": "; ".join(part for part in (
-            f"backend options {json.dumps(cell['config']['variant'].get('options') or {}, sort_keys=True)}",
-            "random weights (no pretrained checkpoint)" if not cell["config"]["model"].get("pretrained") else "",
-            (f"container {container.get('image')} {container.get('image_digest') or ''}".strip()
-             if container.get("in_container") else ""),
-        ) if part),
-    }
-    absent = UNKNOWN if gpus else "N/A"  # accelerator fields of a system without one
-    return {key: described.get(key, absent if key.startswith("accelerator") else UNKNOWN) for key in SYSTEM_FIELDS}
+def weights_and_inputs(cell: dict[str, Any]) -> tuple[str, str]:
+    """What every result states: random or pretrained weights, synthetic or real inputs."""
+    config = cell["config"]
+    weights = "pretrained" if config["model"].get("pretrained") else "random"
+    inputs = config["inputs"]
+    real = "real images from a labelled folder" if inputs.get("source") == "folder" else "synthetic"
+    return weights, real
 
 
 def measurements(cell: dict[str, Any]) -> dict[str, Any]:
-    """MLPerf's measurements.json fields for one result."""
+    """MLPerf's measurements.json fields for one result; the transformations are the backend's
+    recorded ones, never more."""
     config = cell["config"]
-    model = config["model"]
-    dtype = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}.get(config["dtype"], config["dtype"])
-    fusion = config["variant"]["fusion"]
+    model, backend, fusion = config["model"], config["backend"], config["variant"]["fusion"]
+    weights, inputs = weights_and_inputs(cell)
+    rewrites = cell["metrics"].get("rewrites") or {}
+    if backend == "eager":
+        transformations = "none: PyTorch eager runs the model as built"
+    else:
+        done = ", ".join(f"{k}: {v}" for k, v in sorted(rewrites.items())) or "none recorded besides fusion"
+        transformations = (f"compiled by {backend} with operator fusion {fusion}; other rewrites: {done}; "
+                           "the kernels it ran and what each fused are in the bundle's fusion report")
     return {
-        "input_data_types": dtype,
+        "input_data_types": config["dtype"],
         "retraining": "no",
-        "starting_weights_filename": (f"torchvision {model['name']} pretrained weights" if model.get("pretrained")
-                                      else f"random weights, seed {config.get('seed')}"),
-        "weight_data_types": dtype,
-        "weight_transformations": (f"{config['backend']} compilation with fusion {fusion}: operator fusion and "
-                                   "constant folding (e.g. batch norm into convolution) as its fusion report lists"
-                                   if fusion == "on" else f"{config['backend']} with fusion off: none beyond export"),
+        "starting_weights_filename": (f"torchvision {model['name']} DEFAULT pretrained weights" if weights == "pretrained"
+                                      else f"none: random weights (seed {config.get('seed')}), not trained"),
+        "weight_data_types": config["dtype"],
+        "weight_transformations": transformations,
         "fusionbench": {"cell_id": cell["id"], "label": cell["label"], "batch": config["batch"],
-                        "loadgen_metric": cell["metrics"]["loadgen"]["metric"]},
+                        "weights": weights, "inputs": inputs,
+                        "loadgen_profile": config["loadgen"].get("profile", "dev"),
+                        "mlperf_conf_overrides": config["loadgen"].get("overrides") or {}},
     }
+
+
+def readme(cell: dict[str, Any], header: dict[str, Any]) -> str:
+    config = cell["config"]
+    weights, inputs = weights_and_inputs(cell)
+    accuracy = cell["metrics"]["accuracy"]
+    overrides = config["loadgen"].get("overrides") or {}
+    lines = [
+        f"# {cell['label']}", "",
+        f"Run by FusionBench {(header.get('harness') or {}).get('version')} (git {(header.get('harness') or {}).get('git_sha')}).",
+        f"Command: `{' '.join(header.get('command') or [])}`", "",
+        f"- Weights: {weights}. Inputs: {inputs}.",
+        "- LoadGen: the mlperf profile (LoadGen's mlperf.conf and the user.conf beside this file)"
+        + (f", with overrides {json.dumps(overrides, sort_keys=True)}: not an official run." if overrides else "."),
+        f"- Accuracy: top-1 {accuracy['top1_percent']:.3f}% on {accuracy['total']} images.",
+    ]
+    for test, outcome in sorted((cell["metrics"].get("compliance") or {}).items()):
+        lines.append(f"- Compliance {test}: {'TEST PASS' if outcome['passed'] else 'TEST FAIL'}.")
+    lines += ["", "Reproduce: run the scenario in the bundle's bundle.json (`scenario`) with `./run.sh` on this system."]
+    return "\n".join(lines) + "\n"
 
 
 def _json_bytes(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
 
-def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "closed", status: str = "rdi",
-         system_base: str | None = None) -> Packed:
+def accuracy_files(log_dir: Path) -> dict[str, bytes]:
+    """The accuracy folder: the log cut to fit the checker's limit, and accuracy.txt with the
+    full log's SHA-256 (a `hash=` line), as MLPerf's truncation leaves them."""
+    full = (log_dir / "mlperf_log_accuracy.json").read_bytes()
+    kept = full if len(full) <= ACCURACY_LOG_LIMIT else full[:ACCURACY_LOG_KEEP] + b"\n\n...\n\n" + full[-ACCURACY_LOG_KEEP:]
+    files = {"mlperf_log_accuracy.json": kept}
+    if (log_dir / "accuracy.txt").exists():
+        text = (log_dir / "accuracy.txt").read_text().rstrip("\n")
+        files["accuracy.txt"] = f"{text}\nhash={hashlib.sha256(full).hexdigest()}\n".encode()
+    return files
+
+
+def _result_files(cell: dict[str, Any], cell_dir: Path) -> dict[str, bytes]:
+    metrics = cell["metrics"]
+    performance = cell_dir / metrics["loadgen"]["log_dir"]
+    files = {f"performance/run_1/{log}": (performance / log).read_bytes() for log in LOGS}
+    files["user.conf"] = (performance / "user.conf").read_bytes()
+    accuracy = cell_dir / metrics["accuracy"]["log_dir"]
+    files.update({f"accuracy/{name}": data for name, data in accuracy_files(accuracy).items()})
+    files.update({f"accuracy/{log}": (accuracy / log).read_bytes() for log in LOGS})
+    for test, outcome in (metrics.get("compliance") or {}).items():
+        test_dir = cell_dir / outcome["log_dir"]
+        run = test_dir / "performance" / "run_1"
+        files.update({f"{test}/performance/run_1/{log}": (run / log).read_bytes() for log in LOGS})
+        for report in ("verify_accuracy.txt", "verify_performance.txt"):
+            if (test_dir / report).exists():
+                files[f"{test}/{report}"] = (test_dir / report).read_bytes()
+        if (run / "mlperf_log_accuracy.json").exists():
+            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(run)["mlperf_log_accuracy.json"]
+    files["measurements.json"] = _json_bytes(measurements(cell))
+    return files
+
+
+def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", status: str = "rdi",
+         system_base: str | None = None, system_info: dict[str, str] | None = None) -> Packed:
     """Write the submission tree at `out` (which must not exist) and `out`.tar.gz beside it."""
     org = checked_name(org, "--org")
     base = checked_name(system_base, "--system-name") if system_base else default_system_base(loaded.header)
@@ -167,6 +194,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "closed",
         raise ConfigError(f"--division {division!r}; allowed: {', '.join(DIVISIONS)}")
     if status not in STATUSES:
         raise ConfigError(f"--status {status!r}; allowed: {', '.join(STATUSES)}")
+    info = system_info or {}
     out = out.resolve()
     if not out.name:
         raise ConfigError(f"--out {out}: give a new directory to create, not the file system's root")
@@ -175,39 +203,56 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "closed",
         if path.exists() or path.is_symlink():
             raise ConfigError(f"{path} already exists; pack never overwrites")
 
-    files: dict[str, bytes] = {}
     packed = Packed(tree=out, tarball=tarball)
     chosen: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for cell in loaded.cells:
-        if cell["status"] != "valid":
-            packed.left_out.append(f"{cell['label']}: {cell['status']}")
+        why = submission_rules.unpackable(cell)
+        if why is not None:
+            packed.left_out.append(f"{cell['label']}: {why}")
             continue
-        if lookup(cell, "metrics", "correctness", "max_abs_error") is None:  # the null backend, a test double
-            packed.left_out.append(f"{cell['label']}: computes no model (its output was never checked against eager)")
-            continue
-        key = (system_name(base, cell), _safe(cell["config"]["model"]["name"]), cell["config"]["scenario"])
+        key = (system_name(base, cell), cell["config"]["model"]["name"], cell["config"]["scenario"])
         chosen.setdefault(key, []).append(cell)
-    code_version = loaded.header.get("harness") or {}
+    if not chosen:
+        reasons = "; ".join(packed.left_out[:3]) + (" ..." if len(packed.left_out) > 3 else "")
+        raise ConfigError(f"{loaded.root}: no cell is a submission result ({reasons}); docs/submitting.md says how to run one")
+
+    results: list[tuple[str, dict[str, Any]]] = []
+    for (system, _model, _scenario), cells in sorted(chosen.items()):
+        for cell in cells:  # several batch sizes of one system, model and scenario: each a system of its own
+            results.append((system if len(cells) == 1 else f"{system}_b{cell['config']['batch']}", cell))
+    if division == "closed":
+        _refuse_closed(results, info)
+
     top = f"{division}/{org}"
-    for (system, model, scenario), cells in sorted(chosen.items()):
-        for cell in cells:
-            # Several batch sizes of one system, model and scenario: each is a system of its own.
-            name = system if len(cells) == 1 else f"{system}_b{cell['config']['batch']}"
-            if name not in packed.systems:
-                packed.systems.append(name)
-                files[f"{top}/systems/{name}.json"] = _json_bytes(system_description(
-                    loaded.header, cell, org=org, division=division, status=status, name=name))
-            run = f"{top}/results/{name}/{model}/{scenario}/performance/run_1"
-            log_dir = loaded.root / CELLS / cell["id"] / cell["metrics"]["loadgen"]["log_dir"]
-            for log in ("mlperf_log_summary.txt", "mlperf_log_detail.txt"):
-                files[f"{run}/{log}"] = (log_dir / log).read_bytes()
-            files[f"{run}/measurements.json"] = _json_bytes(measurements(cell))
-            files[f"{run}/resolved_config.json"] = _json_bytes({"cell": cell["config"], "scenario": loaded.header["scenario"]})
-            files[f"{run}/code_version.json"] = _json_bytes(
-                {**code_version, "bundle": loaded.name, "bundle_schema_version": loaded.version})
-            packed.results += 1
-    if not files:
-        raise ConfigError(f"{loaded.root}: no valid cell to pack")
+    files: dict[str, bytes] = {}
+    mapping: dict[str, str] = {}
+    for name, cell in results:
+        model = cell["config"]["model"]["name"]
+        benchmark = benchmark_for(model)
+        assert benchmark is not None
+        if name not in packed.systems:
+            packed.systems.append(name)
+            described, empty = describe(loaded.header, cell, info, org=org, division=division, status=status, name=name)
+            files[f"{top}/systems/{name}.json"] = _json_bytes(described)
+            if empty:
+                packed.to_fill[name] = empty
+        folder = benchmark.name if division == "closed" else model
+        if division == "open":
+            mapping[model] = benchmark.name
+            packed.notes += [f"{cell['label']}: {note}" for note in submission_rules.open_notes(cell)]
+        where = f"{top}/results/{name}/{folder}/{cell['config']['scenario']}"
+        cell_dir = loaded.root / CELLS / cell["id"]
+        files.update({f"{where}/{rel}": data for rel, data in _result_files(cell, cell_dir).items()})
+        files[f"{where}/README.md"] = readme(cell, loaded.header).encode()
+        packed.results += 1
+    if mapping:
+        files[f"{top}/model_mapping.json"] = _json_bytes(mapping)
+    harness = loaded.header.get("harness") or {}
+    files[f"{top}/src/README.md"] = (
+        f"# Source\n\nThe results were measured by FusionBench {harness.get('version')}, git commit "
+        f"{harness.get('git_sha')} (uncommitted changes: {harness.get('git_dirty')}), bundle {loaded.name} "
+        f"(schema version {loaded.version}). Each result's README.md gives the command; the bundle's "
+        "bundle.json holds the scenario it ran.\n").encode()
 
     out.mkdir(parents=True)
     for rel, data in files.items():
@@ -217,6 +262,25 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "closed",
     manifest.write(out)
     _write_tarball(out, tarball)
     return packed
+
+
+def _refuse_closed(results: list[tuple[str, dict[str, Any]]], info: dict[str, str]) -> None:
+    problems = [f"{cell['label']}: {problem}" for _, cell in results for problem in submission_rules.closed_problems(cell)]
+    system_type = info.get("system_type")
+    if not system_type:
+        problems.append("system_type unknown: give it with --system-info (edge or datacenter decides the scenarios required)")
+    else:
+        scenarios: dict[str, set[str]] = {}
+        for name, cell in results:
+            scenarios.setdefault(name, set()).add(cell["config"]["scenario"])
+        for name, present in sorted(scenarios.items()):
+            benchmark = benchmark_for(next(c for n, c in results if n == name)["config"]["model"]["name"])
+            assert benchmark is not None
+            missing = submission_rules.missing_scenarios(system_type, present, benchmark.edge_scenarios)
+            if missing:
+                problems.append(f"{name}: a closed {system_type} system submits {', '.join(missing)} as well")
+    if problems:
+        raise ConfigError("the closed division's rules are not met:\n  " + "\n  ".join(problems))
 
 
 def _write_tarball(tree: Path, tarball: Path) -> None:

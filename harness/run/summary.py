@@ -65,7 +65,7 @@ PHASE_KINDS = {
     "start-up": ("import", "build", "reference", "roofline"),
     "compile": ("prepare", "first_call"),
     "passes": ("correctness", "timing", "timing_after_loadgen", "memory", "profile"),
-    "LoadGen": ("loadgen",),
+    "LoadGen": ("loadgen", "accuracy", "TEST01", "TEST04"),
 }
 
 

@@ -56,6 +56,14 @@ def _loadgen_config(scenario: str, loadgen: dict[str, Any]) -> dict[str, Any]:
     config = {k: loadgen[k] for k in ("min_duration_s", "max_duration_s", "max_query_count")}
     config["min_query_count"] = rule(scenario).min_queries(loadgen["min_query_count"])
     config.update({k: loadgen[k] for k in rule(scenario).loadgen_keys})
+    # Only where they differ from the defaults, so that a dev cell's id stays what it always was.
+    if loadgen.get("profile", "dev") != "dev":
+        config["profile"] = loadgen["profile"]
+        config["overrides"] = loadgen.get("overrides") or {}
+    if loadgen.get("accuracy"):
+        config["accuracy"] = True
+    if loadgen.get("compliance"):
+        config["compliance"] = list(loadgen["compliance"])
     return config
 
 

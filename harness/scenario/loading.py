@@ -17,6 +17,7 @@ import pydantic
 import yaml
 
 from harness.errors import ConfigError
+from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.schema import FolderInputs, ScenarioFile, SyntheticInputs
 
 MAX_FILE_BYTES = 1 << 20
@@ -67,6 +68,9 @@ def resolved(scenario: ScenarioFile, default_name: str) -> dict[str, Any]:
     """The scenario with every default filled in, as stored in a bundle."""
     data = scenario.model_dump(mode="json")
     data["name"] = data["name"] or default_name
+    if scenario.loadgen.profile == "mlperf":  # what the file set stands over mlperf.conf (user.conf)
+        data["loadgen"]["overrides"] = {field: data["loadgen"][field] for field in sorted(OVERRIDABLE)
+                                        if field in scenario.loadgen.model_fields_set}
     return data
 
 

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from harness import registry
+from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
 from harness.models.catalog import CLASSIFICATION_MODELS, all_models
 from harness.options import problem
 from harness.scenario.rules import ScenarioName
@@ -173,7 +174,23 @@ class FolderInputs(_Strict):
 
     source: Literal["folder"]
     path: str = Field(min_length=1, description="folder of .jpg/.jpeg/.png images, relative to the scenario file")
-    samples: int = Field(64, ge=1, le=4096, description="at most this many images, in name order")
+    samples: int = Field(
+        64, ge=1, le=4096,
+        description="at most this many images, in name order (in the labels file's order when it is given)",
+    )
+    labels: str | None = Field(
+        None, min_length=1, max_length=255,
+        description="a file in the folder with one '<image file> <class index>' per line (ImageNet's "
+        "val_map.txt): the images, in LoadGen's sample order, and their classes for the accuracy run",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _a_name(cls, labels: str | None) -> str | None:
+        if labels is not None and (any(c in labels for c in "/\\") or labels in (".", "..")
+                                   or any(ord(c) < 32 for c in labels)):
+            raise ValueError(f"a file name in the input folder, not a path: {labels!r}")
+        return labels
 
 
 def _synthetic_by_default(value: Any) -> Any:
@@ -205,6 +222,20 @@ class LoadGenSettings(_Strict):
     )
     target_qps_fraction: float = Field(0.5, gt=0, le=1)
     target_latency_ms: float = Field(100.0, gt=0, le=3.6e6, description="Server: p99 latency bound")
+    profile: Literal["dev", "mlperf"] = Field(
+        "dev",
+        description="dev: every setting from this file (short runs); mlperf: the official settings "
+        "(LoadGen's mlperf.conf: seeds, 600 s minimum duration, 1024 performance samples, early "
+        "stopping) with a user.conf written into the bundle; LoadGen fields set in this file "
+        "become user.conf overrides, and the result says it is not an official run",
+    )
+    accuracy: bool = Field(
+        False, description="also run LoadGen's accuracy mode over the sample library and score top-1 "
+        "against inputs.labels",
+    )
+    compliance: list[Literal["TEST01", "TEST04"]] = Field(
+        [], description="MLPerf compliance tests to run after the performance run (mlperf profile, accuracy on)",
+    )
 
     @field_validator("target_qps")
     @classmethod
@@ -215,6 +246,11 @@ class LoadGenSettings(_Strict):
 
     @model_validator(mode="after")
     def _ordered(self) -> LoadGenSettings:
+        if len(set(self.compliance)) != len(self.compliance):
+            raise ValueError("compliance lists the same test twice")
+        if self.compliance and (self.profile != "mlperf" or not self.accuracy):
+            raise ValueError("compliance tests need profile: mlperf and accuracy: true (TEST01 checks "
+                             "its logged responses against the accuracy run)")
         if self.max_duration_s is not None and self.max_duration_s < self.min_duration_s:
             raise ValueError("max_duration_s is below min_duration_s")
         if self.max_query_count is not None and (self.min_query_count or 1) > self.max_query_count:
@@ -316,6 +352,7 @@ class ScenarioFile(_Strict):
         seen = [b.model_dump_json() for b in self.backends]
         if len(set(seen)) != len(seen):
             raise ValueError("backends lists the same backend entry twice")
+        self._mlperf_ready()
         names = [m.name for m in self.models]
         for backend in self.backends:
             unknown = [m for m in backend.models or () if m not in names]
@@ -324,6 +361,27 @@ class ScenarioFile(_Strict):
                     f"backend {backend.name}: models {', '.join(unknown)} not in the file's models ({', '.join(names)})"
                 )
         return self
+
+
+    def _mlperf_ready(self) -> None:
+        """What the accuracy run and the mlperf profile need of the rest of the file."""
+        loadgen = self.loadgen
+        if loadgen.accuracy and not (isinstance(self.inputs, FolderInputs) and self.inputs.labels):
+            raise ValueError("loadgen.accuracy needs labelled images: inputs: {source: folder, path: ..., labels: ...}")
+        if loadgen.profile != "mlperf":
+            return
+        for model in self.models:
+            benchmark = benchmark_for(model.name)
+            if benchmark is None:
+                raise ValueError(f"profile mlperf: {model.name} stands for no MLPerf benchmark "
+                                 "(image classifiers stand for MLPerf's resnet)")
+            if self.inputs.samples < benchmark.performance_sample_count:
+                raise ValueError(
+                    f"profile mlperf: MLPerf's {benchmark.name} loads {benchmark.performance_sample_count} "
+                    f"performance samples; inputs.samples is {self.inputs.samples}")
+        if "MultiStream" in self.scenarios and loadgen.samples_per_query != MLPERF_SAMPLES_PER_QUERY:
+            raise ValueError(f"profile mlperf: MultiStream queries have {MLPERF_SAMPLES_PER_QUERY} samples; "
+                             f"loadgen.samples_per_query is {loadgen.samples_per_query}")
 
 
 def json_schema() -> dict[str, Any]:

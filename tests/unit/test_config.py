@@ -158,9 +158,56 @@ def test_resolved_hash_changes_with_content(tmp_path: Path) -> None:
 
 def test_typo_in_a_union_branch_is_reported_first_at_its_line(tmp_path: Path) -> None:
     message = error_of(tmp_path, GOOD + "inputs:\n  source: folder\n  pth: images\n")
-    assert ":12: inputs: unknown key 'pth'; allowed here: source, path, samples (and 1 more problem)" in message
+    assert ":12: inputs: unknown key 'pth'; allowed here: source, path, samples, labels (and 1 more problem)" in message
 
 
 def test_backend_models_must_be_the_files_models(tmp_path: Path) -> None:
     text = GOOD.replace("    fusion: on", "    fusion: on\n    models: [vgg11]")
     assert "backend inductor: models vgg11 not in the file's models" in error_of(tmp_path, text)
+
+
+MLPERF = """\
+models: [{name: mobilenet_v3_small, input_size: 32}]
+backends: [eager]
+scenarios: [Offline]
+inputs: {source: folder, path: images, labels: val_map.txt, samples: 1024}
+"""
+
+
+@pytest.mark.parametrize(("loadgen", "inputs", "words"), [
+    ("{accuracy: true}", "{source: folder, path: images}", "loadgen.accuracy needs labelled images"),
+    ("{accuracy: true}", "{samples: 8}", "loadgen.accuracy needs labelled images"),
+    ("{compliance: [TEST01]}", None, "compliance tests need profile: mlperf and accuracy: true"),
+    ("{profile: mlperf, accuracy: true, compliance: [TEST04, TEST04]}", None, "compliance lists the same test twice"),
+    ("{profile: mlperf}", "{source: folder, path: images, samples: 64}",
+     "MLPerf's resnet loads 1024 performance samples; inputs.samples is 64"),
+    ("{profile: official}", None, "'dev' or 'mlperf'"),
+    ("{compliance: [TEST05]}", None, "'TEST01' or 'TEST04'"),
+])
+def test_mlperf_settings_are_checked_with_the_rest_of_the_file(tmp_path: Path, loadgen: str, inputs: str | None,
+                                                              words: str) -> None:
+    text = MLPERF if inputs is None else MLPERF.replace(MLPERF.splitlines()[3], f"inputs: {inputs}")
+    assert words in error_of(tmp_path, text + f"loadgen: {loadgen}\n")
+
+
+def test_mlperf_profile_needs_a_model_that_stands_for_a_benchmark(tmp_path: Path) -> None:
+    text = (MLPERF.replace("mobilenet_v3_small, input_size: 32", "bert_base")
+            .replace("source: folder, path: images, labels: val_map.txt, ", "") + "loadgen: {profile: mlperf}\n")
+    assert "bert_base stands for no MLPerf benchmark" in error_of(tmp_path, text)
+
+
+def test_a_labels_file_is_a_name_in_the_folder(tmp_path: Path) -> None:
+    text = MLPERF.replace("labels: val_map.txt", "labels: ../val_map.txt")
+    assert "inputs.labels: a file name in the input folder, not a path: '../val_map.txt'" in error_of(tmp_path, text)
+
+
+def test_the_mlperf_profile_records_what_the_file_overrides_and_dev_cells_keep_their_ids(tmp_path: Path) -> None:
+    official = resolved(load_text(tmp_path, MLPERF + "loadgen: {profile: mlperf, accuracy: true}\n"), "s")
+    assert official["loadgen"]["overrides"] == {}
+    short = resolved(load_text(tmp_path, MLPERF + "loadgen: {profile: mlperf, min_duration_s: 2}\n"), "s")
+    assert short["loadgen"]["overrides"] == {"min_duration_s": 2.0}
+    (cell,) = expand(short, "cpu")
+    assert cell.config["loadgen"]["profile"] == "mlperf" and cell.config["loadgen"]["overrides"] == {"min_duration_s": 2.0}
+    dev = resolved(load_text(tmp_path, MLPERF), "s")
+    (plain,) = expand(dev, "cpu")
+    assert not {"profile", "overrides", "accuracy", "compliance"} & set(plain.config["loadgen"])

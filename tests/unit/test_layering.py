@@ -12,7 +12,7 @@ from pathlib import Path
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 # Lowest first: the fusion package, then the top-level modules (the plugin API: contract, errors,
 # registry, options, ...), then the packages by role.
-LAYERS = ["fusion", "", "models", "scenario", "bundle", "measure", "reporting", "run", "cli"]
+LAYERS = ["fusion", "", "models", "mlperf", "scenario", "bundle", "measure", "reporting", "run", "cli"]
 MAY_IMPORT_TORCH = ("harness.measure", "harness.models")
 HEAVY = ("torch", "torchvision", "onnxruntime", "tvm", "tensorrt", "mlperf_loadgen", "numpy")
 

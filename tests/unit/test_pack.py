@@ -1,8 +1,10 @@
-"""`fusionbench pack`: an MLPerf-style submission tree of the valid cells, its system
-descriptions, a reproducible tarball with a manifest, and refusals that write nothing."""
+"""`fusionbench pack`: the submission tree MLPerf's checker (v6.1) reads, from the results of a bundle
+run with the mlperf profile; the system descriptions, never a guessed field; the closed division
+refused with every rule that fails; a reproducible tarball; refusals that write nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,50 +17,125 @@ import pytest
 from harness.bundle import manifest
 from harness.bundle.reader import load
 from harness.errors import ConfigError
-from harness.reporting.pack import SYSTEM_FIELDS, UNKNOWN, pack
+from harness.reporting.pack import ACCURACY_LOG_LIMIT, pack
+from harness.reporting.submission_system import SYSTEM_FIELDS, read_system_info
 from tests.unit.test_validate import tree_digest
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+MLPERF = GOLDEN / "mlperf"
 REPO = GOLDEN.parents[1]
+# What a submitter knows and the bundle cannot (test_submission_checker.py gives the checker the same).
+SYSTEM_INFO = {
+    "system_type": "edge", "host_processors_per_node": "1", "host_storage_capacity": "64 GB",
+    "host_storage_type": "SSD", "host_processor_frequency": "2.4 GHz", "host_processor_caches": "L3 32 MB",
+    "host_memory_configuration": "1x24 GB", "host_processor_interconnect": "N/A", "host_networking": "N/A",
+    "host_networking_topology": "N/A", "cooling": "air", "host_network_card_count": "0",
+    "system_type_detail": "virtual machine",
+}
 
 
-def test_tree_holds_each_valid_cell_with_logs_measurements_config_and_code_version(tmp_path: Path) -> None:
-    before = tree_digest(GOLDEN / "v2")
-    loaded = load(GOLDEN / "v2")
-    packed = pack(loaded, tmp_path / "sub", org="Acme", system_base="testbox")
-    valid = [c for c in loaded.cells if c["status"] == "valid" and c["config"]["backend"] != "null"]
-    assert packed.results == len(valid) and len(packed.left_out) == len(loaded.cells) - len(valid)
-    null = [line for line in packed.left_out if " null " in line]
-    assert len(null) == 2 and all("computes no model" in line for line in null)  # a test double is never packed
-    runs = sorted(p.parent for p in (tmp_path / "sub").rglob("measurements.json"))
-    assert len(runs) == len(valid)
-    for run in runs:
-        assert run.relative_to(tmp_path / "sub").parts[:3] == ("closed", "Acme", "results")
-        assert run.parts[-2:] == ("performance", "run_1")
-        assert {p.name for p in run.iterdir()} == {"mlperf_log_summary.txt", "mlperf_log_detail.txt", "measurements.json",
-                                                   "resolved_config.json", "code_version.json"}
-        measured = json.loads((run / "measurements.json").read_text())
-        assert measured["retraining"] == "no" and measured["starting_weights_filename"].startswith("random weights")
-    eager_ss = tmp_path / "sub/closed/Acme/results/testbox_eager-fusion-on_fp32/resnet18/SingleStream/performance/run_1"
-    assert json.loads((eager_ss / "code_version.json").read_text())["git_sha"] == loaded.header["harness"]["git_sha"]
+def _eager(loaded):
+    return next(c for c in loaded.cells if c["config"]["backend"] == "eager")
+
+
+def test_the_tree_has_the_checkers_layout_and_the_null_backend_is_never_packed(tmp_path: Path) -> None:
+    before = tree_digest(MLPERF)
+    loaded = load(MLPERF)
+    packed = pack(loaded, tmp_path / "sub", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    assert packed.results == 1 and packed.systems == ["box_eager-fusion-on_fp32"]
+    assert [line for line in packed.left_out if "computes no model" in line and " null " in line]
+    top = tmp_path / "sub/open/Acme"
+    result = top / "results/box_eager-fusion-on_fp32/mobilenet_v3_small/Offline"
+    assert {p.relative_to(result).as_posix() for p in result.rglob("*") if p.is_file()} == {
+        "performance/run_1/mlperf_log_summary.txt", "performance/run_1/mlperf_log_detail.txt",
+        "accuracy/mlperf_log_accuracy.json", "accuracy/accuracy.txt", "accuracy/mlperf_log_summary.txt",
+        "accuracy/mlperf_log_detail.txt",
+        "TEST01/verify_accuracy.txt", "TEST01/verify_performance.txt", "TEST01/accuracy/mlperf_log_accuracy.json",
+        "TEST01/performance/run_1/mlperf_log_summary.txt", "TEST01/performance/run_1/mlperf_log_detail.txt",
+        "TEST04/verify_performance.txt", "TEST04/performance/run_1/mlperf_log_summary.txt",
+        "TEST04/performance/run_1/mlperf_log_detail.txt",
+        "measurements.json", "user.conf", "README.md",
+    }
+    assert json.loads((top / "model_mapping.json").read_text()) == {"mobilenet_v3_small": "resnet"}
+    assert (top / "src/README.md").read_text().count(loaded.header["harness"]["git_sha"]) == 1
+    cell_dir = MLPERF / "cells" / _eager(loaded)["id"] / "loadgen"
+    assert (result / "user.conf").read_bytes() == (cell_dir / "attempt-1/user.conf").read_bytes()
+    assert tree_digest(MLPERF) == before, "pack must not write into the bundle"
     assert manifest.problems(tmp_path / "sub") == []
-    assert tree_digest(GOLDEN / "v2") == before, "pack must not write into the bundle"
 
 
-def test_system_description_has_every_mlperf_field_and_marks_the_unknown(tmp_path: Path) -> None:
-    pack(load(GOLDEN / "v2"), tmp_path / "sub", org="Acme", system_base="testbox", division="open", status="available")
-    system = json.loads((tmp_path / "sub/open/Acme/systems/testbox_eager-fusion-on_fp32.json").read_text())
+def test_the_accuracy_log_is_cut_to_the_checkers_limit_and_its_hash_kept(tmp_path: Path) -> None:
+    loaded = load(MLPERF)
+    pack(loaded, tmp_path / "sub", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    full = (MLPERF / "cells" / _eager(loaded)["id"] / "loadgen/accuracy/mlperf_log_accuracy.json").read_bytes()
+    assert len(full) > ACCURACY_LOG_LIMIT, "the golden log is long enough to need cutting"
+    accuracy = tmp_path / "sub/open/Acme/results/box_eager-fusion-on_fp32/mobilenet_v3_small/Offline/accuracy"
+    kept = (accuracy / "mlperf_log_accuracy.json").read_bytes()
+    assert len(kept) <= ACCURACY_LOG_LIMIT and full.startswith(kept[:4096]) and full.endswith(kept[-4096:])
+    lines = (accuracy / "accuracy.txt").read_text().splitlines()
+    assert lines[0].startswith("accuracy=") and lines[1] == f"hash={hashlib.sha256(full).hexdigest()}"
+
+
+def test_every_result_says_what_weights_and_inputs_it_ran_and_claims_no_transformation(tmp_path: Path) -> None:
+    pack(load(MLPERF), tmp_path / "sub", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    result = tmp_path / "sub/open/Acme/results/box_eager-fusion-on_fp32/mobilenet_v3_small/Offline"
+    measured = json.loads((result / "measurements.json").read_text())
+    assert measured["starting_weights_filename"].startswith("none: random weights")
+    assert measured["weight_transformations"].startswith("none: PyTorch eager")
+    assert (measured["fusionbench"]["weights"], measured["fusionbench"]["inputs"]) == (
+        "random", "real images from a labelled folder")
+    assert measured["fusionbench"]["mlperf_conf_overrides"] == {"min_duration_s": 1.0, "min_query_count": 256}
+    readme = (result / "README.md").read_text()
+    assert "Weights: random. Inputs: real images from a labelled folder." in readme
+    assert "not an official run" in readme
+
+
+def test_the_system_leaves_what_it_cannot_know_empty_and_lists_it(tmp_path: Path) -> None:
+    packed = pack(load(MLPERF), tmp_path / "sub", org="Acme", system_base="box", status="available")
+    system = json.loads((tmp_path / "sub/open/Acme/systems/box_eager-fusion-on_fp32.json").read_text())
     assert set(system) == set(SYSTEM_FIELDS)
     assert (system["division"], system["submitter"], system["status"]) == ("open", "Acme", "available")
-    assert system["host_processor_core_count"] >= 1 and system["host_memory_capacity"].endswith(" GB")
-    assert system["accelerators_per_node"] == 0 and system["accelerator_model_name"] == "N/A"  # a CPU run
-    assert system["host_storage_type"] == UNKNOWN and system["cooling"] == UNKNOWN
-    assert "FusionBench" in system["framework"] and "torch" in system["framework"]
+    assert system["accelerators_per_node"] == "0" and system["accelerator_model_name"] == "N/A"  # a CPU run
+    assert system["host_processor_core_count"].isdigit() and system["host_memory_capacity"].endswith(" GB")
+    assert not any(value.startswith("unknown") for value in system.values())
+    assert system["system_type"] == "" and system["cooling"] == ""
+    assert set(packed.to_fill["box_eager-fusion-on_fp32"]) == set(SYSTEM_INFO)
+    assert "container None" not in system["sw_notes"] and "random weights" in system["sw_notes"]
+
+
+@pytest.mark.parametrize(("info", "words"), [
+    ({"colour": "red"}, "colour are not MLPerf system fields"),
+    ({"submitter": "Other"}, "submitter come from pack's own arguments"),
+    ({"cooling": 3}, "cooling must be strings"),
+    ({"system_type": "laptop"}, "system_type 'laptop'"),
+    ([1, 2], "expected a JSON object"),
+])
+def test_a_bad_system_info_file_is_refused(tmp_path: Path, info: object, words: str) -> None:
+    (tmp_path / "info.json").write_text(json.dumps(info))
+    with pytest.raises(ConfigError, match=words):
+        read_system_info(tmp_path / "info.json")
+
+
+def test_closed_division_is_refused_naming_each_rule_that_fails(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        pack(load(MLPERF), tmp_path / "sub", org="Acme", division="closed", system_info=SYSTEM_INFO)
+    message = str(info.value)
+    for rule in ("mobilenet_v3_small is not resnet's reference model resnet50", "random weights",
+                 "overrides mlperf.conf: min_duration_s, min_query_count", "not the 50000 of ImageNet's validation set",
+                 "below the target 75.695%", "a closed edge system submits MultiStream, SingleStream as well"):
+        assert rule in message, rule
+    assert not (tmp_path / "sub").exists()
+
+
+def test_a_bundle_without_submission_results_is_refused_with_the_reasons(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no cell is a submission result .*not run with the mlperf profile"):
+        pack(load(GOLDEN / "v3"), tmp_path / "sub", org="Acme")
+    assert not (tmp_path / "sub").exists()
 
 
 def test_tarball_is_reproducible_and_carries_the_manifest(tmp_path: Path) -> None:
-    first = pack(load(GOLDEN / "v2"), tmp_path / "a" / "sub", org="Acme", system_base="box")
-    second = pack(load(GOLDEN / "v2"), tmp_path / "b" / "sub", org="Acme", system_base="box")
+    first = pack(load(MLPERF), tmp_path / "a" / "sub", org="Acme", system_base="box")
+    second = pack(load(MLPERF), tmp_path / "b" / "sub", org="Acme", system_base="box")
     assert first.tarball.read_bytes() == second.tarball.read_bytes()
     with tarfile.open(first.tarball) as archive:
         names = archive.getnames()
@@ -73,29 +150,31 @@ def test_tarball_is_reproducible_and_carries_the_manifest(tmp_path: Path) -> Non
 ])
 def test_bad_names_are_refused_before_writing(tmp_path: Path, kwargs: dict, words: str) -> None:
     with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
-        pack(load(GOLDEN / "v2"), tmp_path / "sub", **kwargs)
+        pack(load(MLPERF), tmp_path / "sub", **kwargs)
     assert not (tmp_path / "sub").exists()
 
 
 def test_pack_never_overwrites(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     with pytest.raises(ConfigError, match="already exists; pack never overwrites"):
-        pack(load(GOLDEN / "v2"), tmp_path / "sub", org="Acme")
+        pack(load(MLPERF), tmp_path / "sub", org="Acme")
     assert list((tmp_path / "sub").iterdir()) == []
 
 
-def test_cli_packs_a_valid_bundle(tmp_path: Path) -> None:
+def test_cli_packs_and_lists_what_the_submitter_must_fill_in(tmp_path: Path) -> None:
     out = tmp_path / "submission"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "pack", str(GOLDEN / "v1"), "--org", "Acme",
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "pack", str(MLPERF), "--org", "Acme",
                            "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "packed" in done.stdout and (tmp_path / "submission.tar.gz").exists()
-    assert any(out.glob("closed/Acme/systems/*.json"))
+    assert "packed 1 result(s)" in done.stdout and (tmp_path / "submission.tar.gz").exists()
+    assert "to fill in systems/" in done.stdout and "system_type" in done.stdout
+    assert "accuracy on 1024 images, not ImageNet's 50000" in " ".join(done.stdout.split())
 
 
 @pytest.mark.parametrize("command", [
     ["pack", str(GOLDEN / "v3"), "--org", "Acme", "--out", "."],
     ["pack", str(GOLDEN / "v3"), "--org", "Acme", "--out", "/"],
+    ["pack", str(GOLDEN / "v3"), "--org", "Acme", "--out", "new"],
     ["schema", "--out", "."],
     ["compare", str(GOLDEN / "v3"), str(GOLDEN / "v3"), "--out", "missing-dir/x.md"],
     ["report", str(GOLDEN / "v3"), "--out", "a-file/report"],
