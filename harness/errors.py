@@ -17,8 +17,19 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, turned into the same orderly stop as Ctrl-C (harness/cli/main.py)."""
 
 
+_sigterm_received = False
+
+
+def terminate(signum: int = 15, frame: object = None) -> None:
+    """The SIGTERM handler: remember it, then stop as Ctrl-C does. Remembered because a library
+    the exception passes through may re-raise it as a plain KeyboardInterrupt (Ray's wait does)."""
+    global _sigterm_received
+    _sigterm_received = True
+    raise Terminated()
+
+
 def interrupted_exit_code(exc: KeyboardInterrupt) -> int:
-    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+    return EXIT_TERMINATED if isinstance(exc, Terminated) or _sigterm_received else EXIT_INTERRUPTED
 
 
 class HarnessError(Exception):

@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +20,7 @@ import harness
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
-from harness.errors import ConfigError, HarnessError, Terminated, interrupted_exit_code
+from harness.errors import ConfigError, HarnessError, interrupted_exit_code, terminate
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -58,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         help="where backends keep exported and compiled artifacts between runs (default: %(default)s)",
     )
     cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="where cells run: here (default), or as tasks on a Ray cluster (docs/scale-out.md)")
+    run.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="local: run N cells at a time, each on cores (and a GPU) of its own (default: 1)")
+    run.add_argument("--address", metavar="ADDR", help="ray: the cluster to join (default: start a local Ray instance)")
+    run.add_argument("--cpus-per-cell", type=int, default=1, metavar="N",
+                     help="ray: cores a CPU cell reserves and is bound to (default: 1)")
 
     gpu = sub.add_parser(
         "gpu-check", help="check a GPU machine end to end (every backend, fusion on and off; about 8 minutes)",
@@ -105,9 +111,14 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     if args.scenario is None and args.resume is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
+    if args.executor == "local" and (args.address or args.cpus_per_cell != 1):
+        raise ConfigError("--address and --cpus-per-cell are for --executor ray")
+    if args.executor == "ray" and args.jobs != 1:
+        raise ConfigError("--jobs is for --executor local; Ray runs as many cells at once as the cluster has room for")
     request = RunRequest(
         scenario_path=args.scenario, device=args.device, only=parse_only(args.only) if args.only else None,
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
+        executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
     )
     return run(request, console)
 
@@ -193,10 +204,6 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(highlight=False)
@@ -207,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         _parser().print_help()
         return 0
-    signal.signal(signal.SIGTERM, _terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
+    signal.signal(signal.SIGTERM, terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
     try:
         return commands[args.command](args, console)
     except HarnessError as exc:

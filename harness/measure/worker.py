@@ -301,6 +301,13 @@ def die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
+def bind_to_slot(cpus: str | None) -> None:
+    """Run on the cores of the slot a parallel run gave this cell (harness/run/slots.py), set
+    before torch starts its thread pool."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -309,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fusionbench worker: cannot read the request: {exc}", file=sys.stderr)
         return 2
     die_with_parent(request.parent_pid)
+    bind_to_slot(os.environ.get("FUSIONBENCH_CPUS"))
     answer = run_cell(request)
     write_bytes_atomic(Path(request.answer_file), answer.to_json().encode())
     return 0

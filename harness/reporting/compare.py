@@ -25,6 +25,7 @@ from typing import Any
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
 from harness.reporting.markdown import md_cell
+from harness.reporting.view import hardware
 from harness.stats import geometric_mean, mann_whitney_u
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
@@ -110,6 +111,10 @@ def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: flo
     if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
         pair.why = (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
                     else "neither cell recorded its math mode (TF32 may have been on)")
+        return pair
+    where_a, where_b = hardware(cell_a.get("node")), hardware(cell_b.get("node"))
+    if where_a and where_b and where_a != where_b:
+        pair.why = f"ran on different hardware: A {where_a}, B {where_b}"
         return pair
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     if len(samples_a) < MIN_SAMPLES or len(samples_b) < MIN_SAMPLES:

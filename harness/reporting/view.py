@@ -320,7 +320,30 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
         ("schema", f"written as version {loaded.version}"),
         ("machine noise", machine_noise(system.get("machine_noise"))),
+        *([("machines", machines(h))] if machines(h) else []),
     ]
+
+
+def hardware(node: Any) -> str | None:
+    """A cell's machine as the executor recorded it (CPU model and cores, GPUs), or None."""
+    if not isinstance(node, dict) or not isinstance(node.get("cpu"), dict):
+        return None
+    cpu = node["cpu"]
+    gpus = ", ".join(str(g) for g in node.get("gpus") or []) or "no GPU"
+    return f"{cpu.get('model')} x{cpu.get('logical_cores')}, {gpus}"
+
+
+def machines(header: dict[str, Any]) -> str:
+    """The machines of a run spread over several (Ray), said out loud: its figures pair cells
+    across them only where the hardware is the same."""
+    nodes = header.get("nodes") or {}
+    if not isinstance(nodes, dict) or len(nodes) < 2:
+        return ""
+    kinds = {hardware(node) for node in nodes.values()}
+    spread = f"{len(nodes)} machines ({', '.join(sorted(map(str, nodes)))})"
+    if len(kinds) == 1:
+        return f"{spread}, all {next(iter(kinds))}"
+    return f"{spread} of {len(kinds)} different kinds: each cell's `node` says where it ran; compare them with care"
 
 
 def machine_noise(noise: Any) -> str:

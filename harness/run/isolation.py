@@ -22,12 +22,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.run.slots import Slot
 
 POLL_S = 0.1
 LOG_TAIL_LINES = 40
@@ -106,16 +108,23 @@ def run_worker(
     memory_limit_bytes: int | None = None,
     env_names: list[str] | tuple[str, ...] = (),
     scratch_env: Mapping[str, str] | None = None,
+    slot: Slot | None = None,
+    stop: threading.Event | None = None,
 ) -> WorkerOutcome:
     """Run `python -m module REQUEST` for one cell and wait for it, at most `timeout_s`, killing it
     (with its children) if their resident memory passes `memory_limit_bytes`. The worker's
-    environment is `worker_environment(os.environ, env_names, scratch_env)`."""
+    environment is `worker_environment(os.environ, env_names, scratch_env)`, with the slot's
+    GPU, cores and thread count where a parallel run gave it a slot (harness/run/slots.py).
+    Setting `stop` kills the worker and raises KeyboardInterrupt (a parallel run's Ctrl-C, which
+    only the main thread receives)."""
     workdir = Path(tempfile.mkdtemp(prefix="fusionbench-cell-"))
     phase_file = workdir / "phase"
     answer_file = workdir / "answer.json"
     request = replace(request, phase_file=str(phase_file), answer_file=str(answer_file), parent_pid=os.getpid())
     (workdir / "request.json").write_text(request.to_json())
     env = worker_environment(os.environ, env_names, scratch_env or {}, workdir)
+    if slot is not None:
+        env.update(slot.environment())
     last_phase = "start"
     timed_out = False
     memory_exceeded: int | None = None
@@ -134,6 +143,8 @@ def run_worker(
                         break
                     except subprocess.TimeoutExpired:
                         pass
+                    if stop is not None and stop.is_set():
+                        raise KeyboardInterrupt
                     phase = _read_phase(phase_file)
                     if phase != last_phase:
                         last_phase = phase

@@ -27,7 +27,9 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.models.zoo import missing_requirement
 from harness.reporting.report import REPORT_HTML, render
-from harness.run.isolation import MIB, log_tail, run_worker
+from harness.run import slots
+from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
+from harness.run.isolation import MIB, log_tail
 from harness.run.probe import run_probe
 from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
@@ -51,6 +53,11 @@ class RunRequest:
     #: Seconds the sweep may take; a cell not started by then is skipped with the reason, and a
     #: running one gets at most what is left. None: no budget.
     budget_s: float | None = None
+    #: Where cells run (harness/run/executors.py): "local" (`jobs` at a time) or "ray".
+    executor: str = "local"
+    jobs: int = 1
+    address: str | None = None  # ray: the cluster; None starts a local instance
+    cpus_per_cell: int = 1  # ray: cores a CPU cell reserves
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -68,6 +75,7 @@ def run(request: RunRequest, console: Console) -> int:
             "resume it on a machine with a GPU"
         )
     cells = select(expand(resolved, device), request.only or {})
+    executor = _executor(request, device, probe)
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
         input_folder = _input_folder(resolved, request.scenario_path.parent)
@@ -106,7 +114,8 @@ def run(request: RunRequest, console: Console) -> int:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     try:
         deadline = time.monotonic() + request.budget_s if request.budget_s else None
-        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline)
+        bundle.update_header(executor=_executor_record(executor))
+        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline, executor)
     except KeyboardInterrupt as stop:
         _close(bundle, "interrupted")
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {bundle.root}", style="yellow"))
@@ -136,10 +145,42 @@ def run(request: RunRequest, console: Console) -> int:
     return 0
 
 
+def _executor(request: RunRequest, device: str, probe: dict[str, Any]) -> Executor:
+    if request.executor == "ray":
+        from harness.run.ray_executor import RayExecutor
+
+        return RayExecutor(request.address, request.cpus_per_cell)
+    if request.jobs == 1:
+        return Serial()
+    gpus = [str(g.get("index", k)) for k, g in enumerate(((probe.get("system") or {}).get("gpu") or {}).get("gpus") or [])]
+    if device == "cuda" and not gpus:
+        gpus = ["0"]  # resumed: no system probe; torch saw one
+    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), gpus))
+
+
+def _executor_record(executor: Executor) -> dict[str, Any]:
+    record: dict[str, Any] = {"name": executor.name}
+    if isinstance(executor, LocalPool):
+        record.update(jobs=executor.jobs, slots=[slot.record() for slot in executor.slots])
+    elif executor.name == "ray":
+        record.update(address=getattr(executor, "address", None), cpus_per_cell=getattr(executor, "cpus_per_cell", None))
+    return record
+
+
+def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every machine the bundle's cells ran on, by hostname, with its CPU and GPUs as the cell saw them."""
+    seen: dict[str, Any] = {}
+    for record in records:
+        node = record.get("node") or {}
+        if node.get("hostname"):
+            seen.setdefault(node["hostname"], {k: node[k] for k in ("cpu", "gpus") if k in node})
+    return seen
+
+
 def _close(bundle: Bundle, state: str) -> None:
     """Record how the run ended, checksum the bundle, then add its report (and checksum again:
     the bundle is complete and valid even if rendering the report fails)."""
-    bundle.update_header(state=state)
+    bundle.update_header(state=state, nodes=nodes(bundle.cells()))
     bundle.write_manifest()
     render(load(bundle.root), bundle.root)
     bundle.write_manifest()
@@ -236,72 +277,94 @@ def _skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) 
 def _sweep(
     cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
     input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
+    executor: Executor | None = None,
 ) -> None:
+    """Run `cells` on `executor` (one at a time here by default), writing each into the bundle as
+    it finishes. Cells that need not run (skipped, or past the time budget) are written at once."""
+    executor = executor or Serial()
     limits = resolved["limits"]
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,
         refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
     )
+    running: dict[str, str] = {}  # cell id -> label and phase, of the cells running now
+
+    def show(task: CellTask, phase: str) -> None:
+        running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
+        shown = list(running.values())
+        progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
+
     with progress:
-        task = progress.add_task("cells", total=len(cells))
+        bar = progress.add_task("cells", total=len(cells))
+        tasks: list[CellTask] = []
+        bases: dict[str, dict[str, Any]] = {}
         for cell in cells:
-            progress.update(task, description=cell.label)
             left_s = None if deadline is None else deadline - time.monotonic()
-            if left_s is not None and left_s <= 0:
-                record: dict[str, Any] = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now(),
-                          "status": "skipped", "reasons": ["the run's time budget was spent before this cell started"],
-                          "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
-            else:
-                cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
-                record = _run_cell(cell, bundle, backends, input_folder, cache_dir, cell_limits, resolved.get("env") or [],
-                                   progress, task)
-            try:
-                bundle.write_cell(cell.id, record)
-            except OSError as exc:  # disk full, quota, permissions: what is written stays intact
-                raise OutputError(
-                    f"could not write cell {cell.label} into {bundle.root}: {exc.strerror or exc}; the cells "
-                    f"finished before it are intact: make room, then run --resume {bundle.root}"
-                ) from None
-            progress.advance(task)
-            style = STATUS_STYLE[str(record["status"])]
-            why = f": {record['reasons'][0]}" if record["reasons"] else ""
-            line = Text(f"{record['status']:>7}", style=style)
-            line.append(f" {cell.label} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
-            progress.console.print(line)
-        progress.update(task, description="cells done")
+            base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
+            skip = ("the run's time budget was spent before this cell started" if left_s is not None and left_s <= 0
+                    else _skip_reason(cell, backends, _gpu_capabilities(bundle.header.get("system"))))
+            if skip is not None:
+                _write(bundle, cell.label, {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0,
+                                            "finished": utc_now()}, progress, bar)
+                continue
+            cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
+            tasks.append(_task(cell, bundle, input_folder, cache_dir, cell_limits, resolved.get("env") or []))
+            bases[cell.id] = base
+        try:
+            for done in executor.run(tasks, show):
+                running.pop(done.task.cell_id, None)
+                _write(bundle, done.task.label, _record(bases[done.task.cell_id], done), progress, bar)
+        except KeyboardInterrupt:
+            for cell_id in list(running):  # the cells Ctrl-C stopped: --resume runs them again
+                bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": ["interrupted by the user"],
+                                            "metrics": {}, "wall_s": 0.0, "finished": utc_now()})
+            raise
+        progress.update(bar, description="cells done")
 
 
-def _run_cell(
-    cell: Cell, bundle: Bundle, backends: dict[str, Any], input_folder: str | None, cache_dir: Path | None,
-    limits: dict[str, Any], env_names: list[str], progress: Progress, task: Any,
-) -> dict[str, Any]:
-    timeout_s = limits["cell_timeout_s"]
+def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any) -> None:
+    try:
+        bundle.write_cell(record["id"], record)
+    except OSError as exc:  # disk full, quota, permissions: what is written stays intact
+        raise OutputError(
+            f"could not write cell {label} into {bundle.root}: {exc.strerror or exc}; the cells "
+            f"finished before it are intact: make room, then run --resume {bundle.root}"
+        ) from None
+    progress.advance(bar)
+    style = STATUS_STYLE[str(record["status"])]
+    why = f": {record['reasons'][0]}" if record["reasons"] else ""
+    line = Text(f"{record['status']:>7}", style=style)
+    line.append(f" {label} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
+    progress.console.print(line)
+
+
+def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, limits: dict[str, Any],
+          env_names: list[str]) -> CellTask:
     memory_mib = limits.get("memory_limit_mib")  # absent from bundles written before it existed
-    base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
-    skip = _skip_reason(cell, backends, _gpu_capabilities(bundle.header.get("system")))
-    if skip is not None:
-        return {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
     artifacts = bundle.fresh_artifact_dir(cell.id)
-    log_path = artifacts / "worker.log"
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
         cache_dir=str(cache_dir) if cache_dir else None, peaks=(bundle.header.get("system") or {}).get("peaks"),
     )
-    try:
-        outcome = run_worker(
-            request, timeout_s=timeout_s, log_path=log_path,
-            memory_limit_bytes=memory_mib * MIB if memory_mib else None,
-            on_phase=lambda phase: progress.update(task, description=f"{cell.label} {phase}"),
-            env_names=env_names, scratch_env=registry.load(cell.config["backend"]).scratch_env,
-        )
-    except KeyboardInterrupt:
-        bundle.write_cell(cell.id, {**base, "status": "interrupted", "reasons": ["interrupted by the user"],
-                                    "metrics": {}, "wall_s": 0.0, "finished": utc_now()})
-        raise
-    record = {**base, "wall_s": outcome.wall_s, "finished": utc_now(), "log": f"cells/{cell.id}/worker.log"}
+    return CellTask(cell_id=cell.id, label=cell.label, request=request, artifacts=artifacts,
+                    timeout_s=limits["cell_timeout_s"], memory_limit_bytes=memory_mib * MIB if memory_mib else None,
+                    env_names=list(env_names), scratch_env=dict(registry.load(cell.config["backend"]).scratch_env),
+                    device=cell.config["device"])
+
+
+def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
+    """The cell's record from what its worker (or the executor) said, and where it ran."""
+    task, outcome = done.task, done.outcome
+    log_path = task.artifacts / "worker.log"
+    record = {**base, "finished": utc_now(), "log": f"cells/{task.cell_id}/worker.log", "node": done.node}
+    if outcome is None:
+        record.update(status="failed", reasons=[done.failure or "the executor lost the cell"], metrics={}, wall_s=0.0,
+                      log_tail=log_tail(log_path))
+        return record
+    record["wall_s"] = outcome.wall_s
     if outcome.answer is None:
-        record.update(status="failed", reasons=[outcome.failure_reason(timeout_s)], metrics={},
+        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], metrics={},
                       log_tail=log_tail(log_path))
     else:
         record.update(outcome.answer.record())

@@ -150,3 +150,24 @@ def test_cli_refuses_a_damaged_bundle_and_a_bad_threshold(tmp_path: Path) -> Non
     assert done.returncode == 2 and "fails validation: report.md: edited" in done.stderr
     done = fusionbench("compare", str(GOLDEN / "v2"), str(GOLDEN / "v2"), "--threshold", "5")
     assert done.returncode == 2 and "--threshold 5.0" in done.stderr
+
+
+def test_cells_that_ran_on_different_hardware_are_never_paired() -> None:
+    def on(model: str, gpus: list[str]) -> dict[str, Any]:
+        return {**cell(samples=[100] * 20), "node": {"hostname": "n", "cpu": {"model": model, "logical_cores": 8},
+                                                   "gpus": gpus}}
+
+    pair = compare_cells(on("EPYC", ["H100"]), on("EPYC", ["H200"]), 0.05, 0.01)
+    assert pair.verdict == "not comparable" and "ran on different hardware" in pair.why and "H200" in pair.why
+    same = compare_cells(on("EPYC", ["H100"]), on("EPYC", ["H100"]), 0.05, 0.01)
+    assert same.verdict == "not significant"
+
+
+def test_a_run_over_machines_of_different_kinds_says_so() -> None:
+    from harness.reporting.view import machines
+
+    node = {"cpu": {"model": "EPYC", "logical_cores": 8}, "gpus": ["H100"]}
+    assert machines({"nodes": {"a": node}}) == ""
+    assert "all EPYC x8, H100" in machines({"nodes": {"a": node, "b": node}})
+    mixed = machines({"nodes": {"a": node, "b": {**node, "gpus": ["H200"]}}})
+    assert "2 machines (a, b) of 2 different kinds" in mixed

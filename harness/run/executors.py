@@ -1,0 +1,139 @@
+"""Where a run's cells execute: one after another here (the default), N at a time here
+(`--jobs N`), or as tasks on a Ray cluster (`--executor ray`, harness/run/ray_executor.py).
+
+An executor takes the cells to run and a function that runs one cell's worker on a slot and
+returns its outcome (the `CellTask`), and hands back each cell's outcome as it finishes, always to
+the main thread: the runner writes the bundle and the progress bar from there, so a parallel run
+writes the same bundle, in the same way, as a serial one. Ctrl-C (which only the main thread
+receives) stops every running worker; their cells come back as interrupted.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.measure.protocol import WorkerRequest
+from harness.run.isolation import WorkerOutcome, run_worker
+from harness.run.slots import Slot
+
+
+@dataclass
+class CellTask:
+    """Everything a cell's worker needs, wherever it runs; `artifacts` is the bundle's folder for
+    the cell (an executor on another machine sends the files back into it)."""
+
+    cell_id: str
+    label: str
+    request: WorkerRequest
+    artifacts: Path
+    timeout_s: float
+    memory_limit_bytes: int | None
+    env_names: list[str]
+    scratch_env: dict[str, str]
+    device: str
+
+
+@dataclass
+class Finished:
+    task: CellTask
+    outcome: WorkerOutcome | None  # None: interrupted before it ended
+    node: dict[str, Any] = field(default_factory=dict)  # where it ran (hostname, slot, ...)
+    failure: str | None = None  # the executor lost it (a Ray worker that died twice)
+
+
+# Called with "start" when a cell's worker starts, then with each phase it reports.
+OnPhase = Callable[[CellTask, str], None]
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]: ...
+
+
+@functools.cache
+def _machine() -> dict[str, Any]:
+    from harness.run.system import cpu_info, gpu_info
+
+    cpu = cpu_info()
+    return {"cpu": {k: cpu.get(k) for k in ("model", "logical_cores", "memory_bytes")},
+            "gpus": [g.get("name") for g in gpu_info().get("gpus") or []]}
+
+
+def node_info(slot: Slot | None, executor: str = "local") -> dict[str, Any]:
+    """Where a cell ran: the machine (hostname, CPU, GPUs) and the slot it was given."""
+    import socket
+
+    return {"hostname": socket.gethostname(), "executor": executor, "slot": slot.record() if slot else None,
+            **_machine()}
+
+
+def run_here(task: CellTask, slot: Slot | None, on_phase: Callable[[str], None],
+             stop: threading.Event | None = None) -> WorkerOutcome:
+    return run_worker(task.request, timeout_s=task.timeout_s, log_path=task.artifacts / "worker.log",
+                      memory_limit_bytes=task.memory_limit_bytes, on_phase=on_phase, env_names=task.env_names,
+                      scratch_env=task.scratch_env, slot=slot, stop=stop)
+
+
+class Serial:
+    """One cell after the other, with the whole machine: a plain run."""
+
+    name = "local"
+    jobs = 1
+
+    def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
+        for task in tasks:
+            on_phase(task, "start")
+            outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase))  # type: ignore[misc]
+            yield Finished(task, outcome, node_info(None))
+
+
+class LocalPool:
+    """`jobs` cells at a time on this machine, each in a slot of its own (harness/run/slots.py)."""
+
+    name = "local"
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.slots = slots
+        self.jobs = len(slots)
+
+    def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
+        free: queue.Queue[Slot] = queue.Queue()
+        for slot in self.slots:
+            free.put(slot)
+        stop = threading.Event()
+
+        def one(task: CellTask) -> Finished:
+            slot = free.get()
+            try:
+                if stop.is_set():
+                    raise KeyboardInterrupt
+                on_phase(task, "start")
+                outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop)
+                return Finished(task, outcome, node_info(slot))
+            except KeyboardInterrupt:
+                return Finished(task, None, node_info(slot))
+            finally:
+                free.put(slot)
+
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fusionbench-cell")
+        pending: set[Future[Finished]] = {pool.submit(one, task) for task in tasks}
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+        except BaseException:  # Ctrl-C, SIGTERM or a failed write: stop every worker, keep nothing running
+            stop.set()
+            for future in pending:
+                future.cancel()
+            pool.shutdown(wait=True)
+            raise
+        pool.shutdown(wait=True)

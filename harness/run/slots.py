@@ -1,0 +1,95 @@
+"""What each cell of a parallel run may use, so that no two timed cells share a device or a core.
+
+A slot is a set of CPU cores and, on a GPU run, one GPU. `--jobs N` on one machine cuts the
+usable cores into N disjoint sets (and gives each of N jobs a GPU of its own on a GPU run);
+a cell's worker binds itself to its slot's cores (`FUSIONBENCH_CPUS`, read before torch is
+imported), sees only its slot's GPU (CUDA_VISIBLE_DEVICES) and runs as many OpenMP/MKL threads as
+its slot has cores.
+A run with one job has no slot: the worker gets the machine as a plain run always did.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    cpus: tuple[int, ...] = ()
+    gpu: str | None = None  # an index or UUID as CUDA_VISIBLE_DEVICES takes it
+
+    def environment(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.cpus:
+            threads = str(len(self.cpus))
+            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, FUSIONBENCH_CPUS=",".join(map(str, self.cpus)))
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        return env
+
+    def record(self) -> dict[str, object]:
+        return {"index": self.index, "cpus": list(self.cpus), "gpu": self.gpu}
+
+
+def usable_cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def plan(jobs: int, device: str, cores: list[int], gpus: list[str]) -> list[Slot]:
+    """`jobs` disjoint slots of the machine; a clear error where it has too few cores or GPUs."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: give 1 or more")
+    if device == "cuda" and jobs > len(gpus):
+        raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
+    if jobs > len(cores):
+        raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(cores)} are usable here")
+    share = len(cores) // jobs
+    return [Slot(index=k, cpus=tuple(cores[k * share:(k + 1) * share]),
+                 gpu=gpus[k] if device == "cuda" else None) for k in range(jobs)]
+
+
+LOCK_DIR = Path(tempfile.gettempdir()) / "fusionbench-cores"
+CLAIM_POLL_S = 0.2
+
+
+@contextmanager
+def claimed(count: int, lock_dir: Path = LOCK_DIR) -> Iterator[Slot]:
+    """`count` of this machine's usable cores no other cell holds, for as long as the block runs:
+    one lock file per core, held with flock (released by the kernel if the holder dies). On a Ray
+    node the scheduler already reserved the cores' worth (`num_cpus`); this says which ones."""
+    cores = usable_cores()
+    if count > len(cores):
+        raise ConfigError(f"a cell asks for {count} cores and {len(cores)} are usable on this node")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        held: list[tuple[int, int]] = []
+        for core in cores:
+            fd = os.open(lock_dir / f"core-{core}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            held.append((core, fd))
+            if len(held) == count:
+                break
+        if len(held) == count:
+            try:
+                yield Slot(index=held[0][0], cpus=tuple(core for core, _ in held))
+            finally:
+                for _, fd in held:
+                    os.close(fd)
+            return
+        for _, fd in held:  # not enough free now: let go of all, so no two claims wait on each other
+            os.close(fd)
+        time.sleep(CLAIM_POLL_S)

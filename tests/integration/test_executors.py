@@ -1,0 +1,168 @@
+"""Cells run in parallel here (`--jobs 2`) and as tasks on a local Ray instance with 2 CPUs: the
+same bundle as a serial run, cell for cell, with a crashing cell, a Ray worker killed mid-cell
+(the cell is run again, never lost) and a resumed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.integration.test_cli_end_to_end import cells_of, only_bundle
+from tests.integration.test_faults import cli, faults_env  # noqa: F401 - a fixture used here
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = ("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager, fault_segfault]\n"
+         "scenarios: [SingleStream]\nloadgen: {min_duration_s: 0.3}\n"
+         "timing: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n")
+
+
+def ray_or_skip() -> None:
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install .[ray])")
+
+
+def structure(bundle: Path) -> dict[str, Any]:
+    """What must be the same whatever executor ran the cells: ids, statuses, record keys, files."""
+    cells = cells_of(bundle)
+    return {cell_id: (cell["status"], sorted(set(cell) - {"node"}),
+                      sorted(p.relative_to(bundle / "cells" / cell_id).parts[0]
+                             for p in (bundle / "cells" / cell_id).rglob("*") if p.is_file()))
+            for cell_id, cell in cells.items()}
+
+
+@pytest.fixture(scope="module")
+def serial(faults_env, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    work = tmp_path_factory.mktemp("serial")
+    (work / "sweep.yaml").write_text(SWEEP)
+    done = cli(faults_env, "run", str(work / "sweep.yaml"), "--out", str(work / "out"))
+    assert done.returncode == 1, done.stdout + done.stderr  # the segfault cell fails
+    return only_bundle(work / "out")
+
+
+def test_two_local_jobs_give_the_serial_runs_bundle_on_cores_of_their_own(faults_env, serial, tmp_path: Path) -> None:  # noqa: F811
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
+    done = cli(faults_env, "run", str(tmp_path / "sweep.yaml"), "--out", str(tmp_path / "out"), "--jobs", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    bundle = only_bundle(tmp_path / "out")
+    assert structure(bundle) == structure(serial)
+    cells = cells_of(bundle).values()
+    assert {tuple(c["node"]["slot"]["cpus"]) for c in cells} <= {(0,), (1,)}
+    for cell in cells:
+        if cell["status"] == "valid":  # bound to its slot's core, one thread
+            assert cell["environment"]["cpu_affinity"] == cell["node"]["slot"]["cpus"]
+            assert cell["environment"]["variables"]["OMP_NUM_THREADS"] == "1"
+    header = json.loads((bundle / "bundle.json").read_text())
+    assert header["executor"]["jobs"] == 2 and len(header["nodes"]) == 1
+    assert cli(faults_env, "validate", str(bundle)).returncode == 0
+
+
+def test_ray_runs_the_same_bundle_and_a_crashing_cell_fails_with_its_reason(faults_env, serial, tmp_path: Path) -> None:  # noqa: F811
+    ray_or_skip()
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
+    done = cli(faults_env, "run", str(tmp_path / "sweep.yaml"), "--out", str(tmp_path / "out"), "--executor", "ray")
+    assert done.returncode == 1, done.stdout + done.stderr
+    bundle = only_bundle(tmp_path / "out")
+    assert structure(bundle) == structure(serial)
+    cells = {c["config"]["backend"]: c for c in cells_of(bundle).values()}
+    assert "worker killed by SIGSEGV" in cells["fault_segfault"]["reasons"][0]
+    assert cells["eager"]["node"]["executor"] == "ray" and cells["eager"]["node"]["ray_node_id"]
+    assert json.loads((bundle / "bundle.json").read_text())["executor"]["name"] == "ray"
+    assert cli(faults_env, "validate", str(bundle)).returncode == 0
+
+
+def _worker_of(backend: str, deadline: float) -> psutil.Process:
+    """The cell worker process measuring `backend` (its request names it)."""
+    while time.monotonic() < deadline:
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info["cmdline"] or []
+            if "harness.measure.worker" in cmdline:
+                try:
+                    request = json.loads(Path(cmdline[-1]).read_text())
+                except (OSError, ValueError):
+                    continue
+                if request["cell"]["backend"] == backend:
+                    return process
+        time.sleep(0.2)
+    raise AssertionError(f"no worker for {backend} started")
+
+
+def _phase(worker: psutil.Process) -> str:
+    try:
+        return Path(worker.cwd(), "phase").read_text().strip()
+    except (OSError, psutil.Error):
+        return ""
+
+
+def test_a_ray_worker_killed_mid_cell_runs_the_cell_again(faults_env, tmp_path: Path) -> None:  # noqa: F811
+    ray_or_skip()
+    (tmp_path / "sweep.yaml").write_text(
+        "models: [{name: resnet18, input_size: 32}]\nbackends: [fault_slow_first]\nscenarios: [SingleStream]\n"
+        "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n")
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "sweep.yaml"), "--out",
+                            str(tmp_path / "out"), "--executor", "ray"],
+                           cwd=REPO, env=faults_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        worker = _worker_of("fault_slow_first", time.monotonic() + 120)
+        while worker.is_running() and _phase(worker) != "first_call":
+            time.sleep(0.1)  # its first call sleeps 3 s: kill the Ray worker that runs it then
+        ray_worker = worker.parent()
+        assert ray_worker is not None and "harness.measure.worker" not in " ".join(ray_worker.cmdline())
+        os.kill(ray_worker.pid, signal.SIGKILL)
+        output, _ = run.communicate(timeout=600)
+    finally:
+        run.kill()
+    assert run.returncode == 0, output
+    (cell,) = cells_of(only_bundle(tmp_path / "out")).values()
+    assert cell["status"] == "valid", cell["reasons"]  # run again by Ray, not lost
+    assert not worker.is_running()  # the first attempt's worker died with its Ray worker
+
+
+def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path: Path) -> None:  # noqa: F811
+    ray_or_skip()
+    (tmp_path / "sweep.yaml").write_text(
+        "models: [{name: resnet18, input_size: 32}]\nbackends: [null, fault_hang]\nscenarios: [SingleStream]\n"
+        "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n"
+        "limits: {cell_timeout_s: 20}\n")
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "sweep.yaml"), "--out",
+                            str(tmp_path / "out"), "--executor", "ray"],
+                           cwd=REPO, env=faults_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not list((tmp_path / "out").glob("*/cells/*.json")):
+            time.sleep(0.2)  # the null cell is written; the hanging one is still running
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 143, output
+    bundle = only_bundle(tmp_path / "out")
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    hang = next(c for c in cells_of(bundle).values() if c["config"]["backend"] == "fault_hang")
+    assert hang["status"] == "interrupted"
+    resumed = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray")
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the hang now runs into its time limit
+    cells = {c["config"]["backend"]: c for c in cells_of(bundle).values()}
+    assert cells["null"]["status"] == "valid" and "time limit of 20 s exceeded" in cells["fault_hang"]["reasons"][0]
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    assert cli(faults_env, "validate", str(bundle)).returncode == 0
+
+
+def test_asking_for_ray_without_it_says_how_to_get_it(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SWEEP.replace(", fault_segfault", ""))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path / "no-ray"), os.environ.get("PYTHONPATH"))))}
+    (tmp_path / "no-ray").mkdir()
+    (tmp_path / "no-ray" / "ray.py").write_text("raise ImportError('no ray here')\n")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "s.yaml"), "--out",
+                           str(tmp_path / "out"), "--executor", "ray"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "pip install .[ray]" in done.stderr, done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()

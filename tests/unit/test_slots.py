@@ -1,0 +1,56 @@
+"""Slots of a parallel run: disjoint cores (and one GPU each) per job, clear refusals, and cores
+claimed on a node so that no two cells hold the same one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.run import slots
+
+
+def test_plan_cuts_the_cores_into_disjoint_sets_and_gives_each_gpu_job_a_gpu() -> None:
+    planned = slots.plan(2, "cpu", [0, 1, 2, 3, 4], [])
+    assert [s.cpus for s in planned] == [(0, 1), (2, 3)]
+    assert planned[0].environment() == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "FUSIONBENCH_CPUS": "0,1"}
+    gpu = slots.plan(2, "cuda", [0, 1, 2, 3], ["0", "1", "2"])
+    assert [(s.cpus, s.gpu) for s in gpu] == [((0, 1), "0"), ((2, 3), "1")]
+    assert gpu[1].environment()["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+@pytest.mark.parametrize(("jobs", "device", "cores", "gpus", "words"), [
+    (0, "cpu", [0, 1], [], "give 1 or more"),
+    (3, "cpu", [0, 1], [], "each cell needs a core of its own and 2 are usable"),
+    (2, "cuda", [0, 1, 2, 3], ["0"], "a GPU cell takes a GPU of its own and this machine has 1"),
+])
+def test_plan_refuses_what_the_machine_cannot_give(jobs: int, device: str, cores: list[int], gpus: list[str],
+                                                    words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        slots.plan(jobs, device, cores, gpus)
+
+
+def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
+    held: list[tuple[int, ...]] = []
+    order: list[str] = []
+    with slots.claimed(1, tmp_path) as first, slots.claimed(1, tmp_path) as second:
+        held += [first.cpus, second.cpus]
+
+        def third() -> None:
+            with slots.claimed(1, tmp_path) as slot:
+                order.append(f"third got {slot.cpus}")
+
+        waiting = threading.Thread(target=third)
+        waiting.start()
+        time.sleep(3 * slots.CLAIM_POLL_S)
+        order.append("released")
+    waiting.join(timeout=10)
+    assert sorted(held) == [(0,), (1,)]
+    assert order[0] == "released" and order[1].startswith("third got"), order
+    with pytest.raises(ConfigError, match="asks for 3 cores and 2 are usable"):
+        with slots.claimed(3, tmp_path):
+            pass
