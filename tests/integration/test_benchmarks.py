@@ -25,3 +25,4 @@ def test_overhead_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     assert figures["null_singlestream_p50_ns"] > 0 and figures["null_offline_samples_per_s"] > 0
     assert figures["resnet18_ratio_harness_to_bare"] > 0
     assert "ratio harness / bare" in done.stdout
+

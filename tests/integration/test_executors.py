@@ -102,14 +102,20 @@ def _phase(worker: psutil.Process) -> str:
         return ""
 
 
+def _ray_run(env: dict[str, str], work: Path, backends: str, limits: str = "") -> subprocess.Popen[str]:
+    """A CLI run of `backends` on a local Ray instance, in the background."""
+    (work / "sweep.yaml").write_text(
+        f"models: [{{name: resnet18, input_size: 32}}]\nbackends: [{backends}]\nscenarios: [SingleStream]\n"
+        "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n"
+        f"{limits}")
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(work / "sweep.yaml"), "--out",
+                             str(work / "out"), "--executor", "ray"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def test_a_ray_worker_killed_mid_cell_runs_the_cell_again(faults_env, tmp_path: Path) -> None:  # noqa: F811
     ray_or_skip()
-    (tmp_path / "sweep.yaml").write_text(
-        "models: [{name: resnet18, input_size: 32}]\nbackends: [fault_slow_first]\nscenarios: [SingleStream]\n"
-        "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n")
-    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "sweep.yaml"), "--out",
-                            str(tmp_path / "out"), "--executor", "ray"],
-                           cwd=REPO, env=faults_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = _ray_run(faults_env, tmp_path, "fault_slow_first")
     try:
         worker = _worker_of("fault_slow_first", time.monotonic() + 120)
         while worker.is_running() and _phase(worker) != "first_call":
@@ -128,13 +134,7 @@ def test_a_ray_worker_killed_mid_cell_runs_the_cell_again(faults_env, tmp_path: 
 
 def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path: Path) -> None:  # noqa: F811
     ray_or_skip()
-    (tmp_path / "sweep.yaml").write_text(
-        "models: [{name: resnet18, input_size: 32}]\nbackends: [null, fault_hang]\nscenarios: [SingleStream]\n"
-        "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n"
-        "limits: {cell_timeout_s: 20}\n")
-    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "sweep.yaml"), "--out",
-                            str(tmp_path / "out"), "--executor", "ray"],
-                           cwd=REPO, env=faults_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = _ray_run(faults_env, tmp_path, "null, fault_hang", "limits: {cell_timeout_s: 20}\n")
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not list((tmp_path / "out").glob("*/cells/*.json")):
