@@ -3,7 +3,8 @@
 Each reads bundles through `harness.bundle.reader` (strict, bounded, read-only) and refuses to
 compare, report or pack a bundle that fails `validate`, so a figure from an altered bundle is
 never presented as measured. Exit codes: 0 success; 1 validate found problems, or compare found
-a regression or a new failure; 2 a bundle or an option could not be used (one line says why).
+a regression, a new failure or a valid cell it could not pair (unless --allow-missing); 2 a bundle
+or an option could not be used (one line says why).
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     check = sub.add_parser("validate", help="check a bundle: checksums, schema, consistency, LoadGen logs")
     check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
 
-    diff = sub.add_parser("compare", help="compare two bundles cell by cell (exit 1 on a regression)")
+    diff = sub.add_parser("compare", help="compare two bundles cell by cell (exit 1 on a regression or an unpaired valid cell)")
     diff.add_argument("a", type=Path, metavar="A", help="the baseline bundle")
     diff.add_argument("b", type=Path, metavar="B", help="the bundle to judge against it")
     diff.add_argument("--threshold", type=float, default=0.05,
                       help="smallest relative change of the median that counts (default: 0.05)")
     diff.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
     diff.add_argument("--out", type=Path, help="write the comparison to this file as well")
+    diff.add_argument("--allow-missing", action="store_true",
+                      help="exit 0 even when a cell valid in one bundle is missing or skipped in the other")
 
     report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -85,6 +88,10 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if args.out:
         args.out.write_text(text)
     sys.stdout.write(text)
+    if comparison.unpaired and not args.allow_missing:
+        print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'); "
+              "--allow-missing accepts that", file=sys.stderr)
+        return EXIT_PROBLEMS
     return EXIT_PROBLEMS if comparison.worse else 0
 
 

@@ -54,6 +54,10 @@ class Comparison:
     alpha: float
     systems: list[tuple[str, str, str]] = field(default_factory=list)  # (what, A, B)
     pairs: list[Pair] = field(default_factory=list)
+    #: Cells valid in one bundle with no valid counterpart in the other (missing there, or
+    #: skipped): the comparison could not judge them, and the CLI does not exit 0 for it unless
+    #: asked to (`--allow-missing`).
+    unpaired: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {label: sum(1 for p in self.pairs if p.verdict == label) for label in LABELS}
@@ -173,7 +177,14 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     """Pair the cells of `a` (the baseline) and `b` by id, and label each pair."""
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
                         systems=system_differences(a.header, b.header))
+    cells_a = {cell["id"]: cell for cell in a.cells}
     cells_b = {cell["id"]: cell for cell in b.cells}
+    for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
+        for cell_id, cell in ours.items():
+            counterpart = theirs.get(cell_id)
+            if cell["status"] == "valid" and (counterpart is None or counterpart["status"] == "skipped"):
+                why = "not run" if counterpart is None else "skipped"
+                result.unpaired.append(f"{cell['label']}: valid in {side}, {why} in {other_side}")
     seen = set()
     for cell in a.cells:
         seen.add(cell["id"])
@@ -194,7 +205,7 @@ def to_json(comparison: Comparison) -> str:
     data = {
         "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
         "test": "Mann-Whitney U (two-sided, normal approximation) on device-timing samples, and the threshold",
-        "counts": comparison.counts(), "worse": comparison.worse,
+        "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
         "geomean_by_backend": comparison.geomeans(),
         "pairs": [asdict(p) for p in comparison.pairs],
@@ -221,6 +232,9 @@ def to_markdown(comparison: Comparison) -> str:
         lines += ["## The systems are the same", "", "Same harness, hardware, driver and library versions."]
     counts = c.counts()
     lines += ["", "## Summary", "", " · ".join(f"{label}: {counts[label]}" for label in LABELS), ""]
+    if c.unpaired:
+        lines += [f"## Unpaired: {len(c.unpaired)} valid cell(s) with nothing to compare against", "",
+                  *(f"- {md_cell(line)}" for line in c.unpaired), ""]
     geomeans = c.geomeans()
     if geomeans:
         lines += ["## Per backend", "", "Geometric mean of B/A median batch time (below 1: B is faster).", "",

@@ -76,6 +76,8 @@ def run(request: RunRequest, console: Console) -> int:
         )
     cells = select(expand(resolved, device), request.only or {})
     executor = _executor(request, device, probe)
+    if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
+        _writable(request.cache_dir, "--cache-dir")
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
         input_folder = _input_folder(resolved, request.scenario_path.parent)
@@ -221,17 +223,18 @@ def _input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
     return str(folder)
 
 
-def _writable(out_dir: Path) -> Path:
+def _writable(out_dir: Path, option: str = "--out") -> Path:
+    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--out {out_dir}: cannot create it ({exc.strerror})") from None
+        raise ConfigError(f"{option} {out_dir}: cannot create it ({exc.strerror})") from None
     probe = out_dir / ".fusionbench-write-test"
     try:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ConfigError(f"--out {out_dir}: not writable ({exc.strerror})") from None
+        raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror})") from None
     return out_dir
 
 

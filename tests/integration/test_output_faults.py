@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,29 @@ def test_an_output_directory_that_cannot_be_made_is_refused_before_anything_runs
                            str(tmp_path / "a-file" / "results")], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and "cannot create it" in done.stderr and "Traceback" not in done.stderr
     assert "probing" in done.stdout and "cell(s)" not in done.stdout  # refused before the first cell
+
+
+def test_a_read_only_cache_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o555)
+    try:
+        if os.access(cache, os.W_OK):
+            pytest.skip("this user can write to a read-only directory (root): the refusal cannot be shown")
+        with pytest.raises(ConfigError, match=r"--cache-dir .*cache: not writable"):
+            run(RunRequest(scenario_path=scenario(tmp_path), device="cpu", out_dir=tmp_path / "results", cache_dir=cache),
+                Console(file=io.StringIO()))
+    finally:
+        cache.chmod(0o755)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_cache_directory_under_a_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    with pytest.raises(ConfigError, match=r"--cache-dir .*a-file/cache: cannot create it"):
+        run(RunRequest(scenario_path=scenario(tmp_path), device="cpu", out_dir=tmp_path / "results",
+                       cache_dir=tmp_path / "a-file" / "cache"), Console(file=io.StringIO()))
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_nearly_full_disk_is_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -171,3 +171,15 @@ def test_a_run_over_machines_of_different_kinds_says_so() -> None:
     assert "all EPYC x8, H100" in machines({"nodes": {"a": node, "b": node}})
     mixed = machines({"nodes": {"a": node, "b": {**node, "gpus": ["H200"]}}})
     assert "2 machines (a, b) of 2 different kinds" in mixed
+
+
+def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed() -> None:
+    done = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "mlperf"))
+    assert done.returncode == 1, done.stderr
+    assert "## Unpaired:" in done.stdout and "valid in A, not run in B" in done.stdout
+    assert "valid in B, not run in A" in done.stdout and "--allow-missing" in done.stderr
+    allowed = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "mlperf"), "--allow-missing", "--format", "json")
+    assert allowed.returncode == 0, allowed.stderr
+    assert len(json.loads(allowed.stdout)["unpaired"]) >= 2
+    same = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "v3"))
+    assert same.returncode == 0 and "Unpaired" not in same.stdout
