@@ -83,11 +83,19 @@ class Settings:
 
     def for_accuracy(self) -> Any:
         """The same settings in AccuracyOnly mode (every sample of the library once)."""
-        if self.current is None:
-            raise HarnessError("the accuracy run needs the performance run's settings")
-        self.current.mode = self.lg.TestMode.AccuracyOnly
+        self._again("the accuracy run").mode = self.lg.TestMode.AccuracyOnly
         if self.profile != "mlperf":
             self.current.performance_sample_count_override = self.sample_count
+        return self.current
+
+    def for_compliance(self, test: str) -> Any:
+        """The same settings in PerformanceOnly mode, which the test's audit.config then adjusts."""
+        self._again(test).mode = self.lg.TestMode.PerformanceOnly
+        return self.current
+
+    def _again(self, what: str) -> Any:
+        if self.current is None:
+            raise HarnessError(f"{what} needs the performance run's settings")
         return self.current
 
 
@@ -165,7 +173,6 @@ def run_accuracy(prepared: Prepared, samples: list[Any], cell: dict[str, Any], s
     accuracy log and accuracy.txt stay in `outdir`."""
     import mlperf_loadgen as lg
 
-    outdir.mkdir(parents=True, exist_ok=True)
     _run_once(lg, prepared, samples, cell, settings.for_accuracy(), outdir, answer_top1=True, keep_accuracy_log=True)
     log = outdir / "mlperf_log_accuracy.json"
     scored = accuracy.score(log, labels)
@@ -244,12 +251,9 @@ def run_compliance(prepared: Prepared, samples: list[Any], cell: dict[str, Any],
     outdir.mkdir(parents=True, exist_ok=True)
     audit = outdir / "audit.config"
     audit.write_text(compliance.audit_config(test))
-    if settings.current is None:
-        raise HarnessError(f"{test} needs the performance run's settings")
-    settings.current.mode = lg.TestMode.PerformanceOnly
     run_dir = outdir / "performance" / "run_1"
     logs_responses = test == "TEST01"
-    result = _run_once(lg, prepared, samples, cell, settings.current, run_dir, answer_top1=logs_responses,
+    result = _run_once(lg, prepared, samples, cell, settings.for_compliance(test), run_dir, answer_top1=logs_responses,
                        keep_accuracy_log=logs_responses, audit_config=str(audit))
     passed, lines = compliance.verify_performance(test, performance, result)
     (outdir / "verify_performance.txt").write_text(compliance.report(passed, lines))

@@ -1,10 +1,9 @@
 """Top-1 accuracy from LoadGen's accuracy log, computed as MLPerf's ImageNet accuracy script does.
 
 The labels (harness/models/labels.py) are ImageNet's validation layout (`val_map.txt`); line k is
-LoadGen's sample k. Each
-response in `mlperf_log_accuracy.json` carries the predicted class as one float32 (hex, as
-LoadGen writes a response's bytes); a sample answered more than once counts once; accuracy is
-correct samples over distinct samples, printed as `accuracy=76.456%, good=..., total=...`.
+LoadGen's sample k. Each response in `mlperf_log_accuracy.json` carries the predicted class as one
+float32 (hex, as LoadGen writes a response's bytes); a sample answered more than once counts once;
+accuracy is correct samples over distinct samples, printed as `accuracy=76.456%, good=..., total=...`.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.models.labels import read_labels
 
-__all__ = ["predicted", "read_labels", "response_bytes", "score", "summary_line"]
 
 def response_bytes(top1: int) -> bytes:
     """What the system under test answers for one sample: its top-1 class as a float32."""
@@ -26,16 +23,10 @@ def response_bytes(top1: int) -> bytes:
 
 def score(log: Path, labels: list[int]) -> dict[str, Any]:
     """Top-1 accuracy of an accuracy log against `labels` (index = LoadGen's sample index)."""
-    try:
-        entries = json.loads(log.read_text())
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot read the accuracy log {log}: {exc}") from None
-    if not isinstance(entries, list):
-        raise HarnessError(f"{log}: not a list of responses")
     seen: set[int] = set()
     good = 0
-    for entry in entries:
-        index = entry.get("qsl_idx") if isinstance(entry, dict) else None
+    for entry in read_log(log):
+        index = entry.get("qsl_idx")
         if not isinstance(index, int) or not 0 <= index < len(labels):
             raise HarnessError(f"{log}: a response names sample {index!r}, outside the {len(labels)} labelled")
         if index in seen:
@@ -45,6 +36,17 @@ def score(log: Path, labels: list[int]) -> dict[str, Any]:
     if not seen:
         raise HarnessError(f"{log}: no response was logged")
     return {"top1_percent": 100.0 * good / len(seen), "good": good, "total": len(seen)}
+
+
+def read_log(log: Path) -> list[dict[str, Any]]:
+    """The responses of a LoadGen accuracy log; a clear error for an unreadable or damaged one."""
+    try:
+        entries = json.loads(log.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot read the accuracy log {log}: {exc}") from None
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise HarnessError(f"{log}: not a list of responses")
+    return entries
 
 
 def predicted(entry: dict[str, Any], log: Path) -> int:

@@ -12,6 +12,13 @@ from dataclasses import dataclass
 
 from harness.models.catalog import CLASSIFICATION_MODELS
 
+# mlperf.conf's minimum duration of a performance run, every benchmark and scenario.
+MLPERF_MIN_DURATION_S = 600.0
+# mlperf.conf's samples per MultiStream query, every benchmark.
+MLPERF_SAMPLES_PER_QUERY = 8
+# Images in ImageNet 2012's validation set: an accuracy run of MLPerf's resnet scores all of them.
+IMAGENET_VALIDATION_IMAGES = 50_000
+
 
 @dataclass(frozen=True)
 class Benchmark:
@@ -38,10 +45,3 @@ RESNET = Benchmark(
 def benchmark_for(model: str) -> Benchmark | None:
     """The MLPerf benchmark `model` can stand for, or None."""
     return RESNET if model in CLASSIFICATION_MODELS else None
-
-# mlperf.conf's minimum duration of a performance run, every benchmark and scenario.
-MLPERF_MIN_DURATION_S = 600.0
-# mlperf.conf's samples per MultiStream query, every benchmark.
-MLPERF_SAMPLES_PER_QUERY = 8
-# Images in ImageNet 2012's validation set: an accuracy run of MLPerf's resnet scores all of them.
-IMAGENET_VALIDATION_IMAGES = 50_000

@@ -19,12 +19,11 @@ MLPerf's submission checker reads them.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.mlperf.accuracy import predicted
+from harness.mlperf.accuracy import predicted, read_log
 
 TESTS = ("TEST01", "TEST04")
 TEST01_SEED = 720381539243781796
@@ -77,9 +76,9 @@ def verify_performance(test: str, reference: dict[str, Any], run: dict[str, Any]
 
 def verify_accuracy(accuracy_log: Path, test_log: Path) -> tuple[bool, list[str]]:
     """TEST01: every response the test run logged equals the accuracy run's for that sample."""
-    expected = {entry["qsl_idx"]: predicted(entry, accuracy_log) for entry in _entries(accuracy_log)}
+    expected = {entry["qsl_idx"]: predicted(entry, accuracy_log) for entry in read_log(accuracy_log)}
     matched = mismatched = unknown = 0
-    for entry in _entries(test_log):
+    for entry in read_log(test_log):
         want = expected.get(entry.get("qsl_idx"))
         if want is None:
             unknown += 1
@@ -90,16 +89,6 @@ def verify_accuracy(accuracy_log: Path, test_log: Path) -> tuple[bool, list[str]
     lines = [f"responses logged = {matched + mismatched + unknown}", f"matching the accuracy run = {matched}",
              f"differing from it = {mismatched}", f"samples the accuracy run did not answer = {unknown}"]
     return matched > 0 and mismatched == 0 and unknown == 0, lines
-
-
-def _entries(log: Path) -> list[dict[str, Any]]:
-    try:
-        entries = json.loads(log.read_text())
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot read the accuracy log {log}: {exc}") from None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise HarnessError(f"{log}: not a list of responses")
-    return entries
 
 
 def report(passed: bool, lines: list[str]) -> str:

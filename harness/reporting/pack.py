@@ -37,7 +37,7 @@ from harness.bundle import manifest
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle
 from harness.errors import ConfigError
-from harness.mlperf.benchmarks import benchmark_for
+from harness.mlperf.benchmarks import Benchmark, benchmark_for
 from harness.reporting import submission_rules
 from harness.reporting.submission_system import describe
 
@@ -270,12 +270,12 @@ def _refuse_closed(results: list[tuple[str, dict[str, Any]]], info: dict[str, st
     if not system_type:
         problems.append("system_type unknown: give it with --system-info (edge or datacenter decides the scenarios required)")
     else:
-        scenarios: dict[str, set[str]] = {}
+        scenarios: dict[tuple[str, Benchmark], set[str]] = {}  # each system's scenarios, per benchmark
         for name, cell in results:
-            scenarios.setdefault(name, set()).add(cell["config"]["scenario"])
-        for name, present in sorted(scenarios.items()):
-            benchmark = benchmark_for(next(c for n, c in results if n == name)["config"]["model"]["name"])
-            assert benchmark is not None
+            benchmark = benchmark_for(cell["config"]["model"]["name"])
+            assert benchmark is not None, "unpackable() ran first"
+            scenarios.setdefault((name, benchmark), set()).add(cell["config"]["scenario"])
+        for (name, benchmark), present in sorted(scenarios.items(), key=lambda item: (item[0][0], item[0][1].name)):
             missing = submission_rules.missing_scenarios(system_type, present, benchmark.edge_scenarios)
             if missing:
                 problems.append(f"{name}: a closed {system_type} system submits {', '.join(missing)} as well")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.bundle.reader import lookup
 from harness.mlperf.benchmarks import IMAGENET_VALIDATION_IMAGES, benchmark_for
 from harness.mlperf.compliance import TESTS
 
@@ -22,13 +23,13 @@ def unpackable(cell: dict[str, Any]) -> str | None:
     config = cell["config"]
     if cell["status"] != "valid":
         return f"{cell['status']} (only valid runs are results)"
-    if cell.get("metrics", {}).get("correctness", {}).get("max_abs_error") is None:
+    if lookup(cell, "metrics", "correctness", "max_abs_error") is None:
         return "computes no model (its output was never checked against eager)"  # the null backend
     if benchmark_for(config["model"]["name"]) is None:
         return f"{config['model']['name']} stands for no MLPerf benchmark"
     if config["loadgen"].get("profile") != "mlperf":
         return "not run with the mlperf profile (loadgen.profile: mlperf), so not with the official LoadGen settings"
-    if not cell["metrics"].get("accuracy"):
+    if not lookup(cell, "metrics", "accuracy"):
         return "no accuracy run (loadgen.accuracy: true, with labelled images)"
     return None
 

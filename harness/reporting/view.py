@@ -320,7 +320,7 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
         ("schema", f"written as version {loaded.version}"),
         ("machine noise", machine_noise(system.get("machine_noise"))),
-        *([("machines", machines(h))] if machines(h) else []),
+        *([("machines", spread)] if (spread := machines(h)) else []),
     ]
 
 

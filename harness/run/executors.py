@@ -53,9 +53,11 @@ OnPhase = Callable[[CellTask, str], None]
 
 
 class Executor(Protocol):
-    name: str
-
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]: ...
+
+    def record(self) -> dict[str, Any]:
+        """What the bundle header says of it (`executor`)."""
+        ...
 
 
 @functools.cache
@@ -85,8 +87,8 @@ def run_here(task: CellTask, slot: Slot | None, on_phase: Callable[[str], None],
 class Serial:
     """One cell after the other, with the whole machine: a plain run."""
 
-    name = "local"
-    jobs = 1
+    def record(self) -> dict[str, Any]:
+        return {"name": "local"}
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
         for task in tasks:
@@ -98,11 +100,12 @@ class Serial:
 class LocalPool:
     """`jobs` cells at a time on this machine, each in a slot of its own (harness/run/slots.py)."""
 
-    name = "local"
-
     def __init__(self, slots: list[Slot]) -> None:
         self.slots = slots
         self.jobs = len(slots)
+
+    def record(self) -> dict[str, Any]:
+        return {"name": "local", "jobs": self.jobs, "slots": [slot.record() for slot in self.slots]}
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
         free: queue.Queue[Slot] = queue.Queue()

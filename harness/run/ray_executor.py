@@ -31,7 +31,7 @@ from harness.run.slots import Slot, claimed
 
 RETRIES = 1
 WAIT_S = 0.5
-HOW_TO_GET_RAY = "Ray is not installed: `pip install .[ray]` (or `.venv/bin/pip install 'ray[default]'`) adds it"
+HOW_TO_GET_RAY = "Ray is not installed: `pip install .[ray]` adds it (./run.sh installs it with the rest)"
 
 
 def ray_module() -> Any:
@@ -67,15 +67,15 @@ def _node(slot: Slot) -> dict[str, Any]:
 
 
 class RayExecutor:
-    name = "ray"
-
-    def __init__(self, address: str | None, cpus_per_cell: int = 1, init_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, address: str | None, cpus_per_cell: int = 1) -> None:
         if cpus_per_cell < 1:
             raise ConfigError(f"--cpus-per-cell {cpus_per_cell}: give 1 or more")
         self.address = address
         self.cpus_per_cell = cpus_per_cell
-        self.init_kwargs = init_kwargs or {}
         self.ray = ray_module()
+
+    def record(self) -> dict[str, Any]:
+        return {"name": "ray", "address": self.address, "cpus_per_cell": self.cpus_per_cell}
 
     def resources(self, task: CellTask) -> dict[str, Any]:
         if task.device == "cuda":
@@ -88,7 +88,7 @@ class RayExecutor:
             # Ray's core worker installs its own SIGTERM and SIGINT handlers, which end the process;
             # keep the run's own, which leave the bundle interrupted and resumable.
             handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, **self.init_kwargs)
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
             for sig, handler in handlers.items():
                 if handler is not None:
                     signal.signal(sig, handler)

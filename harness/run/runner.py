@@ -116,7 +116,7 @@ def run(request: RunRequest, console: Console) -> int:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     try:
         deadline = time.monotonic() + request.budget_s if request.budget_s else None
-        bundle.update_header(executor=_executor_record(executor))
+        bundle.update_header(executor=executor.record())
         _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline, executor)
     except KeyboardInterrupt as stop:
         _close(bundle, "interrupted")
@@ -158,15 +158,6 @@ def _executor(request: RunRequest, device: str, probe: dict[str, Any]) -> Execut
     if device == "cuda" and not gpus:
         gpus = ["0"]  # resumed: no system probe; torch saw one
     return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), gpus))
-
-
-def _executor_record(executor: Executor) -> dict[str, Any]:
-    record: dict[str, Any] = {"name": executor.name}
-    if isinstance(executor, LocalPool):
-        record.update(jobs=executor.jobs, slots=[slot.record() for slot in executor.slots])
-    elif executor.name == "ray":
-        record.update(address=getattr(executor, "address", None), cpus_per_cell=getattr(executor, "cpus_per_cell", None))
-    return record
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:
