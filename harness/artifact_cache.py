@@ -1,10 +1,14 @@
-"""Keys and atomic writes for the artifacts backends keep between cells and runs.
+"""Keys, atomic writes and integrity for the artifacts backends keep between cells and runs.
 
 An exported ONNX file or a compiled library is reusable only for the same weights, input shape,
 dtype, library versions and settings. `fingerprint` hashes all of them (the weights by content,
 so two models with different random seeds never share an artifact), and `cached_dir` builds an
-artifact into a temporary directory and renames it into place, so an interrupted or failed build
-never leaves a file that a later cell would load.
+artifact into a temporary directory, seals it with the SHA-256 of every file it holds
+(`.entry.sha256`) and renames it into place, so an interrupted or failed build never leaves an
+entry that a later cell would load. Each use checks the seal: an entry edited, truncated or
+emptied since (a full disk, a copy cut short, a hand), or written before entries were sealed, is
+moved aside and built again, with a one-line warning on standard error and on the cell
+(`repairs`).
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+from harness.errors import BackendFailed
+
+SEAL = ".entry.sha256"
+_CHUNK = 1 << 20
+_repairs: list[str] = []
 
 
 def fingerprint(model: Any, example: Any, **settings: Any) -> str:
@@ -40,18 +51,23 @@ def _same_width_int(tensor: Any) -> Any:
 
 
 def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
-    """Make sure the artifact directory `path` exists, calling `build(tmp_dir)` when it does not.
+    """Make sure the artifact directory `path` exists and is intact, calling `build(tmp_dir)` when
+    it does not or is not.
 
-    `build` fills an empty temporary directory beside `path`, which is renamed to `path` only
-    when `build` returns, so `path` is always complete. Returns True when `path` was already
-    there (a cache hit), or appeared meanwhile from a concurrent build.
+    `build` fills an empty temporary directory beside `path`, which is sealed and renamed to
+    `path` only when `build` returns, so `path` is always complete. Returns True when `path` was
+    already there and intact (a cache hit), or appeared meanwhile from a concurrent build.
     """
     if path.is_dir():
-        return True
+        damage = damage_of(path)
+        if damage is None:
+            return True
+        _repair(path, damage)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
     try:
         build(tmp)
+        _seal(tmp)
         try:
             os.rename(tmp, path)
         except OSError:
@@ -61,3 +77,78 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return False
+
+
+def damage_of(entry: Path) -> str | None:
+    """What is wrong with the cache entry `entry` against its seal, or None when it is intact."""
+    try:
+        lines = (entry / SEAL).read_text().splitlines()
+    except FileNotFoundError:
+        return "written before entries were hashed"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"its {SEAL} is unreadable: {exc}"
+    listed = {}
+    for line in lines:
+        digest, _, rel = line.partition("  ")
+        if len(digest) != 64 or not rel:
+            return f"its {SEAL} is damaged"
+        listed[rel] = digest
+    present, others = _files(entry)
+    if others:
+        return f"{others[0]} is a link or special file"
+    for rel, digest in listed.items():
+        if rel not in present:
+            return f"{rel} is missing"
+        try:
+            if _sha256(entry / rel) != digest:
+                return f"{rel} differs from when it was built"
+        except OSError as exc:
+            return f"{rel} is unreadable: {exc.strerror}"
+    extra = sorted(set(present) - set(listed))
+    return f"{extra[0]} was added after it was built" if extra else None
+
+
+def repairs() -> list[str]:
+    """The warnings of the entries this process found damaged and rebuilt, for the cell's record."""
+    return list(_repairs)
+
+
+def _repair(entry: Path, damage: str) -> None:
+    message = f"cache entry {entry} was damaged ({damage}): rebuilt it"
+    print(f"fusionbench: warning: {message}", file=sys.stderr, flush=True)
+    _repairs.append(message)
+    aside = entry.with_name(f".{entry.name}.broken-{os.getpid()}")
+    try:
+        os.rename(entry, aside)  # at once: a concurrent reader sees the old entry whole or none
+    except OSError:
+        return  # another process moved it first
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _seal(directory: Path) -> None:
+    files, others = _files(directory)
+    if others:
+        raise BackendFailed(f"the build left {others[0]}, a link or special file, in {directory}; a cache entry "
+                            "holds regular files")
+    (directory / SEAL).write_text("".join(f"{_sha256(directory / rel)}  {rel}\n" for rel in sorted(files)))
+
+
+def _files(directory: Path) -> tuple[list[str], list[str]]:
+    """The regular files under `directory` (its seal apart) and anything else that is not a
+    directory (links, FIFOs, sockets), as paths relative to it."""
+    files, others = [], []
+    for path in directory.rglob("*"):
+        rel = path.relative_to(directory).as_posix()
+        if path.is_symlink() or not (path.is_dir() or path.is_file()):
+            others.append(rel)
+        elif path.is_file() and rel != SEAL:
+            files.append(rel)
+    return files, others
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -4,7 +4,8 @@
   collection into a private site directory put on sys.path and PYTHONPATH (so worker
   subprocesses see it too), exactly as an outside developer's package would be found: through
   its entry point. The project's own .venv is left as it was.
-- GPU tests are skipped with the reason where no CUDA device is visible.
+- GPU tests are skipped with the reason where no CUDA device is visible; the whole hostile-bundle
+  corpus (marked `corpus`) runs only when `-m corpus` asks for it.
 - Backends' artifact caches go to a temporary directory, not the user's ~/.cache.
 """
 
@@ -55,6 +56,10 @@ def _cuda_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "corpus" not in (config.option.markexpr or ""):
+        for item in items:
+            if "corpus" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason="the whole hostile-bundle corpus takes hours: run it with -m corpus"))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return

@@ -1,9 +1,11 @@
 """LoadGen's logs as a cell keeps them: validity, the scenario's metric, the settings LoadGen used
-and its result entries, read from the detail log (`:::MLLOG` JSON lines)."""
+and its result entries, read from the detail log (`:::MLLOG` JSON lines); and the figures of the
+summary log (`label : value` lines), named by the detail log's keys."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,43 @@ def parse_logs(outdir: Path, scenario: str) -> dict[str, Any]:
         "loadgen_version": entries.get("loadgen_version"),
         "logs": [SUMMARY, DETAIL],
     }
+
+
+_SUMMARY_LINE = re.compile(r"^\s*(?:\* )?([A-Za-z0-9 ./()%-]*?[A-Za-z0-9)])\s*:\s*(.*?)\s*$")
+_PERCENTILE = re.compile(r"^(\d+\.\d\d) percentile latency \(ns\)$")
+# Summary labels -> detail keys, where the summary prints a figure the detail log also records.
+_SAMPLE_STATS = {"Min latency (ns)": "result_min_latency_ns", "Max latency (ns)": "result_max_latency_ns",
+                 "Mean latency (ns)": "result_mean_latency_ns"}
+_QUERY_STATS = {"Min latency (ns)": "result_min_query_latency_ns", "Max latency (ns)": "result_max_query_latency_ns",
+                "Mean latency (ns)": "result_mean_query_latency_ns"}
+_RATES = {"Samples per second": "result_samples_per_second",
+          "Completed samples per second": "result_completed_samples_per_sec",
+          "Scheduled samples per second": "result_scheduled_samples_per_sec",
+          "QPS w/ loadgen overhead": "result_qps_with_loadgen_overhead",
+          "QPS w/o loadgen overhead": "result_qps_without_loadgen_overhead"}
+
+
+def parse_summary(text: str) -> dict[str, Any]:
+    """The summary log's scenario, mode, result (`VALID`/`INVALID`) and figures: `figures` maps
+    the detail log's key (`result_90.00_percentile_latency_ns`, ...) to the text the summary gives."""
+    fields: dict[str, str] = {}
+    figures: dict[str, str] = {}
+    per_query = False
+    for line in text.splitlines():
+        if line.strip().startswith("Per-query latency"):
+            per_query = True  # MultiStream: the statistics that follow are of queries, not samples
+            continue
+        match = _SUMMARY_LINE.match(line)
+        if not match:
+            continue
+        label, value = match.groups()
+        fields.setdefault(label, value)
+        percentile = _PERCENTILE.match(label)
+        if percentile:
+            kind = "per_query_latency_ns" if per_query else "latency_ns"
+            figures[f"result_{percentile.group(1)}_percentile_{kind}"] = value
+        elif label in _SAMPLE_STATS:
+            figures[(_QUERY_STATS if per_query else _SAMPLE_STATS)[label]] = value
+        elif label in _RATES:
+            figures[_RATES[label]] = value
+    return {"scenario": fields.get("Scenario"), "mode": fields.get("Mode"), "validity": fields.get("Result is"), "figures": figures}

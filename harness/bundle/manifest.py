@@ -99,6 +99,14 @@ def read(root: Path) -> dict[str, str]:
     return parse(text)
 
 
+_MISSING = f": listed in {MANIFEST} but missing"
+
+
+def missing_file(problem: str) -> str | None:
+    """The file a line of `problems` says is missing, or None for any other problem."""
+    return problem.removesuffix(_MISSING) if problem.endswith(_MISSING) else None
+
+
 def problems(root: Path) -> list[str]:
     """One line per file that is missing, edited, added, or not a regular file."""
     try:
@@ -110,7 +118,7 @@ def problems(root: Path) -> list[str]:
     lines = [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in others]
     for rel, digest in listed.items():
         if rel not in present:
-            lines.append(f"{rel}: listed in {MANIFEST} but missing")
+            lines.append(f"{rel}{_MISSING}")
         elif sha256_file(root / rel) != digest:
             lines.append(f"{rel}: edited (its SHA-256 differs from {MANIFEST})")
     for rel in files:

@@ -49,6 +49,32 @@ def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
+_TEXT = _nullable({"type": "string"})
+
+
+def _system() -> dict[str, Any]:
+    """The machine a run probed (harness/run/system.py), typed wherever a reader uses a field:
+    whatever validate accepts here, the report, compare and pack can show."""
+    count = _nullable(_int(COUNT_MAX))
+    gpu = _obj({"index": _int(1024), "name": {"type": "string"}, "memory_bytes": _nullable(_int(BYTES_MAX)),
+                "sm_clock_max_mhz": _nullable(_num(10**6))})
+    return _obj({
+        "cpu": _obj({"model": _TEXT, "architecture": _TEXT, "logical_cores": count, "physical_cores": count,
+                     "usable_cores": count, "memory_bytes": _nullable(_int(BYTES_MAX))}),
+        "gpu": _obj({"available": {"type": "boolean"}, "reason": {"type": "string"}, "driver": _TEXT,
+                     "gpus": {"type": "array", "items": gpu}}),
+        "os": _obj({"platform": _TEXT, "kernel": _TEXT, "system": _TEXT}),
+        "python": _obj({"version": _TEXT, "implementation": _TEXT, "executable": _TEXT}),
+        "torch": _obj({"installed": {"type": "boolean"}, "version": _TEXT, "cuda_build": _TEXT,
+                       "cuda_available": {"type": "boolean"}, "cudnn": {"type": ["string", "integer", "null"]},
+                       "devices": {"type": "array", "items": _obj({"name": {"type": "string"},
+                                                                    "capability": {"type": "string"}})}}),
+        "container": _obj({"in_container": {"type": "boolean"}, "image": _TEXT, "image_id": _TEXT, "image_digest": _TEXT}),
+        "packages": {"type": "object", "additionalProperties": {"type": "string"}},
+        "machine_noise": _nullable(_obj({"compute_cv": _num(1e6), "memory_cv": _num(1e6), "warning": _TEXT,
+                                         "method": {"type": "string"}})),
+        "peaks": _nullable({"type": "object"}),
+    })
 
 
 def _bundle_v1() -> dict[str, Any]:
@@ -69,7 +95,7 @@ def _bundle_v1() -> dict[str, Any]:
             "scenario_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "device": {"enum": ["cpu", "cuda"]},
             "only": {"type": "object"},
-            "system": {"type": "object"},
+            "system": _system(),
             "backends": {
                 "type": "object",
                 "additionalProperties": _obj(
@@ -133,7 +159,8 @@ def _metrics_v1() -> dict[str, Any]:
              ),
              "log_dir": {"type": "string", "pattern": _INNER_PATH},
              "logs": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"}},
-             "attempts": {"type": "array"}},
+             "attempts": {"type": "array"},
+             "results": {"type": "object"}, "settings": {"type": "object"}},
             ("scenario", "validity", "metric", "log_dir"),
         ),
         "memory": _obj({

@@ -9,8 +9,8 @@ Four layers, each reported one problem per line as `<file>: <what is wrong>`:
    finish), no record is unlisted, each id is the hash of its config, the scenario hash matches,
    a `valid` cell really is valid, summaries agree with their raw samples, the fusion report's
    counts agree with its kernels;
-4. LoadGen: each cell's validity and headline metric are read again from its own
-   `mlperf_log_detail.txt` and must match.
+4. LoadGen: each cell's validity, scenario, metric, results and settings are read again from its
+   own detail and summary logs and must match (`harness.bundle.loadgen_check`).
 
 Reading is read-only and bounded (`harness.bundle.reader`); a file that cannot be read at all is
 one problem line, and the checks that need it are skipped.
@@ -18,21 +18,17 @@ one problem line, and the checks that need it are skipped.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import manifest
+from harness.bundle import loadgen_check, manifest
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, load
+from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, SchemaVersionError
 from harness.stats import summarize_ns
-
-MAX_LOG_BYTES = 64 << 20
-# Two figures written from the same float may differ in their last digits once printed.
-_RELATIVE_TOLERANCE = 1e-6
 
 
 @dataclass
@@ -49,15 +45,18 @@ class Verdict:
         return not self.problems
 
 
-def validate(root: Path) -> Verdict:
+def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> Verdict:
     """Every problem of the bundle at `root`. Raises BundleError only when `root` is no bundle
-    at all (no directory, no bundle.json), SchemaVersionError when it is newer than this harness."""
+    at all (no directory, no bundle.json), SchemaVersionError when it is newer than this harness.
+    `integrity=False` skips the first layer: for a run that was killed, whose manifest is gone.
+    `resuming`: the bundle is about to be completed, so cells without a record are notes."""
     if not root.is_dir():
         raise BundleError(f"{root}: not a directory")
     if not (root / HEADER).exists():
         raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
     verdict = Verdict()
-    verdict.problems += manifest.problems(root)
+    if integrity:
+        verdict.problems += manifest.problems(root)
     verdict.files = len(manifest.bundle_files(root)[0])
     try:
         loaded = load(root)
@@ -73,13 +72,13 @@ def validate(root: Path) -> Verdict:
     verdict.problems += malformed
     if malformed:
         return verdict  # the consistency checks read fields the schema guarantees
-    _consistency(loaded, verdict)
+    _consistency(loaded, verdict, resuming)
     for cell in loaded.cells:
-        verdict.problems += _loadgen_problems(root, cell)
+        verdict.problems += loadgen_check.problems(root, cell)
     return verdict
 
 
-def _consistency(loaded: LoadedBundle, verdict: Verdict) -> None:
+def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None:
     from harness.scenario.cells import cell_id
     from harness.scenario.loading import sha256 as scenario_sha256
 
@@ -92,7 +91,7 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict) -> None:
     if loaded.missing:
         shown = ", ".join(loaded.missing[:3]) + (", ..." if len(loaded.missing) > 3 else "")
         message = f"{len(loaded.missing)} of {len(listed)} listed cell(s) have no record ({shown})"
-        if header["state"] in ("running", "interrupted"):
+        if header["state"] in ("running", "interrupted") or resuming:
             verdict.notes.append(f"{HEADER}: the run is {header['state']}: {message}; finish it with --resume")
         else:
             verdict.problems.append(f"{HEADER}: {message}")
@@ -157,9 +156,9 @@ def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> li
     for key in _DERIVED:
         if key not in summary:
             continue  # older bundles record fewer statistics
-        recorded, derived = _number(summary[key]), float(recomputed[key])
+        recorded, derived = number(summary[key]), float(recomputed[key])
         scale = 1e9 if key == "cv" else 1.0  # compare a CV at the precision of nanoseconds
-        if recorded is None or not _close(recorded * scale, derived * scale):
+        if recorded is None or not close(recorded * scale, derived * scale):
             lines.append(f"device_time: summary {key.removesuffix('_ns')} {summary[key]} but the samples' is {derived:.6g}")
     return lines
 
@@ -168,8 +167,8 @@ def _correctness_problems(correctness: Any) -> list[str]:
     """A verdict that contradicts the error and tolerance recorded beside it."""
     if not isinstance(correctness, dict) or "max_abs_error" not in correctness:
         return []
-    error, limit = _number(correctness.get("max_abs_error")), _number(correctness.get("max_abs_error_limit"))
-    cosine, minimum = _number(correctness.get("cosine_similarity")), _number(correctness.get("min_cosine"))
+    error, limit = number(correctness.get("max_abs_error")), number(correctness.get("max_abs_error_limit"))
+    cosine, minimum = number(correctness.get("cosine_similarity")), number(correctness.get("min_cosine"))
     if error is None or limit is None:
         return ["correctness: max_abs_error and its limit are not both numbers"]
     passes = error <= limit and (cosine is None or minimum is None or cosine >= minimum)
@@ -178,53 +177,3 @@ def _correctness_problems(correctness: Any) -> list[str]:
                 + (f", cosine {cosine:.6f} against {minimum}" if cosine is not None and minimum is not None else "")
                 + f" says {'pass' if passes else 'fail'}"]
     return []
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=_RELATIVE_TOLERANCE, abs_tol=1.0)
-
-
-def _number(value: Any) -> float | None:
-    """A figure read from a log or a record as a float, or None where it is not a finite number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _loadgen_problems(root: Path, cell: dict[str, Any]) -> list[str]:
-    """The cell's LoadGen validity and metric, read again from its own detail log."""
-    from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_logs
-
-    loadgen = cell["metrics"].get("loadgen")
-    if not loadgen:
-        return []
-    where = f"{CELLS}/{cell['id']}.json"
-    log_dir = root / CELLS / cell["id"] / loadgen["log_dir"]
-    rel = log_dir.relative_to(root).as_posix()
-    lines = []
-    for name in (SUMMARY, DETAIL):
-        path = log_dir / name
-        if path.is_symlink() or not path.is_file():
-            lines.append(f"{rel}/{name}: missing (the cell's LoadGen figures cannot be checked)")
-        elif path.stat().st_size > MAX_LOG_BYTES:
-            lines.append(f"{rel}/{name}: over {MAX_LOG_BYTES} bytes")
-    if lines:
-        return lines
-    try:
-        parsed = parse_logs(log_dir, loadgen["scenario"])
-    except (ValueError, RuntimeError, UnicodeError) as exc:  # a damaged log line
-        return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
-    if parsed["validity"] != loadgen["validity"]:
-        lines.append(f"{where}: LoadGen validity {loadgen['validity']} but its detail log says {parsed['validity']}")
-    logged, recorded = _number(parsed["metric"]["value"]), _number(loadgen["metric"]["value"])
-    if logged is None and parsed["metric"]["value"] is not None:
-        return [*lines, f"{rel}/{DETAIL}: {loadgen['metric']['name']} is {str(parsed['metric']['value'])[:50]!r}, not a number"]
-    if (logged is None) != (recorded is None) or (logged is not None and recorded is not None and not _close(logged, recorded)):
-        lines.append(
-            f"{where}: LoadGen {loadgen['metric']['name']} {recorded} but its detail log says {logged}"
-        )
-    return lines

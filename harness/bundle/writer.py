@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_json_atomic
-from harness.bundle import manifest
+from harness.bundle import lock, manifest
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import SCHEMA_VERSION, record_version
+from harness.bundle.safe_json import load_json
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, ConfigError
 
@@ -41,9 +42,21 @@ def new_run_id(name: str) -> str:
 
 
 class Bundle:
-    def __init__(self, root: Path, header: dict[str, Any]) -> None:
+    """A bundle this process writes, locked against any other writer while this object lives
+    (`harness.bundle.lock`)."""
+
+    def __init__(self, root: Path, header: dict[str, Any], held: int | None = None) -> None:
         self.root = root.resolve()  # workers run in other directories
         self.header = header
+        self._lock: int | None = lock.hold(self.root) if held is None else held
+
+    def close(self) -> None:
+        """Let another process write the bundle (the lock goes with its descriptor)."""
+        if getattr(self, "_lock", None) is not None:
+            os.close(self._lock)  # type: ignore[arg-type]
+            self._lock = None
+
+    __del__ = close
 
     @classmethod
     def create(cls, out_dir: Path, run_id: str, header: dict[str, Any]) -> Bundle:
@@ -54,21 +67,32 @@ class Bundle:
             suffix += 1
             root = out_dir / f"{run_id}-{suffix}"
         root.mkdir(parents=True)
+        bundle = cls(root, {"schema_version": SCHEMA_VERSION, "run_id": root.name, "state": "running", **header})
         (root / CELLS).mkdir()
-        header = {"schema_version": SCHEMA_VERSION, "run_id": root.name, "state": "running", **header}
-        write_json_atomic(root / HEADER, header)
-        return cls(root, header)
+        bundle.update_header()
+        return bundle
 
     @classmethod
     def open(cls, root: Path) -> Bundle:
-        """An existing bundle of this schema version, to resume."""
+        """An existing bundle of this schema version, to resume; locked before anything is read."""
+        if not root.is_dir():
+            raise ConfigError(f"{root}: not a directory; --resume takes a result bundle")
+        if not (root / HEADER).exists():
+            raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})")
         path = root / HEADER
+        held = lock.hold(root.resolve())
         try:
-            header = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})") from None
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: unreadable: {exc}") from None
+            header = cls._resumable_header(root, path)
+        except BaseException:
+            os.close(held)
+            raise
+        return cls(root, header, held)
+
+    @staticmethod
+    def _resumable_header(root: Path, path: Path) -> dict[str, Any]:
+        header = load_json(path, str(path))  # bounded; a FIFO or a link is refused, not read
+        if not isinstance(header, dict):
+            raise BundleError(f"{path}: not a JSON object")
         version = record_version(header, str(path))
         if version != SCHEMA_VERSION:
             raise BundleError(
@@ -80,7 +104,7 @@ class Bundle:
             raise BundleError(f"cannot resume: {broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
         if not os.access(root, os.W_OK) or not os.access(path, os.W_OK) or not os.access(root / CELLS, os.W_OK):
             raise ConfigError(f"cannot resume {root}: it is read-only here (the bundle and its cells/ must be writable)")
-        return cls(root, header)
+        return header
 
     def update_header(self, **fields: Any) -> None:
         self.header.update(fields)
@@ -125,3 +149,8 @@ class Bundle:
 
     def write_manifest(self) -> None:
         manifest.write(self.root)
+
+    def drop_manifest(self) -> None:
+        """Remove the checksums while cells are written: a run killed now leaves a bundle that says
+        it is `running` and holds no manifest, rather than one whose manifest is stale."""
+        (self.root / manifest.MANIFEST).unlink(missing_ok=True)

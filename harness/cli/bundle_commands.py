@@ -19,6 +19,7 @@ from rich.text import Text
 from harness.bundle.reader import LoadedBundle, load
 from harness.bundle.validate import validate
 from harness.errors import BundleError
+from harness.plain_text import visible
 
 EXIT_PROBLEMS = 1
 _PROBLEMS_SHOWN = 5
@@ -67,14 +68,15 @@ def trusted(root: Path) -> LoadedBundle:
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     verdict = validate(args.run_dir)
+    where = visible(args.run_dir)
     for line in verdict.problems:
-        print(f"{args.run_dir}: {line}")
+        print(f"{where}: {visible(line)}")
     for line in verdict.notes:
-        print(f"{args.run_dir}: note: {line}", file=sys.stderr)
+        print(f"{where}: note: {visible(line)}", file=sys.stderr)
     if verdict.problems:
-        print(f"fusionbench: {args.run_dir}: INVALID, {len(verdict.problems)} problem(s)", file=sys.stderr)
+        print(f"fusionbench: {where}: INVALID, {len(verdict.problems)} problem(s)", file=sys.stderr)
         return EXIT_PROBLEMS
-    console.print(Text(f"{args.run_dir}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked)"))
+    console.print(Text(f"{where}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked)"))
     return 0
 
 
@@ -108,7 +110,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     if inside:
         manifest.write(args.run_dir)  # the bundle was valid a moment ago; only the report changed
     for path in written:
-        console.print(Text(f"wrote {path}"))
+        console.print(Text(f"wrote {visible(path)}"))
     return 0
 
 
@@ -121,12 +123,12 @@ def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     out = args.out or Path(f"{loaded.name}-{checked_name(args.org, '--org')}-submission")
     packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name,
                   system_info=info)
-    console.print(Text(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {packed.tree}"))
-    console.print(Text(f"tarball: {packed.tarball}"))
+    console.print(Text(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {visible(packed.tree)}"))
+    console.print(Text(f"tarball: {visible(packed.tarball)}"))
     for line in packed.left_out:
-        console.print(Text(f"left out: {line}", style="dim"))
+        console.print(Text(f"left out: {visible(line)}", style="dim"))
     for line in packed.notes:
-        console.print(Text(f"note: {line}", style="yellow"))
+        console.print(Text(f"note: {visible(line)}", style="yellow"))
     for system, fields in packed.to_fill.items():
         console.print(Text(f"to fill in systems/{system}.json (or give them with --system-info): {', '.join(fields)}",
                            style="yellow"))

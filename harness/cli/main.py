@@ -21,6 +21,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code, terminate
+from harness.plain_text import visible
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -218,13 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[args.command](args, console)
     except HarnessError as exc:
-        print(f"fusionbench: error: {exc}", file=sys.stderr)
+        print(f"fusionbench: error: {visible(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as stop:
         print("fusionbench: interrupted", file=sys.stderr)
         return interrupted_exit_code(stop)
     except OSError as exc:  # a path the command reads or writes: the environment, not a bug
         where = exc.filename if exc.filename is not None else "?"
-        print(f"fusionbench: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"fusionbench: error: {visible(where)}: {visible(exc.strerror or exc)}", file=sys.stderr)
         return ConfigError.exit_code
 

@@ -16,6 +16,7 @@ The kernels-per-inference floor is 1: one kernel could compute the whole model.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,12 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> dict[str, int]:
     from harness.atomic import write_json_atomic
 
     path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs')}.json"
-    try:
-        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        pass
+    if path.exists():
+        try:
+            return {str(k): int(v) for k, v in json.loads(path.read_text()).items()}
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            print(f"fusionbench: warning: cache entry {path} was damaged ({type(exc).__name__}): rebuilt it",
+                  file=sys.stderr, flush=True)
     costs = model_costs(model, example)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

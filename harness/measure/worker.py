@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness import registry
+from harness import artifact_cache, registry
 from harness.atomic import write_bytes_atomic
 from harness.contract import Variant
 from harness.errors import HarnessError
@@ -102,7 +102,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     else:
         answer.reasons = _invalid_reasons(metrics)
         answer.status = "invalid" if answer.reasons else "valid"
-        answer.warnings = trust.warnings(metrics) + _compliance_warnings(metrics)
+        answer.warnings = trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
     answer.phases_s = clock.durations_s
     return answer
 

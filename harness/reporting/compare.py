@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
+from harness.plain_text import visible_lines
 from harness.reporting.markdown import md_cell
 from harness.reporting.view import hardware
 from harness.stats import geometric_mean, mann_whitney_u
@@ -77,7 +78,8 @@ class Comparison:
 
 
 def _samples(cell: dict[str, Any]) -> list[int]:
-    return list(((cell.get("metrics") or {}).get("device_time") or {}).get("samples_ns") or [])
+    samples = lookup(cell, "metrics", "device_time", "samples_ns")
+    return list(samples) if isinstance(samples, list) else []
 
 
 def _median(samples: list[int]) -> float:
@@ -88,7 +90,7 @@ def _median(samples: list[int]) -> float:
 
 def math_mode(cell: dict[str, Any]) -> str:
     """The math a cell ran with, as recorded (harness/precision.py), or "unrecorded"."""
-    recorded = ((cell.get("metrics") or {}).get("math_mode") or {}).get("effective")
+    recorded = lookup(cell, "metrics", "math_mode", "effective")
     return str(recorded) if recorded else "unrecorded"
 
 
@@ -221,7 +223,7 @@ def to_markdown(comparison: Comparison) -> str:
     c = comparison
     lines = [
         "# FusionBench comparison", "",
-        f"A (baseline): `{c.a}`  ", f"B: `{c.b}`  ",
+        f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ",
         f"A difference counts when B/A is beyond {c.threshold:.0%} and a Mann-Whitney U test on the raw "
         f"device-timing samples gives p < {c.alpha:g}.", "",
     ]
@@ -239,7 +241,7 @@ def to_markdown(comparison: Comparison) -> str:
     if geomeans:
         lines += ["## Per backend", "", "Geometric mean of B/A median batch time (below 1: B is faster).", "",
                   "| backend | pairs | B/A |", "|---|---:|---:|"]
-        lines += [f"| {name} | {g['pairs']} | {g['geomean_ratio']:.3f} |" for name, g in geomeans.items()]
+        lines += [f"| {md_cell(name)} | {g['pairs']} | {g['geomean_ratio']:.3f} |" for name, g in geomeans.items()]
         lines.append("")
     lines += ["## Cells", "", "| cell | A median (ms) | B median (ms) | B/A | p | verdict | why |",
               "|---|---:|---:|---:|---:|---|---|"]
@@ -249,4 +251,4 @@ def to_markdown(comparison: Comparison) -> str:
         p_value = "-" if p.p_value is None else f"{p.p_value:.2g}"
         lines.append(f"| {md_cell(p.label)} | {_ms(p.median_a_ns)} | {_ms(p.median_b_ns)} | {ratio} | {p_value} | "
                      f"**{p.verdict}** | {md_cell(p.why)} |")
-    return "\n".join(lines) + "\n"
+    return visible_lines("\n".join(lines) + "\n")

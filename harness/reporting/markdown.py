@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.bundle.reader import LoadedBundle
+from harness.plain_text import visible
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
@@ -27,10 +28,13 @@ from harness.reporting.view import (
     warnings_table,
 )
 
+_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\|`[]*"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
+
 
 def md_cell(text: Any) -> str:
-    """Text as one Markdown table cell: pipes escaped, on one line."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Bundle text as inert Markdown on one line (a table cell, a list item): no raw HTML, link,
+    code span or emphasis by asterisks can form, a pipe does not end the cell, controls show as codes."""
+    return visible(text).translate(_MARKDOWN)
 
 
 def _md_table(head: list[str], body: list[list[str]]) -> list[str]:

@@ -35,11 +35,14 @@ from typing import Any
 
 from harness.bundle import manifest
 from harness.bundle.files import CELLS
-from harness.bundle.reader import LoadedBundle
+from harness.bundle.reader import LoadedBundle, lookup
 from harness.errors import ConfigError
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
+from harness.plain_text import visible_lines
 from harness.reporting import submission_rules
+from harness.reporting.markdown import md_cell
 from harness.reporting.submission_system import describe
+from harness.reporting.view import listed
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("available", "preview", "rdi")
@@ -84,12 +87,11 @@ def system_name(base: str, cell: dict[str, Any]) -> str:
 
 
 def default_system_base(header: dict[str, Any]) -> str:
-    system = header.get("system") or {}
-    gpus = (system.get("gpu") or {}).get("gpus") or []
+    gpus = listed(lookup(header, "system", "gpu", "gpus"))
     if header.get("device") == "cuda" and gpus:
-        return _safe(f"{len(gpus)}x{gpus[0].get('name', 'gpu')}")[:40]
-    cpu = (system.get("cpu") or {})
-    return _safe(f"{cpu.get('model') or 'cpu'}-{cpu.get('logical_cores') or '?'}c")[:40]
+        return _safe(f"{len(gpus)}x{lookup(gpus[0], 'name') or 'gpu'}")[:40]
+    model, cores = lookup(header, "system", "cpu", "model"), lookup(header, "system", "cpu", "logical_cores")
+    return _safe(f"{model or 'cpu'}-{cores or '?'}c")[:40]
 
 
 def weights_and_inputs(cell: dict[str, Any]) -> tuple[str, str]:
@@ -134,9 +136,9 @@ def readme(cell: dict[str, Any], header: dict[str, Any]) -> str:
     accuracy = cell["metrics"]["accuracy"]
     overrides = config["loadgen"].get("overrides") or {}
     lines = [
-        f"# {cell['label']}", "",
-        f"Run by FusionBench {(header.get('harness') or {}).get('version')} (git {(header.get('harness') or {}).get('git_sha')}).",
-        f"Command: `{' '.join(header.get('command') or [])}`", "",
+        f"# {md_cell(cell['label'])}", "",
+        f"Run by FusionBench {md_cell(lookup(header, 'harness', 'version'))} (git {md_cell(lookup(header, 'harness', 'git_sha'))}).",
+        f"Command: {md_cell(' '.join(map(str, header.get('command') or [])))}", "",
         f"- Weights: {weights}. Inputs: {inputs}.",
         "- LoadGen: the mlperf profile (LoadGen's mlperf.conf and the user.conf beside this file)"
         + (f", with overrides {json.dumps(overrides, sort_keys=True)}: not an official run." if overrides else "."),
@@ -145,7 +147,7 @@ def readme(cell: dict[str, Any], header: dict[str, Any]) -> str:
     for test, outcome in sorted((cell["metrics"].get("compliance") or {}).items()):
         lines.append(f"- Compliance {test}: {'TEST PASS' if outcome['passed'] else 'TEST FAIL'}.")
     lines += ["", "Reproduce: run the scenario in the bundle's bundle.json (`scenario`) with `./run.sh` on this system."]
-    return "\n".join(lines) + "\n"
+    return visible_lines("\n".join(lines) + "\n")
 
 
 def _json_bytes(data: Any) -> bytes:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.atomic import write_bytes_atomic
 from harness.bundle.reader import LoadedBundle
+from harness.plain_text import visible_lines
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown
 
@@ -25,11 +26,12 @@ REPORT_HTML = "report.html"
 
 
 def render(loaded: LoadedBundle, out_dir: Path) -> list[Path]:
-    """Write report.md and report.html of `loaded` into `out_dir`; return their paths."""
+    """Write report.md and report.html of `loaded` into `out_dir`; return their paths. Both escape
+    the bundle's text where they place it; no control or bidirectional character survives either."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in ((REPORT_MD, markdown(loaded)), (REPORT_HTML, html(loaded))):
         path = out_dir / name
-        write_bytes_atomic(path, text.encode("utf-8"))
+        write_bytes_atomic(path, visible_lines(text).encode("utf-8"))
         written.append(path)
     return written

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.reader import lookup
 from harness.errors import ConfigError
 
 # MLPerf inference's required system-description fields (submission checker, v6.1).
@@ -58,54 +59,54 @@ def read_system_info(path: Path) -> dict[str, str]:
 
 
 def captured(header: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
-    """The fields the bundle knows for the system a cell ran on."""
-    system = header.get("system") or {}
-    cpu, os_info = system.get("cpu") or {}, system.get("os") or {}
-    gpu = system.get("gpu") or {}
-    gpus = (gpu.get("gpus") or []) if header.get("device") == "cuda" else []
-    torch = system.get("torch") or {}
+    """The fields the bundle knows for the system a cell ran on (read with `lookup`: a field of the
+    wrong shape is a field the bundle does not know)."""
+    def system(*path: str) -> Any:
+        return lookup(header, "system", *path)
+
+    gpus = system("gpu", "gpus") if header.get("device") == "cuda" else []
+    gpus = gpus if isinstance(gpus, list) else []
     config = cell["config"]
     backend = config["backend"]
-    versions = ((header.get("backends") or {}).get(backend) or {}).get("versions") or {}
-    harness = header.get("harness") or {}
-    container = system.get("container") or {}
+    versions = lookup(header, "backends", backend, "versions")
+    versions = versions if isinstance(versions, dict) else {}
+    stack = (("Python", system("python", "version")), ("torch", system("torch", "version")),
+             ("CUDA", system("torch", "cuda_build")), ("cuDNN", system("torch", "cudnn")), ("driver", system("gpu", "driver")))
     known: dict[str, Any] = {
         "number_of_nodes": "1",
-        "host_processor_model_name": cpu.get("model"),
-        "host_processor_core_count": str(cpu["physical_cores"]) if cpu.get("physical_cores") else None,
-        "host_memory_capacity": f"{cpu['memory_bytes'] / 2**30:.0f} GB" if cpu.get("memory_bytes") else None,
+        "host_processor_model_name": system("cpu", "model"),
+        "host_processor_core_count": system("cpu", "physical_cores"),
+        "host_memory_capacity": _gigabytes(system("cpu", "memory_bytes")),
         "accelerators_per_node": str(len(gpus)),
-        "framework": ", ".join([f"FusionBench {harness.get('version')} ({backend}, fusion {config['variant']['fusion']})",
+        "framework": ", ".join([f"FusionBench {lookup(header, 'harness', 'version')} ({backend}, "
+                                f"fusion {config['variant']['fusion']})",
                                 *(f"{k} {v}" for k, v in sorted(versions.items()))]),
-        "operating_system": os_info.get("platform"),
-        "other_software_stack": ", ".join(part for part in (
-            f"Python {(system.get('python') or {}).get('version')}" if (system.get("python") or {}).get("version") else "",
-            f"torch {torch.get('version')}" if torch.get("version") else "",
-            f"CUDA {torch.get('cuda_build')}" if torch.get("cuda_build") else "",
-            f"cuDNN {torch.get('cudnn')}" if torch.get("cudnn") else "",
-            f"driver {gpu.get('driver')}" if gpu.get("driver") else "",
-        ) if part),
+        "operating_system": system("os", "platform"),
+        "other_software_stack": ", ".join(f"{name} {value}" for name, value in stack if value),
         "hw_notes": "",
         "sw_notes": "; ".join(part for part in (
             f"backend options {json.dumps(config['variant'].get('options') or {}, sort_keys=True)}",
             "pretrained weights" if config["model"].get("pretrained") else "random weights (no pretrained checkpoint)",
-            _container_note(container),
+            _container_note(system("container")),
         ) if part),
     }
     if gpus:
         first = gpus[0]
-        known["accelerator_model_name"] = first.get("name")
-        known["accelerator_memory_capacity"] = (f"{first['memory_bytes'] / 2**30:.0f} GB"
-                                                if first.get("memory_bytes") else None)
-        known["accelerator_frequency"] = (f"{first['sm_clock_max_mhz']} MHz (max SM clock)"
-                                          if first.get("sm_clock_max_mhz") else None)
+        known["accelerator_model_name"] = lookup(first, "name")
+        known["accelerator_memory_capacity"] = _gigabytes(lookup(first, "memory_bytes"))
+        clock = lookup(first, "sm_clock_max_mhz")
+        known["accelerator_frequency"] = f"{clock} MHz (max SM clock)" if clock else None
     else:  # no accelerator: each accelerator field is a fact, "none"
         known.update({key: "N/A" for key in SYSTEM_FIELDS if key.startswith("accelerator") and key != "accelerators_per_node"})
     return {key: str(value) for key, value in known.items() if value}
 
 
-def _container_note(container: dict[str, Any]) -> str:
-    if not container.get("in_container"):
+def _gigabytes(value: Any) -> str | None:
+    return f"{value / 2**30:.0f} GB" if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _container_note(container: Any) -> str:
+    if not isinstance(container, dict) or not container.get("in_container"):
         return ""
     image = container.get("image")
     return f"in container {image} {container.get('image_digest') or ''}".strip() if image else "in a container (image not recorded)"

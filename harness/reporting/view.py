@@ -115,7 +115,7 @@ def valid_rows(rows: list[Row]) -> list[Row]:
 
 def baseline_of(loaded: LoadedBundle) -> str:
     """The backend speedups are measured against: the scenario's `baseline` (eager by default)."""
-    return str((loaded.header.get("scenario") or {}).get("baseline") or "eager")
+    return str(lookup(loaded.header, "scenario", "baseline") or "eager")
 
 
 def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
@@ -252,7 +252,8 @@ def warnings_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
 def time_split_series(rows: list[Row], backend: str) -> tuple[list[str], list[Series]]:
     """Per valid cell of `backend` with a measured split: kernel time and the rest, in ms."""
     split = [(r, r.metric("time_split")) for r in valid_rows(rows) if r.backend == backend]
-    split = [(r, t) for r, t in split if isinstance(t, dict) and t.get("kernel_ns") is not None]
+    split = [(r, t) for r, t in split
+             if isinstance(t, dict) and t.get("kernel_ns") is not None and t.get("overhead_ns") is not None]
     groups = [f"{r.model} {r.variant.removeprefix(backend + ' ')} {r.setting}" for r, _ in split]
     return groups, [Series("in kernels", tuple(t["kernel_ns"] / 1e6 for _, t in split)),
                     Series("overhead (dispatch, launch, host)", tuple(t["overhead_ns"] / 1e6 for _, t in split))]
@@ -288,10 +289,10 @@ def library_versions(loaded: LoadedBundle) -> dict[str, str]:
     """The libraries the cells ran on, as each cell's backend reported them, and LoadGen's."""
     versions: dict[str, str] = {}
     for cell in loaded.cells:
-        reported = (cell.get("environment") or {}).get("backend_versions")
+        reported = lookup(cell, "environment", "backend_versions")
         if isinstance(reported, dict):
             versions.update({str(k): str(v) for k, v in reported.items()})
-    packages = (loaded.header.get("system") or {}).get("packages")
+    packages = lookup(loaded.header, "system", "packages")
     if isinstance(packages, dict) and "mlcommons-loadgen" in packages:
         versions["mlcommons-loadgen"] = str(packages["mlcommons-loadgen"])
     return versions
@@ -299,29 +300,33 @@ def library_versions(loaded: LoadedBundle) -> dict[str, str]:
 
 def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
     h = loaded.header
-    system = h.get("system") or {}
-    cpu = system.get("cpu") or {}
-    gpus = (system.get("gpu") or {}).get("gpus") or []
+    cpu = {"model": lookup(h, "system", "cpu", "model"), "cores": lookup(h, "system", "cpu", "logical_cores")}
+    gpus = listed(lookup(h, "system", "gpu", "gpus"))
     libraries = ", ".join(f"{name} {version}" for name, version in sorted(library_versions(loaded).items()))
     counts: dict[str, int] = {}
     for cell in loaded.cells:
         counts[cell["status"]] = counts.get(cell["status"], 0) + 1
     if loaded.missing:
         counts["not run"] = len(loaded.missing)
-    harness = h.get("harness") or {}
+    harness = {key: lookup(h, "harness", key) for key in ("version", "git_sha", "git_dirty")}
     return [
         ("run", f"{loaded.name} ({h.get('created', '?')}), state {h.get('state', '?')}"),
         ("scenario file", str(h.get("scenario_file"))),
         ("device", str(h.get("device"))),
-        ("CPU", f"{cpu.get('model')}, {cpu.get('logical_cores')} logical cores"),
-        ("GPU", ", ".join(str(g.get("name")) for g in gpus) or "none"),
+        ("CPU", f"{cpu['model']}, {cpu['cores']} logical cores"),
+        ("GPU", ", ".join(str(lookup(g, "name")) for g in gpus) or "none"),
         ("libraries", libraries or "-"),
         ("harness", f"{harness.get('version')} {harness.get('git_sha') or ''}{' (dirty)' if harness.get('git_dirty') else ''}"),
         ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
         ("schema", f"written as version {loaded.version}"),
-        ("machine noise", machine_noise(system.get("machine_noise"))),
+        ("machine noise", machine_noise(lookup(h, "system", "machine_noise"))),
         *([("machines", spread)] if (spread := machines(h)) else []),
     ]
+
+
+def listed(value: Any) -> list[Any]:
+    """`value` where it is a list, else no items (a bundle is read, never trusted to have its shape)."""
+    return value if isinstance(value, list) else []
 
 
 def hardware(node: Any) -> str | None:
@@ -329,7 +334,7 @@ def hardware(node: Any) -> str | None:
     if not isinstance(node, dict) or not isinstance(node.get("cpu"), dict):
         return None
     cpu = node["cpu"]
-    gpus = ", ".join(str(g) for g in node.get("gpus") or []) or "no GPU"
+    gpus = ", ".join(str(g) for g in listed(node.get("gpus"))) or "no GPU"
     return f"{cpu.get('model')} x{cpu.get('logical_cores')}, {gpus}"
 
 
@@ -347,11 +352,13 @@ def machines(header: dict[str, Any]) -> str:
 
 
 def machine_noise(noise: Any) -> str:
-    if not isinstance(noise, dict) or "compute_cv" not in noise:
+    compute, memory = lookup(noise, "compute_cv"), lookup(noise, "memory_cv")
+    if not all(isinstance(cv, (int, float)) and not isinstance(cv, bool) for cv in (compute, memory)):
         return "not measured"
-    text = (f"a fixed compute loop's CV {noise['compute_cv']:.1%}, a memory-bound one's {noise['memory_cv']:.1%} "
+    text = (f"a fixed compute loop's CV {compute:.1%}, a memory-bound one's {memory:.1%} "
             "(the floor no figure of this run can go below)")
-    return f"{text}; {noise['warning']}" if noise.get("warning") else text
+    warning = lookup(noise, "warning")
+    return f"{text}; {warning}" if warning else text
 
 
 def problems(rows: list[Row]) -> list[list[str]]:

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from harness.bundle.reader import load, lookup
 from harness.errors import ConfigError
+from harness.plain_text import visible
 from harness.run.summary import STATUS_STYLE
 from harness.run.system import SOURCE_ROOT
 
@@ -44,7 +45,7 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     cells = load(made[-1]).cells
     console.print(verdict_table(cells))
     for line in could_not_run(cells):
-        console.print(Text(line))
+        console.print(Text(visible(line)))
     return code
 
 
@@ -90,8 +91,8 @@ def verdict_table(cells: list[dict[str, Any]]) -> Table:
         config = cell["config"]
         kernels = lookup(cell, "metrics", "kernels", "kernels_per_inference")
         table.add_row(
-            config["backend"], config["model"]["name"], config["variant"]["fusion"],
-            f"{config['scenario']} b{config['batch']} {config['dtype']}",
+            *(Text(visible(value)) for value in (config["backend"], config["model"]["name"], config["variant"]["fusion"],
+                                                 f"{config['scenario']} b{config['batch']} {config['dtype']}")),
             Text(cell["status"], style=STATUS_STYLE.get(cell["status"], "")),
             str(lookup(cell, "metrics", "math_mode", "effective") or "-"),
             "-" if kernels is None else f"{kernels:g}", _figure(cell), _device_time(cell), _gap(cell),

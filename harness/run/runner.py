@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,15 +20,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.text import Text
 
 from harness import precision, registry
-from harness.bundle.reader import load
+from harness.bundle.reader import load, lookup
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.contract import Variant
 from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.models.zoo import missing_requirement
+from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, render
-from harness.run import slots
+from harness.run import resumable, slots
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.probe import run_probe
@@ -61,13 +63,22 @@ class RunRequest:
 
 
 def run(request: RunRequest, console: Console) -> int:
-    """Run a scenario (or resume a bundle); return the process exit code."""
-    bundle, resolved = _open_or_plan(request)
+    """Run a scenario (or resume a bundle); return the process exit code. The bundle is locked
+    against other writers from the moment it is opened or made until this returns or raises."""
+    with ExitStack() as closing:
+        return _run(request, console, closing)
+
+
+def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
+    bundle, resolved = _open_or_plan(request, closing)
     names = sorted({b["name"] for b in resolved["backends"]})
     if bundle is None:
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
     # A resumed run stays on the device it started on, whatever `auto` would pick today.
-    probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
+    if bundle is not None and _all_finished(bundle, resolved, request):
+        probe = {"device": bundle.header["device"], "backends": {}}  # nothing will run: no need to ask the machine
+    else:
+        probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
     device = probe["device"]
     if bundle is not None and device == "cuda" and not probe.get("cuda_available", True):
         raise ConfigError(  # its cells would all be skipped here, and the bundle marked complete
@@ -103,15 +114,17 @@ def run(request: RunRequest, console: Console) -> int:
                 "resumed": [],
             },
         )
+        closing.callback(bundle.close)
     else:
         input_folder = bundle.header.get("input_folder")
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
         _check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
+        bundle.drop_manifest()
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
     todo = [c for c in cells if not bundle.finished(c.id)]
-    console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {bundle.root}"))
-    noise_warning = ((bundle.header.get("system") or {}).get("machine_noise") or {}).get("warning")
+    console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
+    noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")
     if noise_warning:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     try:
@@ -120,7 +133,7 @@ def run(request: RunRequest, console: Console) -> int:
         _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline, executor)
     except KeyboardInterrupt as stop:
         _close(bundle, "interrupted")
-        console.print(Text(f"interrupted: finished cells are kept; complete with --resume {bundle.root}", style="yellow"))
+        console.print(Text(f"interrupted: finished cells are kept; complete with --resume {visible(bundle.root)}", style="yellow"))
         return interrupted_exit_code(stop)
     missing = [entry["id"] for entry in bundle.header["cells"] if not bundle.finished(entry["id"])]
     _close(bundle, "interrupted" if missing else "complete")  # `--resume --only` may leave cells for later
@@ -137,10 +150,10 @@ def run(request: RunRequest, console: Console) -> int:
         console.print(Text(f"{len(warned)} cell(s) have warnings (noise, drift, LoadGen against device timing, a busy "
                            "machine): see report.md, section Warnings", style="yellow"))
     bad = [r for r in records if r["status"] in BAD]
-    console.print(Text(f"bundle: {bundle.root} (report: {bundle.root / REPORT_HTML})"))
+    console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
     if missing:
         console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet (outside --only): "
-                           f"complete them with --resume {bundle.root}", style="yellow"))
+                           f"complete them with --resume {visible(bundle.root)}", style="yellow"))
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid; reasons are in the table and each cell's JSON", style="red"))
         return 1
@@ -179,9 +192,17 @@ def _close(bundle: Bundle, state: str) -> None:
     bundle.write_manifest()
 
 
-def _open_or_plan(request: RunRequest) -> tuple[Bundle | None, dict[str, Any]]:
+def _all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) -> bool:
+    planned = {entry["id"] for entry in bundle.header["cells"]}
+    cells = select(expand(resolved, bundle.header["device"]), request.only or {})
+    return all(bundle.finished(c.id) for c in cells if c.id in planned)
+
+
+def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None, dict[str, Any]]:
     if request.resume is not None:
         bundle = Bundle.open(request.resume)
+        closing.callback(bundle.close)
+        resumable.check(bundle)
         resolved = bundle.header["scenario"]
         if request.device and request.device != bundle.header["device"]:
             raise ConfigError(
@@ -241,8 +262,9 @@ def _check_room(path: Path, cells: int) -> None:
         )
 
 
-def _gpu_capabilities(system: dict[str, Any] | None) -> list[str]:
-    devices = ((system or {}).get("torch") or {}).get("devices") or []
+def _gpu_capabilities(system: Any) -> list[str]:
+    devices = lookup(system, "torch", "devices")
+    devices = devices if isinstance(devices, list) else []
     return [str(d.get("capability")) for d in devices if isinstance(d, dict) and d.get("capability")]
 
 
@@ -327,9 +349,9 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
         ) from None
     progress.advance(bar)
     style = STATUS_STYLE[str(record["status"])]
-    why = f": {record['reasons'][0]}" if record["reasons"] else ""
+    why = f": {visible(record['reasons'][0])}" if record["reasons"] else ""
     line = Text(f"{record['status']:>7}", style=style)
-    line.append(f" {label} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
+    line.append(f" {visible(label)} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
     progress.console.print(line)
 
 
@@ -339,7 +361,7 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
     artifacts = bundle.fresh_artifact_dir(cell.id)
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
-        cache_dir=str(cache_dir) if cache_dir else None, peaks=(bundle.header.get("system") or {}).get("peaks"),
+        cache_dir=str(cache_dir) if cache_dir else None, peaks=lookup(bundle.header, "system", "peaks"),
     )
     return CellTask(cell_id=cell.id, label=cell.label, request=request, artifacts=artifacts,
                     timeout_s=limits["cell_timeout_s"], memory_limit_bytes=memory_mib * MIB if memory_mib else None,

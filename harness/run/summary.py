@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from harness.plain_text import visible
 from harness.scenario.cells import variant_label
 from harness.scenario.rules import rule
 
@@ -101,7 +102,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     for r in records:
         c, m = r["config"], r.get("metrics", {})
         status = r["status"]
-        cell = f"{c['model']['name']} {variant_label(c)}\n{c['scenario']} {c['dtype']} b{c['batch']}"
+        lines = (f"{c['model']['name']} {variant_label(c)}", f"{c['scenario']} {c['dtype']} b{c['batch']}")
+        cell = "\n".join(visible(line) for line in lines)
         gap = (m.get("latency_agreement") or {}).get("gap")
         table.add_row(
             Text(cell), Text(status, style=STATUS_STYLE.get(status, "")),
@@ -124,5 +126,5 @@ def fusion_summary(records: list[dict[str, Any]]) -> Table | None:
         table.add_column(column)
     for row, pair in zip(body, pairs):
         style = "red" if pair.speedup < 1 else ""
-        table.add_row(*row, style=style)
+        table.add_row(*(Text(visible(value)) for value in row), style=style)
     return table

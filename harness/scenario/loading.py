@@ -18,6 +18,7 @@ import yaml
 
 from harness.errors import ConfigError
 from harness.mlperf.user_conf import OVERRIDABLE
+from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import FolderInputs, ScenarioFile, SyntheticInputs
 
 MAX_FILE_BYTES = 1 << 20
@@ -88,6 +89,7 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         node = loader.get_single_node()
         if node is not None:
             _check_size(node, where)
+            _check_text(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -137,6 +139,23 @@ def _check_size(root: yaml.Node, where: str) -> None:
             )
         if depth[key] > MAX_DEPTH:
             raise ConfigError(f"{where}: invalid YAML: nested over {MAX_DEPTH} levels deep")
+
+
+def _check_text(root: yaml.Node, where: str) -> None:
+    """Refuse a key or value that holds a control or bidirectional character once its escapes are
+    read (`"\\e[31m"`, `"\\u202e"`): no name, option or path needs one, and each would reach a
+    terminal or a report."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) and has_unsafe(node.value):
+            raise ConfigError(f"{where}:{node.start_mark.line + 1}: \"{visible(node.value)[:80]}\" holds a control or "
+                              "bidirectional character; write the text without it")
+        stack.extend(_children(node))
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

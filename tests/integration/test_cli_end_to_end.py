@@ -301,13 +301,27 @@ def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) ->
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device: there is nothing to refuse here")
+    from harness.bundle.validate import validate
+    from harness.scenario.cells import cell_id
+
     bundle = tmp_path / "gpu-run"
     shutil.copytree(REPO / "tests" / "golden" / "v3", bundle)
     header = json.loads((bundle / "bundle.json").read_text())
     header["device"] = "cuda"
     header["state"] = "interrupted"
+    for entry in header["cells"]:  # the golden CPU cells, as a GPU run would have recorded them (valid to validate)
+        record = json.loads((bundle / "cells" / f"{entry['id']}.json").read_text())
+        record["config"]["device"] = "cuda"
+        record["id"] = cell_id(record["config"])
+        (bundle / "cells" / f"{entry['id']}.json").unlink()
+        (bundle / "cells" / entry["id"]).rename(bundle / "cells" / record["id"])
+        (bundle / "cells" / f"{record['id']}.json").write_text(json.dumps(record, indent=1))
+        entry["id"] = record["id"]
     (bundle / "bundle.json").write_text(json.dumps(header, indent=1))
     manifest.write(bundle)
+    assert validate(bundle).ok, validate(bundle).problems
+    (bundle / "cells" / f"{header['cells'][0]['id']}.json").unlink()  # one cell to run: a GPU one
+    shutil.rmtree(bundle / "cells" / header["cells"][0]["id"])
     before = {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
     done = fusionbench("run", "--resume", str(bundle))
     assert done.returncode == 2, done.stdout + done.stderr

@@ -54,3 +54,62 @@ def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
         cached_dir(entry, build)
     assert not entry.exists()
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def _counting_build(calls: list[Path]):
+    def build(tmp: Path) -> None:
+        calls.append(tmp)
+        (tmp / "model.onnx").write_bytes(b"graph" * 1000)
+        (tmp / "lib").mkdir()
+        (tmp / "lib" / "kernels.so").write_bytes(b"\x7fELF" + b"k" * 500)
+    return build
+
+
+@pytest.mark.parametrize(("damage", "words"), [
+    (lambda e: (e / "model.onnx").write_bytes((e / "model.onnx").read_bytes()[:100]), "model.onnx differs from when it was built"),
+    (lambda e: (e / "lib" / "kernels.so").unlink(), "lib/kernels.so is missing"),
+    (lambda e: (e / "stray.bin").write_bytes(b"x"), "stray.bin was added after it was built"),
+    (lambda e: (e / ".entry.sha256").unlink(), "written before entries were hashed"),
+    (lambda e: (e / ".entry.sha256").write_text("nonsense\n"), "its .entry.sha256 is damaged"),
+    (lambda e: (e / "link").symlink_to("/etc/hostname"), "link is a link or special file"),
+])
+def test_a_damaged_entry_is_rebuilt_with_one_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     damage, words: str) -> None:
+    """Issue 20, weak spot 15: a truncated cached model.onnx was loaded as it was."""
+    from harness import artifact_cache
+
+    calls: list[Path] = []
+    entry = tmp_path / "cache" / "onnx" / "key"
+    assert cached_dir(entry, _counting_build(calls)) is False
+    assert cached_dir(entry, _counting_build(calls)) is True and len(calls) == 1  # intact: a hit
+    damage(entry)
+    assert cached_dir(entry, _counting_build(calls)) is False and len(calls) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cache entry {entry} was damaged ({words}): rebuilt it" in err[0], err
+    assert any(words in line for line in artifact_cache.repairs())
+    assert artifact_cache.damage_of(entry) is None and (entry / "model.onnx").read_bytes() == b"graph" * 1000
+    assert sorted(p.name for p in entry.parent.iterdir()) == ["key"]  # the broken entry and temporaries are gone
+
+
+def test_a_build_that_leaves_a_link_is_refused(tmp_path: Path) -> None:
+    from harness.errors import BackendFailed
+
+    def build(tmp: Path) -> None:
+        (tmp / "model.onnx").symlink_to("/etc/hostname")
+
+    entry = tmp_path / "cache" / "key"
+    with pytest.raises(BackendFailed, match="a link or special file"):
+        cached_dir(entry, build)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_damaged_roofline_count_is_rebuilt_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.measure.roofline import cached_costs
+
+    model, x = _model(0).eval(), torch.randn(1, 3, 8, 8)  # eval: a forward pass leaves its weights as they are
+    costs = cached_costs(model, x, tmp_path)
+    (path,) = tmp_path.glob("*.json")
+    path.write_text('{"flops": "many"')
+    assert cached_costs(model, x, tmp_path) == costs
+    assert "was damaged" in capsys.readouterr().err
+    assert cached_costs(model, x, tmp_path) == costs and capsys.readouterr().err == ""

@@ -47,6 +47,7 @@ def test_manifest_lists_every_file_with_its_hash(tmp_path: Path) -> None:
 
 def test_open_refuses_newer_and_missing(tmp_path: Path) -> None:
     bundle = make(tmp_path)
+    bundle.close()
     header = json.loads((bundle.root / "bundle.json").read_text())
     (bundle.root / "bundle.json").write_text(json.dumps({**header, "schema_version": SCHEMA_VERSION + 1}))
     with pytest.raises(SchemaVersionError, match="newer"):
@@ -80,3 +81,111 @@ def test_resume_refuses_a_bundle_it_cannot_write(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only mount (root ignores file modes)
     with pytest.raises(ConfigError, match="read-only"):
         Bundle.open(root)
+
+
+_HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_bundle_another_process_writes_is_refused_naming_its_pid(tmp_path: Path) -> None:
+    """Weak spot 11: two resumes of one bundle would run the same cells at once."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}", root)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=f"pid {holder.pid} is running or resuming this bundle"):
+            Bundle.open(root)
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--resume", str(root)], capture_output=True,
+                              text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"pid {holder.pid} is running or resuming" in done.stderr and "Traceback" not in done.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    Bundle.open(root).close()  # the lock died with its holder: nothing stale is left behind
+    assert sorted(p.name for p in root.iterdir()) == sorted(p.name for p in (Path(__file__).resolve().parents[1] / "golden"
+                                                                            / f"v{SCHEMA_VERSION}").iterdir())
+
+
+def test_the_writer_of_a_bundle_holds_it_until_it_closes(tmp_path: Path) -> None:
+    bundle = make(tmp_path)
+    with pytest.raises(ConfigError, match="is running or resuming this bundle"):
+        Bundle.open(bundle.root)
+    bundle.close()
+    with pytest.raises(BundleError, match="cannot resume"):  # the lock is free: open reads the (partial) header
+        Bundle.open(bundle.root)
+
+
+def test_a_fifo_as_bundle_json_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """Weak spot 13, the bundle side: a FIFO would block the reader forever."""
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "run"
+    (root / "cells").mkdir(parents=True)
+    os.mkfifo(root / "bundle.json")
+    with pytest.raises(BundleError, match="not a regular file"):
+        Bundle.open(root)
+    # validate judges the bundle (invalid: 1); the commands that need it refuse it (2)
+    for command, code in ((["validate", str(root)], 1), (["report", str(root)], 2), (["run", "--resume", str(root)], 2)):
+        done = subprocess.run([sys.executable, "-m", "harness.cli", *command], capture_output=True, text=True,
+                              timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == code and "not a regular file" in done.stdout + done.stderr, (command, done)
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("rehash", [False, True], ids=["edited", "edited-and-rehashed"])
+def test_resume_refuses_a_bundle_edited_since_it_was_written(tmp_path: Path, rehash: bool) -> None:
+    """Weak spot 10: resuming re-hashes the bundle, so it must not resume one validate rejects."""
+    import shutil
+    import subprocess
+    import sys
+
+    from harness.bundle import manifest
+
+    root = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}", root)
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "state": "interrupted"}))
+    record = next(p for p in sorted((root / "cells").glob("*.json")) if json.loads(p.read_text())["status"] == "valid")
+    cell = json.loads(record.read_text())
+    cell["metrics"]["device_time"]["summary"]["median_ns"] /= 2  # twice as fast, on paper
+    record.write_text(json.dumps(cell))
+    if rehash:
+        manifest.write(root)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--resume", str(root)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2, done.stdout + done.stderr
+    expected = "but the samples'" if rehash else "bundle.json: edited (its SHA-256 differs"
+    assert "cannot resume" in done.stderr and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_resume_forgives_a_cell_record_deleted_so_that_it_runs_again(tmp_path: Path) -> None:
+    """Deleting a record (and its logs) forges nothing: the cell runs again. Anything more is refused."""
+    import shutil
+
+    from harness.run.resumable import check as check_resumable
+
+    root = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}", root)
+    victim = sorted((root / "cells").glob("*.json"))[0]
+    victim.unlink()
+    shutil.rmtree(victim.with_suffix(""))
+    bundle = Bundle.open(root)
+    check_resumable(bundle)  # accepted
+    (root / "cells" / "extra.log").write_text("added")
+    with pytest.raises(BundleError, match="cells/extra.log: added"):
+        check_resumable(bundle)

@@ -108,7 +108,14 @@ def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[
     [
         (lambda c: c["metrics"]["loadgen"]["metric"].update(value=c["metrics"]["loadgen"]["metric"]["value"] * 0.5),
          "but its detail log says"),
-        (lambda c: c["metrics"]["loadgen"].update(validity="INVALID"), "LoadGen validity INVALID but its detail log says VALID"),
+        (lambda c: c["metrics"]["loadgen"].update(validity="INVALID"), "LoadGen validity 'INVALID' but its detail log says 'VALID'"),
+        (lambda c: c["metrics"]["loadgen"]["results"].update({"result_90.00_percentile_latency_ns": 1000}),
+         "LoadGen 'result_90.00_percentile_latency_ns' '1000' but its detail log says"),
+        (lambda c: c["metrics"]["loadgen"]["settings"].update(effective_min_duration_ms=600000),
+         "LoadGen 'effective_min_duration_ms' '600000' but its detail log says"),
+        (lambda c: c["metrics"]["loadgen"]["results"].update(result_made_up=1),
+         "LoadGen results 'result_made_up' is not in its detail log"),
+        (lambda c: c["metrics"]["loadgen"].update(scenario="Server"), "LoadGen scenario 'Server' but the cell's is"),
         (lambda c: c["config"].update(batch=c["config"]["batch"] + 1), "is not the hash of its config"),
         (lambda c: c["metrics"]["device_time"]["summary"].update(median_ns=1.0), "summary median 1.0 but the samples'"),
         (lambda c: c["metrics"]["device_time"]["samples_ns"].append(5), "summary n"),
@@ -143,7 +150,44 @@ def test_a_detail_log_that_no_longer_matches_is_found(bundle: Path) -> None:
     detail = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"] / "mlperf_log_detail.txt"
     detail.write_text(detail.read_text().replace('"result_validity", "value": "VALID"', '"result_validity", "value": "INVALID"'))
     manifest.write(bundle)
-    assert any("detail log says INVALID" in line for line in validate(bundle).problems)
+    assert any("detail log says 'INVALID'" in line for line in validate(bundle).problems)
+
+
+def _logs(bundle: Path, scenario: str) -> tuple[Path, Path]:
+    cell = next(c for c in map(lambda p: json.loads(p.read_text()), cell_files(bundle)) if c["config"]["scenario"] == scenario)
+    logs = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"]
+    return bundle / "cells" / f"{cell['id']}.json", logs
+
+
+@pytest.mark.parametrize("scenario", ["SingleStream", "Offline"])
+def test_a_forgery_of_record_and_detail_log_is_caught_by_the_summary_log(bundle: Path, scenario: str) -> None:
+    """Weak spots 2 and 3: a run LoadGen judged INVALID, or slower, made to look VALID or faster in
+    the record and its detail log, then re-hashed; the summary log still tells the truth."""
+    other = bundle.with_name("other")
+    shutil.copytree(bundle, other)
+    record, logs = _logs(bundle, scenario)
+    summary = logs / "mlperf_log_summary.txt"
+    summary.write_text(summary.read_text().replace("Result is : VALID", "Result is : INVALID"))
+    manifest.write(bundle)
+    assert any("LoadGen result 'VALID' but its summary log says 'INVALID'" in line for line in validate(bundle).problems)
+    bundle = other
+    record, logs = _logs(bundle, scenario)
+    key = "result_50.00_percentile_latency_ns"
+    detail = logs / "mlperf_log_detail.txt"
+    value = json.loads(record.read_text())["metrics"]["loadgen"]["results"][key]
+    forged = value // 2
+    detail.write_text(detail.read_text().replace(f'"key": "{key}", "value": {value}', f'"key": "{key}", "value": {forged}'))
+    edit_json(record, lambda c: c["metrics"]["loadgen"]["results"].update({key: forged}))
+    problems = validate(bundle).problems
+    assert problems == [f"cells/{record.name}: LoadGen '{key}' '{forged}' but its summary log says '{value}'"]
+
+
+def test_a_summary_log_figure_that_is_not_a_number_is_one_problem(bundle: Path) -> None:
+    _, logs = _logs(bundle, "Offline")
+    summary = logs / "mlperf_log_summary.txt"
+    summary.write_text(re.sub(r"Max latency \(ns\)(\s*): \d+", r"Max latency (ns)\1: lots", summary.read_text()))
+    manifest.write(bundle)
+    assert any("'result_max_latency_ns' is 'lots', not a number" in line for line in validate(bundle).problems)
 
 
 @pytest.mark.parametrize(("damage", "words"), [
@@ -209,3 +253,46 @@ def test_huge_numbers_and_deep_nesting_are_problems_not_crashes(bundle: Path) ->
     assert any("out of range" in line for line in validate(bundle).problems)
     path.write_text('{"a": ' + "[" * 5000 + "]" * 5000 + "}")
     assert any("nested too deeply" in line for line in validate(bundle).problems)
+
+
+def _forgeries(record: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, Any]], None]]]:
+    """Every figure and verdict of a valid cell that a forger would want to change, each changed."""
+    def scale(*path: str) -> Callable[[dict[str, Any]], None]:
+        def change(cell: dict[str, Any]) -> None:
+            parent = cell
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = parent[path[-1]] * 0.8 if parent[path[-1]] else 7
+        return change
+
+    metrics = record["metrics"]
+    forged = [(f"summary {key}", scale("metrics", "device_time", "summary", key))
+              for key in metrics["device_time"]["summary"] if key not in ("n", "noisy")]
+    forged += [(f"loadgen {key}", scale("metrics", "loadgen", "results", key))
+               for key, value in metrics["loadgen"]["results"].items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    forged += [("loadgen metric", scale("metrics", "loadgen", "metric", "value")),
+               ("loadgen validity", lambda c: c["metrics"]["loadgen"].update(validity="INVALID")),
+               ("correctness ok", lambda c: c["metrics"]["correctness"].update(ok=False)),
+               ("max abs error", lambda c: c["metrics"]["correctness"].update(
+                   max_abs_error=c["metrics"]["correctness"]["max_abs_error_limit"] * 2)),
+               ("status", lambda c: c.update(status="invalid"))]
+    return forged
+
+
+def test_every_forged_figure_is_rejected_even_with_a_fresh_manifest(tmp_path: Path) -> None:
+    """The invariant: a bundle whose statistics, LoadGen figures or verdicts were edited, and whose
+    MANIFEST.sha256 was then re-hashed, fails validate, which re-derives what it can and checks the
+    rest against LoadGen's own logs. (A figure LoadGen logs in neither log, like `result_query_count`
+    in the summary, is held by the detail log alone.)"""
+    source = next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                  if json.loads(p.read_text())["status"] == "valid" and json.loads(p.read_text())["config"]["backend"] == "eager")
+    accepted = []
+    forgeries = _forgeries(json.loads(source.read_text()))
+    for number, (what, change) in enumerate(forgeries):
+        root = tmp_path / str(number)
+        shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+        edit_json(root / "cells" / source.name, change)
+        if validate(root).ok:
+            accepted.append(what)
+    assert len(forgeries) > 20 and accepted == []

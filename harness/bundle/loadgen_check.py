@@ -1,0 +1,109 @@
+"""Validate's fourth layer: a cell's LoadGen figures, read again from LoadGen's own logs.
+
+The record must say what the logs say. From the detail log: the validity, the headline metric,
+every `result_*` entry and every setting (`effective_*`, `requested_*`) the record keeps, and the
+scenario. From the summary log: the scenario, the mode, `Result is`, and every figure it prints
+(percentiles, mean, min, max, rates), each against the record's entry of the same meaning. A
+forger who edits a record and re-hashes the manifest must therefore edit both logs as well,
+consistently, line by line.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.bundle.files import CELLS
+from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_logs, parse_summary
+from harness.bundle.safe_json import read_text
+from harness.bundle.tolerance import number, printed_step
+from harness.errors import BundleError
+
+MAX_LOG_BYTES = 64 << 20
+_SIX_DIGITS = 1e-5  # a float LoadGen logs with six significant digits is this close to the true one
+_SHOWN = 50  # characters of a value a problem line quotes
+
+
+def problems(root: Path, cell: dict[str, Any]) -> list[str]:
+    """Where `cell`'s LoadGen figures disagree with the logs its bundle keeps."""
+    loadgen = cell["metrics"].get("loadgen")
+    if not loadgen:
+        return []
+    where = f"{CELLS}/{cell['id']}.json"
+    log_dir = root / CELLS / cell["id"] / loadgen["log_dir"]
+    rel = log_dir.relative_to(root).as_posix()
+    texts, lines = {}, []
+    for name in (SUMMARY, DETAIL):
+        try:
+            texts[name] = read_text(log_dir / name, f"{rel}/{name}", max_bytes=MAX_LOG_BYTES)
+        except BundleError as exc:
+            lines.append(f"{exc} (the cell's LoadGen figures cannot be checked)")
+    if lines:
+        return lines
+    try:
+        parsed = parse_logs(log_dir, loadgen["scenario"])
+    except (ValueError, RuntimeError, UnicodeError) as exc:  # a damaged log line
+        return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
+    lines += _against_detail(where, rel, loadgen, parsed, cell["config"]["scenario"])
+    lines += _against_summary(where, rel, loadgen, parse_summary(texts[SUMMARY]))
+    return lines
+
+
+def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[str, Any], scenario: str) -> list[str]:
+    lines = []
+    if loadgen["scenario"] != scenario:
+        lines.append(f"{where}: LoadGen scenario {_shown(loadgen['scenario'])} but the cell's is {_shown(scenario)}")
+    logged_scenario = parsed["settings"].get("effective_scenario")
+    if logged_scenario is not None and logged_scenario != loadgen["scenario"]:
+        lines.append(f"{where}: LoadGen scenario {_shown(loadgen['scenario'])} but its detail log says {_shown(logged_scenario)}")
+    if parsed["validity"] != loadgen["validity"]:
+        lines.append(f"{where}: LoadGen validity {_shown(loadgen['validity'])} but its detail log says {_shown(parsed['validity'])}")
+    logged, recorded = number(parsed["metric"]["value"]), number(loadgen["metric"]["value"])
+    if logged is None and parsed["metric"]["value"] is not None:
+        return [*lines, f"{rel}/{DETAIL}: {loadgen['metric']['name']} is {_shown(parsed['metric']['value'])}, not a number"]
+    if logged != recorded:  # the record keeps the logged figure as parsed
+        lines.append(f"{where}: LoadGen {loadgen['metric']['name']} {recorded} but its detail log says {logged}")
+    for part in ("results", "settings"):
+        kept, read = loadgen.get(part) or {}, parsed[part]
+        for key in sorted(set(kept) | set(read)):
+            if key not in read:
+                lines.append(f"{where}: LoadGen {part} {_shown(key)} is not in its detail log")
+            elif key not in kept:
+                continue  # a record may keep fewer entries than the log has (older harnesses did)
+            elif not _same(kept[key], read[key]):
+                lines.append(f"{where}: LoadGen {_shown(key)} {_shown(kept[key])} but its detail log says {_shown(read[key])}")
+    return lines
+
+
+def _against_summary(where: str, rel: str, loadgen: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for what, logged, recorded in (("scenario", summary["scenario"], loadgen["scenario"]),
+                                   ("result", summary["validity"], loadgen["validity"]),
+                                   ("mode", summary["mode"], "PerformanceOnly")):
+        if logged != recorded:
+            lines.append(f"{where}: LoadGen {what} {_shown(recorded)} but its summary log says {_shown(logged)}")
+    results = loadgen.get("results") or {}
+    for key, text in sorted(summary["figures"].items()):
+        logged = number(text)
+        if logged is None:
+            lines.append(f"{rel}/{SUMMARY}: {_shown(key)} is {_shown(text)}, not a number")
+        elif key in results and not _close_printed(number(results[key]), logged, text):
+            lines.append(f"{where}: LoadGen {_shown(key)} {_shown(results[key])} but its summary log says {_shown(text)}")
+    return lines
+
+
+def _same(kept: Any, read: Any) -> bool:
+    """A record keeps the detail log's entries as parsed from its JSON: the same value, exactly."""
+    return kept == read and isinstance(kept, bool) == isinstance(read, bool)
+
+
+def _close_printed(recorded: float | None, logged: float, text: str) -> bool:
+    """Each log rounds a figure its own way: the summary to its last printed digit, the detail log
+    (whose figure the record keeps) to six significant digits."""
+    return recorded is not None and math.isclose(recorded, logged, rel_tol=_SIX_DIGITS, abs_tol=printed_step(text))
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    return repr(text[:_SHOWN] + ("..." if len(text) > _SHOWN else ""))

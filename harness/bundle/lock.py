@@ -1,0 +1,50 @@
+"""One process at a time writes a bundle: the run that made it, or the one resuming it.
+
+Two `--resume` of one bundle would run the same cells at once and race on its files. The writer
+takes an exclusive `flock` on the bundle's directory itself (no lock file, so the bundle holds
+nothing validate would have to explain) and keeps it until the process ends; the kernel lets it
+go when the process dies, however it dies, so a killed run never leaves a stale lock. A second
+writer is refused at once, naming the holder's pid, read from /proc/locks.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+_PROC_LOCKS = Path("/proc/locks")
+
+
+def hold(root: Path) -> int:
+    """Lock the bundle directory `root` for this process; its file descriptor, kept open while the
+    lock is needed. ConfigError naming the holder when another process has it."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = holder_pid(root)
+        os.close(fd)
+        who = f"pid {holder}" if holder else "another process"
+        raise ConfigError(f"{root}: {who} is running or resuming this bundle; wait for it to end, or stop it, "
+                          "then resume") from None
+    return fd
+
+
+def holder_pid(root: Path) -> int | None:
+    """The pid holding a flock on `root`, as /proc/locks lists it, or None where it cannot be told."""
+    try:
+        inode = os.stat(root).st_ino
+        lines = _PROC_LOCKS.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 00:2e:131077 0 EOF"; a blocked waiter's line has "->" after the number
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        if fields[5].rsplit(":", 1)[-1] == str(inode) and fields[4].isdigit():
+            return int(fields[4])
+    return None

@@ -1,0 +1,40 @@
+"""Text someone else wrote, made safe to show: a bundle's labels and reasons, a scenario's option
+keys, a backend's error message.
+
+Such text can carry terminal escape sequences (ESC, CR, BEL: recolour the screen, move the cursor,
+hide what came before) and bidirectional overrides (U+202E and friends: show a line in another
+order than it reads). Neither must reach a terminal, a Markdown viewer or a browser as itself:
+`visible` writes each such character as its escape (`\\x1b`, `\\u202e`), so the reader sees that
+it was there and nothing acts on it. Markup (Rich's, Markdown's, HTML's) is the caller's to
+escape; this module only decides which characters are shown as codes.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls (tab and newline apart), DEL, the bidirectional marks, embeddings, overrides
+# and isolates, the line and paragraph separators, and the byte-order mark.
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+_IN_TEXT = re.compile(f"[{_UNSAFE}]")
+_IN_LINE = re.compile(f"[{_UNSAFE}\t\n]")
+
+
+def _code(match: re.Match[str]) -> str:
+    point = ord(match.group())
+    return f"\\x{point:02x}" if point < 0x100 else f"\\u{point:04x}"
+
+
+def visible(text: object) -> str:
+    """`text` on one line, every control, line break and bidirectional character written as its code."""
+    return _IN_LINE.sub(_code, str(text))
+
+
+def visible_lines(text: str) -> str:
+    """A document (newlines and tabs kept), every other control and bidirectional character written as its code."""
+    return _IN_TEXT.sub(_code, text)
+
+
+def has_unsafe(text: str) -> bool:
+    """Whether `text` holds a character `visible_lines` would rewrite."""
+    return _IN_TEXT.search(text) is not None

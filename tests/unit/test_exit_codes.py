@@ -1,0 +1,103 @@
+"""docs/cli.md's table of exit codes, held command by command: each code a command can give, given
+by the command in this process, with no traceback. Codes that need a real run (run's 0, 1, 3,
+130 and 143) are held by the integration tests the table names."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.bundle import manifest
+from harness.cli.main import main
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+def _copy(tmp: Path, name: str = "v3") -> Path:
+    root = tmp / f"bundle-{name}"
+    if not root.exists():
+        shutil.copytree(GOLDEN / name, root)
+    return root
+
+
+def _damaged(tmp: Path) -> Path:
+    root = _copy(tmp)
+    (root / "stray.txt").write_text("not in the manifest")
+    return root
+
+
+def _one_cell_fewer(tmp: Path) -> Path:
+    """A valid bundle lacking one valid cell of the golden one: compare cannot pair it."""
+    root = tmp / "fewer"
+    shutil.copytree(GOLDEN / "v3", root)
+    header = json.loads((root / "bundle.json").read_text())
+    gone = next(e["id"] for e in header["cells"] if json.loads((root / "cells" / f"{e['id']}.json").read_text())["status"] == "valid")
+    header["cells"] = [e for e in header["cells"] if e["id"] != gone]
+    (root / "bundle.json").write_text(json.dumps(header))
+    (root / "cells" / f"{gone}.json").unlink()
+    shutil.rmtree(root / "cells" / gone)
+    manifest.write(root)
+    return root
+
+
+def _bad_scenario(tmp: Path) -> Path:
+    path = tmp / "bad.yaml"
+    path.write_text("models: [resnet18]\nbackends: [{name: eager}]\nscenarios: [Sometimes]\n")
+    return path
+
+
+#: (command, expected code, argv built in a temporary directory)
+CASES: list[tuple[str, int, Callable[[Path], list[str]]]] = [
+    ("validate", 0, lambda t: ["validate", str(_copy(t))]),
+    ("validate", 1, lambda t: ["validate", str(_damaged(t))]),
+    ("validate", 2, lambda t: ["validate", str(t)]),
+    ("compare", 0, lambda t: ["compare", str(_copy(t)), str(_copy(t, "v2")), "--allow-missing"]),
+    ("compare", 1, lambda t: ["compare", str(_copy(t)), str(_one_cell_fewer(t))]),
+    ("compare", 2, lambda t: ["compare", str(_copy(t)), str(_damaged(t / "x"))]),
+    ("report", 0, lambda t: ["report", str(_copy(t)), "--out", str(t / "report")]),
+    ("report", 2, lambda t: ["report", str(_damaged(t))]),
+    ("pack", 0, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "Acme", "--out", str(t / "tree")]),
+    ("pack", 2, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "../Acme", "--out", str(t / "tree")]),
+    ("schema", 0, lambda t: ["schema", "--out", str(t / "schema.json")]),
+    ("schema", 2, lambda t: ["schema", "--out", str(t)]),
+    ("models", 0, lambda t: ["models"]),
+    ("models", 2, lambda t: ["models", "--family", "nope"]),
+    ("backends", 2, lambda t: ["backends", "--device", "tpu"]),
+    ("run", 2, lambda t: ["run", str(_bad_scenario(t)), "--out", str(t / "results")]),
+    ("run", 2, lambda t: ["run", "--resume", str(_damaged(t))]),
+    ("gpu-check", 2, lambda t: ["gpu-check", "--budget-s", "-1"]),
+    ("container", 2, lambda t: ["container", "cpu"]),
+    ("(none)", 2, lambda t: ["frobnicate"]),
+]
+
+
+@pytest.mark.parametrize(("command", "code", "argv"), CASES, ids=[f"{c}-{code}-{i}" for i, (c, code, _) in enumerate(CASES)])
+def test_each_command_gives_the_code_the_table_gives(command: str, code: int, argv: Callable[[Path], list[str]],
+                                                     tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        got = main(argv(tmp_path))
+    except SystemExit as exc:  # argparse: an unknown command or choice
+        got = exc.code if isinstance(exc.code, int) else 2
+    printed = capsys.readouterr()
+    assert got == code, printed.out[-1000:] + printed.err[-1000:]
+    assert "Traceback" not in printed.err
+    if code == 2:
+        assert printed.err.strip(), "an exit 2 says why on standard error"
+    if command == "run":
+        assert not (tmp_path / "results").exists(), "a refused run writes nothing"
+
+
+def test_the_table_names_every_command_and_only_these_codes() -> None:
+    text = DOCS.read_text()
+    codes = {int(c) for c in re.findall(r"^\| (\d+) \|", text, flags=re.M)}
+    assert codes == {0, 1, 2, 3, 130, 143}
+    for command in ("run", "gpu-check", "validate", "compare", "report", "pack", "schema", "backends", "models", "container"):
+        assert f"`{command}`" in text
+    held = {command for command, _, _ in CASES}
+    assert held >= {"validate", "compare", "report", "pack", "schema", "models", "backends", "run", "gpu-check", "container"}

@@ -1,0 +1,105 @@
+"""Text from a bundle or a scenario never reaches a terminal, a Markdown viewer or a browser as a
+control character, an escape sequence, a bidirectional override, raw HTML or a link (issue 20,
+weak spots 5, 6 and 7)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.bundle import manifest
+from harness.cli.main import main
+from harness.plain_text import has_unsafe, visible, visible_lines
+from harness.reporting.markdown import md_cell
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "v3"
+EVIL = "\x1b[2J\x1b]8;;http://x\x07\r<img src=x onerror=alert(1)>[click](javascript:alert(1))\u202egnp.exe"
+
+
+def test_visible_writes_every_unsafe_character_as_its_code() -> None:
+    assert visible("a\x1b[31mb\x07\u202ec\u2066\nd\te\x9b") == "a\\x1b[31mb\\x07\\u202ec\\u2066\\x0ad\\x09e\\x9b"
+    assert visible_lines("line\x1b\nnext\tcol\u200f") == "line\\x1b\nnext\tcol\\u200f"
+    assert not has_unsafe(visible(EVIL)) and has_unsafe(EVIL)
+    assert visible("plain: résumé, 日本, µs") == "plain: résumé, 日本, µs"
+
+
+def test_a_markdown_cell_holds_no_html_link_or_control() -> None:
+    cell = md_cell(EVIL)
+    assert "<" not in cell and "](" not in cell.replace("\\](", "") and not has_unsafe(cell)
+    assert "&lt;img" in cell and "\\[click\\]" in cell and "\\u202e" in cell and "\\x1b" in cell
+
+
+def _hostile_copy(tmp: Path, name: str) -> Path:
+    """The golden bundle with every cell label replaced by hostile text, re-hashed (still valid)."""
+    root = tmp / name
+    shutil.copytree(GOLDEN, root)
+    header = json.loads((root / "bundle.json").read_text())
+    for entry in header["cells"]:
+        entry["label"] = f"{entry['label']} {EVIL}"
+        path = root / "cells" / f"{entry['id']}.json"
+        record = json.loads(path.read_text())
+        record["label"] = entry["label"]
+        if record["status"] != "valid":
+            record["reasons"] = [EVIL]
+        path.write_text(json.dumps(record))
+    header["scenario_file"] = EVIL
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    return root
+
+
+def test_validate_compare_and_report_show_hostile_text_as_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _hostile_copy(tmp_path, "a"), _hostile_copy(tmp_path, "b")
+    assert main(["validate", str(a)]) == 0
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0
+    assert main(["report", str(a), "--out", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr()
+    assert not has_unsafe(printed.out + printed.err)
+    assert "\\\\x1b\\[2J" in printed.out  # compare's Markdown table shows the labels, escapes as (escaped) codes
+    for path in (tmp_path / "cmp.md", tmp_path / "report" / "report.md", tmp_path / "report" / "report.html"):
+        text = path.read_text()
+        assert not has_unsafe(text), path
+        assert "<img" not in text, path  # HTML escaped in both
+        if path.suffix == ".md":  # and no Markdown link can form
+            assert not re.search(r"(?<!\\)\]\(javascript:", text), path
+    assert "\\u202egnp.exe" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_schema_problem_quoting_hostile_text_is_printed_as_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN, root)
+    path = next((root / "cells").glob("*.json"))
+    record = json.loads(path.read_text())
+    record["status"] = EVIL
+    path.write_text(json.dumps(record))
+    manifest.write(root)
+    assert main(["validate", str(root)]) == 1
+    printed = capsys.readouterr()
+    assert "\\x1b[2J" in printed.out and not has_unsafe(printed.out + printed.err)
+
+
+def test_the_run_console_shows_labels_and_reasons_as_codes() -> None:
+    from harness.run.summary import summary_table
+
+    record = json.loads(next(p for p in sorted(GOLDEN.glob("cells/*.json"))
+                             if json.loads(p.read_text())["status"] == "failed").read_text())
+    record["config"]["model"]["name"] = EVIL
+    out = io.StringIO()
+    Console(file=out, width=300, force_terminal=False).print(summary_table([record]))
+    assert not has_unsafe(out.getvalue()) and "\\x1b[2J" in out.getvalue()
+
+
+def test_a_scenario_string_with_an_escape_or_override_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for text in ('"\\e[31mkey"', '"name\\u202e"', '"a\\u0007b"'):
+        path = tmp_path / "s.yaml"
+        path.write_text(f"models: [resnet18]\nbackends:\n  - {{name: 'null', options: {{{text}: 1}}}}\n")
+        assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert "holds a control or bidirectional character" in err and ":3:" in err and not has_unsafe(err)
+    assert not (tmp_path / "out").exists()
