@@ -193,7 +193,7 @@ def _cell_v1() -> dict[str, Any]:
         {"model": _obj({"name": {"type": "string"}}, ("name",)), "backend": {"type": "string"},
          "variant": _obj({"fusion": {"enum": ["on", "off"]}, "options": {"type": "object"}}, ("fusion", "options")),
          "scenario": {"enum": list(SCENARIOS)}, "device": {"enum": ["cpu", "cuda"]}, "dtype": {"type": "string"},
-         "batch": _int(1 << 20, 1)},
+         "batch": _int(1 << 20, 1), "allocator": {"enum": ["steady", "system"]}},
         ("model", "backend", "variant", "scenario", "device", "dtype", "batch"),
     )
     return _obj(

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness import artifact_cache, registry
+from harness import allocator, artifact_cache, registry
 from harness.atomic import write_bytes_atomic
 from harness.contract import Variant
 from harness.errors import HarnessError
@@ -91,6 +91,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                 "torch_interop_threads": torch.get_num_interop_threads(),
                 "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
                 "variables": recorded_environment(),
+                "allocator": allocator.record(allocator.of(cell), dict(os.environ)),
                 "pid": os.getpid(),
             }
         _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
@@ -102,7 +103,8 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     else:
         answer.reasons = _invalid_reasons(metrics)
         answer.status = "invalid" if answer.reasons else "valid"
-        answer.warnings = trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
+        answer.warnings = (trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
+                           + allocator.warnings(answer.environment.get("allocator")))
     answer.phases_s = clock.durations_s
     return answer
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from harness import precision, registry
+from harness import allocator, precision, registry
 from harness.bundle.reader import load, lookup
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
@@ -325,7 +325,8 @@ def _sweep(
                                             "finished": utc_now()}, progress, bar)
                 continue
             cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
-            tasks.append(_task(cell, bundle, input_folder, cache_dir, cell_limits, resolved.get("env") or []))
+            env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])
+            tasks.append(_task(cell, bundle, input_folder, cache_dir, cell_limits, env_names))
             bases[cell.id] = base
         try:
             for done in executor.run(tasks, show):

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from harness import allocator
 from harness.errors import ConfigError
 from harness.models.catalog import all_models
 from harness.scenario.rules import rule
@@ -96,6 +97,8 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
                                 "timing": resolved["timing"],
                                 "passes": resolved["passes"],
                             }
+                            if allocator.of(resolved) != "system":  # ids of system cells stay what they were
+                                config["allocator"] = allocator.of(resolved)
                             cells.append(Cell(cell_id(config), config))
     return cells
 

@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from harness import registry
+from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
+from harness.allocator import Allocator
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
 from harness.models.catalog import CLASSIFICATION_MODELS, all_models
 from harness.options import problem
@@ -339,6 +341,11 @@ class ScenarioFile(_Strict):
         [], max_length=200,
         description=("environment variables for every cell's worker beyond the whitelisted ones "
                      "(harness/run/isolation.py): NAME passes this shell's value on, NAME=value sets it"))
+    allocator: Allocator = Field(
+        DEFAULT_ALLOCATOR,
+        description=("the C library allocator's settings in every worker (harness/allocator.py): steady keeps "
+                     "freed memory (malloc never maps, the heap is never trimmed), so calls do not fault their "
+                     "pages in again; system leaves glibc's defaults"))
     baseline: str = Field("eager", description="the backend the report's speedups are measured against")
 
     @model_validator(mode="after")
@@ -353,6 +360,9 @@ class ScenarioFile(_Strict):
         if len(set(seen)) != len(seen):
             raise ValueError("backends lists the same backend entry twice")
         self._mlperf_ready()
+        if self.allocator == "steady" and any(item.partition("=")[0] == "GLIBC_TUNABLES" for item in self.env):
+            raise ValueError("env sets GLIBC_TUNABLES, which allocator: steady sets itself; "
+                             "add allocator: system to pass your own")
         names = [m.name for m in self.models]
         for backend in self.backends:
             unknown = [m for m in backend.models or () if m not in names]

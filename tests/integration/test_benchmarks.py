@@ -26,3 +26,18 @@ def test_overhead_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     assert figures["resnet18_ratio_harness_to_bare"] > 0
     assert "ratio harness / bare" in done.stdout
 
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is a glibc tunable")
+def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
+    out = tmp_path / "allocator.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/allocator.py", "--models", "mobilenet_v3_small", "--rounds", "1", "--calls", "3",
+         "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())["models"]["mobilenet_v3_small"]
+    assert figures["system_over_steady"] > 0
+    assert figures["steady"]["faults_per_call"][0] < figures["system"]["faults_per_call"][0]
+    assert "system / steady" in done.stdout
