@@ -10,8 +10,9 @@ produced it. `fusionbench schema --file cell --version 2` prints one.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, get_args
 
+from harness.allocator import Allocator
 from harness.bundle.migrations import OLDEST_READABLE, SCHEMA_VERSION
 from harness.bundle.statuses import STATES, STATUSES
 from harness.scenario.rules import SCENARIOS
@@ -193,7 +194,7 @@ def _cell_v1() -> dict[str, Any]:
         {"model": _obj({"name": {"type": "string"}}, ("name",)), "backend": {"type": "string"},
          "variant": _obj({"fusion": {"enum": ["on", "off"]}, "options": {"type": "object"}}, ("fusion", "options")),
          "scenario": {"enum": list(SCENARIOS)}, "device": {"enum": ["cpu", "cuda"]}, "dtype": {"type": "string"},
-         "batch": _int(1 << 20, 1), "allocator": {"enum": ["steady", "system"]}},
+         "batch": _int(1 << 20, 1), "allocator": {"enum": list(get_args(Allocator))}},
         ("model", "backend", "variant", "scenario", "device", "dtype", "batch"),
     )
     return _obj(

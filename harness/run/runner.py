@@ -299,6 +299,7 @@ def _sweep(
     it finishes. Cells that need not run (skipped, or past the time budget) are written at once."""
     executor = executor or Serial()
     limits = resolved["limits"]
+    env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,
@@ -325,7 +326,6 @@ def _sweep(
                                             "finished": utc_now()}, progress, bar)
                 continue
             cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
-            env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])
             tasks.append(_task(cell, bundle, input_folder, cache_dir, cell_limits, env_names))
             bases[cell.id] = base
         try:

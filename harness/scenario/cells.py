@@ -71,6 +71,7 @@ def _loadgen_config(scenario: str, loadgen: dict[str, Any]) -> dict[str, Any]:
 def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
     """Every cell of a resolved scenario on a concrete device ("cpu" or "cuda")."""
     inputs = resolved["inputs"]
+    chosen = allocator.of(resolved)
     cells = []
     models = all_models()
     for model in resolved["models"]:
@@ -97,8 +98,8 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
                                 "timing": resolved["timing"],
                                 "passes": resolved["passes"],
                             }
-                            if allocator.of(resolved) != "system":  # ids of system cells stay what they were
-                                config["allocator"] = allocator.of(resolved)
+                            if chosen != "system":  # ids of system cells stay what they were
+                                config["allocator"] = chosen
                             cells.append(Cell(cell_id(config), config))
     return cells
 

@@ -24,6 +24,7 @@ from pydantic import (
 
 from harness import registry
 from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
+from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
 from harness.models.catalog import CLASSIFICATION_MODELS, all_models
@@ -360,8 +361,8 @@ class ScenarioFile(_Strict):
         if len(set(seen)) != len(seen):
             raise ValueError("backends lists the same backend entry twice")
         self._mlperf_ready()
-        if self.allocator == "steady" and any(item.partition("=")[0] == "GLIBC_TUNABLES" for item in self.env):
-            raise ValueError("env sets GLIBC_TUNABLES, which allocator: steady sets itself; "
+        if self.allocator == "steady" and any(item.partition("=")[0] == ALLOCATOR_VARIABLE for item in self.env):
+            raise ValueError(f"env sets {ALLOCATOR_VARIABLE}, which allocator: steady sets itself; "
                              "add allocator: system to pass your own")
         names = [m.name for m in self.models]
         for backend in self.backends:

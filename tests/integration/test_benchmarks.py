@@ -27,7 +27,6 @@ def test_overhead_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     assert "ratio harness / bare" in done.stdout
 
 
-
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is a glibc tunable")
 def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     out = tmp_path / "allocator.json"
