@@ -96,11 +96,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--quick", action="store_true", help="one small cell (a smoke test of this script)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="fusionbench-noise-"))
-    scenario = work / "noise.yaml"
-    scenario.write_text(CELLS["quick" if args.quick else args.device])
-    first = run_once(scenario, args.device, work / "first")
-    second = run_once(scenario, args.device, work / "second")
+    with tempfile.TemporaryDirectory(prefix="fusionbench-noise-") as tmp:
+        work = Path(tmp)
+        scenario = work / "noise.yaml"
+        scenario.write_text(CELLS["quick" if args.quick else args.device])
+        first = run_once(scenario, args.device, work / "first")
+        second = run_once(scenario, args.device, work / "second")
     rows = [ratios(first[label], second[label], args.device) for label in sorted(first) if label in second]
     print(f"{'cell':<58}{'median ms (1st, 2nd)':>22}{'CV/target':>11}{'spread/3%':>11}{'gap/5%':>9}")
     for row in rows:

@@ -48,13 +48,8 @@ def bare_p50_ns(prepared: Any, batch: Any, iters: int) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--duration-s", type=float, default=10.0, help="LoadGen minimum duration per run")
-    args = parser.parse_args()
-    torch.set_grad_enabled(False)
-    workdir = Path(tempfile.mkdtemp(prefix="fusionbench-overhead-"))
+def measure(workdir: Path, duration_s: float) -> dict[str, Any]:
+    """The overhead figures, LoadGen's logs written under `workdir`."""
     samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 64}, model="resnet18", input_size=224,
                                folder=None, device="cpu", dtype="fp32")
     figures: dict[str, Any] = {"machine": f"{cpu_info()['model'] or platform.machine()}, {torch.get_num_threads()} torch threads",
@@ -63,8 +58,8 @@ def main() -> None:
     null = NullBackend().prepare(
         None, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir, cache_dir=workdir
     )
-    ss = loadgen.run_scenario(null, samples, loadgen_cell("SingleStream", 1, args.duration_s), 20_000, workdir / "null-ss")
-    off = loadgen.run_scenario(null, samples, loadgen_cell("Offline", 8, args.duration_s), 40_000, workdir / "null-off")
+    ss = loadgen.run_scenario(null, samples, loadgen_cell("SingleStream", 1, duration_s), 20_000, workdir / "null-ss")
+    off = loadgen.run_scenario(null, samples, loadgen_cell("Offline", 8, duration_s), 40_000, workdir / "null-off")
     figures["null_singlestream_p50_ns"] = ss["results"]["result_50.00_percentile_latency_ns"]
     figures["null_singlestream_validity"] = ss["validity"]
     figures["null_offline_samples_per_s"] = off["results"]["result_samples_per_second"]
@@ -78,9 +73,9 @@ def main() -> None:
     batch = samples[0]
     for _ in range(5):
         eager(batch)
-    iters = max(50, int(args.duration_s * 1e9 / bare_p50_ns(eager, batch, 10) / 2))
+    iters = max(50, int(duration_s * 1e9 / bare_p50_ns(eager, batch, 10) / 2))
     bare_before = bare_p50_ns(eager, batch, iters)
-    harness_run = loadgen.run_scenario(eager, samples, loadgen_cell("SingleStream", 1, args.duration_s), bare_before,
+    harness_run = loadgen.run_scenario(eager, samples, loadgen_cell("SingleStream", 1, duration_s), bare_before,
                                        workdir / "eager-ss")
     bare_after = bare_p50_ns(eager, batch, iters)
     harness_p50 = harness_run["results"]["result_50.00_percentile_latency_ns"]
@@ -90,17 +85,30 @@ def main() -> None:
         "resnet18_harness_singlestream_p50_ns": harness_p50, "resnet18_harness_validity": harness_run["validity"],
         "resnet18_ratio_harness_to_bare": harness_p50 / bare, "target_ratio": 1.05,
     })
+    return figures
 
-    print(f"machine: {figures['machine']}, torch {figures['torch']}")
-    figures["target_ns"] = TARGET_NS
-    print(f"null SingleStream p50 per query : {figures['null_singlestream_p50_ns'] / 1e3:8.1f} us ({ss['validity']}; "
-          f"ratio to the 5 us target {figures['null_singlestream_p50_ns'] / TARGET_NS:.2f})")
-    print(f"null Offline per sample         : {figures['null_offline_ns_per_sample'] / 1e3:8.2f} us "
-          f"({figures['null_offline_samples_per_s']:.0f} samples/s, {off['validity']}; "
-          f"ratio to the 5 us target {figures['null_offline_ns_per_sample'] / TARGET_NS:.2f})")
-    print(f"resnet18 eager bare loop p50    : {bare_before / 1e6:8.3f} ms before, {bare_after / 1e6:.3f} ms after")
-    print(f"resnet18 eager harness SS p50   : {harness_p50 / 1e6:8.3f} ms ({harness_run['validity']})")
-    print(f"ratio harness / bare            : {figures['resnet18_ratio_harness_to_bare']:8.3f} (target <= 1.05)")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--duration-s", type=float, default=10.0, help="LoadGen minimum duration per run")
+    args = parser.parse_args()
+    torch.set_grad_enabled(False)
+    with tempfile.TemporaryDirectory(prefix="fusionbench-overhead-") as tmp:
+        figures = measure(Path(tmp), args.duration_s)
+    f = figures
+    print(f"machine: {f['machine']}, torch {f['torch']}")
+    f["target_ns"] = TARGET_NS
+    print(f"null SingleStream p50 per query : {f['null_singlestream_p50_ns'] / 1e3:8.1f} us "
+          f"({f['null_singlestream_validity']}; ratio to the 5 us target {f['null_singlestream_p50_ns'] / TARGET_NS:.2f})")
+    print(f"null Offline per sample         : {f['null_offline_ns_per_sample'] / 1e3:8.2f} us "
+          f"({f['null_offline_samples_per_s']:.0f} samples/s, {f['null_offline_validity']}; "
+          f"ratio to the 5 us target {f['null_offline_ns_per_sample'] / TARGET_NS:.2f})")
+    print(f"resnet18 eager bare loop p50    : {f['resnet18_bare_p50_ns_before'] / 1e6:8.3f} ms before, "
+          f"{f['resnet18_bare_p50_ns_after'] / 1e6:.3f} ms after")
+    print(f"resnet18 eager harness SS p50   : {f['resnet18_harness_singlestream_p50_ns'] / 1e6:8.3f} ms "
+          f"({f['resnet18_harness_validity']})")
+    print(f"ratio harness / bare            : {f['resnet18_ratio_harness_to_bare']:8.3f} (target <= 1.05)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
 

@@ -17,11 +17,9 @@ caches); nothing else of the parent's environment reaches it. The cell records w
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
 
 POLL_S = 0.1
@@ -117,19 +116,18 @@ def run_worker(
     GPU, cores and thread count where a parallel run gave it a slot (harness/run/slots.py).
     Setting `stop` kills the worker and raises KeyboardInterrupt (a parallel run's Ctrl-C, which
     only the main thread receives)."""
-    workdir = Path(tempfile.mkdtemp(prefix="fusionbench-cell-"))
-    phase_file = workdir / "phase"
-    answer_file = workdir / "answer.json"
-    request = replace(request, phase_file=str(phase_file), answer_file=str(answer_file), parent_pid=os.getpid())
-    (workdir / "request.json").write_text(request.to_json())
-    env = worker_environment(os.environ, env_names, scratch_env or {}, workdir)
-    if slot is not None:
-        env.update(slot.environment())
-    last_phase = "start"
-    timed_out = False
-    memory_exceeded: int | None = None
-    start = time.monotonic()
-    try:
+    with scratch_dir("fusionbench-cell-") as workdir:
+        phase_file = workdir / "phase"
+        answer_file = workdir / "answer.json"
+        request = replace(request, phase_file=str(phase_file), answer_file=str(answer_file), parent_pid=os.getpid())
+        (workdir / "request.json").write_text(request.to_json())
+        env = worker_environment(os.environ, env_names, scratch_env or {}, workdir)
+        if slot is not None:
+            env.update(slot.environment())
+        last_phase = "start"
+        timed_out = False
+        memory_exceeded: int | None = None
+        start = time.monotonic()
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, str(workdir / "request.json")],
@@ -173,8 +171,6 @@ def run_worker(
                 answer = None
         return WorkerOutcome(answer, proc.returncode, timed_out, last_phase, time.monotonic() - start,
                              memory_exceeded_bytes=memory_exceeded, memory_limit_bytes=memory_limit_bytes)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def tree_rss_bytes(pid: int) -> int:

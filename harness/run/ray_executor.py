@@ -16,17 +16,15 @@ and the scenario's input folder and cache at the same paths.
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
 from harness.run.executors import CellTask, Finished, OnPhase, node_info
 from harness.run.isolation import WorkerOutcome, run_worker
+from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot, claimed
 
 RETRIES = 1
@@ -44,8 +42,7 @@ def ray_module() -> Any:
 
 def run_on_node(task: CellTask, cpus: int) -> dict[str, Any]:
     """On the node: the cell's worker in a scratch folder, on cores of its own; what came of it."""
-    scratch = Path(tempfile.mkdtemp(prefix="fusionbench-ray-cell-"))
-    try:
+    with scratch_dir("fusionbench-ray-cell-") as scratch:
         request = replace(task.request, artifact_dir=str(scratch))
         with claimed(cpus) as slot:
             outcome = run_worker(request, timeout_s=task.timeout_s, log_path=scratch / "worker.log",
@@ -53,8 +50,6 @@ def run_on_node(task: CellTask, cpus: int) -> dict[str, Any]:
                                  scratch_env=task.scratch_env, slot=slot)
         files = {p.relative_to(scratch).as_posix(): p.read_bytes() for p in sorted(scratch.rglob("*")) if p.is_file()}
         return {"outcome": outcome, "files": files, "node": _node(slot)}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _node(slot: Slot) -> dict[str, Any]:

@@ -103,8 +103,11 @@ def test_a_slow_first_call_is_recorded_apart_and_does_not_skew_the_timing(sweep)
     assert slow["metrics"]["first_call_s"] >= 3.0
     timing = slow["metrics"]["device_time"]
     assert max(timing["samples_ns"] + timing["warmup_samples_ns"]) < 2e9
+    # What was timed is the same eager model as the eager cell's (3-4 ms a call at 32x32), not the
+    # 3 s first call. The bounds are wide because the two cells run at different moments, and on a
+    # shared 2-core machine contention alone has moved one against the other by 8x.
     ratio = timing["summary"]["median_ns"] / eager["metrics"]["device_time"]["summary"]["median_ns"]
-    assert 0.33 < ratio < 3, ratio  # the same eager model; only the first call was slow
+    assert 0.05 < ratio < 30, ratio
 
 
 def test_the_other_cells_complete_with_correct_figures_and_none_is_lost(sweep, faults_env) -> None:

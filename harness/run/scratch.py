@@ -1,0 +1,68 @@
+"""A cell's scratch folder under the temporary directory, and the removal of those left behind.
+
+A run removes its cells' scratch folders when they end, but a run killed with SIGKILL (or a Ray
+node process that dies) never reaches that code. Each folder is therefore held by its process with
+an exclusive `flock` while it is in use; the kernel lets the lock go when the process dies, however
+it dies. The first scratch folder a process makes sweeps the temporary directory for folders of
+the same kind that nobody holds and removes them. A folder younger than a minute is left alone,
+so one made a moment ago by another process that has not locked it yet is never taken.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+MIN_AGE_S = 60.0
+_swept: set[str] = set()
+_sweeping = threading.Lock()
+
+
+@contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A new folder `<tmp>/<prefix>XXXXXXXX`, locked by this process while the block runs and removed
+    after it. Orphans of the same prefix are removed first, once per process."""
+    with _sweeping:
+        if prefix not in _swept:
+            _swept.add(prefix)
+            remove_orphans(prefix)
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(fd)
+
+
+def remove_orphans(prefix: str, min_age_s: float = MIN_AGE_S) -> list[Path]:
+    """Remove the folders `<tmp>/<prefix>*` that no live process holds and that were last changed
+    more than `min_age_s` ago; the folders removed. Folders this user cannot open are left alone."""
+    removed = []
+    now = time.time()
+    for folder in sorted(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or now - folder.stat().st_mtime < min_age_s:
+                continue
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a live run's cell
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
