@@ -10,12 +10,14 @@ from harness.reporting.plots import Point, Series, bar_chart, scatter
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
+    SPEEDUP_NOTE,
     TIME_SPLIT_NOTE,
     Row,
     agreement_table,
     baseline_of,
     cells_table,
     facts,
+    fmt_speedup,
     fused_kernels,
     fusion_pairs,
     fusion_table,
@@ -93,11 +95,12 @@ def html(loaded: LoadedBundle) -> str:
         "Below the dashed line, fusion made the cell slower; the section below lists those cells and their fused kernels.",
         "No valid cell has both fusion on and fusion off in this run.",
     ))
+    parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")
     parts.append(_html_table(*fusion_table(pairs)))
     parts.append("<h3>Where fusion made things slower</h3>")
     slower = [p for p in pairs if p.speedup < 1]
     parts.append(_html_table(["cell", "speedup", "fused kernels (first ones)"],
-                             [[p.name, f"{p.speedup:.2f}x", "; ".join(fused_kernels(p.on)) or "none reported"]
+                             [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported"]
                               for p in slower]) if slower else '<p class="empty">Nowhere in this run.</p>')
 
     parts.append("<h2>Kernels per inference vs latency</h2>")

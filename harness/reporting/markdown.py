@@ -9,6 +9,7 @@ from harness.plain_text import visible
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
+    SPEEDUP_NOTE,
     TIME_SPLIT_NOTE,
     Row,
     agreement_table,
@@ -16,6 +17,7 @@ from harness.reporting.view import (
     cells_table,
     facts,
     fmt_ms,
+    fmt_speedup,
     fused_kernels,
     fusion_pairs,
     fusion_table,
@@ -58,15 +60,15 @@ def markdown(loaded: LoadedBundle) -> str:
               "cells whose output was checked against eager's).", "",
               *_md_table(["model and setting", "backend / variant", "speedup"], speedups)]
     pairs = fusion_pairs(rows)
-    lines += ["## Fusion on vs off", "", "Speedup = fusion-off median / fusion-on median (below 1: fusion made it slower).", "",
+    lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
               *_md_table(*fusion_table(pairs))]
     slower = [p for p in pairs if p.speedup < 1]
     lines += ["## Where fusion made things slower", ""]
     if not slower:
         lines += ["Nowhere in this run.", ""]
     for p in slower:
-        lines += [f"- **{md_cell(p.name)}**: fusion on {fmt_ms(p.on.median_ns)}, off {fmt_ms(p.off.median_ns)} "
-                  f"({p.speedup:.2f}x). Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")]
+        lines += [f"- **{md_cell(p.name)}**: fusion on {fmt_ms(p.on.median_ns)}, off {fmt_ms(p.off.median_ns)}, "
+                  f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")]
     if slower:
         lines.append("")
     lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]

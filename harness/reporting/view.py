@@ -8,6 +8,7 @@ medians of cells that differ only in backend or variant (same model, scenario, b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,12 @@ TIME_SPLIT_NOTE = (
     "profiler) against the device-timing median; the rest is launch and host overhead on a GPU, dispatch overhead "
     "on a CPU. Compare fusion on and off, and graphs on and off, of one backend: fewer launches shrink the "
     "overhead, less memory traffic shrinks the kernels (docs/metrics.md)."
+)
+SPEEDUP_NOTE = (
+    "Speedup = fusion-off median / fusion-on median (below 1: fusion made it slower). In brackets, the least and "
+    "the most it could be from the two cells' timed repetitions (before and after LoadGen's run): slowest off "
+    "over fastest on, fastest off over slowest on; 'within noise' when that range holds 1. The two cells ran at "
+    "different moments, so a machine that drifts between them moves the speedup by more than this range shows."
 )
 AGREEMENT_NOTE = (
     "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "
@@ -91,6 +98,17 @@ class Row:
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
     @property
+    def repetition_medians(self) -> list[float]:
+        """The medians of the cell's timed repetitions (half before LoadGen's run, half after), the
+        positive finite numbers among them."""
+        repetitions = self.metric("device_time", "repetitions")
+        if not isinstance(repetitions, list):
+            return []
+        medians = [r.get("median_ns") for r in repetitions if isinstance(r, dict)]
+        return [float(m) for m in medians
+                if isinstance(m, (int, float)) and not isinstance(m, bool) and math.isfinite(m) and m > 0]
+
+    @property
     def checked_against_eager(self) -> bool:
         """Whether the cell's output was compared with eager's: only then does it compute the same
         thing, and only then is its speed a speedup (a backend that computes nothing is not)."""
@@ -142,6 +160,21 @@ class FusionPair:
         return self.off.median_ns / self.on.median_ns  # type: ignore[operator]
 
     @property
+    def speedup_range(self) -> tuple[float, float] | None:
+        """The least and the most the speedup could be from the two cells' repetition medians (slowest
+        off over fastest on, and the other way round), or None where a cell has fewer than two."""
+        on, off = self.on.repetition_medians, self.off.repetition_medians
+        if len(on) < 2 or len(off) < 2:
+            return None
+        return min(off) / max(on), max(off) / min(on)
+
+    @property
+    def within_noise(self) -> bool:
+        """Whether the speedup range holds 1: the cells' own repetitions cannot tell fusion on from off."""
+        span = self.speedup_range
+        return span is not None and span[0] <= 1 <= span[1]
+
+    @property
     def name(self) -> str:
         graphs = " graphs" if self.on.graphs == "on" else ""
         return f"{self.on.model} {self.on.backend}{graphs} {self.on.setting}"
@@ -155,6 +188,14 @@ def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
 
     on = {key(r): r for r in valid_rows(rows) if r.fusion == "on"}
     return [FusionPair(on[key(r)], r) for r in valid_rows(rows) if r.fusion == "off" and key(r) in on]
+
+
+def fmt_speedup(pair: FusionPair) -> str:
+    """The fusion speedup, its range over the cells' repetitions, and whether that range holds 1."""
+    span = pair.speedup_range
+    if span is None:
+        return f"{pair.speedup:.2f}x"
+    return f"{pair.speedup:.2f}x ({span[0]:.2f}-{span[1]:.2f}{', within noise' if pair.within_noise else ''})"
 
 
 def fused_kernels(row: Row) -> list[str]:
@@ -205,7 +246,7 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
         return "-" if row.kernels is None else f"{row.kernels:g}"
 
     head = ["model backend setting", "on", "off", "speedup", "kernels/inf on / off", "memory on / off", "fusions on (by class)"]
-    body = [[p.name, fmt_ms(p.on.median_ns), fmt_ms(p.off.median_ns), f"{p.speedup:.2f}x",
+    body = [[p.name, fmt_ms(p.on.median_ns), fmt_ms(p.off.median_ns), fmt_speedup(p),
              f"{kernels(p.on)} / {kernels(p.off)}", f"{fmt_bytes(p.on.memory_bytes[1])} / {fmt_bytes(p.off.memory_bytes[1])}",
              fusions_by_class(p.on)] for p in pairs]
     return head, body

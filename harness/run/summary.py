@@ -121,7 +121,8 @@ def fusion_summary(records: list[dict[str, Any]]) -> Table | None:
     if not pairs:
         return None
     head, body = fusion_table(pairs)
-    table = Table(title="Fusion on vs off (speedup = off / on; below 1: fusion made it slower)")
+    table = Table(title="Fusion on vs off (speedup = off / on; below 1: fusion made it slower; in brackets its range "
+                        "over the two cells' repetitions)")
     for column in head:
         table.add_column(column)
     for row, pair in zip(body, pairs):

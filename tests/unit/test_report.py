@@ -15,7 +15,7 @@ from harness.bundle.validate import validate
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.reporting.view import Row, fmt_fraction, fused_kernels, fusion_pairs
+from harness.reporting.view import FusionPair, Row, fmt_fraction, fmt_speedup, fused_kernels, fusion_pairs
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -52,6 +52,36 @@ def test_fusion_on_off_pairs_need_both_variants_valid() -> None:
     assert sorted((p.on.backend, p.on.config["scenario"]) for p in pairs) == [("inductor", "Offline"), ("inductor", "SingleStream")]
     assert all(p.on.config["variant"]["options"] == {} and p.speedup > 0 for p in pairs)
     assert 'id="plot-fusion"' in html(load(GOLDEN / "v2"))
+
+
+def timed(median_ms: float, repetitions_ms: object) -> Row:
+    repetitions = ([{"median_ns": m * 1e6 if isinstance(m, (int, float)) and not isinstance(m, bool) else m}
+                    for m in repetitions_ms] if isinstance(repetitions_ms, list) else repetitions_ms)
+    return Row({"metrics": {"device_time": {"summary": {"median_ns": median_ms * 1e6}, "repetitions": repetitions}}})
+
+
+def test_a_fusion_speedup_carries_its_range_over_the_repetitions() -> None:
+    clear = FusionPair(on=timed(10, [9.5, 10, 10.5, 10]), off=timed(20, [19, 20, 21, 20]))
+    low, high = clear.speedup_range or (0, 0)
+    assert abs(low - 19 / 10.5) < 1e-9 and abs(high - 21 / 9.5) < 1e-9
+    assert not clear.within_noise and fmt_speedup(clear) == "2.00x (1.81-2.21)"
+    close = FusionPair(on=timed(10, [9, 10, 11, 10]), off=timed(10.4, [9.8, 10.4, 11.2, 10.4]))
+    assert close.within_noise and fmt_speedup(close) == "1.04x (0.89-1.24, within noise)"
+    slower = FusionPair(on=timed(12, [11.8, 12, 12.2, 12]), off=timed(10, [9.9, 10, 10.1, 10]))
+    assert not slower.within_noise and (slower.speedup_range or (1, 1))[1] < 1
+
+
+def test_the_reports_give_each_fusion_speedup_its_range() -> None:
+    v3 = load(GOLDEN / "v3")
+    assert "| resnet18 inductor Offline b4 fp32 cpu | 4.677 ms | 6.068 ms | 1.30x (1.07-1.80) |" in markdown(v3)
+    assert "<td>1.30x (1.07-1.80)</td>" in html(v3)
+    assert "| 6.87x |" in markdown(load(GOLDEN / "v2"))  # written before repetitions were kept: no range
+
+
+def test_a_speedup_without_usable_repetitions_has_no_range() -> None:
+    for repetitions in (None, "x", [], [10.0], [10.0, True], [10.0, float("nan")], [10.0, -1.0], [10.0, "9"]):
+        pair = FusionPair(on=timed(10, repetitions), off=timed(20, [19, 20, 21, 20]))
+        assert pair.speedup_range is None and not pair.within_noise and fmt_speedup(pair) == "2.00x", repetitions
 
 
 def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
