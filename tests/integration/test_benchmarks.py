@@ -38,5 +38,10 @@ def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(out.read_text())["models"]["mobilenet_v3_small"]
     assert figures["system_over_steady"] > 0
-    assert figures["steady"]["faults_per_call"][0] < figures["system"]["faults_per_call"][0]
+    # How many pages each setting faults in depends on the machine (one CI machine's glibc defaults
+    # faulted none for this model): that the steady setting stops the churn is shown in
+    # tests/unit/test_allocator.py, with allocations of known sizes.
+    for setting in ("system", "steady"):
+        faults = figures[setting]["faults_per_call"]
+        assert len(faults) == 1 and faults[0] >= 0, (setting, faults)
     assert "system / steady" in done.stdout
