@@ -9,10 +9,10 @@ writer is refused at once, naming the holder's pid, read from /proc/locks.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 
+from harness import dirlock
 from harness.errors import ConfigError
 
 _PROC_LOCKS = Path("/proc/locks")
@@ -21,15 +21,12 @@ _PROC_LOCKS = Path("/proc/locks")
 def hold(root: Path) -> int:
     """Lock the bundle directory `root` for this process; its file descriptor, kept open while the
     lock is needed. ConfigError naming the holder when another process has it."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    fd = dirlock.try_lock(root)
+    if fd is None:
         holder = holder_pid(root)
-        os.close(fd)
         who = f"pid {holder}" if holder else "another process"
         raise ConfigError(f"{root}: {who} is running or resuming this bundle; wait for it to end, or stop it, "
-                          "then resume") from None
+                          "then resume")
     return fd
 
 

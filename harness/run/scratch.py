@@ -10,7 +10,6 @@ so one made a moment ago by another process that has not locked it yet is never 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import tempfile
@@ -19,6 +18,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from harness import dirlock
 
 MIN_AGE_S = 60.0
 _swept: set[str] = set()
@@ -34,35 +35,38 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
             _swept.add(prefix)
             remove_orphans(prefix)
     folder = Path(tempfile.mkdtemp(prefix=prefix))
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = dirlock.try_lock(folder, wait=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def remove_orphans(prefix: str, min_age_s: float = MIN_AGE_S) -> list[Path]:
     """Remove the folders `<tmp>/<prefix>*` that no live process holds and that were last changed
-    more than `min_age_s` ago; the folders removed. Folders this user cannot open are left alone."""
+    more than `min_age_s` ago; the folders removed (one only partly removed is not listed). Folders
+    this user cannot open are left alone."""
     removed = []
     now = time.time()
     for folder in sorted(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
         try:
             if not folder.is_dir() or folder.is_symlink() or now - folder.stat().st_mtime < min_age_s:
                 continue
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            fd = dirlock.try_lock(folder, follow_symlink=False)
         except OSError:
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: a live run's cell
-            os.close(fd)
+        if fd is None:  # held: a live run's cell
             continue
         try:
             shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
         finally:
             os.close(fd)
+        if not folder.exists():
+            removed.append(folder)
     return removed

@@ -1,0 +1,29 @@
+"""An exclusive `flock` on a directory, held through an open file descriptor of it.
+
+The kernel lets the lock go when the descriptor is closed or its process dies, however it dies,
+so a lock never outlives its holder. Used for the bundle a run writes (harness/bundle/lock.py) and
+for a cell's scratch folder (harness/run/scratch.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+
+def try_lock(folder: Path, *, wait: bool = False, follow_symlink: bool = True) -> int | None:
+    """Lock `folder` for this process; the descriptor to keep open while the lock is needed, or
+    None when another process holds it (never None with `wait`, which blocks until it is free).
+    OSError when the folder cannot be opened (missing, not a directory, a symlink refused)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | (0 if follow_symlink else os.O_NOFOLLOW)
+    fd = os.open(folder, flags)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
