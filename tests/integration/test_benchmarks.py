@@ -45,3 +45,24 @@ def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None
         faults = figures[setting]["faults_per_call"]
         assert len(faults) == 1 and faults[0] >= 0, (setting, faults)
     assert "system / steady" in done.stdout
+
+
+def test_paired_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
+    out = tmp_path / "paired.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/paired.py", "--pairs", "onnxruntime:mobilenet_v3_small", "--rounds", "2",
+         "--windows", "2", "--calls", "2", "--input-size", "32", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())["pairs"]["onnxruntime:mobilenet_v3_small"]
+    for method in ("separate", "paired"):
+        assert len(figures[method]) == 2 and all(speedup > 0 for speedup in figures[method])
+        assert figures[f"{method}_spread"] >= 0
+    assert "spread separate / paired" in done.stdout
+
+
+def test_paired_benchmark_refuses_a_malformed_pair() -> None:
+    done = subprocess.run([sys.executable, "benchmarks/paired.py", "--pairs", "resnet18"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "is not backend:model" in done.stderr
