@@ -7,7 +7,6 @@ so a bad scenario file or option leaves nothing behind. Each finished cell is wr
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from contextlib import ExitStack
@@ -19,17 +18,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from harness import allocator, precision, registry
+from harness import allocator, registry
 from harness.bundle.reader import load, lookup
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
-from harness.contract import Variant
 from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
-from harness.models.zoo import missing_requirement
 from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, render
-from harness.run import resumable, slots
+from harness.run import preflight, resumable, skips, slots
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.probe import run_probe
@@ -37,9 +34,6 @@ from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, tim
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, expand, select
-
-ROOM_BASE_BYTES = 16 * MIB
-ROOM_PER_CELL_BYTES = 2 * MIB
 
 
 @dataclass(frozen=True)
@@ -88,12 +82,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     cells = select(expand(resolved, device), request.only or {})
     executor = _executor(request, device, probe)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
-        _writable(request.cache_dir, "--cache-dir")
+        preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
-        input_folder = _input_folder(resolved, request.scenario_path.parent)
-        out_dir = _writable(request.out_dir)
-        _check_room(out_dir, len(cells))
+        input_folder = preflight.input_folder(resolved, request.scenario_path.parent)
+        out_dir = preflight.writable(request.out_dir)
+        preflight.check_room(out_dir, len(cells))
         bundle = Bundle.create(
             out_dir,
             new_run_id(resolved["name"]),
@@ -119,7 +113,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         input_folder = bundle.header.get("input_folder")
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
-        _check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
+        preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
         bundle.drop_manifest()
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
     todo = [c for c in cells if not bundle.finished(c.id)]
@@ -225,71 +219,6 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
     return None, resolved
 
 
-def _input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
-    inputs = resolved["inputs"]
-    if inputs["source"] != "folder":
-        return None
-    folder = (scenario_dir / inputs["path"]).resolve()
-    if not folder.is_dir():
-        raise ConfigError(f"inputs.path: {folder} is not a directory")
-    return str(folder)
-
-
-def _writable(out_dir: Path, option: str = "--out") -> Path:
-    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{option} {out_dir}: cannot create it ({exc.strerror})") from None
-    probe = out_dir / ".fusionbench-write-test"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror})") from None
-    return out_dir
-
-
-def _check_room(path: Path, cells: int) -> None:
-    """Refuse to start when the bundle's file system is nearly full: a cell writes its record,
-    worker log and LoadGen logs (well under 1 MiB); the report and manifest come at the end."""
-    needed = ROOM_BASE_BYTES + ROOM_PER_CELL_BYTES * cells
-    free = shutil.disk_usage(path).free
-    if free < needed:
-        raise ConfigError(
-            f"{path}: only {free / MIB:.0f} MiB free; {cells} cell(s) need about {needed / MIB:.0f} MiB for their "
-            "records and logs: make room or choose another --out"
-        )
-
-
-def _gpu_capabilities(system: Any) -> list[str]:
-    devices = lookup(system, "torch", "devices")
-    devices = devices if isinstance(devices, list) else []
-    return [str(d.get("capability")) for d in devices if isinstance(d, dict) and d.get("capability")]
-
-
-def _skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) -> str | None:
-    report = backends[cell.config["backend"]]
-    if not report["available"]:
-        return str(report["reason"])
-    unsupported = precision.unsupported_reason(cell.config["dtype"], cell.config["device"], capabilities)
-    if unsupported:
-        return unsupported
-    missing = missing_requirement(cell.config["model"]["name"])
-    if missing:
-        return missing
-    backend = registry.load(cell.config["backend"])()
-    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"],
-                      cell.config["variant"].get("graphs", "off"))
-    if variant.graphs == "on":
-        if cell.config["device"] != "cuda":
-            return "graphs: CUDA graphs need a GPU (device cuda)"
-        if not backend.cuda_graphs:
-            return f"graphs: {backend.name} has no CUDA-graph variant (its backend does not declare cuda_graphs)"
-    support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
-    return None if support.ok else support.reason
-
-
 def _sweep(
     cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
     input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
@@ -320,7 +249,7 @@ def _sweep(
             left_s = None if deadline is None else deadline - time.monotonic()
             base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
             skip = ("the run's time budget was spent before this cell started" if left_s is not None and left_s <= 0
-                    else _skip_reason(cell, backends, _gpu_capabilities(bundle.header.get("system"))))
+                    else skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system"))))
             if skip is not None:
                 _write(bundle, cell.label, {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0,
                                             "finished": utc_now()}, progress, bar)

@@ -20,7 +20,7 @@ from rich.console import Console
 from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError, OutputError
-from harness.run import runner
+from harness.run import preflight
 from harness.run.runner import RunRequest, run
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def test_a_cache_directory_under_a_file_is_refused_before_anything_runs(tmp_path
 
 def test_a_nearly_full_disk_is_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(runner.shutil, "disk_usage", lambda path: usage(10 << 30, (10 << 30) - (5 << 20), 5 << 20))
+    monkeypatch.setattr(preflight.shutil, "disk_usage", lambda path: usage(10 << 30, (10 << 30) - (5 << 20), 5 << 20))
     out = tmp_path / "results"
     with pytest.raises(ConfigError, match=r"only 5 MiB free; 2 cell\(s\) need about 20 MiB"):
         run(RunRequest(scenario_path=scenario(tmp_path), device="cpu", out_dir=out), Console(file=io.StringIO()))

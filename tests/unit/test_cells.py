@@ -95,13 +95,13 @@ def test_tf32_is_a_dtype_of_its_own() -> None:
 
 
 def test_graph_cells_are_skipped_off_a_gpu_and_on_backends_without_graphs() -> None:
-    from harness.run.runner import _skip_reason
+    from harness.run.skips import skip_reason
 
     scenario = resolved(backends=[{"name": "eager", "graphs": ["on"]}, {"name": "onnxruntime", "graphs": ["on"]}],
                         scenarios=["Offline"])
     available = {"eager": {"available": True, "reason": ""}, "onnxruntime": {"available": True, "reason": ""}}
     on_cpu = expand(scenario, "cpu")
-    assert {_skip_reason(c, available, []) for c in on_cpu} == {"graphs: CUDA graphs need a GPU (device cuda)"}
-    on_gpu = {c.config["backend"]: _skip_reason(c, available, ["9.0"]) for c in expand(scenario, "cuda")}
+    assert {skip_reason(c, available, []) for c in on_cpu} == {"graphs: CUDA graphs need a GPU (device cuda)"}
+    on_gpu = {c.config["backend"]: skip_reason(c, available, ["9.0"]) for c in expand(scenario, "cuda")}
     assert on_gpu["eager"] is None
     assert on_gpu["onnxruntime"] == "graphs: onnxruntime has no CUDA-graph variant (its backend does not declare cuda_graphs)"

@@ -1,0 +1,55 @@
+"""What a run checks about its inputs and its output before the bundle directory is made: the
+input folder exists, the output and cache directories can be written, and the file system has
+room for the cells' records and logs. Each failure is a ConfigError that names what to fix.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.run.isolation import MIB
+
+ROOM_BASE_BYTES = 16 * MIB
+ROOM_PER_CELL_BYTES = 2 * MIB
+
+
+def input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
+    """The scenario's input folder, resolved against the scenario file's directory; None for
+    synthetic inputs. ConfigError when it is not a directory."""
+    inputs = resolved["inputs"]
+    if inputs["source"] != "folder":
+        return None
+    folder = (scenario_dir / inputs["path"]).resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"inputs.path: {folder} is not a directory")
+    return str(folder)
+
+
+def writable(out_dir: Path, option: str = "--out") -> Path:
+    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{option} {out_dir}: cannot create it ({exc.strerror})") from None
+    probe = out_dir / ".fusionbench-write-test"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror})") from None
+    return out_dir
+
+
+def check_room(path: Path, cells: int) -> None:
+    """Refuse to start when the bundle's file system is nearly full: a cell writes its record,
+    worker log and LoadGen logs (well under 1 MiB); the report and manifest come at the end."""
+    needed = ROOM_BASE_BYTES + ROOM_PER_CELL_BYTES * cells
+    free = shutil.disk_usage(path).free
+    if free < needed:
+        raise ConfigError(
+            f"{path}: only {free / MIB:.0f} MiB free; {cells} cell(s) need about {needed / MIB:.0f} MiB for their "
+            "records and logs: make room or choose another --out"
+        )

@@ -1,0 +1,42 @@
+"""Why a cell cannot run here: written as a skipped cell with that reason, never run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import precision, registry
+from harness.bundle.reader import lookup
+from harness.contract import Variant
+from harness.models.zoo import missing_requirement
+from harness.scenario.cells import Cell
+
+
+def gpu_capabilities(system: Any) -> list[str]:
+    """The compute capabilities of the GPUs in a bundle's system record ("9.0", ...)."""
+    devices = lookup(system, "torch", "devices")
+    devices = devices if isinstance(devices, list) else []
+    return [str(d.get("capability")) for d in devices if isinstance(d, dict) and d.get("capability")]
+
+
+def skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) -> str | None:
+    """Why `cell` cannot run on this machine (backend missing, dtype the device lacks, a model's
+    package missing, a variant the backend or device does not support), or None when it can."""
+    report = backends[cell.config["backend"]]
+    if not report["available"]:
+        return str(report["reason"])
+    unsupported = precision.unsupported_reason(cell.config["dtype"], cell.config["device"], capabilities)
+    if unsupported:
+        return unsupported
+    missing = missing_requirement(cell.config["model"]["name"])
+    if missing:
+        return missing
+    backend = registry.load(cell.config["backend"])()
+    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"],
+                      cell.config["variant"].get("graphs", "off"))
+    if variant.graphs == "on":
+        if cell.config["device"] != "cuda":
+            return "graphs: CUDA graphs need a GPU (device cuda)"
+        if not backend.cuda_graphs:
+            return f"graphs: {backend.name} has no CUDA-graph variant (its backend does not declare cuda_graphs)"
+    support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
+    return None if support.ok else support.reason
