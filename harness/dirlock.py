@@ -12,14 +12,25 @@ import os
 from pathlib import Path
 
 
-def try_lock(folder: Path, *, wait: bool = False, follow_symlink: bool = True) -> int | None:
-    """Lock `folder` for this process; the descriptor to keep open while the lock is needed, or
-    None when another process holds it (never None with `wait`, which blocks until it is free).
-    OSError when the folder cannot be opened (missing, not a directory, a symlink refused)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | (0 if follow_symlink else os.O_NOFOLLOW)
-    fd = os.open(folder, flags)
+def lock(folder: Path) -> int:
+    """Lock `folder` for this process, waiting while another process holds it; the descriptor to
+    keep open while the lock is needed. OSError when the folder cannot be opened."""
+    fd = _open(folder, follow_symlink=True)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def try_lock(folder: Path, *, follow_symlink: bool = True) -> int | None:
+    """Lock `folder` for this process; the descriptor to keep open while the lock is needed, or
+    None when another process holds it. OSError when the folder cannot be opened (missing, not a
+    directory, a symlink refused)."""
+    fd = _open(folder, follow_symlink=follow_symlink)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
@@ -27,3 +38,7 @@ def try_lock(folder: Path, *, wait: bool = False, follow_symlink: bool = True) -
         os.close(fd)
         raise
     return fd
+
+
+def _open(folder: Path, *, follow_symlink: bool) -> int:
+    return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | (0 if follow_symlink else os.O_NOFOLLOW))

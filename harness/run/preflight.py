@@ -1,6 +1,7 @@
-"""What a run checks about its inputs and its output before the bundle directory is made: the
-input folder exists, the output and cache directories can be written, and the file system has
-room for the cells' records and logs. Each failure is a ConfigError that names what to fix.
+"""What a run checks about its inputs and its output before any cell runs (and, for a new run,
+before the bundle directory is made): the input folder exists, the output and cache directories
+can be written, and the file system has room for the cells' records and logs. Each failure is a
+ConfigError that names what to fix.
 """
 
 from __future__ import annotations

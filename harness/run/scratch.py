@@ -36,7 +36,7 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
             remove_orphans(prefix)
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        fd = dirlock.try_lock(folder, wait=True)
+        fd = dirlock.lock(folder)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -44,8 +44,7 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        if fd is not None:
-            os.close(fd)
+        os.close(fd)
 
 
 def remove_orphans(prefix: str, min_age_s: float = MIN_AGE_S) -> list[Path]:
