@@ -73,7 +73,9 @@ def _system() -> dict[str, Any]:
         "container": _obj({"in_container": {"type": "boolean"}, "image": _TEXT, "image_id": _TEXT, "image_digest": _TEXT}),
         "packages": {"type": "object", "additionalProperties": {"type": "string"}},
         "machine_noise": _nullable(_obj({"compute_cv": _num(1e6), "memory_cv": _num(1e6), "warning": _TEXT,
-                                         "method": {"type": "string"}})),
+                                         "method": {"type": "string"}, "pinned_spread": _nullable(_num(1e6)),
+                                         "core_chunk_ms": _nullable({"type": "object",
+                                                                     "additionalProperties": _num(1e9)})})),
         "peaks": _nullable({"type": "object"}),
     })
 

@@ -398,6 +398,9 @@ def machine_noise(noise: Any) -> str:
         return "not measured"
     text = (f"a fixed compute loop's CV {compute:.1%}, a memory-bound one's {memory:.1%} "
             "(the floor no figure of this run can go below)")
+    spread = lookup(noise, "pinned_spread")
+    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
+        text += f"; pinned to each core in turn, its chunks span {spread:.2f}x (10th to 90th percentile)"
     warning = lookup(noise, "warning")
     return f"{text}; {warning}" if warning else text
 

@@ -6,34 +6,89 @@ matrix multiplication that stays in the L1 cache (the CPU's own speed) and a sum
 machine's noise floor: on a shared virtual machine, whose neighbours and host change its speed
 from second to second, no figure can be steadier than this, whatever the harness does. Above
 `NOISY_FLOOR` the run warns, as pyperf's checks warn about an unstable system.
+
+The compute workload is also pinned to each usable core in turn, chunk after chunk, so every core
+is sampled across the same window: on a shared host a core's speed can step between levels (a
+virtual CPU whose physical core a neighbour starts using), one core at a time. The spread of those
+pinned chunks (90th over 10th percentile) and each core's median show it; above `STEP_FLOOR` the
+warning says so, since a cell whose threads share out an operator's work waits for whichever of
+its cores is slow at the moment.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any, Callable
 
 NOISY_FLOOR = 0.03
+STEP_FLOOR = 1.15  # pinned chunks' 90th over 10th percentile above this: the cores step between speeds
 CHUNK_S = 0.02
 DURATION_S = 1.5
+MAX_CORES = 16  # cores sampled by the pinned pass (the first ones the process may use)
+MIN_CHUNKS_PER_CORE = 3
 
 
-def _chunks(work: Callable[[], Any], duration_s: float = DURATION_S) -> list[int]:
+def _repeat(work: Callable[[], Any]) -> int:
+    """How many calls of `work` make a chunk of about CHUNK_S."""
     calls = []
     for _ in range(5):
         start = time.perf_counter_ns()
         work()
         calls.append(time.perf_counter_ns() - start)
-    repeat = max(int(CHUNK_S * 1e9 / max(min(calls), 1)), 1)
+    return max(int(CHUNK_S * 1e9 / max(min(calls), 1)), 1)
+
+
+def _chunk(work: Callable[[], Any], repeat: int) -> int:
+    t0 = time.perf_counter_ns()
+    for _ in range(repeat):
+        work()
+    return time.perf_counter_ns() - t0
+
+
+def _chunks(work: Callable[[], Any], duration_s: float = DURATION_S) -> list[int]:
+    repeat = _repeat(work)
     samples = []
     deadline = time.perf_counter() + duration_s
     while time.perf_counter() < deadline:
-        t0 = time.perf_counter_ns()
-        for _ in range(repeat):
-            work()
-        samples.append(time.perf_counter_ns() - t0)
+        samples.append(_chunk(work, repeat))
     return samples
+
+
+def _pinned_chunks(work: Callable[[], Any], cores: list[int]) -> dict[int, list[int]]:
+    """Chunks of `work` pinned to each of `cores` in turn, round after round, for DURATION_S (or
+    longer, to give every core MIN_CHUNKS_PER_CORE); the process's affinity is restored after."""
+    allowed = os.sched_getaffinity(0)
+    samples: dict[int, list[int]] = {core: [] for core in cores}
+    try:
+        os.sched_setaffinity(0, {cores[0]})
+        repeat = _repeat(work)
+        deadline = time.perf_counter() + DURATION_S
+        while time.perf_counter() < deadline or min(map(len, samples.values())) < MIN_CHUNKS_PER_CORE:
+            for core in cores:
+                os.sched_setaffinity(0, {core})
+                samples[core].append(_chunk(work, repeat))
+    finally:
+        os.sched_setaffinity(0, allowed)
+    return samples
+
+
+def _percentile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))])
+
+
+def _cores_measure(work: Callable[[], Any]) -> dict[str, Any]:
+    """Each core's median pinned chunk (ms) and the spread of all pinned chunks (p90 / p10), or
+    None for both where the process cannot choose its cores (no CPU affinity on this system)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return {"core_chunk_ms": None, "pinned_spread": None}
+    cores = sorted(os.sched_getaffinity(0))[:MAX_CORES]
+    samples = _pinned_chunks(work, cores)
+    every = [ns for chunks in samples.values() for ns in chunks]
+    return {"core_chunk_ms": {str(core): statistics.median(chunks) / 1e6 for core, chunks in samples.items()},
+            "pinned_spread": _percentile(every, 0.9) / _percentile(every, 0.1)}
 
 
 def _cv(samples: list[int]) -> float:
@@ -50,13 +105,26 @@ def measure() -> dict[str, Any]:
     memory = _chunks(big.sum)
     result = {
         "compute_cv": _cv(compute), "memory_cv": _cv(memory), "chunks": [len(compute), len(memory)],
+        **_cores_measure(lambda: small @ small),
         "method": (f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
-                   f"chunks for {DURATION_S} s; CV of the chunks"),
+                   f"chunks for {DURATION_S} s, CV of the chunks; then the matmul pinned to each core in turn for "
+                   f"{DURATION_S} s, each core's median chunk and the 90th over 10th percentile of all"),
     }
-    worst = max(_cv(compute), _cv(memory))
-    result["warning"] = (
-        f"this machine's own speed varies: a fixed compute loop has a CV of {result['compute_cv']:.0%} and a "
-        f"memory-bound one {result['memory_cv']:.0%}; no figure measured here can be steadier"
-        if worst > NOISY_FLOOR else ""
-    )
+    result["warning"] = _warning(result)
     return result
+
+
+def _warning(result: dict[str, Any]) -> str:
+    said = []
+    if max(result["compute_cv"], result["memory_cv"]) > NOISY_FLOOR:
+        said.append(f"a fixed compute loop has a CV of {result['compute_cv']:.0%} and a memory-bound one "
+                    f"{result['memory_cv']:.0%}")
+    spread = result["pinned_spread"]
+    if spread is not None and spread > STEP_FLOOR:
+        cores = ", ".join(f"core {core} {ms:.1f} ms" for core, ms in result["core_chunk_ms"].items())
+        said.append(f"the same loop pinned to each core in turn spans {spread:.2f}x (10th to 90th percentile; "
+                    f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "
+                    "slow at the moment")
+    if not said:
+        return ""
+    return f"this machine's own speed varies: {'; '.join(said)}; no figure measured here can be steadier"

@@ -2,15 +2,58 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from harness.run import machine_noise
+
+needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
 
 
 def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine_noise, "DURATION_S", 0.1)
     result = machine_noise.measure()
     assert result["compute_cv"] >= 0 and result["memory_cv"] >= 0 and min(result["chunks"]) >= 2
-    assert (result["warning"] != "") == (max(result["compute_cv"], result["memory_cv"]) > machine_noise.NOISY_FLOOR)
+    spread = result["pinned_spread"]
+    stepping = spread is not None and spread > machine_noise.STEP_FLOOR
+    assert (result["warning"] != "") == (max(result["compute_cv"], result["memory_cv"]) > machine_noise.NOISY_FLOOR
+                                         or stepping)
     monkeypatch.setattr(machine_noise, "NOISY_FLOOR", -1.0)
     assert "no figure measured here can be steadier" in machine_noise.measure()["warning"]
+
+
+@needs_affinity
+def test_the_pinned_pass_runs_on_each_core_in_turn_and_gives_the_affinity_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine_noise, "DURATION_S", 0.05)
+    before = os.sched_getaffinity(0)
+    cores = sorted(before)
+    seen: list[frozenset[int]] = []
+    samples = machine_noise._pinned_chunks(lambda: seen.append(frozenset(os.sched_getaffinity(0))), cores)
+    assert os.sched_getaffinity(0) == before
+    assert sorted(samples) == cores
+    assert min(len(chunks) for chunks in samples.values()) >= machine_noise.MIN_CHUNKS_PER_CORE
+    assert set(seen) == {frozenset({core}) for core in cores}  # every call pinned to one core, each core used
+
+
+@needs_affinity
+def test_each_usable_core_gets_a_median(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine_noise, "DURATION_S", 0.05)
+    result = machine_noise._cores_measure(lambda: sum(range(1000)))
+    usable = sorted(os.sched_getaffinity(0))[:machine_noise.MAX_CORES]
+    assert list(result["core_chunk_ms"]) == [str(core) for core in usable]
+    assert all(ms > 0 for ms in result["core_chunk_ms"].values()) and result["pinned_spread"] >= 1
+
+
+def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
+    quiet = {"compute_cv": 0.01, "memory_cv": 0.01, "pinned_spread": 1.05, "core_chunk_ms": {"0": 20.0, "1": 20.5}}
+    assert machine_noise._warning(quiet) == ""
+    stepping = {**quiet, "pinned_spread": 1.7, "core_chunk_ms": {"0": 20.0, "1": 34.0}}
+    warning = machine_noise._warning(stepping)
+    assert "spans 1.70x" in warning and "core 1 34.0 ms" in warning and "a fixed compute loop" not in warning
+    assert machine_noise._warning({**quiet, "pinned_spread": None, "core_chunk_ms": None}) == ""
+
+
+def test_without_cpu_affinity_the_pinned_pass_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
+    assert machine_noise._cores_measure(lambda: None) == {"core_chunk_ms": None, "pinned_spread": None}

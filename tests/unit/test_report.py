@@ -15,7 +15,7 @@ from harness.bundle.validate import validate
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.reporting.view import FusionPair, Row, fmt_fraction, fmt_speedup, fused_kernels, fusion_pairs
+from harness.reporting.view import FusionPair, Row, fmt_fraction, fmt_speedup, fused_kernels, fusion_pairs, machine_noise
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -82,6 +82,16 @@ def test_a_speedup_without_usable_repetitions_has_no_range() -> None:
     for repetitions in (None, "x", [], [10.0], [10.0, True], [10.0, float("nan")], [10.0, -1.0], [10.0, "9"]):
         pair = FusionPair(on=timed(10, repetitions), off=timed(20, [19, 20, 21, 20]))
         assert pair.speedup_range is None and not pair.within_noise and fmt_speedup(pair) == "2.00x", repetitions
+
+
+def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None:
+    older = {"compute_cv": 0.02, "memory_cv": 0.05, "warning": ""}
+    assert machine_noise(older) == ("a fixed compute loop's CV 2.0%, a memory-bound one's 5.0% "
+                                    "(the floor no figure of this run can go below)")
+    line = machine_noise({**older, "pinned_spread": 1.68, "warning": "this machine's own speed varies"})
+    assert line.endswith("; pinned to each core in turn, its chunks span 1.68x (10th to 90th percentile); "
+                         "this machine's own speed varies")
+    assert machine_noise({"compute_cv": True, "memory_cv": 0.1}) == "not measured"
 
 
 def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
