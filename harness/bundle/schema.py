@@ -75,7 +75,9 @@ def _system() -> dict[str, Any]:
         "machine_noise": _nullable(_obj({"compute_cv": _num(1e6), "memory_cv": _num(1e6), "warning": _TEXT,
                                          "method": {"type": "string"}, "pinned_spread": _nullable(_num(1e6)),
                                          "core_chunk_ms": _nullable({"type": "object",
-                                                                     "additionalProperties": _num(1e9)})})),
+                                                                     "additionalProperties": _num(1e9)}),
+                                         "cross_core_ns": _nullable({"type": "array", "items": _num(1e9),
+                                                                     "minItems": 3, "maxItems": 3})})),
         "peaks": _nullable({"type": "object"}),
     })
 

@@ -8,13 +8,15 @@ against the timing median. Offline: LoadGen's throughput turned into time per ba
 (total time over batches), so against the timing mean. The gap is LoadGen's figure over the
 timing's, minus one. Beyond `AGREEMENT_LIMIT` the cell says why, from what the system under test
 measured of itself (harness/measure/sut.py): the model ran slower inside LoadGen's run than in the
-timing pass (something ran beside it), or the harness's own work per batch was too large, or
-else LoadGen's accounting around the calls. Offline on a GPU keeps batches in flight, so
-LoadGen's throughput may beat the sequential timing; only falling behind it counts there.
+timing pass (something ran beside it, or the machine was slower then: the reference loops of
+harness/measure/machine_speed.py around each say which), or the harness's own work per batch was
+too large, or else LoadGen's accounting around the calls. Offline on a GPU keeps batches in
+flight, so LoadGen's throughput may beat the sequential timing; only falling behind it counts there.
 Server's latency includes queueing at its target rate by design: no gap is computed.
 
 Noise: a CV over 10% (pyperf's threshold), a warm-up that did not settle, repetitions whose
-medians drifted apart, other processes or the hypervisor taking CPU during the timed calls, and
+medians drifted apart (with whether the machine's reference loops moved as well: the machine,
+not the model), other processes or the hypervisor taking CPU during the timed calls, and
 a GPU that throttled.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.scenario.rules import rule
 from harness.stats import NOISY_CV
@@ -33,8 +36,11 @@ BUSY_OTHERS_CORES = 0.1  # other processes using a tenth of a core beside the ti
 STOLEN_SHARE = 0.02
 
 
-def latency_agreement(scenario: str, batch: int, loadgen: dict[str, Any], device: dict[str, Any]) -> dict[str, Any]:
-    """LoadGen's figure against the device timing (`device`: its summary), and why they differ."""
+def latency_agreement(scenario: str, batch: int, loadgen: dict[str, Any], device: dict[str, Any],
+                      repetitions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """LoadGen's figure against the device timing (`device`: its summary; `repetitions`: its timed
+    repetitions, whose reference loop readings are set against those around LoadGen's run), and why
+    they differ."""
     scenario_rule = rule(scenario)
     statistic = scenario_rule.device_statistic
     if statistic is None:
@@ -50,21 +56,34 @@ def latency_agreement(scenario: str, batch: int, loadgen: dict[str, Any], device
     result = {"loadgen_ns_per_batch": measured, "device_ns_per_batch": reference, "device_statistic": statistic,
               "gap": gap, "limit": AGREEMENT_LIMIT, "within": within, "why": ""}
     if not within:
-        result["why"] = _why(gap, reference, sut.get(f"call_{statistic}_ns"), sut, pipelined)
+        call = sut.get(f"call_{statistic}_ns")
+        machine = _machine_around_loadgen(loadgen, repetitions or [], call / reference - 1) if call else ""
+        result["why"] = _why(gap, reference, call, sut, pipelined, machine)
     return result
+
+
+def _machine_around_loadgen(loadgen: dict[str, Any], repetitions: list[dict[str, Any]], model_change: float) -> str:
+    """How the reference loops around LoadGen's run compare with their mean around the repetitions,
+    and whether that accounts for the model's own change (`model_change`: call time over timed, - 1)."""
+    during = machine_speed.indexes((loadgen.get("beside") or {}).get("machine_speed"))
+    timed = machine_speed.pooled([machine_speed.indexes((r.get("beside") or {}).get("machine_speed"))
+                                  for r in repetitions])
+    said = machine_speed.compare(during, timed, model_change, "around LoadGen's run against the repetitions")
+    return f"; {said}" if said else ""
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def _why(gap: float, device_ns: float, call: float | None, sut: dict[str, Any], pipelined: bool) -> str:
+def _why(gap: float, device_ns: float, call: float | None, sut: dict[str, Any], pipelined: bool,
+         machine: str = "") -> str:
     own = (sut.get("gather_median_ns") or 0) + (sut.get("respond_median_ns") or 0)
     direction = "slower" if gap > 0 else "faster"
     if call and not pipelined and abs(call / device_ns - 1) > MODEL_SLOWER_LIMIT:
         return (f"the model itself ran {abs(call / device_ns - 1):.0%} {direction} inside LoadGen's run than in the "
                 f"timing pass ({_ms(call)} a call against {_ms(device_ns)}): the machine's speed changed, or something "
-                "ran beside it (see what ran beside each)")
+                f"ran beside it (see what ran beside each){machine}")
     if own > MODEL_SLOWER_LIMIT * device_ns:
         return (f"the system under test's own work per batch (gathering inputs and answering: {_ms(own)}, "
                 f"{own / device_ns:.0%} of a batch)")
@@ -87,13 +106,28 @@ def warnings(metrics: dict[str, Any]) -> list[str]:
                      f"({warmup.get('calls')} calls; windows kept differing by over {warmup.get('tolerance', 0):.0%})")
     if timing.get("repetition_spread", 0) > DRIFT_LIMIT:
         medians = ", ".join(f"{r['when']} {_ms(r['median_ns'])}" for r in timing.get("repetitions", []))
-        found.append(f"drift: the timed repetitions' medians spread {timing['repetition_spread']:.0%} ({medians})")
+        found.append(f"drift: the timed repetitions' medians spread {timing['repetition_spread']:.0%} ({medians})"
+                     + _machine_drift(timing.get("repetitions") or []))
     found += _machine(timing.get("repetitions") or [])
     agreement = metrics.get("latency_agreement") or {}
     if agreement.get("within") is False:
         found.append(f"LoadGen and device timing disagree by {agreement['gap']:+.0%} (limit "
                      f"{agreement['limit']:.0%}): {agreement['why']}")
     return found
+
+
+def _machine_drift(repetitions: list[dict[str, Any]]) -> str:
+    """Whether the machine's reference loops moved with the repetitions' medians, from the fastest
+    repetition to the slowest."""
+    timed = [(float(r["median_ns"]), r) for r in repetitions
+             if isinstance(r.get("median_ns"), (int, float)) and r["median_ns"] > 0]
+    if len(timed) < 2 or len(timed) < len(repetitions):
+        return ""
+    (fastest, fast), (slowest, slow) = min(timed, key=lambda t: t[0]), max(timed, key=lambda t: t[0])
+    said = machine_speed.compare(machine_speed.indexes((slow.get("beside") or {}).get("machine_speed")),
+                                 machine_speed.indexes((fast.get("beside") or {}).get("machine_speed")),
+                                 slowest / fastest - 1, "around the slowest repetition against the fastest")
+    return f"; {said}" if said else ""
 
 
 def _machine(repetitions: list[dict[str, Any]]) -> list[str]:

@@ -64,6 +64,7 @@ class PhaseClock:
 
 def run_cell(request: WorkerRequest) -> WorkerAnswer:
     """Measure one cell; return the answer (never raises for a failure inside the cell)."""
+    from harness.measure import machine_speed
     from harness.measure.memory import current_rss_bytes
 
     cell = request.cell
@@ -79,6 +80,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
             torch.set_grad_enabled(False)
             precision.set_torch_math("fp32")  # the eager reference is IEEE (fp32 and tf32 cells)
             backend = registry.load(cell["backend"])()
+            machine_speed.prepare(Path(request.cache_dir or Path.cwd() / "cache") / "machine")
             baseline_rss = current_rss_bytes()
             baseline_device_used = None
             if cell["device"] == "cuda":
@@ -124,8 +126,8 @@ def recorded_environment() -> dict[str, str]:
 
 def _observer(device: str) -> tuple[Any, Any]:
     """(observe, compare) for what runs beside each timed repetition: threads, other processes,
-    stolen time, and on a GPU its clocks and throttle reasons."""
-    from harness.measure import activity, gpu_state
+    stolen time, the machine's speed (reference loops), and on a GPU its clocks and throttle reasons."""
+    from harness.measure import activity, gpu_state, machine_speed
 
     nvml = None
     if device == "cuda":
@@ -137,11 +139,13 @@ def _observer(device: str) -> tuple[Any, Any]:
         except Exception:  # noqa: BLE001 - no NVML: the GPU state reads as unavailable
             nvml = None
 
-    def observe() -> tuple[Any, Any]:
-        return activity.snapshot(), (gpu_state.read(nvml) if device == "cuda" and nvml else None)
+    def observe() -> tuple[Any, Any, Any]:
+        speed = machine_speed.read()
+        return activity.snapshot(), (gpu_state.read(nvml) if device == "cuda" and nvml else None), speed
 
-    def compare(before: tuple[Any, Any], after: tuple[Any, Any]) -> dict[str, Any]:
+    def compare(before: tuple[Any, Any, Any], after: tuple[Any, Any, Any]) -> dict[str, Any]:
         beside: dict[str, Any] = {"cpu": activity.compare(before[0], after[0])}
+        beside["machine_speed"] = machine_speed.around(before[2], after[2])
         if device == "cuda":
             beside["gpu_before"] = before[1] or {"unavailable": "NVML did not initialise"}
             beside["gpu_after"] = after[1] or {"unavailable": "NVML did not initialise"}
@@ -162,7 +166,7 @@ def _measure(
     import torch
 
     from harness import precision
-    from harness.measure import activity, correctness, loadgen, passes, roofline
+    from harness.measure import activity, correctness, loadgen, machine_speed, passes, roofline
     from harness.measure.memory import memory_pass
     from harness.measure.timing import DeviceTiming
     from harness.models import zoo
@@ -217,10 +221,12 @@ def _measure(
                 timing.repetition("before loadgen")
         hint_ns = timing.result()["summary"]["median_ns"]
         with clock.phase("loadgen"):
+            speed_before = machine_speed.read()
             before = activity.snapshot()
             settings = loadgen.Settings(cell, len(samples))
             metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings)
             metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
+            metrics["loadgen"]["beside"]["machine_speed"] = machine_speed.around(speed_before, machine_speed.read())
         with clock.phase("timing_after_loadgen"):
             for _ in range(cell["timing"]["repetitions"] - before_loadgen):
                 timing.repetition("after loadgen")
@@ -228,7 +234,8 @@ def _measure(
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = metrics["device_time"]["summary"]["median_ns"]
         metrics["latency_agreement"] = trust.latency_agreement(
-            cell["scenario"], batch, metrics["loadgen"], metrics["device_time"]["summary"])
+            cell["scenario"], batch, metrics["loadgen"], metrics["device_time"]["summary"],
+            metrics["device_time"]["repetitions"])
         metrics["roofline"] = roofline.bound(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
         )

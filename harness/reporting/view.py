@@ -401,6 +401,10 @@ def machine_noise(noise: Any) -> str:
     spread = lookup(noise, "pinned_spread")
     if isinstance(spread, (int, float)) and not isinstance(spread, bool):
         text += f"; pinned to each core in turn, its chunks span {spread:.2f}x (10th to 90th percentile)"
+    cross = lookup(noise, "cross_core_ns")
+    if isinstance(cross, list) and len(cross) == 3 and all(
+            isinstance(ns, (int, float)) and not isinstance(ns, bool) for ns in cross):
+        text += f"; a round trip between two cores {cross[0]:.0f} / {cross[1]:.0f} / {cross[2]:.0f} ns (10th / 50th / 90th)"
     warning = lookup(noise, "warning")
     return f"{text}; {warning}" if warning else text
 

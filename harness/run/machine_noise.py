@@ -13,14 +13,24 @@ virtual CPU whose physical core a neighbour starts using), one core at a time. T
 pinned chunks (90th over 10th percentile) and each core's median show it; above `STEP_FLOOR` the
 warning says so, since a cell whose threads share out an operator's work waits for whichever of
 its cores is slow at the moment.
+
+Last, the round trip of a cache line between the first two usable cores
+(harness/measure/core_latency.py), sampled for `DURATION_S`: a thread pool pays it on every
+operator it splits, and a host that moves its virtual CPUs between nearby and distant physical
+cores makes it step (about 50 and 330 ns on the 2-core AMD VM). Its 10th, 50th and 90th
+percentiles are recorded; a 90th over 10th above `CROSS_CORE_FLOOR` is warned about.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
+
+from harness.measure import core_latency
 
 NOISY_FLOOR = 0.03
 STEP_FLOOR = 1.15  # pinned chunks' 90th over 10th percentile above this: the cores step between speeds
@@ -28,6 +38,7 @@ CHUNK_S = 0.02
 DURATION_S = 1.5
 MAX_CORES = 16  # cores sampled by the pinned pass (the first ones the process may use)
 MIN_CHUNKS_PER_CORE = 3
+CROSS_CORE_FLOOR = 1.5  # round trips' 90th over 10th percentile above this: the cores' placement steps
 
 
 def _repeat(work: Callable[[], Any]) -> int:
@@ -74,7 +85,7 @@ def _pinned_chunks(work: Callable[[], Any], cores: list[int]) -> dict[int, list[
     return samples
 
 
-def _percentile(values: list[int], q: float) -> float:
+def _percentile(values: list[int] | list[float], q: float) -> float:
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))])
 
@@ -89,6 +100,25 @@ def _cores_measure(work: Callable[[], Any]) -> dict[str, Any]:
     every = [ns for chunks in samples.values() for ns in chunks]
     return {"core_chunk_ms": {str(core): statistics.median(chunks) / 1e6 for core, chunks in samples.items()},
             "pinned_spread": _percentile(every, 0.9) / _percentile(every, 0.1)}
+
+
+def _cross_core() -> list[float] | None:
+    """10th, 50th and 90th percentiles of the round trip between the first two cores (ns), sampled
+    for DURATION_S; None without a C compiler or a second core."""
+    with tempfile.TemporaryDirectory(prefix="fusionbench-probe-") as work:
+        lib = core_latency.load(Path(work))
+        first = core_latency.measure(lib)
+        if lib is None or first is None:
+            return None
+        samples: list[float] = []
+        deadline = time.perf_counter() + DURATION_S
+        while time.perf_counter() < deadline:
+            sample = core_latency.measure(lib)
+            if sample is not None:
+                samples.append(sample)
+    if not samples:
+        return None
+    return [_percentile(samples, q) for q in (0.1, 0.5, 0.9)]
 
 
 def _cv(samples: list[int]) -> float:
@@ -106,9 +136,11 @@ def measure() -> dict[str, Any]:
     result = {
         "compute_cv": _cv(compute), "memory_cv": _cv(memory), "chunks": [len(compute), len(memory)],
         **_cores_measure(lambda: small @ small),
+        "cross_core_ns": _cross_core(),
         "method": (f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
                    f"chunks for {DURATION_S} s, CV of the chunks; then the matmul pinned to each core in turn for "
-                   f"{DURATION_S} s, each core's median chunk and the 90th over 10th percentile of all"),
+                   f"{DURATION_S} s, each core's median chunk and the 90th over 10th percentile of all; then the "
+                   f"round trip between the first two cores for {DURATION_S} s, its 10th, 50th and 90th percentiles"),
     }
     result["warning"] = _warning(result)
     return result
@@ -125,6 +157,10 @@ def _warning(result: dict[str, Any]) -> str:
         said.append(f"the same loop pinned to each core in turn spans {spread:.2f}x (10th to 90th percentile; "
                     f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "
                     "slow at the moment")
+    cross = result.get("cross_core_ns")
+    if cross and cross[0] > 0 and cross[2] / cross[0] > CROSS_CORE_FLOOR:
+        said.append(f"the round trip between two cores stepped from {cross[0]:.0f} to {cross[2]:.0f} ns (10th to 90th "
+                    "percentile): a thread pool pays it on every operator it splits")
     if not said:
         return ""
     return f"this machine's own speed varies: {'; '.join(said)}; no figure measured here can be steadier"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -15,8 +16,9 @@ def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.M
     monkeypatch.setattr(machine_noise, "DURATION_S", 0.1)
     result = machine_noise.measure()
     assert result["compute_cv"] >= 0 and result["memory_cv"] >= 0 and min(result["chunks"]) >= 2
-    spread = result["pinned_spread"]
-    stepping = spread is not None and spread > machine_noise.STEP_FLOOR
+    spread, cross = result["pinned_spread"], result["cross_core_ns"]
+    stepping = (spread is not None and spread > machine_noise.STEP_FLOOR) or (
+        cross is not None and cross[2] / cross[0] > machine_noise.CROSS_CORE_FLOOR)
     assert (result["warning"] != "") == (max(result["compute_cv"], result["memory_cv"]) > machine_noise.NOISY_FLOOR
                                          or stepping)
     monkeypatch.setattr(machine_noise, "NOISY_FLOOR", -1.0)
@@ -52,6 +54,19 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
     warning = machine_noise._warning(stepping)
     assert "spans 1.70x" in warning and "core 1 34.0 ms" in warning and "a fixed compute loop" not in warning
     assert machine_noise._warning({**quiet, "pinned_spread": None, "core_chunk_ms": None}) == ""
+    assert machine_noise._warning({**quiet, "cross_core_ns": [52.0, 60.0, 70.0]}) == ""
+    placed = machine_noise._warning({**quiet, "cross_core_ns": [52.0, 60.0, 330.0]})
+    assert "the round trip between two cores stepped from 52 to 330 ns" in placed
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
+                    or not (shutil.which("cc") or shutil.which("gcc")), reason="needs two cores and a C compiler")
+def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine_noise, "DURATION_S", 0.05)
+    low, middle, high = machine_noise._cross_core() or (0.0, 0.0, 0.0)
+    assert 0 < low <= middle <= high < 1e6
+    monkeypatch.setattr(machine_noise.core_latency.shutil, "which", lambda name: None)
+    assert machine_noise._cross_core() is None
 
 
 def test_without_cpu_affinity_the_pinned_pass_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,6 +92,9 @@ def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None
     assert line.endswith("; pinned to each core in turn, its chunks span 1.68x (10th to 90th percentile); "
                          "this machine's own speed varies")
     assert machine_noise({"compute_cv": True, "memory_cv": 0.1}) == "not measured"
+    assert machine_noise({**older, "cross_core_ns": [52.0, 61.2, 330.0]}).endswith(
+        "; a round trip between two cores 52 / 61 / 330 ns (10th / 50th / 90th)")
+    assert "round trip" not in machine_noise({**older, "cross_core_ns": [52.0, True, 330.0]})
 
 
 def test_hostile_labels_are_escaped(tmp_path: Path) -> None:

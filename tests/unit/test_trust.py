@@ -81,6 +81,48 @@ def test_warnings_name_noise_drift_the_machine_and_the_gpu() -> None:
     assert warnings({"device_time": {"summary": {"cv": 0.01}}}) == []
 
 
+def speed(before_ms: float, after_ms: float, memory_ms: float = 10.0) -> dict[str, Any]:
+    def read(ms: float) -> dict[str, Any]:
+        return {"cores_ms": {"0": ms, "1": ms}, "memory_ms": memory_ms}
+    return {"machine_speed": {"before": read(before_ms), "after": read(after_ms)}}
+
+
+def drifting(*reference_ms: float) -> dict[str, Any]:
+    repetitions = [{"when": f"r{i}", "median_ns": median, "beside": speed(ms, ms)}
+                   for i, (median, ms) in enumerate(zip((10e6, 10.6e6), reference_ms))]
+    return {"device_time": {"summary": {"cv": 0.01}, "repetition_spread": 0.06, "repetitions": repetitions}}
+
+
+def test_a_drift_says_whether_the_reference_loops_moved_with_it() -> None:
+    moved = warnings(drifting(1.0, 1.04))
+    assert moved[0].endswith("(r0 10.000 ms, r1 10.600 ms); around the slowest repetition against the fastest, the "
+                             "reference loops were 4.0% slower (cores) and 0.0% slower (memory): the machine's speed moved (cores)")
+    small = warnings(drifting(1.0, 1.01))  # 1% against the figures' 6%
+    assert small[0].endswith("1.0% slower (cores) and 0.0% slower (memory), none beyond its own jitter and half the "
+                            "figures' change: the machine's own speed does not explain it")
+    opposite = warnings(drifting(1.0, 0.85))
+    assert "15% faster (cores)" in opposite[0] and opposite[0].endswith("does not explain it")
+    unread = drifting(1.0, 1.08)
+    unread["device_time"]["repetitions"][1]["beside"] = {}
+    assert warnings(unread)[0].endswith("(r0 10.000 ms, r1 10.600 ms)")
+
+
+def test_a_slower_model_under_loadgen_says_whether_the_machine_was_slower_then() -> None:
+    repetitions = [{"median_ns": 7.35e6, "beside": speed(1.0, 1.0)}, {"median_ns": 7.35e6, "beside": speed(1.0, 1.02)}]
+    run = loadgen({"result_samples_per_second": 449.0}, call_mean_ns=17.5e6, gather_median_ns=0, respond_median_ns=4e3)
+    run["beside"] = speed(1.0, 1.0, memory_ms=22.0)  # memory 120% slower, for a model 138% slower
+    result = latency_agreement("Offline", 8, run, timing(7.35e6), repetitions)
+    assert result["why"].endswith("(see what ran beside each); around LoadGen's run against the repetitions, the "
+                                  "reference loops were 0.5% faster (cores) and 120% slower (memory): the machine's "
+                                  "speed moved (memory)")
+    run["beside"] = speed(1.2, 1.3)  # cores 24% slower: not enough for a model 138% slower
+    assert latency_agreement("Offline", 8, run, timing(7.35e6), repetitions)["why"].endswith(
+        "24% slower (cores) and 0.0% slower (memory), none beyond its own jitter and half the figures' change: the "
+        "machine's own speed does not explain it")
+    run["beside"] = {}
+    assert latency_agreement("Offline", 8, run, timing(7.35e6), repetitions)["why"].endswith("(see what ran beside each)")
+
+
 def test_activity_reads_busy_threads_others_and_steal_from_proc(tmp_path: Path) -> None:
     def fake_proc(ticks: int, steal: int, machine_user: int) -> Path:
         root = tmp_path / f"proc-{ticks}"
