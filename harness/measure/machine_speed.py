@@ -1,9 +1,10 @@
-"""How fast the machine is right now, seen by the worker: two fixed reference loops read before
+"""How fast the machine is right now, seen by the worker: three fixed reference loops read before
 and after each timed repetition and around LoadGen's run, never inside them.
 
 On a shared host the machine's speed steps for seconds at a time: a core at a time (a fixed loop
-at 3.7 or 6.4 ms, docs/results/cpu-2core-amd-2026-11-25.md) or the memory system it shares with
-its neighbours. The loops do the same work every time, so a change in their time is the
+at 3.7 or 6.4 ms), the distance between two cores (a round trip of about 50 or 330 ns; both in
+docs/results/cpu-2core-amd-2026-11-25.md), or the memory system it shares with its neighbours.
+The loops do the same work every time, so a change in their time is the
 machine's, not the model's: they tell a drift of the machine from a drift of the model.
 - cores: a pure-Python loop of `LOOP` additions (about half a millisecond on the 2-core VMs)
   pinned to each of the worker's cores in turn (this thread only; its affinity is given back),

@@ -126,7 +126,8 @@ def _cv(samples: list[int]) -> float:
 
 
 def measure() -> dict[str, Any]:
-    """The machine's noise floor: CVs of the two fixed workloads, and a warning when high."""
+    """The machine's noise floor: the CVs of the two fixed workloads, the pinned pass over the
+    cores, the cross-core round trip, and a warning when any is high (about 6 s in all)."""
     import numpy as np
 
     small = np.random.default_rng(0).random((64, 64), dtype=np.float32)
