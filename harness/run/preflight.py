@@ -44,13 +44,16 @@ def writable(out_dir: Path, option: str = "--out") -> Path:
     return out_dir
 
 
-def check_room(path: Path, cells: int) -> None:
+def check_room(path: Path, cells: int, resuming: bool = False) -> None:
     """Refuse to start when the bundle's file system is nearly full: a cell writes its record,
-    worker log and LoadGen logs (well under 1 MiB); the report and manifest come at the end."""
+    worker log and LoadGen logs (well under 1 MiB); the report and manifest come at the end. A
+    resumed run writes into its bundle where it is, so only making room helps there."""
     needed = ROOM_BASE_BYTES + ROOM_PER_CELL_BYTES * cells
     free = shutil.disk_usage(path).free
     if free < needed:
+        remedy = ("make room on that file system (a resumed run writes into its bundle where it is)" if resuming
+                  else "make room or choose another --out")
         raise ConfigError(
             f"{path}: only {free / MIB:.0f} MiB free; {cells} cell(s) need about {needed / MIB:.0f} MiB for their "
-            "records and logs: make room or choose another --out"
+            f"records and logs: {remedy}"
         )

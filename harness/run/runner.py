@@ -113,7 +113,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         input_folder = bundle.header.get("input_folder")
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
-        preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)))
+        preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
         bundle.drop_manifest()
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
     todo = [c for c in cells if not bundle.finished(c.id)]

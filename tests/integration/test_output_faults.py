@@ -96,6 +96,12 @@ def test_a_disk_that_fills_up_mid_run_keeps_finished_cells_and_resumes(tmp_path:
     assert kept.stem == written[0] and json.loads(kept.read_text())["status"] == "valid"
     before = kept.read_bytes()
 
+    usage = namedtuple("usage", "total used free")
+    with monkeypatch.context() as full:  # a resume on a full disk is refused, pointing at the bundle's file system
+        full.setattr(preflight.shutil, "disk_usage", lambda path: usage(10 << 30, 10 << 30, 1 << 20))
+        with pytest.raises(ConfigError, match=r"1 cell\(s\) need .*: make room on that file system \(a resumed run"):
+            run(RunRequest(scenario_path=None, resume=bundle), Console(file=io.StringIO()))
+    assert kept.read_bytes() == before
     monkeypatch.setattr(Bundle, "write_cell", real_write)  # room again
     assert run(RunRequest(scenario_path=None, resume=bundle), Console(file=io.StringIO())) == 0
     assert kept.read_bytes() == before and len(list((bundle / "cells").glob("*.json"))) == 2
