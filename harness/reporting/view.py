@@ -161,8 +161,8 @@ class FusionPair:
 
     @property
     def speedup_range(self) -> tuple[float, float] | None:
-        """The least and the most the speedup could be from the two cells' repetition medians (slowest
-        off over fastest on, and the other way round), or None where a cell has fewer than two."""
+        """The least and the most the speedup could be from the two cells' repetition medians (fastest
+        off over slowest on, slowest off over fastest on), or None where a cell has fewer than two."""
         on, off = self.on.repetition_medians, self.off.repetition_medians
         if len(on) < 2 or len(off) < 2:
             return None
