@@ -16,12 +16,15 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 ROUND_TRIPS = 2000
+_ONE_AT_A_TIME = threading.Lock()  # the C side keeps its state in globals
 
 SOURCE = r"""
 #define _GNU_SOURCE
@@ -29,6 +32,8 @@ SOURCE = r"""
 #include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
+
+#define WARM_UP 100
 
 static _Atomic int flag;
 static int trips;
@@ -44,30 +49,37 @@ static void pin(int core) {
 static void *answer(void *unused) {
     (void)unused;
     pin(far_core);
-    for (int i = 0; i < trips; i++) {
+    atomic_store_explicit(&flag, 2, memory_order_release); /* pinned and running: ready */
+    for (int i = 0; i < WARM_UP + trips; i++) {
         while (atomic_load_explicit(&flag, memory_order_acquire) != 1) {}
         atomic_store_explicit(&flag, 0, memory_order_release);
     }
     return 0;
 }
 
-/* The mean round trip in ns between this thread pinned to `near` and one pinned to `far`;
-   this thread's affinity is given back. -1 when the second thread cannot start. */
+static void trip(void) {
+    atomic_store_explicit(&flag, 1, memory_order_release);
+    while (atomic_load_explicit(&flag, memory_order_acquire) != 0) {}
+}
+
+/* The mean round trip in ns between this thread pinned to `near` and one pinned to `far`, timed
+   once the other thread is pinned and running and after WARM_UP untimed trips; this thread's
+   affinity is given back. -1 when its affinity cannot be read or the second thread cannot start. */
 double round_trip_ns(int near, int far, int n) {
     cpu_set_t before;
     pthread_t other;
     struct timespec start, end;
+    if (pthread_getaffinity_np(pthread_self(), sizeof before, &before) != 0) return -1;
     trips = n;
     far_core = far;
     atomic_store(&flag, 0);
-    pthread_getaffinity_np(pthread_self(), sizeof before, &before);
     if (pthread_create(&other, 0, answer, 0) != 0) return -1;
     pin(near);
+    while (atomic_load_explicit(&flag, memory_order_acquire) != 2) {}
+    atomic_store_explicit(&flag, 0, memory_order_release);
+    for (int i = 0; i < WARM_UP; i++) trip();
     clock_gettime(CLOCK_MONOTONIC, &start);
-    for (int i = 0; i < n; i++) {
-        atomic_store_explicit(&flag, 1, memory_order_release);
-        while (atomic_load_explicit(&flag, memory_order_acquire) != 0) {}
-    }
+    for (int i = 0; i < n; i++) trip();
     clock_gettime(CLOCK_MONOTONIC, &end);
     pthread_join(other, 0);
     pthread_setaffinity_np(pthread_self(), sizeof before, &before);
@@ -78,25 +90,30 @@ double round_trip_ns(int near, int far, int n) {
 
 def load(cache_dir: Path) -> ctypes.CDLL | None:
     """The compiled ping-pong, built into `cache_dir` the first time (atomically, so workers running
-    side by side can race); None without a C compiler or where it does not build."""
+    side by side can race; named by the source, the compiler and the machine's architecture, so a
+    shared cache never hands one machine another's build); None without a C compiler, or where it
+    does not build or load (a read-only or noexec cache, a compiler that cannot run)."""
     if not hasattr(os, "sched_getaffinity"):
         return None
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    library = cache_dir / f"core-latency-{digest}.so"
-    if not library.exists():
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".core-latency-") as work:
-            source, built = Path(work) / "core_latency.c", Path(work) / "core_latency.so"
-            source.write_text(SOURCE)
-            done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(source), "-lpthread"],
-                                  capture_output=True, timeout=120, check=False)
-            if done.returncode != 0:
-                return None
-            os.replace(built, library)
-    lib = ctypes.CDLL(str(library))
+    key = "\0".join((SOURCE, os.path.realpath(compiler), platform.machine(), platform.libc_ver()[0]))
+    library = cache_dir / f"core-latency-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
+    try:
+        if not library.exists():
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".core-latency-") as work:
+                source, built = Path(work) / "core_latency.c", Path(work) / "core_latency.so"
+                source.write_text(SOURCE)
+                done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(source), "-lpthread"],
+                                      capture_output=True, timeout=120, check=False)
+                if done.returncode != 0:
+                    return None
+                os.replace(built, library)
+        lib = ctypes.CDLL(str(library))
+    except (OSError, subprocess.SubprocessError):
+        return None
     lib.round_trip_ns.restype = ctypes.c_double
     lib.round_trip_ns.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
     return lib
@@ -109,6 +126,7 @@ def measure(lib: ctypes.CDLL | None) -> float | None:
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         return None
-    trips = [lib.round_trip_ns(cores[0], cores[1], ROUND_TRIPS) for _ in range(3)]
+    with _ONE_AT_A_TIME:
+        trips = [lib.round_trip_ns(cores[0], cores[1], ROUND_TRIPS) for _ in range(3)]
     usable = [ns for ns in trips if ns > 0]
     return min(usable) if usable else None

@@ -36,7 +36,8 @@ class DeviceTiming:
     LoadGen's run does instead of reading one batch that stays in the caches."""
 
     def __init__(self, prepared: Prepared, batches: Sequence[Any], settings: dict[str, Any], device: str,
-                 observe: Callable[[], Any] | None = None, compare: Callable[[Any, Any], dict[str, Any]] | None = None,
+                 observe: Callable[[bool], Any] | None = None,
+                 compare: Callable[[Any, Any], dict[str, Any]] | None = None,
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
         if not batches:
             raise ValueError("the timing needs at least one batch")
@@ -46,7 +47,7 @@ class DeviceTiming:
         self.settings = settings
         self.device = device
         self.clock = clock
-        self.observe = observe  # reads what runs beside the timed calls (harness.measure.activity)
+        self.observe = observe  # observe(after) reads what runs beside the timed calls, before and after
         self.compare = compare
         self.warmup_ns: list[int] = []
         self.steady = False
@@ -100,9 +101,12 @@ class DeviceTiming:
     def repetition(self, when: str) -> None:
         """One block of timed calls; `when` says where it ran ("before loadgen", ...)."""
         n = self.calls_per_repetition()
-        before = self.observe() if self.observe else None
+        before = None
+        if self.observe:
+            before = self.observe(False)
+            self._call_ns()  # untimed: the reads flushed the caches and let the thread pool sleep
         samples, host = self._timed(n)
-        after = self.observe() if self.observe else None
+        after = self.observe(True) if self.observe else None
         summary = summarize_ns(samples)
         entry: dict[str, Any] = {"when": when, "n": n, "median_ns": summary["median_ns"], "cv": summary["cv"]}
         if self.compare is not None and before is not None:

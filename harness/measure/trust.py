@@ -126,7 +126,8 @@ def _machine_drift(repetitions: list[dict[str, Any]]) -> str:
     (fastest, fast), (slowest, slow) = min(timed, key=lambda t: t[0]), max(timed, key=lambda t: t[0])
     said = machine_speed.compare(machine_speed.indexes((slow.get("beside") or {}).get("machine_speed")),
                                  machine_speed.indexes((fast.get("beside") or {}).get("machine_speed")),
-                                 slowest / fastest - 1, "around the slowest repetition against the fastest")
+                                 slowest / fastest - 1,
+                                 f"around the slowest repetition ({slowest / fastest - 1:.0%} slower) against the fastest")
     return f"; {said}" if said else ""
 
 

@@ -107,8 +107,7 @@ def _cross_core() -> list[float] | None:
     for DURATION_S; None without a C compiler or a second core."""
     with tempfile.TemporaryDirectory(prefix="fusionbench-probe-") as work:
         lib = core_latency.load(Path(work))
-        first = core_latency.measure(lib)
-        if lib is None or first is None:
+        if core_latency.measure(lib) is None:  # no compiler or one core: nothing to sample (and a warm-up)
             return None
         samples: list[float] = []
         deadline = time.perf_counter() + DURATION_S

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ def test_a_read_times_each_usable_core_and_the_memory_loop_and_gives_the_affinit
     assert os.sched_getaffinity(0) == before
     assert list(read["cores_ms"]) == [str(core) for core in sorted(before)[:machine_speed.MAX_CORES]]
     assert all(ms > 0 for ms in read["cores_ms"].values()) and read["memory_ms"] > 0
+    if len(before) > 1 and (shutil.which("cc") or shutil.which("gcc")):
+        assert 1 < read["cross_core_ns"] < 1e6
 
 
 def test_without_cpu_affinity_the_cores_are_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,3 +103,26 @@ def test_without_a_compiler_or_when_it_fails_there_is_no_cross_core_figure(
         pytest.skip("no C compiler here: the failed build cannot be shown")
     monkeypatch.setattr(core_latency, "SOURCE", "this is not C")
     assert core_latency.load(tmp_path) is None and not list(tmp_path.iterdir())
+
+
+def test_a_compiler_that_hangs_or_a_library_that_will_not_load_gives_no_figure(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(core_latency.shutil, "which", lambda name: "/usr/bin/cc")
+
+    def hangs(*args: object, **kwargs: object) -> None:
+        raise subprocess.TimeoutExpired("cc", 120)
+    monkeypatch.setattr(core_latency.subprocess, "run", hangs)
+    assert core_latency.load(tmp_path) is None
+    monkeypatch.undo()
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: the library cannot be built to be refused")
+    assert core_latency.load(tmp_path) is not None
+
+    def noexec(path: str) -> None:
+        raise OSError(f"{path}: failed to map segment from shared object")
+    monkeypatch.setattr(core_latency.ctypes, "CDLL", noexec)
+    assert core_latency.load(tmp_path) is None
+    readonly = tmp_path / "a-file"
+    readonly.write_text("not a directory")
+    monkeypatch.undo()
+    assert core_latency.load(readonly / "cache") is None  # mkdir under a file: OSError, not a crash

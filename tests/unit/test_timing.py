@@ -73,14 +73,15 @@ def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
     model = Settling(clock, [], 10_000_000)
     seen = []
     timing = DeviceTiming(model, [None], {**SETTINGS, "repetitions": 2}, "cpu", clock=clock,
-                          observe=lambda: clock.now, compare=lambda a, b: {"cpu": {"wall_s": (b - a) / 1e9}})
+                          observe=lambda after: clock.now, compare=lambda a, b: {"cpu": {"wall_s": (b - a) / 1e9}})
     timing.warm_up()
     timing.repetition("before loadgen")
     model.steady_ns = 10_500_000  # the machine got 5% slower during LoadGen's run
     timing.repetition("after loadgen")
     result = timing.result()
     assert [r["when"] for r in result["repetitions"]] == ["before loadgen", "after loadgen"]
-    assert result["repetitions"][0]["beside"]["cpu"]["wall_s"] == pytest.approx(0.5)
+    # 50 timed calls of 10 ms, after one untimed call that settles the model after the observer's reads
+    assert result["repetitions"][0]["beside"]["cpu"]["wall_s"] == pytest.approx(0.51)
     assert result["repetition_spread"] == pytest.approx(0.5 / 10.25)  # spread over the median of the medians
     assert result["summary"]["n"] == len(result["samples_ns"]) == 100
     assert seen == [] and result["host_samples_ns"] is None
