@@ -27,6 +27,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +63,24 @@ def _fastest_ns(work: Any) -> int:
     return min(chunks)
 
 
+@contextmanager
+def pinned(core: int) -> Iterator[None]:
+    """Run this thread on `core` alone for the block; its affinity is given back after (Linux)."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 def _cores() -> dict[str, float] | None:
     if not hasattr(os, "sched_setaffinity"):
         return None
-    allowed = os.sched_getaffinity(0)
     times: dict[str, float] = {}
-    try:
-        for core in sorted(allowed)[:MAX_CORES]:
-            os.sched_setaffinity(0, {core})
+    for core in sorted(os.sched_getaffinity(0))[:MAX_CORES]:
+        with pinned(core):
             times[str(core)] = _fastest_ns(lambda: sum(range(LOOP))) / 1e6
-    finally:
-        os.sched_setaffinity(0, allowed)
     return times
 
 

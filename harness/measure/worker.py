@@ -139,11 +139,15 @@ def _observer(device: str) -> tuple[Any, Any]:
         except Exception:  # noqa: BLE001 - no NVML: the GPU state reads as unavailable
             nvml = None
 
+    def window() -> tuple[Any, Any]:
+        return activity.snapshot(), (gpu_state.read(nvml) if device == "cuda" and nvml else None)
+
     def observe(after: bool) -> tuple[Any, Any, Any]:
         # the reference loops stay outside the observed window: read before it opens, after it closes
-        speed = None if after else machine_speed.read()
-        snapshot = activity.snapshot(), (gpu_state.read(nvml) if device == "cuda" and nvml else None)
-        return *snapshot, (machine_speed.read() if after else speed)
+        if after:
+            return *window(), machine_speed.read()
+        speed = machine_speed.read()
+        return *window(), speed
 
     def compare(before: tuple[Any, Any, Any], after: tuple[Any, Any, Any]) -> dict[str, Any]:
         beside: dict[str, Any] = {"cpu": activity.compare(before[0], after[0])}

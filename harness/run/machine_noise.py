@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.measure import core_latency
+from harness.measure.machine_speed import pinned
+from harness.stats import percentile
 
 NOISY_FLOOR = 0.03
 STEP_FLOOR = 1.15  # pinned chunks' 90th over 10th percentile above this: the cores step between speeds
@@ -70,24 +72,19 @@ def _chunks(work: Callable[[], Any], duration_s: float = DURATION_S) -> list[int
 def _pinned_chunks(work: Callable[[], Any], cores: list[int]) -> dict[int, list[int]]:
     """Chunks of `work` pinned to each of `cores` in turn, round after round, for DURATION_S (or
     longer, to give every core MIN_CHUNKS_PER_CORE); the process's affinity is restored after."""
-    allowed = os.sched_getaffinity(0)
     samples: dict[int, list[int]] = {core: [] for core in cores}
-    try:
-        os.sched_setaffinity(0, {cores[0]})
+    with pinned(cores[0]):
         repeat = _repeat(work)
-        deadline = time.perf_counter() + DURATION_S
-        while time.perf_counter() < deadline or min(map(len, samples.values())) < MIN_CHUNKS_PER_CORE:
-            for core in cores:
-                os.sched_setaffinity(0, {core})
+    deadline = time.perf_counter() + DURATION_S
+    while time.perf_counter() < deadline or min(map(len, samples.values())) < MIN_CHUNKS_PER_CORE:
+        for core in cores:
+            with pinned(core):
                 samples[core].append(_chunk(work, repeat))
-    finally:
-        os.sched_setaffinity(0, allowed)
     return samples
 
 
 def _percentile(values: list[int] | list[float], q: float) -> float:
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))])
+    return percentile(sorted(values), q * 100)
 
 
 def _cores_measure(work: Callable[[], Any]) -> dict[str, Any]:
