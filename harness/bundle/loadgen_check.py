@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.confine import read_inner
 from harness.bundle.files import CELLS
-from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_logs, parse_summary
-from harness.bundle.safe_json import read_text
+from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_detail, parse_summary
 from harness.bundle.tolerance import number, printed_step
 from harness.errors import BundleError
 
@@ -31,23 +31,31 @@ def problems(root: Path, cell: dict[str, Any]) -> list[str]:
     if not loadgen:
         return []
     where = f"{CELLS}/{cell['id']}.json"
-    log_dir = root / CELLS / cell["id"] / loadgen["log_dir"]
-    rel = log_dir.relative_to(root).as_posix()
+    rel = f"{CELLS}/{cell['id']}/{loadgen['log_dir']}"
     texts, lines = {}, []
     for name in (SUMMARY, DETAIL):
         try:
-            texts[name] = read_text(log_dir / name, f"{rel}/{name}", max_bytes=MAX_LOG_BYTES)
+            texts[name] = read_log_text(root, f"{rel}/{name}")
         except BundleError as exc:
             lines.append(f"{exc} (the cell's LoadGen figures cannot be checked)")
     if lines:
         return lines
     try:
-        parsed = parse_logs(log_dir, loadgen["scenario"])
+        parsed = parse_detail(texts[DETAIL], loadgen["scenario"])
     except (ValueError, RuntimeError, UnicodeError) as exc:  # a damaged log line
         return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
     lines += _against_detail(where, rel, loadgen, parsed, cell["config"]["scenario"])
     lines += _against_summary(where, rel, loadgen, parse_summary(texts[SUMMARY]))
     return lines
+
+
+def read_log_text(root: Path, rel: str) -> str:
+    """A LoadGen log the bundle keeps at `rel`, read under harness.bundle.confine's rules."""
+    data = read_inner(root, rel, rel, max_bytes=MAX_LOG_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{rel}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[str, Any], scenario: str) -> list[str]:

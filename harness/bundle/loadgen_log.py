@@ -20,10 +20,15 @@ def parse_logs(outdir: Path, scenario: str) -> dict[str, Any]:
     detail_path = outdir / DETAIL
     if not detail_path.exists():
         raise RuntimeError(f"LoadGen wrote no {DETAIL} in {outdir}")
+    return parse_detail(detail_path.read_text(errors="replace"), scenario)
+
+
+def parse_detail(text: str, scenario: str) -> dict[str, Any]:
+    """`parse_logs` of a detail log's text, read by the caller (validate reads it bounded)."""
     entries: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
-    for number, line in enumerate(detail_path.read_text(errors="replace").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.startswith(":::MLLOG "):
             continue
         try:

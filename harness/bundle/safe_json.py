@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.confine import read_bytes
 from harness.errors import BundleError
 
 MAX_JSON_BYTES = 64 << 20
@@ -79,25 +80,13 @@ def parse_json(text: str, where: str, *, max_depth: int = MAX_DEPTH) -> Any:
 
 
 def read_text(path: Path, where: str, *, max_bytes: int = MAX_JSON_BYTES) -> str:
-    """A regular file's UTF-8 text, refusing links, special files and files over `max_bytes`."""
-    if path.is_symlink():
-        raise BundleError(f"{where}: is a symbolic link; a bundle holds regular files only")
+    """A regular file's UTF-8 text, refusing links, special files and files over `max_bytes`
+    (harness.bundle.confine's rule for every file read from a bundle)."""
+    data = read_bytes(path, where, max_bytes=max_bytes)
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise BundleError(f"{where}: missing") from None
-    except OSError as exc:
-        raise BundleError(f"{where}: unreadable ({exc.strerror})") from None
-    if not path.is_file():
-        raise BundleError(f"{where}: not a regular file")
-    if size > max_bytes:
-        raise BundleError(f"{where}: {size} bytes, over the {max_bytes}-byte limit for this file")
-    try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise BundleError(f"{where}: unreadable ({exc.strerror})") from None
 
 
 def load_json(path: Path, where: str | None = None, *, max_bytes: int = MAX_JSON_BYTES) -> Any:

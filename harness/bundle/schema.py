@@ -15,6 +15,7 @@ from typing import Any, get_args
 from harness.allocator import Allocator
 from harness.bundle.migrations import OLDEST_READABLE, SCHEMA_VERSION
 from harness.bundle.statuses import STATES, STATUSES
+from harness.mlperf.compliance import TESTS
 from harness.scenario.rules import SCENARIOS
 
 KINDS = ("bundle", "cell")
@@ -280,7 +281,28 @@ def _cell_v3() -> dict[str, Any]:
          "beside": {"type": "object"}}, ("when", "n", "median_ns"))}
     timing["repetition_spread"] = _num(1e6)
     schema["properties"]["warnings"] = _STRINGS
+    metrics["accuracy"], metrics["compliance"] = _accuracy(), _compliance(metrics["loadgen"]["properties"]["metric"])
     return schema
+
+
+def _accuracy() -> dict[str, Any]:
+    """A cell's accuracy run (harness/measure/loadgen.py run_accuracy): its figures and the folder
+    of its logs (harness/bundle/mlperf_check.py re-derives the figures from them)."""
+    return _obj({"top1_percent": _num(100.0), "good": _int(COUNT_MAX), "total": _int(COUNT_MAX, 1),
+                 "log_dir": {"type": "string", "pattern": _INNER_PATH},
+                 "labels": {"type": "string", "pattern": r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$"}},
+                ("top1_percent", "good", "total", "log_dir"))
+
+
+def _compliance(metric: dict[str, Any]) -> dict[str, Any]:
+    """A cell's compliance tests, by name (a key becomes a folder of the submission: only the
+    tests this harness runs), each with its verdicts and the folder of its logs."""
+    checks = {"type": "object", "properties": {"performance": {"type": "boolean"}, "accuracy": {"type": "boolean"}},
+              "required": ["performance"], "additionalProperties": False}
+    outcome = _obj({"passed": {"type": "boolean"}, "checks": checks, "validity": {"enum": ["VALID", "INVALID", "MISSING"]},
+                    "metric": metric, "log_dir": {"type": "string", "pattern": _INNER_PATH}},
+                   ("passed", "checks", "validity", "metric", "log_dir"))
+    return {"type": "object", "propertyNames": {"enum": list(TESTS)}, "additionalProperties": outcome}
 
 
 _BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3,

@@ -1,6 +1,6 @@
 """`fusionbench validate RUN_DIR`: can this bundle be trusted as it is?
 
-Four layers, each reported one problem per line as `<file>: <what is wrong>`:
+Six layers, each reported one problem per line as `<file>: <what is wrong>`:
 1. integrity: MANIFEST.sha256 lists every file with its SHA-256; an edited, missing or added
    file, a link or a special file is a problem (`harness.bundle.manifest`);
 2. schema: bundle.json and every cell against the JSON Schema of the version they were written
@@ -10,10 +10,15 @@ Four layers, each reported one problem per line as `<file>: <what is wrong>`:
    a `valid` cell really is valid, summaries agree with their raw samples, the fusion report's
    counts agree with its kernels;
 4. LoadGen: each cell's validity, scenario, metric, results and settings are read again from its
-   own detail and summary logs and must match (`harness.bundle.loadgen_check`).
+   own detail and summary logs and must match (`harness.bundle.loadgen_check`);
+5. MLPerf: each cell's accuracy, compliance verdicts and user.conf are derived again from the
+   files the bundle keeps (`harness.bundle.mlperf_check`);
+6. figures: every figure a cell computed from others is computed again, and each cell must be one
+   its bundle's scenario expands to (`harness.bundle.figures_check`).
 
-Reading is read-only and bounded (`harness.bundle.reader`); a file that cannot be read at all is
-one problem line, and the checks that need it are skipped.
+Reading is read-only and bounded (`harness.bundle.reader`), and every path a bundle names is
+confined to it (`harness.bundle.confine`); a file that cannot be read at all is one problem line,
+and the checks that need it are skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import loadgen_check, manifest
+from harness.bundle import figures_check, loadgen_check, manifest, mlperf_check
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, load
@@ -75,6 +80,10 @@ def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> V
     _consistency(loaded, verdict, resuming)
     for cell in loaded.cells:
         verdict.problems += loadgen_check.problems(root, cell)
+        found, notes = mlperf_check.problems(root, cell)
+        verdict.problems += found
+        verdict.notes += notes
+    verdict.problems += figures_check.problems(loaded)
     return verdict
 
 

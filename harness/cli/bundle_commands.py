@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from harness.bundle.confine import output_path
 from harness.bundle.reader import LoadedBundle, load
 from harness.bundle.validate import validate
 from harness.errors import BundleError
@@ -85,10 +86,11 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
     if not 0 <= args.threshold < 1:
         raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")
+    out = output_path(args.out, [args.a, args.b]) if args.out else None
     comparison = compare(trusted(args.a), trusted(args.b), threshold=args.threshold)
     text = to_json(comparison) if args.format == "json" else to_markdown(comparison)
-    if args.out:
-        args.out.write_text(text)
+    if out is not None:
+        out.write_text(text)
     sys.stdout.write(text)
     if comparison.unpaired and not args.allow_missing:
         print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'); "
@@ -101,10 +103,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from harness.bundle import manifest
     from harness.reporting.report import render
 
-    out = args.out or args.run_dir
-    inside = out.resolve() == args.run_dir.resolve()
-    if not inside and out.resolve().is_relative_to(args.run_dir.resolve()):
-        raise BundleError(f"--out {out} is inside the bundle: give the bundle itself or a directory outside it")
+    out = output_path(args.out or args.run_dir, [args.run_dir], may_be=args.run_dir)
+    inside = out == args.run_dir.resolve()
     loaded = trusted(args.run_dir)
     written = render(loaded, out)
     if inside:
@@ -119,6 +119,8 @@ def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     from harness.reporting.submission_system import read_system_info
 
     info = read_system_info(args.system_info) if args.system_info else None
+    if args.out:
+        output_path(args.out, [args.run_dir])  # refused before the bundle is read; pack() holds it again
     loaded = trusted(args.run_dir)
     out = args.out or Path(f"{loaded.name}-{checked_name(args.org, '--org')}-submission")
     packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name,

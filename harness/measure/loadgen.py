@@ -141,8 +141,8 @@ def run_scenario(
 
     `latency_ns` (the device-timing median per batch) sets LoadGen's hint. When a run is INVALID
     only because it went faster than the hint allowed for (minimum duration or query count not
-    met), it is run once more with the rate LoadGen itself measured, as a submitter would
-    re-tune; every attempt is recorded and its logs kept under `outdir/attempt-N/`. Pass
+    met), it is run once more with the speed observed in that run (`_measured_latency_ns`), as a
+    submitter would re-tune; every attempt is recorded and its logs kept under `outdir/attempt-N/`. Pass
     `settings` to use them again afterwards (the accuracy and compliance runs).
     """
     import mlperf_loadgen as lg
@@ -177,7 +177,9 @@ def run_accuracy(prepared: Prepared, samples: list[Any], cell: dict[str, Any], s
     log = outdir / "mlperf_log_accuracy.json"
     scored = accuracy.score(log, labels)
     (outdir / "accuracy.txt").write_text(accuracy.summary_line(scored) + "\n")
-    return {**scored, "log_dir": outdir.relative_to(outdir.parent.parent).as_posix()}
+    # The labels scored against stay beside the log, so that validate can score it again.
+    (outdir / accuracy.LABELS).write_text(accuracy.labels_text(labels))
+    return {**scored, "log_dir": outdir.relative_to(outdir.parent.parent).as_posix(), "labels": accuracy.LABELS}
 
 
 def _too_fast(result: dict[str, Any]) -> bool:
@@ -188,10 +190,29 @@ def _too_fast(result: dict[str, Any]) -> bool:
 
 
 def _measured_latency_ns(result: dict[str, Any], batch: int) -> float | None:
+    """The time per batch the retune hints with: the faster of LoadGen's own figure and the
+    system under test's median time per batch in the failed attempt.
+
+    LoadGen's figure (samples over the whole run, or its mean latency) averages whatever happened
+    during the attempt: on a machine whose speed changed 6x mid-cell it said 77 ms a batch while
+    the model ran at 30 ms a call, so the retuned query was again too short ("min duration not
+    met" twice). The SUT's median gather + call + answer is the speed the model ran at for most of
+    the attempt, not dragged by a slow stretch. The faster of the two is taken because the retune
+    only follows a run that was too fast for its hint: a hint too fast makes the query longer than
+    the minimum duration (still VALID), one too slow makes it INVALID again. With batches in
+    flight a call's time includes waiting behind the batch before it, so it is shared out over
+    them (a lower bound, as LoadGen's figure is an upper one)."""
     r = result["results"]
     if rule(result["scenario"]).batch_figure == "rate" and r.get("result_samples_per_second"):
-        return batch * 1e9 / float(r["result_samples_per_second"])
-    return r.get("result_mean_latency_ns") or None
+        loadgen_ns: float | None = batch * 1e9 / float(r["result_samples_per_second"])
+    else:
+        loadgen_ns = r.get("result_mean_latency_ns") or None
+    sut = result.get("sut") or {}
+    if not sut.get("batches") or not sut.get("call_median_ns"):
+        return loadgen_ns
+    sut_ns = (float(sut["call_median_ns"]) / max(int(sut.get("batches_in_flight") or 1), 1)
+              + float(sut.get("gather_median_ns") or 0.0) + float(sut.get("respond_median_ns") or 0.0))
+    return min(sut_ns, loadgen_ns) if loadgen_ns else sut_ns
 
 
 def _run_once(

@@ -24,10 +24,10 @@ from typing import Any
 
 from harness.contract import Prepared
 from harness.stats import summarize_ns
+from harness.thresholds import WARMUP_MAX_WINDOW as MAX_WINDOW
+from harness.thresholds import WARMUP_WINDOW_S as WINDOW_S
 
 STEADY_TOLERANCE = 0.02
-WINDOW_S = 0.1  # a warm-up window lasts about this long,
-MAX_WINDOW = 50  # and holds at most this many calls (one, for a model slower than WINDOW_S)
 
 
 class DeviceTiming:

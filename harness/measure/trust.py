@@ -28,12 +28,9 @@ from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.scenario.rules import rule
 from harness.stats import NOISY_CV
+from harness.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, STOLEN_SHARE
 
-AGREEMENT_LIMIT = 0.05
-DRIFT_LIMIT = 0.03
 MODEL_SLOWER_LIMIT = 0.03
-BUSY_OTHERS_CORES = 0.1  # other processes using a tenth of a core beside the timed calls
-STOLEN_SHARE = 0.02
 
 
 def latency_agreement(scenario: str, batch: int, loadgen: dict[str, Any], device: dict[str, Any],

@@ -21,40 +21,70 @@ def response_bytes(top1: int) -> bytes:
     return struct.pack("<f", float(top1))
 
 
+LABELS = "labels.txt"  # the labels an accuracy run was scored against, kept beside its log
+
+
 def score(log: Path, labels: list[int]) -> dict[str, Any]:
     """Top-1 accuracy of an accuracy log against `labels` (index = LoadGen's sample index)."""
+    return score_entries(read_log(log), labels, str(log))
+
+
+def score_entries(entries: list[dict[str, Any]], labels: list[int], where: str) -> dict[str, Any]:
+    """`score` of an accuracy log's responses, already read (`where` names the log in errors)."""
     seen: set[int] = set()
     good = 0
-    for entry in read_log(log):
+    for entry in entries:
         index = entry.get("qsl_idx")
-        if not isinstance(index, int) or not 0 <= index < len(labels):
-            raise HarnessError(f"{log}: a response names sample {index!r}, outside the {len(labels)} labelled")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(labels):
+            raise HarnessError(f"{where}: a response names sample {index!r}, outside the {len(labels)} labelled")
         if index in seen:
             continue
         seen.add(index)
-        good += predicted(entry, log) == labels[index]
+        good += predicted(entry, where) == labels[index]
     if not seen:
-        raise HarnessError(f"{log}: no response was logged")
+        raise HarnessError(f"{where}: no response was logged")
     return {"top1_percent": 100.0 * good / len(seen), "good": good, "total": len(seen)}
 
 
 def read_log(log: Path) -> list[dict[str, Any]]:
     """The responses of a LoadGen accuracy log; a clear error for an unreadable or damaged one."""
     try:
-        entries = json.loads(log.read_text())
+        data = json.loads(log.read_text())
     except (OSError, ValueError) as exc:
         raise HarnessError(f"cannot read the accuracy log {log}: {exc}") from None
-    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
-        raise HarnessError(f"{log}: not a list of responses")
-    return entries
+    return responses(data, str(log))
 
 
-def predicted(entry: dict[str, Any], log: Path) -> int:
+def responses(data: Any, where: str) -> list[dict[str, Any]]:
+    """An accuracy log's parsed JSON as its list of responses; HarnessError for any other shape."""
+    if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
+        raise HarnessError(f"{where}: not a list of responses")
+    return data
+
+
+def labels_text(labels: list[int]) -> str:
+    """The `LABELS` file: line k is sample k's class."""
+    return "".join(f"{label}\n" for label in labels)
+
+
+def parse_labels(text: str, where: str) -> list[int]:
+    """The classes of a `LABELS` file; HarnessError naming the line that is not a class."""
+    labels = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not (line.isascii() and line.isdigit()) or len(line) > 9:
+            raise HarnessError(f"{where}:{number}: not a class index: {line[:40]!r}")
+        labels.append(int(line))
+    return labels
+
+
+def predicted(entry: dict[str, Any], log: Path | str) -> int:
+    """The class a response names (its float32, as `response_bytes` wrote it)."""
     try:
         raw = bytes.fromhex(entry["data"])
-        return int(struct.unpack_from("<f", raw)[0])
-    except (KeyError, TypeError, ValueError, struct.error):
-        raise HarnessError(f"{log}: sample {entry.get('qsl_idx')}'s response is not a float32 class") from None
+        value = struct.unpack_from("<f", raw)[0]
+        return int(value)
+    except (KeyError, TypeError, ValueError, OverflowError, struct.error):
+        raise HarnessError(f"{log}: sample {str(entry.get('qsl_idx'))[:20]}'s response is not a float32 class") from None
 
 
 def summary_line(result: dict[str, Any]) -> str:

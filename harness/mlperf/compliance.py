@@ -76,13 +76,24 @@ def verify_performance(test: str, reference: dict[str, Any], run: dict[str, Any]
 
 def verify_accuracy(accuracy_log: Path, test_log: Path) -> tuple[bool, list[str]]:
     """TEST01: every response the test run logged equals the accuracy run's for that sample."""
-    expected = {entry["qsl_idx"]: predicted(entry, accuracy_log) for entry in read_log(accuracy_log)}
+    return verify_responses(read_log(accuracy_log), read_log(test_log), str(accuracy_log), str(test_log))
+
+
+def verify_responses(accuracy_run: list[dict[str, Any]], test_run: list[dict[str, Any]],
+                     accuracy_where: str, test_where: str) -> tuple[bool, list[str]]:
+    """`verify_accuracy` of two accuracy logs' responses, already read."""
+    expected: dict[Any, int] = {}
+    for entry in accuracy_run:
+        index = entry.get("qsl_idx")
+        if isinstance(index, int) and not isinstance(index, bool):
+            expected[index] = predicted(entry, accuracy_where)
     matched = mismatched = unknown = 0
-    for entry in read_log(test_log):
-        want = expected.get(entry.get("qsl_idx"))
+    for entry in test_run:
+        index = entry.get("qsl_idx")
+        want = expected.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
         if want is None:
             unknown += 1
-        elif predicted(entry, test_log) == want:
+        elif predicted(entry, test_where) == want:
             matched += 1
         else:
             mismatched += 1

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+#: What a submitter tunes (the expected rate or latency): the only keys of an official user.conf.
+HINTS = ("target_qps", "target_latency")
 # The scenario file's LoadGen fields that may override mlperf.conf, and their user.conf keys.
 OVERRIDABLE = {"min_duration_s": "min_duration", "max_duration_s": "max_duration",
                "min_query_count": "min_query_count", "max_query_count": "max_query_count"}
@@ -24,7 +26,14 @@ def text(conf_model: str, scenario: str, hints: dict[str, float], overrides: dic
     lines += [f"{conf_model}.{scenario}.{key} = {value:.6g}" for key, value in sorted(hints.items())]
     if overrides:
         lines.append("# Overrides of mlperf.conf asked for by the scenario file: not an official run.")
+    lines += override_lines(scenario, overrides)
+    return "\n".join(lines) + "\n"
+
+
+def override_lines(scenario: str, overrides: dict[str, Any]) -> list[str]:
+    """The user.conf lines of `overrides` (durations in seconds, written in ms), sorted."""
+    lines = []
     for field, value in sorted(overrides.items()):
         number = int(value * 1000) if field.endswith("_s") else int(value)
         lines.append(f"*.{scenario}.{OVERRIDABLE[field]} = {number}")
-    return "\n".join(lines) + "\n"
+    return lines

@@ -18,7 +18,9 @@ A cell becomes a result when it is valid, computes a model that stands for an ML
 ran with the `mlperf` profile and has an accuracy run (submission_rules.py); the others are
 listed with the reason. The closed division is refused, naming every rule that fails. Nothing
 is invented: what the bundle does not know is left empty for the submitter and listed.
-The bundle is validated first and never written to; the output directory must not exist.
+The bundle is validated first (validate re-derives the accuracy and compliance figures from their logs)
+and never written to; every file is read under harness.bundle.confine's rules; the output
+directory must not exist and must lie outside the bundle.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.bundle import manifest
+from harness.bundle.confine import output_path, read_inner
 from harness.bundle.files import CELLS
+from harness.bundle.manifest import check_path
 from harness.bundle.reader import LoadedBundle, lookup
-from harness.errors import ConfigError
+from harness.errors import BundleError, ConfigError
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
 from harness.plain_text import visible_lines
 from harness.reporting import submission_rules
@@ -154,35 +158,43 @@ def _json_bytes(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
 
-def accuracy_files(log_dir: Path) -> dict[str, bytes]:
-    """The accuracy folder: the log cut to fit the checker's limit, and accuracy.txt with the
-    full log's SHA-256 (a `hash=` line), as MLPerf's truncation leaves them."""
-    full = (log_dir / "mlperf_log_accuracy.json").read_bytes()
+def accuracy_files(root: Path, folder: str) -> dict[str, bytes]:
+    """The accuracy folder `folder` of the bundle at `root`: the log cut to fit the checker's
+    limit, and accuracy.txt with the full log's SHA-256 (a `hash=` line), as MLPerf's truncation
+    leaves them."""
+    full = read_inner(root, f"{folder}/mlperf_log_accuracy.json", f"{folder}/mlperf_log_accuracy.json")
     kept = full if len(full) <= ACCURACY_LOG_LIMIT else full[:ACCURACY_LOG_KEEP] + b"\n\n...\n\n" + full[-ACCURACY_LOG_KEEP:]
     files = {"mlperf_log_accuracy.json": kept}
-    if (log_dir / "accuracy.txt").exists():
-        text = (log_dir / "accuracy.txt").read_text().rstrip("\n")
+    if (root / folder / "accuracy.txt").exists():
+        text = read_inner(root, f"{folder}/accuracy.txt", f"{folder}/accuracy.txt").decode("utf-8", "replace").rstrip("\n")
         files["accuracy.txt"] = f"{text}\nhash={hashlib.sha256(full).hexdigest()}\n".encode()
     return files
 
 
-def _result_files(cell: dict[str, Any], cell_dir: Path) -> dict[str, bytes]:
+def _result_files(root: Path, cell: dict[str, Any]) -> dict[str, bytes]:
+    """The files of one result, each read from the bundle under harness.bundle.confine's rules
+    (validate has checked what they say; this guards what they are)."""
     metrics = cell["metrics"]
-    performance = cell_dir / metrics["loadgen"]["log_dir"]
-    files = {f"performance/run_1/{log}": (performance / log).read_bytes() for log in LOGS}
-    files["user.conf"] = (performance / "user.conf").read_bytes()
-    accuracy = cell_dir / metrics["accuracy"]["log_dir"]
-    files.update({f"accuracy/{name}": data for name, data in accuracy_files(accuracy).items()})
-    files.update({f"accuracy/{log}": (accuracy / log).read_bytes() for log in LOGS})
+    base = f"{CELLS}/{cell['id']}"
+
+    def read(rel: str) -> bytes:
+        return read_inner(root, rel, rel)
+
+    performance = f"{base}/{metrics['loadgen']['log_dir']}"
+    files = {f"performance/run_1/{log}": read(f"{performance}/{log}") for log in LOGS}
+    files["user.conf"] = read(f"{performance}/user.conf")
+    accuracy = f"{base}/{metrics['accuracy']['log_dir']}"
+    files.update({f"accuracy/{name}": data for name, data in accuracy_files(root, accuracy).items()})
+    files.update({f"accuracy/{log}": read(f"{accuracy}/{log}") for log in LOGS})
     for test, outcome in (metrics.get("compliance") or {}).items():
-        test_dir = cell_dir / outcome["log_dir"]
-        run = test_dir / "performance" / "run_1"
-        files.update({f"{test}/performance/run_1/{log}": (run / log).read_bytes() for log in LOGS})
+        test_dir = f"{base}/{outcome['log_dir']}"
+        run = f"{test_dir}/performance/run_1"
+        files.update({f"{test}/performance/run_1/{log}": read(f"{run}/{log}") for log in LOGS})
         for report in ("verify_accuracy.txt", "verify_performance.txt"):
-            if (test_dir / report).exists():
-                files[f"{test}/{report}"] = (test_dir / report).read_bytes()
-        if (run / "mlperf_log_accuracy.json").exists():
-            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(run)["mlperf_log_accuracy.json"]
+            if (root / test_dir / report).exists():
+                files[f"{test}/{report}"] = read(f"{test_dir}/{report}")
+        if (root / run / "mlperf_log_accuracy.json").exists():
+            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(root, run)["mlperf_log_accuracy.json"]
     files["measurements.json"] = _json_bytes(measurements(cell))
     return files
 
@@ -197,7 +209,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     if status not in STATUSES:
         raise ConfigError(f"--status {status!r}; allowed: {', '.join(STATUSES)}")
     info = system_info or {}
-    out = out.resolve()
+    out = output_path(out, [loaded.root])
     if not out.name:
         raise ConfigError(f"--out {out}: give a new directory to create, not the file system's root")
     tarball = out.with_name(out.name + ".tar.gz")
@@ -243,8 +255,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             mapping[model] = benchmark.name
             packed.notes += [f"{cell['label']}: {note}" for note in submission_rules.open_notes(cell)]
         where = f"{top}/results/{name}/{folder}/{cell['config']['scenario']}"
-        cell_dir = loaded.root / CELLS / cell["id"]
-        files.update({f"{where}/{rel}": data for rel, data in _result_files(cell, cell_dir).items()})
+        files.update({f"{where}/{rel}": data for rel, data in _result_files(loaded.root, cell).items()})
         files[f"{where}/README.md"] = readme(cell, loaded.header).encode()
         packed.results += 1
     if mapping:
@@ -256,6 +267,10 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         f"(schema version {loaded.version}). Each result's README.md gives the command; the bundle's "
         "bundle.json holds the scenario it ran.\n").encode()
 
+    for rel in files:
+        problem = check_path(rel)  # every part is a checked name; this holds should one ever not be
+        if problem:
+            raise BundleError(f"pack would write {rel[:80]!r}, which is {problem}; nothing was written")
     out.mkdir(parents=True)
     for rel, data in files.items():
         path = out / rel

@@ -14,8 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.confine import read_bytes
 from harness.bundle.reader import lookup
-from harness.errors import ConfigError
+from harness.bundle.safe_json import parse_json
+from harness.errors import BundleError, ConfigError
+from harness.plain_text import has_unsafe, visible
 
 # MLPerf inference's required system-description fields (submission checker, v6.1).
 SYSTEM_FIELDS = (
@@ -35,26 +38,33 @@ MAX_INFO_BYTES = 1 << 20
 
 
 def read_system_info(path: Path) -> dict[str, str]:
-    """The submitter's values for fields the bundle cannot know: a JSON object of strings."""
+    """The submitter's values for fields the bundle cannot know: a JSON object of strings, read
+    as hostile input (a regular file, bounded, strict JSON: no repeated key, bounded nesting; no
+    control or bidirectional character in a value, which would reach the submission as it is)."""
+    shown = visible(path)
     try:
-        if path.stat().st_size > MAX_INFO_BYTES:
-            raise ConfigError(f"--system-info {path}: over {MAX_INFO_BYTES >> 20} MiB")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ConfigError(f"--system-info {path}: {exc}") from None
+        data = parse_json(read_bytes(path, f"--system-info {shown}", max_bytes=MAX_INFO_BYTES).decode("utf-8"),
+                          f"--system-info {shown}", max_depth=2)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--system-info {shown}: not UTF-8 text (byte {exc.start})") from None
+    except BundleError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"--system-info {path}: expected a JSON object of MLPerf system fields")
+        raise ConfigError(f"--system-info {shown}: expected a JSON object of MLPerf system fields")
     unknown = sorted(set(data) - set(SYSTEM_FIELDS))
     if unknown:
-        raise ConfigError(f"--system-info {path}: {', '.join(unknown)} are not MLPerf system fields")
+        raise ConfigError(f"--system-info {shown}: {', '.join(unknown)} are not MLPerf system fields")
     fixed = sorted(set(data) & set(PACK_FIELDS))
     if fixed:
-        raise ConfigError(f"--system-info {path}: {', '.join(fixed)} come from pack's own arguments")
+        raise ConfigError(f"--system-info {shown}: {', '.join(fixed)} come from pack's own arguments")
     bad = sorted(key for key, value in data.items() if not isinstance(value, str))
     if bad:
-        raise ConfigError(f"--system-info {path}: {', '.join(bad)} must be strings")
+        raise ConfigError(f"--system-info {shown}: {', '.join(bad)} must be strings")
+    unsafe = sorted(key for key, value in data.items() if has_unsafe(value))
+    if unsafe:
+        raise ConfigError(f"--system-info {shown}: {', '.join(unsafe)} hold control or bidirectional characters")
     if "system_type" in data and data["system_type"] not in SYSTEM_TYPES:
-        raise ConfigError(f"--system-info {path}: system_type {data['system_type']!r}; allowed: {', '.join(SYSTEM_TYPES)}")
+        raise ConfigError(f"--system-info {shown}: system_type {data['system_type']!r}; allowed: {', '.join(SYSTEM_TYPES)}")
     return data
 
 

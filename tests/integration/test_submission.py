@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.bundle import manifest
 from harness.bundle.reader import load
 from harness.reporting.pack import pack
 from tests.labelled_images import draw, relabel
@@ -114,8 +115,16 @@ def test_accuracy_run_scores_the_models_own_answers_end_to_end(tmp_path: Path) -
     (bundle,) = (tmp_path / "out").iterdir()
     (cell_file,) = (bundle / "cells").glob("*.json")
     cell = json.loads(cell_file.read_text())
-    assert cell["metrics"]["accuracy"] == {"top1_percent": 75.0, "good": 24, "total": 32, "log_dir": "loadgen/accuracy"}
+    assert cell["metrics"]["accuracy"] == {"top1_percent": 75.0, "good": 24, "total": 32, "log_dir": "loadgen/accuracy",
+                                           "labels": "labels.txt"}
     text = (cell_file.with_suffix("") / "loadgen/accuracy/accuracy.txt").read_text()
     assert text == "accuracy=75.000%, good=24, total=32\n"
     validated = fusionbench("validate", str(bundle))
     assert validated.returncode == 0, validated.stdout + validated.stderr
+    # A forger who makes the record and accuracy.txt agree on a better score is caught by the labels kept.
+    cell["metrics"]["accuracy"].update(top1_percent=100.0, good=32)
+    cell_file.write_text(json.dumps(cell))
+    (cell_file.with_suffix("") / "loadgen/accuracy/accuracy.txt").write_text("accuracy=100.000%, good=32, total=32\n")
+    manifest.write(bundle)
+    forged = fusionbench("validate", str(bundle))
+    assert forged.returncode == 1 and "its log scores 24 against its labels" in forged.stdout, forged.stdout

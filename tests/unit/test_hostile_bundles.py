@@ -9,6 +9,7 @@ A sample of the corpus, drawn with a fixed seed, runs on every test run; the who
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import signal
 from collections.abc import Iterator
@@ -67,6 +68,8 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 def check_case(case: Case, work: Path, pristine: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, int]:
     """Run every reader on `case`; the exit code of each. Fails the test on any broken rule."""
     root = hostile_bundles.make(case, work / "bundle")
+    outside = work / hostile_bundles.OUTSIDE
+    outside_before = tree_digest(outside) if outside.exists() else None
     out = work / "out"
     out.mkdir()
     commands = {
@@ -84,12 +87,20 @@ def check_case(case: Case, work: Path, pristine: Path, capsys: pytest.CaptureFix
         assert code in (0, 1, 2), f"{case.name}: {what} exited {code}: {printed[-2000:]}"
         assert "Traceback" not in printed, f"{case.name}: {what}: {printed[-2000:]}"
         assert not has_unsafe(printed), f"{case.name}: {what} printed a raw control character: {printed[-500:]!r}"
+        assert hostile_bundles.SENTINEL not in printed, f"{case.name}: {what} read a file outside the bundle"
     if codes["resume"] != 2:  # it resumed: what it leaves must pass validate
         assert validate(root).ok, f"{case.name}: --resume exited {codes['resume']} and left {validate(root).problems[:3]}"
     for path in out.rglob("*"):
         if path.is_file() and not path.name.endswith(_BINARY):
-            assert not has_unsafe(path.read_text(errors="replace")), f"{case.name}: {path} holds a raw control character"
-    assert sorted(p.name for p in work.iterdir()) == ["bundle", "out"], f"{case.name}: wrote beside the bundle"
+            text = path.read_text(errors="replace")
+            assert not has_unsafe(text), f"{case.name}: {path} holds a raw control character"
+            assert hostile_bundles.SENTINEL not in text, f"{case.name}: {path} holds a file read from outside the bundle"
+        elif path.name.endswith(".gz"):
+            assert hostile_bundles.SENTINEL.encode() not in gzip.decompress(path.read_bytes()), f"{case.name}: {path}"
+    expected = ["bundle", "out"] + ([hostile_bundles.OUTSIDE] if outside_before is not None else [])
+    assert sorted(p.name for p in work.iterdir()) == sorted(expected), f"{case.name}: wrote beside the bundle"
+    if outside_before is not None:
+        assert tree_digest(outside) == outside_before, f"{case.name}: changed the folder outside the bundle"
     return codes
 
 
@@ -97,6 +108,17 @@ def check_case(case: Case, work: Path, pristine: Path, capsys: pytest.CaptureFix
 def test_a_sample_of_the_corpus(case: Case, tmp_path: Path, pristine: Path, capsys: pytest.CaptureFixture[str]) -> None:
     codes = check_case(case, tmp_path, pristine, capsys)
     assert codes["validate"] in (0, 1)
+
+
+@pytest.mark.parametrize("case", [*hostile_bundles.escape_cases(), *hostile_bundles.contradiction_cases(),
+                                  hostile_bundles.foreign_cell_case()], ids=lambda case: case.name)
+def test_no_path_a_bundle_names_leads_outside_it(case: Case, tmp_path: Path, pristine: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Every escape, contradiction and foreign-cell case in full: validate finds it, pack refuses it,
+    and nothing outside the bundle is read into any output or written."""
+    codes = check_case(case, tmp_path, pristine, capsys)
+    assert codes["validate"] == 1, f"{case.name}: validate accepted it"
+    assert codes["pack"] == 2, f"{case.name}: pack did not refuse it"
 
 
 def test_the_corpus_covers_every_kind_of_damage() -> None:

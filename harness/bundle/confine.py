@@ -1,0 +1,95 @@
+"""The one rule for every path a bundle names and every path a command writes to.
+
+A bundle is hostile input: its records name folders (a cell's LoadGen, accuracy and compliance
+logs) and its compliance tests name folders by key. Whatever reads such a path goes through
+`inner_path`: a plain relative path (no `..`, nothing absolute, no backslash or control
+character), no symbolic link on the way, resolved inside the bundle. Whatever reads a file a bundle
+holds, or a file the user names, goes through `read_bytes`: regular files only (a FIFO, a device or
+a link is refused at once, never waited on) and bounded in size.
+
+Every `--out` goes through `output_path`: never a bundle's own folder or anything inside it (a
+bundle is never written by the commands that read it; `report` writing into the bundle it
+renders is the one exception, and asks for it).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness.bundle.manifest import check_path
+from harness.errors import BundleError, ConfigError
+from harness.plain_text import visible
+
+MAX_FILE_BYTES = 64 << 20
+_SHOWN = 80  # characters of a hostile path a message quotes
+
+
+def inner_path(root: Path, rel: object, where: str) -> Path:
+    """`root / rel` for a path `rel` read from a bundle; BundleError naming `where` unless it is a
+    plain relative path that stays inside `root` without passing through a symbolic link."""
+    if not isinstance(rel, str):
+        raise BundleError(f"{where}: {visible(str(rel)[:_SHOWN])!r} is not a path")
+    problem = check_path(rel)
+    if problem:
+        raise BundleError(f"{where}: path {visible(rel[:_SHOWN])!r} is {problem}; a bundle names only paths inside itself")
+    path = root
+    for part in rel.split("/"):
+        path = path / part
+        if path.is_symlink():
+            raise BundleError(f"{where}: path {visible(rel[:_SHOWN])!r} passes through a symbolic link; refused")
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise BundleError(f"{where}: path {visible(rel[:_SHOWN])!r} leads outside the bundle; refused")
+    return path
+
+
+def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file at `path`; BundleError naming `where` for a missing file, a
+    link, a FIFO or other special file (refused without waiting on it), or one over `max_bytes`."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise BundleError(f"{where}: missing") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BundleError(f"{where}: is a symbolic link; only regular files are read") from None
+        raise BundleError(f"{where}: unreadable ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BundleError(f"{where}: not a regular file (a FIFO, device, socket or directory); refused")
+        if info.st_size > max_bytes:
+            raise BundleError(f"{where}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise BundleError(f"{where}: unreadable ({exc.strerror})") from None
+    if len(data) > max_bytes:
+        raise BundleError(f"{where}: over the {max_bytes}-byte limit for this file")
+    return data
+
+
+def read_inner(root: Path, rel: str, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """A file a bundle names by `rel`, under both rules above."""
+    return read_bytes(inner_path(root, rel, where), where, max_bytes=max_bytes)
+
+
+def output_path(out: Path, bundles: Iterable[Path], option: str = "--out", *, may_be: Path | None = None) -> Path:
+    """`out`, resolved, once it is known to lie outside every bundle in `bundles` (neither one of
+    them, nor inside one, nor over one of their files); `may_be` is the one bundle `out` may equal.
+    ConfigError otherwise: nothing has been written."""
+    resolved = out.resolve()
+    for bundle in bundles:
+        root = bundle.resolve()
+        if may_be is not None and resolved == may_be.resolve() == root:
+            continue
+        if resolved == root or resolved.is_relative_to(root):
+            raise ConfigError(f"{option} {visible(out)} is inside the bundle {visible(bundle)}: a command that reads a "
+                              "bundle never writes into it; give a path outside it")
+        if root.is_relative_to(resolved) and resolved.exists():
+            raise ConfigError(f"{option} {visible(out)} holds the bundle {visible(bundle)}; give a new path outside it")
+    return resolved

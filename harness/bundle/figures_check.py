@@ -1,0 +1,461 @@
+"""Validate's figures layer: every figure a cell computed from other figures of the bundle is
+computed again, and must agree (within harness.bundle.tolerance); and every cell must belong to
+its bundle.
+
+Re-derived, wherever the record holds the inputs (older records lack some; a check whose inputs
+are absent is skipped, so every golden bundle still validates):
+- device_time: `summary.noisy` from the samples' CV; each repetition's median and CV from its
+  slice of the samples (the samples are the repetitions' calls, in order), their count from the
+  config, `repetition_spread` from their medians; the warm-up's `calls`, `seconds` and `steady`
+  by replaying the stopping rule of harness/measure/timing.py over the warm-up samples, and the
+  calls per repetition from the estimate that replay ends with;
+- latency_agreement: the device figure from the samples (median or mean, as the scenario's rule
+  says), LoadGen's from the cell's LoadGen results, `gap` from the two, `within` from the gap,
+  the limit and whether batches were in flight (harness/measure/trust.py);
+- time_split: `wall_ns` is the samples' median (0 for a backend that computes no model, whose
+  correctness names no reference), the kernel time the profile's, overhead and share from them
+  (harness/measure/passes.py); roofline: the measured time, the bounds, `bound_by` and the
+  fraction, from the costs and the peaks bundle.json's system measured;
+- math_mode: the requested math from the dtype, the effective mode and whether there are
+  problems from the torch and backend settings read back (harness/precision.py `math_record`);
+  a `valid` cell has no problem and ran the math its dtype asks for; an `invalid` one gives each
+  problem as a reason (harness/measure/worker.py);
+- environment.allocator: the setting from the config, the tunables from the worker's variables,
+  `in_effect` from the C library and the tunables (harness/allocator.py);
+- warnings: each warning the worker's rules imply from figures in the record (noise, warm-up,
+  drift, a busy or shared machine, LoadGen against device timing, the allocator) is among the cell's;
+- belonging: a cell's config is one of the cells bundle.json's stored scenario expands to on its
+  device (harness/scenario/cells.py), and its label is the one that config gets.
+
+Not re-derivable, as each is a measurement recorded once: the raw samples, what ran beside each
+repetition, the profile's kernel counts and times, the roofline's costs, the device's peaks, the
+math settings as read back, the C library's name. The GPU clock warning (its rule reads NVML's
+reasons in harness/measure/gpu_state.py) and the sentence saying why LoadGen and the device
+timing disagree are not re-derived. Validate may not import the measure layer (it sits above
+this one): the limits of its rules come from harness/thresholds.py, which both read, and the
+opening words of each warning are repeated here, held equal to the worker's by
+tests/unit/test_figures_check.py.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from harness import allocator
+from harness.bundle import loadgen_check
+from harness.bundle.files import CELLS, HEADER
+from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.tolerance import close, number
+from harness.precision import PRECISIONS, math_record
+from harness.scenario.rules import RULES
+from harness.stats import NOISY_CV, summarize_ns
+from harness.thresholds import (
+    AGREEMENT_LIMIT,
+    BUSY_OTHERS_CORES,
+    DRIFT_LIMIT,
+    STOLEN_SHARE,
+    WARMUP_MAX_WINDOW,
+    WARMUP_WINDOW_S,
+)
+
+# How each warning of harness/measure/trust.py begins.
+NOISE, WARMUP, DRIFT = "noisy:", "the warm-up did not settle", "drift:"
+BUSY, SHARED, DISAGREE = "a busy machine:", "a shared machine:", "LoadGen and device timing disagree"
+_RATIO = 1e9  # a ratio (CV, gap, share) is compared at the precision of nanoseconds, as validate's CV
+_MEASURED = ("valid", "invalid")  # statuses of a cell whose worker finished: it has its warnings
+
+
+def problems(loaded: LoadedBundle) -> list[str]:
+    """Every figure of `loaded` that disagrees with what it is computed from, and every cell that
+    is not one of its bundle's: `cells/<id>.json: <what is wrong>`, one a line."""
+    lines = _belonging(loaded)
+    peaks = lookup(loaded.header, "system", "peaks")
+    for cell in loaded.cells:
+        found = cell_problems(cell, peaks) + _loadgen_figure(loaded.root, cell)
+        lines += [f"{CELLS}/{cell['id']}.json: {line}" for line in found]
+    return lines
+
+
+def cell_problems(cell: dict[str, Any], peaks: Any = None) -> list[str]:
+    """What in one cell record disagrees with the figures it is computed from; `peaks`: the ones
+    bundle.json's system recorded, which the worker set its roofline against."""
+    metrics, config = cell["metrics"], cell["config"]
+    timing = metrics.get("device_time") if isinstance(metrics.get("device_time"), dict) else {}
+    found = timing.get("samples_ns")
+    samples: list[int] = []  # unless every sample is an integer: anything else is the schema's finding
+    if isinstance(found, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in found):
+        samples = found
+    derived = summarize_ns(samples) if samples else None
+    lines = []
+    if derived is not None:
+        lines += _noisy(timing, derived) + _repetitions(config, timing, samples) + _warmup(config, timing)
+    lines += _agreement(cell, derived)
+    wall = _wall_ns(metrics, derived)
+    lines += _time_split(metrics, wall) + _roofline(metrics, wall, config.get("dtype"), peaks)
+    lines += _math_mode(cell) + _allocator(cell) + _warnings(cell)
+    return lines
+
+
+def _differs(recorded: Any, derived: float | None, *, ratio: bool = False) -> bool:
+    if derived is None or recorded is None:
+        return (derived is None) != (recorded is None)
+    value, scale = number(recorded), _RATIO if ratio else 1.0
+    return value is None or not close(value * scale, derived * scale)
+
+
+def _noisy(timing: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+    summary = timing.get("summary") or {}
+    if "noisy" not in summary or summary.get("n") != derived["n"]:
+        return []  # a summary of other samples is validate's consistency layer's finding
+    if summary["noisy"] is not derived["noisy"]:
+        return [f"device_time: summary noisy is {summary['noisy']} but the samples' CV is {derived['cv']:.1%} "
+                f"(noisy over {NOISY_CV:.0%})"]
+    return []
+
+
+def _repetitions(config: dict[str, Any], timing: dict[str, Any], samples: list[int]) -> list[str]:
+    repetitions = timing.get("repetitions")
+    if not isinstance(repetitions, list) or not repetitions:
+        return []
+    lines = []
+    asked = number(lookup(config, "timing", "repetitions"))
+    if asked is not None and len(repetitions) != asked:
+        lines.append(f"device_time: {len(repetitions)} repetitions but the config asks for {asked:g}")
+    counts = [lookup(r, "n") for r in repetitions]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in counts):
+        return lines  # the schema's finding
+    if sum(counts) != len(samples):
+        return [*lines, f"device_time: the repetitions hold {sum(counts)} calls but there are {len(samples)} samples"]
+    medians, start = [], 0
+    for index, (repetition, n) in enumerate(zip(repetitions, counts, strict=True)):
+        own = summarize_ns(samples[start:start + n])
+        start += n
+        medians.append(float(own["median_ns"]))
+        for key, ratio in (("median_ns", False), ("cv", True)):
+            if key in repetition and _differs(repetition[key], float(own[key]), ratio=ratio):
+                lines.append(f"device_time: repetition {index + 1} {key.removesuffix('_ns')} {repetition[key]} "
+                             f"but its samples' is {own[key]:.6g}")
+    middle = statistics.median(medians)
+    spread = (max(medians) - min(medians)) / middle if len(medians) > 1 and middle else 0.0
+    if "repetition_spread" in timing and _differs(timing["repetition_spread"], spread, ratio=True):
+        lines.append(f"device_time: repetition_spread {timing['repetition_spread']} but the repetitions' "
+                     f"medians spread {spread:.6g}")
+    return lines
+
+
+def _warmup(config: dict[str, Any], timing: dict[str, Any]) -> list[str]:
+    """The warm-up record against its samples, and the stopping rule replayed over them."""
+    record, calls = timing.get("warmup"), timing.get("warmup_samples_ns")
+    if not isinstance(record, dict) or not isinstance(calls, list) or not calls:
+        return []
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in calls):
+        return []  # the schema's finding
+    lines = []
+    if "calls" in record and record["calls"] != len(calls):
+        lines.append(f"device_time: warm-up calls {record['calls']} but {len(calls)} warm-up samples")
+    if "seconds" in record and _differs(record["seconds"], sum(calls) / 1e9, ratio=True):
+        lines.append(f"device_time: warm-up seconds {record['seconds']} but its samples add up to {sum(calls) / 1e9:.9g}")
+    settings = {key: number(lookup(config, "timing", key)) for key in
+                ("warmup_iters", "max_warmup_s", "repetitions", "min_time_s", "min_iters", "max_iters")}
+    tolerance = number(record.get("tolerance"))
+    if tolerance is None or None in settings.values():
+        return lines  # a harness before the steady warm-up: a fixed count of calls
+    replayed = _replay(calls, tolerance, int(max(settings["warmup_iters"] or 0, 1)), (settings["max_warmup_s"] or 0) * 1e9)
+    if replayed is None:
+        return [*lines, f"device_time: the warm-up's stopping rule, replayed over its {len(calls)} samples, "
+                        "does not stop where they end"]
+    steady, window = replayed
+    if record.get("steady") is not steady:
+        lines.append(f"device_time: warm-up steady is {record.get('steady')} but its samples say {steady} "
+                     f"(windows of {window} calls, tolerance {tolerance:.0%})")
+    estimate = max(statistics.median(calls[-window:]), 1)
+    reps, low = settings["repetitions"] or 1, settings["min_iters"] or 0
+    wanted = math.ceil((settings["min_time_s"] or 0) * 1e9 / estimate / reps)
+    per_repetition = int(min(max(wanted, math.ceil(low / reps)), max((settings["max_iters"] or 0) // reps, 1)))
+    counts = {lookup(r, "n") for r in timing.get("repetitions") or [] if isinstance(r, dict)}
+    if counts and counts != {per_repetition}:
+        lines.append(f"device_time: repetitions of {', '.join(map(str, sorted(counts, key=str)))} calls, but the "
+                     f"warm-up's estimate ({estimate:.6g} ns) and the config give {per_repetition}")
+    return lines
+
+
+def _replay(calls: list[int], tolerance: float, minimum: int, budget_ns: float) -> tuple[bool, int] | None:
+    """(steady, window) as DeviceTiming.warm_up decides them over `calls`, or None when the rule
+    would not have stopped exactly after the last of them."""
+    window = min(max(math.ceil(WARMUP_WINDOW_S * 1e9 / max(calls[0], 1)), 1), WARMUP_MAX_WINDOW)
+    previous: float | None = None
+    spent, done = calls[0], 1
+    while done + window <= len(calls):
+        chunk = calls[done:done + window]
+        done += window
+        spent += sum(chunk)
+        current = statistics.median(chunk)
+        if previous is not None and done >= minimum and previous > 0 and abs(current / previous - 1) <= tolerance:
+            return (True, window) if done == len(calls) else None
+        if spent >= budget_ns and done >= minimum:
+            return (False, window) if done == len(calls) else None
+        previous = current
+    return None
+
+
+def _batch_figure(cell: dict[str, Any]) -> float | None:
+    """LoadGen's time for one batch, from the cell's LoadGen results, as the scenario's rule reads it."""
+    scenario_rule = RULES.get(str(cell["config"].get("scenario")))
+    results = lookup(cell, "metrics", "loadgen", "results")
+    if scenario_rule is None or not isinstance(results, dict):
+        return None
+    try:
+        return scenario_rule.ns_per_batch(int(cell["config"]["batch"]), results)
+    except (TypeError, ValueError, ZeroDivisionError):  # a result that is no number: the LoadGen layer's finding
+        return None
+
+
+def _agreement(cell: dict[str, Any], derived: dict[str, Any] | None) -> list[str]:
+    record = cell["metrics"].get("latency_agreement")
+    scenario_rule = RULES.get(str(cell["config"].get("scenario")))
+    if not isinstance(record, dict) or scenario_rule is None:
+        return []
+    statistic, gap, within = scenario_rule.device_statistic, record.get("gap"), record.get("within")
+    if statistic is None:
+        if gap is not None or within is not None:
+            return [f"latency_agreement: a gap for a {scenario_rule.name} cell, whose LoadGen latency is not compared"]
+        return []
+    device = derived[f"{statistic}_ns"] if derived else None
+    if gap is None:
+        measured = _batch_figure(cell)
+        if measured is not None and device:
+            return ["latency_agreement: not compared, yet the cell records LoadGen's figure and the device time"]
+        return []
+    lines = []
+    if record.get("device_statistic", statistic) != statistic:
+        lines.append(f"latency_agreement: compared with the device time's {record.get('device_statistic')}, "
+                     f"but {scenario_rule.name} compares its {statistic}")
+    if "device_ns_per_batch" in record and device is not None and _differs(record["device_ns_per_batch"], device):
+        lines.append(f"latency_agreement: device_ns_per_batch {record['device_ns_per_batch']} but the samples' "
+                     f"{statistic} is {device:.6g}")
+    limit = number(record.get("limit"))
+    if "limit" in record and limit != AGREEMENT_LIMIT:
+        lines.append(f"latency_agreement: limit {record['limit']} but the harness's is {AGREEMENT_LIMIT}")
+    measured, reference, recorded = (number(record.get("loadgen_ns_per_batch")),
+                                     number(record.get("device_ns_per_batch")), number(gap))
+    if measured is not None and reference and _differs(gap, measured / reference - 1, ratio=True):
+        lines.append(f"latency_agreement: gap {gap} but LoadGen's {measured:.6g} ns over the device's "
+                     f"{reference:.6g} ns is {measured / reference - 1:+.6g}")
+    if recorded is not None and isinstance(within, bool):
+        pipelined = (number(lookup(cell, "metrics", "loadgen", "sut", "batches_in_flight")) or 1) > 1
+        limit = AGREEMENT_LIMIT if limit is None else limit
+        expected = recorded <= limit if pipelined else abs(recorded) <= limit
+        if within is not expected:
+            lines.append(f"latency_agreement: within is {within} but a gap of {recorded:+.2%} is "
+                         f"{'within' if expected else 'outside'} the limit of {limit:.0%}"
+                         + (" (batches in flight: only falling behind counts)" if pipelined else ""))
+    return lines
+
+
+def _loadgen_figure(root: Path, cell: dict[str, Any]) -> list[str]:
+    """LoadGen's figure in the agreement against the results it was read from. Where the results
+    themselves disagree with LoadGen's logs, the LoadGen layer says so, and once is enough."""
+    recorded = number(lookup(cell, "metrics", "latency_agreement", "loadgen_ns_per_batch"))
+    derived = _batch_figure(cell)
+    if recorded is None or derived is None or close(recorded, derived) or loadgen_check.problems(root, cell):
+        return []
+    return [f"latency_agreement: loadgen_ns_per_batch {recorded:.6g} but the cell's LoadGen results give {derived:.6g}"]
+
+
+def _wall_ns(metrics: dict[str, Any], derived: dict[str, Any] | None) -> float | None:
+    """The time the worker split and set against the roofline: the samples' median, or 0 for a
+    backend that computes no model (its correctness was not checked against a reference)."""
+    correctness = metrics.get("correctness")
+    if derived is None or not isinstance(correctness, dict):
+        return None
+    return float(derived["median_ns"]) if "reference" in correctness else 0.0
+
+
+def _time_split(metrics: dict[str, Any], wall: float | None) -> list[str]:
+    split, kernels = metrics.get("time_split"), metrics.get("kernels")
+    if not isinstance(split, dict) or wall is None:
+        return []
+    kernels = kernels if isinstance(kernels, dict) else {}
+    kernel_ns = number(kernels.get("kernel_time_ns_per_inference"))
+    share = number(kernels.get("kernel_share"))
+    if kernel_ns is None and share is not None:
+        kernel_ns = share * wall
+    expected: dict[str, float | None] = {"wall_ns": wall, "kernel_ns": None, "overhead_ns": None, "kernel_share": None}
+    if kernel_ns is not None and wall > 0:
+        expected.update(kernel_ns=kernel_ns, overhead_ns=max(wall - kernel_ns, 0.0), kernel_share=min(kernel_ns / wall, 1.0))
+    lines = []
+    for key, value in expected.items():
+        if (key in split or value is not None) and _differs(split.get(key), value, ratio=key == "kernel_share"):
+            lines.append(f"time_split: {key} {split.get(key)} but the samples and the profile give "
+                         f"{'none' if value is None else format(value, '.6g')}")
+    return lines
+
+
+def _roofline(metrics: dict[str, Any], wall: float | None, dtype: Any, peaks: Any) -> list[str]:
+    figures = metrics.get("roofline")
+    if not isinstance(figures, dict):
+        return []
+    flops, moved = number(figures.get("flops")), number(figures.get("compulsory_bytes"))
+    if flops is None or moved is None:
+        return []
+    expected: dict[str, float | None] = {"arithmetic_intensity_flops_per_byte": flops / moved if moved else None}
+    lines = []
+    measured = number(figures.get("measured_ns"))
+    if "measured_ns" in figures and measured:
+        if wall is not None and not close(measured, wall):
+            lines.append(f"roofline: measured_ns {figures['measured_ns']} but the samples' median is {wall:.6g}")
+        peak_flops, peak_bytes = number(figures.get("peak_flops_per_s")), number(figures.get("peak_bytes_per_s"))
+        for key, value, run in (("peak_flops_per_s", peak_flops, lookup(peaks, "flops_per_s", dtype)),
+                                ("peak_bytes_per_s", peak_bytes, lookup(peaks, "bytes_per_s"))):
+            if run is not None and _differs(value, number(run)):
+                lines.append(f"roofline: {key} {figures.get(key)} but bundle.json's system measured {run}")
+        if peak_flops and peak_bytes:
+            compute, memory = flops / peak_flops * 1e9, moved / peak_bytes * 1e9
+            expected.update(compute_bound_ns=compute, memory_bound_ns=memory, time_bound_ns=max(compute, memory),
+                            fraction_of_bound=max(compute, memory) / measured)
+            if figures.get("bound_by") != ("compute" if compute >= memory else "memory"):
+                lines.append(f"roofline: bound_by {figures.get('bound_by')} but its bounds say "
+                             f"{'compute' if compute >= memory else 'memory'}")
+    for key, value in expected.items():
+        ratio = not key.endswith("_ns")
+        if key in figures and _differs(figures[key], value, ratio=ratio):
+            lines.append(f"roofline: {key} {figures[key]} but its costs and peaks give "
+                         f"{'none' if value is None else format(value, '.6g')}")
+    return lines
+
+
+def _math_mode(cell: dict[str, Any]) -> list[str]:
+    record, config = cell["metrics"].get("math_mode"), cell["config"]
+    precision = PRECISIONS.get(str(config.get("dtype")))
+    if not isinstance(record, dict) or precision is None:
+        return []
+    lines = []
+    requested, effective, found = record.get("requested"), record.get("effective"), record.get("problems") or []
+    if requested is not None and requested != precision.math:
+        lines.append(f"math_mode: requested {requested} but a {precision.name} cell asks for {precision.math}")
+    torch_state, backend_state = record.get("torch"), record.get("backend")
+    if isinstance(torch_state, dict) and isinstance(backend_state, dict):
+        again = math_record(precision.name, str(config.get("device")), torch_state, backend_state)
+        if effective != again["effective"]:
+            lines.append(f"math_mode: effective {effective} but the settings read back say {again['effective']}")
+        if again["problems"] and not found:
+            lines.append(f"math_mode: no problems, yet the settings read back say: {'; '.join(again['problems'])}")
+        elif found and not again["problems"]:
+            lines.append("math_mode: problems that the settings read back do not give")
+    if cell["status"] == "valid":
+        if found:
+            lines.append(f"status valid, yet its math mode has problems: {'; '.join(map(str, found))}")
+        if requested in ("ieee", "tf32") and effective != requested:
+            lines.append(f"status valid, yet its math ran {effective} where its dtype asks for {requested}")
+    elif cell["status"] == "invalid":
+        missing = [str(p) for p in found if f"math mode: {p}" not in cell["reasons"]]
+        if missing:
+            lines.append(f"invalid without giving its math mode's problems as reasons ({'; '.join(missing)})")
+    return lines
+
+
+def _allocator(cell: dict[str, Any]) -> list[str]:
+    record = lookup(cell, "environment", "allocator")
+    if not isinstance(record, dict):
+        return []
+    lines = []
+    setting, tunables, asked = record.get("setting"), record.get("tunables"), allocator.of(cell["config"])
+    if setting != asked:
+        lines.append(f"environment: allocator setting {setting} but the cell asked for {asked}")
+    variables = lookup(cell, "environment", "variables")
+    if isinstance(variables, dict) and variables.get(allocator.VARIABLE) != tunables:
+        lines.append(f"environment: allocator tunables {tunables!r} but the worker's {allocator.VARIABLE} "
+                     f"was {variables.get(allocator.VARIABLE)!r}")
+    libc = str(record.get("libc") or "").partition(" ")[0]
+    in_effect = setting == "system" or (libc == "glibc" and tunables == allocator.STEADY_TUNABLES)
+    if record.get("in_effect") is not in_effect:
+        lines.append(f"environment: allocator in_effect is {record.get('in_effect')} but {setting} "
+                     f"{'takes effect' if in_effect else 'cannot take effect'} under C library "
+                     f"{record.get('libc')!r} with tunables {tunables!r}")
+    return lines
+
+
+def _implied_warnings(cell: dict[str, Any]) -> list[tuple[str, str]]:
+    """(how the warning begins, why the record implies it) for each warning its figures call for."""
+    metrics = cell["metrics"]
+    timing = metrics.get("device_time") if isinstance(metrics.get("device_time"), dict) else {}
+    implied = []
+    cv = number(lookup(timing, "summary", "cv"))
+    if cv is not None and cv > NOISY_CV:
+        implied.append((NOISE, f"its device-time CV is {cv:.0%} (over {NOISY_CV:.0%})"))
+    warmup = timing.get("warmup")
+    if isinstance(warmup, dict) and warmup and warmup.get("steady", True) is False:
+        implied.append((WARMUP, "its warm-up is recorded as not steady"))
+    spread = number(timing.get("repetition_spread"))
+    if spread is not None and spread > DRIFT_LIMIT:
+        implied.append((DRIFT, f"its repetitions' medians spread {spread:.0%} (over {DRIFT_LIMIT:.0%})"))
+    repetitions = timing.get("repetitions")
+    beside = [lookup(r, "beside", "cpu") for r in (repetitions if isinstance(repetitions, list) else [])]
+    cpu = [c if isinstance(c, dict) else {} for c in beside]
+    wall = sum(number(c.get("wall_s")) or 0 for c in cpu)
+    if wall > 0:
+        others = sum(number(c.get("other_processes_cpu_s")) or 0 for c in cpu) / wall
+        stolen = sum(number(c.get("stolen_cpu_s")) or 0 for c in cpu) / wall / max(number(cpu[0].get("cpus")) or 1, 1)
+        if others > BUSY_OTHERS_CORES:
+            implied.append((BUSY, f"other processes used {others:.2f} cores during its timed calls"))
+        if stolen > STOLEN_SHARE:
+            implied.append((SHARED, f"the hypervisor took {stolen:.0%} of the CPUs during its timed calls"))
+    if lookup(metrics, "latency_agreement", "within") is False:
+        implied.append((DISAGREE, "its LoadGen figure and device time are not within the limit"))
+    chosen = lookup(cell, "environment", "allocator")
+    if isinstance(chosen, dict) and chosen.get("in_effect") is False:
+        implied.append((f"allocator {chosen.get('setting')} asked for but not in effect",
+                        "the allocator it asked for was not in effect"))
+    return implied
+
+
+def _warnings(cell: dict[str, Any]) -> list[str]:
+    recorded = cell.get("warnings")
+    if not isinstance(recorded, list) or cell["status"] not in _MEASURED:
+        return []  # a record from before warnings, or a cell whose worker did not finish
+    return [f"warnings: none begins {stem!r}, yet {why}" for stem, why in _implied_warnings(cell)
+            if not any(isinstance(line, str) and line.startswith(stem) for line in recorded)]
+
+
+def _belonging(loaded: LoadedBundle) -> list[str]:
+    """Each cell's config among those bundle.json's stored scenario expands to on its device.
+    Only the cell's own model, scenario and dtype are expanded, so the work is bounded by the
+    cell, not by the product of the scenario's lists."""
+    from harness.scenario.cells import Cell, expand
+
+    scenario, device = loaded.header["scenario"], loaded.header["device"]
+    lines = []
+    listed = [entry["id"] for entry in loaded.header["cells"] if entry["id"] not in loaded.missing]
+    for cell, listed_id in zip(loaded.cells, listed, strict=True):  # load() keeps bundle.json's order
+        config, raw = cell["config"], loaded.raw_cells.get(listed_id)
+        try:
+            narrowed = {**scenario,
+                        "models": [m for m in scenario["models"] if m == config.get("model")],
+                        "scenarios": [s for s in scenario["scenarios"] if s == config.get("scenario")],
+                        "dtypes": [d for d in scenario["dtypes"] if d == config.get("dtype")]}
+            candidates = [c.config for c in expand(narrowed, device)]
+        except (LookupError, TypeError, AttributeError, ValueError) as exc:
+            return [f"{HEADER}: its scenario does not expand into cells ({type(exc).__name__}: {str(exc)[:80]}), "
+                    "so no cell can be shown to belong to it"]
+        before_graphs = isinstance(raw, dict) and isinstance(raw.get("schema_version"), int) and raw["schema_version"] < 3
+        where = f"{CELLS}/{cell['id']}.json"
+        if not any(_same_config(config, other, before_graphs) for other in candidates):
+            lines.append(f"{where}: not a cell of this bundle: its config is none of the cells bundle.json's "
+                         f"scenario expands to on {device}")
+        elif cell["label"] != Cell(cell["id"], config).label:
+            lines.append(f"{where}: label {cell['label']!r} but its config's is {Cell(cell['id'], config).label!r}")
+    return lines
+
+
+def _same_config(config: dict[str, Any], expanded: dict[str, Any], before_graphs: bool) -> bool:
+    """Whether a cell's config is the expanded one. A cell written before schema v3 has no
+    `variant.graphs` (the setting came with v3), and means graphs off."""
+    if config == expanded:
+        return True
+    variant = expanded.get("variant") or {}
+    if not before_graphs or "graphs" in (config.get("variant") or {}) or variant.get("graphs") != "off":
+        return False
+    return config == {**expanded, "variant": {k: v for k, v in variant.items() if k != "graphs"}}
