@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--address", metavar="ADDR", help="ray: the cluster to join (default: start a local Ray instance)")
     run.add_argument("--cpus-per-cell", type=int, default=1, metavar="N",
                      help="ray: cores a CPU cell reserves and is bound to (default: 1)")
+    run.add_argument("--ray-connect-timeout-s", type=float, metavar="S",
+                     help="ray: seconds the cluster has to answer before the run is refused (exit 2) "
+                     "(default: 30)")
 
     gpu = sub.add_parser(
         "gpu-check", help="check a GPU machine end to end (every backend, fusion on and off; about 8 minutes)",
@@ -112,14 +115,20 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     if args.scenario is None and args.resume is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
-    if args.executor == "local" and (args.address or args.cpus_per_cell != 1):
-        raise ConfigError("--address and --cpus-per-cell are for --executor ray")
+    ray_only = args.address is not None or args.cpus_per_cell != 1 or args.ray_connect_timeout_s is not None
+    if args.executor == "local" and ray_only:
+        raise ConfigError("--address, --cpus-per-cell and --ray-connect-timeout-s are for --executor ray")
     if args.executor == "ray" and args.jobs != 1:
         raise ConfigError("--jobs is for --executor local; Ray runs as many cells at once as the cluster has room for")
+    if args.executor == "ray":  # refused here, before the scenario is even read
+        from harness.run.ray_executor import check_options
+
+        check_options(args.address, args.ray_connect_timeout_s)
     request = RunRequest(
         scenario_path=args.scenario, device=args.device, only=parse_only(args.only) if args.only else None,
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
+        ray_connect_timeout_s=args.ray_connect_timeout_s,
     )
     return run(request, console)
 

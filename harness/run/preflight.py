@@ -1,6 +1,7 @@
 """What a run checks about its inputs and its output before any cell runs (and, for a new run,
-before the bundle directory is made): the input folder exists, the output and cache directories
-can be written, and the file system has room for the cells' records and logs. Each failure is a
+before the bundle directory is made): the input folder exists and holds what the cells will read
+(images, and a labels file whose classes the models score), the output and cache directories can
+be written, and the file system has room for the cells' records and logs. Each failure is a
 ConfigError that names what to fix.
 """
 
@@ -10,7 +11,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
+from harness.models.labels import output_classes, read_labels
+from harness.models.zoo import IMAGE_SUFFIXES
 from harness.run.isolation import MIB
 
 ROOM_BASE_BYTES = 16 * MIB
@@ -19,14 +22,45 @@ ROOM_PER_CELL_BYTES = 2 * MIB
 
 def input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
     """The scenario's input folder, resolved against the scenario file's directory; None for
-    synthetic inputs. ConfigError when it is not a directory."""
+    synthetic inputs. ConfigError when it is not a directory or its contents would fail the cells
+    (`check_inputs`)."""
     inputs = resolved["inputs"]
     if inputs["source"] != "folder":
         return None
     folder = (scenario_dir / inputs["path"]).resolve()
     if not folder.is_dir():
         raise ConfigError(f"inputs.path: {folder} is not a directory")
+    check_inputs(resolved, folder)
     return str(folder)
+
+
+def check_inputs(resolved: dict[str, Any], folder: Path) -> None:
+    """Refuse an input folder that every cell would fail on only after building its model, or
+    that would score its accuracy wrongly without saying so: no image in it; a labels file that
+    cannot be read or has a line that is not `<image file> <class in digits 0-9>` (named by file
+    and line); a class outside those a model of the scenario scores; or an image among the first
+    `inputs.samples` the labels file lists that is not in the folder."""
+    inputs = resolved["inputs"]
+    if not inputs.get("labels"):
+        try:
+            found = any(p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() for p in folder.iterdir())
+        except OSError as exc:
+            raise ConfigError(f"inputs.path: {folder}: cannot list it ({exc.strerror})") from None
+        if not found:
+            raise ConfigError(f"inputs.path: {folder} has no {'/'.join(IMAGE_SUFFIXES)} images")
+        return
+    # The fewest classes any model scores bounds the labels (models without classes take no images).
+    scorers = sorted((n, m["name"]) for m in resolved["models"] if (n := output_classes(m["name"])) is not None)
+    classes, scorer = scorers[0] if scorers else (None, "the model")
+    labels = folder / inputs["labels"]
+    try:
+        pairs = read_labels(labels, classes, scorer)
+    except HarnessError as exc:
+        raise ConfigError(f"inputs.labels: {exc}") from None
+    missing = [name for name, _ in pairs[: inputs["samples"]] if not (folder / name).is_file()]
+    if missing:
+        raise ConfigError(f"inputs.labels: {labels} lists {len(missing)} image(s) that are not files in {folder}, "
+                          f"the first {missing[0]!r}")
 
 
 def writable(out_dir: Path, option: str = "--out") -> Path:

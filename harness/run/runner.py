@@ -1,8 +1,10 @@
 """A run: validate, expand cells, run each in its own worker, write the bundle as cells finish.
 
 Everything that can be wrong with the input is checked before the bundle directory is made,
-so a bad scenario file or option leaves nothing behind. Each finished cell is written at once
-(atomically), so an interrupted run loses nothing finished and `--resume` completes the rest.
+so a bad scenario file or option leaves nothing behind; so is the Ray cluster a run asks for
+(harness/run/ray_executor.py). Each finished cell is written at once (atomically), so an
+interrupted run loses nothing finished and `--resume` completes the rest. The report comes last:
+a run stopped while it is written leaves a bundle that is valid without it, and says how to add it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -25,7 +27,7 @@ from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import visible
-from harness.reporting.report import REPORT_HTML, render
+from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run import preflight, resumable, skips, slots
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
@@ -34,6 +36,9 @@ from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, tim
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, expand, select
+
+if TYPE_CHECKING:
+    from harness.run.ray_executor import RayExecutor
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class RunRequest:
     jobs: int = 1
     address: str | None = None  # ray: the cluster; None starts a local instance
     cpus_per_cell: int = 1  # ray: cores a CPU cell reserves
+    ray_connect_timeout_s: float | None = None  # ray: seconds the cluster has to answer; None: 30
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -66,10 +72,13 @@ def run(request: RunRequest, console: Console) -> int:
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved = _open_or_plan(request, closing)
     names = sorted({b["name"] for b in resolved["backends"]})
+    all_finished = bundle is not None and _all_finished(bundle, resolved, request)
+    ray_executor = _reach_ray(request, bundle, resolved, all_finished)
     if bundle is None:
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
     # A resumed run stays on the device it started on, whatever `auto` would pick today.
-    if bundle is not None and _all_finished(bundle, resolved, request):
+    if all_finished:
+        assert bundle is not None
         probe = {"device": bundle.header["device"], "backends": {}}  # nothing will run: no need to ask the machine
     else:
         probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
@@ -80,7 +89,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
             "resume it on a machine with a GPU"
         )
     cells = select(expand(resolved, device), request.only or {})
-    executor = _executor(request, device, probe)
+    if ray_executor is not None and not all_finished:
+        ray_executor.join(device)
+    executor = ray_executor if ray_executor is not None else _executor(request, device, probe)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
         preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
@@ -111,6 +122,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         closing.callback(bundle.close)
     else:
         input_folder = bundle.header.get("input_folder")
+        if input_folder and not all_finished:  # it may have changed since the run began: checked before a cell runs
+            preflight.check_inputs(resolved, Path(input_folder))
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
         preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
@@ -126,11 +139,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         bundle.update_header(executor=executor.record())
         _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline, executor)
     except KeyboardInterrupt as stop:
-        _close(bundle, "interrupted")
+        _close(bundle, "interrupted", console)
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {visible(bundle.root)}", style="yellow"))
         return interrupted_exit_code(stop)
+    except ConfigError:  # refused once the bundle was made (an executor's late check): resumable, never `running`
+        _close(bundle, "interrupted", console)
+        raise
     missing = [entry["id"] for entry in bundle.header["cells"] if not bundle.finished(entry["id"])]
-    _close(bundle, "interrupted" if missing else "complete")  # `--resume --only` may leave cells for later
+    _close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
     records = bundle.cells()
     console.print(summary_table(records))
     ablation = fusion_summary(records)
@@ -154,11 +170,22 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     return 0
 
 
-def _executor(request: RunRequest, device: str, probe: dict[str, Any]) -> Executor:
-    if request.executor == "ray":
-        from harness.run.ray_executor import RayExecutor
+def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, Any],
+               all_finished: bool) -> RayExecutor | None:
+    """With `--executor ray`, its executor, once the cluster has answered and could run the cells
+    (when the device is known yet): checked before the machine is probed and before the bundle is
+    made, so a cluster that cannot run them costs seconds and leaves nothing behind."""
+    if request.executor != "ray":
+        return None
+    from harness.run.ray_executor import RayExecutor
 
-        return RayExecutor(request.address, request.cpus_per_cell)
+    executor = RayExecutor(request.address, request.cpus_per_cell, request.ray_connect_timeout_s)
+    if not all_finished:  # nothing to run: the cluster is not needed
+        executor.reach(bundle.header["device"] if bundle is not None else resolved["device"])
+    return executor
+
+
+def _executor(request: RunRequest, device: str, probe: dict[str, Any]) -> Executor:
     if request.jobs == 1:
         return Serial()
     gpus = [str(g.get("index", k)) for k, g in enumerate(((probe.get("system") or {}).get("gpu") or {}).get("gpus") or [])]
@@ -177,12 +204,26 @@ def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _close(bundle: Bundle, state: str) -> None:
+def _close(bundle: Bundle, state: str, console: Console) -> None:
     """Record how the run ended, checksum the bundle, then add its report (and checksum again:
-    the bundle is complete and valid even if rendering the report fails)."""
+    the bundle is complete and valid even if rendering the report fails). A report of an earlier
+    close goes first, and one cut short by Ctrl-C or SIGTERM is removed, so that the checksums
+    cover every file either way; the run then says how to write it."""
+    reports = [bundle.root / REPORT_MD, bundle.root / REPORT_HTML]
+    for path in reports:
+        path.unlink(missing_ok=True)
     bundle.update_header(state=state, nodes=nodes(bundle.cells()))
     bundle.write_manifest()
-    render(load(bundle.root), bundle.root)
+    try:
+        render(load(bundle.root), bundle.root)
+    except KeyboardInterrupt:
+        for path in reports:
+            path.unlink(missing_ok=True)
+        console.print(Text(f"interrupted while writing the report: the bundle is {state} and valid without "
+                           f"{REPORT_MD} and {REPORT_HTML}; write them with `fusionbench report "
+                           f"{visible(bundle.root)}` (or `fusionbench run --resume {visible(bundle.root)}`)",
+                           style="yellow"))
+        raise
     bundle.write_manifest()
 
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import stat
 import typing
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def sha256(data: dict[str, Any]) -> str:
 
 def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
     try:
-        loader = yaml.SafeLoader(text)  # refuses non-printable characters at once
+        loader = _UniqueKeyLoader(text)  # refuses non-printable characters at once
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: invalid YAML: {str(exc).splitlines()[0][:200]}") from None
     try:
@@ -106,6 +107,38 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
     finally:
         loader.dispose()
     return node, data
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no type stubs here
+    """A SafeLoader that refuses a key given twice in one mapping. YAML says a mapping's keys are
+    unique, but PyYAML keeps the last one, so a second `models:` would silently drop the first
+    list. Keys a merge (`<<: *base`) brings in may still be overridden: that is what a merge means."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # Checked the first time a mapping is flattened, before its merges are spliced into its
+        # keys: a merge source is flattened in place, maybe before it is constructed itself.
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            first: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if not isinstance(key, Hashable):
+                    continue  # the constructor refuses it with its own message
+                if key in first:
+                    written = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key)
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"key {visible(written)[:80]!r} given twice in one mapping (first on line "
+                        f"{first[key].start_mark.line + 1}); the second would silently replace the first",
+                        key_node.start_mark)
+                first[key] = key_node
+        super().flatten_mapping(node)
 
 
 def _check_size(root: yaml.Node, where: str) -> None:

@@ -349,6 +349,32 @@ class ScenarioFile(_Strict):
                      "pages in again; system leaves glibc's defaults"))
     baseline: str = Field("eager", description="the backend the report's speedups are measured against")
 
+    @field_validator("env")
+    @classmethod
+    def _each_variable_once(cls, env: list[str]) -> list[str]:
+        # `[FOO=1, FOO=2]` or `[FOO, FOO=2]`: the worker gets the last one, silently.
+        names = [item.partition("=")[0] for item in env]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"names {', '.join(twice)} twice; give each variable once")
+        return env
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_runs(cls, baseline: str, info: ValidationInfo) -> str:
+        # A baseline the file does not run left the report without speedups, silently. Only one the
+        # file gives is checked (not the default): a file without eager just has no speedup table.
+        backends = info.data.get("backends")
+        if backends is None:
+            return baseline  # the backends were refused: that error is the one to fix
+        names = list(dict.fromkeys(b.name for b in backends))
+        if baseline not in names:
+            known = registry.names()
+            why = "is not a registered backend" if baseline not in known else "is not run by this file"
+            raise ValueError(f"{baseline!r} {why}{closest(baseline, names)}; allowed: the file's backends "
+                             f"({', '.join(names)})")
+        return baseline
+
     @model_validator(mode="after")
     def _no_repeats(self) -> ScenarioFile:
         for field in ("dtypes", "scenarios"):

@@ -46,6 +46,45 @@ def _one_cell_fewer(tmp: Path) -> Path:
     return root
 
 
+def _duplicate_key(tmp: Path) -> Path:
+    path = tmp / "info.json"
+    path.write_text('{"cooling": "air", "cooling": "water"}')
+    return path
+
+
+def _accuracy_forged(tmp: Path) -> Path:
+    """The MLPerf bundle with a top-1 its accuracy log does not give, the manifest re-hashed."""
+    root = _copy(tmp, "mlperf")
+    path = next((root / "cells").glob("*.json"))
+    record = json.loads(path.read_text())
+    record["metrics"]["accuracy"].update(top1_percent=76.5, good=783)
+    path.write_text(json.dumps(record))
+    manifest.write(root)
+    return root
+
+
+def _scenario(tmp: Path, text: str) -> Path:
+    path = tmp / "scenario.yaml"
+    path.write_text(text)
+    return path
+
+
+_NULL = "models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\ndevice: cpu\n"
+
+
+def _stored_scenario_broken(tmp: Path) -> Path:
+    """A copy of golden v3 whose stored scenario's `limits` is a string, its hash and manifest redone."""
+    from harness.scenario.loading import sha256
+
+    root = _copy(tmp)
+    header = json.loads((root / "bundle.json").read_text())
+    header["scenario"]["limits"] = "x"
+    header["scenario_sha256"] = sha256(header["scenario"])
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    return root
+
+
 def _bad_scenario(tmp: Path) -> Path:
     path = tmp / "bad.yaml"
     path.write_text("models: [resnet18]\nbackends: [{name: eager}]\nscenarios: [Sometimes]\n")
@@ -64,13 +103,30 @@ CASES: list[tuple[str, int, Callable[[Path], list[str]]]] = [
     ("report", 2, lambda t: ["report", str(_damaged(t))]),
     ("pack", 0, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "Acme", "--out", str(t / "tree")]),
     ("pack", 2, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "../Acme", "--out", str(t / "tree")]),
+    ("pack", 2, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "Acme", "--out", str(_copy(t, "mlperf") / "tree")]),
+    ("pack", 2, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "Acme", "--out", str(t / "tree"),
+                           "--system-info", str(_duplicate_key(t))]),
+    ("compare", 2, lambda t: ["compare", str(_copy(t)), str(_copy(t, "v2")), "--out", str(_copy(t) / "bundle.json")]),
+    ("validate", 1, lambda t: ["validate", str(_accuracy_forged(t))]),
     ("schema", 0, lambda t: ["schema", "--out", str(t / "schema.json")]),
     ("schema", 2, lambda t: ["schema", "--out", str(t)]),
     ("models", 0, lambda t: ["models"]),
     ("models", 2, lambda t: ["models", "--family", "nope"]),
     ("backends", 2, lambda t: ["backends", "--device", "tpu"]),
     ("run", 2, lambda t: ["run", str(_bad_scenario(t)), "--out", str(t / "results")]),
+    ("run", 2, lambda t: ["run", str(_scenario(t, "models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\n"
+                                                  "models: [vgg11]\n")), "--out", str(t / "results")]),
+    ("run", 2, lambda t: ["run", str(_scenario(t, "models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\n"
+                                                  "env: [OMP_NUM_THREADS=1, OMP_NUM_THREADS=2]\n")),
+                          "--out", str(t / "results")]),
+    ("run", 2, lambda t: ["run", str(_scenario(t, "models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\n"
+                                                  "baseline: inductor\n")), "--out", str(t / "results")]),
     ("run", 2, lambda t: ["run", "--resume", str(_damaged(t))]),
+    ("run", 2, lambda t: ["run", "--resume", str(_stored_scenario_broken(t))]),
+    ("run", 2, lambda t: ["run", str(_scenario(t, _NULL)), "--out", str(t / "results"), "--executor", "ray", "--address", ""]),
+    ("run", 2, lambda t: ["run", str(_scenario(t, _NULL)), "--out", str(t / "results"), "--executor", "ray",
+                          "--ray-connect-timeout-s", "0"]),
+    ("run", 2, lambda t: ["run", str(_scenario(t, _NULL)), "--out", str(t / "results"), "--ray-connect-timeout-s", "5"]),
     ("gpu-check", 2, lambda t: ["gpu-check", "--budget-s", "-1"]),
     ("container", 2, lambda t: ["container", "cpu"]),
     ("(none)", 2, lambda t: ["frobnicate"]),

@@ -1,0 +1,139 @@
+"""An input folder is checked before any cell runs: an empty folder, a labels line whose class is
+not ASCII digits ("²" passed str.isdigit() and failed each cell with "invalid literal for int()"),
+a class the model never answers (5000 or 10**20 scored a silent 0%), and a labelled image that is
+not there each stop `fusionbench run` with exit 2 and one line naming the folder, or the labels
+file and its line, before the bundle is made. Before, each cell found them after building its
+model, or never."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.main import main
+from harness.errors import HarnessError
+from harness.models.catalog import CLASSIFICATION_MODELS
+from harness.models.labels import IMAGENET_CLASSES, output_classes, read_labels
+from harness.run import preflight, runner
+from tests.labelled_images import LABELS, draw
+
+SCENARIO = "models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+
+
+@pytest.fixture(autouse=True)
+def no_cell_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe that answers at once, and a sweep that must not be reached."""
+    def probe(device: str, backends: list[str], **kwargs: Any) -> dict[str, Any]:
+        return {"device": "cpu", "cuda_available": False, "system": {},
+                "backends": {name: {"available": True, "reason": "", "versions": {}} for name in backends}}
+
+    def sweep(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the input folder was accepted and the cells started")
+
+    monkeypatch.setattr(runner, "run_probe", probe)
+    monkeypatch.setattr(runner, "_sweep", sweep)
+
+
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], inputs: str) -> str:
+    """`fusionbench run` of a scenario with these inputs: exit 2, one line, nothing written."""
+    path, out = tmp_path / "s.yaml", tmp_path / "results"
+    path.write_text(SCENARIO + f"inputs: {inputs}\n")
+    code = main(["run", str(path), "--out", str(out), "--device", "cpu", "--no-cache"])
+    printed = capsys.readouterr()
+    lines = printed.err.splitlines()
+    assert code == 2, printed.err
+    assert len(lines) == 1 and lines[0].startswith("fusionbench: error: "), lines
+    assert "Traceback" not in printed.err and not out.exists(), "a refused run writes nothing"
+    return lines[0].removeprefix("fusionbench: error: ")
+
+
+def test_an_empty_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "notes.txt").write_text("not an image")
+    message = refused(tmp_path, capsys, "{source: folder, path: images}")
+    assert message == f"inputs.path: {tmp_path / 'images'} has no .jpg/.jpeg/.png images"
+
+
+@pytest.mark.parametrize("label", ["²", "٣", "-1", "1.0", "0x10"])
+def test_a_class_that_is_not_ascii_digits_is_refused_naming_the_file_and_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], label: str) -> None:
+    folder = draw(tmp_path / "images", 3, size=8)
+    lines = (folder / LABELS).read_text().splitlines()
+    lines[1] = lines[1].split()[0] + f" {label}"
+    (folder / LABELS).write_text("\n".join(lines) + "\n")
+    message = refused(tmp_path, capsys, "{source: folder, path: images, labels: val_map.txt}")
+    assert message.startswith(f"inputs.labels: {folder / LABELS}:2: expected '<image file name> <class index>'")
+
+
+@pytest.mark.parametrize("label", ["1000", "5000", str(10**20), "9" * 5000])  # 5,000 digits: past int()'s limit
+def test_a_class_outside_the_models_classes_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       label: str) -> None:
+    folder = draw(tmp_path / "images", 4, size=8)
+    lines = (folder / LABELS).read_text().splitlines()
+    lines[3] = lines[3].split()[0] + f" {label}"  # past inputs.samples, but the labels file is wrong for the model
+    (folder / LABELS).write_text("\n".join(lines) + "\n")
+    message = refused(tmp_path, capsys, "{source: folder, path: images, labels: val_map.txt, samples: 2}")
+    assert message.startswith(f"inputs.labels: {folder / LABELS}:4: class {label[:20]}")
+    assert message.endswith("is outside resnet18's classes 0..999")
+
+
+def test_a_labelled_image_that_is_not_in_the_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = draw(tmp_path / "images", 3, size=8)
+    (folder / "ILSVRC2012_val_00000002.png").unlink()
+    message = refused(tmp_path, capsys, "{source: folder, path: images, labels: val_map.txt}")
+    assert message == (f"inputs.labels: {folder / LABELS} lists 1 image(s) that are not files in {folder}, "
+                       "the first 'ILSVRC2012_val_00000002.png'")
+
+
+def test_a_good_folder_passes_and_only_its_first_samples_need_to_exist(tmp_path: Path) -> None:
+    folder = draw(tmp_path / "images", 3, label=lambda k: 999 - k, size=8)
+    (folder / "ILSVRC2012_val_00000003.png").unlink()  # past inputs.samples: never read
+    resolved = {"models": [{"name": "resnet18"}],
+                "inputs": {"source": "folder", "path": "images", "labels": LABELS, "samples": 2}}
+    assert preflight.input_folder(resolved, tmp_path) == str(folder)
+    del resolved["inputs"]["labels"]
+    assert preflight.input_folder(resolved, tmp_path) == str(folder)
+
+
+def test_the_worker_reads_labels_as_strictly(tmp_path: Path) -> None:
+    (tmp_path / LABELS).write_text("a.png 1\nb.png ²\n")
+    with pytest.raises(HarnessError, match=r":2: expected '<image file name> <class index>'"):
+        read_labels(tmp_path / LABELS)
+
+
+def test_every_classifier_of_the_zoo_scores_imagenet_classes() -> None:
+    from torchvision.models import get_model_weights
+
+    for name in CLASSIFICATION_MODELS:
+        assert len(get_model_weights(name).DEFAULT.meta["categories"]) == IMAGENET_CLASSES == output_classes(name), name
+    assert output_classes("pattern_bn_act") is None
+
+
+def test_resume_checks_the_input_folder_again_and_leaves_the_bundle_as_it_was(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The folder a bundle's run read can change before it is resumed: a cell left to run is not
+    started on a folder it would fail on."""
+    import json
+    import shutil
+
+    from harness.bundle import manifest
+    from tests.unit.test_validate import tree_digest
+
+    root = tmp_path / "bundle"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "mlperf", root)
+    emptied = tmp_path / "images"
+    emptied.mkdir()
+    header = json.loads((root / "bundle.json").read_text())
+    header["input_folder"] = str(emptied)
+    (root / "bundle.json").write_text(json.dumps(header))
+    gone = header["cells"][0]["id"]
+    (root / "cells" / f"{gone}.json").unlink()  # a record deleted so that its cell runs again
+    shutil.rmtree(root / "cells" / gone)
+    manifest.write(root)
+    before = tree_digest(root)
+    code = main(["run", "--resume", str(root), "--no-cache"])
+    printed = capsys.readouterr()
+    assert code == 2 and "inputs.labels" in printed.err and "val_map.txt" in printed.err, printed.err
+    assert tree_digest(root) == before

@@ -1,0 +1,120 @@
+"""`--resume` reads the scenario stored in bundle.json as a run reads a scenario file: a stored
+scenario the schema refuses, or one not in the form a run stores, is refused in one line that
+names bundle.json and the field, and the bundle is left byte for byte as it was. And a run
+stopped while it writes the report leaves a valid bundle, says how to write the report, and a
+resume writes it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bundle import manifest
+from harness.bundle.validate import validate
+from harness.cli.main import main
+from harness.errors import BundleError
+from harness.run.resumable import check_scenario
+from harness.scenario import loading
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """The golden bundle with its stored scenario edited, its hashes made to match, and one cell's
+    record deleted so that a resume has a cell to run."""
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / "v3", root)
+    header = json.loads((root / "bundle.json").read_text())
+    edit(header["scenario"])
+    header["scenario_sha256"] = loading.sha256(header["scenario"])
+    (root / "bundle.json").write_text(json.dumps(header))
+    victim = header["cells"][0]["id"]
+    (root / "cells" / f"{victim}.json").unlink()
+    shutil.rmtree(root / "cells" / victim)
+    manifest.write(root)
+    return root
+
+
+@pytest.mark.parametrize(("edit", "field", "why"), [
+    (lambda s: s.update(limits="x"), "scenario.limits", "not a mapping"),
+    (lambda s: s.update(models="resnet18"), "scenario.models", "Input should be a valid list"),
+    (lambda s: s.update(models=["resnet18"]), "scenario.models[0]", "is not what a run stores there"),
+    (lambda s: s["limits"].update(cell_timeout_s="900"), "scenario.limits.cell_timeout_s", '"900" is not what a run stores'),
+    (lambda s: s["timing"].pop("min_iters"), "scenario.timing.min_iters", "missing"),
+    # a file may say `fusion: on`; a run stores ["on"], and would read "on" as "o" and "n"
+    (lambda s: s["backends"][0].update(fusion="on"), "scenario.backends[0].fusion", '"on" is not what a run stores'),
+    (lambda s: s["backends"][0].update(fusion=["sometimes"]), "scenario.backends[0].fusion[0]", "Input should be 'on'"),
+], ids=["limits-not-a-mapping", "models-not-a-list", "model-not-a-mapping", "timeout-a-string", "key-missing",
+        "fusion-not-a-list", "fusion-unknown"])
+def test_a_stored_scenario_the_run_cannot_read_is_refused_and_the_bundle_left_as_it_was(
+        edit: Callable[[dict[str, Any]], None], field: str, why: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    root = _edited(tmp_path, edit)
+    before = _snapshot(root)
+    code = main(["run", "--resume", str(root), "--no-cache"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"cannot resume {root}: bundle.json: {field}: " in err and why in err, err
+    assert _snapshot(root) == before, "a refused resume changed the bundle"
+    assert json.loads((root / "bundle.json").read_text())["state"] == "complete"
+
+
+@pytest.mark.parametrize("bundle", ["v3", "mlperf"])
+def test_the_golden_bundles_stored_scenarios_are_accepted(bundle: str) -> None:
+    """Options its backend refuses (v3's failed cell), the mlperf profile's overrides, and keys that
+    bundles written before they existed lack (allocator, env, baseline)."""
+    check_scenario(json.loads((GOLDEN / bundle / "bundle.json").read_text())["scenario"], "bundle.json")
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
+def test_what_a_run_stores_for_each_shipped_scenario_is_accepted(path: Path) -> None:
+    stored = json.loads(json.dumps(loading.resolved(loading.load(path), path.stem)))  # as bundle.json holds it
+    check_scenario(stored, "bundle.json")
+
+
+def test_a_backend_missing_here_is_left_to_skip_its_cells() -> None:
+    stored = json.loads((GOLDEN / "v3" / "bundle.json").read_text())["scenario"]
+    stored["backends"][0]["name"] = "a_plugin_not_installed_here"
+    check_scenario(stored, "bundle.json")
+    stored["allocator"] = "sometimes"
+    with pytest.raises(BundleError, match=r"^bundle.json: scenario.allocator: Input should be 'steady' or 'system'"):
+        check_scenario(stored, "bundle.json")
+
+
+def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.reporting import report
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / "v3", root)
+    write = report.write_bytes_atomic
+
+    def cut_short(path: Path, data: bytes) -> None:
+        if path.name == report.REPORT_HTML:  # report.md is written; Ctrl-C lands before report.html
+            raise KeyboardInterrupt
+        write(path, data)
+
+    monkeypatch.setattr(report, "write_bytes_atomic", cut_short)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 130
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, whatever the console wrapped
+    assert "interrupted while writing the report" in printed and f"fusionbench report {root}" in printed, printed
+    assert not (root / "report.md").exists() and not (root / "report.html").exists()
+    assert validate(root).ok, validate(root).problems
+    assert json.loads((root / "bundle.json").read_text())["state"] == "complete"
+
+    monkeypatch.setattr(report, "write_bytes_atomic", write)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # the golden bundle has failed cells
+    assert (root / "report.md").exists() and (root / "report.html").exists()
+    assert {"report.md", "report.html"} <= set(manifest.read(root))
+    assert validate(root).ok, validate(root).problems

@@ -1,0 +1,90 @@
+"""Scenario files that loaded before and ran something other than what they said: a key given
+twice (the last one silently won), one environment variable named twice, and a `baseline:` the
+file does not run (the report silently had no speedups). Each is refused by `fusionbench run`
+with exit 2 and one line naming the file and the line, before the system probe and with nothing
+written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.main import main
+from harness.run import runner
+from harness.scenario import loading
+
+HEAD = "models: [resnet18]\nbackends: [eager, inductor]\nscenarios: [Offline]\n"
+
+
+@pytest.fixture(autouse=True)
+def no_real_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the scenario file was accepted and reached the system probe")
+
+    monkeypatch.setattr(runner, "run_probe", refuse)
+
+
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> tuple[Path, str]:
+    """Run `text` as a scenario file; it must give exit 2, one line on stderr, nothing written."""
+    path, out = tmp_path / "s.yaml", tmp_path / "results"
+    path.write_text(text)
+    code = main(["run", str(path), "--out", str(out), "--device", "cpu", "--no-cache"])
+    printed = capsys.readouterr()
+    lines = printed.err.splitlines()
+    assert code == 2, printed.err
+    assert len(lines) == 1 and lines[0].startswith(f"fusionbench: error: {path}:"), lines
+    assert "Traceback" not in printed.err and not out.exists()
+    return path, lines[0]
+
+
+@pytest.mark.parametrize(("text", "line", "key", "first"), [
+    (HEAD + "models: [vgg11]\n", 4, "models", 1),  # the second list replaced the first
+    ("models: [resnet18]\nbackends:\n  - name: inductor\n    fusion: off\n    fusion: on\nscenarios: [Offline]\n",
+     5, "fusion", 4),
+    ("models: [resnet18]\nbackends: [{name: inductor, options: {mode: default, mode: max-autotune}}]\n"
+     "scenarios: Offline\n", 2, "mode", 2),
+    (HEAD + "loadgen:\n  min_duration_s: 1\n  min_duration_s: 60\n", 6, "min_duration_s", 5),
+])
+def test_a_key_given_twice_is_refused_naming_the_line_and_the_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, line: int, key: str, first: int) -> None:
+    path, message = refused(tmp_path, capsys, text)
+    assert message.startswith(f"fusionbench: error: {path}:{line}: ")
+    assert f"key '{key}' given twice" in message and f"first on line {first}" in message
+
+
+def test_a_merge_may_still_override_the_keys_it_brings_in(tmp_path: Path) -> None:
+    # `<<: *base` then `fusion: off` is YAML's way of saying "as base, but": not a repeat.
+    path = tmp_path / "merge.yaml"
+    path.write_text("models: [resnet18]\nbackends:\n  - &base {name: inductor, fusion: on, options: {mode: default}}\n"
+                    "  - {<<: *base, fusion: off}\nscenarios: [Offline]\n")
+    scenario = loading.load(path)
+    assert [(b.name, b.fusion, b.options) for b in scenario.backends] == [
+        ("inductor", ["on"], {"mode": "default"}), ("inductor", ["off"], {"mode": "default"})]
+
+
+@pytest.mark.parametrize("env", ["[OMP_NUM_THREADS=1, OMP_NUM_THREADS=2]", "[OMP_NUM_THREADS, OMP_NUM_THREADS=2]"])
+def test_one_environment_variable_named_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         env: str) -> None:
+    path, message = refused(tmp_path, capsys, HEAD + f"env: {env}\n")
+    assert message.startswith(f"fusionbench: error: {path}:4: env: ") and "OMP_NUM_THREADS twice" in message
+
+
+@pytest.mark.parametrize(("baseline", "why"), [
+    ("onnxruntime", "'onnxruntime' is not run by this file"),  # registered, but not in this file
+    ("eagr", "'eagr' is not a registered backend (did you mean 'eager'?)"),
+])
+def test_a_baseline_the_file_does_not_run_is_refused_with_the_allowed_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], baseline: str, why: str) -> None:
+    path, message = refused(tmp_path, capsys, HEAD + f"baseline: {baseline}\n")
+    assert message.startswith(f"fusionbench: error: {path}:4: baseline: {why}")
+    assert message.endswith("allowed: the file's backends (eager, inductor)")
+
+
+def test_a_baseline_the_file_runs_and_the_default_without_eager_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "baseline: inductor\nenv: [OMP_NUM_THREADS=1, KMP_AFFINITY]\n")
+    assert loading.load(path).baseline == "inductor"
+    path.write_text("models: [resnet18]\nbackends: [inductor]\nscenarios: [Offline]\n")
+    assert loading.load(path).baseline == "eager", "the default is not checked: a file without eager has no speedups"
