@@ -14,15 +14,13 @@ renders is the one exception, and asks for it).
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 from harness.bundle.manifest import check_path
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import visible
+from harness.regular_file import read_regular
 
 MAX_FILE_BYTES = 64 << 20
 _SHOWN = 80  # characters of a hostile path a message quotes
@@ -41,6 +39,7 @@ def inner_path(root: Path, rel: object, where: str) -> Path:
         path = path / part
         if path.is_symlink():
             raise BundleError(f"{where}: path {visible(rel[:_SHOWN])!r} passes through a symbolic link; refused")
+    # Cannot fail after the checks above but for a link made in between: kept as the last word.
     if not path.resolve().is_relative_to(root.resolve()):
         raise BundleError(f"{where}: path {visible(rel[:_SHOWN])!r} leads outside the bundle; refused")
     return path
@@ -49,33 +48,25 @@ def inner_path(root: Path, rel: object, where: str) -> Path:
 def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of the regular file at `path`; BundleError naming `where` for a missing file, a
     link, a FIFO or other special file (refused without waiting on it), or one over `max_bytes`."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    return read_regular(path, where, max_bytes=max_bytes, error=BundleError)
+
+
+def read_text(path: Path, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """`read_bytes` as UTF-8 text; BundleError for bytes that are not."""
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise BundleError(f"{where}: missing") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise BundleError(f"{where}: is a symbolic link; only regular files are read") from None
-        raise BundleError(f"{where}: unreadable ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BundleError(f"{where}: not a regular file (a FIFO, device, socket or directory); refused")
-        if info.st_size > max_bytes:
-            raise BundleError(f"{where}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
-        try:
-            data = handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise BundleError(f"{where}: unreadable ({exc.strerror})") from None
-    if len(data) > max_bytes:
-        raise BundleError(f"{where}: over the {max_bytes}-byte limit for this file")
-    return data
+        return read_bytes(path, where, max_bytes=max_bytes).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{where}: not UTF-8 text (byte {exc.start})") from None
 
 
 def read_inner(root: Path, rel: str, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """A file a bundle names by `rel`, under both rules above."""
     return read_bytes(inner_path(root, rel, where), where, max_bytes=max_bytes)
+
+
+def read_inner_text(root: Path, rel: str, *, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """A text file a bundle names by `rel` (named so in errors), under both rules above."""
+    return read_text(inner_path(root, rel, rel), rel, max_bytes=max_bytes)
 
 
 def output_path(out: Path, bundles: Iterable[Path], option: str = "--out", *, may_be: Path | None = None) -> Path:

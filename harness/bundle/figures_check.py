@@ -58,6 +58,7 @@ from harness.thresholds import (
     DRIFT_LIMIT,
     STOLEN_SHARE,
     WARMUP_MAX_WINDOW,
+    WARMUP_TOLERANCE,
     WARMUP_WINDOW_S,
 )
 
@@ -163,6 +164,8 @@ def _warmup(config: dict[str, Any], timing: dict[str, Any]) -> list[str]:
     tolerance = number(record.get("tolerance"))
     if tolerance is None or None in settings.values():
         return lines  # a harness before the steady warm-up: a fixed count of calls
+    if tolerance != WARMUP_TOLERANCE:  # the record's own tolerance would let it judge itself steady
+        return [*lines, f"device_time: warm-up tolerance {record['tolerance']} but the harness's is {WARMUP_TOLERANCE}"]
     replayed = _replay(calls, tolerance, int(max(settings["warmup_iters"] or 0, 1)), (settings["max_warmup_s"] or 0) * 1e9)
     if replayed is None:
         return [*lines, f"device_time: the warm-up's stopping rule, replayed over its {len(calls)} samples, "
@@ -173,7 +176,10 @@ def _warmup(config: dict[str, Any], timing: dict[str, Any]) -> list[str]:
                      f"(windows of {window} calls, tolerance {tolerance:.0%})")
     estimate = max(statistics.median(calls[-window:]), 1)
     reps, low = settings["repetitions"] or 1, settings["min_iters"] or 0
-    wanted = math.ceil((settings["min_time_s"] or 0) * 1e9 / estimate / reps)
+    wanted_calls = (settings["min_time_s"] or 0) * 1e9 / estimate / reps
+    if not math.isfinite(wanted_calls) or reps <= 0:
+        return [*lines, "device_time: the config's timing settings give no count of calls"]
+    wanted = math.ceil(wanted_calls)
     per_repetition = int(min(max(wanted, math.ceil(low / reps)), max((settings["max_iters"] or 0) // reps, 1)))
     counts = {lookup(r, "n") for r in timing.get("repetitions") or [] if isinstance(r, dict)}
     if counts and counts != {per_repetition}:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.atomic import write_bytes_atomic
 from harness.errors import BundleError
+from harness.regular_file import read_regular
 
 MANIFEST = "MANIFEST.sha256"
 MAX_MANIFEST_BYTES = 16 << 20
@@ -87,13 +88,10 @@ def parse(text: str, where: str = MANIFEST) -> dict[str, str]:
 
 
 def read(root: Path) -> dict[str, str]:
-    path = root / MANIFEST
-    if path.is_symlink() or not path.is_file():
-        raise BundleError(f"{MANIFEST}: missing (or not a regular file)")
-    if path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise BundleError(f"{MANIFEST}: over {MAX_MANIFEST_BYTES} bytes")
+    """The manifest of the bundle at `root`, read as a regular file, bounded, and parsed strictly."""
+    data = read_regular(root / MANIFEST, MANIFEST, max_bytes=MAX_MANIFEST_BYTES, error=BundleError)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BundleError(f"{MANIFEST}: not UTF-8 text") from None
     return parse(text)
@@ -107,15 +105,20 @@ def missing_file(problem: str) -> str | None:
     return problem.removesuffix(_MISSING) if problem.endswith(_MISSING) else None
 
 
+def links_and_special_files(root: Path) -> list[str]:
+    """One line per symbolic link or special file under `root`: a bundle holds regular files only."""
+    return [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in bundle_files(root)[1]]
+
+
 def problems(root: Path) -> list[str]:
     """One line per file that is missing, edited, added, or not a regular file."""
     try:
         listed = read(root)
     except BundleError as exc:
         return [str(exc)]
-    files, others = bundle_files(root)
+    files, _ = bundle_files(root)
     present = set(files)
-    lines = [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in others]
+    lines = links_and_special_files(root)
     for rel, digest in listed.items():
         if rel not in present:
             lines.append(f"{rel}{_MISSING}")

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.bundle.confine import read_bytes
+from harness.bundle.confine import read_text
 from harness.errors import BundleError
 
 MAX_JSON_BYTES = 64 << 20
@@ -77,16 +77,6 @@ def parse_json(text: str, where: str, *, max_depth: int = MAX_DEPTH) -> Any:
     if _depth(value) > max_depth:
         raise BundleError(f"{where}: nested too deeply (over {max_depth} levels)")
     return value
-
-
-def read_text(path: Path, where: str, *, max_bytes: int = MAX_JSON_BYTES) -> str:
-    """A regular file's UTF-8 text, refusing links, special files and files over `max_bytes`
-    (harness.bundle.confine's rule for every file read from a bundle)."""
-    data = read_bytes(path, where, max_bytes=max_bytes)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"{where}: not UTF-8 text (byte {exc.start})") from None
 
 
 def load_json(path: Path, where: str | None = None, *, max_bytes: int = MAX_JSON_BYTES) -> Any:

@@ -16,6 +16,7 @@ from harness.allocator import Allocator
 from harness.bundle.migrations import OLDEST_READABLE, SCHEMA_VERSION
 from harness.bundle.statuses import STATES, STATUSES
 from harness.mlperf.compliance import TESTS
+from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.rules import SCENARIOS
 
 KINDS = ("bundle", "cell")
@@ -138,6 +139,8 @@ def _metrics_v1() -> dict[str, Any]:
         ("n", "median_ns"),
     )
     bytes_or_null = _nullable(_int(BYTES_MAX))
+    metric = _obj({"name": {"type": "string"}, "unit": {"enum": ["ns", "samples/s"]},
+                   "value": _nullable(_num(max(NS_MAX, RATE_MAX)))}, ("name", "unit", "value"))
     return _obj({
         "prepare_s": _num(SECONDS_MAX),
         "prepare_cache": {"enum": ["cold", "warm", "none", "unknown"]},
@@ -158,11 +161,7 @@ def _metrics_v1() -> dict[str, Any]:
             {"scenario": {"enum": list(SCENARIOS)},
              "validity": {"enum": ["VALID", "INVALID", "MISSING"]},
              "invalid_reasons": _STRINGS,
-             "metric": _obj(
-                 {"name": {"type": "string"}, "unit": {"enum": ["ns", "samples/s"]},
-                  "value": _nullable(_num(max(NS_MAX, RATE_MAX)))},
-                 ("name", "unit", "value"),
-             ),
+             "metric": metric,
              "log_dir": {"type": "string", "pattern": _INNER_PATH},
              "logs": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"}},
              "attempts": {"type": "array"},
@@ -191,6 +190,9 @@ def _metrics_v1() -> dict[str, Any]:
              )}},
             ("kernel_count", "fusion_count", "kernels"),
         ),
+        # Written since schema v3; typed in every version, since a record may claim any of them.
+        "accuracy": _accuracy(),
+        "compliance": _compliance(metric),
     })
 
 
@@ -199,7 +201,7 @@ def _cell_v1() -> dict[str, Any]:
         {"model": _obj({"name": {"type": "string"}}, ("name",)), "backend": {"type": "string"},
          "variant": _obj({"fusion": {"enum": ["on", "off"]}, "options": {"type": "object"}}, ("fusion", "options")),
          "scenario": {"enum": list(SCENARIOS)}, "device": {"enum": ["cpu", "cuda"]}, "dtype": {"type": "string"},
-         "batch": _int(1 << 20, 1), "allocator": {"enum": list(get_args(Allocator))}},
+         "batch": _int(1 << 20, 1), "allocator": {"enum": list(get_args(Allocator))}, "loadgen": _loadgen_config()},
         ("model", "backend", "variant", "scenario", "device", "dtype", "batch"),
     )
     return _obj(
@@ -281,8 +283,16 @@ def _cell_v3() -> dict[str, Any]:
          "beside": {"type": "object"}}, ("when", "n", "median_ns"))}
     timing["repetition_spread"] = _num(1e6)
     schema["properties"]["warnings"] = _STRINGS
-    metrics["accuracy"], metrics["compliance"] = _accuracy(), _compliance(metrics["loadgen"]["properties"]["metric"])
     return schema
+
+
+def _loadgen_config() -> dict[str, Any]:
+    """A cell's LoadGen settings, typed where validate and pack act on them (the MLPerf profile,
+    its accuracy run, compliance tests and overrides of mlperf.conf)."""
+    overrides = {"type": "object", "propertyNames": {"enum": list(OVERRIDABLE)}, "additionalProperties": _num(1e9)}
+    return _obj({"profile": {"enum": ["dev", "mlperf"]}, "accuracy": {"type": "boolean"},
+                 "compliance": {"type": "array", "items": {"enum": list(TESTS)}, "uniqueItems": True},
+                 "overrides": overrides})
 
 
 def _accuracy() -> dict[str, Any]:

@@ -62,6 +62,8 @@ def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> V
     verdict = Verdict()
     if integrity:
         verdict.problems += manifest.problems(root)
+    else:  # no manifest to check (a killed run), but a link still leads out of the bundle
+        verdict.problems += manifest.links_and_special_files(root)
     verdict.files = len(manifest.bundle_files(root)[0])
     try:
         loaded = load(root)

@@ -25,9 +25,8 @@ from typing import Any
 from harness.contract import Prepared
 from harness.stats import summarize_ns
 from harness.thresholds import WARMUP_MAX_WINDOW as MAX_WINDOW
+from harness.thresholds import WARMUP_TOLERANCE as STEADY_TOLERANCE
 from harness.thresholds import WARMUP_WINDOW_S as WINDOW_S
-
-STEADY_TOLERANCE = 0.02
 
 
 class DeviceTiming:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.models.catalog import CLASSIFICATION_MODELS
+from harness.regular_file import read_regular
 
 MAX_LABELS_BYTES = 64 << 20  # ImageNet's 50,000 lines are 1.6 MB
 # Every torchvision classifier of the zoo scores ImageNet-1k's classes, pretrained or not
@@ -27,12 +28,10 @@ def read_labels(path: Path, classes: int | None = None, scorer: str = "the model
     """The (file name, class) pairs of a labels file, in its order; a clear error naming the file
     and line for a bad line, and, given `classes`, for a class outside `scorer`'s 0..classes-1
     (a class the model can never answer would score 0% without saying why)."""
-    try:
-        if path.stat().st_size > MAX_LABELS_BYTES:
-            raise HarnessError(f"labels file {path} is over {MAX_LABELS_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarnessError(f"cannot read labels file {path}: {exc}") from None
+    try:  # a FIFO is refused at once, not waited on
+        text = read_regular(path, f"labels file {path}", max_bytes=MAX_LABELS_BYTES, follow_links=True).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"cannot read labels file {path}: not UTF-8 text (byte {exc.start})") from None
     pairs = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -39,6 +39,7 @@ from harness.bundle import manifest
 from harness.bundle.confine import output_path, read_inner
 from harness.bundle.files import CELLS
 from harness.bundle.manifest import check_path
+from harness.bundle.mlperf_check import VERIFY
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.errors import BundleError, ConfigError
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
@@ -190,10 +191,9 @@ def _result_files(root: Path, cell: dict[str, Any]) -> dict[str, bytes]:
         test_dir = f"{base}/{outcome['log_dir']}"
         run = f"{test_dir}/performance/run_1"
         files.update({f"{test}/performance/run_1/{log}": read(f"{run}/{log}") for log in LOGS})
-        for report in ("verify_accuracy.txt", "verify_performance.txt"):
-            if (root / test_dir / report).exists():
-                files[f"{test}/{report}"] = read(f"{test_dir}/{report}")
-        if (root / run / "mlperf_log_accuracy.json").exists():
+        for check in sorted(outcome["checks"]):  # the files validate read for this test's checks, no others
+            files[f"{test}/{VERIFY[check]}"] = read(f"{test_dir}/{VERIFY[check]}")
+        if "accuracy" in outcome["checks"]:  # TEST01 logs responses
             files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(root, run)["mlperf_log_accuracy.json"]
     files["measurements.json"] = _json_bytes(measurements(cell))
     return files

@@ -73,6 +73,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved = _open_or_plan(request, closing)
     names = sorted({b["name"] for b in resolved["backends"]})
     all_finished = bundle is not None and _all_finished(bundle, resolved, request)
+    # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
+    if bundle is None:
+        assert request.scenario_path is not None  # _open_or_plan refused a new run without one
+        input_folder = preflight.input_folder(resolved, request.scenario_path.parent)
+    else:
+        input_folder = bundle.header.get("input_folder")
+        if input_folder and not all_finished:  # it may have changed since the run began
+            preflight.check_inputs(resolved, Path(input_folder))
     ray_executor = _reach_ray(request, bundle, resolved, all_finished)
     if bundle is None:
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
@@ -95,8 +103,6 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
         preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
-        assert request.scenario_path is not None  # _open_or_plan refused a new run without one
-        input_folder = preflight.input_folder(resolved, request.scenario_path.parent)
         out_dir = preflight.writable(request.out_dir)
         preflight.check_room(out_dir, len(cells))
         bundle = Bundle.create(
@@ -121,9 +127,6 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         )
         closing.callback(bundle.close)
     else:
-        input_folder = bundle.header.get("input_folder")
-        if input_folder and not all_finished:  # it may have changed since the run began: checked before a cell runs
-            preflight.check_inputs(resolved, Path(input_folder))
         planned = {entry["id"] for entry in bundle.header["cells"]}
         cells = [c for c in cells if c.id in planned]
         preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)

@@ -137,3 +137,13 @@ def test_resume_checks_the_input_folder_again_and_leaves_the_bundle_as_it_was(
     printed = capsys.readouterr()
     assert code == 2 and "inputs.labels" in printed.err and "val_map.txt" in printed.err, printed.err
     assert tree_digest(root) == before
+
+
+def test_a_labels_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    draw(tmp_path / "images", 2)
+    (tmp_path / "images" / LABELS).unlink()
+    os.mkfifo(tmp_path / "images" / LABELS)  # read without care, it would wait for a writer forever
+    message = refused(tmp_path, capsys, f"{{source: folder, path: images, labels: {LABELS}}}")
+    assert "not a regular file" in message

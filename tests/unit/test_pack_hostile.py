@@ -151,3 +151,56 @@ def test_a_hostile_system_info_file_is_refused_at_once(case: tuple[Callable[[Pat
                          capsys)
     assert code == 2 and words in printed
     assert not (tmp_path / "sub").exists()
+
+
+def _config(*keys: str, value: Any) -> Callable[[Path, dict[str, Any]], None]:
+    def edit(root: Path, record: dict[str, Any]) -> None:
+        target = record["config"]
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+    return edit
+
+
+def _as_v2(edit: Callable[[Path, dict[str, Any]], None]) -> Callable[[Path, dict[str, Any]], None]:
+    def both(root: Path, record: dict[str, Any]) -> None:
+        record["schema_version"] = 2  # a record may claim an older version, whose schema is laxer
+        edit(root, record)
+    return both
+
+
+ODD_RECORDS = {
+    "config.loadgen a string": _config("loadgen", value="x"),
+    "an override no user.conf has": _config("loadgen", "overrides", value={"bogus": 1}),
+    "an override not a number": _config("loadgen", "overrides", value={"min_query_count": "x"}),
+    "a 1e308 s minimum time": _config("timing", "min_time_s", value=1e308),
+    "compliance a number": _set("compliance", value=5),
+    "compliance without the performance run": _set("loadgen", value=_REMOVE),
+    "a v2 record with an empty accuracy": _as_v2(_set("accuracy", value={})),
+    "a v2 record with compliance a list": _as_v2(_set("compliance", value=["TEST01"])),
+    "a warm-up tolerance that calls anything steady": _set("device_time", "warmup", "tolerance", value=1.0),
+}
+
+
+@pytest.mark.parametrize("edit", ODD_RECORDS.values(), ids=ODD_RECORDS.keys())
+def test_validate_finds_odd_records_without_a_traceback(edit: Callable[[Path, dict[str, Any]], None], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    root = _mlperf(tmp_path, edit)
+    code, printed = _run(["validate", str(root)], capsys)
+    assert code == 1, printed
+
+
+def test_pack_copies_only_the_files_validate_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TEST04 makes no accuracy check: a verify_accuracy.txt or accuracy log added to its folder
+    (and to the manifest) is never read by validate, so pack leaves it out."""
+    def plant(root: Path, record: dict[str, Any]) -> None:
+        test04 = root / CELL / "loadgen" / "TEST04"
+        (test04 / "verify_accuracy.txt").write_text("planted\nTEST PASS\n")
+        (test04 / "performance" / "run_1" / "mlperf_log_accuracy.json").write_text("[]")
+
+    root = _mlperf(tmp_path, plant)
+    assert _run(["validate", str(root)], capsys)[0] == 0
+    assert _run(["pack", str(root), "--org", "Acme", "--out", str(tmp_path / "sub")], capsys)[0] == 0
+    packed = {p.relative_to(tmp_path / "sub").as_posix() for p in (tmp_path / "sub").rglob("*") if p.is_file()}
+    assert any(p.endswith("TEST01/verify_accuracy.txt") for p in packed)
+    assert not [p for p in packed if "TEST04/verify_accuracy" in p or "TEST04/accuracy" in p]

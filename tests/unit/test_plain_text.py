@@ -35,23 +35,35 @@ def test_a_markdown_cell_holds_no_html_link_or_control() -> None:
     assert "&lt;img" in cell and "\\[click\\]" in cell and "\\u202e" in cell and "\\x1b" in cell
 
 
-def _hostile_copy(tmp: Path, name: str) -> Path:
-    """The golden bundle with every cell label replaced by hostile text, re-hashed (still valid)."""
+def _hostile_copy(tmp: Path, name: str, *, labels: bool = False) -> Path:
+    """The golden bundle with hostile text in every free-text field a valid bundle may hold (the
+    reasons of a cell that did not run, a valid cell's warnings, the scenario file's name),
+    re-hashed; with `labels`, in every cell label too (which validate derives from the config)."""
     root = tmp / name
     shutil.copytree(GOLDEN, root)
     header = json.loads((root / "bundle.json").read_text())
     for entry in header["cells"]:
-        entry["label"] = f"{entry['label']} {EVIL}"
+        if labels:
+            entry["label"] = f"{entry['label']} {EVIL}"
         path = root / "cells" / f"{entry['id']}.json"
         record = json.loads(path.read_text())
         record["label"] = entry["label"]
         if record["status"] != "valid":
             record["reasons"] = [EVIL]
+        else:
+            record["warnings"] = [*record.get("warnings", []), EVIL]
         path.write_text(json.dumps(record))
     header["scenario_file"] = EVIL
     (root / "bundle.json").write_text(json.dumps(header))
     manifest.write(root)
     return root
+
+
+def test_validate_shows_hostile_labels_as_codes_and_rejects_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(_hostile_copy(tmp_path, "a", labels=True))]) == 1
+    printed = capsys.readouterr()
+    assert not has_unsafe(printed.out + printed.err)
+    assert "but its config's is" in printed.out and "\\x1b[2J" in printed.out and "\\u202egnp.exe" in printed.out
 
 
 def test_validate_compare_and_report_show_hostile_text_as_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

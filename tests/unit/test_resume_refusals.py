@@ -118,3 +118,25 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
     assert (root / "report.md").exists() and (root / "report.html").exists()
     assert {"report.md", "report.html"} <= set(manifest.read(root))
     assert validate(root).ok, validate(root).problems
+
+
+def test_a_killed_bundle_whose_cells_folder_is_a_link_is_refused_and_nothing_outside_is_touched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A killed run has no manifest to check, but a link still leads out: the resumed run would
+    have written its records (and cleared their folders) through it."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v3", root)
+    header = json.loads((root / "bundle.json").read_text())
+    header["state"] = "running"
+    (root / "bundle.json").write_text(json.dumps(header))
+    (root / manifest.MANIFEST).unlink()
+    outside = tmp_path / "outside"
+    shutil.move(root / "cells", outside)
+    for record in outside.glob("*.json"):
+        record.unlink()
+    (root / "cells").symlink_to(outside)
+    before = _snapshot(outside)
+    code = main(["run", "--resume", str(root), "--no-cache"])
+    printed = capsys.readouterr()
+    assert code == 2 and "cells: a symbolic link" in printed.err, printed.err
+    assert _snapshot(outside) == before

@@ -1,0 +1,41 @@
+"""Reading a file someone else named: a regular file only, bounded in size. A FIFO, a device, a
+socket or a directory is refused at once (the file is opened without blocking, so a FIFO with no
+writer never holds the reader), and a symbolic link as the last part of the path is refused too unless the caller follows links."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def read_regular(path: Path, where: str, *, max_bytes: int, error: type[HarnessError] = HarnessError,
+                 follow_links: bool = False) -> bytes:
+    """The bytes of the regular file at `path`; `error` naming `where` for a missing file, a link
+    (unless `follow_links`: a file the user names may be one), a FIFO or other special file, or one
+    over `max_bytes`."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise error(f"{where}: missing") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"{where}: is a symbolic link; only regular files are read") from None
+        raise error(f"{where}: unreadable ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{where}: not a regular file (a FIFO, device, socket or directory); refused")
+        if info.st_size > max_bytes:
+            raise error(f"{where}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise error(f"{where}: unreadable ({exc.strerror})") from None
+    if len(data) > max_bytes:
+        raise error(f"{where}: over the {max_bytes}-byte limit for this file")
+    return data
