@@ -320,6 +320,7 @@ def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) ->
         record = json.loads((bundle / "cells" / f"{entry['id']}.json").read_text())
         record["config"]["device"] = "cuda"
         record["id"] = cell_id(record["config"])
+        record["label"] = entry["label"] = entry["label"].replace(" cpu ", " cuda ")
         (bundle / "cells" / f"{entry['id']}.json").unlink()
         (bundle / "cells" / entry["id"]).rename(bundle / "cells" / record["id"])
         (bundle / "cells" / f"{record['id']}.json").write_text(json.dumps(record, indent=1))
