@@ -107,7 +107,11 @@ def missing_file(problem: str) -> str | None:
 
 def links_and_special_files(root: Path) -> list[str]:
     """One line per symbolic link or special file under `root`: a bundle holds regular files only."""
-    return [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in bundle_files(root)[1]]
+    return _link_lines(bundle_files(root)[1])
+
+
+def _link_lines(others: list[str]) -> list[str]:
+    return [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in others]
 
 
 def problems(root: Path) -> list[str]:
@@ -116,9 +120,9 @@ def problems(root: Path) -> list[str]:
         listed = read(root)
     except BundleError as exc:
         return [str(exc)]
-    files, _ = bundle_files(root)
+    files, others = bundle_files(root)  # one walk of the bundle serves both checks
     present = set(files)
-    lines = links_and_special_files(root)
+    lines = _link_lines(others)
     for rel, digest in listed.items():
         if rel not in present:
             lines.append(f"{rel}{_MISSING}")
