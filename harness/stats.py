@@ -21,6 +21,11 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def median(values: Sequence[float]) -> float:
+    """The median, as `summarize_ns` gives it (the 50th percentile of `percentile`)."""
+    return percentile(sorted(values), 50)
+
+
 def summarize_ns(samples: Sequence[int]) -> dict[str, float | int | bool]:
     """n, median, p90, p99, mean, stdev (sample), CV, min, max of nanosecond samples, and
     whether the spread makes them noisy."""
@@ -33,7 +38,7 @@ def summarize_ns(samples: Sequence[int]) -> dict[str, float | int | bool]:
     cv = stdev / mean if mean > 0 else 0.0
     return {
         "n": n,
-        "median_ns": percentile(values, 50),
+        "median_ns": median(values),
         "p90_ns": percentile(values, 90),
         "p99_ns": percentile(values, 99),
         "mean_ns": mean,

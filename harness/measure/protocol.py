@@ -13,12 +13,46 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 PROTOCOL_VERSION = 1
 
 Status = Literal["valid", "invalid", "failed"]
 STATUSES: tuple[Status, ...] = ("valid", "invalid", "failed")
+
+
+# What a worker phase is for: the run's time line adds up the phases of each kind.
+PhaseKind = Literal["start-up", "compile", "passes", "LoadGen"]
+PHASE_KINDS: tuple[PhaseKind, ...] = get_args(PhaseKind)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of the worker's time, timed on its own: `name` is its key in `phases_s` and what the
+    parent's progress bar shows while it runs."""
+
+    name: str
+    kind: PhaseKind
+
+
+IMPORT = Phase("import", "start-up")
+BUILD = Phase("build", "start-up")
+REFERENCE = Phase("reference", "start-up")
+ROOFLINE = Phase("roofline", "start-up")
+PREPARE = Phase("prepare", "compile")
+FIRST_CALL = Phase("first_call", "compile")
+CORRECTNESS = Phase("correctness", "passes")
+TIMING = Phase("timing", "passes")
+LOADGEN = Phase("loadgen", "LoadGen")
+TIMING_AFTER_LOADGEN = Phase("timing_after_loadgen", "passes")
+ACCURACY = Phase("accuracy", "LoadGen")
+# A compliance test runs as a phase named after it (the scenario file's `loadgen.compliance`).
+COMPLIANCE: dict[str, Phase] = {test: Phase(test, "LoadGen") for test in ("TEST01", "TEST04")}
+MEMORY = Phase("memory", "passes")
+PROFILE = Phase("profile", "passes")
+# Every phase a worker times, in the order it runs them: the one list of them.
+PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, ROOFLINE, PREPARE, FIRST_CALL, CORRECTNESS, TIMING, LOADGEN,
+                             TIMING_AFTER_LOADGEN, ACCURACY, *COMPLIANCE.values(), MEMORY, PROFILE)
 
 
 class ProtocolError(ValueError):
@@ -55,7 +89,7 @@ class WorkerAnswer:
     metrics: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)  # versions, threads, affinity, variables
     warnings: list[str] = field(default_factory=list)  # figures to read with care (harness/measure/trust.py)
-    phases_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase
+    phases_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase (`Phase.name`)
     version: int = PROTOCOL_VERSION
 
     def to_json(self) -> str:

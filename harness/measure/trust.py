@@ -26,6 +26,7 @@ from typing import Any
 
 from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
+from harness.metric_table import format_duration_ns as duration  # one format for every duration shown
 from harness.scenario.rules import rule
 from harness.stats import NOISY_CV
 from harness.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, STOLEN_SHARE
@@ -69,25 +70,21 @@ def _machine_around_loadgen(loadgen: dict[str, Any], repetitions: list[dict[str,
     return f"; {said}" if said else ""
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
-
-
 def _why(gap: float, device_ns: float, call: float | None, sut: dict[str, Any], pipelined: bool,
          machine: str = "") -> str:
     own = (sut.get("gather_median_ns") or 0) + (sut.get("respond_median_ns") or 0)
     direction = "slower" if gap > 0 else "faster"
     if call and not pipelined and abs(call / device_ns - 1) > MODEL_SLOWER_LIMIT:
         return (f"the model itself ran {abs(call / device_ns - 1):.0%} {direction} inside LoadGen's run than in the "
-                f"timing pass ({_ms(call)} a call against {_ms(device_ns)}): the machine's speed changed, or something "
+                f"timing pass ({duration(call)} a call against {duration(device_ns)}): the machine's speed changed, or something "
                 f"ran beside it (see what ran beside each){machine}")
     if own > MODEL_SLOWER_LIMIT * device_ns:
-        return (f"the system under test's own work per batch (gathering inputs and answering: {_ms(own)}, "
+        return (f"the system under test's own work per batch (gathering inputs and answering: {duration(own)}, "
                 f"{own / device_ns:.0%} of a batch)")
     if pipelined:
         return f"LoadGen's Offline throughput fell {gap:.0%} behind the device timing with batches in flight"
     return (f"LoadGen's accounting around the calls ({direction} by {abs(gap):.0%}; the calls themselves took "
-            f"{_ms(call) if call else 'an unknown time'} against {_ms(device_ns)} timed alone)")
+            f"{duration(call) if call else 'an unknown time'} against {duration(device_ns)} timed alone)")
 
 
 def warnings(metrics: dict[str, Any]) -> list[str]:
@@ -102,7 +99,7 @@ def warnings(metrics: dict[str, Any]) -> list[str]:
         found.append(f"the warm-up did not settle within {warmup.get('seconds', 0):.1f} s "
                      f"({warmup.get('calls')} calls; windows kept differing by over {warmup.get('tolerance', 0):.0%})")
     if timing.get("repetition_spread", 0) > DRIFT_LIMIT:
-        medians = ", ".join(f"{r['when']} {_ms(r['median_ns'])}" for r in timing.get("repetitions", []))
+        medians = ", ".join(f"{r['when']} {duration(r['median_ns'])}" for r in timing.get("repetitions", []))
         found.append(f"drift: the timed repetitions' medians spread {timing['repetition_spread']:.0%} ({medians})"
                      + _machine_drift(timing.get("repetitions") or []))
     found += _machine(timing.get("repetitions") or [])

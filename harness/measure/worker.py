@@ -36,8 +36,8 @@ from harness import allocator, artifact_cache, registry
 from harness.atomic import write_bytes_atomic
 from harness.contract import Variant
 from harness.errors import HarnessError
-from harness.measure import trust
-from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.measure import protocol, trust
+from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
 
 
 class PhaseClock:
@@ -49,17 +49,18 @@ class PhaseClock:
         self.current = "start"
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        self.current = name
+    def phase(self, phase: Phase) -> Iterator[None]:
+        """Time `phase`, one of `protocol.PHASES` (the parent groups them by kind)."""
+        self.current = phase.name
         try:
-            self.phase_file.write_text(name)
+            self.phase_file.write_text(phase.name)
         except OSError:
             pass  # the progress display is a convenience; measurement goes on
         start = time.perf_counter()
         try:
             yield
         finally:
-            self.durations_s[name] = time.perf_counter() - start
+            self.durations_s[phase.name] = time.perf_counter() - start
 
 
 def run_cell(request: WorkerRequest) -> WorkerAnswer:
@@ -72,7 +73,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     answer = WorkerAnswer()
     metrics = answer.metrics
     try:
-        with clock.phase("import"):
+        with clock.phase(protocol.IMPORT):
             import torch
 
             from harness import precision
@@ -181,7 +182,7 @@ def _measure(
     model_spec = cell["model"]
     workdir = Path.cwd()
     artifacts = Path(request.artifact_dir)
-    with clock.phase("build"):
+    with clock.phase(protocol.BUILD):
         model = zoo.build_model(
             model_spec["name"], pretrained=model_spec["pretrained"], seed=cell["seed"], device=device, dtype=dtype
         )
@@ -191,12 +192,12 @@ def _measure(
             device=device, dtype=dtype,
         )
         example = torch.cat([samples[i % len(samples)] for i in range(batch)])
-    with clock.phase("reference"):
+    with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
-    with clock.phase("roofline"):
+    with clock.phase(protocol.ROOFLINE):
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
-    with clock.phase("prepare"):
+    with clock.phase(protocol.PREPARE):
         variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"],
                           graphs=cell["variant"].get("graphs", "off"))
         cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
@@ -204,14 +205,14 @@ def _measure(
         prepared = backend.prepare(
             model, example, device=device, dtype=dtype, variant=variant, workdir=workdir, cache_dir=cache_dir
         )
-    metrics["prepare_s"] = clock.durations_s["prepare"]
+    metrics["prepare_s"] = clock.durations_s[protocol.PREPARE.name]
     metrics["prepare_cache"] = prepared.prepare_cache
     try:
-        with clock.phase("first_call"):
+        with clock.phase(protocol.FIRST_CALL):
             output = prepared(example)
             prepared.synchronize()
-        metrics["first_call_s"] = clock.durations_s["first_call"]
-        with clock.phase("correctness"):
+        metrics["first_call_s"] = clock.durations_s[protocol.FIRST_CALL.name]
+        with clock.phase(protocol.CORRECTNESS):
             if reference is None:
                 metrics["correctness"] = {"ok": True, "reason": "", "note": "not checked: the backend computes no model"}
             else:
@@ -221,19 +222,19 @@ def _measure(
         timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell["timing"], device,
                               observe=observe, compare=compare)
         before_loadgen = max(cell["timing"]["repetitions"] // 2, 1)
-        with clock.phase("timing"):
+        with clock.phase(protocol.TIMING):
             timing.warm_up()
             for _ in range(before_loadgen):
                 timing.repetition("before loadgen")
         hint_ns = timing.result()["summary"]["median_ns"]
-        with clock.phase("loadgen"):
+        with clock.phase(protocol.LOADGEN):
             speed_before = machine_speed.read()
             before = activity.snapshot()
             settings = loadgen.Settings(cell, len(samples))
             metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings)
             metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
             metrics["loadgen"]["beside"]["machine_speed"] = machine_speed.around(speed_before, machine_speed.read())
-        with clock.phase("timing_after_loadgen"):
+        with clock.phase(protocol.TIMING_AFTER_LOADGEN):
             for _ in range(cell["timing"]["repetitions"] - before_loadgen):
                 timing.repetition("after loadgen")
         metrics["device_time"] = timing.result()
@@ -245,11 +246,11 @@ def _measure(
         metrics["roofline"] = roofline.bound(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
         )
-        with clock.phase("memory"):
+        with clock.phase(protocol.MEMORY):
             metrics["memory"] = memory_pass(
                 prepared, example, cell["passes"]["memory_iters"], device, baseline_rss, baseline_device_used
             )
-        with clock.phase("profile"):
+        with clock.phase(protocol.PROFILE):
             profile = passes.profile(prepared, example, cell["passes"]["profile_iters"], device, workdir)
             metrics["fusion_report"] = profile.pop("fusion_report")
             metrics["kernels"] = profile
@@ -268,13 +269,15 @@ def _mlperf_runs(cell: dict[str, Any], prepared: Any, samples: list[Any], folder
 
     accuracy_dir = None
     if cell["loadgen"].get("accuracy"):
-        with clock.phase("accuracy"):
-            assert folder is not None and cell["inputs"].get("labels"), "the schema asks for labelled images"
+        with clock.phase(protocol.ACCURACY):
+            if folder is None or not cell["inputs"].get("labels"):  # the scenario schema requires both
+                raise HarnessError("loadgen.accuracy needs labelled images (inputs: {source: folder, path: ..., "
+                                   "labels: ...}); this cell's request names none")
             labels = [label for _, label in read_labels(folder / cell["inputs"]["labels"])][: len(samples)]
             accuracy_dir = outdir / "accuracy"
             metrics["accuracy"] = loadgen.run_accuracy(prepared, samples, cell, settings, labels, accuracy_dir)
     for test in cell["loadgen"].get("compliance") or ():
-        with clock.phase(test):
+        with clock.phase(protocol.COMPLIANCE[test]):
             metrics.setdefault("compliance", {})[test] = loadgen.run_compliance(
                 prepared, samples, cell, settings, test, metrics["loadgen"], accuracy_dir, outdir / test)
 

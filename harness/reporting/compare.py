@@ -8,6 +8,13 @@ better) and the ratio B/A. A difference counts only when two tests agree (asv's 
 Device-timing samples are consecutive calls, not independent draws, so p is a guide rather
 than an exact error rate; the threshold is what keeps noise out.
 
+Every other figure `compare` judges (harness/metric_table.py: LoadGen's figure, kernels per
+inference, peak memory, compile time, accuracy) is one number a side, with no samples for a rank
+test: B/A beyond the threshold decides ("ratio"), or any change for a count a rerun reproduces
+("exact"). Each gets better, worse or same by its row's direction, or not comparable with why (one
+cell lacks it, or the cells differ in a setting it depends on: a cold against a warm compile).
+They inform; the label of a pair and the exit code follow device time and failures as before.
+
 Labels: improved, regressed, not significant, not comparable (with why), new failure (valid in A,
 failed or invalid in B), fixed (the other way). Two valid cells whose math modes differ (IEEE fp32
 against TF32, or one that did not record it) are not comparable, whatever their ids say. Per
@@ -22,16 +29,36 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness import metric_table
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
+from harness.metric_table import Metric, format_value
 from harness.plain_text import visible_lines
 from harness.reporting.markdown import md_cell
 from harness.reporting.view import hardware
-from harness.stats import geometric_mean, mann_whitney_u
+from harness.stats import geometric_mean, mann_whitney_u, median
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
+VERDICTS = ("worse", "better", "same", "not comparable")  # of one figure of a pair
+_DEVICE_TIME = {"regressed": "worse", "improved": "better", "not significant": "same", "not comparable": "not comparable"}
 MIN_SAMPLES = 8
 ALPHA = 0.01
+
+
+@dataclass
+class Figure:
+    """One figure of a pair of valid cells, judged by its row of the metric table."""
+
+    metric: str
+    better: str  # "lower" or "higher"
+    rule: str  # "rank test", "ratio" or "exact" (harness/metric_table.py)
+    a: float | None
+    b: float | None
+    a_shown: str  # as the console summary and the report show it (harness/metric_table.py)
+    b_shown: str
+    verdict: str = "not comparable"
+    ratio: float | None = None  # B/A where both are positive
+    why: str = ""
 
 
 @dataclass
@@ -45,6 +72,7 @@ class Pair:
     median_b_ns: float | None = None
     ratio: float | None = None  # B/A of the medians; < 1 is faster
     p_value: float | None = None
+    figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
 
 
 @dataclass
@@ -63,6 +91,14 @@ class Comparison:
     def counts(self) -> dict[str, int]:
         return {label: sum(1 for p in self.pairs if p.verdict == label) for label in LABELS}
 
+    def figure_counts(self) -> dict[str, dict[str, int]]:
+        """Per figure of the metric table that some pair has: how many pairs got each verdict."""
+        counts = {m.name: dict.fromkeys(VERDICTS, 0) for m in metric_table.compared()}
+        for pair in self.pairs:
+            for figure in pair.figures:
+                counts[figure.metric][figure.verdict] += 1
+        return {name: by_verdict for name, by_verdict in counts.items() if any(by_verdict.values())}
+
     def geomeans(self) -> dict[str, dict[str, float | int]]:
         by_backend: dict[str, list[float]] = {}
         for pair in self.pairs:
@@ -78,14 +114,8 @@ class Comparison:
 
 
 def _samples(cell: dict[str, Any]) -> list[int]:
-    samples = lookup(cell, "metrics", "device_time", "samples_ns")
+    samples = lookup(cell, *metric_table.metric("device_time").samples)
     return list(samples) if isinstance(samples, list) else []
-
-
-def _median(samples: list[int]) -> float:
-    values = sorted(samples)
-    mid = len(values) // 2
-    return float(values[mid]) if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def math_mode(cell: dict[str, Any]) -> str:
@@ -122,14 +152,25 @@ def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: flo
     if where_a and where_b and where_a != where_b:
         pair.why = f"ran on different hardware: A {where_a}, B {where_b}"
         return pair
+    _device_time(pair, cell_a, cell_b, threshold, alpha)
+    device = metric_table.metric("device_time")
+    pair.figures = [Figure(device.name, str(device.better), device.rule, device.value(cell_a), device.value(cell_b),
+                           device.figure(cell_a), device.figure(cell_b), _DEVICE_TIME[pair.verdict], pair.ratio, pair.why)]
+    pair.figures += [judge(m, cell_a, cell_b, threshold) for m in metric_table.compared()
+                     if m.rule != "rank test" and (m.value(cell_a) is not None or m.value(cell_b) is not None)]
+    return pair
+
+
+def _device_time(pair: Pair, cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: float, alpha: float) -> None:
+    """Label `pair` by its raw device-timing samples: the ratio of medians and the rank test."""
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     if len(samples_a) < MIN_SAMPLES or len(samples_b) < MIN_SAMPLES:
         pair.why = f"too few timing samples for the rank test ({len(samples_a)} and {len(samples_b)}; {MIN_SAMPLES} needed)"
-        return pair
-    pair.median_a_ns, pair.median_b_ns = _median(samples_a), _median(samples_b)
+        return
+    pair.median_a_ns, pair.median_b_ns = median(samples_a), median(samples_b)
     if pair.median_a_ns <= 0 or pair.median_b_ns <= 0:
         pair.why = "a median batch time of 0 ns (the null backend computes nothing)"
-        return pair
+        return
     pair.ratio = pair.median_b_ns / pair.median_a_ns
     _, pair.p_value = mann_whitney_u(samples_a, samples_b)
     beyond = pair.ratio > 1 + threshold or pair.ratio < 1 - threshold
@@ -139,7 +180,34 @@ def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: flo
         pair.verdict = "not significant"
         pair.why = (f"p = {pair.p_value:.3g} (needs < {alpha:g})" if beyond
                     else f"within {threshold:.0%} (B/A {pair.ratio:.3f})")
-    return pair
+
+
+def judge(metric: Metric, cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: float) -> Figure:
+    """A single figure a side (rule "ratio" or "exact"): no spread, so no rank test. "ratio": B/A
+    beyond `threshold` is a change; "exact": any difference is."""
+    a, b = metric.value(cell_a), metric.value(cell_b)
+    figure = Figure(metric.name, str(metric.better), metric.rule, a, b, metric.figure(cell_a), metric.figure(cell_b))
+    if a is None or b is None:
+        figure.why = f"only {'A' if b is None else 'B'} has it"
+        return figure
+    if metric.same_in_both:
+        setting_a, setting_b = lookup(cell_a, *metric.same_in_both), lookup(cell_b, *metric.same_in_both)
+        if setting_a != setting_b:
+            figure.why = f"{metric.same_in_both[-1]} differs: A {setting_a}, B {setting_b}"
+            return figure
+    limit = 0.0 if metric.rule == "exact" else threshold
+    figure.ratio = b / a if a > 0 and b > 0 else None
+    if a == b or (figure.ratio is not None and abs(figure.ratio - 1) <= limit):
+        figure.verdict = "same"
+        figure.why = "" if a == b else f"within {limit:.0%} (B/A {figure.ratio:.3f})"
+        return figure
+    if abs(b - a) < metric.floor:
+        figure.verdict, figure.why = "same", f"a difference under {format_value(metric.floor, metric.unit)}"
+        return figure
+    figure.verdict = "worse" if (b > a) == (metric.better == "lower") else "better"
+    figure.why = ("any change counts" if metric.rule == "exact"
+                  else f"beyond {limit:.0%}" if figure.ratio is not None else "from or to 0")
+    return figure
 
 
 def _gpus(system: Any) -> str | None:
@@ -203,11 +271,21 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     return result
 
 
+def _rules(threshold: float) -> dict[str, dict[str, str]]:
+    """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
+    said = {"rank test": f"B/A of the medians beyond {threshold:.0%} and a Mann-Whitney U test agreeing",
+            "ratio": f"one figure a side: B/A beyond {threshold:.0%}", "exact": "one figure a side: any change"}
+    return {m.name: {"label": m.label, "definition": m.definition, "better": str(m.better), "rule": m.rule,
+                     "test": said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else "")}
+            for m in metric_table.compared()}
+
+
 def to_json(comparison: Comparison) -> str:
     data = {
         "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
         "test": "Mann-Whitney U (two-sided, normal approximation) on device-timing samples, and the threshold",
         "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
+        "figures": _rules(comparison.threshold), "figure_counts": comparison.figure_counts(),
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
         "geomean_by_backend": comparison.geomeans(),
         "pairs": [asdict(p) for p in comparison.pairs],
@@ -215,8 +293,28 @@ def to_json(comparison: Comparison) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
-def _ms(ns: float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f}"
+def _figures(comparison: Comparison) -> list[str]:
+    """The other figures of the valid pairs: how each is judged, the verdicts, and every change."""
+    counts = comparison.figure_counts()
+    rules = _rules(comparison.threshold)
+    if not any(name != "device_time" for name in counts):
+        return []
+    lines = ["## Other figures", "",
+             "Each figure of two valid cells by its row of the metric table (docs/metrics.md). These verdicts "
+             "inform: the labels above and the exit code follow device time and failures only.", "",
+             "| figure | better | judged by | " + " | ".join(VERDICTS) + " |", "|---|---|---|" + "---:|" * len(VERDICTS)]
+    lines += [f"| {rules[name]['label']} | {rules[name]['better']} | {rules[name]['test']} | "
+              + " | ".join(str(by[v]) for v in VERDICTS) + " |" for name, by in counts.items() if name != "device_time"]
+    changed = [(p, f) for p in comparison.pairs for f in p.figures if f.metric != "device_time" and f.verdict != "same"]
+    lines += ["", f"Every figure not the same ({len(changed)}):", ""]
+    if changed:
+        order = {verdict: i for i, verdict in enumerate(VERDICTS)}
+        lines += ["| cell | figure | A | B | B/A | verdict | why |", "|---|---|---:|---:|---:|---|---|"]
+        for pair, f in sorted(changed, key=lambda item: (order[item[1].verdict], item[0].label, item[1].metric)):
+            ratio = "-" if f.ratio is None else f"{f.ratio:.3f}"
+            lines.append(f"| {md_cell(pair.label)} | {rules[f.metric]['label']} | {md_cell(f.a_shown)} | "
+                         f"{md_cell(f.b_shown)} | {ratio} | **{f.verdict}** | {md_cell(f.why)} |")
+    return [*lines, ""]
 
 
 def to_markdown(comparison: Comparison) -> str:
@@ -243,12 +341,13 @@ def to_markdown(comparison: Comparison) -> str:
                   "| backend | pairs | B/A |", "|---|---:|---:|"]
         lines += [f"| {md_cell(name)} | {g['pairs']} | {g['geomean_ratio']:.3f} |" for name, g in geomeans.items()]
         lines.append("")
-    lines += ["## Cells", "", "| cell | A median (ms) | B median (ms) | B/A | p | verdict | why |",
-              "|---|---:|---:|---:|---:|---|---|"]
+    lines += ["## Cells", "", "Device time: the median batch time of each side's timing samples.", "",
+              "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
     order = {label: i for i, label in enumerate(LABELS)}
     for p in sorted(c.pairs, key=lambda p: (order[p.verdict], p.label)):
         ratio = "-" if p.ratio is None else f"{p.ratio:.3f}"
         p_value = "-" if p.p_value is None else f"{p.p_value:.2g}"
-        lines.append(f"| {md_cell(p.label)} | {_ms(p.median_a_ns)} | {_ms(p.median_b_ns)} | {ratio} | {p_value} | "
-                     f"**{p.verdict}** | {md_cell(p.why)} |")
+        lines.append(f"| {md_cell(p.label)} | {format_value(p.median_a_ns, 'ns')} | {format_value(p.median_b_ns, 'ns')} | "
+                     f"{ratio} | {p_value} | **{p.verdict}** | {md_cell(p.why)} |")
+    lines += ["", *_figures(c)]
     return visible_lines("\n".join(lines) + "\n")

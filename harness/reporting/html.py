@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
+from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.reporting.plots import Point, Series, bar_chart, scatter
 from harness.reporting.view import (
@@ -30,6 +31,7 @@ from harness.reporting.view import (
     warnings_table,
 )
 
+MEMORY_PLOTS = ("peak_rss", "gpu_peak")  # rows of harness/metric_table.py, a GPU plot only where measured
 STATUS_COLOURS = {"valid": "#c7e9c0", "invalid": "#fdd0a2", "failed": "#fcbba1", "skipped": "#e0e0e0",
                   "interrupted": "#dadaeb", "not run": "#ffffff"}
 
@@ -114,18 +116,19 @@ def html(loaded: LoadedBundle) -> str:
     ))
 
     parts.append("<h2>Memory per backend</h2>")
-    memory_rows = [r for r in valid if r.memory_bytes[1] is not None]
-    memory_groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in memory_rows))
-    memory_variants = list(dict.fromkeys(r.variant for r in memory_rows))
-    memory = {(f"{r.model} {r.setting}", r.variant): r.memory_bytes[1] / 2**20 for r in memory_rows}  # type: ignore[operator]
-    kind = memory_rows[0].memory_bytes[0] if memory_rows else ""
-    parts.append(_figure(
-        bar_chart(f"Memory: {kind} (MiB)", memory_groups,
-                  [Series(v, tuple(memory.get((g, v)) for g in memory_groups)) for v in memory_variants], "MiB",
-                  chart_id="plot-memory") if memory_rows else None,
-        "Peak resident memory of the cell's worker process on CPU; torch's peak allocation on GPU.",
-        "No valid cell recorded memory in this run.",
-    ))
+    for number, name in enumerate(metric_table.present(MEMORY_PLOTS, [r.cell for r in valid])):
+        memory_row = metric_table.metric(name)
+        memory = {(f"{r.model} {r.setting}", r.variant): bytes_ / 2**20 for r in valid
+                  if (bytes_ := memory_row.value(r.cell)) is not None}
+        groups = list(dict.fromkeys(group for group, _ in memory))
+        variants = list(dict.fromkeys(variant for _, variant in memory))
+        parts.append(_figure(
+            bar_chart(f"Memory: {memory_row.label} (MiB)", groups,
+                      [Series(v, tuple(memory.get((g, v)) for g in groups)) for v in variants], "MiB",
+                      chart_id="plot-memory" + ("" if number == 0 else f"-{name}")) if memory else None,
+            f"{memory_row.label[0].upper()}{memory_row.label[1:]}: {memory_row.definition}.",
+            "No valid cell recorded memory in this run.",
+        ))
 
     parts.append("<h2>Where the time goes</h2>")
     parts.append(f"<p>{escape(TIME_SPLIT_NOTE)}</p>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.bundle.reader import LoadedBundle
+from harness.metric_table import format_value
 from harness.plain_text import visible
 from harness.reporting.view import (
     AGREEMENT_NOTE,
@@ -16,7 +17,6 @@ from harness.reporting.view import (
     baseline_of,
     cells_table,
     facts,
-    fmt_ms,
     fmt_speedup,
     fused_kernels,
     fusion_pairs,
@@ -67,7 +67,8 @@ def markdown(loaded: LoadedBundle) -> str:
     if not slower:
         lines += ["Nowhere in this run.", ""]
     for p in slower:
-        lines += [f"- **{md_cell(p.name)}**: fusion on {fmt_ms(p.on.median_ns)}, off {fmt_ms(p.off.median_ns)}, "
+        on, off = format_value(p.on.median_ns, "ns"), format_value(p.off.median_ns, "ns")
+        lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
                   f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")]
     if slower:
         lines.append("")
@@ -75,7 +76,8 @@ def markdown(loaded: LoadedBundle) -> str:
     for backend in dict.fromkeys(r.backend for r in valid_rows(rows)):
         groups, series = time_split_series(rows, backend)
         if groups:
-            body = [[g, f"{k:.3f} ms", f"{o:.3f} ms"] for g, k, o in zip(groups, series[0].values, series[1].values)]
+            body = [[g, *(format_value(None if ms is None else ms * 1e6, "ns") for ms in (k, o))]  # the plots' ms
+                    for g, k, o in zip(groups, series[0].values, series[1].values)]
             lines += [f"### {md_cell(backend)}", "", *_md_table(["cell", "in kernels", "overhead"], body)]
     lines += ["## One latency truth", "", AGREEMENT_NOTE, "", *_md_table(*agreement_table(rows))]
     lines += ["## Warnings", "", *_md_table(*warnings_table(rows))]

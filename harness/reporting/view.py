@@ -12,11 +12,17 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from harness import metric_table
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.metric_table import format_value
 from harness.reporting.plots import Series
 from harness.scenario.cells import variant_label
 
 FUSED_KERNELS_SHOWN = 8
+# Figures of harness/metric_table.py each table shows (an optional one only where a cell has it).
+FUSION_COLUMNS: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak")
+CELL_COLUMNS: tuple[str | tuple[str, ...], ...] = (
+    metric_table.LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak", "compile_time")
 ROOFLINE_NOTE = (
     "Bound: the least time one batch could take at the device's measured peaks, max(FLOPs / peak FLOP/s, "
     "compulsory bytes / peak bytes/s); fraction of bound = bound / measured median (1 is the roofline). "
@@ -116,15 +122,11 @@ class Row:
 
     @property
     def kernels(self) -> float | None:
-        value = self.metric("kernels", "kernels_per_inference")
-        return float(value) if isinstance(value, (int, float)) else None
+        return metric_table.value("kernels_per_inference", self.cell)
 
-    @property
-    def memory_bytes(self) -> tuple[str, int | None]:
-        gpu = self.metric("memory", "torch_max_allocated_bytes")
-        if gpu is not None:
-            return "GPU max allocated (torch)", gpu
-        return "peak RSS", self.metric("memory", "peak_rss_bytes")
+    def figure(self, column: str | tuple[str, ...]) -> str:
+        """A figure of the cell as every table shows it (harness/metric_table.py)."""
+        return metric_table.figure(column, self.cell)
 
 
 def valid_rows(rows: list[Row]) -> list[Row]:
@@ -216,23 +218,6 @@ def fmt_fraction(fraction: float | None) -> str:
     return f"{fraction:.3f} above roof" if fraction > 1 else f"{fraction:.3f}"
 
 
-def fmt_ms(ns: float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
-
-
-def fmt_metric(row: Row) -> str:
-    metric = row.metric("loadgen", "metric") or {}
-    value = metric.get("value")
-    if value is None:
-        return "-"
-    text = f"{value / 1e6:.3f} ms" if metric.get("unit") == "ns" else f"{value:.1f} samples/s"
-    return text if row.metric("loadgen", "validity") == "VALID" else f"{text} (INVALID)"
-
-
-def fmt_bytes(value: int | None) -> str:
-    return "-" if value is None else f"{value / 2**20:.0f} MiB"
-
-
 def fusions_by_class(row: Row) -> str:
     by_class = row.metric("fusion_report", "fusions_by_class")
     if not isinstance(by_class, dict):  # bundles written before fusions were counted by class
@@ -242,12 +227,11 @@ def fusions_by_class(row: Row) -> str:
 
 def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
-    def kernels(row: Row) -> str:
-        return "-" if row.kernels is None else f"{row.kernels:g}"
-
-    head = ["model backend setting", "on", "off", "speedup", "kernels/inf on / off", "memory on / off", "fusions on (by class)"]
-    body = [[p.name, fmt_ms(p.on.median_ns), fmt_ms(p.off.median_ns), fmt_speedup(p),
-             f"{kernels(p.on)} / {kernels(p.off)}", f"{fmt_bytes(p.on.memory_bytes[1])} / {fmt_bytes(p.off.memory_bytes[1])}",
+    columns = metric_table.present(FUSION_COLUMNS, [r.cell for p in pairs for r in (p.on, p.off)])
+    head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
+            "fusions on (by class)"]
+    body = [[p.name, format_value(p.on.median_ns, "ns"), format_value(p.off.median_ns, "ns"), fmt_speedup(p),
+             *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body
 
@@ -263,8 +247,8 @@ def roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
         bound_ns = roof.get("time_bound_ns")
         fraction = roof.get("fraction_of_bound")
         body.append([r.model, r.variant, r.setting, f"{roof['flops'] / 1e9:.3g}", f"{roof['compulsory_bytes'] / 1e6:.3g}",
-                     fmt_ms(bound_ns), roof.get("bound_by", "-"), fmt_ms(r.median_ns),
-                     fmt_fraction(fraction), "-" if r.kernels is None else f"{r.kernels:g}"])
+                     format_value(bound_ns, "ns"), roof.get("bound_by", "-"), format_value(r.median_ns, "ns"),
+                     fmt_fraction(fraction), r.figure("kernels_per_inference")])
     return head, body
 
 
@@ -276,11 +260,10 @@ def agreement_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
         agreement = r.metric("latency_agreement")
         if not isinstance(agreement, dict):
             continue
-        gap = agreement.get("gap")
         device = agreement.get("device_ns_per_batch")
-        body.append([r.model, r.variant, r.setting, fmt_ms(agreement.get("loadgen_ns_per_batch")),
-                     "-" if device is None else f"{fmt_ms(device)} ({agreement.get('device_statistic')})",
-                     "-" if gap is None else f"{gap:+.1%}",
+        body.append([r.model, r.variant, r.setting, format_value(agreement.get("loadgen_ns_per_batch"), "ns"),
+                     "-" if device is None else f"{format_value(device, 'ns')} ({agreement.get('device_statistic')})",
+                     r.figure("latency_gap"),
                      agreement.get("why") or ("within the limit" if agreement.get("within") else "")])
     return head, body
 
@@ -301,18 +284,13 @@ def time_split_series(rows: list[Row], backend: str) -> tuple[list[str], list[Se
 
 
 def cells_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
-    head = ["model", "backend / variant", "setting", "status", "math", "LoadGen metric", "device time (median)",
-            "kernels/inf", "fusions", "memory", "prepare"]
-    body = []
-    for r in rows:
-        prepare = r.metric("prepare_s")
-        body.append([
-            r.model, r.variant, r.setting, r.status, str(r.metric("math_mode", "effective") or "-"), fmt_metric(r),
-            fmt_ms(r.median_ns),
-            "-" if r.kernels is None else f"{r.kernels:g}",
-            str(r.metric("fusion_report", "fusion_count") if r.metric("fusion_report") else "-"),
-            fmt_bytes(r.memory_bytes[1]), "-" if prepare is None else f"{prepare:.1f} s",
-        ])
+    """Every cell's figures, under the labels and in the words of the console summary."""
+    columns = metric_table.present(CELL_COLUMNS, [r.cell for r in rows])
+    head = ["model", "backend / variant", "setting", "status", "math", *(metric_table.label(c) for c in columns),
+            "fusions"]
+    body = [[r.model, r.variant, r.setting, r.status, str(r.metric("math_mode", "effective") or "-"),
+             *(r.figure(c) for c in columns),
+             str(r.metric("fusion_report", "fusion_count") if r.metric("fusion_report") else "-")] for r in rows]
     return head, body
 
 

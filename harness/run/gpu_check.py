@@ -5,8 +5,9 @@ Offline batch 32, IEEE fp32) through the normal run, into a normal bundle, withi
 (8 minutes by default: a cell not started by then is skipped, saying so), then prints one verdict
 per backend, model and fusion setting: status, the math mode read back after the run, kernels
 per inference, LoadGen's figure, the device-timing median and its CV, and the gap between the
-two. Backends that could not run are listed with the reason (a package missing, no CUDA
-provider, ...). Exit 0 when every cell that could run is valid, 1 otherwise, 2 without a GPU.
+two, each as the run's summary and the report write it (harness/metric_table.py). Backends that
+could not run are listed with the reason (a package missing, no CUDA provider, ...). Exit 0 when
+every cell that could run is valid, 1 otherwise, 2 without a GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness import metric_table
 from harness.bundle.reader import load, lookup
 from harness.errors import ConfigError
 from harness.plain_text import visible
@@ -60,42 +62,25 @@ def _torch_sees_cuda() -> bool:
     return done.returncode == 0 and json.loads(done.stdout.strip() or "false") is True
 
 
-def _figure(cell: dict[str, Any]) -> str:
-    metric = lookup(cell, "metrics", "loadgen", "metric") or {}
-    value = metric.get("value")
-    if value is None:
-        return "-"
-    return f"{value / 1e6:.2f} ms" if metric.get("unit") == "ns" else f"{value:,.0f} samples/s"
-
-
-def _device_time(cell: dict[str, Any]) -> str:
-    summary = lookup(cell, "metrics", "device_time", "summary") or {}
-    if "median_ns" not in summary:
-        return "-"
-    return f"{summary['median_ns'] / 1e6:.3f} ms (CV {100 * summary.get('cv', 0):.1f}%)"
-
-
-def _gap(cell: dict[str, Any]) -> str:
-    gap = lookup(cell, "metrics", "latency_agreement", "gap")
-    return "-" if gap is None else f"{100 * gap:+.1f}%"
+# The figures of each verdict, in harness/metric_table.py's words (the run's summary shows them alike).
+COLUMNS: tuple[str | tuple[str, ...], ...] = (
+    "kernels_per_inference", metric_table.LOADGEN, "device_time", "latency_gap")
 
 
 def verdict_table(cells: list[dict[str, Any]]) -> Table:
     """One row per backend, model and fusion setting (and scenario, batch)."""
     table = Table(title="GPU check: verdicts")
-    for column in ("backend", "model", "fusion", "setting", "status", "math mode", "kernels/inf",
-                   "LoadGen", "device time", "gap"):
+    for column in ("backend", "model", "fusion", "setting", "status", "math mode", *map(metric_table.label, COLUMNS)):
         table.add_column(column)
     for cell in sorted(cells, key=lambda c: (c["config"]["backend"], c["config"]["model"]["name"],
                                               c["config"]["variant"]["fusion"])):
         config = cell["config"]
-        kernels = lookup(cell, "metrics", "kernels", "kernels_per_inference")
         table.add_row(
             *(Text(visible(value)) for value in (config["backend"], config["model"]["name"], config["variant"]["fusion"],
                                                  f"{config['scenario']} b{config['batch']} {config['dtype']}")),
             Text(cell["status"], style=STATUS_STYLE.get(cell["status"], "")),
             str(lookup(cell, "metrics", "math_mode", "effective") or "-"),
-            "-" if kernels is None else f"{kernels:g}", _figure(cell), _device_time(cell), _gap(cell),
+            *(Text(visible(metric_table.figure(column, cell))) for column in COLUMNS),
         )
     return table
 

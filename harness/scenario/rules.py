@@ -3,9 +3,10 @@
 
 A row says how a cell's batch is chosen, which LoadGen settings the scenario takes from the file,
 the minimum query count LoadGen's early stopping needs, how the LoadGen hint is set, MLPerf's
-headline metric and how the console names it, the LoadGen figure that stands for one batch's time
-(and which device-timing statistic it is compared with), and whether an INVALID run that went
-faster than its hint is run again with LoadGen's own measured rate.
+headline metric (its recorded name carries its percentile: harness/metric_table.py shows it from
+there), the LoadGen figure that stands for one batch's time (and which device-timing statistic it
+is compared with), and whether an INVALID run that went faster than its hint is run again with
+LoadGen's own measured rate.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ class ScenarioRule:
     set_hint: HintSetter
     metric_name: str
     metric_unit: Literal["ns", "samples/s"]
-    metric_label: str  # how the console names the metric ("p90 3.20 ms")
     metric_keys: tuple[str, ...]  # the LoadGen log entries that give the metric, first present wins
     batch_figure: str | None  # LoadGen's figure for one batch (a latency key, or "rate" for samples/s)
     device_statistic: Literal["median", "mean"] | None  # what the batch figure is compared with
@@ -126,18 +126,18 @@ def _server(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[
 RULES: dict[str, ScenarioRule] = {rule.name: rule for rule in (
     ScenarioRule(
         "SingleStream", batch="one", loadgen_keys=(), default_min_queries=100, set_hint=_single_stream,
-        metric_name="latency_p90_early_stopping_ns", metric_unit="ns", metric_label="p90",
+        metric_name="latency_p90_early_stopping_ns", metric_unit="ns",
         metric_keys=("early_stopping_latency_ss", "result_90.00_percentile_latency_ns"),
         batch_figure="result_50.00_percentile_latency_ns", device_statistic="median"),
     ScenarioRule(
         "MultiStream", batch="samples_per_query", loadgen_keys=("samples_per_query",), default_min_queries=662,
-        set_hint=_multi_stream, metric_name="latency_p99_per_query_ns", metric_unit="ns", metric_label="p99",
+        set_hint=_multi_stream, metric_name="latency_p99_per_query_ns", metric_unit="ns",
         metric_keys=("early_stopping_latency_ms", "result_99.00_percentile_per_query_latency_ns"),
         batch_figure="result_50.00_percentile_per_query_latency_ns", device_statistic="median"),
     ScenarioRule(
         "Server", batch="batch_sizes", loadgen_keys=("target_qps", "target_qps_fraction", "target_latency_ms"),
         default_min_queries=500, set_hint=_server, metric_name="server_completed_samples_per_s",
-        metric_unit="samples/s", metric_label="", metric_keys=("result_completed_samples_per_sec",),
+        metric_unit="samples/s", metric_keys=("result_completed_samples_per_sec",),
         batch_figure=None, device_statistic=None,
         not_compared_why="not compared: Server latency includes queueing at the target rate by design",
         retune_when_too_fast=False,
@@ -146,7 +146,7 @@ RULES: dict[str, ScenarioRule] = {rule.name: rule for rule in (
                        ("target_latency_ns", "effective_target_latency_ns"))),
     ScenarioRule(
         "Offline", batch="batch_sizes", loadgen_keys=(), default_min_queries=1, set_hint=_offline,
-        metric_name="offline_samples_per_s", metric_unit="samples/s", metric_label="",
+        metric_name="offline_samples_per_s", metric_unit="samples/s",
         metric_keys=("result_samples_per_second",), batch_figure="rate", device_statistic="mean",
         batches_in_flight=True),
 )}

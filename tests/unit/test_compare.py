@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from harness import metric_table
 from harness.bundle import manifest
-from harness.reporting.compare import compare_cells, system_differences
+from harness.metric_table import Metric
+from harness.reporting.compare import Figure, compare_cells, system_differences
 from harness.stats import geometric_mean, mann_whitney_u, summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -183,3 +185,99 @@ def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed(
     assert len(json.loads(allowed.stdout)["unpaired"]) >= 2
     same = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "v3"))
     assert same.returncode == 0 and "Unpaired" not in same.stdout
+
+
+def with_figure(row: Metric, figure: float | None, **settings: Any) -> dict[str, Any]:
+    """A valid cell (enough timing samples) whose figure of `row` is `figure` (None: the record lacks it)."""
+    record = cell(samples=BASE)
+    record["metrics"].update(json.loads(json.dumps(settings)))
+    if row.only_if is not None:  # the LoadGen rows hold where the recorded unit is theirs
+        *parents, key = row.only_if[0][1:]
+        node = record["metrics"]
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[key] = row.only_if[1]
+    if figure is not None:
+        *parents, key = row.path[1:]
+        node = record["metrics"]
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[key] = figure
+    return record
+
+
+def judged(row: Metric, a: float | None, b: float | None, **settings: Any) -> Figure:
+    pair = compare_cells(with_figure(row, a, **settings), with_figure(row, b, **settings), 0.05, 0.01)
+    (found,) = [f for f in pair.figures if f.metric == row.name]
+    return found
+
+
+SINGLE = [row for row in metric_table.compared() if row.rule != "rank test"]
+
+
+@pytest.mark.parametrize("row", SINGLE, ids=[row.name for row in SINGLE])
+def test_each_figure_is_judged_in_its_own_direction(row: Metric) -> None:
+    up = judged(row, 100.0, 200.0)
+    assert up.verdict == ("worse" if row.better == "lower" else "better") and up.ratio == 2.0
+    down = judged(row, 200.0, 100.0)
+    assert down.verdict == ("better" if row.better == "lower" else "worse")
+    assert judged(row, 100.0, 100.0).verdict == "same"
+    assert up.a_shown == row.figure(with_figure(row, 100.0)) and up.a_shown != "-"
+    missing = judged(row, 100.0, None)
+    assert missing.verdict == "not comparable" and missing.why == "only A has it"
+    assert judged(row, None, 100.0).why == "only B has it"
+    pair = compare_cells(with_figure(row, None), with_figure(row, None), 0.05, 0.01)
+    assert row.name not in {f.metric for f in pair.figures}, "a figure neither cell has is not listed"
+
+
+@pytest.mark.parametrize("row", SINGLE, ids=[row.name for row in SINGLE])
+def test_one_figure_a_side_gets_a_ratio_and_a_threshold_or_counts_any_change(row: Metric) -> None:
+    small = judged(row, 100.0, 103.0)  # 3%: inside the 5% threshold
+    assert small.verdict == ("same" if row.rule == "ratio" else "worse" if row.better == "lower" else "better")
+    assert small.ratio == pytest.approx(1.03)
+
+
+def test_device_time_keeps_its_rank_test_and_leads_the_figures() -> None:
+    pair = compare_cells(cell(samples=BASE), cell(samples=[int(v * 1.3) for v in BASE]), 0.05, 0.01)
+    device = pair.figures[0]
+    assert device.metric == "device_time" and device.rule == "rank test"
+    assert pair.verdict == "regressed" and device.verdict == "worse" and device.ratio == pair.ratio
+    noisy = compare_cells(cell(samples=[100, 300] * 4 + [200, 200]), cell(samples=[110, 290] * 4 + [220, 220]), 0.05, 0.01)
+    assert noisy.figures[0].verdict == "same" and "p =" in noisy.figures[0].why
+
+
+def test_a_figure_that_depends_on_a_setting_the_cells_differ_in_is_not_comparable() -> None:
+    compile_time = metric_table.metric("compile_time")
+    a = with_figure(compile_time, 30.0, prepare_cache="cold")
+    b = with_figure(compile_time, 0.5, prepare_cache="warm")
+    (found,) = [f for f in compare_cells(a, b, 0.05, 0.01).figures if f.metric == "compile_time"]
+    assert found.verdict == "not comparable" and found.why == "prepare_cache differs: A cold, B warm"
+    # Under 100 ms a prepare compiles nothing: eager's 30 us against 300 us is no change.
+    assert judged(compile_time, 30e-6, 300e-6, prepare_cache="none").verdict == "same"
+
+
+def test_pairs_that_are_not_both_valid_judge_no_figure() -> None:
+    assert compare_cells(cell(samples=BASE), cell("failed", reason="prepare: boom"), 0.05, 0.01).figures == []
+    tf32 = compare_cells(cell(samples=BASE), cell(samples=BASE, math="tf32"), 0.05, 0.01)
+    assert tf32.verdict == "not comparable" and tf32.figures == []
+
+
+def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path) -> None:
+    root = tmp_path / "more-memory"
+    shutil.copytree(GOLDEN / "v2", root)
+    grown = 0
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record["status"] == "valid":
+            record["metrics"]["memory"]["peak_rss_bytes"] *= 2
+            path.write_text(json.dumps(record))
+            grown += 1
+    manifest.write(root)
+    done = fusionbench("compare", str(GOLDEN / "v2"), str(root), "--format", "json")
+    assert done.returncode == 0, done.stderr  # memory informs; device time and failures decide the code
+    result = json.loads(done.stdout)
+    assert result["figure_counts"]["peak_rss"] == {"worse": grown, "better": 0, "same": 0, "not comparable": 0}
+    assert result["figures"]["peak_rss"]["rule"] == "ratio" and result["figures"]["device_time"]["rule"] == "rank test"
+    text = fusionbench("compare", str(GOLDEN / "v2"), str(root)).stdout
+    assert "## Other figures" in text and "| peak RSS | lower | one figure a side: B/A beyond 5% |" in text
+    assert "| resnet18 inductor fusion-on Offline cpu fp32 b4 | peak RSS | 952 MiB | 1.86 GiB | 2.000 | **worse** |" in text

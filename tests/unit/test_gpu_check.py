@@ -40,7 +40,7 @@ def test_the_table_has_a_verdict_per_backend_and_fusion() -> None:
         cell("tvm", "on", "failed", ["prepare: tvm: compilation for cuda failed: ..."]),
     ]
     text = rendered(verdict_table(cells))
-    assert "18,919 samples/s" in text and "1.620 ms (CV 0.4%)" in text and "+2.1%" in text
+    assert "18,919 samples/s" in text and "1.62 ms ±0.4%" in text and "+2.1%" in text
     assert "ieee" in text and " 31 " in text
     assert could_not_run(cells) == [
         "tensorrt: skipped: tensorrt is not importable (No module named 'tensorrt')",

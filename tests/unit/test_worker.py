@@ -132,3 +132,17 @@ def test_eager_cell_has_every_metric(
     assert timing["host_samples_ns"] is None, "on CPU the samples are host time already"
     if scenario == "Offline":
         assert lg["results"]["result_samples_per_second"] == lg["metric"]["value"]
+
+
+def test_an_accuracy_run_without_labelled_images_fails_the_cell_with_the_reason(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request the scenario schema would refuse (accuracy on synthetic inputs) fails its cell in
+    one line naming the phase, not with an assert (which `python -O` would skip)."""
+    cell = cell_for("eager")
+    cell["loadgen"] = {**cell["loadgen"], "accuracy": True}
+    answer = run(tmp_path, cell, monkeypatch)
+    assert answer["status"] == "failed"
+    assert len(answer["reasons"]) == 1
+    assert answer["reasons"][0].startswith("accuracy: loadgen.accuracy needs labelled images"), answer["reasons"]
+    assert "loadgen" in answer["metrics"], "what was measured before the accuracy run stays in the answer"

@@ -1,0 +1,252 @@
+"""Every figure FusionBench shows, one row each, and the one function that turns a figure into text.
+
+pyperf's `_metadata.py` and `_formatter.py` are the model: a row says where the figure lies in a cell
+record, its unit, which way is better, how `compare` judges it and the label it is shown under; each
+unit has one formatting function. The console summary (harness/run/summary.py), the report
+(harness/reporting/), `gpu-check` and `compare` all go through `figure` and `format_value`, so a
+figure reads the same wherever it is shown: same precision, same statistic, same definition.
+
+Paths lead into a cell record as harness.bundle.reader gives it (upgraded to the current schema);
+a figure a record lacks (an older schema, a pass that did not run, a cell that failed) reads as
+None and shows as "-".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+Unit = Literal["ns", "s", "bytes", "count", "samples/s", "percent", "signed fraction", "error"]
+Better = Literal["lower", "higher"]
+# How `compare` judges a figure of two cells:
+# - "rank test": raw samples on both sides; the ratio of medians beyond the threshold and a
+#   Mann-Whitney U test agreeing (harness/reporting/compare.py);
+# - "ratio": one figure a side, no spread to test: B/A beyond the threshold;
+# - "exact": one figure a side that a rerun reproduces (a count): any change counts;
+# - "no": not compared (a check of the cell, not a figure to be better in).
+Rule = Literal["rank test", "ratio", "exact", "no"]
+MISSING = "-"
+
+
+def _three_figures(value: float) -> str:
+    """At least three significant figures, never dropping digits before the point."""
+    size = abs(value)
+    if size >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if size >= 10 else f"{value:.2f}"
+
+
+def format_duration_ns(ns: float) -> str:
+    """A duration in the unit that puts 1 to 999 before the point: 3.34 us, 3.20 ms, 207 ms, 21.3 s."""
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(ns) >= scale:
+            return f"{_three_figures(ns / scale)} {unit}"
+    return f"{_three_figures(ns)} ns"
+
+
+def format_duration_s(seconds: float) -> str:
+    return format_duration_ns(seconds * 1e9)
+
+
+def format_bytes(count: float) -> str:
+    """Binary units: 858 MiB, 1.21 GiB."""
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(count) >= scale:
+            return f"{_three_figures(count / scale)} {unit}"
+    return f"{count:.0f} B"
+
+
+def format_count(count: float) -> str:
+    """A whole count as it is (1,234); a mean count with one decimal (31.5)."""
+    return f"{count:,.0f}" if float(count).is_integer() else f"{count:,.1f}"
+
+
+def format_rate(per_s: float) -> str:
+    return f"{_three_figures(per_s)} samples/s"
+
+
+def format_percent(percent: float) -> str:
+    """A figure already in percent (top-1 accuracy)."""
+    return f"{percent:.2f}%"
+
+
+def format_signed_fraction(fraction: float) -> str:
+    return f"{fraction:+.1%}"
+
+
+def format_error(error: float) -> str:
+    return f"{error:.1e}"
+
+
+FORMATS: dict[Unit, Callable[[float], str]] = {
+    "ns": format_duration_ns, "s": format_duration_s, "bytes": format_bytes, "count": format_count,
+    "samples/s": format_rate, "percent": format_percent, "signed fraction": format_signed_fraction,
+    "error": format_error,
+}
+
+
+def format_value(value: Any, unit: Unit) -> str:
+    """The one way a figure of `unit` is written; "-" for none (or for what is not a finite number:
+    a record is read, never trusted)."""
+    number = _number(value)
+    return MISSING if number is None else FORMATS[unit](number)
+
+
+def format_spread(cv: float) -> str:
+    """A coefficient of variation beside its figure: ±0.4%, ±5%, ±14%."""
+    return f"±{cv:.1%}" if cv < 0.01 else f"±{cv:.0%}"
+
+
+def _at(record: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        record = record.get(key) if isinstance(record, dict) else None
+    return record
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+# --- what a figure carries beside its value ------------------------------------------------------
+
+_PERCENTILE = re.compile(r"(?:^|_)(p\d+)(?:_|$)")
+
+
+def _loadgen(cell: dict[str, Any], text: str) -> str:
+    """LoadGen's latency names its percentile (read from the metric's recorded name, which the
+    scenario's rule in harness/scenario/rules.py chose); a run LoadGen did not call VALID says so."""
+    found = _PERCENTILE.search(str(_at(cell, ("metrics", "loadgen", "metric", "name")) or ""))
+    if found and _at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
+        text = f"{found.group(1)} {text}"
+    validity = _at(cell, ("metrics", "loadgen", "validity"))
+    return text if validity in (None, "VALID") else f"{text} ({validity})"
+
+
+def _spread(cell: dict[str, Any], text: str) -> str:
+    summary = _at(cell, ("metrics", "device_time", "summary"))
+    cv = _number(_at(summary, ("cv",)))
+    if cv is not None:
+        text += f" {format_spread(cv)}"
+    return text + (" noisy" if _at(summary, ("noisy",)) is True else "")
+
+
+def _correctness(cell: dict[str, Any], text: str) -> str:
+    """FAIL beside an error outside the tolerance; without an error figure, n/a where the output was
+    not compared (the null backend) and FAIL where it could not be (NaN, a wrong shape)."""
+    ok = _at(cell, ("metrics", "correctness", "ok"))
+    if text == MISSING:
+        return MISSING if ok is None else ("n/a" if ok else "FAIL")
+    return text if ok is not False else f"{text} FAIL"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of a cell: where it lies, how it reads and how two cells' figures compare."""
+
+    name: str
+    path: tuple[str, ...]  # into the cell record
+    unit: Unit
+    better: Better | None  # None: a check of the cell, neither way is better
+    rule: Rule  # how `compare` judges it (above)
+    label: str  # the column head in the console summary, the report and gpu-check alike
+    definition: str  # what it is: compare and docs/metrics.md say it
+    only_if: tuple[tuple[str, ...], Any] | None = None  # the row holds where the record has this value there
+    same_in_both: tuple[str, ...] = ()  # a setting the figure depends on: cells must agree on it to compare
+    samples: tuple[str, ...] = ()  # the raw samples of a "rank test" figure
+    floor: float = 0.0  # a difference below this (in `unit`) is no change, whatever the ratio
+    decorate: Callable[[dict[str, Any], str], str] | None = None  # what the figure carries beside its value
+    decorate_missing: bool = False  # `decorate` also speaks for a missing value
+
+    def value(self, cell: dict[str, Any]) -> float | None:
+        if self.only_if is not None and _at(cell, self.only_if[0]) != self.only_if[1]:
+            return None
+        return _number(_at(cell, self.path))
+
+    def figure(self, cell: dict[str, Any]) -> str:
+        """The figure of `cell` as every table shows it, or "-"."""
+        value = self.value(cell)
+        text = format_value(value, self.unit)
+        if self.decorate is None or (value is None and not self.decorate_missing):
+            return text
+        return self.decorate(cell, text)
+
+
+_LOADGEN_UNIT = ("metrics", "loadgen", "metric", "unit")
+_LOADGEN_VALUE = ("metrics", "loadgen", "metric", "value")
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("loadgen_latency", _LOADGEN_VALUE, "ns", "lower", "ratio", "LoadGen latency",
+           "LoadGen's headline latency (SingleStream p90, MultiStream p99 per query: the percentile is shown)",
+           only_if=(_LOADGEN_UNIT, "ns"), decorate=_loadgen),
+    Metric("loadgen_throughput", _LOADGEN_VALUE, "samples/s", "higher", "ratio", "LoadGen throughput",
+           "LoadGen's headline throughput (Offline samples/s, Server completed samples/s)",
+           only_if=(_LOADGEN_UNIT, "samples/s"), decorate=_loadgen),
+    Metric("device_time", ("metrics", "device_time", "summary", "median_ns"), "ns", "lower", "rank test",
+           "device time (median)", "median batch time of the device-timing pass, with its CV",
+           samples=("metrics", "device_time", "samples_ns"), decorate=_spread),
+    Metric("latency_gap", ("metrics", "latency_agreement", "gap"), "signed fraction", None, "no", "gap",
+           "LoadGen's time per batch over the device timing's, - 1 (one latency truth)"),
+    Metric("kernels_per_inference", ("metrics", "kernels", "kernels_per_inference"), "count", "lower", "exact",
+           "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),
+    Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
+           "the worker's peak resident host memory, eager reference and compiler included, on every device"),
+    Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
+           "the worker's peak GPU memory as NVML sees the process (every backend alike; none where NVML "
+           "does not list the process)"),
+    # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
+    Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
+           "Backend.prepare: export and compile (Inductor's first call included)",
+           same_in_both=("metrics", "prepare_cache"), floor=0.1),
+    Metric("accuracy", ("metrics", "accuracy", "top1_percent"), "percent", "higher", "exact", "top-1",
+           "top-1 accuracy of LoadGen's accuracy run", same_in_both=("metrics", "accuracy", "total")),
+    Metric("max_abs_error", ("metrics", "correctness", "max_abs_error"), "error", "lower", "no", "max abs err",
+           "largest absolute difference from eager's output (FAIL: outside the tolerance)", decorate=_correctness,
+           decorate_missing=True),
+)}
+
+# The LoadGen rows are one column: a cell has the one its scenario gives.
+LOADGEN: tuple[str, ...] = ("loadgen_latency", "loadgen_throughput")
+COLUMN_LABELS: dict[tuple[str, ...], str] = {LOADGEN: "LoadGen"}
+
+
+def metric(name: str) -> Metric:
+    return METRICS[name]
+
+
+def figure(names: str | tuple[str, ...], cell: dict[str, Any]) -> str:
+    """The figure of `cell` under a column: of the row `names`, or of the first of the rows that has one."""
+    for name in (names,) if isinstance(names, str) else names:
+        text = METRICS[name].figure(cell)
+        if text != MISSING:
+            return text
+    return MISSING
+
+
+def value(name: str, cell: dict[str, Any]) -> float | None:
+    return METRICS[name].value(cell)
+
+
+def label(names: str | tuple[str, ...]) -> str:
+    """The head of a column: its row's label, or the name of a column of several rows."""
+    return METRICS[names].label if isinstance(names, str) else COLUMN_LABELS[names]
+
+
+Column = TypeVar("Column", str, tuple[str, ...], str | tuple[str, ...])
+
+
+def present(names: Iterable[Column], cells: Iterable[dict[str, Any]],
+            optional: tuple[str, ...] = ("gpu_peak",)) -> list[Column]:
+    """The columns `names` to show for `cells`: every one, but an optional one only where a cell has it
+    (no empty GPU column for a CPU run)."""
+    cells = list(cells)
+    return [n for n in names if n not in optional or any(figure(n, c) != MISSING for c in cells)]
+
+
+def compared() -> list[Metric]:
+    """The rows `compare` judges, in table order."""
+    return [m for m in METRICS.values() if m.rule != "no"]

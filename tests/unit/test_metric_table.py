@@ -1,0 +1,156 @@
+"""The metric table: every row reads a field the cell schema defines and the golden bundles hold,
+each unit has one format, and the console summary and the report show a figure in the same words."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from harness import metric_table
+from harness.bundle.reader import load
+from harness.bundle.schema import schema
+from harness.metric_table import LOADGEN, METRICS, figure, format_value, present
+from harness.reporting.markdown import markdown
+from harness.run.summary import summary_table
+from harness.scenario.rules import RULES
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+REPO = GOLDEN.parents[1]
+BUNDLES = ("v1", "v2", "v3", "mlperf")
+
+
+def _walk(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
+    for key in path:
+        for branch in node.get("anyOf", [node]):  # a nullable field: its object branch
+            if key in branch.get("properties", {}):
+                node = branch["properties"][key]
+                break
+        else:
+            return None
+    return node
+
+
+@pytest.mark.parametrize("row", METRICS.values(), ids=METRICS)
+def test_every_row_reads_a_field_the_cell_schema_defines(row: metric_table.Metric) -> None:
+    cell = schema("cell")
+    for path in (row.path, row.samples, row.same_in_both, row.only_if[0] if row.only_if else ()):
+        if path:
+            assert _walk(cell, path) is not None, f"{row.name}: {'.'.join(path)} is not a field of a cell record"
+
+
+def _expected(bundle: str, cell: dict[str, Any]) -> set[str]:
+    """The rows every valid cell of a golden bundle has a figure for."""
+    rows = {"device_time", "kernels_per_inference", "peak_rss", "compile_time",
+            "loadgen_latency" if cell["config"]["scenario"] == "SingleStream" else "loadgen_throughput"}
+    if cell["config"]["backend"] != "null":
+        rows.add("max_abs_error")
+    if bundle in ("v3", "mlperf"):
+        rows.add("latency_gap")  # one latency truth: since schema version 3
+    if bundle == "mlperf":
+        rows.add("accuracy")
+    return rows
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_every_row_reads_its_figure_from_the_golden_bundles_where_it_exists(bundle: str) -> None:
+    valid = [c for c in load(GOLDEN / bundle).cells if c["status"] == "valid"]
+    assert valid
+    for cell in valid:
+        read = {name for name, row in METRICS.items() if row.value(cell) is not None}
+        assert read == _expected(bundle, cell), cell["label"]
+        assert all(figure(name, cell) != "-" for name in read)
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (3.2e6, "ns", "3.20 ms"), (207.37e6, "ns", "207 ms"), (3335, "ns", "3.33 us"), (290, "ns", "290 ns"),
+        (1.5e9, "ns", "1.50 s"), (21.33, "s", "21.3 s"), (0.000146, "s", "146 us"),
+        (858 * 2**20, "bytes", "858 MiB"), (1015 * 2**20, "bytes", "1,015 MiB"), (1.3 * 2**30, "bytes", "1.30 GiB"),
+        (512, "bytes", "512 B"), (25, "count", "25"), (31.25, "count", "31.2"), (12345, "count", "12,345"),
+        (18919.4, "samples/s", "18,919 samples/s"), (33.94, "samples/s", "33.9 samples/s"),
+        (0.09765625, "percent", "0.10%"), (0.021, "signed fraction", "+2.1%"), (-0.105, "signed fraction", "-10.5%"),
+        (2.4884e-6, "error", "2.5e-06"), (None, "ns", "-"), ("12", "ns", "-"), (float("nan"), "bytes", "-"),
+        (True, "count", "-"),
+    ],
+)
+def test_each_unit_has_one_format(value: Any, unit: metric_table.Unit, text: str) -> None:
+    assert format_value(value, unit) == text
+
+
+def loadgen_cell(name: str, unit: str, value: float, validity: str = "VALID") -> dict[str, Any]:
+    return {"metrics": {"loadgen": {"metric": {"name": name, "unit": unit, "value": value}, "validity": validity}}}
+
+
+@pytest.mark.parametrize("scenario", RULES)
+def test_the_loadgen_figure_names_its_percentile_and_its_validity(scenario: str) -> None:
+    rule = RULES[scenario]
+    cell = loadgen_cell(rule.metric_name, rule.metric_unit, 3.2e6)
+    shown = figure(LOADGEN, cell)
+    if rule.metric_unit == "ns":
+        percentile = {"SingleStream": "p90", "MultiStream": "p99"}[scenario]
+        assert shown == f"{percentile} 3.20 ms" and metric_table.value("loadgen_latency", cell) == 3.2e6
+        assert metric_table.value("loadgen_throughput", cell) is None
+    else:
+        assert shown == "3,200,000 samples/s" and metric_table.value("loadgen_latency", cell) is None
+    assert figure(LOADGEN, loadgen_cell(rule.metric_name, rule.metric_unit, 3.2e6, "INVALID")).endswith(" (INVALID)")
+
+
+def test_device_time_carries_its_spread_and_correctness_its_verdict() -> None:
+    cell = {"metrics": {"device_time": {"summary": {"median_ns": 1.62e6, "cv": 0.004, "noisy": False}},
+                        "correctness": {"ok": False, "max_abs_error": 0.5}}}
+    assert figure("device_time", cell) == "1.62 ms ±0.4%"
+    cell["metrics"]["device_time"]["summary"].update(cv=0.14, noisy=True)
+    assert figure("device_time", cell) == "1.62 ms ±14% noisy"
+    assert figure("max_abs_error", cell) == "5.0e-01 FAIL"
+    assert figure("max_abs_error", {"metrics": {"correctness": {"ok": True}}}) == "n/a"  # null: not compared
+    assert figure("max_abs_error", {"metrics": {"correctness": {"ok": False}}}) == "FAIL"  # NaN, a wrong shape
+    assert figure("max_abs_error", {"metrics": {}}) == "-"
+
+
+def test_the_gpu_memory_column_shows_only_where_a_cell_measured_it() -> None:
+    cpu = {"metrics": {"memory": {"peak_rss_bytes": 2**30}}}
+    gpu = {"metrics": {"memory": {"peak_rss_bytes": 2**30, "nvml_process_peak_bytes": 3 * 2**30}}}
+    columns = ("peak_rss", "gpu_peak")
+    assert present(columns, [cpu]) == ["peak_rss"]
+    assert present(columns, [cpu, gpu]) == ["peak_rss", "gpu_peak"]
+    assert figure("gpu_peak", gpu) == "3.00 GiB" and figure("gpu_peak", cpu) == "-"
+
+
+def _console_rows(records: list[dict[str, Any]]) -> list[dict[str, str]]:
+    console = Console(file=io.StringIO(), width=400)
+    console.print(summary_table(records))
+    lines = console.file.getvalue().splitlines()
+    head = [h.strip() for h in next(line for line in lines if "┃" in line).strip("┃").split("┃")]
+    rows = [[v.strip() for v in line.strip("│").split("│")] for line in lines if line.startswith("│")]
+    return [dict(zip(head, row)) for row in rows if row[1]]  # a record's first line has its status and figures
+
+
+def _report_rows(text: str) -> list[dict[str, str]]:
+    table = text[text.index("## Cells"):].split("\n\n")[1].splitlines()
+    head = [h.strip() for h in table[0].strip("|").split("|")]
+    return [dict(zip(head, (v.strip() for v in line.strip("|").split("|")))) for line in table[2:]]
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_the_console_and_the_report_show_each_figure_alike(bundle: str) -> None:
+    loaded = load(GOLDEN / bundle)
+    console, report = _console_rows(loaded.cells), _report_rows(markdown(loaded))
+    assert len(console) == len(report) == len(loaded.cells)
+    shared = set(console[0]) & set(report[0]) - {"status"}
+    assert {"LoadGen", "device time (median)", "kernels/inf", "peak RSS"} <= shared
+    for cell, on_console, in_report in zip(loaded.cells, console, report):
+        for head in shared:
+            assert on_console[head] == in_report[head], (cell["label"], head)
+        assert on_console["LoadGen"] == figure(LOADGEN, cell)
+
+
+def test_the_docs_list_every_row() -> None:
+    docs = (REPO / "docs" / "metrics.md").read_text()
+    table = docs[docs.index("## The metric table"):]
+    for row in METRICS.values():
+        assert f"`{row.name}`" in table and row.label in table, row.name

@@ -1,0 +1,83 @@
+"""The worker's phases come from one list (harness/measure/protocol.py): the worker times only those,
+and the run's time line counts every one of them by its kind, so a new phase is never taken for
+process start and exit."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from harness.bundle.reader import load
+from harness.measure import protocol
+from harness.measure.protocol import COMPLIANCE, PHASE_KINDS, PHASES, Phase
+from harness.run.summary import OTHER_PHASES, time_by_kind, time_line
+from harness.scenario.schema import LoadGenSettings
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER = REPO / "harness" / "measure" / "worker.py"
+
+
+def timed_by_the_worker() -> list[Phase]:
+    """The phases worker.py passes to `clock.phase(...)`, resolved against the protocol module."""
+    found: list[Phase] = []
+    for node in ast.walk(ast.parse(WORKER.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "phase"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "clock"):
+            continue
+        (argument,) = node.args
+        if isinstance(argument, ast.Subscript):  # protocol.COMPLIANCE[test]: any compliance test
+            assert ast.unparse(argument.value) == "protocol.COMPLIANCE", ast.unparse(argument)
+            found += COMPLIANCE.values()
+            continue
+        assert isinstance(argument, ast.Attribute) and ast.unparse(argument.value) == "protocol", (
+            f"worker.py line {node.lineno}: clock.phase({ast.unparse(argument)}) names no phase of the protocol")
+        phase = getattr(protocol, argument.attr)
+        assert isinstance(phase, Phase), ast.unparse(argument)
+        found.append(phase)
+    return found
+
+
+def test_the_worker_times_every_listed_phase_and_no_other() -> None:
+    timed = timed_by_the_worker()
+    assert timed and set(timed) <= set(PHASES)
+    assert set(timed) == set(PHASES), "a listed phase the worker never times"
+
+
+def test_every_phase_of_the_protocol_is_in_the_list_once() -> None:
+    defined = {value for value in vars(protocol).values() if isinstance(value, Phase)} | set(COMPLIANCE.values())
+    assert defined == set(PHASES)
+    names = [phase.name for phase in PHASES]
+    assert len(names) == len(set(names))
+
+
+def test_the_compliance_phases_are_the_tests_the_scenario_file_allows() -> None:
+    (tests,) = get_args(LoadGenSettings.model_fields["compliance"].annotation)
+    assert set(get_args(tests)) == set(COMPLIANCE)
+
+
+@pytest.mark.parametrize("phase", PHASES, ids=[p.name for p in PHASES])
+def test_the_time_line_counts_every_phase_by_its_kind(phase: Phase) -> None:
+    record = {"wall_s": 10.0, "phases_s": {phase.name: 4.0}}
+    kinds = time_by_kind(record)
+    assert kinds[phase.kind] == 4.0 and sum(kinds.values()) == 4.0
+    line = time_line([record])
+    assert f"{phase.kind} 40%" in line and "process start and exit 60%" in line
+    assert all(kind in line for kind in PHASE_KINDS)
+
+
+def test_an_unknown_phase_is_not_taken_for_process_start_and_exit() -> None:
+    record = {"wall_s": 10.0, "phases_s": {"prepare": 2.0, "a phase of a newer worker": 5.0}}
+    assert time_by_kind(record)[OTHER_PHASES] == 5.0
+    line = time_line([record])
+    assert f"{OTHER_PHASES} 50%" in line and "process start and exit 30%" in line
+    assert OTHER_PHASES not in time_line([{"wall_s": 10.0, "phases_s": {"prepare": 2.0}}])
+
+
+@pytest.mark.parametrize("bundle", ["v1", "v2", "v3", "mlperf"])
+def test_the_golden_bundles_name_only_listed_phases(bundle: str) -> None:
+    names = {phase.name for phase in PHASES}
+    for cell in load(REPO / "tests" / "golden" / bundle).cells:
+        assert set(cell.get("phases_s") or {}) <= names, cell["label"]
