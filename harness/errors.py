@@ -51,16 +51,8 @@ class OutputError(HarnessError):
     exit_code = 3
 
 
-class BackendUnavailable(HarnessError):
-    """A backend cannot run here (library or device missing); its cells become `skipped`."""
-
-
 class BackendFailed(HarnessError):
     """A backend could not prepare or run a model; the cell becomes `failed` with this reason."""
-
-
-class InvalidMeasurement(HarnessError):
-    """A measurement cannot be trusted (for example an output outside the correctness tolerance)."""
 
 
 class BundleError(HarnessError):

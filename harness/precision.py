@@ -54,7 +54,6 @@ PRECISIONS: dict[str, Precision] = {
     "fp16": Precision("fp16", "float16", "fp16", "fp16", rtol=1e-2, min_cosine=0.999),
     "bf16": Precision("bf16", "bfloat16", "bf16", "bf16", rtol=5e-2, min_cosine=0.99),
 }
-DTYPES = tuple(PRECISIONS)
 
 
 def torch_dtype(name: str) -> Any:

@@ -47,7 +47,8 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    # Readers ignore fields they do not know (DESIGN.md): additional properties are allowed.
+    # Additional properties are allowed: readers ignore fields they do not know
+    # (docs/result_schema.md), so a bundle written by a newer harness still validates here.
     return {"type": "object", "properties": properties, "required": list(required)}
 
 

@@ -1,6 +1,6 @@
 """Operator names and the fusion class of a group of operators.
 
-Classes (DESIGN.md, "Metrics"):
+Classes (docs/metrics.md, "Fusion report"):
 - `tensor+element`: one compute-heavy operator (conv, matmul, linear, attention) with element-wise ops
 - `tensor+element+tensor`: two or more compute-heavy operators in one kernel
 - `element`: element-wise operators and reductions only

@@ -10,9 +10,10 @@ Two profiles (the scenario file's `loadgen.profile`):
   LoadGen run (performance, accuracy, compliance); a re-tuned attempt re-reads the user.conf
   into it.
 
-Traps handled here (DESIGN.md, "LoadGen facts that bite"):
+LoadGen behaviours that would spoil a run, handled here:
 - One scenario per worker process.
-- The output directory is created before `StartTest`.
+- LoadGen does not create its output directory (it only prints that it cannot open its logs),
+  so the directory is created before `StartTest`.
 - LoadGen reads an `audit.config` from the working directory; the worker runs in a fresh
   directory and LoadGen is pointed at a file name there that does not exist.
 - Queries are pre-generated from the expected latency/QPS; the hint comes from the device-timing

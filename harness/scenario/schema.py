@@ -3,7 +3,7 @@
 Validation has no side effects: no GPU probe, no network, no environment change. It reads the
 backend registry (entry-point metadata, cheap) and the zoo's static catalogue, so a typo in a
 model or backend name is caught before anything runs. Loading a file and turning every problem
-into one line that names the file and the line lives in `scenario_file.py`.
+into one line that names the file and the line lives in `loading.py`.
 """
 
 from __future__ import annotations

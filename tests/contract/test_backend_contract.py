@@ -8,6 +8,7 @@ compiles it in seconds, yet it has the patterns whose fusion the harness reports
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,12 @@ def test_prepare_call_report(name: str, fusion: str, tmp_path: Path) -> None:
             assert prepared.dispatch_definition, "a dispatch count needs its definition"
         figures = prepared.profile_figures(example)
         assert isinstance(figures, dict)
+
+        # Recorded in the cell as they are: JSON, and an fp32 cell's own library never runs TF32.
+        rewrites, math = prepared.rewrites(), prepared.math_mode()
+        assert isinstance(rewrites, dict) and isinstance(math, dict)
+        json.dumps({"rewrites": rewrites, "math_mode": math})
+        assert not math.get("tf32"), f"{name} fusion={fusion}: an fp32 cell's library must run IEEE fp32"
     finally:
         prepared.close()
 

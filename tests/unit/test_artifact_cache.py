@@ -75,7 +75,7 @@ def _counting_build(calls: list[Path]):
 ])
 def test_a_damaged_entry_is_rebuilt_with_one_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      damage, words: str) -> None:
-    """Issue 20, weak spot 15: a truncated cached model.onnx was loaded as it was."""
+    """A damaged entry (a truncated model.onnx, a file missing or added) is rebuilt, never loaded as it is."""
     from harness import artifact_cache
 
     calls: list[Path] = []

@@ -93,7 +93,7 @@ time.sleep(60)
 
 
 def test_a_bundle_another_process_writes_is_refused_naming_its_pid(tmp_path: Path) -> None:
-    """Weak spot 11: two resumes of one bundle would run the same cells at once."""
+    """Two resumes of one bundle must not run the same cells at once."""
     import shutil
     import subprocess
     import sys
@@ -127,7 +127,7 @@ def test_the_writer_of_a_bundle_holds_it_until_it_closes(tmp_path: Path) -> None
 
 
 def test_a_fifo_as_bundle_json_is_refused_without_reading_it(tmp_path: Path) -> None:
-    """Weak spot 13, the bundle side: a FIFO would block the reader forever."""
+    """A FIFO as bundle.json would block the reader forever."""
     import os
     import subprocess
     import sys
@@ -147,7 +147,7 @@ def test_a_fifo_as_bundle_json_is_refused_without_reading_it(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("rehash", [False, True], ids=["edited", "edited-and-rehashed"])
 def test_resume_refuses_a_bundle_edited_since_it_was_written(tmp_path: Path, rehash: bool) -> None:
-    """Weak spot 10: resuming re-hashes the bundle, so it must not resume one validate rejects."""
+    """Resuming re-hashes the bundle, so it must not resume one validate rejects."""
     import shutil
     import subprocess
     import sys

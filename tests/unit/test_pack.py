@@ -24,7 +24,7 @@ from tests.unit.test_validate import tree_digest
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 MLPERF = GOLDEN / "mlperf"
 REPO = GOLDEN.parents[1]
-# What a submitter knows and the bundle cannot (test_submission_checker.py gives the checker the same).
+# What a submitter knows and the bundle cannot (tests/integration/test_submission.py gives the checker the same).
 SYSTEM_INFO = {
     "system_type": "edge", "host_processors_per_node": "1", "host_storage_capacity": "64 GB",
     "host_storage_type": "SSD", "host_processor_frequency": "2.4 GHz", "host_processor_caches": "L3 32 MB",

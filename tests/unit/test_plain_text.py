@@ -1,6 +1,5 @@
 """Text from a bundle or a scenario never reaches a terminal, a Markdown viewer or a browser as a
-control character, an escape sequence, a bidirectional override, raw HTML or a link (issue 20,
-weak spots 5, 6 and 7)."""
+control character, an escape sequence, a bidirectional override, raw HTML or a link."""
 
 from __future__ import annotations
 

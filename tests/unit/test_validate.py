@@ -161,7 +161,7 @@ def _logs(bundle: Path, scenario: str) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("scenario", ["SingleStream", "Offline"])
 def test_a_forgery_of_record_and_detail_log_is_caught_by_the_summary_log(bundle: Path, scenario: str) -> None:
-    """Weak spots 2 and 3: a run LoadGen judged INVALID, or slower, made to look VALID or faster in
+    """A run LoadGen judged INVALID, or slower, made to look VALID or faster in
     the record and its detail log, then re-hashed; the summary log still tells the truth."""
     other = bundle.with_name("other")
     shutil.copytree(bundle, other)

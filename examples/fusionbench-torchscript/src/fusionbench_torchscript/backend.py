@@ -73,7 +73,10 @@ class TorchScriptBackend(Backend):
                 module = traced
                 graph = traced_graph
                 torch._C._jit_set_texpr_fuser_enabled(False)  # this cell's process only
-        return TorchScriptPrepared(module, device, _kernels(traced_graph, graph, folded=variant.fusion == "on"))
+            # Freezing is how this backend fuses, but it also inlines the weights as constants: the
+            # cell records that beside fusion, with the fuser's state read back, not assumed.
+            rewrites = {"freezing": variant.fusion == "on", "texpr_fuser": bool(torch._C._jit_texpr_fuser_enabled())}
+        return TorchScriptPrepared(module, device, _kernels(traced_graph, graph, folded=variant.fusion == "on"), rewrites)
 
 
 def _compute_nodes(graph: Any) -> list[Any]:
@@ -105,10 +108,11 @@ class TorchScriptPrepared(Prepared):
     prepare_cache = "none"
     dispatch_definition = "ATen compute nodes in the TorchScript graph that runs (each runs once per inference)"
 
-    def __init__(self, module: Any, device: str, kernels: list[KernelGroup]) -> None:
+    def __init__(self, module: Any, device: str, kernels: list[KernelGroup], rewrites: dict[str, Any]) -> None:
         self.module = module
         self.device = device
         self.kernels = kernels
+        self.rewrite_record = rewrites
 
     def __call__(self, batch: Any) -> Any:
         import torch
@@ -131,3 +135,6 @@ class TorchScriptPrepared(Prepared):
 
     def cpu_dispatches(self, batch: Any) -> int:
         return len(self.kernels)
+
+    def rewrites(self) -> dict[str, Any]:
+        return dict(self.rewrite_record)
