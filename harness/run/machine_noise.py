@@ -37,7 +37,7 @@ from harness.stats import percentile
 NOISY_FLOOR = 0.03
 STEP_FLOOR = 1.15  # pinned chunks' 90th over 10th percentile above this: the cores step between speeds
 CHUNK_S = 0.02
-DURATION_S = 1.5
+DURATION_S = 1.5  # each pass; FUSIONBENCH_NOISE_PROBE_S changes it (harness/run/probe.py)
 MAX_CORES = 16  # cores sampled by the pinned pass (the first ones the process may use)
 MIN_CHUNKS_PER_CORE = 3
 CROSS_CORE_FLOOR = 1.5  # round trips' 90th over 10th percentile above this: the cores' placement steps
@@ -60,7 +60,7 @@ def _chunk(work: Callable[[], Any], repeat: int) -> int:
     return time.perf_counter_ns() - t0
 
 
-def _chunks(work: Callable[[], Any], duration_s: float = DURATION_S) -> list[int]:
+def _chunks(work: Callable[[], Any], duration_s: float) -> list[int]:
     repeat = _repeat(work)
     samples = []
     deadline = time.perf_counter() + duration_s
@@ -69,13 +69,13 @@ def _chunks(work: Callable[[], Any], duration_s: float = DURATION_S) -> list[int
     return samples
 
 
-def _pinned_chunks(work: Callable[[], Any], cores: list[int]) -> dict[int, list[int]]:
-    """Chunks of `work` pinned to each of `cores` in turn, round after round, for DURATION_S (or
+def _pinned_chunks(work: Callable[[], Any], cores: list[int], duration_s: float) -> dict[int, list[int]]:
+    """Chunks of `work` pinned to each of `cores` in turn, round after round, for `duration_s` (or
     longer, to give every core MIN_CHUNKS_PER_CORE); the process's affinity is restored after."""
     samples: dict[int, list[int]] = {core: [] for core in cores}
     with pinned(cores[0]):
         repeat = _repeat(work)
-    deadline = time.perf_counter() + DURATION_S
+    deadline = time.perf_counter() + duration_s
     while time.perf_counter() < deadline or min(map(len, samples.values())) < MIN_CHUNKS_PER_CORE:
         for core in cores:
             with pinned(core):
@@ -87,27 +87,27 @@ def _percentile(values: list[int] | list[float], q: float) -> float:
     return percentile(sorted(values), q * 100)
 
 
-def _cores_measure(work: Callable[[], Any]) -> dict[str, Any]:
+def _cores_measure(work: Callable[[], Any], duration_s: float) -> dict[str, Any]:
     """Each core's median pinned chunk (ms) and the spread of all pinned chunks (p90 / p10), or
     None for both where the process cannot choose its cores (no CPU affinity on this system)."""
     if not hasattr(os, "sched_setaffinity"):
         return {"core_chunk_ms": None, "pinned_spread": None}
     cores = sorted(os.sched_getaffinity(0))[:MAX_CORES]
-    samples = _pinned_chunks(work, cores)
+    samples = _pinned_chunks(work, cores, duration_s)
     every = [ns for chunks in samples.values() for ns in chunks]
     return {"core_chunk_ms": {str(core): statistics.median(chunks) / 1e6 for core, chunks in samples.items()},
             "pinned_spread": _percentile(every, 0.9) / _percentile(every, 0.1)}
 
 
-def _cross_core() -> list[float] | None:
+def _cross_core(duration_s: float) -> list[float] | None:
     """10th, 50th and 90th percentiles of the round trip between the first two cores (ns), sampled
-    for DURATION_S; None without a C compiler or a second core."""
+    for `duration_s`; None without a C compiler or a second core."""
     with tempfile.TemporaryDirectory(prefix="fusionbench-probe-") as work:
         lib = core_latency.load(Path(work))
         if core_latency.measure(lib) is None:  # no compiler or one core: nothing to sample (and a warm-up)
             return None
         samples: list[float] = []
-        deadline = time.perf_counter() + DURATION_S
+        deadline = time.perf_counter() + duration_s
         while time.perf_counter() < deadline:
             sample = core_latency.measure(lib)
             if sample is not None:
@@ -121,23 +121,24 @@ def _cv(samples: list[int]) -> float:
     return statistics.stdev(samples) / statistics.mean(samples) if len(samples) > 1 else 0.0
 
 
-def measure() -> dict[str, Any]:
+def measure(duration_s: float = DURATION_S) -> dict[str, Any]:
     """The machine's noise floor: the CVs of the two fixed workloads, the pinned pass over the
-    cores, the cross-core round trip, and a warning when any is high (about 6 s in all)."""
+    cores, the cross-core round trip, and a warning when any is high (four passes of `duration_s`
+    each: about 6 s in all by default)."""
     import numpy as np
 
     small = np.random.default_rng(0).random((64, 64), dtype=np.float32)
     big: Any = np.ones(64 << 18, dtype=np.float32)  # 64 MiB: beyond any cache
-    compute = _chunks(lambda: small @ small)
-    memory = _chunks(big.sum)
+    compute = _chunks(lambda: small @ small, duration_s)
+    memory = _chunks(big.sum, duration_s)
     result = {
         "compute_cv": _cv(compute), "memory_cv": _cv(memory), "chunks": [len(compute), len(memory)],
-        **_cores_measure(lambda: small @ small),
-        "cross_core_ns": _cross_core(),
+        **_cores_measure(lambda: small @ small, duration_s),
+        "cross_core_ns": _cross_core(duration_s),
         "method": (f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
-                   f"chunks for {DURATION_S} s, CV of the chunks; then the matmul pinned to each core in turn for "
-                   f"{DURATION_S} s, each core's median chunk and the 90th over 10th percentile of all; then the "
-                   f"round trip between the first two cores for {DURATION_S} s, its 10th, 50th and 90th percentiles"),
+                   f"chunks for {duration_s:g} s, CV of the chunks; then the matmul pinned to each core in turn for "
+                   f"{duration_s:g} s, each core's median chunk and the 90th over 10th percentile of all; then the "
+                   f"round trip between the first two cores for {duration_s:g} s, its 10th, 50th and 90th percentiles"),
     }
     result["warning"] = _warning(result)
     return result

@@ -7,13 +7,18 @@ and reads one JSON answer from stdout.
 from __future__ import annotations
 
 import json
+import math
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 
 PROBE_TIMEOUT_S = 300
+NOISE_PROBE_VARIABLE = "FUSIONBENCH_NOISE_PROBE_S"
+NOISE_PROBE_MAX_S = 60.0
 
 
 def _backend_report(name: str, device: str) -> dict[str, Any]:
@@ -28,7 +33,26 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
         return {"available": False, "reason": f"backend {name!r} failed to load: {type(exc).__name__}: {exc}", "versions": {}}
 
 
-def probe(device: str, backends: list[str], with_system: bool) -> dict[str, Any]:
+def noise_probe_s(environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds each of the machine-noise probe's four passes runs: FUSIONBENCH_NOISE_PROBE_S, else
+    harness/run/machine_noise.py's default. Shorter is quicker and a coarser reading of the machine
+    (the bundle's `machine_noise.method` says how long it ran); the tests shorten it."""
+    from harness.run import machine_noise
+
+    text = environ.get(NOISE_PROBE_VARIABLE)
+    if text is None:
+        return machine_noise.DURATION_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= NOISE_PROBE_MAX_S:
+        raise ConfigError(f"{NOISE_PROBE_VARIABLE}={text!r}: give the seconds each noise-probe pass runs, "
+                          f"above 0 and at most {NOISE_PROBE_MAX_S:g}")
+    return seconds
+
+
+def probe(device: str, backends: list[str], with_system: bool, noise_s: float) -> dict[str, Any]:
     from harness.run import system
 
     torch_info = system.torch_info()
@@ -44,7 +68,7 @@ def probe(device: str, backends: list[str], with_system: bool) -> dict[str, Any]
         from harness.run import machine_noise
 
         answer["system"] = system.describe()
-        answer["system"]["machine_noise"] = machine_noise.measure()  # before the peaks heat anything up
+        answer["system"]["machine_noise"] = machine_noise.measure(noise_s)  # before the peaks heat anything up
         answer["system"]["peaks"] = _peaks(resolved)
     return answer
 
@@ -61,7 +85,8 @@ def _peaks(device: str) -> dict[str, Any]:
 
 def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> dict[str, Any]:
     """Run the probe in a child process and return its answer."""
-    request = json.dumps({"device": device, "backends": backends, "with_system": with_system})
+    request = json.dumps({"device": device, "backends": backends, "with_system": with_system,
+                          "noise_s": noise_probe_s() if with_system else None})
     try:
         done = subprocess.run(
             [sys.executable, "-m", "harness.run.probe", request],
@@ -78,7 +103,7 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> 
 
 def main() -> int:
     request = json.loads(sys.argv[1])
-    answer = probe(request["device"], request["backends"], request["with_system"])
+    answer = probe(request["device"], request["backends"], request["with_system"], request["noise_s"])
     print(json.dumps(answer))
     return 0
 

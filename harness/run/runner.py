@@ -69,6 +69,17 @@ def run(request: RunRequest, console: Console) -> int:
         return _run(request, console, closing)
 
 
+def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]]) -> None:
+    """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto)."""
+    if device == "auto":
+        try:
+            select(expand(resolved, "cuda"), only)
+            return
+        except ConfigError:
+            device = "cpu"  # the cpu cells' refusal is the one said
+    select(expand(resolved, device), only)
+
+
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved = _open_or_plan(request, closing)
     names = sorted({b["name"] for b in resolved["backends"]})
@@ -81,6 +92,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began
             preflight.check_inputs(resolved, Path(input_folder))
+    if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
+        _refuse_an_empty_selection(resolved, bundle.header["device"] if bundle else resolved["device"], request.only)
     ray_executor = _reach_ray(request, bundle, resolved, all_finished)
     if bundle is None:
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")

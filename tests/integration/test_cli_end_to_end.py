@@ -1,5 +1,5 @@
-"""The real CLI end to end: scenarios/smoke.yaml on this machine, the bundle it leaves, resume,
-and a sweep in which some cells fail or are skipped while the others still run."""
+"""The real CLI end to end: scenarios/smoke.yaml on this machine, the bundle it leaves, and resume.
+The CLI on small sweeps of their own (failures, interrupts, inputs) is in test_cli_runs.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -174,184 +173,7 @@ def test_resume_refuses_a_different_scenario(smoke, tmp_path: Path) -> None:
     assert done.returncode == 2 and "differs from the scenario stored" in done.stderr
 
 
-def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
-    scenario = tmp_path / "mixed.yaml"
-    scenario.write_text(
-        "models: [{name: resnet18, input_size: 32}]\n"
-        "backends:\n"
-        "  - eager\n"
-        "  - tensorrt\n"
-        "  - {name: onnxruntime, options: {provider: cuda}}\n"
-        "scenarios: [SingleStream]\n"
-        "loadgen: {min_duration_s: 0.5}\n"
-        "timing: {min_time_s: 0.1}\n"
-    )
-    out = tmp_path / "results"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
-    assert done.returncode == 1, done.stdout + done.stderr
-    statuses = {(c["config"]["backend"], c["config"]["variant"]["fusion"], bool(c["config"]["variant"]["options"])): c
-                for c in cells_of(only_bundle(out)).values()}
-    assert statuses[("eager", "on", False)]["status"] == "valid"
-    skipped = statuses[("tensorrt", "on", False)]
-    assert skipped["status"] == "skipped" and "TensorRT runs only on NVIDIA GPUs" in skipped["reasons"][0]
-    failed = statuses[("onnxruntime", "on", True)]
-    assert failed["status"] == "failed"
-    assert failed["reasons"] == ["prepare: onnxruntime provider=cuda cannot run a cpu cell"]
-    assert "failed or invalid" in done.stdout
-
-
-def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path: Path) -> None:
-    scenario = tmp_path / "typo.yaml"
-    scenario.write_text(
-        "models: [resnet18]\n"
-        "backends:\n"
-        "  - eager\n"
-        "  - name: onnxruntime\n"
-        "    options: {levle: all}\n"
-        "scenarios: [Offline]\n"
-    )
-    out = tmp_path / "results"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"{scenario}:5: backends[1].options: onnxruntime: unknown option levle (allowed: level, " in done.stderr
-    assert not out.exists()
-
-
-def _workers_of(pid: int) -> list[Any]:
-    import psutil
-
-    try:
-        return [p for p in psutil.Process(pid).children(recursive=True) if "harness.measure.worker" in " ".join(p.cmdline())]
-    except psutil.Error:
-        return []
-
-
-@pytest.mark.parametrize(("stop", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
-def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path, stop: str, code: int) -> None:
-    import signal
-
-    out = tmp_path / "results"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "scenarios/smoke.yaml", "--device", "cpu", "--out", str(out),
-         "--only", "backend=eager"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # a test runner started in the background inherits SIGINT ignored; a user's terminal does not
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list(out.glob("*/cells/*.json")):
-        time.sleep(0.2)
-    while time.monotonic() < deadline and not _workers_of(proc.pid):  # the second cell's worker runs
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(getattr(signal, stop))  # Ctrl-C, or docker stop / Slurm / Ray
-    stdout, _ = proc.communicate(timeout=60)
-    assert proc.returncode == code, stdout
-    bundle = only_bundle(out)
-    statuses = sorted(c["status"] for c in cells_of(bundle).values())
-    assert statuses == ["interrupted", "valid"]
-    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
-    check = fusionbench("validate", str(bundle))
-    assert check.returncode == 0, check.stdout + check.stderr
-    done = fusionbench("run", "--resume", str(bundle))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 cell(s) on cpu, 1 to run" in done.stdout
-    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]
-    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
-
-
-def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> None:
-    from PIL import Image
-
-    images = tmp_path / "images"
-    images.mkdir()
-    for i, colour in enumerate(["red", "green", "blue", "white"]):
-        Image.new("RGB", (80, 60), colour).save(images / f"{i}.jpg")
-    scenario = tmp_path / "folder.yaml"
-    scenario.write_text(
-        "models: [{name: resnet18, input_size: 48}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
-        "inputs: {source: folder, path: images, samples: 3}\n"
-        "loadgen: {min_duration_s: 0.5}\ntiming: {min_time_s: 0.1}\n"
-    )
-    out = tmp_path / "results"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")  # cwd is the repository
-    assert done.returncode == 0, done.stdout + done.stderr
-    bundle = only_bundle(out)
-    header = json.loads((bundle / "bundle.json").read_text())
-    assert header["input_folder"] == str(images.resolve())
-    (cell,) = cells_of(bundle).values()
-    assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
-
-
 def test_resume_checks_the_device_it_ran_on(smoke) -> None:
     _, bundle = smoke
     done = fusionbench("run", "--resume", str(bundle), "--device", "cuda")
     assert done.returncode == 2 and "was run on cpu" in done.stderr
-
-
-def test_user_text_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
-    scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
-                        "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.05, repetitions: 2}\n")
-    out = tmp_path / "[bold]results[/bold]"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"bundle: {out}" in done.stdout.replace("\n", ""), done.stdout
-
-
-def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) -> None:
-    import shutil
-
-    import torch
-
-    from harness.bundle import manifest
-
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a CUDA device: there is nothing to refuse here")
-    from harness.bundle.validate import validate
-    from harness.scenario.cells import cell_id
-
-    bundle = tmp_path / "gpu-run"
-    shutil.copytree(REPO / "tests" / "golden" / "v3", bundle)
-    header = json.loads((bundle / "bundle.json").read_text())
-    header["device"] = "cuda"
-    header["state"] = "interrupted"
-    for entry in header["cells"]:  # the golden CPU cells, as a GPU run would have recorded them (valid to validate)
-        record = json.loads((bundle / "cells" / f"{entry['id']}.json").read_text())
-        record["config"]["device"] = "cuda"
-        record["id"] = cell_id(record["config"])
-        record["label"] = entry["label"] = entry["label"].replace(" cpu ", " cuda ")
-        (bundle / "cells" / f"{entry['id']}.json").unlink()
-        (bundle / "cells" / entry["id"]).rename(bundle / "cells" / record["id"])
-        (bundle / "cells" / f"{record['id']}.json").write_text(json.dumps(record, indent=1))
-        entry["id"] = record["id"]
-    (bundle / "bundle.json").write_text(json.dumps(header, indent=1))
-    manifest.write(bundle)
-    assert validate(bundle).ok, validate(bundle).problems
-    (bundle / "cells" / f"{header['cells'][0]['id']}.json").unlink()  # one cell to run: a GPU one
-    shutil.rmtree(bundle / "cells" / header["cells"][0]["id"])
-    before = {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
-    done = fusionbench("run", "--resume", str(bundle))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "was run on cuda and torch sees no CUDA device" in done.stderr
-    assert {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()} == before  # nothing lost, nothing marked
-
-
-def test_resume_with_only_leaves_the_other_missing_cells_missing(tmp_path: Path) -> None:
-    scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n"
-                        "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.05, repetitions: 2}\n")
-    out = tmp_path / "results"
-    assert fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu").returncode == 0
-    bundle = only_bundle(out)
-    for cell in (bundle / "cells").glob("*.json"):
-        cell.unlink()
-    done = fusionbench("run", "--resume", str(bundle), "--only", "scenario=SingleStream")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 cell(s) of the bundle not run yet" in done.stdout.replace("\n", " ")
-    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
-    assert fusionbench("validate", str(bundle)).returncode == 0
-    done = fusionbench("run", "--resume", str(bundle))
-    assert done.returncode == 0 and "1 to run" in done.stdout, done.stdout + done.stderr
-    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
-    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]

@@ -96,6 +96,7 @@ def test_bad_only_and_missing_file(tmp_path: Path, repo: Path) -> None:
     out = tmp_path / "results"
     done = fusionbench("run", str(repo / "scenarios" / "smoke.yaml"), "--only", "model=vgg11", "--out", str(out))
     assert done.returncode == 2 and "matches no cell" in done.stderr and not out.exists()
+    assert "probing" not in done.stdout  # refused before the machine is probed
     done = fusionbench("run", str(tmp_path / "nope.yaml"))
     assert done.returncode == 2 and "no such scenario file" in done.stderr
     done = fusionbench("run")

@@ -13,8 +13,7 @@ needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason
 
 
 def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(machine_noise, "DURATION_S", 0.1)
-    result = machine_noise.measure()
+    result = machine_noise.measure(0.1)
     assert result["compute_cv"] >= 0 and result["memory_cv"] >= 0 and min(result["chunks"]) >= 2
     spread, cross = result["pinned_spread"], result["cross_core_ns"]
     stepping = (spread is not None and spread > machine_noise.STEP_FLOOR) or (
@@ -22,16 +21,15 @@ def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.M
     assert (result["warning"] != "") == (max(result["compute_cv"], result["memory_cv"]) > machine_noise.NOISY_FLOOR
                                          or stepping)
     monkeypatch.setattr(machine_noise, "NOISY_FLOOR", -1.0)
-    assert "no figure measured here can be steadier" in machine_noise.measure()["warning"]
+    assert "no figure measured here can be steadier" in machine_noise.measure(0.1)["warning"]
 
 
 @needs_affinity
-def test_the_pinned_pass_runs_on_each_core_in_turn_and_gives_the_affinity_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(machine_noise, "DURATION_S", 0.05)
+def test_the_pinned_pass_runs_on_each_core_in_turn_and_gives_the_affinity_back() -> None:
     before = os.sched_getaffinity(0)
     cores = sorted(before)
     seen: list[frozenset[int]] = []
-    samples = machine_noise._pinned_chunks(lambda: seen.append(frozenset(os.sched_getaffinity(0))), cores)
+    samples = machine_noise._pinned_chunks(lambda: seen.append(frozenset(os.sched_getaffinity(0))), cores, 0.05)
     assert os.sched_getaffinity(0) == before
     assert sorted(samples) == cores
     assert min(len(chunks) for chunks in samples.values()) >= machine_noise.MIN_CHUNKS_PER_CORE
@@ -39,9 +37,8 @@ def test_the_pinned_pass_runs_on_each_core_in_turn_and_gives_the_affinity_back(m
 
 
 @needs_affinity
-def test_each_usable_core_gets_a_median(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(machine_noise, "DURATION_S", 0.05)
-    result = machine_noise._cores_measure(lambda: sum(range(1000)))
+def test_each_usable_core_gets_a_median() -> None:
+    result = machine_noise._cores_measure(lambda: sum(range(1000)), 0.05)
     usable = sorted(os.sched_getaffinity(0))[:machine_noise.MAX_CORES]
     assert list(result["core_chunk_ms"]) == [str(core) for core in usable]
     assert all(ms > 0 for ms in result["core_chunk_ms"].values()) and result["pinned_spread"] >= 1
@@ -62,13 +59,24 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
                     or not (shutil.which("cc") or shutil.which("gcc")), reason="needs two cores and a C compiler")
 def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(machine_noise, "DURATION_S", 0.05)
-    low, middle, high = machine_noise._cross_core() or (0.0, 0.0, 0.0)
+    low, middle, high = machine_noise._cross_core(0.05) or (0.0, 0.0, 0.0)
     assert 0 < low <= middle <= high < 1e6
     monkeypatch.setattr(machine_noise.core_latency.shutil, "which", lambda name: None)
-    assert machine_noise._cross_core() is None
+    assert machine_noise._cross_core(0.05) is None
 
 
 def test_without_cpu_affinity_the_pinned_pass_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(os, "sched_setaffinity", raising=False)
-    assert machine_noise._cores_measure(lambda: None) == {"core_chunk_ms": None, "pinned_spread": None}
+    assert machine_noise._cores_measure(lambda: None, 0.05) == {"core_chunk_ms": None, "pinned_spread": None}
+
+
+def test_the_probe_runs_each_pass_for_the_seconds_the_environment_gives_and_refuses_nonsense() -> None:
+    from harness.errors import ConfigError
+    from harness.run.probe import NOISE_PROBE_VARIABLE, noise_probe_s
+
+    assert noise_probe_s({}) == machine_noise.DURATION_S
+    assert noise_probe_s({NOISE_PROBE_VARIABLE: "0.25"}) == 0.25
+    for bad in ("", "fast", "0", "-1", "nan", "inf", "61"):
+        with pytest.raises(ConfigError, match=NOISE_PROBE_VARIABLE):
+            noise_probe_s({NOISE_PROBE_VARIABLE: bad})
+    assert "for 0.05 s" in machine_noise.measure(0.05)["method"]
