@@ -38,7 +38,7 @@ def summarize_ns(samples: Sequence[int]) -> dict[str, float | int | bool]:
     cv = stdev / mean if mean > 0 else 0.0
     return {
         "n": n,
-        "median_ns": median(values),
+        "median_ns": percentile(values, 50),  # `values` is sorted already: median() would sort again
         "p90_ns": percentile(values, 90),
         "p99_ns": percentile(values, 99),
         "mean_ns": mean,

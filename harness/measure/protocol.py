@@ -15,6 +15,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS
+
 PROTOCOL_VERSION = 1
 
 Status = Literal["valid", "invalid", "failed"]
@@ -47,7 +49,7 @@ LOADGEN = Phase("loadgen", "LoadGen")
 TIMING_AFTER_LOADGEN = Phase("timing_after_loadgen", "passes")
 ACCURACY = Phase("accuracy", "LoadGen")
 # A compliance test runs as a phase named after it (the scenario file's `loadgen.compliance`).
-COMPLIANCE: dict[str, Phase] = {test: Phase(test, "LoadGen") for test in ("TEST01", "TEST04")}
+COMPLIANCE: dict[str, Phase] = {test: Phase(test, "LoadGen") for test in COMPLIANCE_TESTS}
 MEMORY = Phase("memory", "passes")
 PROFILE = Phase("profile", "passes")
 # Every phase a worker times, in the order it runs them: the one list of them.

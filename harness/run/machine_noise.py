@@ -1,7 +1,8 @@
 """How steady the machine is by itself, measured once per run by the system probe.
 
-Two fixed single-threaded workloads, each timed in chunks of about 20 ms for about 1.5 s: a
-matrix multiplication that stays in the L1 cache (the CPU's own speed) and a sum over 64 MiB
+Two fixed single-threaded workloads, each timed in chunks of about 20 ms for a pass of
+`DURATION_S` (1.5 s; FUSIONBENCH_NOISE_PROBE_S sets another, harness/run/probe.py): a matrix
+multiplication that stays in the L1 cache (the CPU's own speed) and a sum over 64 MiB
 (memory bandwidth). Nothing of the harness or a model runs meanwhile, so their CV is the
 machine's noise floor: on a shared virtual machine, whose neighbours and host change its speed
 from second to second, no figure can be steadier than this, whatever the harness does. Above
@@ -15,7 +16,7 @@ warning says so, since a cell whose threads share out an operator's work waits f
 its cores is slow at the moment.
 
 Last, the round trip of a cache line between the first two usable cores
-(harness/measure/core_latency.py), sampled for `DURATION_S`: a thread pool pays it on every
+(harness/measure/core_latency.py), sampled as long as each pass runs: a thread pool pays it on every
 operator it splits, and a host that moves its virtual CPUs between nearby and distant physical
 cores makes it step (about 50 and 330 ns on the 2-core AMD VM). Its 10th, 50th and 90th
 percentiles are recorded; a 90th over 10th above `CROSS_CORE_FLOOR` is warned about.

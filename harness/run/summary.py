@@ -44,7 +44,10 @@ def time_line(records: list[dict[str, Any]]) -> str:
     wall = sum(float(r.get("wall_s") or 0.0) for r in records)
     if wall <= 0:
         return "no cell ran"
-    kinds = {k: sum(time_by_kind(r)[k] for r in records) for k in (*PHASE_KINDS, OTHER_PHASES)}
+    kinds = dict.fromkeys((*PHASE_KINDS, OTHER_PHASES), 0.0)
+    for record in records:
+        for kind, seconds in time_by_kind(record).items():
+            kinds[kind] += seconds
     if not kinds[OTHER_PHASES]:
         del kinds[OTHER_PHASES]
     kinds["process start and exit"] = max(wall - sum(kinds.values()), 0.0)
