@@ -9,6 +9,7 @@ from backends import torch_kernel_time
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport, KernelGroup
+from harness.options import BackendOptions, expect
 
 # Allocations that run no kernel of their own.
 _NO_COMPUTE = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
@@ -39,10 +40,7 @@ class EagerBackend(Backend):
         cache_dir: Path,
     ) -> Prepared:
         del dtype, workdir
-        if variant.options:
-            from harness.errors import BackendFailed
-
-            raise BackendFailed(f"eager takes no options; got {', '.join(sorted(variant.options))}")
+        expect(self.name, BackendOptions, variant.options)  # eager takes none
         if variant.graphs == "on":
             return EagerGraphPrepared(model, device, example)
         return EagerPrepared(model, device, example)

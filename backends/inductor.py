@@ -44,7 +44,7 @@ from harness.atomic import write_json_atomic
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
-from harness.options import BackendOptions, parse
+from harness.options import BackendOptions, expect
 
 GENERATED_PREFIX = "cpp_fused"  # Inductor's name for the C++ kernels it generates
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
@@ -91,7 +91,7 @@ class InductorBackend(Backend):
         self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
         cache_dir: Path,
     ) -> Prepared:
-        options = parse(self.name, InductorOptions, variant.options).model_dump()
+        options = expect(self.name, InductorOptions, variant.options)
         import torch
         import torch._inductor.config as inductor_config
         from torch._inductor.utils import run_and_get_code
@@ -99,15 +99,15 @@ class InductorBackend(Backend):
         torch._dynamo.reset()
         fused = variant.fusion == "on"
         unfused = contextlib.nullcontext() if fused else _unfused_lowering()
-        no_folding = freezing_without_fusion() if options["freezing"] and not fused else contextlib.nullcontext()
+        no_folding = freezing_without_fusion() if options.freezing and not fused else contextlib.nullcontext()
         watch = FoldWatch()
         hooks = {"pre_grad_custom_pass": _graph_pass(watch.pre_grad), "post_grad_custom_pre_pass": _graph_pass(watch.post_grad)}
-        watching = options["freezing"] and fused  # only then can a batch norm be folded away
-        patches = {"force_disable_caches": True, "freezing": options["freezing"], **(hooks if watching else {}),
+        watching = options.freezing and fused  # only then can a batch norm be folded away
+        patches = {"force_disable_caches": True, "freezing": options.freezing, **(hooks if watching else {}),
                    **_isa_settings(device, cache_dir)}
         loaded: list[Any] = []
         with inductor_config.patch(**patches), unfused, no_folding, _loaded_modules(loaded), torch.no_grad():
-            mode = compile_mode(options["mode"], variant.graphs, device)
+            mode = compile_mode(options.mode, variant.graphs, device)
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
             _, sources = run_and_get_code(compiled, example)
@@ -123,9 +123,9 @@ class InductorBackend(Backend):
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
         prepared.rewrite_record = {
-            "compile_mode": mode, "freezing": options["freezing"],
-            "constant_folding": options["freezing"], "onednn_weight_prepack": options["freezing"] and device == "cpu",
-            "conv_bn_folding": options["freezing"] and fused, "onednn_epilogues": options["freezing"] and fused and device == "cpu",
+            "compile_mode": mode, "freezing": options.freezing,
+            "constant_folding": options.freezing, "onednn_weight_prepack": options.freezing and device == "cpu",
+            "conv_bn_folding": options.freezing and fused, "onednn_epilogues": options.freezing and fused and device == "cpu",
             "lowering_inlining": fused, "scheduler_fusion": fused,
         }
         return prepared

@@ -8,8 +8,8 @@ from typing import Any
 
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, Prepared, Variant
-from harness.errors import BackendFailed
 from harness.fusion import FusionReport
+from harness.options import BackendOptions, expect
 
 
 class NullBackend(Backend):
@@ -26,8 +26,7 @@ class NullBackend(Backend):
         self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
         cache_dir: Path,
     ) -> Prepared:
-        if variant.options:
-            raise BackendFailed(f"null takes no options; got {', '.join(sorted(variant.options))}")
+        expect(self.name, BackendOptions, variant.options)  # null takes none
         return NullPrepared(device)
 
 

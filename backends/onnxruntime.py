@@ -34,6 +34,7 @@ runs unprofiled.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,7 +46,7 @@ from backends.torch_device import synchronize
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport
-from harness.options import BackendOptions, parse
+from harness.options import BackendOptions, expect
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 
@@ -102,14 +103,15 @@ class OnnxRuntimeBackend(Backend):
     def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
         if dtype not in _NUMPY_DTYPES:
             return Availability.no(f"onnxruntime: {dtype} is not supported (fp32, and tf32 and fp16 on cuda)")
-        if variant.options.get("provider") == "tensorrt" and dtype == "fp32":
+        provider = expect(self.name, OnnxRuntimeOptions, variant.options).provider
+        if provider == "tensorrt" and dtype == "fp32":
             return Availability.no(
                 "onnxruntime provider=tensorrt: ORT's TensorRT provider has no TF32 switch and TensorRT allows TF32 "
                 "by default, so it cannot run IEEE fp32; use dtype tf32, or the tensorrt backend for fp32"
             )
         if dtype == "fp16" and device != "cuda":
             return Availability.no("onnxruntime: fp16 needs the CUDA or TensorRT provider; the CPU provider lacks fp16 convolutions")
-        if variant.options.get("provider") == "tensorrt" and variant.fusion == "off":
+        if provider == "tensorrt" and variant.fusion == "off":
             return Availability.no(
                 "onnxruntime provider=tensorrt: TensorRT fuses inside its engine whatever ORT's level; "
                 "use the tensorrt backend's approximate fusion=off instead"
@@ -138,39 +140,50 @@ class OnnxRuntimeBackend(Backend):
         session_options = _session_options(ort, options)
         session_options.optimized_model_filepath = str(optimized_path)
         stream = None
-        if options["provider"] != "cpu":
+        if options.provider != "cpu":
             import torch
 
             stream = torch.cuda.current_stream(example.device).cuda_stream
-        providers = _providers(options["provider"], example.device.index or 0, stream, cache_dir,
+        providers = _providers(options.provider, example.device.index or 0, stream, cache_dir,
                                tf32=dtype == "tf32", fp16=dtype == "fp16")
-        if options["provider"] != "cpu" and hasattr(ort, "preload_dlls"):
+        if options.provider != "cpu" and hasattr(ort, "preload_dlls"):
             ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* wheels, when torch has not loaded them
         try:
             session = ort.InferenceSession(
-                str(source_path), session_options, providers=providers, disabled_optimizers=options["left_out"] or None,
+                str(source_path), session_options, providers=providers, disabled_optimizers=list(options.left_out) or None,
             )
         except Exception as exc:  # ORT raises its own exception types (Fail, InvalidGraph, ...)
             raise BackendFailed(f"onnxruntime could not load the exported graph: {type(exc).__name__}: {exc}") from exc
-        check_provider(session, PROVIDERS[options["provider"]])
+        check_provider(session, PROVIDERS[options.provider])
         prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example, dtype)
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
 
 
-def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
-    options = parse("onnxruntime", OnnxRuntimeOptions, variant.options).model_dump()
-    provider = device if options["provider"] == "auto" else options["provider"]
+@dataclass(frozen=True)
+class SessionPlan:
+    """A cell's session, as its options and device decide it: the provider ("auto" resolved) and
+    the graph transformers left out (the file's, and the fusing ones for fusion off)."""
+
+    level: str
+    provider: str
+    intra_op_threads: int
+    left_out: tuple[str, ...]
+
+
+def _checked_options(variant: Variant, device: str) -> SessionPlan:
+    options = expect("onnxruntime", OnnxRuntimeOptions, variant.options)
+    provider = device if options.provider == "auto" else options.provider
     if (provider == "cpu") != (device == "cpu"):
         raise BackendFailed(f"onnxruntime provider={provider} cannot run a {device} cell")
     available = _ort().get_available_providers()
     if PROVIDERS[provider] not in available:
         raise BackendFailed(f"onnxruntime has no {PROVIDERS[provider]} here (has {', '.join(available)})")
-    left_out = set(options["disabled_optimizers"]) | (set(FUSING_TRANSFORMERS) if variant.fusion == "off" else set())
-    return {**options, "provider": provider, "left_out": sorted(left_out)}
+    left_out = set(options.disabled_optimizers) | (set(FUSING_TRANSFORMERS) if variant.fusion == "off" else set())
+    return SessionPlan(options.level, provider, options.intra_op_threads, tuple(sorted(left_out)))
 
 
-def _session_options(ort: Any, options: dict[str, Any]) -> Any:
+def _session_options(ort: Any, options: SessionPlan) -> Any:
     levels = {
         "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -178,8 +191,8 @@ def _session_options(ort: Any, options: dict[str, Any]) -> Any:
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
     session_options = ort.SessionOptions()
-    session_options.graph_optimization_level = levels[options["level"]]
-    session_options.intra_op_num_threads = options["intra_op_threads"]
+    session_options.graph_optimization_level = levels[options.level]
+    session_options.intra_op_num_threads = options.intra_op_threads
     session_options.log_severity_level = 3  # errors only: the NCHWc dump warning is expected
     return session_options
 
@@ -235,7 +248,7 @@ class OrtPrepared(Prepared):
     dispatch_definition = "ONNX Runtime node executions per run, from ORT's profiler (one per optimised graph node)"
 
     def __init__(
-        self, session: Any, source_path: Path, optimized_path: Path, options: dict[str, Any],
+        self, session: Any, source_path: Path, optimized_path: Path, options: SessionPlan,
         providers: list[Any], example: Any, dtype: str,
     ) -> None:
         import numpy as np
@@ -247,7 +260,7 @@ class OrtPrepared(Prepared):
         self.providers = providers
         self.input_name = session.get_inputs()[0].name
         self.output_name = session.get_outputs()[0].name
-        self.on_cuda = options["provider"] != "cpu"
+        self.on_cuda = options.provider != "cpu"
         self._profiled: dict[str, Any] | None = None
         if self.on_cuda:
             import torch
@@ -282,10 +295,10 @@ class OrtPrepared(Prepared):
 
         source = onnx.load(str(self.source_path), load_external_data=False)
         optimized = onnx.load(str(self.optimized_path), load_external_data=False)
-        via_tensorrt = self.options["provider"] == "tensorrt"
+        via_tensorrt = self.options.provider == "tensorrt"
         return FusionReport(
             kernels=tuple(kernel_groups(source, optimized)),
-            source=f"onnxruntime optimised graph (level {self.options['level']}, {self.options['provider']} provider)",
+            source=f"onnxruntime optimised graph (level {self.options.level}, {self.options.provider} provider)",
             approximate=via_tensorrt,
             notes="TensorRT subgraphs appear as single nodes; their inner fusions are not visible" if via_tensorrt else "",
         )
@@ -295,12 +308,12 @@ class OrtPrepared(Prepared):
 
         node_types = {node.op_type for node in onnx.load(str(self.optimized_path), load_external_data=False).graph.node}
         return {
-            "graph_optimization_level": self.options["level"], "left_out": self.options["left_out"],
+            "graph_optimization_level": self.options.level, "left_out": list(self.options.left_out),
             "layout": "NCHWc (blocked)" if {"ReorderInput", "ReorderOutput"} & node_types else "as exported (NCHW)",
         }
 
     def math_mode(self) -> dict[str, Any]:
-        return provider_math_mode(self.options["provider"], self.session.get_provider_options())
+        return provider_math_mode(self.options.provider, self.session.get_provider_options())
 
     def _profile(self, batch: Any) -> dict[str, Any]:
         """Run once more in a profiling session of the same graph and options; count node
@@ -313,7 +326,7 @@ class OrtPrepared(Prepared):
         session_options.profile_file_prefix = str(self.optimized_path.with_name("ort-profile"))
         session = ort.InferenceSession(
             str(self.source_path), session_options, providers=self.providers,
-            disabled_optimizers=self.options["left_out"] or None,
+            disabled_optimizers=list(self.options.left_out) or None,
         )
         feed = {self.input_name: batch.detach().cpu().numpy()}
         for _ in range(2):

@@ -41,7 +41,7 @@ from harness.artifact_cache import cached_dir, fingerprint
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport
-from harness.options import BackendOptions, parse
+from harness.options import BackendOptions, expect
 
 
 class TensorRTOptions(BackendOptions):
@@ -114,7 +114,7 @@ class TensorRTBackend(Backend):
         self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
         cache_dir: Path,
     ) -> Prepared:
-        options = checked_options(variant.options)
+        options = expect(self.name, TensorRTOptions, variant.options)
         if device != "cuda":
             raise BackendFailed("TensorRT runs only on NVIDIA GPUs (device cuda)")
         if variant.fusion not in ("on", "off"):
@@ -132,7 +132,7 @@ class TensorRTBackend(Backend):
         # export that depends on torch, onnx and onnxscript.
         key = fingerprint(
             model, example, tensorrt=trt.__version__, gpu=gpu, capability=list(capability), dtype=dtype,
-            fusion=variant.fusion, options=options, format=ENGINE_FORMAT, exporter=_exporter_versions(),
+            fusion=variant.fusion, options=options.model_dump(), format=ENGINE_FORMAT, exporter=_exporter_versions(),
         )
         entry = cache_dir / "engines" / key
         built: dict[str, Any] = {}
@@ -154,11 +154,6 @@ class TensorRTBackend(Backend):
         )
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
-
-
-def checked_options(options: Any) -> dict[str, Any]:
-    """The options with their defaults, or BackendFailed naming what is wrong and what is allowed."""
-    return parse("tensorrt", TensorRTOptions, options).model_dump()
 
 
 def _exporter_versions() -> dict[str, str]:
@@ -219,7 +214,7 @@ def _parser_error(error: Any) -> str:
 
 def _build(
     trt: Any, model: Any, example: Any, cache_dir: Path, out: Path, dtype: str, fusion: str,
-    options: dict[str, Any], built: dict[str, Any],
+    options: TensorRTOptions, built: dict[str, Any],
 ) -> None:
     """Export, parse, build and inspect; write the artifacts into `out` (cached_dir's temp dir)."""
     import onnx
@@ -250,8 +245,8 @@ def _build(
             network.mark_output(tensor)
             marked += 1
     config = builder.create_builder_config()
-    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options["workspace_mib"] << 20)
-    config.builder_optimization_level = options["builder_optimization_level"]
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_mib << 20)
+    config.builder_optimization_level = options.builder_optimization_level
     if dtype == "tf32":
         config.set_flag(trt.BuilderFlag.TF32)
     else:

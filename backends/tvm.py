@@ -50,7 +50,7 @@ from harness.artifact_cache import cached_dir, fingerprint
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
-from harness.options import BackendOptions, parse
+from harness.options import BackendOptions, expect
 
 
 class TVMOptions(BackendOptions):
@@ -127,12 +127,12 @@ class TVMBackend(Backend):
         import tvm
 
         try:
-            target = _cuda_target() if device == "cuda" else _cpu_target(options["mcpu"])
+            target = _cuda_target() if device == "cuda" else _cpu_target(options.mcpu)
         except Exception as exc:  # TVM raises ValueError/RuntimeError when the CPU cannot be described
             raise BackendFailed(f"tvm: cannot build a {device} target here: {_first_line(exc)}") from exc
         key = fingerprint(
             model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target), dtype=dtype,
-            fusion=variant.fusion, options=options, layout=CACHE_LAYOUT,
+            fusion=variant.fusion, options=options.model_dump(), layout=CACHE_LAYOUT,
         )
         entry = cache_dir / "relax" / key
         hit = cached_dir(entry, lambda tmp: _build(*_host_copy(model, example), target, variant.fusion, options, tmp))
@@ -145,16 +145,16 @@ class TVMBackend(Backend):
             "before the pipeline": ["DecomposeOpsForInference", "CanonicalizeBindings", "DeadCodeElimination"],
             "pipeline": "relax default" + (" (CUDA stages, dlight schedules)" if device == "cuda" else " (LLVM)"),
             "left out": ["FuseOps", "FuseTIR"] if variant.fusion == "off" else [],
-            "opt_level": options["opt_level"],
+            "opt_level": options.opt_level,
         }
         prepared = TVMPrepared(module, device, report, passes)
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
 
 
-def _checked_options(variant: Variant, device: str) -> dict[str, Any]:
-    options = parse("tvm", TVMOptions, variant.options).model_dump()
-    if device != "cpu" and "mcpu" in variant.options:
+def _checked_options(variant: Variant, device: str) -> TVMOptions:
+    options = expect("tvm", TVMOptions, variant.options)
+    if device != "cpu" and "mcpu" in options.model_fields_set:
         raise BackendFailed("tvm option mcpu applies to cpu cells only")
     return options
 
@@ -235,7 +235,7 @@ def _host_copy(model: Any, example: Any) -> tuple[Any, Any]:
     return copy.deepcopy(model).to("cpu"), example.detach().to("cpu")
 
 
-def _build(model: Any, example: Any, target: Any, fusion: str, options: dict[str, Any], out: Path) -> None:
+def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptions, out: Path) -> None:
     """Export, import, compile; write the library and the fusion report into `out`."""
     import torch
     import tvm
@@ -267,7 +267,7 @@ def _build(model: Any, example: Any, target: Any, fusion: str, options: dict[str
     disabled = ["FuseOps", "FuseTIR"] if fusion == "off" else []
     try:
         with tvm.transform.PassContext(
-            opt_level=options["opt_level"], disabled_pass=disabled, instruments=[_snapshot_instrument(modules)]
+            opt_level=options.opt_level, disabled_pass=disabled, instruments=[_snapshot_instrument(modules)]
         ):
             with target:  # NVRTC takes the arch from the target, not from the device
                 lowered = _pipeline(target)(mod)

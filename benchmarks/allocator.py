@@ -34,8 +34,8 @@ from harness.models import zoo
 name, calls = sys.argv[1], int(sys.argv[2])
 torch.set_grad_enabled(False)
 model = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
-samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 64}, model=name, input_size=224,
-                           folder=None, device="cpu", dtype="fp32")
+samples = zoo.make_samples(64, seed=0, model=name, input_size=224,
+                           device="cpu", dtype="fp32")
 batches = [torch.cat(samples[i:i + 8]) for i in range(0, 64, 8)]
 for i in range(5):
     model(batches[i % 8])

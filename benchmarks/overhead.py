@@ -50,8 +50,8 @@ def bare_p50_ns(prepared: Any, batch: Any, iters: int) -> float:
 
 def measure(workdir: Path, duration_s: float) -> dict[str, Any]:
     """The overhead figures, LoadGen's logs written under `workdir`."""
-    samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 64}, model="resnet18", input_size=224,
-                               folder=None, device="cpu", dtype="fp32")
+    samples = zoo.make_samples(64, seed=0, model="resnet18", input_size=224,
+                               device="cpu", dtype="fp32")
     figures: dict[str, Any] = {"machine": f"{cpu_info()['model'] or platform.machine()}, {torch.get_num_threads()} torch threads",
                                "torch": torch.__version__}
 

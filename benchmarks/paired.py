@@ -50,8 +50,8 @@ def _child(backend_name: str, model_name: str, variants: list[str], windows: int
 
     torch.set_grad_enabled(False)
     model = zoo.build_model(model_name, pretrained=False, seed=0, device="cpu", dtype="fp32")
-    samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 64}, model=model_name,
-                               input_size=input_size, folder=None, device="cpu", dtype="fp32")
+    samples = zoo.make_samples(64, seed=0, model=model_name,
+                               input_size=input_size, device="cpu", dtype="fp32")
     batches = [torch.cat(samples[i:i + batch]) for i in range(0, len(samples) - batch + 1, batch)]
     backend = registry.load(backend_name)()
     with tempfile.TemporaryDirectory(prefix="fusionbench-paired-") as work:

@@ -104,8 +104,8 @@ def error(output: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
 def measure(name: str, batch: int, seed: int) -> dict[str, Any]:
     model = zoo.build_model(name, pretrained=False, seed=seed, device="cpu", dtype="fp32")
     size = all_models()[name][1]
-    example = torch.cat(zoo.make_samples({"source": "synthetic", "seed": seed, "samples": batch}, model=name,
-                                         input_size=size, folder=None, device="cpu", dtype="fp32"))
+    example = torch.cat(zoo.make_samples(batch, seed=seed, model=name,
+                                         input_size=size, device="cpu", dtype="fp32"))
     with torch.no_grad():
         reference = model(example)
         figures: dict[str, Any] = {"model": name, "batch": batch}

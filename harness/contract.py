@@ -21,12 +21,14 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from harness.fusion import FusionReport
-from harness.options import BackendOptions
+from harness.options import BackendOptions, parse
 
-__all__ = ["Availability", "Backend", "FusionReport", "Prepared", "Variant"]
+__all__ = ["Availability", "Backend", "FusionReport", "OnOff", "Prepared", "Variant"]
+
+OnOff = Literal["on", "off"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,13 @@ class Availability:
 class Variant:
     """The backend setting under study in one cell."""
 
-    fusion: str = "on"  # "on" | "off"
-    options: Mapping[str, Any] = field(default_factory=dict)
+    fusion: OnOff = "on"
+    #: The backend's options, already parsed by its `options_model` (`Backend.variant` makes a
+    #: variant from the scenario file's values); the empty default stands for the model's defaults.
+    options: BackendOptions = field(default_factory=BackendOptions)
     #: "on": the whole inference captured once and replayed as a CUDA graph (one launch), for
     #: backends with `cuda_graphs = True`, on a GPU.
-    graphs: str = "off"
+    graphs: OnOff = "off"
 
 
 class Prepared(abc.ABC):
@@ -145,6 +149,12 @@ class Backend(abc.ABC):
     #: folder name), e.g. a compiler's on-disk cache; the worker's environment is otherwise the
     #: whitelisted one (harness/run/isolation.py).
     scratch_env: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def variant(cls, fusion: OnOff = "on", options: Mapping[str, Any] | None = None, graphs: OnOff = "off") -> Variant:
+        """A variant of this backend with `options` (the scenario file's values) parsed by its
+        `options_model`; `BackendFailed` names what does not fit."""
+        return Variant(fusion, parse(cls.name, cls.options_model, options or {}), graphs)
 
     @abc.abstractmethod
     def availability(self, device: str) -> Availability:

@@ -2,8 +2,9 @@
 (a small pydantic model: unknown keys and wrong types refused, ranges as field constraints), and
 the scenario loader checks every backend entry's options against it before anything is written:
 a typo is exit 2 naming the file, the line and the allowed keys. `prepare` reads the options with
-`parse`, which raises `BackendFailed` (one line) for a request that did not come through a
-checked scenario file.
+`Backend.variant` (harness/contract.py) parses a cell's options with `parse`, which raises
+`BackendFailed` (one line) for options that did not come through a checked scenario file, and
+`prepare` receives them typed: it reads them with `expect`.
 """
 
 from __future__ import annotations
@@ -48,3 +49,13 @@ def parse(backend: str, model: type[Options], given: Mapping[str, Any]) -> Optio
     if why is not None:
         raise BackendFailed(f"{backend} options: {why}")
     return model.model_validate(dict(given))
+
+
+def expect(backend: str, model: type[Options], given: BackendOptions) -> Options:
+    """`given` as `model`: the options `Backend.variant` parsed, or `model`'s defaults for a
+    variant made without options; BackendFailed for another backend's options."""
+    if type(given) is model:
+        return given
+    if type(given) is BackendOptions:
+        return model()
+    raise BackendFailed(f"{backend} options: got {type(given).__name__}, not {model.__name__}")

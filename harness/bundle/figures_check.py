@@ -430,7 +430,7 @@ def _belonging(loaded: LoadedBundle) -> list[str]:
     """Each cell's config among those bundle.json's stored scenario expands to on its device.
     Only the cell's own model, scenario and dtype are expanded, so the work is bounded by the
     cell, not by the product of the scenario's lists."""
-    from harness.scenario.cells import Cell, expand
+    from harness.scenario.cells import expand
 
     scenario, device = loaded.header["scenario"], loaded.header["device"]
     lines = []
@@ -442,17 +442,18 @@ def _belonging(loaded: LoadedBundle) -> list[str]:
                         "models": [m for m in scenario["models"] if m == config.get("model")],
                         "scenarios": [s for s in scenario["scenarios"] if s == config.get("scenario")],
                         "dtypes": [d for d in scenario["dtypes"] if d == config.get("dtype")]}
-            candidates = [c.config for c in expand(narrowed, device)]
+            candidates = expand(narrowed, device)
         except (LookupError, TypeError, AttributeError, ValueError) as exc:
             return [f"{HEADER}: its scenario does not expand into cells ({type(exc).__name__}: {str(exc)[:80]}), "
                     "so no cell can be shown to belong to it"]
         before_graphs = isinstance(raw, dict) and isinstance(raw.get("schema_version"), int) and raw["schema_version"] < 3
         where = f"{CELLS}/{cell['id']}.json"
-        if not any(_same_config(config, other, before_graphs) for other in candidates):
+        match = next((other for other in candidates if _same_config(config, other.config.recorded(), before_graphs)), None)
+        if match is None:
             lines.append(f"{where}: not a cell of this bundle: its config is none of the cells bundle.json's "
                          f"scenario expands to on {device}")
-        elif cell["label"] != Cell(cell["id"], config).label:
-            lines.append(f"{where}: label {cell['label']!r} but its config's is {Cell(cell['id'], config).label!r}")
+        elif cell["label"] != match.label:
+            lines.append(f"{where}: label {cell['label']!r} but its config's is {match.label!r}")
     return lines
 
 

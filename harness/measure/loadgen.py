@@ -40,6 +40,7 @@ from harness.errors import HarnessError
 from harness.measure.sut import InlineSUT, SUTTimes
 from harness.mlperf import accuracy, compliance, user_conf
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S, benchmark_for
+from harness.scenario.cell_config import CellConfig
 from harness.scenario.rules import hinted_ns, offline_expected_qps, rule, server_target_qps
 
 MISSING_AUDIT_CONFIG = "no-audit.config"
@@ -49,13 +50,13 @@ ATTEMPTS = 2
 class Settings:
     """A cell's LoadGen TestSettings: built once (see the module docstring), re-hinted per attempt."""
 
-    def __init__(self, cell: dict[str, Any], sample_count: int) -> None:
+    def __init__(self, cell: CellConfig, sample_count: int) -> None:
         import mlperf_loadgen
 
         self.lg: Any = mlperf_loadgen
         self.cell = cell
         self.sample_count = sample_count
-        self.profile = cell["loadgen"].get("profile", "dev")
+        self.profile = cell.loadgen.profile
         self.current: Any = None
         self.user_conf: str | None = None
 
@@ -63,22 +64,22 @@ class Settings:
         """The settings for a performance run hinted with `latency_ns`; under the mlperf profile
         the user.conf is written to `outdir` (and kept with the logs)."""
         if self.profile != "mlperf":
-            self.current = settings_for(self.lg, self.cell["scenario"], self.cell, latency_ns, self.sample_count)
+            self.current = settings_for(self.lg, self.cell, latency_ns, self.sample_count)
             return self.current
-        benchmark = benchmark_for(self.cell["model"]["name"])
+        benchmark = benchmark_for(self.cell.model.name)
         if benchmark is None:
-            raise HarnessError(f"{self.cell['model']['name']} stands for no MLPerf benchmark")
+            raise HarnessError(f"{self.cell.model.name} stands for no MLPerf benchmark")
         if self.current is None:
             self.current = self.lg.TestSettings()
-            self.current.scenario = getattr(self.lg.TestScenario, self.cell["scenario"])
+            self.current.scenario = getattr(self.lg.TestScenario, self.cell.scenario)
         self.user_conf = mlperf_user_conf(benchmark.conf_model, self.cell, latency_ns)
         path = outdir / "user.conf"
         path.write_text(self.user_conf)
-        status = self.current.FromConfig(str(path), benchmark.conf_model, self.cell["scenario"])
+        status = self.current.FromConfig(str(path), benchmark.conf_model, self.cell.scenario)
         if status != 0:
             raise HarnessError(f"LoadGen refused the user.conf it was given ({path}): status {status}")
         self.current.mode = self.lg.TestMode.PerformanceOnly
-        if self.cell["scenario"] == "Server":
+        if self.cell.scenario == "Server":
             self.current.server_coalesce_queries = True
         return self.current
 
@@ -100,11 +101,11 @@ class Settings:
         return self.current
 
 
-def mlperf_user_conf(conf_model: str, cell: dict[str, Any], latency_ns: float) -> str:
+def mlperf_user_conf(conf_model: str, cell: CellConfig, latency_ns: float) -> str:
     """The user.conf of the mlperf profile: the hint measured for this cell, and the overrides."""
-    scenario, batch, loadgen = cell["scenario"], cell["batch"], cell["loadgen"]
+    scenario, batch, loadgen = cell.scenario, cell.batch, cell.loadgen
     hinted = hinted_ns(latency_ns, batch)
-    overrides = loadgen.get("overrides") or {}
+    overrides = loadgen.overrides
     if scenario == "Offline":
         min_duration_s = overrides.get("min_duration_s", MLPERF_MIN_DURATION_S)
         key, value = "target_qps", offline_expected_qps(batch, hinted, latency_ns, min_duration_s)
@@ -115,27 +116,26 @@ def mlperf_user_conf(conf_model: str, cell: dict[str, Any], latency_ns: float) -
     return user_conf.text(conf_model, scenario, {key: value}, overrides)
 
 
-def settings_for(lg: Any, scenario: str, cell: dict[str, Any], latency_ns: float, sample_count: int) -> Any:
+def settings_for(lg: Any, cell: CellConfig, latency_ns: float, sample_count: int) -> Any:
     """LoadGen TestSettings for a cell under the dev profile; `latency_ns` is the measured median
     per batch."""
-    loadgen = cell["loadgen"]
-    batch = cell["batch"]
+    loadgen, batch = cell.loadgen, cell.batch
     s = lg.TestSettings()
-    s.scenario = getattr(lg.TestScenario, scenario)
+    s.scenario = getattr(lg.TestScenario, cell.scenario)
     s.mode = lg.TestMode.PerformanceOnly
-    s.min_duration_ms = int(loadgen["min_duration_s"] * 1000)
-    if loadgen["max_duration_s"]:
-        s.max_duration_ms = int(loadgen["max_duration_s"] * 1000)
-    s.min_query_count = loadgen["min_query_count"]
-    if loadgen["max_query_count"]:
-        s.max_query_count = loadgen["max_query_count"]
+    s.min_duration_ms = int(loadgen.min_duration_s * 1000)
+    if loadgen.max_duration_s:
+        s.max_duration_ms = int(loadgen.max_duration_s * 1000)
+    s.min_query_count = loadgen.min_query_count
+    if loadgen.max_query_count:
+        s.max_query_count = loadgen.max_query_count
     s.performance_sample_count_override = sample_count
-    rule(scenario).set_hint(s, batch, hinted_ns(latency_ns, batch), latency_ns, loadgen)
+    rule(cell.scenario).set_hint(s, batch, hinted_ns(latency_ns, batch), latency_ns, loadgen)
     return s
 
 
 def run_scenario(
-    prepared: Prepared, samples: list[Any], cell: dict[str, Any], latency_ns: float, outdir: Path,
+    prepared: Prepared, samples: list[Any], cell: CellConfig, latency_ns: float, outdir: Path,
     settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Run the cell's scenario under LoadGen; return its parsed results.
@@ -157,7 +157,7 @@ def run_scenario(
         result["log_dir"] = logdir.relative_to(outdir.parent).as_posix()
         attempts.append({"hint_latency_ns": latency_ns, "validity": result["validity"],
                          "invalid_reasons": result["invalid_reasons"]})
-        measured = _measured_latency_ns(result, cell["batch"])
+        measured = _measured_latency_ns(result, cell.batch)
         if result["validity"] == "VALID" or not _too_fast(result) or measured is None:
             break
         latency_ns = measured
@@ -168,7 +168,7 @@ def run_scenario(
     return result
 
 
-def run_accuracy(prepared: Prepared, samples: list[Any], cell: dict[str, Any], settings: Settings,
+def run_accuracy(prepared: Prepared, samples: list[Any], cell: CellConfig, settings: Settings,
                  labels: list[int], outdir: Path) -> dict[str, Any]:
     """LoadGen's AccuracyOnly mode over the sample library, scored against `labels`; the
     accuracy log and accuracy.txt stay in `outdir`."""
@@ -217,17 +217,17 @@ def _measured_latency_ns(result: dict[str, Any], batch: int) -> float | None:
 
 
 def _run_once(
-    lg: Any, prepared: Prepared, samples: list[Any], cell: dict[str, Any], settings: Any, outdir: Path,
+    lg: Any, prepared: Prepared, samples: list[Any], cell: CellConfig, settings: Any, outdir: Path,
     *, answer_top1: bool = False, keep_accuracy_log: bool = False, audit_config: str = MISSING_AUDIT_CONFIG,
 ) -> dict[str, Any]:
-    scenario = cell["scenario"]
+    scenario = cell.scenario
     outdir.mkdir(parents=True, exist_ok=True)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(outdir)
     log_settings.log_output.copy_summary_to_stdout = False
     log_settings.enable_trace = False
 
-    sut = InlineSUT(lg, prepared, samples, cell["batch"], scenario, answer_top1=answer_top1)
+    sut = InlineSUT(lg, prepared, samples, cell.batch, scenario, answer_top1=answer_top1)
     sut_handle = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
     qsl_handle = lg.ConstructQSL(len(samples), len(samples), sut.load_samples, lambda indices: None)
     try:
@@ -263,7 +263,7 @@ def sut_summary(times: SUTTimes, depth: int) -> dict[str, Any]:
     }
 
 
-def run_compliance(prepared: Prepared, samples: list[Any], cell: dict[str, Any], settings: Settings, test: str,
+def run_compliance(prepared: Prepared, samples: list[Any], cell: CellConfig, settings: Settings, test: str,
                    performance: dict[str, Any], accuracy_dir: Path | None, outdir: Path) -> dict[str, Any]:
     """One MLPerf compliance test (harness/mlperf/compliance.py) through its audit.config, verified
     against the cell's performance run (and, for TEST01, its accuracy run); the logs and the

@@ -15,7 +15,10 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+import pydantic
+
 from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS
+from harness.scenario.cell_config import CellConfig
 
 PROTOCOL_VERSION = 1
 
@@ -63,7 +66,7 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class WorkerRequest:
-    cell: dict[str, Any]  # the cell's config, as the bundle records it
+    cell: CellConfig
     artifact_dir: str  # where the cell's files go (cells/<id>/ in the bundle)
     phase_file: str = ""  # set by harness/run/isolation.py for each worker
     answer_file: str = ""
@@ -74,14 +77,19 @@ class WorkerRequest:
     version: int = PROTOCOL_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps({**data, "cell": self.cell.recorded()})
 
     @classmethod
     def from_json(cls, text: str) -> WorkerRequest:
         data = _read(text, cls)
         if not isinstance(data.get("cell"), dict) or not isinstance(data.get("artifact_dir"), str):
             raise ProtocolError("WorkerRequest: cell (an object) and artifact_dir (a path) are required")
-        return cls(**data)
+        try:
+            cell = CellConfig.model_validate(data.pop("cell"))
+        except pydantic.ValidationError as exc:
+            raise ProtocolError(f"WorkerRequest: the cell's config is not one this version reads: {exc}") from None
+        return cls(cell=cell, **data)
 
 
 @dataclass

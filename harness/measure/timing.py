@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.contract import Prepared
+from harness.scenario.schema import TimingSettings
 from harness.stats import summarize_ns
 from harness.thresholds import WARMUP_MAX_WINDOW as MAX_WINDOW
 from harness.thresholds import WARMUP_TOLERANCE as STEADY_TOLERANCE
@@ -34,7 +35,7 @@ class DeviceTiming:
     in turn (one batch repeated when given one), so the timing walks through the sample set as
     LoadGen's run does instead of reading one batch that stays in the caches."""
 
-    def __init__(self, prepared: Prepared, batches: Sequence[Any], settings: dict[str, Any], device: str,
+    def __init__(self, prepared: Prepared, batches: Sequence[Any], settings: TimingSettings, device: str,
                  observe: Callable[[bool], Any] | None = None,
                  compare: Callable[[Any, Any], dict[str, Any]] | None = None,
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -69,8 +70,8 @@ class DeviceTiming:
 
     def warm_up(self) -> None:
         """Call until two consecutive windows agree within STEADY_TOLERANCE (see the module)."""
-        minimum = max(self.settings["warmup_iters"], 1)
-        budget_ns = self.settings["max_warmup_s"] * 1e9
+        minimum = max(self.settings.warmup_iters, 1)
+        budget_ns = self.settings.max_warmup_s * 1e9
         first = self._call_ns()
         self.warmup_ns.append(first)
         window = min(max(math.ceil(WINDOW_S * 1e9 / max(first, 1)), 1), MAX_WINDOW)
@@ -91,10 +92,10 @@ class DeviceTiming:
         self.estimate_ns = max(statistics.median(self.warmup_ns[-window:]), 1)
 
     def calls_per_repetition(self) -> int:
-        reps = self.settings["repetitions"]
-        wanted = math.ceil(self.settings["min_time_s"] * 1e9 / self.estimate_ns / reps)
-        low = math.ceil(self.settings["min_iters"] / reps)
-        high = max(self.settings["max_iters"] // reps, 1)
+        reps = self.settings.repetitions
+        wanted = math.ceil(self.settings.min_time_s * 1e9 / self.estimate_ns / reps)
+        low = math.ceil(self.settings.min_iters / reps)
+        high = max(self.settings.max_iters // reps, 1)
         return int(min(max(wanted, low), high))
 
     def repetition(self, when: str) -> None:

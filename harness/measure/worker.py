@@ -34,10 +34,10 @@ from typing import Any, Iterator
 
 from harness import allocator, artifact_cache, registry
 from harness.atomic import write_bytes_atomic
-from harness.contract import Variant
 from harness.errors import HarnessError
 from harness.measure import protocol, trust
 from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
+from harness.scenario.cell_config import CellConfig
 
 
 class PhaseClock:
@@ -80,11 +80,11 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
 
             torch.set_grad_enabled(False)
             precision.set_torch_math("fp32")  # the eager reference is IEEE (fp32 and tf32 cells)
-            backend = registry.load(cell["backend"])()
+            backend = registry.load(cell.backend)()
             machine_speed.prepare(Path(request.cache_dir or Path.cwd() / "cache") / "machine")
             baseline_rss = current_rss_bytes()
             baseline_device_used = None
-            if cell["device"] == "cuda":
+            if cell.device == "cuda":
                 from harness.measure.memory import device_used_bytes
 
                 baseline_device_used = device_used_bytes()
@@ -94,7 +94,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                 "torch_interop_threads": torch.get_num_interop_threads(),
                 "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
                 "variables": recorded_environment(),
-                "allocator": allocator.record(allocator.of(cell), dict(os.environ)),
+                "allocator": allocator.record(cell.allocator, dict(os.environ)),
                 "pid": os.getpid(),
             }
         _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
@@ -162,7 +162,7 @@ def _observer(device: str) -> tuple[Any, Any]:
 
 
 def _measure(
-    cell: dict[str, Any],
+    cell: CellConfig,
     request: WorkerRequest,
     backend: Any,
     clock: PhaseClock,
@@ -178,18 +178,17 @@ def _measure(
     from harness.measure.timing import DeviceTiming
     from harness.models import zoo
 
-    device, dtype, batch = cell["device"], cell["dtype"], cell["batch"]
-    model_spec = cell["model"]
+    device, dtype, batch = cell.device, cell.dtype, cell.batch
     workdir = Path.cwd()
     artifacts = Path(request.artifact_dir)
     with clock.phase(protocol.BUILD):
         model = zoo.build_model(
-            model_spec["name"], pretrained=model_spec["pretrained"], seed=cell["seed"], device=device, dtype=dtype
+            cell.model.name, pretrained=cell.model.pretrained, seed=cell.seed, device=device, dtype=dtype
         )
         folder = Path(request.input_folder) if request.input_folder else None
         samples = zoo.make_samples(
-            cell["inputs"], model=model_spec["name"], input_size=cell["input_size"], folder=folder,
-            device=device, dtype=dtype,
+            cell.inputs.samples, model=cell.model.name, input_size=cell.input_size, device=device, dtype=dtype,
+            seed=cell.seed, folder=folder, labels=getattr(cell.inputs, "labels", None),
         )
         example = torch.cat([samples[i % len(samples)] for i in range(batch)])
     with clock.phase(protocol.REFERENCE):
@@ -198,8 +197,7 @@ def _measure(
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
     with clock.phase(protocol.PREPARE):
-        variant = Variant(fusion=cell["variant"]["fusion"], options=cell["variant"]["options"],
-                          graphs=cell["variant"].get("graphs", "off"))
+        variant = backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)
         cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
         cache_dir.mkdir(parents=True, exist_ok=True)
         prepared = backend.prepare(
@@ -219,9 +217,9 @@ def _measure(
                 metrics["correctness"] = correctness.compare(output, reference, dtype)
             del output
         observe, compare = _observer(device)
-        timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell["timing"], device,
+        timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell.timing, device,
                               observe=observe, compare=compare)
-        before_loadgen = max(cell["timing"]["repetitions"] // 2, 1)
+        before_loadgen = max(cell.timing.repetitions // 2, 1)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
             for _ in range(before_loadgen):
@@ -235,23 +233,23 @@ def _measure(
             metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
             metrics["loadgen"]["beside"]["machine_speed"] = machine_speed.around(speed_before, machine_speed.read())
         with clock.phase(protocol.TIMING_AFTER_LOADGEN):
-            for _ in range(cell["timing"]["repetitions"] - before_loadgen):
+            for _ in range(cell.timing.repetitions - before_loadgen):
                 timing.repetition("after loadgen")
         metrics["device_time"] = timing.result()
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = metrics["device_time"]["summary"]["median_ns"]
         metrics["latency_agreement"] = trust.latency_agreement(
-            cell["scenario"], batch, metrics["loadgen"], metrics["device_time"]["summary"],
+            cell.scenario, batch, metrics["loadgen"], metrics["device_time"]["summary"],
             metrics["device_time"]["repetitions"])
         metrics["roofline"] = roofline.bound(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
         )
         with clock.phase(protocol.MEMORY):
             metrics["memory"] = memory_pass(
-                prepared, example, cell["passes"]["memory_iters"], device, baseline_rss, baseline_device_used
+                prepared, example, cell.passes.memory_iters, device, baseline_rss, baseline_device_used
             )
         with clock.phase(protocol.PROFILE):
-            profile = passes.profile(prepared, example, cell["passes"]["profile_iters"], device, workdir)
+            profile = passes.profile(prepared, example, cell.passes.profile_iters, device, workdir)
             metrics["fusion_report"] = profile.pop("fusion_report")
             metrics["kernels"] = profile
             metrics["time_split"] = passes.time_split(median_ns if backend.computes_model else 0.0, profile, device)
@@ -261,22 +259,23 @@ def _measure(
         prepared.close()
 
 
-def _mlperf_runs(cell: dict[str, Any], prepared: Any, samples: list[Any], folder: Path | None, settings: Any,
+def _mlperf_runs(cell: CellConfig, prepared: Any, samples: list[Any], folder: Path | None, settings: Any,
                  clock: PhaseClock, metrics: dict[str, Any], outdir: Path) -> None:
     """The accuracy run and the compliance tests the cell asks for, after the performance run."""
     from harness.measure import loadgen
     from harness.models.labels import read_labels
 
     accuracy_dir = None
-    if cell["loadgen"].get("accuracy"):
+    if cell.loadgen.accuracy:
         with clock.phase(protocol.ACCURACY):
-            if folder is None or not cell["inputs"].get("labels"):  # the scenario schema requires both
+            labels_file = getattr(cell.inputs, "labels", None)
+            if folder is None or not labels_file:  # the scenario schema requires both
                 raise HarnessError("loadgen.accuracy needs labelled images (inputs: {source: folder, path: ..., "
                                    "labels: ...}); this cell's request names none")
-            labels = [label for _, label in read_labels(folder / cell["inputs"]["labels"])][: len(samples)]
+            labels = [label for _, label in read_labels(folder / labels_file)][: len(samples)]
             accuracy_dir = outdir / "accuracy"
             metrics["accuracy"] = loadgen.run_accuracy(prepared, samples, cell, settings, labels, accuracy_dir)
-    for test in cell["loadgen"].get("compliance") or ():
+    for test in cell.loadgen.compliance:
         with clock.phase(protocol.COMPLIANCE[test]):
             metrics.setdefault("compliance", {})[test] = loadgen.run_compliance(
                 prepared, samples, cell, settings, test, metrics["loadgen"], accuracy_dir, outdir / test)

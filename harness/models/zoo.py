@@ -105,20 +105,21 @@ def _build_extra(name: str, seed: int, device: str, dtype: str) -> Any:
 
 
 def make_samples(
-    inputs: dict[str, Any], *, model: str, input_size: int, folder: Path | None, device: str, dtype: str
+    count: int, *, model: str, input_size: int, device: str, dtype: str, seed: int = 0, folder: Path | None = None,
+    labels: str | None = None,
 ) -> list[Any]:
-    """The sample library: a list of one-sample tensors ([1, ...]) on `device`, in `dtype` except
-    for token ids."""
+    """The sample library: `count` one-sample tensors ([1, ...]) on `device`, in `dtype` except for
+    token ids: seeded synthetic inputs, or with `folder` its images (in the order of its `labels`
+    file when one is named)."""
     if model in EXTRA_MODELS:
-        if inputs["source"] != "synthetic":
+        if folder is not None:
             raise HarnessError(f"inputs from a folder are images, for torchvision models; {model} takes synthetic inputs")
-        samples = extra_models.make_inputs(model, input_size, inputs["samples"], inputs["seed"])
+        samples = extra_models.make_inputs(model, input_size, count, seed)
         cast = torch_dtype(dtype) if extra_models.casts_inputs(model) else None
         return [s.to(device=device, dtype=cast).contiguous() for s in samples]
-    if inputs["source"] == "synthetic":
-        return _synthetic(inputs["samples"], inputs["seed"], input_size, device, dtype)
-    assert folder is not None, "a folder source needs its resolved path"
-    return _from_folder(folder, inputs["samples"], model, input_size, device, dtype, inputs.get("labels"))
+    if folder is None:
+        return _synthetic(count, seed, input_size, device, dtype)
+    return _from_folder(folder, count, model, input_size, device, dtype, labels)
 
 
 def _synthetic(count: int, seed: int, size: int, device: str, dtype: str) -> list[Any]:

@@ -16,7 +16,7 @@ from harness import metric_table
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_value
 from harness.reporting.plots import Series
-from harness.scenario.cells import variant_label
+from harness.scenario.cell_config import variant_label
 
 FUSED_KERNELS_SHOWN = 8
 # Figures of harness/metric_table.py each table shows (an optional one only where a cell has it).
@@ -83,7 +83,7 @@ class Row:
     def variant(self) -> str:
         options = self.config["variant"].get("options") or {}
         extra = "".join(f" {k}={v}" for k, v in sorted(options.items()))
-        return f"{variant_label(self.config)}{extra}"
+        return f"{variant_label(self.backend, self.fusion, self.graphs)}{extra}"
 
     @property
     def setting(self) -> str:

@@ -304,7 +304,7 @@ def _sweep(
         bases: dict[str, dict[str, Any]] = {}
         for cell in cells:
             left_s = None if deadline is None else deadline - time.monotonic()
-            base = {"id": cell.id, "label": cell.label, "config": cell.config, "started": utc_now()}
+            base = {"id": cell.id, "label": cell.label, "config": cell.config.recorded(), "started": utc_now()}
             skip = ("the run's time budget was spent before this cell started" if left_s is not None and left_s <= 0
                     else skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system"))))
             if skip is not None:
@@ -352,8 +352,8 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
     )
     return CellTask(cell_id=cell.id, label=cell.label, request=request, artifacts=artifacts,
                     timeout_s=limits["cell_timeout_s"], memory_limit_bytes=memory_mib * MIB if memory_mib else None,
-                    env_names=list(env_names), scratch_env=dict(registry.load(cell.config["backend"]).scratch_env),
-                    device=cell.config["device"])
+                    env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
+                    device=cell.config.device)
 
 
 def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness import precision, registry
 from harness.bundle.reader import lookup
-from harness.contract import Variant
+from harness.errors import BackendFailed
 from harness.models.zoo import missing_requirement
 from harness.scenario.cells import Cell
 
@@ -21,22 +21,25 @@ def gpu_capabilities(system: Any) -> list[str]:
 def skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) -> str | None:
     """Why `cell` cannot run on this machine (backend missing, dtype the device lacks, a model's
     package missing, a variant the backend or device does not support), or None when it can."""
-    report = backends[cell.config["backend"]]
+    config = cell.config
+    report = backends[config.backend]
     if not report["available"]:
         return str(report["reason"])
-    unsupported = precision.unsupported_reason(cell.config["dtype"], cell.config["device"], capabilities)
+    unsupported = precision.unsupported_reason(config.dtype, config.device, capabilities)
     if unsupported:
         return unsupported
-    missing = missing_requirement(cell.config["model"]["name"])
+    missing = missing_requirement(config.model.name)
     if missing:
         return missing
-    backend = registry.load(cell.config["backend"])()
-    variant = Variant(cell.config["variant"]["fusion"], cell.config["variant"]["options"],
-                      cell.config["variant"].get("graphs", "off"))
+    backend = registry.load(config.backend)()
+    try:
+        variant = backend.variant(config.variant.fusion, config.variant.options, config.variant.graphs)
+    except BackendFailed:
+        return None  # options the scenario loader let through and the backend refuses: the cell fails, saying so
     if variant.graphs == "on":
-        if cell.config["device"] != "cuda":
+        if config.device != "cuda":
             return "graphs: CUDA graphs need a GPU (device cuda)"
         if not backend.cuda_graphs:
             return f"graphs: {backend.name} has no CUDA-graph variant (its backend does not declare cuda_graphs)"
-    support = backend.supports(variant, cell.config["dtype"], cell.config["device"])
+    support = backend.supports(variant, config.dtype, config.device)
     return None if support.ok else support.reason

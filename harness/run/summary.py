@@ -10,7 +10,7 @@ from rich.text import Text
 from harness import metric_table
 from harness.measure.protocol import PHASE_KINDS, PHASES
 from harness.plain_text import visible
-from harness.scenario.cells import variant_label
+from harness.scenario.cell_config import variant_label
 
 STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped": "dim", "interrupted": "magenta"}
 # The figures of each cell, in harness/metric_table.py's words (the report's Cells table shows them alike).
@@ -62,7 +62,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     for r in records:
         c = r["config"]
         status = r["status"]
-        lines = (f"{c['model']['name']} {variant_label(c)}", f"{c['scenario']} {c['dtype']} b{c['batch']}")
+        variant = variant_label(c["backend"], c["variant"]["fusion"], c["variant"].get("graphs", "off"))
+        lines = (f"{c['model']['name']} {variant}", f"{c['scenario']} {c['dtype']} b{c['batch']}")
         cell = "\n".join(visible(line) for line in lines)
         table.add_row(Text(cell), Text(status, style=STATUS_STYLE.get(status, "")),
                       *(Text(visible(metric_table.figure(column, r))) for column in columns), _cell_time(r))

@@ -9,10 +9,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from harness import allocator
 from harness.errors import ConfigError
 from harness.models.catalog import all_models
+from harness.scenario.cell_config import CellConfig, CellLoadGen, CellVariant
 from harness.scenario.rules import rule
+from harness.scenario.schema import Inputs, LoadGenSettings, ModelSpec, PassSettings, TimingSettings
 
 ONLY_KEYS = ("model", "backend", "fusion", "graphs", "scenario", "dtype", "batch")
 
@@ -20,87 +24,76 @@ ONLY_KEYS = ("model", "backend", "fusion", "graphs", "scenario", "dtype", "batch
 @dataclass(frozen=True)
 class Cell:
     id: str
-    config: dict[str, Any]
+    config: CellConfig
 
     @property
     def label(self) -> str:
-        c = self.config
-        return f"{c['model']['name']} {variant_label(c)} {c['scenario']} {c['device']} {c['dtype']} b{c['batch']}"
+        return self.config.label
 
     def field(self, key: str) -> str:
         """The value `--only KEY=...` matches against."""
         c = self.config
         return str({
-            "model": c["model"]["name"], "backend": c["backend"], "fusion": c["variant"]["fusion"],
-            "graphs": c["variant"].get("graphs", "off"), "scenario": c["scenario"], "dtype": c["dtype"],
-            "batch": c["batch"],
+            "model": c.model.name, "backend": c.backend, "fusion": c.variant.fusion, "graphs": c.variant.graphs,
+            "scenario": c.scenario, "dtype": c.dtype, "batch": c.batch,
         }[key])
 
 
-def variant_label(config: dict[str, Any]) -> str:
-    """A cell's backend and variant as every table names them: `inductor fusion-off graphs`."""
-    graphs = " graphs" if config["variant"].get("graphs") == "on" else ""
-    return f"{config['backend']} fusion-{config['variant']['fusion']}{graphs}"
-
-
 def cell_id(config: dict[str, Any]) -> str:
+    """The id of a cell whose recorded config is `config`."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def batches(scenario: str, resolved: dict[str, Any], device: str) -> list[int]:
     """The batch sizes of a scenario's cells (harness/scenario/rules.py)."""
-    return rule(scenario).batches(resolved["loadgen"], resolved["batch_sizes"][device])
+    return rule(scenario).batches(_loadgen_settings(resolved)[0], resolved["batch_sizes"][device])
 
 
-def _loadgen_config(scenario: str, loadgen: dict[str, Any]) -> dict[str, Any]:
-    config = {k: loadgen[k] for k in ("min_duration_s", "max_duration_s", "max_query_count")}
-    config["min_query_count"] = rule(scenario).min_queries(loadgen["min_query_count"])
-    config.update({k: loadgen[k] for k in rule(scenario).loadgen_keys})
-    # Only where they differ from the defaults, so that a dev cell's id stays what it always was.
-    if loadgen.get("profile", "dev") != "dev":
-        config["profile"] = loadgen["profile"]
-        config["overrides"] = loadgen.get("overrides") or {}
-    if loadgen.get("accuracy"):
-        config["accuracy"] = True
-    if loadgen.get("compliance"):
-        config["compliance"] = list(loadgen["compliance"])
-    return config
+def _loadgen_settings(resolved: dict[str, Any]) -> tuple[LoadGenSettings, dict[str, Any]]:
+    """The scenario's LoadGen settings and the user.conf overrides `resolved` adds to them."""
+    given = dict(resolved["loadgen"])
+    overrides = given.pop("overrides", None) or {}
+    return LoadGenSettings.model_validate(given), overrides
+
+
+def _loadgen_config(scenario: str, loadgen: LoadGenSettings, overrides: dict[str, Any]) -> CellLoadGen:
+    own = {key: getattr(loadgen, key) for key in rule(scenario).loadgen_keys}
+    return CellLoadGen(
+        min_duration_s=loadgen.min_duration_s, max_duration_s=loadgen.max_duration_s,
+        max_query_count=loadgen.max_query_count, min_query_count=rule(scenario).min_queries(loadgen.min_query_count),
+        profile=loadgen.profile, overrides=overrides if loadgen.profile != "dev" else {}, accuracy=loadgen.accuracy,
+        compliance=tuple(loadgen.compliance), **own,
+    )
 
 
 def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
-    """Every cell of a resolved scenario on a concrete device ("cpu" or "cuda")."""
-    inputs = resolved["inputs"]
+    """Every cell of a resolved scenario (harness/scenario/loading.py `resolved`) on a concrete
+    device ("cpu" or "cuda")."""
+    inputs = TypeAdapter(Inputs).validate_python(resolved["inputs"])
+    loadgen, overrides = _loadgen_settings(resolved)
+    timing = TimingSettings.model_validate(resolved["timing"])
+    passes = PassSettings.model_validate(resolved["passes"])
     chosen = allocator.of(resolved)
     cells = []
     models = all_models()
-    for model in resolved["models"]:
-        input_size = model["input_size"] or models[model["name"]][1]
+    for model in (ModelSpec.model_validate(m) for m in resolved["models"]):
+        input_size = model.input_size or models[model.name][1]
         for backend in resolved["backends"]:
-            if backend.get("models") and model["name"] not in backend["models"]:
+            if backend.get("models") and model.name not in backend["models"]:
                 continue
             for fusion, graphs in ((f, g) for f in backend["fusion"] for g in backend.get("graphs", ["off"])):
                 for scenario in resolved["scenarios"]:
                     for dtype in resolved["dtypes"]:
                         for batch in batches(scenario, resolved, device):
-                            config = {
-                                "model": model,
-                                "input_size": input_size,
-                                "backend": backend["name"],
-                                "variant": {"fusion": fusion, "graphs": graphs, "options": backend["options"]},
-                                "scenario": scenario,
-                                "device": device,
-                                "dtype": dtype,
-                                "batch": batch,
-                                "inputs": inputs,
-                                "seed": inputs.get("seed", 0),
-                                "loadgen": _loadgen_config(scenario, resolved["loadgen"]),
-                                "timing": resolved["timing"],
-                                "passes": resolved["passes"],
-                            }
-                            if chosen != "system":  # ids of system cells stay what they were
-                                config["allocator"] = chosen
-                            cells.append(Cell(cell_id(config), config))
+                            config = CellConfig(
+                                model=model, input_size=input_size, backend=backend["name"],
+                                variant=CellVariant(fusion=fusion, graphs=graphs, options=backend["options"]),
+                                scenario=scenario, device=device, dtype=dtype, batch=batch, inputs=inputs,
+                                seed=getattr(inputs, "seed", 0), loadgen=_loadgen_config(scenario, loadgen, overrides),
+                                timing=timing, passes=passes, allocator=chosen,
+                            )
+                            cells.append(Cell(cell_id(config.recorded()), config))
     return cells
 
 

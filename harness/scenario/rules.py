@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 ScenarioName = Literal["SingleStream", "MultiStream", "Server", "Offline"]
 
@@ -28,8 +28,26 @@ MIN_HINT_NS_PER_QUERY = 2_000
 # LoadGen's one Offline query holds int(expected QPS x min duration x 1.1) samples, truncated.
 OFFLINE_QUERY_FACTOR = 1.1
 
-# apply(settings, batch, hinted_ns, latency_ns, loadgen config of the cell)
-HintSetter = Callable[[Any, int, float, float, dict[str, Any]], None]
+
+
+class HintSettings(Protocol):
+    """The LoadGen settings a hint reads: the scenario file's (schema.LoadGenSettings) or a cell's
+    (cell_config.CellLoadGen)."""
+
+    @property
+    def min_duration_s(self) -> float: ...
+    @property
+    def samples_per_query(self) -> int | None: ...
+    @property
+    def target_qps(self) -> float | str | None: ...
+    @property
+    def target_qps_fraction(self) -> float | None: ...
+    @property
+    def target_latency_ms(self) -> float | None: ...
+
+
+# apply(settings, batch, hinted_ns, latency_ns, the cell's LoadGen settings)
+HintSetter = Callable[[Any, int, float, float, HintSettings], None]
 
 
 @dataclass(frozen=True)
@@ -49,11 +67,11 @@ class ScenarioRule:
     batches_in_flight: bool = False  # the system under test may pipeline batches (GPU)
     metric_extras: tuple[tuple[str, str], ...] = ()  # more figures the metric carries: (name, log key)
 
-    def batches(self, loadgen: dict[str, Any], batch_sizes: list[int]) -> list[int]:
+    def batches(self, loadgen: HintSettings, batch_sizes: list[int]) -> list[int]:
         if self.batch == "one":
             return [1]
         if self.batch == "samples_per_query":
-            return [int(loadgen["samples_per_query"])]
+            return [int(_given(loadgen.samples_per_query, "samples_per_query"))]
         return list(batch_sizes)
 
     def min_queries(self, given: int | None) -> int:
@@ -92,11 +110,19 @@ def offline_expected_qps(batch: int, hinted_ns: float, latency_ns: float, min_du
     return max(qps, (needed + 0.5) / (min_duration_s * OFFLINE_QUERY_FACTOR))
 
 
-def server_target_qps(loadgen: dict[str, Any], batch: int, latency_ns: float) -> float:
+def server_target_qps(loadgen: HintSettings, batch: int, latency_ns: float) -> float:
     """The Server arrival rate: as given, or a fraction of the measured capacity."""
-    if loadgen["target_qps"] != "auto":
-        return float(loadgen["target_qps"])
-    return float(loadgen["target_qps_fraction"]) * batch * 1e9 / latency_ns
+    qps = _given(loadgen.target_qps, "target_qps")
+    if qps != "auto":
+        return float(qps)
+    return float(_given(loadgen.target_qps_fraction, "target_qps_fraction")) * batch * 1e9 / latency_ns
+
+
+def _given(value: Any, key: str) -> Any:
+    """A scenario's own LoadGen setting, which a cell of that scenario always has."""
+    if value is None:
+        raise ValueError(f"loadgen.{key} is not set for this scenario's cell")
+    return value
 
 
 def hinted_ns(latency_ns: float, batch: int) -> int:
@@ -104,22 +130,22 @@ def hinted_ns(latency_ns: float, batch: int) -> int:
     return max(int(latency_ns / HINT_HEADROOM), MIN_HINT_NS_PER_SAMPLE * batch, MIN_HINT_NS_PER_QUERY)
 
 
-def _single_stream(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+def _single_stream(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: HintSettings) -> None:
     s.single_stream_expected_latency_ns = int(hinted)
 
 
-def _multi_stream(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+def _multi_stream(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: HintSettings) -> None:
     s.multi_stream_expected_latency_ns = int(hinted)
     s.multi_stream_samples_per_query = batch
 
 
-def _offline(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
-    s.offline_expected_qps = offline_expected_qps(batch, hinted, latency_ns, loadgen["min_duration_s"])
+def _offline(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: HintSettings) -> None:
+    s.offline_expected_qps = offline_expected_qps(batch, hinted, latency_ns, loadgen.min_duration_s)
 
 
-def _server(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: dict[str, Any]) -> None:
+def _server(s: Any, batch: int, hinted: float, latency_ns: float, loadgen: HintSettings) -> None:
     s.server_target_qps = server_target_qps(loadgen, batch, latency_ns)
-    s.server_target_latency_ns = int(loadgen["target_latency_ms"] * 1e6)
+    s.server_target_latency_ns = int(_given(loadgen.target_latency_ms, "target_latency_ms") * 1e6)
     s.server_coalesce_queries = True  # queries that arrived while the model ran come as one call
 
 

@@ -36,8 +36,8 @@ def variants(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     if not backend.availability("cpu").ok:
         pytest.skip(f"{request.param}: {backend.availability('cpu').reason}")
     model = zoo.build_model("pattern_conv_bn_relu", pretrained=False, seed=0, device="cpu", dtype="fp32")
-    example = torch.cat(zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 2}, model="pattern_conv_bn_relu",
-                                         input_size=32, folder=None, device="cpu", dtype="fp32"))
+    example = torch.cat(zoo.make_samples(2, seed=0, model="pattern_conv_bn_relu",
+                                         input_size=32, device="cpu", dtype="fp32"))
     with torch.no_grad():
         reference = model(example)
     out: dict[str, Any] = {"name": request.param, "example": example, "reference": reference}

@@ -33,7 +33,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
 
 def _prepare(setup, fusion: str, tmp_path: Path, **options):
     backend, model, example, _, cache = setup
-    return backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion, options),
+    return backend.prepare(model, example, device="cpu", dtype="fp32", variant=backend.variant(fusion, options),
                            workdir=tmp_path, cache_dir=cache)
 
 
@@ -160,7 +160,7 @@ def test_ort_tensorrt_provider_runs_tf32_cells_only() -> None:
     from backends.onnxruntime import OnnxRuntimeBackend
 
     backend = OnnxRuntimeBackend()
-    refused = backend.supports(Variant("on", {"provider": "tensorrt"}), "fp32", "cuda")
+    refused = backend.supports(backend.variant("on", {"provider": "tensorrt"}), "fp32", "cuda")
     assert not refused.ok and "no TF32 switch" in refused.reason
-    assert backend.supports(Variant("on", {"provider": "tensorrt"}), "tf32", "cuda").ok
+    assert backend.supports(backend.variant("on", {"provider": "tensorrt"}), "tf32", "cuda").ok
     assert backend.supports(Variant("on"), "tf32", "cuda").ok

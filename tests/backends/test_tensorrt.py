@@ -20,7 +20,8 @@ import pytest
 import torch
 from torch import nn
 
-from backends.tensorrt import TensorRTBackend, checked_options, engine_fusion_report
+from backends.onnxruntime import OnnxRuntimeOptions
+from backends.tensorrt import TensorRTBackend, engine_fusion_report
 from backends.tensorrt_layers import (
     REFORMAT_OP,
     engine_layers,
@@ -94,9 +95,13 @@ def test_supports_gpu_dtypes_only() -> None:
 
 # --- options ----------------------------------------------------------------------------------
 
+def checked_options(options: dict[str, Any]) -> Any:
+    return TensorRTBackend.variant("on", options).options
+
+
 def test_options_default_and_unknown_ones_list_the_allowed() -> None:
-    assert checked_options({}) == {"workspace_mib": 4096, "builder_optimization_level": 3}
-    assert checked_options({"workspace_mib": 512})["workspace_mib"] == 512
+    assert checked_options({}).model_dump() == {"workspace_mib": 4096, "builder_optimization_level": 3}
+    assert checked_options({"workspace_mib": 512}).workspace_mib == 512
     with pytest.raises(BackendFailed) as failed:
         checked_options({"workspace": 512, "fp8": True})
     message = str(failed.value)
@@ -122,8 +127,8 @@ def test_bad_option_values_are_refused(options: dict, words: str) -> None:
 def test_prepare_refuses_bad_options_and_cpu_before_touching_tensorrt(tmp_path: Path) -> None:
     backend = TensorRTBackend()
     common = {"dtype": "fp32", "workdir": tmp_path, "cache_dir": tmp_path}
-    with pytest.raises(BackendFailed, match="tensorrt options: unknown option level"):
-        backend.prepare(None, None, device="cuda", variant=Variant("on", {"level": 3}), **common)
+    with pytest.raises(BackendFailed, match="tensorrt options: got OnnxRuntimeOptions, not TensorRTOptions"):
+        backend.prepare(None, None, device="cuda", variant=Variant("on", OnnxRuntimeOptions()), **common)
     with pytest.raises(BackendFailed, match="NVIDIA GPUs"):
         backend.prepare(None, None, device="cpu", variant=Variant("on"), **common)
 

@@ -38,7 +38,7 @@ def _tiny() -> tuple[Any, Any]:
 
 def _prepare(model: Any, example: Any, cache: Path, fusion: str = "on", **options: Any) -> Any:
     return TVMBackend().prepare(
-        model, example, device="cpu", dtype="fp32", variant=Variant(fusion, options),
+        model, example, device="cpu", dtype="fp32", variant=TVMBackend.variant(fusion, options),
         workdir=cache, cache_dir=cache,
     )
 
@@ -247,11 +247,11 @@ def test_mobilenet_compiles_for_cuda_with_every_function_scheduled(tmp_path: Pat
     GPU binaries where one is present). mobilenet_v3_small at batch 8 has convolutions fused with
     hardswish that dlight's Matmul rule failed on, which stopped every build for such models."""
     torchvision = pytest.importorskip("torchvision")
-    from backends.tvm import _build, cuda_target
+    from backends.tvm import TVMOptions, _build, cuda_target
 
     torch.manual_seed(0)
     model = torchvision.models.mobilenet_v3_small(weights=None).eval()
-    _build(model, torch.randn(8, 3, 32, 32), cuda_target((9, 0)), "on", {"opt_level": 3}, tmp_path)
+    _build(model, torch.randn(8, 3, 32, 32), cuda_target((9, 0)), "on", TVMOptions(opt_level=3), tmp_path)
     assert (tmp_path / "model.so").stat().st_size > 0
     report = json.loads((tmp_path / "fusion_report.json").read_text())
     assert sum(1 for k in report["kernels"] if len(k["ops"]) > 1) > 10

@@ -61,14 +61,15 @@ def _backend(name: str) -> Backend:
 
 
 def _prepare(backend: Backend, fusion: str, tmp_path: Path, **options: object) -> Prepared:
-    support = backend.supports(Variant(fusion, options), "fp32", "cpu")
+    variant = backend.variant(fusion, options)
+    support = backend.supports(variant, "fp32", "cpu")
     if not support.ok:
         pytest.skip(f"{backend.name} fusion={fusion}: {support.reason}")
     model, example = _model_and_input()
     workdir = tmp_path / f"work-{fusion}"
     workdir.mkdir(exist_ok=True)
     return backend.prepare(
-        model, example, device="cpu", dtype="fp32", variant=Variant(fusion, options),
+        model, example, device="cpu", dtype="fp32", variant=variant,
         workdir=workdir, cache_dir=tmp_path / "cache",
     )
 

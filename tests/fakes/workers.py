@@ -17,7 +17,7 @@ from harness.measure.protocol import WorkerAnswer, WorkerRequest
 
 def main() -> None:
     request = WorkerRequest.from_json(Path(sys.argv[1]).read_text())
-    behaviour = request.cell["behaviour"]
+    behaviour = Path(request.artifact_dir).name  # the tests name the folder after the behaviour
     Path(request.phase_file).write_text("prepare")
     print("fake worker starting", behaviour, flush=True)
     if behaviour == "segfault":

@@ -99,9 +99,8 @@ def test_accuracy_run_scores_the_models_own_answers_end_to_end(tmp_path: Path) -
 
     folder = draw(tmp_path / "images", 32)
     model = zoo.build_model("mobilenet_v3_small", pretrained=False, seed=0, device="cpu", dtype="fp32")
-    inputs = {"source": "folder", "path": "images", "labels": "val_map.txt", "samples": 32}
-    samples = zoo.make_samples(inputs, model="mobilenet_v3_small", input_size=64, folder=folder, device="cpu",
-                               dtype="fp32")
+    samples = zoo.make_samples(32, model="mobilenet_v3_small", input_size=64, folder=folder, labels="val_map.txt",
+                               device="cpu", dtype="fp32")
     with torch.no_grad():
         answers = [int(model(sample).argmax()) for sample in samples]
     relabel(folder, [a if k % 4 else (a + 1) % 1000 for k, a in enumerate(answers)])

@@ -27,8 +27,8 @@ def resolved(**overrides):
 def test_steady_is_the_default_and_enters_the_cell_id() -> None:
     steady = expand(resolved(), "cpu")
     system = expand(resolved(allocator="system"), "cpu")
-    assert all(c.config["allocator"] == "steady" for c in steady)
-    assert all("allocator" not in c.config for c in system)
+    assert all(c.config.allocator == "steady" for c in steady)
+    assert all("allocator" not in c.config.recorded() for c in system)
     assert {c.label for c in steady} == {c.label for c in system}
     assert not {c.id for c in steady} & {c.id for c in system}, "the allocator moves figures: not the same cell"
 

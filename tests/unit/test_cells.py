@@ -27,11 +27,11 @@ def test_batches_follow_the_scenario() -> None:
     cells = expand(resolved(), "cpu")
     by_scenario = {}
     for c in cells:
-        by_scenario.setdefault(c.config["scenario"], set()).add(c.config["batch"])
+        by_scenario.setdefault(c.config.scenario, set()).add(c.config.batch)
     assert by_scenario == {"SingleStream": {1}, "MultiStream": {4}, "Offline": {1, 8}}
     # 2 models x 3 backend variants x (1 + 1 + 2) batches
     assert len(cells) == 2 * 3 * 4
-    assert {c.config["batch"] for c in expand(resolved(), "cuda") if c.config["scenario"] == "Offline"} == {64}
+    assert {c.config.batch for c in expand(resolved(), "cuda") if c.config.scenario == "Offline"} == {64}
 
 
 def test_ids_are_unique_stable_and_device_specific() -> None:
@@ -53,7 +53,7 @@ def test_ids_change_with_what_is_measured_only() -> None:
 
 def test_min_query_count_resolved_per_scenario() -> None:
     cells = expand(resolved(), "cpu")
-    counts = {c.config["scenario"]: c.config["loadgen"]["min_query_count"] for c in cells}
+    counts = {c.config.scenario: c.config.loadgen.min_query_count for c in cells}
     assert counts == {"SingleStream": 100, "MultiStream": 662, "Offline": 1}
 
 
@@ -74,7 +74,7 @@ def test_only_selects_and_rejects() -> None:
 def test_backend_models_restrict_its_cells() -> None:
     data = resolved(backends=["eager", {"name": "inductor", "models": ["mobilenet_v3_small"]}], scenarios=["Offline"])
     cells = expand(data, "cpu")
-    pairs = sorted((c.config["backend"], c.config["model"]["name"]) for c in cells if c.config["batch"] == 8)
+    pairs = sorted((c.config.backend, c.config.model.name) for c in cells if c.config.batch == 8)
     assert pairs == [("eager", "mobilenet_v3_small"), ("eager", "resnet18"), ("inductor", "mobilenet_v3_small")]
 
 
@@ -84,13 +84,13 @@ def test_graphs_multiply_the_variants_and_say_so_in_the_label() -> None:
     cells = expand(data, "cuda")
     assert sorted(c.label for c in cells) == ["resnet18 eager fusion-on SingleStream cuda fp32 b1",
                                               "resnet18 eager fusion-on graphs SingleStream cuda fp32 b1"]
-    assert [c.config["variant"]["graphs"] for c in select(cells, parse_only("graphs=on"))] == ["on"]
+    assert [c.config.variant.graphs for c in select(cells, parse_only("graphs=on"))] == ["on"]
     assert len({c.id for c in cells}) == 2
 
 
 def test_tf32_is_a_dtype_of_its_own() -> None:
     cells = expand(resolved(dtypes=["fp32", "tf32"], scenarios=["SingleStream"], models=["resnet18"]), "cuda")
-    assert sorted({c.config["dtype"] for c in cells}) == ["fp32", "tf32"]
+    assert sorted({c.config.dtype for c in cells}) == ["fp32", "tf32"]
     assert len({c.id for c in cells}) == len(cells)
 
 
@@ -102,6 +102,6 @@ def test_graph_cells_are_skipped_off_a_gpu_and_on_backends_without_graphs() -> N
     available = {"eager": {"available": True, "reason": ""}, "onnxruntime": {"available": True, "reason": ""}}
     on_cpu = expand(scenario, "cpu")
     assert {skip_reason(c, available, []) for c in on_cpu} == {"graphs: CUDA graphs need a GPU (device cuda)"}
-    on_gpu = {c.config["backend"]: skip_reason(c, available, ["9.0"]) for c in expand(scenario, "cuda")}
+    on_gpu = {c.config.backend: skip_reason(c, available, ["9.0"]) for c in expand(scenario, "cuda")}
     assert on_gpu["eager"] is None
     assert on_gpu["onnxruntime"] == "graphs: onnxruntime has no CUDA-graph variant (its backend does not declare cuda_graphs)"

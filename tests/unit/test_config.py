@@ -42,11 +42,11 @@ def error_of(tmp_path: Path, text: str | bytes) -> str:
 def test_good_file_fills_defaults(tmp_path: Path) -> None:
     scenario = load_text(tmp_path, GOOD)
     assert [m.name for m in scenario.models] == ["resnet18", "mobilenet_v3_small"]
-    sizes = {c.config["model"]["name"]: c.config["input_size"] for c in expand(resolved(scenario, "good"), "cpu")}
+    sizes = {c.config.model.name: c.config.input_size for c in expand(resolved(scenario, "good"), "cpu")}
     assert sizes == {"mobilenet_v3_small": 96, "resnet18": 224}
     assert scenario.backends[1].fusion == ["on"]  # YAML's boolean `on` read back as the word
     assert scenario.dtypes == ["fp32"] and scenario.device == "auto"
-    assert {c.config["scenario"]: c.config["loadgen"]["min_query_count"] for c in expand(resolved(scenario, "good"), "cpu")} \
+    assert {c.config.scenario: c.config.loadgen.min_query_count for c in expand(resolved(scenario, "good"), "cpu")} \
         == {s: RULES[s].default_min_queries for s in scenario.scenarios}
 
 
@@ -207,7 +207,7 @@ def test_the_mlperf_profile_records_what_the_file_overrides_and_dev_cells_keep_t
     short = resolved(load_text(tmp_path, MLPERF + "loadgen: {profile: mlperf, min_duration_s: 2}\n"), "s")
     assert short["loadgen"]["overrides"] == {"min_duration_s": 2.0}
     (cell,) = expand(short, "cpu")
-    assert cell.config["loadgen"]["profile"] == "mlperf" and cell.config["loadgen"]["overrides"] == {"min_duration_s": 2.0}
+    assert cell.config.loadgen.profile == "mlperf" and cell.config.loadgen.overrides == {"min_duration_s": 2.0}
     dev = resolved(load_text(tmp_path, MLPERF), "s")
     (plain,) = expand(dev, "cpu")
-    assert not {"profile", "overrides", "accuracy", "compliance"} & set(plain.config["loadgen"])
+    assert not {"profile", "overrides", "accuracy", "compliance"} & set(plain.config.recorded()["loadgen"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -31,8 +32,7 @@ def test_each_model_builds_and_runs_on_its_inputs(name: str) -> None:
             pytest.skip(f"{name} needs {package}, which is not installed")
     size = min(EXTRA_MODELS[name].input_size, 4000)  # a shorter clip keeps wav2vec2 quick
     model = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
-    samples = zoo.make_samples({"source": "synthetic", "seed": 0, "samples": 2}, model=name, input_size=size,
-                               folder=None, device="cpu", dtype="fp32")
+    samples = zoo.make_samples(2, model=name, input_size=size, device="cpu", dtype="fp32")
     assert [tuple(s.shape) for s in samples] == [input_shape(name, size)] * 2
     batch = torch.cat(samples)
     assert batch.dtype == (torch.int64 if EXTRA_MODELS[name].input_kind == "tokens" else torch.float32)
@@ -62,7 +62,6 @@ def test_a_missing_package_is_a_reason_not_a_crash(monkeypatch: pytest.MonkeyPat
 
 def test_folder_inputs_and_pretrained_weights_are_for_torchvision_models_only() -> None:
     with pytest.raises(HarnessError, match="takes synthetic inputs"):
-        zoo.make_samples({"source": "folder", "samples": 2}, model="pattern_bn_act", input_size=16, folder=None,
-                         device="cpu", dtype="fp32")
+        zoo.make_samples(2, model="pattern_bn_act", input_size=16, folder=Path("images"), device="cpu", dtype="fp32")
     with pytest.raises(ConfigError, match="pattern_bn_act has no pretrained weights"):
         parse(b"models: [{name: pattern_bn_act, pretrained: true}]\nbackends: [eager]\nscenarios: Offline\n", "f.yaml")

@@ -10,6 +10,7 @@ import pytest
 
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.isolation import log_tail, run_worker
+from tests.cell_configs import cell_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,8 @@ def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
 def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_bytes: int | None = None, **env):
     log = tmp_path / "worker.log"
     phases: list[str] = []
-    outcome = run_worker(WorkerRequest(cell={"behaviour": behaviour}, artifact_dir=str(tmp_path)), timeout_s=timeout_s,
+    request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / behaviour))  # the fake reads the name
+    outcome = run_worker(request, timeout_s=timeout_s,
                          log_path=log, on_phase=phases.append, module="tests.fakes.workers",
                          memory_limit_bytes=memory_limit_bytes, **env)
     return outcome, log, phases

@@ -15,6 +15,8 @@ from harness.contract import Prepared
 from harness.fusion import FusionReport
 from harness.measure import loadgen
 from harness.scenario import rules
+from harness.scenario.cell_config import CellConfig
+from tests.cell_configs import cell_config
 
 
 class Sleeper(Prepared):
@@ -36,10 +38,8 @@ class Sleeper(Prepared):
         return FusionReport(kernels=(), source="test")
 
 
-def cell(scenario: str, batch: int, **loadgen_settings: Any) -> dict[str, Any]:
-    settings = {"min_duration_s": 0.5, "max_duration_s": None, "min_query_count": 20, "max_query_count": None,
-                "target_qps": "auto", "target_qps_fraction": 0.5, "target_latency_ms": 100.0, **loadgen_settings}
-    return {"scenario": scenario, "batch": batch, "loadgen": settings}
+def cell(scenario: str, batch: int, **loadgen_settings: Any) -> CellConfig:
+    return cell_config(scenario, batch, **{"min_duration_s": 0.5, "min_query_count": 20, **loadgen_settings})
 
 
 def samples(n: int = 8) -> list[Any]:
@@ -47,14 +47,14 @@ def samples(n: int = 8) -> list[Any]:
 
 
 def test_settings_use_the_hint_with_headroom() -> None:
-    s = loadgen.settings_for(lg, "Offline", cell("Offline", 4), latency_ns=2e6, sample_count=8)
+    s = loadgen.settings_for(lg, cell("Offline", 4), latency_ns=2e6, sample_count=8)
     assert s.offline_expected_qps == pytest.approx(4 * 1e9 / (2e6 / rules.HINT_HEADROOM), rel=1e-6)
     assert s.performance_sample_count_override == 8 and s.min_duration_ms == 500
-    s = loadgen.settings_for(lg, "SingleStream", cell("SingleStream", 1), latency_ns=10.0, sample_count=8)
+    s = loadgen.settings_for(lg, cell("SingleStream", 1), latency_ns=10.0, sample_count=8)
     assert s.single_stream_expected_latency_ns == rules.MIN_HINT_NS_PER_QUERY
-    s = loadgen.settings_for(lg, "Server", cell("Server", 1, target_latency_ms=50), latency_ns=1e6, sample_count=8)
+    s = loadgen.settings_for(lg, cell("Server", 1, target_latency_ms=50), latency_ns=1e6, sample_count=8)
     assert s.server_target_qps == 0.5 * 1000 and s.server_target_latency_ns == 50_000_000
-    s = loadgen.settings_for(lg, "Server", cell("Server", 1, target_qps=7.0), latency_ns=1e6, sample_count=8)
+    s = loadgen.settings_for(lg, cell("Server", 1, target_qps=7.0), latency_ns=1e6, sample_count=8)
     assert s.server_target_qps == 7.0
 
 
@@ -136,7 +136,7 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
     # 2 samples = 1.2 s, but at 0.9 s a sample it would be 1 sample and INVALID. The hint must ask
     # for enough samples at the measured speed.
     for per_sample_s in (0.6, 0.9):
-        s = loadgen.settings_for(lg, "Offline", cell("Offline", 1, min_duration_s=1.0), latency_ns=per_sample_s * 1e9,
+        s = loadgen.settings_for(lg, cell("Offline", 1, min_duration_s=1.0), latency_ns=per_sample_s * 1e9,
                                  sample_count=8)
         samples_per_query = int(s.offline_expected_qps * 1.0 * rules.OFFLINE_QUERY_FACTOR)
         assert samples_per_query * per_sample_s >= rules.HINT_HEADROOM * 1.0
@@ -148,6 +148,6 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
 
 def test_a_near_free_model_keeps_the_offline_hint_floor() -> None:
     # The fill rule must not undo the floor: a 10 ns "model" would ask LoadGen for millions of samples.
-    s = loadgen.settings_for(lg, "Offline", cell("Offline", 4, min_duration_s=2.0), latency_ns=10.0, sample_count=8)
+    s = loadgen.settings_for(lg, cell("Offline", 4, min_duration_s=2.0), latency_ns=10.0, sample_count=8)
     floor_qps = 4 * 1e9 / max(rules.MIN_HINT_NS_PER_SAMPLE * 4, rules.MIN_HINT_NS_PER_QUERY)
     assert s.offline_expected_qps <= 1.1 * floor_qps

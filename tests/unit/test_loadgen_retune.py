@@ -16,14 +16,14 @@ from harness.contract import Prepared
 from harness.fusion import FusionReport
 from harness.measure import loadgen
 from harness.scenario import rules
+from harness.scenario.cell_config import CellConfig
+from tests.cell_configs import cell_config
 
 MS = 1_000_000
 
 
-def cell(min_duration_s: float = 10.0, batch: int = 8) -> dict[str, Any]:
-    settings = {"min_duration_s": min_duration_s, "max_duration_s": None, "min_query_count": 1,
-                "max_query_count": None}
-    return {"scenario": "Offline", "batch": batch, "loadgen": settings}
+def cell(min_duration_s: float = 10.0, batch: int = 8) -> CellConfig:
+    return cell_config("Offline", batch, min_duration_s=min_duration_s, min_query_count=1)
 
 
 def attempt(validity: str, samples_per_s: float, sut: dict[str, Any]) -> dict[str, Any]:

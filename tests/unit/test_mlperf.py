@@ -20,6 +20,7 @@ from harness.fusion import FusionReport
 from harness.measure import loadgen
 from harness.mlperf import accuracy, compliance, user_conf
 from harness.models.labels import read_labels
+from tests.cell_configs import cell_config
 
 # The submission checker reads accuracy.txt with this expression (its `acc` pattern).
 CHECKER_ACCURACY = re.compile(r"^(?:\{\"accuracy|accuracy)[\": ]*=?\s*([\d\.]+).*")
@@ -106,7 +107,7 @@ def _read_back(conf: Path, scenario: str) -> dict[str, Any]:
 
 
 def test_loadgen_reads_the_official_settings_then_the_user_conf(tmp_path: Path) -> None:
-    cell = {"scenario": "Offline", "batch": 8, "loadgen": {"profile": "mlperf", "overrides": {}}}
+    cell = cell_config("Offline", 8, samples=1024, profile="mlperf")
     conf = tmp_path / "user.conf"
     conf.write_text(loadgen.mlperf_user_conf("resnet50", cell, latency_ns=8e6))
     official = _read_back(conf, "Offline")
@@ -116,10 +117,10 @@ def test_loadgen_reads_the_official_settings_then_the_user_conf(tmp_path: Path) 
         2085463073848966840, 2747215439041700203, 16159082839903944936)
     assert official["min_duration_ms"] == 600_000 and official["performance_sample_count"] == 1024
     assert official["offline_expected_qps"] > 1000  # 8 samples in 8 ms, with headroom
-    short = {**cell, "loadgen": {"profile": "mlperf", "overrides": {"min_duration_s": 2.0}}}
+    short = cell_config("Offline", 8, samples=1024, profile="mlperf", min_duration_s=2.0)
     conf.write_text(loadgen.mlperf_user_conf("resnet50", short, latency_ns=8e6))
     assert _read_back(conf, "Offline")["min_duration_ms"] == 2000
-    single = {"scenario": "SingleStream", "batch": 1, "loadgen": {"profile": "mlperf", "overrides": {}}}
+    single = cell_config("SingleStream", 1, samples=1024, profile="mlperf")
     conf.write_text(loadgen.mlperf_user_conf("resnet50", single, latency_ns=3e6))
     assert _read_back(conf, "SingleStream")["single_stream_expected_latency_ns"] == pytest.approx(3e6 / 1.2, rel=1e-3)
 
@@ -182,8 +183,7 @@ class Classifier(Prepared):
 def test_accuracy_run_through_loadgen_answers_each_samples_class(tmp_path: Path, scenario: str, batch: int) -> None:
     samples = [torch.tensor([[float(k % 10), 0.0]]) for k in range(20)]
     labels = [k % 10 if k % 4 else (k + 1) % 10 for k in range(20)]  # every fourth label is wrong
-    cell = {"scenario": scenario, "batch": batch,
-            "loadgen": {"min_duration_s": 0.05, "max_duration_s": None, "min_query_count": 1, "max_query_count": None}}
+    cell = cell_config(scenario, batch, min_duration_s=0.05, min_query_count=1)
     settings = loadgen.Settings(cell, len(samples))
     loadgen.run_scenario(Classifier(), samples, cell, 1e5, tmp_path / "loadgen", settings)  # sets the settings up
     result = loadgen.run_accuracy(Classifier(), samples, cell, settings, labels, tmp_path / "loadgen" / "accuracy")

@@ -16,6 +16,8 @@ from harness.contract import Prepared
 from harness.fusion import FusionReport
 from harness.measure import loadgen
 from harness.measure.sut import SampleRing
+from harness.scenario.cell_config import CellConfig
+from tests.cell_configs import cell_config
 
 
 class Recorder(Prepared):
@@ -46,10 +48,8 @@ def samples(n: int) -> list[Any]:
     return [torch.full((1, 3), float(i)) for i in range(n)]
 
 
-def cell(scenario: str, batch: int, **settings: Any) -> dict[str, Any]:
-    return {"scenario": scenario, "batch": batch, "loadgen": {
-        "min_duration_s": 0.2, "max_duration_s": None, "min_query_count": 50, "max_query_count": None,
-        "target_qps": 200.0, "target_qps_fraction": 0.5, "target_latency_ms": 100.0, **settings}}
+def cell(scenario: str, batch: int, **settings: Any) -> CellConfig:
+    return cell_config(scenario, batch, **{"min_duration_s": 0.2, "min_query_count": 50, "target_qps": 200.0, **settings})
 
 
 @pytest.mark.parametrize("scenario", ["Offline", "MultiStream"])

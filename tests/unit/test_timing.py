@@ -10,6 +10,7 @@ import pytest
 from harness.contract import Prepared
 from harness.fusion import FusionReport
 from harness.measure.timing import STEADY_TOLERANCE, DeviceTiming
+from harness.scenario.schema import TimingSettings
 
 
 class FakeClock:
@@ -43,8 +44,8 @@ class Settling(Prepared):
         return FusionReport(kernels=(), source="fake")
 
 
-SETTINGS = {"warmup_iters": 3, "max_warmup_s": 5.0, "min_iters": 10, "max_iters": 2000, "min_time_s": 1.0,
-            "repetitions": 4}
+SETTINGS = TimingSettings(warmup_iters=3, max_warmup_s=5.0, min_iters=10, max_iters=2000, min_time_s=1.0,
+                          repetitions=4)
 
 
 def test_warm_up_lasts_until_the_figure_settles() -> None:
@@ -61,7 +62,7 @@ def test_warm_up_lasts_until_the_figure_settles() -> None:
 def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so() -> None:
     clock = FakeClock()
     model = Settling(clock, [int(10_000_000 * 0.996**i) for i in range(10_000)], 10_000_000)  # 4% faster a window
-    timing = DeviceTiming(model, [None], {**SETTINGS, "max_warmup_s": 1.0}, "cpu", clock=clock)
+    timing = DeviceTiming(model, [None], SETTINGS.model_copy(update={"max_warmup_s": 1.0}), "cpu", clock=clock)
     timing.warm_up()
     timing.repetition("before loadgen")
     result = timing.result()
@@ -72,7 +73,7 @@ def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
     clock = FakeClock()
     model = Settling(clock, [], 10_000_000)
     seen = []
-    timing = DeviceTiming(model, [None], {**SETTINGS, "repetitions": 2}, "cpu", clock=clock,
+    timing = DeviceTiming(model, [None], SETTINGS.model_copy(update={"repetitions": 2}), "cpu", clock=clock,
                           observe=lambda after: clock.now, compare=lambda a, b: {"cpu": {"wall_s": (b - a) / 1e9}})
     timing.warm_up()
     timing.repetition("before loadgen")
@@ -94,7 +95,7 @@ def test_the_tolerance_is_two_percent() -> None:
 def test_the_timed_calls_walk_through_the_batches_as_loadgen_does() -> None:
     clock = FakeClock()
     model = Settling(clock, [], 10_000_000)
-    timing = DeviceTiming(model, ["a", "b", "c"], {**SETTINGS, "repetitions": 2}, "cpu", clock=clock)
+    timing = DeviceTiming(model, ["a", "b", "c"], SETTINGS.model_copy(update={"repetitions": 2}), "cpu", clock=clock)
     timing.warm_up()
     timing.repetition("before loadgen")
     assert model.seen[:6] == ["a", "b", "c", "a", "b", "c"]  # not one batch that stays in the caches

@@ -14,8 +14,8 @@ from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport
 from harness.measure.protocol import WorkerRequest
 from harness.measure.worker import run_cell
-from harness.scenario.cells import expand
-from harness.scenario.schema import ScenarioFile
+from harness.scenario.cell_config import CellConfig
+from tests.cell_configs import cell_config
 
 
 class _Wrapped(Prepared):
@@ -52,20 +52,11 @@ class WrongBackend(RaisingBackend):
         return _Wrapped(lambda batch: model(batch) * 1.5)
 
 
-def cell_for(backend: str, scenario: str = "SingleStream") -> dict[str, Any]:
-    data = {
-        "models": [{"name": "resnet18", "input_size": 32}],
-        "backends": ["eager"],
-        "scenarios": [scenario],
-        "batch_sizes": {"cpu": [2]},
-        "inputs": {"samples": 4},
-        "loadgen": {"min_duration_s": 0.3, "min_query_count": 64},
-        "timing": {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1, "max_warmup_s": 0.3, "repetitions": 2},
-        "passes": {"memory_iters": 2, "profile_iters": 1},
-    }
-    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
-    config = expand(resolved, "cpu")[0].config
-    return {**config, "backend": backend}
+def cell_for(backend: str, scenario: str = "SingleStream") -> CellConfig:
+    timing = {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1, "max_warmup_s": 0.3, "repetitions": 2}
+    config = cell_config(scenario, 1 if scenario == "SingleStream" else 2, min_duration_s=0.3, min_query_count=64,
+                         timing=timing, passes={"memory_iters": 2, "profile_iters": 1})
+    return config.model_copy(update={"backend": backend})
 
 
 @pytest.fixture
@@ -74,7 +65,7 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "load", lambda name: fakes[name])
 
 
-def run(tmp_path: Path, cell: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def run(tmp_path: Path, cell: CellConfig, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.chdir(tmp_path)
     request = WorkerRequest(cell=cell, artifact_dir=str(tmp_path / "artifacts"), phase_file=str(tmp_path / "phase"))
     return run_cell(request).record()
@@ -140,7 +131,7 @@ def test_an_accuracy_run_without_labelled_images_fails_the_cell_with_the_reason(
     """A request the scenario schema would refuse (accuracy on synthetic inputs) fails its cell in
     one line naming the phase, not with an assert (which `python -O` would skip)."""
     cell = cell_for("eager")
-    cell["loadgen"] = {**cell["loadgen"], "accuracy": True}
+    cell = cell.model_copy(update={"loadgen": cell.loadgen.model_copy(update={"accuracy": True})})
     answer = run(tmp_path, cell, monkeypatch)
     assert answer["status"] == "failed"
     assert len(answer["reasons"]) == 1

@@ -31,9 +31,8 @@ def test_random_weights_are_seeded() -> None:
 
 
 def test_synthetic_samples() -> None:
-    inputs = {"source": "synthetic", "seed": 1, "samples": 3}
-    samples = zoo.make_samples(inputs, model="resnet18", input_size=40, folder=None, device="cpu", dtype="fp32")
-    again = zoo.make_samples(inputs, model="resnet18", input_size=40, folder=None, device="cpu", dtype="fp32")
+    samples = zoo.make_samples(3, seed=1, model="resnet18", input_size=40, device="cpu", dtype="fp32")
+    again = zoo.make_samples(3, seed=1, model="resnet18", input_size=40, device="cpu", dtype="fp32")
     assert len(samples) == 3 and samples[0].shape == (1, 3, 40, 40)
     assert all(torch.equal(x, y) for x, y in zip(samples, again, strict=True))
 
@@ -42,19 +41,17 @@ def test_folder_samples_use_model_preprocessing(tmp_path: Path) -> None:
     for i, colour in enumerate(["red", "green", "blue"]):
         Image.new("RGB", (300, 200), colour).save(tmp_path / f"img{i}.png")
     (tmp_path / "notes.txt").write_text("not an image")
-    inputs = {"source": "folder", "path": str(tmp_path), "samples": 2}
-    samples = zoo.make_samples(inputs, model="resnet18", input_size=224, folder=tmp_path, device="cpu", dtype="fp32")
+    samples = zoo.make_samples(2, model="resnet18", input_size=224, folder=tmp_path, device="cpu", dtype="fp32")
     assert len(samples) == 2 and samples[0].shape == (1, 3, 224, 224)
     # ImageNet normalisation of pure red: channel 0 high, channels 1-2 negative
     assert samples[0][0, 0].mean() > 2 and samples[0][0, 1].mean() < -1
-    small = zoo.make_samples(inputs, model="resnet18", input_size=64, folder=tmp_path, device="cpu", dtype="fp32")
+    small = zoo.make_samples(2, model="resnet18", input_size=64, folder=tmp_path, device="cpu", dtype="fp32")
     assert small[0].shape == (1, 3, 64, 64)
 
 
 def test_folder_without_images(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="has no .jpg/.jpeg/.png images"):
-        zoo.make_samples({"source": "folder", "path": "x", "samples": 2}, model="resnet18", input_size=224,
-                         folder=tmp_path, device="cpu", dtype="fp32")
+        zoo.make_samples(2, model="resnet18", input_size=224, folder=tmp_path, device="cpu", dtype="fp32")
 
 
 def test_pretrained_unreachable_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
+from harness.options import BackendOptions, expect
 
 # Graph nodes that are bookkeeping, not computation.
 _NOT_COMPUTE = ("prim::", "aten::size", "aten::Int", "aten::flatten", "aten::view", "aten::reshape")
@@ -55,8 +56,7 @@ class TorchScriptBackend(Backend):
         cache_dir: Path,
     ) -> Prepared:
         del dtype, workdir, cache_dir  # tracing is quick; nothing worth caching
-        if variant.options:
-            raise BackendFailed(f"torchscript takes no options; got {', '.join(sorted(variant.options))}")
+        expect(self.name, BackendOptions, variant.options)  # torchscript takes none
         import torch
 
         with warnings.catch_warnings(), torch.no_grad():

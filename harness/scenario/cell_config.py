@@ -1,0 +1,115 @@
+"""A cell's configuration, typed: what one cell measures, built from the scenario's models by
+`cells.expand`, carried to the worker in its request and kept in the bundle's cell record.
+
+Every field is read by attribute. `recorded()` is the JSON the bundle keeps and the cell id hashes:
+keys a cell did not ask for (a scenario's LoadGen keys another scenario has, the mlperf profile's
+overrides, the accuracy run, the compliance tests, the system allocator) are left out of it, so a
+cell's id stays what it was before each of those settings existed.
+
+The backend's options stay the scenario file's plain values here (a plugin's options model is
+the plugin's); the worker parses them with the backend's own model before `prepare` sees them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from harness.allocator import UNRECORDED as SYSTEM_ALLOCATOR
+from harness.allocator import Allocator
+from harness.scenario.rules import ScenarioName
+from harness.scenario.schema import DType, Inputs, ModelSpec, OptionValue, PassSettings, TimingSettings
+
+OnOff = Literal["on", "off"]
+CellDevice = Literal["cpu", "cuda"]
+ComplianceTest = Literal["TEST01", "TEST04"]
+# A scenario's own LoadGen settings (harness/scenario/rules.py `loadgen_keys`): absent from the
+# record of a cell of another scenario.
+SCENARIO_KEYS = ("samples_per_query", "target_qps", "target_qps_fraction", "target_latency_ms")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CellVariant(_Frozen):
+    """The backend setting under study."""
+
+    fusion: OnOff
+    graphs: OnOff = "off"
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+
+
+class CellLoadGen(_Frozen):
+    """What LoadGen is told for this cell (the scenario's settings, resolved for its scenario)."""
+
+    min_duration_s: float
+    max_duration_s: float | None
+    max_query_count: int | None
+    min_query_count: int
+    samples_per_query: int | None = None  # MultiStream
+    target_qps: float | Literal["auto"] | None = None  # Server
+    target_qps_fraction: float | None = None  # Server
+    target_latency_ms: float | None = None  # Server
+    profile: Literal["dev", "mlperf"] = "dev"
+    overrides: dict[str, float | int] = Field(default_factory=dict)  # the mlperf profile's user.conf
+    accuracy: bool = False
+    compliance: tuple[ComplianceTest, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _as_recorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in SCENARIO_KEYS:
+            if data.get(key, 0) is None:
+                del data[key]
+        absent = [*(("profile", "overrides") if self.profile == "dev" else ()), *(("accuracy",) if not self.accuracy else ()),
+                  *(("compliance",) if not self.compliance else ())]
+        for key in absent:
+            data.pop(key, None)
+        return data
+
+
+class CellConfig(_Frozen):
+    """One cell: (model, backend, variant, scenario, device, dtype, batch) and how it is measured."""
+
+    model: ModelSpec
+    input_size: int
+    backend: str
+    variant: CellVariant
+    scenario: ScenarioName
+    device: CellDevice
+    dtype: DType
+    batch: int = Field(ge=1)
+    inputs: Inputs
+    seed: int
+    loadgen: CellLoadGen
+    timing: TimingSettings
+    passes: PassSettings
+    allocator: Allocator = SYSTEM_ALLOCATOR
+
+    @model_serializer(mode="wrap")
+    def _as_recorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.allocator == SYSTEM_ALLOCATOR:  # ids of system cells stay what they were
+            data.pop("allocator", None)
+        return data
+
+    def recorded(self) -> dict[str, Any]:
+        """The config as the bundle keeps it and the cell id hashes it. Settings the scenario it
+        was expanded from did not have (a bundle's scenario from before a setting existed) stay
+        absent, so the cells of an old bundle expand to the configs it recorded."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    @property
+    def variant_label(self) -> str:
+        return variant_label(self.backend, self.variant.fusion, self.variant.graphs)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model.name} {self.variant_label} {self.scenario} {self.device} {self.dtype} b{self.batch}"
+
+
+def variant_label(backend: str, fusion: str, graphs: str) -> str:
+    """A cell's backend and variant as every table names them: `inductor fusion-off graphs`."""
+    return f"{backend} fusion-{fusion}{' graphs' if graphs == 'on' else ''}"
