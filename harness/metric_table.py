@@ -80,7 +80,6 @@ def format_signed_fraction(fraction: float) -> str:
 def format_error(error: float) -> str:
     return f"{error:.1e}"
 
-
 FORMATS: dict[Unit, Callable[[float], str]] = {
     "ns": format_duration_ns, "s": format_duration_s, "bytes": format_bytes, "count": format_count,
     "samples/s": format_rate, "percent": format_percent, "signed fraction": format_signed_fraction,
@@ -212,6 +211,17 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 # The LoadGen rows are one column: a cell has the one its scenario gives.
 LOADGEN: tuple[str, ...] = ("loadgen_latency", "loadgen_throughput")
 COLUMN_LABELS: dict[tuple[str, ...], str] = {LOADGEN: "LoadGen"}
+
+# The columns of each table, here beside the rows, so that a new figure is shown where it belongs by
+# this file alone (an optional column only where a cell has it: `present`). `compare` judges every
+# row whose rule is not "no".
+Columns = tuple[str | tuple[str, ...], ...]
+CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "kernels_per_inference", "peak_rss", "gpu_peak",
+                    "max_abs_error")  # the run's summary (harness/run/summary.py)
+REPORT_CELLS: Columns = (LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak",
+                         "compile_time")  # the report's Cells table
+REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak")  # fusion on / off, side by side
+GPU_CHECK: Columns = ("kernels_per_inference", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts
 
 
 def metric(name: str) -> Metric:

@@ -16,6 +16,12 @@ History:
   Runtime's and TVM's CPU default, which v2 never changed); fp16 and bf16 ran their dtype's math;
   an fp32 cell on a GPU is `unrecorded` (cuDNN allowed TF32 by default and v2 did not set it), so
   `compare` will not pair it with a v3 cell.
+- v4: the cell record is typed (harness/bundle/cell_record.py) and its schema generated from it:
+  the whole config is checked (every setting a cell records, as harness/scenario/cell_config.py
+  types it), and the system under test's own figures, the accuracy run and compliance tests are
+  typed. A measured cell gains `metrics.first_call_ratio` (the first call's time over the steady
+  median: what compiling or warming up costs the first inference). A v3 record upgrades unchanged:
+  it never measured that ratio, so it has none.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -44,10 +50,6 @@ def _cell_v1_to_v2(cell: dict[str, Any]) -> dict[str, Any]:
     return cell
 
 
-def _header_v2_to_v3(header: dict[str, Any]) -> dict[str, Any]:
-    return header
-
-
 def _cell_v2_to_v3(cell: dict[str, Any]) -> dict[str, Any]:
     metrics = cell.get("metrics")
     config = cell.get("config") or {}
@@ -64,9 +66,13 @@ def _cell_v2_to_v3(cell: dict[str, Any]) -> dict[str, Any]:
     return cell
 
 
+def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
+    return record
+
+
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
-HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _header_v2_to_v3}
-CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3}
+HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged}
+CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

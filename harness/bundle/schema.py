@@ -1,10 +1,13 @@
 """JSON Schemas of a result bundle's files, one per file type and schema version.
 
 `schema("bundle", 2)` is the schema of a v2 `bundle.json`, `schema("cell", 2)` of a v2
-`cells/<id>.json`. Each version is built from the one before by explicit additions, the way
-`harness.bundle.migrations` upgrades records. Ranges here are what "sane" means in `fusionbench
-validate`: a figure outside them (a negative latency, a 10^30-byte peak) is a problem, whatever
-produced it. `fusionbench schema --file cell --version 2` prints one.
+`cells/<id>.json`. The current version's cell schema is generated from the typed record every
+reader uses (harness/bundle/cell_record.py `CellRecord`), and checked in as
+docs/schemas/cell.schema.json; the versions before it describe the files older harnesses wrote,
+each built from the one before by explicit additions, the way `harness.bundle.migrations` upgrades
+records. Ranges are what "sane" means in `fusionbench validate`: a figure outside them (a negative
+latency, a 10^30-byte peak) is a problem, whatever produced it. `fusionbench schema --file cell
+--version 2` prints one.
 """
 
 from __future__ import annotations
@@ -13,6 +16,17 @@ import copy
 from typing import Any, get_args
 
 from harness.allocator import Allocator
+from harness.bundle.cell_record import (
+    BYTES_MAX,
+    COUNT_MAX,
+    FLOPS_MAX,
+    HEX16,
+    INNER_PATH,
+    NS_MAX,
+    RATE_MAX,
+    SECONDS_MAX,
+    CellRecord,
+)
 from harness.bundle.migrations import OLDEST_READABLE, SCHEMA_VERSION
 from harness.bundle.statuses import STATES, STATUSES
 from harness.mlperf.compliance import TESTS
@@ -20,19 +34,6 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.rules import SCENARIOS
 
 KINDS = ("bundle", "cell")
-
-# Sane ranges: far beyond any real figure, far below what a hostile or corrupted file could hold.
-NS_MAX = 10**13  # 2.8 hours
-SECONDS_MAX = 10**7  # 116 days
-BYTES_MAX = 2**50  # 1 PiB
-COUNT_MAX = 10**8
-RATE_MAX = 10**10  # samples per second
-FLOPS_MAX = 10**21  # per batch, or per second
-
-_HEX16 = "^[0-9a-f]{16}$"
-# A path inside the bundle: relative, no "..", no backslash or control characters.
-_INNER_PATH = r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\\\x00-\x1f]+$"
-
 
 def _num(maximum: float, minimum: float = 0) -> dict[str, Any]:
     return {"type": "number", "minimum": minimum, "maximum": maximum}
@@ -114,7 +115,7 @@ def _bundle_v1() -> dict[str, Any]:
             },
             "cells": {
                 "type": "array",
-                "items": _obj({"id": {"type": "string", "pattern": _HEX16}, "label": {"type": "string"}}, ("id", "label")),
+                "items": _obj({"id": {"type": "string", "pattern": HEX16}, "label": {"type": "string"}}, ("id", "label")),
             },
             "resumed": _STRINGS,
         },
@@ -163,7 +164,7 @@ def _metrics_v1() -> dict[str, Any]:
              "validity": {"enum": ["VALID", "INVALID", "MISSING"]},
              "invalid_reasons": _STRINGS,
              "metric": metric,
-             "log_dir": {"type": "string", "pattern": _INNER_PATH},
+             "log_dir": {"type": "string", "pattern": INNER_PATH},
              "logs": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"}},
              "attempts": {"type": "array"},
              "results": {"type": "object"}, "settings": {"type": "object"}},
@@ -208,7 +209,7 @@ def _cell_v1() -> dict[str, Any]:
     return _obj(
         {
             "schema_version": {"const": 1},
-            "id": {"type": "string", "pattern": _HEX16},
+            "id": {"type": "string", "pattern": HEX16},
             "label": {"type": "string"},
             "status": {"enum": list(STATUSES)},
             "reasons": _STRINGS,
@@ -216,7 +217,7 @@ def _cell_v1() -> dict[str, Any]:
             "started": {"type": "string"},
             "finished": {"type": "string"},
             "wall_s": _num(SECONDS_MAX),
-            "log": {"type": "string", "pattern": _INNER_PATH},
+            "log": {"type": "string", "pattern": INNER_PATH},
             "log_tail": {"type": "string"},
             "environment": {"type": "object"},
             "phases_s": {"type": "object", "additionalProperties": _num(SECONDS_MAX)},
@@ -300,7 +301,7 @@ def _accuracy() -> dict[str, Any]:
     """A cell's accuracy run (harness/measure/loadgen.py run_accuracy): its figures and the folder
     of its logs (harness/bundle/mlperf_check.py re-derives the figures from them)."""
     return _obj({"top1_percent": _num(100.0), "good": _int(COUNT_MAX), "total": _int(COUNT_MAX, 1),
-                 "log_dir": {"type": "string", "pattern": _INNER_PATH},
+                 "log_dir": {"type": "string", "pattern": INNER_PATH},
                  "labels": {"type": "string", "pattern": r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$"}},
                 ("top1_percent", "good", "total", "log_dir"))
 
@@ -311,13 +312,24 @@ def _compliance(metric: dict[str, Any]) -> dict[str, Any]:
     checks = {"type": "object", "properties": {"performance": {"type": "boolean"}, "accuracy": {"type": "boolean"}},
               "required": ["performance"], "additionalProperties": False}
     outcome = _obj({"passed": {"type": "boolean"}, "checks": checks, "validity": {"enum": ["VALID", "INVALID", "MISSING"]},
-                    "metric": metric, "log_dir": {"type": "string", "pattern": _INNER_PATH}},
+                    "metric": metric, "log_dir": {"type": "string", "pattern": INNER_PATH}},
                    ("passed", "checks", "validity", "metric", "log_dir"))
     return {"type": "object", "propertyNames": {"enum": list(TESTS)}, "additionalProperties": outcome}
 
 
-_BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3,
-             ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3}
+def _bundle_v4() -> dict[str, Any]:
+    schema = _bundle_v3()
+    schema["properties"]["schema_version"] = {"const": 4}
+    return schema
+
+
+def _cell_v4() -> dict[str, Any]:
+    """Generated from the typed record every reader uses: what validate accepts, they can read."""
+    return CellRecord.model_json_schema(mode="validation")
+
+
+_BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3, ("bundle", 4): _bundle_v4,
+             ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3, ("cell", 4): _cell_v4}
 
 
 def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
@@ -339,6 +351,8 @@ def problems(record: Any, kind: str, version: int, where: str) -> list[str]:
     validator = jsonschema.Draft202012Validator(schema(kind, version))
     lines = []
     for error in sorted(validator.iter_errors(record), key=lambda e: list(map(str, e.absolute_path))):
+        while error.context:  # a nullable record (anyOf: the record, null): say what is wrong deepest inside it
+            error = max(error.context, key=lambda inner: len(inner.absolute_path))
         location = "/".join(str(part) for part in error.absolute_path) or "(top)"
         lines.append(f"{where}: {location}: {error.message[:200]}")
     return lines

@@ -34,6 +34,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.cell_record import LoadGenRun
 from harness.bundle.loadgen_log import parse_logs
 from harness.contract import Prepared
 from harness.errors import HarnessError
@@ -264,7 +265,7 @@ def sut_summary(times: SUTTimes, depth: int) -> dict[str, Any]:
 
 
 def run_compliance(prepared: Prepared, samples: list[Any], cell: CellConfig, settings: Settings, test: str,
-                   performance: dict[str, Any], accuracy_dir: Path | None, outdir: Path) -> dict[str, Any]:
+                   performance: LoadGenRun, accuracy_dir: Path | None, outdir: Path) -> dict[str, Any]:
     """One MLPerf compliance test (harness/mlperf/compliance.py) through its audit.config, verified
     against the cell's performance run (and, for TEST01, its accuracy run); the logs and the
     verification reports stay in `outdir`."""
@@ -277,7 +278,7 @@ def run_compliance(prepared: Prepared, samples: list[Any], cell: CellConfig, set
     logs_responses = test == "TEST01"
     result = _run_once(lg, prepared, samples, cell, settings.for_compliance(test), run_dir, answer_top1=logs_responses,
                        keep_accuracy_log=logs_responses, audit_config=str(audit))
-    passed, lines = compliance.verify_performance(test, performance, result)
+    passed, lines = compliance.verify_performance(test, performance.model_dump(mode="json"), result)
     (outdir / "verify_performance.txt").write_text(compliance.report(passed, lines))
     verdict = {"performance": passed}
     if logs_responses:

@@ -12,11 +12,12 @@ worker and a parent from different checkouts never half-understand each other.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 import pydantic
 
+from harness.bundle.cell_record import Metrics
 from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS
 from harness.scenario.cell_config import CellConfig
 
@@ -96,28 +97,31 @@ class WorkerRequest:
 class WorkerAnswer:
     status: Status = "failed"
     reasons: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=Metrics)
     environment: dict[str, Any] = field(default_factory=dict)  # versions, threads, affinity, variables
     warnings: list[str] = field(default_factory=list)  # figures to read with care (harness/measure/trust.py)
     phases_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase (`Phase.name`)
     version: int = PROTOCOL_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps({**self.record(), "version": self.version})
 
     @classmethod
     def from_json(cls, text: str) -> WorkerAnswer:
         data = _read(text, cls)
-        answer = cls(**data)
+        try:
+            metrics = Metrics.model_validate(data.pop("metrics", {}))
+        except pydantic.ValidationError as exc:
+            raise ProtocolError(f"WorkerAnswer: metrics this version cannot read: {exc}") from None
+        answer = cls(metrics=metrics, **data)
         if answer.status not in STATUSES:
             raise ProtocolError(f"WorkerAnswer: status {answer.status!r} is not one of {', '.join(STATUSES)}")
         return answer
 
     def record(self) -> dict[str, Any]:
         """The fields the parent merges into the cell's record."""
-        record = asdict(self)
-        del record["version"]
-        return record
+        record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "version"}
+        return {**record, "metrics": self.metrics.recorded()}
 
 
 def _read(text: str, record: type) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.bundle.cell_record import DeviceTime, Repetition, TimeSummary, Warmup
 from harness.contract import Prepared
 from harness.scenario.schema import TimingSettings
 from harness.stats import summarize_ns
@@ -144,18 +145,18 @@ class DeviceTiming:
             samples[i] = clock() - t0
         return samples, None
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> DeviceTime:
         medians = [r["median_ns"] for r in self.repetitions]
         middle = statistics.median(medians) if medians else 0
-        return {
-            "method": ("cuda events around the call on torch's current stream; host wall time beside it"
-                       if self.device == "cuda" else "perf_counter_ns around call + synchronize"),
-            "warmup_samples_ns": self.warmup_ns,
-            "warmup": {"calls": len(self.warmup_ns), "steady": self.steady, "tolerance": STEADY_TOLERANCE,
-                       "seconds": sum(self.warmup_ns) / 1e9},
-            "samples_ns": self.samples,
-            "host_samples_ns": self.host or None,
-            "repetitions": self.repetitions,
-            "repetition_spread": (max(medians) - min(medians)) / middle if len(medians) > 1 and middle else 0.0,
-            "summary": summarize_ns(self.samples),
-        }
+        return DeviceTime(
+            method=("cuda events around the call on torch's current stream; host wall time beside it"
+                    if self.device == "cuda" else "perf_counter_ns around call + synchronize"),
+            warmup_samples_ns=self.warmup_ns,
+            warmup=Warmup(calls=len(self.warmup_ns), steady=self.steady, tolerance=STEADY_TOLERANCE,
+                          seconds=sum(self.warmup_ns) / 1e9),
+            samples_ns=self.samples,
+            host_samples_ns=self.host or None,
+            repetitions=[Repetition.model_validate(r) for r in self.repetitions],
+            repetition_spread=(max(medians) - min(medians)) / middle if len(medians) > 1 and middle else 0.0,
+            summary=TimeSummary.model_validate(summarize_ns(self.samples)),
+        )

@@ -22,8 +22,7 @@ a GPU that throttled.
 
 from __future__ import annotations
 
-from typing import Any
-
+from harness.bundle.cell_record import DeviceTime, LatencyAgreement, LoadGenRun, Metrics, Repetition, SutFigures
 from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.metric_table import format_duration_ns as duration  # one format for every duration shown
@@ -34,45 +33,43 @@ from harness.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, 
 MODEL_SLOWER_LIMIT = 0.03
 
 
-def latency_agreement(scenario: str, batch: int, loadgen: dict[str, Any], device: dict[str, Any],
-                      repetitions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """LoadGen's figure against the device timing (`device`: its summary; `repetitions`: its timed
-    repetitions, whose reference loop readings are set against those around LoadGen's run), and why
-    they differ."""
+def latency_agreement(scenario: str, batch: int, loadgen: LoadGenRun | None, device_time: DeviceTime) -> LatencyAgreement:
+    """LoadGen's figure against the device timing (its summary; its timed repetitions, whose
+    reference loop readings are set against those around LoadGen's run), and why they differ."""
     scenario_rule = rule(scenario)
     statistic = scenario_rule.device_statistic
     if statistic is None:
-        return {"gap": None, "within": None, "why": scenario_rule.not_compared_why}
-    measured = scenario_rule.ns_per_batch(batch, loadgen.get("results") or {})
-    reference = float(device.get(f"{statistic}_ns") or 0)
-    if measured is None or reference <= 0:
-        return {"gap": None, "within": None, "why": "not compared: no LoadGen figure or no device time"}
+        return LatencyAgreement(gap=None, within=None, why=scenario_rule.not_compared_why)
+    measured = scenario_rule.ns_per_batch(batch, loadgen.results) if loadgen is not None else None
+    summary = device_time.summary
+    reference = float((summary.median_ns if statistic == "median" else summary.mean_ns) or 0)
+    if measured is None or reference <= 0 or loadgen is None:
+        return LatencyAgreement(gap=None, within=None, why="not compared: no LoadGen figure or no device time")
     gap = measured / reference - 1
-    sut = loadgen.get("sut") or {}
-    pipelined = (sut.get("batches_in_flight") or 1) > 1
+    sut = loadgen.sut or SutFigures()
+    pipelined = (sut.batches_in_flight or 1) > 1
     within = gap <= AGREEMENT_LIMIT if pipelined else abs(gap) <= AGREEMENT_LIMIT
-    result = {"loadgen_ns_per_batch": measured, "device_ns_per_batch": reference, "device_statistic": statistic,
-              "gap": gap, "limit": AGREEMENT_LIMIT, "within": within, "why": ""}
+    why = ""
     if not within:
-        call = sut.get(f"call_{statistic}_ns")
-        machine = _machine_around_loadgen(loadgen, repetitions or [], call / reference - 1) if call else ""
-        result["why"] = _why(gap, reference, call, sut, pipelined, machine)
-    return result
+        call = sut.call_median_ns if statistic == "median" else sut.call_mean_ns
+        machine = _machine_around_loadgen(loadgen, device_time.repetitions, call / reference - 1) if call else ""
+        why = _why(gap, reference, call, sut, pipelined, machine)
+    return LatencyAgreement(loadgen_ns_per_batch=measured, device_ns_per_batch=reference, device_statistic=statistic,
+                            gap=gap, limit=AGREEMENT_LIMIT, within=within, why=why)
 
 
-def _machine_around_loadgen(loadgen: dict[str, Any], repetitions: list[dict[str, Any]], model_change: float) -> str:
+def _machine_around_loadgen(loadgen: LoadGenRun, repetitions: list[Repetition], model_change: float) -> str:
     """How the reference loops around LoadGen's run compare with their mean around the repetitions,
     and whether that accounts for the model's own change (`model_change`: call time over timed, - 1)."""
-    during = machine_speed.indexes((loadgen.get("beside") or {}).get("machine_speed"))
-    timed = machine_speed.pooled([machine_speed.indexes((r.get("beside") or {}).get("machine_speed"))
-                                  for r in repetitions])
+    during = machine_speed.indexes((loadgen.beside or {}).get("machine_speed"))
+    timed = machine_speed.pooled([machine_speed.indexes((r.beside or {}).get("machine_speed")) for r in repetitions])
     said = machine_speed.compare(during, timed, model_change, "around LoadGen's run against the repetitions")
     return f"; {said}" if said else ""
 
 
-def _why(gap: float, device_ns: float, call: float | None, sut: dict[str, Any], pipelined: bool,
+def _why(gap: float, device_ns: float, call: float | None, sut: SutFigures, pipelined: bool,
          machine: str = "") -> str:
-    own = (sut.get("gather_median_ns") or 0) + (sut.get("respond_median_ns") or 0)
+    own = (sut.gather_median_ns or 0) + (sut.respond_median_ns or 0)
     direction = "slower" if gap > 0 else "faster"
     if call and not pipelined and abs(call / device_ns - 1) > MODEL_SLOWER_LIMIT:
         return (f"the model itself ran {abs(call / device_ns - 1):.0%} {direction} inside LoadGen's run than in the "
@@ -87,47 +84,48 @@ def _why(gap: float, device_ns: float, call: float | None, sut: dict[str, Any], 
             f"{duration(call) if call else 'an unknown time'} against {duration(device_ns)} timed alone)")
 
 
-def warnings(metrics: dict[str, Any]) -> list[str]:
+def warnings(metrics: Metrics) -> list[str]:
     """Every failed check of a measured cell, one sentence each."""
     found = []
-    timing = metrics.get("device_time") or {}
-    summary = timing.get("summary") or {}
-    if summary.get("cv", 0) > NOISY_CV:
-        found.append(f"noisy: device-time CV {summary['cv']:.0%} (over {NOISY_CV:.0%})")
-    warmup = timing.get("warmup") or {}
-    if warmup and not warmup.get("steady", True):
-        found.append(f"the warm-up did not settle within {warmup.get('seconds', 0):.1f} s "
-                     f"({warmup.get('calls')} calls; windows kept differing by over {warmup.get('tolerance', 0):.0%})")
-    if timing.get("repetition_spread", 0) > DRIFT_LIMIT:
-        medians = ", ".join(f"{r['when']} {duration(r['median_ns'])}" for r in timing.get("repetitions", []))
-        found.append(f"drift: the timed repetitions' medians spread {timing['repetition_spread']:.0%} ({medians})"
-                     + _machine_drift(timing.get("repetitions") or []))
-    found += _machine(timing.get("repetitions") or [])
-    agreement = metrics.get("latency_agreement") or {}
-    if agreement.get("within") is False:
-        found.append(f"LoadGen and device timing disagree by {agreement['gap']:+.0%} (limit "
-                     f"{agreement['limit']:.0%}): {agreement['why']}")
+    timing = metrics.device_time
+    if timing is not None:
+        cv = timing.summary.cv or 0
+        if cv > NOISY_CV:
+            found.append(f"noisy: device-time CV {cv:.0%} (over {NOISY_CV:.0%})")
+        warmup = timing.warmup
+        if warmup is not None and not warmup.steady:
+            found.append(f"the warm-up did not settle within {warmup.seconds or 0:.1f} s "
+                         f"({warmup.calls} calls; windows kept differing by over {warmup.tolerance or 0:.0%})")
+        spread = timing.repetition_spread or 0
+        if spread > DRIFT_LIMIT:
+            medians = ", ".join(f"{r.when} {duration(r.median_ns)}" for r in timing.repetitions)
+            found.append(f"drift: the timed repetitions' medians spread {spread:.0%} ({medians})"
+                         + _machine_drift(timing.repetitions))
+        found += _machine(timing.repetitions)
+    agreement = metrics.latency_agreement
+    if agreement is not None and agreement.within is False:
+        found.append(f"LoadGen and device timing disagree by {agreement.gap or 0:+.0%} (limit "
+                     f"{agreement.limit or 0:.0%}): {agreement.why}")
     return found
 
 
-def _machine_drift(repetitions: list[dict[str, Any]]) -> str:
+def _machine_drift(repetitions: list[Repetition]) -> str:
     """Whether the machine's reference loops moved with the repetitions' medians, from the fastest
     repetition to the slowest."""
-    timed = [(float(r["median_ns"]), r) for r in repetitions
-             if isinstance(r.get("median_ns"), (int, float)) and r["median_ns"] > 0]
+    timed = [(r.median_ns, r) for r in repetitions if r.median_ns > 0]
     if len(timed) < 2 or len(timed) < len(repetitions):
         return ""
     (fastest, fast), (slowest, slow) = min(timed, key=lambda t: t[0]), max(timed, key=lambda t: t[0])
-    said = machine_speed.compare(machine_speed.indexes((slow.get("beside") or {}).get("machine_speed")),
-                                 machine_speed.indexes((fast.get("beside") or {}).get("machine_speed")),
+    said = machine_speed.compare(machine_speed.indexes((slow.beside or {}).get("machine_speed")),
+                                 machine_speed.indexes((fast.beside or {}).get("machine_speed")),
                                  slowest / fastest - 1,
                                  f"around the slowest repetition ({slowest / fastest - 1:.0%} slower) against the fastest")
     return f"; {said}" if said else ""
 
 
-def _machine(repetitions: list[dict[str, Any]]) -> list[str]:
+def _machine(repetitions: list[Repetition]) -> list[str]:
     found = []
-    beside = [r.get("beside") or {} for r in repetitions]
+    beside = [r.beside or {} for r in repetitions]
     cpu = [b.get("cpu") or {} for b in beside]
     wall = sum(c.get("wall_s", 0) for c in cpu)
     if wall > 0:

@@ -34,6 +34,19 @@ from typing import Any, Iterator
 
 from harness import allocator, artifact_cache, registry
 from harness.atomic import write_bytes_atomic
+from harness.bundle.cell_record import (
+    Accuracy,
+    ComplianceOutcome,
+    Correctness,
+    FusionReportRecord,
+    Kernels,
+    LoadGenRun,
+    MathMode,
+    Memory,
+    Metrics,
+    Roofline,
+    TimeSplit,
+)
 from harness.errors import HarnessError
 from harness.measure import protocol, trust
 from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
@@ -166,7 +179,7 @@ def _measure(
     request: WorkerRequest,
     backend: Any,
     clock: PhaseClock,
-    metrics: dict[str, Any],
+    metrics: Metrics,
     baseline_rss: int,
     baseline_device_used: int | None,
 ) -> None:
@@ -203,18 +216,18 @@ def _measure(
         prepared = backend.prepare(
             model, example, device=device, dtype=dtype, variant=variant, workdir=workdir, cache_dir=cache_dir
         )
-    metrics["prepare_s"] = clock.durations_s[protocol.PREPARE.name]
-    metrics["prepare_cache"] = prepared.prepare_cache
+    metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
+    metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words
     try:
         with clock.phase(protocol.FIRST_CALL):
             output = prepared(example)
             prepared.synchronize()
-        metrics["first_call_s"] = clock.durations_s[protocol.FIRST_CALL.name]
+        metrics.first_call_s = clock.durations_s[protocol.FIRST_CALL.name]
         with clock.phase(protocol.CORRECTNESS):
             if reference is None:
-                metrics["correctness"] = {"ok": True, "reason": "", "note": "not checked: the backend computes no model"}
+                metrics.correctness = Correctness(ok=True, note="not checked: the backend computes no model")
             else:
-                metrics["correctness"] = correctness.compare(output, reference, dtype)
+                metrics.correctness = Correctness.model_validate(correctness.compare(output, reference, dtype))
             del output
         observe, compare = _observer(device)
         timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell.timing, device,
@@ -224,43 +237,44 @@ def _measure(
             timing.warm_up()
             for _ in range(before_loadgen):
                 timing.repetition("before loadgen")
-        hint_ns = timing.result()["summary"]["median_ns"]
+        hint_ns = timing.result().summary.median_ns
         with clock.phase(protocol.LOADGEN):
             speed_before = machine_speed.read()
             before = activity.snapshot()
             settings = loadgen.Settings(cell, len(samples))
-            metrics["loadgen"] = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings)
-            metrics["loadgen"]["beside"] = activity.compare(before, activity.snapshot())
-            metrics["loadgen"]["beside"]["machine_speed"] = machine_speed.around(speed_before, machine_speed.read())
+            run = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings)
+            beside = activity.compare(before, activity.snapshot())
+            beside["machine_speed"] = machine_speed.around(speed_before, machine_speed.read())
+            metrics.loadgen = LoadGenRun.model_validate({**run, "beside": beside})
         with clock.phase(protocol.TIMING_AFTER_LOADGEN):
             for _ in range(cell.timing.repetitions - before_loadgen):
                 timing.repetition("after loadgen")
-        metrics["device_time"] = timing.result()
+        metrics.device_time = device_time = timing.result()
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
-        median_ns = metrics["device_time"]["summary"]["median_ns"]
-        metrics["latency_agreement"] = trust.latency_agreement(
-            cell.scenario, batch, metrics["loadgen"], metrics["device_time"]["summary"],
-            metrics["device_time"]["repetitions"])
-        metrics["roofline"] = roofline.bound(
+        median_ns = device_time.summary.median_ns
+        metrics.latency_agreement = trust.latency_agreement(cell.scenario, batch, metrics.loadgen, device_time)
+        metrics.roofline = Roofline.model_validate(roofline.bound(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
-        )
+        ))
         with clock.phase(protocol.MEMORY):
-            metrics["memory"] = memory_pass(
+            metrics.memory = Memory.model_validate(memory_pass(
                 prepared, example, cell.passes.memory_iters, device, baseline_rss, baseline_device_used
-            )
+            ))
         with clock.phase(protocol.PROFILE):
             profile = passes.profile(prepared, example, cell.passes.profile_iters, device, workdir)
-            metrics["fusion_report"] = profile.pop("fusion_report")
-            metrics["kernels"] = profile
-            metrics["time_split"] = passes.time_split(median_ns if backend.computes_model else 0.0, profile, device)
-        metrics["math_mode"] = precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode())
-        metrics["rewrites"] = prepared.rewrites()
+            metrics.fusion_report = FusionReportRecord.model_validate(profile.pop("fusion_report"))
+            metrics.kernels = Kernels.model_validate(profile)
+            metrics.time_split = TimeSplit.model_validate(
+                passes.time_split(median_ns if backend.computes_model else 0.0, profile, device))
+        metrics.math_mode = MathMode.model_validate(
+            precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode()))
+        metrics.rewrites = prepared.rewrites()
     finally:
         prepared.close()
 
 
 def _mlperf_runs(cell: CellConfig, prepared: Any, samples: list[Any], folder: Path | None, settings: Any,
-                 clock: PhaseClock, metrics: dict[str, Any], outdir: Path) -> None:
+                 clock: PhaseClock, metrics: Metrics, outdir: Path) -> None:
     """The accuracy run and the compliance tests the cell asks for, after the performance run."""
     from harness.measure import loadgen
     from harness.models.labels import read_labels
@@ -274,32 +288,41 @@ def _mlperf_runs(cell: CellConfig, prepared: Any, samples: list[Any], folder: Pa
                                    "labels: ...}); this cell's request names none")
             labels = [label for _, label in read_labels(folder / labels_file)][: len(samples)]
             accuracy_dir = outdir / "accuracy"
-            metrics["accuracy"] = loadgen.run_accuracy(prepared, samples, cell, settings, labels, accuracy_dir)
+            metrics.accuracy = Accuracy.model_validate(
+                loadgen.run_accuracy(prepared, samples, cell, settings, labels, accuracy_dir))
     for test in cell.loadgen.compliance:
         with clock.phase(protocol.COMPLIANCE[test]):
-            metrics.setdefault("compliance", {})[test] = loadgen.run_compliance(
-                prepared, samples, cell, settings, test, metrics["loadgen"], accuracy_dir, outdir / test)
+            if metrics.loadgen is None:
+                raise HarnessError(f"{test} needs the performance run")
+            outcome = loadgen.run_compliance(prepared, samples, cell, settings, test, metrics.loadgen, accuracy_dir,
+                                             outdir / test)
+            metrics.compliance = {**(metrics.compliance or {}), test: ComplianceOutcome.model_validate(outcome)}
 
 
-def _invalid_reasons(metrics: dict[str, Any]) -> list[str]:
+def _invalid_reasons(metrics: Metrics) -> list[str]:
+    """Why a cell that ran every pass is invalid (each pass ran, or `_measure` raised)."""
+    correctness, math_mode, lg = metrics.correctness, metrics.math_mode, metrics.loadgen
+    if correctness is None or math_mode is None or lg is None:
+        raise HarnessError("the cell finished without its correctness, math mode or LoadGen record")
     reasons = []
-    if not metrics["correctness"]["ok"]:
-        reasons.append(f"correctness: {metrics['correctness']['reason']}")
-    reasons += [f"math mode: {problem}" for problem in metrics["math_mode"]["problems"]]
-    lg = metrics["loadgen"]
-    if lg["validity"] != "VALID":
-        detail = "; ".join(lg["invalid_reasons"]) or "no reason given"
-        reasons.append(f"loadgen: {lg['validity']} ({detail})")
+    if not correctness.ok:
+        reasons.append(f"correctness: {correctness.reason}")
+    reasons += [f"math mode: {problem}" for problem in math_mode.problems]
+    if lg.validity != "VALID":
+        detail = "; ".join(lg.invalid_reasons) or "no reason given"
+        reasons.append(f"loadgen: {lg.validity} ({detail})")
     return reasons
 
 
-def _compliance_warnings(metrics: dict[str, Any]) -> list[str]:
+def _compliance_warnings(metrics: Metrics) -> list[str]:
     """A failed compliance test is a finding about the system, not a broken measurement: the cell
     stays valid and says so (`pack` refuses it for the closed division)."""
     warnings = []
-    for test, outcome in (metrics.get("compliance") or {}).items():
-        if not outcome["passed"]:
-            failed = ", ".join(check for check, ok in outcome["checks"].items() if not ok)
+    for test, outcome in (metrics.compliance or {}).items():
+        if not outcome.passed:
+            checks = outcome.checks
+            failed = ", ".join(name for name, ok in (("performance", checks.performance), ("accuracy", checks.accuracy))
+                               if ok is False)
             warnings.append(f"compliance {test}: TEST FAIL ({failed}; see its verify_*.txt)")
     return warnings
 

@@ -19,10 +19,6 @@ from harness.reporting.plots import Series
 from harness.scenario.cell_config import variant_label
 
 FUSED_KERNELS_SHOWN = 8
-# Figures of harness/metric_table.py each table shows (an optional one only where a cell has it).
-FUSION_COLUMNS: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak")
-CELL_COLUMNS: tuple[str | tuple[str, ...], ...] = (
-    metric_table.LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak", "compile_time")
 ROOFLINE_NOTE = (
     "Bound: the least time one batch could take at the device's measured peaks, max(FLOPs / peak FLOP/s, "
     "compulsory bytes / peak bytes/s); fraction of bound = bound / measured median (1 is the roofline). "
@@ -227,7 +223,7 @@ def fusions_by_class(row: Row) -> str:
 
 def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
-    columns = metric_table.present(FUSION_COLUMNS, [r.cell for p in pairs for r in (p.on, p.off)])
+    columns = metric_table.present(metric_table.REPORT_FUSION, [r.cell for p in pairs for r in (p.on, p.off)])
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
     body = [[p.name, format_value(p.on.median_ns, "ns"), format_value(p.off.median_ns, "ns"), fmt_speedup(p),
@@ -285,7 +281,7 @@ def time_split_series(rows: list[Row], backend: str) -> tuple[list[str], list[Se
 
 def cells_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     """Every cell's figures, under the labels and in the words of the console summary."""
-    columns = metric_table.present(CELL_COLUMNS, [r.cell for r in rows])
+    columns = metric_table.present(metric_table.REPORT_CELLS, [r.cell for r in rows])
     head = ["model", "backend / variant", "setting", "status", "math", *(metric_table.label(c) for c in columns),
             "fusions"]
     body = [[r.model, r.variant, r.setting, r.status, str(r.metric("math_mode", "effective") or "-"),

@@ -62,15 +62,11 @@ def _torch_sees_cuda() -> bool:
     return done.returncode == 0 and json.loads(done.stdout.strip() or "false") is True
 
 
-# The figures of each verdict, in harness/metric_table.py's words (the run's summary shows them alike).
-COLUMNS: tuple[str | tuple[str, ...], ...] = (
-    "kernels_per_inference", metric_table.LOADGEN, "device_time", "latency_gap")
-
-
 def verdict_table(cells: list[dict[str, Any]]) -> Table:
     """One row per backend, model and fusion setting (and scenario, batch)."""
     table = Table(title="GPU check: verdicts")
-    for column in ("backend", "model", "fusion", "setting", "status", "math mode", *map(metric_table.label, COLUMNS)):
+    heads = ("backend", "model", "fusion", "setting", "status", "math mode", *map(metric_table.label, metric_table.GPU_CHECK))
+    for column in heads:
         table.add_column(column)
     for cell in sorted(cells, key=lambda c: (c["config"]["backend"], c["config"]["model"]["name"],
                                               c["config"]["variant"]["fusion"])):
@@ -80,7 +76,7 @@ def verdict_table(cells: list[dict[str, Any]]) -> Table:
                                                  f"{config['scenario']} b{config['batch']} {config['dtype']}")),
             Text(cell["status"], style=STATUS_STYLE.get(cell["status"], "")),
             str(lookup(cell, "metrics", "math_mode", "effective") or "-"),
-            *(Text(visible(metric_table.figure(column, cell))) for column in COLUMNS),
+            *(Text(visible(metric_table.figure(column, cell))) for column in metric_table.GPU_CHECK),
         )
     return table
 

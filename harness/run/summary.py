@@ -13,9 +13,6 @@ from harness.plain_text import visible
 from harness.scenario.cell_config import variant_label
 
 STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped": "dim", "interrupted": "magenta"}
-# The figures of each cell, in harness/metric_table.py's words (the report's Cells table shows them alike).
-COLUMNS: tuple[str | tuple[str, ...], ...] = (
-    metric_table.LOADGEN, "device_time", "latency_gap", "kernels_per_inference", "peak_rss", "gpu_peak", "max_abs_error")
 # A phase in a record that this harness does not know (a worker of another version): counted on its
 # own, never as process start and exit.
 OTHER_PHASES = "other phases"
@@ -56,7 +53,7 @@ def time_line(records: list[dict[str, Any]]) -> str:
 
 def summary_table(records: list[dict[str, Any]]) -> Table:
     table = Table(title="FusionBench results", show_lines=False)
-    columns = metric_table.present(COLUMNS, records)
+    columns = metric_table.present(metric_table.CONSOLE, records)
     for head in ("cell", "status", *(metric_table.label(c) for c in columns), "cell time"):
         table.add_column(head)
     for r in records:

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.bundle.cell_record import Metrics
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 
 
@@ -36,7 +37,7 @@ def main() -> None:
             time.sleep(600 + len(hoard))
         time.sleep(600)
     elif behaviour == "answer":
-        Path(request.answer_file).write_text(WorkerAnswer(status="valid", metrics={"x": 1}).to_json())
+        Path(request.answer_file).write_text(WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5)).to_json())
     elif behaviour == "garbled":  # an answer of another protocol version
         Path(request.answer_file).write_text('{"version": 99, "status": "valid"}')
     elif behaviour == "environment":

@@ -1,5 +1,5 @@
 """The typed cell: what `expand` makes, what the bundle records and the id hashes, what crosses to
-the worker, and the backend's options handed over parsed."""
+the worker and back, and the backend's options handed over parsed."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 
 from backends.inductor import InductorBackend, InductorOptions
 from backends.onnxruntime import OnnxRuntimeBackend, OnnxRuntimeOptions
+from harness.bundle.cell_record import Metrics
 from harness.contract import Variant
 from harness.errors import BackendFailed
-from harness.measure.protocol import ProtocolError, WorkerRequest
+from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
 from harness.options import BackendOptions, expect
 from harness.scenario.cell_config import CellConfig
 from harness.scenario.cells import cell_id, expand
@@ -22,7 +23,7 @@ from tests.cell_configs import cell_config
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
-@pytest.mark.parametrize("name", ["v1", "v2", "v3", "mlperf"])
+@pytest.mark.parametrize("name", ["v1", "v2", "v3", "v4", "mlperf"])
 def test_a_golden_bundles_scenario_expands_to_the_ids_and_configs_it_recorded(name: str) -> None:
     header = json.loads((GOLDEN / name / "bundle.json").read_text())
     expanded = [c.config.recorded() for c in expand(header["scenario"], header["device"])]
@@ -78,3 +79,16 @@ def test_a_backend_gets_its_options_parsed_into_its_own_model() -> None:
         expect("inductor", InductorOptions, OnnxRuntimeBackend.variant("on", {"level": "basic"}).options)
     with pytest.raises(BackendFailed, match="eager options: got OnnxRuntimeOptions"):
         expect("eager", BackendOptions, OnnxRuntimeOptions())
+
+
+def test_the_answer_carries_typed_metrics_and_refuses_what_it_cannot_read() -> None:
+    answer = WorkerAnswer(status="valid", metrics=Metrics(prepare_s=2.5, prepare_cache="cold"))
+    again = WorkerAnswer.from_json(answer.to_json())
+    assert again == answer and again.metrics.prepare_s == 2.5 and again.metrics.loadgen is None
+    assert again.record()["metrics"] == {"prepare_s": 2.5, "prepare_cache": "cold"}  # what was not measured stays out
+    data = json.loads(answer.to_json())
+    data["metrics"]["prepare_s"] = -1
+    with pytest.raises(ProtocolError, match="metrics this version cannot read"):
+        WorkerAnswer.from_json(json.dumps(data))
+    with pytest.raises(pydantic.ValidationError):  # assignment is checked: a pass cannot record a wrong type
+        answer.metrics.prepare_cache = "lukewarm"  # type: ignore[assignment]

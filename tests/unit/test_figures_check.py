@@ -279,15 +279,16 @@ def test_a_roofline_fraction_edited(v3: Path) -> None:
 def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
     """figures_check may not import the measure layer: its openings of the worker's warnings must
     not drift from the ones harness/measure/trust.py writes (the limits both read from harness/thresholds.py)."""
+    from harness.bundle.cell_record import Metrics
     from harness.measure import trust
 
     cpu = {"wall_s": 1.0, "other_processes_cpu_s": 0.5, "stolen_cpu_s": 0.5, "cpus": 2}
-    metrics = {"device_time": {"summary": {"cv": 0.5}, "warmup": {"steady": False, "calls": 3, "tolerance": 0.02},
-                               "repetition_spread": 0.5,
-                               "repetitions": [{"when": "before loadgen", "median_ns": 1e6, "beside": {"cpu": cpu}},
-                                               {"when": "after loadgen", "median_ns": 2e6, "beside": {"cpu": cpu}}]},
+    metrics = {"device_time": {"samples_ns": [], "summary": {"n": 10, "median_ns": 1.5e6, "cv": 0.5},
+                               "warmup": {"steady": False, "calls": 3, "tolerance": 0.02}, "repetition_spread": 0.5,
+                               "repetitions": [{"when": "before loadgen", "n": 5, "median_ns": 1e6, "beside": {"cpu": cpu}},
+                                               {"when": "after loadgen", "n": 5, "median_ns": 2e6, "beside": {"cpu": cpu}}]},
                "latency_agreement": {"within": False, "gap": 0.5, "limit": 0.05, "why": "a reason"}}
-    said = trust.warnings(metrics)
+    said = trust.warnings(Metrics.model_validate(metrics))
     for stem in (figures_check.NOISE, figures_check.WARMUP, figures_check.DRIFT, figures_check.BUSY,
                  figures_check.SHARED, figures_check.DISAGREE):
         assert any(line.startswith(stem) for line in said), (stem, said)

@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.bundle.cell_record import Metrics
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.isolation import log_tail, run_worker
 from tests.cell_configs import cell_config
@@ -32,8 +33,8 @@ def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_byt
 
 def test_answer_is_read(tmp_path: Path) -> None:
     outcome, _, _ = fake("answer", tmp_path)
-    assert outcome.answer == WorkerAnswer(status="valid", metrics={"x": 1})
-    assert outcome.answer.record() == {"status": "valid", "reasons": [], "metrics": {"x": 1}, "environment": {},
+    assert outcome.answer == WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5))
+    assert outcome.answer.record() == {"status": "valid", "reasons": [], "metrics": {"prepare_s": 1.5}, "environment": {},
                                        "warnings": [], "phases_s": {}}
     assert outcome.returncode == 0 and not outcome.timed_out
 

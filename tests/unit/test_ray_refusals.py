@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.main import main
 from harness.run.ray_executor import room_problem
 
@@ -155,7 +156,7 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
     from harness.run import runner
 
     root = tmp_path / "run"
-    shutil.copytree(REPO / "tests" / "golden" / "v3", root)
+    shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", root)
     header = json.loads((root / "bundle.json").read_text())
     victim = header["cells"][2]["id"]  # a null cell, so that it is not skipped
     (root / "cells" / f"{victim}.json").unlink()

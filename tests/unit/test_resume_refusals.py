@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.bundle import manifest
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import BundleError
@@ -33,7 +34,7 @@ def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
     """The golden bundle with its stored scenario edited, its hashes made to match, and one cell's
     record deleted so that a resume has a cell to run."""
     root = tmp_path / "run"
-    shutil.copytree(GOLDEN / "v3", root)
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)  # a bundle this harness resumes
     header = json.loads((root / "bundle.json").read_text())
     edit(header["scenario"])
     header["scenario_sha256"] = loading.sha256(header["scenario"])
@@ -97,7 +98,7 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
     from harness.reporting import report
 
     root = tmp_path / "run"
-    shutil.copytree(GOLDEN / "v3", root)
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)  # a bundle this harness resumes
     write = report.write_bytes_atomic
 
     def cut_short(path: Path, data: bytes) -> None:
@@ -125,7 +126,7 @@ def test_a_killed_bundle_whose_cells_folder_is_a_link_is_refused_and_nothing_out
     """A killed run has no manifest to check, but a link still leads out: the resumed run would
     have written its records (and cleared their folders) through it."""
     root = tmp_path / "bundle"
-    shutil.copytree(GOLDEN / "v3", root)
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)  # a bundle this harness resumes
     header = json.loads((root / "bundle.json").read_text())
     header["state"] = "running"
     (root / "bundle.json").write_text(json.dumps(header))

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import jsonschema
 import pytest
 import yaml
 
+from harness.bundle.cell_record import CellRecord
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.schema import schema as bundle_schema
 from harness.scenario import loading as scenario_file
 from harness.scenario.schema import json_schema
 
@@ -24,6 +28,18 @@ def test_required_scenario_files_exist() -> None:
 def test_committed_schema_is_current(repo: Path) -> None:
     committed = json.loads((repo / "scenarios" / "scenario.schema.json").read_text())
     assert committed == json_schema(), "regenerate with: fusionbench schema --out scenarios/scenario.schema.json"
+
+
+@pytest.mark.parametrize("kind", ["bundle", "cell"])
+def test_committed_bundle_schemas_are_the_generated_ones(repo: Path, kind: str) -> None:
+    committed = json.loads((repo / "docs" / "schemas" / f"{kind}.schema.json").read_text())
+    assert committed == bundle_schema(kind), (
+        f"regenerate with: fusionbench schema --file {kind} --out docs/schemas/{kind}.schema.json")
+
+
+def test_the_typed_record_is_the_version_this_harness_writes() -> None:
+    assert CellRecord.model_fields["schema_version"].annotation == Literal[SCHEMA_VERSION]  # type: ignore[valid-type]
+    assert bundle_schema("cell")["properties"]["schema_version"]["const"] == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)

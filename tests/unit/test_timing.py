@@ -66,7 +66,7 @@ def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so() -> None:
     timing.warm_up()
     timing.repetition("before loadgen")
     result = timing.result()
-    assert not result["warmup"]["steady"] and 1.0 <= result["warmup"]["seconds"] < 1.5
+    assert result.warmup is not None and not result.warmup.steady and 1.0 <= (result.warmup.seconds or 0) < 1.5
 
 
 def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
@@ -80,12 +80,12 @@ def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
     model.steady_ns = 10_500_000  # the machine got 5% slower during LoadGen's run
     timing.repetition("after loadgen")
     result = timing.result()
-    assert [r["when"] for r in result["repetitions"]] == ["before loadgen", "after loadgen"]
+    assert [r.when for r in result.repetitions] == ["before loadgen", "after loadgen"]
     # 50 timed calls of 10 ms, after one untimed call that settles the model after the observer's reads
-    assert result["repetitions"][0]["beside"]["cpu"]["wall_s"] == pytest.approx(0.51)
-    assert result["repetition_spread"] == pytest.approx(0.5 / 10.25)  # spread over the median of the medians
-    assert result["summary"]["n"] == len(result["samples_ns"]) == 100
-    assert seen == [] and result["host_samples_ns"] is None
+    assert (result.repetitions[0].beside or {})["cpu"]["wall_s"] == pytest.approx(0.51)
+    assert result.repetition_spread == pytest.approx(0.5 / 10.25)  # spread over the median of the medians
+    assert result.summary.n == len(result.samples_ns) == 100
+    assert seen == [] and result.host_samples_ns is None
 
 
 def test_the_tolerance_is_two_percent() -> None:

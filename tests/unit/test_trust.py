@@ -9,54 +9,76 @@ from typing import Any
 
 import pytest
 
+from harness.bundle.cell_record import (
+    DeviceTime,
+    LoadGenMetric,
+    LoadGenRun,
+    Metrics,
+    Repetition,
+    SutFigures,
+    TimeSummary,
+)
 from harness.measure import activity, gpu_state
 from harness.measure.trust import latency_agreement, warnings
 
 
-def loadgen(results: dict[str, Any], **sut: Any) -> dict[str, Any]:
-    return {"results": results, "sut": {"batches_in_flight": 1, **sut}}
+def loadgen(results: dict[str, Any], **sut: Any) -> LoadGenRun:
+    metric = LoadGenMetric(name="offline_samples_per_s", unit="samples/s", value=1.0)
+    return LoadGenRun(scenario="Offline", validity="VALID", metric=metric, log_dir="loadgen/attempt-1", results=results,
+                      sut=SutFigures(**{"batches_in_flight": 1, **sut}))
 
 
-def timing(median_ns: float, mean_ns: float | None = None) -> dict[str, float]:
-    return {"median_ns": median_ns, "mean_ns": mean_ns if mean_ns is not None else median_ns}
+def timing(median_ns: float, mean_ns: float | None = None, repetitions: list[dict[str, Any]] | None = None) -> DeviceTime:
+    summary = TimeSummary(n=10, median_ns=median_ns, mean_ns=mean_ns if mean_ns is not None else median_ns)
+    return DeviceTime(samples_ns=[], summary=summary,
+                      repetitions=[Repetition.model_validate({"when": "r", "n": 10, **r}) for r in repetitions or []])
+
+
+def measured(**records: Any) -> Metrics:
+    """Metrics with a device-timing record of these summary figures and repetitions, and these others."""
+    timing_record = records.pop("device_time")
+    timing_record.setdefault("samples_ns", [])
+    timing_record["summary"] = {"n": 10, "median_ns": 10e6, **timing_record["summary"]}
+    timing_record["repetitions"] = [{"n": 10, **r} for r in timing_record.get("repetitions", [])]
+    return Metrics.model_validate({"device_time": timing_record, **records})
 
 
 def test_singlestream_and_offline_agree_within_five_percent_like_with_like() -> None:
     single = latency_agreement("SingleStream", 1, loadgen({"result_50.00_percentile_latency_ns": 10.3e6}),
                                timing(10e6, 11e6))
-    assert single["gap"] == pytest.approx(0.03) and single["within"] and single["why"] == ""
-    assert single["device_statistic"] == "median"
+    assert single.gap == pytest.approx(0.03) and single.within and single.why == ""
+    assert single.device_statistic == "median"
     # Offline's throughput is a mean over the run: compared with the timing's mean, not its median
     offline = latency_agreement("Offline", 8, loadgen({"result_samples_per_second": 800.0}), timing(9e6, 10e6))
-    assert offline["loadgen_ns_per_batch"] == pytest.approx(10e6) and offline["within"]
-    assert offline["device_statistic"] == "mean"
+    assert offline.loadgen_ns_per_batch == pytest.approx(10e6) and offline.within
+    assert offline.device_statistic == "mean"
 
 
 def test_a_model_that_ran_slower_under_loadgen_is_named_as_the_cause() -> None:
     result = latency_agreement("Offline", 8, loadgen({"result_samples_per_second": 449.0}, call_mean_ns=17.5e6,
                                                      gather_median_ns=0, respond_median_ns=4e3), timing(7.35e6))
-    assert not result["within"] and result["gap"] > 1
-    assert result["why"].startswith("the model itself ran 138% slower inside LoadGen's run")
+    assert not result.within and result.gap > 1
+    assert result.why.startswith("the model itself ran 138% slower inside LoadGen's run")
 
 
 def test_the_harnesss_own_work_is_named_when_the_model_was_not_slower() -> None:
     result = latency_agreement("MultiStream", 8, loadgen({"result_50.00_percentile_per_query_latency_ns": 11.2e6},
                                                          call_median_ns=10.1e6, gather_median_ns=1.0e6,
                                                          respond_median_ns=0.05e6), timing(10e6))
-    assert not result["within"] and "the system under test's own work per batch" in result["why"]
+    assert not result.within and "the system under test's own work per batch" in result.why
 
 
 def test_batches_in_flight_may_beat_the_sequential_timing_but_not_fall_behind() -> None:
     ahead = latency_agreement("Offline", 64, loadgen({"result_samples_per_second": 17_000.0}, batches_in_flight=2),
                               timing(3.96e6))
-    assert ahead["gap"] < -0.04 and ahead["within"]
+    assert ahead.gap < -0.04 and ahead.within
     behind = latency_agreement("Offline", 64, loadgen({"result_samples_per_second": 12_120.0}, batches_in_flight=2),
                                timing(3.96e6))
-    assert not behind["within"] and "fell 33% behind" in behind["why"]
+    assert not behind.within and "fell 33% behind" in behind.why
 
 
 def test_server_is_not_compared() -> None:
-    assert latency_agreement("Server", 1, loadgen({}), timing(1e6))["gap"] is None
+    assert latency_agreement("Server", 1, loadgen({}), timing(1e6)).gap is None
 
 
 def test_warnings_name_noise_drift_the_machine_and_the_gpu() -> None:
@@ -70,7 +92,7 @@ def test_warnings_name_noise_drift_the_machine_and_the_gpu() -> None:
                             {"when": "after loadgen", "median_ns": 10.6e6, "beside": beside}]},
         "latency_agreement": {"within": False, "gap": 0.12, "limit": 0.05, "why": "because"},
     }
-    found = warnings(metrics)
+    found = warnings(measured(**metrics))
     assert found[0] == "noisy: device-time CV 14% (over 10%)"
     assert found[1].startswith("the warm-up did not settle within 5.0 s")
     assert found[2].startswith("drift: the timed repetitions' medians spread 6% (before loadgen 10.0 ms")
@@ -78,7 +100,7 @@ def test_warnings_name_noise_drift_the_machine_and_the_gpu() -> None:
     assert "the hypervisor took 5% of the CPUs" in found[4]
     assert found[5] == "the GPU held its clocks down during the timed calls (sw_thermal_slowdown)"
     assert found[6] == "LoadGen and device timing disagree by +12% (limit 5%): because"
-    assert warnings({"device_time": {"summary": {"cv": 0.01}}}) == []
+    assert warnings(measured(device_time={"summary": {"cv": 0.01}})) == []
 
 
 def speed(before_ms: float, after_ms: float, memory_ms: float = 10.0) -> dict[str, Any]:
@@ -94,33 +116,34 @@ def drifting(*reference_ms: float) -> dict[str, Any]:
 
 
 def test_a_drift_says_whether_the_reference_loops_moved_with_it() -> None:
-    moved = warnings(drifting(1.0, 1.04))
+    moved = warnings(measured(**drifting(1.0, 1.04)))
     assert moved[0].endswith("(r0 10.0 ms, r1 10.6 ms); around the slowest repetition (6% slower) against the fastest, the "
                              "reference loops were 4.0% slower (cores) and 0.0% slower (memory): the machine's speed moved (cores)")
-    small = warnings(drifting(1.0, 1.01))  # 1% against the figures' 6%
+    small = warnings(measured(**drifting(1.0, 1.01)))  # 1% against the figures' 6%
     assert small[0].endswith("1.0% slower (cores) and 0.0% slower (memory), none beyond its own jitter and half the "
                             "figures' change: the machine's own speed does not explain it")
-    opposite = warnings(drifting(1.0, 0.85))
+    opposite = warnings(measured(**drifting(1.0, 0.85)))
     assert "15% faster (cores)" in opposite[0] and opposite[0].endswith("does not explain it")
     unread = drifting(1.0, 1.08)
     unread["device_time"]["repetitions"][1]["beside"] = {}
-    assert warnings(unread)[0].endswith("(r0 10.0 ms, r1 10.6 ms)")
+    assert warnings(measured(**unread))[0].endswith("(r0 10.0 ms, r1 10.6 ms)")
 
 
 def test_a_slower_model_under_loadgen_says_whether_the_machine_was_slower_then() -> None:
     repetitions = [{"median_ns": 7.35e6, "beside": speed(1.0, 1.0)}, {"median_ns": 7.35e6, "beside": speed(1.0, 1.02)}]
     run = loadgen({"result_samples_per_second": 449.0}, call_mean_ns=17.5e6, gather_median_ns=0, respond_median_ns=4e3)
-    run["beside"] = speed(1.0, 1.0, memory_ms=22.0)  # memory 120% slower, for a model 138% slower
-    result = latency_agreement("Offline", 8, run, timing(7.35e6), repetitions)
-    assert result["why"].endswith("(see what ran beside each); around LoadGen's run against the repetitions, the "
+    run.beside = speed(1.0, 1.0, memory_ms=22.0)  # memory 120% slower, for a model 138% slower
+    result = latency_agreement("Offline", 8, run, timing(7.35e6, repetitions=repetitions))
+    assert result.why.endswith("(see what ran beside each); around LoadGen's run against the repetitions, the "
                                   "reference loops were 0.5% faster (cores) and 120% slower (memory): the machine's "
                                   "speed moved (memory)")
-    run["beside"] = speed(1.2, 1.3)  # cores 24% slower: not enough for a model 138% slower
-    assert latency_agreement("Offline", 8, run, timing(7.35e6), repetitions)["why"].endswith(
+    run.beside = speed(1.2, 1.3)  # cores 24% slower: not enough for a model 138% slower
+    assert latency_agreement("Offline", 8, run, timing(7.35e6, repetitions=repetitions)).why.endswith(
         "24% slower (cores) and 0.0% slower (memory), none beyond its own jitter and half the figures' change: the "
         "machine's own speed does not explain it")
-    run["beside"] = {}
-    assert latency_agreement("Offline", 8, run, timing(7.35e6), repetitions)["why"].endswith("(see what ran beside each)")
+    run.beside = {}
+    assert latency_agreement("Offline", 8, run, timing(7.35e6, repetitions=repetitions)).why.endswith(
+        "(see what ran beside each)")
 
 
 def test_activity_reads_busy_threads_others_and_steal_from_proc(tmp_path: Path) -> None:

@@ -1,0 +1,340 @@
+"""A cell's record in a bundle (`cells/<id>.json`), typed: the worker fills these models and the
+bundle keeps them; `validate` reads every cell, upgraded to the current version
+(harness/bundle/migrations.py), as a `CellRecord`. The current schema version's JSON Schema is
+generated from `CellRecord` (harness/bundle/schema.py).
+
+A record is read, never trusted: ranges are what "sane" means in `fusionbench validate` (a negative
+latency or a 10^30-byte peak is a problem, whatever produced it), and a path the bundle names stays
+inside it. Fields a newer harness adds are kept and ignored (`extra="allow"`), so its bundles still
+read here; a figure an older record lacks, or a pass a failed cell never reached, is None.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.scenario.cell_config import CellConfig, ComplianceTest
+from harness.scenario.rules import ScenarioName
+
+# Sane ranges: far beyond any real figure, far below what a hostile or corrupted file could hold.
+NS_MAX = 10**13  # 2.8 hours
+SECONDS_MAX = 10**7  # 116 days
+BYTES_MAX = 2**50  # 1 PiB
+COUNT_MAX = 10**8
+RATE_MAX = 10**10  # samples per second
+FLOPS_MAX = 10**21  # per batch, or per second
+
+HEX16 = "^[0-9a-f]{16}$"
+# A path inside the bundle: relative, no "..", no backslash or control characters.
+INNER_PATH = r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\\\x00-\x1f]+$"
+
+Ns = Annotated[float, Field(ge=0, le=NS_MAX)]
+IntNs = Annotated[int, Field(ge=0, le=NS_MAX)]
+Seconds = Annotated[float, Field(ge=0, le=SECONDS_MAX)]
+Bytes = Annotated[int, Field(ge=0, le=BYTES_MAX)]
+SignedBytes = Annotated[int, Field(ge=-BYTES_MAX, le=BYTES_MAX)]
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
+MeanCount = Annotated[float, Field(ge=0, le=COUNT_MAX)]
+Ratio = Annotated[float, Field(ge=0, le=1e6)]
+Share = Annotated[float, Field(ge=0, le=1.0)]
+InnerPath = Annotated[str, Field(pattern=INNER_PATH)]
+Validity = Literal["VALID", "INVALID", "MISSING"]
+Status = Literal["valid", "invalid", "failed", "skipped", "interrupted"]
+
+
+class Record(BaseModel):
+    """Base of every part of a cell record."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True, regex_engine="python-re")
+
+    def recorded(self) -> dict[str, Any]:
+        """The JSON the bundle keeps: the fields that were set, None where a figure is none."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
+class Correctness(Record):
+    """The first call's output against eager's (harness/measure/correctness.py)."""
+
+    ok: bool
+    reason: str = ""
+    note: str | None = None
+    reference: str | None = None
+    max_abs_error: Annotated[float, Field(ge=0, le=1e300)] | None = None
+    max_abs_error_limit: Annotated[float, Field(ge=0)] | None = None
+    reference_max_abs: Annotated[float, Field(ge=0)] | None = None
+    cosine_similarity: Annotated[float, Field(ge=-1.0001, le=1.0001)] | None = None
+    rtol: float | None = None
+    min_cosine: float | None = None
+
+
+class TimeSummary(Record):
+    """n, median, p90, p99, mean, stdev, CV, min and max of nanosecond samples (harness/stats.py)."""
+
+    n: Count
+    median_ns: Ns
+    p90_ns: Ns | None = None
+    p99_ns: Ns | None = None
+    mean_ns: Ns | None = None
+    stdev_ns: Ns | None = None
+    cv: Ratio | None = None
+    min_ns: Ns | None = None
+    max_ns: Ns | None = None
+    noisy: bool | None = None
+
+
+class Warmup(Record):
+    calls: Count
+    steady: bool
+    tolerance: float | None = None
+    seconds: Seconds | None = None
+
+
+class Repetition(Record):
+    """One block of timed calls (harness/measure/timing.py), and what ran beside it."""
+
+    when: str
+    n: Annotated[int, Field(ge=1, le=COUNT_MAX)]
+    median_ns: Ns
+    cv: Ratio | None = None
+    beside: dict[str, Any] | None = None
+
+
+class DeviceTime(Record):
+    """The device-timing pass: every timed call, its summary, the warm-up kept apart."""
+
+    method: str | None = None
+    samples_ns: Annotated[list[IntNs], Field(max_length=COUNT_MAX)]
+    warmup_samples_ns: list[IntNs] = []
+    host_samples_ns: list[IntNs] | None = None
+    summary: TimeSummary
+    warmup: Warmup | None = None
+    repetitions: list[Repetition] = []
+    repetition_spread: Ratio | None = None
+
+
+class LoadGenMetric(Record):
+    """MLPerf's headline figure of the scenario (harness/scenario/rules.py), with its name and unit."""
+
+    name: str
+    unit: Literal["ns", "samples/s"]
+    value: Annotated[float, Field(ge=0, le=max(NS_MAX, RATE_MAX))] | None
+
+
+class SutFigures(Record):
+    """What the system under test measured of itself in a LoadGen run (harness/measure/sut.py)."""
+
+    batches: Count | None = None
+    samples: Count | None = None
+    batches_in_flight: Count | None = None
+    gathered_batches: Count | None = None
+    gather_median_ns: Ns | None = None
+    call_median_ns: Ns | None = None
+    call_mean_ns: Ns | None = None
+    respond_median_ns: Ns | None = None
+    call_definition: str | None = None
+
+
+class LoadGenRun(Record):
+    """A LoadGen run: the verdict, the headline metric, LoadGen's own entries and where its logs are."""
+
+    scenario: ScenarioName
+    validity: Validity
+    invalid_reasons: list[str] = []
+    metric: LoadGenMetric
+    log_dir: InnerPath
+    logs: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]] = []
+    attempts: list[dict[str, Any]] = []
+    results: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    sut: SutFigures | None = None
+    beside: dict[str, Any] | None = None
+    profile: Literal["dev", "mlperf"] | None = None
+    user_conf: str | None = None
+    loadgen_version: str | None = None
+    warnings: list[str] = []
+
+
+class Memory(Record):
+    """Host (and on a GPU, device) memory of the worker (harness/measure/memory.py)."""
+
+    rss_baseline_bytes: Bytes | None = None
+    peak_rss_bytes: Bytes | None = None
+    peak_rss_delta_bytes: Bytes | None = None
+    inference_peak_rss_bytes: Bytes | None = None
+    inference_peak_rss_delta_bytes: SignedBytes | None = None
+    inference_peak_method: str | None = None
+    torch_max_allocated_bytes: Bytes | None = None
+    torch_max_reserved_bytes: Bytes | None = None
+    nvml_process_peak_bytes: Bytes | None = None
+    nvml_device_used_peak_bytes: Bytes | None = None
+    nvml_device_used_delta_bytes: Bytes | None = None
+
+
+class Kernels(Record):
+    """Kernels (GPU) or compute dispatches (CPU) per inference, and where the time inside them goes."""
+
+    kernels_per_inference: MeanCount | None
+    kernel_count_method: str
+    backend_figures: dict[str, Any] = {}
+    kernel_share: Share | None = None
+    kernel_time_method: str | None = None
+    profiled_iters: Count | None = None
+    top_kernels: list[dict[str, Any]] = []
+    kernel_time_ns_per_inference: Ns | None = None
+    kernel_time_sum_ns_per_inference: Ns | None = None
+
+
+FusionClass = Literal["tensor+element+tensor", "tensor+element", "element", "single"]
+
+
+class FusedKernel(Record):
+    model_config = ConfigDict(extra="allow", validate_assignment=True, regex_engine="python-re", populate_by_name=True)
+
+    kernel: str
+    ops: list[str]
+    fusion_class: FusionClass = Field(alias="class")
+    mapping: str | None = None
+
+
+class FusionReportRecord(Record):
+    """Which operators the backend fused into which kernels (harness/fusion/report.py)."""
+
+    source: str | None = None
+    approximate: bool | None = None
+    notes: str | None = None
+    kernel_count: Count
+    fusion_count: Count
+    kernels_by_class: dict[str, Count] = {}
+    fusions_by_class: dict[str, Count] = {}
+    fusions_by_mapping: dict[str, Count] = {}
+    kernels: list[FusedKernel]
+
+
+class Roofline(Record):
+    """The model's compulsory work and the device's bound on its time (harness/measure/roofline.py)."""
+
+    flops: Annotated[int, Field(ge=0, le=FLOPS_MAX)]
+    compulsory_bytes: Bytes
+    weight_bytes: Bytes | None = None
+    input_bytes: Bytes | None = None
+    output_bytes: Bytes | None = None
+    peak_flops_per_s: Annotated[float, Field(ge=0, le=FLOPS_MAX)] | None = None
+    peak_bytes_per_s: Annotated[float, Field(ge=0, le=FLOPS_MAX)] | None = None
+    time_bound_ns: Ns | None = None
+    measured_ns: Ns | None = None
+    fraction_of_bound: Ratio | None = None
+    bound_by: Literal["compute", "memory"] | None = None
+
+
+class MathMode(Record):
+    """The math the cell ran with, read back from torch and the backend (harness/precision.py)."""
+
+    requested: Literal["ieee", "tf32", "fp16", "bf16"] | None = None
+    effective: Literal["ieee", "tf32", "mixed", "fp16", "bf16", "unrecorded"]
+    problems: list[str]
+    torch: dict[str, Any] = {}
+    backend: dict[str, Any] = {}
+    note: str | None = None
+
+
+class LatencyAgreement(Record):
+    """LoadGen's time per batch against the device timing's (harness/measure/trust.py)."""
+
+    gap: Annotated[float, Field(ge=-1.0, le=1e6)] | None
+    within: bool | None
+    why: str
+    loadgen_ns_per_batch: Ns | None = None
+    device_ns_per_batch: Ns | None = None
+    device_statistic: Literal["median", "mean"] | None = None
+    limit: Share | None = None
+
+
+class TimeSplit(Record):
+    """Where one inference's wall time goes: kernels and the rest (harness/measure/passes.py)."""
+
+    wall_ns: Ns
+    kernel_ns: Ns | None
+    overhead_ns: Ns | None = None
+    kernel_share: Share | None = None
+    method: str
+
+
+class Accuracy(Record):
+    """LoadGen's accuracy run, scored against the labels (the logs re-derive it in validate)."""
+
+    top1_percent: Annotated[float, Field(ge=0, le=100)]
+    good: Count
+    total: Annotated[int, Field(ge=1, le=COUNT_MAX)]
+    log_dir: InnerPath
+    labels: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")] | None = None
+
+
+class ComplianceChecks(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    performance: bool
+    accuracy: bool | None = None
+
+
+class ComplianceOutcome(Record):
+    """One MLPerf compliance test, verified against the cell's runs."""
+
+    passed: bool
+    checks: ComplianceChecks
+    validity: Validity
+    metric: LoadGenMetric
+    log_dir: InnerPath
+
+
+class Metrics(Record):
+    """What the worker measured, pass by pass; a pass a cell did not reach is None."""
+
+    prepare_s: Seconds | None = None
+    prepare_cache: Literal["cold", "warm", "none", "unknown"] | None = None
+    first_call_s: Seconds | None = None
+    correctness: Correctness | None = None
+    device_time: DeviceTime | None = None
+    loadgen: LoadGenRun | None = None
+    accuracy: Accuracy | None = None
+    compliance: dict[ComplianceTest, ComplianceOutcome] | None = None
+    latency_agreement: LatencyAgreement | None = None
+    roofline: Roofline | None = None
+    memory: Memory | None = None
+    fusion_report: FusionReportRecord | None = None
+    kernels: Kernels | None = None
+    time_split: TimeSplit | None = None
+    math_mode: MathMode | None = None
+    rewrites: dict[str, Any] | None = None
+
+
+class CellRecord(Record):
+    """`cells/<id>.json`: the cell's config, its status and why, what ran where, and its metrics."""
+
+    schema_version: Literal[4]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    id: Annotated[str, Field(pattern=HEX16)]
+    label: str
+    status: Status
+    reasons: list[str]
+    config: CellConfig
+    started: str | None = None
+    finished: str | None = None
+    wall_s: Seconds | None = None
+    log: InnerPath | None = None
+    log_tail: str | None = None
+    node: dict[str, Any] | None = None  # where it ran: hostname, executor, slot, cpu, gpus
+    environment: dict[str, Any] = {}
+    phases_s: dict[str, Seconds] = {}
+    warnings: list[str] = []
+    metrics: Metrics
+
+
+def problems(record: Any, where: str) -> list[str]:
+    """One line per place where `record` (a cell record, upgraded to the current version) is not a
+    `CellRecord`: what the schema cannot say (a figure that disagrees with those it derives from)."""
+    try:
+        CellRecord.model_validate(record)
+    except ValidationError as exc:
+        return [f"{where}: {'/'.join(map(str, e['loc'])) or '(top)'}: {e['msg'][:200]}" for e in exc.errors()]
+    return []
