@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-Unit = Literal["ns", "s", "bytes", "count", "samples/s", "percent", "signed fraction", "error"]
+Unit = Literal["ns", "s", "bytes", "count", "samples/s", "percent", "signed fraction", "error", "times"]
 Better = Literal["lower", "higher"]
 # How `compare` judges a figure of two cells:
 # - "rank test": raw samples on both sides; the ratio of medians beyond the threshold and a
@@ -80,10 +80,16 @@ def format_signed_fraction(fraction: float) -> str:
 def format_error(error: float) -> str:
     return f"{error:.1e}"
 
+
+def format_times(ratio: float) -> str:
+    """How many times another figure: 1.04x, 12.3x, 1,520x."""
+    return f"{_three_figures(ratio)}x"
+
+
 FORMATS: dict[Unit, Callable[[float], str]] = {
     "ns": format_duration_ns, "s": format_duration_s, "bytes": format_bytes, "count": format_count,
     "samples/s": format_rate, "percent": format_percent, "signed fraction": format_signed_fraction,
-    "error": format_error,
+    "error": format_error, "times": format_times,
 }
 
 
@@ -201,6 +207,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included)",
            same_in_both=("metrics", "prepare_cache"), floor=0.1),
+    Metric("first_call_ratio", ("metrics", "first_call_ratio"), "times", "lower", "ratio", "first call",
+           "the first call's time over the steady median per batch: what the first inference costs beyond a warm "
+           "one (lazy initialisation, allocation, cold caches)"),
     Metric("accuracy", ("metrics", "accuracy", "top1_percent"), "percent", "higher", "exact", "top-1",
            "top-1 accuracy of LoadGen's accuracy run", same_in_both=("metrics", "accuracy", "total")),
     Metric("max_abs_error", ("metrics", "correctness", "max_abs_error"), "error", "lower", "no", "max abs err",
@@ -219,7 +228,7 @@ Columns = tuple[str | tuple[str, ...], ...]
 CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "kernels_per_inference", "peak_rss", "gpu_peak",
                     "max_abs_error")  # the run's summary (harness/run/summary.py)
 REPORT_CELLS: Columns = (LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak",
-                         "compile_time")  # the report's Cells table
+                         "compile_time", "first_call_ratio")  # the report's Cells table
 REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak")  # fusion on / off, side by side
 GPU_CHECK: Columns = ("kernels_per_inference", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts
 

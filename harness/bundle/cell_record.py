@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.scenario.cell_config import CellConfig, ComplianceTest
 from harness.scenario.rules import ScenarioName
@@ -294,6 +294,8 @@ class Metrics(Record):
     prepare_s: Seconds | None = None
     prepare_cache: Literal["cold", "warm", "none", "unknown"] | None = None
     first_call_s: Seconds | None = None
+    # The first call over the steady median per batch: what the first inference costs beyond a warm one.
+    first_call_ratio: Annotated[float, Field(ge=0, le=1e9)] | None = None
     correctness: Correctness | None = None
     device_time: DeviceTime | None = None
     loadgen: LoadGenRun | None = None
@@ -307,6 +309,18 @@ class Metrics(Record):
     time_split: TimeSplit | None = None
     math_mode: MathMode | None = None
     rewrites: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _derived_figures_agree(self) -> Metrics:
+        """A figure derived from others in the record is checked against them (validate re-derives it)."""
+        if self.first_call_ratio is not None:
+            if self.first_call_s is None or self.device_time is None or self.device_time.summary.median_ns <= 0:
+                raise ValueError("first_call_ratio without the first call's time and a device-time median")
+            derived = self.first_call_s * 1e9 / self.device_time.summary.median_ns
+            if abs(self.first_call_ratio - derived) > 1e-6 * max(derived, 1.0):
+                raise ValueError(f"first_call_ratio {self.first_call_ratio:.6g} but first_call_s over the device-time "
+                                 f"median gives {derived:.6g}")
+        return self
 
 
 class CellRecord(Record):

@@ -252,6 +252,8 @@ def _measure(
         metrics.device_time = device_time = timing.result()
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = device_time.summary.median_ns
+        if backend.computes_model and median_ns > 0:
+            metrics.first_call_ratio = metrics.first_call_s * 1e9 / median_ns
         metrics.latency_agreement = trust.latency_agreement(cell.scenario, batch, metrics.loadgen, device_time)
         metrics.roofline = Roofline.model_validate(roofline.bound(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0

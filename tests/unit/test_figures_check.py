@@ -276,6 +276,23 @@ def test_a_roofline_fraction_edited(v3: Path) -> None:
     only_lines(forge(v3, EAGER_SINGLE, closer), EAGER_SINGLE, "roofline: fraction_of_bound 0.9 but its costs and peaks give 0.214206")
 
 
+def test_a_first_call_ratio_that_its_figures_do_not_give_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "v4"
+    shutil.copytree(GOLDEN / "v4", root)
+    eager = next(p.stem for p in (root / "cells").glob("*.json")
+                 if json.loads(p.read_text())["label"] == "resnet18 eager fusion-on SingleStream cpu fp32 b1")
+
+    def forged(cell: dict[str, Any]) -> None:
+        cell["metrics"]["first_call_ratio"] = 99.0
+
+    only_lines(forge(root, eager, forged), eager, "metrics: Value error, first_call_ratio 99 but first_call_s over")
+
+    def unmeasured(cell: dict[str, Any]) -> None:
+        del cell["metrics"]["first_call_s"]
+
+    only_lines(forge(root, eager, unmeasured), eager, "metrics: Value error, first_call_ratio without the first call")
+
+
 def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
     """figures_check may not import the measure layer: its openings of the worker's warnings must
     not drift from the ones harness/measure/trust.py writes (the limits both read from harness/thresholds.py)."""

@@ -54,6 +54,8 @@ def _expected(bundle: str, cell: dict[str, Any]) -> set[str]:
         rows.add("max_abs_error")
     if bundle in ("v3", "v4", "mlperf"):
         rows.add("latency_gap")  # one latency truth: since schema version 3
+    if bundle == "v4" and cell["config"]["backend"] != "null":
+        rows.add("first_call_ratio")  # since schema version 4
     if bundle == "mlperf":
         rows.add("accuracy")
     return rows
@@ -78,7 +80,7 @@ def test_every_row_reads_its_figure_from_the_golden_bundles_where_it_exists(bund
         (512, "bytes", "512 B"), (25, "count", "25"), (31.25, "count", "31.2"), (12345, "count", "12,345"),
         (18919.4, "samples/s", "18,919 samples/s"), (33.94, "samples/s", "33.9 samples/s"),
         (0.09765625, "percent", "0.10%"), (0.021, "signed fraction", "+2.1%"), (-0.105, "signed fraction", "-10.5%"),
-        (2.4884e-6, "error", "2.5e-06"),
+        (2.4884e-6, "error", "2.5e-06"), (1.3517, "times", "1.35x"), (12.34, "times", "12.3x"),
         (None, "ns", "-"), ("12", "ns", "-"), (float("nan"), "bytes", "-"),
         (True, "count", "-"),
     ],

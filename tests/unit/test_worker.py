@@ -109,6 +109,7 @@ def test_eager_cell_has_every_metric(
     assert agreement["within"] or agreement["why"]
     assert m["math_mode"]["effective"] == "ieee" and m["math_mode"]["problems"] == []
     assert m["rewrites"] == {}
+    assert m["first_call_ratio"] == pytest.approx(m["first_call_s"] * 1e9 / timing["summary"]["median_ns"], rel=1e-9)
     assert isinstance(answer["warnings"], list)
     assert answer["environment"]["cpu_affinity"] and "torch_interop_threads" in answer["environment"]
     lg = m["loadgen"]
