@@ -6,9 +6,10 @@ unit has one formatting function. The console summary (harness/run/summary.py), 
 (harness/reporting/), `gpu-check` and `compare` all go through `figure` and `format_value`, so a
 figure reads the same wherever it is shown: same precision, same statistic, same definition.
 
-Paths lead into a cell record as harness.bundle.reader gives it (upgraded to the current schema);
-a figure a record lacks (an older schema, a pass that did not run, a cell that failed) reads as
-None and shows as "-".
+Paths lead into a cell record, attribute by attribute: the typed record every reader has
+(harness/bundle/cell_record.py, a bundle's cells upgraded to the current schema), and on into its
+free-form parts by key. A figure a record lacks (an older schema, a pass that did not run, a cell
+that failed) reads as None and shows as "-".
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ Better = Literal["lower", "higher"]
 # - "no": not compared (a check of the cell, not a figure to be better in).
 Rule = Literal["rank test", "ratio", "exact", "no"]
 MISSING = "-"
+# A cell record: harness/bundle/cell_record.py's CellRecord, which this bottom layer reads by path
+# without importing it.
+Record = Any
 
 
 def _three_figures(value: float) -> str:
@@ -105,9 +109,11 @@ def format_spread(cv: float) -> str:
     return f"±{cv:.1%}" if cv < 0.01 else f"±{cv:.0%}"
 
 
-def _at(record: Any, path: tuple[str, ...]) -> Any:
+def at(record: Any, path: tuple[str, ...]) -> Any:
+    """The value at `path` in a cell record: an attribute of a typed part, a key of a free-form one;
+    None where a level is missing."""
     for key in path:
-        record = record.get(key) if isinstance(record, dict) else None
+        record = record.get(key) if isinstance(record, dict) else getattr(record, key, None)
     return record
 
 
@@ -122,28 +128,28 @@ def _number(value: Any) -> float | None:
 _PERCENTILE = re.compile(r"(?:^|_)(p\d+)(?:_|$)")
 
 
-def _loadgen(cell: dict[str, Any], text: str) -> str:
+def _loadgen(cell: Record, text: str) -> str:
     """LoadGen's latency names its percentile (read from the metric's recorded name, which the
     scenario's rule in harness/scenario/rules.py chose); a run LoadGen did not call VALID says so."""
-    found = _PERCENTILE.search(str(_at(cell, ("metrics", "loadgen", "metric", "name")) or ""))
-    if found and _at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
+    found = _PERCENTILE.search(str(at(cell, ("metrics", "loadgen", "metric", "name")) or ""))
+    if found and at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
         text = f"{found.group(1)} {text}"
-    validity = _at(cell, ("metrics", "loadgen", "validity"))
+    validity = at(cell, ("metrics", "loadgen", "validity"))
     return text if validity in (None, "VALID") else f"{text} ({validity})"
 
 
-def _spread(cell: dict[str, Any], text: str) -> str:
-    summary = _at(cell, ("metrics", "device_time", "summary"))
-    cv = _number(_at(summary, ("cv",)))
+def _spread(cell: Record, text: str) -> str:
+    summary = at(cell, ("metrics", "device_time", "summary"))
+    cv = _number(at(summary, ("cv",)))
     if cv is not None:
         text += f" {format_spread(cv)}"
-    return text + (" noisy" if _at(summary, ("noisy",)) is True else "")
+    return text + (" noisy" if at(summary, ("noisy",)) is True else "")
 
 
-def _correctness(cell: dict[str, Any], text: str) -> str:
+def _correctness(cell: Record, text: str) -> str:
     """FAIL beside an error outside the tolerance; without an error figure, n/a where the output was
     not compared (the null backend) and FAIL where it could not be (NaN, a wrong shape)."""
-    ok = _at(cell, ("metrics", "correctness", "ok"))
+    ok = at(cell, ("metrics", "correctness", "ok"))
     if text == MISSING:
         return MISSING if ok is None else ("n/a" if ok else "FAIL")
     return text if ok is not False else f"{text} FAIL"
@@ -164,15 +170,15 @@ class Metric:
     same_in_both: tuple[str, ...] = ()  # a setting the figure depends on: cells must agree on it to compare
     samples: tuple[str, ...] = ()  # the raw samples of a "rank test" figure
     floor: float = 0.0  # a difference below this (in `unit`) is no change, whatever the ratio
-    decorate: Callable[[dict[str, Any], str], str] | None = None  # what the figure carries beside its value
+    decorate: Callable[[Record, str], str] | None = None  # what the figure carries beside its value
     decorate_missing: bool = False  # `decorate` also speaks for a missing value
 
-    def value(self, cell: dict[str, Any]) -> float | None:
-        if self.only_if is not None and _at(cell, self.only_if[0]) != self.only_if[1]:
+    def value(self, cell: Record) -> float | None:
+        if self.only_if is not None and at(cell, self.only_if[0]) != self.only_if[1]:
             return None
-        return _number(_at(cell, self.path))
+        return _number(at(cell, self.path))
 
-    def figure(self, cell: dict[str, Any]) -> str:
+    def figure(self, cell: Record) -> str:
         """The figure of `cell` as every table shows it, or "-"."""
         value = self.value(cell)
         text = format_value(value, self.unit)
@@ -237,7 +243,7 @@ def metric(name: str) -> Metric:
     return METRICS[name]
 
 
-def figure(names: str | tuple[str, ...], cell: dict[str, Any]) -> str:
+def figure(names: str | tuple[str, ...], cell: Record) -> str:
     """The figure of `cell` under a column: of the row `names`, or of the first of the rows that has one."""
     for name in (names,) if isinstance(names, str) else names:
         text = METRICS[name].figure(cell)
@@ -246,7 +252,7 @@ def figure(names: str | tuple[str, ...], cell: dict[str, Any]) -> str:
     return MISSING
 
 
-def value(name: str, cell: dict[str, Any]) -> float | None:
+def value(name: str, cell: Record) -> float | None:
     return METRICS[name].value(cell)
 
 
@@ -258,7 +264,7 @@ def label(names: str | tuple[str, ...]) -> str:
 Column = TypeVar("Column", str, tuple[str, ...], str | tuple[str, ...])
 
 
-def present(names: Iterable[Column], cells: Iterable[dict[str, Any]],
+def present(names: Iterable[Column], cells: Iterable[Record],
             optional: tuple[str, ...] = ("gpu_peak",)) -> list[Column]:
     """The columns `names` to show for `cells`: every one, but an optional one only where a cell has it
     (no empty GPU column for a CPU run)."""

@@ -1,11 +1,14 @@
-"""Cell configs for the tests, made the way a run makes them: a scenario file's models, expanded."""
+"""Cell configs and records for the tests, made the way a run makes them: a scenario file's models,
+expanded, and a record of the version this harness writes around one."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness.bundle.cell_record import CellRecord
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.scenario.cell_config import CellConfig
-from harness.scenario.cells import expand
+from harness.scenario.cells import cell_id, expand
 from harness.scenario.loading import resolved
 from harness.scenario.schema import ScenarioFile
 
@@ -29,3 +32,13 @@ def cell_config(scenario: str = "SingleStream", batch: int = 1, *, backend: str 
     }
     (cell,) = expand(resolved(ScenarioFile.model_validate(data), "tests"), "cpu")
     return cell.config
+
+
+def cell_record(config: CellConfig | None = None, status: str = "valid", reasons: list[str] | None = None,
+                metrics: dict[str, Any] | None = None, **fields: Any) -> CellRecord:
+    """A cell record of `config` (default: an eager Offline cell of batch 8) with these metrics,
+    each a whole record of its pass (harness/bundle/cell_record.py), and these other fields."""
+    config = config or cell_config("Offline", 8)
+    return CellRecord.model_validate({
+        "schema_version": SCHEMA_VERSION, "id": cell_id(config.recorded()), "label": config.label, "status": status,
+        "reasons": reasons or [], "config": config.recorded(), "metrics": metrics or {}, **fields})

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
 from harness.bundle.safe_json import load_json
@@ -36,6 +38,22 @@ class LoadedBundle:
     @property
     def name(self) -> str:
         return str(self.header.get("run_id") or self.root.name)
+
+    @cached_property
+    def records(self) -> list[CellRecord]:
+        """The cells as typed records, in bundle.json's order: what the report, compare and the
+        run's summary read. Every cell of a bundle that passed validate reads as one; BundleError
+        names the first that does not."""
+        import pydantic
+
+        records = []
+        for cell in self.cells:
+            try:
+                records.append(CellRecord.model_validate(cell))
+            except pydantic.ValidationError as exc:
+                where = f"{CELLS}/{cell.get('id')}.json"
+                raise BundleError(f"{where}: not a cell record this harness reads: {str(exc).splitlines()[0]}") from None
+        return records
 
 
 def cell_ids(header: dict[str, Any], where: str = HEADER) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 from harness.atomic import write_json_atomic
 from harness.bundle import lock, manifest
 from harness.bundle import schema as bundle_schema
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import SCHEMA_VERSION, record_version
 from harness.bundle.safe_json import load_json
@@ -146,6 +147,10 @@ class Bundle:
             if record is not None:
                 records.append(record)
         return records
+
+    def records(self) -> list[CellRecord]:
+        """Every cell record, typed (this harness wrote them: each reads as one)."""
+        return [CellRecord.model_validate(record) for record in self.cells()]
 
     def write_manifest(self) -> None:
         manifest.write(self.root)

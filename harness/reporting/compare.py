@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness import metric_table
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
@@ -113,26 +114,25 @@ class Comparison:
         return counts["regressed"] > 0 or counts["new failure"] > 0
 
 
-def _samples(cell: dict[str, Any]) -> list[int]:
-    samples = lookup(cell, *metric_table.metric("device_time").samples)
+def _samples(cell: CellRecord) -> list[int]:
+    samples = metric_table.at(cell, metric_table.metric("device_time").samples)
     return list(samples) if isinstance(samples, list) else []
 
 
-def math_mode(cell: dict[str, Any]) -> str:
+def math_mode(cell: CellRecord) -> str:
     """The math a cell ran with, as recorded (harness/precision.py), or "unrecorded"."""
-    recorded = lookup(cell, "metrics", "math_mode", "effective")
-    return str(recorded) if recorded else "unrecorded"
+    recorded = cell.metrics.math_mode
+    return recorded.effective if recorded else "unrecorded"
 
 
-def _first_reason(cell: dict[str, Any]) -> str:
-    reasons = cell.get("reasons") or []
-    return f"{cell['status']}: {reasons[0]}" if reasons else cell["status"]
+def _first_reason(cell: CellRecord) -> str:
+    return f"{cell.status}: {cell.reasons[0]}" if cell.reasons else cell.status
 
 
-def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: float, alpha: float) -> Pair:
+def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> Pair:
     """The verdict for one cell present in both bundles."""
-    pair = Pair(id=cell_a["id"], label=cell_a["label"], backend=cell_a["config"]["backend"], verdict="not comparable")
-    a, b = cell_a["status"], cell_b["status"]
+    pair = Pair(id=cell_a.id, label=cell_a.label, backend=cell_a.config.backend, verdict="not comparable")
+    a, b = cell_a.status, cell_b.status
     if a == "valid" and b in BAD:
         pair.verdict, pair.why = "new failure", f"B {_first_reason(cell_b)}"
         return pair
@@ -148,7 +148,7 @@ def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: flo
         pair.why = (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
                     else "neither cell recorded its math mode (TF32 may have been on)")
         return pair
-    where_a, where_b = hardware(cell_a.get("node")), hardware(cell_b.get("node"))
+    where_a, where_b = hardware(cell_a.node), hardware(cell_b.node)
     if where_a and where_b and where_a != where_b:
         pair.why = f"ran on different hardware: A {where_a}, B {where_b}"
         return pair
@@ -161,7 +161,7 @@ def compare_cells(cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: flo
     return pair
 
 
-def _device_time(pair: Pair, cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: float, alpha: float) -> None:
+def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> None:
     """Label `pair` by its raw device-timing samples: the ratio of medians and the rank test."""
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     if len(samples_a) < MIN_SAMPLES or len(samples_b) < MIN_SAMPLES:
@@ -182,7 +182,7 @@ def _device_time(pair: Pair, cell_a: dict[str, Any], cell_b: dict[str, Any], thr
                     else f"within {threshold:.0%} (B/A {pair.ratio:.3f})")
 
 
-def judge(metric: Metric, cell_a: dict[str, Any], cell_b: dict[str, Any], threshold: float) -> Figure:
+def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: float) -> Figure:
     """A single figure a side (rule "ratio" or "exact"): no spread, so no rank test. "ratio": B/A
     beyond `threshold` is a change; "exact": any difference is."""
     a, b = metric.value(cell_a), metric.value(cell_b)
@@ -191,7 +191,7 @@ def judge(metric: Metric, cell_a: dict[str, Any], cell_b: dict[str, Any], thresh
         figure.why = f"only {'A' if b is None else 'B'} has it"
         return figure
     if metric.same_in_both:
-        setting_a, setting_b = lookup(cell_a, *metric.same_in_both), lookup(cell_b, *metric.same_in_both)
+        setting_a, setting_b = metric_table.at(cell_a, metric.same_in_both), metric_table.at(cell_b, metric.same_in_both)
         if setting_a != setting_b:
             figure.why = f"{metric.same_in_both[-1]} differs: A {setting_a}, B {setting_b}"
             return figure
@@ -247,26 +247,26 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     """Pair the cells of `a` (the baseline) and `b` by id, and label each pair."""
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
                         systems=system_differences(a.header, b.header))
-    cells_a = {cell["id"]: cell for cell in a.cells}
-    cells_b = {cell["id"]: cell for cell in b.cells}
+    cells_a = {cell.id: cell for cell in a.records}
+    cells_b = {cell.id: cell for cell in b.records}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
         for cell_id, cell in ours.items():
             counterpart = theirs.get(cell_id)
-            if cell["status"] == "valid" and (counterpart is None or counterpart["status"] == "skipped"):
+            if cell.status == "valid" and (counterpart is None or counterpart.status == "skipped"):
                 why = "not run" if counterpart is None else "skipped"
-                result.unpaired.append(f"{cell['label']}: valid in {side}, {why} in {other_side}")
+                result.unpaired.append(f"{cell.label}: valid in {side}, {why} in {other_side}")
     seen = set()
-    for cell in a.cells:
-        seen.add(cell["id"])
-        other = cells_b.get(cell["id"])
+    for cell in a.records:
+        seen.add(cell.id)
+        other = cells_b.get(cell.id)
         if other is None:
-            result.pairs.append(Pair(id=cell["id"], label=cell["label"], backend=cell["config"]["backend"],
+            result.pairs.append(Pair(id=cell.id, label=cell.label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in A"))
         else:
             result.pairs.append(compare_cells(cell, other, threshold, alpha))
-    for cell in b.cells:
-        if cell["id"] not in seen:
-            result.pairs.append(Pair(id=cell["id"], label=cell["label"], backend=cell["config"]["backend"],
+    for cell in b.records:
+        if cell.id not in seen:
+            result.pairs.append(Pair(id=cell.id, label=cell.label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in B"))
     return result
 

@@ -67,7 +67,7 @@ def _figure(svg: str | None, caption: str, empty: str) -> str:
 
 
 def html(loaded: LoadedBundle) -> str:
-    rows = [Row(c) for c in loaded.cells]
+    rows = [Row(record) for record in loaded.records]
     valid = valid_rows(rows)
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>FusionBench report: {escape(loaded.name)}</title><style>{_STYLE}</style></head><body>",
@@ -116,10 +116,10 @@ def html(loaded: LoadedBundle) -> str:
     ))
 
     parts.append("<h2>Memory per backend</h2>")
-    for number, name in enumerate(metric_table.present(MEMORY_PLOTS, [r.cell for r in valid])):
+    for number, name in enumerate(metric_table.present(MEMORY_PLOTS, [r.record for r in valid])):
         memory_row = metric_table.metric(name)
         memory = {(f"{r.model} {r.setting}", r.variant): bytes_ / 2**20 for r in valid
-                  if (bytes_ := memory_row.value(r.cell)) is not None}
+                  if (bytes_ := memory_row.value(r.record)) is not None}
         groups = list(dict.fromkeys(group for group, _ in memory))
         variants = list(dict.fromkeys(variant for _, variant in memory))
         parts.append(_figure(

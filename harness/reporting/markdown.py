@@ -48,7 +48,7 @@ def _md_table(head: list[str], body: list[list[str]]) -> list[str]:
 
 
 def markdown(loaded: LoadedBundle) -> str:
-    rows = [Row(c) for c in loaded.cells]
+    rows = [Row(record) for record in loaded.records]
     lines = [f"# FusionBench report: {md_cell(loaded.name)}", ""]
     lines += [f"- **{what}**: {md_cell(value)}" for what, value in facts(loaded)] + [""]
     lines += ["## LoadGen validity at a glance", "", *_md_table(*validity_grid(loaded, rows))]

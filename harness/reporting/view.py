@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import metric_table
+from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_value
 from harness.reporting.plots import Series
-from harness.scenario.cell_config import variant_label
+from harness.scenario.cell_config import CellConfig
 
 FUSED_KERNELS_SHOWN = 8
 ROOFLINE_NOTE = (
@@ -50,79 +51,78 @@ AGREEMENT_NOTE = (
 
 @dataclass(frozen=True)
 class Row:
-    """The figures of one cell that the report uses."""
+    """The figures of one cell that the report uses, read from its typed record."""
 
-    cell: dict[str, Any]
+    record: CellRecord
 
     @property
-    def config(self) -> dict[str, Any]:
-        config: dict[str, Any] = self.cell["config"]
-        return config
+    def config(self) -> CellConfig:
+        return self.record.config
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.record.metrics
 
     @property
     def model(self) -> str:
-        return str(self.config["model"]["name"])
+        return self.config.model.name
 
     @property
     def backend(self) -> str:
-        return str(self.config["backend"])
+        return self.config.backend
 
     @property
     def fusion(self) -> str:
-        return str(self.config["variant"]["fusion"])
+        return self.config.variant.fusion
 
     @property
     def graphs(self) -> str:
-        return str(self.config["variant"].get("graphs", "off"))
+        return self.config.variant.graphs
+
+    @property
+    def options(self) -> str:
+        """The backend's options as the tables show them: ` key=value` each, sorted."""
+        return "".join(f" {k}={v}" for k, v in sorted(self.config.variant.options.items()))
 
     @property
     def variant(self) -> str:
-        options = self.config["variant"].get("options") or {}
-        extra = "".join(f" {k}={v}" for k, v in sorted(options.items()))
-        return f"{variant_label(self.backend, self.fusion, self.graphs)}{extra}"
+        return f"{self.config.variant_label}{self.options}"
 
     @property
     def setting(self) -> str:
         """What makes two cells of different backends comparable: scenario, batch, dtype, device."""
         c = self.config
-        return f"{c['scenario']} b{c['batch']} {c['dtype']} {c['device']}"
+        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}"
 
     @property
     def status(self) -> str:
-        return str(self.cell["status"])
-
-    def metric(self, *path: str) -> Any:
-        return lookup(self.cell, "metrics", *path)
+        return self.record.status
 
     @property
     def median_ns(self) -> float | None:
-        value = self.metric("device_time", "summary", "median_ns")
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        timing = self.metrics.device_time
+        return timing.summary.median_ns if timing is not None and timing.summary.median_ns > 0 else None
 
     @property
     def repetition_medians(self) -> list[float]:
         """The medians of the cell's timed repetitions (half before LoadGen's run, half after), the
         positive finite numbers among them."""
-        repetitions = self.metric("device_time", "repetitions")
-        if not isinstance(repetitions, list):
-            return []
-        medians = [r.get("median_ns") for r in repetitions if isinstance(r, dict)]
-        return [float(m) for m in medians
-                if isinstance(m, (int, float)) and not isinstance(m, bool) and math.isfinite(m) and m > 0]
+        timing = self.metrics.device_time
+        return [r.median_ns for r in (timing.repetitions if timing else []) if math.isfinite(r.median_ns) and r.median_ns > 0]
 
     @property
     def checked_against_eager(self) -> bool:
         """Whether the cell's output was compared with eager's: only then does it compute the same
         thing, and only then is its speed a speedup (a backend that computes nothing is not)."""
-        return self.metric("correctness", "max_abs_error") is not None
+        return self.metrics.correctness is not None and self.metrics.correctness.max_abs_error is not None
 
     @property
     def kernels(self) -> float | None:
-        return metric_table.value("kernels_per_inference", self.cell)
+        return metric_table.value("kernels_per_inference", self.record)
 
     def figure(self, column: str | tuple[str, ...]) -> str:
         """A figure of the cell as every table shows it (harness/metric_table.py)."""
-        return metric_table.figure(column, self.cell)
+        return metric_table.figure(column, self.record)
 
 
 def valid_rows(rows: list[Row]) -> list[Row]:
@@ -181,8 +181,7 @@ class FusionPair:
 def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
     """Valid cells that differ only in fusion on/off."""
     def key(r: Row) -> tuple[Any, ...]:
-        options = tuple(sorted((r.config["variant"].get("options") or {}).items()))
-        return r.model, r.backend, r.setting, r.graphs, str(options)
+        return r.model, r.backend, r.setting, r.graphs, r.options
 
     on = {key(r): r for r in valid_rows(rows) if r.fusion == "on"}
     return [FusionPair(on[key(r)], r) for r in valid_rows(rows) if r.fusion == "off" and key(r) in on]
@@ -199,11 +198,11 @@ def fmt_speedup(pair: FusionPair) -> str:
 def fused_kernels(row: Row) -> list[str]:
     """The fused kernels of a cell, each once (a kernel an unrolled loop runs many times gets
     its count), in the order they first run."""
-    kernels = row.metric("fusion_report", "kernels") or []
+    report = row.metrics.fusion_report
     counts: dict[str, int] = {}
-    for k in kernels:
-        if k.get("class") not in (None, "single"):
-            text = f"{k['kernel']} ({' + '.join(k['ops'])})"
+    for k in report.kernels if report else []:
+        if k.fusion_class != "single":
+            text = f"{k.kernel} ({' + '.join(k.ops)})"
             counts[text] = counts.get(text, 0) + 1
     return [text if n == 1 else f"{text} x{n}" for text, n in list(counts.items())[:FUSED_KERNELS_SHOWN]]
 
@@ -215,15 +214,17 @@ def fmt_fraction(fraction: float | None) -> str:
 
 
 def fusions_by_class(row: Row) -> str:
-    by_class = row.metric("fusion_report", "fusions_by_class")
-    if not isinstance(by_class, dict):  # bundles written before fusions were counted by class
-        return str(row.metric("fusion_report", "fusion_count") or 0)
-    return ", ".join(f"{count} {cls}" for cls, count in by_class.items() if count) or "0"
+    report = row.metrics.fusion_report
+    if report is None:
+        return "0"
+    if not report.fusions_by_class:  # bundles written before fusions were counted by class
+        return str(report.fusion_count)
+    return ", ".join(f"{count} {cls}" for cls, count in report.fusions_by_class.items() if count) or "0"
 
 
 def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
-    columns = metric_table.present(metric_table.REPORT_FUSION, [r.cell for p in pairs for r in (p.on, p.off)])
+    columns = metric_table.present(metric_table.REPORT_FUSION, [r.record for p in pairs for r in (p.on, p.off)])
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
     body = [[p.name, format_value(p.on.median_ns, "ns"), format_value(p.off.median_ns, "ns"), fmt_speedup(p),
@@ -237,14 +238,12 @@ def roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
             "measured", "fraction of bound", "kernels/inf (floor 1)"]
     body = []
     for r in valid_rows(rows):
-        roof = r.metric("roofline")
-        if not roof:
+        roof = r.metrics.roofline
+        if roof is None:
             continue
-        bound_ns = roof.get("time_bound_ns")
-        fraction = roof.get("fraction_of_bound")
-        body.append([r.model, r.variant, r.setting, f"{roof['flops'] / 1e9:.3g}", f"{roof['compulsory_bytes'] / 1e6:.3g}",
-                     format_value(bound_ns, "ns"), roof.get("bound_by", "-"), format_value(r.median_ns, "ns"),
-                     fmt_fraction(fraction), r.figure("kernels_per_inference")])
+        body.append([r.model, r.variant, r.setting, f"{roof.flops / 1e9:.3g}", f"{roof.compulsory_bytes / 1e6:.3g}",
+                     format_value(roof.time_bound_ns, "ns"), roof.bound_by or "-", format_value(r.median_ns, "ns"),
+                     fmt_fraction(roof.fraction_of_bound), r.figure("kernels_per_inference")])
     return head, body
 
 
@@ -253,40 +252,38 @@ def agreement_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     head = ["model", "backend / variant", "setting", "LoadGen per batch", "device timing", "gap", "why"]
     body = []
     for r in rows:
-        agreement = r.metric("latency_agreement")
-        if not isinstance(agreement, dict):
+        agreement = r.metrics.latency_agreement
+        if agreement is None:
             continue
-        device = agreement.get("device_ns_per_batch")
-        body.append([r.model, r.variant, r.setting, format_value(agreement.get("loadgen_ns_per_batch"), "ns"),
-                     "-" if device is None else f"{format_value(device, 'ns')} ({agreement.get('device_statistic')})",
-                     r.figure("latency_gap"),
-                     agreement.get("why") or ("within the limit" if agreement.get("within") else "")])
+        device = agreement.device_ns_per_batch
+        body.append([r.model, r.variant, r.setting, format_value(agreement.loadgen_ns_per_batch, "ns"),
+                     "-" if device is None else f"{format_value(device, 'ns')} ({agreement.device_statistic})",
+                     r.figure("latency_gap"), agreement.why or ("within the limit" if agreement.within else "")])
     return head, body
 
 
 def warnings_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     head = ["model", "backend / variant", "setting", "warning"]
-    return head, [[r.model, r.variant, r.setting, w] for r in rows for w in (r.cell.get("warnings") or [])]
+    return head, [[r.model, r.variant, r.setting, w] for r in rows for w in r.record.warnings]
 
 
 def time_split_series(rows: list[Row], backend: str) -> tuple[list[str], list[Series]]:
     """Per valid cell of `backend` with a measured split: kernel time and the rest, in ms."""
-    split = [(r, r.metric("time_split")) for r in valid_rows(rows) if r.backend == backend]
-    split = [(r, t) for r, t in split
-             if isinstance(t, dict) and t.get("kernel_ns") is not None and t.get("overhead_ns") is not None]
-    groups = [f"{r.model} {r.variant.removeprefix(backend + ' ')} {r.setting}" for r, _ in split]
-    return groups, [Series("in kernels", tuple(t["kernel_ns"] / 1e6 for _, t in split)),
-                    Series("overhead (dispatch, launch, host)", tuple(t["overhead_ns"] / 1e6 for _, t in split))]
+    split = [(r, t.kernel_ns, t.overhead_ns) for r in valid_rows(rows) if r.backend == backend
+             for t in (r.metrics.time_split,) if t is not None and t.kernel_ns is not None and t.overhead_ns is not None]
+    groups = [f"{r.model} {r.variant.removeprefix(backend + ' ')} {r.setting}" for r, _, _ in split]
+    return groups, [Series("in kernels", tuple((kernel or 0) / 1e6 for _, kernel, _ in split)),
+                    Series("overhead (dispatch, launch, host)", tuple((rest or 0) / 1e6 for _, _, rest in split))]
 
 
 def cells_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     """Every cell's figures, under the labels and in the words of the console summary."""
-    columns = metric_table.present(metric_table.REPORT_CELLS, [r.cell for r in rows])
+    columns = metric_table.present(metric_table.REPORT_CELLS, [r.record for r in rows])
     head = ["model", "backend / variant", "setting", "status", "math", *(metric_table.label(c) for c in columns),
             "fusions"]
-    body = [[r.model, r.variant, r.setting, r.status, str(r.metric("math_mode", "effective") or "-"),
+    body = [[r.model, r.variant, r.setting, r.status, r.metrics.math_mode.effective if r.metrics.math_mode else "-",
              *(r.figure(c) for c in columns),
-             str(r.metric("fusion_report", "fusion_count") if r.metric("fusion_report") else "-")] for r in rows]
+             str(r.metrics.fusion_report.fusion_count) if r.metrics.fusion_report else "-"] for r in rows]
     return head, body
 
 
@@ -303,8 +300,8 @@ def validity_grid(loaded: LoadedBundle, rows: list[Row]) -> tuple[list[str], lis
 def library_versions(loaded: LoadedBundle) -> dict[str, str]:
     """The libraries the cells ran on, as each cell's backend reported them, and LoadGen's."""
     versions: dict[str, str] = {}
-    for cell in loaded.cells:
-        reported = lookup(cell, "environment", "backend_versions")
+    for record in loaded.records:
+        reported = record.environment.get("backend_versions")
         if isinstance(reported, dict):
             versions.update({str(k): str(v) for k, v in reported.items()})
     packages = lookup(loaded.header, "system", "packages")
@@ -319,8 +316,8 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
     gpus = listed(lookup(h, "system", "gpu", "gpus"))
     libraries = ", ".join(f"{name} {version}" for name, version in sorted(library_versions(loaded).items()))
     counts: dict[str, int] = {}
-    for cell in loaded.cells:
-        counts[cell["status"]] = counts.get(cell["status"], 0) + 1
+    for record in loaded.records:
+        counts[record.status] = counts.get(record.status, 0) + 1
     if loaded.missing:
         counts["not run"] = len(loaded.missing)
     harness = {key: lookup(h, "harness", key) for key in ("version", "git_sha", "git_dirty")}
@@ -384,7 +381,7 @@ def machine_noise(noise: Any) -> str:
 
 
 def problems(rows: list[Row]) -> list[list[str]]:
-    return [[r.model, r.variant, r.setting, r.status, "; ".join(r.cell.get("reasons") or [])]
+    return [[r.model, r.variant, r.setting, r.status, "; ".join(r.record.reasons)]
             for r in rows if r.status != "valid"]
 
 

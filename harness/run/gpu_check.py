@@ -13,14 +13,14 @@ every cell that could run is valid, 1 otherwise, 2 without a GPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from harness import metric_table
-from harness.bundle.reader import load, lookup
+from harness.bundle.cell_record import CellRecord
+from harness.bundle.reader import load
 from harness.errors import ConfigError
 from harness.plain_text import visible
 from harness.run.summary import STATUS_STYLE
@@ -44,7 +44,7 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     made = sorted(p for p in out_dir.iterdir() if p.is_dir() and p.name not in before)
     if not made:
         return code
-    cells = load(made[-1]).cells
+    cells = load(made[-1]).records
     console.print(verdict_table(cells))
     for line in could_not_run(cells):
         console.print(Text(visible(line)))
@@ -62,32 +62,28 @@ def _torch_sees_cuda() -> bool:
     return done.returncode == 0 and json.loads(done.stdout.strip() or "false") is True
 
 
-def verdict_table(cells: list[dict[str, Any]]) -> Table:
+def verdict_table(cells: list[CellRecord]) -> Table:
     """One row per backend, model and fusion setting (and scenario, batch)."""
     table = Table(title="GPU check: verdicts")
     heads = ("backend", "model", "fusion", "setting", "status", "math mode", *map(metric_table.label, metric_table.GPU_CHECK))
     for column in heads:
         table.add_column(column)
-    for cell in sorted(cells, key=lambda c: (c["config"]["backend"], c["config"]["model"]["name"],
-                                              c["config"]["variant"]["fusion"])):
-        config = cell["config"]
+    for cell in sorted(cells, key=lambda c: (c.config.backend, c.config.model.name, c.config.variant.fusion)):
+        config, math_mode = cell.config, cell.metrics.math_mode
         table.add_row(
-            *(Text(visible(value)) for value in (config["backend"], config["model"]["name"], config["variant"]["fusion"],
-                                                 f"{config['scenario']} b{config['batch']} {config['dtype']}")),
-            Text(cell["status"], style=STATUS_STYLE.get(cell["status"], "")),
-            str(lookup(cell, "metrics", "math_mode", "effective") or "-"),
+            *(Text(visible(value)) for value in (config.backend, config.model.name, config.variant.fusion,
+                                                 f"{config.scenario} b{config.batch} {config.dtype}")),
+            Text(cell.status, style=STATUS_STYLE.get(cell.status, "")),
+            math_mode.effective if math_mode else "-",
             *(Text(visible(metric_table.figure(column, cell))) for column in metric_table.GPU_CHECK),
         )
     return table
 
 
-def could_not_run(cells: list[dict[str, Any]]) -> list[str]:
+def could_not_run(cells: list[CellRecord]) -> list[str]:
     """One line per backend with cells that did not run or failed, and why (first reason)."""
-    lines = []
     reasons: dict[str, str] = {}
     for cell in cells:
-        if cell["status"] in ("skipped", "failed") and cell.get("reasons"):
-            reasons.setdefault(cell["config"]["backend"], f"{cell['status']}: {cell['reasons'][0]}")
-    for backend, reason in sorted(reasons.items()):
-        lines.append(f"{backend}: {reason}")
-    return lines
+        if cell.status in ("skipped", "failed") and cell.reasons:
+            reasons.setdefault(cell.config.backend, f"{cell.status}: {cell.reasons[0]}")
+    return [f"{backend}: {reason}" for backend, reason in sorted(reasons.items())]

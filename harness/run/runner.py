@@ -163,7 +163,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         raise
     missing = [entry["id"] for entry in bundle.header["cells"] if not bundle.finished(entry["id"])]
     _close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
-    records = bundle.cells()
+    records = bundle.records()
     console.print(summary_table(records))
     ablation = fusion_summary(records)
     if ablation is not None:
@@ -171,11 +171,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     console.print(Text(time_line(records)))
     if noise_warning:
         console.print(Text(f"warning: {noise_warning}", style="yellow"))
-    warned = [r for r in records if r.get("warnings")]
+    warned = [r for r in records if r.warnings]
     if warned:
         console.print(Text(f"{len(warned)} cell(s) have warnings (noise, drift, LoadGen against device timing, a busy "
                            "machine): see report.md, section Warnings", style="yellow"))
-    bad = [r for r in records if r["status"] in BAD]
+    bad = [r for r in records if r.status in BAD]
     console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
     if missing:
         console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet (outside --only): "

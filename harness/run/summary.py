@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 from rich.text import Text
 
 from harness import metric_table
+from harness.bundle.cell_record import CellRecord
 from harness.measure.protocol import PHASE_KINDS, PHASES
 from harness.plain_text import visible
-from harness.scenario.cell_config import variant_label
 
 STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped": "dim", "interrupted": "magenta"}
 # A phase in a record that this harness does not know (a worker of another version): counted on its
@@ -19,26 +17,25 @@ OTHER_PHASES = "other phases"
 _KIND = {phase.name: phase.kind for phase in PHASES}
 
 
-def time_by_kind(record: dict[str, Any]) -> dict[str, float]:
+def time_by_kind(record: CellRecord) -> dict[str, float]:
     """Seconds of a cell's worker by kind of phase (harness/measure/protocol.py), unknown phases apart."""
     kinds = dict.fromkeys((*PHASE_KINDS, OTHER_PHASES), 0.0)
-    phases = record.get("phases_s")
-    for name, seconds in (phases.items() if isinstance(phases, dict) else ()):
-        kinds[_KIND.get(name, OTHER_PHASES)] += float(seconds)
+    for name, seconds in record.phases_s.items():
+        kinds[_KIND.get(name, OTHER_PHASES)] += seconds
     return kinds
 
 
-def _cell_time(record: dict[str, Any]) -> str:
-    wall = record.get("wall_s") or 0.0
-    if not record.get("phases_s"):
+def _cell_time(record: CellRecord) -> str:
+    wall = record.wall_s or 0.0
+    if not record.phases_s:
         return f"{wall:.0f} s"
     kinds = time_by_kind(record)
     return f"{wall:.0f} s: " + ", ".join(f"{kinds[k]:.0f} {k}" for k in ("compile", "passes", "LoadGen"))
 
 
-def time_line(records: list[dict[str, Any]]) -> str:
+def time_line(records: list[CellRecord]) -> str:
     """Where the whole run's time went, one line."""
-    wall = sum(float(r.get("wall_s") or 0.0) for r in records)
+    wall = sum(r.wall_s or 0.0 for r in records)
     if wall <= 0:
         return "no cell ran"
     kinds = dict.fromkeys((*PHASE_KINDS, OTHER_PHASES), 0.0)
@@ -51,23 +48,21 @@ def time_line(records: list[dict[str, Any]]) -> str:
     return f"cells took {wall / 60:.1f} min: " + ", ".join(f"{k} {v / wall:.0%}" for k, v in kinds.items())
 
 
-def summary_table(records: list[dict[str, Any]]) -> Table:
+def summary_table(records: list[CellRecord]) -> Table:
     table = Table(title="FusionBench results", show_lines=False)
     columns = metric_table.present(metric_table.CONSOLE, records)
     for head in ("cell", "status", *(metric_table.label(c) for c in columns), "cell time"):
         table.add_column(head)
     for r in records:
-        c = r["config"]
-        status = r["status"]
-        variant = variant_label(c["backend"], c["variant"]["fusion"], c["variant"].get("graphs", "off"))
-        lines = (f"{c['model']['name']} {variant}", f"{c['scenario']} {c['dtype']} b{c['batch']}")
+        c, status = r.config, r.status
+        lines = (f"{c.model.name} {c.variant_label}", f"{c.scenario} {c.dtype} b{c.batch}")
         cell = "\n".join(visible(line) for line in lines)
         table.add_row(Text(cell), Text(status, style=STATUS_STYLE.get(status, "")),
                       *(Text(visible(metric_table.figure(column, r))) for column in columns), _cell_time(r))
     return table
 
 
-def fusion_summary(records: list[dict[str, Any]]) -> Table | None:
+def fusion_summary(records: list[CellRecord]) -> Table | None:
     """Fusion on vs off for every model, backend and setting that ran both, or None."""
     from harness.reporting.view import Row, fusion_pairs, fusion_table
 

@@ -14,6 +14,7 @@ import pytest
 
 from harness import metric_table
 from harness.bundle import manifest
+from harness.bundle.cell_record import CellRecord
 from harness.metric_table import Metric
 from harness.reporting.compare import Figure, compare_cells, system_differences
 from harness.stats import geometric_mean, mann_whitney_u, summarize_ns
@@ -22,11 +23,34 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
 
 
-def cell(status: str = "valid", samples: list[int] | None = None, reason: str = "", math: str = "ieee") -> dict[str, Any]:
-    return {"id": "0123456789abcdef", "label": "m b fusion-on Offline cpu fp32 b8", "status": status,
-            "reasons": [reason] if reason else [], "config": {"backend": "b"},
-            "metrics": {"device_time": {"samples_ns": samples or []},
-                        "math_mode": {"effective": math, "problems": []}}}
+TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / "v4" / "cells").glob("*.json")))
+                if c["status"] == "valid" and c["config"]["backend"] == "eager" and c["config"]["scenario"] == "Offline")
+ACCURACY = {"top1_percent": 50.0, "good": 8, "total": 16, "log_dir": "loadgen/accuracy"}
+
+
+def record(data: dict[str, Any]) -> CellRecord:
+    return CellRecord.model_validate(data)
+
+
+def cell_data(status: str = "valid", samples: list[int] | None = None, reason: str = "", math: str | None = "ieee",
+              **fields: Any) -> dict[str, Any]:
+    """A measured cell of the golden v4 bundle (eager Offline), with its timing samples, status and math
+    mode as given: the figures `compare` judges are all there, and stay what the golden cell measured."""
+    data = json.loads(json.dumps(TEMPLATE))
+    data.update(status=status, reasons=[reason] if reason else [], **fields)
+    metrics = data["metrics"]
+    metrics["device_time"]["samples_ns"] = samples or []
+    metrics["accuracy"] = dict(ACCURACY)
+    if math is None:
+        del metrics["math_mode"]
+    else:
+        metrics["math_mode"]["effective"] = math
+    return data
+
+
+def cell(status: str = "valid", samples: list[int] | None = None, reason: str = "", math: str | None = "ieee",
+         **fields: Any) -> CellRecord:
+    return record(cell_data(status, samples, reason, math, **fields))
 
 
 BASE = [1000 + (i * 37) % 50 for i in range(40)]
@@ -45,7 +69,7 @@ BASE = [1000 + (i * 37) % 50 for i in range(40)]
         (cell(samples=BASE[:5]), cell(samples=BASE[:5]), "not comparable"),
     ],
 )
-def test_verdicts(a: dict[str, Any], b: dict[str, Any], verdict: str) -> None:
+def test_verdicts(a: CellRecord, b: CellRecord, verdict: str) -> None:
     pair = compare_cells(a, b, 0.05, 0.01)
     assert pair.verdict == verdict, pair
 
@@ -53,8 +77,7 @@ def test_verdicts(a: dict[str, Any], b: dict[str, Any], verdict: str) -> None:
 def test_cells_of_different_math_modes_are_never_paired() -> None:
     pair = compare_cells(cell(samples=BASE), cell(samples=[int(v * 0.7) for v in BASE], math="tf32"), 0.05, 0.01)
     assert pair.verdict == "not comparable" and pair.why == "math modes differ: A ieee, B tf32"
-    unrecorded = cell(samples=BASE)
-    del unrecorded["metrics"]["math_mode"]
+    unrecorded = cell(samples=BASE, math=None)
     pair = compare_cells(unrecorded, cell(samples=BASE), 0.05, 0.01)
     assert pair.verdict == "not comparable" and "A unrecorded" in pair.why
 
@@ -155,9 +178,8 @@ def test_cli_refuses_a_damaged_bundle_and_a_bad_threshold(tmp_path: Path) -> Non
 
 
 def test_cells_that_ran_on_different_hardware_are_never_paired() -> None:
-    def on(model: str, gpus: list[str]) -> dict[str, Any]:
-        return {**cell(samples=[100] * 20), "node": {"hostname": "n", "cpu": {"model": model, "logical_cores": 8},
-                                                   "gpus": gpus}}
+    def on(model: str, gpus: list[str]) -> CellRecord:
+        return cell(samples=[100] * 20, node={"hostname": "n", "cpu": {"model": model, "logical_cores": 8}, "gpus": gpus})
 
     pair = compare_cells(on("EPYC", ["H100"]), on("EPYC", ["H200"]), 0.05, 0.01)
     assert pair.verdict == "not comparable" and "ran on different hardware" in pair.why and "H200" in pair.why
@@ -187,23 +209,27 @@ def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed(
     assert same.returncode == 0 and "Unpaired" not in same.stdout
 
 
-def with_figure(row: Metric, figure: float | None, **settings: Any) -> dict[str, Any]:
+def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecord:
     """A valid cell (enough timing samples) whose figure of `row` is `figure` (None: the record lacks it)."""
-    record = cell(samples=BASE)
-    record["metrics"].update(json.loads(json.dumps(settings)))
+    data = cell_data(samples=BASE)
+    metrics = data["metrics"]
+    metrics.update(json.loads(json.dumps(settings)))
     if row.only_if is not None:  # the LoadGen rows hold where the recorded unit is theirs
         *parents, key = row.only_if[0][1:]
-        node = record["metrics"]
+        node = metrics
         for name in parents:
-            node = node.setdefault(name, {})
+            node = node[name]
         node[key] = row.only_if[1]
-    if figure is not None:
-        *parents, key = row.path[1:]
-        node = record["metrics"]
-        for name in parents:
-            node = node.setdefault(name, {})
-        node[key] = figure
-    return record
+    *parents, key = row.path[1:]
+    node = metrics
+    for name in parents:
+        node = node[name]
+    node[key] = figure
+    if row.name == "first_call_ratio" and figure is not None:  # a derived figure comes with what it derives from
+        metrics["first_call_s"] = figure * metrics["device_time"]["summary"]["median_ns"] / 1e9
+    if figure is None and parents and key in ("top1_percent",):  # a required figure: the record it belongs to goes
+        metrics[parents[0]] = None
+    return record(data)
 
 
 def judged(row: Metric, a: float | None, b: float | None, **settings: Any) -> Figure:
@@ -215,24 +241,30 @@ def judged(row: Metric, a: float | None, b: float | None, **settings: Any) -> Fi
 SINGLE = [row for row in metric_table.compared() if row.rule != "rank test"]
 
 
+def scaled(row: Metric, value: float) -> float:
+    """`value` within the row's range: a percentage is at most 100."""
+    return value * 0.4 if row.unit == "percent" else value
+
+
 @pytest.mark.parametrize("row", SINGLE, ids=[row.name for row in SINGLE])
 def test_each_figure_is_judged_in_its_own_direction(row: Metric) -> None:
-    up = judged(row, 100.0, 200.0)
+    one, two = scaled(row, 100.0), scaled(row, 200.0)
+    up = judged(row, one, two)
     assert up.verdict == ("worse" if row.better == "lower" else "better") and up.ratio == 2.0
-    down = judged(row, 200.0, 100.0)
+    down = judged(row, two, one)
     assert down.verdict == ("better" if row.better == "lower" else "worse")
-    assert judged(row, 100.0, 100.0).verdict == "same"
-    assert up.a_shown == row.figure(with_figure(row, 100.0)) and up.a_shown != "-"
-    missing = judged(row, 100.0, None)
+    assert judged(row, one, one).verdict == "same"
+    assert up.a_shown == row.figure(with_figure(row, one)) and up.a_shown != "-"
+    missing = judged(row, one, None)
     assert missing.verdict == "not comparable" and missing.why == "only A has it"
-    assert judged(row, None, 100.0).why == "only B has it"
+    assert judged(row, None, one).why == "only B has it"
     pair = compare_cells(with_figure(row, None), with_figure(row, None), 0.05, 0.01)
     assert row.name not in {f.metric for f in pair.figures}, "a figure neither cell has is not listed"
 
 
 @pytest.mark.parametrize("row", SINGLE, ids=[row.name for row in SINGLE])
 def test_one_figure_a_side_gets_a_ratio_and_a_threshold_or_counts_any_change(row: Metric) -> None:
-    small = judged(row, 100.0, 103.0)  # 3%: inside the 5% threshold
+    small = judged(row, scaled(row, 100.0), scaled(row, 103.0))  # 3%: inside the 5% threshold
     assert small.verdict == ("same" if row.rule == "ratio" else "worse" if row.better == "lower" else "better")
     assert small.ratio == pytest.approx(1.03)
 

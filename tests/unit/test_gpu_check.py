@@ -13,16 +13,18 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness.bundle.cell_record import CellRecord
 from harness.run.gpu_check import SCENARIO, could_not_run, verdict_table
 from harness.run.runner import RunRequest, run
+from tests.cell_configs import cell_config, cell_record
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cell(backend: str, fusion: str, status: str, reasons: list[str] | None = None, **metrics: Any) -> dict[str, Any]:
-    return {"status": status, "reasons": reasons or [], "metrics": metrics, "config": {
-        "backend": backend, "model": {"name": "resnet18"}, "variant": {"fusion": fusion, "options": {}},
-        "scenario": "Offline", "batch": 32, "dtype": "fp32"}}
+def cell(backend: str, fusion: str, status: str, reasons: list[str] | None = None, **metrics: Any) -> CellRecord:
+    config = cell_config("Offline", 32, backend="eager")
+    config = config.model_copy(update={"backend": backend, "variant": config.variant.model_copy(update={"fusion": fusion})})
+    return cell_record(config, status, reasons, metrics)
 
 
 def rendered(table: Any) -> str:
@@ -33,9 +35,12 @@ def rendered(table: Any) -> str:
 
 def test_the_table_has_a_verdict_per_backend_and_fusion() -> None:
     cells = [
-        cell("inductor", "on", "valid", math_mode={"effective": "ieee"}, kernels={"kernels_per_inference": 31.0},
-             loadgen={"metric": {"value": 18919.4, "unit": "samples/s"}},
-             device_time={"summary": {"median_ns": 1.62e6, "cv": 0.004}}, latency_agreement={"gap": 0.021}),
+        cell("inductor", "on", "valid", math_mode={"effective": "ieee", "problems": []},
+             kernels={"kernels_per_inference": 31.0, "kernel_count_method": "cpu dispatches"},
+             loadgen={"scenario": "Offline", "validity": "VALID", "log_dir": "loadgen/attempt-1",
+                      "metric": {"name": "offline_samples_per_s", "value": 18919.4, "unit": "samples/s"}},
+             device_time={"samples_ns": [], "summary": {"n": 10, "median_ns": 1.62e6, "cv": 0.004}},
+             latency_agreement={"gap": 0.021, "within": True, "why": ""}),
         cell("tensorrt", "off", "skipped", ["tensorrt is not importable (No module named 'tensorrt')"]),
         cell("tvm", "on", "failed", ["prepare: tvm: compilation for cuda failed: ..."]),
     ]

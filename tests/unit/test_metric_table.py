@@ -146,7 +146,7 @@ def _report_rows(text: str) -> list[dict[str, str]]:
 @pytest.mark.parametrize("bundle", BUNDLES)
 def test_the_console_and_the_report_show_each_figure_alike(bundle: str) -> None:
     loaded = load(GOLDEN / bundle)
-    console, report = _console_rows(loaded.cells), _report_rows(markdown(loaded))
+    console, report = _console_rows(loaded.records), _report_rows(markdown(loaded))
     assert len(console) == len(report) == len(loaded.cells)
     shared = set(console[0]) & set(report[0]) - {"status"}
     assert {"LoadGen", "device time (median)", "kernels/inf", "peak RSS"} <= shared

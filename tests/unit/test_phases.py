@@ -15,6 +15,7 @@ from harness.measure import protocol
 from harness.measure.protocol import COMPLIANCE, PHASE_KINDS, PHASES, Phase
 from harness.run.summary import OTHER_PHASES, time_by_kind, time_line
 from harness.scenario.schema import LoadGenSettings
+from tests.cell_configs import cell_record
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "harness" / "measure" / "worker.py"
@@ -60,7 +61,7 @@ def test_the_compliance_phases_are_the_tests_the_scenario_file_allows() -> None:
 
 @pytest.mark.parametrize("phase", PHASES, ids=[p.name for p in PHASES])
 def test_the_time_line_counts_every_phase_by_its_kind(phase: Phase) -> None:
-    record = {"wall_s": 10.0, "phases_s": {phase.name: 4.0}}
+    record = cell_record(wall_s=10.0, phases_s={phase.name: 4.0})
     kinds = time_by_kind(record)
     assert kinds[phase.kind] == 4.0 and sum(kinds.values()) == 4.0
     line = time_line([record])
@@ -69,11 +70,11 @@ def test_the_time_line_counts_every_phase_by_its_kind(phase: Phase) -> None:
 
 
 def test_an_unknown_phase_is_not_taken_for_process_start_and_exit() -> None:
-    record = {"wall_s": 10.0, "phases_s": {"prepare": 2.0, "a phase of a newer worker": 5.0}}
+    record = cell_record(wall_s=10.0, phases_s={"prepare": 2.0, "a phase of a newer worker": 5.0})
     assert time_by_kind(record)[OTHER_PHASES] == 5.0
     line = time_line([record])
     assert f"{OTHER_PHASES} 50%" in line and "process start and exit 30%" in line
-    assert OTHER_PHASES not in time_line([{"wall_s": 10.0, "phases_s": {"prepare": 2.0}}])
+    assert OTHER_PHASES not in time_line([cell_record(wall_s=10.0, phases_s={"prepare": 2.0})])
 
 
 @pytest.mark.parametrize("bundle", ["v1", "v2", "v3", "mlperf"])

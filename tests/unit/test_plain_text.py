@@ -13,6 +13,8 @@ import pytest
 from rich.console import Console
 
 from harness.bundle import manifest
+from harness.bundle.cell_record import CellRecord
+from harness.bundle.migrations import upgraded_cell
 from harness.cli.main import main
 from harness.plain_text import has_unsafe, visible, visible_lines
 from harness.reporting.markdown import md_cell
@@ -100,9 +102,10 @@ def test_the_run_console_shows_labels_and_reasons_as_codes() -> None:
 
     record = json.loads(next(p for p in sorted(GOLDEN.glob("cells/*.json"))
                              if json.loads(p.read_text())["status"] == "failed").read_text())
-    record["config"]["model"]["name"] = EVIL
+    record["config"]["backend"] = EVIL  # a plugin's name: the one free text of a config (a model is the zoo's)
     out = io.StringIO()
-    Console(file=out, width=300, force_terminal=False).print(summary_table([record]))
+    typed = CellRecord.model_validate(upgraded_cell(record, "cell"))
+    Console(file=out, width=300, force_terminal=False).print(summary_table([typed]))
     assert not has_unsafe(out.getvalue()) and "\\x1b[2J" in out.getvalue()
 
 

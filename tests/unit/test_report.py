@@ -10,12 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pydantic
+import pytest
+
 from harness.bundle.reader import load
 from harness.bundle.validate import validate
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.reporting.view import FusionPair, Row, fmt_fraction, fmt_speedup, fused_kernels, fusion_pairs, machine_noise
+from tests.cell_configs import cell_record
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -45,19 +49,22 @@ def test_html_is_self_contained_with_its_plots() -> None:
 
 
 def test_fusion_on_off_pairs_need_both_variants_valid() -> None:
-    v1 = [Row(c) for c in load(GOLDEN / "v1").cells]
+    v1 = [Row(c) for c in load(GOLDEN / "v1").records]
     assert fusion_pairs(v1) == []  # v1 skipped Inductor fusion off
     assert '<p class="empty">No valid cell has both fusion on and fusion off in this run.</p>' in html(load(GOLDEN / "v1"))
-    pairs = fusion_pairs([Row(c) for c in load(GOLDEN / "v2").cells])
-    assert sorted((p.on.backend, p.on.config["scenario"]) for p in pairs) == [("inductor", "Offline"), ("inductor", "SingleStream")]
-    assert all(p.on.config["variant"]["options"] == {} and p.speedup > 0 for p in pairs)
+    pairs = fusion_pairs([Row(c) for c in load(GOLDEN / "v2").records])
+    assert sorted((p.on.backend, p.on.config.scenario) for p in pairs) == [("inductor", "Offline"), ("inductor", "SingleStream")]
+    assert all(p.on.config.variant.options == {} and p.speedup > 0 for p in pairs)
     assert 'id="plot-fusion"' in html(load(GOLDEN / "v2"))
 
 
 def timed(median_ms: float, repetitions_ms: object) -> Row:
-    repetitions = ([{"median_ns": m * 1e6 if isinstance(m, (int, float)) and not isinstance(m, bool) else m}
+    repetitions = ([{"when": "r", "n": 10, "median_ns": m * 1e6 if isinstance(m, (int, float)) and not isinstance(m, bool) else m}
                     for m in repetitions_ms] if isinstance(repetitions_ms, list) else repetitions_ms)
-    return Row({"metrics": {"device_time": {"summary": {"median_ns": median_ms * 1e6}, "repetitions": repetitions}}})
+    timing = {"samples_ns": [], "summary": {"n": 10, "median_ns": median_ms * 1e6}}
+    if repetitions is not None:
+        timing["repetitions"] = repetitions
+    return Row(cell_record(metrics={"device_time": timing}))
 
 
 def test_a_fusion_speedup_carries_its_range_over_the_repetitions() -> None:
@@ -79,9 +86,12 @@ def test_the_reports_give_each_fusion_speedup_its_range() -> None:
 
 
 def test_a_speedup_without_usable_repetitions_has_no_range() -> None:
-    for repetitions in (None, "x", [], [10.0], [10.0, True], [10.0, float("nan")], [10.0, -1.0], [10.0, "9"]):
+    for repetitions in (None, [], [10.0]):
         pair = FusionPair(on=timed(10, repetitions), off=timed(20, [19, 20, 21, 20]))
         assert pair.speedup_range is None and not pair.within_noise and fmt_speedup(pair) == "2.00x", repetitions
+    for hostile in ("x", [10.0, float("nan")], [10.0, -1.0], [10.0, [9]]):  # never a record a report reads
+        with pytest.raises(pydantic.ValidationError):
+            timed(10, hostile)
 
 
 def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None:
@@ -102,7 +112,7 @@ def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
     shutil.copytree(GOLDEN / "v2", root)
     for path in (root / "cells").glob("*.json"):
         record = json.loads(path.read_text())
-        record["config"]["model"]["name"] = "<script>alert(1)</script>|x"
+        record["config"]["backend"] = "<script>alert(1)</script>|x"  # a plugin's name: a config's free text
         record["reasons"] = ["<img src=x onerror=alert(1)>"] if record["reasons"] else []
         path.write_text(json.dumps(record))
     loaded = load(root)
@@ -130,9 +140,9 @@ def test_fused_kernel_lists_name_each_kernel_once_with_its_count() -> None:
     def kernel(name: str, cls: str) -> dict:
         return {"kernel": name, "ops": ["aten.addmm", "aten.tanh"], "class": cls}
 
-    row = Row({"metrics": {"fusion_report": {"kernels": [
-        kernel("step", "tensor+element"), kernel("mm", "single"), kernel("step", "tensor+element"),
-        kernel("last", "tensor+element"), kernel("step", "tensor+element")]}}})
+    kernels = [kernel("step", "tensor+element"), kernel("mm", "single"), kernel("step", "tensor+element"),
+               kernel("last", "tensor+element"), kernel("step", "tensor+element")]
+    row = Row(cell_record(metrics={"fusion_report": {"kernel_count": 5, "fusion_count": 4, "kernels": kernels}}))
     assert fused_kernels(row) == ["step (aten.addmm + aten.tanh) x3", "last (aten.addmm + aten.tanh)"]
 
 
