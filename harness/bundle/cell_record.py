@@ -1,7 +1,9 @@
-"""A cell's record in a bundle (`cells/<id>.json`), typed: the worker fills these models and the
-bundle keeps them; `validate` reads every cell, upgraded to the current version
-(harness/bundle/migrations.py), as a `CellRecord`. The current schema version's JSON Schema is
-generated from `CellRecord` (harness/bundle/schema.py).
+"""A cell's record in a bundle (`cells/<id>.json`), typed: the worker fills these models, the
+bundle keeps them, and every reader reads them by attribute: `validate` reads every cell, upgraded
+to the current version (harness/bundle/migrations.py), as a `CellRecord`, and the report, compare,
+pack, gpu-check and the run's summary read the records of a bundle that passed it
+(`LoadedBundle.records`). The current schema version's JSON Schema is generated from `CellRecord`
+(harness/bundle/schema.py).
 
 A record is read, never trusted: ranges are what "sane" means in `fusionbench validate` (a negative
 latency or a 10^30-byte peak is a problem, whatever produced it), and a path the bundle names stays

@@ -16,7 +16,8 @@ History:
   Runtime's and TVM's CPU default, which v2 never changed); fp16 and bf16 ran their dtype's math;
   an fp32 cell on a GPU is `unrecorded` (cuDNN allowed TF32 by default and v2 did not set it), so
   `compare` will not pair it with a v3 cell.
-- v4: the cell record is typed (harness/bundle/cell_record.py) and its schema generated from it:
+- v4: the cell record and the header are typed (harness/bundle/cell_record.py, header_record.py)
+  and their schemas generated from them:
   the whole config is checked (every setting a cell records, as harness/scenario/cell_config.py
   types it), and the system under test's own figures, the accuracy run and compliance tests are
   typed. A measured cell gains `metrics.first_call_ratio` (the first call's time over the steady

@@ -1,9 +1,9 @@
 """JSON Schemas of a result bundle's files, one per file type and schema version.
 
 `schema("bundle", 2)` is the schema of a v2 `bundle.json`, `schema("cell", 2)` of a v2
-`cells/<id>.json`. The current version's cell schema is generated from the typed record every
-reader uses (harness/bundle/cell_record.py `CellRecord`), and checked in as
-docs/schemas/cell.schema.json; the versions before it describe the files older harnesses wrote,
+`cells/<id>.json`. The current version's schemas are generated from the typed records every
+reader uses (harness/bundle/cell_record.py `CellRecord`, harness/bundle/header_record.py
+`BundleHeader`), and checked in as docs/schemas/; the versions before it describe the files older harnesses wrote,
 each built from the one before by explicit additions, the way `harness.bundle.migrations` upgrades
 records. Ranges are what "sane" means in `fusionbench validate`: a figure outside them (a negative
 latency, a 10^30-byte peak) is a problem, whatever produced it. `fusionbench schema --file cell
@@ -27,6 +27,7 @@ from harness.bundle.cell_record import (
     SECONDS_MAX,
     CellRecord,
 )
+from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import OLDEST_READABLE, SCHEMA_VERSION
 from harness.bundle.statuses import STATES, STATUSES
 from harness.mlperf.compliance import TESTS
@@ -318,9 +319,8 @@ def _compliance(metric: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bundle_v4() -> dict[str, Any]:
-    schema = _bundle_v3()
-    schema["properties"]["schema_version"] = {"const": 4}
-    return schema
+    """Generated from the typed header (harness/bundle/header_record.py)."""
+    return BundleHeader.model_json_schema(mode="validation")
 
 
 def _cell_v4() -> dict[str, Any]:

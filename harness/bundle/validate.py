@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import cell_record, figures_check, loadgen_check, manifest, mlperf_check
+from harness.bundle import cell_record, figures_check, header_record, loadgen_check, manifest, mlperf_check
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, load
@@ -86,7 +86,8 @@ def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> V
         verdict.problems += found
         verdict.notes += notes
     verdict.problems += figures_check.problems(loaded)
-    for cell in loaded.cells:  # upgraded to this version, every cell reads as the typed record
+    verdict.problems += header_record.problems(loaded.header, HEADER)  # upgraded: the typed header and cells
+    for cell in loaded.cells:
         verdict.problems += cell_record.problems(cell, f"{CELLS}/{cell['id']}.json")
     return verdict
 

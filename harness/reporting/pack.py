@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bundle import manifest
+from harness.bundle.cell_record import Accuracy, CellRecord
 from harness.bundle.confine import output_path, read_inner
 from harness.bundle.files import CELLS
 from harness.bundle.manifest import check_path
@@ -79,16 +80,16 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
 
 
-def system_name(base: str, cell: dict[str, Any]) -> str:
-    config = cell["config"]
-    variant = config["variant"]
-    name = f"{base}_{_safe(config['backend'])}-fusion-{variant['fusion']}"
-    if variant.get("graphs") == "on":
+def system_name(base: str, cell: CellRecord) -> str:
+    config = cell.config
+    variant = config.variant
+    name = f"{base}_{_safe(config.backend)}-fusion-{variant.fusion}"
+    if variant.graphs == "on":
         name += "-graphs"
-    if variant.get("options"):
-        digest = hashlib.sha256(json.dumps(variant["options"], sort_keys=True).encode()).hexdigest()[:8]
+    if variant.options:
+        digest = hashlib.sha256(json.dumps(variant.options, sort_keys=True).encode()).hexdigest()[:8]
         name += f"-{digest}"
-    return f"{name}_{_safe(config['dtype'])}"
+    return f"{name}_{_safe(config.dtype)}"
 
 
 def default_system_base(header: dict[str, Any]) -> str:
@@ -99,22 +100,21 @@ def default_system_base(header: dict[str, Any]) -> str:
     return _safe(f"{model or 'cpu'}-{cores or '?'}c")[:40]
 
 
-def weights_and_inputs(cell: dict[str, Any]) -> tuple[str, str]:
+def weights_and_inputs(cell: CellRecord) -> tuple[str, str]:
     """What every result states: random or pretrained weights, synthetic or real inputs."""
-    config = cell["config"]
-    weights = "pretrained" if config["model"].get("pretrained") else "random"
-    inputs = config["inputs"]
-    real = "real images from a labelled folder" if inputs.get("source") == "folder" else "synthetic"
+    config = cell.config
+    weights = "pretrained" if config.model.pretrained else "random"
+    real = "real images from a labelled folder" if config.inputs.source == "folder" else "synthetic"
     return weights, real
 
 
-def measurements(cell: dict[str, Any]) -> dict[str, Any]:
+def measurements(cell: CellRecord) -> dict[str, Any]:
     """MLPerf's measurements.json fields for one result; the transformations are the backend's
     recorded ones, never more."""
-    config = cell["config"]
-    model, backend, fusion = config["model"], config["backend"], config["variant"]["fusion"]
+    config = cell.config
+    model, backend, fusion = config.model, config.backend, config.variant.fusion
     weights, inputs = weights_and_inputs(cell)
-    rewrites = cell["metrics"].get("rewrites") or {}
+    rewrites = cell.metrics.rewrites or {}
     if backend == "eager":
         transformations = "none: PyTorch eager runs the model as built"
     else:
@@ -122,35 +122,34 @@ def measurements(cell: dict[str, Any]) -> dict[str, Any]:
         transformations = (f"compiled by {backend} with operator fusion {fusion}; other rewrites: {done}; "
                            "the kernels it ran and what each fused are in the bundle's fusion report")
     return {
-        "input_data_types": config["dtype"],
+        "input_data_types": config.dtype,
         "retraining": "no",
-        "starting_weights_filename": (f"torchvision {model['name']} DEFAULT pretrained weights" if weights == "pretrained"
-                                      else f"none: random weights (seed {config.get('seed')}), not trained"),
-        "weight_data_types": config["dtype"],
+        "starting_weights_filename": (f"torchvision {model.name} DEFAULT pretrained weights" if weights == "pretrained"
+                                      else f"none: random weights (seed {config.seed}), not trained"),
+        "weight_data_types": config.dtype,
         "weight_transformations": transformations,
-        "fusionbench": {"cell_id": cell["id"], "label": cell["label"], "batch": config["batch"],
+        "fusionbench": {"cell_id": cell.id, "label": cell.label, "batch": config.batch,
                         "weights": weights, "inputs": inputs,
-                        "loadgen_profile": config["loadgen"].get("profile", "dev"),
-                        "mlperf_conf_overrides": config["loadgen"].get("overrides") or {}},
+                        "loadgen_profile": config.loadgen.profile,
+                        "mlperf_conf_overrides": config.loadgen.overrides},
     }
 
 
-def readme(cell: dict[str, Any], header: dict[str, Any]) -> str:
-    config = cell["config"]
+def readme(cell: CellRecord, header: dict[str, Any]) -> str:
     weights, inputs = weights_and_inputs(cell)
-    accuracy = cell["metrics"]["accuracy"]
-    overrides = config["loadgen"].get("overrides") or {}
+    accuracy = _accuracy(cell)
+    overrides = cell.config.loadgen.overrides
     lines = [
-        f"# {md_cell(cell['label'])}", "",
+        f"# {md_cell(cell.label)}", "",
         f"Run by FusionBench {md_cell(lookup(header, 'harness', 'version'))} (git {md_cell(lookup(header, 'harness', 'git_sha'))}).",
         f"Command: {md_cell(' '.join(map(str, header.get('command') or [])))}", "",
         f"- Weights: {weights}. Inputs: {inputs}.",
         "- LoadGen: the mlperf profile (LoadGen's mlperf.conf and the user.conf beside this file)"
         + (f", with overrides {json.dumps(overrides, sort_keys=True)}: not an official run." if overrides else "."),
-        f"- Accuracy: top-1 {accuracy['top1_percent']:.3f}% on {accuracy['total']} images.",
+        f"- Accuracy: top-1 {accuracy.top1_percent:.3f}% on {accuracy.total} images.",
     ]
-    for test, outcome in sorted((cell["metrics"].get("compliance") or {}).items()):
-        lines.append(f"- Compliance {test}: {'TEST PASS' if outcome['passed'] else 'TEST FAIL'}.")
+    for test, outcome in sorted((cell.metrics.compliance or {}).items()):
+        lines.append(f"- Compliance {test}: {'TEST PASS' if outcome.passed else 'TEST FAIL'}.")
     lines += ["", "Reproduce: run the scenario in the bundle's bundle.json (`scenario`) with `./run.sh` on this system."]
     return visible_lines("\n".join(lines) + "\n")
 
@@ -172,28 +171,37 @@ def accuracy_files(root: Path, folder: str) -> dict[str, bytes]:
     return files
 
 
-def _result_files(root: Path, cell: dict[str, Any]) -> dict[str, bytes]:
+def _accuracy(cell: CellRecord) -> Accuracy:
+    if cell.metrics.accuracy is None:  # unpackable() refuses such a cell before anything is packed
+        raise BundleError(f"{cell.label}: no accuracy run")
+    return cell.metrics.accuracy
+
+
+def _result_files(root: Path, cell: CellRecord) -> dict[str, bytes]:
     """The files of one result, each read from the bundle under harness.bundle.confine's rules
     (validate has checked what they say; this guards what they are)."""
-    metrics = cell["metrics"]
-    base = f"{CELLS}/{cell['id']}"
+    metrics = cell.metrics
+    base = f"{CELLS}/{cell.id}"
 
     def read(rel: str) -> bytes:
         return read_inner(root, rel, rel)
 
-    performance = f"{base}/{metrics['loadgen']['log_dir']}"
+    if metrics.loadgen is None:  # unpackable() refuses such a cell before anything is packed
+        raise BundleError(f"{cell.label}: no LoadGen run")
+    performance = f"{base}/{metrics.loadgen.log_dir}"
     files = {f"performance/run_1/{log}": read(f"{performance}/{log}") for log in LOGS}
     files["user.conf"] = read(f"{performance}/user.conf")
-    accuracy = f"{base}/{metrics['accuracy']['log_dir']}"
+    accuracy = f"{base}/{_accuracy(cell).log_dir}"
     files.update({f"accuracy/{name}": data for name, data in accuracy_files(root, accuracy).items()})
     files.update({f"accuracy/{log}": read(f"{accuracy}/{log}") for log in LOGS})
-    for test, outcome in (metrics.get("compliance") or {}).items():
-        test_dir = f"{base}/{outcome['log_dir']}"
+    for test, outcome in (metrics.compliance or {}).items():
+        test_dir = f"{base}/{outcome.log_dir}"
         run = f"{test_dir}/performance/run_1"
         files.update({f"{test}/performance/run_1/{log}": read(f"{run}/{log}") for log in LOGS})
-        for check in sorted(outcome["checks"]):  # the files validate read for this test's checks, no others
+        checks = sorted(name for name, verdict in outcome.checks if verdict is not None)
+        for check in checks:  # the files validate read for this test's checks, no others
             files[f"{test}/{VERIFY[check]}"] = read(f"{test_dir}/{VERIFY[check]}")
-        if "accuracy" in outcome["checks"]:  # TEST01 logs responses
+        if "accuracy" in checks:  # TEST01 logs responses
             files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(root, run)["mlperf_log_accuracy.json"]
     files["measurements.json"] = _json_bytes(measurements(cell))
     return files
@@ -218,22 +226,22 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             raise ConfigError(f"{path} already exists; pack never overwrites")
 
     packed = Packed(tree=out, tarball=tarball)
-    chosen: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for cell in loaded.cells:
+    chosen: dict[tuple[str, str, str], list[CellRecord]] = {}
+    for cell in loaded.records:
         why = submission_rules.unpackable(cell)
         if why is not None:
-            packed.left_out.append(f"{cell['label']}: {why}")
+            packed.left_out.append(f"{cell.label}: {why}")
             continue
-        key = (system_name(base, cell), cell["config"]["model"]["name"], cell["config"]["scenario"])
+        key = (system_name(base, cell), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
     if not chosen:
         reasons = "; ".join(packed.left_out[:3]) + (" ..." if len(packed.left_out) > 3 else "")
         raise ConfigError(f"{loaded.root}: no cell is a submission result ({reasons}); docs/submitting.md says how to run one")
 
-    results: list[tuple[str, dict[str, Any]]] = []
+    results: list[tuple[str, CellRecord]] = []
     for (system, _model, _scenario), cells in sorted(chosen.items()):
         for cell in cells:  # several batch sizes of one system, model and scenario: each a system of its own
-            results.append((system if len(cells) == 1 else f"{system}_b{cell['config']['batch']}", cell))
+            results.append((system if len(cells) == 1 else f"{system}_b{cell.config.batch}", cell))
     if division == "closed":
         _refuse_closed(results, info)
 
@@ -241,7 +249,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     files: dict[str, bytes] = {}
     mapping: dict[str, str] = {}
     for name, cell in results:
-        model = cell["config"]["model"]["name"]
+        model = cell.config.model.name
         benchmark = benchmark_for(model)
         assert benchmark is not None
         if name not in packed.systems:
@@ -253,8 +261,8 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         folder = benchmark.name if division == "closed" else model
         if division == "open":
             mapping[model] = benchmark.name
-            packed.notes += [f"{cell['label']}: {note}" for note in submission_rules.open_notes(cell)]
-        where = f"{top}/results/{name}/{folder}/{cell['config']['scenario']}"
+            packed.notes += [f"{cell.label}: {note}" for note in submission_rules.open_notes(cell)]
+        where = f"{top}/results/{name}/{folder}/{cell.config.scenario}"
         files.update({f"{where}/{rel}": data for rel, data in _result_files(loaded.root, cell).items()})
         files[f"{where}/README.md"] = readme(cell, loaded.header).encode()
         packed.results += 1
@@ -281,17 +289,17 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     return packed
 
 
-def _refuse_closed(results: list[tuple[str, dict[str, Any]]], info: dict[str, str]) -> None:
-    problems = [f"{cell['label']}: {problem}" for _, cell in results for problem in submission_rules.closed_problems(cell)]
+def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str]) -> None:
+    problems = [f"{cell.label}: {problem}" for _, cell in results for problem in submission_rules.closed_problems(cell)]
     system_type = info.get("system_type")
     if not system_type:
         problems.append("system_type unknown: give it with --system-info (edge or datacenter decides the scenarios required)")
     else:
         scenarios: dict[tuple[str, Benchmark], set[str]] = {}  # each system's scenarios, per benchmark
         for name, cell in results:
-            benchmark = benchmark_for(cell["config"]["model"]["name"])
+            benchmark = benchmark_for(cell.config.model.name)
             assert benchmark is not None, "unpackable() ran first"
-            scenarios.setdefault((name, benchmark), set()).add(cell["config"]["scenario"])
+            scenarios.setdefault((name, benchmark), set()).add(cell.config.scenario)
         for (name, benchmark), present in sorted(scenarios.items(), key=lambda item: (item[0][0], item[0][1].name)):
             missing = submission_rules.missing_scenarios(system_type, present, benchmark.edge_scenarios)
             if missing:

@@ -9,72 +9,70 @@ the scenarios its system type must submit.
 
 from __future__ import annotations
 
-from typing import Any
-
-from harness.bundle.reader import lookup
+from harness.bundle.cell_record import CellRecord
 from harness.mlperf.benchmarks import IMAGENET_VALIDATION_IMAGES, benchmark_for
 from harness.mlperf.compliance import TESTS
 
 DATACENTER_SCENARIOS = ("Offline", "Server")
 
 
-def unpackable(cell: dict[str, Any]) -> str | None:
+def unpackable(cell: CellRecord) -> str | None:
     """Why a cell cannot be a result in either division, or None."""
-    config = cell["config"]
-    if cell["status"] != "valid":
-        return f"{cell['status']} (only valid runs are results)"
-    if lookup(cell, "metrics", "correctness", "max_abs_error") is None:
+    config, metrics = cell.config, cell.metrics
+    if cell.status != "valid":
+        return f"{cell.status} (only valid runs are results)"
+    if metrics.correctness is None or metrics.correctness.max_abs_error is None:
         return "computes no model (its output was never checked against eager)"  # the null backend
-    if benchmark_for(config["model"]["name"]) is None:
-        return f"{config['model']['name']} stands for no MLPerf benchmark"
-    if config["loadgen"].get("profile") != "mlperf":
+    if benchmark_for(config.model.name) is None:
+        return f"{config.model.name} stands for no MLPerf benchmark"
+    if config.loadgen.profile != "mlperf":
         return "not run with the mlperf profile (loadgen.profile: mlperf), so not with the official LoadGen settings"
-    if not lookup(cell, "metrics", "accuracy"):
+    if metrics.accuracy is None:
         return "no accuracy run (loadgen.accuracy: true, with labelled images)"
+    if metrics.loadgen is None:
+        return "no LoadGen performance run"
     return None
 
 
-def open_notes(cell: dict[str, Any]) -> list[str]:
+def open_notes(cell: CellRecord) -> list[str]:
     """What the checker will say about an open-division result that `pack` still packs."""
-    overrides = cell["config"]["loadgen"].get("overrides") or {}
+    overrides = cell.config.loadgen.overrides
     notes = []
     if overrides:
         shown = ", ".join(f"{key}={value}" for key, value in sorted(overrides.items()))
         notes.append(f"overrides mlperf.conf ({shown}): not an official run; the checker flags it")
-    total = cell["metrics"]["accuracy"]["total"]
+    total = cell.metrics.accuracy.total if cell.metrics.accuracy else 0
     if total != IMAGENET_VALIDATION_IMAGES:
         notes.append(f"accuracy on {total} images, not ImageNet's {IMAGENET_VALIDATION_IMAGES} "
                      "(the checker's dataset-size check fails; --skip-dataset-size-check skips it)")
     return notes
 
 
-def closed_problems(cell: dict[str, Any]) -> list[str]:
+def closed_problems(cell: CellRecord) -> list[str]:
     """Each closed-division rule a result breaks."""
-    config = cell["config"]
-    benchmark = benchmark_for(config["model"]["name"])
-    assert benchmark is not None, "unpackable() ran first"
+    config, accuracy = cell.config, cell.metrics.accuracy
+    benchmark = benchmark_for(config.model.name)
+    assert benchmark is not None and accuracy is not None, "unpackable() ran first"
     problems = []
-    if config["model"]["name"] != benchmark.reference_model:
-        problems.append(f"{config['model']['name']} is not {benchmark.name}'s reference model {benchmark.reference_model}")
-    if not config["model"].get("pretrained"):
+    if config.model.name != benchmark.reference_model:
+        problems.append(f"{config.model.name} is not {benchmark.name}'s reference model {benchmark.reference_model}")
+    if not config.model.pretrained:
         problems.append("random weights (the closed division runs the reference's trained weights)")
-    if config["inputs"].get("source") != "folder":
+    if config.inputs.source != "folder":
         problems.append("synthetic inputs (the closed division runs the benchmark's dataset)")
-    overrides = config["loadgen"].get("overrides") or {}
-    if overrides:
-        problems.append(f"overrides mlperf.conf: {', '.join(sorted(overrides))}")
-    accuracy = cell["metrics"]["accuracy"]
-    if accuracy["total"] != IMAGENET_VALIDATION_IMAGES:
-        problems.append(f"accuracy measured on {accuracy['total']} images, not the {IMAGENET_VALIDATION_IMAGES} "
+    if config.loadgen.overrides:
+        problems.append(f"overrides mlperf.conf: {', '.join(sorted(config.loadgen.overrides))}")
+    if accuracy.total != IMAGENET_VALIDATION_IMAGES:
+        problems.append(f"accuracy measured on {accuracy.total} images, not the {IMAGENET_VALIDATION_IMAGES} "
                         "of ImageNet's validation set")
-    if accuracy["top1_percent"] < benchmark.target_top1_percent:
-        problems.append(f"top-1 {accuracy['top1_percent']:.3f}% is below the target {benchmark.target_top1_percent:.3f}% "
+    if accuracy.top1_percent < benchmark.target_top1_percent:
+        problems.append(f"top-1 {accuracy.top1_percent:.3f}% is below the target {benchmark.target_top1_percent:.3f}% "
                         f"({benchmark.target_fraction:.0%} of {benchmark.reference_top1_percent}%)")
-    outcomes = cell["metrics"].get("compliance") or {}
+    outcomes = cell.metrics.compliance or {}
     for test in TESTS:
         if test not in outcomes:
             problems.append(f"compliance {test} not run (loadgen.compliance)")
-        elif not outcomes[test]["passed"]:
+        elif not outcomes[test].passed:
             problems.append(f"compliance {test} failed")
     return problems
 

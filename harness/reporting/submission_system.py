@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.confine import read_bytes
 from harness.bundle.reader import lookup
 from harness.bundle.safe_json import parse_json
@@ -68,7 +69,7 @@ def read_system_info(path: Path) -> dict[str, str]:
     return data
 
 
-def captured(header: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
+def captured(header: dict[str, Any], cell: CellRecord) -> dict[str, str]:
     """The fields the bundle knows for the system a cell ran on (read with `lookup`: a field of the
     wrong shape is a field the bundle does not know)."""
     def system(*path: str) -> Any:
@@ -76,8 +77,8 @@ def captured(header: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
 
     gpus = system("gpu", "gpus") if header.get("device") == "cuda" else []
     gpus = gpus if isinstance(gpus, list) else []
-    config = cell["config"]
-    backend = config["backend"]
+    config = cell.config
+    backend = config.backend
     versions = lookup(header, "backends", backend, "versions")
     versions = versions if isinstance(versions, dict) else {}
     stack = (("Python", system("python", "version")), ("torch", system("torch", "version")),
@@ -89,14 +90,14 @@ def captured(header: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
         "host_memory_capacity": _gigabytes(system("cpu", "memory_bytes")),
         "accelerators_per_node": str(len(gpus)),
         "framework": ", ".join([f"FusionBench {lookup(header, 'harness', 'version')} ({backend}, "
-                                f"fusion {config['variant']['fusion']})",
+                                f"fusion {config.variant.fusion})",
                                 *(f"{k} {v}" for k, v in sorted(versions.items()))]),
         "operating_system": system("os", "platform"),
         "other_software_stack": ", ".join(f"{name} {value}" for name, value in stack if value),
         "hw_notes": "",
         "sw_notes": "; ".join(part for part in (
-            f"backend options {json.dumps(config['variant'].get('options') or {}, sort_keys=True)}",
-            "pretrained weights" if config["model"].get("pretrained") else "random weights (no pretrained checkpoint)",
+            f"backend options {json.dumps(config.variant.options, sort_keys=True)}",
+            "pretrained weights" if config.model.pretrained else "random weights (no pretrained checkpoint)",
             _container_note(system("container")),
         ) if part),
     }
@@ -122,7 +123,7 @@ def _container_note(container: Any) -> str:
     return f"in container {image} {container.get('image_digest') or ''}".strip() if image else "in a container (image not recorded)"
 
 
-def describe(header: dict[str, Any], cell: dict[str, Any], info: dict[str, str], *, org: str, division: str,
+def describe(header: dict[str, Any], cell: CellRecord, info: dict[str, str], *, org: str, division: str,
              status: str, name: str) -> tuple[dict[str, str], list[str]]:
     """The system JSON and the fields left empty for the submitter."""
     values = {**captured(header, cell), **info,

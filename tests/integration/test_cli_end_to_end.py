@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from harness.bundle.migrations import SCHEMA_VERSION
+
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 # smoke.yaml: resnet18 x (eager, inductor on/off, onnxruntime on/off, tvm on/off, tensorrt on/off,
@@ -55,7 +57,7 @@ def test_smoke_runs_clean(smoke) -> None:
 def test_bundle_header_describes_the_run(smoke) -> None:
     _, bundle = smoke
     header = json.loads((bundle / "bundle.json").read_text())
-    assert header["schema_version"] == 3 and header["device"] == "cpu" and header["state"] == "complete"
+    assert header["schema_version"] == SCHEMA_VERSION and header["device"] == "cpu" and header["state"] == "complete"
     assert header["scenario"]["name"] == "smoke" and len(header["scenario_sha256"]) == 64
     assert header["harness"]["version"]
     system = header["system"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from harness.bundle.migrations import SCHEMA_VERSION
 from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
 
 pytestmark = pytest.mark.slow
@@ -152,7 +153,7 @@ def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) ->
     from harness.scenario.cells import cell_id
 
     bundle = tmp_path / "gpu-run"
-    shutil.copytree(REPO / "tests" / "golden" / "v3", bundle)
+    shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", bundle)  # a bundle this harness resumes
     header = json.loads((bundle / "bundle.json").read_text())
     header["device"] = "cuda"
     header["state"] = "interrupted"

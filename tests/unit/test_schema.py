@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from harness.bundle.cell_record import CellRecord
+from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.schema import schema as bundle_schema
 from harness.scenario import loading as scenario_file
@@ -37,9 +38,10 @@ def test_committed_bundle_schemas_are_the_generated_ones(repo: Path, kind: str) 
         f"regenerate with: fusionbench schema --file {kind} --out docs/schemas/{kind}.schema.json")
 
 
-def test_the_typed_record_is_the_version_this_harness_writes() -> None:
-    assert CellRecord.model_fields["schema_version"].annotation == Literal[SCHEMA_VERSION]  # type: ignore[valid-type]
-    assert bundle_schema("cell")["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+def test_the_typed_records_are_the_version_this_harness_writes() -> None:
+    for record, kind in ((CellRecord, "cell"), (BundleHeader, "bundle")):
+        assert record.model_fields["schema_version"].annotation == Literal[SCHEMA_VERSION]  # type: ignore[valid-type]
+        assert bundle_schema(kind)["properties"]["schema_version"]["const"] == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)

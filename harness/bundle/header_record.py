@@ -1,0 +1,159 @@
+"""A bundle's header (`bundle.json`), typed: the run, the machine it probed, the backends and the
+cells it planned. The current schema version's JSON Schema of `bundle.json` is generated from
+`BundleHeader` (harness/bundle/schema.py), as a cell's is from harness/bundle/cell_record.py.
+
+Typed wherever a reader uses a field: whatever `validate` accepts here, the report, compare and
+pack can show. The resolved scenario is kept as the run stored it (it is checked against the
+scenario format by `--resume`), and fields a newer harness adds are kept and ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.bundle.cell_record import BYTES_MAX, COUNT_MAX, HEX16
+from harness.bundle.statuses import STATES
+
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
+Bytes = Annotated[int, Field(ge=0, le=BYTES_MAX)]
+Spread = Annotated[float, Field(ge=0, le=1e6)]
+State = Literal["running", "interrupted", "complete", "unrecorded"]
+assert set(get_args(State)) == set(STATES), "the typed states are the bundle's"
+
+
+class Part(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Cpu(Part):
+    model: str | None = None
+    architecture: str | None = None
+    logical_cores: Count | None = None
+    physical_cores: Count | None = None
+    usable_cores: Count | None = None
+    memory_bytes: Bytes | None = None
+
+
+class Gpu(Part):
+    index: Annotated[int, Field(ge=0, le=1024)] | None = None
+    name: str | None = None
+    memory_bytes: Bytes | None = None
+    sm_clock_max_mhz: Annotated[float, Field(ge=0, le=10**6)] | None = None
+
+
+class Gpus(Part):
+    available: bool | None = None
+    reason: str | None = None
+    driver: str | None = None
+    gpus: list[Gpu] = []
+
+
+class OperatingSystem(Part):
+    platform: str | None = None
+    kernel: str | None = None
+    system: str | None = None
+
+
+class Python(Part):
+    version: str | None = None
+    implementation: str | None = None
+    executable: str | None = None
+
+
+class TorchDevice(Part):
+    name: str | None = None
+    capability: str | None = None
+
+
+class Torch(Part):
+    installed: bool | None = None
+    version: str | None = None
+    cuda_build: str | None = None
+    cuda_available: bool | None = None
+    cudnn: str | int | None = None
+    devices: list[TorchDevice] = []
+
+
+class Container(Part):
+    in_container: bool | None = None
+    image: str | None = None
+    image_id: str | None = None
+    image_digest: str | None = None
+
+
+class MachineNoise(Part):
+    """The machine's own noise floor (harness/run/machine_noise.py)."""
+
+    compute_cv: Spread | None = None
+    memory_cv: Spread | None = None
+    warning: str | None = None
+    method: str | None = None
+    pinned_spread: Spread | None = None
+    core_chunk_ms: dict[str, Annotated[float, Field(ge=0, le=1e9)]] | None = None
+    cross_core_ns: Annotated[list[Annotated[float, Field(ge=0, le=1e9)]], Field(min_length=3, max_length=3)] | None = None
+
+
+class System(Part):
+    """The machine a run probed (harness/run/system.py)."""
+
+    cpu: Cpu | None = None
+    gpu: Gpus | None = None
+    os: OperatingSystem | None = None
+    python: Python | None = None
+    torch: Torch | None = None
+    container: Container | None = None
+    packages: dict[str, str] | None = None
+    machine_noise: MachineNoise | None = None
+    peaks: dict[str, Any] | None = None
+
+
+class Harness(Part):
+    version: str
+    git_sha: str | None = None
+    git_dirty: bool | None = None
+
+
+class BackendReport(Part):
+    available: bool
+    reason: str | None = None
+    versions: dict[str, str] | None = None
+
+
+class PlannedCell(Part):
+    id: Annotated[str, Field(pattern=HEX16)]
+    label: str
+
+
+class BundleHeader(Part):
+    """`bundle.json`: what ran, on what, by which harness, and the cells it planned."""
+
+    schema_version: Literal[4]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    run_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,100}$")]
+    created: str
+    state: State
+    harness: Harness
+    command: list[str] | None = None
+    scenario_file: str | None = None
+    input_folder: str | None = None
+    scenario: dict[str, Any]
+    scenario_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    device: Literal["cpu", "cuda"]
+    only: dict[str, Any] | None = None
+    artifact_cache: str | None = None
+    system: System
+    backends: dict[str, BackendReport]
+    cells: list[PlannedCell]
+    resumed: list[str] | None = None
+    executor: dict[str, Any] | None = None
+    nodes: dict[str, Any] | None = None
+
+
+def problems(header: Any, where: str) -> list[str]:
+    """One line per place where `header` (upgraded to the current version) is not a `BundleHeader`."""
+    try:
+        BundleHeader.model_validate(header)
+    except ValidationError as exc:
+        return [f"{where}: {'/'.join(map(str, e['loc'])) or '(top)'}: {e['msg'][:200]}" for e in exc.errors()]
+    return []
