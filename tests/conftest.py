@@ -3,7 +3,8 @@
 - The example out-of-tree plugin (examples/fusionbench-torchscript) is pip-installed before
   collection into a private site directory put on sys.path and PYTHONPATH (so worker
   subprocesses see it too), exactly as an outside developer's package would be found: through
-  its entry point. The project's own .venv is left as it was.
+  its entry point. The project's own .venv is left as it was. It is installed once a session:
+  under pytest-xdist by the controller, whose workers inherit its PYTHONPATH (tests/pip_sites.py).
 - GPU tests are skipped with the reason where no CUDA device is visible; the whole hostile-bundle
   corpus (marked `corpus`) runs only when `-m corpus` asks for it.
 - Backends' artifact caches go to a temporary directory, not the user's ~/.cache.
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests import pip_sites
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "examples" / "fusionbench-torchscript"
@@ -29,18 +31,17 @@ _session_dir = Path(tempfile.mkdtemp(prefix="fusionbench-tests-"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    site = _session_dir / "plugin-site"
-    # Build from a copy: pip builds in the source tree, which must stay clean.
-    source = shutil.copytree(PLUGIN, _session_dir / "plugin-src", ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-         "--no-build-isolation", "--target", str(site), str(source)],
-        capture_output=True, text=True,
-    )
-    if result.returncode != 0:
-        raise pytest.UsageError(f"could not pip-install the example plugin {PLUGIN}:\n{result.stderr}")
-    sys.path.insert(0, str(site))
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    shared = pip_sites.shared_dir()
+    if shared is None:  # the session's first process (a plain run, or xdist's controller): install
+        os.environ[pip_sites.SHARED_VARIABLE] = str(_session_dir)
+        site, error = pip_sites.install(PLUGIN, "plugin-site", _session_dir)
+        if error:
+            raise pytest.UsageError(f"could not pip-install the example plugin {PLUGIN}:\n{error}")
+        os.environ.update(PYTHONPATH=pip_sites.with_site(dict(os.environ), site)["PYTHONPATH"])
+    else:  # an xdist worker: its PYTHONPATH, inherited, names the controller's install
+        site = shared / "plugin-site"
+    if str(site) not in sys.path:
+        sys.path.insert(0, str(site))
     os.environ["XDG_CACHE_HOME"] = str(_session_dir / "cache")
     os.environ.setdefault("FUSIONBENCH_NOISE_PROBE_S", "0.2")
 

@@ -1,5 +1,12 @@
 """The real CLI end to end: scenarios/smoke.yaml on this machine, the bundle it leaves, and resume.
-The CLI on small sweeps of their own (failures, interrupts, inputs) is in test_cli_runs.py."""
+The CLI on small sweeps of their own (failures, interrupts, inputs) is in test_cli_runs.py.
+
+The run is of smoke.yaml's cells exactly (every model, backend, fusion setting, scenario, batch
+size and input it names, read from the file), each measured more briefly than the file asks
+(`BRIEFER`): LoadGen's minimum duration, the device timing's warm-up and length and the memory and
+profile passes' calls. Nothing checked here depends on how long a figure was measured, and those
+phases were a quarter of the cells' time (the compiles and each worker's imports are the rest);
+tests/unit/test_schema.py checks the file itself."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from harness.bundle.migrations import SCHEMA_VERSION
 
@@ -21,6 +29,10 @@ REPO = Path(__file__).resolve().parents[2]
 # null) x (SingleStream, Offline)
 SMOKE_CELLS = 20
 SMOKE_JOBS = min(2, len(os.sched_getaffinity(0)))
+# What the run changes of smoke.yaml: how long each cell measures, never which cells there are.
+BRIEFER = {"loadgen": {"min_duration_s": 0.5},
+           "timing": {"min_time_s": 0.1, "max_warmup_s": 0.5, "repetitions": 2},
+           "passes": {"memory_iters": 1, "profile_iters": 1}}
 
 
 def fusionbench(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
@@ -38,13 +50,29 @@ def cells_of(bundle: Path) -> dict[str, dict[str, Any]]:
     return {p.stem: json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")}
 
 
+def smoke_copy(folder: Path, min_duration_s: float = BRIEFER["loadgen"]["min_duration_s"]) -> Path:
+    """scenarios/smoke.yaml with BRIEFER's figures, as `folder`/smoke.yaml (so still named smoke)."""
+    data = yaml.safe_load((REPO / "scenarios" / "smoke.yaml").read_text())
+    for section, figures in BRIEFER.items():
+        data[section] = {**(data.get(section) or {}), **figures}
+    data["loadgen"]["min_duration_s"] = min_duration_s
+    path = folder / "smoke.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def smoke_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return smoke_copy(tmp_path_factory.mktemp("smoke-scenario"))
+
+
+@pytest.fixture(scope="module")
+def smoke(smoke_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("smoke")
     # Two cells at a time, each on a core of its own: 2.5 min instead of 4 on 2 cores. The other
     # tests of this module run cells one at a time, and tests/integration/test_executors.py shows
     # that two jobs give the serial run's bundle.
-    done = fusionbench("run", "scenarios/smoke.yaml", "--device", "cpu", "--jobs", str(SMOKE_JOBS), "--out", str(out))
+    done = fusionbench("run", str(smoke_file), "--device", "cpu", "--jobs", str(SMOKE_JOBS), "--out", str(out))
     return done, only_bundle(out)
 
 
@@ -148,7 +176,7 @@ def test_manifest_matches_files(smoke) -> None:
         assert hashlib.sha256((bundle / rel).read_bytes()).hexdigest() == digest
 
 
-def test_resume_runs_only_missing_cells(smoke) -> None:
+def test_resume_runs_only_missing_cells(smoke, smoke_file: Path) -> None:
     _, bundle = smoke
     before = cells_of(bundle)
     done = fusionbench("run", "--resume", str(bundle))
@@ -156,7 +184,7 @@ def test_resume_runs_only_missing_cells(smoke) -> None:
     assert f"{SMOKE_CELLS} cell(s) on cpu, 0 to run" in done.stdout
     null_offline = next(k for k, c in before.items() if c["config"]["backend"] == "null" and c["config"]["scenario"] == "Offline")
     (bundle / "cells" / f"{null_offline}.json").unlink()
-    done = fusionbench("run", "scenarios/smoke.yaml", "--device", "cpu", "--resume", str(bundle))
+    done = fusionbench("run", str(smoke_file), "--device", "cpu", "--resume", str(bundle))
     assert done.returncode == 0, done.stderr
     assert f"{SMOKE_CELLS} cell(s) on cpu, 1 to run" in done.stdout
     after = cells_of(bundle)
@@ -169,8 +197,7 @@ def test_resume_runs_only_missing_cells(smoke) -> None:
 
 def test_resume_refuses_a_different_scenario(smoke, tmp_path: Path) -> None:
     _, bundle = smoke
-    other = tmp_path / "smoke.yaml"
-    other.write_text((REPO / "scenarios" / "smoke.yaml").read_text().replace("min_duration_s: 2", "min_duration_s: 3"))
+    other = smoke_copy(tmp_path, min_duration_s=BRIEFER["loadgen"]["min_duration_s"] + 1)
     done = fusionbench("run", str(other), "--device", "cpu", "--resume", str(bundle))
     assert done.returncode == 2 and "differs from the scenario stored" in done.stderr
 

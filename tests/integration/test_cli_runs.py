@@ -19,6 +19,13 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
 
 pytestmark = pytest.mark.slow
+# The sweeps here are of the harness's plumbing, not of figures: each cell measures briefly, and a
+# cell of a model runs one thread (OMP_NUM_THREADS=1), as a cell of a parallel run does. Two
+# threads on a machine whose cores another test keeps busy wait for each other at every operator:
+# an eager cell then took 30-60 CPU-seconds instead of about 12.
+BRIEF = ("timing: {min_time_s: 0.1, max_warmup_s: 0.5, repetitions: 2}\n"
+         "passes: {memory_iters: 1, profile_iters: 1}\n"
+         "env: [OMP_NUM_THREADS=1]\n")
 
 
 def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
@@ -31,7 +38,7 @@ def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
         "  - {name: onnxruntime, options: {provider: cuda}}\n"
         "scenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.5}\n"
-        "timing: {min_time_s: 0.1}\n"
+        + BRIEF
     )
     out = tmp_path / "results"
     done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
@@ -77,10 +84,15 @@ def _workers_of(pid: int) -> list[Any]:
 def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path, stop: str, code: int) -> None:
     import signal
 
+    # Two cells of the null backend, chosen with --only from four (the resume runs what the bundle
+    # planned, not the file's every cell): what is shown is the harness's, not a model's.
+    scenario = tmp_path / "stop.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager]\n"
+                        "scenarios: [SingleStream, Offline]\nloadgen: {min_duration_s: 0.2}\n" + BRIEF)
     out = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "scenarios/smoke.yaml", "--device", "cpu", "--out", str(out),
-         "--only", "backend=eager"],
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--device", "cpu", "--out", str(out),
+         "--only", "backend=null"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # a test runner started in the background inherits SIGINT ignored; a user's terminal does not
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -118,7 +130,7 @@ def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> No
     scenario.write_text(
         "models: [{name: resnet18, input_size: 48}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
         "inputs: {source: folder, path: images, samples: 3}\n"
-        "loadgen: {min_duration_s: 0.5}\ntiming: {min_time_s: 0.1}\n"
+        "loadgen: {min_duration_s: 0.5}\n" + BRIEF
     )
     out = tmp_path / "results"
     done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")  # cwd is the repository
@@ -130,12 +142,21 @@ def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> No
     assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
 
 
-def test_user_text_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
-    scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
+@pytest.fixture(scope="module")
+def null_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One run of the null backend in both scenarios, into a folder whose name looks like Rich
+    markup: its output is the markup test's, and its bundle the one the `--resume --only` test
+    empties and resumes (a run less than each making its own)."""
+    work = tmp_path_factory.mktemp("null-run")
+    scenario = work / "null.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n"
                         "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.05, repetitions: 2}\n")
-    out = tmp_path / "[bold]results[/bold]"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+    out = work / "[bold]results[/bold]"
+    return fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu"), out
+
+
+def test_user_text_that_looks_like_markup_is_printed_as_it_is(null_run) -> None:
+    done, out = null_run
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"bundle: {out}" in done.stdout.replace("\n", ""), done.stdout
 
@@ -178,12 +199,9 @@ def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) ->
     assert {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()} == before  # nothing lost, nothing marked
 
 
-def test_resume_with_only_leaves_the_other_missing_cells_missing(tmp_path: Path) -> None:
-    scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n"
-                        "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.05, repetitions: 2}\n")
-    out = tmp_path / "results"
-    assert fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu").returncode == 0
+def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> None:
+    done, out = null_run
+    assert done.returncode == 0, done.stdout + done.stderr
     bundle = only_bundle(out)
     for cell in (bundle / "cells").glob("*.json"):
         cell.unlink()

@@ -42,7 +42,11 @@ def structure(bundle: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def serial(faults_env, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     work = tmp_path_factory.mktemp("serial")
-    (work / "sweep.yaml").write_text(SWEEP)
+    # The reference run's eager cell on one thread, as the parallel runs' cells are (the scenario's
+    # env is no part of a cell's id or record keys): on cores another test keeps busy, two threads
+    # wait for each other at every operator. The parallel runs keep SWEEP as it is, so that their
+    # OMP_NUM_THREADS=1 is still the slot's doing.
+    (work / "sweep.yaml").write_text(SWEEP + "env: [OMP_NUM_THREADS=1]\n")
     done = cli(faults_env, "run", str(work / "sweep.yaml"), "--out", str(work / "out"))
     assert done.returncode == 1, done.stdout + done.stderr  # the segfault cell fails
     return only_bundle(work / "out")

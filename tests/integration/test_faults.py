@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests import pip_sites
 from tests.integration.test_cli_end_to_end import SMOKE_JOBS, cells_of, only_bundle
 
 pytestmark = pytest.mark.slow
@@ -28,16 +28,11 @@ MEMORY_LIMIT_MIB = 2560
 
 @pytest.fixture(scope="module")
 def faults_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of a CLI run that also sees the fault-injection backends."""
-    work = tmp_path_factory.mktemp("faults")
-    source = shutil.copytree(FAULTS, work / "src", ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-         "--no-build-isolation", "--target", str(work / "site"), str(source)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(work / "site"), os.environ.get("PYTHONPATH")) if p)}
+    """The environment of a CLI run that also sees the fault-injection backends (installed once a
+    session, whichever module asks first: tests/pip_sites.py)."""
+    site, error = pip_sites.install(FAULTS, "faults-site", pip_sites.shared_dir() or tmp_path_factory.mktemp("faults"))
+    assert not error, error
+    return pip_sites.with_site(dict(os.environ), site)
 
 
 def cli(env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
@@ -46,12 +41,17 @@ def cli(env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.Compl
 
 
 def write_scenario(path: Path, backends: list[str], limits: str = "") -> Path:
+    # Brief figures, and one thread a cell (as a cell of a parallel run has): on a machine whose
+    # cores another test keeps busy, two threads wait for each other at every operator, and an
+    # eager cell took 30-60 CPU-seconds instead of about 12.
     path.write_text(
         "models: [{name: resnet18, input_size: 32}]\n"
         f"backends: [{', '.join(backends)}]\n"
         "scenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.5}\n"
-        "timing: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2}\n"
+        "timing: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5, repetitions: 2}\n"
+        "passes: {memory_iters: 1, profile_iters: 1}\n"
+        "env: [OMP_NUM_THREADS=1]\n"
         f"{limits}"
     )
     return path

@@ -31,7 +31,11 @@ def test_plugin_runs_fusion_on_and_off_through_the_cli(tmp_path: Path) -> None:
         "  - {name: torchscript, fusion: [on, off]}\n"
         "scenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.5}\n"
-        "timing: {min_time_s: 0.2}\n"
+        "timing: {min_time_s: 0.2, max_warmup_s: 0.5, repetitions: 2}\n"
+        "passes: {memory_iters: 1, profile_iters: 1}\n"
+        # one thread a cell: on cores another test keeps busy, two threads wait for each other at
+        # every operator (an eager cell took 30-60 CPU-seconds instead of about 12)
+        "env: [OMP_NUM_THREADS=1]\n"
     )
     out = tmp_path / "results"
     done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
