@@ -28,14 +28,20 @@ from harness.contract import Variant
 from harness.measure import loadgen
 from harness.models import zoo
 from harness.run.system import cpu_info
+from harness.scenario.cell_config import CellConfig
+from harness.scenario.cells import expand
+from harness.scenario.loading import resolved
+from harness.scenario.schema import ScenarioFile
 
 TARGET_NS = 5_000
 
 
-def loadgen_cell(scenario: str, batch: int, duration_s: float) -> dict[str, Any]:
-    return {"scenario": scenario, "batch": batch, "loadgen": {
-        "min_duration_s": duration_s, "max_duration_s": None, "min_query_count": 100, "max_query_count": None,
-        "target_qps": "auto", "target_qps_fraction": 0.5, "target_latency_ms": 100.0}}
+def loadgen_cell(scenario: str, batch: int, duration_s: float) -> CellConfig:
+    """The cell LoadGen runs: `scenario` at `batch`, at least `duration_s` and 100 queries long."""
+    data = {"models": [{"name": "resnet18", "input_size": 224}], "backends": ["null"], "scenarios": [scenario],
+            "batch_sizes": {"cpu": [batch]}, "loadgen": {"min_duration_s": duration_s, "min_query_count": 100}}
+    (cell,) = expand(resolved(ScenarioFile.model_validate(data), "overhead"), "cpu")
+    return cell.config
 
 
 def bare_p50_ns(prepared: Any, batch: Any, iters: int) -> float:

@@ -45,7 +45,6 @@ def _child(backend_name: str, model_name: str, variants: list[str], windows: int
     import torch
 
     from harness import registry
-    from harness.contract import Variant
     from harness.models import zoo
 
     torch.set_grad_enabled(False)
@@ -58,7 +57,7 @@ def _child(backend_name: str, model_name: str, variants: list[str], windows: int
         prepared = {}
         for fusion in variants:
             prepared[fusion] = backend.prepare(
-                model, batches[0], device="cpu", dtype="fp32", variant=Variant(fusion=fusion, options=options),
+                model, batches[0], device="cpu", dtype="fp32", variant=backend.variant(fusion, options),
                 workdir=Path(work), cache_dir=cache / backend_name)
             for i in range(5):  # warm-up
                 prepared[fusion](batches[i % len(batches)])
