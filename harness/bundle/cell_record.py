@@ -346,11 +346,16 @@ class CellRecord(Record):
     metrics: Metrics
 
 
-def problems(record: Any, where: str) -> list[str]:
-    """One line per place where `record` (a cell record, upgraded to the current version) is not a
-    `CellRecord`: what the schema cannot say (a figure that disagrees with those it derives from)."""
+def model_problems(model: type[BaseModel], record: Any, where: str) -> list[str]:
+    """One line per place where `record` is not a `model`, `where` first."""
     try:
-        CellRecord.model_validate(record)
+        model.model_validate(record)
     except ValidationError as exc:
         return [f"{where}: {'/'.join(map(str, e['loc'])) or '(top)'}: {e['msg'][:200]}" for e in exc.errors()]
     return []
+
+
+def problems(record: Any, where: str) -> list[str]:
+    """Where `record` (a cell record, upgraded to the current version) is not a `CellRecord`: what
+    the schema cannot say (a figure that disagrees with those it derives from)."""
+    return model_problems(CellRecord, record, where)

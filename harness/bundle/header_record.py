@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from harness.bundle.cell_record import BYTES_MAX, COUNT_MAX, HEX16
+from harness.bundle.cell_record import HEX16, Bytes, Count, model_problems
 from harness.bundle.statuses import STATES
 
-Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
-Bytes = Annotated[int, Field(ge=0, le=BYTES_MAX)]
 Spread = Annotated[float, Field(ge=0, le=1e6)]
 State = Literal["running", "interrupted", "complete", "unrecorded"]
 assert set(get_args(State)) == set(STATES), "the typed states are the bundle's"
@@ -151,9 +149,5 @@ class BundleHeader(Part):
 
 
 def problems(header: Any, where: str) -> list[str]:
-    """One line per place where `header` (upgraded to the current version) is not a `BundleHeader`."""
-    try:
-        BundleHeader.model_validate(header)
-    except ValidationError as exc:
-        return [f"{where}: {'/'.join(map(str, e['loc'])) or '(top)'}: {e['msg'][:200]}" for e in exc.errors()]
-    return []
+    """Where `header` (upgraded to the current version) is not a `BundleHeader`."""
+    return model_problems(BundleHeader, header, where)

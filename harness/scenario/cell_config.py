@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from harness.allocator import UNRECORDED as SYSTEM_ALLOCATOR
 from harness.allocator import Allocator
-from harness.scenario.rules import ScenarioName
+from harness.scenario.rules import RULES, ScenarioName
 from harness.scenario.schema import DType, Inputs, ModelSpec, OptionValue, PassSettings, TimingSettings
 
 OnOff = Literal["on", "off"]
@@ -26,7 +26,7 @@ CellDevice = Literal["cpu", "cuda"]
 ComplianceTest = Literal["TEST01", "TEST04"]
 # A scenario's own LoadGen settings (harness/scenario/rules.py `loadgen_keys`): absent from the
 # record of a cell of another scenario.
-SCENARIO_KEYS = ("samples_per_query", "target_qps", "target_qps_fraction", "target_latency_ms")
+SCENARIO_KEYS = tuple(dict.fromkeys(key for scenario_rule in RULES.values() for key in scenario_rule.loadgen_keys))
 
 
 class _Frozen(BaseModel):

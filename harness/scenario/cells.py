@@ -45,11 +45,6 @@ def cell_id(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def batches(scenario: str, resolved: dict[str, Any], device: str) -> list[int]:
-    """The batch sizes of a scenario's cells (harness/scenario/rules.py)."""
-    return rule(scenario).batches(_loadgen_settings(resolved)[0], resolved["batch_sizes"][device])
-
-
 def _loadgen_settings(resolved: dict[str, Any]) -> tuple[LoadGenSettings, dict[str, Any]]:
     """The scenario's LoadGen settings and the user.conf overrides `resolved` adds to them."""
     given = dict(resolved["loadgen"])
@@ -77,6 +72,10 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
     chosen = allocator.of(resolved)
     cells = []
     models = all_models()
+    # Per scenario: its LoadGen settings and its batch sizes (harness/scenario/rules.py).
+    per_scenario = {scenario: (_loadgen_config(scenario, loadgen, overrides),
+                               rule(scenario).batches(loadgen, resolved["batch_sizes"][device]))
+                    for scenario in resolved["scenarios"]}
     for model in (ModelSpec.model_validate(m) for m in resolved["models"]):
         input_size = model.input_size or models[model.name][1]
         for backend in resolved["backends"]:
@@ -84,13 +83,14 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
                 continue
             for fusion, graphs in ((f, g) for f in backend["fusion"] for g in backend.get("graphs", ["off"])):
                 for scenario in resolved["scenarios"]:
+                    cell_loadgen, scenario_batches = per_scenario[scenario]
                     for dtype in resolved["dtypes"]:
-                        for batch in batches(scenario, resolved, device):
+                        for batch in scenario_batches:
                             config = CellConfig(
                                 model=model, input_size=input_size, backend=backend["name"],
                                 variant=CellVariant(fusion=fusion, graphs=graphs, options=backend["options"]),
                                 scenario=scenario, device=device, dtype=dtype, batch=batch, inputs=inputs,
-                                seed=getattr(inputs, "seed", 0), loadgen=_loadgen_config(scenario, loadgen, overrides),
+                                seed=getattr(inputs, "seed", 0), loadgen=cell_loadgen,
                                 timing=timing, passes=passes, allocator=chosen,
                             )
                             cells.append(Cell(cell_id(config.recorded()), config))
