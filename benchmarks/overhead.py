@@ -6,7 +6,7 @@
 2. resnet18 eager on CPU: the harness's SingleStream p50 against a bare timed loop's p50 over the
    same model and inputs, interleaved (bare, harness, bare) so drift hits both. Target: ratio <= 1.05.
 
-Usage: .venv/bin/python benchmarks/overhead.py [--json OUT.json] [--duration-s 10]
+Usage: .venv/bin/python benchmarks/overhead.py [--json OUT.json] [--duration-s 10] [--input-size 224]
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from harness.scenario.schema import ScenarioFile
 TARGET_NS = 5_000
 
 
-def loadgen_cell(scenario: str, batch: int, duration_s: float) -> CellConfig:
+def loadgen_cell(scenario: str, batch: int, duration_s: float, input_size: int = 224) -> CellConfig:
     """The cell LoadGen runs: `scenario` at `batch`, at least `duration_s` and 100 queries long."""
-    data = {"models": [{"name": "resnet18", "input_size": 224}], "backends": ["null"], "scenarios": [scenario],
+    data = {"models": [{"name": "resnet18", "input_size": input_size}], "backends": ["null"], "scenarios": [scenario],
             "batch_sizes": {"cpu": [batch]}, "loadgen": {"min_duration_s": duration_s, "min_query_count": 100}}
     (cell,) = expand(resolved(ScenarioFile.model_validate(data), "overhead"), "cpu")
     return cell.config
@@ -54,9 +54,9 @@ def bare_p50_ns(prepared: Any, batch: Any, iters: int) -> float:
     return statistics.median(samples)
 
 
-def measure(workdir: Path, duration_s: float) -> dict[str, Any]:
-    """The overhead figures, LoadGen's logs written under `workdir`."""
-    samples = zoo.make_samples(64, seed=0, model="resnet18", input_size=224,
+def measure(workdir: Path, duration_s: float, input_size: int = 224) -> dict[str, Any]:
+    """The overhead figures (resnet18's at `input_size` pixels), LoadGen's logs written under `workdir`."""
+    samples = zoo.make_samples(64, seed=0, model="resnet18", input_size=input_size,
                                device="cpu", dtype="fp32")
     figures: dict[str, Any] = {"machine": f"{cpu_info()['model'] or platform.machine()}, {torch.get_num_threads()} torch threads",
                                "torch": torch.__version__}
@@ -64,8 +64,8 @@ def measure(workdir: Path, duration_s: float) -> dict[str, Any]:
     null = NullBackend().prepare(
         None, samples[0], device="cpu", dtype="fp32", variant=Variant(), workdir=workdir, cache_dir=workdir
     )
-    ss = loadgen.run_scenario(null, samples, loadgen_cell("SingleStream", 1, duration_s), 20_000, workdir / "null-ss")
-    off = loadgen.run_scenario(null, samples, loadgen_cell("Offline", 8, duration_s), 40_000, workdir / "null-off")
+    ss = loadgen.run_scenario(null, samples, loadgen_cell("SingleStream", 1, duration_s, input_size), 20_000, workdir / "null-ss")
+    off = loadgen.run_scenario(null, samples, loadgen_cell("Offline", 8, duration_s, input_size), 40_000, workdir / "null-off")
     figures["null_singlestream_p50_ns"] = ss["results"]["result_50.00_percentile_latency_ns"]
     figures["null_singlestream_validity"] = ss["validity"]
     figures["null_offline_samples_per_s"] = off["results"]["result_samples_per_second"]
@@ -81,7 +81,7 @@ def measure(workdir: Path, duration_s: float) -> dict[str, Any]:
         eager(batch)
     iters = max(50, int(duration_s * 1e9 / bare_p50_ns(eager, batch, 10) / 2))
     bare_before = bare_p50_ns(eager, batch, iters)
-    harness_run = loadgen.run_scenario(eager, samples, loadgen_cell("SingleStream", 1, duration_s), bare_before,
+    harness_run = loadgen.run_scenario(eager, samples, loadgen_cell("SingleStream", 1, duration_s, input_size), bare_before,
                                        workdir / "eager-ss")
     bare_after = bare_p50_ns(eager, batch, iters)
     harness_p50 = harness_run["results"]["result_50.00_percentile_latency_ns"]
@@ -98,12 +98,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--duration-s", type=float, default=10.0, help="LoadGen minimum duration per run")
+    parser.add_argument("--input-size", type=int, default=224, help="resnet18's input height and width")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     with tempfile.TemporaryDirectory(prefix="fusionbench-overhead-") as tmp:
-        figures = measure(Path(tmp), args.duration_s)
+        figures = measure(Path(tmp), args.duration_s, args.input_size)
     f = figures
-    print(f"machine: {f['machine']}, torch {f['torch']}")
+    print(f"machine: {f['machine']}, torch {f['torch']}, resnet18 at {args.input_size}x{args.input_size}")
     f["target_ns"] = TARGET_NS
     print(f"null SingleStream p50 per query : {f['null_singlestream_p50_ns'] / 1e3:8.1f} us "
           f"({f['null_singlestream_validity']}; ratio to the 5 us target {f['null_singlestream_p50_ns'] / TARGET_NS:.2f})")

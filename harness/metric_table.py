@@ -205,7 +205,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("kernels_per_inference", ("metrics", "kernels", "kernels_per_inference"), "count", "lower", "exact",
            "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),
     Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
-           "the worker's peak resident host memory, eager reference and compiler included, on every device"),
+           "the worker's peak resident host memory, eager reference and compiler included, on every device",
+           same_in_both=("metrics", "memory", "worker_start")),
     Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
            "the worker's peak GPU memory as NVML sees the process (every backend alike; none where NVML "
            "does not list the process)"),

@@ -172,6 +172,10 @@ class Memory(Record):
     nvml_process_peak_bytes: Bytes | None = None
     nvml_device_used_peak_bytes: Bytes | None = None
     nvml_device_used_delta_bytes: Bytes | None = None
+    #: How the worker started, which moves the host figures: "preloaded" (forked by a parent that
+    #: had imported torch, harness/measure/preloaded.py) or "fresh" (a new Python, as every cell
+    #: recorded before preloaded parents was).
+    worker_start: Literal["fresh", "preloaded"] = "fresh"
 
 
 class Kernels(Record):

@@ -259,9 +259,9 @@ def _measure(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
         ))
         with clock.phase(protocol.MEMORY):
-            metrics.memory = Memory.model_validate(memory_pass(
+            metrics.memory = Memory.model_validate({**memory_pass(
                 prepared, example, cell.passes.memory_iters, device, baseline_rss, baseline_device_used
-            ))
+            ), "worker_start": "preloaded" if request.preloaded else "fresh"})
         with clock.phase(protocol.PROFILE):
             profile = passes.profile(prepared, example, cell.passes.profile_iters, device, workdir)
             metrics.fusion_report = FusionReportRecord.model_validate(profile.pop("fusion_report"))

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from harness.measure.protocol import WorkerRequest
 from harness.run.isolation import WorkerOutcome, run_worker
+from harness.run.preloaded_parents import PreloadedParents
 from harness.run.slots import Slot
 
 
@@ -78,34 +79,45 @@ def node_info(slot: Slot | None, executor: str = "local") -> dict[str, Any]:
 
 
 def run_here(task: CellTask, slot: Slot | None, on_phase: Callable[[str], None],
-             stop: threading.Event | None = None) -> WorkerOutcome:
+             stop: threading.Event | None = None, parents: PreloadedParents | None = None) -> WorkerOutcome:
     return run_worker(task.request, timeout_s=task.timeout_s, log_path=task.artifacts / "worker.log",
                       memory_limit_bytes=task.memory_limit_bytes, on_phase=on_phase, env_names=task.env_names,
-                      scratch_env=task.scratch_env, slot=slot, stop=stop)
+                      scratch_env=task.scratch_env, slot=slot, stop=stop, parents=parents)
+
+
+def _worker_start(parents: PreloadedParents | None) -> str:
+    return "fresh" if parents is None else "preloaded"
 
 
 class Serial:
-    """One cell after the other, with the whole machine: a plain run."""
+    """One cell after the other, with the whole machine: a plain run. With `parents`, each cell's
+    worker is forked by a preloaded parent (harness/run/preloaded_parents.py), else started fresh."""
+
+    def __init__(self, parents: PreloadedParents | None = None) -> None:
+        self.parents = parents
 
     def record(self) -> dict[str, Any]:
-        return {"name": "local"}
+        return {"name": "local", "worker_start": _worker_start(self.parents)}
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
         for task in tasks:
             on_phase(task, "start")
-            outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase))  # type: ignore[misc]
+            outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase),  # type: ignore[misc]
+                               parents=self.parents)
             yield Finished(task, outcome, node_info(None))
 
 
 class LocalPool:
     """`jobs` cells at a time on this machine, each in a slot of its own (harness/run/slots.py)."""
 
-    def __init__(self, slots: list[Slot]) -> None:
+    def __init__(self, slots: list[Slot], parents: PreloadedParents | None = None) -> None:
         self.slots = slots
         self.jobs = len(slots)
+        self.parents = parents
 
     def record(self) -> dict[str, Any]:
-        return {"name": "local", "jobs": self.jobs, "slots": [slot.record() for slot in self.slots]}
+        return {"name": "local", "jobs": self.jobs, "slots": [slot.record() for slot in self.slots],
+                "worker_start": _worker_start(self.parents)}
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
         free: queue.Queue[Slot] = queue.Queue()
@@ -119,7 +131,7 @@ class LocalPool:
                 if stop.is_set():
                     raise KeyboardInterrupt
                 on_phase(task, "start")
-                outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop)
+                outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop, self.parents)
                 return Finished(task, outcome, node_info(slot))
             except KeyboardInterrupt:
                 return Finished(task, None, node_info(slot))

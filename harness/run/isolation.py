@@ -23,16 +23,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_environment
 from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
 
+WORKER_MODULE = "harness.measure.worker"
 POLL_S = 0.1
 LOG_TAIL_LINES = 40
 MIB = 1 << 20
+#: A cell's worker: a fresh Python, or forked by a preloaded parent (harness/run/preloaded_parents.py).
+Started = subprocess.Popen[bytes] | ForkedWorker
 
 
 @dataclass
@@ -103,37 +108,52 @@ def run_worker(
     timeout_s: float,
     log_path: Path,
     on_phase: Callable[[str], None] = lambda phase: None,
-    module: str = "harness.measure.worker",
+    module: str = WORKER_MODULE,
     memory_limit_bytes: int | None = None,
     env_names: list[str] | tuple[str, ...] = (),
     scratch_env: Mapping[str, str] | None = None,
     slot: Slot | None = None,
     stop: threading.Event | None = None,
+    parents: PreloadedParents | None = None,
 ) -> WorkerOutcome:
     """Run `python -m module REQUEST` for one cell and wait for it, at most `timeout_s`, killing it
     (with its children) if their resident memory passes `memory_limit_bytes`. The worker's
     environment is `worker_environment(os.environ, env_names, scratch_env)`, with the slot's
     GPU, cores and thread count where a parallel run gave it a slot (harness/run/slots.py).
     Setting `stop` kills the worker and raises KeyboardInterrupt (a parallel run's Ctrl-C, which
-    only the main thread receives)."""
-    with scratch_dir("fusionbench-cell-") as workdir:
+    only the main thread receives). With `parents`, the worker is forked by the run's preloaded
+    parent for its environment (harness/run/preloaded_parents.py), else started fresh."""
+    with scratch_dir("fusionbench-cell-") as workdir, ExitStack() as lending:
         phase_file = workdir / "phase"
         answer_file = workdir / "answer.json"
-        request = replace(request, phase_file=str(phase_file), answer_file=str(answer_file), parent_pid=os.getpid())
-        (workdir / "request.json").write_text(request.to_json())
         env = worker_environment(os.environ, env_names, scratch_env or {}, workdir)
         if slot is not None:
             env.update(slot.environment())
+        parent = None
+        if parents is not None:
+            parent = lending.enter_context(parents.lent(start_environment(env, scratch_env or {})))
+        request_path = workdir / "request.json"
+
+        def write_request(parent_pid: int, preloaded: bool) -> None:
+            request_path.write_text(replace(request, phase_file=str(phase_file), answer_file=str(answer_file),
+                                            parent_pid=parent_pid, preloaded=preloaded).to_json())
+
         last_phase = "start"
         timed_out = False
         memory_exceeded: int | None = None
         start = time.monotonic()
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", module, str(workdir / "request.json")],
-                cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True,
-            )
+            proc: Started | None = None
+            if parent is not None and parent.broken is None:
+                write_request(parent.pid, True)
+                proc = parent.fork(module, request_path, workdir, log_path, env)
+            if proc is None:  # no preloaded parent, or it could not fork: a fresh Python
+                write_request(os.getpid(), False)
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", module, str(request_path)],
+                    cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=env, start_new_session=True,
+                )
             try:
                 while True:
                     try:
@@ -198,9 +218,12 @@ def _read_phase(phase_file: Path) -> str:
         return "start"
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: Started) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        try:  # a forked worker a moment old may not lead its own group yet
+            os.kill(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     proc.wait()

@@ -31,6 +31,7 @@ from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run import preflight, resumable, skips, slots
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
+from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import run_probe
 from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
@@ -60,6 +61,9 @@ class RunRequest:
     address: str | None = None  # ray: the cluster; None starts a local instance
     cpus_per_cell: int = 1  # ray: cores a CPU cell reserves
     ray_connect_timeout_s: float | None = None  # ray: seconds the cluster has to answer; None: 30
+    #: local: start each cell's worker as a fresh Python instead of forking it from a preloaded
+    #: parent that has imported torch once (harness/measure/preloaded.py).
+    fresh_workers: bool = False
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -112,7 +116,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     cells = select(expand(resolved, device), request.only or {})
     if ray_executor is not None and not all_finished:
         ray_executor.join(device)
-    executor = ray_executor if ray_executor is not None else _executor(request, device, probe)
+    executor = ray_executor if ray_executor is not None else _executor(request, device, probe, closing)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
         preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
@@ -201,13 +205,17 @@ def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, A
     return executor
 
 
-def _executor(request: RunRequest, device: str, probe: dict[str, Any]) -> Executor:
+def _executor(request: RunRequest, device: str, probe: dict[str, Any], closing: ExitStack) -> Executor:
+    parents = None
+    if not request.fresh_workers:
+        parents = PreloadedParents()
+        closing.callback(parents.close)
     if request.jobs == 1:
-        return Serial()
+        return Serial(parents)
     gpus = [str(g.get("index", k)) for k, g in enumerate(((probe.get("system") or {}).get("gpu") or {}).get("gpus") or [])]
     if device == "cuda" and not gpus:
         gpus = ["0"]  # resumed: no system probe; torch saw one
-    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), gpus))
+    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), gpus), parents)
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:

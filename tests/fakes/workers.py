@@ -6,6 +6,7 @@ child process that hoards memory.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -14,10 +15,12 @@ from pathlib import Path
 
 from harness.bundle.cell_record import Metrics
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
+from harness.measure.worker import die_with_parent
 
 
 def main() -> None:
     request = WorkerRequest.from_json(Path(sys.argv[1]).read_text())
+    die_with_parent(request.parent_pid)  # as the real worker does
     behaviour = Path(request.artifact_dir).name  # the tests name the folder after the behaviour
     Path(request.phase_file).write_text("prepare")
     print("fake worker starting", behaviour, flush=True)
@@ -27,6 +30,8 @@ def main() -> None:
         child = os.fork()  # a grandchild must die with it too
         if child == 0:
             time.sleep(600)
+        Path(request.artifact_dir).mkdir(parents=True, exist_ok=True)
+        (Path(request.artifact_dir) / "pids").write_text(f"{os.getpid()} {child}")
         time.sleep(600)
     elif behaviour == "exit":
         print("giving up", file=sys.stderr, flush=True)
@@ -42,6 +47,13 @@ def main() -> None:
         Path(request.answer_file).write_text('{"version": 99, "status": "valid"}')
     elif behaviour == "environment":
         Path(request.answer_file).write_text(WorkerAnswer(status="valid", environment=dict(os.environ)).to_json())
+    elif behaviour == "process":  # what kind of process it is: its parent, group, folder, arguments, request
+        process = {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
+                   "cwd": os.getcwd(), "argv": sys.argv, "parent_pid": request.parent_pid,
+                   "preloaded": request.preloaded, "torch_imported": "torch" in sys.modules,
+                   "stdin": os.read(0, 10).decode()}
+        Path(request.answer_file).write_text(WorkerAnswer(status="valid", environment=process).to_json())
+        print(json.dumps(process))
 
 
 if __name__ == "__main__":

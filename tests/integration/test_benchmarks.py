@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_overhead_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     out = tmp_path / "overhead.json"
     done = subprocess.run(
-        [sys.executable, "benchmarks/overhead.py", "--duration-s", "0.3", "--json", str(out)],
+        [sys.executable, "benchmarks/overhead.py", "--duration-s", "0.3", "--input-size", "64", "--json", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]

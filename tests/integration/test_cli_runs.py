@@ -11,12 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.bundle.migrations import SCHEMA_VERSION
 from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
+from tests.run_processes import workers_of
 
 pytestmark = pytest.mark.slow
 # The sweeps here are of the harness's plumbing, not of figures: each cell measures briefly, and a
@@ -71,15 +71,6 @@ def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path:
     assert not out.exists()
 
 
-def _workers_of(pid: int) -> list[Any]:
-    import psutil
-
-    try:
-        return [p for p in psutil.Process(pid).children(recursive=True) if "harness.measure.worker" in " ".join(p.cmdline())]
-    except psutil.Error:
-        return []
-
-
 @pytest.mark.parametrize(("stop", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path, stop: str, code: int) -> None:
     import signal
@@ -100,7 +91,7 @@ def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path, stop: 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(out.glob("*/cells/*.json")):
         time.sleep(0.2)
-    while time.monotonic() < deadline and not _workers_of(proc.pid):  # the second cell's worker runs
+    while time.monotonic() < deadline and not workers_of(proc.pid):  # the second cell's worker runs
         time.sleep(0.1)
     time.sleep(0.5)
     proc.send_signal(getattr(signal, stop))  # Ctrl-C, or docker stop / Slurm / Ray

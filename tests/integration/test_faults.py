@@ -18,6 +18,7 @@ import pytest
 
 from tests import pip_sites
 from tests.integration.test_cli_end_to_end import SMOKE_JOBS, cells_of, only_bundle
+from tests.run_processes import workers_of
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -126,13 +127,6 @@ def test_the_other_cells_complete_with_correct_figures_and_none_is_lost(sweep, f
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-def _workers_of(pid: int) -> list[psutil.Process]:
-    try:
-        return [p for p in psutil.Process(pid).children(recursive=True) if "harness.measure.worker" in " ".join(p.cmdline())]
-    except psutil.Error:
-        return []
-
-
 def test_a_killed_run_leaves_no_worker_and_resume_completes_it(faults_env, tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path / "kill.yaml", ["eager", "fault_slow_first", "null"])
     out = tmp_path / "results"
@@ -141,15 +135,16 @@ def test_a_killed_run_leaves_no_worker_and_resume_completes_it(faults_env, tmp_p
     deadline = time.monotonic() + 300
     workers: list[psutil.Process] = []
     while time.monotonic() < deadline:  # the first cell is written and the second one's worker runs
-        workers = _workers_of(proc.pid)
+        workers = workers_of(proc.pid)
         if list(out.glob("*/cells/*.json")) and workers:
             break
         time.sleep(0.1)
     assert workers, "no second worker started"
     first = {p.name: p.read_bytes() for p in out.glob("*/cells/*.json")}
+    started = workers_of(proc.pid, with_parents=True)  # and the preloaded parent that forked it
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    gone, alive = psutil.wait_procs(workers, timeout=15)
+    gone, alive = psutil.wait_procs(started, timeout=15)
     assert not alive, f"workers outlived their killed parent: {alive}"
 
     bundle = only_bundle(out)

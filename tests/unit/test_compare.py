@@ -288,6 +288,18 @@ def test_a_figure_that_depends_on_a_setting_the_cells_differ_in_is_not_comparabl
     assert judged(compile_time, 30e-6, 300e-6, prepare_cache="none").verdict == "same"
 
 
+def test_peak_rss_is_compared_only_between_workers_that_started_the_same_way() -> None:
+    peak_rss = metric_table.metric("peak_rss")
+    fresh, forked = with_figure(peak_rss, 801e6), with_figure(peak_rss, 519e6)
+    assert fresh.metrics.memory is not None and "worker_start" not in fresh.metrics.memory.model_fields_set
+    assert fresh.metrics.memory.worker_start == "fresh"  # a record from before preloaded parents: a fresh worker
+    forked.metrics.memory.worker_start = "preloaded"
+    (found,) = [f for f in compare_cells(fresh, forked, 0.05, 0.01).figures if f.metric == "peak_rss"]
+    assert found.verdict == "not comparable" and found.why == "worker_start differs: A fresh, B preloaded"
+    (same,) = [f for f in compare_cells(forked, forked, 0.05, 0.01).figures if f.metric == "peak_rss"]
+    assert same.verdict == "same"
+
+
 def test_pairs_that_are_not_both_valid_judge_no_figure() -> None:
     assert compare_cells(cell(samples=BASE), cell("failed", reason="prepare: boom"), 0.05, 0.01).figures == []
     tf32 = compare_cells(cell(samples=BASE), cell(samples=BASE, math="tf32"), 0.05, 0.01)

@@ -1,8 +1,13 @@
-"""A worker that crashes, hangs or exits without an answer becomes a clear reason; nothing is left running."""
+"""A worker that crashes, hangs or exits without an answer becomes a clear reason; nothing is left
+running. Each case runs twice: the worker started as a fresh Python, and forked by a preloaded
+parent (harness/run/preloaded_parents.py), which must be indistinguishable to the cell."""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -10,28 +15,48 @@ import pytest
 
 from harness.bundle.cell_record import Metrics
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.run.isolation import log_tail, run_worker
+from harness.run.isolation import WorkerOutcome, log_tail, run_worker
+from harness.run.preloaded_parents import PreloadedParents
 from tests.cell_configs import cell_config
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+PYTHONPATH = f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+
+
 @pytest.fixture(autouse=True)
 def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTHONPATH", PYTHONPATH)
 
 
-def fake(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_bytes: int | None = None, **env):
-    log = tmp_path / "worker.log"
-    phases: list[str] = []
-    request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / behaviour))  # the fake reads the name
-    outcome = run_worker(request, timeout_s=timeout_s,
-                         log_path=log, on_phase=phases.append, module="tests.fakes.workers",
-                         memory_limit_bytes=memory_limit_bytes, **env)
-    return outcome, log, phases
+@pytest.fixture(scope="module")
+def shared_parents():
+    """One set of preloaded parents for the module (each imports torch once: seconds)."""
+    parents = PreloadedParents()
+    yield parents
+    parents.close()
 
 
-def test_answer_is_read(tmp_path: Path) -> None:
+@pytest.fixture(params=["fresh", "preloaded"])
+def parents(request: pytest.FixtureRequest, shared_parents: PreloadedParents) -> PreloadedParents | None:
+    return shared_parents if request.param == "preloaded" else None
+
+
+@pytest.fixture
+def fake(parents: PreloadedParents | None):
+    def run(behaviour: str, tmp_path: Path, timeout_s: float = 60, memory_limit_bytes: int | None = None, **env):
+        log = tmp_path / "worker.log"
+        phases: list[str] = []
+        request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / behaviour))  # the fake reads the name
+        outcome = run_worker(request, timeout_s=timeout_s,
+                             log_path=log, on_phase=phases.append, module="tests.fakes.workers",
+                             memory_limit_bytes=memory_limit_bytes, parents=parents, **env)
+        return outcome, log, phases
+    return run
+
+
+def test_answer_is_read(fake, tmp_path: Path) -> None:
     outcome, _, _ = fake("answer", tmp_path)
     assert outcome.answer == WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5))
     assert outcome.answer.record() == {"status": "valid", "reasons": [], "metrics": {"prepare_s": 1.5}, "environment": {},
@@ -39,14 +64,14 @@ def test_answer_is_read(tmp_path: Path) -> None:
     assert outcome.returncode == 0 and not outcome.timed_out
 
 
-def test_an_answer_of_another_protocol_version_is_no_answer(tmp_path: Path) -> None:
+def test_an_answer_of_another_protocol_version_is_no_answer(fake, tmp_path: Path) -> None:
     outcome, log, _ = fake("garbled", tmp_path)
     assert outcome.answer is None
     assert "protocol version 99, this harness speaks 1" in log.read_text()
 
 
 def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.setenv("SOME_SECRET_TOKEN", "x")
@@ -61,35 +86,125 @@ def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
     assert not seen["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))  # the cell's own scratch folder
 
 
-def test_segfault_is_named(tmp_path: Path) -> None:
+def test_segfault_is_named(fake, tmp_path: Path) -> None:
     outcome, log, _ = fake("segfault", tmp_path)
     assert outcome.answer is None
     assert outcome.failure_reason(60) == "worker killed by SIGSEGV (in phase prepare)"
     assert "fake worker starting segfault" in log_tail(log)
 
 
-def test_hang_is_killed_with_its_children(tmp_path: Path) -> None:
-    before = {p.pid for p in psutil.process_iter()}
+def test_hang_is_killed_with_its_children(fake, tmp_path: Path) -> None:
     outcome, _, phases = fake("hang", tmp_path, timeout_s=3)
     assert outcome.timed_out and outcome.answer is None
     assert outcome.failure_reason(3) == "time limit of 3 s exceeded (in phase prepare)"
     assert 3 <= outcome.wall_s < 30
     assert phases == ["prepare"]
-    leftovers = [p for p in psutil.process_iter(["cmdline", "status"]) if p.pid not in before
-                 and p.info["status"] != psutil.STATUS_ZOMBIE
-                 and "tests.fakes.workers" in " ".join(p.info["cmdline"] or [])]
-    assert not leftovers
+    worker, grandchild = map(int, (tmp_path / "hang" / "pids").read_text().split())
+    assert ends(worker) and ends(grandchild)  # a SIGKILL takes a moment to take effect
 
 
-def test_exit_without_answer(tmp_path: Path) -> None:
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def ends(pid: int, within_s: float = 10.0) -> bool:
+    """Whether process `pid` is gone (or a zombie) within `within_s`."""
+    deadline = time.monotonic() + within_s
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_exit_without_answer(fake, tmp_path: Path) -> None:
     outcome, log, _ = fake("exit", tmp_path)
     assert outcome.failure_reason(60) == "worker exited with code 3 without an answer (in phase prepare)"
     assert "giving up" in log_tail(log)
 
 
-def test_memory_held_by_a_child_counts_against_the_limit(tmp_path: Path) -> None:
+def test_memory_held_by_a_child_counts_against_the_limit(fake, tmp_path: Path) -> None:
     outcome, _, _ = fake("hog", tmp_path, timeout_s=60, memory_limit_bytes=256 << 20)
     assert not outcome.timed_out and outcome.answer is None
     assert outcome.memory_exceeded_bytes is not None and outcome.memory_exceeded_bytes > 256 << 20
     assert outcome.failure_reason(60).startswith("memory limit of 256 MiB exceeded (the worker's processes held ")
     assert outcome.wall_s < 30
+
+
+def test_a_worker_is_its_own_process_whichever_way_it_started(fake, parents, tmp_path: Path) -> None:
+    """Forked or fresh, a worker leads a session of its own, runs in its scratch folder with stdin
+    empty, and names as the parent it dies with the process that started it."""
+    outcome, log, _ = fake("process", tmp_path)
+    seen = outcome.answer.environment
+    assert seen["sid"] == seen["pgid"] == seen["pid"]
+    assert Path(seen["cwd"]).name.startswith("fusionbench-cell-") and seen["stdin"] == ""
+    assert seen["argv"][1].endswith("request.json")
+    assert seen["ppid"] == seen["parent_pid"]
+    if parents is None:
+        assert seen["parent_pid"] == os.getpid() and not seen["preloaded"] and not seen["torch_imported"]
+    else:
+        assert seen["parent_pid"] != os.getpid() and seen["preloaded"] and seen["torch_imported"]
+    assert str(seen["pid"]) in log.read_text()  # its output went to the cell's log
+
+
+def test_a_forked_worker_sees_the_environment_a_fresh_one_sees(
+    shared_parents: PreloadedParents, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MKL_VERBOSE", "1")
+    seen = {}
+    for start, parents in (("fresh", None), ("preloaded", shared_parents)):
+        request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / start / "environment"))
+        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / f"{start}.log", module="tests.fakes.workers",
+                             env_names=["MKL_VERBOSE"], scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
+                             parents=parents)
+        seen[start] = outcome.answer.environment
+    fresh, forked = seen["fresh"], seen["preloaded"]
+    assert fresh["TORCHINDUCTOR_CACHE_DIR"] != forked["TORCHINDUCTOR_CACHE_DIR"]  # each cell's own folder
+    assert forked["TORCHINDUCTOR_CACHE_DIR"].endswith("inductor-cache")
+    assert {k: v for k, v in fresh.items() if k != "TORCHINDUCTOR_CACHE_DIR"} == \
+        {k: v for k, v in forked.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+
+
+def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fresh(tmp_path: Path) -> None:
+    parents = PreloadedParents()
+
+    def cell(behaviour: str) -> WorkerOutcome:
+        request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / behaviour))
+        return run_worker(request, timeout_s=60, log_path=tmp_path / f"{behaviour}.log", module="tests.fakes.workers",
+                          parents=parents)
+
+    try:
+        assert cell("process").answer.environment["preloaded"]  # the parent is up
+        [parent] = parents._all
+        threading.Timer(2.0, os.kill, (parent.pid, signal.SIGKILL)).start()
+        outcome = cell("hang")
+        assert outcome.answer is None and outcome.returncode == -signal.SIGKILL and outcome.wall_s < 30
+        worker, grandchild = map(int, (tmp_path / "hang" / "pids").read_text().split())
+        assert ends(worker)  # it died with its parent (PR_SET_PDEATHSIG), as with a killed run
+        if alive(grandchild):  # a fork's child does not inherit PR_SET_PDEATHSIG: end it here
+            os.kill(grandchild, signal.SIGKILL)
+        second = cell("process").answer.environment
+        assert not second["preloaded"] and second["parent_pid"] == os.getpid()
+    finally:
+        parents.close()
+
+
+def test_a_parent_running_a_thread_refuses_to_fork_and_the_worker_starts_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(  # a library that starts a thread on import
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{PYTHONPATH}")
+    parents = PreloadedParents()
+    try:
+        request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / "process"))
+        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / "worker.log", module="tests.fakes.workers",
+                             parents=parents)
+        assert outcome.answer.status == "valid" and not outcome.answer.environment["preloaded"]
+        [parent] = parents._all
+        assert parent.broken == "after the imports, 2 threads run here and a fork would carry one"
+    finally:
+        parents.close()

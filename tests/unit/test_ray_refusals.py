@@ -124,6 +124,14 @@ def test_the_connect_timeout_is_a_ray_option_of_positive_seconds(tmp_path: Path,
     assert not (tmp_path / "out").exists()
 
 
+def test_fresh_workers_is_a_local_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    code = main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--executor", "ray", "--fresh-workers"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--fresh-workers is for --executor local; on Ray every cell's worker starts fresh" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_sigterm_while_the_run_waits_for_the_cluster_gives_143_and_leaves_nothing(tmp_path: Path,
                                                                                   silent_port: int) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install .[ray])")

@@ -1,0 +1,160 @@
+"""A preloaded parent for cells' workers: `python -m harness.measure.preloaded RUNNER_PID`.
+
+Every cell runs in a process of its own (harness/measure/worker.py), and a fresh Python spends
+about 5 CPU-seconds before it measures anything: importing torch and torchvision (which imports
+torch._dynamo) and the harness's measuring modules. This process pays that once: the run starts
+it with the environment its cells' workers get (the same whitelist, slot, thread counts and
+allocator, harness/run/isolation.py), it binds itself to the slot's cores and imports what every
+worker imports, and then forks one child per cell. The child is the worker: its own session and
+process group, the cell's scratch directory as its working directory, its log as stdout and stderr,
+the cell's environment (the start environment plus the cell's own compiler-cache folders), and a
+request that names this process as the parent it dies with. What a cell measures is unchanged;
+what it no longer measures is the imports (its `import` phase is near zero), and the cells of one
+run share the address-space layout of the libraries imported here. `fusionbench run
+--fresh-workers` starts every worker as a new Python instead.
+
+It forks only while it is a single thread (an OpenMP pool or any thread started by an import would
+not survive a fork) with no CUDA context (which a forked child cannot use): before each fork it
+checks, refuses the cell otherwise, and the runner then starts that worker fresh. Libraries that
+end their thread pools at a fork and start them again when next used (OpenBLAS, which numpy starts
+on import) are let do so by one empty fork right after the imports.
+
+Protocol, one JSON object per line: on start, this process writes {"ready": PID} (or {"refused":
+WHY}); then for each line {"module": NAME, "request": PATH, "cwd": DIR, "log": FILE, "env": {...}}
+it reads (the child runs NAME as `python -m NAME PATH` would), it writes {"pid": CHILD} as soon
+as the child exists and {"pid": CHILD, "returncode": CODE} when it has ended (CODE negative for
+a signal, as subprocess gives it). End of input ends this process;
+it dies with the runner (PR_SET_PDEATHSIG), and its child dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import traceback
+from typing import Any, TextIO
+
+#: What every worker imports before it measures anything (harness/measure/worker.py's phases).
+PRELOADED = (
+    "torch", "torchvision", "numpy", "psutil", "mlperf_loadgen",
+    "harness.measure.worker", "harness.measure.activity", "harness.measure.correctness",
+    "harness.measure.loadgen", "harness.measure.machine_speed", "harness.measure.passes",
+    "harness.measure.roofline", "harness.measure.memory", "harness.measure.timing", "harness.models.zoo",
+    "harness.precision",
+)
+
+
+def thread_count() -> int:
+    """This process's threads, as the kernel counts them (1 where /proc cannot tell)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def why_not_fork() -> str | None:
+    """Why a child forked now would not work, or None: more threads than this one (a fork carries
+    only the caller), or a CUDA context (a forked child cannot use its parent's)."""
+    threads = thread_count()
+    if threads != 1:
+        return f"{threads} threads run here and a fork would carry one"
+    import torch
+
+    if torch.cuda.is_initialized():
+        return "CUDA is initialised here and a forked child could not use it"
+    return None
+
+
+def _empty_fork() -> None:
+    """Fork a child that exits at once: libraries' fork handlers (OpenBLAS's) end their pools."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _send(channel: TextIO, message: dict[str, Any]) -> None:
+    channel.write(json.dumps(message) + "\n")
+    channel.flush()
+
+
+def _child(order: dict[str, Any], channels: tuple[int, int]) -> None:
+    """In the forked child: become the cell's worker, then exit with its code (never returns)."""
+    code = 1
+    try:
+        for fd in channels:
+            os.close(fd)
+        os.setsid()
+        os.chdir(order["cwd"])
+        log = os.open(order["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.environ.clear()
+        os.environ.update(order["env"])
+        sys.argv = [order["module"], order["request"]]
+        runpy.run_module(order["module"], run_name="__main__", alter_sys=True)  # as `python -m MODULE REQUEST`
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server loop
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve(runner_pid: int, commands: TextIO, replies: TextIO) -> int:
+    from harness.measure.worker import bind_to_slot, die_with_parent
+
+    die_with_parent(runner_pid)
+    bind_to_slot(os.environ.get("FUSIONBENCH_CPUS"))
+    import importlib
+
+    for module in PRELOADED:
+        importlib.import_module(module)
+    _empty_fork()
+    refusal = why_not_fork()
+    if refusal:
+        _send(replies, {"refused": f"after the imports, {refusal}"})
+        return 1
+    _send(replies, {"ready": os.getpid()})
+    for line in commands:
+        order = json.loads(line)
+        refusal = why_not_fork()
+        if refusal:
+            _send(replies, {"refused": refusal})
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(order, (commands.fileno(), replies.fileno()))
+        _send(replies, {"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        _send(replies, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+    return 0
+
+
+def main() -> int:
+    # The protocol gets file descriptors of its own; stdin reads nothing and stdout goes to stderr,
+    # so no library's print can corrupt it and no child inherits it.
+    commands = os.fdopen(os.dup(0), "r")
+    replies = os.fdopen(os.dup(1), "w")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return serve(int(sys.argv[1]), commands, replies)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
