@@ -93,7 +93,7 @@ def test_bundle_header_describes_the_run(smoke) -> None:
     assert system["cpu"]["logical_cores"] >= 1 and system["python"]["version"]
     assert header["backends"]["eager"]["available"]
     assert len(header["cells"]) == SMOKE_CELLS
-    assert header["executor"]["jobs"] == SMOKE_JOBS
+    assert header["executor"]["jobs"] == SMOKE_JOBS and header["executor"]["worker_start"] == "preloaded"
     assert len({tuple(slot["cpus"]) for slot in header["executor"]["slots"]}) == SMOKE_JOBS, "a core of its own"
 
 
@@ -112,6 +112,7 @@ def test_every_cell_is_valid_with_loadgen_logs(smoke) -> None:
         assert "Result is : VALID" in summary.read_text()
         assert cell["metrics"]["device_time"]["summary"]["n"] >= 10
         assert cell["metrics"]["correctness"]["ok"]
+        assert cell["metrics"]["memory"]["worker_start"] == "preloaded"  # forked: torch was imported once a slot
 
 
 def test_inductor_fuses_and_matches_eager(smoke) -> None:

@@ -28,6 +28,20 @@ BRIEF = ("timing: {min_time_s: 0.1, max_warmup_s: 0.5, repetitions: 2}\n"
          "env: [OMP_NUM_THREADS=1]\n")
 
 
+def test_fresh_workers_start_each_cell_as_a_new_python(tmp_path: Path) -> None:
+    """The default forks each worker from a preloaded parent (test_cli_end_to_end.py's smoke run
+    shows it); --fresh-workers starts each as `python -m harness.measure.worker`, and says so."""
+    scenario = tmp_path / "fresh.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+                        "loadgen: {min_duration_s: 0.2}\n" + BRIEF)
+    done = fusionbench("run", str(scenario), "--device", "cpu", "--out", str(tmp_path / "out"), "--fresh-workers")
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = only_bundle(tmp_path / "out")
+    (cell,) = cells_of(bundle).values()
+    assert cell["metrics"]["memory"]["worker_start"] == "fresh" and cell["phases_s"]["import"] > 0.5  # torch, imported
+    assert json.loads((bundle / "bundle.json").read_text())["executor"]["worker_start"] == "fresh"
+
+
 def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
     scenario = tmp_path / "mixed.yaml"
     scenario.write_text(
