@@ -66,3 +66,20 @@ def test_paired_benchmark_refuses_a_malformed_pair() -> None:
     done = subprocess.run([sys.executable, "benchmarks/paired.py", "--pairs", "resnet18"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "is not backend:model" in done.stderr
+
+
+def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
+    scenario = tmp_path / "one-cell.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
+                        "loadgen: {min_duration_s: 0.2}\ntiming: {min_time_s: 0.1, max_warmup_s: 0.5}\n")
+    out = tmp_path / "worker_start.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/worker_start.py", str(scenario), "--rounds", "1", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert [len(figures["runs"][way]) for way in ("preloaded", "fresh")] == [1, 1]
+    assert all(run["exit"] == 0 and run["cpu_s"] > 0 for runs in figures["runs"].values() for run in runs)
+    assert figures["ratio_wall_s"] > 0 and figures["ratio_cpu_s"] > 0
+    assert "ratio preloaded / fresh" in done.stdout
