@@ -158,6 +158,11 @@ class LoadGenRun(Record):
     warnings: list[str] = []
 
 
+#: How a cell's worker started: "preloaded" (forked by a parent that had imported torch,
+#: harness/measure/preloaded.py) or "fresh" (a new Python, as every cell was before preloaded parents).
+WorkerStart = Literal["fresh", "preloaded"]
+
+
 class Memory(Record):
     """Host (and on a GPU, device) memory of the worker (harness/measure/memory.py)."""
 
@@ -172,10 +177,8 @@ class Memory(Record):
     nvml_process_peak_bytes: Bytes | None = None
     nvml_device_used_peak_bytes: Bytes | None = None
     nvml_device_used_delta_bytes: Bytes | None = None
-    #: How the worker started, which moves the host figures: "preloaded" (forked by a parent that
-    #: had imported torch, harness/measure/preloaded.py) or "fresh" (a new Python, as every cell
-    #: recorded before preloaded parents was).
-    worker_start: Literal["fresh", "preloaded"] = "fresh"
+    #: How the worker started, which moves the host figures (WorkerStart); older records: "fresh".
+    worker_start: WorkerStart = "fresh"
 
 
 class Kernels(Record):

@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 import pydantic
 
-from harness.bundle.cell_record import Metrics
+from harness.bundle.cell_record import Metrics, WorkerStart
 from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS
 from harness.scenario.cell_config import CellConfig
 
@@ -72,7 +72,7 @@ class WorkerRequest:
     phase_file: str = ""  # set by harness/run/isolation.py for each worker
     answer_file: str = ""
     parent_pid: int | None = None
-    preloaded: bool = False  # forked by a preloaded parent (harness/measure/preloaded.py), not a fresh Python
+    worker_start: WorkerStart = "fresh"  # how the parent started this worker (harness/run/isolation.py)
     input_folder: str | None = None  # `inputs: {source: folder}`: the folder, resolved
     cache_dir: str | None = None  # the artifact cache (exported graphs, engines, compiled libraries)
     peaks: dict[str, Any] | None = None  # the device's measured peaks (harness/measure/roofline.py)

@@ -261,7 +261,7 @@ def _measure(
         with clock.phase(protocol.MEMORY):
             metrics.memory = Memory.model_validate({**memory_pass(
                 prepared, example, cell.passes.memory_iters, device, baseline_rss, baseline_device_used
-            ), "worker_start": "preloaded" if request.preloaded else "fresh"})
+            ), "worker_start": request.worker_start})
         with clock.phase(protocol.PROFILE):
             profile = passes.profile(prepared, example, cell.passes.profile_iters, device, workdir)
             metrics.fusion_report = FusionReportRecord.model_validate(profile.pop("fusion_report"))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.bundle.cell_record import WorkerStart
 from harness.measure.protocol import WorkerRequest
 from harness.run.isolation import WorkerOutcome, run_worker
 from harness.run.preloaded_parents import PreloadedParents
@@ -85,7 +86,7 @@ def run_here(task: CellTask, slot: Slot | None, on_phase: Callable[[str], None],
                       scratch_env=task.scratch_env, slot=slot, stop=stop, parents=parents)
 
 
-def _worker_start(parents: PreloadedParents | None) -> str:
+def _worker_start(parents: PreloadedParents | None) -> WorkerStart:
     return "fresh" if parents is None else "preloaded"
 
 

@@ -27,12 +27,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.bundle.cell_record import WorkerStart
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
 from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_environment
 from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
 
-WORKER_MODULE = "harness.measure.worker"
 POLL_S = 0.1
 LOG_TAIL_LINES = 40
 MIB = 1 << 20
@@ -108,7 +108,7 @@ def run_worker(
     timeout_s: float,
     log_path: Path,
     on_phase: Callable[[str], None] = lambda phase: None,
-    module: str = WORKER_MODULE,
+    module: str = "harness.measure.worker",
     memory_limit_bytes: int | None = None,
     env_names: list[str] | tuple[str, ...] = (),
     scratch_env: Mapping[str, str] | None = None,
@@ -134,9 +134,9 @@ def run_worker(
             parent = lending.enter_context(parents.lent(start_environment(env, scratch_env or {})))
         request_path = workdir / "request.json"
 
-        def write_request(parent_pid: int, preloaded: bool) -> None:
+        def write_request(parent_pid: int, worker_start: WorkerStart) -> None:
             request_path.write_text(replace(request, phase_file=str(phase_file), answer_file=str(answer_file),
-                                            parent_pid=parent_pid, preloaded=preloaded).to_json())
+                                            parent_pid=parent_pid, worker_start=worker_start).to_json())
 
         last_phase = "start"
         timed_out = False
@@ -145,10 +145,10 @@ def run_worker(
         with log_path.open("wb") as log:
             proc: Started | None = None
             if parent is not None and parent.broken is None:
-                write_request(parent.pid, True)
+                write_request(parent.pid, "preloaded")
                 proc = parent.fork(module, request_path, workdir, log_path, env)
             if proc is None:  # no preloaded parent, or it could not fork: a fresh Python
-                write_request(os.getpid(), False)
+                write_request(os.getpid(), "fresh")
                 proc = subprocess.Popen(
                     [sys.executable, "-m", module, str(request_path)],
                     cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -26,8 +26,6 @@ from harness.run.scratch import scratch_dir
 
 #: How long a parent may take to import what it preloads (torch, torchvision, the harness) and say so.
 START_TIMEOUT_S = 120.0
-#: How long a parent may take to say its killed child has ended.
-REAP_TIMEOUT_S = 30.0
 
 
 class _Lines:

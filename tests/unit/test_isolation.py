@@ -142,9 +142,9 @@ def test_a_worker_is_its_own_process_whichever_way_it_started(fake, parents, tmp
     assert seen["argv"][1].endswith("request.json")
     assert seen["ppid"] == seen["parent_pid"]
     if parents is None:
-        assert seen["parent_pid"] == os.getpid() and not seen["preloaded"] and not seen["torch_imported"]
+        assert seen["parent_pid"] == os.getpid() and seen["worker_start"] == "fresh" and not seen["torch_imported"]
     else:
-        assert seen["parent_pid"] != os.getpid() and seen["preloaded"] and seen["torch_imported"]
+        assert seen["parent_pid"] != os.getpid() and seen["worker_start"] == "preloaded" and seen["torch_imported"]
     assert str(seen["pid"]) in log.read_text()  # its output went to the cell's log
 
 
@@ -175,7 +175,7 @@ def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fr
                           parents=parents)
 
     try:
-        assert cell("process").answer.environment["preloaded"]  # the parent is up
+        assert cell("process").answer.environment["worker_start"] == "preloaded"  # the parent is up
         [parent] = parents._all
         threading.Timer(2.0, os.kill, (parent.pid, signal.SIGKILL)).start()
         outcome = cell("hang")
@@ -185,7 +185,7 @@ def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fr
         if alive(grandchild):  # a fork's child does not inherit PR_SET_PDEATHSIG: end it here
             os.kill(grandchild, signal.SIGKILL)
         second = cell("process").answer.environment
-        assert not second["preloaded"] and second["parent_pid"] == os.getpid()
+        assert second["worker_start"] == "fresh" and second["parent_pid"] == os.getpid()
     finally:
         parents.close()
 
@@ -203,7 +203,7 @@ def test_a_parent_running_a_thread_refuses_to_fork_and_the_worker_starts_fresh(
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / "process"))
         outcome = run_worker(request, timeout_s=60, log_path=tmp_path / "worker.log", module="tests.fakes.workers",
                              parents=parents)
-        assert outcome.answer.status == "valid" and not outcome.answer.environment["preloaded"]
+        assert outcome.answer.status == "valid" and outcome.answer.environment["worker_start"] == "fresh"
         [parent] = parents._all
         assert parent.broken == "after the imports, 2 threads run here and a fork would carry one"
     finally:
