@@ -13,6 +13,7 @@ latency, a 10^30-byte peak) is a problem, whatever produced it. `fusionbench sch
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, get_args
 
 from harness.allocator import Allocator
@@ -344,11 +345,18 @@ def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
             "title": f"FusionBench {title}, schema version {version}", **built}
 
 
-def problems(record: Any, kind: str, version: int, where: str) -> list[str]:
-    """One line per place where `record` breaks the schema, `where` first."""
+@functools.cache
+def _validator(kind: str, version: int) -> Any:
+    """One validator per schema a process checks against: building the schema from the typed
+    records and compiling it cost more than checking a record does, and validate checks every cell."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema(kind, version))
+    return jsonschema.Draft202012Validator(schema(kind, version))
+
+
+def problems(record: Any, kind: str, version: int, where: str) -> list[str]:
+    """One line per place where `record` breaks the schema, `where` first."""
+    validator = _validator(kind, version)
     lines = []
     for error in sorted(validator.iter_errors(record), key=lambda e: list(map(str, e.absolute_path))):
         while error.context:  # a nullable record (anyOf: the record, null): say what is wrong deepest inside it
