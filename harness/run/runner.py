@@ -99,7 +99,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         _refuse_an_empty_selection(resolved, bundle.header["device"] if bundle else resolved["device"], request.only)
     ray_executor = _reach_ray(request, bundle, resolved, all_finished)
+    # Where the cache and the bundle go, and room for the cells where the device is known: a
+    # refusal costs no probe (seconds) and leaves no bundle.
+    if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
+        preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
+        preflight.writable(request.out_dir)
+        if resolved["device"] != "auto":
+            preflight.check_room(request.out_dir, len(select(expand(resolved, resolved["device"]), request.only or {})))
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
     # A resumed run stays on the device it started on, whatever `auto` would pick today.
     if all_finished:
@@ -116,14 +123,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     cells = select(expand(resolved, device), request.only or {})
     if ray_executor is not None and not all_finished:
         ray_executor.join(device)
-    executor = ray_executor if ray_executor is not None else _executor(request, device, probe, closing)
-    if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
-        preflight.writable(request.cache_dir, "--cache-dir")
+    executor = ray_executor if ray_executor is not None else _executor(request, device, probe, cells, closing)
     if bundle is None:
-        out_dir = preflight.writable(request.out_dir)
-        preflight.check_room(out_dir, len(cells))
+        if resolved["device"] == "auto":  # the cells are known now
+            preflight.check_room(request.out_dir, len(cells))
         bundle = Bundle.create(
-            out_dir,
+            request.out_dir,
             new_run_id(resolved["name"]),
             {
                 "created": utc_now(),
@@ -205,10 +210,10 @@ def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, A
     return executor
 
 
-def _executor(request: RunRequest, device: str, probe: dict[str, Any], closing: ExitStack) -> Executor:
+def _executor(request: RunRequest, device: str, probe: dict[str, Any], cells: list[Cell], closing: ExitStack) -> Executor:
     parents = None
     if not request.fresh_workers:
-        parents = PreloadedParents()
+        parents = PreloadedParents(sorted({cell.config.backend for cell in cells}))
         closing.callback(parents.close)
     if request.jobs == 1:
         return Serial(parents)
