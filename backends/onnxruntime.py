@@ -79,6 +79,8 @@ def _ort() -> Any:
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     options_model = OnnxRuntimeOptions
+    # The exporter's onnxscript; not onnxruntime itself, whose import starts a thread.
+    preload = ("onnxscript",)
 
     def availability(self, device: str) -> Availability:
         try:

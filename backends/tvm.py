@@ -74,6 +74,7 @@ class TVMBackend(Backend):
 
     name = "tvm"
     options_model = TVMOptions
+    preload = ("tvm",)  # about 3 CPU-seconds of import (its runtime library and Relax)
 
     def availability(self, device: str) -> Availability:
         try:

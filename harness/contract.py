@@ -149,6 +149,10 @@ class Backend(abc.ABC):
     #: folder name), e.g. a compiler's on-disk cache; the worker's environment is otherwise the
     #: whitelisted one (harness/run/isolation.py).
     scratch_env: ClassVar[dict[str, str]] = {}
+    #: Modules this backend's cells import that a run's preloaded parent (harness/measure/preloaded.py)
+    #: may import once, so that each forked worker need not: only modules that start no thread when
+    #: imported (a parent running a second thread cannot fork, and its cells' workers start fresh).
+    preload: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def variant(cls, fusion: OnOff = "on", options: Mapping[str, Any] | None = None, graphs: OnOff = "off") -> Variant:

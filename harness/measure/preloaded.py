@@ -1,11 +1,13 @@
-"""A preloaded parent for cells' workers: `python -m harness.measure.preloaded RUNNER_PID`.
+"""A preloaded parent for cells' workers: `python -m harness.measure.preloaded RUNNER_PID [BACKEND...]`.
 
 Every cell runs in a process of its own (harness/measure/worker.py), and a fresh Python spends
 about 5 CPU-seconds before it measures anything: importing torch and torchvision (which imports
 torch._dynamo) and the harness's measuring modules. This process pays that once: the run starts
 it with the environment its cells' workers get (the same whitelist, slot, thread counts and
 allocator, harness/run/isolation.py), it binds itself to the slot's cores and imports what every
-worker imports, and then forks one child per cell. The child is the worker: its own session and
+worker imports and what the run's backends name as theirs to preload (`Backend.preload`: TVM's
+runtime, Inductor's compiler, about 3 and 1.5 CPU-seconds a cell otherwise; a module that fails
+to import is left to the worker, which reports it), and then forks one child per cell. The child is the worker: its own session and
 process group, the cell's scratch directory as its working directory, its log as stdout and stderr,
 the cell's environment (the start environment plus the cell's own compiler-cache folders), and a
 request that names this process as the parent it dies with. What a cell measures is unchanged;
@@ -112,7 +114,21 @@ def _child(order: dict[str, Any], channels: tuple[int, int]) -> None:
             os._exit(code)
 
 
-def serve(runner_pid: int, commands: TextIO, replies: TextIO) -> int:
+def backend_modules(backends: list[str]) -> list[str]:
+    """What the named backends ask a preloaded parent to import (`Backend.preload`), in order; a
+    backend that cannot be loaded names nothing (its cells' workers report why)."""
+    from harness import registry
+
+    modules: list[str] = []
+    for name in backends:
+        try:
+            modules += [m for m in registry.load(name).preload if m not in modules]
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is its cells' failure, not this parent's
+            print(f"preloaded: backend {name!r} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return modules
+
+
+def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: list[str] | None = None) -> int:
     from harness.measure.worker import bind_to_slot, die_with_parent
 
     die_with_parent(runner_pid)
@@ -121,6 +137,11 @@ def serve(runner_pid: int, commands: TextIO, replies: TextIO) -> int:
 
     for module in PRELOADED:
         importlib.import_module(module)
+    for module in backend_modules(backends or []):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - the worker imports it again and reports what fails
+            print(f"preloaded: {module} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
     _empty_fork()
     refusal = why_not_fork()
     if refusal:
@@ -153,7 +174,7 @@ def main() -> int:
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)
-    return serve(int(sys.argv[1]), commands, replies)
+    return serve(int(sys.argv[1]), commands, replies, sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,14 +80,14 @@ class ForkedWorker:
 
 
 class PreloadedParent:
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], backends: Sequence[str] = ()) -> None:
         self.broken: str | None = None
         self._resources = ExitStack()
         workdir = self._resources.enter_context(scratch_dir("fusionbench-preloaded-"))
         self.stderr_path = workdir / "stderr.log"
         with self.stderr_path.open("wb") as stderr:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.measure.preloaded", str(os.getpid())],
+                [sys.executable, "-m", "harness.measure.preloaded", str(os.getpid()), *backends],
                 cwd=workdir, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                 start_new_session=True,
             )
@@ -142,9 +142,11 @@ class PreloadedParent:
 
 
 class PreloadedParents:
-    """The run's parents, by start environment; each lent to one cell at a time."""
+    """The run's parents, by start environment; each lent to one cell at a time. Each preloads
+    what `backends` (the run's) name for it (`Backend.preload`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, backends: Sequence[str] = ()) -> None:
+        self._backends = tuple(backends)
         self._idle: dict[tuple[tuple[str, str], ...], list[PreloadedParent]] = {}
         self._all: list[PreloadedParent] = []
         self._lock = threading.Lock()
@@ -156,7 +158,7 @@ class PreloadedParents:
             idle = self._idle.setdefault(key, [])
             parent = idle.pop() if idle else None
         if parent is None:
-            parent = PreloadedParent(env)
+            parent = PreloadedParent(env, self._backends)
             with self._lock:
                 self._all.append(parent)
         try:

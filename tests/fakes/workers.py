@@ -51,7 +51,7 @@ def main() -> None:
         process = {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
                    "cwd": os.getcwd(), "argv": sys.argv, "parent_pid": request.parent_pid,
                    "worker_start": request.worker_start, "torch_imported": "torch" in sys.modules,
-                   "stdin": os.read(0, 10).decode()}
+                   "modules": sorted(sys.modules), "stdin": os.read(0, 10).decode()}
         Path(request.answer_file).write_text(WorkerAnswer(status="valid", environment=process).to_json())
         print(json.dumps(process))
 

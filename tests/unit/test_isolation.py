@@ -4,6 +4,7 @@ parent (harness/run/preloaded_parents.py), which must be indistinguishable to th
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness import registry
 from harness.bundle.cell_record import Metrics
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.isolation import WorkerOutcome, log_tail, run_worker
@@ -32,8 +34,9 @@ def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def shared_parents():
-    """One set of preloaded parents for the module (each imports torch once: seconds)."""
-    parents = PreloadedParents()
+    """One set of preloaded parents for the module (each imports torch once: seconds), preloading
+    what every registered backend names: a forking parent shows that none of it starts a thread."""
+    parents = PreloadedParents(registry.names())
     yield parents
     parents.close()
 
@@ -164,6 +167,22 @@ def test_a_forked_worker_sees_the_environment_a_fresh_one_sees(
     assert forked["TORCHINDUCTOR_CACHE_DIR"].endswith("inductor-cache")
     assert {k: v for k, v in fresh.items() if k != "TORCHINDUCTOR_CACHE_DIR"} == \
         {k: v for k, v in forked.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+
+
+def test_a_forked_worker_finds_what_the_runs_backends_preload_already_imported(
+    shared_parents: PreloadedParents, tmp_path: Path
+) -> None:
+    preloads = {module for name in registry.names() for module in registry.load(name).preload
+                if importlib.util.find_spec(module.split(".")[0]) is not None}
+    assert "torch._inductor.compile_fx" in preloads
+    seen = {}
+    for start, parents in (("fresh", None), ("preloaded", shared_parents)):
+        request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / start / "process"))
+        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / f"{start}.log", module="tests.fakes.workers",
+                             parents=parents)
+        assert outcome.answer.environment["worker_start"] == start
+        seen[start] = set(outcome.answer.environment["modules"])
+    assert preloads <= seen["preloaded"] and not preloads & seen["fresh"]
 
 
 def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fresh(tmp_path: Path) -> None:
