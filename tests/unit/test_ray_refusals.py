@@ -148,8 +148,8 @@ def test_sigterm_while_the_run_waits_for_the_cluster_gives_143_and_leaves_nothin
     assert run.returncode == 143, out[-2000:] + err[-2000:]
     assert "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
-    time.sleep(0.5)
-    assert not _probes_left(str(silent_port)), "the process that asked the cluster outlived the run"
+    _, alive = psutil.wait_procs(_probes_left(str(silent_port)), timeout=10)  # a loaded machine reaps it late
+    assert not alive, "the process that asked the cluster outlived the run"
 
 
 def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
