@@ -123,7 +123,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     cells = select(expand(resolved, device), request.only or {})
     if ray_executor is not None and not all_finished:
         ray_executor.join(device)
-    executor = ray_executor if ray_executor is not None else _executor(request, device, probe, cells, closing)
+    # The backends that will run here (a resume's missing cells; none the probe found unavailable): a
+    # preloaded parent imports what they name once for the run.
+    running = sorted({c.config.backend for c in cells if (bundle is None or not bundle.finished(c.id))
+                      and (probe["backends"].get(c.config.backend) or {}).get("available")})
+    executor = ray_executor if ray_executor is not None else _executor(request, device, probe, running, closing)
     if bundle is None:
         if resolved["device"] == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -210,10 +214,11 @@ def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, A
     return executor
 
 
-def _executor(request: RunRequest, device: str, probe: dict[str, Any], cells: list[Cell], closing: ExitStack) -> Executor:
+def _executor(request: RunRequest, device: str, probe: dict[str, Any], backends: list[str],
+              closing: ExitStack) -> Executor:
     parents = None
     if not request.fresh_workers:
-        parents = PreloadedParents(sorted({cell.config.backend for cell in cells}))
+        parents = PreloadedParents(backends)
         closing.callback(parents.close)
     if request.jobs == 1:
         return Serial(parents)
