@@ -7,10 +7,11 @@ it with the environment its cells' workers get (the same whitelist, slot, thread
 allocator, harness/run/isolation.py), it binds itself to the slot's cores and imports what every
 worker imports and what the run's backends name as theirs to preload (`Backend.preload`: TVM's
 runtime, Inductor's compiler, about 3 and 1.5 CPU-seconds a cell otherwise; a module that fails
-to import is left to the worker, which reports it), and then forks one child per cell. The child is the worker: its own session and
-process group, the cell's scratch directory as its working directory, its log as stdout and stderr,
-the cell's environment (the start environment plus the cell's own compiler-cache folders), and a
-request that names this process as the parent it dies with. What a cell measures is unchanged;
+to import is left to the worker, which reports it), and then forks one child per cell. The child
+is the worker: its own session and process group, the cell's scratch directory as its working
+directory, its log as stdout and stderr, the cell's environment (the start environment plus the
+cell's own compiler-cache folders), and a request that names this process as the parent it dies
+with. What a cell measures is unchanged;
 what it no longer measures is the imports (its `import` phase is near zero), and the cells of one
 run share the address-space layout of the libraries imported here. `fusionbench run
 --fresh-workers` starts every worker as a new Python instead.
@@ -31,11 +32,13 @@ it dies with the runner (PR_SET_PDEATHSIG), and its child dies with it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 #: What every worker imports before it measures anything (harness/measure/worker.py's phases).
@@ -114,34 +117,28 @@ def _child(order: dict[str, Any], channels: tuple[int, int]) -> None:
             os._exit(code)
 
 
-def backend_modules(backends: list[str]) -> list[str]:
-    """What the named backends ask a preloaded parent to import (`Backend.preload`), in order; a
-    backend that cannot be loaded names nothing (its cells' workers report why)."""
+def _preload(backends: Sequence[str]) -> None:
+    """Import what the named backends ask a preloaded parent to (`Backend.preload`). A backend that
+    cannot be loaded, or a module that fails to import, is left to the cells' workers, which
+    import it again and report what fails."""
     from harness import registry
 
-    modules: list[str] = []
     for name in backends:
         try:
-            modules += [m for m in registry.load(name).preload if m not in modules]
+            for module in registry.load(name).preload:
+                importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - a broken plugin is its cells' failure, not this parent's
-            print(f"preloaded: backend {name!r} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return modules
+            print(f"preloaded: backend {name!r} not fully preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: list[str] | None = None) -> int:
+def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence[str] = ()) -> int:
     from harness.measure.worker import bind_to_slot, die_with_parent
 
     die_with_parent(runner_pid)
     bind_to_slot(os.environ.get("FUSIONBENCH_CPUS"))
-    import importlib
-
     for module in PRELOADED:
         importlib.import_module(module)
-    for module in backend_modules(backends or []):
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001 - the worker imports it again and reports what fails
-            print(f"preloaded: {module} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
+    _preload(backends)
     _empty_fork()
     refusal = why_not_fork()
     if refusal:
