@@ -3,12 +3,15 @@ out-of-tree plugin (installed by tests/conftest.py). A backend that cannot run h
 with the reason it gives; nothing is faked.
 
 The model is small (conv+bn+relu, a residual add, pooling and a linear layer), so every backend
-compiles it in seconds, yet it has the patterns whose fusion the harness reports.
+compiles it in seconds, yet it has the patterns whose fusion the harness reports. Each backend's
+two variants are compiled once for the module (`prepared`) and closed at its end: the checks of
+one compile read it, none changes it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,6 +77,22 @@ def _prepare(backend: Backend, fusion: str, tmp_path: Path, **options: object) -
     )
 
 
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, str], Prepared]]:
+    """`prepared(name, fusion)`: the backend's variant of the model, compiled on first use in this
+    module (a skip or failure is not kept: the next test asks again) and closed at its end."""
+    made: dict[tuple[str, str], Prepared] = {}
+
+    def get(name: str, fusion: str) -> Prepared:
+        if (name, fusion) not in made:
+            made[name, fusion] = _prepare(_backend(name), fusion, tmp_path_factory.mktemp(f"{name}-{fusion}"))
+        return made[name, fusion]
+
+    yield get
+    for variant in made.values():
+        variant.close()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_registration_and_static_answers(name: str) -> None:
     cls = registry.load(name)
@@ -97,63 +116,59 @@ def test_registration_and_static_answers(name: str) -> None:
 
 @pytest.mark.parametrize("fusion", ["on", "off"])
 @pytest.mark.parametrize("name", NAMES)
-def test_prepare_call_report(name: str, fusion: str, tmp_path: Path) -> None:
+def test_prepare_call_report(name: str, fusion: str, prepared: Callable[[str, str], Prepared]) -> None:
     backend = _backend(name)
-    prepared = _prepare(backend, fusion, tmp_path)
-    try:
-        assert isinstance(prepared, Prepared)
-        assert prepared.prepare_cache in CACHE_STATES
-        model, example = _model_and_input()
-        with torch.no_grad():
-            reference = model(example)
-        output = prepared(example)
-        prepared.synchronize()
+    variant = prepared(name, fusion)
+    assert isinstance(variant, Prepared)
+    assert variant.prepare_cache in CACHE_STATES
+    model, example = _model_and_input()
+    with torch.no_grad():
+        reference = model(example)
+    output = variant(example)
+    variant.synchronize()
+    if backend.computes_model:
+        assert tuple(output.shape) == tuple(reference.shape)
+        verdict = compare(output, reference, "fp32")
+        assert verdict["ok"], f"{name} fusion={fusion}: {verdict['reason']}"
+
+    report = variant.fusion_report()
+    assert isinstance(report, FusionReport)
+    as_json = report.to_json()
+    assert as_json["kernel_count"] == len(report.kernels)
+    assert set(as_json["kernels_by_class"]) == set(CLASSES)
+    for kernel in report.kernels:
+        assert isinstance(kernel.kernel, str) and kernel.kernel
+        assert all(isinstance(op, str) and op for op in kernel.ops)
+    if backend.computes_model:
+        assert report.kernels, f"{name} reported no kernels for a model that computes"
+
+    dispatches = variant.cpu_dispatches(example)
+    if dispatches is not None:
+        assert isinstance(dispatches, int) and dispatches >= 0
         if backend.computes_model:
-            assert tuple(output.shape) == tuple(reference.shape)
-            verdict = compare(output, reference, "fp32")
-            assert verdict["ok"], f"{name} fusion={fusion}: {verdict['reason']}"
+            assert dispatches > 0
+        assert variant.dispatch_definition, "a dispatch count needs its definition"
+    figures = variant.profile_figures(example)
+    assert isinstance(figures, dict)
 
-        report = prepared.fusion_report()
-        assert isinstance(report, FusionReport)
-        as_json = report.to_json()
-        assert as_json["kernel_count"] == len(report.kernels)
-        assert set(as_json["kernels_by_class"]) == set(CLASSES)
-        for kernel in report.kernels:
-            assert isinstance(kernel.kernel, str) and kernel.kernel
-            assert all(isinstance(op, str) and op for op in kernel.ops)
-        if backend.computes_model:
-            assert report.kernels, f"{name} reported no kernels for a model that computes"
-
-        dispatches = prepared.cpu_dispatches(example)
-        if dispatches is not None:
-            assert isinstance(dispatches, int) and dispatches >= 0
-            if backend.computes_model:
-                assert dispatches > 0
-            assert prepared.dispatch_definition, "a dispatch count needs its definition"
-        figures = prepared.profile_figures(example)
-        assert isinstance(figures, dict)
-
-        # Recorded in the cell as they are: JSON, and an fp32 cell's own library never runs TF32.
-        rewrites, math = prepared.rewrites(), prepared.math_mode()
-        assert isinstance(rewrites, dict) and isinstance(math, dict)
-        json.dumps({"rewrites": rewrites, "math_mode": math})
-        assert not math.get("tf32"), f"{name} fusion={fusion}: an fp32 cell's library must run IEEE fp32"
-    finally:
-        prepared.close()
+    # Recorded in the cell as they are: JSON, and an fp32 cell's own library never runs TF32.
+    rewrites, math = variant.rewrites(), variant.math_mode()
+    assert isinstance(rewrites, dict) and isinstance(math, dict)
+    json.dumps({"rewrites": rewrites, "math_mode": math})
+    assert not math.get("tf32"), f"{name} fusion={fusion}: an fp32 cell's library must run IEEE fp32"
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_fusion_off_dispatches_at_least_fusion_on(name: str, tmp_path: Path) -> None:
+def test_fusion_off_dispatches_at_least_fusion_on(name: str, prepared: Callable[[str, str], Prepared]) -> None:
     backend = _backend(name)
     if not backend.computes_model:
         pytest.skip(f"{name} computes no model")
     counts = {}
+    _, example = _model_and_input()
     for fusion in ("on", "off"):
-        prepared = _prepare(backend, fusion, tmp_path)
-        model, example = _model_and_input()
-        counts[fusion] = prepared.cpu_dispatches(example)
-        fusions = prepared.fusion_report().fusions
-        prepared.close()
+        variant = prepared(name, fusion)
+        counts[fusion] = variant.cpu_dispatches(example)
+        fusions = variant.fusion_report().fusions
         if fusion == "off":
             assert fusions == 0, f"{name} fusion=off still reports {fusions} fused kernel(s)"
     if counts["on"] is None:
