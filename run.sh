@@ -6,6 +6,7 @@
 #   ./run.sh gpu-check                                          check a GPU machine end to end (about 8 minutes)
 #   ./run.sh --resume results/<run>                             finish the cells a bundle is missing
 #   ./run.sh --container cpu|cuda scenarios/offline.yaml [...]  run a scenario inside the reproducible image
+#   ./run.sh engine start|stop|status                          a Docker engine of its own where none runs (Linux, root)
 #   ./run.sh --install-plan                                     print what the bootstrap would install, install nothing
 #   ./run.sh <fusionbench command> ...                          any other CLI command (backends, models, ...)
 #

@@ -103,6 +103,16 @@ def _parser() -> argparse.ArgumentParser:
     container.add_argument("run_args", nargs=argparse.REMAINDER, metavar="RUN_ARGS",
                            help="what `fusionbench run` takes: SCENARIO.yaml [--device ...] [--only ...] [--out DIR] ...")
 
+    engine = sub.add_parser(
+        "engine", help="start or stop a Docker engine of fusionbench's own where none runs (Linux, root)",
+        description="start: where no engine answers, install Debian's docker.io if needed and start dockerd with its "
+        "own data root and no changes to the host's network; stop: end it and put the host back as it was; "
+        "status: say which engine answers. Images are kept under $FUSIONBENCH_ENGINE_ROOT "
+        "(default /var/lib/fusionbench-engine).",
+    )
+    engine.add_argument("action", choices=("start", "stop", "status"))
+    engine.add_argument("--purge", action="store_true", help="stop: also delete the engine's images and data")
+
     schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
     schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
                         help="scenario file (default), bundle.json, or cells/<id>.json")
@@ -155,6 +165,21 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
 
     repo = SOURCE_ROOT
     return launch(args.kind, args.run_args, repo=repo, cache=default_cache_dir())
+
+
+def _cmd_engine(args: argparse.Namespace, console: Console) -> int:
+    from harness.run import engine
+
+    if args.purge and args.action != "stop":
+        raise ConfigError("--purge goes with `engine stop`")
+    paths = engine.EnginePaths.from_environment()
+    if args.action == "start":
+        engine.start(paths)
+        return 0
+    if args.action == "stop":
+        engine.stop(paths, purge=args.purge)
+        return 0
+    return engine.status(paths)
 
 
 def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
@@ -225,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
-                "container": _cmd_container, "gpu-check": _cmd_gpu_check, **BUNDLE_COMMANDS}
+                "container": _cmd_container, "engine": _cmd_engine, "gpu-check": _cmd_gpu_check, **BUNDLE_COMMANDS}
     if args.command is None:
         _parser().print_help()
         return 0

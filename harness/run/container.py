@@ -12,8 +12,10 @@ when no image has that tag. The container then runs:
 - with the image's tag, id and digest in its environment, which the bundle records
   (`system.container`).
 Its output is streamed as it comes; Ctrl-C is passed on as SIGINT, so the run inside stops the
-way a native one does. Where no Docker engine answers, one line says so and how to run natively,
-before anything is created.
+way a native one does. Where no Docker engine answers and this machine can start one of the
+project's own (harness/run/engine.py: Linux, root, DOCKER_HOST unset), it is started for the run
+and stopped after it; elsewhere one line says so and how to run natively, before anything is
+created.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import harness
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code
+from harness.run.engine import OwnEngine, own_engine_here
 
 KINDS = ("cpu", "cuda")
 REPO_MOUNT = "/work/repo"
@@ -151,20 +154,40 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
 
 
 def launch(kind: str, args: list[str], *, repo: Path, cache: Path, make_client: Callable[[], Any] | None = None,
-           write: Callable[[str], object] = sys.stdout.write) -> int:
+           write: Callable[[str], object] = sys.stdout.write, own_engine: OwnEngine | None = None) -> int:
     """Build the image if needed, run `fusionbench run ARGS` in it, stream its output, return its
-    exit code. `cache` is the artifact cache to mount unless ARGS name one with --cache-dir."""
+    exit code. `cache` is the artifact cache to mount unless ARGS name one with --cache-dir. Where
+    no engine answers, `own_engine` (by default the one this machine can start, for the real Docker
+    SDK only) is started for the run and stopped after it."""
     if kind not in KINDS:
         raise ConfigError(f"--container {kind!r}; allowed: {', '.join(KINDS)}")
     if make_client is None:
         import docker
 
         make_client = docker.from_env
+        own_engine = own_engine or own_engine_here(write)
     repo = repo.resolve()
-    client = _client(make_client)  # before anything is created
     results = Path(_option(args, "--out") or "results").resolve()
     cache = Path(_option(args, "--cache-dir") or cache).resolve()
     container_arguments(args, repo, results)  # a path the container cannot see fails here, not in it
+    started = False
+    try:
+        try:
+            client = _client(make_client)  # before anything is created
+        except ContainerError:
+            if own_engine is None:
+                raise
+            write("fusionbench: no Docker engine answers; starting one of fusionbench's own for this run\n")
+            started = own_engine.start()
+            client = _client(make_client)
+        return _run_in_image(client, kind, args, repo, results, cache, write)
+    finally:
+        if started and own_engine is not None:
+            own_engine.stop()
+
+
+def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: Path, cache: Path,
+                  write: Callable[[str], object]) -> int:
     image = _ensure_image(client, repo, kind, write)
     results.mkdir(parents=True, exist_ok=True)
     cache.mkdir(parents=True, exist_ok=True)

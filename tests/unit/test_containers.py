@@ -230,3 +230,44 @@ def test_a_locally_built_image_is_identified_by_its_id(tmp_path: Path, monkeypat
     request = run_request("cpu", LocalImage(), ["scenarios/smoke.yaml"], REPO, tmp_path, tmp_path / "c")
     assert request["environment"]["FUSIONBENCH_IMAGE_DIGEST"] == FakeImage.id
     assert request["environment"]["GIT_CONFIG_VALUE_0"] == container.REPO_MOUNT
+
+
+class FakeOwnEngine:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def start(self) -> bool:
+        self.log.append("start")
+        return True
+
+    def stop(self) -> None:
+        self.log.append("stop")
+
+
+def test_without_an_engine_one_of_its_own_is_started_for_the_run_and_stopped_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    log: list[str] = []
+    client = FakeClient(has_image=True)
+
+    def engine_once_started() -> Any:
+        if "start" not in log:
+            raise ConnectionError("Error while fetching server API version: No such file or directory")
+        log.append("client")
+        return client
+
+    written: list[str] = []
+    code = launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "r")], repo=REPO, cache=tmp_path / "c",
+                  make_client=engine_once_started, write=written.append, own_engine=FakeOwnEngine(log))
+    assert code == 1 and log == ["start", "client", "stop"] and len(client.runs) == 1  # the run's own exit code
+    assert "starting one of fusionbench's own" in written[0]
+
+
+def test_an_engine_of_its_own_is_not_started_where_docker_host_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run import engine
+
+    monkeypatch.setattr(engine, "why_not_here", lambda: None)
+    assert engine.own_engine_here(print, {"DOCKER_HOST": "tcp://build-host:2376"}) is None
+    assert engine.own_engine_here(print, {}) is not None
+    monkeypatch.setattr(engine, "why_not_here", lambda: "starting an engine needs root")
+    assert engine.own_engine_here(print, {}) is None
