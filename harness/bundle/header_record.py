@@ -75,10 +75,14 @@ class Torch(Part):
 
 
 class Container(Part):
+    """The image a containerised run ran in (harness/run/container.py passes these in its environment)."""
+
     in_container: bool | None = None
     image: str | None = None
     image_id: str | None = None
     image_digest: str | None = None
+    layers: list[Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]] | None = None  # diff_ids, base first (v5)
+    base: str | None = None  # Debian by mmdebstrap (and its lock's hash), or the registry image (v5)
 
 
 class MachineNoise(Part):
@@ -127,7 +131,7 @@ class PlannedCell(Part):
 class BundleHeader(Part):
     """`bundle.json`: what ran, on what, by which harness, and the cells it planned."""
 
-    schema_version: Literal[4]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[5]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     run_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,100}$")]
     created: str
     state: State

@@ -23,6 +23,11 @@ History:
   typed. A measured cell gains `metrics.first_call_ratio` (the first call's time over the steady
   median: what compiling or warming up costs the first inference). A v3 record upgrades unchanged:
   it never measured that ratio, so it has none.
+- v5: `system.container` gains `layers` (the image's layer digests, its diff_ids in order) and
+  `base` (where its base came from: Debian by mmdebstrap and the base lock's hash, or the pinned
+  registry image), so `compare` can say whether two runs' software stacks differ and in which
+  layer. A v4 header upgrades unchanged: it recorded neither, so both are absent (null); cells
+  are unchanged.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -72,8 +77,8 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
-HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged}
-CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged}
+HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged}
+CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

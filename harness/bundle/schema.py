@@ -3,17 +3,20 @@
 `schema("bundle", 2)` is the schema of a v2 `bundle.json`, `schema("cell", 2)` of a v2
 `cells/<id>.json`. The current version's schemas are generated from the typed records every
 reader uses (harness/bundle/cell_record.py `CellRecord`, harness/bundle/header_record.py
-`BundleHeader`), and checked in as docs/schemas/; the versions before it describe the files older harnesses wrote,
-each built from the one before by explicit additions, the way `harness.bundle.migrations` upgrades
-records. Ranges are what "sane" means in `fusionbench validate`: a figure outside them (a negative
-latency, a 10^30-byte peak) is a problem, whatever produced it. `fusionbench schema --file cell
---version 2` prints one.
+`BundleHeader`) and checked in as docs/schemas/. The versions before it describe the files older
+harnesses wrote: v1 to v3 each built from the one before by explicit additions, the way
+`harness.bundle.migrations` upgrades records, and v4 as it was generated when v5 replaced it
+(harness/bundle/frozen/). Ranges are what "sane" means in `fusionbench validate`: a figure
+outside them (a negative latency, a 10^30-byte peak) is a problem, whatever produced it.
+`fusionbench schema --file cell --version 2` prints one.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import json
+from pathlib import Path
 from typing import Any, get_args
 
 from harness.allocator import Allocator
@@ -36,6 +39,7 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.rules import SCENARIOS
 
 KINDS = ("bundle", "cell")
+FROZEN = Path(__file__).with_name("frozen")
 
 def _num(maximum: float, minimum: float = 0) -> dict[str, Any]:
     return {"type": "number", "minimum": minimum, "maximum": maximum}
@@ -319,18 +323,34 @@ def _compliance(metric: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "propertyNames": {"enum": list(TESTS)}, "additionalProperties": outcome}
 
 
+def _frozen(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((FROZEN / name).read_text())
+    return loaded
+
+
 def _bundle_v4() -> dict[str, Any]:
+    """As generated from the typed header when v5 replaced it."""
+    return _frozen("bundle-v4.schema.json")
+
+
+def _cell_v4() -> dict[str, Any]:
+    """As generated from the typed cell record when v5 replaced it."""
+    return _frozen("cell-v4.schema.json")
+
+
+def _bundle_v5() -> dict[str, Any]:
     """Generated from the typed header (harness/bundle/header_record.py)."""
     return BundleHeader.model_json_schema(mode="validation")
 
 
-def _cell_v4() -> dict[str, Any]:
+def _cell_v5() -> dict[str, Any]:
     """Generated from the typed record every reader uses: what validate accepts, they can read."""
     return CellRecord.model_json_schema(mode="validation")
 
 
 _BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3, ("bundle", 4): _bundle_v4,
-             ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3, ("cell", 4): _cell_v4}
+             ("bundle", 5): _bundle_v5,
+             ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3, ("cell", 4): _cell_v4, ("cell", 5): _cell_v5}
 
 
 def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -103,6 +104,21 @@ def _parser() -> argparse.ArgumentParser:
     container.add_argument("run_args", nargs=argparse.REMAINDER, metavar="RUN_ARGS",
                            help="what `fusionbench run` takes: SCENARIO.yaml [--device ...] [--only ...] [--out DIR] ...")
 
+    image = sub.add_parser(
+        "image", help="build the container image (no registry needed) or write the base's lock again",
+        description="build KIND: build fusionbench-KIND:<hash> unless it exists (--source auto: from "
+        "containers/Dockerfile where the pinned base can be pulled, else with no registry, bit for bit the same "
+        "from the same commit); prints its tag, id and layer digests. lock-base: write containers/base-debian.lock "
+        "again from a base built now (when Debian has replaced a pinned package).",
+    )
+    image.add_argument("action", choices=("build", "lock-base"))
+    image.add_argument("kind", nargs="?", choices=("cpu", "cuda"), help="build: the image's kind")
+    image.add_argument("--source", choices=("auto", "registry", "debian"), default="auto",
+                       help="build: where the base comes from (default: auto)")
+    image.add_argument("--no-cache", action="store_true",
+                       help="build: remove this recipe's image and base first and build them again (the wheels "
+                       "already gathered are reused: they are checked against the lock's hashes)")
+
     engine = sub.add_parser(
         "engine", help="start or stop a Docker engine of fusionbench's own where none runs (Linux, root)",
         description="start: where no engine answers, install Debian's docker.io if needed and start dockerd with its "
@@ -165,6 +181,33 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
 
     repo = SOURCE_ROOT
     return launch(args.kind, args.run_args, repo=repo, cache=default_cache_dir())
+
+
+def _cmd_image(args: argparse.Namespace, console: Console) -> int:
+    from harness.run import image_base, image_build
+    from harness.run.container import connect, ensure_image
+    from harness.run.system import SOURCE_ROOT
+
+    if args.action == "lock-base":
+        if args.kind or args.no_cache or args.source != "auto":
+            raise ConfigError("image lock-base takes no kind, --source or --no-cache")
+        path = image_build.base_lock(SOURCE_ROOT)
+        with tempfile.TemporaryDirectory(prefix="fusionbench-lock-") as scratch:
+            lock = image_base.relock(image_base.BaseLock.parse(path.read_text()), Path(scratch))
+        path.write_text(lock.render())
+        console.print(f"wrote {path} ({len(lock.packages)} packages)")
+        return 0
+    if args.kind is None:
+        raise ConfigError("image build needs a kind: cpu or cuda")
+    client = connect()
+    if args.no_cache:
+        image_build.forget(client, SOURCE_ROOT, args.kind, image_build.default_build_cache())
+    image = ensure_image(client, SOURCE_ROOT, args.kind, sys.stdout.write, cache=image_build.default_build_cache(),
+                         source=args.source)
+    console.print(f"image {image.tags[0] if image.tags else ''} {image.id}")
+    for layer in (image.attrs.get("RootFS") or {}).get("Layers") or []:
+        console.print(f"  layer {layer}")
+    return 0
 
 
 def _cmd_engine(args: argparse.Namespace, console: Console) -> int:
@@ -250,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
-                "container": _cmd_container, "engine": _cmd_engine, "gpu-check": _cmd_gpu_check, **BUNDLE_COMMANDS}
+                "container": _cmd_container, "engine": _cmd_engine, "image": _cmd_image, "gpu-check": _cmd_gpu_check,
+                **BUNDLE_COMMANDS}
     if args.command is None:
         _parser().print_help()
         return 0

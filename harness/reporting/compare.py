@@ -217,6 +217,18 @@ def _gpus(system: Any) -> str | None:
     return ", ".join(str(lookup(g, "name")) for g in gpus)
 
 
+def _layer_differences(a: Any, b: Any) -> list[tuple[str, str, str]]:
+    """Which of two images' layers differ (by position, base first), when both recorded them."""
+    if not isinstance(a, list) or not isinstance(b, list):
+        return []
+    rows = []
+    for index in range(max(len(a), len(b))):
+        left, right = (a[index] if index < len(a) else "-"), (b[index] if index < len(b) else "-")
+        if left != right:
+            rows.append((f"container layer {index + 1} of {max(len(a), len(b))}", str(left), str(right)))
+    return rows
+
+
 def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(what, A, B) for each fact of the two runs' systems and software that differs."""
     facts = {
@@ -227,7 +239,7 @@ def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, 
         "CUDA (torch build)": ("system", "torch", "cuda_build"), "cuDNN": ("system", "torch", "cudnn"),
         "GPU driver": ("system", "gpu", "driver"), "in a container": ("system", "container", "in_container"),
         "container image": ("system", "container", "image"), "container image id": ("system", "container", "image_id"),
-        "container digest": ("system", "container", "image_digest"),
+        "container digest": ("system", "container", "image_digest"), "container base": ("system", "container", "base"),
     }
     rows = []
     for what, path in facts.items():
@@ -236,6 +248,7 @@ def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, 
             rows.append((what, str(left), str(right)))
     if _gpus(a["system"]) != _gpus(b["system"]):
         rows.append(("GPUs", str(_gpus(a["system"])), str(_gpus(b["system"]))))
+    rows += _layer_differences(lookup(a, "system", "container", "layers"), lookup(b, "system", "container", "layers"))
     packages_a, packages_b = lookup(a, "system", "packages") or {}, lookup(b, "system", "packages") or {}
     for name in sorted(set(packages_a) | set(packages_b)):
         if packages_a.get(name) != packages_b.get(name):

@@ -1,16 +1,21 @@
 """`./run.sh --container cpu|cuda scenarios/offline.yaml ...`: the same `fusionbench run`, inside
 a reproducible image, through the Docker SDK for Python.
 
-The image (containers/Dockerfile) holds the environment: compilers and the hash-locked packages
-of containers/requirements-<kind>.lock. It is tagged `fusionbench-<kind>:<hash>`, the hash
-covering the lock, pyproject.toml (the backends' entry points) and the Dockerfile, and built
-when no image has that tag. The container then runs:
+The image holds the environment: compilers and the hash-locked packages of
+containers/requirements-<kind>.lock. It is tagged `fusionbench-<kind>:<hash>` and built when no
+image has that tag, one of two ways (`image_source`):
+- where the pinned base image can be pulled (a registry answers), from containers/Dockerfile;
+  the hash covers the lock, pyproject.toml (the backends' entry points) and the Dockerfile;
+- where none answers, with no registry and nothing fetched inside the build, bit for bit the same
+  from the same commit (harness/run/image_build.py); the hash also covers the base's lock and
+  the recipe's code.
+The container then runs:
 - as the calling user (results belong to them), with no network;
 - with the repository mounted read-only at /work/repo (the harness that runs is the checkout's),
   the results directory read-write at /work/results and the artifact cache at /work/cache;
 - with the GPU requested (all devices) for `cuda`;
-- with the image's tag, id and digest in its environment, which the bundle records
-  (`system.container`).
+- with the image's tag, id, digest, layer digests and base in its environment, which the bundle
+  records (`system.container`).
 Its output is streamed as it comes; Ctrl-C is passed on as SIGINT, so the run inside stops the
 way a native one does. Where no Docker engine answers and this machine can start one of the
 project's own (harness/run/engine.py: Linux, root, DOCKER_HOST unset), it is started for the run
@@ -29,6 +34,7 @@ from typing import Any
 
 import harness
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code
+from harness.run import image_build
 from harness.run.engine import OwnEngine, own_engine_here
 
 KINDS = ("cpu", "cuda")
@@ -36,6 +42,8 @@ REPO_MOUNT = "/work/repo"
 RESULTS_MOUNT = "/work/results"
 CACHE_MOUNT = "/work/cache"
 DOCKERFILE = "containers/Dockerfile"
+REGISTRY_BASE = "python@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91"  # the Dockerfile's
+SOURCES = ("auto", "registry", "debian")
 
 
 class ContainerError(HarnessError):
@@ -91,6 +99,13 @@ def _option(args: list[str], name: str) -> str | None:
     return None
 
 
+def connect() -> Any:
+    """A client of the engine DOCKER_HOST (else the usual socket) names, or ContainerError."""
+    import docker
+
+    return _client(docker.from_env)
+
+
 def _client(make_client: Callable[[], Any]) -> Any:
     try:
         client = make_client()
@@ -103,14 +118,60 @@ def _client(make_client: Callable[[], Any]) -> Any:
     return client
 
 
-def _ensure_image(client: Any, repo: Path, kind: str, write: Callable[[str], object]) -> Any:
+def image_source(client: Any, wanted: str, write: Callable[[str], object]) -> str:
+    """"registry" (the Dockerfile on the pinned base) or "debian" (no registry): `wanted`, or
+    for "auto" whether the pinned base is here or can be pulled."""
+    if wanted != "auto":
+        return wanted
     from docker.errors import ImageNotFound
 
-    tag = image_tag(repo, kind)
     try:
-        return client.images.get(tag)
+        client.images.get(REGISTRY_BASE)
+        return "registry"
     except ImageNotFound:
         pass
+    try:
+        client.images.pull(REGISTRY_BASE)
+        return "registry"
+    except Exception as exc:  # noqa: BLE001 - no registry, no DNS, a proxy: all mean the same here
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        write(f"fusionbench: the pinned base cannot be pulled ({first}): building with no registry\n")
+        return "debian"
+
+
+def _existing(client: Any, tags: list[str]) -> Any | None:
+    from docker.errors import ImageNotFound
+
+    for tag in tags:
+        try:
+            return client.images.get(tag)
+        except ImageNotFound:
+            continue
+    return None
+
+
+def ensure_image(client: Any, repo: Path, kind: str, write: Callable[[str], object], *, cache: Path,
+                 source: str = "auto") -> Any:
+    """The image to run: one already built from this commit's recipe (either way), else built now."""
+    tags = {"registry": [image_tag(repo, kind)], "debian": [image_build.image_tag(repo, kind)]}
+    found = _existing(client, tags["registry"] + tags["debian"] if source == "auto" else tags[source])
+    if found is not None:
+        return found
+    if image_source(client, source, write) == "debian":
+        write(f"fusionbench: building {image_build.image_tag(repo, kind)} with no registry (first use of this recipe; "
+              "several GB and minutes)\n")
+        return image_build.build(client, repo, kind, cache, write, _run_command)
+    return _build_from_dockerfile(client, repo, kind, write)
+
+
+def _run_command(command: list[str]) -> Any:
+    import subprocess
+
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _build_from_dockerfile(client: Any, repo: Path, kind: str, write: Callable[[str], object]) -> Any:
+    tag = image_tag(repo, kind)
     write(f"fusionbench: building {tag} from {DOCKERFILE} (first use of this lock; this takes a while)\n")
     build_args = {"KIND": kind, "LOCK_SHA256": image_hash(repo, kind), "HARNESS_VERSION": harness.__version__}
     for chunk in client.api.build(path=str(repo), dockerfile=DOCKERFILE, tag=tag, buildargs=build_args,
@@ -127,10 +188,14 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
     from docker.types import DeviceRequest
 
     digests = image.attrs.get("RepoDigests") or []
+    layers = (image.attrs.get("RootFS") or {}).get("Layers") or []
+    base = ((image.attrs.get("Config") or {}).get("Labels") or {}).get("io.fusionbench.base") or f"registry {REGISTRY_BASE}"
     environment = {
         "FUSIONBENCH_IMAGE": image.tags[0] if image.tags else image.id,
         "FUSIONBENCH_IMAGE_ID": image.id,
         "FUSIONBENCH_IMAGE_DIGEST": digests[0] if digests else image.id,
+        "FUSIONBENCH_IMAGE_LAYERS": ",".join(layers),
+        "FUSIONBENCH_IMAGE_BASE": base,
         "HOME": "/tmp",
         # The mounted checkout belongs to another user inside: let git read its commit anyway.
         "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": REPO_MOUNT,
@@ -188,7 +253,7 @@ def launch(kind: str, args: list[str], *, repo: Path, cache: Path, make_client: 
 
 def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: Path, cache: Path,
                   write: Callable[[str], object]) -> int:
-    image = _ensure_image(client, repo, kind, write)
+    image = ensure_image(client, repo, kind, write, cache=image_build.default_build_cache())
     results.mkdir(parents=True, exist_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
     container = client.containers.run(**run_request(kind, image, args, repo, results, cache))

@@ -67,13 +67,16 @@ def cpu_info() -> dict[str, Any]:
 
 def container_info() -> dict[str, Any]:
     """Whether this runs in a container, and which image (`./run.sh --container` passes its tag,
-    id and digest in the environment: harness/run/container.py)."""
+    id, digest, layer digests and base in the environment: harness/run/container.py)."""
     in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+    layers = os.environ.get("FUSIONBENCH_IMAGE_LAYERS")
     return {
         "in_container": in_container,
         "image": os.environ.get("FUSIONBENCH_IMAGE"),
         "image_id": os.environ.get("FUSIONBENCH_IMAGE_ID"),
         "image_digest": os.environ.get("FUSIONBENCH_IMAGE_DIGEST"),
+        "layers": layers.split(",") if layers else None,
+        "base": os.environ.get("FUSIONBENCH_IMAGE_BASE"),
     }
 
 

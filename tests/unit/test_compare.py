@@ -23,7 +23,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
 
 
-TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / "v4" / "cells").glob("*.json")))
+TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / "v5" / "cells").glob("*.json")))
                 if c["status"] == "valid" and c["config"]["backend"] == "eager" and c["config"]["scenario"] == "Offline")
 ACCURACY = {"top1_percent": 50.0, "good": 8, "total": 16, "log_dir": "loadgen/accuracy"}
 
@@ -34,7 +34,7 @@ def record(data: dict[str, Any]) -> CellRecord:
 
 def cell_data(status: str = "valid", samples: list[int] | None = None, reason: str = "", math: str | None = "ieee",
               **fields: Any) -> dict[str, Any]:
-    """A measured cell of the golden v4 bundle (eager Offline), with its timing samples, status and math
+    """A measured cell of the golden v5 bundle (eager Offline), with its timing samples, status and math
     mode as given: the figures `compare` judges are all there, and stay what the golden cell measured."""
     data = json.loads(json.dumps(TEMPLATE))
     data.update(status=status, reasons=[reason] if reason else [], **fields)
@@ -127,6 +127,21 @@ def test_system_differences_list_what_changed() -> None:
     assert ("package torch", "2.11.0", "2.14.1") in rows and ("package onnx", "1.0", "-") in rows
     assert ("package tvm", "-", "0.27") in rows
     assert system_differences(a, a) == []
+
+
+def test_two_images_differ_by_the_layers_that_differ() -> None:
+    def ran_in(base: str, layers: list[str]) -> dict[str, object]:
+        return {"system": {"container": {"in_container": True, "image": "fusionbench-cpu:abc", "base": base,
+                                         "layers": layers}}}
+
+    one, two, three = ("sha256:" + c * 64 for c in "123")
+    rows = system_differences(ran_in("debian bookworm (lock 1)", [one, two]), ran_in("debian bookworm (lock 1)", [one, three]))
+    assert rows == [("container layer 2 of 2", two, three)]  # the same base layer, another packages layer
+    rows = system_differences(ran_in("debian bookworm (lock 1)", [one]), ran_in("registry python@sha256:x", [two, three]))
+    assert ("container base", "debian bookworm (lock 1)", "registry python@sha256:x") in rows
+    assert ("container layer 2 of 2", "-", three) in rows
+    assert system_differences(ran_in("b", [one]), {"system": {"container": {"in_container": False}}}) == [
+        ("in a container", "True", "False"), ("container image", "fusionbench-cpu:abc", "None"), ("container base", "b", "None")]
 
 
 def slowed(tmp_path: Path, factor: float) -> Path:

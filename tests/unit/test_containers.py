@@ -119,20 +119,29 @@ class FakeContainer:
 
 
 class FakeClient:
-    def __init__(self, *, has_image: bool, build_error: str | None = None, interrupt: bool = False) -> None:
+    """An engine that can pull (a registry answers) unless `registry` is False."""
+
+    def __init__(self, *, has_image: bool, build_error: str | None = None, interrupt: bool = False,
+                 registry: bool = True) -> None:
         from docker.errors import ImageNotFound
 
         self.built: list[dict[str, Any]] = []
         self.runs: list[dict[str, Any]] = []
+        self.pulled: list[str] = []
         self.has_image, self.build_error = has_image, build_error
         self.container = FakeContainer([b"fusionbench: 2 cell(s) on cuda\n", b"bundle: /work/results/x\n"], interrupt)
         client = self
 
         class Images:
             def get(self, tag: str) -> FakeImage:
-                if not client.has_image:
+                if not client.has_image or tag in (container.REGISTRY_BASE,):
                     raise ImageNotFound(tag)
                 return FakeImage()
+
+            def pull(self, name: str) -> None:
+                if not registry:
+                    raise ConnectionError("Get https://registry-1.docker.io/v2/: dial tcp: lookup registry-1.docker.io: no such host")
+                client.pulled.append(name)
 
         class Api:
             def build(self, **kwargs: Any) -> Any:
@@ -191,6 +200,17 @@ def test_ctrl_c_is_passed_on_and_the_container_removed(tmp_path: Path, monkeypat
     code = launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "r")], repo=REPO, cache=tmp_path / "c",
                   make_client=lambda: client, write=lambda text: None)
     assert code == 130 and client.container.killed == "SIGINT" and client.container.removed
+
+
+def test_the_registry_decides_how_a_missing_image_is_built() -> None:
+    said: list[str] = []
+    with_registry, without = FakeClient(has_image=False), FakeClient(has_image=False, registry=False)
+    assert container.image_source(with_registry, "auto", said.append) == "registry"
+    assert with_registry.pulled == [container.REGISTRY_BASE] and said == []
+    assert container.image_source(without, "auto", said.append) == "debian"
+    assert len(said) == 1 and "cannot be pulled" in said[0] and "no such host" in said[0]
+    assert container.image_source(without, "registry", said.append) == "registry"  # asked for: no probing
+    assert container.REGISTRY_BASE.split("@")[1] in (REPO / "containers" / "Dockerfile").read_text()
 
 
 def test_without_an_engine_one_line_says_so_and_nothing_is_created(tmp_path: Path) -> None:
