@@ -36,6 +36,7 @@ from harness.run import image_base, image_tar
 from harness.run.image_archive import Layer, config, image_id, write_archive
 
 PYTHON_LIB = "usr/local/lib/python3.11"
+LOAD_TIMEOUT_S = 3600
 GLIBC_MINOR = 36  # Debian bookworm's glibc 2.36: wheels for manylinux_2_36 and older install
 RECIPE = (Path(__file__), Path(image_tar.__file__), Path(image_base.__file__),
           Path(__file__).with_name("image_archive.py"))
@@ -146,10 +147,15 @@ def _load(client: Any, layers: list[Layer], config_bytes: bytes, tag: str) -> st
 
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
-    with os.fdopen(read_fd, "rb") as pipe:
-        for message in client.api.load_image(pipe):
-            if "error" in message:
-                raise ImageBuildError(f"the engine refused the image: {str(message['error'])[:300]}")
+    waited = client.api.timeout
+    client.api.timeout = LOAD_TIMEOUT_S  # the engine answers once it has stored every layer: minutes for GBs
+    try:
+        with os.fdopen(read_fd, "rb") as pipe:
+            for message in client.api.load_image(pipe):
+                if "error" in message:
+                    raise ImageBuildError(f"the engine refused the image: {str(message['error'])[:300]}")
+    finally:
+        client.api.timeout = waited
     thread.join()
     if failure:
         raise ImageBuildError(f"writing the image archive failed: {failure[0]}")
