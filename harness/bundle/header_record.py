@@ -83,6 +83,7 @@ class Container(Part):
     image_digest: str | None = None
     layers: list[Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]] | None = None  # diff_ids, base first (v5)
     base: str | None = None  # Debian by mmdebstrap (and its lock's hash), or the registry image (v5)
+    tensorrt: Literal["on", "off"] | None = None  # whether the image holds TensorRT's libraries (v5)
 
 
 class MachineNoise(Part):

@@ -173,7 +173,8 @@ def _run_command(command: list[str]) -> Any:
 def _build_from_dockerfile(client: Any, repo: Path, kind: str, write: Callable[[str], object]) -> Any:
     tag = image_tag(repo, kind)
     write(f"fusionbench: building {tag} from {DOCKERFILE} (first use of this lock; this takes a while)\n")
-    build_args = {"KIND": kind, "LOCK_SHA256": image_hash(repo, kind), "HARNESS_VERSION": harness.__version__}
+    build_args = {"KIND": kind, "LOCK_SHA256": image_hash(repo, kind), "HARNESS_VERSION": harness.__version__,
+                  "TENSORRT": "on" if kind == "cuda" else "off"}
     for chunk in client.api.build(path=str(repo), dockerfile=DOCKERFILE, tag=tag, buildargs=build_args,
                                   decode=True, rm=True):
         if "error" in chunk:
@@ -189,13 +190,15 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
 
     digests = image.attrs.get("RepoDigests") or []
     layers = (image.attrs.get("RootFS") or {}).get("Layers") or []
-    base = ((image.attrs.get("Config") or {}).get("Labels") or {}).get("io.fusionbench.base") or f"registry {REGISTRY_BASE}"
+    labels = (image.attrs.get("Config") or {}).get("Labels") or {}
+    base = labels.get("io.fusionbench.base") or f"registry {REGISTRY_BASE}"
     environment = {
         "FUSIONBENCH_IMAGE": image.tags[0] if image.tags else image.id,
         "FUSIONBENCH_IMAGE_ID": image.id,
         "FUSIONBENCH_IMAGE_DIGEST": digests[0] if digests else image.id,
         "FUSIONBENCH_IMAGE_LAYERS": ",".join(layers),
         "FUSIONBENCH_IMAGE_BASE": base,
+        "FUSIONBENCH_IMAGE_TENSORRT": labels.get("io.fusionbench.tensorrt") or ("on" if kind == "cuda" else "off"),
         "HOME": "/tmp",
         # The mounted checkout belongs to another user inside: let git read its commit anyway.
         "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": REPO_MOUNT,

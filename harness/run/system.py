@@ -67,7 +67,8 @@ def cpu_info() -> dict[str, Any]:
 
 def container_info() -> dict[str, Any]:
     """Whether this runs in a container, and which image (`./run.sh --container` passes its tag,
-    id, digest, layer digests and base in the environment: harness/run/container.py)."""
+    id, digest, layer digests, base and whether it holds TensorRT in the environment:
+    harness/run/container.py)."""
     in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
     layers = os.environ.get("FUSIONBENCH_IMAGE_LAYERS")
     return {
@@ -77,6 +78,7 @@ def container_info() -> dict[str, Any]:
         "image_digest": os.environ.get("FUSIONBENCH_IMAGE_DIGEST"),
         "layers": layers.split(",") if layers else None,
         "base": os.environ.get("FUSIONBENCH_IMAGE_BASE"),
+        "tensorrt": os.environ.get("FUSIONBENCH_IMAGE_TENSORRT"),
     }
 
 

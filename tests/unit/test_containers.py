@@ -172,6 +172,7 @@ def test_a_missing_image_is_built_then_run_on_the_gpu_with_the_mounts(tmp_path: 
     (build,) = client.built
     assert build["dockerfile"] == "containers/Dockerfile" and build["tag"] == image_tag(REPO, "cuda")
     assert build["buildargs"]["KIND"] == "cuda" and build["buildargs"]["LOCK_SHA256"] == image_hash(REPO, "cuda")
+    assert build["buildargs"]["TENSORRT"] == "on"  # the registry build reaches NVIDIA's index
     (run,) = client.runs
     assert run["user"] == f"{os.getuid()}:{os.getgid()}" and run["network_mode"] == "none"
     assert run["volumes"] == {str(REPO): {"bind": "/work/repo", "mode": "ro"},
@@ -181,6 +182,7 @@ def test_a_missing_image_is_built_then_run_on_the_gpu_with_the_mounts(tmp_path: 
     assert gpu["Count"] == -1 and gpu["Capabilities"] == [["gpu"]]
     assert run["environment"]["FUSIONBENCH_IMAGE_ID"] == FakeImage.id
     assert run["environment"]["FUSIONBENCH_IMAGE_DIGEST"].endswith("2" * 64)
+    assert run["environment"]["FUSIONBENCH_IMAGE_TENSORRT"] == "on"  # an image built before the label: its kind says
     assert run["command"][:2] == ["run", "scenarios/smoke.yaml"] and run["working_dir"] == "/work/repo"
     assert "".join(written).endswith("fusionbench: 2 cell(s) on cuda\nbundle: /work/results/x\n")
 
@@ -243,12 +245,19 @@ def test_the_cli_reports_a_missing_engine_with_exit_2(tmp_path: Path) -> None:
 
 def test_a_locally_built_image_is_identified_by_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
+    layers = ["sha256:" + c * 64 for c in "ab"]
 
     class LocalImage(FakeImage):
-        attrs: dict[str, Any] = {"RepoDigests": []}  # built here, never pushed: no registry digest
+        attrs: dict[str, Any] = {"RepoDigests": [],  # built here, never pushed: no registry digest
+                                 "RootFS": {"Layers": layers},
+                                 "Config": {"Labels": {"io.fusionbench.base": "debian bookworm (lock x)",
+                                                       "io.fusionbench.tensorrt": "off"}}}
 
-    request = run_request("cpu", LocalImage(), ["scenarios/smoke.yaml"], REPO, tmp_path, tmp_path / "c")
+    request = run_request("cuda", LocalImage(), ["scenarios/smoke.yaml"], REPO, tmp_path, tmp_path / "c")
     assert request["environment"]["FUSIONBENCH_IMAGE_DIGEST"] == FakeImage.id
+    assert request["environment"]["FUSIONBENCH_IMAGE_LAYERS"] == ",".join(layers)
+    assert request["environment"]["FUSIONBENCH_IMAGE_BASE"] == "debian bookworm (lock x)"
+    assert request["environment"]["FUSIONBENCH_IMAGE_TENSORRT"] == "off"
     assert request["environment"]["GIT_CONFIG_VALUE_0"] == container.REPO_MOUNT
 
 
@@ -291,3 +300,20 @@ def test_an_engine_of_its_own_is_not_started_where_docker_host_names_one(monkeyp
     assert engine.own_engine_here(print, {}) is not None
     monkeypatch.setattr(engine, "why_not_here", lambda: "starting an engine needs root")
     assert engine.own_engine_here(print, {}) is None
+
+
+def test_the_bundle_records_what_the_launcher_passes_and_it_validates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.bundle.header_record import Container
+    from harness.run.system import container_info
+
+    layers = ["sha256:" + c * 64 for c in "abc"]
+    for name, value in {"FUSIONBENCH_IMAGE": "fusionbench-cuda:0123456789abcdef", "FUSIONBENCH_IMAGE_ID": "sha256:" + "d" * 64,
+                        "FUSIONBENCH_IMAGE_DIGEST": "sha256:" + "d" * 64, "FUSIONBENCH_IMAGE_LAYERS": ",".join(layers),
+                        "FUSIONBENCH_IMAGE_BASE": "debian bookworm (lock x)", "FUSIONBENCH_IMAGE_TENSORRT": "off"}.items():
+        monkeypatch.setenv(name, value)
+    recorded = Container.model_validate(container_info())
+    assert recorded.layers == layers and recorded.base == "debian bookworm (lock x)" and recorded.tensorrt == "off"
+    for name in ("FUSIONBENCH_IMAGE_LAYERS", "FUSIONBENCH_IMAGE_BASE", "FUSIONBENCH_IMAGE_TENSORRT"):
+        monkeypatch.delenv(name)
+    native = Container.model_validate(container_info())
+    assert native.layers is None and native.base is None and native.tensorrt is None
