@@ -134,7 +134,8 @@ def image_source(client: Any, wanted: str, write: Callable[[str], object]) -> st
         client.images.pull(REGISTRY_BASE)
         return "registry"
     except Exception as exc:  # noqa: BLE001 - no registry, no DNS, a proxy: all mean the same here
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        said = str(getattr(exc, "explanation", None) or exc).strip()  # the engine's own words, where it gave them
+        first = (said.splitlines() or [type(exc).__name__])[0][:160]
         write(f"fusionbench: the pinned base cannot be pulled ({first}): building with no registry\n")
         return "debian"
 

@@ -181,3 +181,14 @@ def test_the_metadata_layer_gives_the_backends_entry_points(tmp_path: Path) -> N
     again = tmp_path.parent / "again"
     image_build.write_project_metadata(REPO / "pyproject.toml", again)
     assert image_tar.write_from_directory(again, tmp_path.parent / "two.tar", EPOCH, owner=(0, 0)) == first
+
+
+@pytest.mark.parametrize("args, said", [(["image", "build"], "image build needs a kind: cpu or cuda"),
+                                        (["image", "lock-base", "cpu"], "image lock-base takes no kind"),
+                                        (["engine", "start", "--purge"], "--purge goes with `engine stop`")])
+def test_the_image_and_engine_commands_refuse_what_they_cannot_do_in_one_line(args: list[str], said: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
