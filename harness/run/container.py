@@ -255,17 +255,43 @@ def launch(kind: str, args: list[str], *, repo: Path, cache: Path, make_client: 
             own_engine.stop()
 
 
+class HostPaths:
+    """Passes the container's output on line by line with its mount points (`/work/results/...`)
+    written as the host folders they are, so a printed bundle path is one the user can open."""
+
+    def __init__(self, write: Callable[[str], object], mounts: dict[str, Path]) -> None:
+        self._write, self._mounts, self._pending = write, mounts, ""
+
+    def write(self, text: str) -> None:
+        *complete, self._pending = (self._pending + text).split("\n")
+        if complete:
+            self._write(self._host("\n".join(complete) + "\n"))
+
+    def flush(self) -> None:
+        if self._pending:
+            self._write(self._host(self._pending))
+            self._pending = ""
+
+    def _host(self, text: str) -> str:
+        for mount, folder in self._mounts.items():
+            text = text.replace(mount + "/", f"{folder}/")
+        return text
+
+
 def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: Path, cache: Path,
                   write: Callable[[str], object]) -> int:
     image = ensure_image(client, repo, kind, write, cache=image_build.default_build_cache())
     results.mkdir(parents=True, exist_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
     container = client.containers.run(**run_request(kind, image, args, repo, results, cache))
+    lines = HostPaths(write, {RESULTS_MOUNT: results, CACHE_MOUNT: cache})
     try:
         for chunk in container.logs(stream=True, follow=True):
-            write(chunk.decode(errors="replace"))
+            lines.write(chunk.decode(errors="replace"))
+        lines.flush()
         return int(container.wait().get("StatusCode", 1))
     except KeyboardInterrupt as stop:
+        lines.flush()
         container.kill(signal="SIGINT")
         container.wait()
         return interrupted_exit_code(stop)

@@ -184,7 +184,7 @@ def test_a_missing_image_is_built_then_run_on_the_gpu_with_the_mounts(tmp_path: 
     assert run["environment"]["FUSIONBENCH_IMAGE_DIGEST"].endswith("2" * 64)
     assert run["environment"]["FUSIONBENCH_IMAGE_TENSORRT"] == "on"  # an image built before the label: its kind says
     assert run["command"][:2] == ["run", "scenarios/smoke.yaml"] and run["working_dir"] == "/work/repo"
-    assert "".join(written).endswith("fusionbench: 2 cell(s) on cuda\nbundle: /work/results/x\n")
+    assert "".join(written).endswith(f"fusionbench: 2 cell(s) on cuda\nbundle: {results.resolve()}/x\n")  # the host's path
 
 
 def test_an_existing_image_is_reused_and_cpu_requests_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,6 +202,17 @@ def test_ctrl_c_is_passed_on_and_the_container_removed(tmp_path: Path, monkeypat
     code = launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "r")], repo=REPO, cache=tmp_path / "c",
                   make_client=lambda: client, write=lambda text: None)
     assert code == 130 and client.container.killed == "SIGINT" and client.container.removed
+
+
+def test_the_output_names_host_folders_even_when_a_path_is_cut_between_chunks(tmp_path: Path) -> None:
+    written: list[str] = []
+    lines = container.HostPaths(written.append, {"/work/results": tmp_path / "out", "/work/cache": tmp_path / "c"})
+    for chunk in ("  valid cell (1.0 s)\nbundle: /work/re", "sults/run-1 (report: /work/results/run-1/report.html)\n",
+                  "cache /work/cache/tvm; /work/resultsX stays\nno newline at the end"):
+        lines.write(chunk)
+    lines.flush()
+    assert "".join(written) == (f"  valid cell (1.0 s)\nbundle: {tmp_path}/out/run-1 (report: {tmp_path}/out/run-1/report.html)\n"
+                                f"cache {tmp_path}/c/tvm; /work/resultsX stays\nno newline at the end")
 
 
 def test_the_registry_decides_how_a_missing_image_is_built() -> None:
