@@ -43,7 +43,6 @@ RESULTS_MOUNT = "/work/results"
 CACHE_MOUNT = "/work/cache"
 DOCKERFILE = "containers/Dockerfile"
 REGISTRY_BASE = "python@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91"  # the Dockerfile's
-SOURCES = ("auto", "registry", "debian")
 
 
 class ContainerError(HarnessError):
@@ -140,35 +139,18 @@ def image_source(client: Any, wanted: str, write: Callable[[str], object]) -> st
         return "debian"
 
 
-def _existing(client: Any, tags: list[str]) -> Any | None:
-    from docker.errors import ImageNotFound
-
-    for tag in tags:
-        try:
-            return client.images.get(tag)
-        except ImageNotFound:
-            continue
-    return None
-
-
 def ensure_image(client: Any, repo: Path, kind: str, write: Callable[[str], object], *, cache: Path,
                  source: str = "auto") -> Any:
     """The image to run: one already built from this commit's recipe (either way), else built now."""
     tags = {"registry": [image_tag(repo, kind)], "debian": [image_build.image_tag(repo, kind)]}
-    found = _existing(client, tags["registry"] + tags["debian"] if source == "auto" else tags[source])
+    found = image_build.existing(client, tags["registry"] + tags["debian"] if source == "auto" else tags[source])
     if found is not None:
         return found
     if image_source(client, source, write) == "debian":
-        write(f"fusionbench: building {image_build.image_tag(repo, kind)} with no registry (first use of this recipe; "
+        write(f"fusionbench: building {tags['debian'][0]} with no registry (first use of this recipe; "
               "several GB and minutes)\n")
-        return image_build.build(client, repo, kind, cache, write, _run_command)
+        return image_build.build(client, repo, kind, cache, write)
     return _build_from_dockerfile(client, repo, kind, write)
-
-
-def _run_command(command: list[str]) -> Any:
-    import subprocess
-
-    return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
 def _build_from_dockerfile(client: Any, repo: Path, kind: str, write: Callable[[str], object]) -> Any:

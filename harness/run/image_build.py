@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -52,8 +54,9 @@ ENV = {
 #: pip and compileall in a container of the base: install the wheels under /out with no index and
 #: no .pyc, then byte-compile what was installed with hash-based .pyc whose paths are the image's.
 #: Debian's Python puts prefix /usr's packages in /usr/local/lib/python3.11/dist-packages.
-INSTALL = ("set -e; PYTHONPATH={path} python3 -m pip install --no-index --no-deps --no-cache-dir --no-compile "
-           "--break-system-packages --disable-pip-version-check --root /out --prefix /usr {what}; "
+INSTALL = ("set -e; python3 -m pip install --no-index --no-deps --no-cache-dir --no-compile --break-system-packages "
+           "--disable-pip-version-check --root /out --prefix /usr --require-hashes --find-links /wheels "
+           "-r /lock/requirements.lock; "
            "python3 -m compileall -q -q -j 0 --invalidation-mode unchecked-hash -s /out -p / /out/usr/local || true")
 
 
@@ -106,7 +109,7 @@ def labels(repo: Path, kind: str) -> dict[str, str]:
 
 
 class Steps:
-    """Says each step as it starts and how long it took."""
+    """Says each step as it starts, with the seconds since the build began."""
 
     def __init__(self, write: Callable[[str], object]) -> None:
         self.write, self.started = write, time.monotonic()
@@ -115,21 +118,19 @@ class Steps:
         self.write(f"fusionbench: [{time.monotonic() - self.started:6.1f} s] {text}\n")
 
 
-def gather_wheels(lock: Path, wheelhouse: Path, run: Callable[[list[str]], Any]) -> None:
+def gather_wheels(lock: Path, wheelhouse: Path) -> None:
     """Download the lock's wheels for CPython 3.11 on Linux x86_64 into `wheelhouse`, each
     checked against the lock's SHA-256 (pip refuses a wheel whose hash is not listed)."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    import sys
-
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(GLIBC_MINOR, 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes",
                "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                *[f"--platform={platform}" for platform in platforms],
                "--dest", str(wheelhouse), "--requirement", str(lock)]
-    done = run(command)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        tail = "\n".join((done.stderr or "").strip().splitlines()[-6:])
+        tail = "\n".join(done.stderr.strip().splitlines()[-6:])
         raise ImageBuildError(f"gathering the wheels of {lock.name} failed (exit {done.returncode}):\n{tail}")
 
 
@@ -177,46 +178,43 @@ def _in_base(client: Any, base_tag: str, command: str, mounts: dict[str, dict[st
         container.remove(force=True)
 
 
-def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str], object],
-          run: Callable[[list[str]], Any]) -> Any:
+def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str], object]) -> Any:
     """Build `image_tag(repo, kind)` as described above and return the loaded image."""
     steps = Steps(write)
     tag = image_tag(repo, kind)
     lock = image_base.BaseLock.parse(base_lock(repo).read_text())
     epoch = lock.source_date_epoch
-    base_key = _base_key(repo)
-    bases = cache / "image-bases"
-    bases.mkdir(parents=True, exist_ok=True)
-    base_layer = Layer(bases / f"{base_key}.layer.tar", "", f"mmdebstrap {lock.suite} ({image_base.LOCK_NAME})")
+    image_labels = labels(repo, kind)
+    layer_file, digest_file = _base_files(repo, cache)
+    layer_file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fusionbench-image-", dir=cache) as scratch_name:
         scratch = Path(scratch_name)
-        digest_file = base_layer.path.with_suffix(".diff_id")
-        if not base_layer.path.exists() or not digest_file.exists():
+        if not layer_file.exists() or not digest_file.exists():
             steps.say(f"building the base from Debian's packages ({lock.suite}, {len(lock.packages)} packages; about a minute)")
             raw = scratch / "base.tar"
             image_base.build(lock, raw)
-            partial = base_layer.path.with_name(base_layer.path.name + ".partial")
+            partial = layer_file.with_name(layer_file.name + ".partial")
             diff_id = image_tar.write_from_tar(raw, partial, epoch, leave_out=["dev"])
             raw.unlink()
-            partial.rename(base_layer.path)
+            partial.rename(layer_file)
             digest_file.write_text(diff_id)
-        base_layer = Layer(base_layer.path, digest_file.read_text().strip(), base_layer.created_by)
+        base_layer = Layer(layer_file, digest_file.read_text().strip(), f"mmdebstrap {lock.suite} ({image_base.LOCK_NAME})")
         base_tag = _base_tag(base_layer.diff_id)
         base_config = config([base_layer], epoch=epoch, env=ENV, entrypoint=["python3"], user="0:0", working_dir="/",
-                             labels={"io.fusionbench.base": labels(repo, kind)["io.fusionbench.base"]})
-        if not _has(client, base_tag):
+                             labels={"io.fusionbench.base": image_labels["io.fusionbench.base"]})
+        if existing(client, [base_tag]) is None:
             steps.say(f"loading the base into the engine as {base_tag}")
             _load(client, [base_layer], base_config, base_tag)
 
         steps.say(f"gathering the wheels of {lock_file(repo, kind).name} on the host (hash-checked)")
         wheelhouse = cache / "wheelhouse"
-        gather_wheels(lock_file(repo, kind), wheelhouse, run)
+        gather_wheels(lock_file(repo, kind), wheelhouse)
 
         steps.say("installing the packages in a container of the base (no network, no index)")
         packages, project = scratch / "packages", scratch / "project"
         packages.mkdir()
         shutil.copy(lock_file(repo, kind), scratch / "requirements.lock")
-        _in_base(client, base_tag, INSTALL.format(path="", what="--require-hashes --find-links /wheels -r /lock/requirements.lock"),
+        _in_base(client, base_tag, INSTALL,
                  {str(wheelhouse): {"bind": "/wheels", "mode": "ro"}, str(scratch): {"bind": "/lock", "mode": "ro"},
                   str(packages): {"bind": "/out", "mode": "rw"}}, epoch)
         steps.say("writing the packages layer")
@@ -231,7 +229,7 @@ def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str]
 
         layers = [base_layer, packages_layer, project_layer]
         image_config = config(layers, epoch=epoch, env=ENV, entrypoint=["python3", "-m", "harness.cli"], user="1000:1000",
-                              working_dir="/work/repo", labels=labels(repo, kind))
+                              working_dir="/work/repo", labels=image_labels)
         steps.say(f"loading {tag} into the engine")
         loaded = _load(client, layers, image_config, tag)
         if loaded != image_id(image_config):
@@ -245,11 +243,8 @@ def forget(client: Any, repo: Path, kind: str, cache: Path) -> None:
     build makes them again from nothing but the locks and the wheels."""
     from docker.errors import ImageNotFound
 
-    tag = image_tag(repo, kind)
-    key = _base_key(repo)
-    layer = cache / "image-bases" / f"{key}.layer.tar"
-    diff_file = layer.with_suffix(".diff_id")
-    tags = [tag]
+    layer, diff_file = _base_files(repo, cache)
+    tags = [image_tag(repo, kind)]
     if diff_file.exists():
         tags.append(_base_tag(diff_file.read_text().strip()))
     for name in tags:
@@ -261,8 +256,12 @@ def forget(client: Any, repo: Path, kind: str, cache: Path) -> None:
     diff_file.unlink(missing_ok=True)
 
 
-def _base_key(repo: Path) -> str:
-    return hashlib.sha256(base_lock(repo).read_bytes() + Path(image_tar.__file__).read_bytes()).hexdigest()[:16]
+def _base_files(repo: Path, cache: Path) -> tuple[Path, Path]:
+    """The cached base's layer tar and the file holding its diff_id, named by the base lock and
+    the code that writes the layer."""
+    key = hashlib.sha256(base_lock(repo).read_bytes() + Path(image_tar.__file__).read_bytes()).hexdigest()[:16]
+    layer = cache / "image-bases" / f"{key}.layer.tar"
+    return layer, layer.with_suffix(".diff_id")
 
 
 def _base_tag(diff_id: str) -> str:
@@ -297,11 +296,13 @@ def _urlsafe_digest(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def _has(client: Any, tag: str) -> bool:
+def existing(client: Any, tags: list[str]) -> Any | None:
+    """The first of `tags` the engine has, or None."""
     from docker.errors import ImageNotFound
 
-    try:
-        client.images.get(tag)
-        return True
-    except ImageNotFound:
-        return False
+    for tag in tags:
+        try:
+            return client.images.get(tag)
+        except ImageNotFound:
+            continue
+    return None
