@@ -6,8 +6,6 @@ reason elsewhere (`./run.sh engine start` installs Debian's docker.io where dock
 
 from __future__ import annotations
 
-import os
-import platform
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -21,8 +19,9 @@ pytestmark = pytest.mark.slow
 
 
 def _reason() -> str | None:
-    if platform.system() != "Linux" or os.geteuid() != 0:
-        return "starting a Docker daemon needs root on Linux"
+    refusal = engine.why_not_here()  # the refusal `engine start` itself gives (not Linux, not root)
+    if refusal:
+        return refusal
     if shutil.which("dockerd") is None:
         return "dockerd is not installed (`./run.sh engine start` installs Debian's docker.io)"
     return None
