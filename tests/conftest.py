@@ -7,7 +7,8 @@
   under pytest-xdist by the controller, whose workers inherit its PYTHONPATH (tests/pip_sites.py).
 - GPU tests are skipped with the reason where no CUDA device is visible; the whole hostile-bundle
   corpus (marked `corpus`) runs only when `-m corpus` asks for it.
-- Backends' artifact caches go to a temporary directory, not the user's ~/.cache.
+- Backends' artifact caches go to a temporary directory, not the user's ~/.cache; the container
+  image tests keep the machine's image build cache (FUSIONBENCH_IMAGE_CACHE: base layer, wheelhouse).
 - Every run's machine-noise probe takes 4 x 0.2 s instead of 4 x 1.5 s (FUSIONBENCH_NOISE_PROBE_S):
   about 5 s less per `fusionbench run`, dozens of which the integration tests start; the probe's
   own tests call it with their own durations.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.run import image_build
 from tests import pip_sites
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
         site = shared / "plugin-site"
     if str(site) not in sys.path:
         sys.path.insert(0, str(site))
+    # The image tests build with the machine's own build cache (its wheelhouse is GBs of hash-checked
+    # inputs); every other cache is the session's.
+    os.environ.setdefault(image_build.IMAGE_CACHE_VARIABLE, str(image_build.default_build_cache()))
     os.environ["XDG_CACHE_HOME"] = str(_session_dir / "cache")
     os.environ.setdefault("FUSIONBENCH_NOISE_PROBE_S", "0.2")
 

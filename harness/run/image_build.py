@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from harness.run.image_archive import Layer, config, image_id, write_archive
 
 PYTHON_LIB = "usr/local/lib/python3.11"
 LOAD_TIMEOUT_S = 3600
+IMAGE_CACHE_VARIABLE = "FUSIONBENCH_IMAGE_CACHE"
 GLIBC_MINOR = 36  # Debian bookworm's glibc 2.36: wheels for manylinux_2_36 and older install
 RECIPE = (Path(__file__), Path(image_tar.__file__), Path(image_base.__file__),
           Path(__file__).with_name("image_archive.py"))
@@ -67,8 +69,11 @@ class ImageBuildError(HarnessError):
 
 
 def default_build_cache() -> Path:
-    """Where builds keep the base's layer and the wheelhouse: $XDG_CACHE_HOME/fusionbench-images
-    (or ~/.cache/...), apart from the artifact cache that containers see."""
+    """Where builds keep the base's layer and the wheelhouse: $FUSIONBENCH_IMAGE_CACHE, else
+    $XDG_CACHE_HOME/fusionbench-images (or ~/.cache/...), apart from the artifact cache that
+    containers see."""
+    if os.environ.get(IMAGE_CACHE_VARIABLE):
+        return Path(os.environ[IMAGE_CACHE_VARIABLE])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "fusionbench-images"
 
@@ -183,59 +188,134 @@ def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str]
     steps = Steps(write)
     tag = image_tag(repo, kind)
     lock = image_base.BaseLock.parse(base_lock(repo).read_text())
-    epoch = lock.source_date_epoch
-    image_labels = labels(repo, kind)
     layer_file, digest_file = _base_files(repo, cache)
     layer_file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fusionbench-image-", dir=cache) as scratch_name:
         scratch = Path(scratch_name)
         if not layer_file.exists() or not digest_file.exists():
-            steps.say(f"building the base from Debian's packages ({lock.suite}, {len(lock.packages)} packages; about a minute)")
-            raw = scratch / "base.tar"
-            image_base.build(lock, raw)
             partial = layer_file.with_name(layer_file.name + ".partial")
-            diff_id = image_tar.write_from_tar(raw, partial, epoch, leave_out=["dev"])
-            raw.unlink()
+            diff_id = _make_base(lock, scratch, partial, steps)
             partial.rename(layer_file)
             digest_file.write_text(diff_id)
-        base_layer = Layer(layer_file, digest_file.read_text().strip(), f"mmdebstrap {lock.suite} ({image_base.LOCK_NAME})")
-        base_tag = _base_tag(base_layer.diff_id)
-        base_config = config([base_layer], epoch=epoch, env=ENV, entrypoint=["python3"], user="0:0", working_dir="/",
-                             labels={"io.fusionbench.base": image_labels["io.fusionbench.base"]})
-        if existing(client, [base_tag]) is None:
-            steps.say(f"loading the base into the engine as {base_tag}")
-            _load(client, [base_layer], base_config, base_tag)
-
-        steps.say(f"gathering the wheels of {lock_file(repo, kind).name} on the host (hash-checked)")
-        wheelhouse = cache / "wheelhouse"
-        gather_wheels(lock_file(repo, kind), wheelhouse)
-
-        steps.say("installing the packages in a container of the base (no network, no index)")
-        packages, project = scratch / "packages", scratch / "project"
-        packages.mkdir()
-        shutil.copy(lock_file(repo, kind), scratch / "requirements.lock")
-        _in_base(client, base_tag, INSTALL,
-                 {str(wheelhouse): {"bind": "/wheels", "mode": "ro"}, str(scratch): {"bind": "/lock", "mode": "ro"},
-                  str(packages): {"bind": "/out", "mode": "rw"}}, epoch)
-        steps.say("writing the packages layer")
-        packages_id = image_tar.write_from_directory(packages, scratch / "packages.tar", epoch, owner=(0, 0))
-        packages_layer = Layer(scratch / "packages.tar", packages_id,
-                               f"pip install --no-index --require-hashes -r {lock_file(repo, kind).name}")
-
-        steps.say("writing the harness's metadata layer (its backends' entry points)")
-        write_project_metadata(repo / "pyproject.toml", project)
-        project_id = image_tar.write_from_directory(project, scratch / "project.tar", epoch, owner=(0, 0))
-        project_layer = Layer(scratch / "project.tar", project_id, "fusionbench's distribution metadata (pyproject.toml)")
-
-        layers = [base_layer, packages_layer, project_layer]
-        image_config = config(layers, epoch=epoch, env=ENV, entrypoint=["python3", "-m", "harness.cli"], user="1000:1000",
-                              working_dir="/work/repo", labels=image_labels)
+        base_layer = Layer(layer_file, digest_file.read_text().strip(), _base_history(lock))
+        layers = _upper_layers(client, repo, kind, cache, scratch, base_layer, steps, keep=True)
+        image_config = _image_config(repo, kind, lock, layers)
         steps.say(f"loading {tag} into the engine")
         loaded = _load(client, layers, image_config, tag)
         if loaded != image_id(image_config):
             raise ImageBuildError(f"the engine gave {tag} the id {loaded}, not the config's {image_id(image_config)}")
         steps.say(f"built {tag} ({loaded}); layers {', '.join(layer.diff_id[:19] for layer in layers)}")
     return client.images.get(tag)
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """The engine's image of this recipe and the same image built again from nothing."""
+
+    tag: str
+    held_id: str
+    built_id: str
+    held_layers: list[str]
+    built_layers: list[str]
+    made_by: list[str]
+
+    @property
+    def same(self) -> bool:
+        return self.held_id == self.built_id and self.held_layers == self.built_layers
+
+    def lines(self) -> list[str]:
+        said = [f"image {self.tag}: held {self.held_id}, built again {self.built_id}: "
+                f"{'the same' if self.held_id == self.built_id else 'DIFFERENT'}"]
+        for index, (made_by, built) in enumerate(zip(self.made_by, self.built_layers)):
+            held = self.held_layers[index] if index < len(self.held_layers) else "(none)"
+            said.append(f"  layer {index + 1} ({made_by}): {'the same' if held == built else 'DIFFERENT'} "
+                        f"held {held} built {built}")
+        if len(self.held_layers) != len(self.built_layers):
+            said.append(f"  the held image has {len(self.held_layers)} layers, the build {len(self.built_layers)}")
+        return said
+
+
+def rebuild_and_compare(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str], object]) -> Rebuilt:
+    """Build the image of `image_tag(repo, kind)` again from nothing, as `build` does but with the
+    base made again by mmdebstrap (the cached base is neither used nor replaced) and the packages
+    installed again from the hash-checked wheels, and compare its layer digests and id with the
+    image the engine holds under that tag. Nothing is tagged or loaded but the new base, and that
+    only where it differs from every base the engine has (the install runs in a container of it);
+    the upper layers are hashed as they are written, not kept."""
+    steps = Steps(write)
+    tag = image_tag(repo, kind)
+    held = existing(client, [tag])
+    if held is None:
+        raise ImageBuildError(f"the engine holds no {tag} to compare with: build it first (./run.sh image build {kind})")
+    lock = image_base.BaseLock.parse(base_lock(repo).read_text())
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fusionbench-rebuild-", dir=cache) as scratch_name:
+        scratch = Path(scratch_name)
+        base_file = scratch / "base.layer.tar"
+        base_layer = Layer(base_file, _make_base(lock, scratch, base_file, steps), _base_history(lock))
+        layers = _upper_layers(client, repo, kind, cache, scratch, base_layer, steps, keep=False)
+    steps.say("compared with the engine's image")
+    return Rebuilt(tag=tag, held_id=str(held.id), built_id=image_id(_image_config(repo, kind, lock, layers)),
+                   held_layers=list((held.attrs.get("RootFS") or {}).get("Layers") or []),
+                   built_layers=[layer.diff_id for layer in layers], made_by=[layer.created_by for layer in layers])
+
+
+def _make_base(lock: image_base.BaseLock, scratch: Path, out: Path, steps: Steps) -> str:
+    """mmdebstrap's base, rewritten as a layer at `out`; its diff_id."""
+    steps.say(f"building the base from Debian's packages ({lock.suite}, {len(lock.packages)} packages; about a minute)")
+    raw = scratch / "base.tar"
+    image_base.build(lock, raw)
+    diff_id = image_tar.write_from_tar(raw, out, lock.source_date_epoch, leave_out=["dev"])
+    raw.unlink()
+    return diff_id
+
+
+def _base_history(lock: image_base.BaseLock) -> str:
+    return f"mmdebstrap {lock.suite} ({image_base.LOCK_NAME})"
+
+
+def _upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path, base_layer: Layer, steps: Steps, *,
+                  keep: bool) -> list[Layer]:
+    """The base loaded where the engine lacks it, then the packages and metadata layers on it: kept
+    in `scratch` for loading (`keep`), else only hashed."""
+    lock = image_base.BaseLock.parse(base_lock(repo).read_text())
+    epoch = lock.source_date_epoch
+    base_tag = _base_tag(base_layer.diff_id)
+    if existing(client, [base_tag]) is None:
+        steps.say(f"loading the base into the engine as {base_tag}")
+        base_config = config([base_layer], epoch=epoch, env=ENV, entrypoint=["python3"], user="0:0", working_dir="/",
+                             labels={"io.fusionbench.base": labels(repo, kind)["io.fusionbench.base"]})
+        _load(client, [base_layer], base_config, base_tag)
+
+    steps.say(f"gathering the wheels of {lock_file(repo, kind).name} on the host (hash-checked)")
+    wheelhouse = cache / "wheelhouse"
+    gather_wheels(lock_file(repo, kind), wheelhouse)
+
+    steps.say("installing the packages in a container of the base (no network, no index)")
+    packages, project = scratch / "packages", scratch / "project"
+    packages.mkdir()
+    shutil.copy(lock_file(repo, kind), scratch / "requirements.lock")
+    _in_base(client, base_tag, INSTALL,
+             {str(wheelhouse): {"bind": "/wheels", "mode": "ro"}, str(scratch): {"bind": "/lock", "mode": "ro"},
+              str(packages): {"bind": "/out", "mode": "rw"}}, epoch)
+    steps.say("writing the packages layer" if keep else "hashing the packages layer")
+    out = scratch / "packages.tar" if keep else Path(os.devnull)
+    packages_layer = Layer(out, image_tar.write_from_directory(packages, out, epoch, owner=(0, 0)),
+                           f"pip install --no-index --require-hashes -r {lock_file(repo, kind).name}")
+    if not keep:
+        shutil.rmtree(packages)
+
+    steps.say("writing the harness's metadata layer (its backends' entry points)")
+    write_project_metadata(repo / "pyproject.toml", project)
+    out = scratch / "project.tar" if keep else Path(os.devnull)
+    project_layer = Layer(out, image_tar.write_from_directory(project, out, epoch, owner=(0, 0)),
+                          "fusionbench's distribution metadata (pyproject.toml)")
+    return [base_layer, packages_layer, project_layer]
+
+
+def _image_config(repo: Path, kind: str, lock: image_base.BaseLock, layers: list[Layer]) -> bytes:
+    return config(layers, epoch=lock.source_date_epoch, env=ENV, entrypoint=["python3", "-m", "harness.cli"],
+                  user="1000:1000", working_dir="/work/repo", labels=labels(repo, kind))
 
 
 def forget(client: Any, repo: Path, kind: str, cache: Path) -> None:

@@ -1,34 +1,62 @@
-"""The CPU image, built and run for real through `fusionbench container`, where a Docker engine
-answers; skipped with the reason elsewhere."""
+"""The CPU image for real, where a Docker engine answers (`.ci/run` starts one where it can);
+skipped with the reason elsewhere. One module, so the two tests run one after the other in one
+worker: the first builds the image when the engine lacks it and runs a scenario in it through
+`fusionbench container`; the second builds it again from nothing (`fusionbench image verify`: the
+base again by mmdebstrap, the packages installed again from the hash-checked wheels; about 4
+minutes on 2 cores) and finds the same layer digests and image id. The build cache (base layer,
+wheelhouse) is the machine's own (tests/conftest.py keeps it out of the session's temporary cache):
+the wheels are inputs checked against the lock's hashes, not build output."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from harness.run import image_base
 from tests.docker_engine import engine_reason
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _cli(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout)
+
+
 @pytest.mark.skipif(engine_reason() is not None, reason=engine_reason() or "")
 def test_the_cpu_image_builds_and_runs_a_scenario(tmp_path: Path) -> None:
-    scenario = REPO / "scenarios" / "smoke.yaml"
     out = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "container", "cpu", str(scenario), "--device", "cpu",
-                           "--only", "backend=eager,scenario=Offline", "--out", str(out)],
-                          capture_output=True, text=True, cwd=REPO, timeout=7200)
+    done = _cli("container", "cpu", str(REPO / "scenarios" / "smoke.yaml"), "--device", "cpu",
+                "--only", "backend=eager,scenario=Offline", "--out", str(out), timeout=7200)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     container = json.loads((bundle / "bundle.json").read_text())["system"]["container"]
     assert container["in_container"] and container["image"].startswith("fusionbench-cpu:")
     assert container["image_id"].startswith("sha256:") and container["base"]
     assert container["layers"] and all(layer.startswith("sha256:") for layer in container["layers"])
-    check = subprocess.run([sys.executable, "-m", "harness.cli", "validate", str(bundle)], capture_output=True,
-                           text=True, cwd=REPO, timeout=120)
+    check = _cli("validate", str(bundle), timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _rebuild_reason() -> str | None:
+    return engine_reason() or image_base.why_not_here()
+
+
+@pytest.mark.skipif(_rebuild_reason() is not None, reason=_rebuild_reason() or "")
+def test_the_image_built_again_from_nothing_has_the_same_layers_and_id() -> None:
+    built = _cli("image", "build", "cpu", "--source", "debian", timeout=3600)  # nothing to do when the test above built it
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    held = re.search(r"^image (\S+) (sha256:[0-9a-f]{64})$", built.stdout, re.MULTILINE)
+    assert held, built.stdout[-3000:]
+    again = _cli("image", "verify", "cpu", timeout=3600)
+    said = again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.returncode == 0, said
+    assert re.search(rf"^image {re.escape(held.group(1))}: held {held.group(2)}, built again {held.group(2)}: the same$",
+                     again.stdout, re.MULTILINE), said
+    assert len(re.findall(r"^  layer \d \(.*\): the same held (sha256:[0-9a-f]{64}) built \1$", again.stdout, re.MULTILINE)) == 3, said

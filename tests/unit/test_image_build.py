@@ -1,7 +1,7 @@
 """The registry-less image recipe's parts, on files made here (no engine, no mmdebstrap): layers
 that depend on content only, a config and id with no build time in them, the base's lock, and a
-tag whose hash covers everything the image is made from. tests/integration/test_image_reproducible.py
-builds the image twice for real where an engine answers."""
+tag whose hash covers everything the image is made from, and the comparison `image verify` prints.
+tests/integration/test_container_image.py builds the image again for real where an engine answers."""
 
 from __future__ import annotations
 
@@ -184,6 +184,8 @@ def test_the_metadata_layer_gives_the_backends_entry_points(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("args, said", [(["image", "build"], "image build needs a kind: cpu or cuda"),
+                                        (["image", "verify"], "image verify needs a kind: cpu or cuda"),
+                                        (["image", "verify", "cpu", "--no-cache"], "image verify always builds from nothing"),
                                         (["image", "lock-base", "cpu"], "image lock-base takes no kind"),
                                         (["engine", "start", "--purge"], "--purge goes with `engine stop`")])
 def test_the_image_and_engine_commands_refuse_what_they_cannot_do_in_one_line(args: list[str], said: str) -> None:
@@ -192,3 +194,46 @@ def test_the_image_and_engine_commands_refuse_what_they_cannot_do_in_one_line(ar
 
     done = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _rebuilt(**changes: object) -> image_build.Rebuilt:
+    fields: dict[str, object] = dict(tag="fusionbench-cpu:0123456789abcdef", held_id="sha256:" + "1" * 64,
+                                     built_id="sha256:" + "1" * 64, held_layers=["sha256:" + c * 64 for c in "abc"],
+                                     built_layers=["sha256:" + c * 64 for c in "abc"], made_by=["base", "packages", "metadata"])
+    fields.update(changes)
+    return image_build.Rebuilt(**fields)  # type: ignore[arg-type]
+
+
+def test_a_rebuild_is_the_same_only_when_the_id_and_every_layer_are() -> None:
+    same = _rebuilt()
+    assert same.same and "DIFFERENT" not in "\n".join(same.lines())
+    changed = _rebuilt(built_id="sha256:" + "2" * 64, built_layers=["sha256:" + c * 64 for c in "abd"])
+    assert not changed.same
+    said = changed.lines()
+    assert "DIFFERENT" in said[0]
+    assert [("DIFFERENT" in line) for line in said[1:]] == [False, False, True] and "metadata" in said[3]
+    fewer = _rebuilt(held_layers=["sha256:" + c * 64 for c in "ab"])
+    assert not fewer.same and "(none)" in fewer.lines()[3] and "2 layers, the build 3" in fewer.lines()[-1]
+
+
+def test_verify_refuses_where_the_engine_holds_no_image_of_this_recipe(tmp_path: Path) -> None:
+    from docker.errors import ImageNotFound
+
+    class Images:
+        def get(self, tag: str) -> object:
+            raise ImageNotFound(tag)
+
+    class Client:
+        images = Images()
+
+    with pytest.raises(image_build.ImageBuildError, match=r"holds no fusionbench-cpu:\S+ to compare with: build it first"):
+        image_build.rebuild_and_compare(Client(), REPO, "cpu", tmp_path, lambda _: None)
+    assert list(tmp_path.iterdir()) == []  # refused before anything was built
+
+
+def test_the_build_cache_can_be_named_apart_from_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(image_build.IMAGE_CACHE_VARIABLE, raising=False)
+    assert image_build.default_build_cache() == tmp_path / "xdg" / "fusionbench-images"
+    monkeypatch.setenv(image_build.IMAGE_CACHE_VARIABLE, str(tmp_path / "images"))
+    assert image_build.default_build_cache() == tmp_path / "images"
