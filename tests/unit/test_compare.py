@@ -66,7 +66,9 @@ BASE = [1000 + (i * 37) % 50 for i in range(40)]
         (cell("invalid", reason="correctness"), cell(samples=BASE), "fixed"),
         (cell("skipped", reason="no GPU"), cell("skipped", reason="no GPU"), "not comparable"),
         (cell("failed", reason="x"), cell("invalid", reason="y"), "not comparable"),
-        (cell(samples=BASE[:5]), cell(samples=BASE[:5]), "not comparable"),
+        (cell(samples=BASE[:5]), cell(samples=[]), "not comparable"),
+        # three samples a side: the exact test's smallest p is 0.1, so even 30% slower is not significant
+        (cell(samples=BASE[:3]), cell(samples=[int(v * 1.3) for v in BASE[:3]]), "not significant"),
     ],
 )
 def test_verdicts(a: CellRecord, b: CellRecord, verdict: str) -> None:
