@@ -237,3 +237,28 @@ def test_the_build_cache_can_be_named_apart_from_xdg(monkeypatch: pytest.MonkeyP
     assert image_build.default_build_cache() == tmp_path / "xdg" / "fusionbench-images"
     monkeypatch.setenv(image_build.IMAGE_CACHE_VARIABLE, str(tmp_path / "images"))
     assert image_build.default_build_cache() == tmp_path / "images"
+
+
+def test_a_wheelhouse_that_holds_every_locked_wheel_needs_no_download(tmp_path: Path) -> None:
+    import hashlib
+
+    wheels = tmp_path / "wheelhouse"
+    wheels.mkdir()
+    one = wheels / "zope_interface-7.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    one.write_bytes(b"wheel one")
+    two = wheels / "PyYAML-6.0.2-cp311-cp311-manylinux_2_17_x86_64.whl"
+    two.write_bytes(b"wheel two")
+    digest = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in (one, two)}
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(f"# a comment\nzope.interface==7.0 \\\n    --hash=sha256:{'0' * 64} \\\n    --hash=sha256:{digest[one]}\n"
+                    f"pyyaml==6.0.2 \\\n    --hash=sha256:{digest[two]}\n")
+    assert image_build.locked_hashes(lock.read_text()) == {("zope_interface", "7.0"): {"0" * 64, digest[one]},
+                                                          ("pyyaml", "6.0.2"): {digest[two]}}
+    assert image_build.wheelhouse_holds(lock, wheels)
+    two.write_bytes(b"a wheel changed since")  # a listed hash no longer matches: pip gathers them again
+    assert not image_build.wheelhouse_holds(lock, wheels)
+    two.unlink()
+    assert not image_build.wheelhouse_holds(lock, wheels)
+    assert not image_build.wheelhouse_holds(lock, tmp_path / "absent")
+    with pytest.raises(image_build.ImageBuildError, match="pins every requirement with =="):
+        image_build.locked_hashes("torch>=2\n")
