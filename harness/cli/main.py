@@ -112,10 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         "from the same commit); prints its tag, id and layer digests. verify KIND: build the image of this recipe "
         "again from nothing (the base again by mmdebstrap, the packages installed again from the hash-checked wheels; "
         "about 4 minutes on 2 cores), load nothing, and compare its layer digests and id with the image the engine "
-        "holds under the same tag: exit 0 when they are the same, 1 when not. lock-base: write containers/base-debian.lock "
+        "holds under the same tag: exit 0 when they are the same, 1 when not. prune: remove the fusionbench images of "
+        "recipes this checkout no longer builds (an older lock or recipe; any can be built again bit for bit from "
+        "its commit). lock-base: write containers/base-debian.lock "
         "again from a base built now (when Debian has replaced a pinned package).",
     )
-    image.add_argument("action", choices=("build", "verify", "lock-base"))
+    image.add_argument("action", choices=("build", "verify", "prune", "lock-base"))
     image.add_argument("kind", nargs="?", choices=("cpu", "cuda"), help="build, verify: the image's kind")
     image.add_argument("--source", choices=("auto", "registry", "debian"), default="auto",
                        help="build: where the base comes from (default: auto)")
@@ -200,6 +202,13 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
             lock = image_base.relock(image_base.BaseLock.parse(path.read_text()), Path(scratch))
         path.write_text(lock.render())
         console.print(f"wrote {path} ({len(lock.packages)} packages)")
+        return 0
+    if args.action == "prune":
+        if args.kind or args.no_cache or args.source != "auto":
+            raise ConfigError("image prune takes no kind, --source or --no-cache: it keeps this checkout's images of both kinds")
+        from harness.run import image_prune
+
+        image_prune.prune(connect(), SOURCE_ROOT, image_build.default_build_cache(), sys.stdout.write)
         return 0
     if args.kind is None:
         raise ConfigError(f"image {args.action} needs a kind: cpu or cuda")

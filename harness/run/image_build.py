@@ -214,10 +214,10 @@ def _load(client: Any, layers: list[Layer], config_bytes: bytes, tag: str) -> st
     return str(loaded.id)
 
 
-def _in_base(client: Any, base_tag: str, command: str, mounts: dict[str, dict[str, str]], epoch: int) -> None:
+def _in_base(client: Any, base_name: str, command: str, mounts: dict[str, dict[str, str]], epoch: int) -> None:
     """Run `command` (sh -c) in a container of the base with no network, as the calling user."""
     container = client.containers.run(
-        base_tag, [command], entrypoint=["sh", "-c"], network_mode="none", detach=True, user=f"{os.getuid()}:{os.getgid()}",
+        base_name, [command], entrypoint=["sh", "-c"], network_mode="none", detach=True, user=f"{os.getuid()}:{os.getgid()}",
         environment={"HOME": "/tmp", "PYTHONHASHSEED": "0", "SOURCE_DATE_EPOCH": str(epoch)}, volumes=mounts)
     try:
         code = int(container.wait().get("StatusCode", 1))
@@ -233,7 +233,7 @@ def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str]
     steps = Steps(write)
     tag = image_tag(repo, kind)
     lock = image_base.BaseLock.parse(base_lock(repo).read_text())
-    layer_file, digest_file = _base_files(repo, cache)
+    layer_file, digest_file = base_files(repo, cache)
     layer_file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fusionbench-image-", dir=cache) as scratch_name:
         scratch = Path(scratch_name)
@@ -325,12 +325,12 @@ def _upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path
     in `scratch` for loading (`keep`), else only hashed."""
     lock = image_base.BaseLock.parse(base_lock(repo).read_text())
     epoch = lock.source_date_epoch
-    base_tag = _base_tag(base_layer.diff_id)
-    if existing(client, [base_tag]) is None:
-        steps.say(f"loading the base into the engine as {base_tag}")
+    base_name = base_tag(base_layer.diff_id)
+    if existing(client, [base_name]) is None:
+        steps.say(f"loading the base into the engine as {base_name}")
         base_config = config([base_layer], epoch=epoch, env=ENV, entrypoint=["python3"], user="0:0", working_dir="/",
                              labels={"io.fusionbench.base": labels(repo, kind)["io.fusionbench.base"]})
-        _load(client, [base_layer], base_config, base_tag)
+        _load(client, [base_layer], base_config, base_name)
 
     steps.say(f"gathering the wheels of {lock_file(repo, kind).name} on the host (hash-checked)")
     wheelhouse = cache / "wheelhouse"
@@ -340,7 +340,7 @@ def _upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path
     packages, project = scratch / "packages", scratch / "project"
     packages.mkdir()
     shutil.copy(lock_file(repo, kind), scratch / "requirements.lock")
-    _in_base(client, base_tag, INSTALL,
+    _in_base(client, base_name, INSTALL,
              {str(wheelhouse): {"bind": "/wheels", "mode": "ro"}, str(scratch): {"bind": "/lock", "mode": "ro"},
               str(packages): {"bind": "/out", "mode": "rw"}}, epoch)
     steps.say("writing the packages layer" if keep else "hashing the packages layer")
@@ -368,10 +368,10 @@ def forget(client: Any, repo: Path, kind: str, cache: Path) -> None:
     build makes them again from nothing but the locks and the wheels."""
     from docker.errors import ImageNotFound
 
-    layer, diff_file = _base_files(repo, cache)
+    layer, diff_file = base_files(repo, cache)
     tags = [image_tag(repo, kind)]
     if diff_file.exists():
-        tags.append(_base_tag(diff_file.read_text().strip()))
+        tags.append(base_tag(diff_file.read_text().strip()))
     for name in tags:
         try:
             client.images.remove(name, force=True)
@@ -381,7 +381,7 @@ def forget(client: Any, repo: Path, kind: str, cache: Path) -> None:
     diff_file.unlink(missing_ok=True)
 
 
-def _base_files(repo: Path, cache: Path) -> tuple[Path, Path]:
+def base_files(repo: Path, cache: Path) -> tuple[Path, Path]:
     """The cached base's layer tar and the file holding its diff_id, named by the base lock and
     the code that writes the layer."""
     key = hashlib.sha256(base_lock(repo).read_bytes() + Path(image_tar.__file__).read_bytes()).hexdigest()[:16]
@@ -389,7 +389,7 @@ def _base_files(repo: Path, cache: Path) -> tuple[Path, Path]:
     return layer, layer.with_suffix(".diff_id")
 
 
-def _base_tag(diff_id: str) -> str:
+def base_tag(diff_id: str) -> str:
     return f"fusionbench-base:{diff_id.removeprefix('sha256:')[:16]}"
 
 
