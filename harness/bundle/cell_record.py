@@ -297,6 +297,21 @@ class ComplianceOutcome(Record):
     log_dir: InnerPath
 
 
+class TimingRound(Record):
+    """One round of the cell's device timing, each in a fresh worker process (harness/run/rounds.py):
+    round 1 is the cell's own measurement (`device_time`); a further one failed keeps its reason."""
+
+    round: Annotated[int, Field(ge=1, le=20)]
+    status: Literal["valid", "failed"]
+    median_ns: Ns | None = None
+    cv: Ratio | None = None
+    n: Count | None = None
+    prepare_cache: Literal["cold", "warm", "none", "unknown"] | None = None
+    wall_s: Seconds | None = None
+    reason: str | None = None
+    log: InnerPath | None = None
+
+
 class Metrics(Record):
     """What the worker measured, pass by pass; a pass a cell did not reach is None."""
 
@@ -318,10 +333,19 @@ class Metrics(Record):
     time_split: TimeSplit | None = None
     math_mode: MathMode | None = None
     rewrites: dict[str, Any] | None = None
+    rounds: list[TimingRound] | None = None  # absent: one round, the cell's device timing
 
     @model_validator(mode="after")
     def _derived_figures_agree(self) -> Metrics:
         """A figure derived from others in the record is checked against them (validate re-derives it)."""
+        if self.rounds is not None:
+            if [r.round for r in self.rounds] != list(range(1, len(self.rounds) + 1)):
+                raise ValueError("rounds must be numbered 1, 2, ... in order")
+            if any((r.status == "valid") != (r.median_ns is not None) for r in self.rounds):
+                raise ValueError("a valid round has a median and a failed one none")
+            first = self.rounds[0]
+            if self.device_time is None or first.median_ns != self.device_time.summary.median_ns:
+                raise ValueError("round 1 is the cell's own device timing: its median must be device_time's")
         if self.first_call_ratio is not None:
             if self.first_call_s is None or self.device_time is None or self.device_time.summary.median_ns <= 0:
                 raise ValueError("first_call_ratio without the first call's time and a device-time median")
@@ -335,7 +359,7 @@ class Metrics(Record):
 class CellRecord(Record):
     """`cells/<id>.json`: the cell's config, its status and why, what ran where, and its metrics."""
 
-    schema_version: Literal[5]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[6]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     id: Annotated[str, Field(pattern=HEX16)]
     label: str
     status: Status

@@ -28,6 +28,12 @@ History:
   registry image), so `compare` can say whether two runs' software stacks differ and in which
   layer. A v4 header upgrades unchanged: it recorded neither, so both are absent (null); cells
   are unchanged.
+- v6: a cell's timing may have rounds (`config.timing.rounds`, harness/run/rounds.py): fresh
+  worker processes that time it again, a fusion pair's alternating on and off, and the cell records
+  each round (`metrics.rounds`: round, status, median, CV, samples, prepare cache, seconds, log;
+  round 1 is its own `device_time`), from which the fusion speedup's interval and verdict come
+  (harness/intervals.py). A v5 record upgrades unchanged: with no rounds recorded a cell reads as
+  one round, its device timing; the header is unchanged.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -77,8 +83,8 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
-HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged}
-CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged}
+HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged}
+CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

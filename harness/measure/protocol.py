@@ -76,6 +76,7 @@ class WorkerRequest:
     input_folder: str | None = None  # `inputs: {source: folder}`: the folder, resolved
     cache_dir: str | None = None  # the artifact cache (exported graphs, engines, compiled libraries)
     peaks: dict[str, Any] | None = None  # the device's measured peaks (harness/measure/roofline.py)
+    timing_round: int = 1  # above 1: a further round, which times the steady state only (harness/run/rounds.py)
     version: int = PROTOCOL_VERSION
 
     def to_json(self) -> str:

@@ -110,14 +110,17 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                 "allocator": allocator.record(cell.allocator, dict(os.environ)),
                 "pid": os.getpid(),
             }
-        _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
+        if request.timing_round > 1:
+            _time_a_round(cell, request, backend, clock, metrics)
+        else:
+            _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
     except HarnessError as exc:
         answer.reasons.append(f"{clock.current}: {exc}")
     except BaseException as exc:  # any other failure: a bug or a crash in a library; keep the traceback in the log
         traceback.print_exc()
         answer.reasons.append(f"{clock.current}: {type(exc).__name__}: {exc}")
     else:
-        answer.reasons = _invalid_reasons(metrics)
+        answer.reasons = _invalid_reasons(metrics) if request.timing_round == 1 else []
         answer.status = "invalid" if answer.reasons else "valid"
         answer.warnings = (trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
                            + allocator.warnings(answer.environment.get("allocator")))
@@ -189,33 +192,19 @@ def _measure(
     from harness.measure import activity, correctness, loadgen, machine_speed, passes, roofline
     from harness.measure.memory import memory_pass
     from harness.measure.timing import DeviceTiming
-    from harness.models import zoo
 
     device, dtype, batch = cell.device, cell.dtype, cell.batch
     workdir = Path.cwd()
     artifacts = Path(request.artifact_dir)
     with clock.phase(protocol.BUILD):
-        model = zoo.build_model(
-            cell.model.name, pretrained=cell.model.pretrained, seed=cell.seed, device=device, dtype=dtype
-        )
-        folder = Path(request.input_folder) if request.input_folder else None
-        samples = zoo.make_samples(
-            cell.inputs.samples, model=cell.model.name, input_size=cell.input_size, device=device, dtype=dtype,
-            seed=cell.seed, folder=folder, labels=getattr(cell.inputs, "labels", None),
-        )
-        example = torch.cat([samples[i % len(samples)] for i in range(batch)])
+        model, samples, example = _model_and_samples(cell, request)
     with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
     with clock.phase(protocol.ROOFLINE):
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
     with clock.phase(protocol.PREPARE):
-        variant = backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)
-        cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        prepared = backend.prepare(
-            model, example, device=device, dtype=dtype, variant=variant, workdir=workdir, cache_dir=cache_dir
-        )
+        prepared = _prepare(cell, request, backend, model, example, workdir)
     metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
     metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words
     try:
@@ -250,6 +239,7 @@ def _measure(
             for _ in range(cell.timing.repetitions - before_loadgen):
                 timing.repetition("after loadgen")
         metrics.device_time = device_time = timing.result()
+        folder = Path(request.input_folder) if request.input_folder else None
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = device_time.summary.median_ns
         if backend.computes_model and median_ns > 0:
@@ -271,6 +261,66 @@ def _measure(
         metrics.math_mode = MathMode.model_validate(
             precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode()))
         metrics.rewrites = prepared.rewrites()
+    finally:
+        prepared.close()
+
+
+def _model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, list[Any], Any]:
+    """The cell's model, its input samples and one batch of them (the example every pass calls)."""
+    import torch
+
+    from harness.models import zoo
+
+    model = zoo.build_model(cell.model.name, pretrained=cell.model.pretrained, seed=cell.seed, device=cell.device,
+                            dtype=cell.dtype)
+    folder = Path(request.input_folder) if request.input_folder else None
+    samples = zoo.make_samples(
+        cell.inputs.samples, model=cell.model.name, input_size=cell.input_size, device=cell.device, dtype=cell.dtype,
+        seed=cell.seed, folder=folder, labels=getattr(cell.inputs, "labels", None),
+    )
+    return model, samples, torch.cat([samples[i % len(samples)] for i in range(cell.batch)])
+
+
+def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path) -> Any:
+    """The backend's prepared model, its artifacts in the cache's folder for the backend."""
+    variant = backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)
+    cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return backend.prepare(model, example, device=cell.device, dtype=cell.dtype, variant=variant, workdir=workdir,
+                           cache_dir=cache_dir)
+
+
+def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: PhaseClock, metrics: Metrics) -> None:
+    """A further round (harness/run/rounds.py): in this fresh process, the model prepared again (its
+    compiled artefacts from the cache the first round filled), then the same device timing as the
+    first round's, warm-up and every repetition, with nothing else measured."""
+    import torch
+
+    from harness import precision
+    from harness.measure.timing import DeviceTiming
+
+    device, dtype, batch = cell.device, cell.dtype, cell.batch
+    workdir = Path.cwd()
+    with clock.phase(protocol.BUILD):
+        model, samples, example = _model_and_samples(cell, request)
+    precision.set_torch_math(dtype)
+    with clock.phase(protocol.PREPARE):
+        prepared = _prepare(cell, request, backend, model, example, workdir)
+    metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
+    metrics.prepare_cache = prepared.prepare_cache
+    try:
+        with clock.phase(protocol.FIRST_CALL):
+            prepared(example)
+            prepared.synchronize()
+        metrics.first_call_s = clock.durations_s[protocol.FIRST_CALL.name]
+        observe, compare = _observer(device)
+        timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell.timing, device,
+                              observe=observe, compare=compare)
+        with clock.phase(protocol.TIMING):
+            timing.warm_up()
+            for _ in range(cell.timing.repetitions):
+                timing.repetition(f"round {request.timing_round}")
+        metrics.device_time = timing.result()
     finally:
         prepared.close()
 

@@ -15,6 +15,7 @@ from typing import Any
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.intervals import Speedup, paired_speedup
 from harness.metric_table import format_value
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
@@ -36,10 +37,12 @@ TIME_SPLIT_NOTE = (
     "overhead, less memory traffic shrinks the kernels (docs/metrics.md)."
 )
 SPEEDUP_NOTE = (
-    "Speedup = fusion-off median / fusion-on median (below 1: fusion made it slower). In brackets, the least and "
-    "the most it could be from the two cells' timed repetitions (before and after LoadGen's run): slowest off "
-    "over fastest on, fastest off over slowest on; 'within noise' when that range holds 1. The two cells ran at "
-    "different moments, so a machine that drifts between them moves the speedup by more than this range shows."
+    "Speedup = fusion off over fusion on (below 1: fusion made it slower), the geometric mean over the rounds both "
+    "cells ran (`timing: {rounds: N}`: fresh processes, on and off alternating, so round i of both met the same "
+    "stretch of the machine). In brackets its confidence interval from those paired rounds (Student's t on their "
+    "logs) and the verdict: faster or slower where the whole interval is above or below 1, else no effect seen. "
+    "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
+    "unseen (docs/metrics.md, Speedups)."
 )
 AGREEMENT_NOTE = (
     "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "
@@ -104,11 +107,14 @@ class Row:
         return timing.summary.median_ns if timing is not None and timing.summary.median_ns > 0 else None
 
     @property
-    def repetition_medians(self) -> list[float]:
-        """The medians of the cell's timed repetitions (half before LoadGen's run, half after), the
-        positive finite numbers among them."""
-        timing = self.metrics.device_time
-        return [r.median_ns for r in (timing.repetitions if timing else []) if math.isfinite(r.median_ns) and r.median_ns > 0]
+    def round_medians(self) -> dict[int, float]:
+        """The device-time median of each valid round (harness/run/rounds.py) by round number; a cell
+        of one round (or of a bundle from before rounds) has its own median as round 1."""
+        rounds = self.metrics.rounds
+        if not rounds:
+            return {1: self.median_ns} if self.median_ns is not None else {}
+        return {r.round: r.median_ns for r in rounds
+                if r.status == "valid" and r.median_ns is not None and math.isfinite(r.median_ns) and r.median_ns > 0}
 
     @property
     def checked_against_eager(self) -> bool:
@@ -153,24 +159,16 @@ class FusionPair:
     off: Row
 
     @property
+    def result(self) -> Speedup:
+        """The speedup of fusion on over off (off over on) from the rounds both cells have, with its
+        interval and verdict (harness/intervals.py); one round gives the ratio of the two medians."""
+        on, off = self.on.round_medians, self.off.round_medians
+        paired = sorted(set(on) & set(off))
+        return paired_speedup([on[r] for r in paired], [off[r] for r in paired])
+
+    @property
     def speedup(self) -> float:
-        """How much faster fusion on is than fusion off (off median / on median)."""
-        return self.off.median_ns / self.on.median_ns  # type: ignore[operator]
-
-    @property
-    def speedup_range(self) -> tuple[float, float] | None:
-        """The least and the most the speedup could be from the two cells' repetition medians (fastest
-        off over slowest on, slowest off over fastest on), or None where a cell has fewer than two."""
-        on, off = self.on.repetition_medians, self.off.repetition_medians
-        if len(on) < 2 or len(off) < 2:
-            return None
-        return min(off) / max(on), max(off) / min(on)
-
-    @property
-    def within_noise(self) -> bool:
-        """Whether the speedup range holds 1: the cells' own repetitions cannot tell fusion on from off."""
-        span = self.speedup_range
-        return span is not None and span[0] <= 1 <= span[1]
+        return self.result.value
 
     @property
     def name(self) -> str:
@@ -188,11 +186,9 @@ def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
 
 
 def fmt_speedup(pair: FusionPair) -> str:
-    """The fusion speedup, its range over the cells' repetitions, and whether that range holds 1."""
-    span = pair.speedup_range
-    if span is None:
-        return f"{pair.speedup:.2f}x"
-    return f"{pair.speedup:.2f}x ({span[0]:.2f}-{span[1]:.2f}{', within noise' if pair.within_noise else ''})"
+    """The fusion speedup, its interval over the paired rounds and the verdict: `1.18x [1.09-1.28,
+    95%] faster`, or `1.18x (one round)`."""
+    return pair.result.text()
 
 
 def fused_kernels(row: Row) -> list[str]:

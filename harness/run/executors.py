@@ -40,6 +40,12 @@ class CellTask:
     env_names: list[str]
     scratch_env: dict[str, str]
     device: str
+    #: Asked just before the task starts, where the executor runs tasks in order (Serial, LocalPool):
+    #: a reason not to run it (a further round of a cell whose first round was not valid), or None.
+    skip: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+
+    def skip_reason(self) -> str | None:
+        return self.skip() if self.skip is not None else None
 
 
 @dataclass
@@ -102,6 +108,10 @@ class Serial:
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
         for task in tasks:
+            reason = task.skip_reason()
+            if reason is not None:
+                yield Finished(task, None, node_info(None), failure=reason)
+                continue
             on_phase(task, "start")
             outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase),  # type: ignore[misc]
                                parents=self.parents)
@@ -131,6 +141,9 @@ class LocalPool:
             try:
                 if stop.is_set():
                     raise KeyboardInterrupt
+                reason = task.skip_reason()
+                if reason is not None:
+                    return Finished(task, None, node_info(slot), failure=reason)
                 on_phase(task, "start")
                 outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop, self.parents)
                 return Finished(task, outcome, node_info(slot))

@@ -217,7 +217,9 @@ class RayExecutor:
         pending: dict[Any, CellTask] = {}
         for task in tasks:
             need = self.resources(task)
-            ref = remote.options(**need, max_retries=RETRIES, retry_exceptions=False).remote(task, max(1, need["num_cpus"]))
+            # All are submitted at once: a further round runs whatever its cell's first round gave.
+            sent = replace(task, skip=None)  # the parent's state stays here
+            ref = remote.options(**need, max_retries=RETRIES, retry_exceptions=False).remote(sent, max(1, need["num_cpus"]))
             pending[ref] = task
             on_phase(task, "start")
         try:

@@ -28,7 +28,7 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.run import preflight, resumable, skips, slots
+from harness.run import preflight, resumable, rounds, skips, slots
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
@@ -332,11 +332,17 @@ def _sweep(
             cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
             tasks.append(_task(cell, bundle, input_folder, cache_dir, cell_limits, env_names))
             bases[cell.id] = base
+        by_id = {cell.id: cell for cell in cells}
+        state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
         try:
-            for done in executor.run(tasks, show):
+            for done in executor.run(rounds.order(tasks, by_id, state), show):
                 running.pop(done.task.cell_id, None)
-                _write(bundle, done.task.label, _record(bases[done.task.cell_id], done), progress, bar)
+                first = _record(bases[done.task.cell_id], done) if done.task.request.timing_round == 1 else None
+                complete = state.finished(done, first)
+                if complete is not None:
+                    _write(bundle, by_id[done.task.cell_id].label, complete, progress, bar)
         except KeyboardInterrupt:
+            running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
             for cell_id in list(running):  # the cells Ctrl-C stopped: --resume runs them again
                 bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": ["interrupted by the user"],
                                             "metrics": {}, "wall_s": 0.0, "finished": utc_now()})

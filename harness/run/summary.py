@@ -64,17 +64,19 @@ def summary_table(records: list[CellRecord]) -> Table:
 
 def fusion_summary(records: list[CellRecord]) -> Table | None:
     """Fusion on vs off for every model, backend and setting that ran both, or None."""
+    from harness.intervals import SLOWER
     from harness.reporting.view import Row, fusion_pairs, fusion_table
 
     pairs = fusion_pairs([Row(r) for r in records])
     if not pairs:
         return None
     head, body = fusion_table(pairs)
-    table = Table(title="Fusion on vs off (speedup = off / on; below 1: fusion made it slower; in brackets its range "
-                        "over the two cells' repetitions)")
+    table = Table(title="Fusion on vs off (speedup = off / on, the geometric mean over the paired rounds; in "
+                        "brackets its confidence interval; the verdict: faster, slower or no effect seen at that "
+                        "confidence, or one round: `timing: {rounds: N}` gives an interval)")
     for column in head:
         table.add_column(column)
     for row, pair in zip(body, pairs):
-        style = "red" if pair.speedup < 1 else ""
+        style = "red" if pair.result.verdict == SLOWER else ""
         table.add_row(*(Text(visible(value)) for value in row), style=style)
     return table

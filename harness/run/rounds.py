@@ -1,0 +1,139 @@
+"""Rounds: a cell's device timing repeated in fresh worker processes (`timing: {rounds: N}`).
+
+The machine moves between processes more than within one (core placement, heap and address-space
+layout, the phase of the host's noise), so a cell's repetitions alone make too narrow a range.
+Round 1 is the cell's whole measurement; each further round is a fresh worker that prepares the
+model again (its compiled artefacts from the artifact cache round 1 filled) and times the steady
+state as round 1 did (`WorkerRequest.timing_round`). The rounds of a fusion pair alternate, on,
+off, on, off, ..., so that round i of both variants met the same stretch of the machine: the
+speedup's interval comes from those paired rounds (harness/intervals.py).
+
+Order: with every cell at one round the sweep's order is kept as it was. Otherwise the cells are
+grouped into units, a fusion pair (the same cell but for fusion) or a lone cell, in the order of
+their first cell; a unit runs its cells' round 1, then their round 2, and so on. A cell's record is
+written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py);
+a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
+before it starts; Ray runs it anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.run.executors import CellTask, Finished
+from harness.scenario.cells import Cell
+
+ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round's worker.log
+
+
+def pair_key(cell: Cell) -> str:
+    """The same for two cells that differ only in fusion on/off."""
+    config = cell.config.recorded()
+    variant = dict(config.get("variant") or {})
+    variant.pop("fusion", None)
+    return json.dumps({**config, "variant": variant}, sort_keys=True)
+
+
+def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
+    """Round `number` (2 or more) of the cell `task` is round 1 of."""
+    folder = task.artifacts / ROUND_FOLDER.format(number)
+    request = replace(task.request, timing_round=number, artifact_dir=str(folder))
+    return replace(task, label=f"{task.label} round {number}", request=request, artifacts=folder,
+                   skip=lambda: state.why_not_further(task.cell_id))
+
+
+def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list[CellTask]:
+    """Every task of the sweep in the order described above; the further rounds' folders made."""
+    if all(cells[t.cell_id].config.timing.rounds == 1 for t in firsts):
+        return list(firsts)
+    units: dict[str, list[CellTask]] = {}
+    for task in firsts:
+        units.setdefault(pair_key(cells[task.cell_id]), []).append(task)
+    ordered: list[CellTask] = []
+    for unit in units.values():
+        most = max(cells[t.cell_id].config.timing.rounds for t in unit)
+        for number in range(1, most + 1):
+            for task in unit:
+                if number == 1:
+                    ordered.append(task)
+                elif number <= cells[task.cell_id].config.timing.rounds:
+                    round_task = further_round(task, number, state)
+                    round_task.artifacts.mkdir(parents=True, exist_ok=True)
+                    ordered.append(round_task)
+    return ordered
+
+
+@dataclass
+class Rounds:
+    """The rounds of the cells being swept: round 1's record held until every further round is in."""
+
+    expected: dict[str, int]  # cell id -> rounds
+    bundle_root: Path
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    further: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    first_status: dict[str, str] = field(default_factory=dict)
+
+    def why_not_further(self, cell_id: str) -> str | None:
+        status = self.first_status.get(cell_id)
+        if status is None or status == "valid":
+            return None
+        return f"round 1 of the cell was {status}"
+
+    def finished(self, done: Finished, record: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Take a finished task (`record`: round 1's cell record, None for a further round); return
+        the cell's record once it is complete, else None."""
+        cell_id = done.task.cell_id
+        if done.task.request.timing_round == 1:
+            assert record is not None
+            self.first_status[cell_id] = str(record["status"])
+            if self.expected.get(cell_id, 1) == 1:
+                return record
+            self.held[cell_id] = record
+        else:
+            self.further.setdefault(cell_id, []).append(self._round(done))
+        if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
+            return None
+        complete = self.held.pop(cell_id)
+        metrics = complete.get("metrics") or {}
+        timing = metrics.get("device_time")
+        if complete["status"] == "valid" and timing:
+            first = {"round": 1, "status": "valid", "median_ns": timing["summary"]["median_ns"],
+                     "cv": timing["summary"].get("cv"), "n": timing["summary"]["n"],
+                     "prepare_cache": metrics.get("prepare_cache"), "wall_s": complete.get("wall_s"),
+                     "log": complete.get("log")}
+            metrics["rounds"] = [first, *sorted(self.further.pop(cell_id), key=lambda r: int(r["round"]))]
+        else:
+            self.further.pop(cell_id, None)
+        return complete
+
+    def waiting(self) -> list[str]:
+        """The cells whose round 1 is held for rounds still to come."""
+        return list(self.held)
+
+    def _round(self, done: Finished) -> dict[str, Any]:
+        number = done.task.request.timing_round
+        folder = done.task.artifacts
+        base: dict[str, Any] = {"round": number}
+        if (folder / "worker.log").is_file():
+            base["log"] = (folder / "worker.log").relative_to(self.bundle_root).as_posix()
+        elif folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # not run (its cell's round 1 was not valid): no empty folder left in the bundle
+        outcome = done.outcome
+        answer = outcome.answer if outcome is not None else None
+        if outcome is None or answer is None or answer.status != "valid" or answer.metrics.device_time is None:
+            if done.failure is not None:
+                why = done.failure
+            elif outcome is None:
+                why = "the executor lost it"
+            elif answer is None:
+                why = outcome.failure_reason(done.task.timeout_s)
+            else:
+                why = "; ".join(answer.reasons) or f"the worker answered {answer.status}"
+            return {**base, "status": "failed", "reason": why[:500],
+                    "wall_s": outcome.wall_s if outcome is not None else 0.0}
+        summary = answer.metrics.device_time.summary
+        return {**base, "status": "valid", "median_ns": summary.median_ns, "cv": summary.cv, "n": summary.n,
+                "prepare_cache": answer.metrics.prepare_cache, "wall_s": outcome.wall_s}

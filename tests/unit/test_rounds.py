@@ -1,0 +1,168 @@
+"""Rounds (harness/run/rounds.py): the order a sweep runs them in, fusion pairs alternating; the
+further rounds skipped where round 1 was not valid; a cell's record held until its last round and
+then carrying every round; the record's checks; the speedup and verdict the report shows."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bundle.cell_record import CellRecord, problems
+from harness.measure.protocol import WorkerAnswer, WorkerRequest
+from harness.reporting.view import FusionPair, Row, fmt_speedup
+from harness.run import rounds
+from harness.run.executors import CellTask, Finished
+from harness.run.isolation import WorkerOutcome
+from harness.scenario.cells import Cell, expand
+from harness.scenario.schema import ScenarioFile
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def _cells(rounds_wanted: int) -> list[Cell]:
+    data = {"models": [{"name": "resnet18", "input_size": 32}],
+            "backends": ["eager", {"name": "inductor", "fusion": ["on", "off"]}], "scenarios": ["Offline"],
+            "batch_sizes": {"cpu": [4]}, "timing": {"rounds": rounds_wanted}}
+    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
+    resolved["name"] = "t"
+    return expand(resolved, "cpu")
+
+
+def _tasks(cells: list[Cell], root: Path) -> list[CellTask]:
+    tasks = []
+    for cell in cells:
+        folder = root / "cells" / cell.id
+        folder.mkdir(parents=True)
+        tasks.append(CellTask(cell_id=cell.id, label=cell.label, request=WorkerRequest(cell=cell.config, artifact_dir=str(folder)),
+                              artifacts=folder, timeout_s=60, memory_limit_bytes=None, env_names=[], scratch_env={},
+                              device="cpu"))
+    return tasks
+
+
+def _plan(rounds_wanted: int, root: Path) -> tuple[list[Cell], list[CellTask], rounds.Rounds]:
+    cells = _cells(rounds_wanted)
+    firsts = _tasks(cells, root)
+    state = rounds.Rounds({c.id: c.config.timing.rounds for c in cells}, root)
+    return cells, rounds.order(firsts, {c.id: c for c in cells}, state), state
+
+
+def test_one_round_keeps_the_sweeps_order(tmp_path: Path) -> None:
+    cells = _cells(1)
+    firsts = _tasks(cells, tmp_path)
+    state = rounds.Rounds({c.id: 1 for c in cells}, tmp_path)
+    assert rounds.order(firsts, {c.id: c for c in cells}, state) == firsts
+
+
+def test_a_fusion_pairs_rounds_alternate_and_a_lone_cell_runs_its_own(tmp_path: Path) -> None:
+    cells, ordered, _ = _plan(3, tmp_path)
+    name = {c.id: f"{c.config.backend}-{c.config.variant.fusion}" for c in cells}
+    assert [(name[t.cell_id], t.request.timing_round) for t in ordered] == [
+        ("eager-on", 1), ("eager-on", 2), ("eager-on", 3),
+        ("inductor-on", 1), ("inductor-off", 1), ("inductor-on", 2), ("inductor-off", 2),
+        ("inductor-on", 3), ("inductor-off", 3)]
+    further = [t for t in ordered if t.request.timing_round > 1]
+    assert all(t.artifacts == tmp_path / "cells" / t.cell_id / f"round-{t.request.timing_round}" for t in further)
+    assert all(t.artifacts.is_dir() and t.request.artifact_dir == str(t.artifacts) for t in further)
+    assert all(t.label.endswith(f"round {t.request.timing_round}") for t in further)
+
+
+def _first_record(cell: Cell, status: str = "valid", median_ns: float = 1e6) -> dict[str, Any]:
+    golden = next((GOLDEN / "v5" / "cells").glob("*.json"))
+    import json
+
+    record = json.loads(golden.read_text())
+    record.update(id=cell.id, label=cell.label, status=status, schema_version=6, config=cell.config.recorded(),
+                  log=f"cells/{cell.id}/worker.log")
+    record["metrics"]["device_time"]["summary"]["median_ns"] = median_ns
+    record["metrics"]["device_time"]["summary"]["n"] = 40
+    return record
+
+
+def _done(task: CellTask, median_ns: float | None, failure: str | None = None) -> Finished:
+    if median_ns is None:
+        return Finished(task, None, {}, failure=failure)
+    (task.artifacts / "worker.log").write_text("round\n")
+    answer = WorkerAnswer(status="valid")
+    answer.metrics = answer.metrics.model_validate({
+        "prepare_cache": "warm",
+        "device_time": {"samples_ns": [int(median_ns)] * 3,
+                        "summary": {"n": 3, "median_ns": median_ns, "cv": 0.01}}})
+    return Finished(task, WorkerOutcome(answer=answer, returncode=0, timed_out=False, last_phase="timing", wall_s=2.5), {})
+
+
+def test_a_cell_is_written_once_its_last_round_is_in_with_every_round(tmp_path: Path) -> None:
+    cells, ordered, state = _plan(3, tmp_path)
+    on = next(c for c in cells if c.config.backend == "inductor" and c.config.variant.fusion == "on")
+    mine = [t for t in ordered if t.cell_id == on.id]
+    assert state.finished(_done(mine[0], 1e6), _first_record(on)) is None
+    assert state.waiting() == [on.id]
+    assert state.finished(_done(mine[2], 1.2e6), None) is None  # rounds may finish out of order
+    complete = state.finished(_done(mine[1], 1.1e6), None)
+    assert complete is not None and state.waiting() == []
+    got = complete["metrics"]["rounds"]
+    assert [(r["round"], r["status"], r["median_ns"]) for r in got] == [(1, "valid", 1e6), (2, "valid", 1.1e6), (3, "valid", 1.2e6)]
+    assert got[1]["prepare_cache"] == "warm" and got[1]["log"] == f"cells/{on.id}/round-2/worker.log"
+    assert problems(complete, "cell") == []
+
+
+def test_a_failed_further_round_keeps_its_reason_and_the_cell_stays_valid(tmp_path: Path) -> None:
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    mine = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(mine[0], 1e6), _first_record(eager))
+    complete = state.finished(_done(mine[1], None, failure="the executor lost it twice"), None)
+    assert complete is not None and complete["status"] == "valid"
+    assert complete["metrics"]["rounds"][1] == {"round": 2, "status": "failed", "reason": "the executor lost it twice",
+                                                "wall_s": 0.0}
+    assert not (tmp_path / "cells" / eager.id / "round-2").exists()  # it never ran: no empty folder is left
+    assert problems(complete, "cell") == []
+
+
+def test_further_rounds_are_skipped_once_round_1_was_not_valid(tmp_path: Path) -> None:
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    first, second = [t for t in ordered if t.cell_id == eager.id]
+    assert second.skip_reason() is None  # asked before round 1 finished: not known yet
+    assert state.finished(_done(first, 1e6), _first_record(eager, status="invalid")) is None
+    assert second.skip_reason() == "round 1 of the cell was invalid"
+    complete = state.finished(_done(second, None, failure=second.skip_reason()), None)
+    assert complete is not None and complete["status"] == "invalid" and "rounds" not in complete["metrics"]
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda r: r.__setitem__("round", 3), "numbered 1, 2"),
+    (lambda r: r.__setitem__("median_ns", None), "a valid round has a median"),
+])
+def test_a_record_whose_rounds_do_not_add_up_is_refused(tmp_path: Path, change: Any, said: str) -> None:
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    first, second = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(first, 1e6), _first_record(eager))
+    complete = state.finished(_done(second, 2e6), None)
+    assert complete is not None
+    broken = copy.deepcopy(complete)
+    change(broken["metrics"]["rounds"][1])
+    assert any(said in line for line in problems(broken, "cell"))
+    moved = copy.deepcopy(complete)
+    moved["metrics"]["rounds"][0]["median_ns"] = 5e5
+    assert any("round 1 is the cell's own device timing" in line for line in problems(moved, "cell"))
+
+
+def _row(cell: Cell, medians: list[float]) -> Row:
+    record = _first_record(cell, median_ns=medians[0])
+    record["metrics"]["rounds"] = [{"round": i + 1, "status": "valid", "median_ns": m} for i, m in enumerate(medians)]
+    return Row(CellRecord.model_validate(record))
+
+
+def test_the_pairs_speedup_comes_from_its_paired_rounds_with_an_interval_and_verdict() -> None:
+    cells = _cells(3)
+    on = next(c for c in cells if c.config.backend == "inductor" and c.config.variant.fusion == "on")
+    off = next(c for c in cells if c.config.backend == "inductor" and c.config.variant.fusion == "off")
+    pair = FusionPair(_row(on, [1.0e6, 1.02e6, 0.99e6]), _row(off, [1.5e6, 1.49e6, 1.52e6]))
+    assert pair.result.verdict == "faster" and pair.speedup == pytest.approx(pair.result.value)
+    assert fmt_speedup(pair).startswith(f"{pair.speedup:.2f}x [") and fmt_speedup(pair).endswith("faster")
+    one = FusionPair(_row(on, [1.0e6]), _row(off, [1.5e6]))
+    assert fmt_speedup(one) == "1.50x (one round)"
