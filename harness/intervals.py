@@ -132,9 +132,14 @@ class Speedup:
 
     def text(self) -> str:
         if self.interval is None:
-            return f"{self.value:.2f}x ({self.verdict})"
-        return (f"{self.value:.2f}x [{self.interval.low:.2f}-{self.interval.high:.2f}, {self.interval.coverage:.0%}] "
-                f"{self.verdict}")
+            return f"{_ratio(self.value)}x ({self.verdict})"
+        return (f"{_ratio(self.value)}x [{_ratio(self.interval.low)}-{_ratio(self.interval.high)}, "
+                f"{self.interval.coverage:.0%}] {self.verdict}")
+
+
+def _ratio(value: float) -> str:
+    """Two decimals, or three significant digits for the wide bounds few rounds give (1.7e+06)."""
+    return f"{value:.2f}" if 0.01 <= value < 100 else f"{value:.3g}"
 
 
 def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:

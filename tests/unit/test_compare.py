@@ -23,7 +23,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
 
 
-TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / "v5" / "cells").glob("*.json")))
+TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / "v6" / "cells").glob("*.json")))
                 if c["status"] == "valid" and c["config"]["backend"] == "eager" and c["config"]["scenario"] == "Offline")
 ACCURACY = {"top1_percent": 50.0, "good": 8, "total": 16, "log_dir": "loadgen/accuracy"}
 

@@ -60,6 +60,8 @@ def test_verdicts_follow_the_interval() -> None:
     one = paired_speedup(on=[2.0], off=[3.0])
     assert one.verdict == ONE_ROUND and one.interval is None and one.value == pytest.approx(1.5)
     assert "one round" in one.text() and "[" in faster.text() and "faster" in faster.text()
+    wide = paired_speedup(on=[1.0, 2.0], off=[1.0, 0.5])  # two rounds that disagree: t(1) makes it huge
+    assert wide.text() == f"0.50x [{wide.interval.low:.3g}-{wide.interval.high:.3g}, 95%] no effect seen"  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="as many on as off"):
         paired_speedup(on=[1.0, 2.0], off=[1.0])
     with pytest.raises(ValueError, match="positive"):
