@@ -212,10 +212,10 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.kind is None:
         raise ConfigError(f"image {args.action} needs a kind: cpu or cuda")
+    if args.action == "verify" and (args.no_cache or args.source != "auto"):
+        raise ConfigError("image verify always builds from nothing with no registry: it takes no --no-cache or --source")
     client = connect()
     if args.action == "verify":
-        if args.no_cache or args.source != "auto":
-            raise ConfigError("image verify always builds from nothing with no registry: it takes no --no-cache or --source")
         rebuilt = image_build.rebuild_and_compare(client, SOURCE_ROOT, args.kind, image_build.default_build_cache(),
                                                   sys.stdout.write)
         sys.stdout.write("".join(f"{line}\n" for line in rebuilt.lines()))  # whole lines: digests are compared

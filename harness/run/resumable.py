@@ -31,7 +31,7 @@ from harness.scenario.schema import BackendSpec, ScenarioFile
 #: the key existed. The run reads their absence as the harness that wrote the bundle did (no
 #: allocator as `system`, no profile as `dev`); any other key missing is refused.
 MAY_LACK = frozenset({"env", "allocator", "baseline", "inputs.labels", "loadgen.profile", "loadgen.accuracy",
-                      "loadgen.compliance", "loadgen.overrides"})
+                      "loadgen.compliance", "loadgen.overrides", "timing.rounds"})
 
 
 def check(bundle: Bundle) -> None:

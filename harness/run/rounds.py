@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.cell_record import Metrics, TimingRound
 from harness.run.executors import CellTask, Finished
 from harness.scenario.cells import Cell
 
@@ -31,10 +32,8 @@ ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round
 
 def pair_key(cell: Cell) -> str:
     """The same for two cells that differ only in fusion on/off."""
-    config = cell.config.recorded()
-    variant = dict(config.get("variant") or {})
-    variant.pop("fusion", None)
-    return json.dumps({**config, "variant": variant}, sort_keys=True)
+    either = cell.config.model_copy(update={"variant": cell.config.variant.model_copy(update={"fusion": "on"})})
+    return json.dumps(either.recorded(), sort_keys=True)
 
 
 def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
@@ -73,7 +72,7 @@ class Rounds:
     expected: dict[str, int]  # cell id -> rounds
     bundle_root: Path
     held: dict[str, dict[str, Any]] = field(default_factory=dict)
-    further: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    further: dict[str, list[TimingRound]] = field(default_factory=dict)
     first_status: dict[str, str] = field(default_factory=dict)
 
     def why_not_further(self, cell_id: str) -> str | None:
@@ -97,33 +96,32 @@ class Rounds:
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
             return None
         complete = self.held.pop(cell_id)
-        metrics = complete.get("metrics") or {}
-        timing = metrics.get("device_time")
-        if complete["status"] == "valid" and timing:
-            first = {"round": 1, "status": "valid", "median_ns": timing["summary"]["median_ns"],
-                     "cv": timing["summary"].get("cv"), "n": timing["summary"]["n"],
-                     "prepare_cache": metrics.get("prepare_cache"), "wall_s": complete.get("wall_s"),
-                     "log": complete.get("log")}
-            metrics["rounds"] = [first, *sorted(self.further.pop(cell_id), key=lambda r: int(r["round"]))]
-        else:
-            self.further.pop(cell_id, None)
+        further = sorted(self.further.pop(cell_id, []), key=lambda r: r.round)
+        measured = Metrics.model_validate(complete["metrics"])
+        timing = measured.device_time
+        if complete["status"] == "valid" and timing is not None:
+            first = TimingRound(round=1, status="valid", median_ns=timing.summary.median_ns, cv=timing.summary.cv,
+                                n=timing.summary.n, prepare_cache=measured.prepare_cache, wall_s=complete.get("wall_s"),
+                                log=complete.get("log"))
+            complete["metrics"] = {**complete["metrics"], "rounds": [r.recorded() for r in (first, *further)]}
         return complete
 
     def waiting(self) -> list[str]:
         """The cells whose round 1 is held for rounds still to come."""
         return list(self.held)
 
-    def _round(self, done: Finished) -> dict[str, Any]:
+    def _round(self, done: Finished) -> TimingRound:
         number = done.task.request.timing_round
         folder = done.task.artifacts
-        base: dict[str, Any] = {"round": number}
+        where: dict[str, Any] = {}  # its log, where the worker wrote one
         if (folder / "worker.log").is_file():
-            base["log"] = (folder / "worker.log").relative_to(self.bundle_root).as_posix()
+            where["log"] = (folder / "worker.log").relative_to(self.bundle_root).as_posix()
         elif folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()  # not run (its cell's round 1 was not valid): no empty folder left in the bundle
         outcome = done.outcome
         answer = outcome.answer if outcome is not None else None
-        if outcome is None or answer is None or answer.status != "valid" or answer.metrics.device_time is None:
+        timing = answer.metrics.device_time if answer is not None else None
+        if outcome is None or answer is None or answer.status != "valid" or timing is None:
             if done.failure is not None:
                 why = done.failure
             elif outcome is None:
@@ -132,8 +130,7 @@ class Rounds:
                 why = outcome.failure_reason(done.task.timeout_s)
             else:
                 why = "; ".join(answer.reasons) or f"the worker answered {answer.status}"
-            return {**base, "status": "failed", "reason": why[:500],
-                    "wall_s": outcome.wall_s if outcome is not None else 0.0}
-        summary = answer.metrics.device_time.summary
-        return {**base, "status": "valid", "median_ns": summary.median_ns, "cv": summary.cv, "n": summary.n,
-                "prepare_cache": answer.metrics.prepare_cache, "wall_s": outcome.wall_s}
+            return TimingRound(round=number, status="failed", reason=why[:500],
+                               wall_s=outcome.wall_s if outcome is not None else 0.0, **where)
+        return TimingRound(round=number, status="valid", median_ns=timing.summary.median_ns, cv=timing.summary.cv,
+                           n=timing.summary.n, prepare_cache=answer.metrics.prepare_cache, wall_s=outcome.wall_s, **where)

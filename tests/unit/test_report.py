@@ -16,7 +16,7 @@ import pytest
 from harness.bundle.reader import load
 from harness.bundle.validate import validate
 from harness.reporting.html import html
-from harness.reporting.markdown import markdown
+from harness.reporting.markdown import markdown, md_cell
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.reporting.view import FusionPair, Row, fmt_fraction, fmt_speedup, fused_kernels, fusion_pairs, machine_noise
 from tests.cell_configs import cell_record
@@ -67,31 +67,24 @@ def timed(median_ms: float, repetitions_ms: object) -> Row:
     return Row(cell_record(metrics={"device_time": timing}))
 
 
-def test_a_fusion_speedup_carries_its_range_over_the_repetitions() -> None:
-    clear = FusionPair(on=timed(10, [9.5, 10, 10.5, 10]), off=timed(20, [19, 20, 21, 20]))
-    low, high = clear.speedup_range or (0, 0)
-    assert abs(low - 19 / 10.5) < 1e-9 and abs(high - 21 / 9.5) < 1e-9
-    assert not clear.within_noise and fmt_speedup(clear) == "2.00x (1.81-2.21)"
-    close = FusionPair(on=timed(10, [9, 10, 11, 10]), off=timed(10.4, [9.8, 10.4, 11.2, 10.4]))
-    assert close.within_noise and fmt_speedup(close) == "1.04x (0.89-1.24, within noise)"
-    slower = FusionPair(on=timed(12, [11.8, 12, 12.2, 12]), off=timed(10, [9.9, 10, 10.1, 10]))
-    assert not slower.within_noise and (slower.speedup_range or (1, 1))[1] < 1
-
-
-def test_the_reports_give_each_fusion_speedup_its_range() -> None:
-    v3 = load(GOLDEN / "v3")
-    assert "| resnet18 inductor Offline b4 fp32 cpu | 4.68 ms | 6.07 ms | 1.30x (1.07-1.80) |" in markdown(v3)
-    assert "<td>1.30x (1.07-1.80)</td>" in html(v3)
-    assert "| 6.87x |" in markdown(load(GOLDEN / "v2"))  # written before repetitions were kept: no range
-
-
-def test_a_speedup_without_usable_repetitions_has_no_range() -> None:
-    for repetitions in (None, [], [10.0]):
+def test_a_cell_of_one_round_gives_no_interval_whatever_its_repetitions() -> None:
+    # The repetitions of one process are too narrow a range (docs/metrics.md, Speedups): only rounds make one.
+    for repetitions in (None, [], [10.0], [9.5, 10, 10.5, 10]):
         pair = FusionPair(on=timed(10, repetitions), off=timed(20, [19, 20, 21, 20]))
-        assert pair.speedup_range is None and not pair.within_noise and fmt_speedup(pair) == "2.00x", repetitions
+        assert pair.result.interval is None and fmt_speedup(pair) == "2.00x (one round)", repetitions
     for hostile in ("x", [10.0, float("nan")], [10.0, -1.0], [10.0, [9]]):  # never a record a report reads
         with pytest.raises(pydantic.ValidationError):
             timed(10, hostile)
+
+
+def test_the_reports_give_each_fusion_speedup_its_interval_and_verdict() -> None:
+    v6 = load(GOLDEN / "v6")
+    pairs = fusion_pairs([Row(r) for r in v6.records])
+    assert len(pairs) == 2 and all(p.result.rounds == 2 and p.result.interval is not None for p in pairs)
+    for pair in pairs:
+        assert f"| {md_cell(fmt_speedup(pair))} |" in markdown(v6) and f"<td>{fmt_speedup(pair)}</td>" in html(v6)
+        assert fmt_speedup(pair).endswith(("faster", "slower", "no effect seen"))
+    assert "| 1.30x (one round) |" in markdown(load(GOLDEN / "v3"))  # before rounds: one round, no interval
 
 
 def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None:
