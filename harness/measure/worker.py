@@ -186,12 +186,9 @@ def _measure(
     baseline_rss: int,
     baseline_device_used: int | None,
 ) -> None:
-    import torch
-
     from harness import precision
     from harness.measure import activity, correctness, loadgen, machine_speed, passes, roofline
     from harness.measure.memory import memory_pass
-    from harness.measure.timing import DeviceTiming
 
     device, dtype, batch = cell.device, cell.dtype, cell.batch
     workdir = Path.cwd()
@@ -218,9 +215,7 @@ def _measure(
             else:
                 metrics.correctness = Correctness.model_validate(correctness.compare(output, reference, dtype))
             del output
-        observe, compare = _observer(device)
-        timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell.timing, device,
-                              observe=observe, compare=compare)
+        timing = _device_timing(cell, prepared, samples)
         before_loadgen = max(cell.timing.repetitions // 2, 1)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
@@ -290,20 +285,27 @@ def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any,
                            cache_dir=cache_dir)
 
 
+def _device_timing(cell: CellConfig, prepared: Any, samples: list[Any]) -> Any:
+    """The cell's device timing of `prepared` over the batches of its samples, what runs beside it observed."""
+    import torch
+
+    from harness.measure.timing import DeviceTiming
+
+    observe, compare = _observer(cell.device)
+    return DeviceTiming(prepared, _timing_batches(torch, samples, cell.batch), cell.timing, cell.device,
+                        observe=observe, compare=compare)
+
+
 def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: PhaseClock, metrics: Metrics) -> None:
     """A further round (harness/run/rounds.py): in this fresh process, the model prepared again (its
     compiled artefacts from the cache the first round filled), then the same device timing as the
     first round's, warm-up and every repetition, with nothing else measured."""
-    import torch
-
     from harness import precision
-    from harness.measure.timing import DeviceTiming
 
-    device, dtype, batch = cell.device, cell.dtype, cell.batch
     workdir = Path.cwd()
     with clock.phase(protocol.BUILD):
         model, samples, example = _model_and_samples(cell, request)
-    precision.set_torch_math(dtype)
+    precision.set_torch_math(cell.dtype)
     with clock.phase(protocol.PREPARE):
         prepared = _prepare(cell, request, backend, model, example, workdir)
     metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
@@ -313,9 +315,7 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
             prepared(example)
             prepared.synchronize()
         metrics.first_call_s = clock.durations_s[protocol.FIRST_CALL.name]
-        observe, compare = _observer(device)
-        timing = DeviceTiming(prepared, _timing_batches(torch, samples, batch), cell.timing, device,
-                              observe=observe, compare=compare)
+        timing = _device_timing(cell, prepared, samples)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
             for _ in range(cell.timing.repetitions):

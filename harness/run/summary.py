@@ -64,7 +64,6 @@ def summary_table(records: list[CellRecord]) -> Table:
 
 def fusion_summary(records: list[CellRecord]) -> Table | None:
     """Fusion on vs off for every model, backend and setting that ran both, or None."""
-    from harness.intervals import SLOWER
     from harness.reporting.view import Row, fusion_pairs, fusion_table
 
     pairs = fusion_pairs([Row(r) for r in records])
@@ -77,6 +76,6 @@ def fusion_summary(records: list[CellRecord]) -> Table | None:
     for column in head:
         table.add_column(column)
     for row, pair in zip(body, pairs):
-        style = "red" if pair.result.verdict == SLOWER else ""
+        style = "red" if pair.speedup < 1 else ""  # as the reports' "where fusion made things slower"
         table.add_row(*(Text(visible(value)) for value in row), style=style)
     return table

@@ -138,3 +138,24 @@ def test_an_accuracy_run_without_labelled_images_fails_the_cell_with_the_reason(
     assert len(answer["reasons"]) == 1
     assert answer["reasons"][0].startswith("accuracy: loadgen.accuracy needs labelled images"), answer["reasons"]
     assert "loadgen" in answer["metrics"], "what was measured before the accuracy run stays in the answer"
+
+
+def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    request = WorkerRequest(cell=cell_for("eager"), artifact_dir=str(tmp_path / "round-2"),
+                            phase_file=str(tmp_path / "phase"), timing_round=2)
+    answer = run_cell(request).record()
+    assert answer["status"] == "valid", answer["reasons"]
+    m = answer["metrics"]
+    timing = m["device_time"]
+    assert [r["when"] for r in timing["repetitions"]] == ["round 2", "round 2"]  # every repetition, none around LoadGen
+    assert len(timing["samples_ns"]) == timing["summary"]["n"] >= 5 and timing["summary"]["median_ns"] > 0
+    assert m["prepare_cache"] == "none" and m["first_call_s"] > 0
+    for skipped in ("correctness", "loadgen", "memory", "kernels", "roofline", "first_call_ratio"):
+        assert m.get(skipped) is None, skipped
+    assert set(answer["phases_s"]) == {"import", "build", "prepare", "first_call", "timing"}
+    wrong = WorkerRequest(cell=cell_for("wrong"), artifact_dir=str(tmp_path / "wrong"), phase_file=str(tmp_path / "p2"),
+                          timing_round=2)
+    assert run_cell(wrong).status == "valid"  # a round checks no output: round 1 did (its cell is only run when valid)
