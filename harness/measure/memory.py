@@ -168,14 +168,22 @@ class NvmlSampler:
             self._thread.join(timeout=5)
 
     def result(self) -> dict[str, Any]:
-        delta = None
+        delta, notes = None, []
         if self.device_used_peak is not None and self.device_used_baseline is not None:
-            delta = self.device_used_peak - self.device_used_baseline
+            if self.device_used_peak >= self.device_used_baseline:
+                delta = self.device_used_peak - self.device_used_baseline
+            else:  # device-wide: another process on the GPU freed more than this cell took
+                notes.append(f"the device's memory in use peaked {self.device_used_baseline - self.device_used_peak} bytes "
+                             "below its level before the model was built (other processes on this GPU freed memory): "
+                             "no device-wide delta")
+        if self.error:
+            notes.insert(0, self.error)
+        elif self.process_peak is None:
+            notes.insert(0, "this PID not in NVML's process list (container?): use the device delta")
         return {
             "nvml_process_peak_bytes": self.process_peak,
             "nvml_device_used_peak_bytes": self.device_used_peak,
             "nvml_device_used_delta_bytes": delta,
             "nvml_samples": self.samples,
-            "nvml_note": self.error
-            or ("" if self.process_peak is not None else "this PID not in NVML's process list (container?): use the device delta"),
+            "nvml_note": "; ".join(notes),
         }

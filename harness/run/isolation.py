@@ -32,6 +32,7 @@ from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
 from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_environment
 from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
+from harness.run.system import SOURCE_ROOT
 
 POLL_S = 0.1
 LOG_TAIL_LINES = 40
@@ -88,7 +89,8 @@ def worker_environment(
 ) -> dict[str, str]:
     """The environment of a worker: the whitelisted part of `parent`, then each of `named` ("NAME"
     passes the parent's value on, "NAME=value" sets it), then each of `scratch` (variable -> a
-    folder name, made under `workdir`: the backend's caches, fresh for every cell)."""
+    folder name, made under `workdir`: the backend's caches, fresh for every cell); the harness's
+    source root last on PYTHONPATH."""
     env = {k: v for k, v in parent.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
     for item in named:
         name, sep, value = item.partition("=")
@@ -98,6 +100,11 @@ def worker_environment(
             env[name] = parent[name]
     for name, folder in scratch.items():
         env[name] = str(workdir / folder)
+    # The worker imports the harness the parent runs, also where it is not installed (a checkout
+    # run as `python -m harness.cli` from its root): the worker starts in its scratch folder.
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(SOURCE_ROOT) not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([*paths, str(SOURCE_ROOT)])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -148,6 +155,10 @@ def run_worker(
                 write_request(parent.pid, "preloaded")
                 proc = parent.fork(module, request_path, workdir, log_path, env)
             if proc is None:  # no preloaded parent, or it could not fork: a fresh Python
+                if parent is not None:  # why goes first in the cell's log
+                    log.write(f"fusionbench: this worker started as a fresh Python: its preloaded parent {parent.broken}\n"
+                              .encode(errors="replace"))
+                    log.flush()
                 write_request(os.getpid(), "fresh")
                 proc = subprocess.Popen(
                     [sys.executable, "-m", module, str(request_path)],

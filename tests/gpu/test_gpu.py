@@ -28,9 +28,11 @@ def run_cells(tmp_path: Path, yaml_text: str, allowed_exit: tuple[int, ...] = (0
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--device", "cuda", "--out", str(out),
                            "--cache-dir", str(tmp_path / "cache")],
                           capture_output=True, text=True, timeout=1800, cwd=REPO)
-    assert done.returncode in allowed_exit, done.stdout[-4000:] + done.stderr[-4000:]
-    bundle = next(p for p in out.iterdir() if p.is_dir())
-    cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
+    bundles = [p for p in out.iterdir() if p.is_dir()] if out.is_dir() else []
+    cells = [json.loads(p.read_text()) for p in (bundles[0] / "cells").glob("*.json")] if bundles else []
+    # Each cell that did not pass, with its whole reason (the console's table cuts them short).
+    troubles = "\n".join(f"{c['label']}: {c['status']}: {c['reasons']}" for c in cells if c["status"] not in ("valid", "skipped"))
+    assert done.returncode in allowed_exit, troubles + "\n" + done.stdout[-3000:] + done.stderr[-3000:]
     return {(c["config"]["backend"], c["config"]["scenario"], c["config"]["variant"]["fusion"],
              c["config"]["variant"].get("graphs", "off"), c["config"]["dtype"]): c for c in cells}
 

@@ -62,7 +62,8 @@ def test_the_gpu_lock_pins_cuda13_builds_that_match_the_container() -> None:
 def test_without_a_venv_missing_packages_are_named(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     venv.create(bare, with_pip=False)
-    done = run_sh("backends", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": str(bare / "bin" / "python")})
+    # PYTHONPATH emptied: on a machine that adds the packages by it, the bare Python would find them
+    done = run_sh("backends", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": str(bare / "bin" / "python"), "PYTHONPATH": ""})
     assert done.returncode == 2
     assert "lacks: torch torchvision mlperf_loadgen pydantic yaml" in done.stderr
     assert "--no-index --find-links" in done.stderr

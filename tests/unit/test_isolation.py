@@ -17,8 +17,9 @@ import pytest
 from harness import registry
 from harness.bundle.cell_record import Metrics
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.run.isolation import WorkerOutcome, log_tail, run_worker
+from harness.run.isolation import WorkerOutcome, log_tail, run_worker, worker_environment
 from harness.run.preloaded_parents import PreloadedParents
+from harness.run.system import SOURCE_ROOT
 from tests.cell_configs import cell_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,6 +90,15 @@ def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
     assert not seen["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))  # the cell's own scratch folder
 
 
+def test_a_worker_imports_the_harness_of_its_parent_where_it_is_not_installed(tmp_path: Path) -> None:
+    """A checkout run as `python -m harness.cli` from its root: the worker starts in its scratch
+    folder, so the source root goes on its PYTHONPATH (last: the parent's entries keep their order)."""
+    root = str(SOURCE_ROOT)
+    assert worker_environment({"PATH": "/bin"}, (), {}, tmp_path)["PYTHONPATH"] == root
+    assert worker_environment({"PYTHONPATH": "/a:/b"}, (), {}, tmp_path)["PYTHONPATH"] == f"/a:/b:{root}"
+    assert worker_environment({"PYTHONPATH": f"{root}:/a"}, (), {}, tmp_path)["PYTHONPATH"] == f"{root}:/a"
+
+
 def test_segfault_is_named(fake, tmp_path: Path) -> None:
     outcome, log, _ = fake("segfault", tmp_path)
     assert outcome.answer is None
@@ -147,7 +157,8 @@ def test_a_worker_is_its_own_process_whichever_way_it_started(fake, parents, tmp
     if parents is None:
         assert seen["parent_pid"] == os.getpid() and seen["worker_start"] == "fresh" and not seen["torch_imported"]
     else:
-        assert seen["parent_pid"] != os.getpid() and seen["worker_start"] == "preloaded" and seen["torch_imported"]
+        assert seen["parent_pid"] != os.getpid() and seen["worker_start"] == "preloaded" and seen["torch_imported"], \
+            log.read_text()[:500]
     assert str(seen["pid"]) in log.read_text()  # its output went to the cell's log
 
 
@@ -180,7 +191,7 @@ def test_a_forked_worker_finds_what_the_runs_backends_preload_already_imported(
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / start / "process"))
         outcome = run_worker(request, timeout_s=60, log_path=tmp_path / f"{start}.log", module="tests.fakes.workers",
                              parents=parents)
-        assert outcome.answer.environment["worker_start"] == start
+        assert outcome.answer.environment["worker_start"] == start, (tmp_path / f"{start}.log").read_text()[:500]
         seen[start] = set(outcome.answer.environment["modules"])
     assert preloads <= seen["preloaded"] and not preloads & seen["fresh"]
 
@@ -225,5 +236,7 @@ def test_a_parent_running_a_thread_refuses_to_fork_and_the_worker_starts_fresh(
         assert outcome.answer.status == "valid" and outcome.answer.environment["worker_start"] == "fresh"
         [parent] = parents._all
         assert parent.broken == "after the imports, 2 threads run here and a fork would carry one"
+        assert (tmp_path / "worker.log").read_text().startswith(
+            "fusionbench: this worker started as a fresh Python: its preloaded parent after the imports, 2 threads run here")
     finally:
         parents.close()

@@ -182,8 +182,9 @@ def test_cli_packs_and_lists_what_the_submitter_must_fill_in(tmp_path: Path) -> 
 def test_a_path_a_command_cannot_write_is_exit_2_and_one_line(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "a-file").write_text("not a directory")
     before = sorted(p.name for p in tmp_path.iterdir())
+    python_path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))  # a machine's own packages kept
     done = subprocess.run([sys.executable, "-m", "harness.cli", *command], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": python_path})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
