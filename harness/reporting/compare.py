@@ -21,6 +21,11 @@ against TF32, or one that did not record it) are not comparable, whatever their 
 backend, the geometric mean of B/A over its compared pairs. The systems' differences (CPU, GPU,
 driver, library versions, container) come first, since a difference between machines explains a
 difference between figures.
+
+Fusion verdicts: each fusion pair (the same cell with fusion on and off, both valid) of either
+bundle, with its speedup, interval and verdict in A and in B (harness/intervals.py), whether the two
+verdicts agree and whether the two intervals overlap. A pair of one round has no verdict: it agrees
+with nothing. They inform, as the other figures do.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
+from harness.intervals import ONE_ROUND, Speedup
 from harness.metric_table import Metric, format_value
 from harness.plain_text import visible_lines
 from harness.reporting.markdown import md_cell
-from harness.reporting.view import hardware
+from harness.reporting.view import FusionPair, Row, fusion_pairs, hardware
 from harness.stats import geometric_mean, mann_whitney_u, median
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
@@ -76,6 +82,68 @@ class Pair:
 
 
 @dataclass
+class FusionVerdict:
+    """One fusion pair in both bundles: its speedup in each, None where the pair is not valid there."""
+
+    name: str
+    a: Speedup | None
+    b: Speedup | None
+
+    @property
+    def judged(self) -> bool:
+        """Both bundles gave the pair a verdict (more than one round each)."""
+        return self.a is not None and self.b is not None and ONE_ROUND not in (self.a.verdict, self.b.verdict)
+
+    @property
+    def agree(self) -> bool:
+        return self.judged and self.a is not None and self.b is not None and self.a.verdict == self.b.verdict
+
+    @property
+    def overlap(self) -> bool:
+        a, b = (self.a.interval if self.a else None), (self.b.interval if self.b else None)
+        return a is not None and b is not None and a.low <= b.high and b.low <= a.high
+
+    def recorded(self) -> dict[str, Any]:
+        def side(speedup: Speedup | None) -> dict[str, Any] | None:
+            if speedup is None:
+                return None
+            interval = speedup.interval
+            return {"speedup": speedup.value, "rounds": speedup.rounds, "verdict": speedup.verdict, "shown": speedup.text(),
+                    "interval": None if interval is None else {"low": interval.low, "high": interval.high,
+                                                                 "coverage": interval.coverage}}
+        return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree, "overlap": self.overlap}
+
+
+def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
+    """Every fusion pair valid in A or B, in A's order, then B's others."""
+    def pairs(loaded: LoadedBundle) -> dict[str, FusionPair]:
+        return {_pair_id(pair): pair for pair in fusion_pairs([Row(record) for record in loaded.records])}
+
+    in_a, in_b = pairs(a), pairs(b)
+    verdicts = []
+    for key in [*in_a, *(key for key in in_b if key not in in_a)]:
+        pair_a, pair_b = in_a.get(key), in_b.get(key)
+        either = pair_a or pair_b
+        assert either is not None  # the key came from one of them
+        verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None))
+    return verdicts
+
+
+def _pair_id(pair: FusionPair) -> str:
+    """The same in both bundles for the same pair: the ids of its two cells."""
+    return f"{pair.on.record.id}/{pair.off.record.id}"
+
+
+def verdict_line(verdicts: list[FusionVerdict]) -> str:
+    """`verdicts agree: K of N pairs; intervals overlap: M of N`, N the pairs valid in both bundles."""
+    both = [v for v in verdicts if v.a is not None and v.b is not None]
+    unjudged = sum(1 for v in both if not v.judged)
+    line = (f"verdicts agree: {sum(v.agree for v in both)} of {len(both)} pairs; "
+            f"intervals overlap: {sum(v.overlap for v in both)} of {len(both)}")
+    return line + (f" ({unjudged} with one round in a bundle: no verdict)" if unjudged else "")
+
+
+@dataclass
 class Comparison:
     a: str
     b: str
@@ -87,6 +155,7 @@ class Comparison:
     #: skipped): the comparison could not judge them, and the CLI does not exit 0 for it unless
     #: asked to (`--allow-missing`).
     unpaired: list[str] = field(default_factory=list)
+    fusion: list[FusionVerdict] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {label: sum(1 for p in self.pairs if p.verdict == label) for label in LABELS}
@@ -258,7 +327,7 @@ def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, 
 def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha: float = ALPHA) -> Comparison:
     """Pair the cells of `a` (the baseline) and `b` by id, and label each pair."""
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
-                        systems=system_differences(a.header, b.header))
+                        systems=system_differences(a.header, b.header), fusion=fusion_verdicts(a, b))
     cells_a = {cell.id: cell for cell in a.records}
     cells_b = {cell.id: cell for cell in b.records}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
@@ -301,6 +370,8 @@ def to_json(comparison: Comparison) -> str:
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
         "geomean_by_backend": comparison.geomeans(),
         "pairs": [asdict(p) for p in comparison.pairs],
+        "fusion_verdicts": [v.recorded() for v in comparison.fusion],
+        "fusion_verdicts_line": verdict_line(comparison.fusion),
     }
     return json.dumps(data, indent=1) + "\n"
 
@@ -327,6 +398,22 @@ def _figures(comparison: Comparison) -> list[str]:
             lines.append(f"| {md_cell(pair.label)} | {rules[f.metric]['label']} | {md_cell(f.a_shown)} | "
                          f"{md_cell(f.b_shown)} | {ratio} | **{f.verdict}** | {md_cell(f.why)} |")
     return [*lines, ""]
+
+
+def _fusion(comparison: Comparison) -> list[str]:
+    """Each fusion pair's speedup, interval and verdict in A and B, and whether they agree."""
+    if not comparison.fusion:
+        return []
+    lines = ["## Fusion speedups", "",
+             "Fusion off over on in each bundle, with its confidence interval over the paired rounds and its verdict "
+             "(docs/metrics.md, Speedups); `-` where the pair is not valid in that bundle.", "",
+             "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
+    for v in comparison.fusion:
+        shown = ["-" if s is None else s.text() for s in (v.a, v.b)]
+        lines.append(f"| {md_cell(v.name)} | {md_cell(shown[0])} | {md_cell(shown[1])} | "
+                     f"{'yes' if v.agree else 'no' if v.judged else '-'} | "
+                     f"{'yes' if v.overlap else 'no' if v.a and v.b and v.a.interval and v.b.interval else '-'} |")
+    return [*lines, "", verdict_line(comparison.fusion), ""]
 
 
 def to_markdown(comparison: Comparison) -> str:
@@ -361,5 +448,5 @@ def to_markdown(comparison: Comparison) -> str:
         p_value = "-" if p.p_value is None else f"{p.p_value:.2g}"
         lines.append(f"| {md_cell(p.label)} | {format_value(p.median_a_ns, 'ns')} | {format_value(p.median_b_ns, 'ns')} | "
                      f"{ratio} | {p_value} | **{p.verdict}** | {md_cell(p.why)} |")
-    lines += ["", *_figures(c)]
+    lines += ["", *_fusion(c), *_figures(c)]
     return visible_lines("\n".join(lines) + "\n")

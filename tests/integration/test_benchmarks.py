@@ -83,3 +83,30 @@ def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> N
     assert all(run["exit"] == 0 and run["cpu_s"] > 0 for runs in figures["runs"].values() for run in runs)
     assert figures["ratio_wall_s"] > 0 and figures["ratio_cpu_s"] > 0
     assert "ratio preloaded / fresh" in done.stdout
+
+
+def test_verdicts_benchmark_runs_a_scenario_twice_and_ends_with_the_agreement_line(tmp_path: Path) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text("""
+device: cpu
+models: [{name: mobilenet_v3_small, input_size: 32}]
+backends: [{name: onnxruntime, fusion: [on, off]}]
+scenarios: SingleStream
+inputs: {source: synthetic, seed: 0, samples: 8}
+loadgen: {min_duration_s: 0.3}
+timing: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5, rounds: 2}
+passes: {memory_iters: 1, profile_iters: 1}
+""")
+    out = tmp_path / "verdicts.json"
+    done = subprocess.run([sys.executable, "benchmarks/verdicts.py", str(scenario), "--out", str(tmp_path / "runs"),
+                           "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    [pair] = figures["pairs"]
+    assert pair["pair"] == "mobilenet_v3_small onnxruntime SingleStream b1 fp32 cpu"
+    for side in ("a", "b"):  # two rounds each: an interval and a verdict
+        assert pair[side]["rounds"] == 2 and pair[side]["interval"]["low"] <= pair[side]["speedup"] <= pair[side]["interval"]["high"]
+        assert pair[side]["verdict"] in ("faster", "slower", "no effect seen")
+    agree, overlap = int(pair["agree"]), int(pair["overlap"])
+    assert done.stdout.splitlines()[-1] == f"verdicts agree: {agree} of 1 pairs; intervals overlap: {overlap} of 1"
+    assert len(figures["bundles"]) == 2 and "machine noise:" in done.stdout

@@ -15,8 +15,9 @@ import pytest
 from harness import metric_table
 from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
+from harness.intervals import paired_speedup
 from harness.metric_table import Metric
-from harness.reporting.compare import Figure, compare_cells, system_differences
+from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
 from harness.stats import geometric_mean, mann_whitney_u, summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -346,3 +347,32 @@ def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path)
     text = fusionbench("compare", str(GOLDEN / "v2"), str(root)).stdout
     assert "## Other figures" in text and "| peak RSS | lower | one figure a side: B/A beyond 5% |" in text
     assert "| resnet18 inductor fusion-on Offline cpu fp32 b4 | peak RSS | 952 MiB | 1.86 GiB | 2.000 | **worse** |" in text
+
+
+def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise() -> None:
+    faster = paired_speedup([10.0, 10.2, 9.9], [12.0, 12.1, 11.8])
+    also_faster = paired_speedup([10.0, 10.1, 10.3], [12.5, 12.2, 12.9])
+    slower = paired_speedup([10.0, 10.1, 10.0], [9.0, 9.1, 8.9])
+    one_round = paired_speedup([10.0], [12.0])
+    assert (faster.verdict, slower.verdict, one_round.verdict) == ("faster", "slower", "one round")
+    same = FusionVerdict("m b on/off", faster, also_faster)
+    flipped = FusionVerdict("m b on/off", faster, slower)
+    unjudged = FusionVerdict("m b on/off", faster, one_round)
+    missing = FusionVerdict("m b on/off", faster, None)
+    assert (same.agree, same.overlap) == (True, True)
+    assert (flipped.agree, flipped.overlap) == (False, False)
+    assert (unjudged.judged, unjudged.agree, unjudged.overlap) == (False, False, False)
+    assert verdict_line([same, flipped, unjudged, missing]) == (
+        "verdicts agree: 1 of 3 pairs; intervals overlap: 1 of 3 (1 with one round in a bundle: no verdict)")
+    assert flipped.recorded()["b"]["verdict"] == "slower" and missing.recorded()["b"] is None
+
+
+def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles() -> None:
+    """Golden v6 ran two rounds: compared with itself, every pair agrees and overlaps."""
+    text = fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6")).stdout
+    section = text[text.index("## Fusion speedups"):]
+    assert "| resnet18 inductor Offline b4 fp32 cpu | 1.06x \\[0.42-2.72, 95%\\] no effect seen |" in section
+    assert "verdicts agree: 2 of 2 pairs; intervals overlap: 2 of 2\n" in section
+    data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
+    assert data["fusion_verdicts_line"] == "verdicts agree: 2 of 2 pairs; intervals overlap: 2 of 2"
+    assert [v["a"]["verdict"] for v in data["fusion_verdicts"]] == ["no effect seen", "no effect seen"]
