@@ -18,6 +18,7 @@ from harness.reporting.view import (
     cells_table,
     facts,
     fmt_speedup,
+    fmt_time_over_rounds,
     fused_kernels,
     fusion_pairs,
     fusion_table,
@@ -67,7 +68,7 @@ def markdown(loaded: LoadedBundle) -> str:
     if not slower:
         lines += ["Nowhere in this run.", ""]
     for p in slower:
-        on, off = format_value(p.on.median_ns, "ns"), format_value(p.off.median_ns, "ns")
+        on, off = fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off)
         lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
                   f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")]
     if slower:

@@ -15,10 +15,11 @@ from typing import Any
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.reader import LoadedBundle, lookup
-from harness.intervals import Speedup, paired_speedup
+from harness.intervals import Interval, Speedup, median_interval, paired_speedup
 from harness.metric_table import format_value
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
+from harness.stats import median
 
 FUSED_KERNELS_SHOWN = 8
 ROOFLINE_NOTE = (
@@ -42,7 +43,9 @@ SPEEDUP_NOTE = (
     "stretch of the machine). In brackets its confidence interval from those paired rounds (Student's t on their "
     "logs) and the verdict: faster or slower where the whole interval is above or below 1, else no effect seen. "
     "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
-    "unseen (docs/metrics.md, Speedups)."
+    "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
+    "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
+    "(docs/metrics.md, Speedups)."
 )
 AGREEMENT_NOTE = (
     "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "
@@ -117,6 +120,15 @@ class Row:
                 if r.status == "valid" and r.median_ns is not None and math.isfinite(r.median_ns) and r.median_ns > 0}
 
     @property
+    def over_rounds(self) -> tuple[float, Interval] | None:
+        """The median of the valid rounds' medians and that median's order-statistics interval
+        (harness/intervals.py), where two or more rounds are valid; else None."""
+        values = list(self.round_medians.values())
+        if len(values) < 2:
+            return None
+        return median(values), median_interval(values)
+
+    @property
     def checked_against_eager(self) -> bool:
         """Whether the cell's output was compared with eager's: only then does it compute the same
         thing, and only then is its speed a speedup (a backend that computes nothing is not)."""
@@ -185,6 +197,17 @@ def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
     return [FusionPair(on[key(r)], r) for r in valid_rows(rows) if r.fusion == "off" and key(r) in on]
 
 
+def fmt_time_over_rounds(row: Row) -> str:
+    """A cell's device time: the median over its rounds with its interval and the coverage that
+    interval has (`4.95 ms [4.90-5.10, 75%] over 3 rounds`), or its one median."""
+    over = row.over_rounds
+    if over is None:
+        return format_value(row.median_ns, "ns")
+    middle, interval = over
+    return (f"{format_value(middle, 'ns')} [{format_value(interval.low, 'ns')}-{format_value(interval.high, 'ns')}, "
+            f"{interval.coverage:.0%}] over {len(row.round_medians)} rounds")
+
+
 def fmt_speedup(pair: FusionPair) -> str:
     """The fusion speedup, its interval over the paired rounds and the verdict: `1.18x [1.09-1.28,
     95%] faster`, or `1.18x (one round)`."""
@@ -223,7 +246,7 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     columns = metric_table.present(metric_table.REPORT_FUSION, [r.record for p in pairs for r in (p.on, p.off)])
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
-    body = [[p.name, format_value(p.on.median_ns, "ns"), format_value(p.off.median_ns, "ns"), fmt_speedup(p),
+    body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off), fmt_speedup(p),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body

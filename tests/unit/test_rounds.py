@@ -12,7 +12,7 @@ import pytest
 
 from harness.bundle.cell_record import CellRecord, problems
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.reporting.view import FusionPair, Row, fmt_speedup
+from harness.reporting.view import FusionPair, Row, fmt_speedup, fmt_time_over_rounds
 from harness.run import rounds
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
@@ -167,3 +167,17 @@ def test_the_pairs_speedup_comes_from_its_paired_rounds_with_an_interval_and_ver
     assert fmt_speedup(pair).startswith(f"{pair.speedup:.2f}x [") and fmt_speedup(pair).endswith("faster")
     one = FusionPair(_row(on, [1.0e6]), _row(off, [1.5e6]))
     assert fmt_speedup(one) == "1.50x (one round)"
+
+
+def test_a_cells_time_is_the_median_over_its_rounds_with_that_medians_interval() -> None:
+    cells = _cells(3)
+    on = next(c for c in cells if c.config.backend == "inductor" and c.config.variant.fusion == "on")
+    three = _row(on, [1.0e6, 1.2e6, 0.9e6])
+    middle, interval = three.over_rounds  # type: ignore[misc]
+    assert middle == 1.0e6 and (interval.low, interval.high, interval.coverage) == (0.9e6, 1.2e6, 0.75)
+    assert fmt_time_over_rounds(three) == "1.00 ms [900 us-1.20 ms, 75%] over 3 rounds"
+    assert three.median_ns == 1.0e6  # the cell's own timing stays round 1's
+    failed_round = _row(on, [1.0e6, 1.2e6])
+    failed_round.record.metrics.rounds[1].status = "failed"  # type: ignore[index]
+    assert failed_round.over_rounds is None and fmt_time_over_rounds(failed_round) == "1.00 ms"
+    assert fmt_time_over_rounds(_row(on, [2.0e6])) == "2.00 ms"
