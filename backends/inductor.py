@@ -20,8 +20,13 @@ Options (scenario file, `options:`):
 - `freezing`: parameters become constants, folded and prepacked (default true); `freezing: false`
   with `fusion: off` is the earlier "everything off"
 
-Compilation always starts cold (Inductor's caches disabled for the compile), so `prepare_s` is a
-cold compile and the generated code is really produced, not replayed from a cache.
+A cell's compile starts cold: Inductor's and Triton's on-disk caches are folders of the cell's own
+(`scratch_env`), empty for its first round, so `prepare_s` is a cold compile and the generated code
+is really produced. A further round of the cell (`timing: {rounds: N}`) finds those folders as the
+rounds before it left them and compiles warm (`prepare_cache: warm`): the code is generated again
+(the graph and AOTAutograd caches stay off, so the fusion report is always the compile's own), its
+kernels' builds come from the code cache. Prepared outside a worker (no folder given), every cache
+is off.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ class InductorBackend(Backend):
     name = "inductor"
     cuda_graphs = True
     options_model = InductorOptions
-    # Inductor's and Triton's on-disk caches: a fresh folder of each cell's own
+    # Inductor's and Triton's on-disk caches: folders of each cell's own, shared by its rounds only
     scratch_env = {"TORCHINDUCTOR_CACHE_DIR": "inductor-cache", "TRITON_CACHE_DIR": "triton-cache"}
     preload = ("torch._inductor.compile_fx",)  # about 1.5 CPU-seconds; it reads no scratch variable on import
 
@@ -104,10 +109,16 @@ class InductorBackend(Backend):
         watch = FoldWatch()
         hooks = {"pre_grad_custom_pass": _graph_pass(watch.pre_grad), "post_grad_custom_pre_pass": _graph_pass(watch.post_grad)}
         watching = options.freezing and fused  # only then can a batch norm be folded away
-        patches = {"force_disable_caches": True, "freezing": options.freezing, **(hooks if watching else {}),
-                   **_isa_settings(device, cache_dir)}
+        own_caches = _own_cache_folder()
+        warm = own_caches is not None and own_caches.is_dir() and any(own_caches.iterdir())
+        # Never a whole graph from the graph cache: the code is generated again in every round (so the
+        # fusion report is the compile's own, whatever patches the variant makes); only its kernels'
+        # builds come from the code cache of a further round.
+        patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
+                   **(hooks if watching else {}), **_isa_settings(device, cache_dir)}
         loaded: list[Any] = []
-        with inductor_config.patch(**patches), unfused, no_folding, _loaded_modules(loaded), torch.no_grad():
+        with inductor_config.patch(**patches), _no_autograd_cache(), unfused, no_folding, _loaded_modules(loaded), \
+                torch.no_grad():
             mode = compile_mode(options.mode, variant.graphs, device)
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
@@ -123,6 +134,7 @@ class InductorBackend(Backend):
         _remember_isa(device, cache_dir)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
+        prepared.prepare_cache = "warm" if warm else "cold"
         prepared.rewrite_record = {
             "compile_mode": mode, "freezing": options.freezing,
             "constant_folding": options.freezing, "onednn_weight_prepack": options.freezing and device == "cpu",
@@ -132,9 +144,37 @@ class InductorBackend(Backend):
         return prepared
 
 
+@contextlib.contextmanager
+def _no_autograd_cache() -> Iterator[None]:
+    """AOTAutograd's cache off too: like the graph cache, it would skip the code generation."""
+    import torch._functorch.config as functorch_config
+
+    if not hasattr(functorch_config, "enable_autograd_cache"):
+        yield
+        return
+    with functorch_config.patch(enable_autograd_cache=False):
+        yield
+
+
+def _own_cache_folder() -> Path | None:
+    """Inductor's cache folder where the worker gave the cell one (`scratch_env`), else None. Inductor
+    names its default folder in the variable once it has used it, and that folder is shared by
+    every compile of the machine (fusion on and off alike): not the cell's own."""
+    import os
+
+    named = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # a torch that lays its caches out otherwise: keep them off
+        return None
+    if not named or os.path.abspath(named) == os.path.abspath(default_cache_dir()):
+        return None
+    return Path(named)
+
+
 def _graph_pass(function: Any) -> Any:
-    """`function` as an Inductor custom graph pass that only observes: no cache key (uuid None),
-    which is right since every compile here runs with the caches off."""
+    """`function` as an Inductor custom graph pass that only observes: no cache key (uuid None), which
+    is right since the graph cache is always off here."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except ImportError:  # older torch: a plain callable is a custom pass

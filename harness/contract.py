@@ -145,9 +145,10 @@ class Backend(abc.ABC):
     #: every entry's options against it, so a typo stops the run before anything is written. The
     #: default accepts no options.
     options_model: ClassVar[type[BackendOptions]] = BackendOptions
-    #: Environment variables the worker points at fresh folders of the cell's own (variable ->
-    #: folder name), e.g. a compiler's on-disk cache; the worker's environment is otherwise the
-    #: whitelisted one (harness/run/isolation.py).
+    #: Environment variables the worker points at folders of the cell's own (variable -> folder
+    #: name), e.g. a compiler's on-disk cache: empty for the cell's first round, as the rounds
+    #: before it left them for a further round (harness/run/rounds.py); the worker's environment is
+    #: otherwise the whitelisted one (harness/run/isolation.py).
     scratch_env: ClassVar[dict[str, str]] = {}
     #: Modules this backend's cells import that a run's preloaded parent (harness/measure/preloaded.py)
     #: may import once, so that each forked worker need not: only modules that start no thread when

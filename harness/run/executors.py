@@ -40,6 +40,11 @@ class CellTask:
     env_names: list[str]
     scratch_env: dict[str, str]
     device: str
+    #: Where the backend's scratch folders (`Backend.scratch_env`) are made: None, in the worker's own
+    #: scratch folder (fresh for every worker); a folder, there: a cell's rounds share one
+    #: (harness/run/rounds.py), so round 1 finds them empty and each further round finds them as the
+    #: rounds before it left them (a compiler's cache: the compile of a further round is warm).
+    scratch_home: Path | None = None
     #: Asked just before the task starts, where the executor runs tasks in order (Serial, LocalPool):
     #: a reason not to run it (a further round of a cell whose first round was not valid), or None.
     skip: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
@@ -89,7 +94,7 @@ def run_here(task: CellTask, slot: Slot | None, on_phase: Callable[[str], None],
              stop: threading.Event | None = None, parents: PreloadedParents | None = None) -> WorkerOutcome:
     return run_worker(task.request, timeout_s=task.timeout_s, log_path=task.artifacts / "worker.log",
                       memory_limit_bytes=task.memory_limit_bytes, on_phase=on_phase, env_names=task.env_names,
-                      scratch_env=task.scratch_env, slot=slot, stop=stop, parents=parents)
+                      scratch_env=task.scratch_env, scratch_home=task.scratch_home, slot=slot, stop=stop, parents=parents)
 
 
 def _worker_start(parents: PreloadedParents | None) -> WorkerStart:

@@ -119,13 +119,15 @@ def run_worker(
     memory_limit_bytes: int | None = None,
     env_names: list[str] | tuple[str, ...] = (),
     scratch_env: Mapping[str, str] | None = None,
+    scratch_home: Path | None = None,
     slot: Slot | None = None,
     stop: threading.Event | None = None,
     parents: PreloadedParents | None = None,
 ) -> WorkerOutcome:
     """Run `python -m module REQUEST` for one cell and wait for it, at most `timeout_s`, killing it
     (with its children) if their resident memory passes `memory_limit_bytes`. The worker's
-    environment is `worker_environment(os.environ, env_names, scratch_env)`, with the slot's
+    environment is `worker_environment(os.environ, env_names, scratch_env)` (the scratch folders under
+    `scratch_home` where given, else in the worker's own scratch folder), with the slot's
     GPU, cores and thread count where a parallel run gave it a slot (harness/run/slots.py).
     Setting `stop` kills the worker and raises KeyboardInterrupt (a parallel run's Ctrl-C, which
     only the main thread receives). With `parents`, the worker is forked by the run's preloaded
@@ -133,7 +135,7 @@ def run_worker(
     with scratch_dir("fusionbench-cell-") as workdir, ExitStack() as lending:
         phase_file = workdir / "phase"
         answer_file = workdir / "answer.json"
-        env = worker_environment(os.environ, env_names, scratch_env or {}, workdir)
+        env = worker_environment(os.environ, env_names, scratch_env or {}, scratch_home or workdir)
         if slot is not None:
             env.update(slot.environment())
         parent = None

@@ -8,6 +8,11 @@ state as round 1 did (`WorkerRequest.timing_round`). The rounds of a fusion pair
 off, on, off, ..., so that round i of both variants met the same stretch of the machine: the
 speedup's interval comes from those paired rounds (harness/intervals.py).
 
+A cell's rounds share the folders its backend keeps scratch in (`Backend.scratch_env`: a compiler's
+on-disk caches), made empty for round 1 and kept until its last round ends: round 1 compiles cold,
+each further round finds what the rounds before it left (`CellTask.scratch_home`; under Ray, whose
+tasks may run on other machines, each round keeps fresh folders of its own and compiles cold).
+
 Order: with every cell at one round the sweep's order is kept as it was. Otherwise the cells are
 grouped into units, a fusion pair (the same cell but for fusion) or a lone cell, in the order of
 their first cell; a unit runs its cells' round 1, then their round 2, and so on. A cell's record is
@@ -19,12 +24,14 @@ before it starts; Ray runs it anyway).
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.bundle.cell_record import Metrics, TimingRound
 from harness.run.executors import CellTask, Finished
+from harness.run.scratch import scratch_dir
 from harness.scenario.cells import Cell
 
 ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round's worker.log
@@ -53,6 +60,8 @@ def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list
         units.setdefault(pair_key(cells[task.cell_id]), []).append(task)
     ordered: list[CellTask] = []
     for unit in units.values():
+        unit = [replace(t, scratch_home=state.home(t.cell_id)) if cells[t.cell_id].config.timing.rounds > 1 else t
+                for t in unit]
         most = max(cells[t.cell_id].config.timing.rounds for t in unit)
         for number in range(1, most + 1):
             for task in unit:
@@ -74,6 +83,19 @@ class Rounds:
     held: dict[str, dict[str, Any]] = field(default_factory=dict)
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     first_status: dict[str, str] = field(default_factory=dict)
+    homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
+
+    def home(self, cell_id: str) -> Path:
+        """A new, empty folder for the scratch folders of the cell's rounds; removed when its record is
+        complete, or by `close`."""
+        stack = self.homes[cell_id] = ExitStack()
+        return stack.enter_context(scratch_dir("fusionbench-rounds-"))
+
+    def close(self) -> None:
+        """Remove the rounds' folders still held (the run ended or was interrupted)."""
+        for stack in self.homes.values():
+            stack.close()
+        self.homes.clear()
 
     def why_not_further(self, cell_id: str) -> str | None:
         status = self.first_status.get(cell_id)
@@ -96,6 +118,8 @@ class Rounds:
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
             return None
         complete = self.held.pop(cell_id)
+        if cell_id in self.homes:
+            self.homes.pop(cell_id).close()
         further = sorted(self.further.pop(cell_id, []), key=lambda r: r.round)
         measured = Metrics.model_validate(complete["metrics"])
         timing = measured.device_time

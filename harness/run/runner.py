@@ -347,6 +347,8 @@ def _sweep(
                 bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": ["interrupted by the user"],
                                             "metrics": {}, "wall_s": 0.0, "finished": utc_now()})
             raise
+        finally:
+            state.close()
         progress.update(bar, description="cells done")
 
 

@@ -142,3 +142,30 @@ def test_folded_batch_norms_are_only_attributed_when_the_convolutions_line_up() 
     assert note.startswith("1 batch norm(s) folded")
     kernels, note = watch.attribute([[conv]])  # the code calls one convolution, the graph has two
     assert kernels == [conv] and "1 more were folded but could not be matched to a kernel" in note
+
+
+def test_a_further_round_finds_the_cells_own_caches_and_compiles_warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell's rounds share its cache folders (harness/run/rounds.py): round 1 finds them empty and
+    compiles cold, a further round compiles warm with the same kernels; with no folder of the cell's
+    own (prepared outside a worker) every cache is off and each compile is cold."""
+    from backends.inductor import InductorBackend
+
+    torch.manual_seed(0)
+    model, example = _ConvNeXtBlock().eval(), torch.randn(2, 16, 8, 8)
+    with torch.no_grad():
+        reference = model(example)
+
+    def prepare(fusion: str) -> object:
+        return InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
+                                         workdir=tmp_path, cache_dir=tmp_path / "backend-cache")
+
+    for fusion in ("on", "off"):
+        home = tmp_path / f"cell-{fusion}"
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(home / "inductor-cache"))
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(home / "triton-cache"))
+        first, again = prepare(fusion), prepare(fusion)
+        assert (first.prepare_cache, again.prepare_cache) == ("cold", "warm"), fusion
+        assert first.fusion_report() == again.fusion_report(), fusion  # the code generated again, alike
+        assert compare(again(example), reference, "fp32")["ok"]
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    assert [prepare("on").prepare_cache for _ in range(2)] == ["cold", "cold"]

@@ -88,6 +88,11 @@ def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
     assert seen["PATH"] == os.environ["PATH"] and seen["PYTHONPATH"].startswith(str(REPO))
     assert seen["TORCHINDUCTOR_CACHE_DIR"].endswith("inductor-cache")
     assert not seen["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))  # the cell's own scratch folder
+    home = tmp_path / "rounds-home"  # a cell's rounds share one (harness/run/rounds.py)
+    (tmp_path / "second").mkdir()
+    outcome, _, _ = fake("environment", tmp_path / "second", scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
+                         scratch_home=home)
+    assert outcome.answer.environment["TORCHINDUCTOR_CACHE_DIR"] == str(home / "inductor-cache")
 
 
 def test_a_worker_imports_the_harness_of_its_parent_where_it_is_not_installed(tmp_path: Path) -> None:

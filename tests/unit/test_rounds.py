@@ -69,6 +69,24 @@ def test_a_fusion_pairs_rounds_alternate_and_a_lone_cell_runs_its_own(tmp_path: 
     assert all(t.label.endswith(f"round {t.request.timing_round}") for t in further)
 
 
+def test_a_cells_rounds_share_one_scratch_home_removed_once_its_record_is_complete(tmp_path: Path) -> None:
+    """The backend's scratch folders (a compiler's caches) live in one folder per cell, empty for
+    round 1 and kept for the further rounds: their compiles are warm."""
+    cells, ordered, state = _plan(2, tmp_path)
+    homes = {t.cell_id: t.scratch_home for t in ordered}
+    assert all(t.scratch_home == homes[t.cell_id] for t in ordered) and len(set(homes.values())) == len(cells)
+    assert all(home is not None and home.is_dir() and not any(home.iterdir()) for home in homes.values())
+    eager = next(c for c in cells if c.config.backend == "eager")
+    first, second = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(first, 1e6), _first_record(eager))
+    assert homes[eager.id].is_dir()  # round 2 still to come
+    assert state.finished(_done(second, 1.1e6), None) is not None and not homes[eager.id].exists()
+    state.close()  # the run ended: the rest go too
+    assert not any(home.exists() for home in homes.values())  # type: ignore[union-attr]
+    one = _tasks(_cells(1), tmp_path / "one")
+    assert all(t.scratch_home is None for t in rounds.order(one, {c.id: c for c in _cells(1)}, rounds.Rounds({}, tmp_path)))
+
+
 def _first_record(cell: Cell, status: str = "valid", median_ns: float = 1e6) -> dict[str, Any]:
     golden = next((GOLDEN / "v6" / "cells").glob("*.json"))
     import json
