@@ -67,9 +67,8 @@ def main() -> int:
     width = max((len(v.name) for v in verdicts), default=4)
     print(f"{'pair':<{width}}  {'run 1':<40}  {'run 2':<40}  agree  overlap")
     for v in verdicts:
-        shown = ["-" if s is None else s.text() for s in (v.a, v.b)]
-        print(f"{v.name:<{width}}  {shown[0]:<40}  {shown[1]:<40}  {'yes' if v.agree else 'no':<5}  "
-              f"{'yes' if v.overlap else 'no'}")
+        a, b, agree, overlap = v.shown()
+        print(f"{v.name:<{width}}  {a:<40}  {b:<40}  {agree:<5}  {overlap}")
     line = verdict_line(verdicts)
     if args.json:
         args.json.write_text(json.dumps({

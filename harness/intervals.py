@@ -36,6 +36,9 @@ class Interval:
     def holds(self, value: float) -> bool:
         return self.low <= value <= self.high
 
+    def overlaps(self, other: Interval) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
 
 def _binomial_half_cdf(k: int, n: int) -> float:
     """P(X <= k) for X ~ binomial(n, 1/2)."""

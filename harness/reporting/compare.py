@@ -38,7 +38,7 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
-from harness.intervals import ONE_ROUND, Speedup
+from harness.intervals import ONE_ROUND, Interval, Speedup
 from harness.metric_table import Metric, format_value
 from harness.plain_text import visible_lines
 from harness.reporting.markdown import md_cell
@@ -99,9 +99,23 @@ class FusionVerdict:
         return self.judged and self.a is not None and self.b is not None and self.a.verdict == self.b.verdict
 
     @property
-    def overlap(self) -> bool:
+    def intervals(self) -> tuple[Interval, Interval] | None:
+        """Both bundles' intervals, where both have one (more than one round each)."""
         a, b = (self.a.interval if self.a else None), (self.b.interval if self.b else None)
-        return a is not None and b is not None and a.low <= b.high and b.low <= a.high
+        return None if a is None or b is None else (a, b)
+
+    @property
+    def overlap(self) -> bool:
+        both = self.intervals
+        return both is not None and both[0].overlaps(both[1])
+
+    def shown(self) -> tuple[str, str, str, str]:
+        """A, B, whether the verdicts agree and whether the intervals overlap, as the tables write
+        them: `-` for a side where the pair is not valid, or a question one round cannot answer."""
+        a, b = ("-" if s is None else s.text() for s in (self.a, self.b))
+        agree = "yes" if self.agree else "no" if self.judged else "-"
+        overlap = "yes" if self.overlap else "no" if self.intervals else "-"
+        return a, b, agree, overlap
 
     def recorded(self) -> dict[str, Any]:
         def side(speedup: Speedup | None) -> dict[str, Any] | None:
@@ -409,10 +423,7 @@ def _fusion(comparison: Comparison) -> list[str]:
              "(docs/metrics.md, Speedups); `-` where the pair is not valid in that bundle.", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:
-        shown = ["-" if s is None else s.text() for s in (v.a, v.b)]
-        lines.append(f"| {md_cell(v.name)} | {md_cell(shown[0])} | {md_cell(shown[1])} | "
-                     f"{'yes' if v.agree else 'no' if v.judged else '-'} | "
-                     f"{'yes' if v.overlap else 'no' if v.a and v.b and v.a.interval and v.b.interval else '-'} |")
+        lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")
     return [*lines, "", verdict_line(comparison.fusion), ""]
 
 
