@@ -37,8 +37,10 @@ import json
 import os
 import runpy
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 #: What every worker imports before it measures anything (harness/measure/worker.py's phases).
@@ -59,12 +61,36 @@ def thread_count() -> int:
         return 1
 
 
+def other_threads() -> list[str]:
+    """The threads of this process other than the calling one, each by what names it: a Python
+    thread's name (its target's among them), else the kernel's name for it (an OpenMP or a driver's
+    thread names itself there); so a refusal says which library started what."""
+    python = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    me = threading.get_native_id()
+    try:
+        tids = sorted(int(tid) for tid in os.listdir("/proc/self/task"))
+    except OSError:
+        return []
+    names = []
+    for tid in tids:
+        if tid == me:
+            continue
+        if tid in python:
+            names.append(f"Python thread {python[tid]!r}")
+            continue
+        try:
+            names.append(repr(Path(f"/proc/self/task/{tid}/comm").read_text().strip()))
+        except OSError:  # it ended meanwhile
+            continue
+    return names
+
+
 def why_not_fork() -> str | None:
     """Why a child forked now would not work, or None: more threads than this one (a fork carries
-    only the caller), or a CUDA context (a forked child cannot use its parent's)."""
+    only the caller; the others are named), or a CUDA context (a forked child cannot use its parent's)."""
     threads = thread_count()
     if threads != 1:
-        return f"{threads} threads run here and a fork would carry one"
+        return f"{threads} threads run here ({', '.join(other_threads())} beside this one) and a fork would carry one"
     import torch
 
     if torch.cuda.is_initialized():

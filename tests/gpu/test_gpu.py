@@ -4,7 +4,10 @@ They run the real CLI on CUDA and check what only a GPU can show: IEEE fp32 verd
 everywhere, read back), TF32 on request, every backend the GPU stack installs (each skipped with
 its reason where its package is missing), CUDA graphs, batches in flight for Offline, kernels
 counted through the profiler, the time inside kernels, CUDA-event timings that agree with
-LoadGen, torch and NVML memory figures, and the one-command GPU check.
+LoadGen, torch and NVML memory figures, and the one-command GPU check. They want the GPU to
+themselves: the default `--dist loadscope` runs them one after another in one worker (spread over
+several workers, SingleStream's queries wait for the other processes' kernels and LoadGen's
+latency leaves the device time's by tens of percent).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import pytest
 
 from harness import registry
 from harness.bundle.cell_record import Metrics
+from harness.measure.preloaded import other_threads, why_not_fork
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.isolation import WorkerOutcome, log_tail, run_worker, worker_environment
 from harness.run.preloaded_parents import PreloadedParents
@@ -240,8 +241,31 @@ def test_a_parent_running_a_thread_refuses_to_fork_and_the_worker_starts_fresh(
                              parents=parents)
         assert outcome.answer.status == "valid" and outcome.answer.environment["worker_start"] == "fresh"
         [parent] = parents._all
-        assert parent.broken == "after the imports, 2 threads run here and a fork would carry one"
+        assert parent.broken == ("after the imports, 2 threads run here (Python thread 'Thread-1 (sleep)' beside this one) "
+                                 "and a fork would carry one")
         assert (tmp_path / "worker.log").read_text().startswith(
             "fusionbench: this worker started as a fresh Python: its preloaded parent after the imports, 2 threads run here")
     finally:
         parents.close()
+
+
+def test_a_refusal_names_the_threads_beside_the_parent_a_native_ones_by_its_kernel_name() -> None:
+    """A thread no Python code knows of (an OpenMP pool's, a driver's) is named as the kernel names it."""
+    import _thread
+    import ctypes
+
+    started, done = threading.Event(), threading.Event()
+
+    def native() -> None:  # started by _thread: not in threading.enumerate(), like a library's thread
+        ctypes.CDLL(None).prctl(15, b"fb-test-pool", 0, 0, 0)  # PR_SET_NAME
+        started.set()
+        done.wait(30)
+
+    _thread.start_new_thread(native, ())
+    started.wait(10)
+    try:
+        assert "'fb-test-pool'" in other_threads()
+        refusal = why_not_fork()
+        assert refusal is not None and "'fb-test-pool'" in refusal and "a fork would carry one" in refusal
+    finally:
+        done.set()
