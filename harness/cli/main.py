@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario file and write a result bundle")
     run.add_argument("scenario", nargs="?", type=Path, help="scenario file (YAML); optional with --resume")
     run.add_argument("--device", choices=DEVICES, help="override the file's device")
+    run.add_argument("--rounds", type=int, metavar="N",
+                     help="override the file's timing.rounds (1 to 20): time each cell in N fresh processes, "
+                     "for a confidence interval and a verdict on every fusion speedup (docs/metrics.md)")
     run.add_argument(
         "--only", metavar="KEY=VALUE,...",
         help="run only matching cells; keys: model, backend, fusion, scenario, dtype, batch "
@@ -157,12 +160,14 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--jobs is for --executor local; Ray runs as many cells at once as the cluster has room for")
     if args.executor == "ray" and args.fresh_workers:
         raise ConfigError("--fresh-workers is for --executor local; on Ray every cell's worker starts fresh")
+    if args.rounds is not None and not 1 <= args.rounds <= 20:
+        raise ConfigError(f"--rounds {args.rounds}: a number from 1 to 20")
     if args.executor == "ray":  # refused here, before the scenario is even read
         from harness.run.ray_executor import check_options
 
         check_options(args.address, args.ray_connect_timeout_s)
     request = RunRequest(
-        scenario_path=args.scenario, device=args.device, only=parse_only(args.only) if args.only else None,
+        scenario_path=args.scenario, device=args.device, rounds=args.rounds, only=parse_only(args.only) if args.only else None,
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,

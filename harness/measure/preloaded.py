@@ -39,6 +39,7 @@ import runpy
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -129,6 +130,9 @@ def _child(order: dict[str, Any], channels: tuple[int, int]) -> None:
         os.environ.clear()
         os.environ.update(order["env"])
         sys.argv = [order["module"], order["request"]]
+        # The module was imported here already (PRELOADED): runpy would warn so in every worker's log,
+        # where a fresh worker's log has no such line.
+        warnings.filterwarnings("ignore", message=r"'.*' found in sys\.modules after import of package", category=RuntimeWarning)
         runpy.run_module(order["module"], run_name="__main__", alter_sys=True)  # as `python -m MODULE REQUEST`
         code = 0
     except SystemExit as exc:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 class RunRequest:
     scenario_path: Path | None
     device: str | None = None
+    #: Overrides the scenario's `timing.rounds` (harness/run/rounds.py); None: the file's.
+    rounds: int | None = None
     only: dict[str, set[str]] | None = None
     out_dir: Path = Path("results")
     resume: Path | None = None
@@ -277,8 +279,13 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
             raise ConfigError(
                 f"--device {request.device}: {request.resume} was run on {bundle.header['device']}"
             )
+        if request.rounds is not None and request.rounds != resolved["timing"]["rounds"]:
+            raise ConfigError(
+                f"--rounds {request.rounds}: {request.resume} was run with {resolved['timing']['rounds']} round(s)"
+            )
         if request.scenario_path is not None:
-            given = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
+            given = _overridden(scenario_file.resolved(scenario_file.load(request.scenario_path),
+                                                      request.scenario_path.stem), request)
             given["device"] = resolved["device"]  # the device was checked above; compare the rest
             if scenario_file.sha256(given) != bundle.header["scenario_sha256"]:
                 raise ConfigError(
@@ -289,9 +296,17 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     resolved = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
+    return None, _overridden(resolved, request)
+
+
+def _overridden(resolved: dict[str, Any], request: RunRequest) -> dict[str, Any]:
+    """The resolved scenario with what the command line overrides (`--device`, `--rounds`): the
+    bundle stores it so, and a resume runs it so."""
     if request.device:
         resolved["device"] = request.device
-    return None, resolved
+    if request.rounds is not None:
+        resolved["timing"]["rounds"] = request.rounds
+    return resolved
 
 
 def _sweep(

@@ -207,3 +207,9 @@ def test_resume_checks_the_device_it_ran_on(smoke) -> None:
     _, bundle = smoke
     done = fusionbench("run", "--resume", str(bundle), "--device", "cuda")
     assert done.returncode == 2 and "was run on cpu" in done.stderr
+
+
+def test_resume_checks_the_rounds_it_ran_with(smoke) -> None:
+    _, bundle = smoke
+    done = fusionbench("run", "--resume", str(bundle), "--rounds", "3")
+    assert done.returncode == 2 and "--rounds 3: " in done.stderr and "was run with 1 round(s)" in done.stderr

@@ -116,3 +116,9 @@ def test_run_sh_hands_resume_to_the_run_command(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "invalid choice" not in done.stderr and str(missing) in done.stderr
     assert not missing.exists()
+
+
+def test_run_refuses_rounds_out_of_range_before_reading_the_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for wrong in ("0", "21"):
+        assert main(["run", str(tmp_path / "absent.yaml"), "--rounds", wrong]) == 2
+        assert f"--rounds {wrong}: a number from 1 to 20" in capsys.readouterr().err

@@ -269,3 +269,14 @@ def test_a_refusal_names_the_threads_beside_the_parent_a_native_ones_by_its_kern
         assert refusal is not None and "'fb-test-pool'" in refusal and "a fork would carry one" in refusal
     finally:
         done.set()
+
+
+def test_a_forked_real_worker_logs_what_a_fresh_one_would(shared_parents: PreloadedParents, tmp_path: Path) -> None:
+    """The parent imported the worker's module already; running it as the child's __main__ must not
+    leave runpy's warning about that in the cell's log."""
+    log = tmp_path / "worker.log"
+    request = WorkerRequest(cell=cell_config(backend="null"), artifact_dir=str(tmp_path / "cell"))
+    outcome = run_worker(request, timeout_s=120, log_path=log, parents=shared_parents)
+    assert outcome.answer is not None and outcome.answer.status == "valid", log.read_text()[-2000:]
+    assert outcome.answer.metrics.memory is not None and outcome.answer.metrics.memory.worker_start == "preloaded"
+    assert "found in sys.modules" not in log.read_text()

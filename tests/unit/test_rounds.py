@@ -199,3 +199,18 @@ def test_a_cells_time_is_the_median_over_its_rounds_with_that_medians_interval()
     failed_round.record.metrics.rounds[1].status = "failed"  # type: ignore[index]
     assert failed_round.over_rounds is None and fmt_time_over_rounds(failed_round) == "1.00 ms"
     assert fmt_time_over_rounds(_row(on, [2.0e6])) == "2.00 ms"
+
+
+def test_the_command_lines_rounds_override_the_files_and_are_stored_with_the_scenario(tmp_path: Path) -> None:
+    from contextlib import ExitStack
+
+    from harness.run.runner import RunRequest, _open_or_plan
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\ntiming: {rounds: 2}\n")
+    with ExitStack() as closing:
+        _, as_filed = _open_or_plan(RunRequest(scenario_path=scenario), closing)
+        _, overridden = _open_or_plan(RunRequest(scenario_path=scenario, rounds=5), closing)
+    assert as_filed["timing"]["rounds"] == 2 and overridden["timing"]["rounds"] == 5
+    assert {k: v for k, v in overridden["timing"].items() if k != "rounds"} == \
+        {k: v for k, v in as_filed["timing"].items() if k != "rounds"}
