@@ -52,15 +52,31 @@ def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> 
     prof.export_chrome_trace(str(trace_path))
     events = json.loads(trace_path.read_text()).get("traceEvents", [])
     trace_path.unlink()
+    return cuda_kernel_figures(events, iters)
+
+
+#: The kernels a GPU cell lists by the time they take (`Kernels.top_kernels`).
+TOP_KERNELS = 25
+
+
+def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:
+    """The kernel figures of `iters` profiled inferences from the profiler's trace events: how many
+    kernels, the GPU's busy time, and the kernels that take the most time, each with its calls and
+    time per inference (so a report can say which fused kernel a slower cell spends its time in)."""
     launched = [e for e in events if e.get("cat") == "kernel"]
-    kernels = Counter(e.get("name", "?") for e in launched)
-    total = sum(kernels.values())
+    calls = Counter(e.get("name", "?") for e in launched)
+    spent: dict[str, float] = {}
+    for e in launched:
+        name = e.get("name", "?")
+        spent[name] = spent.get(name, 0.0) + float(e.get("dur", 0)) * 1e3  # the trace's microseconds, as ns
     intervals = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in launched if "ts" in e]
+    by_time = sorted(calls, key=lambda kernel: (-spent[kernel], -calls[kernel], kernel))[:TOP_KERNELS]
     return {
-        "kernels_per_inference": total / iters,
+        "kernels_per_inference": sum(calls.values()) / iters,
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
-        "top_kernels": [{"name": n, "calls_per_inference": c / iters} for n, c in kernels.most_common(25)],
+        "top_kernels": [{"name": name, "calls_per_inference": calls[name] / iters, "ns_per_inference": spent[name] / iters}
+                        for name in by_time],
         "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
         "kernel_time_method": ("the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), "
                                "per inference; kernels that overlap count once"),

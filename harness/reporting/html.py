@@ -24,6 +24,7 @@ from harness.reporting.view import (
     fusion_table,
     problems,
     roofline_table,
+    slowest_kernels,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -101,8 +102,9 @@ def html(loaded: LoadedBundle) -> str:
     parts.append(_html_table(*fusion_table(pairs)))
     parts.append("<h3>Where fusion made things slower</h3>")
     slower = [p for p in pairs if p.speedup < 1]
-    parts.append(_html_table(["cell", "speedup", "fused kernels (first ones)"],
-                             [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported"]
+    parts.append(_html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on (GPU)"],
+                             [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
+                               "; ".join(slowest_kernels(p.on)) or "-"]
                               for p in slower]) if slower else '<p class="empty">Nowhere in this run.</p>')
 
     parts.append("<h2>Kernels per inference vs latency</h2>")

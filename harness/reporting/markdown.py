@@ -24,6 +24,7 @@ from harness.reporting.view import (
     fusion_table,
     problems,
     roofline_table,
+    slowest_kernels,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -69,8 +70,10 @@ def markdown(loaded: LoadedBundle) -> str:
         lines += ["Nowhere in this run.", ""]
     for p in slower:
         on, off = fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off)
+        slowest = slowest_kernels(p.on)
         lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
-                  f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")]
+                  f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
+                  + (f". Most time with fusion on: {md_cell('; '.join(slowest))}" if slowest else "")]
     if slower:
         lines.append("")
     lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]

@@ -22,6 +22,7 @@ from harness.scenario.cell_config import CellConfig
 from harness.stats import median
 
 FUSED_KERNELS_SHOWN = 8
+SLOWEST_KERNELS_SHOWN = 3
 ROOFLINE_NOTE = (
     "Bound: the least time one batch could take at the device's measured peaks, max(FLOPs / peak FLOP/s, "
     "compulsory bytes / peak bytes/s); fraction of bound = bound / measured median (1 is the roofline). "
@@ -224,6 +225,17 @@ def fused_kernels(row: Row) -> list[str]:
             text = f"{k.kernel} ({' + '.join(k.ops)})"
             counts[text] = counts.get(text, 0) + 1
     return [text if n == 1 else f"{text} x{n}" for text, n in list(counts.items())[:FUSED_KERNELS_SHOWN]]
+
+
+def slowest_kernels(row: Row) -> list[str]:
+    """The kernels a GPU cell spends the most time in, with their time and calls per inference:
+    `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty on CPU and for bundles written before each
+    kernel's time was kept (`ns_per_inference`)."""
+    kernels = row.metrics.kernels
+    timed = [k for k in (kernels.top_kernels if kernels else []) if isinstance(k.get("ns_per_inference"), (int, float))]
+    timed.sort(key=lambda k: -k["ns_per_inference"])
+    return [f"{k['name']} {format_value(k['ns_per_inference'], 'ns')} ({k['calls_per_inference']:g} "
+            f"call{'' if k['calls_per_inference'] == 1 else 's'})" for k in timed[:SLOWEST_KERNELS_SHOWN]]
 
 
 def fmt_fraction(fraction: float | None) -> str:

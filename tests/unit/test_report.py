@@ -18,7 +18,16 @@ from harness.bundle.validate import validate
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown, md_cell
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.reporting.view import FusionPair, Row, fmt_fraction, fmt_speedup, fused_kernels, fusion_pairs, machine_noise
+from harness.reporting.view import (
+    FusionPair,
+    Row,
+    fmt_fraction,
+    fmt_speedup,
+    fused_kernels,
+    fusion_pairs,
+    machine_noise,
+    slowest_kernels,
+)
 from tests.cell_configs import cell_record
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -143,3 +152,18 @@ def test_a_fraction_above_the_roof_is_marked() -> None:
     assert fmt_fraction(0.5) == "0.500"
     assert fmt_fraction(3.013) == "3.013 above roof"
     assert fmt_fraction(None) == "-"
+
+
+def test_a_gpu_cell_names_the_kernels_it_spends_the_most_time_in() -> None:
+    top = [{"name": "mean_kernel", "calls_per_inference": 3.0, "ns_per_inference": 2e5},
+           {"name": "fused_conv2d_kernel", "calls_per_inference": 3.0, "ns_per_inference": 18.2e6},
+           {"name": "add_kernel", "calls_per_inference": 1.0, "ns_per_inference": 1e3},
+           {"name": "relu_kernel", "calls_per_inference": 1.0, "ns_per_inference": 5e5}]
+    kernels = {"kernels_per_inference": 8.0, "kernel_count_method": "CUDA kernels", "top_kernels": top}
+    row = Row(cell_record(metrics={"kernels": kernels}))
+    assert slowest_kernels(row) == ["fused_conv2d_kernel 18.2 ms (3 calls)", "relu_kernel 500 us (1 call)",
+                                    "mean_kernel 200 us (3 calls)"]
+    # kernels listed by calls only (bundles written before each kernel's time was kept), or a CPU cell
+    untimed = {**kernels, "top_kernels": [{"name": "mm", "calls_per_inference": 2.0}]}
+    assert slowest_kernels(Row(cell_record(metrics={"kernels": untimed}))) == []
+    assert slowest_kernels(Row(cell_record(metrics={}))) == []

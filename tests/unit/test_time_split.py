@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.measure.passes import busy_us, time_split
+from harness.measure.passes import busy_us, cuda_kernel_figures, time_split
 
 
 def test_busy_time_counts_overlapping_kernels_once() -> None:
@@ -23,3 +23,20 @@ def test_the_split_is_kernels_and_the_rest_of_the_wall_time() -> None:
         "kernel_ns"] is None
     # a profiler's kernel time above the wall time (its own cost, or noise) leaves no negative overhead
     assert time_split(1e6, {"kernel_time_ns_per_inference": 1.2e6, "kernel_time_method": "x"}, "cpu")["overhead_ns"] == 0
+
+
+def test_the_trace_gives_each_kernels_calls_and_time_the_slowest_first() -> None:
+    """Two profiled inferences: `mm` twice each (10 us a call), `fused_conv` once each (50 us), a copy
+    and a CPU event beside them, which are not kernels."""
+    events = []
+    for i in range(2):
+        t = i * 1000.0
+        events += [{"cat": "kernel", "name": "mm", "ts": t, "dur": 10.0}, {"cat": "kernel", "name": "mm", "ts": t + 20, "dur": 10.0},
+                   {"cat": "kernel", "name": "fused_conv", "ts": t + 40, "dur": 50.0},
+                   {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": t + 100, "dur": 30.0},
+                   {"cat": "cpu_op", "name": "aten::conv2d", "ts": t, "dur": 200.0}]
+    figures = cuda_kernel_figures(events, iters=2)
+    assert figures["kernels_per_inference"] == 3
+    assert figures["top_kernels"] == [{"name": "fused_conv", "calls_per_inference": 1, "ns_per_inference": 50e3},
+                                      {"name": "mm", "calls_per_inference": 2, "ns_per_inference": 20e3}]
+    assert figures["kernel_time_ns_per_inference"] == figures["kernel_time_sum_ns_per_inference"] == 70e3
