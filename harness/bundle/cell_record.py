@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.scenario.cell_config import CellConfig, ComplianceTest
 from harness.scenario.rules import ScenarioName
+from harness.scenario.schema import MAX_ROUNDS
 
 # Sane ranges: far beyond any real figure, far below what a hostile or corrupted file could hold.
 NS_MAX = 10**13  # 2.8 hours
@@ -301,7 +302,7 @@ class TimingRound(Record):
     """One round of the cell's device timing, each in a fresh worker process (harness/run/rounds.py):
     round 1 is the cell's own measurement (`device_time`); a further one failed keeps its reason."""
 
-    round: Annotated[int, Field(ge=1, le=20)]
+    round: Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
     status: Literal["valid", "failed"]
     median_ns: Ns | None = None
     cv: Ratio | None = None

@@ -23,6 +23,7 @@ from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import visible
+from harness.scenario.schema import MAX_ROUNDS
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", nargs="?", type=Path, help="scenario file (YAML); optional with --resume")
     run.add_argument("--device", choices=DEVICES, help="override the file's device")
     run.add_argument("--rounds", type=int, metavar="N",
-                     help="override the file's timing.rounds (1 to 20): time each cell in N fresh processes, "
+                     help=f"override the file's timing.rounds (1 to {MAX_ROUNDS}): time each cell in N fresh processes, "
                      "for a confidence interval and a verdict on every fusion speedup (docs/metrics.md)")
     run.add_argument(
         "--only", metavar="KEY=VALUE,...",
@@ -160,8 +161,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--jobs is for --executor local; Ray runs as many cells at once as the cluster has room for")
     if args.executor == "ray" and args.fresh_workers:
         raise ConfigError("--fresh-workers is for --executor local; on Ray every cell's worker starts fresh")
-    if args.rounds is not None and not 1 <= args.rounds <= 20:
-        raise ConfigError(f"--rounds {args.rounds}: a number from 1 to 20")
+    if args.rounds is not None and not 1 <= args.rounds <= MAX_ROUNDS:
+        raise ConfigError(f"--rounds {args.rounds}: a number from 1 to {MAX_ROUNDS}")
     if args.executor == "ray":  # refused here, before the scenario is even read
         from harness.run.ray_executor import check_options
 
