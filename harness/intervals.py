@@ -23,6 +23,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.metric_table import format_ratio, format_times
+
 DEFAULT_CONFIDENCE = 0.95
 FASTER, SLOWER, NO_EFFECT, ONE_ROUND = "faster", "slower", "no effect seen", "one round"
 
@@ -134,15 +136,11 @@ class Speedup:
     verdict: str
 
     def text(self) -> str:
+        """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`."""
         if self.interval is None:
-            return f"{_ratio(self.value)}x ({self.verdict})"
-        return (f"{_ratio(self.value)}x [{_ratio(self.interval.low)}-{_ratio(self.interval.high)}, "
+            return f"{format_times(self.value)} ({self.verdict})"
+        return (f"{format_times(self.value)} [{format_ratio(self.interval.low)}-{format_ratio(self.interval.high)}, "
                 f"{self.interval.coverage:.0%}] {self.verdict}")
-
-
-def _ratio(value: float) -> str:
-    """Two decimals, or three significant digits for the wide bounds few rounds give (1.7e+06)."""
-    return f"{value:.2f}" if 0.01 <= value < 100 else f"{value:.3g}"
 
 
 def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:

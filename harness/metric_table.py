@@ -85,9 +85,19 @@ def format_error(error: float) -> str:
     return f"{error:.1e}"
 
 
+def format_ratio(ratio: float) -> str:
+    """A ratio as a bare number, for the bounds of a speedup's interval: 0.98, 12.3, 1,520, and
+    below 0.01 three significant figures in plain decimals (0.0000748), never an exponent whose
+    minus sign would read as the interval's dash."""
+    size = abs(ratio)
+    if 0 < size < 0.01:
+        return f"{ratio:.{2 - math.floor(math.log10(size))}f}"
+    return _three_figures(ratio)
+
+
 def format_times(ratio: float) -> str:
-    """How many times another figure: 1.04x, 12.3x, 1,520x."""
-    return f"{_three_figures(ratio)}x"
+    """How many times another figure: 1.04x, 12.3x, 1,520x (a speedup, wherever it is shown)."""
+    return f"{format_ratio(ratio)}x"
 
 
 FORMATS: dict[Unit, Callable[[float], str]] = {

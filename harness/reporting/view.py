@@ -16,7 +16,7 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.intervals import Interval, Speedup, median_interval, paired_speedup
-from harness.metric_table import format_value
+from harness.metric_table import format_times, format_value
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
 from harness.stats import median
@@ -162,7 +162,7 @@ def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Serie
     variants = list(dict.fromkeys(r.variant for r in others))
     values = {(f"{r.model} {r.setting}", r.variant): base[(r.model, r.setting)] / (r.median_ns or 1.0) for r in others}
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
-    table = [[g, v, f"{values[(g, v)]:.2f}x"] for g in groups for v in variants if (g, v) in values]
+    table = [[g, v, format_times(values[(g, v)])] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
 
 

@@ -81,6 +81,7 @@ def test_every_row_reads_its_figure_from_the_golden_bundles_where_it_exists(bund
         (18919.4, "samples/s", "18,919 samples/s"), (33.94, "samples/s", "33.9 samples/s"),
         (0.09765625, "percent", "0.10%"), (0.021, "signed fraction", "+2.1%"), (-0.105, "signed fraction", "-10.5%"),
         (2.4884e-6, "error", "2.5e-06"), (1.3517, "times", "1.35x"), (12.34, "times", "12.3x"),
+        (0.98, "times", "0.98x"), (1520.4, "times", "1,520x"), (0.004123, "times", "0.00412x"),
         (None, "ns", "-"), ("12", "ns", "-"), (float("nan"), "bytes", "-"),
         (True, "count", "-"),
     ],
