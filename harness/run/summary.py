@@ -15,6 +15,7 @@ STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped
 # own, never as process start and exit.
 OTHER_PHASES = "other phases"
 _KIND = {phase.name: phase.kind for phase in PHASES}
+FURTHER_ROUNDS = "further rounds"  # the time line's share of the rounds after each cell's first
 
 
 def time_by_kind(record: CellRecord) -> dict[str, float]:
@@ -25,17 +26,27 @@ def time_by_kind(record: CellRecord) -> dict[str, float]:
     return kinds
 
 
+def further_rounds(record: CellRecord) -> tuple[int, float]:
+    """How many further rounds the cell ran (`timing: {rounds: N}`, harness/run/rounds.py) and their
+    workers' seconds: the record's own `wall_s` and phases are round 1's."""
+    rounds = [r for r in record.metrics.rounds or () if r.round > 1]
+    return len(rounds), sum(r.wall_s or 0.0 for r in rounds)
+
+
 def _cell_time(record: CellRecord) -> str:
     wall = record.wall_s or 0.0
+    count, further = further_rounds(record)
+    more = f"; {count} further round{'s' if count != 1 else ''} {further:.0f} s" if count else ""
     if not record.phases_s:
-        return f"{wall:.0f} s"
+        return f"{wall:.0f} s{more}"
     kinds = time_by_kind(record)
-    return f"{wall:.0f} s: " + ", ".join(f"{kinds[k]:.0f} {k}" for k in ("compile", "passes", "LoadGen"))
+    return f"{wall:.0f} s: " + ", ".join(f"{kinds[k]:.0f} {k}" for k in ("compile", "passes", "LoadGen")) + more
 
 
 def time_line(records: list[CellRecord]) -> str:
-    """Where the whole run's time went, one line."""
-    wall = sum(r.wall_s or 0.0 for r in records)
+    """Where the whole run's time went, one line; further rounds are a kind of their own."""
+    further = sum(further_rounds(r)[1] for r in records)
+    wall = sum(r.wall_s or 0.0 for r in records) + further
     if wall <= 0:
         return "no cell ran"
     kinds = dict.fromkeys((*PHASE_KINDS, OTHER_PHASES), 0.0)
@@ -44,6 +55,8 @@ def time_line(records: list[CellRecord]) -> str:
             kinds[kind] += seconds
     if not kinds[OTHER_PHASES]:
         del kinds[OTHER_PHASES]
+    if further:
+        kinds[FURTHER_ROUNDS] = further
     kinds["process start and exit"] = max(wall - sum(kinds.values()), 0.0)
     return f"cells took {wall / 60:.1f} min: " + ", ".join(f"{k} {v / wall:.0%}" for k, v in kinds.items())
 

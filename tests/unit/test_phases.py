@@ -82,3 +82,23 @@ def test_the_golden_bundles_name_only_listed_phases(bundle: str) -> None:
     names = {phase.name for phase in PHASES}
     for cell in load(REPO / "tests" / "golden" / bundle).cells:
         assert set(cell.get("phases_s") or {}) <= names, cell["label"]
+
+
+def test_further_rounds_count_in_the_cell_time_and_the_time_line() -> None:
+    from rich.console import Console
+
+    from harness.run.summary import FURTHER_ROUNDS, summary_table
+
+    rounds = [{"round": 1, "status": "valid", "median_ns": 1e6, "wall_s": 10.0},
+              {"round": 2, "status": "valid", "median_ns": 1e6, "wall_s": 4.0},
+              {"round": 3, "status": "failed", "reason": "killed", "wall_s": 6.0}]
+    timing = {"samples_ns": [1_000_000] * 3, "summary": {"n": 3, "median_ns": 1e6, "cv": 0.01}}
+    record = cell_record(wall_s=10.0, phases_s={"prepare": 5.0}, metrics={"device_time": timing, "rounds": rounds})
+    line = time_line([record])
+    assert line.startswith("cells took 0.3 min: ") and f"{FURTHER_ROUNDS} 50%" in line, line
+    assert "compile 25%" in line and "process start and exit 25%" in line, line
+    console = Console(width=400, record=True)
+    console.print(summary_table([record]))
+    assert "10 s: 5 compile, 0 passes, 0 LoadGen; 2 further rounds 10 s" in console.export_text()
+    one = cell_record(wall_s=10.0, phases_s={"prepare": 5.0})
+    assert FURTHER_ROUNDS not in time_line([one]) and "compile 50%" in time_line([one])
