@@ -402,7 +402,7 @@ def machine_noise(noise: Any) -> str:
             "(the floor no figure of this run can go below)")
     spread = lookup(noise, "pinned_spread")
     if isinstance(spread, (int, float)) and not isinstance(spread, bool):
-        text += f"; pinned to each core in turn, its chunks span {spread:.2f}x (10th to 90th percentile)"
+        text += f"; pinned to each core in turn, its chunks span {format_times(spread)} (10th to 90th percentile)"
     cross = lookup(noise, "cross_core_ns")
     if isinstance(cross, list) and len(cross) == 3 and all(
             isinstance(ns, (int, float)) and not isinstance(ns, bool) for ns in cross):

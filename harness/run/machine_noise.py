@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from harness.measure import core_latency
 from harness.measure.machine_speed import pinned
+from harness.metric_table import format_times
 from harness.stats import percentile
 
 NOISY_FLOOR = 0.03
@@ -153,7 +154,7 @@ def _warning(result: dict[str, Any]) -> str:
     spread = result["pinned_spread"]
     if spread is not None and spread > STEP_FLOOR:
         cores = ", ".join(f"core {core} {ms:.1f} ms" for core, ms in result["core_chunk_ms"].items())
-        said.append(f"the same loop pinned to each core in turn spans {spread:.2f}x (10th to 90th percentile; "
+        said.append(f"the same loop pinned to each core in turn spans {format_times(spread)} (10th to 90th percentile; "
                     f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "
                     "slow at the moment")
     cross = result.get("cross_core_ns")
