@@ -41,21 +41,28 @@ ops each fused function was built from, in the order the main function calls the
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from harness.artifact_cache import cached_dir, fingerprint
-from harness.contract import Availability, Backend, Prepared, Variant
+from harness.artifact_cache import cached_dir, damage_of, fingerprint, structure_fingerprint
+from harness.contract import Availability, Backend, Prepared, Tuning, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import BackendOptions, expect
 
 
+#: Candidates MetaSchedule times for each task of a CPU cell (backends/tvm_tuning.py) unless the
+#: scenario says otherwise: mobilenet_v3_small's 51 tasks take about 100 s at 2 on 2 cores.
+DEFAULT_TUNING_TRIALS = 2
+
+
 class TVMOptions(BackendOptions):
     opt_level: int = Field(3, ge=0, le=3)
     mcpu: Literal["host", "generic"] = "host"  # cpu cells only
+    tuning_trials: int = Field(DEFAULT_TUNING_TRIALS, ge=0, le=10_000)  # cpu cells only; 0: untuned
 
 
 LIBRARY_FILE = "model.so"
@@ -118,6 +125,28 @@ class TVMBackend(Backend):
 
         return {"tvm": tvm.__version__, "torch": torch.__version__}
 
+    def tune(
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path, cache_dir: Path,
+    ) -> Tuning:
+        """MetaSchedule's search for each kernel's schedule, `tuning_trials` candidates a task, on CPU
+        (backends/tvm_tuning.py); the database is kept in `cache_dir` for `prepare` and later cells."""
+        options = _checked_options(variant, device)
+        if device != "cpu":
+            return Tuning(tuned=False, reason="CUDA cells are scheduled by dlight's default GPU rules, not tuned")
+        if options.tuning_trials == 0:
+            return Tuning(tuned=False, reason="tuning_trials is 0: untuned loops")
+        from backends import tvm_tuning
+
+        target = _target(device, options)
+        entry = _tuning_entry(model, example, target, dtype, variant.fusion, options, cache_dir)
+        hit = cached_dir(entry, lambda tmp: tvm_tuning.tune(
+            _legalized(*_host_copy(model, example), target, variant.fusion, options), target, options.tuning_trials,
+            tmp, workdir / "tuning"))
+        summary = tvm_tuning.database_summary(entry)
+        return Tuning(tuned=True, tuner=tvm_tuning.TUNER, trials_per_task=options.tuning_trials,
+                      tasks=summary["tasks"], tasks_tuned=summary["tasks_tuned"], trials=summary["trials"],
+                      database_sha256=tvm_tuning.database_sha256(entry), cache="warm" if hit else "cold")
+
     def prepare(
         self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path,
         cache_dir: Path,
@@ -127,16 +156,23 @@ class TVMBackend(Backend):
         import torch
         import tvm
 
-        try:
-            target = _cuda_target() if device == "cuda" else _cpu_target(options.mcpu)
-        except Exception as exc:  # TVM raises ValueError/RuntimeError when the CPU cannot be described
-            raise BackendFailed(f"tvm: cannot build a {device} target here: {_first_line(exc)}") from exc
+        target = _target(device, options)
+        database = None
+        if device == "cpu" and options.tuning_trials > 0:
+            database = _tuning_entry(model, example, target, dtype, variant.fusion, options, cache_dir)
+            if not database.is_dir() or damage_of(database) is not None:
+                raise BackendFailed(f"tvm: no intact tuning database for this model at {database}: Backend.tune runs "
+                                    "before prepare (or set tuning_trials: 0 for untuned code)")
+        from backends import tvm_tuning
+
         key = fingerprint(
             model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target), dtype=dtype,
             fusion=variant.fusion, options=options.model_dump(), layout=CACHE_LAYOUT,
+            tuning=tvm_tuning.database_sha256(database) if database is not None else None,
         )
         entry = cache_dir / "relax" / key
-        hit = cached_dir(entry, lambda tmp: _build(*_host_copy(model, example), target, variant.fusion, options, tmp))
+        hit = cached_dir(entry, lambda tmp: _build(*_host_copy(model, example), target, variant.fusion, options, tmp,
+                                                   database))
         report = _read_report(entry / REPORT_FILE)
         try:
             module = tvm.runtime.load_module(str(entry / LIBRARY_FILE))
@@ -147,25 +183,54 @@ class TVMBackend(Backend):
             "pipeline": "relax default" + (" (CUDA stages, dlight schedules)" if device == "cuda" else " (LLVM)"),
             "left out": ["FuseOps", "FuseTIR"] if variant.fusion == "off" else [],
             "opt_level": options.opt_level,
+            "schedules": (f"MetaSchedule database {tvm_tuning.database_sha256(database)[:16]} applied after FuseTIR"
+                          if database is not None else "dlight default GPU rules" if device == "cuda" else "untuned"),
         }
         prepared = TVMPrepared(module, device, report, passes)
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
 
 
+def _target(device: str, options: TVMOptions) -> Any:
+    try:
+        return _cuda_target() if device == "cuda" else _cpu_target(options.mcpu)
+    except Exception as exc:  # TVM raises ValueError/RuntimeError when the CPU cannot be described
+        raise BackendFailed(f"tvm: cannot build a {device} target here: {_first_line(exc)}") from exc
+
+
+def _tuning_entry(model: Any, example: Any, target: Any, dtype: str, fusion: str, options: TVMOptions,
+                  cache_dir: Path) -> Path:
+    """Where the tuning database of this model's structure and shapes, target, variant and budget is
+    kept: the weights do not change a schedule, so a model of other weights reuses it."""
+    import tvm
+
+    from backends import tvm_tuning
+
+    key = structure_fingerprint(model, example, tvm=tvm.__version__, target=str(target), dtype=dtype, fusion=fusion,
+                                opt_level=options.opt_level, trials=options.tuning_trials,
+                                layout=tvm_tuning.TUNING_LAYOUT)
+    return cache_dir / "tuning" / key
+
+
 def _checked_options(variant: Variant, device: str) -> TVMOptions:
     options = expect("tvm", TVMOptions, variant.options)
-    if device != "cpu" and "mcpu" in options.model_fields_set:
-        raise BackendFailed("tvm option mcpu applies to cpu cells only")
+    for name in ("mcpu", "tuning_trials"):
+        if device != "cpu" and name in options.model_fields_set:
+            raise BackendFailed(f"tvm option {name} applies to cpu cells only")
     return options
 
 
 def _cpu_target(mcpu: str) -> Any:
     from tvm.target import Target
 
+    # num-cores: MetaSchedule's rules size parallel loops by it (it refuses a target without it); the
+    # cores this process may run on, as TVM's thread pool uses them.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if mcpu == "host":
-        return Target.from_device("cpu")  # {"kind": "llvm", "mtriple": ..., "mcpu": <this CPU>}
-    return Target({"kind": "llvm"})
+        host = Target.from_device("cpu")  # {"kind": "llvm", "mtriple": ..., "mcpu": <this CPU>}
+        return Target({**{k: host.attrs[k] for k in ("mtriple", "mcpu") if k in host.attrs}, "kind": "llvm",
+                       "num-cores": cores})
+    return Target({"kind": "llvm", "num-cores": cores})
 
 
 def cuda_target(capability: tuple[int, int], host: Any = None) -> Any:
@@ -200,13 +265,14 @@ def _declining(rule: Any) -> Any:
     return Declining()
 
 
-def _pipeline(target: Any) -> Any:
-    """`relax.get_default_pipeline(target)`; for CUDA the same stages and pass names, with
+def _pipeline(target: Any, database: Path | None = None) -> Any:
+    """`relax.get_default_pipeline(target)`; on CPU with a tuning database the same stages with the
+    database's schedules applied after FuseTIR; for CUDA the same stages and pass names, with
     dlight's Matmul rule declining where it would raise (see the module docstring)."""
     from tvm import relax
 
     if target.kind.name != "cuda":
-        return relax.get_default_pipeline(target)
+        return relax.get_default_pipeline(target) if database is None else _tuned_cpu_pipeline(target, database)
     import tvm
     from tvm.relax.backend.cuda import pipeline as cuda
     from tvm.s_tir import dlight as dl
@@ -226,6 +292,26 @@ def _pipeline(target: Any) -> Any:
     return pipeline
 
 
+def _tuned_cpu_pipeline(target: Any, database: Path) -> Any:
+    """TVM's CPU pipeline (relax/backend/cpu_generic) with MetaScheduleApplyDatabase between its
+    legalize stage (through FuseTIR) and its lowering: each tuned PrimFunc gets its best schedule."""
+    import tvm
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    from backends import tvm_tuning
+
+    apply, records = tvm_tuning.apply_database(database)
+
+    @tvm.transform.module_pass(opt_level=0, name="FusionBenchTunedCPUPipeline")
+    def pipeline(mod: Any, _context: Any) -> Any:
+        with records:
+            mod = tvm.transform.Sequential(cpu.library_dispatch_passes(target) + cpu.legalize_passes(target)
+                                           + [apply])(mod)
+        return tvm.transform.Sequential(cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target))(mod)
+
+    return pipeline
+
+
 def _host_copy(model: Any, example: Any) -> tuple[Any, Any]:
     """The model and example on the CPU (the model copied if it is elsewhere; the cell's own is
     left where it is)."""
@@ -236,10 +322,9 @@ def _host_copy(model: Any, example: Any) -> tuple[Any, Any]:
     return copy.deepcopy(model).to("cpu"), example.detach().to("cpu")
 
 
-def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptions, out: Path) -> None:
-    """Export, import, compile; write the library and the fusion report into `out`."""
+def _imported(model: Any, example: Any) -> Any:
+    """The model exported by torch.export, imported into Relax, batch norm decomposed and tidied."""
     import torch
-    import tvm
     from tvm import relax
 
     try:
@@ -262,17 +347,45 @@ def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptio
         relax.transform.CanonicalizeBindings(),
         relax.transform.DeadCodeElimination(),
     ):
-        mod = cleanup(mod)  # outside the PassContext below: opt_level and disabled_pass never skip them
+        mod = cleanup(mod)  # outside the PassContext of the pipeline: opt_level and disabled_pass never skip them
+    return mod
 
+
+def _disabled(fusion: str) -> list[str]:
+    return ["FuseOps", "FuseTIR"] if fusion == "off" else []
+
+
+def _legalized(model: Any, example: Any, target: Any, fusion: str, options: TVMOptions) -> Any:
+    """The module as the CPU pipeline has it right after FuseTIR (the tuning tasks are its PrimFuncs):
+    the same passes under the same PassContext as `_build`'s, up to where the database is applied."""
+    import tvm
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    mod = _imported(model, example)
+    try:
+        with tvm.transform.PassContext(opt_level=options.opt_level, disabled_pass=_disabled(fusion)), target:
+            return tvm.transform.Sequential(cpu.library_dispatch_passes(target) + cpu.legalize_passes(target))(mod)
+    except Exception as exc:
+        raise BackendFailed(f"tvm: lowering for tuning failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptions, out: Path,
+           database: Path | None = None) -> None:
+    """Export, import, compile (with the tuning database at `database`, CPU); write the library and
+    the fusion report into `out`."""
+    import tvm
+
+    mod = _imported(model, example)
     modules: dict[str, Any] = {}
-    disabled = ["FuseOps", "FuseTIR"] if fusion == "off" else []
     try:
         with tvm.transform.PassContext(
-            opt_level=options.opt_level, disabled_pass=disabled, instruments=[_snapshot_instrument(modules)]
+            opt_level=options.opt_level, disabled_pass=_disabled(fusion), instruments=[_snapshot_instrument(modules)]
         ):
             with target:  # NVRTC takes the arch from the target, not from the device
-                lowered = _pipeline(target)(mod)
+                lowered = _pipeline(target, database)(mod)
                 executable = tvm.compile(lowered, target, relax_pipeline=None)
+    except BackendFailed:
+        raise
     except Exception as exc:
         raise BackendFailed(f"tvm: compilation for {target.kind.name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
     kernels = _kernel_groups(modules, lowered)

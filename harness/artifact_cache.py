@@ -32,14 +32,26 @@ _repairs: list[str] = []
 def fingerprint(model: Any, example: Any, **settings: Any) -> str:
     """A hex key for `model`'s class and weights, `example`'s shape and dtype, and `settings`
     (JSON-serialisable: library versions, dtype, variant, options)."""
+    return _key(model, example, settings, weights=True)
+
+
+def structure_fingerprint(model: Any, example: Any, **settings: Any) -> str:
+    """A hex key for what `model` computes but not its weights: its class, its parameters' and
+    buffers' names, shapes and dtypes, `example`'s shape and dtype, and `settings`. For artifacts
+    that depend on the shapes alone (a tuning database of kernel schedules)."""
+    return _key(model, example, settings, weights=False)
+
+
+def _key(model: Any, example: Any, settings: dict[str, Any], weights: bool) -> str:
     digest = hashlib.sha256()
     digest.update(f"{type(model).__module__}.{type(model).__qualname__}".encode())
     digest.update(f"{tuple(example.shape)}:{example.dtype}".encode())
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
         digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        data = tensor.detach().cpu().contiguous().reshape(-1)
-        digest.update(data.view(_same_width_int(data)).numpy().tobytes())
+        if weights:
+            data = tensor.detach().cpu().contiguous().reshape(-1)
+            digest.update(data.view(_same_width_int(data)).numpy().tobytes())
     return digest.hexdigest()[:32]
 
 

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, Mapping
 from harness.fusion import FusionReport
 from harness.options import BackendOptions, parse
 
-__all__ = ["Availability", "Backend", "FusionReport", "OnOff", "Prepared", "Variant"]
+__all__ = ["Availability", "Backend", "FusionReport", "OnOff", "Prepared", "Tuning", "Variant"]
 
 OnOff = Literal["on", "off"]
 
@@ -58,6 +58,28 @@ class Variant:
     #: "on": the whole inference captured once and replayed as a CUDA graph (one launch), for
     #: backends with `cuda_graphs = True`, on a GPU.
     graphs: OnOff = "off"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What `Backend.tune` did: whether it searched for faster code for this cell, how much, and
+    the result it left for `prepare` (a schedule database, identified by its hash)."""
+
+    tuned: bool
+    #: Why the cell was not tuned (a budget of 0, a device the tuner does not serve), when it was not.
+    reason: str = ""
+    #: The tuner and its search, in words: "MetaSchedule replay-trace ...".
+    tuner: str = ""
+    #: The budget asked for: measured candidates per task (a task is one kernel to schedule).
+    trials_per_task: int = 0
+    #: Tasks found, tasks with at least one candidate that built and ran, candidates measured in all.
+    tasks: int = 0
+    tasks_tuned: int = 0
+    trials: int = 0
+    #: SHA-256 of the database `prepare` compiles with.
+    database_sha256: str = ""
+    #: "cold": searched now; "warm": the database of an earlier search with the same key was reused.
+    cache: Literal["cold", "warm", "none"] = "none"
 
 
 class Prepared(abc.ABC):
@@ -177,6 +199,17 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def versions(self) -> dict[str, str]:
         """Versions of the libraries this backend uses, recorded in every cell."""
+
+    def tune(
+        self, model: Any, example: Any, *, device: str, dtype: str, variant: Variant, workdir: Path, cache_dir: Path,
+    ) -> Tuning | None:
+        """Search for faster code for `model` within the variant's tuning budget, before `prepare`,
+        and keep what was found in `cache_dir`, keyed by everything that changes it, where `prepare`
+        (in this process or a later one) finds it. The harness times this call as `tuning_s`, apart
+        from `prepare_s`, and calls it once per cell, in the same process and with the same arguments
+        as `prepare`, right before it. Return what was done (`Tuning(tuned=False, reason=...)` where
+        nothing was); the default None: this backend has nothing to tune."""
+        return None
 
     @abc.abstractmethod
     def prepare(

@@ -224,6 +224,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included)",
            same_in_both=("metrics", "prepare_cache"), floor=0.1),
+    # Tuning under 0.1 s searched nothing (a database reused): its changes are noise.
+    Metric("tuning_time", ("metrics", "tuning", "tuning_s"), "s", "lower", "ratio", "tuning time",
+           "Backend.tune: the search for faster code before prepare (TVM's MetaSchedule), apart from the compile "
+           "time", same_in_both=("metrics", "tuning", "cache"), floor=0.1),
     Metric("first_call_ratio", ("metrics", "first_call_ratio"), "times", "lower", "ratio", "first call",
            "the first call's time over the steady median per batch: what the first inference costs beyond a warm "
            "one (lazy initialisation, allocation, cold caches)"),
@@ -245,7 +249,7 @@ Columns = tuple[str | tuple[str, ...], ...]
 CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "kernels_per_inference", "peak_rss", "gpu_peak",
                     "max_abs_error")  # the run's summary (harness/run/summary.py)
 REPORT_CELLS: Columns = (LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak",
-                         "compile_time", "first_call_ratio")  # the report's Cells table
+                         "tuning_time", "compile_time", "first_call_ratio")  # the report's Cells table
 REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak")  # fusion on / off, side by side
 GPU_CHECK: Columns = ("kernels_per_inference", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts
 
@@ -276,9 +280,9 @@ Column = TypeVar("Column", str, tuple[str, ...], str | tuple[str, ...])
 
 
 def present(names: Iterable[Column], cells: Iterable[Record],
-            optional: tuple[str, ...] = ("gpu_peak",)) -> list[Column]:
+            optional: tuple[str, ...] = ("gpu_peak", "tuning_time")) -> list[Column]:
     """The columns `names` to show for `cells`: every one, but an optional one only where a cell has it
-    (no empty GPU column for a CPU run)."""
+    (no empty GPU column for a CPU run, no tuning column where nothing was tuned)."""
     cells = list(cells)
     return [n for n in names if n not in optional or any(figure(n, c) != MISSING for c in cells)]
 

@@ -313,9 +313,34 @@ class TimingRound(Record):
     log: InnerPath | None = None
 
 
+class Tuning(Record):
+    """What the backend's search for faster code did before `prepare` (`Backend.tune`,
+    harness/contract.py): timed on its own as `tuning_s`, never part of `prepare_s`."""
+
+    tuned: bool
+    reason: str = ""
+    tuner: str = ""
+    trials_per_task: Count = 0
+    tasks: Count = 0
+    tasks_tuned: Count = 0
+    trials: Count = 0
+    database_sha256: Annotated[str, Field(pattern="^([0-9a-f]{64})?$")] = ""
+    cache: Literal["cold", "warm", "none"] = "none"
+    tuning_s: Seconds
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Tuning:
+        if self.tuned != bool(self.database_sha256) or self.tuned == (self.cache == "none"):
+            raise ValueError("a tuned cell has a database hash and a cache state (cold or warm), an untuned one neither")
+        if self.tasks_tuned > self.tasks or self.trials > self.trials_per_task * self.tasks:
+            raise ValueError("more tasks tuned or trials run than the budget and the tasks allow")
+        return self
+
+
 class Metrics(Record):
     """What the worker measured, pass by pass; a pass a cell did not reach is None."""
 
+    tuning: Tuning | None = None  # a backend with nothing to tune (`Backend.tune` gave None): none
     prepare_s: Seconds | None = None
     prepare_cache: Literal["cold", "warm", "none", "unknown"] | None = None
     first_call_s: Seconds | None = None
@@ -360,7 +385,7 @@ class Metrics(Record):
 class CellRecord(Record):
     """`cells/<id>.json`: the cell's config, its status and why, what ran where, and its metrics."""
 
-    schema_version: Literal[6]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[7]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     id: Annotated[str, Field(pattern=HEX16)]
     label: str
     status: Status
@@ -376,6 +401,15 @@ class CellRecord(Record):
     phases_s: dict[str, Seconds] = {}
     warnings: list[str] = []
     metrics: Metrics
+
+    @model_validator(mode="after")
+    def _tuning_is_its_phase(self) -> CellRecord:
+        """The tuning time is the worker's `tune` phase (harness/measure/protocol.py), as timed."""
+        tuning = self.metrics.tuning
+        if tuning is not None and tuning.tuning_s != self.phases_s.get("tune"):
+            raise ValueError(f"metrics.tuning.tuning_s {tuning.tuning_s:.6g} is not the tune phase's "
+                             f"{self.phases_s.get('tune')}")
+        return self
 
 
 def model_problems(model: type[BaseModel], record: Any, where: str) -> list[str]:

@@ -34,6 +34,11 @@ History:
   round 1 is its own `device_time`), from which the fusion speedup's interval and verdict come
   (harness/intervals.py). A v5 record upgrades unchanged: with no rounds recorded a cell reads as
   one round, its device timing; the header is unchanged.
+- v7: a backend may search for faster code before it compiles (`Backend.tune`, harness/contract.py:
+  TVM's MetaSchedule on CPU), timed as its own phase (`tune`) and recorded as `metrics.tuning`
+  (whether it tuned and why not, the tuner, trials per task, tasks, trials, the schedule
+  database's hash, cold or warm, `tuning_s`), never in `prepare_s`. A v6 record upgrades unchanged:
+  nothing was tuned then, and its `tuning` is absent (null).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -83,8 +88,10 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
-HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged}
-CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged}
+HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged,
+                                  6: _unchanged}
+CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged,
+                                6: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

@@ -28,7 +28,7 @@ STATUSES: tuple[Status, ...] = ("valid", "invalid", "failed")
 
 
 # What a worker phase is for: the run's time line adds up the phases of each kind.
-PhaseKind = Literal["start-up", "compile", "passes", "LoadGen"]
+PhaseKind = Literal["start-up", "tuning", "compile", "passes", "LoadGen"]
 PHASE_KINDS: tuple[PhaseKind, ...] = get_args(PhaseKind)
 
 
@@ -45,6 +45,7 @@ IMPORT = Phase("import", "start-up")
 BUILD = Phase("build", "start-up")
 REFERENCE = Phase("reference", "start-up")
 ROOFLINE = Phase("roofline", "start-up")
+TUNE = Phase("tune", "tuning")
 PREPARE = Phase("prepare", "compile")
 FIRST_CALL = Phase("first_call", "compile")
 CORRECTNESS = Phase("correctness", "passes")
@@ -57,7 +58,7 @@ COMPLIANCE: dict[str, Phase] = {test: Phase(test, "LoadGen") for test in COMPLIA
 MEMORY = Phase("memory", "passes")
 PROFILE = Phase("profile", "passes")
 # Every phase a worker times, in the order it runs them: the one list of them.
-PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, ROOFLINE, PREPARE, FIRST_CALL, CORRECTNESS, TIMING, LOADGEN,
+PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, ROOFLINE, TUNE, PREPARE, FIRST_CALL, CORRECTNESS, TIMING, LOADGEN,
                              TIMING_AFTER_LOADGEN, ACCURACY, *COMPLIANCE.values(), MEMORY, PROFILE)
 
 

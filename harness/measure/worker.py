@@ -3,7 +3,7 @@
 The parent writes the request, starts this process in a fresh working directory with a time
 limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
 
-    build model -> eager reference -> roofline costs (FLOPs, bytes) -> prepare -> first call ->
+    build model -> eager reference -> roofline costs (FLOPs, bytes) -> [tune] -> prepare -> first call ->
     correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
     timing (the other half) -> [LoadGen accuracy run] -> [compliance tests] -> memory ->
     kernel/fusion profile -> math mode and rewrites
@@ -23,6 +23,7 @@ progress bar.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -46,6 +47,7 @@ from harness.bundle.cell_record import (
     Metrics,
     Roofline,
     TimeSplit,
+    Tuning,
 )
 from harness.errors import HarnessError
 from harness.measure import protocol, trust
@@ -200,6 +202,7 @@ def _measure(
     with clock.phase(protocol.ROOFLINE):
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
+    _tune(cell, request, backend, model, example, workdir, clock, metrics)
     with clock.phase(protocol.PREPARE):
         prepared = _prepare(cell, request, backend, model, example, workdir)
     metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
@@ -276,13 +279,28 @@ def _model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, l
     return model, samples, torch.cat([samples[i % len(samples)] for i in range(cell.batch)])
 
 
-def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path) -> Any:
-    """The backend's prepared model, its artifacts in the cache's folder for the backend."""
-    variant = backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)
+def _backend_arguments(cell: CellConfig, request: WorkerRequest, backend: Any, workdir: Path) -> dict[str, Any]:
+    """What `Backend.tune` and `Backend.prepare` are given beside the model: the same for both."""
     cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
     cache_dir.mkdir(parents=True, exist_ok=True)
-    return backend.prepare(model, example, device=cell.device, dtype=cell.dtype, variant=variant, workdir=workdir,
-                           cache_dir=cache_dir)
+    return {"device": cell.device, "dtype": cell.dtype, "workdir": workdir, "cache_dir": cache_dir,
+            "variant": backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)}
+
+
+def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path,
+          clock: PhaseClock, metrics: Metrics) -> None:
+    """The backend's search for faster code (`Backend.tune`), timed on its own before `prepare`; a
+    backend with nothing to tune records nothing."""
+    with clock.phase(protocol.TUNE):
+        tuning = backend.tune(model, example, **_backend_arguments(cell, request, backend, workdir))
+    if tuning is not None:
+        metrics.tuning = Tuning.model_validate({**dataclasses.asdict(tuning),
+                                                "tuning_s": clock.durations_s[protocol.TUNE.name]})
+
+
+def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path) -> Any:
+    """The backend's prepared model, its artifacts in the cache's folder for the backend."""
+    return backend.prepare(model, example, **_backend_arguments(cell, request, backend, workdir))
 
 
 def _device_timing(cell: CellConfig, prepared: Any, samples: list[Any]) -> Any:
@@ -306,6 +324,7 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
     with clock.phase(protocol.BUILD):
         model, samples, example = _model_and_samples(cell, request)
     precision.set_torch_math(cell.dtype)
+    _tune(cell, request, backend, model, example, workdir, clock, metrics)
     with clock.phase(protocol.PREPARE):
         prepared = _prepare(cell, request, backend, model, example, workdir)
     metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]

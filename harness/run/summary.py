@@ -40,7 +40,8 @@ def _cell_time(record: CellRecord) -> str:
     if not record.phases_s:
         return f"{wall:.0f} s{more}"
     kinds = time_by_kind(record)
-    return f"{wall:.0f} s: " + ", ".join(f"{kinds[k]:.0f} {k}" for k in ("compile", "passes", "LoadGen")) + more
+    shown = ("tuning", "compile", "passes", "LoadGen") if kinds["tuning"] >= 0.5 else ("compile", "passes", "LoadGen")
+    return f"{wall:.0f} s: " + ", ".join(f"{kinds[k]:.0f} {k}" for k in shown) + more
 
 
 def time_line(records: list[CellRecord]) -> str:

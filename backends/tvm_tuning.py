@@ -1,0 +1,191 @@
+"""MetaSchedule tuning for the TVM backend's CPU cells: a bounded search for each kernel's schedule.
+
+Untuned, TVM's CPU code is plain loops (no parallel loop, no vector instructions), tens of times
+slower than a tuned compiler's; comparing that with Inductor or ONNX Runtime compares a tuned
+compiler with an untuned one. With `tuning_trials: N` each task (one PrimFunc of the module after
+FuseOps and FuseTIR, structurally equal ones counted once) gets N candidates drawn at random from
+MetaSchedule's design space for the target (multi-level tiling, parallel, vectorize, unroll:
+`replay-trace`), each built and timed on this machine, and the fastest is kept in a schedule
+database that `prepare` compiles with (`MetaScheduleApplyDatabase`). The budget is per task, so
+fusion off, which has more and smaller tasks, gets as many candidates for each of its kernels as
+fusion on; its tuning takes longer, and the cell records how long.
+
+Random candidates rather than the evolutionary search: at a few trials per task the evolutionary
+search spends about 10 s a task generating and evolving a population of 512 before its first
+measurement (checked on TVM 0.27, 2 cores), while a random draw of the design space reaches
+most of the gain (mobilenet_v3_small at batch 1: untuned 40 ms, 51 tasks at 2 random candidates
+each 15 ms in 96 s of tuning, eager 12 ms).
+
+Candidates are built in this process (sequentially) and timed by MetaSchedule's local runner in a
+worker process of its own, with a time limit, so a candidate that hangs or crashes fails alone.
+The database and its seal live in the backend's cache folder (harness/artifact_cache.py), keyed by
+the model's structure and shapes, the target, the variant, the budget and TVM's version: a later
+cell or run with the same key reuses it and its tuning takes a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import linecache
+import logging
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.errors import BackendFailed
+
+#: Bumped when what a database holds or how it is searched changes.
+TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v1"
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+TUNER = ("MetaSchedule replay-trace: candidates drawn at random from each task's design space (multi-level "
+         "tiling, parallel, vectorize, unroll), each built and timed on this machine, the fastest kept")
+#: A candidate that runs longer than this is abandoned (it is not the fastest).
+RUNNER_TIMEOUT_S = 30
+_LOGGER = "tvm.s_tir.meta_schedule"
+
+
+def _quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
+    """`inspect.stack()` without its search of sys.modules for each frame of the import machinery
+    (see `tensor_intrinsics_imported`): each frame with its file, line and that line's text."""
+    del context
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        line = linecache.getline(filename, lineno)
+        frames.append(inspect.FrameInfo(frame, filename, lineno, frame.f_code.co_name,
+                                        [line] if line else None, 0 if line else None))
+        frame = frame.f_back
+    return frames
+
+
+def import_tensor_intrinsics() -> None:
+    """Import `tvm.s_tir.tensor_intrin`, which MetaSchedule imports before its first task. Its 496
+    TVMScript functions each call `inspect.stack()`, which for every frame of the import machinery
+    (files that do not exist, `<frozen importlib._bootstrap>`) scans all of sys.modules: 45 to 55 s
+    with torch loaded (TVM 0.27), 4 s with the stack read directly. The patch lasts for the import."""
+    if "tvm.s_tir.tensor_intrin" in sys.modules:
+        return
+    stack = inspect.stack
+    inspect.stack = _quick_stack  # type: ignore[assignment]
+    try:
+        import tvm.s_tir.tensor_intrin  # noqa: F401
+    finally:
+        inspect.stack = stack  # type: ignore[assignment]
+
+
+def _in_process_builder(folder: Path) -> Any:
+    """A MetaSchedule builder that compiles each candidate in this process, one after another, into a
+    folder of its own under `folder` (the runner's clean-up removes the candidate's folder). TVM's
+    local builder starts a fresh pool of worker processes for every batch, each importing TVM and its
+    tensor intrinsics again (the import above, unpatched there: 35 s, past its time limit)."""
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    from tvm.support.tar import tar
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):  # type: ignore[misc]
+        def build(self, build_inputs: list[Any]) -> list[Any]:
+            results = []
+            for build_input in build_inputs:
+                try:
+                    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(build_input.mod)
+                    library = tvm.compile(mod, target=build_input.target)
+                    path = Path(tempfile.mkdtemp(dir=folder)) / "candidate.tar"
+                    library.export_library(str(path), fcompile=tar)
+                    results.append(BuilderResult(str(path), None))
+                except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a failed trial
+                    results.append(BuilderResult(None, f"{type(exc).__name__}: {exc}"[:2000]))
+            return results
+
+    return InProcessBuilder()
+
+
+@contextmanager
+def _quiet_tuner() -> Iterator[None]:
+    """MetaSchedule logs every task's design space and a table after every batch at INFO: pages per
+    task in the worker's log. Its warnings and errors still show."""
+    logger = logging.getLogger(_LOGGER)
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: Path) -> None:
+    """Tune every task of `legalized` (a Relax module after FuseOps/FuseTIR, before lowering) for
+    `target`, `trials_per_task` candidates each; the database goes into `out`, logs and candidates
+    into `scratch`."""
+    import_tensor_intrinsics()
+    from tvm.s_tir import meta_schedule as ms
+
+    tasks = ms.relax_integration.extract_tasks(legalized, target)
+    if not tasks:
+        raise BackendFailed("tvm: MetaSchedule found no task to tune in the module")
+    scratch.mkdir(parents=True, exist_ok=True)
+    with _quiet_tuner():
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            tasks, str(scratch), strategy="replay-trace", seed=0)
+        ms.tune.tune_tasks(
+            tasks=contexts, task_weights=weights, work_dir=str(scratch),
+            max_trials_global=trials_per_task * len(contexts), max_trials_per_task=trials_per_task,
+            num_trials_per_iter=trials_per_task,
+            builder=_in_process_builder(scratch),
+            runner=ms.runner.LocalRunner(timeout_sec=RUNNER_TIMEOUT_S, evaluator_config=ms.runner.EvaluatorConfig(
+                number=1, repeat=1, min_repeat_ms=10)),
+            database=ms.database.JSONDatabase(
+                path_workload=str(out / DATABASE_FILES[0]), path_tuning_record=str(out / DATABASE_FILES[1])),
+            cost_model="random", task_scheduler="round-robin")
+    summary = {"tasks": len(contexts), "trials_per_task": trials_per_task}
+    (out / "tuning.json").write_text(json.dumps(summary))
+
+
+def database_sha256(entry: Path) -> str:
+    """The hash of a database's two files, in order."""
+    digest = hashlib.sha256()
+    for name in DATABASE_FILES:
+        digest.update((entry / name).read_bytes())
+    return digest.hexdigest()
+
+
+def database_summary(entry: Path) -> dict[str, int]:
+    """Tasks searched, tasks with a candidate that built and ran, and candidates measured in all."""
+    try:
+        summary = json.loads((entry / "tuning.json").read_text())
+        records = [json.loads(line) for line in (entry / DATABASE_FILES[1]).read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise BackendFailed(f"tvm: the tuning database {entry} cannot be read: {exc}") from exc
+    # A record is [workload index, [trace, run seconds, target, args]]; a candidate that failed to
+    # build or run has no run seconds (MetaSchedule records it as a failed run, 1e10 s).
+    timed = [record for record in records if _ran(record)]
+    return {"tasks": int(summary["tasks"]), "tasks_tuned": len({record[0] for record in timed}),
+            "trials": len(records)}
+
+
+def _ran(record: Any) -> bool:
+    try:
+        seconds = record[1][1]
+    except (IndexError, TypeError):
+        return False
+    return isinstance(seconds, list) and bool(seconds) and all(isinstance(s, (int, float)) and s < 1e9 for s in seconds)
+
+
+def apply_database(entry: Path) -> Any:
+    """A pass that replaces each tuned task's PrimFunc by its best schedule in the database at `entry`
+    (the others stay as they are), and the database, which must be the current one while it runs."""
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    import_tensor_intrinsics()
+    database = ms.database.JSONDatabase(
+        path_workload=str(entry / DATABASE_FILES[0]), path_tuning_record=str(entry / DATABASE_FILES[1]),
+        allow_missing=False)
+    return relax.transform.MetaScheduleApplyDatabase(enable_warning=False), database
