@@ -53,7 +53,6 @@ from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import BackendOptions, expect
 
-
 #: Candidates MetaSchedule times for each task of a CPU cell (backends/tvm_tuning.py) unless the
 #: scenario says otherwise: mobilenet_v3_small's 51 tasks take about 100 s at 2 on 2 cores.
 DEFAULT_TUNING_TRIALS = 2

@@ -88,11 +88,11 @@ def test_a_cells_rounds_share_one_scratch_home_removed_once_its_record_is_comple
 
 
 def _first_record(cell: Cell, status: str = "valid", median_ns: float = 1e6) -> dict[str, Any]:
-    golden = next((GOLDEN / "v6" / "cells").glob("*.json"))
+    golden = next((GOLDEN / "v7" / "cells").glob("*.json"))
     import json
 
     record = json.loads(golden.read_text())
-    record.update(id=cell.id, label=cell.label, status=status, schema_version=6, config=cell.config.recorded(),
+    record.update(id=cell.id, label=cell.label, status=status, schema_version=7, config=cell.config.recorded(),
                   log=f"cells/{cell.id}/worker.log")
     record["metrics"].pop("rounds", None)
     record["metrics"]["device_time"]["summary"]["median_ns"] = median_ns

@@ -155,7 +155,7 @@ def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
     assert m["prepare_cache"] == "none" and m["first_call_s"] > 0
     for skipped in ("correctness", "loadgen", "memory", "kernels", "roofline", "first_call_ratio"):
         assert m.get(skipped) is None, skipped
-    assert set(answer["phases_s"]) == {"import", "build", "prepare", "first_call", "timing"}
+    assert set(answer["phases_s"]) == {"import", "build", "tune", "prepare", "first_call", "timing"}
     wrong = WorkerRequest(cell=cell_for("wrong"), artifact_dir=str(tmp_path / "wrong"), phase_file=str(tmp_path / "p2"),
                           timing_round=2)
     assert run_cell(wrong).status == "valid"  # a round checks no output: round 1 did (its cell is only run when valid)
