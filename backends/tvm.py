@@ -21,16 +21,26 @@ query), so CUDA code compiles on a machine without a GPU too; it is turned into 
 - `fusion: on`  -> the pipeline as it is.
 - `fusion: off` -> `PassContext(disabled_pass=["FuseOps", "FuseTIR"])`: one PrimFunc per Relax op.
 
+On CPU the default pipeline schedules nothing (dlight has no CPU rule for convolutions): its
+kernels are plain single-threaded loops, tens of times slower than oneDNN. So CPU cells are tuned
+first (`Backend.tune`, timed apart from the compile as `tuning_s`): MetaSchedule draws
+`tuning_trials` candidate schedules for each kernel, times them here and keeps the fastest in a
+database that the compile applies after FuseTIR (backends/tvm_tuning.py), the same budget per
+kernel for fusion on and off. The database is cached by the model's structure and shapes, target,
+variant and budget: a later cell or run reuses it.
+
 Options (scenario file, `options:`):
 - `opt_level`: the PassContext optimisation level, 0..3 (default 3); it gates TIR lowering passes,
   not the Relax fusion passes, which run at every level
 - `mcpu`: "host" | "generic", CPU cells only (default "host": LLVM code for this machine's CPU,
   as `Target.from_device("cpu")` detects it; "generic": LLVM's baseline for the architecture)
+- `tuning_trials`: candidate schedules MetaSchedule times per kernel (task), CPU cells only
+  (default 2; 0: untuned loops)
 
 Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
-whatever the input dtype, so fp16 models do not import). On CPU the default pipeline schedules
-nothing (no MetaSchedule tuning; dlight has no CPU rule for convolutions), so kernels are plain
-single-threaded loops, tens of times slower than oneDNN: the figures show fusion on untuned code.
+whatever the input dtype, so fp16 models do not import). A budget of a few trials a task is a
+random search, not a converged one: it brings TVM's CPU code from untuned loops to parallel,
+vectorised kernels, not to what hours of tuning reach.
 
 Compiled libraries are cached in `cache_dir` by weights, input shape, dtype, target, variant,
 options and library versions; a warm prepare loads the library and its fusion report without

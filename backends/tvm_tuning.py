@@ -34,6 +34,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any, Iterator
 
 from harness.errors import BackendFailed
@@ -53,7 +54,7 @@ def _quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
     (see `tensor_intrinsics_imported`): each frame with its file, line and that line's text."""
     del context
     frames = []
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename, lineno = frame.f_code.co_filename, frame.f_lineno
         line = linecache.getline(filename, lineno)
@@ -71,11 +72,11 @@ def import_tensor_intrinsics() -> None:
     if "tvm.s_tir.tensor_intrin" in sys.modules:
         return
     stack = inspect.stack
-    inspect.stack = _quick_stack  # type: ignore[assignment]
+    inspect.stack = _quick_stack
     try:
         import tvm.s_tir.tensor_intrin  # noqa: F401
     finally:
-        inspect.stack = stack  # type: ignore[assignment]
+        inspect.stack = stack
 
 
 def _in_process_builder(folder: Path) -> Any:
@@ -132,8 +133,7 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
         raise BackendFailed("tvm: MetaSchedule found no task to tune in the module")
     scratch.mkdir(parents=True, exist_ok=True)
     with _quiet_tuner():
-        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            tasks, str(scratch), strategy="replay-trace", seed=0)
+        contexts, weights = _contexts(tasks)
         ms.tune.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(scratch),
             max_trials_global=trials_per_task * len(contexts), max_trials_per_task=trials_per_task,
@@ -146,6 +146,28 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
             cost_model="random", task_scheduler="round-robin")
     summary = {"tasks": len(contexts), "trials_per_task": trials_per_task}
     (out / "tuning.json").write_text(json.dumps(summary))
+
+
+def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:
+    """A tuning context per task (seeded, so the candidates drawn are the same run to run), logging
+    to a child of MetaSchedule's logger. TVM's own helper gives each task a log file by reconfiguring
+    Python's logging for the whole process (`logging.config.dictConfig`), which fails when a process
+    tunes a second time (a None format string)."""
+    from tvm.s_tir.meta_schedule.tune_context import TuneContext
+    from tvm.s_tir.meta_schedule.utils import fork_seed
+
+    logger = logging.getLogger(f"{_LOGGER}.fusionbench")
+    contexts, weights = [], []
+    for task, seed in zip(tasks, fork_seed(0, n=len(tasks))):
+        if task.mod.attrs.get("tirx.is_scheduled", False):
+            continue  # already scheduled by its lowering: nothing to search
+        contexts.append(TuneContext(mod=task.dispatched[0], target=task.target, space_generator="post-order-apply",
+                                    search_strategy="replay-trace", task_name=task.task_name, logger=logger,
+                                    rand_state=seed, num_threads="physical").clone())
+        weights.append(task.weight)
+    if not contexts:
+        raise BackendFailed("tvm: every task MetaSchedule found is already scheduled; nothing to tune")
+    return contexts, weights
 
 
 def database_sha256(entry: Path) -> str:

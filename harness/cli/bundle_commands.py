@@ -1,4 +1,4 @@
-"""The CLI commands that read finished bundles: validate, compare, report, pack.
+"""The CLI commands that read finished bundles: validate, compare, report, findings, pack.
 
 Each reads bundles through `harness.bundle.reader` (strict, bounded, read-only) and refuses to
 compare, report or pack a bundle that fails `validate`, so a figure from an altered bundle is
@@ -43,6 +43,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     report.add_argument("--out", type=Path, help="directory for the report (default: RUN_DIR, whose manifest is updated)")
+
+    found = sub.add_parser("findings", help="what several bundles say together: per model and across models, what "
+                           "fusion did (findings.md and findings.html)")
+    found.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    found.add_argument("--out", type=Path, required=True, help="directory for findings.md and findings.html (outside "
+                       "every bundle read)")
 
     pack = sub.add_parser("pack", help="the MLPerf submission tree (checker v6.1 layout) and tarball of a bundle's results")
     pack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -114,6 +120,19 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_findings(args: argparse.Namespace, console: Console) -> int:
+    from harness.reporting.findings_page import render
+
+    out = output_path(args.out, args.run_dirs)
+    roots = [path.resolve() for path in args.run_dirs]
+    if len(set(roots)) != len(roots):
+        raise BundleError("the same bundle is given twice; give each bundle once")
+    written = render([trusted(path) for path in args.run_dirs], out)
+    for path in written:
+        console.print(Text(f"wrote {visible(path)}"))
+    return 0
+
+
 def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     from harness.reporting.pack import checked_name, pack
     from harness.reporting.submission_system import read_system_info
@@ -137,4 +156,5 @@ def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"validate": cmd_validate, "compare": cmd_compare, "report": cmd_report, "pack": cmd_pack}
+COMMANDS = {"validate": cmd_validate, "compare": cmd_compare, "report": cmd_report, "findings": cmd_findings,
+            "pack": cmd_pack}

@@ -118,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
         "about 4 minutes on 2 cores), load nothing, and compare its layer digests and id with the image the engine "
         "holds under the same tag: exit 0 when they are the same, 1 when not. prune: remove the fusionbench images of "
         "recipes this checkout no longer builds (an older lock or recipe; any can be built again bit for bit from "
-        "its commit). lock-base: write containers/base-debian.lock "
+        "its commit), keeping the newest of each name and any built within a day unless told (--keep, --keep-days), "
+        "saying what it removes and why it keeps the rest (--dry-run: removes nothing). lock-base: write containers/base-debian.lock "
         "again from a base built now (when Debian has replaced a pinned package).",
     )
     image.add_argument("action", choices=("build", "verify", "prune", "lock-base"))
@@ -128,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     image.add_argument("--no-cache", action="store_true",
                        help="build: remove this recipe's image and base first and build them again (the wheels "
                        "already gathered are reused: they are checked against the lock's hashes)")
+    image.add_argument("--dry-run", action="store_true", help="prune: say what would be removed, remove nothing")
+    image.add_argument("--keep", type=int, default=None, metavar="N",
+                       help="prune: keep the N newest images of other recipes of each name (default: 1)")
+    image.add_argument("--keep-days", type=float, default=None, metavar="DAYS",
+                       help="prune: keep images of other recipes built within DAYS days (default: 1)")
 
     engine = sub.add_parser(
         "engine", help="start or stop a Docker engine of fusionbench's own where none runs (Linux, root)",
@@ -209,12 +215,20 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
         path.write_text(lock.render())
         console.print(f"wrote {path} ({len(lock.packages)} packages)")
         return 0
+    pruning = (args.dry_run, args.keep is not None, args.keep_days is not None)
+    if args.action != "prune" and any(pruning):
+        raise ConfigError("--dry-run, --keep and --keep-days go with `image prune`")
     if args.action == "prune":
         if args.kind or args.no_cache or args.source != "auto":
             raise ConfigError("image prune takes no kind, --source or --no-cache: it keeps this checkout's images of both kinds")
         from harness.run import image_prune
 
-        image_prune.prune(connect(), SOURCE_ROOT, image_build.default_build_cache(), sys.stdout.write)
+        keep = image_prune.KEEP_RECENT if args.keep is None else args.keep
+        keep_days = image_prune.KEEP_DAYS if args.keep_days is None else args.keep_days
+        if keep < 0 or not 0 <= keep_days < 100_000:  # nan and inf fail this too
+            raise ConfigError("--keep and --keep-days take a number of 0 or more")
+        image_prune.prune(connect(), SOURCE_ROOT, image_build.default_build_cache(), sys.stdout.write, keep=keep,
+                          keep_days=keep_days, dry_run=args.dry_run)
         return 0
     if args.kind is None:
         raise ConfigError(f"image {args.action} needs a kind: cpu or cuda")

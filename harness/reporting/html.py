@@ -36,7 +36,7 @@ MEMORY_PLOTS = ("peak_rss", "gpu_peak")  # rows of harness/metric_table.py, a GP
 STATUS_COLOURS = {"valid": "#c7e9c0", "invalid": "#fdd0a2", "failed": "#fcbba1", "skipped": "#e0e0e0",
                   "interrupted": "#dadaeb", "not run": "#ffffff"}
 
-_STYLE = """
+STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1500px; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
@@ -47,7 +47,7 @@ figcaption { font-size: 13px; color: #555; max-width: 900px; }
 """
 
 
-def _html_table(head: list[str], body: list[list[str]], *, statuses: bool = False) -> str:
+def html_table(head: list[str], body: list[list[str]], *, statuses: bool = False) -> str:
     if not body:
         return '<p class="empty">none</p>'
     parts = ["<table><thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
@@ -71,12 +71,12 @@ def html(loaded: LoadedBundle) -> str:
     rows = [Row(record) for record in loaded.records]
     valid = valid_rows(rows)
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-             f"<title>FusionBench report: {escape(loaded.name)}</title><style>{_STYLE}</style></head><body>",
+             f"<title>FusionBench report: {escape(loaded.name)}</title><style>{STYLE}</style></head><body>",
              f"<h1>FusionBench report: {escape(loaded.name)}</h1>",
-             _html_table(["what", "value"], [[w, v] for w, v in facts(loaded)])]
+             html_table(["what", "value"], [[w, v] for w, v in facts(loaded)])]
 
     parts.append("<h2>LoadGen validity at a glance</h2>")
-    parts.append(_html_table(*validity_grid(loaded, rows), statuses=True))
+    parts.append(html_table(*validity_grid(loaded, rows), statuses=True))
 
     baseline = baseline_of(loaded)
     groups, series, speedups = speedup_table(rows, baseline)
@@ -99,10 +99,10 @@ def html(loaded: LoadedBundle) -> str:
         "No valid cell has both fusion on and fusion off in this run.",
     ))
     parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")
-    parts.append(_html_table(*fusion_table(pairs)))
+    parts.append(html_table(*fusion_table(pairs)))
     parts.append("<h3>Where fusion made things slower</h3>")
     slower = [p for p in pairs if p.speedup < 1]
-    parts.append(_html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on (GPU)"],
+    parts.append(html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on (GPU)"],
                              [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
                                "; ".join(slowest_kernels(p.on)) or "-"]
                               for p in slower]) if slower else '<p class="empty">Nowhere in this run.</p>')
@@ -146,16 +146,16 @@ def html(loaded: LoadedBundle) -> str:
 
     parts.append("<h2>One latency truth</h2>")
     parts.append(f"<p>{escape(AGREEMENT_NOTE)}</p>")
-    parts.append(_html_table(*agreement_table(rows)))
+    parts.append(html_table(*agreement_table(rows)))
     parts.append("<h2>Warnings</h2>")
-    parts.append(_html_table(*warnings_table(rows)))
+    parts.append(html_table(*warnings_table(rows)))
 
     parts.append("<h2>Roofline</h2>")
     parts.append(f"<p>{escape(ROOFLINE_NOTE)}</p>")
-    parts.append(_html_table(*roofline_table(rows)))
+    parts.append(html_table(*roofline_table(rows)))
     parts.append("<h2>Cells</h2>")
-    parts.append(_html_table(*cells_table(rows), statuses=True))
+    parts.append(html_table(*cells_table(rows), statuses=True))
     parts.append("<h2>Skipped, failed and invalid cells</h2>")
-    parts.append(_html_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows), statuses=True))
+    parts.append(html_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows), statuses=True))
     parts.append("</body></html>")
     return "\n".join(parts)

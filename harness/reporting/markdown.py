@@ -41,7 +41,7 @@ def md_cell(text: Any) -> str:
     return visible(text).translate(_MARKDOWN)
 
 
-def _md_table(head: list[str], body: list[list[str]]) -> list[str]:
+def md_table(head: list[str], body: list[list[str]]) -> list[str]:
     if not body:
         return ["(none)", ""]
     lines = ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
@@ -53,17 +53,17 @@ def markdown(loaded: LoadedBundle) -> str:
     rows = [Row(record) for record in loaded.records]
     lines = [f"# FusionBench report: {md_cell(loaded.name)}", ""]
     lines += [f"- **{what}**: {md_cell(value)}" for what, value in facts(loaded)] + [""]
-    lines += ["## LoadGen validity at a glance", "", *_md_table(*validity_grid(loaded, rows))]
-    lines += ["## Cells", "", *_md_table(*cells_table(rows))]
+    lines += ["## LoadGen validity at a glance", "", *md_table(*validity_grid(loaded, rows))]
+    lines += ["## Cells", "", *md_table(*cells_table(rows))]
     baseline = baseline_of(loaded)
     _, _, speedups = speedup_table(rows, baseline)
     lines += [f"## Speedup over {md_cell(baseline)}", "",
               f"{md_cell(baseline).capitalize()}'s median batch time over the cell's (same model and setting; "
               "cells whose output was checked against eager's).", "",
-              *_md_table(["model and setting", "backend / variant", "speedup"], speedups)]
+              *md_table(["model and setting", "backend / variant", "speedup"], speedups)]
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
-              *_md_table(*fusion_table(pairs))]
+              *md_table(*fusion_table(pairs))]
     slower = [p for p in pairs if p.speedup < 1]
     lines += ["## Where fusion made things slower", ""]
     if not slower:
@@ -82,12 +82,12 @@ def markdown(loaded: LoadedBundle) -> str:
         if groups:
             body = [[g, *(format_value(None if ms is None else ms * 1e6, "ns") for ms in (k, o))]  # the plots' ms
                     for g, k, o in zip(groups, series[0].values, series[1].values)]
-            lines += [f"### {md_cell(backend)}", "", *_md_table(["cell", "in kernels", "overhead"], body)]
-    lines += ["## One latency truth", "", AGREEMENT_NOTE, "", *_md_table(*agreement_table(rows))]
-    lines += ["## Warnings", "", *_md_table(*warnings_table(rows))]
-    lines += ["## Roofline", "", ROOFLINE_NOTE, "", *_md_table(*roofline_table(rows))]
+            lines += [f"### {md_cell(backend)}", "", *md_table(["cell", "in kernels", "overhead"], body)]
+    lines += ["## One latency truth", "", AGREEMENT_NOTE, "", *md_table(*agreement_table(rows))]
+    lines += ["## Warnings", "", *md_table(*warnings_table(rows))]
+    lines += ["## Roofline", "", ROOFLINE_NOTE, "", *md_table(*roofline_table(rows))]
     lines += ["## Skipped, failed and invalid cells", "",
-              *_md_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows))]
+              *md_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows))]
     return "\n".join(lines)
 
 

@@ -28,9 +28,15 @@ REPORT_HTML = "report.html"
 def render(loaded: LoadedBundle, out_dir: Path) -> list[Path]:
     """Write report.md and report.html of `loaded` into `out_dir`; return their paths. Both escape
     the bundle's text where they place it; no control or bidirectional character survives either."""
+    return write_pages(out_dir, {REPORT_MD: markdown(loaded), REPORT_HTML: html(loaded)})
+
+
+def write_pages(out_dir: Path, pages: dict[str, str]) -> list[Path]:
+    """Write each page (file name: text) into `out_dir`, atomically, every control or bidirectional
+    character shown as its code; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in ((REPORT_MD, markdown(loaded)), (REPORT_HTML, html(loaded))):
+    for name, text in pages.items():
         path = out_dir / name
         write_bytes_atomic(path, visible_lines(text).encode("utf-8"))
         written.append(path)

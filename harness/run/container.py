@@ -10,9 +10,11 @@ image has that tag, one of two ways (`image_source`):
   from the same commit (harness/run/image_build.py); the hash also covers the base's lock and
   the recipe's code.
 The container then runs:
-- as the calling user (results belong to them), with no network;
+- as the calling user (under sudo, the user who called it: results belong to them), with no network;
 - with the repository mounted read-only at /work/repo (the harness that runs is the checkout's),
-  the results directory read-write at /work/results and the artifact cache at /work/cache;
+  the results directory read-write at /work/results and the artifact cache at /work/cache (`--out`
+  and `--cache-dir`, in either form, `--out PATH` or `--out=PATH`; never the host's root or a
+  system folder, which are refused before anything is created);
 - with the GPU requested (all devices) for `cuda`;
 - with the image's tag, id, digest, layer digests and base in its environment, which the bundle
   records (`system.container`).
@@ -36,6 +38,7 @@ import harness
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code
 from harness.run import image_build
 from harness.run.engine import OwnEngine, own_engine_here
+from harness.run.host_folders import system_folder
 
 KINDS = ("cpu", "cuda")
 REPO_MOUNT = "/work/repo"
@@ -67,11 +70,24 @@ def image_tag(repo: Path, kind: str) -> str:
     return f"fusionbench-{kind}:{image_hash(repo, kind)[:16]}"
 
 
+#: The `fusionbench run` options the launcher reads or replaces, which may come as `--out=PATH`.
+PATH_OPTIONS = ("--out", "--cache-dir", "--resume")
+
+
+def split_options(args: list[str]) -> list[str]:
+    """`--out=PATH` as `--out PATH` (and so for each of PATH_OPTIONS), everything else as it is."""
+    out: list[str] = []
+    for arg in args:
+        name, equals, value = arg.partition("=")
+        out += [name, value] if equals and name in PATH_OPTIONS else [arg]
+    return out
+
+
 def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]:
     """The `fusionbench run` arguments as the container sees them: the scenario file relative to
     the mounted repository, bundles under the mounted results directory, the cache mounted."""
     out: list[str] = []
-    rest = iter(args)
+    rest = iter(split_options(args))
     for arg in rest:
         if arg in ("--out", "--cache-dir"):
             next(rest, None)  # replaced by the mounts below
@@ -92,10 +108,29 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
 
 
 def _option(args: list[str], name: str) -> str | None:
+    args = split_options(args)
     for i, arg in enumerate(args[:-1]):
         if arg == name:
             return args[i + 1]
     return None
+
+
+def mountable(folder: Path, option: str) -> Path:
+    """`folder` resolved, once it is known not to be the host's root or a system folder (it is
+    mounted read-write into the container); ConfigError otherwise, before anything is created."""
+    why = system_folder(folder)
+    if why:
+        raise ConfigError(f"{option} {why}: the container would get it read-write; give a folder of its own")
+    return folder.resolve()
+
+
+def invoking_user(environ: dict[str, str] | None = None) -> str:
+    """`uid:gid` the container runs as: the calling user's, and under sudo the user who called sudo
+    (so the results are theirs, and root's only where root itself called)."""
+    environ = dict(os.environ) if environ is None else environ
+    if os.getuid() == 0 and environ.get("SUDO_UID", "").isdigit() and environ.get("SUDO_GID", "").isdigit():
+        return f"{environ['SUDO_UID']}:{environ['SUDO_GID']}"
+    return f"{os.getuid()}:{os.getgid()}"
 
 
 def connect() -> Any:
@@ -189,7 +224,7 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
     request: dict[str, Any] = {
         "image": image.id,
         "command": container_arguments(args, repo, results),
-        "user": f"{os.getuid()}:{os.getgid()}",
+        "user": invoking_user(),
         "volumes": {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(results): {"bind": RESULTS_MOUNT, "mode": "rw"},
                     str(cache): {"bind": CACHE_MOUNT, "mode": "rw"}},
         "working_dir": REPO_MOUNT,
@@ -218,8 +253,8 @@ def launch(kind: str, args: list[str], *, repo: Path, cache: Path, make_client: 
         make_client = docker.from_env
         own_engine = own_engine or own_engine_here(write)
     repo = repo.resolve()
-    results = Path(_option(args, "--out") or "results").resolve()
-    cache = Path(_option(args, "--cache-dir") or cache).resolve()
+    results = mountable(Path(_option(args, "--out") or "results"), "--out")
+    cache = mountable(Path(_option(args, "--cache-dir") or cache), "--cache-dir")
     container_arguments(args, repo, results)  # a path the container cannot see fails here, not in it
     started = False
     try:

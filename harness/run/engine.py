@@ -3,18 +3,26 @@ where none runs (`./run.sh engine start`, and `./run.sh --container ...` when no
 
 Where it can (Linux, root, a Debian-like system with apt), `start` installs Debian's docker.io if
 `dockerd` is missing (with service starts held back by policy-rc.d, so the package starts nothing
-itself) and starts `dockerd` with a data root of its own (`FUSIONBENCH_ENGINE_ROOT`, default
-/var/lib/fusionbench-engine: images stay there between runs) on the usual socket, so the `docker`
-command and the launcher find it. The daemon is started so that it changes nothing on the host's
-network: no docker0 bridge, no iptables rules, IP forwarding left alone (`--bridge=none
---iptables=false --ip-forward=false`); the project's containers and builds need no network.
-`stop` ends it (SIGTERM, then SIGKILL after `STOP_TIMEOUT_S`), then compares the host with what
-`start` recorded (IP forwarding, the FORWARD chain's policy, the network links, the iptables rules)
-and puts back whatever differs, so the host is left as it was. Elsewhere `start` says what to
-install and changes nothing.
+itself) and starts `dockerd` with a data root of its own (`FUSIONBENCH_ENGINE_ROOT`, an absolute
+folder outside the system's, default /var/lib/fusionbench-engine: images stay there between runs)
+on the usual socket, so the `docker` command and the launcher find it. The daemon is started so
+that it changes nothing on the host's network: no docker0 bridge, no iptables rules, IP forwarding
+left alone (`--bridge=none --iptables=false --ip-forward=false`); the project's containers and
+builds need no network. Elsewhere `start` says what to install and changes nothing.
 
-The state of an engine this started (its PID, paths, the host as it was) is a JSON file in its run
-directory; `stop` acts only on that engine, never on one it did not start.
+The promise (docs/containers.md): the engine stops, removes and restores only what it started or
+changed itself; where something else is there, it says so and leaves it.
+- `start` refuses to replace an engine it started that still runs (answering or not), and to start
+  one where DOCKER_HOST names another place (the launcher would not use it).
+- `stop` ends the dockerd it recorded (PID and start time: never a later process given the same PID)
+  and the processes below it (its containerd and shims, by parentage, recorded while it ran), then
+  unmounts what the daemon left mounted under its data root, and removes its socket only when no
+  engine answers on it any more. It undoes nothing on the host's network: its daemon changed
+  nothing there, so what changed meanwhile is another tool's, and is named, not touched.
+- `stop --purge` deletes the data root the state file recorded, never one named anew.
+
+The state of an engine this started (its dockerd, the processes below it, its paths, the host's
+network as it was) is a JSON file in its run directory; `stop` acts only on that engine.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.run.host_folders import system_folder
+from harness.run.host_network import HostNetwork, Runner, read_host_network, run_command
+from harness.run.host_processes import Process, descendants, mounts_under, process
 
 ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
 DEFAULT_ROOT = Path("/var/lib/fusionbench-engine")
@@ -41,15 +52,17 @@ DEFAULT_SOCKET = Path("/var/run/docker.sock")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
-IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 INSTALL_HINT = ("install a Docker engine (on Debian or Ubuntu as root: apt-get install docker.io; elsewhere: "
                 "https://docs.docker.com/engine/install/) and start it, or run natively: ./run.sh SCENARIO.yaml")
-
-
 class EngineError(HarnessError):
     """The engine could not be started or stopped here; what was changed has been put back."""
 
     exit_code = 2
+
+
+def unsafe_root(root: Path) -> str | None:
+    """Why `root` cannot be an engine's data root (harness/run/host_folders.py), or None."""
+    return system_folder(root)
 
 
 @dataclass(frozen=True)
@@ -63,8 +76,17 @@ class EnginePaths:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> EnginePaths:
-        root = environ.get(ROOT_VARIABLE)
-        return cls(root=Path(root)) if root else cls()
+        """The default paths, the root from FUSIONBENCH_ENGINE_ROOT where set (a relative one taken
+        from the working folder); EngineError for a root in or at a system folder."""
+        given = environ.get(ROOT_VARIABLE)
+        if not given:
+            return cls()
+        root = Path(os.path.abspath(given))
+        why = unsafe_root(root)
+        if why:
+            raise EngineError(f"{ROOT_VARIABLE}={given}: {why}; give a folder of its own, such as "
+                              f"{DEFAULT_ROOT}")
+        return cls(root=root)
 
     @property
     def state_file(self) -> Path:
@@ -80,27 +102,6 @@ class EnginePaths:
                 "--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--userland-proxy=false"]
 
 
-@dataclass(frozen=True)
-class HostNetwork:
-    """What a Docker daemon may change on the host's network, as read before and after it ran."""
-
-    ip_forward: str | None
-    links: tuple[str, ...]
-    iptables: str | None  # `iptables-save`, counters left out; None where iptables is not installed
-
-    def differences(self, before: HostNetwork) -> list[str]:
-        """What differs from `before`, in words."""
-        found = []
-        if self.ip_forward != before.ip_forward:
-            found.append(f"IP forwarding {before.ip_forward} -> {self.ip_forward}")
-        added = sorted(set(self.links) - set(before.links))
-        if added:
-            found.append(f"network links added: {', '.join(added)}")
-        if before.iptables is not None and self.iptables != before.iptables:
-            found.append("iptables rules changed")
-        return found
-
-
 @dataclass
 class EngineState:
     """The JSON state file of an engine this module started."""
@@ -110,57 +111,34 @@ class EngineState:
     root: str
     started: float
     host: dict[str, Any] = field(default_factory=dict)
+    pid_start: int | None = None  # dockerd's start time (host_processes.Process)
+    run_dir: str | None = None
+    below: list[list[int]] = field(default_factory=list)  # [pid, start] of the processes below dockerd
+    mounts_before: list[str] = field(default_factory=list)  # mounts under the data root before it started
 
     def host_network(self) -> HostNetwork:
         return HostNetwork(ip_forward=self.host.get("ip_forward"), links=tuple(self.host.get("links", ())),
                            iptables=self.host.get("iptables"))
 
+    def dockerd(self) -> Process:
+        """The dockerd this state names: by PID and start time; a state written before start times were
+        kept names it where that PID runs a dockerd with this engine's exec root, else nothing."""
+        if self.pid_start is not None:
+            return Process(self.pid, self.pid_start)
+        now = process(self.pid)
+        exec_root = f"{self.run_dir or DEFAULT_RUN_DIR}/exec"
+        try:
+            command = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            command = []
+        ours = bool(command) and Path(command[0].decode(errors="replace")).name == "dockerd" and (
+            exec_root.encode() in command)
+        return now if now is not None and ours else Process(self.pid, -1)
 
-#: Runs a command (with this text on its standard input, if any) and returns what it did.
-Runner = Callable[[Sequence[str], "str | None"], "subprocess.CompletedProcess[str]"]
-
-
-def _run(command: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(command), input=stdin, capture_output=True, text=True, check=False, timeout=600)
-
-
-def _iptables_save(run: Runner) -> str | None:
-    if shutil.which("iptables-save") is None:
-        return None
-    done = run(["iptables-save"], None)
-    if done.returncode != 0:
-        return None
-    # Comments carry the time it was saved and counters change by themselves: neither is a change.
-    return "\n".join(line.split(" [")[0] if line.startswith(":") else line
-                     for line in done.stdout.splitlines() if not line.startswith("#"))
-
-
-def read_host_network(run: Runner = _run, ip_forward: Path = IP_FORWARD) -> HostNetwork:
-    try:
-        forward: str | None = ip_forward.read_text().strip()
-    except OSError:
-        forward = None
-    links: tuple[str, ...] = ()
-    done = run(["ip", "-o", "link", "show"], None) if shutil.which("ip") else None
-    if done is not None and done.returncode == 0:
-        links = tuple(sorted(line.split(":")[1].strip().split("@")[0] for line in done.stdout.splitlines() if ":" in line))
-    return HostNetwork(ip_forward=forward, links=links, iptables=_iptables_save(run))
-
-
-def restore_host_network(before: HostNetwork, now: HostNetwork, run: Runner = _run,
-                         ip_forward: Path = IP_FORWARD) -> list[str]:
-    """Put back what differs between `now` and `before`; return what was put back, in words."""
-    restored = []
-    if before.ip_forward is not None and now.ip_forward != before.ip_forward:
-        ip_forward.write_text(before.ip_forward + "\n")
-        restored.append(f"IP forwarding set back to {before.ip_forward}")
-    for link in sorted(set(now.links) - set(before.links)):
-        if run(["ip", "link", "delete", link], None).returncode == 0:
-            restored.append(f"network link {link} removed")
-    if before.iptables is not None and now.iptables != before.iptables:
-        if run(["iptables-restore"], before.iptables + "\n").returncode == 0:
-            restored.append("iptables rules restored")
-    return restored
+    def paths(self, fallback: EnginePaths) -> EnginePaths:
+        """The paths this engine was started with (the state's, not the environment's)."""
+        return EnginePaths(root=Path(self.root), run_dir=Path(self.run_dir) if self.run_dir else fallback.run_dir,
+                           socket=Path(self.socket))
 
 
 def answers(socket: Path | None, timeout_s: float = 5.0) -> str | None:
@@ -187,16 +165,6 @@ def read_state(paths: EnginePaths) -> EngineState | None:
         return None
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def why_not_here(euid: int | None = None, system: str | None = None) -> str | None:
     """Why this machine cannot start an engine of the project's own, or None."""
     system = system or platform.system()
@@ -207,18 +175,23 @@ def why_not_here(euid: int | None = None, system: str | None = None) -> str | No
     return None
 
 
-def _install_docker(write: Callable[[str], object], run: Runner) -> None:
-    """Debian's docker.io, its service held back from starting by policy-rc.d while it installs."""
+#: What an engine of the project's own needs, by the command that shows it is there: dockerd, and
+#: mmdebstrap, which builds the images' base where no registry answers (harness/run/image_base.py).
+PACKAGES = (("docker.io", "dockerd"), ("mmdebstrap", "mmdebstrap"))
+
+
+def _install(packages: list[str], write: Callable[[str], object], run: Runner) -> None:
+    """Debian's `packages`, any service they bring held back from starting by policy-rc.d while they install."""
     if shutil.which("apt-get") is None or not Path("/etc/debian_version").exists():
-        raise EngineError(f"dockerd is not installed and this is not a Debian-like system; {INSTALL_HINT}")
-    write("fusionbench: installing Debian's docker.io (apt-get; about 30 s) ...\n")
+        raise EngineError(f"{', '.join(packages)} not installed and this is not a Debian-like system; {INSTALL_HINT}")
+    write(f"fusionbench: installing Debian's {' and '.join(packages)} (apt-get; about 30 s) ...\n")
     guard = not POLICY_RC_D.exists()
     if guard:
         POLICY_RC_D.write_text("#!/bin/sh\n# fusionbench engine start: no service starts while docker.io installs\nexit 101\n")
         POLICY_RC_D.chmod(0o755)
     try:
         for command in (["apt-get", "update", "-qq"],
-                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io"]):
+                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
             done = run(command, None)
             if done.returncode != 0:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -228,94 +201,176 @@ def _install_docker(write: Callable[[str], object], run: Runner) -> None:
             POLICY_RC_D.unlink(missing_ok=True)
 
 
-def start(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, run: Runner = _run,
-          timeout_s: float = START_TIMEOUT_S) -> bool:
+def _docker_host_elsewhere(paths: EnginePaths, environ: Mapping[str, str]) -> str | None:
+    """DOCKER_HOST where it names a place other than this engine's socket, else None."""
+    host = environ.get("DOCKER_HOST")
+    if not host or host in (f"unix://{paths.socket}", f"unix://{paths.socket.resolve()}"):
+        return None
+    return host
+
+
+def _running(state: EngineState | None) -> bool:
+    return state is not None and state.dockerd().running()
+
+
+def start(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, run: Runner = run_command,
+          timeout_s: float = START_TIMEOUT_S, environ: Mapping[str, str] = os.environ) -> bool:
     """Start an engine of the project's own unless one answers; return whether this started one."""
+    elsewhere = _docker_host_elsewhere(paths, environ)
     for socket in (paths.socket, None):
         version = answers(socket)
         if version is not None:
-            where = paths.socket if socket else os.environ.get("DOCKER_HOST", DEFAULT_SOCKET)
+            where = paths.socket if socket else elsewhere or DEFAULT_SOCKET
             write(f"fusionbench: a Docker engine ({version}) already answers on {where}; nothing started\n")
             return False
+    if elsewhere:
+        raise EngineError(f"DOCKER_HOST is {elsewhere}, where no Docker engine answers; an engine started here would "
+                          f"answer on unix://{paths.socket}, which the launcher would not use while DOCKER_HOST is set: "
+                          "unset DOCKER_HOST (or start the engine it names) and try again")
+    state = read_state(paths)
+    if _running(state):
+        assert state is not None
+        raise EngineError(f"the engine fusionbench started (dockerd PID {state.pid}) is running but does not answer on "
+                          f"{state.socket} (stopped or hung); it is left as it is: `./run.sh engine stop` ends it")
     refusal = why_not_here()
     if refusal:
         raise EngineError(refusal)
-    if shutil.which("dockerd") is None:
-        _install_docker(write, run)
+    if state is not None:  # an engine of an earlier start that died: what it left goes first
+        stop(paths, write=write, run=run)
+    missing = [package for package, command in PACKAGES if shutil.which(command) is None]
+    if missing:
+        _install(missing, write, run)
     dockerd = shutil.which("dockerd")
     if dockerd is None:
         raise EngineError(f"dockerd is still not on PATH after installing docker.io; {INSTALL_HINT}")
     host = read_host_network(run)
     for folder in (paths.root, paths.run_dir):
         folder.mkdir(parents=True, exist_ok=True)
+    mounts_before = [str(m) for m in mounts_under(paths.root / "data")]
     with paths.log_file.open("ab") as log:
-        process = subprocess.Popen(paths.dockerd_command(dockerd), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        started = subprocess.Popen(paths.dockerd_command(dockerd), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                    start_new_session=True)
-    state = EngineState(pid=process.pid, socket=str(paths.socket), root=str(paths.root), started=time.time(),
-                        host=asdict(host))
-    paths.state_file.write_text(json.dumps(asdict(state), indent=1))
+    own = process(started.pid)
+    state = EngineState(pid=started.pid, socket=str(paths.socket), root=str(paths.root), started=time.time(),
+                        host=asdict(host), pid_start=own.start if own else None, run_dir=str(paths.run_dir),
+                        mounts_before=mounts_before)
+    _write_state(paths, state)
     deadline = time.monotonic() + timeout_s
     while (version := answers(paths.socket, timeout_s=2)) is None:
-        if process.poll() is not None or time.monotonic() > deadline:
+        if started.poll() is not None or time.monotonic() > deadline:
             tail = _log_tail(paths.log_file)
             stop(paths, write=lambda _: None, run=run)
-            said = "exited" if process.returncode is not None else f"did not answer within {timeout_s:g} s"
-            raise EngineError(f"dockerd {said}; the host is as it was. Its log ({paths.log_file}) ends:\n{tail}")
+            said = "exited" if started.returncode is not None else f"did not answer within {timeout_s:g} s"
+            raise EngineError(f"dockerd {said}; it was stopped and what it left removed. Its log ({paths.log_file}) "
+                              f"ends: {tail}")
         time.sleep(0.25)
-    write(f"fusionbench: Docker engine {version} started (dockerd PID {process.pid}, images in {paths.root / 'data'}, "
+    state.below = [[p.pid, p.start] for p in descendants(state.dockerd())]  # its containerd
+    _write_state(paths, state)
+    write(f"fusionbench: Docker engine {version} started (dockerd PID {started.pid}, images in {paths.root / 'data'}, "
           f"socket {paths.socket}); stop it with ./run.sh engine stop\n")
     return True
 
 
-def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, run: Runner = _run,
+def _write_state(paths: EnginePaths, state: EngineState) -> None:
+    paths.state_file.write_text(json.dumps(asdict(state), indent=1))
+
+
+def _end(dockerd: Process, below: list[Process], timeout_s: float, write: Callable[[str], object]) -> None:
+    """SIGTERM `dockerd`, SIGKILL after `timeout_s`; then SIGKILL whichever of `below` still runs."""
+    if dockerd.running():
+        os.kill(dockerd.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while dockerd.running() and time.monotonic() < deadline:
+            _reap(dockerd.pid)
+            time.sleep(0.2)
+        if dockerd.running():
+            os.kill(dockerd.pid, signal.SIGKILL)
+            write(f"fusionbench: dockerd did not end within {timeout_s:g} s of SIGTERM; killed\n")
+        _reap(dockerd.pid)
+    for child in below:  # a containerd or shim the daemon left behind
+        if child.running():
+            try:
+                os.kill(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _unmount(root: Path, before: list[str], run: Runner) -> list[str]:
+    """Unmount what appeared under `root` since the engine started (dockerd's own bind mount of its
+    data root, which a killed daemon leaves); say what."""
+    said = []
+    for point in mounts_under(root):
+        if str(point) in before:
+            continue
+        done = run(["umount", str(point)], None)
+        if done.returncode != 0:
+            done = run(["umount", "-l", str(point)], None)
+        said.append(f"{'unmounted' if done.returncode == 0 else 'could not unmount'} {point}")
+    return said
+
+
+def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, run: Runner = run_command,
          timeout_s: float = STOP_TIMEOUT_S, purge: bool = False) -> bool:
-    """Stop the engine `start` started and put the host back as it was; return whether one was stopped."""
+    """Stop the engine `start` started, with what runs below it and what it mounted; return whether
+    there was one. Its socket goes only where no engine answers on it; the host's network is
+    compared, not changed."""
     state = read_state(paths)
     if state is None:
         write(f"fusionbench: no engine started by fusionbench is running ({paths.state_file} is absent); nothing to stop\n")
         return False
-    if alive(state.pid):
-        os.kill(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while alive(state.pid) and time.monotonic() < deadline:
-            _reap(state.pid)
-            time.sleep(0.2)
-        if alive(state.pid):
-            os.kill(state.pid, signal.SIGKILL)
-            write(f"fusionbench: dockerd did not end within {timeout_s:g} s of SIGTERM; killed\n")
-        _reap(state.pid)
-    left = _processes_under(paths.run_dir / "exec")
-    for pid in left:  # a containerd or shim the daemon left behind
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    restored = restore_host_network(state.host_network(), read_host_network(run), run)
-    for path in (paths.socket, paths.state_file, paths.run_dir / "dockerd.pid"):
+    own = state.paths(paths)
+    dockerd = state.dockerd()
+    was_running = dockerd.running()
+    below = {Process(pid, start) for pid, start in state.below} | set(descendants(dockerd))
+    _end(dockerd, sorted(below, key=lambda p: p.pid), timeout_s, write)
+    said = _unmount(own.root / "data", state.mounts_before, run)
+    other = answers(own.socket)
+    if other is None:
+        own.socket.unlink(missing_ok=True)
+    else:
+        said.append(f"another Docker engine ({other}) answers on {own.socket}: its socket is left as it is")
+    changed = read_host_network(run).differences(state.host_network())
+    if changed:
+        said.append(f"the host's network changed while it ran ({'; '.join(changed)}), not by it (it runs with no "
+                    "bridge, no iptables rules, no IP forwarding): left as it is")
+    for path in (own.state_file, own.run_dir / "dockerd.pid"):
         path.unlink(missing_ok=True)
-    shutil.rmtree(paths.run_dir / "exec", ignore_errors=True)
+    shutil.rmtree(own.run_dir / "exec", ignore_errors=True)
     try:
-        paths.run_dir.rmdir()  # only when empty
+        own.run_dir.rmdir()  # only when empty
     except OSError:
         pass
+    kept = f"kept in {own.root / 'data'} (--purge removes them)"
     if purge:
-        shutil.rmtree(paths.root, ignore_errors=True)
-    kept = "removed" if purge else f"kept in {paths.root / 'data'} (--purge removes them)"
-    write(f"fusionbench: Docker engine stopped (PID {state.pid}); {'; '.join(restored) or 'the host network is as it was'}; "
-          f"images {kept}\n")
+        why = unsafe_root(own.root)
+        if why:
+            kept = f"not removed: {why}"
+        else:
+            shutil.rmtree(own.root, ignore_errors=True)
+            kept = f"removed ({own.root})"
+    what = (f"Docker engine stopped (PID {state.pid})" if was_running
+            else f"the engine fusionbench started (dockerd PID {state.pid}) was no longer running; cleaned up after it")
+    write(f"fusionbench: {what}; {'; '.join(said) or 'nothing else was left'}; images {kept}\n")
     return True
 
 
-def status(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write) -> int:
-    """Say which engine answers, if any; 0 when one does."""
+def status(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write,
+           environ: Mapping[str, str] = os.environ) -> int:
+    """Say which engine answers, if any, where the launcher would look (DOCKER_HOST first); 0 when one does."""
     state = read_state(paths)
-    version = answers(paths.socket)
-    if state is not None and alive(state.pid):
+    elsewhere = _docker_host_elsewhere(paths, environ)
+    version = answers(None) if elsewhere else answers(paths.socket)
+    if _running(state):
+        assert state is not None
+        own = answers(Path(state.socket))
         write(f"fusionbench: engine started by fusionbench: dockerd PID {state.pid}, "
-              f"{'answering, version ' + version if version else 'not answering'}, images in {state.root}/data\n")
-    elif version is not None:
+              f"{'answering, version ' + own if own else 'not answering'}, images in {state.root}/data\n")
+    if elsewhere:
+        write(f"fusionbench: DOCKER_HOST is {elsewhere}: " + (f"a Docker engine ({version}) answers there\n" if version
+                                                               else "no Docker engine answers there\n"))
+    elif version is not None and not _running(state):
         write(f"fusionbench: a Docker engine ({version}) answers on {paths.socket} (not started by fusionbench)\n")
-    else:
+    elif version is None and not _running(state):
         write(f"fusionbench: no Docker engine answers on {paths.socket}; start one with ./run.sh engine start\n")
     return 0 if version is not None else 1
 
@@ -349,23 +404,9 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _processes_under(exec_root: Path) -> list[int]:
-    """PIDs of processes whose command line names `exec_root` (a daemon's containerd and shims)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(exec_root) in command:
-            found.append(int(entry.name))
-    return found
-
-
 def _log_tail(path: Path, lines: int = 8) -> str:
+    """The log's last lines, joined on one line (an error is one line on the terminal)."""
     try:
-        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
     except OSError:
         return "(no log)"

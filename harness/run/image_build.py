@@ -292,6 +292,14 @@ def rebuild_and_compare(client: Any, repo: Path, kind: str, cache: Path, write: 
     held = existing(client, [tag])
     if held is None:
         raise ImageBuildError(f"the engine holds no {tag} to compare with: build it first (./run.sh image build {kind})")
+    found = (held.attrs.get("Config") or {}).get("Labels") or {}
+    wanted = labels(repo, kind)
+    differing = sorted(key for key in ("io.fusionbench.kind", "io.fusionbench.lock-sha256", "io.fusionbench.base")
+                       if found.get(key) != wanted[key])
+    if differing:
+        raise ImageBuildError(f"the image tagged {tag} ({held.id}) is not a fusionbench build of this recipe (its labels "
+                              f"{', '.join(differing)} differ or are missing): nothing was rebuilt; remove it "
+                              f"(docker rmi {tag}) and build it (./run.sh image build {kind})")
     lock = image_base.BaseLock.parse(base_lock(repo).read_text())
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fusionbench-rebuild-", dir=cache) as scratch_name:

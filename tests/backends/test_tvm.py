@@ -37,10 +37,18 @@ def _tiny() -> tuple[Any, Any]:
 
 
 def _prepare(model: Any, example: Any, cache: Path, fusion: str = "on", **options: Any) -> Any:
+    """The model prepared untuned (tuning_trials 0) unless the options say otherwise: the tuning
+    tests below tune first, as the worker does."""
+    options = {"tuning_trials": 0, **options}
     return TVMBackend().prepare(
         model, example, device="cpu", dtype="fp32", variant=TVMBackend.variant(fusion, options),
         workdir=cache, cache_dir=cache,
     )
+
+
+def _tune(model: Any, example: Any, cache: Path, fusion: str = "on", device: str = "cpu", **options: Any) -> Any:
+    return TVMBackend().tune(model, example, device=device, dtype="fp32", variant=TVMBackend.variant(fusion, options),
+                             workdir=cache / "work", cache_dir=cache)
 
 
 @pytest.fixture(scope="module")
@@ -255,3 +263,68 @@ def test_mobilenet_compiles_for_cuda_with_every_function_scheduled(tmp_path: Pat
     assert (tmp_path / "model.so").stat().st_size > 0
     report = json.loads((tmp_path / "fusion_report.json").read_text())
     assert sum(1 for k in report["kernels"] if len(k["ops"]) > 1) > 10
+
+
+# --- tuning (MetaSchedule, backends/tvm_tuning.py) ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The tiny model tuned at one candidate a task, fusion on and off, in a cache of its own."""
+    cache = tmp_path_factory.mktemp("tvm-tuning")
+    model, example = _tiny()
+    return {"cache": cache, "model": model, "example": example,
+            **{fusion: _tune(model, example, cache, fusion, tuning_trials=1) for fusion in ("on", "off")}}
+
+
+def test_tuning_records_its_budget_tasks_trials_and_database(tuned: dict[str, Any]) -> None:
+    for fusion in ("on", "off"):
+        tuning = tuned[fusion]
+        assert tuning.tuned and tuning.cache == "cold" and tuning.trials_per_task == 1
+        assert 0 < tuning.tasks_tuned <= tuning.tasks and tuning.trials == tuning.tasks  # one candidate a task
+        assert len(tuning.database_sha256) == 64 and "replay-trace" in tuning.tuner
+    assert tuned["off"].tasks > tuned["on"].tasks  # fusion off: more, smaller kernels, each tuned as much
+
+
+def test_a_second_tuning_reuses_the_database_whatever_the_weights(tuned: dict[str, Any]) -> None:
+    again = _tune(tuned["model"], tuned["example"], tuned["cache"], "on", tuning_trials=1)
+    assert again.cache == "warm" and again.database_sha256 == tuned["on"].database_sha256
+    other, _ = _tiny()
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(1.0)
+    assert _tune(other, tuned["example"], tuned["cache"], "on", tuning_trials=1).cache == "warm"
+    shape = _tune(tuned["model"], torch.randn(1, 3, 16, 16), tuned["cache"], "on", tuning_trials=1)
+    assert shape.cache == "cold"  # another batch: other kernels to schedule
+
+
+def test_prepare_compiles_with_the_database_and_stays_correct(tuned: dict[str, Any]) -> None:
+    model, example = tuned["model"], tuned["example"]
+    with torch.no_grad():
+        reference = model(example)
+    prepared = _prepare(model, example, tuned["cache"], "on", tuning_trials=1)
+    try:
+        assert prepared.rewrites()["schedules"].startswith(f"MetaSchedule database {tuned['on'].database_sha256[:16]}")
+        assert compare(prepared(example), reference, "fp32")["ok"]
+    finally:
+        prepared.close()
+    untuned = _prepare(model, example, tuned["cache"], "on")
+    try:
+        assert untuned.rewrites()["schedules"] == "untuned"
+    finally:
+        untuned.close()
+
+
+def test_prepare_without_its_tuning_says_so(tuned: dict[str, Any]) -> None:
+    with pytest.raises(BackendFailed, match="no intact tuning database.*Backend.tune runs before prepare"):
+        _prepare(tuned["model"], tuned["example"], tuned["cache"], "on", tuning_trials=3)
+
+
+def test_untuned_cells_say_why(tmp_path: Path) -> None:
+    model, example = _tiny()
+    none = _tune(model, example, tmp_path, "on", tuning_trials=0)
+    assert not none.tuned and "tuning_trials is 0" in none.reason and none.cache == "none"
+    gpu = _tune(model, example, tmp_path, "on", device="cuda")
+    assert not gpu.tuned and "dlight" in gpu.reason
+    with pytest.raises(BackendFailed, match="tuning_trials applies to cpu cells only"):
+        _tune(model, example, tmp_path, "on", device="cuda", tuning_trials=2)
+    assert not any(tmp_path.iterdir())

@@ -48,3 +48,21 @@ def test_report_page_and_plots_render(tmp_path: Path) -> None:
     assert white < 0.97, "the page rendered (almost) blank"
     drawn = {colour: pixels[tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))] for colour in PALETTE[:3]}
     assert all(count > 200 for count in drawn.values()), f"plot colours barely drawn: {drawn}"
+
+
+def test_findings_page_and_its_plot_render(tmp_path: Path) -> None:
+    Image = pytest.importorskip("PIL.Image")
+    from harness.reporting.findings_page import FINDINGS_HTML
+    from harness.reporting.findings_page import render as render_findings
+
+    render_findings([load(GOLDEN / "v7"), load(GOLDEN / "v3")], tmp_path)
+    url = (tmp_path / FINDINGS_HTML).as_uri()
+    dom = _chromium(tmp_path, "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<h1>FusionBench findings</h1>" in dom.stdout and 'id="plot-findings-fusion"' in dom.stdout
+    shot = tmp_path / "findings.png"
+    done = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", url)
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    pixels = Counter({colour: count for count, colour in Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 24)})
+    drawn = {colour: pixels[tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))] for colour in PALETTE[:2]}
+    assert all(count > 200 for count in drawn.values()), f"plot colours barely drawn: {drawn}"

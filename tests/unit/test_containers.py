@@ -17,6 +17,7 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
+from harness.errors import ConfigError
 from harness.run import container
 from harness.run.container import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
 
@@ -328,3 +329,39 @@ def test_the_bundle_records_what_the_launcher_passes_and_it_validates(monkeypatc
         monkeypatch.delenv(name)
     native = Container.model_validate(container_info())
     assert native.layers is None and native.base is None and native.tensorrt is None
+
+
+def test_the_equals_form_of_out_and_cache_dir_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    client = FakeClient(has_image=True)
+    out, mine = tmp_path / "elsewhere", tmp_path / "mine"
+    launch("cpu", ["scenarios/smoke.yaml", f"--out={out}", f"--cache-dir={mine}"], repo=REPO, cache=tmp_path / "c",
+           make_client=lambda: client, write=lambda text: None)
+    volumes = client.runs[0]["volumes"]
+    assert volumes[str(out.resolve())] == {"bind": "/work/results", "mode": "rw"}
+    assert volumes[str(mine.resolve())] == {"bind": "/work/cache", "mode": "rw"}
+    assert client.runs[0]["command"][-4:] == ["--out", "/work/results", "--cache-dir", "/work/cache"]
+    assert not any(arg.startswith(("--out=", "--cache-dir=")) for arg in client.runs[0]["command"])
+    results = tmp_path / "r"
+    assert container_arguments(["--resume=" + str(results / "run-1")], REPO, results.resolve())[:3] == [
+        "run", "--resume", "/work/results/run-1"]
+
+
+@pytest.mark.parametrize("option", ["--out", "--cache-dir"])
+def test_the_hosts_root_or_a_system_folder_is_never_mounted(option: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    (tmp_path / "to-etc").symlink_to("/etc")
+    for folder in ("/", str(tmp_path / "to-etc"), "/usr/local"):
+        client = FakeClient(has_image=True)
+        with pytest.raises(ConfigError, match="a system folder: the container would get it read-write"):
+            launch("cpu", ["scenarios/smoke.yaml", option, folder], repo=REPO, cache=tmp_path / "c",
+                   make_client=lambda client=client: client, write=lambda text: None)
+        assert client.runs == []
+
+
+def test_under_sudo_the_container_runs_as_the_user_who_called_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(container.os, "getuid", lambda: 0)
+    monkeypatch.setattr(container.os, "getgid", lambda: 0)
+    assert container.invoking_user({"SUDO_UID": "1000", "SUDO_GID": "1001"}) == "1000:1001"
+    assert container.invoking_user({}) == "0:0"

@@ -101,6 +101,9 @@ CASES: list[tuple[str, int, Callable[[Path], list[str]]]] = [
     ("compare", 2, lambda t: ["compare", str(_copy(t)), str(_damaged(t / "x"))]),
     ("report", 0, lambda t: ["report", str(_copy(t)), "--out", str(t / "report")]),
     ("report", 2, lambda t: ["report", str(_damaged(t))]),
+    ("findings", 0, lambda t: ["findings", str(_copy(t)), str(_copy(t, "v2")), "--out", str(t / "findings")]),
+    ("findings", 2, lambda t: ["findings", str(_damaged(t)), "--out", str(t / "findings")]),
+    ("findings", 2, lambda t: ["findings", str(_copy(t)), "--out", str(_copy(t) / "findings")]),
     ("pack", 0, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "Acme", "--out", str(t / "tree")]),
     ("pack", 2, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "../Acme", "--out", str(t / "tree")]),
     ("pack", 2, lambda t: ["pack", str(_copy(t, "mlperf")), "--org", "Acme", "--out", str(_copy(t, "mlperf") / "tree")]),
@@ -153,7 +156,9 @@ def test_the_table_names_every_command_and_only_these_codes() -> None:
     text = DOCS.read_text()
     codes = {int(c) for c in re.findall(r"^\| (\d+) \|", text, flags=re.M)}
     assert codes == {0, 1, 2, 3, 130, 143}
-    for command in ("run", "gpu-check", "validate", "compare", "report", "pack", "schema", "backends", "models", "container"):
+    for command in ("run", "gpu-check", "validate", "compare", "report", "findings", "pack", "schema", "backends",
+                    "models", "container"):
         assert f"`{command}`" in text
     held = {command for command, _, _ in CASES}
-    assert held >= {"validate", "compare", "report", "pack", "schema", "models", "backends", "run", "gpu-check", "container"}
+    assert held >= {"validate", "compare", "report", "findings", "pack", "schema", "models", "backends", "run", "gpu-check",
+                    "container"}

@@ -231,6 +231,27 @@ def test_verify_refuses_where_the_engine_holds_no_image_of_this_recipe(tmp_path:
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
 
+def test_verify_refuses_an_image_under_the_tag_that_is_not_a_fusionbench_build(tmp_path: Path) -> None:
+    tag = image_build.image_tag(REPO, "cpu")
+
+    class Imported:  # `docker import` of a 24-byte tarball, tagged with the current recipe's tag
+        id = "sha256:" + "9" * 64
+        attrs: dict[str, object] = {"Config": {"Labels": None}, "RootFS": {"Layers": ["sha256:" + "8" * 64]}}
+
+    class Images:
+        def get(self, wanted: str) -> object:
+            assert wanted == tag
+            return Imported()
+
+    class Client:
+        images = Images()
+
+    with pytest.raises(image_build.ImageBuildError, match=rf"tagged {tag} \(sha256:9+\) is not a fusionbench build.*"
+                       r"io.fusionbench.base, io.fusionbench.kind, io.fusionbench.lock-sha256.*nothing was rebuilt"):
+        image_build.rebuild_and_compare(Client(), REPO, "cpu", tmp_path, lambda _: None)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_build_cache_can_be_named_apart_from_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(image_build.IMAGE_CACHE_VARIABLE, raising=False)

@@ -1,0 +1,318 @@
+"""What several bundles say together about fusion: the questions the tool exists for, answered per
+model and across models (`fusionbench findings BUNDLE... --out DIR`; findings_page.py renders them).
+
+Per model and setting (scenario, batch, dtype, device), one line per backend: fusions by class
+(fusion on), kernels per inference on and off, the fusion speedup with its interval and verdict,
+each variant against eager, host and GPU memory on and off, the tuning a backend did; where
+fusion made the model slower, the fused kernels, the kernels the time went to (GPU) and the share
+of time inside kernels on and off. Across models, per backend: how many models fusion made
+faster, slower or left unchanged (a verdict needs rounds; a one-round pair is sorted by its point
+estimate against `SMALLEST_EFFECT` and says so), the range of fusions per model, and which models
+a backend ran slower than eager.
+
+Latency is the device-timing median per batch (over the rounds where a cell has several), as in
+the report (harness/reporting/view.py), whose rows and pairs this reuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness import metric_table
+from harness.bundle.reader import LoadedBundle
+from harness.intervals import FASTER, NO_EFFECT, SLOWER
+from harness.metric_table import format_times
+from harness.reporting.view import (
+    FusionPair,
+    Row,
+    fmt_time_over_rounds,
+    fused_kernels,
+    fusions_by_class,
+    slowest_kernels,
+)
+from harness.reporting.view import facts as bundle_facts
+
+#: A one-round pair whose point estimate is within this of 1 counts as unchanged (no interval to
+#: say more); the same 5% `compare` takes as its default threshold.
+SMALLEST_EFFECT = 0.05
+MEMORY = ("peak_rss", "gpu_peak")
+BASELINE = "eager"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One backend (its options and graphs setting) on one model and setting: its fusion-on and
+    fusion-off cells, either possibly missing or not valid."""
+
+    backend: str
+    on: Row | None
+    off: Row | None
+
+    @property
+    def pair(self) -> FusionPair | None:
+        if self.on is not None and self.off is not None and _valid(self.on) and _valid(self.off):
+            return FusionPair(self.on, self.off)
+        return None
+
+    @property
+    def has_switch(self) -> bool:
+        """Whether the backend ran fusion off here at all (eager has no switch)."""
+        return self.off is not None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One model in one setting, as one bundle measured it; `named` where another bundle measured
+    the same model and setting (its title then names the bundle)."""
+
+    model: str
+    setting: str
+    bundle: str
+    lines: tuple[Line, ...]
+    named: bool = False
+
+    @property
+    def title(self) -> str:
+        return f"{self.model} {self.setting}" + (f" ({self.bundle})" if self.named else "")
+
+    @property
+    def eager_ns(self) -> float | None:
+        for line in self.lines:
+            if line.backend == BASELINE and line.on is not None and _valid(line.on) and line.on.checked_against_eager:
+                return line.on.median_ns
+        return None
+
+
+def _valid(row: Row) -> bool:
+    return row.status == "valid" and row.median_ns is not None
+
+
+def _label(row: Row) -> str:
+    graphs = " graphs" if row.graphs == "on" else ""
+    return f"{row.backend}{graphs}{row.options}"
+
+
+def groups(bundles: list[LoadedBundle]) -> list[Group]:
+    """Every model and setting of the bundles, in the order first met, one line per backend."""
+    found: dict[tuple[str, str, str], dict[str, dict[str, Row]]] = {}
+    for loaded in bundles:
+        for record in loaded.records:
+            row = Row(record)
+            lines = found.setdefault((row.model, row.setting, loaded.name), {})
+            lines.setdefault(_label(row), {})[row.fusion] = row
+    seen = [(model, setting) for model, setting, _ in found]
+    return [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
+                                                for label, sides in lines.items()), seen.count((model, setting)) > 1)
+            for (model, setting, bundle), lines in found.items()]
+
+
+def _status(row: Row | None) -> str:
+    """A cell that gave no figure, in a few words: `failed: prepare: ...`, `skipped: ...`, `not run`."""
+    if row is None:
+        return "not run"
+    reasons = "; ".join(row.record.reasons)
+    return f"{row.status}: {reasons}" if reasons else row.status
+
+
+def _side(row: Row | None, column: str) -> str:
+    if row is None or not _valid(row):
+        return "-"
+    return row.figure(column)
+
+
+def _on_off(line: Line, column: str) -> str:
+    on = _side(line.on, column)
+    return on if not line.has_switch else f"{on} / {_side(line.off, column)}"
+
+
+def _against_eager(group: Group, row: Row | None) -> str:
+    eager = group.eager_ns
+    if row is None or not _valid(row) or eager is None or not row.checked_against_eager or row.median_ns is None:
+        return "-"
+    return format_times(eager / row.median_ns)
+
+
+def _speedup(line: Line) -> str:
+    pair = line.pair
+    if pair is not None:
+        return pair.result.text()
+    if not line.has_switch:
+        return "no switch"
+    broken = [f"{side} {_status(row)}" for side, row in (("on", line.on), ("off", line.off))
+              if row is None or not _valid(row)]
+    return "; ".join(broken)
+
+
+def _tuning(line: Line) -> str:
+    tunings = [row.metrics.tuning for row in (line.on, line.off) if row is not None and row.metrics.tuning is not None]
+    if not tunings:
+        return "-"
+    parts = []
+    for tuning in tunings:
+        if not tuning.tuned:
+            parts.append("untuned")
+        else:
+            parts.append(f"{tuning.trials_per_task}/task, {tuning.tasks_tuned} of {tuning.tasks} tasks, "
+                         f"{metric_table.format_value(tuning.tuning_s, 's')} ({tuning.cache})")
+    return " / ".join(parts)
+
+
+def model_table(group: Group, gpu: bool) -> tuple[list[str], list[list[str]]]:
+    """One line per backend of `group`: fusions, kernels, speedup, against eager, memory, tuning."""
+    memory = [name for name in MEMORY if gpu or name != "gpu_peak"]
+    head = ["backend", "fusions on (by class)", "kernels/inf on / off", "time on / off", "fusion speedup (off / on)",
+            "vs eager on / off", *(f"{metric_table.label(name)} on / off" for name in memory), "tuning"]
+    body = []
+    for line in group.lines:
+        fusions = fusions_by_class(line.on) if line.on is not None and _valid(line.on) else "-"
+        times = (fmt_time_over_rounds(line.on) if line.on is not None and _valid(line.on) else _status(line.on))
+        if line.has_switch:
+            times += " / " + (fmt_time_over_rounds(line.off) if line.off is not None and _valid(line.off)
+                              else _status(line.off))
+        against = _against_eager(group, line.on)
+        if line.has_switch:
+            against += f" / {_against_eager(group, line.off)}"
+        body.append([line.backend, fusions, _on_off(line, "kernels_per_inference"), times, _speedup(line), against,
+                     *(_on_off(line, name) for name in memory), _tuning(line)])
+    return head, body
+
+
+def slower_notes(group: Group) -> list[str]:
+    """Each pair of `group` whose fusion made it slower: what was fused, where the time went."""
+    notes = []
+    for line in group.lines:
+        pair = line.pair
+        if pair is None or not made_slower(pair):
+            continue
+        split = "; ".join(f"{side} {share}" for side, row in (("on", pair.on), ("off", pair.off))
+                          if (share := _kernel_share(row)) is not None)
+        slowest = slowest_kernels(pair.on)
+        notes.append(
+            f"{line.backend}: {pair.result.text()}. Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
+            + (f". Most time with fusion on: {'; '.join(slowest)}" if slowest else "")
+            + (f". Time inside kernels: {split}" if split else ""))
+    return notes
+
+
+def made_slower(pair: FusionPair) -> bool:
+    """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
+    smallest effect."""
+    result = pair.result
+    if result.interval is not None:
+        return result.verdict == SLOWER
+    return result.value < 1 / (1 + SMALLEST_EFFECT)
+
+
+def _kernel_share(row: Row) -> str | None:
+    split = row.metrics.time_split
+    if split is None or split.kernel_ns is None or row.median_ns is None or row.median_ns <= 0:
+        return None
+    return f"{split.kernel_ns / row.median_ns:.0%}"
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How fusion moved one backend's models."""
+
+    faster: list[str]
+    slower: list[str]
+    unchanged: list[str]
+    one_round_up: list[str]
+    one_round_down: list[str]
+    one_round_flat: list[str]
+    broken: list[str]  # a pair without two valid cells
+
+
+def tally(all_groups: list[Group], backend: str) -> Tally:
+    buckets: dict[str, list[str]] = {key: [] for key in Tally.__dataclass_fields__}
+    for group in all_groups:
+        for line in group.lines:
+            if line.backend != backend or not line.has_switch:
+                continue
+            pair = line.pair
+            if pair is None:
+                buckets["broken"].append(group.title)
+                continue
+            result = pair.result
+            if result.interval is not None:
+                key = {FASTER: "faster", SLOWER: "slower", NO_EFFECT: "unchanged"}[result.verdict]
+            elif result.value > 1 + SMALLEST_EFFECT:
+                key = "one_round_up"
+            elif result.value < 1 / (1 + SMALLEST_EFFECT):
+                key = "one_round_down"
+            else:
+                key = "one_round_flat"
+            buckets[key].append(f"{group.title} {format_times(result.value)}")
+    return Tally(**buckets)
+
+
+def _names(items: list[str]) -> str:
+    return f"{len(items)}" + (f" ({', '.join(items)})" if items else "")
+
+
+def summary_table(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
+    """Per backend with a fusion switch: how fusion moved its models, and the fusions per model."""
+    head = ["backend", "faster", "slower", "no effect seen", "one round: above 1.05x", "one round: below 0.95x",
+            "one round: within 5%", "no pair (a side not valid)", "fusions per model (fusion on)"]
+    body = []
+    backends = list(dict.fromkeys(line.backend for g in all_groups for line in g.lines if line.has_switch))
+    for backend in backends:
+        t = tally(all_groups, backend)
+        body.append([backend, *(_names(items) for items in (t.faster, t.slower, t.unchanged, t.one_round_up,
+                                                              t.one_round_down, t.one_round_flat, t.broken)),
+                     fusion_range(all_groups, backend)])
+    return head, body
+
+
+def fusion_counts(all_groups: list[Group], backend: str) -> list[tuple[str, int]]:
+    """(model and setting, fusions) of each valid fusion-on cell of `backend`."""
+    counts = []
+    for group in all_groups:
+        for line in group.lines:
+            if line.backend == backend and line.on is not None and _valid(line.on) and line.on.metrics.fusion_report:
+                counts.append((group.title, line.on.metrics.fusion_report.fusion_count))
+    return counts
+
+
+def fusion_range(all_groups: list[Group], backend: str) -> str:
+    counts = fusion_counts(all_groups, backend)
+    if not counts:
+        return "-"
+    low = min(counts, key=lambda c: c[1])
+    high = max(counts, key=lambda c: c[1])
+    if low[1] == high[1]:
+        return f"{low[1]} in each of {len(counts)}"
+    return f"{low[1]} ({low[0]}) to {high[1]} ({high[0]}), over {len(counts)}"
+
+
+def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
+    """Every valid cell (fusion on) that ran slower than eager on its model and setting."""
+    head = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)"]
+    body = []
+    for group in all_groups:
+        eager = group.eager_ns
+        if eager is None:
+            continue
+        for line in group.lines:
+            on = line.on
+            if line.backend == BASELINE or on is None or not _valid(on) or not on.checked_against_eager:
+                continue
+            if on.median_ns is not None and eager / on.median_ns < 1:
+                body.append([group.title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
+    return head, body
+
+
+def facts(bundles: list[LoadedBundle]) -> list[tuple[str, str]]:
+    """Which bundles, machines and cells the findings stand on."""
+    out = []
+    for loaded in bundles:
+        known = dict(bundle_facts(loaded))
+        out.append((loaded.name, "; ".join(f"{key} {known[key]}" for key in
+                                           ("scenario file", "device", "CPU", "GPU", "libraries", "harness", "cells")
+                                           if key in known)))
+    return out
+
+
+def any_gpu(all_groups: list[Group]) -> bool:
+    return any(metric_table.value("gpu_peak", row.record) is not None
+               for g in all_groups for line in g.lines for row in (line.on, line.off) if row is not None)

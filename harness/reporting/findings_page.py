@@ -1,0 +1,88 @@
+"""findings.md and findings.html: what harness/reporting/findings.py says, as Markdown tables and as
+one self-contained page (inline style and SVG, nothing fetched), every bundle string escaped."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from harness.bundle.reader import LoadedBundle
+from harness.reporting import findings
+from harness.reporting.html import STYLE, html_table
+from harness.reporting.markdown import md_cell, md_table
+from harness.reporting.plots import Series, bar_chart
+from harness.reporting.report import write_pages
+from harness.reporting.view import SPEEDUP_NOTE
+
+FINDINGS_MD = "findings.md"
+FINDINGS_HTML = "findings.html"
+
+INTRO = (
+    "What kernel fusion did to each model, backend by backend, from the bundles below. Fusion speedup = fusion off's "
+    "median batch time over fusion on's (below 1: fusion made it slower). vs eager = eager's median over the cell's, "
+    "same model and setting. Kernels per inference count GPU kernels, or on a CPU each backend's compute dispatches "
+    "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "
+    "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
+    f"{findings.SMALLEST_EFFECT:.0%} either side of 1 counting as within."
+)
+SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster, slower or left "
+                "unchanged, and the fusions each model got with fusion on (groups of two operators or more in one "
+                "kernel), lowest to highest.")
+SLOWER_THAN_EAGER_NOTE = "Cells that ran slower than eager on the same model and setting, fusion on (and off beside it)."
+
+
+def _sections(bundles: list[LoadedBundle]) -> tuple[list[findings.Group], bool]:
+    all_groups = findings.groups(bundles)
+    return all_groups, findings.any_gpu(all_groups)
+
+
+def markdown(bundles: list[LoadedBundle]) -> str:
+    all_groups, gpu = _sections(bundles)
+    lines = ["# FusionBench findings", "", md_cell(INTRO), ""]
+    lines += [f"- **{md_cell(name)}**: {md_cell(text)}" for name, text in findings.facts(bundles)] + [""]
+    lines += ["## Across models", "", SUMMARY_NOTE, "", *md_table(*findings.summary_table(all_groups))]
+    lines += ["## Slower than eager", "", SLOWER_THAN_EAGER_NOTE, "", *md_table(*findings.slower_than_eager(all_groups))]
+    lines += ["## Per model", "", md_cell(SPEEDUP_NOTE), ""]
+    for group in all_groups:
+        lines += [f"### {md_cell(group.title)}", "", f"From {md_cell(group.bundle)}.", ""]
+        lines += md_table(*findings.model_table(group, gpu))
+        notes = findings.slower_notes(group)
+        if notes:
+            lines += ["Where fusion made it slower:", "", *(f"- {md_cell(note)}" for note in notes), ""]
+    return "\n".join(lines)
+
+
+def html(bundles: list[LoadedBundle]) -> str:
+    all_groups, gpu = _sections(bundles)
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>FusionBench findings</title>"
+             f"<style>{STYLE}</style></head><body>", "<h1>FusionBench findings</h1>", f"<p>{escape(INTRO)}</p>",
+             html_table(["bundle", "what it is"], [[name, text] for name, text in findings.facts(bundles)])]
+    parts += ["<h2>Across models</h2>", f"<p>{escape(SUMMARY_NOTE)}</p>",
+              html_table(*findings.summary_table(all_groups))]
+    pairs = [(group, line) for group in all_groups for line in group.lines if line.pair is not None]
+    if pairs:
+        backends = list(dict.fromkeys(line.backend for _, line in pairs))
+        titles = list(dict.fromkeys(group.title for group, _ in pairs))
+        speedups = {(group.title, line.backend): line.pair.speedup for group, line in pairs if line.pair is not None}
+        parts.append("<figure>" + bar_chart(
+            "Fusion speedup per model (fusion-off median / fusion-on median)", titles,
+            [Series(backend, tuple(speedups.get((title, backend)) for title in titles)) for backend in backends],
+            "speedup (x)", reference=1.0, chart_id="plot-findings-fusion")
+            + "<figcaption>Below the dashed line, fusion made the model slower on that backend.</figcaption></figure>")
+    parts += ["<h2>Slower than eager</h2>", f"<p>{escape(SLOWER_THAN_EAGER_NOTE)}</p>",
+              html_table(*findings.slower_than_eager(all_groups))]
+    parts += ["<h2>Per model</h2>", f"<p>{escape(SPEEDUP_NOTE)}</p>"]
+    for group in all_groups:
+        parts += [f"<h3>{escape(group.title)}</h3>", f"<p>From {escape(group.bundle)}.</p>",
+                  html_table(*findings.model_table(group, gpu))]
+        notes = findings.slower_notes(group)
+        if notes:
+            parts.append("<p>Where fusion made it slower:</p><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes)
+                         + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render(bundles: list[LoadedBundle], out_dir: Path) -> list[Path]:
+    """Write findings.md and findings.html of `bundles` into `out_dir`; return their paths."""
+    return write_pages(out_dir, {FINDINGS_MD: markdown(bundles), FINDINGS_HTML: html(bundles)})

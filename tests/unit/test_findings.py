@@ -1,0 +1,139 @@
+"""`fusionbench findings`: what several bundles say together, per model and across models, from the
+golden bundles (v7 has Inductor's and TVM's fusion pairs over two rounds, v3 Inductor's over one)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.bundle.reader import load
+from harness.reporting import findings
+from harness.reporting.findings_page import FINDINGS_HTML, FINDINGS_MD, html, markdown, render
+from harness.reporting.markdown import md_cell
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+REPO = GOLDEN.parents[1]
+
+
+@pytest.fixture(scope="module")
+def v7() -> list[findings.Group]:
+    return findings.groups([load(GOLDEN / "v7")])
+
+
+def _line(groups: list[findings.Group], title: str, backend: str) -> findings.Line:
+    (group,) = [g for g in groups if g.title == title]
+    (line,) = [line for line in group.lines if line.backend == backend]
+    return line
+
+
+def test_each_model_and_setting_has_one_line_per_backend_with_both_sides(v7: list[findings.Group]) -> None:
+    assert [g.title for g in v7] == ["resnet18 SingleStream b1 fp32 cpu", "resnet18 Offline b4 fp32 cpu"]
+    for group in v7:
+        assert [line.backend for line in group.lines] == [
+            "eager", "null", "inductor", "onnxruntime provider=cuda", "tvm tuning_trials=1"]
+        tvm = _line(v7, group.title, "tvm tuning_trials=1")
+        assert tvm.pair is not None and tvm.pair.result.rounds == 2
+        eager = _line(v7, group.title, "eager")
+        assert not eager.has_switch and eager.pair is None
+
+
+def test_the_model_table_gives_fusions_kernels_speedup_eager_memory_and_tuning(v7: list[findings.Group]) -> None:
+    group = v7[1]  # Offline b4
+    head, body = findings.model_table(group, gpu=False)
+    assert head == ["backend", "fusions on (by class)", "kernels/inf on / off", "time on / off",
+                    "fusion speedup (off / on)", "vs eager on / off", "peak RSS on / off", "tuning"]
+    rows = {row[0]: dict(zip(head, row)) for row in body}
+    tvm = rows["tvm tuning_trials=1"]
+    assert tvm["fusions on (by class)"] == "21 tensor+element" and tvm["kernels/inf on / off"] == "23 / 129"
+    assert tvm["fusion speedup (off / on)"] == "0.59x [0.57-0.60, 95%] slower"
+    assert tvm["tuning"] == "1/task, 19 of 19 tasks, 26.2 s (cold) / 1/task, 45 of 45 tasks, 28.3 s (cold)"
+    eager_ns = findings.Group.eager_ns.fget(group)  # type: ignore[attr-defined]
+    on = _line(v7, group.title, "tvm tuning_trials=1").on
+    assert on is not None and tvm["vs eager on / off"].startswith(f"{eager_ns / on.median_ns:.2f}x / ")
+    assert rows["eager"]["fusion speedup (off / on)"] == "no switch" and rows["eager"]["vs eager on / off"] == "1.00x"
+    assert rows["onnxruntime provider=cuda"]["time on / off"].startswith("failed: prepare: onnxruntime provider=cuda")
+    assert rows["null"]["vs eager on / off"] == "-"  # computes nothing: never a speedup
+    assert rows["inductor"]["tuning"] == "-"
+
+
+def test_where_fusion_made_a_model_slower_the_note_says_what_was_fused_and_the_time_inside_kernels(
+        v7: list[findings.Group]) -> None:
+    (note,) = findings.slower_notes(v7[1])
+    assert note.startswith("tvm tuning_trials=1: 0.59x [0.57-0.60, 95%] slower. Fused kernels: fused_conv2d")
+    assert "Time inside kernels: on " in note
+    assert findings.slower_notes(v7[0]) == []  # 0.99x with an interval across 1: no effect seen, not slower
+
+
+def test_across_models_each_backend_counts_verdicts_and_one_round_estimates_apart() -> None:
+    groups = findings.groups([load(GOLDEN / "v7"), load(GOLDEN / "v3")])
+    assert all(g.title.endswith("-golden)") for g in groups)  # both bundles hold resnet18's settings: named
+    tvm = findings.tally(groups, "tvm tuning_trials=1")
+    assert [len(tvm.slower), len(tvm.unchanged), len(tvm.faster)] == [1, 1, 0]
+    inductor = findings.tally(groups, "inductor")
+    assert len(inductor.unchanged) == 2  # v7: two rounds, intervals across 1
+    assert len(inductor.one_round_up) == 2 and all("20261123-162229-golden" in t for t in inductor.one_round_up)
+    head, body = findings.summary_table(groups)
+    rows = {row[0]: row for row in body}
+    assert set(rows) == {"inductor", "tvm tuning_trials=1"}  # backends with a fusion switch only
+    assert rows["inductor"][-1] == "21 in each of 4"
+
+
+def test_one_round_estimates_sort_by_the_smallest_effect() -> None:
+    assert findings.SMALLEST_EFFECT == 0.05
+    groups = findings.groups([load(GOLDEN / "v3")])
+    for group in groups:
+        pair = _line(groups, group.title, "inductor").pair
+        assert pair is not None and pair.result.interval is None and pair.result.value > 1.05
+
+
+def test_slower_than_eager_lists_the_cells_eager_beat(v7: list[findings.Group]) -> None:
+    _, body = findings.slower_than_eager(v7)
+    assert {(row[0], row[1]) for row in body} == {(g.title, "tvm tuning_trials=1") for g in v7}
+    assert all(row[2].endswith("x") and float(row[2][:-1]) < 1 for row in body)
+
+
+def test_the_page_holds_every_section_in_markdown_and_html() -> None:
+    bundles = [load(GOLDEN / "v7"), load(GOLDEN / "v3")]
+    text, page = markdown(bundles), html(bundles)
+    for heading in ("Across models", "Slower than eager", "Per model"):
+        assert f"## {heading}" in text and f"<h2>{heading}</h2>" in page
+    assert md_cell("0.59x [0.57-0.60, 95%] slower") in text and "0.59x [0.57-0.60, 95%] slower" in page
+    assert 'id="plot-findings-fusion"' in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v7", root)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        record["config"]["backend"] = "<script>alert(1)</script>|x"
+        path.write_text(json.dumps(record))
+    page = html([load(root)])
+    assert "<script>" not in page and "&lt;script&gt;" in page and "\\|x" in markdown([load(root)])
+
+
+def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+
+
+def test_the_cli_writes_both_files_outside_every_bundle_and_refuses_what_it_cannot_use(tmp_path: Path) -> None:
+    written = render([load(GOLDEN / "v7")], tmp_path / "direct")
+    assert [p.name for p in written] == [FINDINGS_MD, FINDINGS_HTML]
+    done = fusionbench("findings", str(GOLDEN / "v7"), str(GOLDEN / "v6"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / FINDINGS_MD).read_text().startswith("# FusionBench findings")
+    inside = fusionbench("findings", str(GOLDEN / "v7"), "--out", str(GOLDEN / "v7" / "findings"))
+    assert inside.returncode == 2 and "inside the bundle" in inside.stderr and not (GOLDEN / "v7" / "findings").exists()
+    twice = fusionbench("findings", str(GOLDEN / "v7"), str(GOLDEN / "v7" / "."), "--out", str(tmp_path / "again"))
+    assert twice.returncode == 2 and "the same bundle is given twice" in twice.stderr
+    bad = tmp_path / "bad"
+    shutil.copytree(GOLDEN / "v7", bad)
+    (bad / "cells" / "stray.txt").write_text("x")
+    refused = fusionbench("findings", str(bad), "--out", str(tmp_path / "bad-out"))
+    assert refused.returncode == 2 and "fails validation" in refused.stderr and not (tmp_path / "bad-out").exists()
