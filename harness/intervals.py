@@ -13,8 +13,12 @@ Python: the parent, the report and the tests use it without numpy or scipy.
   of 3 paired ratios is about their range: 75% coverage at best), where the t interval holds its
   95% (tests/unit/test_intervals.py measures both on simulated pairs; at 5 rounds the bootstrap
   reaches about 90%).
-- The verdict of a pair: "faster" where the whole interval is above 1, "slower" where below, else
-  "no effect seen"; with one round there is no interval and the verdict is "one round".
+- The verdict of a pair: "faster" where the whole interval is above 1 and the speedup is at least
+  the smallest effect worth the name (`SMALLEST_EFFECT`, 5%, `compare`'s default threshold too),
+  "slower" where the whole interval is below 1 and the slowdown at least as large, "under 5%" where
+  the interval excludes 1 but the effect is smaller than that, else "no effect seen"; with one
+  round there is no interval and the verdict is "one round". The bounds are written with as many
+  figures as it takes to tell them apart and from 1 (`1.002x [1.0007-1.0033, 95%] under 5%`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from dataclasses import dataclass
 from harness.metric_table import format_ratio, format_times
 
 DEFAULT_CONFIDENCE = 0.95
+#: The smallest speedup or slowdown a verdict calls one: 5%, as `compare` judges a change.
+SMALLEST_EFFECT = 0.05
 FASTER, SLOWER, NO_EFFECT, ONE_ROUND = "faster", "slower", "no effect seen", "one round"
+NEGLIGIBLE = f"under {SMALLEST_EFFECT:.0%}"
 
 
 @dataclass(frozen=True)
@@ -139,8 +146,22 @@ class Speedup:
         """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`."""
         if self.interval is None:
             return f"{format_times(self.value)} ({self.verdict})"
-        return (f"{format_times(self.value)} [{format_ratio(self.interval.low)}-{format_ratio(self.interval.high)}, "
-                f"{self.interval.coverage:.0%}] {self.verdict}")
+        low, high = bounds_text(self.interval.low, self.interval.high)
+        return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}"
+
+
+def bounds_text(low: float, high: float) -> tuple[str, str]:
+    """An interval's bounds as the metric table writes ratios, with more decimals where three
+    figures would show two different bounds alike, or a bound that is not 1 as 1."""
+    shown = format_ratio(low), format_ratio(high)
+    for decimals in range(3, 9):
+        apart = shown[0] != shown[1] or low == high
+        off_one = all(text.rstrip("0").rstrip(".") != "1" or bound == 1 for text, bound in zip(shown, (low, high)))
+        if apart and off_one:
+            break
+        shown = tuple(f"{bound:.{decimals}f}" if 0.01 <= abs(bound) < 10 else format_ratio(bound)
+                      for bound in (low, high))  # type: ignore[assignment]
+    return shown
 
 
 def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:
@@ -151,7 +172,7 @@ def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float 
         raise ValueError("round medians must be positive")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence} outside (0, 1)")
-    logs = [math.log(b / a) for a, b in zip(on, off)]
+    logs = [math.log(b) - math.log(a) for a, b in zip(on, off)]  # a ratio of extremes would underflow
     rounds = len(logs)
     centre = sum(logs) / rounds
     if rounds < 2:
@@ -159,5 +180,13 @@ def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float 
     sd = math.sqrt(sum((v - centre) ** 2 for v in logs) / (rounds - 1))
     half = student_t_quantile(0.5 + confidence / 2, rounds - 1) * sd / math.sqrt(rounds)
     interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
-    verdict = FASTER if interval.low > 1 else SLOWER if interval.high < 1 else NO_EFFECT
-    return Speedup(math.exp(centre), rounds, interval, verdict)
+    return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval))
+
+
+def verdict_of(value: float, interval: Interval) -> str:
+    """The verdict of a speedup `value` with this interval (see the module's docstring)."""
+    if interval.low > 1:
+        return FASTER if value >= 1 + SMALLEST_EFFECT else NEGLIGIBLE
+    if interval.high < 1:
+        return SLOWER if value <= 1 / (1 + SMALLEST_EFFECT) else NEGLIGIBLE
+    return NO_EFFECT

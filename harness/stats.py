@@ -83,13 +83,25 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
         tie_term += ties**3 - ties
         i = j + 1
     u_a = rank_sum_a - n1 * (n1 + 1) / 2
-    if tie_term == 0 and min(n1, n2) <= EXACT_MAX_SMALLER and n1 * n2 <= EXACT_MAX_PRODUCT:
+    if tie_term == 0 and exact_u_applies(n1, n2):
         return u_a, _exact_p(round(u_a), n1, n2)
     variance = n1 * n2 / 12 * ((total + 1) - tie_term / (total * (total - 1)))
     if variance <= 0:
         return u_a, 1.0  # every value tied: no evidence of a difference
     z = (abs(u_a - n1 * n2 / 2) - 0.5) / math.sqrt(variance)
     return u_a, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def exact_u_applies(n1: int, n2: int) -> bool:
+    """Whether samples of these sizes (and no ties) get U's exact p-value rather than the normal
+    approximation."""
+    return min(n1, n2) <= EXACT_MAX_SMALLER and n1 * n2 <= EXACT_MAX_PRODUCT
+
+
+def u_test_method(a: Sequence[float], b: Sequence[float]) -> str:
+    """The test `mann_whitney_u` gives these samples, in words."""
+    tied = len(set(a) | set(b)) < len(a) + len(b)
+    return "exact" if not tied and exact_u_applies(len(a), len(b)) else "normal approximation"
 
 
 def u_counts(n1: int, n2: int) -> list[int]:

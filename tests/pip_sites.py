@@ -40,15 +40,35 @@ def install(source: Path, name: str, root: Path) -> tuple[Path, str]:
         copy = root / f"{name}-src"
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        isolation = ["--no-build-isolation"] if builds_wheels_here() else []  # else pip fetches setuptools
         done = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-             "--no-build-isolation", "--target", str(site), str(copy)],
+             *isolation, "--target", str(site), str(copy)],
             capture_output=True, text=True, timeout=300,
         )
         if done.returncode != 0:
             return site, done.stderr or done.stdout or f"pip exited with {done.returncode}"
         (site / _DONE).touch()
     return site, ""
+
+
+def builds_wheels_here() -> bool:
+    """Whether this Python's own setuptools can build a wheel (its bdist_wheel: setuptools 70.1 on,
+    or the `wheel` package): then pip builds without fetching a build environment. A venv made by
+    ensurepip has setuptools 65.5 and no `wheel`."""
+    from importlib import metadata
+
+    try:
+        major, minor = (int(part) for part in metadata.version("setuptools").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    if (major, minor) >= (70, 1):
+        return True
+    try:
+        metadata.version("wheel")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def with_site(environ: dict[str, str], site: Path) -> dict[str, str]:

@@ -29,6 +29,11 @@ COUNT_MAX = 10**8
 RATE_MAX = 10**10  # samples per second
 FLOPS_MAX = 10**21  # per batch, or per second
 
+#: The most samples a timing list holds: the scenario's largest `max_iters`, and the warm-up's cap
+#: (harness/measure/timing.py). A longer list is no measurement of this harness, and would cost
+#: validate seconds an item.
+MAX_SAMPLES = 1_000_000
+
 HEX16 = "^[0-9a-f]{16}$"
 # A path inside the bundle: relative, no "..", no backslash or control characters.
 INNER_PATH = r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\\\x00-\x1f]+$"
@@ -108,9 +113,9 @@ class DeviceTime(Record):
     """The device-timing pass: every timed call, its summary, the warm-up kept apart."""
 
     method: str | None = None
-    samples_ns: Annotated[list[IntNs], Field(max_length=COUNT_MAX)]
-    warmup_samples_ns: list[IntNs] = []
-    host_samples_ns: list[IntNs] | None = None
+    samples_ns: Annotated[list[IntNs], Field(max_length=MAX_SAMPLES)]
+    warmup_samples_ns: Annotated[list[IntNs], Field(max_length=MAX_SAMPLES)] = []
+    host_samples_ns: Annotated[list[IntNs], Field(max_length=MAX_SAMPLES)] | None = None
     summary: TimeSummary
     warmup: Warmup | None = None
     repetitions: list[Repetition] = []
@@ -300,17 +305,29 @@ class ComplianceOutcome(Record):
 
 class TimingRound(Record):
     """One round of the cell's device timing, each in a fresh worker process (harness/run/rounds.py):
-    round 1 is the cell's own measurement (`device_time`); a further one failed keeps its reason."""
+    round 1 is the cell's own measurement (`device_time`, whose samples are its samples); a further
+    valid one keeps its samples (v8), a further failed one its reason."""
 
     round: Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
     status: Literal["valid", "failed"]
-    median_ns: Ns | None = None
+    # A batch takes a nanosecond at least: a median below is no measurement (and its ratio to another
+    # would underflow to zero).
+    median_ns: Annotated[float, Field(ge=1, le=NS_MAX)] | None = None
     cv: Ratio | None = None
     n: Count | None = None
+    samples_ns: Annotated[list[IntNs], Field(max_length=MAX_SAMPLES)] | None = None
     prepare_cache: Literal["cold", "warm", "none", "unknown"] | None = None
     wall_s: Seconds | None = None
     reason: str | None = None
     log: InnerPath | None = None
+
+    @model_validator(mode="after")
+    def _measured(self) -> TimingRound:
+        if self.status == "valid" and (self.n is None or self.n < 1 or self.cv is None):
+            raise ValueError("a valid round has its count of samples (1 or more) and its CV")
+        if self.samples_ns is not None and (self.round == 1 or len(self.samples_ns) != self.n):
+            raise ValueError("a further round's samples are as many as its n (round 1's are device_time's)")
+        return self
 
 
 class Tuning(Record):
@@ -365,6 +382,8 @@ class Metrics(Record):
     def _derived_figures_agree(self) -> Metrics:
         """A figure derived from others in the record is checked against them (validate re-derives it)."""
         if self.rounds is not None:
+            if not self.rounds:
+                raise ValueError("rounds, where recorded, hold round 1 at least")
             if [r.round for r in self.rounds] != list(range(1, len(self.rounds) + 1)):
                 raise ValueError("rounds must be numbered 1, 2, ... in order")
             if any((r.status == "valid") != (r.median_ns is not None) for r in self.rounds):
@@ -385,7 +404,7 @@ class Metrics(Record):
 class CellRecord(Record):
     """`cells/<id>.json`: the cell's config, its status and why, what ran where, and its metrics."""
 
-    schema_version: Literal[7]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[8]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     id: Annotated[str, Field(pattern=HEX16)]
     label: str
     status: Status

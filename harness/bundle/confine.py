@@ -70,17 +70,22 @@ def read_inner_text(root: Path, rel: str, *, max_bytes: int = MAX_FILE_BYTES) ->
 
 
 def output_path(out: Path, bundles: Iterable[Path], option: str = "--out", *, may_be: Path | None = None) -> Path:
-    """`out`, resolved, once it is known to lie outside every bundle in `bundles` (neither one of
-    them, nor inside one, nor over one of their files); `may_be` is the one bundle `out` may equal.
-    ConfigError otherwise: nothing has been written."""
+    """`out`, resolved, once it is known to lie outside every bundle: those in `bundles` (the ones
+    read) and any other (a folder with a bundle.json and a cells/ folder) at or above it; `may_be`
+    is the one bundle `out` may equal. A folder that merely holds a bundle is fine: what a command
+    writes there are files of their own names beside it. ConfigError otherwise: nothing has been
+    written."""
     resolved = out.resolve()
+    allowed = may_be.resolve() if may_be is not None else None
     for bundle in bundles:
         root = bundle.resolve()
-        if may_be is not None and resolved == may_be.resolve() == root:
+        if allowed is not None and resolved == allowed == root:
             continue
         if resolved == root or resolved.is_relative_to(root):
             raise ConfigError(f"{option} {visible(out)} is inside the bundle {visible(bundle)}: a command that reads a "
                               "bundle never writes into it; give a path outside it")
-        if root.is_relative_to(resolved) and resolved.exists():
-            raise ConfigError(f"{option} {visible(out)} holds the bundle {visible(bundle)}; give a new path outside it")
+    for folder in (resolved, *resolved.parents):
+        if folder != allowed and (folder / "bundle.json").is_file() and (folder / "cells").is_dir():
+            raise ConfigError(f"{option} {visible(out)} is inside the bundle {visible(folder)}: no command writes into a "
+                              "bundle but the run that made it; give a path outside it")
     return resolved

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import allocator
-from harness.bundle import loadgen_check
+from harness.bundle import loadgen_check, rounds_check
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.tolerance import close, number
@@ -75,7 +75,10 @@ def problems(loaded: LoadedBundle) -> list[str]:
     lines = _belonging(loaded)
     peaks = lookup(loaded.header, "system", "peaks")
     for cell in loaded.cells:
-        found = cell_problems(cell, peaks) + _loadgen_figure(loaded.root, cell)
+        raw = loaded.raw_cells.get(cell["id"])
+        version = raw.get("schema_version") if isinstance(raw, dict) else None
+        found = (cell_problems(cell, peaks) + _loadgen_figure(loaded.root, cell)
+                 + rounds_check.problems(cell, version if isinstance(version, int) else loaded.version, loaded.root))
         lines += [f"{CELLS}/{cell['id']}.json: {line}" for line in found]
     return lines
 

@@ -98,11 +98,21 @@ def read(root: Path) -> dict[str, str]:
 
 
 _MISSING = f": listed in {MANIFEST} but missing"
+_EDITED = f": edited (its SHA-256 differs from {MANIFEST})"
+_ADDED = f": added (not in {MANIFEST})"
 
 
 def missing_file(problem: str) -> str | None:
     """The file a line of `problems` says is missing, or None for any other problem."""
     return problem.removesuffix(_MISSING) if problem.endswith(_MISSING) else None
+
+
+def file_of(problem: str) -> str | None:
+    """The file a line of `problems` names as missing, edited or added, or None for any other."""
+    for suffix in (_MISSING, _EDITED, _ADDED):
+        if problem.endswith(suffix):
+            return problem.removesuffix(suffix)
+    return None
 
 
 def links_and_special_files(root: Path) -> list[str]:
@@ -127,8 +137,8 @@ def problems(root: Path) -> list[str]:
         if rel not in present:
             lines.append(f"{rel}{_MISSING}")
         elif sha256_file(root / rel) != digest:
-            lines.append(f"{rel}: edited (its SHA-256 differs from {MANIFEST})")
+            lines.append(f"{rel}{_EDITED}")
     for rel in files:
         if rel != MANIFEST and rel not in listed:
-            lines.append(f"{rel}: added (not in {MANIFEST})")
+            lines.append(f"{rel}{_ADDED}")
     return lines

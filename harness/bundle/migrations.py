@@ -39,6 +39,12 @@ History:
   (whether it tuned and why not, the tuner, trials per task, tasks, trials, the schedule
   database's hash, cold or warm, `tuning_s`), never in `prepare_s`. A v6 record upgrades unchanged:
   nothing was tuned then, and its `tuning` is absent (null).
+- v8: rounds say how a cell was measured, not what it is: a cell's id no longer hashes
+  `config.timing.rounds` (harness/scenario/cells.py `cell_id`), so a run of three rounds and one of
+  one pair cell by cell in `compare`; each further round keeps its timed samples
+  (`metrics.rounds[].samples_ns`), from which `validate` derives its median, CV and count again.
+  A v7 record upgrades unchanged: its id hashed the rounds (validate checks it so), and its further
+  rounds keep no samples (their medians are taken as recorded).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -89,9 +95,9 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
 HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                  6: _unchanged}
+                                  6: _unchanged, 7: _unchanged}
 CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                6: _unchanged}
+                                6: _unchanged, 7: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

@@ -50,16 +50,15 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value, without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
+    """Nesting depth of a parsed JSON value, without recursion; only containers are stacked (a list
+    of millions of numbers costs a pass over it, not a tuple each)."""
+    deepest = 1
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
     while stack:
         item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        deepest = max(deepest, depth + 1 if item else depth)
+        values = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in values if isinstance(v, (dict, list)))
     return deepest
 
 

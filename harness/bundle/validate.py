@@ -75,7 +75,10 @@ def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> V
     verdict.cells = len(loaded.cells)
     malformed = bundle_schema.problems(loaded.raw_header, "bundle", loaded.version, HEADER)
     for cell_id, raw in loaded.raw_cells.items():
-        malformed += bundle_schema.problems(raw, "cell", raw["schema_version"], f"{CELLS}/{cell_id}.json")
+        where = f"{CELLS}/{cell_id}.json"
+        too_long = _oversized(raw)  # refused before the schema, which would spend seconds on each item
+        malformed += [f"{where}: {line}" for line in too_long] or bundle_schema.problems(raw, "cell", raw["schema_version"],
+                                                                                         where)
     verdict.problems += malformed
     if malformed:
         return verdict  # the consistency checks read fields the schema guarantees
@@ -112,10 +115,16 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
     on_disk = {p.stem for p in (loaded.root / CELLS).glob("*.json")} if (loaded.root / CELLS).is_dir() else set()
     for extra in sorted(on_disk - set(listed)):
         verdict.problems.append(f"{CELLS}/{extra}.json: a cell record bundle.json does not list")
+    verdict.problems += _unlisted(loaded)
     labels = {entry["id"]: entry["label"] for entry in header["cells"]}
     for cell in loaded.cells:
         where = f"{CELLS}/{cell['id']}.json"
-        expected = cell_id(cell["config"])
+        raw = loaded.raw_cells.get(cell["id"])
+        written = raw.get("schema_version") if isinstance(raw, dict) else None
+        if written != loaded.version:
+            verdict.problems.append(f"{where}: written with schema version {written}, the bundle with {loaded.version}: "
+                                    "a bundle holds one version")
+        expected = cell_id(cell["config"], loaded.version)
         if cell["id"] != expected:
             verdict.problems.append(f"{where}: id {cell['id']} is not the hash of its config ({expected})")
         if cell["id"] not in labels:
@@ -127,6 +136,53 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
         if cell["status"] == "interrupted" and header["state"] == "complete":
             verdict.problems.append(f"{where}: interrupted, yet bundle.json says the run is complete")
         verdict.problems += [f"{where}: {line}" for line in _cell_problems(cell)]
+
+
+def _oversized(cell: Any) -> list[str]:
+    """The timing lists of a raw cell longer than any this harness records (cell_record.MAX_SAMPLES)."""
+    metrics = cell.get("metrics") if isinstance(cell, dict) else None
+    timing = metrics.get("device_time") if isinstance(metrics, dict) else None
+    lists = {f"device_time/{key}": timing.get(key) for key in ("samples_ns", "warmup_samples_ns", "host_samples_ns")
+             } if isinstance(timing, dict) else {}
+    rounds = metrics.get("rounds") if isinstance(metrics, dict) else None
+    for index, entry in enumerate(rounds if isinstance(rounds, list) else []):
+        if isinstance(entry, dict):
+            lists[f"rounds/{index}/samples_ns"] = entry.get("samples_ns")
+    return [f"metrics/{path}: {len(found):,} items, more than the {cell_record.MAX_SAMPLES:,} a timing list holds"
+            for path, found in lists.items() if isinstance(found, list) and len(found) > cell_record.MAX_SAMPLES]
+
+
+#: The most cells a stored scenario may expand to for validate to expand it whole (a hostile header
+#: could name a product of lists far beyond any real run).
+MAX_EXPANDED = 20_000
+#: The first schema version whose cells record `variant.graphs` (harness/bundle/migrations.py).
+GRAPHS_RECORDED_FROM = 3
+
+
+def _unlisted(loaded: LoadedBundle) -> list[str]:
+    """The cells the stored scenario expands to on the run's device (within its `--only`) that
+    bundle.json does not list: a cell deleted with its record and entry would hide a failure.
+    (A listed cell that is none of the scenario's is the figures check's finding.)"""
+    from harness.scenario.cells import cell_id, expand, planned_cells
+
+    header = loaded.header
+    scenario, device, only = header["scenario"], header["device"], header.get("only") or {}
+    try:
+        if planned_cells(scenario, device) > MAX_EXPANDED:
+            return [f"{HEADER}: its scenario expands to more than {MAX_EXPANDED} cells: not a run this harness checks"]
+        cells = [c for c in expand(scenario, device) if all(c.field(k) in set(v) for k, v in only.items())]
+    except (LookupError, TypeError, AttributeError, ValueError):
+        return []  # a scenario that does not expand is the figures check's finding
+    listed = {entry["id"] for entry in header["cells"]}
+    lines = []
+    for cell in cells:
+        config = cell.config.recorded()
+        if loaded.version < GRAPHS_RECORDED_FROM:
+            config["variant"].pop("graphs", None)
+        if cell_id(config, loaded.version) not in listed:
+            lines.append(f"{HEADER}: its scenario's cell {cell.label} is not listed in cells: a cell of the run is "
+                         "missing")
+    return lines
 
 
 def _cell_problems(cell: dict[str, Any]) -> list[str]:

@@ -105,13 +105,39 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     return EXIT_PROBLEMS if comparison.worse else 0
 
 
+def trusted_but_its_report(root: Path) -> LoadedBundle:
+    """As `trusted`, forgiving only the bundle's own report: report.md and report.html (and a
+    temporary file of either that an interrupted write left) edited, missing or added, which a
+    report written into the bundle replaces. An interrupted `report RUN_DIR` leaves the bundle so;
+    the report is derived from the cells, never a measurement."""
+    from harness.bundle import manifest
+    from harness.reporting.report import REPORT_HTML, REPORT_MD
+
+    def ours(name: str | None) -> bool:
+        return name in (REPORT_MD, REPORT_HTML) or (
+            name is not None and "/" not in name and name.startswith((f".{REPORT_MD}.", f".{REPORT_HTML}."))
+            and name.endswith(".tmp"))
+
+    verdict = validate(root)
+    left = [line for line in verdict.problems if not ours(manifest.file_of(line))]
+    if left:
+        shown = "; ".join(left[:_PROBLEMS_SHOWN])
+        more = f" (and {len(left) - _PROBLEMS_SHOWN} more)" if len(left) > _PROBLEMS_SHOWN else ""
+        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {root}`")
+    for line in verdict.problems:  # what an interrupted write left behind
+        name = manifest.file_of(line)
+        if name is not None and name.endswith(".tmp") and ours(name):
+            (root / name).unlink(missing_ok=True)
+    return load(root)
+
+
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from harness.bundle import manifest
     from harness.reporting.report import render
 
     out = output_path(args.out or args.run_dir, [args.run_dir], may_be=args.run_dir)
     inside = out == args.run_dir.resolve()
-    loaded = trusted(args.run_dir)
+    loaded = trusted_but_its_report(args.run_dir) if inside else trusted(args.run_dir)
     written = render(loaded, out)
     if inside:
         manifest.write(args.run_dir)  # the bundle was valid a moment ago; only the report changed

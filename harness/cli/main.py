@@ -185,8 +185,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
     from harness.run.gpu_check import check
 
-    if args.budget_s <= 0:
-        raise ConfigError("--budget-s must be positive")
+    if not 0 < args.budget_s <= 86_400:  # nan and inf fail this too: a deadline that never comes
+        raise ConfigError("--budget-s must be a number of seconds above 0 and at most 86400 (a day)")
     return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s)
 
 

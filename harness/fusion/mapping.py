@@ -74,12 +74,16 @@ _TRAILING_DIGITS = re.compile(r"\d+$")
 
 
 def mapping_class(op: str) -> str:
-    """The mapping class of a qualified operator name (`aten.relu`, `onnx.Conv`, `relax.conv2d`)."""
+    """The mapping class of a qualified operator name (`aten.relu`, `onnx.Conv`, `relax.conv2d`); an
+    in-place operator (`aten.relu_`, `aten.add_`: ATen's trailing underscore) maps as its operator."""
     name = op_name(op).lower()
     if name in _CLASS_OF:
         return _CLASS_OF[name]
     stripped = _TRAILING_DIGITS.sub("", name)  # Relax names repeated ops conv2d1, add2, ...
-    return _CLASS_OF.get(stripped, "unknown")
+    if stripped in _CLASS_OF:
+        return _CLASS_OF[stripped]
+    in_place = name.rstrip("_")
+    return _CLASS_OF.get(in_place, "unknown") if in_place and not name.startswith("_") else "unknown"
 
 
 def kernel_mapping(ops: Iterable[str]) -> str:

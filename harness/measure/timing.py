@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.bundle.cell_record import DeviceTime, Repetition, TimeSummary, Warmup
+from harness.bundle.cell_record import MAX_SAMPLES, DeviceTime, Repetition, TimeSummary, Warmup
 from harness.contract import Prepared
 from harness.scenario.schema import TimingSettings
 from harness.stats import summarize_ns
@@ -87,7 +87,7 @@ class DeviceTiming:
                 if abs(current / previous - 1) <= STEADY_TOLERANCE:
                     self.steady = True
                     break
-            if spent >= budget_ns and len(self.warmup_ns) >= minimum:
+            if (spent >= budget_ns and len(self.warmup_ns) >= minimum) or len(self.warmup_ns) >= MAX_SAMPLES - window:
                 break
             previous = current
         self.estimate_ns = max(statistics.median(self.warmup_ns[-window:]), 1)

@@ -99,3 +99,10 @@ def all_models() -> dict[str, tuple[str, int]]:
     from harness.models.extra_models import EXTRA_MODELS
 
     return {**CLASSIFICATION_MODELS, **{name: (m.family, m.input_size) for name, m in EXTRA_MODELS.items()}}
+
+
+def default_input_size(name: str) -> int | None:
+    """The input size `name` takes when a scenario gives none, or None for a model the zoo lacks (a
+    bundle written by another version may name one)."""
+    known = all_models().get(name)
+    return None if known is None else known[1]

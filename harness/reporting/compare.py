@@ -43,7 +43,8 @@ from harness.metric_table import Metric, format_value
 from harness.plain_text import visible_lines
 from harness.reporting.markdown import md_cell
 from harness.reporting.view import FusionPair, Row, fusion_pairs, hardware
-from harness.stats import geometric_mean, mann_whitney_u, median
+from harness.scenario.cells import cell_id
+from harness.stats import EXACT_MAX_SMALLER, geometric_mean, mann_whitney_u, median, u_test_method
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
 VERDICTS = ("worse", "better", "same", "not comparable")  # of one figure of a pair
@@ -78,6 +79,7 @@ class Pair:
     median_b_ns: float | None = None
     ratio: float | None = None  # B/A of the medians; < 1 is faster
     p_value: float | None = None
+    test: str | None = None  # the rank test's p-value: "exact" or "normal approximation" (harness/stats.py)
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
 
 
@@ -144,8 +146,8 @@ def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
 
 
 def _pair_id(pair: FusionPair) -> str:
-    """The same in both bundles for the same pair: the ids of its two cells."""
-    return f"{pair.on.record.id}/{pair.off.record.id}"
+    """The same in both bundles for the same pair: the pairing keys of its two cells."""
+    return f"{pairing_key(pair.on.record)}/{pairing_key(pair.off.record)}"
 
 
 def verdict_line(verdicts: list[FusionVerdict]) -> str:
@@ -255,6 +257,7 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         return
     pair.ratio = pair.median_b_ns / pair.median_a_ns
     _, pair.p_value = mann_whitney_u(samples_a, samples_b)
+    pair.test = u_test_method(samples_a, samples_b)
     beyond = pair.ratio > 1 + threshold or pair.ratio < 1 - threshold
     if beyond and pair.p_value < alpha:
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
@@ -335,32 +338,62 @@ def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, 
     for name in sorted(set(packages_a) | set(packages_b)):
         if packages_a.get(name) != packages_b.get(name):
             rows.append((f"package {name}", str(packages_a.get(name, "-")), str(packages_b.get(name, "-"))))
+    backends_a, backends_b = _backends(a), _backends(b)  # a plugin one run had and the other not, or other versions
+    for name in sorted(set(backends_a) | set(backends_b)):
+        if backends_a.get(name) != backends_b.get(name):
+            rows.append((f"backend {name}", backends_a.get(name, "-"), backends_b.get(name, "-")))
     return rows
 
 
+def _backends(header: dict[str, Any]) -> dict[str, str]:
+    """Each backend a run's probe recorded, as a line: available or why not, and its libraries' versions."""
+    found = header.get("backends")
+    lines: dict[str, str] = {}
+    for name, entry in (found if isinstance(found, dict) else {}).items():
+        if not isinstance(entry, dict):
+            continue
+        given = entry.get("versions")
+        versions: dict[Any, Any] = given if isinstance(given, dict) else {}
+        state = "available" if entry.get("available") else f"not available ({entry.get('reason', '')})"
+        lines[str(name)] = state + "".join(f", {k} {v}" for k, v in sorted(versions.items()))
+    return lines
+
+
+def pairing_key(record: CellRecord) -> str:
+    """What pairs a cell with its counterpart in another bundle: its config's hash without the
+    rounds it was timed over (harness/scenario/cells.py `cell_id`, as schema 8 on computes ids), so
+    cells of a run of three rounds and of one, or of a bundle of any version that recorded no
+    rounds, pair; the rounds are noted in each pair's figures, not what the cell is."""
+    return cell_id(record.config.recorded())
+
+
 def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha: float = ALPHA) -> Comparison:
-    """Pair the cells of `a` (the baseline) and `b` by id, and label each pair."""
+    """Pair the cells of `a` (the baseline) and `b` by `pairing_key`, and label each pair."""
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
                         systems=system_differences(a.header, b.header), fusion=fusion_verdicts(a, b))
-    cells_a = {cell.id: cell for cell in a.records}
-    cells_b = {cell.id: cell for cell in b.records}
+    cells_a = {pairing_key(cell): cell for cell in a.records}
+    cells_b = {pairing_key(cell): cell for cell in b.records}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
-        for cell_id, cell in ours.items():
-            counterpart = theirs.get(cell_id)
+        for key, cell in ours.items():
+            counterpart = theirs.get(key)
             if cell.status == "valid" and (counterpart is None or counterpart.status == "skipped"):
                 why = "not run" if counterpart is None else "skipped"
                 result.unpaired.append(f"{cell.label}: valid in {side}, {why} in {other_side}")
     seen = set()
     for cell in a.records:
-        seen.add(cell.id)
-        other = cells_b.get(cell.id)
+        seen.add(pairing_key(cell))
+        other = cells_b.get(pairing_key(cell))
         if other is None:
             result.pairs.append(Pair(id=cell.id, label=cell.label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in A"))
         else:
-            result.pairs.append(compare_cells(cell, other, threshold, alpha))
+            pair = compare_cells(cell, other, threshold, alpha)
+            rounds = (cell.config.timing.rounds, other.config.timing.rounds)
+            if rounds[0] != rounds[1]:
+                pair.why = "; ".join(filter(None, (pair.why, f"timed over {rounds[0]} round(s) in A, {rounds[1]} in B")))
+            result.pairs.append(pair)
     for cell in b.records:
-        if cell.id not in seen:
+        if pairing_key(cell) not in seen:
             result.pairs.append(Pair(id=cell.id, label=cell.label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in B"))
     return result
@@ -378,7 +411,9 @@ def _rules(threshold: float) -> dict[str, dict[str, str]]:
 def to_json(comparison: Comparison) -> str:
     data = {
         "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
-        "test": "Mann-Whitney U (two-sided, normal approximation) on device-timing samples, and the threshold",
+        "test": ("Mann-Whitney U (two-sided; exact where neither side has ties and the smaller has at most "
+                 f"{EXACT_MAX_SMALLER} samples, else the normal approximation: each pair's `test` says which) on "
+                 "device-timing samples, and the threshold"),
         "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
         "figures": _rules(comparison.threshold), "figure_counts": comparison.figure_counts(),
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],

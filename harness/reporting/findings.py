@@ -6,8 +6,9 @@ Per model and setting (scenario, batch, dtype, device), one line per backend: fu
 each variant against eager, host and GPU memory on and off, the tuning a backend did; where
 fusion made the model slower, the fused kernels, the kernels the time went to (GPU) and the share
 of time inside kernels on and off. Across models, per backend: how many models fusion made
-faster, slower or left unchanged (a verdict needs rounds; a one-round pair is sorted by its point
-estimate against `SMALLEST_EFFECT` and says so), the range of fusions per model, and which models
+faster, slower or left unchanged (a verdict needs rounds and an effect of `SMALLEST_EFFECT`, 5%, at
+least: harness/intervals.py; a one-round pair is sorted by its point estimate against the same 5%
+and says so), the range of fusions per model, and which models
 a backend ran slower than eager.
 
 Latency is the device-timing median per batch (over the rounds where a cell has several), as in
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
-from harness.intervals import FASTER, NO_EFFECT, SLOWER
+from harness.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 from harness.metric_table import format_times
 from harness.reporting.view import (
     FusionPair,
@@ -32,9 +33,6 @@ from harness.reporting.view import (
 )
 from harness.reporting.view import facts as bundle_facts
 
-#: A one-round pair whose point estimate is within this of 1 counts as unchanged (no interval to
-#: say more); the same 5% `compare` takes as its default threshold.
-SMALLEST_EFFECT = 0.05
 MEMORY = ("peak_rss", "gpu_peak")
 BASELINE = "eager"
 
@@ -235,7 +233,7 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
                 continue
             result = pair.result
             if result.interval is not None:
-                key = {FASTER: "faster", SLOWER: "slower", NO_EFFECT: "unchanged"}[result.verdict]
+                key = {FASTER: "faster", SLOWER: "slower", NO_EFFECT: "unchanged", NEGLIGIBLE: "unchanged"}[result.verdict]
             elif result.value > 1 + SMALLEST_EFFECT:
                 key = "one_round_up"
             elif result.value < 1 / (1 + SMALLEST_EFFECT):

@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
+from harness.intervals import SMALLEST_EFFECT
 from harness.reporting import findings
 from harness.reporting.html import STYLE, html_table
 from harness.reporting.markdown import md_cell, md_table
@@ -23,7 +24,7 @@ INTRO = (
     "same model and setting. Kernels per inference count GPU kernels, or on a CPU each backend's compute dispatches "
     "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "
     "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
-    f"{findings.SMALLEST_EFFECT:.0%} either side of 1 counting as within."
+    f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within."
 )
 SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster, slower or left "
                 "unchanged, and the fusions each model got with fusion on (groups of two operators or more in one "

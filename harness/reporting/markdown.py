@@ -32,13 +32,14 @@ from harness.reporting.view import (
     warnings_table,
 )
 
-_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\|`[]*"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
+_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\|`[]*_~"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
 
 
 def md_cell(text: Any) -> str:
-    """Bundle text as inert Markdown on one line (a table cell, a list item): no raw HTML, link,
-    code span or emphasis by asterisks can form, a pipe does not end the cell, controls show as codes."""
-    return visible(text).translate(_MARKDOWN)
+    """Bundle text as inert Markdown on one line (a table cell, a list item): no raw HTML, link
+    (GitHub's bare-URL autolinks included), code span, emphasis or strike-through can form, a pipe
+    does not end the cell, controls show as codes."""
+    return visible(text).translate(_MARKDOWN).replace("://", "\\://").replace("www.", "www\\.")
 
 
 def md_table(head: list[str], body: list[list[str]]) -> list[str]:

@@ -217,6 +217,9 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     if status not in STATUSES:
         raise ConfigError(f"--status {status!r}; allowed: {', '.join(STATUSES)}")
     info = system_info or {}
+    for given in (out, out.with_name(out.name + ".tar.gz")):  # as named: resolving would follow a dangling link
+        if given.is_symlink():
+            raise ConfigError(f"{given} is a symbolic link; pack writes a new directory and tarball, never through a link")
     out = output_path(out, [loaded.root])
     if not out.name:
         raise ConfigError(f"--out {out}: give a new directory to create, not the file system's root")
@@ -305,7 +308,7 @@ def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str]) 
             if missing:
                 problems.append(f"{name}: a closed {system_type} system submits {', '.join(missing)} as well")
     if problems:
-        raise ConfigError("the closed division's rules are not met:\n  " + "\n  ".join(problems))
+        raise ConfigError("the closed division's rules are not met: " + "; ".join(problems))
 
 
 def _write_tarball(tree: Path, tarball: Path) -> None:

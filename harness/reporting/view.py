@@ -8,6 +8,7 @@ medians of cells that differ only in backend or variant (same model, scenario, b
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.intervals import Interval, Speedup, median_interval, paired_speedup
 from harness.metric_table import format_times, format_value
+from harness.models.catalog import default_input_size
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
 from harness.stats import median
@@ -97,9 +99,18 @@ class Row:
 
     @property
     def setting(self) -> str:
-        """What makes two cells of different backends comparable: scenario, batch, dtype, device."""
+        """What makes two cells of different backends comparable: scenario, batch, dtype, device, and
+        the input size where it is not the model's own (`input 32`), so no two settings read alike."""
         c = self.config
-        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}"
+        size = "" if c.input_size == default_input_size(c.model.name) else f" input {c.input_size}"
+        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{size}"
+
+    @property
+    def pair_key(self) -> str:
+        """The same for two cells that differ in fusion alone: their whole config, fusion aside."""
+        config = self.config
+        either = config.model_copy(update={"variant": config.variant.model_copy(update={"fusion": "on"})})
+        return json.dumps(either.recorded(), sort_keys=True)
 
     @property
     def status(self) -> str:
@@ -190,12 +201,9 @@ class FusionPair:
 
 
 def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
-    """Valid cells that differ only in fusion on/off."""
-    def key(r: Row) -> tuple[Any, ...]:
-        return r.model, r.backend, r.setting, r.graphs, r.options
-
-    on = {key(r): r for r in valid_rows(rows) if r.fusion == "on"}
-    return [FusionPair(on[key(r)], r) for r in valid_rows(rows) if r.fusion == "off" and key(r) in on]
+    """Valid cells that differ only in fusion on/off (the whole config alike but fusion)."""
+    on = {r.pair_key: r for r in valid_rows(rows) if r.fusion == "on"}
+    return [FusionPair(on[r.pair_key], r) for r in valid_rows(rows) if r.fusion == "off" and r.pair_key in on]
 
 
 def fmt_time_over_rounds(row: Row) -> str:

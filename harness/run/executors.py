@@ -48,6 +48,9 @@ class CellTask:
     #: Asked just before the task starts, where the executor runs tasks in order (Serial, LocalPool):
     #: a reason not to run it (a further round of a cell whose first round was not valid), or None.
     skip: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+    #: Set when the task may start, where executors run tasks side by side (LocalPool): a further
+    #: round waits for its cell's round 1 to be finished, so that `skip` can know how it went.
+    after: threading.Event | None = field(default=None, repr=False, compare=False)
 
     def skip_reason(self) -> str | None:
         return self.skip() if self.skip is not None else None
@@ -142,6 +145,9 @@ class LocalPool:
         stop = threading.Event()
 
         def one(task: CellTask) -> Finished:
+            while task.after is not None and not task.after.wait(0.1):  # a further round: its round 1 first
+                if stop.is_set():
+                    return Finished(task, None, node_info(None))
             slot = free.get()
             try:
                 if stop.is_set():

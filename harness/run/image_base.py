@@ -133,16 +133,16 @@ def build(lock: BaseLock, out: Path, *, check: bool = True) -> None:
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
     if done.returncode != 0:
         partial.unlink(missing_ok=True)
-        tail = "\n".join(done.stderr.strip().splitlines()[-6:])
+        tail = " | ".join(done.stderr.strip().splitlines()[-6:])
         hint = (" (a pinned version Debian has replaced: update the lock with `fusionbench image lock-base`)"
                 if "was not found" in done.stderr else "")
-        raise BaseImageError(f"mmdebstrap failed (exit {done.returncode}){hint}:\n{tail}")
+        raise BaseImageError(f"mmdebstrap failed (exit {done.returncode}){hint}: {tail}")
     if check:
         wrong = differences(lock.packages, installed_packages(dpkg_status(partial)))
         if wrong:
             partial.unlink(missing_ok=True)
             raise BaseImageError("the base's packages are not the lock's (Debian has moved on: update it with "
-                                 "`fusionbench image lock-base`):\n" + "\n".join(wrong[:20]))
+                                 "`fusionbench image lock-base`): " + "; ".join(wrong[:20]))
     partial.rename(out)
 
 

@@ -180,8 +180,8 @@ def gather_wheels(lock: Path, wheelhouse: Path) -> None:
                "--dest", str(wheelhouse), "--requirement", str(lock)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-6:])
-        raise ImageBuildError(f"gathering the wheels of {lock.name} failed (exit {done.returncode}):\n{tail}")
+        tail = " | ".join(done.stderr.strip().splitlines()[-6:])
+        raise ImageBuildError(f"gathering the wheels of {lock.name} failed (exit {done.returncode}): {tail}")
 
 
 def _load(client: Any, layers: list[Layer], config_bytes: bytes, tag: str) -> str:
@@ -223,7 +223,7 @@ def _in_base(client: Any, base_name: str, command: str, mounts: dict[str, dict[s
         code = int(container.wait().get("StatusCode", 1))
         if code != 0:
             log = container.logs().decode(errors="replace").strip().splitlines()[-8:]
-            raise ImageBuildError(f"`{command[:80]}...` in the base failed (exit {code}):\n" + "\n".join(log))
+            raise ImageBuildError(f"`{command[:80]}...` in the base failed (exit {code}): " + " | ".join(log))
     finally:
         container.remove(force=True)
 

@@ -95,8 +95,8 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> 
     except subprocess.TimeoutExpired:
         raise HarnessError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-        raise HarnessError(f"the system probe failed (exit {done.returncode}):\n{tail}")
+        tail = " | ".join(done.stderr.strip().splitlines()[-15:])
+        raise HarnessError(f"the system probe failed (exit {done.returncode}): {tail}")
     answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return answer
 

@@ -24,6 +24,7 @@ from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
+from harness.reporting.report import REPORT_HTML, REPORT_MD
 from harness.scenario.loading import resolved
 from harness.scenario.schema import BackendSpec, ScenarioFile
 
@@ -36,16 +37,18 @@ MAY_LACK = frozenset({"env", "allocator", "baseline", "inputs.labels", "loadgen.
 
 def check(bundle: Bundle) -> None:
     """Resume only a bundle validate accepts as it stands: one edited since it was written would be
-    re-hashed by the resumed run and pass for a measured one. Two things are forgiven: a run that
+    re-hashed by the resumed run and pass for a measured one. Three things are forgiven: a run that
     was killed (`running`) left no manifest to check (every other check still applies), and a cell
-    whose record was deleted, with its files, so that it runs again, forges nothing. The stored
+    whose record was deleted, with its files, so that it runs again, forges nothing, and neither does
+    a report (report.md, report.html) edited or missing: the resume writes it again. The stored
     scenario, which the run reads, must be one it can read (`check_scenario`): checked first, as
     the problems validate finds in a bundle whose scenario is malformed follow from it."""
     check_scenario(bundle.header["scenario"], f"cannot resume {bundle.root}: {HEADER}")
     killed = bundle.header["state"] == "running"
     verdict = validate(bundle.root, integrity=not killed, resuming=True)
     rerun = {entry["id"] for entry in bundle.header["cells"] if not bundle.cell_path(entry["id"]).exists()}
-    problems = [line for line in verdict.problems if not _of_a_cell_to_rerun(manifest.missing_file(line), rerun)]
+    problems = [line for line in verdict.problems if not _of_a_cell_to_rerun(manifest.missing_file(line), rerun)
+                and manifest.file_of(line) not in (REPORT_MD, REPORT_HTML)]  # the resume writes the report again
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(f"cannot resume {bundle.root}: it fails validation: {problems[0]}{more}; "

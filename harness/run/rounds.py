@@ -18,12 +18,14 @@ grouped into units, a fusion pair (the same cell but for fusion) or a lone cell,
 their first cell; a unit runs its cells' round 1, then their round 2, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py);
 a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
-before it starts; Ray runs it anyway).
+before it starts, LocalPool's further rounds waiting for their round 1 to finish; Ray runs it
+anyway).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,11 +46,11 @@ def pair_key(cell: Cell) -> str:
 
 
 def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
-    """Round `number` (2 or more) of the cell `task` is round 1 of."""
+    """Round `number` (2 or more) of the cell `task` is round 1 of; it starts once round 1 is finished."""
     folder = task.artifacts / ROUND_FOLDER.format(number)
     request = replace(task.request, timing_round=number, artifact_dir=str(folder))
     return replace(task, label=f"{task.label} round {number}", request=request, artifacts=folder,
-                   skip=lambda: state.why_not_further(task.cell_id))
+                   skip=lambda: state.why_not_further(task.cell_id), after=state.first_finished(task.cell_id))
 
 
 def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list[CellTask]:
@@ -84,6 +86,11 @@ class Rounds:
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     first_status: dict[str, str] = field(default_factory=dict)
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
+    firsts: dict[str, threading.Event] = field(default_factory=dict)  # cell id -> set once its round 1 is in
+
+    def first_finished(self, cell_id: str) -> threading.Event:
+        """Set once the cell's round 1 has finished and its record is taken (`finished`)."""
+        return self.firsts.setdefault(cell_id, threading.Event())
 
     def home(self, cell_id: str) -> Path:
         """A new, empty folder for the scratch folders of the cell's rounds; removed when its record is
@@ -110,6 +117,7 @@ class Rounds:
         if done.task.request.timing_round == 1:
             assert record is not None
             self.first_status[cell_id] = str(record["status"])
+            self.first_finished(cell_id).set()
             if self.expected.get(cell_id, 1) == 1:
                 return record
             self.held[cell_id] = record
@@ -157,4 +165,5 @@ class Rounds:
             return TimingRound(round=number, status="failed", reason=why[:500],
                                wall_s=outcome.wall_s if outcome is not None else 0.0, **where)
         return TimingRound(round=number, status="valid", median_ns=timing.summary.median_ns, cv=timing.summary.cv,
-                           n=timing.summary.n, prepare_cache=answer.metrics.prepare_cache, wall_s=outcome.wall_s, **where)
+                           n=timing.summary.n, samples_ns=list(timing.samples_ns), prepare_cache=answer.metrics.prepare_cache,
+                           wall_s=outcome.wall_s, **where)

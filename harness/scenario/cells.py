@@ -39,8 +39,16 @@ class Cell:
         }[key])
 
 
-def cell_id(config: dict[str, Any]) -> str:
-    """The id of a cell whose recorded config is `config`."""
+#: The first schema version whose cell ids leave out `timing.rounds` (harness/bundle/migrations.py).
+ROUNDS_LEFT_OUT_OF_ID = 8
+
+
+def cell_id(config: dict[str, Any], version: int = ROUNDS_LEFT_OUT_OF_ID) -> str:
+    """The id of a cell whose recorded config is `config`, as a bundle of schema `version` computed
+    it: from v8 on, without `timing.rounds` (how often a cell was timed is not what the cell is), as
+    `allocator`'s default is left out of the recorded config itself."""
+    if version >= ROUNDS_LEFT_OUT_OF_ID and isinstance(config.get("timing"), dict) and "rounds" in config["timing"]:
+        config = {**config, "timing": {k: v for k, v in config["timing"].items() if k != "rounds"}}
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -95,6 +103,13 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
                             )
                             cells.append(Cell(cell_id(config.recorded()), config))
     return cells
+
+
+def planned_cells(resolved: dict[str, Any], device: str) -> int:
+    """How many cells `expand` would give, at most, counted without building them."""
+    variants = sum(len(b["fusion"]) * len(b.get("graphs", ["off"])) for b in resolved["backends"])
+    batches = max((len(resolved["batch_sizes"][device]), 1))
+    return len(resolved["models"]) * variants * len(resolved["scenarios"]) * len(resolved["dtypes"]) * batches
 
 
 def parse_only(text: str) -> dict[str, set[str]]:

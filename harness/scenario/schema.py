@@ -278,7 +278,7 @@ class TimingSettings(_Strict):
     min_time_s: float = Field(1.0, ge=0, le=86400, description="time at least this long in all, within max_iters")
     repetitions: int = Field(4, ge=2, le=100, description="timed blocks, interleaved with the LoadGen pass")
     rounds: int = Field(
-        1, ge=1, le=MAX_ROUNDS,
+        1, ge=1, le=MAX_ROUNDS, strict=True,
         description="fresh worker processes that time each cell: the first measures everything, each further one "
         "times the steady state again (compiled artefacts from the cache); a fusion pair's rounds alternate on and "
         "off, and its speedup's confidence interval comes from the paired rounds",

@@ -103,7 +103,7 @@ passes: {memory_iters: 1, profile_iters: 1}
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     figures = json.loads(out.read_text())
     [pair] = figures["pairs"]
-    assert pair["pair"] == "mobilenet_v3_small onnxruntime SingleStream b1 fp32 cpu"
+    assert pair["pair"] == "mobilenet_v3_small onnxruntime SingleStream b1 fp32 cpu input 32"
     for side in ("a", "b"):  # two rounds each: an interval and a verdict
         assert pair[side]["rounds"] == 2 and pair[side]["interval"]["low"] <= pair[side]["speedup"] <= pair[side]["interval"]["high"]
         assert pair[side]["verdict"] in ("faster", "slower", "no effect seen")

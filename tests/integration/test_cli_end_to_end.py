@@ -162,7 +162,7 @@ def test_roofline_per_cell_and_the_fusion_summary(smoke) -> None:
     assert by[("inductor", "on", "Offline")]["roofline"]["flops"] == eager["flops"]  # a property of the model
     assert "computes no model" in by[("null", "on", "Offline")]["roofline"]["note"]
     report = (bundle / "report.md").read_text()
-    assert "## Roofline" in report and "| resnet18 | eager fusion-on | Offline b4 fp32 cpu |" in report
+    assert "## Roofline" in report and "| resnet18 | eager fusion-on | Offline b4 fp32 cpu input 32 |" in report
 
 
 def test_manifest_matches_files(smoke) -> None:

@@ -15,6 +15,7 @@ import pytest
 from harness import metric_table
 from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.intervals import paired_speedup
 from harness.metric_table import Metric
 from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
@@ -24,7 +25,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
 
 
-TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / "v7" / "cells").glob("*.json")))
+TEMPLATE = next(c for c in (json.loads(p.read_text()) for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json")))
                 if c["status"] == "valid" and c["config"]["backend"] == "eager" and c["config"]["scenario"] == "Offline")
 ACCURACY = {"top1_percent": 50.0, "good": 8, "total": 16, "log_dir": "loadgen/accuracy"}
 
@@ -376,8 +377,40 @@ def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles() -> None:
     """Golden v6 ran two rounds: compared with itself, every pair agrees and overlaps."""
     text = fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6")).stdout
     section = text[text.index("## Fusion speedups"):]
-    assert "| resnet18 inductor Offline b4 fp32 cpu | 1.06x \\[0.42-2.72, 95%\\] no effect seen |" in section
+    assert "| resnet18 inductor Offline b4 fp32 cpu input 32 | 1.06x \\[0.42-2.72, 95%\\] no effect seen |" in section
     assert "verdicts agree: 2 of 2 pairs; intervals overlap: 2 of 2\n" in section
     data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
     assert data["fusion_verdicts_line"] == "verdicts agree: 2 of 2 pairs; intervals overlap: 2 of 2"
     assert [v["a"]["verdict"] for v in data["fusion_verdicts"]] == ["no effect seen", "no effect seen"]
+
+
+def test_the_json_names_the_rank_test_each_pair_got() -> None:
+    data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
+    assert "normal approximation)" not in data["test"] and "exact where" in data["test"]
+    tests = {p["test"] for p in data["pairs"] if p["p_value"] is not None}
+    assert tests and tests <= {"exact", "normal approximation"}
+    from harness.stats import u_test_method
+
+    assert u_test_method([1, 2, 3], [4, 5, 6]) == "exact" and u_test_method([1, 1, 2], [3, 4]) == "normal approximation"
+    assert u_test_method(list(range(30)), list(range(100, 130))) == "normal approximation"
+
+
+def test_a_backend_one_run_recorded_and_the_other_not_is_a_system_difference() -> None:
+    a = json.loads((GOLDEN / "v7" / "bundle.json").read_text())
+    b = json.loads(json.dumps(a))
+    b["backends"]["myplugin"] = {"available": True, "reason": "", "versions": {"mylib": "1.2.3"}}
+    rows = system_differences(a, b)
+    assert ("backend myplugin", "-", "available, mylib 1.2.3") in rows
+    assert system_differences(a, a) == []
+
+
+def test_cells_pair_whatever_rounds_they_were_timed_over_and_the_pair_says_so() -> None:
+    """A run of two rounds (golden v6, whose ids hashed them) against one of one (golden v5) pairs
+    cell by cell: rounds say how a cell was measured, not what it is."""
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    comparison = compare(load(GOLDEN / "v5"), load(GOLDEN / "v6"))
+    paired = [p for p in comparison.pairs if p.why not in ("only in A", "only in B")]
+    assert len(paired) == 10 and not comparison.unpaired
+    assert all("timed over 1 round(s) in A, 2 in B" in p.why for p in paired)

@@ -33,15 +33,19 @@ def _damaged(tmp: Path) -> Path:
 
 
 def _one_cell_fewer(tmp: Path) -> Path:
-    """A valid bundle lacking one valid cell of the golden one: compare cannot pair it."""
+    """A valid bundle lacking the golden one's eager cells, as a run with `--only` leaves it: compare
+    cannot pair them."""
     root = tmp / "fewer"
     shutil.copytree(GOLDEN / "v3", root)
     header = json.loads((root / "bundle.json").read_text())
-    gone = next(e["id"] for e in header["cells"] if json.loads((root / "cells" / f"{e['id']}.json").read_text())["status"] == "valid")
-    header["cells"] = [e for e in header["cells"] if e["id"] != gone]
+    gone = [e["id"] for e in header["cells"]
+            if json.loads((root / "cells" / f"{e['id']}.json").read_text())["config"]["backend"] == "eager"]
+    header["cells"] = [e for e in header["cells"] if e["id"] not in gone]
+    header["only"] = {"backend": ["inductor", "null"]}
     (root / "bundle.json").write_text(json.dumps(header))
-    (root / "cells" / f"{gone}.json").unlink()
-    shutil.rmtree(root / "cells" / gone)
+    for cell in gone:
+        (root / "cells" / f"{cell}.json").unlink()
+        shutil.rmtree(root / "cells" / cell)
     manifest.write(root)
     return root
 
@@ -131,6 +135,8 @@ CASES: list[tuple[str, int, Callable[[Path], list[str]]]] = [
                           "--ray-connect-timeout-s", "0"]),
     ("run", 2, lambda t: ["run", str(_scenario(t, _NULL)), "--out", str(t / "results"), "--ray-connect-timeout-s", "5"]),
     ("gpu-check", 2, lambda t: ["gpu-check", "--budget-s", "-1"]),
+    ("gpu-check", 2, lambda t: ["gpu-check", "--budget-s", "nan"]),
+    ("gpu-check", 2, lambda t: ["gpu-check", "--budget-s", "inf"]),
     ("container", 2, lambda t: ["container", "cpu"]),
     ("(none)", 2, lambda t: ["frobnicate"]),
 ]

@@ -32,7 +32,7 @@ def _line(groups: list[findings.Group], title: str, backend: str) -> findings.Li
 
 
 def test_each_model_and_setting_has_one_line_per_backend_with_both_sides(v7: list[findings.Group]) -> None:
-    assert [g.title for g in v7] == ["resnet18 SingleStream b1 fp32 cpu", "resnet18 Offline b4 fp32 cpu"]
+    assert [g.title for g in v7] == ["resnet18 SingleStream b1 fp32 cpu input 32", "resnet18 Offline b4 fp32 cpu input 32"]
     for group in v7:
         assert [line.backend for line in group.lines] == [
             "eager", "null", "inductor", "onnxruntime provider=cuda", "tvm tuning_trials=1"]
@@ -84,7 +84,7 @@ def test_across_models_each_backend_counts_verdicts_and_one_round_estimates_apar
 
 
 def test_one_round_estimates_sort_by_the_smallest_effect() -> None:
-    assert findings.SMALLEST_EFFECT == 0.05
+    assert findings.SMALLEST_EFFECT == 0.05  # the verdicts' (harness/intervals.py)
     groups = findings.groups([load(GOLDEN / "v3")])
     for group in groups:
         pair = _line(groups, group.title, "inductor").pair

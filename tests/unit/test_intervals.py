@@ -149,3 +149,19 @@ def test_the_smallest_samples_give_a_p_value_not_a_refusal() -> None:
     assert mann_whitney_u([1.0], [2.0]) == (0.0, 1.0)
     assert mann_whitney_u([1.0, 2.0], [3.0, 4.0])[1] == pytest.approx(1 / 3)
     assert mann_whitney_u(list(range(8)), list(range(100, 108)))[1] == pytest.approx(2 / math.comb(16, 8))
+
+
+def test_a_verdict_needs_an_effect_worth_the_name_and_its_bounds_show_why() -> None:
+    tiny = paired_speedup([5.000e6, 5.010e6, 4.995e6], [5.010e6, 5.021e6, 5.004e6])
+    assert tiny.interval is not None and tiny.interval.low > 1 and tiny.verdict == "under 5%"
+    low, high = tiny.text().split("[")[1].split(",")[0].split("-")
+    assert low != high and float(low) > 1 and low.rstrip("0").rstrip(".") != "1", tiny.text()
+    big = paired_speedup([4.0e6, 4.1e6, 3.9e6], [5.0e6, 5.1e6, 4.9e6])
+    assert big.verdict == "faster" and big.text().endswith("faster")
+    slower = paired_speedup([5.0e6, 5.1e6, 4.9e6], [4.0e6, 4.1e6, 3.9e6])
+    assert slower.verdict == "slower"
+
+
+def test_extreme_round_medians_give_a_speedup_not_a_math_error() -> None:
+    result = paired_speedup([1.0, 1e13], [1e13, 1.0])
+    assert result.interval is not None and result.verdict == "no effect seen"

@@ -18,6 +18,8 @@ from harness.fusion.mapping import fused_mapping_counts, kernel_mapping, mapping
     ("aten.view", "reorganize"), ("onnx.Reshape", "reorganize"), ("onnx.Flatten", "reorganize"),
     ("aten.permute", "shuffle"), ("onnx.Transpose", "shuffle"), ("relax.permute_dims", "shuffle"),
     ("onnx.ReorderInput", "shuffle"), ("relax.conv2d1", "many-to-many"), ("aten.frobnicate", "unknown"),
+    ("aten.relu_", "one-to-one"), ("aten.add_.Tensor", "one-to-one"), ("aten.hardswish_", "one-to-one"),
+    ("aten.frobnicate_", "unknown"),
 ])
 def test_mapping_class(op: str, expected: str) -> None:
     assert mapping_class(op) == expected

@@ -204,3 +204,51 @@ def test_pack_copies_only_the_files_validate_checked(tmp_path: Path, capsys: pyt
     packed = {p.relative_to(tmp_path / "sub").as_posix() for p in (tmp_path / "sub").rglob("*") if p.is_file()}
     assert any(p.endswith("TEST01/verify_accuracy.txt") for p in packed)
     assert not [p for p in packed if "TEST04/verify_accuracy" in p or "TEST04/accuracy" in p]
+
+
+def test_pack_out_through_a_dangling_link_is_refused_and_nothing_is_made_outside(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "mlperf", root)
+    target = tmp_path / "elsewhere" / "made-through-the-link"
+    (tmp_path / "elsewhere").mkdir()
+    link = tmp_path / "tree"
+    link.symlink_to(target)
+    assert main(["pack", str(root), "--org", "Acme", "--out", str(link)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert not target.exists() and not (tmp_path / "elsewhere" / "made-through-the-link.tar.gz").exists()
+
+
+def test_no_command_writes_into_another_bundle_and_a_folder_holding_one_is_fine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(GOLDEN / "v3", a)
+    shutil.copytree(GOLDEN / "v2", b)
+    before = tree_digest(b)
+    assert main(["report", str(a), "--out", str(b)]) == 2
+    assert f"is inside the bundle {b}" in capsys.readouterr().err
+    assert main(["compare", str(a), str(a), "--out", str(b / "bundle.json")]) == 2
+    assert f"is inside the bundle {b}" in capsys.readouterr().err
+    assert main(["findings", str(a), "--out", str(b / "cells" / "x")]) == 2
+    assert tree_digest(b) == before
+    monkeypatch.chdir(tmp_path)  # B's parent: report files beside B touch nothing of it
+    assert main(["report", str(b), "--out", "."]) == 0
+    assert (tmp_path / "report.md").is_file() and tree_digest(b) == before
+
+
+def test_an_interrupted_report_is_repaired_by_writing_it_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stopped between its first write and the manifest's re-hash, `report RUN_DIR` leaves report.md
+    edited and a temporary file beside it: `report` again puts the bundle right; an edited cell it
+    still refuses."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v3", root)
+    (root / "report.md").write_text("half of a report")
+    (root / ".report.html.abc123.tmp").write_text("<html>")
+    assert main(["validate", str(root)]) == 1
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 0
+    assert main(["validate", str(root)]) == 0 and not (root / ".report.html.abc123.tmp").exists()
+    cell = next((root / "cells").glob("*.json"))
+    cell.write_text(cell.read_text().replace('"status"', '"status" ', 1))
+    assert main(["report", str(root)]) == 2
+    assert "fails validation" in capsys.readouterr().err

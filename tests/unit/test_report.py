@@ -13,6 +13,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from harness.bundle.cell_record import CellRecord as CellRecordModel
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import load
 from harness.bundle.validate import validate
 from harness.reporting.html import html
@@ -39,10 +41,10 @@ def test_markdown_has_every_section_and_the_figures() -> None:
     for heading in ("## LoadGen validity at a glance", "## Cells", "## Speedup over eager", "## Fusion on vs off",
                     "## Where fusion made things slower", "## Skipped, failed and invalid cells"):
         assert heading in text
-    assert "| resnet18 | inductor fusion-on bogus=1 | SingleStream b1 fp32 cpu | failed |" in text
+    assert "| resnet18 | inductor fusion-on bogus=1 | SingleStream b1 fp32 cpu input 32 | failed |" in text
     assert "prepare: unknown inductor option(s) bogus" in text
     speedups = text[text.index("## Speedup over eager"):text.index("## Fusion on vs off")]
-    assert "| resnet18 Offline b4 fp32 cpu | inductor fusion-on |" in speedups
+    assert "| resnet18 Offline b4 fp32 cpu input 32 | inductor fusion-on |" in speedups
     assert "null" not in speedups, "a backend that computes nothing has no speedup"
 
 
@@ -167,3 +169,34 @@ def test_a_gpu_cell_names_the_kernels_it_spends_the_most_time_in() -> None:
     untimed = {**kernels, "top_kernels": [{"name": "mm", "calls_per_inference": 2.0}]}
     assert slowest_kernels(Row(cell_record(metrics={"kernels": untimed}))) == []
     assert slowest_kernels(Row(cell_record(metrics={}))) == []
+
+
+def test_fusion_pairs_match_the_whole_config_and_settings_name_the_input_size() -> None:
+    """A model at two input sizes: each fusion pair pairs its own size, and each reads apart."""
+    golden = [json.loads(p.read_text()) for p in sorted((GOLDEN / "v7" / "cells").glob("*.json"))]
+    inductor = [c for c in golden if c["config"]["backend"] == "inductor" and c["config"]["scenario"] == "Offline"]
+    rows = []
+    for size, scale in ((32, 1.0), (64, 3.0)):
+        for cell in inductor:
+            data = json.loads(json.dumps(cell))
+            data["schema_version"] = SCHEMA_VERSION  # v7's record, read as the current one (unchanged since)
+            data["config"]["input_size"] = size
+            data["config"]["model"]["input_size"] = size
+            time = data["metrics"]["device_time"]
+            time["summary"]["median_ns"] *= scale
+            data["metrics"]["first_call_ratio"] /= scale  # derived from the median: follows it
+            for r in data["metrics"].get("rounds") or []:
+                r["median_ns"] *= scale
+            rows.append(Row(CellRecordModel.model_validate(data)))
+    pairs = fusion_pairs(rows)
+    assert len(pairs) == 2
+    for pair in pairs:
+        assert pair.on.config.input_size == pair.off.config.input_size
+    assert sorted(p.name for p in pairs) == ["resnet18 inductor Offline b4 fp32 cpu input 32",
+                                             "resnet18 inductor Offline b4 fp32 cpu input 64"]
+    assert [round(p.speedup, 6) for p in pairs] == [round(pairs[0].speedup, 6)] * 2  # each pair its own medians
+
+
+def test_bundle_text_forms_no_emphasis_strike_or_autolink_in_markdown() -> None:
+    text = md_cell("_emph_ ~~strike~~ https://example.org www.example.org")
+    assert text == "\\_emph\\_ \\~\\~strike\\~\\~ https\\://example.org www\\.example.org"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.bundle.cell_record import CellRecord, problems
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.reporting.view import FusionPair, Row, fmt_speedup, fmt_time_over_rounds
 from harness.run import rounds
@@ -88,11 +89,11 @@ def test_a_cells_rounds_share_one_scratch_home_removed_once_its_record_is_comple
 
 
 def _first_record(cell: Cell, status: str = "valid", median_ns: float = 1e6) -> dict[str, Any]:
-    golden = next((GOLDEN / "v7" / "cells").glob("*.json"))
+    golden = next((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
     import json
 
     record = json.loads(golden.read_text())
-    record.update(id=cell.id, label=cell.label, status=status, schema_version=7, config=cell.config.recorded(),
+    record.update(id=cell.id, label=cell.label, status=status, schema_version=SCHEMA_VERSION, config=cell.config.recorded(),
                   log=f"cells/{cell.id}/worker.log")
     record["metrics"].pop("rounds", None)
     record["metrics"]["device_time"]["summary"]["median_ns"] = median_ns
@@ -214,3 +215,38 @@ def test_the_command_lines_rounds_override_the_files_and_are_stored_with_the_sce
     assert as_filed["timing"]["rounds"] == 2 and overridden["timing"]["rounds"] == 5
     assert {k: v for k, v in overridden["timing"].items() if k != "rounds"} == \
         {k: v for k, v in as_filed["timing"].items() if k != "rounds"}
+
+
+def test_with_two_jobs_a_further_round_starts_once_its_round_1_is_in(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two slots: round 2 of the eager cell must not start while its round 1 runs, and once round 1
+    turned out failed it is skipped, never run."""
+    import threading
+    import time
+
+    from harness.run import executors
+    from harness.run.slots import Slot
+
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    first, second = [t for t in ordered if t.cell_id == eager.id]
+    ran: list[tuple[str, float, float]] = []
+    lock = threading.Lock()
+
+    def run_here(task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        start = time.monotonic()
+        time.sleep(0.4 if task is first else 0.05)
+        with lock:
+            ran.append((task.label, start, time.monotonic()))
+        return WorkerOutcome(answer=None, returncode=1, timed_out=True, last_phase="loadgen", wall_s=0.4)
+
+    monkeypatch.setattr(executors, "run_here", run_here)
+    pool = executors.LocalPool([Slot(index=0, cpus=[0]), Slot(index=1, cpus=[1])])
+    seen = []
+    for done in pool.run([first, second], lambda task, phase: None):
+        seen.append(done)
+        if done.task is first:  # the runner takes round 1's record: a failed cell
+            state.finished(done, _first_record(eager, status="failed"))
+    assert [label for label, _, _ in ran] == [first.label], "round 2 ran although round 1 failed"
+    (skipped,) = [d for d in seen if d.task is second]
+    assert skipped.outcome is None and skipped.failure == "round 1 of the cell was failed"

@@ -88,3 +88,10 @@ def test_a_baseline_the_file_runs_and_the_default_without_eager_still_load(tmp_p
     assert loading.load(path).baseline == "inductor"
     path.write_text("models: [resnet18]\nbackends: [inductor]\nscenarios: [Offline]\n")
     assert loading.load(path).baseline == "eager", "the default is not checked: a file without eager has no speedups"
+
+
+@pytest.mark.parametrize("value", ["true", "'3'", "3.0", "false"])
+def test_rounds_are_a_whole_number_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    """`rounds: true` ran one round and `"3"` or `3.0` three: each is refused, as `false` was."""
+    _, message = refused(tmp_path, capsys, HEAD + f"timing:\n  rounds: {value}\n")
+    assert "rounds" in message and "valid integer" in message

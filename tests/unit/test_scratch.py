@@ -86,3 +86,20 @@ def test_the_first_folder_of_a_process_sweeps_old_orphans(tmp_root: Path) -> Non
     with scratch_dir(PREFIX):
         assert not orphan.exists()
     assert other_kind.exists()
+
+
+def test_atomic_writes_honour_the_umask_as_a_plain_write_does(tmp_path: Path) -> None:
+    import os
+
+    from harness.atomic import write_bytes_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_bytes_atomic(tmp_path / "shared.json", b"{}")
+        (tmp_path / "plain.log").write_text("x")
+        assert (tmp_path / "shared.json").stat().st_mode & 0o777 == (tmp_path / "plain.log").stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        write_bytes_atomic(tmp_path / "private.json", b"{}")
+        assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
