@@ -48,8 +48,14 @@ _REQUESTED = {"min_duration": "requested_min_duration_ms", "max_duration": "requ
                "min_query_count": "requested_min_query_count", "max_query_count": "requested_max_query_count"}
 
 
-def problems(root: Path, cell: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(problems, notes) of `cell`'s accuracy, compliance and user.conf against its files."""
+#: The first schema version whose accuracy runs all keep their labels (labels.txt beside the log):
+#: from it on, an accuracy record without them is a problem, not an older harness's gap.
+LABELS_KEPT_FROM = 4
+
+
+def problems(root: Path, cell: dict[str, Any], version: int = LABELS_KEPT_FROM) -> tuple[list[str], list[str]]:
+    """(problems, notes) of `cell`'s accuracy, compliance and user.conf against its files; `version`:
+    the schema version the cell was written with."""
     lines: list[str] = []
     notes: list[str] = []
     metrics, loadgen_config = cell["metrics"], cell["config"].get("loadgen") or {}
@@ -61,7 +67,7 @@ def problems(root: Path, cell: dict[str, Any]) -> tuple[list[str], list[str]]:
         lines.append(f"{where}: an accuracy record, yet its config asks for no accuracy run")
     responses = None
     if record is not None:
-        responses, accuracy_lines, accuracy_notes = _accuracy(root, base, where, record)
+        responses, accuracy_lines, accuracy_notes = _accuracy(root, base, where, record, version)
         lines += accuracy_lines
         notes += accuracy_notes
     outcomes = metrics.get("compliance") or {}
@@ -93,7 +99,7 @@ def _responses(root: Path, rel: str) -> list[dict[str, Any]]:
         raise BundleError(str(exc)) from None
 
 
-def _accuracy(root: Path, base: str, where: str, record: dict[str, Any]
+def _accuracy(root: Path, base: str, where: str, record: dict[str, Any], version: int
               ) -> tuple[list[dict[str, Any]] | None, list[str], list[str]]:
     folder = f"{base}/{record['log_dir']}"
     lines: list[str] = []
@@ -117,7 +123,10 @@ def _accuracy(root: Path, base: str, where: str, record: dict[str, Any]
     elif not math.isclose(record["top1_percent"], 100.0 * record["good"] / record["total"], rel_tol=1e-9, abs_tol=1e-9):
         lines.append(f"{where}: accuracy top1_percent {record['top1_percent']} is not good over total "
                      f"({record['good']}/{record['total']})")
-    if scored is None:
+    if scored is None and version >= LABELS_KEPT_FROM:
+        lines.append(f"{where}: accuracy good {record['good']} cannot be scored again: its labels are gone (every "
+                     f"accuracy run has kept them since schema version {LABELS_KEPT_FROM - 1})")
+    elif scored is None:
         notes.append(f"{where}: accuracy good not scored again: the bundle keeps no labels for it (an older harness)")
     elif scored["good"] != record["good"]:
         lines.append(f"{where}: accuracy good {record['good']} but its log scores {scored['good']} against its labels")

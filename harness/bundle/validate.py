@@ -85,7 +85,9 @@ def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> V
     _consistency(loaded, verdict, resuming)
     for cell in loaded.cells:
         verdict.problems += loadgen_check.problems(root, cell)
-        found, notes = mlperf_check.problems(root, cell)
+        raw = loaded.raw_cells.get(cell["id"])
+        written = raw.get("schema_version") if isinstance(raw, dict) else None
+        found, notes = mlperf_check.problems(root, cell, written if isinstance(written, int) else loaded.version)
         verdict.problems += found
         verdict.notes += notes
     verdict.problems += figures_check.problems(loaded)

@@ -135,3 +135,27 @@ def test_the_depth_of_a_long_flat_list_is_found_without_a_tuple_per_item() -> No
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 1 << 20
+
+
+def test_an_accuracy_without_its_labels_is_a_problem_from_schema_4_on(tmp_path: Path) -> None:
+    """A forged `good` with the labels deleted was a note ("an older harness"): every accuracy run has
+    kept its labels since schema 3, so from 4 on their absence is a problem. (The golden mlperf
+    bundle is of schema 3, written before its record named them: read as of 8, it is that forgery.)"""
+    from harness.bundle import mlperf_check
+
+    root = _copy(tmp_path, "mlperf")
+    path = next(p for p in sorted((root / "cells").glob("*.json")) if json.loads(p.read_text())["metrics"].get("accuracy"))
+    cell = json.loads(path.read_text())
+    assert "labels" not in cell["metrics"]["accuracy"]
+    found, notes = mlperf_check.problems(root, cell, 8)
+    assert any("cannot be scored again: its labels are gone" in line for line in found)
+    found, notes = mlperf_check.problems(root, cell, 3)
+    assert not any("labels are gone" in line for line in found) and any("keeps no labels" in n for n in notes)
+
+
+def test_a_user_conf_stripped_of_its_overrides_would_pass_as_official_and_is_a_problem(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "mlperf")
+    for conf in (root / "cells").glob("*/loadgen/attempt-1/user.conf"):
+        conf.write_text("\n".join(line for line in conf.read_text().splitlines() if line.startswith(("#", "resnet50."))))
+    manifest.write(root)
+    assert any("sets nothing but the hint" in line and "it would pass as official" in line for line in _problems(root))
