@@ -135,10 +135,11 @@ def _speedup(line: Line) -> str:
     if pair is not None:
         return pair.result.text()
     if not line.has_switch:
-        return "no switch"
-    broken = [f"{side} {_status(row)}" for side, row in (("on", line.on), ("off", line.off))
-              if row is None or not _valid(row)]
-    return "; ".join(broken)
+        return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
+    broken = [(side, _status(row)) for side, row in (("on", line.on), ("off", line.off)) if row is None or not _valid(row)]
+    if len(broken) == 2 and broken[0][1] == broken[1][1]:
+        return broken[0][1]  # both sides alike (TensorRT skipped on a CPU): said once
+    return "; ".join(f"{side} {status}" for side, status in broken)
 
 
 def _tuning(line: Line) -> str:
@@ -163,10 +164,10 @@ def model_table(group: Group, gpu: bool) -> tuple[list[str], list[list[str]]]:
     body = []
     for line in group.lines:
         fusions = fusions_by_class(line.on) if line.on is not None and _valid(line.on) else "-"
-        times = (fmt_time_over_rounds(line.on) if line.on is not None and _valid(line.on) else _status(line.on))
+        valid_on, valid_off = (row is not None and _valid(row) for row in (line.on, line.off))
+        times = fmt_time_over_rounds(line.on) if valid_on and line.on is not None else "-"
         if line.has_switch:
-            times += " / " + (fmt_time_over_rounds(line.off) if line.off is not None and _valid(line.off)
-                              else _status(line.off))
+            times += " / " + (fmt_time_over_rounds(line.off) if valid_off and line.off is not None else "-")
         against = _against_eager(group, line.on)
         if line.has_switch:
             against += f" / {_against_eager(group, line.off)}"
