@@ -42,6 +42,9 @@ whatever the input dtype, so fp16 models do not import). A budget of a few trial
 random search, not a converged one: it brings TVM's CPU code from untuned loops to parallel,
 vectorised kernels, not to what hours of tuning reach.
 
+The targets and pipelines are in backends/tvm_pipeline.py, the walk of the IR that gives the
+fusion report in backends/tvm_fusion_report.py, the tuning in backends/tvm_tuning.py.
+
 Compiled libraries are cached in `cache_dir` by weights, input shape, dtype, target, variant,
 options and library versions; a warm prepare loads the library and its fusion report without
 importing the model again. The fusion report is read from the IR while it compiles: which Relax
@@ -51,12 +54,13 @@ ops each fused function was built from, in the order the main function calls the
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from backends.tvm_fusion_report import kernel_groups, snapshot_instrument
+from backends.tvm_pipeline import cpu_target, current_cuda_target, pipeline
 from harness.artifact_cache import cached_dir, damage_of, fingerprint, structure_fingerprint
 from harness.contract import Availability, Backend, Prepared, Tuning, Variant
 from harness.errors import BackendFailed
@@ -82,7 +86,6 @@ CACHE_LAYOUT = "tvm-relax-v1"
 #: code may assume it).
 _ALIGNMENT = 64
 _DTYPES = ("fp32",)
-_CALL_TIR = ("relax.call_tir", "relax.call_tir_inplace")
 
 
 class TVMBackend(Backend):
@@ -107,7 +110,7 @@ class TVMBackend(Backend):
                 return Availability.no("TVM sees no CUDA device (this apache-tvm build cannot open the GPU torch sees)")
             return Availability.yes()
         try:
-            _cpu_target("host")
+            cpu_target("host")
         except Exception as exc:  # TVM raises its own error types when LLVM is missing
             return Availability.no(f"TVM cannot create an LLVM target (built without LLVM?): {_first_line(exc)}")
         from tvm.support.cc import get_cc
@@ -202,7 +205,7 @@ class TVMBackend(Backend):
 
 def _target(device: str, options: TVMOptions) -> Any:
     try:
-        return _cuda_target() if device == "cuda" else _cpu_target(options.mcpu)
+        return current_cuda_target() if device == "cuda" else cpu_target(options.mcpu)
     except Exception as exc:  # TVM raises ValueError/RuntimeError when the CPU cannot be described
         raise BackendFailed(f"tvm: cannot build a {device} target here: {_first_line(exc)}") from exc
 
@@ -227,98 +230,6 @@ def _checked_options(variant: Variant, device: str) -> TVMOptions:
         if device != "cpu" and name in options.model_fields_set:
             raise BackendFailed(f"tvm option {name} applies to cpu cells only")
     return options
-
-
-def _cpu_target(mcpu: str) -> Any:
-    from tvm.target import Target
-
-    # num-cores: MetaSchedule's rules size parallel loops by it (it refuses a target without it); the
-    # cores this process may run on, as TVM's thread pool uses them.
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if mcpu == "host":
-        host = Target.from_device("cpu")  # {"kind": "llvm", "mtriple": ..., "mcpu": <this CPU>}
-        return Target({**{k: host.attrs[k] for k in ("mtriple", "mcpu") if k in host.attrs}, "kind": "llvm",
-                       "num-cores": cores})
-    return Target({"kind": "llvm", "num-cores": cores})
-
-
-def cuda_target(capability: tuple[int, int], host: Any = None) -> Any:
-    """The CUDA target of a GPU of this compute capability, LLVM for the host side. The limits are
-    the ones `Target.from_device` reads, the same on every GPU from sm_70 on (1024 threads a
-    block, 48 KiB of static shared memory, warps of 32)."""
-    from tvm.target import Target
-
-    major, minor = capability
-    return Target({"kind": "cuda", "arch": f"sm_{major}{minor}", "max_threads_per_block": 1024,
-                   "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
-                  host=host if host is not None else _cpu_target("host"))
-
-
-def _cuda_target() -> Any:
-    import torch
-
-    return cuda_target(torch.cuda.get_device_capability(torch.cuda.current_device()))
-
-
-def _declining(rule: Any) -> Any:
-    """A dlight rule that declines (None) where it would raise, so the next rule gets the function."""
-    from tvm.s_tir import dlight as dl
-
-    class Declining(dl.ScheduleRule):
-        def apply(self, func: Any, target: Any, tunable: bool) -> Any:
-            try:
-                return rule.apply(func, target, tunable)
-            except Exception:  # noqa: BLE001 - dlight's rules assert on shapes they cannot handle
-                return None
-
-    return Declining()
-
-
-def _pipeline(target: Any, database: Path | None = None) -> Any:
-    """`relax.get_default_pipeline(target)`; on CPU with a tuning database the same stages with the
-    database's schedules applied after FuseTIR; for CUDA the same stages and pass names, with
-    dlight's Matmul rule declining where it would raise (see the module docstring)."""
-    from tvm import relax
-
-    if target.kind.name != "cuda":
-        return relax.get_default_pipeline(target) if database is None else _tuned_cpu_pipeline(target, database)
-    import tvm
-    from tvm.relax.backend.cuda import pipeline as cuda
-    from tvm.s_tir import dlight as dl
-
-    legalize = [
-        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
-        relax.transform.FuseOps(), relax.transform.FuseTIR(),
-        dl.ApplyDefaultSchedule(_declining(dl.gpu.Matmul()), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                dl.gpu.GeneralReduction(), dl.gpu.Fallback()),
-    ]
-
-    @tvm.transform.module_pass(opt_level=0, name="FusionBenchCUDAPipeline")
-    def pipeline(mod: Any, _context: Any) -> Any:
-        stages = cuda.library_dispatch_passes(target) + legalize + cuda.dataflow_lower_passes(target)
-        return tvm.transform.Sequential(stages + cuda.finalize_passes(target))(mod)
-
-    return pipeline
-
-
-def _tuned_cpu_pipeline(target: Any, database: Path) -> Any:
-    """TVM's CPU pipeline (relax/backend/cpu_generic) with MetaScheduleApplyDatabase between its
-    legalize stage (through FuseTIR) and its lowering: each tuned PrimFunc gets its best schedule."""
-    import tvm
-    from tvm.relax.backend.cpu_generic import pipeline as cpu
-
-    from backends import tvm_tuning
-
-    apply, records = tvm_tuning.apply_database(database)
-
-    @tvm.transform.module_pass(opt_level=0, name="FusionBenchTunedCPUPipeline")
-    def pipeline(mod: Any, _context: Any) -> Any:
-        with records:
-            mod = tvm.transform.Sequential(cpu.library_dispatch_passes(target) + cpu.legalize_passes(target)
-                                           + [apply])(mod)
-        return tvm.transform.Sequential(cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target))(mod)
-
-    return pipeline
 
 
 def _host_copy(model: Any, example: Any) -> tuple[Any, Any]:
@@ -388,16 +299,16 @@ def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptio
     modules: dict[str, Any] = {}
     try:
         with tvm.transform.PassContext(
-            opt_level=options.opt_level, disabled_pass=_disabled(fusion), instruments=[_snapshot_instrument(modules)]
+            opt_level=options.opt_level, disabled_pass=_disabled(fusion), instruments=[snapshot_instrument(modules)]
         ):
             with target:  # NVRTC takes the arch from the target, not from the device
-                lowered = _pipeline(target, database)(mod)
+                lowered = pipeline(target, database)(mod)
                 executable = tvm.compile(lowered, target, relax_pipeline=None)
     except BackendFailed:
         raise
     except Exception as exc:
         raise BackendFailed(f"tvm: compilation for {target.kind.name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
-    kernels = _kernel_groups(modules, lowered)
+    kernels = kernel_groups(modules, lowered)
     try:
         executable.export_library(str(out / LIBRARY_FILE))
     except Exception as exc:
@@ -425,109 +336,6 @@ def _read_report(path: Path) -> FusionReport:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:300] if text else ""
-
-
-def _snapshot_instrument(modules: dict[str, Any]) -> Any:
-    """A PassInstrument that keeps, in `modules`, the module entering LegalizeOps (Relax ops still
-    there) and the one after each of LegalizeOps and FuseOps (call_tir bindings; fused functions
-    still Relax functions, before FuseTIR turns them into TIR)."""
-    import tvm
-
-    @tvm.instrument.pass_instrument
-    class Snapshots:
-        def run_before_pass(self, mod: Any, info: Any) -> None:
-            if info.name == "LegalizeOps":
-                modules["before LegalizeOps"] = mod
-
-        def run_after_pass(self, mod: Any, info: Any) -> None:
-            if info.name in ("LegalizeOps", "FuseOps"):
-                modules[f"after {info.name}"] = mod
-
-    return Snapshots()
-
-
-def _relax_op_name(name: str) -> str:
-    """`relax.nn.conv2d` -> `relax.conv2d`: the namespace kept, sub-namespaces dropped, so that
-    `harness.fusion.op_name` gives the bare op."""
-    return f"relax.{name.rsplit('.', 1)[-1]}"
-
-
-def _bindings(func: Any) -> list[Any]:
-    from tvm import relax
-
-    body = func.body
-    if not isinstance(body, relax.SeqExpr):
-        return []
-    return [binding for block in body.blocks for binding in block.bindings]
-
-
-def _call_tir_callee(value: Any) -> str | None:
-    """The PrimFunc name a `call_tir` binding calls, or None for anything else."""
-    import tvm
-    from tvm import relax
-
-    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in _CALL_TIR:
-        return value.args[0].name_hint
-    return None
-
-
-def _kernel_groups(modules: dict[str, Any], lowered: Any) -> list[KernelGroup]:
-    """One group per PrimFunc call of the lowered main, in call order, with the Relax ops it runs."""
-    import tvm
-    from tvm import relax, tirx
-
-    if "before LegalizeOps" not in modules or "after LegalizeOps" not in modules:
-        raise BackendFailed("tvm: the default pipeline ran no LegalizeOps; cannot build the fusion report")
-    # 1. Each Relax op call before legalization, by the variable it binds.
-    op_of_var: dict[Any, str] = {}
-    for binding in _bindings(modules["before LegalizeOps"]["main"]):
-        value = binding.value
-        if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-            op_of_var[binding.var] = _relax_op_name(value.op.name)
-    # 2. The PrimFunc each op was legalized into. LegalizeOps keeps the bound variable; an op
-    #    legalized into several PrimFuncs binds the extra ones to new variables just before it.
-    op_of_primfunc: dict[str, str] = {}
-    pending: list[str] = []
-    for binding in _bindings(modules["after LegalizeOps"]["main"]):
-        callee = _call_tir_callee(binding.value)
-        if callee is None:
-            continue
-        pending.append(callee)
-        op = op_of_var.get(binding.var)
-        if op is not None:
-            for name in pending:
-                op_of_primfunc.setdefault(name, op)
-            pending = []
-
-    def op_of(primfunc: str) -> str:
-        return op_of_primfunc.get(primfunc, f"relax.{primfunc}")  # the PrimFunc's name when unmatched
-
-    # 3. The ops inside each fused (Primitive) function, while it is still a Relax function.
-    ops_of_kernel: dict[str, tuple[str, ...]] = {}
-    fused_module = modules.get("after FuseOps")
-    if fused_module is not None:
-        for gvar, func in fused_module.functions.items():
-            if isinstance(func, relax.Function) and func.attrs is not None and func.attrs.get("Primitive"):
-                callees = [_call_tir_callee(b.value) for b in _bindings(func)]
-                ops_of_kernel[gvar.name_hint] = tuple(op_of(c) for c in callees if c is not None)
-
-    # 4. The kernels main really calls, in order (FuseTIR keeps the fused function's name).
-    groups: list[KernelGroup] = []
-
-    def walk(func: Any) -> None:
-        for binding in _bindings(func):
-            value = binding.value
-            if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
-                continue
-            callee = lowered[value.op]
-            name = value.op.name_hint
-            if isinstance(callee, tirx.PrimFunc):
-                groups.append(KernelGroup(kernel=name, ops=ops_of_kernel.get(name) or (op_of(name),)))
-            elif isinstance(callee, relax.Function):
-                walk(callee)
-
-    walk(lowered["main"])
-    return groups
 
 
 class TVMPrepared(Prepared):

@@ -236,7 +236,7 @@ def test_resnet18_fuses_every_conv_and_matches_eager(tmp_path: Path) -> None:
 
 
 def test_the_cuda_target_comes_from_the_compute_capability_without_a_device_query() -> None:
-    from backends.tvm import cuda_target
+    from backends.tvm_pipeline import cuda_target
 
     target = cuda_target((9, 0))
     assert target.kind.name == "cuda" and str(target.attrs["arch"]) == "sm_90"
@@ -255,7 +255,8 @@ def test_mobilenet_compiles_for_cuda_with_every_function_scheduled(tmp_path: Pat
     GPU binaries where one is present). mobilenet_v3_small at batch 8 has convolutions fused with
     hardswish that dlight's Matmul rule failed on, which stopped every build for such models."""
     torchvision = pytest.importorskip("torchvision")
-    from backends.tvm import TVMOptions, _build, cuda_target
+    from backends.tvm import TVMOptions, _build
+    from backends.tvm_pipeline import cuda_target
 
     torch.manual_seed(0)
     model = torchvision.models.mobilenet_v3_small(weights=None).eval()
