@@ -169,3 +169,35 @@ def test_a_further_round_finds_the_cells_own_caches_and_compiles_warm(tmp_path: 
         assert compare(again(example), reference, "fp32")["ok"]
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     assert [prepare("on").prepare_cache for _ in range(2)] == ["cold", "cold"]
+
+
+def test_an_lstm_is_compiled_not_left_to_eager(tmp_path: Path) -> None:
+    """Dynamo skips nn.LSTM unless told: the global-analysis suite's LSTM failed with no Inductor
+    code. Traced, each layer is one oneDNN RNN call in Inductor's graph, and the output is eager's."""
+    import torch
+
+    from backends.inductor import InductorBackend
+    from harness.contract import Variant
+
+    torch.manual_seed(0)
+    model = torch.nn.LSTM(8, 8, num_layers=2, batch_first=True).eval()
+
+    class Last(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = model
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x)[0]
+
+    wrapped, example = Last().eval(), torch.randn(1, 5, 8)
+    with torch.no_grad():
+        reference = wrapped(example)
+        prepared = InductorBackend().prepare(wrapped, example, device="cpu", dtype="fp32", variant=Variant("on"),
+                                             workdir=tmp_path, cache_dir=tmp_path)
+        try:
+            assert prepared.rewrites()["rnn_modules_traced"] is True
+            assert any("rnn" in op for k in prepared.fusion_report().kernels for op in k.ops)
+            assert torch.allclose(prepared(example), reference, atol=1e-5)
+        finally:
+            prepared.close()
