@@ -125,7 +125,7 @@ def _accuracy(root: Path, base: str, where: str, record: dict[str, Any], version
                      f"({record['good']}/{record['total']})")
     if scored is None and version >= LABELS_KEPT_FROM:
         lines.append(f"{where}: accuracy good {record['good']} cannot be scored again: its labels are gone (every "
-                     f"accuracy run has kept them since schema version {LABELS_KEPT_FROM - 1})")
+                     f"accuracy run keeps them from schema version {LABELS_KEPT_FROM} on)")
     elif scored is None:
         notes.append(f"{where}: accuracy good not scored again: the bundle keeps no labels for it (an older harness)")
     elif scored["good"] != record["good"]:

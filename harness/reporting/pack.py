@@ -217,7 +217,8 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     if status not in STATUSES:
         raise ConfigError(f"--status {status!r}; allowed: {', '.join(STATUSES)}")
     info = system_info or {}
-    for given in (out, out.with_name(out.name + ".tar.gz")):  # as named: resolving would follow a dangling link
+    named = [out, out.with_name(out.name + ".tar.gz")] if out.name else [out]
+    for given in named:  # as named: resolving would follow a dangling link
         if given.is_symlink():
             raise ConfigError(f"{given} is a symbolic link; pack writes a new directory and tarball, never through a link")
     out = output_path(out, [loaded.root])

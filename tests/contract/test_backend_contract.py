@@ -71,10 +71,10 @@ def _prepare(backend: Backend, fusion: str, tmp_path: Path, **options: object) -
     model, example = _model_and_input()
     workdir = tmp_path / f"work-{fusion}"
     workdir.mkdir(exist_ok=True)
-    return backend.prepare(
-        model, example, device="cpu", dtype="fp32", variant=variant,
-        workdir=workdir, cache_dir=tmp_path / "cache",
-    )
+    arguments = {"device": "cpu", "dtype": "fp32", "variant": variant, "workdir": workdir, "cache_dir": tmp_path / "cache"}
+    tuning = backend.tune(model, example, **arguments)  # as the worker calls them: tune, then prepare
+    assert tuning is None or tuning.tuned or tuning.reason, f"{backend.name}: untuned, without saying why"
+    return backend.prepare(model, example, **arguments)
 
 
 @pytest.fixture(scope="module")

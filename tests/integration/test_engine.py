@@ -113,13 +113,15 @@ def test_stop_after_a_kill_ends_what_it_left_and_spares_another_daemon_on_the_so
 
 
 NETNS_SCRIPT = textwrap.dedent("""
-    import subprocess, sys, tempfile
+    import os, subprocess, sys, tempfile
     from pathlib import Path
     from harness.run import engine
     folder = Path(tempfile.mkdtemp(prefix="fbn-", dir="/tmp"))
     paths = engine.EnginePaths(root=folder / "root", run_dir=folder / "run", socket=folder / "docker.sock")
-    assert engine.start(paths, write=lambda _: None, environ={})
-    subprocess.run(["ip", "link", "add", "probe4b0", "type", "dummy"], check=True)  # another tool's doing
+    os.environ["DOCKER_HOST"] = f"unix://{paths.socket}"  # its own, not an engine the machine already runs
+    started = []
+    assert engine.start(paths, write=started.append), started
+    subprocess.run(["ip", "link", "add", "probe4b0", "type", "bridge"], check=True)  # another tool's doing
     said = []
     engine.stop(paths, write=said.append, purge=True)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
@@ -133,7 +135,7 @@ def test_in_a_network_namespace_another_tools_changes_stay(tmp_path: Path) -> No
         pytest.skip("unshare --net is not allowed here")
     done = subprocess.run(["unshare", "--net", sys.executable, "-c", NETNS_SCRIPT], capture_output=True, text=True,
                           timeout=180, cwd=Path(__file__).resolve().parents[2],
-                          env={**os.environ, "DOCKER_HOST": ""})
+                          env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("KEPT") and "network links added: probe4b0" in done.stdout
     assert "left as it is" in done.stdout

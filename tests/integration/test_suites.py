@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 SUITES = sorted((REPO / "scenarios").glob("suite-*.yaml"))
 #: The smallest input each model takes where its own is large (a side in pixels, tokens, steps or
 #: samples): ViT and MaxViT need 224, Inception 96, AlexNet 64; the rest of torchvision's run at 32.
-TINY = {"alexnet": 64, "inception_v3": 96, "vit_b_16": 224, "maxvit_t": 224, "bert_base": 16, "lstm_10x256": 8,
+TINY = {"alexnet": 64, "inception_v3": 96, "vit_b_16": 224, "maxvit_t": 224, "bert_base": 16, "lstm_10x256": 16,
         "wav2vec2_base": 800}
 TORCHVISION_TINY = 32
 
@@ -72,6 +72,7 @@ def test_every_suite_model_runs_one_cell_end_to_end(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert (tmp_path / "out").is_dir(), done.stdout[-3000:] + done.stderr[-3000:]
     (bundle,) = (tmp_path / "out").iterdir()
     cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
     assert sorted(c["config"]["model"]["name"] for c in cells) == sorted(models)

@@ -131,7 +131,8 @@ def test_resume_checks_the_input_folder_again_and_leaves_the_bundle_as_it_was(
     header = upgraded_header(json.loads((root / "bundle.json").read_text()))
     header["input_folder"] = str(emptied)
     (root / "bundle.json").write_text(json.dumps(header))
-    gone = header["cells"][0]["id"]
+    gone, kept = (cell["id"] for cell in header["cells"])
+    _keep_labels_scoring_as_recorded(root, kept)  # what a run of this harness keeps, so the kept cell validates
     (root / "cells" / f"{gone}.json").unlink()  # a record deleted so that its cell runs again
     shutil.rmtree(root / "cells" / gone)
     manifest.write(root)
@@ -140,6 +141,25 @@ def test_resume_checks_the_input_folder_again_and_leaves_the_bundle_as_it_was(
     printed = capsys.readouterr()
     assert code == 2 and "inputs.labels" in printed.err and "val_map.txt" in printed.err, printed.err
     assert tree_digest(root) == before
+
+
+def _keep_labels_scoring_as_recorded(root: Path, cell_id: str) -> None:
+    """Beside an older accuracy run's log, the labels file this harness keeps: classes that score the
+    log's responses exactly as its record says (none right, or the first `good` right)."""
+    import json
+
+    from harness.mlperf import accuracy
+
+    path = root / "cells" / f"{cell_id}.json"
+    record = json.loads(path.read_text())
+    folder = root / "cells" / cell_id / record["metrics"]["accuracy"]["log_dir"]
+    answers = {entry["qsl_idx"]: accuracy.predicted(entry, "log")
+               for entry in accuracy.read_log(folder / "mlperf_log_accuracy.json")}
+    right = set(sorted(answers)[:record["metrics"]["accuracy"]["good"]])
+    labels = [answers.get(i, 0) if i in right else (answers.get(i, 0) + 1) % 1000 for i in range(max(answers) + 1)]
+    (folder / accuracy.LABELS).write_text("".join(f"{label}\n" for label in labels))
+    record["metrics"]["accuracy"]["labels"] = accuracy.LABELS
+    path.write_text(json.dumps(record))
 
 
 def test_a_labels_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -89,8 +89,9 @@ def test_further_rounds_count_in_the_cell_time_and_the_time_line() -> None:
 
     from harness.run.summary import FURTHER_ROUNDS, summary_table
 
-    rounds = [{"round": 1, "status": "valid", "median_ns": 1e6, "wall_s": 10.0},
-              {"round": 2, "status": "valid", "median_ns": 1e6, "wall_s": 4.0},
+    rounds = [{"round": 1, "status": "valid", "median_ns": 1e6, "n": 3, "cv": 0.01, "wall_s": 10.0},
+              {"round": 2, "status": "valid", "median_ns": 1e6, "n": 3, "cv": 0.0, "samples_ns": [1_000_000] * 3,
+               "wall_s": 4.0},
               {"round": 3, "status": "failed", "reason": "killed", "wall_s": 6.0}]
     timing = {"samples_ns": [1_000_000] * 3, "summary": {"n": 3, "median_ns": 1e6, "cv": 0.01}}
     record = cell_record(wall_s=10.0, phases_s={"prepare": 5.0}, metrics={"device_time": timing, "rounds": rounds})

@@ -19,6 +19,7 @@ from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
 from harness.scenario.cells import Cell, expand
 from harness.scenario.schema import ScenarioFile
+from harness.stats import summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -106,10 +107,12 @@ def _done(task: CellTask, median_ns: float | None, failure: str | None = None) -
         return Finished(task, None, {}, failure=failure)
     (task.artifacts / "worker.log").write_text("round\n")
     answer = WorkerAnswer(status="valid")
+    samples = [round(median_ns * 0.99), round(median_ns), round(median_ns * 1.01)]
+    summary = summarize_ns(samples)
     answer.metrics = answer.metrics.model_validate({
         "prepare_cache": "warm",
-        "device_time": {"samples_ns": [int(median_ns)] * 3,
-                        "summary": {"n": 3, "median_ns": median_ns, "cv": 0.01}}})
+        "device_time": {"samples_ns": samples,
+                        "summary": {"n": summary["n"], "median_ns": summary["median_ns"], "cv": summary["cv"]}}})
     return Finished(task, WorkerOutcome(answer=answer, returncode=0, timed_out=False, last_phase="timing", wall_s=2.5), {})
 
 
@@ -171,9 +174,33 @@ def test_a_record_whose_rounds_do_not_add_up_is_refused(tmp_path: Path, change: 
     assert any("round 1 is the cell's own device timing" in line for line in problems(moved, "cell"))
 
 
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda r: r.__setitem__("median_ns", r["median_ns"] * 2), "round 2's median_ns is not its samples'"),
+    (lambda r: r["samples_ns"].append(r["samples_ns"][0]), "n are not its samples'"),
+    (lambda r: r.pop("samples_ns"), "round 2 keeps no samples"),
+])
+def test_a_further_round_is_checked_against_its_own_samples(tmp_path: Path, change: Any, said: str) -> None:
+    """From schema 8 a further round keeps its samples: a median edited to move a verdict no longer
+    agrees with them, and a round that drops them cannot be checked, so both are problems."""
+    from harness.bundle import rounds_check
+
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    first, second = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(first, 1e6), _first_record(eager))
+    complete = state.finished(_done(second, 2e6), None)
+    assert complete is not None and complete["metrics"]["rounds"][1]["samples_ns"]
+    assert not [line for line in rounds_check.problems(complete, SCHEMA_VERSION, tmp_path) if "samples" in line]
+    change(complete["metrics"]["rounds"][1])
+    assert any(said in line for line in rounds_check.problems(complete, SCHEMA_VERSION, tmp_path))
+    if "samples_ns" not in complete["metrics"]["rounds"][1]:  # a v7 round kept none: its figures stand as recorded
+        assert not rounds_check.problems(complete, 7, tmp_path)
+
+
 def _row(cell: Cell, medians: list[float]) -> Row:
     record = _first_record(cell, median_ns=medians[0])
-    record["metrics"]["rounds"] = [{"round": i + 1, "status": "valid", "median_ns": m} for i, m in enumerate(medians)]
+    record["metrics"]["rounds"] = [{"round": i + 1, "status": "valid", "median_ns": m, "n": 3, "cv": 0.01}
+                                   | ({"samples_ns": [round(m)] * 3} if i else {}) for i, m in enumerate(medians)]
     return Row(CellRecord.model_validate(record))
 
 
