@@ -43,8 +43,9 @@ def variants(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     out: dict[str, Any] = {"name": request.param, "example": example, "reference": reference}
     for fusion in ("on", "off"):
         work = Path(tmp_path_factory.mktemp(f"{request.param}-{fusion}"))
-        out[fusion] = backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
-                                      workdir=work, cache_dir=work)
+        arguments = {"device": "cpu", "dtype": "fp32", "variant": Variant(fusion), "workdir": work, "cache_dir": work}
+        backend.tune(model, example, **arguments)  # as the worker calls them: tune (TVM's MetaSchedule), then prepare
+        out[fusion] = backend.prepare(model, example, **arguments)
     yield out
     for fusion in ("on", "off"):
         out[fusion].close()
