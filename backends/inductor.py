@@ -21,7 +21,7 @@ Options (scenario file, `options:`):
   with `fusion: off` is the earlier "everything off"
 
 Models of nn.LSTM, nn.GRU or nn.RNN are traced (Dynamo's `allow_rnn`, off by default: they would
-run as eager, with no Inductor code); each cell records it (`rnn_modules_traced`).
+run as eager, with no Inductor code); each cell records whether its torch could (`rnn_modules_traced`).
 
 A cell's compile starts cold: Inductor's and Triton's on-disk caches are folders of the cell's own
 (`scratch_env`), empty for its first round, so `prepare_s` is a cold compile and the generated code
@@ -120,8 +120,8 @@ class InductorBackend(Backend):
         patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
                    **(hooks if watching else {}), **_isa_settings(device, cache_dir)}
         loaded: list[Any] = []
-        with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced(), unfused, no_folding, \
-                _loaded_modules(loaded), torch.no_grad():
+        with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, unfused, \
+                no_folding, _loaded_modules(loaded), torch.no_grad():
             mode = compile_mode(options.mode, variant.graphs, device)
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
@@ -143,7 +143,7 @@ class InductorBackend(Backend):
             "compile_mode": mode, "freezing": options.freezing,
             "constant_folding": options.freezing, "onednn_weight_prepack": options.freezing and device == "cpu",
             "conv_bn_folding": options.freezing and fused, "onednn_epilogues": options.freezing and fused and device == "cpu",
-            "lowering_inlining": fused, "scheduler_fusion": fused, "rnn_modules_traced": True,
+            "lowering_inlining": fused, "scheduler_fusion": fused, "rnn_modules_traced": rnn_traced,
         }
         return prepared
 
@@ -161,17 +161,18 @@ def _no_autograd_cache() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _rnn_traced() -> Iterator[None]:
+def _rnn_traced() -> Iterator[bool]:
     """Dynamo skips nn.LSTM, nn.GRU and nn.RNN unless told (`allow_rnn`), so a model of them ran as
     eager with no Inductor code (the global-analysis suite's LSTM): traced, each layer is one call
-    of oneDNN's RNN kernel (`aten.mkldnn_rnn_layer` on CPU) in Inductor's graph, fusion on and off."""
+    of oneDNN's RNN kernel (`aten.mkldnn_rnn_layer` on CPU) in Inductor's graph, fusion on and off.
+    Yields whether they are traced: a torch without the setting leaves them to eager."""
     import torch._dynamo.config as dynamo_config
 
     if not hasattr(dynamo_config, "allow_rnn"):
-        yield
+        yield False
         return
     with dynamo_config.patch(allow_rnn=True):
-        yield
+        yield True
 
 
 def _own_cache_folder() -> Path | None:

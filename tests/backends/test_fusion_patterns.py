@@ -16,6 +16,7 @@ from harness.fusion import op_name
 from harness.fusion.mapping import mapping_class
 from harness.measure.correctness import compare
 from harness.models import zoo
+from tests.backend_calls import tuned_and_prepared
 
 torch = pytest.importorskip("torch")
 BACKENDS = ["inductor", "onnxruntime", "tvm"]
@@ -43,9 +44,7 @@ def variants(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     out: dict[str, Any] = {"name": request.param, "example": example, "reference": reference}
     for fusion in ("on", "off"):
         work = Path(tmp_path_factory.mktemp(f"{request.param}-{fusion}"))
-        arguments = {"device": "cpu", "dtype": "fp32", "variant": Variant(fusion), "workdir": work, "cache_dir": work}
-        backend.tune(model, example, **arguments)  # as the worker calls them: tune (TVM's MetaSchedule), then prepare
-        out[fusion] = backend.prepare(model, example, **arguments)
+        out[fusion] = tuned_and_prepared(backend, model, example, variant=Variant(fusion), workdir=work, cache_dir=work)
     yield out
     for fusion in ("on", "off"):
         out[fusion].close()

@@ -21,6 +21,7 @@ from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.fusion import CLASSES, FusionReport
 from harness.measure.correctness import compare
+from tests.backend_calls import tuned_and_prepared
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -71,10 +72,7 @@ def _prepare(backend: Backend, fusion: str, tmp_path: Path, **options: object) -
     model, example = _model_and_input()
     workdir = tmp_path / f"work-{fusion}"
     workdir.mkdir(exist_ok=True)
-    arguments = {"device": "cpu", "dtype": "fp32", "variant": variant, "workdir": workdir, "cache_dir": tmp_path / "cache"}
-    tuning = backend.tune(model, example, **arguments)  # as the worker calls them: tune, then prepare
-    assert tuning is None or tuning.tuned or tuning.reason, f"{backend.name}: untuned, without saying why"
-    return backend.prepare(model, example, **arguments)
+    return tuned_and_prepared(backend, model, example, variant=variant, workdir=workdir, cache_dir=tmp_path / "cache")
 
 
 @pytest.fixture(scope="module")

@@ -108,11 +108,8 @@ def _done(task: CellTask, median_ns: float | None, failure: str | None = None) -
     (task.artifacts / "worker.log").write_text("round\n")
     answer = WorkerAnswer(status="valid")
     samples = [round(median_ns * 0.99), round(median_ns), round(median_ns * 1.01)]
-    summary = summarize_ns(samples)
     answer.metrics = answer.metrics.model_validate({
-        "prepare_cache": "warm",
-        "device_time": {"samples_ns": samples,
-                        "summary": {"n": summary["n"], "median_ns": summary["median_ns"], "cv": summary["cv"]}}})
+        "prepare_cache": "warm", "device_time": {"samples_ns": samples, "summary": summarize_ns(samples)}})
     return Finished(task, WorkerOutcome(answer=answer, returncode=0, timed_out=False, last_phase="timing", wall_s=2.5), {})
 
 
