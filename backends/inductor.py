@@ -48,9 +48,9 @@ from backends.inductor_code import kernel_calls
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
-from harness.atomic import write_json_atomic
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
+from harness.files.atomic import write_json_atomic
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import BackendOptions, expect
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import image_build
+from harness.container import image_build
 from tests import pip_sites
 
 REPO = Path(__file__).resolve().parent.parent

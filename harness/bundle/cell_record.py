@@ -78,7 +78,7 @@ class Correctness(Record):
 
 
 class TimeSummary(Record):
-    """n, median, p90, p99, mean, stdev, CV, min and max of nanosecond samples (harness/stats.py)."""
+    """n, median, p90, p99, mean, stdev, CV, min and max of nanosecond samples (harness/stats/summary.py)."""
 
     n: Count
     median_ns: Ns

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from harness.bundle.manifest import check_path
 from harness.errors import BundleError, ConfigError
+from harness.files.regular_file import read_regular
 from harness.plain_text import visible
-from harness.regular_file import read_regular
 
 MAX_FILE_BYTES = 64 << 20
 _SHOWN = 80  # characters of a hostile path a message quotes

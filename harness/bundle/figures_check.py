@@ -32,7 +32,7 @@ repetition, the profile's kernel counts and times, the roofline's costs, the dev
 math settings as read back, the C library's name. The GPU clock warning (its rule reads NVML's
 reasons in harness/measure/gpu_state.py) and the sentence saying why LoadGen and the device
 timing disagree are not re-derived. Validate may not import the measure layer (it sits above
-this one): the limits of its rules come from harness/thresholds.py, which both read, and the
+this one): the limits of its rules come from harness/stats/thresholds.py, which both read, and the
 opening words of each warning are repeated here, held equal to the worker's by
 tests/unit/test_figures_check.py.
 """
@@ -51,8 +51,8 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.tolerance import close, number
 from harness.precision import PRECISIONS, math_record
 from harness.scenario.rules import RULES
-from harness.stats import NOISY_CV, summarize_ns
-from harness.thresholds import (
+from harness.stats.summary import NOISY_CV, summarize_ns
+from harness.stats.thresholds import (
     AGREEMENT_LIMIT,
     BUSY_OTHERS_CORES,
     DRIFT_LIMIT,

@@ -75,7 +75,7 @@ class Torch(Part):
 
 
 class Container(Part):
-    """The image a containerised run ran in (harness/run/container.py passes these in its environment)."""
+    """The image a containerised run ran in (harness/container/launcher.py passes these in its environment)."""
 
     in_container: bool | None = None
     image: str | None = None

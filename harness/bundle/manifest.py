@@ -14,9 +14,9 @@ import os
 import re
 from pathlib import Path
 
-from harness.atomic import write_bytes_atomic
 from harness.errors import BundleError
-from harness.regular_file import read_regular
+from harness.files.atomic import write_bytes_atomic
+from harness.files.regular_file import read_regular
 
 MANIFEST = "MANIFEST.sha256"
 MAX_MANIFEST_BYTES = 16 << 20

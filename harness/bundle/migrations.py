@@ -32,7 +32,7 @@ History:
   worker processes that time it again, a fusion pair's alternating on and off, and the cell records
   each round (`metrics.rounds`: round, status, median, CV, samples, prepare cache, seconds, log;
   round 1 is its own `device_time`), from which the fusion speedup's interval and verdict come
-  (harness/intervals.py). A v5 record upgrades unchanged: with no rounds recorded a cell reads as
+  (harness/stats/intervals.py). A v5 record upgrades unchanged: with no rounds recorded a cell reads as
   one round, its device timing; the header is unchanged.
 - v7: a backend may search for faster code before it compiles (`Backend.tune`, harness/contract.py:
   TVM's MetaSchedule on CPU), timed as its own phase (`tune`) and recorded as `metrics.tuning`

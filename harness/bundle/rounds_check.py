@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.stats import summarize_ns
+from harness.stats.summary import summarize_ns
 
 #: The first schema version whose further rounds keep their samples (harness/bundle/migrations.py).
 SAMPLES_KEPT_FROM = 8

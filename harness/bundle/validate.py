@@ -33,7 +33,7 @@ from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, load
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, SchemaVersionError
-from harness.stats import summarize_ns
+from harness.stats.summary import summarize_ns
 
 
 @dataclass

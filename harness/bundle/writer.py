@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import write_json_atomic
 from harness.bundle import lock, manifest
 from harness.bundle import schema as bundle_schema
 from harness.bundle.cell_record import CellRecord
@@ -28,6 +27,7 @@ from harness.bundle.migrations import SCHEMA_VERSION, record_version
 from harness.bundle.safe_json import load_json
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, ConfigError
+from harness.files.atomic import write_json_atomic
 
 # A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
 

@@ -120,9 +120,11 @@ def _parser() -> argparse.ArgumentParser:
         "recipes this checkout no longer builds (an older lock or recipe; any can be built again bit for bit from "
         "its commit), keeping the newest of each name and any built within a day unless told (--keep, --keep-days), "
         "saying what it removes and why it keeps the rest (--dry-run: removes nothing). lock-base: write containers/base-debian.lock "
-        "again from a base built now (when Debian has replaced a pinned package).",
+        "again from a base built now (when Debian has replaced a pinned package). lock-packages: write "
+        "containers/requirements-{cpu,cuda}.lock again from requirements.lock, each pin with its wheels' SHA-256 from "
+        "PyPI (--check: write nothing, exit 1 when they no longer match requirements.lock).",
     )
-    image.add_argument("action", choices=("build", "verify", "prune", "lock-base"))
+    image.add_argument("action", choices=("build", "verify", "prune", "lock-base", "lock-packages"))
     image.add_argument("kind", nargs="?", choices=("cpu", "cuda"), help="build, verify: the image's kind")
     image.add_argument("--source", choices=("auto", "registry", "debian"), default="auto",
                        help="build: where the base comes from (default: auto)")
@@ -130,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="build: remove this recipe's image and base first and build them again (the wheels "
                        "already gathered are reused: they are checked against the lock's hashes)")
     image.add_argument("--dry-run", action="store_true", help="prune: say what would be removed, remove nothing")
+    image.add_argument("--check", action="store_true",
+                       help="lock-packages: only check that the image locks match requirements.lock")
     image.add_argument("--keep", type=int, default=None, metavar="N",
                        help="prune: keep the N newest images of other recipes of each name (default: 1)")
     image.add_argument("--keep-days", type=float, default=None, metavar="DAYS",
@@ -191,7 +195,7 @@ def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_container(args: argparse.Namespace, console: Console) -> int:
-    from harness.run.container import launch
+    from harness.container.launcher import launch
 
     if not args.run_args:
         raise ConfigError("container needs what `fusionbench run` takes, e.g. scenarios/offline.yaml")
@@ -202,26 +206,38 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_image(args: argparse.Namespace, console: Console) -> int:
-    from harness.run import image_base, image_build
-    from harness.run.container import connect, ensure_image
+    from harness.container import image_base, image_build
+    from harness.container.launcher import connect, ensure_image
     from harness.run.system import SOURCE_ROOT
 
+    pruning = (args.dry_run, args.keep is not None, args.keep_days is not None)
+    if args.action != "prune" and any(pruning):
+        raise ConfigError("--dry-run, --keep and --keep-days go with `image prune`")
+    if args.check and args.action != "lock-packages":
+        raise ConfigError("--check goes with `image lock-packages`")
+    if args.action in ("lock-base", "lock-packages") and (args.kind or args.no_cache or args.source != "auto"):
+        raise ConfigError(f"image {args.action} takes no kind, --source or --no-cache")
+    if args.action == "lock-packages":
+        from harness.container import package_lock
+
+        if args.check:
+            stale = package_lock.stale(SOURCE_ROOT)
+            for path in stale:
+                console.print(f"out of date: {path.relative_to(SOURCE_ROOT)}; run `./run.sh image lock-packages`")
+            return 1 if stale else 0
+        package_lock.relock(SOURCE_ROOT, console.print)
+        return 0
     if args.action == "lock-base":
-        if args.kind or args.no_cache or args.source != "auto":
-            raise ConfigError("image lock-base takes no kind, --source or --no-cache")
         path = image_build.base_lock(SOURCE_ROOT)
         with tempfile.TemporaryDirectory(prefix="fusionbench-lock-") as scratch:
             lock = image_base.relock(image_base.BaseLock.parse(path.read_text()), Path(scratch))
         path.write_text(lock.render())
         console.print(f"wrote {path} ({len(lock.packages)} packages)")
         return 0
-    pruning = (args.dry_run, args.keep is not None, args.keep_days is not None)
-    if args.action != "prune" and any(pruning):
-        raise ConfigError("--dry-run, --keep and --keep-days go with `image prune`")
     if args.action == "prune":
         if args.kind or args.no_cache or args.source != "auto":
             raise ConfigError("image prune takes no kind, --source or --no-cache: it keeps this checkout's images of both kinds")
-        from harness.run import image_prune
+        from harness.container import image_prune
 
         keep = image_prune.KEEP_RECENT if args.keep is None else args.keep
         keep_days = image_prune.KEEP_DAYS if args.keep_days is None else args.keep_days
@@ -251,7 +267,7 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_engine(args: argparse.Namespace, console: Console) -> int:
-    from harness.run import engine
+    from harness.container import engine
 
     if args.purge and args.action != "stop":
         raise ConfigError("--purge goes with `engine stop`")

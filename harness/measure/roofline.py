@@ -59,7 +59,7 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> dict[str, int]:
     import torch
 
     from harness.artifact_cache import fingerprint
-    from harness.atomic import write_json_atomic
+    from harness.files.atomic import write_json_atomic
 
     path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs')}.json"
     if path.exists():

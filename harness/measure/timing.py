@@ -25,10 +25,10 @@ from typing import Any
 from harness.bundle.cell_record import MAX_SAMPLES, DeviceTime, Repetition, TimeSummary, Warmup
 from harness.contract import Prepared
 from harness.scenario.schema import TimingSettings
-from harness.stats import summarize_ns
-from harness.thresholds import WARMUP_MAX_WINDOW as MAX_WINDOW
-from harness.thresholds import WARMUP_TOLERANCE as STEADY_TOLERANCE
-from harness.thresholds import WARMUP_WINDOW_S as WINDOW_S
+from harness.stats.summary import summarize_ns
+from harness.stats.thresholds import WARMUP_MAX_WINDOW as MAX_WINDOW
+from harness.stats.thresholds import WARMUP_TOLERANCE as STEADY_TOLERANCE
+from harness.stats.thresholds import WARMUP_WINDOW_S as WINDOW_S
 
 
 class DeviceTiming:

@@ -27,8 +27,8 @@ from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.metric_table import format_duration_ns as duration  # one format for every duration shown
 from harness.scenario.rules import rule
-from harness.stats import NOISY_CV
-from harness.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, STOLEN_SHARE
+from harness.stats.summary import NOISY_CV
+from harness.stats.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, STOLEN_SHARE
 
 MODEL_SLOWER_LIMIT = 0.03
 

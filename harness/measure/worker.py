@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness import allocator, artifact_cache, registry
-from harness.atomic import write_bytes_atomic
 from harness.bundle.cell_record import (
     Accuracy,
     ComplianceOutcome,
@@ -50,6 +49,7 @@ from harness.bundle.cell_record import (
     Tuning,
 )
 from harness.errors import HarnessError
+from harness.files.atomic import write_bytes_atomic
 from harness.measure import protocol, trust
 from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
 from harness.scenario.cell_config import CellConfig

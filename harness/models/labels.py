@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.files.regular_file import read_regular
 from harness.models.catalog import CLASSIFICATION_MODELS
-from harness.regular_file import read_regular
 
 MAX_LABELS_BYTES = 64 << 20  # ImageNet's 50,000 lines are 1.6 MB
 # Every torchvision classifier of the zoo scores ImageNet-1k's classes, pretrained or not

@@ -23,7 +23,7 @@ driver, library versions, container) come first, since a difference between mach
 difference between figures.
 
 Fusion verdicts: each fusion pair (the same cell with fusion on and off, both valid) of either
-bundle, with its speedup, interval and verdict in A and in B (harness/intervals.py), whether the two
+bundle, with its speedup, interval and verdict in A and in B (harness/stats/intervals.py), whether the two
 verdicts agree and whether the two intervals overlap. A pair of one round has no verdict: it agrees
 with nothing. They inform, as the other figures do.
 """
@@ -38,13 +38,13 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
-from harness.intervals import ONE_ROUND, Interval, Speedup
 from harness.metric_table import Metric, format_value
 from harness.plain_text import visible_lines
 from harness.reporting.markdown import md_cell
 from harness.reporting.view import FusionPair, Row, fusion_pairs, hardware
 from harness.scenario.cells import cell_id
-from harness.stats import EXACT_MAX_SMALLER, geometric_mean, mann_whitney_u, median, u_test_method
+from harness.stats.intervals import ONE_ROUND, Interval, Speedup
+from harness.stats.summary import EXACT_MAX_SMALLER, geometric_mean, mann_whitney_u, median, u_test_method
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
 VERDICTS = ("worse", "better", "same", "not comparable")  # of one figure of a pair
@@ -79,7 +79,7 @@ class Pair:
     median_b_ns: float | None = None
     ratio: float | None = None  # B/A of the medians; < 1 is faster
     p_value: float | None = None
-    test: str | None = None  # the rank test's p-value: "exact" or "normal approximation" (harness/stats.py)
+    test: str | None = None  # the rank test's p-value: "exact" or "normal approximation" (harness/stats/summary.py)
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
 
 

@@ -7,7 +7,7 @@ each variant against eager, host and GPU memory on and off, the tuning a backend
 fusion made the model slower, the fused kernels, the kernels the time went to (GPU) and the share
 of time inside kernels on and off. Across models, per backend: how many models fusion made
 faster, slower or left unchanged (a verdict needs rounds and an effect of `SMALLEST_EFFECT`, 5%, at
-least: harness/intervals.py; a one-round pair is sorted by its point estimate against the same 5%
+least: harness/stats/intervals.py; a one-round pair is sorted by its point estimate against the same 5%
 and says so), the range of fusions per model, and which models
 a backend ran slower than eager.
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
-from harness.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 from harness.metric_table import format_times
 from harness.reporting.view import (
     FusionPair,
@@ -32,6 +31,7 @@ from harness.reporting.view import (
     slowest_kernels,
 )
 from harness.reporting.view import facts as bundle_facts
+from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 
 MEMORY = ("peak_rss", "gpu_peak")
 BASELINE = "eager"

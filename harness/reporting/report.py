@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.atomic import write_bytes_atomic
 from harness.bundle.reader import LoadedBundle
+from harness.files.atomic import write_bytes_atomic
 from harness.plain_text import visible_lines
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown

@@ -16,12 +16,12 @@ from typing import Any
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.reader import LoadedBundle, lookup
-from harness.intervals import Interval, Speedup, median_interval, paired_speedup
 from harness.metric_table import format_times, format_value
 from harness.models.catalog import default_input_size
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
-from harness.stats import median
+from harness.stats.intervals import Interval, Speedup, median_interval, paired_speedup
+from harness.stats.summary import median
 
 FUSED_KERNELS_SHOWN = 8
 SLOWEST_KERNELS_SHOWN = 3
@@ -134,7 +134,7 @@ class Row:
     @property
     def over_rounds(self) -> tuple[float, Interval] | None:
         """The median of the valid rounds' medians and that median's order-statistics interval
-        (harness/intervals.py), where two or more rounds are valid; else None."""
+        (harness/stats/intervals.py), where two or more rounds are valid; else None."""
         values = list(self.round_medians.values())
         if len(values) < 2:
             return None
@@ -185,7 +185,7 @@ class FusionPair:
     @property
     def result(self) -> Speedup:
         """The speedup of fusion on over off (off over on) from the rounds both cells have, with its
-        interval and verdict (harness/intervals.py); one round gives the ratio of the two medians."""
+        interval and verdict (harness/stats/intervals.py); one round gives the ratio of the two medians."""
         on, off = self.on.round_medians, self.off.round_medians
         paired = sorted(set(on) & set(off))
         return paired_speedup([on[r] for r in paired], [off[r] for r in paired])

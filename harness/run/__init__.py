@@ -1,7 +1,7 @@
 """The parent process of a run: `runner` expands a scenario into cells and runs each in a worker
-process through `isolation` (time and memory limits, process groups), in a `container` when asked;
-`probe` and `system` describe the machine (with `machine_noise`, how steady it is), `summary`
-prints the console tables, `engine` starts and stops a Docker engine of the project's own (reading
-the host through `host_processes`, `host_network` and `host_folders`), and `gpu_check` is the
-end-to-end check of a GPU machine.
+process through `isolation` (time and memory limits, process groups); `preflight`, `resumable`,
+`skips`, `executors`, `slots` and `ray_executor` decide what runs where; `probe` and `system`
+describe the machine (with `machine_noise`, how steady it is), `summary` prints the console tables,
+`rounds` runs further rounds of a fusion pair, and `gpu_check` is the end-to-end check of a GPU
+machine. Running in a container is harness/container/'s job.
 """

@@ -34,7 +34,7 @@ from typing import Any, Callable
 from harness.measure import core_latency
 from harness.measure.machine_speed import pinned
 from harness.metric_table import format_times
-from harness.stats import percentile
+from harness.stats.summary import percentile
 
 NOISY_FLOOR = 0.03
 STEP_FLOOR = 1.15  # pinned chunks' 90th over 10th percentile above this: the cores step between speeds

@@ -6,7 +6,7 @@ Round 1 is the cell's whole measurement; each further round is a fresh worker th
 model again (its compiled artefacts from the artifact cache round 1 filled) and times the steady
 state as round 1 did (`WorkerRequest.timing_round`). The rounds of a fusion pair alternate, on,
 off, on, off, ..., so that round i of both variants met the same stretch of the machine: the
-speedup's interval comes from those paired rounds (harness/intervals.py).
+speedup's interval comes from those paired rounds (harness/stats/intervals.py).
 
 A cell's rounds share the folders its backend keeps scratch in (`Backend.scratch_env`: a compiler's
 on-disk caches), made empty for round 1 and kept until its last round ends: round 1 compiles cold,

@@ -68,7 +68,7 @@ def cpu_info() -> dict[str, Any]:
 def container_info() -> dict[str, Any]:
     """Whether this runs in a container, and which image (`./run.sh --container` passes its tag,
     id, digest, layer digests, base and whether it holds TensorRT in the environment:
-    harness/run/container.py)."""
+    harness/container/launcher.py)."""
     in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
     layers = os.environ.get("FUSIONBENCH_IMAGE_LAYERS")
     return {

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import image_base
+from harness.container import image_base
 from tests.docker_engine import engine_reason
 
 pytestmark = pytest.mark.slow
@@ -39,10 +39,10 @@ def _run_reason() -> str | None:
     reason = engine_reason()
     if reason is not None:
         return reason
-    from harness.run import container, image_build
+    from harness.container import image_build, launcher
 
-    tags = [image_build.image_tag(REPO, "cpu"), container.image_tag(REPO, "cpu")]
-    if image_build.existing(container.connect(), tags) is not None:
+    tags = [image_build.image_tag(REPO, "cpu"), launcher.image_tag(REPO, "cpu")]
+    if image_build.existing(launcher.connect(), tags) is not None:
         return None
     return image_base.why_not_here()
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import engine
-from harness.run.host_network import read_host_network
-from harness.run.host_processes import mounts_under
+from harness.container import engine
+from harness.container.host_network import read_host_network
+from harness.container.host_processes import mounts_under
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +115,7 @@ def test_stop_after_a_kill_ends_what_it_left_and_spares_another_daemon_on_the_so
 NETNS_SCRIPT = textwrap.dedent("""
     import os, subprocess, sys, tempfile
     from pathlib import Path
-    from harness.run import engine
+    from harness.container import engine
     folder = Path(tempfile.mkdtemp(prefix="fbn-", dir="/tmp"))
     paths = engine.EnginePaths(root=folder / "root", run_dir=folder / "run", socket=folder / "docker.sock")
     os.environ["DOCKER_HOST"] = f"unix://{paths.socket}"  # its own, not an engine the machine already runs

@@ -16,10 +16,10 @@ from harness import metric_table
 from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.migrations import SCHEMA_VERSION
-from harness.intervals import paired_speedup
 from harness.metric_table import Metric
 from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
-from harness.stats import geometric_mean, mann_whitney_u, summarize_ns
+from harness.stats.intervals import paired_speedup
+from harness.stats.summary import geometric_mean, mann_whitney_u, summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -389,7 +389,7 @@ def test_the_json_names_the_rank_test_each_pair_got() -> None:
     assert "normal approximation)" not in data["test"] and "exact where" in data["test"]
     tests = {p["test"] for p in data["pairs"] if p["p_value"] is not None}
     assert tests and tests <= {"exact", "normal approximation"}
-    from harness.stats import u_test_method
+    from harness.stats.summary import u_test_method
 
     assert u_test_method([1, 2, 3], [4, 5, 6]) == "exact" and u_test_method([1, 1, 2], [3, 4]) == "normal approximation"
     assert u_test_method(list(range(30)), list(range(100, 130))) == "normal approximation"

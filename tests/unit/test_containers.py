@@ -4,7 +4,6 @@ user, devices and environment (a fake Docker client here; a real build runs wher
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -17,13 +16,11 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
+from harness.container import launcher, package_lock
+from harness.container.launcher import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
 from harness.errors import ConfigError
-from harness.run import container
-from harness.run.container import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "containers"))
-lock_tool = importlib.import_module("lock")
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
@@ -35,16 +32,16 @@ def test_the_dockerfile_passes_hadolint() -> None:
 
 
 def test_image_locks_pin_requirements_lock_with_hashes() -> None:
-    native = lock_tool.native_pins()
+    native = package_lock.native_pins(REPO)
     for kind in ("cpu", "cuda"):
         text = (REPO / "containers" / f"requirements-{kind}.lock").read_text()
-        pins = lock_tool.parse_lock(text)
-        assert pins == lock_tool.image_pins(kind), f"requirements-{kind}.lock is stale: run containers/lock.py"
+        pins = package_lock.parse_lock(text)
+        assert pins == package_lock.image_pins(REPO, kind), f"requirements-{kind}.lock is stale: run ./run.sh image lock-packages"
         blocks = re.split(r"\n(?=[A-Za-z0-9_.-]+==)", text.split("\n", 2)[2])
         assert all(re.search(r"--hash=sha256:[0-9a-f]{64}", block) for block in blocks), f"{kind}: a pin without hash"
         shared = {name for name in pins if name in native}
         assert all(pins[name] == native[name] for name in shared), "an image version differs from the native one"
-    cuda = lock_tool.parse_lock((REPO / "containers" / "requirements-cuda.lock").read_text())
+    cuda = package_lock.parse_lock((REPO / "containers" / "requirements-cuda.lock").read_text())
     assert cuda["onnxruntime-gpu"] == native["onnxruntime"] and "onnxruntime" not in cuda
     dockerfile = (REPO / "containers" / "Dockerfile").read_text()
     assert f"TENSORRT_LIBS_VERSION={cuda['tensorrt-cu13-bindings']}" in dockerfile
@@ -53,15 +50,30 @@ def test_image_locks_pin_requirements_lock_with_hashes() -> None:
 
 def test_requirements_lock_satisfies_pyproject() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    native = lock_tool.native_pins()
+    native = package_lock.native_pins(REPO)
     wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
     for text in wanted:
         requirement = Requirement(text)
-        name = lock_tool.normalise(requirement.name)
+        name = package_lock.normalise(requirement.name)
         if name.startswith("tensorrt"):
             continue  # TensorRT is for the CUDA image only (Dockerfile); natively it is the user's install
         assert name in native, f"{text} from pyproject.toml is not in requirements.lock"
         assert requirement.specifier.contains(native[name], prereleases=True), f"{name}=={native[name]} breaks {text}"
+
+
+def test_lock_packages_check_says_which_image_lock_is_stale(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    (copy / "containers").mkdir(parents=True)
+    for rel in ("requirements.lock", "requirements-gpu.lock", "containers/requirements-cpu.lock",
+                "containers/requirements-cuda.lock"):
+        shutil.copy(REPO / rel, copy / rel)
+    assert package_lock.stale(copy) == []
+    native = copy / "requirements.lock"
+    native.write_text(native.read_text().replace("\nrich==", "\nrich==0.0.1\n# was rich=="))
+    assert package_lock.stale(copy) == [package_lock.lock_path(copy, "cpu"), package_lock.lock_path(copy, "cuda")]
+    package_lock.lock_path(copy, "cuda").unlink()
+    shutil.copy(REPO / "requirements.lock", native)
+    assert package_lock.stale(copy) == [package_lock.lock_path(copy, "cuda")]
 
 
 def test_the_tag_follows_the_lock_pyproject_and_dockerfile(tmp_path: Path) -> None:
@@ -135,7 +147,7 @@ class FakeClient:
 
         class Images:
             def get(self, tag: str) -> FakeImage:
-                if not client.has_image or tag in (container.REGISTRY_BASE,):
+                if not client.has_image or tag in (launcher.REGISTRY_BASE,):
                     raise ImageNotFound(tag)
                 return FakeImage()
 
@@ -207,7 +219,7 @@ def test_ctrl_c_is_passed_on_and_the_container_removed(tmp_path: Path, monkeypat
 
 def test_the_output_names_host_folders_even_when_a_path_is_cut_between_chunks(tmp_path: Path) -> None:
     written: list[str] = []
-    lines = container.HostPaths(written.append, {"/work/results": tmp_path / "out", "/work/cache": tmp_path / "c"})
+    lines = launcher.HostPaths(written.append, {"/work/results": tmp_path / "out", "/work/cache": tmp_path / "c"})
     for chunk in ("  valid cell (1.0 s)\nbundle: /work/re", "sults/run-1 (report: /work/results/run-1/report.html)\n",
                   "cache /work/cache/tvm; /work/resultsX stays\nno newline at the end"):
         lines.write(chunk)
@@ -219,12 +231,12 @@ def test_the_output_names_host_folders_even_when_a_path_is_cut_between_chunks(tm
 def test_the_registry_decides_how_a_missing_image_is_built() -> None:
     said: list[str] = []
     with_registry, without = FakeClient(has_image=False), FakeClient(has_image=False, registry=False)
-    assert container.image_source(with_registry, "auto", said.append) == "registry"
-    assert with_registry.pulled == [container.REGISTRY_BASE] and said == []
-    assert container.image_source(without, "auto", said.append) == "debian"
+    assert launcher.image_source(with_registry, "auto", said.append) == "registry"
+    assert with_registry.pulled == [launcher.REGISTRY_BASE] and said == []
+    assert launcher.image_source(without, "auto", said.append) == "debian"
     assert len(said) == 1 and "cannot be pulled" in said[0] and "no such host" in said[0]
-    assert container.image_source(without, "registry", said.append) == "registry"  # asked for: no probing
-    assert container.REGISTRY_BASE.split("@")[1] in (REPO / "containers" / "Dockerfile").read_text()
+    assert launcher.image_source(without, "registry", said.append) == "registry"  # asked for: no probing
+    assert launcher.REGISTRY_BASE.split("@")[1] in (REPO / "containers" / "Dockerfile").read_text()
 
 
 def test_without_an_engine_one_line_says_so_and_nothing_is_created(tmp_path: Path) -> None:
@@ -270,7 +282,7 @@ def test_a_locally_built_image_is_identified_by_its_id(tmp_path: Path, monkeypat
     assert request["environment"]["FUSIONBENCH_IMAGE_LAYERS"] == ",".join(layers)
     assert request["environment"]["FUSIONBENCH_IMAGE_BASE"] == "debian bookworm (lock x)"
     assert request["environment"]["FUSIONBENCH_IMAGE_TENSORRT"] == "off"
-    assert request["environment"]["GIT_CONFIG_VALUE_0"] == container.REPO_MOUNT
+    assert request["environment"]["GIT_CONFIG_VALUE_0"] == launcher.REPO_MOUNT
 
 
 class FakeOwnEngine:
@@ -305,7 +317,7 @@ def test_without_an_engine_one_of_its_own_is_started_for_the_run_and_stopped_aft
 
 
 def test_an_engine_of_its_own_is_not_started_where_docker_host_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.run import engine
+    from harness.container import engine
 
     monkeypatch.setattr(engine, "why_not_here", lambda: None)
     assert engine.own_engine_here(print, {"DOCKER_HOST": "tcp://build-host:2376"}) is None
@@ -361,7 +373,7 @@ def test_the_hosts_root_or_a_system_folder_is_never_mounted(option: str, tmp_pat
 
 
 def test_under_sudo_the_container_runs_as_the_user_who_called_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(container.os, "getuid", lambda: 0)
-    monkeypatch.setattr(container.os, "getgid", lambda: 0)
-    assert container.invoking_user({"SUDO_UID": "1000", "SUDO_GID": "1001"}) == "1000:1001"
-    assert container.invoking_user({}) == "0:0"
+    monkeypatch.setattr(launcher.os, "getuid", lambda: 0)
+    monkeypatch.setattr(launcher.os, "getgid", lambda: 0)
+    assert launcher.invoking_user({"SUDO_UID": "1000", "SUDO_GID": "1001"}) == "1000:1001"
+    assert launcher.invoking_user({}) == "0:0"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import engine, host_network
-from harness.run.engine import EngineError, EnginePaths, EngineState
-from harness.run.host_network import HostNetwork
-from harness.run.host_processes import Process, descendants, mounts_under, process
+from harness.container import engine, host_network
+from harness.container.engine import EngineError, EnginePaths, EngineState
+from harness.container.host_network import HostNetwork
+from harness.container.host_processes import Process, descendants, mounts_under, process
 
 
 class FakeRunner:

@@ -295,7 +295,7 @@ def test_a_first_call_ratio_that_its_figures_do_not_give_is_refused(tmp_path: Pa
 
 def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
     """figures_check may not import the measure layer: its openings of the worker's warnings must
-    not drift from the ones harness/measure/trust.py writes (the limits both read from harness/thresholds.py)."""
+    not drift from the ones harness/measure/trust.py writes (the limits both read from harness/stats/thresholds.py)."""
     from harness.bundle.cell_record import Metrics
     from harness.measure import trust
 

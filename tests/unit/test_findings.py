@@ -86,7 +86,7 @@ def test_across_models_each_backend_counts_verdicts_and_one_round_estimates_apar
 
 
 def test_one_round_estimates_sort_by_the_smallest_effect() -> None:
-    assert findings.SMALLEST_EFFECT == 0.05  # the verdicts' (harness/intervals.py)
+    assert findings.SMALLEST_EFFECT == 0.05  # the verdicts' (harness/stats/intervals.py)
     groups = findings.groups([load(GOLDEN / "v3")])
     for group in groups:
         pair = _line(groups, group.title, "inductor").pair

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import image_base, image_build, image_tar
-from harness.run.image_archive import Layer, config, image_id, write_archive
+from harness.container import image_base, image_build, image_tar
+from harness.container.image_archive import Layer, config, image_id, write_archive
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_700_000_000

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from docker.errors import APIError, ImageNotFound
 
-from harness.run import container, image_build, image_prune
+from harness.container import image_build, image_prune, launcher
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_prune_removes_only_the_images_of_older_recipes(tmp_path: Path) -> None:
     layer.parent.mkdir(parents=True)
     digest_file.write_text("sha256:" + "b" * 64)
     current = [image_build.image_tag(REPO, "cpu"), image_build.image_tag(REPO, "cuda"),
-               container.image_tag(REPO, "cpu"), image_build.base_tag("sha256:" + "b" * 64)]
+               launcher.image_tag(REPO, "cpu"), image_build.base_tag("sha256:" + "b" * 64)]
     older = ["fusionbench-cpu:00000000000000aa", "fusionbench-cuda:00000000000000bb", "fusionbench-base:cccccccccccccccc"]
     others = ["python:3.11-slim", "someone/fusionbench-cpu:1"]
     images = FakeImages([FakeImage([tag], {"Size": 7_310_000_000}) for tag in current + older + others])

@@ -1,5 +1,5 @@
-"""The intervals a fusion verdict rests on (harness/intervals.py) and the exact rank test
-(harness/stats.py), checked against scipy and on simulated pairs with a known speedup."""
+"""The intervals a fusion verdict rests on (harness/stats/intervals.py) and the exact rank test
+(harness/stats/summary.py), checked against scipy and on simulated pairs with a known speedup."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import random
 import pytest
 from scipy import stats as scipy_stats
 
-from harness import intervals
-from harness.intervals import FASTER, NO_EFFECT, ONE_ROUND, SLOWER, median_interval, paired_speedup
-from harness.stats import mann_whitney_u, u_counts
+from harness.stats import intervals
+from harness.stats.intervals import FASTER, NO_EFFECT, ONE_ROUND, SLOWER, median_interval, paired_speedup
+from harness.stats.summary import mann_whitney_u, u_counts
 
 
 def test_the_median_interval_takes_the_ranks_the_binomial_allows() -> None:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 # Lowest first: the fusion package, then the top-level modules (the plugin API: contract, errors,
-# registry, options, ...), then the packages by role.
-LAYERS = ["fusion", "", "models", "mlperf", "scenario", "bundle", "measure", "reporting", "run", "cli"]
+# registry, options, ...), statistics and files, then the packages by role; the container subsystem
+# (images, engine, launcher) sits beside the run, under the CLI alone.
+LAYERS = ["fusion", "", "stats", "files", "models", "mlperf", "scenario", "bundle", "measure", "reporting", "run",
+          "container", "cli"]
 MAY_IMPORT_TORCH = ("harness.measure", "harness.models")
 HEAVY = ("torch", "torchvision", "onnxruntime", "tvm", "tensorrt", "mlperf_loadgen", "numpy")
 

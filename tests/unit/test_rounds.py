@@ -19,7 +19,7 @@ from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
 from harness.scenario.cells import Cell, expand
 from harness.scenario.schema import ScenarioFile
-from harness.stats import summarize_ns
+from harness.stats.summary import summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -91,7 +91,7 @@ def test_the_first_folder_of_a_process_sweeps_old_orphans(tmp_root: Path) -> Non
 def test_atomic_writes_honour_the_umask_as_a_plain_write_does(tmp_path: Path) -> None:
     import os
 
-    from harness.atomic import write_bytes_atomic
+    from harness.files.atomic import write_bytes_atomic
 
     old = os.umask(0o022)
     try:

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from harness.stats import percentile, summarize_ns
+from harness.stats.summary import percentile, summarize_ns
 
 
 def test_percentile_matches_numpy() -> None:

@@ -40,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.container.host_folders import system_folder
+from harness.container.host_network import HostNetwork, Runner, read_host_network, run_command
+from harness.container.host_processes import Process, descendants, mounts_under, process
 from harness.errors import HarnessError
-from harness.run.host_folders import system_folder
-from harness.run.host_network import HostNetwork, Runner, read_host_network, run_command
-from harness.run.host_processes import Process, descendants, mounts_under, process
 
 ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
 DEFAULT_ROOT = Path("/var/lib/fusionbench-engine")
@@ -61,7 +61,7 @@ class EngineError(HarnessError):
 
 
 def unsafe_root(root: Path) -> str | None:
-    """Why `root` cannot be an engine's data root (harness/run/host_folders.py), or None."""
+    """Why `root` cannot be an engine's data root (harness/container/host_folders.py), or None."""
     return system_folder(root)
 
 
@@ -176,7 +176,7 @@ def why_not_here(euid: int | None = None, system: str | None = None) -> str | No
 
 
 #: What an engine of the project's own needs, by the command that shows it is there: dockerd, and
-#: mmdebstrap, which builds the images' base where no registry answers (harness/run/image_base.py).
+#: mmdebstrap, which builds the images' base where no registry answers (harness/container/image_base.py).
 PACKAGES = (("docker.io", "dockerd"), ("mmdebstrap", "mmdebstrap"))
 
 

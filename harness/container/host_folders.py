@@ -1,6 +1,6 @@
 """Folders of the host that fusionbench never takes for its own: the root and the system's folders.
-An engine's data root (harness/run/engine.py: it writes there, and `--purge` deletes it) and a
-folder the launcher mounts read-write into a container (harness/run/container.py: `--out`,
+An engine's data root (harness/container/engine.py: it writes there, and `--purge` deletes it) and a
+folder the launcher mounts read-write into a container (harness/container/launcher.py: `--out`,
 `--cache-dir`) must be folders of their own, never one of these nor, for the system's trees,
 inside one, however a link or a relative path names them."""
 

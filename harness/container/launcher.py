@@ -7,7 +7,7 @@ image has that tag, one of two ways (`image_source`):
 - where the pinned base image can be pulled (a registry answers), from containers/Dockerfile;
   the hash covers the lock, pyproject.toml (the backends' entry points) and the Dockerfile;
 - where none answers, with no registry and nothing fetched inside the build, bit for bit the same
-  from the same commit (harness/run/image_build.py); the hash also covers the base's lock and
+  from the same commit (harness/container/image_build.py); the hash also covers the base's lock and
   the recipe's code.
 The container then runs:
 - as the calling user (under sudo, the user who called it: results belong to them), with no network;
@@ -20,7 +20,7 @@ The container then runs:
   records (`system.container`).
 Its output is streamed as it comes; Ctrl-C is passed on as SIGINT, so the run inside stops the
 way a native one does. Where no Docker engine answers and this machine can start one of the
-project's own (harness/run/engine.py: Linux, root, DOCKER_HOST unset), it is started for the run
+project's own (harness/container/engine.py: Linux, root, DOCKER_HOST unset), it is started for the run
 and stopped after it; elsewhere one line says so and how to run natively, before anything is
 created.
 """
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.container import image_build
+from harness.container.engine import OwnEngine, own_engine_here
+from harness.container.host_folders import system_folder
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code
-from harness.run import image_build
-from harness.run.engine import OwnEngine, own_engine_here
-from harness.run.host_folders import system_folder
 
 KINDS = ("cpu", "cuda")
 REPO_MOUNT = "/work/repo"

@@ -1,7 +1,7 @@
 """The host's network as a Docker daemon could change it (IP forwarding, network links, iptables
 rules), read before an engine of the project's own starts and after it stops, so `engine stop` can
 say what changed while it ran. The project's daemon runs with no bridge, no iptables rules and no
-IP forwarding (harness/run/engine.py), so it changes none of these: a difference is another tool's
+IP forwarding (harness/container/engine.py), so it changes none of these: a difference is another tool's
 doing, named and left as it is, never undone."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.run import container, image_build
+from harness.container import image_build, launcher
 
 NAMES = ("fusionbench-cpu", "fusionbench-cuda", "fusionbench-base")
 KEEP_RECENT = 1
@@ -40,7 +40,7 @@ class Stale:
 
 def wanted_tags(repo: Path, cache: Path) -> set[str]:
     """The tags this checkout builds or uses: each kind's two recipes, and the cached base's."""
-    tags = {tag for kind in container.KINDS for tag in (image_build.image_tag(repo, kind), container.image_tag(repo, kind))}
+    tags = {tag for kind in launcher.KINDS for tag in (image_build.image_tag(repo, kind), launcher.image_tag(repo, kind))}
     _, digest_file = image_build.base_files(repo, cache)
     if digest_file.exists():
         tags.add(image_build.base_tag(digest_file.read_text().strip()))

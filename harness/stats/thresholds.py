@@ -1,6 +1,6 @@
 """The limits by which a worker judges its own figures (harness/measure/trust.py, timing.py) and
 by which `fusionbench validate` judges them again (harness/bundle/figures_check.py): one copy, so
-that the two never disagree. The noise limit is `harness.stats.NOISY_CV`."""
+that the two never disagree. The noise limit is `harness.stats.summary.NOISY_CV`."""
 
 from __future__ import annotations
 

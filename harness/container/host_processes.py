@@ -1,4 +1,4 @@
-"""Processes and mounts on the host, read from /proc, for the engine (harness/run/engine.py): which
+"""Processes and mounts on the host, read from /proc, for the engine (harness/container/engine.py): which
 processes a daemon started (by parentage and start time, never by what their command line
 mentions), and which mounts lie under a folder.
 

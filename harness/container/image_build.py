@@ -1,10 +1,10 @@
 """Build an image with no registry and nothing fetched inside it, bit for bit the same from the same
 commit: `fusionbench image build cpu|cuda`, and `./run.sh --container` where no registry answers.
 
-Three layers, each written by harness/run/image_tar.py (sorted, times clamped to the base lock's
+Three layers, each written by harness/container/image_tar.py (sorted, times clamped to the base lock's
 SOURCE_DATE_EPOCH, owners numeric) and put together with a config that holds no build time
-(harness/run/image_archive.py), then handed to the engine with `docker load`:
-1. the base: Debian from its own packages (harness/run/image_base.py, containers/base-debian.lock),
+(harness/container/image_archive.py), then handed to the engine with `docker load`:
+1. the base: Debian from its own packages (harness/container/image_base.py, containers/base-debian.lock),
    with Python 3.11 and its headers, gcc, g++ and git; kept in the cache by the lock's hash;
 2. the Python packages of containers/requirements-KIND.lock: their wheels are gathered on the host
    first (`pip download --require-hashes`, into the cache's wheelhouse; checked against the lock's
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.container import image_base, image_tar
+from harness.container.image_archive import Layer, config, image_id, write_archive
 from harness.errors import HarnessError
-from harness.run import image_base, image_tar
-from harness.run.image_archive import Layer, config, image_id, write_archive
 
 PYTHON_LIB = "usr/local/lib/python3.11"
 LOAD_TIMEOUT_S = 3600
