@@ -7,6 +7,10 @@
   under pytest-xdist by the controller, whose workers inherit its PYTHONPATH (tests/pip_sites.py).
 - GPU tests are skipped with the reason where no CUDA device is visible; the whole hostile-bundle
   corpus (marked `corpus`) runs only when `-m corpus` asks for it.
+- `--quick` is the inner loop's tier: the unit and contract tests that need no real run. It leaves
+  out tests/integration, tests/backends and tests/gpu, and every test marked `slow` (one that
+  starts the CLI, a worker or a compile of a real model), so that it ends in well under 90 seconds
+  on 2 cores; `./run.sh test` without it runs everything.
 - Backends' artifact caches go to a temporary directory, not the user's ~/.cache; the container
   image tests keep the machine's image build cache (FUSIONBENCH_IMAGE_CACHE: base layer, wheelhouse).
 - Every run's machine-noise probe takes 4 x 0.2 s instead of 4 x 1.5 s (FUSIONBENCH_NOISE_PROBE_S):
@@ -65,7 +69,27 @@ def _cuda_reason() -> str | None:
     return None
 
 
+#: The folders the quick tier leaves out whole: every test there runs the CLI, a backend or a GPU.
+NOT_QUICK = ("integration", "backends", "gpu")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="the quick tier: unit and contract tests that need no real run (leaves out tests/integration, "
+                     "tests/backends, tests/gpu and tests marked slow)")
+
+
+def _quick(item: pytest.Item) -> bool:
+    folder = Path(str(item.fspath)).relative_to(REPO / "tests").parts[0]
+    return folder not in NOT_QUICK and "slow" not in item.keywords
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--quick"):
+        left_out = [item for item in items if not _quick(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if _quick(item)]
     if "corpus" not in (config.option.markexpr or ""):
         for item in items:
             if "corpus" in item.keywords:

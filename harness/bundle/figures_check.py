@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 from typing import Any
 
 from harness import allocator
 from harness.bundle import loadgen_check, rounds_check
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.precision import PRECISIONS, math_record
 from harness.scenario.rules import RULES
@@ -77,7 +77,7 @@ def problems(loaded: LoadedBundle) -> list[str]:
     for cell in loaded.cells:
         raw = loaded.raw_cells.get(cell["id"])
         version = raw.get("schema_version") if isinstance(raw, dict) else None
-        found = (cell_problems(cell, peaks) + _loadgen_figure(loaded.root, cell)
+        found = (cell_problems(cell, peaks) + _loadgen_figure(loaded.files, cell)
                  + rounds_check.problems(cell, version if isinstance(version, int) else loaded.version, loaded.root))
         lines += [f"{CELLS}/{cell['id']}.json: {line}" for line in found]
     return lines
@@ -264,12 +264,12 @@ def _agreement(cell: dict[str, Any], derived: dict[str, Any] | None) -> list[str
     return lines
 
 
-def _loadgen_figure(root: Path, cell: dict[str, Any]) -> list[str]:
+def _loadgen_figure(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     """LoadGen's figure in the agreement against the results it was read from. Where the results
     themselves disagree with LoadGen's logs, the LoadGen layer says so, and once is enough."""
     recorded = number(lookup(cell, "metrics", "latency_agreement", "loadgen_ns_per_batch"))
     derived = _batch_figure(cell)
-    if recorded is None or derived is None or close(recorded, derived) or loadgen_check.problems(root, cell):
+    if recorded is None or derived is None or close(recorded, derived) or loadgen_check.problems(files, cell):
         return []
     return [f"latency_agreement: loadgen_ns_per_batch {recorded:.6g} but the cell's LoadGen results give {derived:.6g}"]
 

@@ -11,12 +11,11 @@ consistently, line by line.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
-from harness.bundle.confine import read_inner_text
 from harness.bundle.files import CELLS
 from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_detail, parse_summary
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import number, printed_step
 from harness.errors import BundleError
 
@@ -25,7 +24,7 @@ _SIX_DIGITS = 1e-5  # a float LoadGen logs with six significant digits is this c
 _SHOWN = 50  # characters of a value a problem line quotes
 
 
-def problems(root: Path, cell: dict[str, Any]) -> list[str]:
+def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     """Where `cell`'s LoadGen figures disagree with the logs its bundle keeps."""
     loadgen = cell["metrics"].get("loadgen")
     if not loadgen:
@@ -35,7 +34,7 @@ def problems(root: Path, cell: dict[str, Any]) -> list[str]:
     texts, lines = {}, []
     for name in (SUMMARY, DETAIL):
         try:
-            texts[name] = read_inner_text(root, f"{rel}/{name}", max_bytes=MAX_LOG_BYTES)
+            texts[name] = files.inner_text(f"{rel}/{name}", max_bytes=MAX_LOG_BYTES)
         except BundleError as exc:
             lines.append(f"{exc} (the cell's LoadGen figures cannot be checked)")
     if lines:

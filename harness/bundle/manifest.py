@@ -13,10 +13,10 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Protocol
 
 from harness.errors import BundleError
 from harness.files.atomic import write_bytes_atomic
-from harness.files.regular_file import read_regular
 
 MANIFEST = "MANIFEST.sha256"
 MAX_MANIFEST_BYTES = 16 << 20
@@ -87,9 +87,22 @@ def parse(text: str, where: str = MANIFEST) -> dict[str, str]:
     return entries
 
 
-def read(root: Path) -> dict[str, str]:
-    """The manifest of the bundle at `root`, read as a regular file, bounded, and parsed strictly."""
-    data = read_regular(root / MANIFEST, MANIFEST, max_bytes=MAX_MANIFEST_BYTES, error=BundleError)
+class Files(Protocol):
+    """A bundle's files as the integrity check reads them (harness.bundle.snapshot.Snapshot: each
+    file read once, its hash and its content from the same bytes)."""
+
+    root: Path
+
+    def walk(self) -> tuple[list[str], list[str]]: ...
+
+    def read(self, rel: str, where: str | None = None, *, max_bytes: int) -> bytes: ...
+
+    def sha256(self, rel: str) -> str: ...
+
+
+def read(files: Files) -> dict[str, str]:
+    """The manifest of the bundle, read as a regular file, bounded, and parsed strictly."""
+    data = files.read(MANIFEST, max_bytes=MAX_MANIFEST_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -115,30 +128,36 @@ def file_of(problem: str) -> str | None:
     return None
 
 
-def links_and_special_files(root: Path) -> list[str]:
-    """One line per symbolic link or special file under `root`: a bundle holds regular files only."""
-    return _link_lines(bundle_files(root)[1])
+def links_and_special_files(files: Files) -> list[str]:
+    """One line per symbolic link or special file in the bundle: it holds regular files only."""
+    return _link_lines(files.walk()[1])
 
 
 def _link_lines(others: list[str]) -> list[str]:
     return [f"{rel}: a symbolic link or special file; a bundle holds regular files only" for rel in others]
 
 
-def problems(root: Path) -> list[str]:
-    """One line per file that is missing, edited, added, or not a regular file."""
+def problems(files: Files) -> list[str]:
+    """One line per file that is missing, edited, added, not a regular file, or unreadable."""
     try:
-        listed = read(root)
+        listed = read(files)
     except BundleError as exc:
         return [str(exc)]
-    files, others = bundle_files(root)  # one walk of the bundle serves both checks
-    present = set(files)
+    regular, others = files.walk()  # one walk of the bundle serves both checks
+    present = set(regular)
     lines = _link_lines(others)
     for rel, digest in listed.items():
         if rel not in present:
             lines.append(f"{rel}{_MISSING}")
-        elif sha256_file(root / rel) != digest:
+            continue
+        try:
+            edited = files.sha256(rel) != digest
+        except BundleError as exc:
+            lines.append(str(exc))
+            continue
+        if edited:
             lines.append(f"{rel}{_EDITED}")
-    for rel in files:
+    for rel in regular:
         if rel != MANIFEST and rel not in listed:
             lines.append(f"{rel}{_ADDED}")
     return lines

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any
 
-from harness.bundle.confine import read_inner_text
 from harness.bundle.files import CELLS
 from harness.bundle.loadgen_check import MAX_LOG_BYTES
 from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_detail
 from harness.bundle.safe_json import parse_json
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import number
 from harness.errors import BundleError, HarnessError
 from harness.mlperf import accuracy, compliance, user_conf
@@ -53,7 +52,7 @@ _REQUESTED = {"min_duration": "requested_min_duration_ms", "max_duration": "requ
 LABELS_KEPT_FROM = 4
 
 
-def problems(root: Path, cell: dict[str, Any], version: int = LABELS_KEPT_FROM) -> tuple[list[str], list[str]]:
+def problems(files: Snapshot, cell: dict[str, Any], version: int = LABELS_KEPT_FROM) -> tuple[list[str], list[str]]:
     """(problems, notes) of `cell`'s accuracy, compliance and user.conf against its files; `version`:
     the schema version the cell was written with."""
     lines: list[str] = []
@@ -67,7 +66,7 @@ def problems(root: Path, cell: dict[str, Any], version: int = LABELS_KEPT_FROM) 
         lines.append(f"{where}: an accuracy record, yet its config asks for no accuracy run")
     responses = None
     if record is not None:
-        responses, accuracy_lines, accuracy_notes = _accuracy(root, base, where, record, version)
+        responses, accuracy_lines, accuracy_notes = _accuracy(files, base, where, record, version)
         lines += accuracy_lines
         notes += accuracy_notes
     outcomes = metrics.get("compliance") or {}
@@ -77,40 +76,40 @@ def problems(root: Path, cell: dict[str, Any], version: int = LABELS_KEPT_FROM) 
     for test in sorted(set(outcomes) - wanted):
         lines.append(f"{where}: compliance {test} recorded, yet its config does not ask for it")
     for test in sorted(set(outcomes) & wanted):
-        lines += _compliance(root, base, where, test, outcomes[test], cell, responses, record is not None)
+        lines += _compliance(files, base, where, test, outcomes[test], cell, responses, record is not None)
     if cell["status"] == "valid":
         if asked and record is None:
             lines.append(f"{where}: status valid, yet the accuracy run its config asks for has no record")
         for test in sorted(wanted - set(outcomes)):
             lines.append(f"{where}: status valid, yet compliance {test} (asked for by its config) has no record")
     if loadgen_config.get("profile") == "mlperf" and metrics.get("loadgen"):
-        lines += _official(root, base, where, cell)
+        lines += _official(files, base, where, cell)
     return lines, notes
 
 
-def _read_text(root: Path, rel: str, max_bytes: int = MAX_SMALL_BYTES) -> str:
-    return read_inner_text(root, rel, max_bytes=max_bytes)
+def _read_text(files: Snapshot, rel: str, max_bytes: int = MAX_SMALL_BYTES) -> str:
+    return files.inner_text(rel, max_bytes=max_bytes)
 
 
-def _responses(root: Path, rel: str) -> list[dict[str, Any]]:
+def _responses(files: Snapshot, rel: str) -> list[dict[str, Any]]:
     try:
-        return accuracy.responses(parse_json(_read_text(root, rel, MAX_ACCURACY_LOG_BYTES), rel), rel)
+        return accuracy.responses(parse_json(_read_text(files, rel, MAX_ACCURACY_LOG_BYTES), rel), rel)
     except HarnessError as exc:
         raise BundleError(str(exc)) from None
 
 
-def _accuracy(root: Path, base: str, where: str, record: dict[str, Any], version: int
+def _accuracy(files: Snapshot, base: str, where: str, record: dict[str, Any], version: int
               ) -> tuple[list[dict[str, Any]] | None, list[str], list[str]]:
     folder = f"{base}/{record['log_dir']}"
     lines: list[str] = []
     notes: list[str] = []
     try:
-        responses = _responses(root, f"{folder}/{ACCURACY_LOG}")
+        responses = _responses(files, f"{folder}/{ACCURACY_LOG}")
         for log in (SUMMARY, DETAIL):
-            _read_text(root, f"{folder}/{log}", MAX_LOG_BYTES)
-        text = _read_text(root, f"{folder}/{ACCURACY_TXT}")
+            _read_text(files, f"{folder}/{log}", MAX_LOG_BYTES)
+        text = _read_text(files, f"{folder}/{ACCURACY_TXT}")
         labels_file = record.get("labels")
-        labels = (accuracy.parse_labels(_read_text(root, f"{folder}/{labels_file}", MAX_LABELS_BYTES),
+        labels = (accuracy.parse_labels(_read_text(files, f"{folder}/{labels_file}", MAX_LABELS_BYTES),
                                         f"{folder}/{labels_file}") if labels_file else None)
         scored = accuracy.score_entries(responses, labels, f"{folder}/{ACCURACY_LOG}") if labels is not None else None
         distinct = _distinct_samples(responses, f"{folder}/{ACCURACY_LOG}")
@@ -147,7 +146,7 @@ def _distinct_samples(responses: list[dict[str, Any]], where: str) -> int:
     return len(seen)
 
 
-def _compliance(root: Path, base: str, where: str, test: str, outcome: dict[str, Any], cell: dict[str, Any],
+def _compliance(files: Snapshot, base: str, where: str, test: str, outcome: dict[str, Any], cell: dict[str, Any],
                 accuracy_run: list[dict[str, Any]] | None, accuracy_recorded: bool) -> list[str]:
     folder = f"{base}/{outcome['log_dir']}"
     run = f"{folder}/performance/run_1"
@@ -162,15 +161,15 @@ def _compliance(root: Path, base: str, where: str, test: str, outcome: dict[str,
                      f"{'pass' if all(checks.values()) else 'fail'}")
     derived: dict[str, bool] = {}
     try:
-        _read_text(root, f"{run}/{SUMMARY}", MAX_LOG_BYTES)
-        parsed = parse_detail(_read_text(root, f"{run}/{DETAIL}", MAX_LOG_BYTES), cell["config"]["scenario"])
-        reports = {check: _verdict(root, f"{folder}/{VERIFY[check]}") for check in sorted(checks) if check in VERIFY}
+        _read_text(files, f"{run}/{SUMMARY}", MAX_LOG_BYTES)
+        parsed = parse_detail(_read_text(files, f"{run}/{DETAIL}", MAX_LOG_BYTES), cell["config"]["scenario"])
+        reports = {check: _verdict(files, f"{folder}/{VERIFY[check]}") for check in sorted(checks) if check in VERIFY}
         derived["performance"], _ = compliance.verify_performance(test, cell["metrics"]["loadgen"], parsed)
         if test == "TEST01":
             if accuracy_run is None:
                 return [*lines, f"{where}: compliance TEST01's accuracy check cannot be made again: "
                         + ("the accuracy run's log could not be read" if accuracy_recorded else "no accuracy run")]
-            derived["accuracy"], _ = compliance.verify_responses(accuracy_run, _responses(root, f"{run}/{ACCURACY_LOG}"),
+            derived["accuracy"], _ = compliance.verify_responses(accuracy_run, _responses(files, f"{run}/{ACCURACY_LOG}"),
                                                                  "the accuracy run's log", f"{run}/{ACCURACY_LOG}")
     except (HarnessError, ValueError) as exc:
         return [*lines, f"{str(exc)[:300]} (compliance {test} cannot be checked)"]
@@ -189,22 +188,22 @@ def _compliance(root: Path, base: str, where: str, test: str, outcome: dict[str,
     return lines
 
 
-def _verdict(root: Path, rel: str) -> bool:
+def _verdict(files: Snapshot, rel: str) -> bool:
     """What a verify_*.txt concludes: its last line, TEST PASS or TEST FAIL."""
-    last = next((line.strip() for line in reversed(_read_text(root, rel).splitlines()) if line.strip()), "")
+    last = next((line.strip() for line in reversed(_read_text(files, rel).splitlines()) if line.strip()), "")
     if last not in ("TEST PASS", "TEST FAIL"):
         raise BundleError(f"{rel}: does not end with TEST PASS or TEST FAIL")
     return last == "TEST PASS"
 
 
-def _official(root: Path, base: str, where: str, cell: dict[str, Any]) -> list[str]:
+def _official(files: Snapshot, base: str, where: str, cell: dict[str, Any]) -> list[str]:
     config, loadgen = cell["config"], cell["metrics"]["loadgen"]
     scenario = config["scenario"]
     folder = f"{base}/{loadgen['log_dir']}"
     overrides = config["loadgen"].get("overrides") or {}
     try:
-        text = _read_text(root, f"{folder}/{USER_CONF}")
-        settings = parse_detail(_read_text(root, f"{folder}/{DETAIL}", MAX_LOG_BYTES), scenario)["settings"]
+        text = _read_text(files, f"{folder}/{USER_CONF}")
+        settings = parse_detail(_read_text(files, f"{folder}/{DETAIL}", MAX_LOG_BYTES), scenario)["settings"]
     except (HarnessError, ValueError) as exc:
         return [f"{str(exc)[:300]} (whether the run is official cannot be checked)"]
     expected = user_conf.override_lines(scenario, overrides)

@@ -2,12 +2,14 @@
 
 Every JSON file goes through `harness.bundle.safe_json` (size, UTF-8, finite numbers, unique keys,
 bounded nesting) and every record through `harness.bundle.migrations` (newer versions refused, older
-ones upgraded in memory). Nothing here writes, executes or follows a path the bundle names
+ones upgraded in memory). Files are read through a `harness.bundle.snapshot.Snapshot`, so a file
+validate has hashed is not read again. Nothing here writes, executes or follows a path the bundle names
 outside itself: cell files are found by the ids in bundle.json, which must be 16 hex digits.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,7 +19,8 @@ from typing import Any
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
-from harness.bundle.safe_json import load_json
+from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
+from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError
 
 _CELL_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -27,13 +30,17 @@ _CELL_ID = re.compile(r"^[0-9a-f]{16}$")
 class LoadedBundle:
     """A bundle as this harness's current schema sees it."""
 
-    root: Path
+    files: Snapshot  # what was read, each file once: the logs a reader takes next come from it too
     version: int  # the schema version it was written with
     header: dict[str, Any]  # upgraded to the current version
     cells: list[dict[str, Any]] = field(default_factory=list)  # upgraded, in bundle.json's order
     raw_header: dict[str, Any] = field(default_factory=dict)  # as written, for schema checks
     raw_cells: dict[str, Any] = field(default_factory=dict)  # id -> record as written
     missing: list[str] = field(default_factory=list)  # ids listed in bundle.json with no record
+
+    @property
+    def root(self) -> Path:
+        return self.files.root
 
     @property
     def name(self) -> str:
@@ -70,23 +77,25 @@ def cell_ids(header: dict[str, Any], where: str = HEADER) -> list[str]:
     return ids
 
 
-def load(root: Path) -> LoadedBundle:
-    """The bundle at `root`; BundleError (one line, naming the file) when it cannot be read."""
+def load(source: Path | Snapshot) -> LoadedBundle:
+    """The bundle at `source` (a path, or the snapshot validate read it through); BundleError (one
+    line, naming the file) when it cannot be read."""
+    files = source if isinstance(source, Snapshot) else Snapshot(source)
+    root = files.root
     if not root.is_dir():
         raise BundleError(f"{root}: not a directory")
     if not (root / HEADER).exists():
         raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
-    raw_header = load_json(root / HEADER, HEADER)
+    raw_header = parse_json(files.text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
     version = record_version(raw_header, HEADER)
     header = upgraded_header(raw_header)
-    loaded = LoadedBundle(root=root, version=version, header=header, raw_header=raw_header)
+    loaded = LoadedBundle(files=files, version=version, header=header, raw_header=raw_header)
     for cell in cell_ids(header):
-        path = root / CELLS / f"{cell}.json"
         where = f"{CELLS}/{cell}.json"
-        if not path.exists() and not path.is_symlink():
+        if not os.path.lexists(root / where):
             loaded.missing.append(cell)
             continue
-        raw = load_json(path, where)
+        raw = parse_json(files.text(where, max_bytes=MAX_JSON_BYTES), where)
         loaded.raw_cells[cell] = raw
         loaded.cells.append(upgraded_cell(raw, where))
     return loaded

@@ -16,9 +16,11 @@ Six layers, each reported one problem per line as `<file>: <what is wrong>`:
 6. figures: every figure a cell computed from others is computed again, and each cell must be one
    its bundle's scenario expands to (`harness.bundle.figures_check`).
 
-Reading is read-only and bounded (`harness.bundle.reader`), and every path a bundle names is
-confined to it (`harness.bundle.confine`); a file that cannot be read at all is one problem line,
-and the checks that need it are skipped.
+Reading is read-only and bounded (`harness.bundle.reader`), every path a bundle names is confined
+to it (`harness.bundle.confine`), and each file is read once (`harness.bundle.snapshot`): the bytes
+the manifest's hash is taken of are the bytes the later layers read. A file that cannot be read at
+all is one problem line, and the checks that need it are skipped. The verdict hands on the bundle
+as read (`Verdict.loaded`), so a command that validates before it reads reads nothing again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from harness.bundle import cell_record, figures_check, header_record, loadgen_ch
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, load
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, SchemaVersionError
 from harness.stats.summary import summarize_ns
@@ -44,35 +47,40 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     cells: int = 0
     files: int = 0
+    loaded: LoadedBundle | None = None  # the bundle as read, where it could be read at all
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> Verdict:
-    """Every problem of the bundle at `root`. Raises BundleError only when `root` is no bundle
-    at all (no directory, no bundle.json), SchemaVersionError when it is newer than this harness.
-    `integrity=False` skips the first layer: for a run that was killed, whose manifest is gone.
-    `resuming`: the bundle is about to be completed, so cells without a record are notes."""
+def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool = False) -> Verdict:
+    """Every problem of the bundle at `source` (a path, or the snapshot a resume opened it with).
+    Raises BundleError only when it is no bundle at all (no directory, no bundle.json),
+    SchemaVersionError when it is newer than this harness. `integrity=False` skips the first
+    layer: for a run that was killed, whose manifest is gone. `resuming`: the bundle is about to be
+    completed, so cells without a record are notes."""
+    files = source if isinstance(source, Snapshot) else Snapshot(source)
+    root = files.root
     if not root.is_dir():
         raise BundleError(f"{root}: not a directory")
     if not (root / HEADER).exists():
         raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
     verdict = Verdict()
     if integrity:
-        verdict.problems += manifest.problems(root)
+        verdict.problems += manifest.problems(files)
     else:  # no manifest to check (a killed run), but a link still leads out of the bundle
-        verdict.problems += manifest.links_and_special_files(root)
-    verdict.files = len(manifest.bundle_files(root)[0])
+        verdict.problems += manifest.links_and_special_files(files)
+    verdict.files = len(files.walk()[0])
     try:
-        loaded = load(root)
+        loaded = load(files)
     except SchemaVersionError:
         raise
     except BundleError as exc:  # a truncated or hostile file: the checks that need it cannot run
         verdict.problems.append(str(exc))
         return verdict
     verdict.cells = len(loaded.cells)
+    verdict.loaded = loaded
     malformed = bundle_schema.problems(loaded.raw_header, "bundle", loaded.version, HEADER)
     for cell_id, raw in loaded.raw_cells.items():
         where = f"{CELLS}/{cell_id}.json"
@@ -84,10 +92,10 @@ def validate(root: Path, *, integrity: bool = True, resuming: bool = False) -> V
         return verdict  # the consistency checks read fields the schema guarantees
     _consistency(loaded, verdict, resuming)
     for cell in loaded.cells:
-        verdict.problems += loadgen_check.problems(root, cell)
+        verdict.problems += loadgen_check.problems(files, cell)
         raw = loaded.raw_cells.get(cell["id"])
         written = raw.get("schema_version") if isinstance(raw, dict) else None
-        found, notes = mlperf_check.problems(root, cell, written if isinstance(written, int) else loaded.version)
+        found, notes = mlperf_check.problems(files, cell, written if isinstance(written, int) else loaded.version)
         verdict.problems += found
         verdict.notes += notes
     verdict.problems += figures_check.problems(loaded)

@@ -7,7 +7,9 @@
 
 JSON only; docs/result_schema.md documents every field. Reading a bundle someone else wrote
 (validate, compare, report, pack) goes through `harness.bundle.reader` instead: strict, bounded,
-and never writing.
+and never writing. A bundle opened to resume is read once, through the snapshot `--resume` checks
+(`opened`); a cell record this process writes is kept as written, so the run never reads back a
+record it wrote or one the snapshot holds.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from harness.bundle import schema as bundle_schema
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import SCHEMA_VERSION, record_version
-from harness.bundle.safe_json import load_json
+from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, ConfigError
 from harness.files.atomic import write_json_atomic
@@ -46,10 +49,12 @@ class Bundle:
     """A bundle this process writes, locked against any other writer while this object lives
     (`harness.bundle.lock`)."""
 
-    def __init__(self, root: Path, header: dict[str, Any], held: int | None = None) -> None:
+    def __init__(self, root: Path, header: dict[str, Any], held: int | None = None, opened: Snapshot | None = None) -> None:
         self.root = root.resolve()  # workers run in other directories
         self.header = header
         self._lock: int | None = lock.hold(self.root) if held is None else held
+        self.opened = opened  # the files as `open` read them: what --resume validates and reads on from
+        self._written: dict[str, dict[str, Any]] = {}  # the cell records this process wrote
 
     def close(self) -> None:
         """Let another process write the bundle (the lock goes with its descriptor)."""
@@ -82,16 +87,18 @@ class Bundle:
             raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})")
         path = root / HEADER
         held = lock.hold(root.resolve())
+        opened = Snapshot(root.resolve())
         try:
-            header = cls._resumable_header(root, path)
+            header = cls._resumable_header(root, path, opened)
         except BaseException:
             os.close(held)
             raise
-        return cls(root, header, held)
+        return cls(root, header, held, opened)
 
     @staticmethod
-    def _resumable_header(root: Path, path: Path) -> dict[str, Any]:
-        header = load_json(path, str(path))  # bounded; a FIFO or a link is refused, not read
+    def _resumable_header(root: Path, path: Path, opened: Snapshot) -> dict[str, Any]:
+        # bounded; a FIFO or a link is refused, not read
+        header = parse_json(opened.text(HEADER, str(path), max_bytes=MAX_JSON_BYTES), str(path))
         if not isinstance(header, dict):
             raise BundleError(f"{path}: not a JSON object")
         version = record_version(header, str(path))
@@ -126,10 +133,16 @@ class Bundle:
         return path
 
     def read_cell(self, cell_id: str) -> dict[str, Any] | None:
+        """The cell's record: as this process wrote it, else as the bundle was opened (read once),
+        else from its file; None where there is none (or it is not JSON)."""
+        if cell_id in self._written:
+            return self._written[cell_id]
+        rel = f"{CELLS}/{cell_id}.json"
         try:
-            cell: dict[str, Any] = json.loads(self.cell_path(cell_id).read_text())
+            data = self.opened.read(rel, max_bytes=MAX_JSON_BYTES) if self.opened else (self.root / rel).read_bytes()
+            cell: dict[str, Any] = json.loads(data)
             return cell
-        except (FileNotFoundError, ValueError):
+        except (FileNotFoundError, BundleError, ValueError):
             return None
 
     def finished(self, cell_id: str) -> bool:
@@ -137,7 +150,9 @@ class Bundle:
         return record is not None and record.get("status") in FINISHED
 
     def write_cell(self, cell_id: str, record: dict[str, Any]) -> None:
-        write_json_atomic(self.cell_path(cell_id), {"schema_version": SCHEMA_VERSION, **record})
+        full = {"schema_version": SCHEMA_VERSION, **record}
+        write_json_atomic(self.cell_path(cell_id), full)
+        self._written[cell_id] = json.loads(json.dumps(full))  # as a reader of the file would see it
 
     def cells(self) -> list[dict[str, Any]]:
         """Every cell record, in the order bundle.json lists them."""

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.bundle.confine import output_path
-from harness.bundle.reader import LoadedBundle, load
-from harness.bundle.validate import validate
+from harness.bundle.reader import LoadedBundle
+from harness.bundle.validate import Verdict, validate
 from harness.errors import BundleError
 from harness.plain_text import visible
 
@@ -70,7 +70,14 @@ def trusted(root: Path) -> LoadedBundle:
         shown = "; ".join(verdict.problems[:_PROBLEMS_SHOWN])
         more = f" (and {len(verdict.problems) - _PROBLEMS_SHOWN} more)" if len(verdict.problems) > _PROBLEMS_SHOWN else ""
         raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {root}`")
-    return load(root)
+    return _as_read(verdict, root)
+
+
+def _as_read(verdict: Verdict, root: Path) -> LoadedBundle:
+    """The bundle validate read (each file once), which a valid bundle always has."""
+    if verdict.loaded is None:
+        raise BundleError(f"{root}: could not be read")
+    return verdict.loaded
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
@@ -128,7 +135,7 @@ def trusted_but_its_report(root: Path) -> LoadedBundle:
         name = manifest.file_of(line)
         if name is not None and name.endswith(".tmp") and ours(name):
             (root / name).unlink(missing_ok=True)
-    return load(root)
+    return _as_read(verdict, root)
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:

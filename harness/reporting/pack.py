@@ -37,11 +37,12 @@ from typing import Any
 
 from harness.bundle import manifest
 from harness.bundle.cell_record import Accuracy, CellRecord
-from harness.bundle.confine import output_path, read_inner
+from harness.bundle.confine import output_path
 from harness.bundle.files import CELLS
 from harness.bundle.manifest import check_path
 from harness.bundle.mlperf_check import VERIFY
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, ConfigError
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
 from harness.plain_text import visible_lines
@@ -158,17 +159,17 @@ def _json_bytes(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
 
-def accuracy_files(root: Path, folder: str) -> dict[str, bytes]:
-    """The accuracy folder `folder` of the bundle at `root`: the log cut to fit the checker's
+def accuracy_files(files: Snapshot, folder: str) -> dict[str, bytes]:
+    """The accuracy folder `folder` of the bundle: the log cut to fit the checker's
     limit, and accuracy.txt with the full log's SHA-256 (a `hash=` line), as MLPerf's truncation
     leaves them."""
-    full = read_inner(root, f"{folder}/mlperf_log_accuracy.json", f"{folder}/mlperf_log_accuracy.json")
+    full = files.inner_bytes(f"{folder}/mlperf_log_accuracy.json", f"{folder}/mlperf_log_accuracy.json")
     kept = full if len(full) <= ACCURACY_LOG_LIMIT else full[:ACCURACY_LOG_KEEP] + b"\n\n...\n\n" + full[-ACCURACY_LOG_KEEP:]
-    files = {"mlperf_log_accuracy.json": kept}
-    if (root / folder / "accuracy.txt").exists():
-        text = read_inner(root, f"{folder}/accuracy.txt", f"{folder}/accuracy.txt").decode("utf-8", "replace").rstrip("\n")
-        files["accuracy.txt"] = f"{text}\nhash={hashlib.sha256(full).hexdigest()}\n".encode()
-    return files
+    out = {"mlperf_log_accuracy.json": kept}
+    if (files.root / folder / "accuracy.txt").exists():
+        text = files.inner_bytes(f"{folder}/accuracy.txt", f"{folder}/accuracy.txt").decode("utf-8", "replace").rstrip("\n")
+        out["accuracy.txt"] = f"{text}\nhash={hashlib.sha256(full).hexdigest()}\n".encode()
+    return out
 
 
 def _accuracy(cell: CellRecord) -> Accuracy:
@@ -177,14 +178,14 @@ def _accuracy(cell: CellRecord) -> Accuracy:
     return cell.metrics.accuracy
 
 
-def _result_files(root: Path, cell: CellRecord) -> dict[str, bytes]:
-    """The files of one result, each read from the bundle under harness.bundle.confine's rules
-    (validate has checked what they say; this guards what they are)."""
+def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
+    """The files of one result, from the bytes validate read and checked (harness.bundle.snapshot,
+    under harness.bundle.confine's rules): nothing is read again."""
     metrics = cell.metrics
     base = f"{CELLS}/{cell.id}"
 
     def read(rel: str) -> bytes:
-        return read_inner(root, rel, rel)
+        return bundle.inner_bytes(rel, rel)
 
     if metrics.loadgen is None:  # unpackable() refuses such a cell before anything is packed
         raise BundleError(f"{cell.label}: no LoadGen run")
@@ -192,7 +193,7 @@ def _result_files(root: Path, cell: CellRecord) -> dict[str, bytes]:
     files = {f"performance/run_1/{log}": read(f"{performance}/{log}") for log in LOGS}
     files["user.conf"] = read(f"{performance}/user.conf")
     accuracy = f"{base}/{_accuracy(cell).log_dir}"
-    files.update({f"accuracy/{name}": data for name, data in accuracy_files(root, accuracy).items()})
+    files.update({f"accuracy/{name}": data for name, data in accuracy_files(bundle, accuracy).items()})
     files.update({f"accuracy/{log}": read(f"{accuracy}/{log}") for log in LOGS})
     for test, outcome in (metrics.compliance or {}).items():
         test_dir = f"{base}/{outcome.log_dir}"
@@ -202,7 +203,7 @@ def _result_files(root: Path, cell: CellRecord) -> dict[str, bytes]:
         for check in checks:  # the files validate read for this test's checks, no others
             files[f"{test}/{VERIFY[check]}"] = read(f"{test_dir}/{VERIFY[check]}")
         if "accuracy" in checks:  # TEST01 logs responses
-            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(root, run)["mlperf_log_accuracy.json"]
+            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(bundle, run)["mlperf_log_accuracy.json"]
     files["measurements.json"] = _json_bytes(measurements(cell))
     return files
 
@@ -267,7 +268,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             mapping[model] = benchmark.name
             packed.notes += [f"{cell.label}: {note}" for note in submission_rules.open_notes(cell)]
         where = f"{top}/results/{name}/{folder}/{cell.config.scenario}"
-        files.update({f"{where}/{rel}": data for rel, data in _result_files(loaded.root, cell).items()})
+        files.update({f"{where}/{rel}": data for rel, data in _result_files(loaded.files, cell).items()})
         files[f"{where}/README.md"] = readme(cell, loaded.header).encode()
         packed.results += 1
     if mapping:

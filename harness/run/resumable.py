@@ -45,7 +45,7 @@ def check(bundle: Bundle) -> None:
     the problems validate finds in a bundle whose scenario is malformed follow from it."""
     check_scenario(bundle.header["scenario"], f"cannot resume {bundle.root}: {HEADER}")
     killed = bundle.header["state"] == "running"
-    verdict = validate(bundle.root, integrity=not killed, resuming=True)
+    verdict = validate(bundle.opened or bundle.root, integrity=not killed, resuming=True)  # read once, by open
     rerun = {entry["id"] for entry in bundle.header["cells"] if not bundle.cell_path(entry["id"]).exists()}
     problems = [line for line in verdict.problems if not _of_a_cell_to_rerun(manifest.missing_file(line), rerun)
                 and manifest.file_of(line) not in (REPORT_MD, REPORT_HTML)]  # the resume writes the report again

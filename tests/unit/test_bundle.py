@@ -186,6 +186,8 @@ def test_resume_forgives_a_cell_record_deleted_so_that_it_runs_again(tmp_path: P
     shutil.rmtree(victim.with_suffix(""))
     bundle = Bundle.open(root)
     check_resumable(bundle)  # accepted
+    bundle.close()
     (root / "cells" / "extra.log").write_text("added")
+    bundle = Bundle.open(root)  # a resume checks the bundle as it opened it
     with pytest.raises(BundleError, match="cells/extra.log: added"):
         check_resumable(bundle)

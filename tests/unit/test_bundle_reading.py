@@ -13,6 +13,7 @@ from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION, upgraded_cell, upgraded_header
 from harness.bundle.reader import load
 from harness.bundle.safe_json import load_json, parse_json
+from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, SchemaVersionError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -86,12 +87,12 @@ def test_manifest_problems_name_edited_missing_added_and_linked_files(tmp_path: 
     (root / "cells" / "a.json").write_text("{}")
     (root / "cells" / "gone.json").write_text("{}")
     manifest.write(root)
-    assert manifest.problems(root) == []
+    assert manifest.problems(Snapshot(root)) == []
     (root / "bundle.json").write_text('{"x": 1}')
     (root / "cells" / "gone.json").unlink()
     (root / "cells" / "new.json").write_text("{}")
     (root / "cells" / "escape").symlink_to(tmp_path)
-    assert sorted(manifest.problems(root)) == [
+    assert sorted(manifest.problems(Snapshot(root))) == [
         "bundle.json: edited (its SHA-256 differs from MANIFEST.sha256)",
         "cells/escape: a symbolic link or special file; a bundle holds regular files only",
         "cells/gone.json: listed in MANIFEST.sha256 but missing",

@@ -16,6 +16,7 @@ import pytest
 
 from harness.bundle import manifest
 from harness.bundle.reader import load
+from harness.bundle.snapshot import Snapshot
 from harness.errors import ConfigError
 from harness.reporting.pack import ACCURACY_LOG_LIMIT, pack
 from harness.reporting.submission_system import SYSTEM_FIELDS, read_system_info
@@ -61,7 +62,7 @@ def test_the_tree_has_the_checkers_layout_and_the_null_backend_is_never_packed(t
     cell_dir = MLPERF / "cells" / _eager(loaded)["id"] / "loadgen"
     assert (result / "user.conf").read_bytes() == (cell_dir / "attempt-1/user.conf").read_bytes()
     assert tree_digest(MLPERF) == before, "pack must not write into the bundle"
-    assert manifest.problems(tmp_path / "sub") == []
+    assert manifest.problems(Snapshot(tmp_path / "sub")) == []
 
 
 def test_the_accuracy_log_is_cut_to_the_checkers_limit_and_its_hash_kept(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import BundleError
@@ -117,7 +118,7 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
     monkeypatch.setattr(report, "write_bytes_atomic", write)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # the golden bundle has failed cells
     assert (root / "report.md").exists() and (root / "report.html").exists()
-    assert {"report.md", "report.html"} <= set(manifest.read(root))
+    assert {"report.md", "report.html"} <= set(manifest.read(Snapshot(root)))
     assert validate(root).ok, validate(root).problems
 
 

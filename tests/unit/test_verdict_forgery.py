@@ -15,6 +15,7 @@ import pytest
 
 from harness.bundle import manifest
 from harness.bundle.safe_json import _depth
+from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.scenario.loading import sha256 as scenario_sha256
@@ -147,9 +148,9 @@ def test_an_accuracy_without_its_labels_is_a_problem_from_schema_4_on(tmp_path: 
     path = next(p for p in sorted((root / "cells").glob("*.json")) if json.loads(p.read_text())["metrics"].get("accuracy"))
     cell = json.loads(path.read_text())
     assert "labels" not in cell["metrics"]["accuracy"]
-    found, notes = mlperf_check.problems(root, cell, 8)
+    found, notes = mlperf_check.problems(Snapshot(root), cell, 8)
     assert any("cannot be scored again: its labels are gone" in line for line in found)
-    found, notes = mlperf_check.problems(root, cell, 3)
+    found, notes = mlperf_check.problems(Snapshot(root), cell, 3)
     assert not any("labels are gone" in line for line in found) and any("keeps no labels" in n for n in notes)
 
 
