@@ -1,0 +1,117 @@
+"""What `fusionbench compare` writes: a comparison (harness/reporting/compare.py) as JSON (every
+pair, figure and verdict, and the rules they were judged by) or as Markdown (the systems'
+differences first, then the summary, the per-backend geometric means, the cells, the fusion
+verdicts and the other figures). Text from the bundles is shown through `md_cell` and
+`visible_lines`: nothing in a bundle reaches the reader as markup or a control character.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from harness import metric_table
+from harness.metric_table import format_value
+from harness.plain_text import visible_lines
+from harness.reporting.compare import LABELS, VERDICTS, Comparison, verdict_line
+from harness.reporting.markdown import md_cell
+from harness.stats.summary import EXACT_MAX_SMALLER
+
+
+def _rules(threshold: float) -> dict[str, dict[str, str]]:
+    """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
+    said = {"rank test": f"B/A of the medians beyond {threshold:.0%} and a Mann-Whitney U test agreeing",
+            "ratio": f"one figure a side: B/A beyond {threshold:.0%}", "exact": "one figure a side: any change"}
+    return {m.name: {"label": m.label, "definition": m.definition, "better": str(m.better), "rule": m.rule,
+                     "test": said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else "")}
+            for m in metric_table.compared()}
+
+
+def to_json(comparison: Comparison) -> str:
+    data = {
+        "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
+        "test": ("Mann-Whitney U (two-sided; exact where neither side has ties and the smaller has at most "
+                 f"{EXACT_MAX_SMALLER} samples, else the normal approximation: each pair's `test` says which) on "
+                 "device-timing samples, and the threshold"),
+        "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
+        "figures": _rules(comparison.threshold), "figure_counts": comparison.figure_counts(),
+        "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
+        "geomean_by_backend": comparison.geomeans(),
+        "pairs": [asdict(p) for p in comparison.pairs],
+        "fusion_verdicts": [v.recorded() for v in comparison.fusion],
+        "fusion_verdicts_line": verdict_line(comparison.fusion),
+    }
+    return json.dumps(data, indent=1) + "\n"
+
+
+def _figures(comparison: Comparison) -> list[str]:
+    """The other figures of the valid pairs: how each is judged, the verdicts, and every change."""
+    counts = comparison.figure_counts()
+    rules = _rules(comparison.threshold)
+    if not any(name != "device_time" for name in counts):
+        return []
+    lines = ["## Other figures", "",
+             "Each figure of two valid cells by its row of the metric table (docs/metrics.md). These verdicts "
+             "inform: the labels above and the exit code follow device time and failures only.", "",
+             "| figure | better | judged by | " + " | ".join(VERDICTS) + " |", "|---|---|---|" + "---:|" * len(VERDICTS)]
+    lines += [f"| {rules[name]['label']} | {rules[name]['better']} | {rules[name]['test']} | "
+              + " | ".join(str(by[v]) for v in VERDICTS) + " |" for name, by in counts.items() if name != "device_time"]
+    changed = [(p, f) for p in comparison.pairs for f in p.figures if f.metric != "device_time" and f.verdict != "same"]
+    lines += ["", f"Every figure not the same ({len(changed)}):", ""]
+    if changed:
+        order = {verdict: i for i, verdict in enumerate(VERDICTS)}
+        lines += ["| cell | figure | A | B | B/A | verdict | why |", "|---|---|---:|---:|---:|---|---|"]
+        for pair, f in sorted(changed, key=lambda item: (order[item[1].verdict], item[0].label, item[1].metric)):
+            ratio = "-" if f.ratio is None else f"{f.ratio:.3f}"
+            lines.append(f"| {md_cell(pair.label)} | {rules[f.metric]['label']} | {md_cell(f.a_shown)} | "
+                         f"{md_cell(f.b_shown)} | {ratio} | **{f.verdict}** | {md_cell(f.why)} |")
+    return [*lines, ""]
+
+
+def _fusion(comparison: Comparison) -> list[str]:
+    """Each fusion pair's speedup, interval and verdict in A and B, and whether they agree."""
+    if not comparison.fusion:
+        return []
+    lines = ["## Fusion speedups", "",
+             "Fusion off over on in each bundle, with its confidence interval over the paired rounds and its verdict "
+             "(docs/metrics.md, Speedups); `-` where the pair is not valid in that bundle.", "",
+             "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
+    for v in comparison.fusion:
+        lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")
+    return [*lines, "", verdict_line(comparison.fusion), ""]
+
+
+def to_markdown(comparison: Comparison) -> str:
+    c = comparison
+    lines = [
+        "# FusionBench comparison", "",
+        f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ",
+        f"A difference counts when B/A is beyond {c.threshold:.0%} and a Mann-Whitney U test on the raw "
+        f"device-timing samples gives p < {c.alpha:g}.", "",
+    ]
+    if c.systems:
+        lines += ["## The systems differ", "", "| what | A | B |", "|---|---|---|"]
+        lines += [f"| {md_cell(w)} | {md_cell(x)} | {md_cell(y)} |" for w, x, y in c.systems]
+    else:
+        lines += ["## The systems are the same", "", "Same harness, hardware, driver and library versions."]
+    counts = c.counts()
+    lines += ["", "## Summary", "", " · ".join(f"{label}: {counts[label]}" for label in LABELS), ""]
+    if c.unpaired:
+        lines += [f"## Unpaired: {len(c.unpaired)} valid cell(s) with nothing to compare against", "",
+                  *(f"- {md_cell(line)}" for line in c.unpaired), ""]
+    geomeans = c.geomeans()
+    if geomeans:
+        lines += ["## Per backend", "", "Geometric mean of B/A median batch time (below 1: B is faster).", "",
+                  "| backend | pairs | B/A |", "|---|---:|---:|"]
+        lines += [f"| {md_cell(name)} | {g['pairs']} | {g['geomean_ratio']:.3f} |" for name, g in geomeans.items()]
+        lines.append("")
+    lines += ["## Cells", "", "Device time: the median batch time of each side's timing samples.", "",
+              "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
+    order = {label: i for i, label in enumerate(LABELS)}
+    for p in sorted(c.pairs, key=lambda p: (order[p.verdict], p.label)):
+        ratio = "-" if p.ratio is None else f"{p.ratio:.3f}"
+        p_value = "-" if p.p_value is None else f"{p.p_value:.2g}"
+        lines.append(f"| {md_cell(p.label)} | {format_value(p.median_a_ns, 'ns')} | {format_value(p.median_b_ns, 'ns')} | "
+                     f"{ratio} | {p_value} | **{p.verdict}** | {md_cell(p.why)} |")
+    lines += ["", *_fusion(c), *_figures(c)]
+    return visible_lines("\n".join(lines) + "\n")
