@@ -56,6 +56,26 @@ class Bundle:
         self.opened = opened  # the files as `open` read them: what --resume validates and reads on from
         self._written: dict[str, dict[str, Any]] = {}  # the cell records this process wrote
 
+    @property
+    def device(self) -> str:
+        """The device the run resolved to (a resume stays on it)."""
+        return str(self.header["device"])
+
+    @property
+    def state(self) -> str:
+        return str(self.header["state"])
+
+    @property
+    def cell_ids(self) -> list[str]:
+        """The ids of the run's cells, in bundle.json's order."""
+        return [str(entry["id"]) for entry in self.header["cells"]]
+
+    @property
+    def stored_scenario(self) -> dict[str, Any]:
+        """The resolved scenario the run stored: what a resume runs."""
+        scenario: dict[str, Any] = self.header["scenario"]
+        return scenario
+
     def close(self) -> None:
         """Let another process write the bundle (the lock goes with its descriptor)."""
         if getattr(self, "_lock", None) is not None:

@@ -287,14 +287,15 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
 
     answer = run_probe(args.device, registry.names(), with_system=False)
     if args.json:
-        print(json.dumps(answer, indent=1))
+        print(json.dumps({"device": answer.device, "cuda_available": answer.cuda_available,
+                          "backends": answer.recorded_backends()}, indent=1))
         return 0
-    table = Table(title=f"Backends (device: {answer['device']})")
+    table = Table(title=f"Backends (device: {answer.device})")
     for column in ("backend", "available", "reason", "versions"):
         table.add_column(column)
-    for name, report in answer["backends"].items():
-        versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
-        table.add_row(name, "yes" if report["available"] else "[red]no[/]", report["reason"], versions)
+    for name, report in answer.backends.items():
+        versions = ", ".join(f"{k} {v}" for k, v in (report.versions or {}).items())
+        table.add_row(name, "yes" if report.available else "[red]no[/]", report.reason, versions)
     console.print(table)
     return 0
 

@@ -14,11 +14,49 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic
+from pydantic import ConfigDict
+
+from harness.bundle.header_record import BackendReport
 from harness.errors import ConfigError, HarnessError
 
 PROBE_TIMEOUT_S = 300
 NOISE_PROBE_VARIABLE = "FUSIONBENCH_NOISE_PROBE_S"
 NOISE_PROBE_MAX_S = 60.0
+
+
+class ProbeAnswer(pydantic.BaseModel):
+    """What the probe found: the device `auto` resolved to, whether torch sees CUDA, each backend's
+    status and, for a new run, the system's description (a record of its own, stored as it is)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    device: str
+    cuda_available: bool = False
+    backends: dict[str, BackendReport] = {}  # as bundle.json records them
+    system: dict[str, Any] | None = None
+
+    def available(self, backend: str) -> bool:
+        status = self.backends.get(backend)
+        return status is not None and status.available
+
+    def recorded_backends(self) -> dict[str, Any]:
+        """The backends as bundle.json records them."""
+        return {name: status.model_dump() for name, status in self.backends.items()}
+
+    def gpu_indices(self) -> list[str]:
+        """The indices of the GPUs the system description lists, in its order."""
+        gpus = ((self.system or {}).get("gpu") or {}).get("gpus") or []
+        return [str(gpu.get("index", position)) for position, gpu in enumerate(gpus)]
+
+
+class ProbeRequest(pydantic.BaseModel):
+    """What the parent asks the probe process (its one argument, as JSON)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    device: str
+    backends: list[str]
+    with_system: bool
+    noise_s: float | None
 
 
 def _backend_report(name: str, device: str) -> dict[str, Any]:
@@ -28,7 +66,8 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
         backend = registry.load(name)()
         availability = backend.availability(device)
         versions = backend.versions() if availability.ok else {}
-        return {"available": availability.ok, "reason": availability.reason, "versions": versions}
+        return {"available": availability.ok, "reason": availability.reason,
+                "versions": {str(name): str(version) for name, version in versions.items()}}
     except Exception as exc:  # a broken plugin must not take the run down: report it as unavailable
         return {"available": False, "reason": f"backend {name!r} failed to load: {type(exc).__name__}: {exc}", "versions": {}}
 
@@ -83,10 +122,10 @@ def _peaks(device: str) -> dict[str, Any]:
         return {"device": device, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
-def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> dict[str, Any]:
+def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> ProbeAnswer:
     """Run the probe in a child process and return its answer."""
-    request = json.dumps({"device": device, "backends": backends, "with_system": with_system,
-                          "noise_s": noise_probe_s() if with_system else None})
+    request = ProbeRequest(device=device, backends=backends, with_system=with_system,
+                           noise_s=noise_probe_s() if with_system else None).model_dump_json()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "harness.run.probe", request],
@@ -97,14 +136,13 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> 
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-15:])
         raise HarnessError(f"the system probe failed (exit {done.returncode}): {tail}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    return ProbeAnswer.model_validate_json(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
-    request = json.loads(sys.argv[1])
-    answer = probe(request["device"], request["backends"], request["with_system"], request["noise_s"])
-    print(json.dumps(answer))
+    request = ProbeRequest.model_validate_json(sys.argv[1])
+    noise_s = request.noise_s if request.noise_s is not None else 0.0
+    print(json.dumps(probe(request.device, request.backends, request.with_system, noise_s)))
     return 0
 
 

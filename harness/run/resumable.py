@@ -43,10 +43,10 @@ def check(bundle: Bundle) -> None:
     a report (report.md, report.html) edited or missing: the resume writes it again. The stored
     scenario, which the run reads, must be one it can read (`check_scenario`): checked first, as
     the problems validate finds in a bundle whose scenario is malformed follow from it."""
-    check_scenario(bundle.header["scenario"], f"cannot resume {bundle.root}: {HEADER}")
-    killed = bundle.header["state"] == "running"
+    check_scenario(bundle.stored_scenario, f"cannot resume {bundle.root}: {HEADER}")
+    killed = bundle.state == "running"
     verdict = validate(bundle.opened or bundle.root, integrity=not killed, resuming=True)  # read once, by open
-    rerun = {entry["id"] for entry in bundle.header["cells"] if not bundle.cell_path(entry["id"]).exists()}
+    rerun = {cell for cell in bundle.cell_ids if not bundle.cell_path(cell).exists()}
     problems = [line for line in verdict.problems if not _of_a_cell_to_rerun(manifest.missing_file(line), rerun)
                 and manifest.file_of(line) not in (REPORT_MD, REPORT_HTML)]  # the resume writes the report again
     if problems:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.text import Text
 
 from harness import allocator, registry
+from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import load, lookup
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
@@ -32,7 +34,7 @@ from harness.run import preflight, resumable, rounds, skips, slots
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
-from harness.run.probe import run_probe
+from harness.run.probe import ProbeAnswer, run_probe
 from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
@@ -99,7 +101,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         if input_folder and not all_finished:  # it may have changed since the run began
             preflight.check_inputs(resolved, Path(input_folder))
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
-        _refuse_an_empty_selection(resolved, bundle.header["device"] if bundle else resolved["device"], request.only)
+        _refuse_an_empty_selection(resolved, bundle.device if bundle else resolved["device"], request.only)
     ray_executor = _reach_ray(request, bundle, resolved, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.
@@ -113,11 +115,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     # A resumed run stays on the device it started on, whatever `auto` would pick today.
     if all_finished:
         assert bundle is not None
-        probe = {"device": bundle.header["device"], "backends": {}}  # nothing will run: no need to ask the machine
+        probe = ProbeAnswer(device=bundle.device)  # nothing will run: no need to ask the machine
     else:
-        probe = run_probe(bundle.header["device"] if bundle else resolved["device"], names, with_system=bundle is None)
-    device = probe["device"]
-    if bundle is not None and device == "cuda" and not probe.get("cuda_available", True):
+        probe = run_probe(bundle.device if bundle else resolved["device"], names, with_system=bundle is None)
+    device = probe.device
+    if bundle is not None and not all_finished and device == "cuda" and not probe.cuda_available:
         raise ConfigError(  # its cells would all be skipped here, and the bundle marked complete
             f"--resume {bundle.root}: the bundle was run on cuda and torch sees no CUDA device on this machine; "
             "resume it on a machine with a GPU"
@@ -128,7 +130,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     # The backends that will run here (a resume's missing cells; none the probe found unavailable): a
     # preloaded parent imports what they name once for the run.
     running = sorted({c.config.backend for c in cells if (bundle is None or not bundle.finished(c.id))
-                      and (probe["backends"].get(c.config.backend) or {}).get("available")})
+                      and probe.available(c.config.backend)})
     executor = ray_executor if ray_executor is not None else _executor(request, device, probe, running, closing)
     if bundle is None:
         if resolved["device"] == "auto":  # the cells are known now
@@ -147,15 +149,15 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "device": device,
                 "only": {k: sorted(v) for k, v in (request.only or {}).items()},
                 "artifact_cache": str(request.cache_dir) if request.cache_dir else None,
-                "system": probe["system"],
-                "backends": probe["backends"],
+                "system": probe.system,
+                "backends": probe.recorded_backends(),
                 "cells": [{"id": c.id, "label": c.label} for c in cells],
                 "resumed": [],
             },
         )
         closing.callback(bundle.close)
     else:
-        planned = {entry["id"] for entry in bundle.header["cells"]}
+        planned = set(bundle.cell_ids)
         cells = [c for c in cells if c.id in planned]
         preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
         bundle.drop_manifest()
@@ -168,7 +170,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     try:
         deadline = time.monotonic() + request.budget_s if request.budget_s else None
         bundle.update_header(executor=executor.record())
-        _sweep(todo, bundle, probe["backends"], resolved, input_folder, request.cache_dir, console, deadline, executor)
+        _sweep(todo, bundle, probe.backends, resolved, input_folder, request.cache_dir, console, deadline, executor)
     except KeyboardInterrupt as stop:
         _close(bundle, "interrupted", console)
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {visible(bundle.root)}", style="yellow"))
@@ -176,7 +178,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     except ConfigError:  # refused once the bundle was made (an executor's late check): resumable, never `running`
         _close(bundle, "interrupted", console)
         raise
-    missing = [entry["id"] for entry in bundle.header["cells"] if not bundle.finished(entry["id"])]
+    missing = [cell for cell in bundle.cell_ids if not bundle.finished(cell)]
     _close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
     records = bundle.records()
     console.print(summary_table(records))
@@ -212,11 +214,11 @@ def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, A
 
     executor = RayExecutor(request.address, request.cpus_per_cell, request.ray_connect_timeout_s)
     if not all_finished:  # nothing to run: the cluster is not needed
-        executor.reach(bundle.header["device"] if bundle is not None else resolved["device"])
+        executor.reach(bundle.device if bundle is not None else resolved["device"])
     return executor
 
 
-def _executor(request: RunRequest, device: str, probe: dict[str, Any], backends: list[str],
+def _executor(request: RunRequest, device: str, probe: ProbeAnswer, backends: list[str],
               closing: ExitStack) -> Executor:
     parents = None
     if not request.fresh_workers:
@@ -224,7 +226,7 @@ def _executor(request: RunRequest, device: str, probe: dict[str, Any], backends:
         closing.callback(parents.close)
     if request.jobs == 1:
         return Serial(parents)
-    gpus = [str(g.get("index", k)) for k, g in enumerate(((probe.get("system") or {}).get("gpu") or {}).get("gpus") or [])]
+    gpus = probe.gpu_indices()
     if device == "cuda" and not gpus:
         gpus = ["0"]  # resumed: no system probe; torch saw one
     return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), gpus), parents)
@@ -264,8 +266,8 @@ def _close(bundle: Bundle, state: str, console: Console) -> None:
 
 
 def _all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) -> bool:
-    planned = {entry["id"] for entry in bundle.header["cells"]}
-    cells = select(expand(resolved, bundle.header["device"]), request.only or {})
+    planned = set(bundle.cell_ids)
+    cells = select(expand(resolved, bundle.device), request.only or {})
     return all(bundle.finished(c.id) for c in cells if c.id in planned)
 
 
@@ -274,8 +276,8 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
         bundle = Bundle.open(request.resume)
         closing.callback(bundle.close)
         resumable.check(bundle)
-        resolved = bundle.header["scenario"]
-        if request.device and request.device != bundle.header["device"]:
+        resolved = bundle.stored_scenario
+        if request.device and request.device != bundle.device:
             raise ConfigError(
                 f"--device {request.device}: {request.resume} was run on {bundle.header['device']}"
             )
@@ -310,7 +312,7 @@ def _overridden(resolved: dict[str, Any], request: RunRequest) -> dict[str, Any]
 
 
 def _sweep(
-    cells: list[Cell], bundle: Bundle, backends: dict[str, Any], resolved: dict[str, Any],
+    cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], resolved: dict[str, Any],
     input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
     executor: Executor | None = None,
 ) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness import precision, registry
+from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import lookup
 from harness.errors import BackendFailed
 from harness.models.zoo import missing_requirement
@@ -18,13 +20,13 @@ def gpu_capabilities(system: Any) -> list[str]:
     return [str(d.get("capability")) for d in devices if isinstance(d, dict) and d.get("capability")]
 
 
-def skip_reason(cell: Cell, backends: dict[str, Any], capabilities: list[str]) -> str | None:
+def skip_reason(cell: Cell, backends: Mapping[str, BackendReport], capabilities: list[str]) -> str | None:
     """Why `cell` cannot run on this machine (backend missing, dtype the device lacks, a model's
     package missing, a variant the backend or device does not support), or None when it can."""
     config = cell.config
     report = backends[config.backend]
-    if not report["available"]:
-        return str(report["reason"])
+    if not report.available:
+        return str(report.reason)
     unsupported = precision.unsupported_reason(config.dtype, config.device, capabilities)
     if unsupported:
         return unsupported

@@ -95,11 +95,12 @@ def test_tf32_is_a_dtype_of_its_own() -> None:
 
 
 def test_graph_cells_are_skipped_off_a_gpu_and_on_backends_without_graphs() -> None:
+    from harness.bundle.header_record import BackendReport
     from harness.run.skips import skip_reason
 
     scenario = resolved(backends=[{"name": "eager", "graphs": ["on"]}, {"name": "onnxruntime", "graphs": ["on"]}],
                         scenarios=["Offline"])
-    available = {"eager": {"available": True, "reason": ""}, "onnxruntime": {"available": True, "reason": ""}}
+    available = {name: BackendReport(available=True, reason="") for name in ("eager", "onnxruntime")}
     on_cpu = expand(scenario, "cpu")
     assert {skip_reason(c, available, []) for c in on_cpu} == {"graphs: CUDA graphs need a GPU (device cuda)"}
     on_gpu = {c.config.backend: skip_reason(c, available, ["9.0"]) for c in expand(scenario, "cuda")}

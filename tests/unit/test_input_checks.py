@@ -17,6 +17,7 @@ from harness.errors import HarnessError
 from harness.models.catalog import CLASSIFICATION_MODELS
 from harness.models.labels import IMAGENET_CLASSES, output_classes, read_labels
 from harness.run import preflight, runner
+from harness.run.probe import ProbeAnswer
 from tests.labelled_images import LABELS, draw
 
 SCENARIO = "models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
@@ -25,9 +26,10 @@ SCENARIO = "models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscena
 @pytest.fixture(autouse=True)
 def no_cell_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A probe that answers at once, and a sweep that must not be reached."""
-    def probe(device: str, backends: list[str], **kwargs: Any) -> dict[str, Any]:
-        return {"device": "cpu", "cuda_available": False, "system": {},
-                "backends": {name: {"available": True, "reason": "", "versions": {}} for name in backends}}
+    def probe(device: str, backends: list[str], **kwargs: Any) -> ProbeAnswer:
+        return ProbeAnswer.model_validate({"device": "cpu", "cuda_available": False, "system": {},
+                                           "backends": {name: {"available": True, "reason": "", "versions": {}}
+                                                        for name in backends}})
 
     def sweep(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the input folder was accepted and the cells started")

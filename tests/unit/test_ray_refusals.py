@@ -19,6 +19,7 @@ import pytest
 
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.main import main
+from harness.run.probe import ProbeAnswer
 from harness.run.ray_executor import room_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,9 +179,10 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
             raise ConfigError("the cluster went away")
             yield  # a generator, as every executor's run is
 
-    def probe(device: str, names: list[str], with_system: bool) -> dict[str, object]:
-        return {"device": "cpu", "cuda_available": False,
-                "backends": {name: {"available": True, "reason": "", "versions": {}} for name in names}}
+    def probe(device: str, names: list[str], with_system: bool) -> ProbeAnswer:
+        return ProbeAnswer.model_validate({"device": "cpu", "cuda_available": False,
+                                           "backends": {name: {"available": True, "reason": "", "versions": {}}
+                                                        for name in names}})
 
     monkeypatch.setattr(runner, "_executor", lambda *args: Refusing())
     monkeypatch.setattr(runner, "run_probe", probe)
