@@ -9,39 +9,39 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from harness.errors import ConfigError, HarnessError
 from harness.models.labels import output_classes, read_labels
 from harness.models.zoo import IMAGE_SUFFIXES
 from harness.run.isolation import MIB
+from harness.scenario.schema import FolderInputs, ScenarioFile
 
 ROOM_BASE_BYTES = 16 * MIB
 ROOM_PER_CELL_BYTES = 2 * MIB
 
 
-def input_folder(resolved: dict[str, Any], scenario_dir: Path) -> str | None:
+def input_folder(scenario: ScenarioFile, scenario_dir: Path) -> str | None:
     """The scenario's input folder, resolved against the scenario file's directory; None for
     synthetic inputs. ConfigError when it is not a directory or its contents would fail the cells
     (`check_inputs`)."""
-    inputs = resolved["inputs"]
-    if inputs["source"] != "folder":
+    inputs = scenario.inputs
+    if not isinstance(inputs, FolderInputs):
         return None
-    folder = (scenario_dir / inputs["path"]).resolve()
+    folder = (scenario_dir / inputs.path).resolve()
     if not folder.is_dir():
         raise ConfigError(f"inputs.path: {folder} is not a directory")
-    check_inputs(resolved, folder)
+    check_inputs(scenario, folder)
     return str(folder)
 
 
-def check_inputs(resolved: dict[str, Any], folder: Path) -> None:
+def check_inputs(scenario: ScenarioFile, folder: Path) -> None:
     """Refuse an input folder that every cell would fail on only after building its model, or
     that would score its accuracy wrongly without saying so: no image in it; a labels file that
     cannot be read or has a line that is not `<image file> <class in digits 0-9>` (named by file
     and line); a class outside those a model of the scenario scores; or an image among the first
     `inputs.samples` the labels file lists that is not in the folder."""
-    inputs = resolved["inputs"]
-    if not inputs.get("labels"):
+    inputs = scenario.inputs
+    if not isinstance(inputs, FolderInputs) or not inputs.labels:
         try:
             found = any(p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() for p in folder.iterdir())
         except OSError as exc:
@@ -50,14 +50,14 @@ def check_inputs(resolved: dict[str, Any], folder: Path) -> None:
             raise ConfigError(f"inputs.path: {folder} has no {'/'.join(IMAGE_SUFFIXES)} images")
         return
     # The fewest classes any model scores bounds the labels (models without classes take no images).
-    scorers = sorted((n, m["name"]) for m in resolved["models"] if (n := output_classes(m["name"])) is not None)
+    scorers = sorted((n, m.name) for m in scenario.models if (n := output_classes(m.name)) is not None)
     classes, scorer = scorers[0] if scorers else (None, "the model")
-    labels = folder / inputs["labels"]
+    labels = folder / inputs.labels
     try:
         pairs = read_labels(labels, classes, scorer)
     except HarnessError as exc:
         raise ConfigError(f"inputs.labels: {exc}") from None
-    missing = [name for name, _ in pairs[: inputs["samples"]] if not (folder / name).is_file()]
+    missing = [name for name, _ in pairs[: inputs.samples] if not (folder / name).is_file()]
     if missing:
         raise ConfigError(f"inputs.labels: {labels} lists {len(missing)} image(s) that are not files in {folder}, "
                           f"the first {missing[0]!r}")

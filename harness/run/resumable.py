@@ -35,15 +35,16 @@ MAY_LACK = frozenset({"env", "allocator", "baseline", "inputs.labels", "loadgen.
                       "loadgen.compliance", "loadgen.overrides", "timing.rounds"})
 
 
-def check(bundle: Bundle) -> None:
+def check(bundle: Bundle) -> ScenarioFile:
     """Resume only a bundle validate accepts as it stands: one edited since it was written would be
     re-hashed by the resumed run and pass for a measured one. Three things are forgiven: a run that
     was killed (`running`) left no manifest to check (every other check still applies), and a cell
     whose record was deleted, with its files, so that it runs again, forges nothing, and neither does
     a report (report.md, report.html) edited or missing: the resume writes it again. The stored
     scenario, which the run reads, must be one it can read (`check_scenario`): checked first, as
-    the problems validate finds in a bundle whose scenario is malformed follow from it."""
-    check_scenario(bundle.stored_scenario, f"cannot resume {bundle.root}: {HEADER}")
+    the problems validate finds in a bundle whose scenario is malformed follow from it. Returns the
+    stored scenario, typed."""
+    scenario = check_scenario(bundle.stored_scenario, f"cannot resume {bundle.root}: {HEADER}")
     killed = bundle.state == "running"
     verdict = validate(bundle.opened or bundle.root, integrity=not killed, resuming=True)  # read once, by open
     rerun = {cell for cell in bundle.cell_ids if not bundle.cell_path(cell).exists()}
@@ -53,6 +54,7 @@ def check(bundle: Bundle) -> None:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(f"cannot resume {bundle.root}: it fails validation: {problems[0]}{more}; "
                           f"see `fusionbench validate {bundle.root}`")
+    return scenario
 
 
 def _of_a_cell_to_rerun(missing: str | None, rerun: set[str]) -> bool:
@@ -84,10 +86,11 @@ class _StoredScenario(ScenarioFile):
     backends: list[_StoredBackend] = Field(min_length=1, max_length=100)  # type: ignore[assignment]
 
 
-def check_scenario(stored: Any, where: str) -> None:
+def check_scenario(stored: Any, where: str) -> ScenarioFile:
     """Refuse a scenario stored in a bundle unless the scenario schema accepts it and it is in the
     form a run stores (`harness.scenario.loading.resolved`): each value of the type a run gives it,
-    no key missing but those in MAY_LACK. BundleError `WHERE: scenario.FIELD: why` otherwise."""
+    no key missing but those in MAY_LACK. BundleError `WHERE: scenario.FIELD: why` otherwise; the
+    scenario, typed (its name the stored one), where it is accepted."""
     if not isinstance(stored, dict):
         raise BundleError(f"{where}: scenario: not a mapping")
     name = stored.get("name")
@@ -109,6 +112,7 @@ def check_scenario(stored: Any, where: str) -> None:
     problem = _differs(bare, written, "scenario") or _overrides_problem(stored["loadgen"])
     if problem is not None:
         raise BundleError(f"{where}: {problem}")
+    return scenario.model_copy(update={"name": name})
 
 
 def _is_default(key: str, value: Any) -> bool:

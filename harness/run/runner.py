@@ -39,6 +39,7 @@ from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, tim
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, expand, select
+from harness.scenario.schema import ScenarioFile
 
 if TYPE_CHECKING:
     from harness.run.ray_executor import RayExecutor
@@ -89,35 +90,35 @@ def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict
 
 
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
-    bundle, resolved = _open_or_plan(request, closing)
-    names = sorted({b["name"] for b in resolved["backends"]})
+    bundle, resolved, scenario = _open_or_plan(request, closing)
+    names = sorted({b.name for b in scenario.backends})
     all_finished = bundle is not None and _all_finished(bundle, resolved, request)
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
-        input_folder = preflight.input_folder(resolved, request.scenario_path.parent)
+        input_folder = preflight.input_folder(scenario, request.scenario_path.parent)
     else:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began
-            preflight.check_inputs(resolved, Path(input_folder))
+            preflight.check_inputs(scenario, Path(input_folder))
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
-        _refuse_an_empty_selection(resolved, bundle.device if bundle else resolved["device"], request.only)
-    ray_executor = _reach_ray(request, bundle, resolved, all_finished)
+        _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only)
+    ray_executor = _reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
         preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
         preflight.writable(request.out_dir)
-        if resolved["device"] != "auto":
-            preflight.check_room(request.out_dir, len(select(expand(resolved, resolved["device"]), request.only or {})))
+        if scenario.device != "auto":
+            preflight.check_room(request.out_dir, len(select(expand(resolved, scenario.device), request.only or {})))
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
     # A resumed run stays on the device it started on, whatever `auto` would pick today.
     if all_finished:
         assert bundle is not None
         probe = ProbeAnswer(device=bundle.device)  # nothing will run: no need to ask the machine
     else:
-        probe = run_probe(bundle.device if bundle else resolved["device"], names, with_system=bundle is None)
+        probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None)
     device = probe.device
     if bundle is not None and not all_finished and device == "cuda" and not probe.cuda_available:
         raise ConfigError(  # its cells would all be skipped here, and the bundle marked complete
@@ -133,11 +134,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                       and probe.available(c.config.backend)})
     executor = ray_executor if ray_executor is not None else _executor(request, device, probe, running, closing)
     if bundle is None:
-        if resolved["device"] == "auto":  # the cells are known now
+        if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
         bundle = Bundle.create(
             request.out_dir,
-            new_run_id(resolved["name"]),
+            new_run_id(str(scenario.name)),
             {
                 "created": utc_now(),
                 "harness": harness_info(),
@@ -203,8 +204,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     return 0
 
 
-def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, Any],
-               all_finished: bool) -> RayExecutor | None:
+def _reach_ray(request: RunRequest, bundle: Bundle | None, device: str, all_finished: bool) -> RayExecutor | None:
     """With `--executor ray`, its executor, once the cluster has answered and could run the cells
     (when the device is known yet): checked before the machine is probed and before the bundle is
     made, so a cluster that cannot run them costs seconds and leaves nothing behind."""
@@ -214,7 +214,7 @@ def _reach_ray(request: RunRequest, bundle: Bundle | None, resolved: dict[str, A
 
     executor = RayExecutor(request.address, request.cpus_per_cell, request.ray_connect_timeout_s)
     if not all_finished:  # nothing to run: the cluster is not needed
-        executor.reach(bundle.device if bundle is not None else resolved["device"])
+        executor.reach(bundle.device if bundle is not None else device)
     return executor
 
 
@@ -271,44 +271,44 @@ def _all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest)
     return all(bundle.finished(c.id) for c in cells if c.id in planned)
 
 
-def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None, dict[str, Any]]:
+def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None, dict[str, Any], ScenarioFile]:
+    """The bundle to resume (None for a new run), the resolved scenario as the bundle stores it,
+    and the same scenario typed, which the run reads."""
     if request.resume is not None:
         bundle = Bundle.open(request.resume)
         closing.callback(bundle.close)
-        resumable.check(bundle)
-        resolved = bundle.stored_scenario
+        scenario = resumable.check(bundle)
         if request.device and request.device != bundle.device:
+            raise ConfigError(f"--device {request.device}: {request.resume} was run on {bundle.device}")
+        if request.rounds is not None and request.rounds != scenario.timing.rounds:
             raise ConfigError(
-                f"--device {request.device}: {request.resume} was run on {bundle.header['device']}"
-            )
-        if request.rounds is not None and request.rounds != resolved["timing"]["rounds"]:
-            raise ConfigError(
-                f"--rounds {request.rounds}: {request.resume} was run with {resolved['timing']['rounds']} round(s)"
+                f"--rounds {request.rounds}: {request.resume} was run with {scenario.timing.rounds} round(s)"
             )
         if request.scenario_path is not None:
-            given = _overridden(scenario_file.resolved(scenario_file.load(request.scenario_path),
-                                                      request.scenario_path.stem), request)
-            given["device"] = resolved["device"]  # the device was checked above; compare the rest
-            if scenario_file.sha256(given) != bundle.header["scenario_sha256"]:
+            given = _overridden(scenario_file.load(request.scenario_path), request).model_copy(
+                update={"device": scenario.device})  # the device was checked above; compare the rest
+            if scenario_file.sha256(scenario_file.resolved(given, request.scenario_path.stem)) != \
+                    bundle.header["scenario_sha256"]:
                 raise ConfigError(
                     f"{request.scenario_path} differs from the scenario stored in {request.resume}; "
                     "resume without the file to finish the stored one"
                 )
-        return bundle, resolved
+        return bundle, bundle.stored_scenario, scenario
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
-    resolved = scenario_file.resolved(scenario_file.load(request.scenario_path), request.scenario_path.stem)
-    return None, _overridden(resolved, request)
+    scenario = _overridden(scenario_file.load(request.scenario_path), request)
+    resolved = scenario_file.resolved(scenario, request.scenario_path.stem)
+    return None, resolved, scenario.model_copy(update={"name": resolved["name"]})
 
 
-def _overridden(resolved: dict[str, Any], request: RunRequest) -> dict[str, Any]:
-    """The resolved scenario with what the command line overrides (`--device`, `--rounds`): the
-    bundle stores it so, and a resume runs it so."""
+def _overridden(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
+    """The scenario with what the command line overrides (`--device`, `--rounds`): the bundle
+    stores it so, and a resume runs it so."""
     if request.device:
-        resolved["device"] = request.device
+        scenario = scenario.model_copy(update={"device": request.device})
     if request.rounds is not None:
-        resolved["timing"]["rounds"] = request.rounds
-    return resolved
+        scenario = scenario.model_copy(update={"timing": scenario.timing.model_copy(update={"rounds": request.rounds})})
+    return scenario
 
 
 def _sweep(

@@ -18,6 +18,7 @@ from harness.models.catalog import CLASSIFICATION_MODELS
 from harness.models.labels import IMAGENET_CLASSES, output_classes, read_labels
 from harness.run import preflight, runner
 from harness.run.probe import ProbeAnswer
+from harness.scenario.schema import ScenarioFile
 from tests.labelled_images import LABELS, draw
 
 SCENARIO = "models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
@@ -92,11 +93,11 @@ def test_a_labelled_image_that_is_not_in_the_folder_is_refused(tmp_path: Path, c
 def test_a_good_folder_passes_and_only_its_first_samples_need_to_exist(tmp_path: Path) -> None:
     folder = draw(tmp_path / "images", 3, label=lambda k: 999 - k, size=8)
     (folder / "ILSVRC2012_val_00000003.png").unlink()  # past inputs.samples: never read
-    resolved = {"models": [{"name": "resnet18"}],
+    scenario = {"models": ["resnet18"], "backends": ["eager"], "scenarios": ["Offline"],
                 "inputs": {"source": "folder", "path": "images", "labels": LABELS, "samples": 2}}
-    assert preflight.input_folder(resolved, tmp_path) == str(folder)
-    del resolved["inputs"]["labels"]
-    assert preflight.input_folder(resolved, tmp_path) == str(folder)
+    assert preflight.input_folder(ScenarioFile.model_validate(scenario), tmp_path) == str(folder)
+    del scenario["inputs"]["labels"]  # type: ignore[attr-defined]
+    assert preflight.input_folder(ScenarioFile.model_validate(scenario), tmp_path) == str(folder)
 
 
 def test_the_worker_reads_labels_as_strictly(tmp_path: Path) -> None:

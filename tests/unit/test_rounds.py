@@ -234,9 +234,10 @@ def test_the_command_lines_rounds_override_the_files_and_are_stored_with_the_sce
     scenario = tmp_path / "s.yaml"
     scenario.write_text("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\ntiming: {rounds: 2}\n")
     with ExitStack() as closing:
-        _, as_filed = _open_or_plan(RunRequest(scenario_path=scenario), closing)
-        _, overridden = _open_or_plan(RunRequest(scenario_path=scenario, rounds=5), closing)
+        _, as_filed, typed_as_filed = _open_or_plan(RunRequest(scenario_path=scenario), closing)
+        _, overridden, typed = _open_or_plan(RunRequest(scenario_path=scenario, rounds=5), closing)
     assert as_filed["timing"]["rounds"] == 2 and overridden["timing"]["rounds"] == 5
+    assert typed_as_filed.timing.rounds == 2 and typed.timing.rounds == 5 and typed.name == "s"
     assert {k: v for k, v in overridden["timing"].items() if k != "rounds"} == \
         {k: v for k, v in as_filed["timing"].items() if k != "rounds"}
 
