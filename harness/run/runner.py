@@ -39,7 +39,7 @@ from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, tim
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, expand, select
-from harness.scenario.schema import ScenarioFile
+from harness.scenario.schema import Limits, ScenarioFile
 
 if TYPE_CHECKING:
     from harness.run.ray_executor import RayExecutor
@@ -171,7 +171,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     try:
         deadline = time.monotonic() + request.budget_s if request.budget_s else None
         bundle.update_header(executor=executor.record())
-        _sweep(todo, bundle, probe.backends, resolved, input_folder, request.cache_dir, console, deadline, executor)
+        env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
+        _sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir, console, deadline,
+               executor)
     except KeyboardInterrupt as stop:
         _close(bundle, "interrupted", console)
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {visible(bundle.root)}", style="yellow"))
@@ -312,15 +314,13 @@ def _overridden(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
 
 
 def _sweep(
-    cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], resolved: dict[str, Any],
+    cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], limits: Limits, env_names: list[str],
     input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
     executor: Executor | None = None,
 ) -> None:
     """Run `cells` on `executor` (one at a time here by default), writing each into the bundle as
     it finishes. Cells that need not run (skipped, or past the time budget) are written at once."""
     executor = executor or Serial()
-    limits = resolved["limits"]
-    env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,
@@ -346,8 +346,8 @@ def _sweep(
                 _write(bundle, cell.label, {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0,
                                             "finished": utc_now()}, progress, bar)
                 continue
-            cell_limits = limits if left_s is None else {**limits, "cell_timeout_s": min(limits["cell_timeout_s"], left_s)}
-            tasks.append(_task(cell, bundle, input_folder, cache_dir, cell_limits, env_names))
+            timeout_s = limits.cell_timeout_s if left_s is None else min(limits.cell_timeout_s, left_s)
+            tasks.append(_task(cell, bundle, input_folder, cache_dir, timeout_s, limits.memory_limit_mib, env_names))
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
@@ -385,16 +385,15 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
     progress.console.print(line)
 
 
-def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, limits: dict[str, Any],
-          env_names: list[str]) -> CellTask:
-    memory_mib = limits.get("memory_limit_mib")  # absent from bundles written before it existed
+def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,
+          memory_mib: int | None, env_names: list[str]) -> CellTask:
     artifacts = bundle.fresh_artifact_dir(cell.id)
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
         cache_dir=str(cache_dir) if cache_dir else None, peaks=lookup(bundle.header, "system", "peaks"),
     )
     return CellTask(cell_id=cell.id, label=cell.label, request=request, artifacts=artifacts,
-                    timeout_s=limits["cell_timeout_s"], memory_limit_bytes=memory_mib * MIB if memory_mib else None,
+                    timeout_s=timeout_s, memory_limit_bytes=memory_mib * MIB if memory_mib else None,
                     env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
                     device=cell.config.device)
 
