@@ -112,6 +112,7 @@ def test_registration_and_static_answers(name: str) -> None:
         assert support.ok or support.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fusion", ["on", "off"])
 @pytest.mark.parametrize("name", NAMES)
 def test_prepare_call_report(name: str, fusion: str, prepared: Callable[[str, str], Prepared]) -> None:
@@ -156,6 +157,7 @@ def test_prepare_call_report(name: str, fusion: str, prepared: Callable[[str, st
     assert not math.get("tf32"), f"{name} fusion={fusion}: an fp32 cell's library must run IEEE fp32"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_fusion_off_dispatches_at_least_fusion_on(name: str, prepared: Callable[[str, str], Prepared]) -> None:
     backend = _backend(name)

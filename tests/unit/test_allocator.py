@@ -84,6 +84,7 @@ CHURN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is a glibc tunable")
 def test_steady_stops_each_call_faulting_its_pages_in_again() -> None:
     def faults_per_call(choice: str) -> float:

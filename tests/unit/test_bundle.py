@@ -126,6 +126,7 @@ def test_the_writer_of_a_bundle_holds_it_until_it_closes(tmp_path: Path) -> None
         Bundle.open(bundle.root)
 
 
+@pytest.mark.slow
 def test_a_fifo_as_bundle_json_is_refused_without_reading_it(tmp_path: Path) -> None:
     """A FIFO as bundle.json would block the reader forever."""
     import os
@@ -145,6 +146,7 @@ def test_a_fifo_as_bundle_json_is_refused_without_reading_it(tmp_path: Path) -> 
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rehash", [False, True], ids=["edited", "edited-and-rehashed"])
 def test_resume_refuses_a_bundle_edited_since_it_was_written(tmp_path: Path, rehash: bool) -> None:
     """Resuming re-hashes the bundle, so it must not resume one validate rejects."""

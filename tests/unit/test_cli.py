@@ -17,6 +17,7 @@ def fusionbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_help_lists_commands() -> None:
     done = fusionbench("--help")
     assert done.returncode == 0
@@ -74,6 +75,7 @@ def test_backends_reports_availability_and_versions() -> None:
         ("models: [resnet18\n", "invalid YAML"),
     ],
 )
+@pytest.mark.slow
 def test_bad_scenario_exits_2_and_writes_nothing(tmp_path: Path, text: str, expected: str) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(text)
@@ -96,6 +98,7 @@ def test_missing_input_folder_is_caught_before_writing(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_bad_only_and_missing_file(tmp_path: Path, repo: Path) -> None:
     out = tmp_path / "results"
     done = fusionbench("run", str(repo / "scenarios" / "smoke.yaml"), "--only", "model=vgg11", "--out", str(out))

@@ -167,6 +167,7 @@ def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_exits_1_on_a_regression_and_0_otherwise(tmp_path: Path) -> None:
     slow = slowed(tmp_path, 1.5)
     done = fusionbench("compare", str(GOLDEN / "v2"), str(slow), "--format", "json")
@@ -179,6 +180,7 @@ def test_cli_exits_1_on_a_regression_and_0_otherwise(tmp_path: Path) -> None:
     assert "improved: 2" in done.stdout and "| eager | 2 | 0.667 |" in done.stdout
 
 
+@pytest.mark.slow
 def test_cli_compares_across_schema_versions_and_shows_the_systems() -> None:
     done = fusionbench("compare", str(GOLDEN / "v1"), str(GOLDEN / "v2"))
     assert done.returncode in (0, 1), done.stderr
@@ -186,6 +188,7 @@ def test_cli_compares_across_schema_versions_and_shows_the_systems() -> None:
     assert "A skipped: inductor fusion=off is not implemented yet" in done.stdout  # v1's skip, v2 runs it
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_damaged_bundle_and_a_bad_threshold(tmp_path: Path) -> None:
     damaged = tmp_path / "damaged"
     shutil.copytree(GOLDEN / "v2", damaged)
@@ -216,6 +219,7 @@ def test_a_run_over_machines_of_different_kinds_says_so() -> None:
     assert "2 machines (a, b) of 2 different kinds" in mixed
 
 
+@pytest.mark.slow
 def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed() -> None:
     done = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "mlperf"))
     assert done.returncode == 1, done.stderr
@@ -334,6 +338,7 @@ def test_pairs_that_are_not_both_valid_judge_no_figure() -> None:
     assert tf32.verdict == "not comparable" and tf32.figures == []
 
 
+@pytest.mark.slow
 def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path) -> None:
     root = tmp_path / "more-memory"
     shutil.copytree(GOLDEN / "v2", root)
@@ -373,6 +378,7 @@ def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise(
     assert flipped.recorded()["b"]["verdict"] == "slower" and missing.recorded()["b"] is None
 
 
+@pytest.mark.slow
 def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles() -> None:
     """Golden v6 ran two rounds: compared with itself, every pair agrees and overlaps."""
     text = fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6")).stdout
@@ -384,6 +390,7 @@ def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles() -> None:
     assert [v["a"]["verdict"] for v in data["fusion_verdicts"]] == ["no effect seen", "no effect seen"]
 
 
+@pytest.mark.slow
 def test_the_json_names_the_rank_test_each_pair_got() -> None:
     data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
     assert "normal approximation)" not in data["test"] and "exact where" in data["test"]

@@ -142,6 +142,7 @@ CASES: list[tuple[str, int, Callable[[Path], list[str]]]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "code", "argv"), CASES, ids=[f"{c}-{code}-{i}" for i, (c, code, _) in enumerate(CASES)])
 def test_each_command_gives_the_code_the_table_gives(command: str, code: int, argv: Callable[[Path], list[str]],
                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

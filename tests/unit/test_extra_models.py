@@ -25,6 +25,7 @@ def test_the_catalogue_lists_every_model_once() -> None:
         "pattern_matmul_relu", "pattern_conv_relu_conv", "pattern_rnn_cell", "pattern_lstm_cell"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXTRA_MODELS))
 def test_each_model_builds_and_runs_on_its_inputs(name: str) -> None:
     for package in EXTRA_MODELS[name].requires:

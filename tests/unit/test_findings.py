@@ -124,6 +124,7 @@ def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_the_cli_writes_both_files_outside_every_bundle_and_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     written = render([load(GOLDEN / "v7")], tmp_path / "direct")
     assert [p.name for p in written] == [FINDINGS_MD, FINDINGS_HTML]

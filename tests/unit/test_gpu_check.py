@@ -62,6 +62,7 @@ def test_the_check_scenario_covers_every_built_in_backend_both_ways() -> None:
     assert scenario["device"] == "cuda" and scenario["dtypes"] == "fp32"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_without_a_gpu_it_refuses_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "harness.cli", "gpu-check", "--out", str(tmp_path)],
@@ -70,6 +71,7 @@ def test_without_a_gpu_it_refuses_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_spent_budget_skips_the_cells_left_saying_so(tmp_path: Path) -> None:
     scenario = tmp_path / "null.yaml"
     scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n")

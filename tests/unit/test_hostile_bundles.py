@@ -104,6 +104,7 @@ def check_case(case: Case, work: Path, pristine: Path, capsys: pytest.CaptureFix
     return codes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", hostile_bundles.sample(SAMPLE, SEED), ids=lambda case: case.name)
 def test_a_sample_of_the_corpus(case: Case, tmp_path: Path, pristine: Path, capsys: pytest.CaptureFixture[str]) -> None:
     codes = check_case(case, tmp_path, pristine, capsys)
@@ -112,6 +113,7 @@ def test_a_sample_of_the_corpus(case: Case, tmp_path: Path, pristine: Path, caps
 
 @pytest.mark.parametrize("case", [*hostile_bundles.escape_cases(), *hostile_bundles.contradiction_cases(),
                                   hostile_bundles.foreign_cell_case()], ids=lambda case: case.name)
+@pytest.mark.slow
 def test_no_path_a_bundle_names_leads_outside_it(case: Case, tmp_path: Path, pristine: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """Every escape, contradiction and foreign-cell case in full: validate finds it, pack refuses it,

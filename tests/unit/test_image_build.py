@@ -188,6 +188,7 @@ def test_the_metadata_layer_gives_the_backends_entry_points(tmp_path: Path) -> N
                                         (["image", "verify", "cpu", "--no-cache"], "image verify always builds from nothing"),
                                         (["image", "lock-base", "cpu"], "image lock-base takes no kind"),
                                         (["engine", "start", "--purge"], "--purge goes with `engine stop`")])
+@pytest.mark.slow
 def test_the_image_and_engine_commands_refuse_what_they_cannot_do_in_one_line(args: list[str], said: str) -> None:
     import subprocess
     import sys

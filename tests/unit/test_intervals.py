@@ -95,6 +95,7 @@ def _bootstrap(on: list[float], off: list[float], rng: random.Random, draws: int
     return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["phases", "steps"])
 @pytest.mark.parametrize("rounds", [3, 5])
 def test_the_speedup_interval_covers_the_true_ratio_in_90_to_99_percent_of_pairs(model: str, rounds: int) -> None:

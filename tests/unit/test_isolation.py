@@ -61,6 +61,7 @@ def fake(parents: PreloadedParents | None):
     return run
 
 
+@pytest.mark.slow
 def test_answer_is_read(fake, tmp_path: Path) -> None:
     outcome, _, _ = fake("answer", tmp_path)
     assert outcome.answer == WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5))
@@ -69,12 +70,14 @@ def test_answer_is_read(fake, tmp_path: Path) -> None:
     assert outcome.returncode == 0 and not outcome.timed_out
 
 
+@pytest.mark.slow
 def test_an_answer_of_another_protocol_version_is_no_answer(fake, tmp_path: Path) -> None:
     outcome, log, _ = fake("garbled", tmp_path)
     assert outcome.answer is None
     assert "protocol version 99, this harness speaks 1" in log.read_text()
 
 
+@pytest.mark.slow
 def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
     fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -112,6 +115,7 @@ def test_segfault_is_named(fake, tmp_path: Path) -> None:
     assert "fake worker starting segfault" in log_tail(log)
 
 
+@pytest.mark.slow
 def test_hang_is_killed_with_its_children(fake, tmp_path: Path) -> None:
     outcome, _, phases = fake("hang", tmp_path, timeout_s=3)
     assert outcome.timed_out and outcome.answer is None
@@ -168,6 +172,7 @@ def test_a_worker_is_its_own_process_whichever_way_it_started(fake, parents, tmp
     assert str(seen["pid"]) in log.read_text()  # its output went to the cell's log
 
 
+@pytest.mark.slow
 def test_a_forked_worker_sees_the_environment_a_fresh_one_sees(
     shared_parents: PreloadedParents, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,6 +207,7 @@ def test_a_forked_worker_finds_what_the_runs_backends_preload_already_imported(
     assert preloads <= seen["preloaded"] and not preloads & seen["fresh"]
 
 
+@pytest.mark.slow
 def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fresh(tmp_path: Path) -> None:
     parents = PreloadedParents()
 
@@ -226,6 +232,7 @@ def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fr
         parents.close()
 
 
+@pytest.mark.slow
 def test_a_parent_running_a_thread_refuses_to_fork_and_the_worker_starts_fresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,6 +278,7 @@ def test_a_refusal_names_the_threads_beside_the_parent_a_native_ones_by_its_kern
         done.set()
 
 
+@pytest.mark.slow
 def test_a_forked_real_worker_logs_what_a_fresh_one_would(shared_parents: PreloadedParents, tmp_path: Path) -> None:
     """The parent imported the worker's module already; running it as the child's __main__ must not
     leave runpy's warning about that in the cell's log."""

@@ -78,6 +78,7 @@ def test_offline_batches_are_padded_to_the_fixed_size(tmp_path: Path) -> None:
     assert set(model.batches) == {4}, "every call sees the static batch shape"
 
 
+@pytest.mark.slow
 def test_too_fast_run_is_retried_with_the_measured_rate(tmp_path: Path) -> None:
     model = Sleeper(0.001)
     # Hinting 20x slower than reality makes LoadGen generate too few samples for the minimum duration.
@@ -110,6 +111,7 @@ def test_multistream_runs_each_query_as_one_batch(tmp_path: Path) -> None:
     assert set(model.batches) == {4}
 
 
+@pytest.mark.slow
 def test_server_meets_its_latency_bound_at_a_fixed_rate(tmp_path: Path) -> None:
     model = Sleeper(0.001)
     result = loadgen.run_scenario(model, samples(), cell("Server", 1, target_qps=300.0, min_query_count=500,
@@ -121,6 +123,7 @@ def test_server_meets_its_latency_bound_at_a_fixed_rate(tmp_path: Path) -> None:
     assert result["metric"]["latency_p99_ns"] < 100e6
 
 
+@pytest.mark.slow
 def test_server_over_its_latency_bound_is_invalid(tmp_path: Path) -> None:
     model = Sleeper(0.004)  # 4 ms per query against a 2 ms bound
     result = loadgen.run_scenario(model, samples(), cell("Server", 1, target_qps=50.0, min_query_count=100,
@@ -131,6 +134,7 @@ def test_server_over_its_latency_bound_is_invalid(tmp_path: Path) -> None:
     assert len(result["attempts"]) == 1, "a Server run over its bound is not retried"
 
 
+@pytest.mark.slow
 def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> None:
     # 0.6 s a sample and a 1 s minimum: the plain hint (1.2 / 0.6 s x 1 s x 1.1 = 2.2) truncates to
     # 2 samples = 1.2 s, but at 0.9 s a sample it would be 1 sample and INVALID. The hint must ask

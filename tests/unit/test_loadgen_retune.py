@@ -88,6 +88,7 @@ class SpeedsUp(Prepared):
         return FusionReport(kernels=(), source="test")
 
 
+@pytest.mark.slow
 def test_a_machine_that_sped_up_during_the_attempt_is_valid_on_the_retune(tmp_path: Path) -> None:
     # Hinted 60 ms: LoadGen's query has 22 samples; 8 take 60 ms and 14 take 5 ms, 0.55 s in all,
     # under the 1 s minimum. LoadGen's average (25 ms) would ask for 52 samples, 0.26 s at 5 ms:

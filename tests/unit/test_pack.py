@@ -180,6 +180,7 @@ def test_cli_packs_and_lists_what_the_submitter_must_fill_in(tmp_path: Path) -> 
     ["compare", str(GOLDEN / "v3"), str(GOLDEN / "v3"), "--out", "missing-dir/x.md"],
     ["report", str(GOLDEN / "v3"), "--out", "a-file/report"],
 ])
+@pytest.mark.slow
 def test_a_path_a_command_cannot_write_is_exit_2_and_one_line(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "a-file").write_text("not a directory")
     before = sorted(p.name for p in tmp_path.iterdir())

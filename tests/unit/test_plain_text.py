@@ -67,6 +67,7 @@ def test_validate_shows_hostile_labels_as_codes_and_rejects_them(tmp_path: Path,
     assert "but its config's is" in printed.out and "\\x1b[2J" in printed.out and "\\u202egnp.exe" in printed.out
 
 
+@pytest.mark.slow
 def test_validate_compare_and_report_show_hostile_text_as_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = _hostile_copy(tmp_path, "a"), _hostile_copy(tmp_path, "b")
     assert main(["validate", str(a)]) == 0

@@ -92,6 +92,7 @@ def test_an_address_ray_cannot_read_is_refused_before_anything_runs(address: str
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_an_address_nothing_answers_at_is_refused_at_once(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install .[ray])")
     err, took_s = _refused(tmp_path, "--address", "127.0.0.1:1")
@@ -99,6 +100,7 @@ def test_an_address_nothing_answers_at_is_refused_at_once(tmp_path: Path) -> Non
     assert took_s < 30, f"took {took_s:.0f} s"
 
 
+@pytest.mark.slow
 def test_a_cluster_that_never_answers_is_refused_after_the_connect_timeout(tmp_path: Path, silent_port: int) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install .[ray])")
     address = f"127.0.0.1:{silent_port}"
@@ -108,6 +110,7 @@ def test_a_cluster_that_never_answers_is_refused_after_the_connect_timeout(tmp_p
     assert not _probes_left(str(silent_port)), "the process that asked the cluster is still running"
 
 
+@pytest.mark.slow
 def test_cells_no_node_could_run_are_refused_instead_of_waiting_forever(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install .[ray])")
     err, _ = _refused(tmp_path, "--cpus-per-cell", "4096")  # a local instance: this machine's cores
@@ -133,6 +136,7 @@ def test_fresh_workers_is_a_local_option(tmp_path: Path, capsys: pytest.CaptureF
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_while_the_run_waits_for_the_cluster_gives_143_and_leaves_nothing(tmp_path: Path,
                                                                                   silent_port: int) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install .[ray])")
@@ -153,6 +157,7 @@ def test_sigterm_while_the_run_waits_for_the_cluster_gives_143_and_leaves_nothin
     assert not alive, "the process that asked the cluster outlived the run"
 
 
+@pytest.mark.slow
 def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """An executor that refuses only once its cells are handed to it (a cluster lost since it was

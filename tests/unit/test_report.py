@@ -125,6 +125,7 @@ def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
     assert "\\|x" in markdown(loaded)
 
 
+@pytest.mark.slow
 def test_render_writes_both_files_and_the_cli_keeps_the_bundle_valid(tmp_path: Path) -> None:
     written = render(load(GOLDEN / "v1"), tmp_path / "out")
     assert [p.name for p in written] == [REPORT_MD, REPORT_HTML] and all(p.stat().st_size > 1000 for p in written)

@@ -94,6 +94,7 @@ def test_a_backend_missing_here_is_left_to_skip_its_cells() -> None:
         check_scenario(stored, "bundle.json")
 
 
+@pytest.mark.slow
 def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from harness.reporting import report

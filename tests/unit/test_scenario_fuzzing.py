@@ -79,6 +79,7 @@ def _dump(document: Any) -> bytes:
 @FUZZ
 @given(section=st.sampled_from(SECTIONS), key=st.text(min_size=1, max_size=12), value=values,
        replaced=st.dictionaries(st.sampled_from(SECTIONS), values, max_size=3))
+@pytest.mark.slow
 def test_unknown_keys_anywhere_with_random_values_elsewhere(section: str, key: str, value: Any, replaced: dict) -> None:
     document = {**VALID, **replaced}
     target = document.get(section)
@@ -106,6 +107,7 @@ NEVER_VALID = {
 }
 
 
+@pytest.mark.slow
 @FUZZ
 @given(section=st.sampled_from(sorted(NEVER_VALID)), data=st.data())
 def test_wrong_types_and_out_of_range_values(section: str, data: st.DataObject) -> None:
@@ -119,6 +121,7 @@ def test_wrong_types_and_out_of_range_values(section: str, data: st.DataObject) 
     st.binary(min_size=1, max_size=40).map(lambda b: b"\xff\xfe" + b + _dump(VALID)),  # not UTF-8
     st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")),
 ))
+@pytest.mark.slow
 def test_binary_junk_and_text_that_is_no_scenario(junk: bytes) -> None:
     run_cli(junk)
 
@@ -126,6 +129,7 @@ def test_binary_junk_and_text_that_is_no_scenario(junk: bytes) -> None:
 @FUZZ
 @given(kind=st.sampled_from(["bomb", "deep", "bignum", "bigtext", "recursive"]), width=st.integers(2, 12),
        depth=st.integers(3, 9), digits=st.integers(21, 6000), place=st.sampled_from(["models", "loadgen", "zz"]))
+@pytest.mark.slow
 def test_bombs_deep_nesting_and_huge_numbers(kind: str, width: int, depth: int, digits: int, place: str) -> None:
     valid_text = yaml.safe_dump({k: v for k, v in VALID.items() if k != place})
     if kind == "bomb":  # each level refers to the one below `width` times
@@ -151,6 +155,7 @@ def test_bombs_deep_nesting_and_huge_numbers(kind: str, width: int, depth: int, 
     b"models: [resnet18]\nbackends: [eager]\nscenarios: Offline\nloadgen: {min_duration_s: " + b"9" * 5000 + b"}\n",
     b"models: [{name: \"\xe9t\xe9\"}]\n",
 ])
+@pytest.mark.slow
 def test_the_real_command_line_answers_the_same(data: bytes, tmp_path: Path) -> None:
     path, out = tmp_path / "hostile.yaml", tmp_path / "results"
     path.write_bytes(data)

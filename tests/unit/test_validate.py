@@ -70,6 +70,7 @@ def listed_cells(bundle: Path) -> int:
     return CELLS.get(json.loads((bundle / "bundle.json").read_text())["schema_version"], 10)
 
 
+@pytest.mark.slow
 def test_golden_bundles_are_valid(bundle: Path) -> None:
     before = tree_digest(bundle)
     verdict = validate(bundle)
@@ -78,6 +79,7 @@ def test_golden_bundles_are_valid(bundle: Path) -> None:
     assert tree_digest(bundle) == before
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(bundle: Path) -> None:
     done = fusionbench("validate", str(bundle))
     assert done.returncode == 0 and f"valid ({listed_cells(bundle)} cell(s)" in done.stdout
@@ -102,6 +104,7 @@ def test_cli_exit_codes(bundle: Path) -> None:
         (lambda root: (root / "extra.txt").symlink_to("/etc/hostname"), "a symbolic link or special file"),
     ],
 )
+@pytest.mark.slow
 def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[Path], Any], expected: str) -> None:
     damage(bundle)
     before = tree_digest(bundle)
@@ -143,6 +146,7 @@ def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[
         (lambda c: c.update(schema_version=SCHEMA_VERSION + 5), None),
     ],
 )
+@pytest.mark.slow
 def test_inconsistent_figures_are_found_even_with_a_fresh_manifest(bundle: Path, change, expected: str | None) -> None:
     edit_json(cell_files(bundle)[0], change)
     if expected is None:
@@ -153,6 +157,7 @@ def test_inconsistent_figures_are_found_even_with_a_fresh_manifest(bundle: Path,
     assert any(expected in line for line in problems), problems
 
 
+@pytest.mark.slow
 def test_a_detail_log_that_no_longer_matches_is_found(bundle: Path) -> None:
     cell = json.loads(cell_files(bundle)[0].read_text())
     detail = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"] / "mlperf_log_detail.txt"
@@ -167,6 +172,7 @@ def _logs(bundle: Path, scenario: str) -> tuple[Path, Path]:
     return bundle / "cells" / f"{cell['id']}.json", logs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["SingleStream", "Offline"])
 def test_a_forgery_of_record_and_detail_log_is_caught_by_the_summary_log(bundle: Path, scenario: str) -> None:
     """A run LoadGen judged INVALID, or slower, made to look VALID or faster in
@@ -203,6 +209,7 @@ def test_a_summary_log_figure_that_is_not_a_number_is_one_problem(bundle: Path) 
     (lambda text: text + ":::MLLOG [1, 2]\n", "not a LoadGen record"),
     (lambda text: re.sub(r'("key": "result_samples_per_second", "value": )[0-9.e+]+', r'\1"abc"', text), "not a number"),
 ])
+@pytest.mark.slow
 def test_a_damaged_detail_log_line_is_a_problem_not_a_traceback(bundle: Path, damage: Any, words: str) -> None:
     offline = [json.loads(p.read_text()) for p in cell_files(bundle)]
     cell = next(c for c in offline if c["config"]["scenario"] == "Offline")
@@ -216,6 +223,7 @@ def test_a_damaged_detail_log_line_is_a_problem_not_a_traceback(bundle: Path, da
     assert "Traceback" not in done.stderr and words in done.stdout + done.stderr, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_path_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
     root = tmp_path / "[red]run[/red]"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
@@ -223,6 +231,7 @@ def test_a_path_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> No
     assert done.returncode == 0 and f"{root}: valid" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_bundle_json_and_cell_lists_are_cross_checked(bundle: Path) -> None:
     def drop_first(header: dict[str, Any]) -> None:
         header["cells"] = header["cells"][1:]
@@ -234,6 +243,7 @@ def test_bundle_json_and_cell_lists_are_cross_checked(bundle: Path) -> None:
     assert any("scenario_sha256 does not match" in line for line in validate(bundle).problems)
 
 
+@pytest.mark.slow
 def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     root = tmp_path / "bundle"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
@@ -247,6 +257,7 @@ def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     assert any(f"1 of {listed} listed cell(s) have no record" in line for line in validate(root).problems)
 
 
+@pytest.mark.slow
 def test_unreadable_schema_versions_are_refused(bundle: Path) -> None:
     header = json.loads((bundle / "bundle.json").read_text())
     (bundle / "bundle.json").write_text(json.dumps({**header, "schema_version": SCHEMA_VERSION + 1}))
@@ -289,6 +300,7 @@ def _forgeries(record: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, An
     return forged
 
 
+@pytest.mark.slow
 def test_every_forged_figure_is_rejected_even_with_a_fresh_manifest(tmp_path: Path) -> None:
     """The invariant: a bundle whose statistics, LoadGen figures or verdicts were edited, and whose
     MANIFEST.sha256 was then re-hashed, fails validate, which re-derives what it can and checks the

@@ -59,6 +59,7 @@ def _round(data: dict[str, Any], number: int) -> dict[str, Any]:
      "not a file of the bundle"),
     (lambda d: d.__setitem__("log", "cells/nowhere/worker.log"), "the cell's log cells/nowhere/worker.log is not a file"),
 ])
+@pytest.mark.slow
 def test_a_rounds_edit_is_a_problem_not_a_new_verdict(tmp_path: Path, edit: Any, said: str) -> None:
     root = _copy(tmp_path)
     for path in _cells(root):
@@ -118,6 +119,7 @@ def test_a_stored_scenario_edited_and_rehashed_no_longer_expands_to_its_cells(tm
     assert any("is not listed in cells: a cell of the run is missing" in line for line in _problems(root))
 
 
+@pytest.mark.slow
 def test_huge_timing_lists_are_refused_before_the_schema_spends_seconds_on_them(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     edit_json(_cells(root)[0], lambda d: d["metrics"]["device_time"].__setitem__("warmup_samples_ns", [7] * 1_200_000))

@@ -81,6 +81,7 @@ def test_exception_in_prepare_fails_the_cell_naming_the_phase(
     assert answer["environment"]["backend_versions"] == {"fake": "1"}
 
 
+@pytest.mark.slow
 def test_wrong_outputs_make_the_cell_invalid(tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch) -> None:
     answer = run(tmp_path, cell_for("wrong"), monkeypatch)
     assert answer["status"] == "invalid"
@@ -88,6 +89,7 @@ def test_wrong_outputs_make_the_cell_invalid(tmp_path: Path, fake_registry: None
     assert answer["metrics"]["loadgen"]["validity"] == "VALID", "the speed is still measured, but not trusted"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["SingleStream", "Offline"])
 def test_eager_cell_has_every_metric(
     scenario: str, tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
@@ -126,6 +128,7 @@ def test_eager_cell_has_every_metric(
         assert lg["results"]["result_samples_per_second"] == lg["metric"]["value"]
 
 
+@pytest.mark.slow
 def test_an_accuracy_run_without_labelled_images_fails_the_cell_with_the_reason(
     tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,6 +143,7 @@ def test_an_accuracy_run_without_labelled_images_fails_the_cell_with_the_reason(
     assert "loadgen" in answer["metrics"], "what was measured before the accuracy run stays in the answer"
 
 
+@pytest.mark.slow
 def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
     tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

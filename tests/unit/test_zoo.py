@@ -21,6 +21,7 @@ def test_catalog_matches_installed_torchvision() -> None:
     assert CLASSIFICATION_MODELS["efficientnet_b3"][1] == weights.transforms().crop_size[0]
 
 
+@pytest.mark.slow
 def test_random_weights_are_seeded() -> None:
     a = zoo.build_model("resnet18", pretrained=False, seed=3, device="cpu", dtype="fp32")
     b = zoo.build_model("resnet18", pretrained=False, seed=3, device="cpu", dtype="fp32")
@@ -63,6 +64,7 @@ def test_pretrained_unreachable_is_explained(monkeypatch: pytest.MonkeyPatch) ->
         zoo.build_model("resnet18", pretrained=True, seed=0, device="cpu", dtype="fp32")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vit_b_16", "efficientnet_b0", "mobilenet_v3_small"])
 def test_random_weights_compute_a_non_degenerate_function(name: str) -> None:
     # torchvision's training init gives vit_b_16 a zero head and efficientnet_b0 logits near 1e-14.
