@@ -207,7 +207,7 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_image(args: argparse.Namespace, console: Console) -> int:
     from harness.container import image_base, image_build
-    from harness.container.launcher import connect, ensure_image
+    from harness.container.launcher import connect, ensure_image, recipe_tag
     from harness.run.system import SOURCE_ROOT
 
     pruning = (args.dry_run, args.keep is not None, args.keep_days is not None)
@@ -260,7 +260,7 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
         image_build.forget(client, SOURCE_ROOT, args.kind, image_build.default_build_cache())
     image = ensure_image(client, SOURCE_ROOT, args.kind, sys.stdout.write, cache=image_build.default_build_cache(),
                          source=args.source)
-    console.print(f"image {image.tags[0] if image.tags else ''} {image.id}")
+    console.print(f"image {recipe_tag(image, SOURCE_ROOT, args.kind)} {image.id}")
     for layer in (image.attrs.get("RootFS") or {}).get("Layers") or []:
         console.print(f"  layer {layer}")
     return 0

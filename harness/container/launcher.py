@@ -188,6 +188,15 @@ def ensure_image(client: Any, repo: Path, kind: str, write: Callable[[str], obje
     return _build_from_dockerfile(client, repo, kind, write)
 
 
+def recipe_tag(image: Any, repo: Path, kind: str) -> str:
+    """The tag of this checkout's recipe that `image` carries. Two recipes can build the same image
+    (a change that leaves every layer as it was, like moving the builder's code): the engine then
+    holds one image under both tags, and the first it lists may be the older recipe's."""
+    ours = (image_tag(repo, kind), image_build.image_tag(repo, kind))
+    tags = list(image.tags or [])
+    return next((tag for tag in ours if tag in tags), tags[0] if tags else str(image.id))
+
+
 def _build_from_dockerfile(client: Any, repo: Path, kind: str, write: Callable[[str], object]) -> Any:
     tag = image_tag(repo, kind)
     write(f"fusionbench: building {tag} from {DOCKERFILE} (first use of this lock; this takes a while)\n")
@@ -211,7 +220,7 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
     labels = (image.attrs.get("Config") or {}).get("Labels") or {}
     base = labels.get("io.fusionbench.base") or f"registry {REGISTRY_BASE}"
     environment = {
-        "FUSIONBENCH_IMAGE": image.tags[0] if image.tags else image.id,
+        "FUSIONBENCH_IMAGE": recipe_tag(image, repo, kind),
         "FUSIONBENCH_IMAGE_ID": image.id,
         "FUSIONBENCH_IMAGE_DIGEST": digests[0] if digests else image.id,
         "FUSIONBENCH_IMAGE_LAYERS": ",".join(layers),

@@ -16,7 +16,7 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-from harness.container import launcher, package_lock
+from harness.container import image_build, launcher, package_lock
 from harness.container.launcher import ContainerError, container_arguments, image_hash, image_tag, launch, run_request
 from harness.errors import ConfigError
 
@@ -74,6 +74,18 @@ def test_lock_packages_check_says_which_image_lock_is_stale(tmp_path: Path) -> N
     package_lock.lock_path(copy, "cuda").unlink()
     shutil.copy(REPO / "requirements.lock", native)
     assert package_lock.stale(copy) == [package_lock.lock_path(copy, "cuda")]
+
+
+def test_an_image_two_recipes_built_is_shown_by_this_recipes_tag() -> None:
+    class Image:
+        id = "sha256:" + "c" * 64
+        tags = ["fusionbench-cpu:00000000000000aa", image_build.image_tag(REPO, "cpu")]
+
+    assert launcher.recipe_tag(Image(), REPO, "cpu") == image_build.image_tag(REPO, "cpu")
+    Image.tags = ["fusionbench-cpu:00000000000000aa"]
+    assert launcher.recipe_tag(Image(), REPO, "cpu") == "fusionbench-cpu:00000000000000aa"
+    Image.tags = []
+    assert launcher.recipe_tag(Image(), REPO, "cpu") == Image.id
 
 
 def test_the_tag_follows_the_lock_pyproject_and_dockerfile(tmp_path: Path) -> None:
