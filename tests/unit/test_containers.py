@@ -61,12 +61,17 @@ def test_requirements_lock_satisfies_pyproject() -> None:
         assert requirement.specifier.contains(native[name], prereleases=True), f"{name}=={native[name]} breaks {text}"
 
 
-def test_lock_packages_check_says_which_image_lock_is_stale(tmp_path: Path) -> None:
+def _copy_of_repo(tmp_path: Path, *files: str) -> Path:
     copy = tmp_path / "repo"
     (copy / "containers").mkdir(parents=True)
-    for rel in ("requirements.lock", "requirements-gpu.lock", "containers/requirements-cpu.lock",
-                "containers/requirements-cuda.lock"):
+    for rel in files:
         shutil.copy(REPO / rel, copy / rel)
+    return copy
+
+
+def test_lock_packages_check_says_which_image_lock_is_stale(tmp_path: Path) -> None:
+    copy = _copy_of_repo(tmp_path, "requirements.lock", "requirements-gpu.lock", "containers/requirements-cpu.lock",
+                         "containers/requirements-cuda.lock")
     assert package_lock.stale(copy) == []
     native = copy / "requirements.lock"
     native.write_text(native.read_text().replace("\nrich==", "\nrich==0.0.1\n# was rich=="))
@@ -89,11 +94,8 @@ def test_an_image_two_recipes_built_is_shown_by_this_recipes_tag() -> None:
 
 
 def test_the_tag_follows_the_lock_pyproject_and_dockerfile(tmp_path: Path) -> None:
-    copy = tmp_path / "repo"
-    (copy / "containers").mkdir(parents=True)
-    for rel in ("containers/requirements-cpu.lock", "containers/requirements-cuda.lock", "pyproject.toml",
-                "containers/Dockerfile"):
-        shutil.copy(REPO / rel, copy / rel)
+    copy = _copy_of_repo(tmp_path, "containers/requirements-cpu.lock", "containers/requirements-cuda.lock",
+                         "pyproject.toml", "containers/Dockerfile")
     tag = image_tag(copy, "cpu")
     assert re.fullmatch(r"fusionbench-cpu:[0-9a-f]{16}", tag) and image_tag(copy, "cuda") != tag
     for rel in ("containers/requirements-cpu.lock", "pyproject.toml", "containers/Dockerfile"):
