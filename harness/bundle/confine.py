@@ -4,8 +4,9 @@ A bundle is hostile input: its records name folders (a cell's LoadGen, accuracy 
 logs) and its compliance tests name folders by key. Whatever reads such a path goes through
 `inner_path`: a plain relative path (no `..`, nothing absolute, no backslash or control
 character), no symbolic link on the way, resolved inside the bundle. Whatever reads a file a bundle
-holds, or a file the user names, goes through `read_bytes`: regular files only (a FIFO, a device or
-a link is refused at once, never waited on) and bounded in size.
+holds (through harness/bundle/snapshot.py, each file once), or a file the user names, goes through
+`read_bytes`: regular files only (a FIFO, a device or a link is refused at once, never waited on)
+and bounded in size.
 
 Every `--out` goes through `output_path`: never a bundle's own folder or anything inside it (a
 bundle is never written by the commands that read it; `report` writing into the bundle it
@@ -49,24 +50,6 @@ def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> by
     """The bytes of the regular file at `path`; BundleError naming `where` for a missing file, a
     link, a FIFO or other special file (refused without waiting on it), or one over `max_bytes`."""
     return read_regular(path, where, max_bytes=max_bytes, error=BundleError)
-
-
-def read_text(path: Path, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """`read_bytes` as UTF-8 text; BundleError for bytes that are not."""
-    try:
-        return read_bytes(path, where, max_bytes=max_bytes).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-
-
-def read_inner(root: Path, rel: str, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """A file a bundle names by `rel`, under both rules above."""
-    return read_bytes(inner_path(root, rel, where), where, max_bytes=max_bytes)
-
-
-def read_inner_text(root: Path, rel: str, *, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """A text file a bundle names by `rel` (named so in errors), under both rules above."""
-    return read_text(inner_path(root, rel, rel), rel, max_bytes=max_bytes)
 
 
 def output_path(out: Path, bundles: Iterable[Path], option: str = "--out", *, may_be: Path | None = None) -> Path:

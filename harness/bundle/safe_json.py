@@ -1,8 +1,8 @@
 """Reading JSON that someone else wrote: bounded, strict, and never executing anything.
 
 A result bundle can come from anywhere (a colleague, a submission, an attacker), so every JSON
-file of a bundle is read through `load_json`: the file's size is bounded before it is read, it
-must be UTF-8, numbers must be finite and of sane magnitude (no 1e999, no 5,000-digit
+file of a bundle is read through a `harness.bundle.snapshot.Snapshot` (its size bounded before it
+is read, UTF-8 only) and parsed by `parse_json`: numbers must be finite and of sane magnitude (no 1e999, no 5,000-digit
 integers), objects may not repeat a key, and nesting is bounded. A violation is a
 `BundleError` naming the file and what is wrong; nothing is partially returned.
 """
@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
-from harness.bundle.confine import read_text
 from harness.errors import BundleError
 
 MAX_JSON_BYTES = 64 << 20
@@ -76,9 +74,3 @@ def parse_json(text: str, where: str, *, max_depth: int = MAX_DEPTH) -> Any:
     if _depth(value) > max_depth:
         raise BundleError(f"{where}: nested too deeply (over {max_depth} levels)")
     return value
-
-
-def load_json(path: Path, where: str | None = None, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """A bundle's JSON file, read with every check above."""
-    label = where or str(path)
-    return parse_json(read_text(path, label, max_bytes=max_bytes), label)

@@ -17,10 +17,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from harness.bundle.confine import MAX_FILE_BYTES, inner_path
+from harness.bundle.confine import MAX_FILE_BYTES, inner_path, read_bytes
 from harness.bundle.manifest import bundle_files, sha256_file
 from harness.errors import BundleError
-from harness.files.regular_file import read_regular
 
 #: The largest file a snapshot keeps: the largest any reader of a bundle takes.
 KEEP_BYTES = MAX_FILE_BYTES
@@ -46,14 +45,14 @@ class Snapshot:
 
     def read(self, rel: str, where: str | None = None, *, max_bytes: int) -> bytes:
         """The bytes of the regular file `rel`; BundleError naming `where` (default: `rel`) for a
-        missing file, a link, a special file or one over `max_bytes`, as `read_regular` says it."""
+        missing file, a link, a special file or one over `max_bytes`, as `confine.read_bytes` says it."""
         label = where or rel
         data = self._kept.get(rel)
         if data is None:
-            data = read_regular(self.root / rel, label, max_bytes=max_bytes, error=BundleError)
+            data = read_bytes(self.root / rel, label, max_bytes=max_bytes)
             self._keep(rel, data)
         elif len(data) > max_bytes:
-            raise BundleError(f"{label}: {len(data)} bytes, over the {max_bytes}-byte limit for this file")
+            raise BundleError(f"{label}: {len(data)} bytes, over the {max_bytes}-byte limit for this file")  # as read_bytes says it
         return data
 
     def text(self, rel: str, where: str | None = None, *, max_bytes: int) -> str:

@@ -299,8 +299,8 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     scenario = _overridden(scenario_file.load(request.scenario_path), request)
-    resolved = scenario_file.resolved(scenario, request.scenario_path.stem)
-    return None, resolved, scenario.model_copy(update={"name": resolved["name"]})
+    named = scenario.model_copy(update={"name": scenario.name or request.scenario_path.stem})  # as resolved names it
+    return None, scenario_file.resolved(scenario, request.scenario_path.stem), named
 
 
 def _overridden(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:

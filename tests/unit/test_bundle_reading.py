@@ -12,7 +12,7 @@ import pytest
 from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION, upgraded_cell, upgraded_header
 from harness.bundle.reader import load
-from harness.bundle.safe_json import load_json, parse_json
+from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, SchemaVersionError
 
@@ -44,17 +44,20 @@ def test_sane_json_is_read() -> None:
 
 
 def test_files_that_are_not_plain_utf8_json_are_refused(tmp_path: Path) -> None:
+    def load(name: str, max_bytes: int = MAX_JSON_BYTES) -> object:  # as the reader reads a bundle's JSON
+        return parse_json(Snapshot(tmp_path).text(name, max_bytes=max_bytes), name)
+
     (tmp_path / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
     with pytest.raises(BundleError, match="not UTF-8"):
-        load_json(tmp_path / "latin1.json", "latin1.json")
+        load("latin1.json")
     (tmp_path / "big.json").write_text("[" + "0," * 1000 + "0]")
     with pytest.raises(BundleError, match="over the 100-byte limit"):
-        load_json(tmp_path / "big.json", "big.json", max_bytes=100)
+        load("big.json", max_bytes=100)
     (tmp_path / "link.json").symlink_to("/etc/hostname")
     with pytest.raises(BundleError, match="symbolic link"):
-        load_json(tmp_path / "link.json", "link.json")
+        load("link.json")
     with pytest.raises(BundleError, match="missing"):
-        load_json(tmp_path / "absent.json", "absent.json")
+        load("absent.json")
 
 
 @pytest.mark.parametrize(
