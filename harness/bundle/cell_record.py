@@ -201,6 +201,28 @@ class Kernels(Record):
     kernel_time_sum_ns_per_inference: Ns | None = None
 
 
+#: A number as JSON writes one: an int or a float, never a bool or a numeric string.
+Number = Annotated[float, Field(strict=True)]
+
+
+class TopKernel(Record):
+    """One entry of `Kernels.top_kernels` (harness/measure/passes.py): a kernel, its calls per
+    inference and, in bundles that kept it, its time per inference. The schema keeps the entries
+    loose dicts, so a reader parses each with `read`."""
+
+    name: str
+    calls_per_inference: Number
+    ns_per_inference: Number | None = None
+
+    @classmethod
+    def read(cls, entry: Any) -> TopKernel | None:
+        """`entry` as a TopKernel, or None where it has another shape."""
+        try:
+            return cls.model_validate(entry)
+        except ValidationError:
+            return None
+
+
 FusionClass = Literal["tensor+element+tensor", "tensor+element", "element", "single"]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
+from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
@@ -61,6 +62,18 @@ class LoadedBundle:
                 where = f"{CELLS}/{cell.get('id')}.json"
                 raise BundleError(f"{where}: not a cell record this harness reads: {str(exc).splitlines()[0]}") from None
         return records
+
+    @cached_property
+    def header_record(self) -> BundleHeader:
+        """bundle.json as a typed record: what the report and compare read of the run and the
+        machine it ran on. The header of a bundle that passed validate reads as one; BundleError
+        says so where one does not."""
+        import pydantic
+
+        try:
+            return BundleHeader.model_validate(self.header)
+        except pydantic.ValidationError as exc:
+            raise BundleError(f"{HEADER}: not a header this harness reads: {str(exc).splitlines()[0]}") from None
 
 
 def cell_ids(header: dict[str, Any], where: str = HEADER) -> list[str]:

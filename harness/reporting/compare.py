@@ -37,7 +37,8 @@ from typing import Any
 
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord
-from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, Node, OperatingSystem, Python, Torch
+from harness.bundle.reader import LoadedBundle
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.reporting.view import FusionPair, Row, fusion_pairs, hardware
@@ -46,6 +47,7 @@ from harness.stats.intervals import ONE_ROUND, Interval, Speedup
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
+WORSE = ("regressed", "new failure")  # the labels that stop CI
 VERDICTS = ("worse", "better", "same", "not comparable")  # of one figure of a pair
 _DEVICE_TIME = {"regressed": "worse", "improved": "better", "not significant": "same", "not comparable": "not comparable"}
 ALPHA = 0.01
@@ -158,6 +160,14 @@ def verdict_line(verdicts: list[FusionVerdict]) -> str:
     return line + (f" ({unjudged} with one round in a bundle: no verdict)" if unjudged else "")
 
 
+@dataclass(frozen=True)
+class Geomean:
+    """One backend's geometric mean of B/A over its compared pairs."""
+
+    pairs: int
+    geomean_ratio: float
+
+
 @dataclass
 class Comparison:
     a: str
@@ -183,18 +193,17 @@ class Comparison:
                 counts[figure.metric][figure.verdict] += 1
         return {name: by_verdict for name, by_verdict in counts.items() if any(by_verdict.values())}
 
-    def geomeans(self) -> dict[str, dict[str, float | int]]:
+    def geomeans(self) -> dict[str, Geomean]:
         by_backend: dict[str, list[float]] = {}
         for pair in self.pairs:
             if pair.ratio is not None:
                 by_backend.setdefault(pair.backend, []).append(pair.ratio)
-        return {name: {"pairs": len(r), "geomean_ratio": geometric_mean(r)} for name, r in sorted(by_backend.items())}
+        return {name: Geomean(len(r), geometric_mean(r)) for name, r in sorted(by_backend.items())}
 
     @property
     def worse(self) -> bool:
         """True when B regressed or newly failed somewhere: CI should stop."""
-        counts = self.counts()
-        return counts["regressed"] > 0 or counts["new failure"] > 0
+        return any(p.verdict in WORSE for p in self.pairs)
 
 
 def _samples(cell: CellRecord) -> list[int]:
@@ -231,7 +240,7 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
         pair.why = (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
                     else "neither cell recorded its math mode (TF32 may have been on)")
         return pair
-    where_a, where_b = hardware(cell_a.node), hardware(cell_b.node)
+    where_a, where_b = hardware(Node.read(cell_a.node)), hardware(Node.read(cell_b.node))
     if where_a and where_b and where_a != where_b:
         pair.why = f"ran on different hardware: A {where_a}, B {where_b}"
         return pair
@@ -294,16 +303,14 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
     return figure
 
 
-def _gpus(system: Any) -> str | None:
-    gpus = lookup(system, "gpu", "gpus")
-    if not isinstance(gpus, list) or not gpus:
-        return None
-    return ", ".join(str(lookup(g, "name")) for g in gpus)
+def _gpus(header: BundleHeader) -> str | None:
+    gpus = (header.system.gpu or Gpus()).gpus
+    return ", ".join(str(g.name) for g in gpus) if gpus else None
 
 
-def _layer_differences(a: Any, b: Any) -> list[tuple[str, str, str]]:
+def _layer_differences(a: list[str] | None, b: list[str] | None) -> list[tuple[str, str, str]]:
     """Which of two images' layers differ (by position, base first), when both recorded them."""
-    if not isinstance(a, list) or not isinstance(b, list):
+    if a is None or b is None:
         return []
     rows = []
     for index in range(max(len(a), len(b))):
@@ -313,27 +320,34 @@ def _layer_differences(a: Any, b: Any) -> list[tuple[str, str, str]]:
     return rows
 
 
-def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _facts(header: BundleHeader) -> list[tuple[str, object]]:
+    """(what, value) of each fact of a run's system and software that `system_differences` compares;
+    None where the run did not record it."""
+    system = header.system
+    cpu, opsys, python, torch = system.cpu or Cpu(), system.os or OperatingSystem(), system.python or Python(), system.torch or Torch()
+    gpu, container = system.gpu or Gpus(), system.container or Container()
+    return [
+        ("harness version", header.harness.version), ("harness git sha", header.harness.git_sha),
+        ("device", header.device), ("CPU", cpu.model), ("logical cores", cpu.logical_cores),
+        ("memory bytes", cpu.memory_bytes), ("OS kernel", opsys.kernel),
+        ("Python", python.version), ("torch", torch.version),
+        ("CUDA (torch build)", torch.cuda_build), ("cuDNN", torch.cudnn),
+        ("GPU driver", gpu.driver), ("in a container", container.in_container),
+        ("container image", container.image), ("container image id", container.image_id),
+        ("container digest", container.image_digest), ("container base", container.base),
+    ]
+
+
+def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str, str]]:
     """(what, A, B) for each fact of the two runs' systems and software that differs."""
-    facts = {
-        "harness version": ("harness", "version"), "harness git sha": ("harness", "git_sha"),
-        "device": ("device",), "CPU": ("system", "cpu", "model"), "logical cores": ("system", "cpu", "logical_cores"),
-        "memory bytes": ("system", "cpu", "memory_bytes"), "OS kernel": ("system", "os", "kernel"),
-        "Python": ("system", "python", "version"), "torch": ("system", "torch", "version"),
-        "CUDA (torch build)": ("system", "torch", "cuda_build"), "cuDNN": ("system", "torch", "cudnn"),
-        "GPU driver": ("system", "gpu", "driver"), "in a container": ("system", "container", "in_container"),
-        "container image": ("system", "container", "image"), "container image id": ("system", "container", "image_id"),
-        "container digest": ("system", "container", "image_digest"), "container base": ("system", "container", "base"),
-    }
     rows = []
-    for what, path in facts.items():
-        left, right = lookup(a, *path), lookup(b, *path)
+    for (what, left), (_, right) in zip(_facts(a), _facts(b)):
         if left != right:
             rows.append((what, str(left), str(right)))
-    if _gpus(a["system"]) != _gpus(b["system"]):
-        rows.append(("GPUs", str(_gpus(a["system"])), str(_gpus(b["system"]))))
-    rows += _layer_differences(lookup(a, "system", "container", "layers"), lookup(b, "system", "container", "layers"))
-    packages_a, packages_b = lookup(a, "system", "packages") or {}, lookup(b, "system", "packages") or {}
+    if _gpus(a) != _gpus(b):
+        rows.append(("GPUs", str(_gpus(a)), str(_gpus(b))))
+    rows += _layer_differences((a.system.container or Container()).layers, (b.system.container or Container()).layers)
+    packages_a, packages_b = a.system.packages or {}, b.system.packages or {}
     for name in sorted(set(packages_a) | set(packages_b)):
         if packages_a.get(name) != packages_b.get(name):
             rows.append((f"package {name}", str(packages_a.get(name, "-")), str(packages_b.get(name, "-"))))
@@ -344,17 +358,12 @@ def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, 
     return rows
 
 
-def _backends(header: dict[str, Any]) -> dict[str, str]:
+def _backends(header: BundleHeader) -> dict[str, str]:
     """Each backend a run's probe recorded, as a line: available or why not, and its libraries' versions."""
-    found = header.get("backends")
     lines: dict[str, str] = {}
-    for name, entry in (found if isinstance(found, dict) else {}).items():
-        if not isinstance(entry, dict):
-            continue
-        given = entry.get("versions")
-        versions: dict[Any, Any] = given if isinstance(given, dict) else {}
-        state = "available" if entry.get("available") else f"not available ({entry.get('reason', '')})"
-        lines[str(name)] = state + "".join(f", {k} {v}" for k, v in sorted(versions.items()))
+    for name, entry in header.backends.items():
+        state = "available" if entry.available else f"not available ({entry.reason or ''})"
+        lines[name] = state + "".join(f", {k} {v}" for k, v in sorted((entry.versions or {}).items()))
     return lines
 
 
@@ -369,7 +378,7 @@ def pairing_key(record: CellRecord) -> str:
 def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha: float = ALPHA) -> Comparison:
     """Pair the cells of `a` (the baseline) and `b` by `pairing_key`, and label each pair."""
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
-                        systems=system_differences(a.header, b.header), fusion=fusion_verdicts(a, b))
+                        systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b))
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):

@@ -8,7 +8,7 @@ verdicts and the other figures). Text from the bundles is shown through `md_cell
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from harness import metric_table
 from harness.metric_table import format_value
@@ -18,12 +18,23 @@ from harness.reporting.markdown import md_cell
 from harness.stats.summary import EXACT_MAX_SMALLER
 
 
-def _rules(threshold: float) -> dict[str, dict[str, str]]:
+@dataclass(frozen=True)
+class Judged:
+    """How one figure of the metric table is judged, in words: the JSON's `figures` holds one per figure."""
+
+    label: str
+    definition: str
+    better: str  # "lower" or "higher"
+    rule: metric_table.Rule  # "rank test", "ratio" or "exact"
+    test: str  # what makes a difference count
+
+
+def _rules(threshold: float) -> dict[str, Judged]:
     """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
     said = {"rank test": f"B/A of the medians beyond {threshold:.0%} and a Mann-Whitney U test agreeing",
             "ratio": f"one figure a side: B/A beyond {threshold:.0%}", "exact": "one figure a side: any change"}
-    return {m.name: {"label": m.label, "definition": m.definition, "better": str(m.better), "rule": m.rule,
-                     "test": said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else "")}
+    return {m.name: Judged(m.label, m.definition, str(m.better), m.rule,
+                           said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else ""))
             for m in metric_table.compared()}
 
 
@@ -34,9 +45,10 @@ def to_json(comparison: Comparison) -> str:
                  f"{EXACT_MAX_SMALLER} samples, else the normal approximation: each pair's `test` says which) on "
                  "device-timing samples, and the threshold"),
         "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
-        "figures": _rules(comparison.threshold), "figure_counts": comparison.figure_counts(),
+        "figures": {name: asdict(rule) for name, rule in _rules(comparison.threshold).items()},
+        "figure_counts": comparison.figure_counts(),
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
-        "geomean_by_backend": comparison.geomeans(),
+        "geomean_by_backend": {name: asdict(g) for name, g in comparison.geomeans().items()},
         "pairs": [asdict(p) for p in comparison.pairs],
         "fusion_verdicts": [v.recorded() for v in comparison.fusion],
         "fusion_verdicts_line": verdict_line(comparison.fusion),
@@ -54,7 +66,7 @@ def _figures(comparison: Comparison) -> list[str]:
              "Each figure of two valid cells by its row of the metric table (docs/metrics.md). These verdicts "
              "inform: the labels above and the exit code follow device time and failures only.", "",
              "| figure | better | judged by | " + " | ".join(VERDICTS) + " |", "|---|---|---|" + "---:|" * len(VERDICTS)]
-    lines += [f"| {rules[name]['label']} | {rules[name]['better']} | {rules[name]['test']} | "
+    lines += [f"| {rules[name].label} | {rules[name].better} | {rules[name].test} | "
               + " | ".join(str(by[v]) for v in VERDICTS) + " |" for name, by in counts.items() if name != "device_time"]
     changed = [(p, f) for p in comparison.pairs for f in p.figures if f.metric != "device_time" and f.verdict != "same"]
     lines += ["", f"Every figure not the same ({len(changed)}):", ""]
@@ -63,7 +75,7 @@ def _figures(comparison: Comparison) -> list[str]:
         lines += ["| cell | figure | A | B | B/A | verdict | why |", "|---|---|---:|---:|---:|---|---|"]
         for pair, f in sorted(changed, key=lambda item: (order[item[1].verdict], item[0].label, item[1].metric)):
             ratio = "-" if f.ratio is None else f"{f.ratio:.3f}"
-            lines.append(f"| {md_cell(pair.label)} | {rules[f.metric]['label']} | {md_cell(f.a_shown)} | "
+            lines.append(f"| {md_cell(pair.label)} | {rules[f.metric].label} | {md_cell(f.a_shown)} | "
                          f"{md_cell(f.b_shown)} | {ratio} | **{f.verdict}** | {md_cell(f.why)} |")
     return [*lines, ""]
 
@@ -103,7 +115,7 @@ def to_markdown(comparison: Comparison) -> str:
     if geomeans:
         lines += ["## Per backend", "", "Geometric mean of B/A median batch time (below 1: B is faster).", "",
                   "| backend | pairs | B/A |", "|---|---:|---:|"]
-        lines += [f"| {md_cell(name)} | {g['pairs']} | {g['geomean_ratio']:.3f} |" for name, g in geomeans.items()]
+        lines += [f"| {md_cell(name)} | {g.pairs} | {g.geomean_ratio:.3f} |" for name, g in geomeans.items()]
         lines.append("")
     lines += ["## Cells", "", "Device time: the median batch time of each side's timing samples.", "",
               "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]

@@ -17,7 +17,7 @@ the report (harness/reporting/view.py), whose rows and pairs this reuses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
@@ -213,36 +213,38 @@ def _kernel_share(row: Row) -> str | None:
 class Tally:
     """How fusion moved one backend's models."""
 
-    faster: list[str]
-    slower: list[str]
-    unchanged: list[str]
-    one_round_up: list[str]
-    one_round_down: list[str]
-    one_round_flat: list[str]
-    broken: list[str]  # a pair without two valid cells
+    faster: list[str] = field(default_factory=list)
+    slower: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    one_round_up: list[str] = field(default_factory=list)
+    one_round_down: list[str] = field(default_factory=list)
+    one_round_flat: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # a pair without two valid cells
 
 
 def tally(all_groups: list[Group], backend: str) -> Tally:
-    buckets: dict[str, list[str]] = {key: [] for key in Tally.__dataclass_fields__}
+    counted = Tally()
     for group in all_groups:
         for line in group.lines:
             if line.backend != backend or not line.has_switch:
                 continue
             pair = line.pair
             if pair is None:
-                buckets["broken"].append(group.title)
+                counted.broken.append(group.title)
                 continue
             result = pair.result
             if result.interval is not None:
-                key = {FASTER: "faster", SLOWER: "slower", NO_EFFECT: "unchanged", NEGLIGIBLE: "unchanged"}[result.verdict]
+                by_verdict = {FASTER: counted.faster, SLOWER: counted.slower, NO_EFFECT: counted.unchanged,
+                              NEGLIGIBLE: counted.unchanged}
+                bucket = by_verdict[result.verdict]
             elif result.value > 1 + SMALLEST_EFFECT:
-                key = "one_round_up"
+                bucket = counted.one_round_up
             elif result.value < 1 / (1 + SMALLEST_EFFECT):
-                key = "one_round_down"
+                bucket = counted.one_round_down
             else:
-                key = "one_round_flat"
-            buckets[key].append(f"{group.title} {format_times(result.value)}")
-    return Tally(**buckets)
+                bucket = counted.one_round_flat
+            bucket.append(f"{group.title} {format_times(result.value)}")
+    return counted
 
 
 def _names(items: list[str]) -> str:

@@ -159,17 +159,30 @@ def _json_bytes(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
 
-def accuracy_files(files: Snapshot, folder: str) -> dict[str, bytes]:
-    """The accuracy folder `folder` of the bundle: the log cut to fit the checker's
-    limit, and accuracy.txt with the full log's SHA-256 (a `hash=` line), as MLPerf's truncation
-    leaves them."""
+@dataclass(frozen=True)
+class AccuracyFolder:
+    """An accuracy folder as the submission holds it: the log cut to fit the checker's limit, and
+    accuracy.txt (where the run wrote one) with the full log's SHA-256 in a `hash=` line."""
+
+    log: bytes
+    accuracy_txt: bytes | None = None
+
+    def files(self) -> dict[str, bytes]:
+        """Each file of the folder by its name."""
+        named = {"mlperf_log_accuracy.json": self.log}
+        if self.accuracy_txt is not None:
+            named["accuracy.txt"] = self.accuracy_txt
+        return named
+
+
+def accuracy_files(files: Snapshot, folder: str) -> AccuracyFolder:
+    """The accuracy folder `folder` of the bundle, as MLPerf's truncation leaves it."""
     full = files.inner_bytes(f"{folder}/mlperf_log_accuracy.json", f"{folder}/mlperf_log_accuracy.json")
     kept = full if len(full) <= ACCURACY_LOG_LIMIT else full[:ACCURACY_LOG_KEEP] + b"\n\n...\n\n" + full[-ACCURACY_LOG_KEEP:]
-    out = {"mlperf_log_accuracy.json": kept}
-    if (files.root / folder / "accuracy.txt").exists():
-        text = files.inner_bytes(f"{folder}/accuracy.txt", f"{folder}/accuracy.txt").decode("utf-8", "replace").rstrip("\n")
-        out["accuracy.txt"] = f"{text}\nhash={hashlib.sha256(full).hexdigest()}\n".encode()
-    return out
+    if not (files.root / folder / "accuracy.txt").exists():
+        return AccuracyFolder(kept)
+    text = files.inner_bytes(f"{folder}/accuracy.txt", f"{folder}/accuracy.txt").decode("utf-8", "replace").rstrip("\n")
+    return AccuracyFolder(kept, f"{text}\nhash={hashlib.sha256(full).hexdigest()}\n".encode())
 
 
 def _accuracy(cell: CellRecord) -> Accuracy:
@@ -193,7 +206,7 @@ def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
     files = {f"performance/run_1/{log}": read(f"{performance}/{log}") for log in LOGS}
     files["user.conf"] = read(f"{performance}/user.conf")
     accuracy = f"{base}/{_accuracy(cell).log_dir}"
-    files.update({f"accuracy/{name}": data for name, data in accuracy_files(bundle, accuracy).items()})
+    files.update({f"accuracy/{name}": data for name, data in accuracy_files(bundle, accuracy).files().items()})
     files.update({f"accuracy/{log}": read(f"{accuracy}/{log}") for log in LOGS})
     for test, outcome in (metrics.compliance or {}).items():
         test_dir = f"{base}/{outcome.log_dir}"
@@ -203,7 +216,7 @@ def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
         for check in checks:  # the files validate read for this test's checks, no others
             files[f"{test}/{VERIFY[check]}"] = read(f"{test_dir}/{VERIFY[check]}")
         if "accuracy" in checks:  # TEST01 logs responses
-            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(bundle, run)["mlperf_log_accuracy.json"]
+            files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(bundle, run).log
     files["measurements.json"] = _json_bytes(measurements(cell))
     return files
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import metric_table
-from harness.bundle.cell_record import CellRecord, Metrics
+from harness.bundle.cell_record import CellRecord, Metrics, TopKernel
+from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.models.catalog import default_input_size
@@ -240,10 +241,11 @@ def slowest_kernels(row: Row) -> list[str]:
     `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty on CPU and for bundles written before each
     kernel's time was kept (`ns_per_inference`)."""
     kernels = row.metrics.kernels
-    timed = [k for k in (kernels.top_kernels if kernels else []) if isinstance(k.get("ns_per_inference"), (int, float))]
-    timed.sort(key=lambda k: -k["ns_per_inference"])
-    return [f"{k['name']} {format_value(k['ns_per_inference'], 'ns')} ({k['calls_per_inference']:g} "
-            f"call{'' if k['calls_per_inference'] == 1 else 's'})" for k in timed[:SLOWEST_KERNELS_SHOWN]]
+    listed = [TopKernel.read(entry) for entry in (kernels.top_kernels if kernels else [])]
+    timed = [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]
+    timed.sort(key=lambda kernel_ns: -kernel_ns[1])
+    return [f"{k.name} {format_value(ns, 'ns')} ({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
+            for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
 
 
 def fmt_fraction(fraction: float | None) -> str:
@@ -343,35 +345,35 @@ def library_versions(loaded: LoadedBundle) -> dict[str, str]:
         reported = record.environment.get("backend_versions")
         if isinstance(reported, dict):
             versions.update({str(k): str(v) for k, v in reported.items()})
-    packages = lookup(loaded.header, "system", "packages")
-    if isinstance(packages, dict) and "mlcommons-loadgen" in packages:
-        versions["mlcommons-loadgen"] = str(packages["mlcommons-loadgen"])
+    packages = loaded.header_record.system.packages or {}  # by distribution name
+    if "mlcommons-loadgen" in packages:
+        versions["mlcommons-loadgen"] = packages["mlcommons-loadgen"]
     return versions
 
 
 def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
-    h = loaded.header
-    cpu = {"model": lookup(h, "system", "cpu", "model"), "cores": lookup(h, "system", "cpu", "logical_cores")}
-    gpus = listed(lookup(h, "system", "gpu", "gpus"))
+    h = loaded.header_record
+    cpu, gpus = h.system.cpu or Cpu(), (h.system.gpu or Gpus()).gpus
     libraries = ", ".join(f"{name} {version}" for name, version in sorted(library_versions(loaded).items()))
     counts: dict[str, int] = {}
     for record in loaded.records:
         counts[record.status] = counts.get(record.status, 0) + 1
     if loaded.missing:
         counts["not run"] = len(loaded.missing)
-    harness = {key: lookup(h, "harness", key) for key in ("version", "git_sha", "git_dirty")}
+    harness = h.harness
     return [
-        ("run", f"{loaded.name} ({h.get('created', '?')}), state {h.get('state', '?')}"),
-        ("scenario file", str(h.get("scenario_file"))),
-        ("device", str(h.get("device"))),
-        ("CPU", f"{cpu['model']}, {cpu['cores']} logical cores"),
-        ("GPU", ", ".join(str(lookup(g, "name")) for g in gpus) or "none"),
+        ("run", f"{loaded.name} ({h.created}), state {h.state}"),
+        ("scenario file", str(h.scenario_file)),
+        ("device", h.device),
+        ("CPU", f"{cpu.model}, {cpu.logical_cores} logical cores"),
+        ("GPU", ", ".join(str(g.name) for g in gpus) or "none"),
         ("libraries", libraries or "-"),
-        ("harness", f"{harness.get('version')} {harness.get('git_sha') or ''}{' (dirty)' if harness.get('git_dirty') else ''}"),
+        ("harness", f"{harness.version} {harness.git_sha or ''}{' (dirty)' if harness.git_dirty else ''}"),
         ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
         ("schema", f"written as version {loaded.version}"),
-        ("machine noise", machine_noise(lookup(h, "system", "machine_noise"))),
-        *([("machines", spread)] if (spread := machines(h)) else []),
+        # As recorded: the typed record would read a `true` where a figure belongs as 1.0; this says "not measured".
+        ("machine noise", machine_noise(lookup(loaded.header, "system", "machine_noise"))),
+        *([("machines", spread)] if (spread := machines(h.nodes)) else []),
     ]
 
 
@@ -380,22 +382,21 @@ def listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def hardware(node: Any) -> str | None:
+def hardware(node: Node | None) -> str | None:
     """A cell's machine as the executor recorded it (CPU model and cores, GPUs), or None."""
-    if not isinstance(node, dict) or not isinstance(node.get("cpu"), dict):
+    if node is None or node.cpu is None:
         return None
-    cpu = node["cpu"]
-    gpus = ", ".join(str(g) for g in listed(node.get("gpus"))) or "no GPU"
-    return f"{cpu.get('model')} x{cpu.get('logical_cores')}, {gpus}"
+    gpus = ", ".join(str(g) for g in node.gpus) or "no GPU"
+    return f"{node.cpu.model} x{node.cpu.logical_cores}, {gpus}"
 
 
-def machines(header: dict[str, Any]) -> str:
-    """The machines of a run spread over several (Ray), said out loud: its figures pair cells
-    across them only where the hardware is the same."""
-    nodes = header.get("nodes") or {}
-    if not isinstance(nodes, dict) or len(nodes) < 2:
+def machines(nodes: dict[str, Any] | None) -> str:
+    """The machines of a run spread over several (Ray; bundle.json's `nodes`, by hostname), said
+    out loud: its figures pair cells across them only where the hardware is the same."""
+    nodes = nodes or {}
+    if len(nodes) < 2:
         return ""
-    kinds = {hardware(node) for node in nodes.values()}
+    kinds = {hardware(Node.read(node)) for node in nodes.values()}
     spread = f"{len(nodes)} machines ({', '.join(sorted(map(str, nodes)))})"
     if len(kinds) == 1:
         return f"{spread}, all {next(iter(kinds))}"

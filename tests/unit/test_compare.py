@@ -15,6 +15,7 @@ import pytest
 from harness import metric_table
 from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
+from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.metric_table import Metric
 from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
@@ -56,6 +57,12 @@ def cell(status: str = "valid", samples: list[int] | None = None, reason: str = 
 
 
 BASE = [1000 + (i * 37) % 50 for i in range(40)]
+HEADER = json.loads((GOLDEN / f"v{SCHEMA_VERSION}" / "bundle.json").read_text())
+
+
+def header(**fields: Any) -> BundleHeader:
+    """The golden bundle's header with `fields` (each whole) as given."""
+    return BundleHeader.model_validate({**HEADER, **fields})
 
 
 @pytest.mark.parametrize(
@@ -122,10 +129,10 @@ def test_geometric_mean() -> None:
 
 
 def test_system_differences_list_what_changed() -> None:
-    a = {"harness": {"version": "0.1.0"}, "device": "cuda",
-         "system": {"gpu": {"driver": "550", "gpus": [{"name": "H100"}]}, "packages": {"torch": "2.11.0", "onnx": "1.0"}}}
-    b = {"harness": {"version": "0.1.0"}, "device": "cuda",
-         "system": {"gpu": {"driver": "560", "gpus": [{"name": "H200"}]}, "packages": {"torch": "2.14.1", "tvm": "0.27"}}}
+    a = header(device="cuda",
+               system={"gpu": {"driver": "550", "gpus": [{"name": "H100"}]}, "packages": {"torch": "2.11.0", "onnx": "1.0"}})
+    b = header(device="cuda",
+               system={"gpu": {"driver": "560", "gpus": [{"name": "H200"}]}, "packages": {"torch": "2.14.1", "tvm": "0.27"}})
     rows = system_differences(a, b)
     assert ("GPU driver", "550", "560") in rows and ("GPUs", "H100", "H200") in rows
     assert ("package torch", "2.11.0", "2.14.1") in rows and ("package onnx", "1.0", "-") in rows
@@ -134,9 +141,9 @@ def test_system_differences_list_what_changed() -> None:
 
 
 def test_two_images_differ_by_the_layers_that_differ() -> None:
-    def ran_in(base: str, layers: list[str]) -> dict[str, object]:
-        return {"system": {"container": {"in_container": True, "image": "fusionbench-cpu:abc", "base": base,
-                                         "layers": layers}}}
+    def ran_in(base: str, layers: list[str]) -> BundleHeader:
+        return header(system={"container": {"in_container": True, "image": "fusionbench-cpu:abc", "base": base,
+                                            "layers": layers}})
 
     one, two, three = ("sha256:" + c * 64 for c in "123")
     rows = system_differences(ran_in("debian bookworm (lock 1)", [one, two]), ran_in("debian bookworm (lock 1)", [one, three]))
@@ -144,7 +151,7 @@ def test_two_images_differ_by_the_layers_that_differ() -> None:
     rows = system_differences(ran_in("debian bookworm (lock 1)", [one]), ran_in("registry python@sha256:x", [two, three]))
     assert ("container base", "debian bookworm (lock 1)", "registry python@sha256:x") in rows
     assert ("container layer 2 of 2", "-", three) in rows
-    assert system_differences(ran_in("b", [one]), {"system": {"container": {"in_container": False}}}) == [
+    assert system_differences(ran_in("b", [one]), header(system={"container": {"in_container": False}})) == [
         ("in a container", "True", "False"), ("container image", "fusionbench-cpu:abc", "None"), ("container base", "b", "None")]
 
 
@@ -213,9 +220,9 @@ def test_a_run_over_machines_of_different_kinds_says_so() -> None:
     from harness.reporting.view import machines
 
     node = {"cpu": {"model": "EPYC", "logical_cores": 8}, "gpus": ["H100"]}
-    assert machines({"nodes": {"a": node}}) == ""
-    assert "all EPYC x8, H100" in machines({"nodes": {"a": node, "b": node}})
-    mixed = machines({"nodes": {"a": node, "b": {**node, "gpus": ["H200"]}}})
+    assert machines({"a": node}) == ""
+    assert "all EPYC x8, H100" in machines({"a": node, "b": node})
+    mixed = machines({"a": node, "b": {**node, "gpus": ["H200"]}})
     assert "2 machines (a, b) of 2 different kinds" in mixed
 
 
@@ -403,9 +410,8 @@ def test_the_json_names_the_rank_test_each_pair_got() -> None:
 
 
 def test_a_backend_one_run_recorded_and_the_other_not_is_a_system_difference() -> None:
-    a = json.loads((GOLDEN / "v7" / "bundle.json").read_text())
-    b = json.loads(json.dumps(a))
-    b["backends"]["myplugin"] = {"available": True, "reason": "", "versions": {"mylib": "1.2.3"}}
+    a = header()
+    b = header(backends={**HEADER["backends"], "myplugin": {"available": True, "reason": "", "versions": {"mylib": "1.2.3"}}})
     rows = system_differences(a, b)
     assert ("backend myplugin", "-", "available, mylib 1.2.3") in rows
     assert system_differences(a, a) == []
