@@ -71,6 +71,11 @@ class Bundle:
         return [str(entry["id"]) for entry in self.header["cells"]]
 
     @property
+    def scenario_sha256(self) -> str:
+        """The hash of the stored scenario (`harness.scenario.loading.sha256`): a resume's file must match it."""
+        return str(self.header["scenario_sha256"])
+
+    @property
     def stored_scenario(self) -> dict[str, Any]:
         """The resolved scenario the run stored: what a resume runs."""
         scenario: dict[str, Any] = self.header["scenario"]

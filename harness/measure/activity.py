@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 BUSY_THREAD_SHARE = 0.01  # a thread counts as running beside the region above 1% of its wall time
 _PROC = Path("/proc")
@@ -31,10 +31,19 @@ class Snapshot:
     cpus: int
 
 
+class BusyThread(NamedTuple):
+    """A thread of this process that ran beside the region: recorded as an object of these fields."""
+
+    tid: int
+    name: str
+    cpu_s: float  # CPU time it used during the region
+    last_cpu: int  # the CPU it last ran on
+
+
 def _stat_fields(text: str) -> tuple[str, list[str]]:
     """(comm, the fields after it) of a /proc/<pid>/stat line; comm may hold spaces and parens."""
     close = text.rindex(")")
-    return text[text.index("(") + 1:close], text[close + 2:].split()
+    return text[text.index("(") + 1 : close], text[close + 2 :].split()
 
 
 def snapshot(proc: Path = _PROC) -> Snapshot | None:
@@ -53,9 +62,12 @@ def snapshot(proc: Path = _PROC) -> Snapshot | None:
     except (OSError, ValueError, IndexError):
         return None
     return Snapshot(
-        wall_ns=time.monotonic_ns(), threads=threads,
-        machine_busy_ticks=user + nice + system + irq + softirq, machine_steal_ticks=steal,
-        process_ticks=int(own[11]) + int(own[12]), cpus=os.cpu_count() or 1,
+        wall_ns=time.monotonic_ns(),
+        threads=threads,
+        machine_busy_ticks=user + nice + system + irq + softirq,
+        machine_steal_ticks=steal,
+        process_ticks=int(own[11]) + int(own[12]),
+        cpus=os.cpu_count() or 1,
     )
 
 
@@ -65,17 +77,17 @@ def compare(before: Snapshot | None, after: Snapshot | None) -> dict[str, Any]:
         return {"unavailable": "no /proc on this system"}
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     wall_s = (after.wall_ns - before.wall_ns) / 1e9
-    busy = []
+    busy: list[BusyThread] = []
     for tid, (name, ticks, last_cpu) in after.threads.items():
         used = (ticks - before.threads.get(tid, (name, 0, 0))[1]) / tick
         if used > BUSY_THREAD_SHARE * wall_s:
-            busy.append({"tid": tid, "name": name, "cpu_s": round(used, 3), "last_cpu": last_cpu})
+            busy.append(BusyThread(tid=tid, name=name, cpu_s=round(used, 3), last_cpu=last_cpu))
     process_s = (after.process_ticks - before.process_ticks) / tick
     machine_s = (after.machine_busy_ticks - before.machine_busy_ticks) / tick
     return {
         "wall_s": round(wall_s, 4),
         "process_cpu_s": round(process_s, 3),
-        "busy_threads": sorted(busy, key=lambda t: -t["cpu_s"]),
+        "busy_threads": [thread._asdict() for thread in sorted(busy, key=lambda t: -t.cpu_s)],
         "other_processes_cpu_s": round(max(machine_s - process_s, 0.0), 3),
         "stolen_cpu_s": round((after.machine_steal_ticks - before.machine_steal_ticks) / tick, 3),
         "cpus": after.cpus,

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.cell_record import Kernels
 from harness.contract import Prepared
 
 
@@ -75,11 +77,13 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
         "kernels_per_inference": sum(calls.values()) / iters,
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
-        "top_kernels": [{"name": name, "calls_per_inference": calls[name] / iters, "ns_per_inference": spent[name] / iters}
-                        for name in by_time],
+        "top_kernels": [
+            {"name": name, "calls_per_inference": calls[name] / iters, "ns_per_inference": spent[name] / iters} for name in by_time
+        ],
         "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
-        "kernel_time_method": ("the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), "
-                               "per inference; kernels that overlap count once"),
+        "kernel_time_method": (
+            "the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), per inference; kernels that overlap count once"
+        ),
         "kernel_time_sum_ns_per_inference": sum(end - start for start, end in intervals) * 1e3 / iters,
     }
 
@@ -95,18 +99,21 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def time_split(wall_ns: float, kernels: dict[str, Any], device: str) -> dict[str, Any]:
+def time_split(wall_ns: float, kernels: Kernels | Mapping[str, Any], device: str) -> dict[str, Any]:
     """Where one inference's wall time (the device-timing median) goes: kernels and the rest.
-    GPU: the kernels' busy time; CPU: the backend's kernel share applied to the wall time."""
-    kernel_ns = kernels.get("kernel_time_ns_per_inference")
-    if kernel_ns is None and kernels.get("kernel_share") is not None:
-        kernel_ns = kernels["kernel_share"] * wall_ns
+    GPU: the kernels' busy time; CPU: the backend's kernel share applied to the wall time.
+    `kernels`: the cell's kernel figures, or the figures `profile` returned (read as them)."""
+    figures = kernels if isinstance(kernels, Kernels) else Kernels.model_validate(kernels)
+    kernel_ns = figures.kernel_time_ns_per_inference
+    if kernel_ns is None and figures.kernel_share is not None:
+        kernel_ns = figures.kernel_share * wall_ns
     if kernel_ns is None or wall_ns <= 0:
-        return {"wall_ns": wall_ns, "kernel_ns": None, "overhead_ns": None,
-                "method": kernels.get("kernel_time_method") or "not measured"}
+        return {"wall_ns": wall_ns, "kernel_ns": None, "overhead_ns": None, "method": figures.kernel_time_method or "not measured"}
     overhead = "launch and host overhead, idle gaps" if device == "cuda" else "dispatch overhead"
     return {
-        "wall_ns": wall_ns, "kernel_ns": kernel_ns, "overhead_ns": max(wall_ns - kernel_ns, 0.0),
+        "wall_ns": wall_ns,
+        "kernel_ns": kernel_ns,
+        "overhead_ns": max(wall_ns - kernel_ns, 0.0),
         "kernel_share": min(kernel_ns / wall_ns, 1.0),
-        "method": f"{kernels['kernel_time_method']}; the rest of the wall time is {overhead}",
+        "method": f"{figures.kernel_time_method}; the rest of the wall time is {overhead}",
     }

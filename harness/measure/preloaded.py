@@ -24,9 +24,10 @@ on import) are let do so by one empty fork right after the imports.
 
 Protocol, one JSON object per line: on start, this process writes {"ready": PID} (or {"refused":
 WHY}); then for each line {"module": NAME, "request": PATH, "cwd": DIR, "log": FILE, "env": {...}}
-it reads (the child runs NAME as `python -m NAME PATH` would), it writes {"pid": CHILD} as soon
-as the child exists and {"pid": CHILD, "returncode": CODE} when it has ended (CODE negative for
-a signal, as subprocess gives it). End of input ends this process;
+it reads (a `ForkOrder`; the child runs NAME as `python -m NAME PATH` would), it writes {"pid":
+CHILD} as soon as the child exists and {"pid": CHILD, "returncode": CODE} when it has ended (CODE
+negative for a signal, as subprocess gives it); a line that is no `ForkOrder` is answered
+{"refused": WHY}. End of input ends this process;
 it dies with the runner (PR_SET_PDEATHSIG), and its child dies with it.
 """
 
@@ -42,16 +43,74 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+import pydantic
+from pydantic import ConfigDict
 
 #: What every worker imports before it measures anything (harness/measure/worker.py's phases).
 PRELOADED = (
-    "torch", "torchvision", "numpy", "psutil", "mlperf_loadgen",
-    "harness.measure.worker", "harness.measure.activity", "harness.measure.correctness",
-    "harness.measure.loadgen", "harness.measure.machine_speed", "harness.measure.passes",
-    "harness.measure.roofline", "harness.measure.memory", "harness.measure.timing", "harness.models.zoo",
+    "torch",
+    "torchvision",
+    "numpy",
+    "psutil",
+    "mlperf_loadgen",
+    "harness.measure.worker",
+    "harness.measure.activity",
+    "harness.measure.correctness",
+    "harness.measure.loadgen",
+    "harness.measure.machine_speed",
+    "harness.measure.passes",
+    "harness.measure.roofline",
+    "harness.measure.memory",
+    "harness.measure.timing",
+    "harness.models.zoo",
     "harness.precision",
 )
+
+
+class ForkOrder(pydantic.BaseModel):
+    """What the run asks of its preloaded parent, one line each (harness/run/preloaded_parents.py
+    writes it, `serve` reads it): fork a child that runs `module` as `python -m MODULE REQUEST`
+    would, in `cwd`, with `log` as its stdout and stderr and `env` as its whole environment. An
+    order with a key missing or unknown, or a value of another type, is refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, hide_input_in_errors=True)
+    module: str
+    request: str  # the worker's request file (harness/measure/protocol.py's WorkerRequest)
+    cwd: str
+    log: str
+    env: dict[str, str]
+
+    def to_line(self) -> str:
+        """The order as one line of the protocol, its newline included."""
+        return json.dumps(self.model_dump()) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> ForkOrder:
+        """The order one line of the protocol holds; pydantic.ValidationError where it holds none."""
+        return cls.model_validate_json(line)
+
+
+class ParentReply(pydantic.BaseModel):
+    """What the preloaded parent says back, one line each: `ready` (its PID) once its imports are
+    done, `refused` (why) in place of a start or a fork, `pid` (the child's) when it has forked, and
+    `pid` with `returncode` when that child has ended. Only the fields a reply gives go on the line."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    ready: int | None = None
+    refused: str | None = None
+    pid: int | None = None
+    returncode: int | None = None
+
+    def to_line(self) -> str:
+        """The reply as one line of the protocol, its newline included."""
+        return json.dumps(self.model_dump(exclude_none=True)) + "\n"
+
+    @classmethod
+    def from_line(cls, line: bytes | str) -> ParentReply:
+        """The reply one line holds; pydantic.ValidationError where it holds none."""
+        return cls.model_validate_json(line)
 
 
 def thread_count() -> int:
@@ -107,20 +166,20 @@ def _empty_fork() -> None:
     os.waitpid(pid, 0)
 
 
-def _send(channel: TextIO, message: dict[str, Any]) -> None:
-    channel.write(json.dumps(message) + "\n")
+def _send(channel: TextIO, reply: ParentReply) -> None:
+    channel.write(reply.to_line())
     channel.flush()
 
 
-def _child(order: dict[str, Any], channels: tuple[int, int]) -> None:
+def _child(order: ForkOrder, channels: tuple[int, int]) -> None:
     """In the forked child: become the cell's worker, then exit with its code (never returns)."""
     code = 1
     try:
         for fd in channels:
             os.close(fd)
         os.setsid()
-        os.chdir(order["cwd"])
-        log = os.open(order["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.chdir(order.cwd)
+        log = os.open(order.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
@@ -128,12 +187,12 @@ def _child(order: dict[str, Any], channels: tuple[int, int]) -> None:
         os.close(log)
         os.close(null)
         os.environ.clear()
-        os.environ.update(order["env"])
-        sys.argv = [order["module"], order["request"]]
+        os.environ.update(order.env)
+        sys.argv = [order.module, order.request]
         # The module was imported here already (PRELOADED): runpy would warn so in every worker's log,
         # where a fresh worker's log has no such line.
         warnings.filterwarnings("ignore", message=r"'.*' found in sys\.modules after import of package", category=RuntimeWarning)
-        runpy.run_module(order["module"], run_name="__main__", alter_sys=True)  # as `python -m MODULE REQUEST`
+        runpy.run_module(order.module, run_name="__main__", alter_sys=True)  # as `python -m MODULE REQUEST`
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -172,24 +231,35 @@ def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence
     _empty_fork()
     refusal = why_not_fork()
     if refusal:
-        _send(replies, {"refused": f"after the imports, {refusal}"})
+        _send(replies, ParentReply(refused=f"after the imports, {refusal}"))
         return 1
-    _send(replies, {"ready": os.getpid()})
+    _send(replies, ParentReply(ready=os.getpid()))
     for line in commands:
-        order = json.loads(line)
+        try:
+            order = ForkOrder.from_line(line)
+        except pydantic.ValidationError as exc:
+            _send(replies, ParentReply(refused=f"not an order this parent reads: {_why(exc)}"))
+            continue
         refusal = why_not_fork()
         if refusal:
-            _send(replies, {"refused": refusal})
+            _send(replies, ParentReply(refused=refusal))
             continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             _child(order, (commands.fileno(), replies.fileno()))
-        _send(replies, {"pid": pid})
+        _send(replies, ParentReply(pid=pid))
         _, status = os.waitpid(pid, 0)
-        _send(replies, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+        _send(replies, ParentReply(pid=pid, returncode=os.waitstatus_to_exitcode(status)))
     return 0
+
+
+def _why(exc: pydantic.ValidationError) -> str:
+    """What is wrong with an order, on one line: pydantic's message without its links (nor the
+    order's values: an environment is no message's business)."""
+    lines = [line.strip() for line in str(exc).splitlines() if not line.strip().startswith("For further information")]
+    return " / ".join(lines)[:300]
 
 
 def main() -> int:

@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pydantic
+from pydantic import ConfigDict
+
 PEAK_MATMUL_N = {"cpu": 1024, "cuda": 8192}
 PEAK_COPY_BYTES = {"cpu": 256 << 20, "cuda": 1 << 30}
 PEAK_REPEATS = 5
@@ -39,7 +42,37 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
-def model_costs(model: Any, example: Any) -> dict[str, int]:
+class ModelCosts(pydantic.BaseModel):
+    """The work one batch cannot avoid: its FLOPs and the bytes any implementation moves at least
+    once (`compulsory_bytes`: the weights, the input and the output). Kept as JSON in the roofline
+    cache (`cached_costs`) and recorded in the cell's `metrics.roofline` (`bound`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    flops: int
+    weight_bytes: int
+    input_bytes: int
+    output_bytes: int
+    compulsory_bytes: int
+
+    @classmethod
+    def counted(cls, flops: int, weight_bytes: int, input_bytes: int, output_bytes: int) -> ModelCosts:
+        """The costs of a batch whose parts were counted: the compulsory bytes are their sum."""
+        return cls(
+            flops=flops,
+            weight_bytes=weight_bytes,
+            input_bytes=input_bytes,
+            output_bytes=output_bytes,
+            compulsory_bytes=weight_bytes + input_bytes + output_bytes,
+        )
+
+    @pydantic.model_validator(mode="after")
+    def _compulsory_is_the_sum(self) -> ModelCosts:
+        if self.compulsory_bytes != self.weight_bytes + self.input_bytes + self.output_bytes:
+            raise ValueError("compulsory_bytes is not the weights, input and output bytes together")
+        return self
+
+
+def model_costs(model: Any, example: Any) -> ModelCosts:
     """FLOPs of one batch and its compulsory bytes (weights, input, output)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -47,13 +80,15 @@ def model_costs(model: Any, example: Any) -> dict[str, int]:
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         output = model(example)
     weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers()))
-    costs = {"flops": int(counter.get_total_flops()), "weight_bytes": weights,
-             "input_bytes": _tensor_bytes(example), "output_bytes": _tensor_bytes(output)}
-    costs["compulsory_bytes"] = costs["weight_bytes"] + costs["input_bytes"] + costs["output_bytes"]
-    return costs
+    return ModelCosts.counted(
+        flops=int(counter.get_total_flops()),
+        weight_bytes=weights,
+        input_bytes=_tensor_bytes(example),
+        output_bytes=_tensor_bytes(output),
+    )
 
 
-def cached_costs(model: Any, example: Any, cache_dir: Path) -> dict[str, int]:
+def cached_costs(model: Any, example: Any, cache_dir: Path) -> ModelCosts:
     """`model_costs`, kept in `cache_dir` by the model's weights and the example's shape: the
     cells of one model and setting (every backend and variant) count its FLOPs once."""
     import torch
@@ -64,23 +99,24 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> dict[str, int]:
     path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs')}.json"
     if path.exists():
         try:
-            return {str(k): int(v) for k, v in json.loads(path.read_text()).items()}
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            print(f"fusionbench: warning: cache entry {path} was damaged ({type(exc).__name__}): rebuilt it",
-                  file=sys.stderr, flush=True)
+            return ModelCosts.model_validate(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:  # pydantic's ValidationError among the ValueErrors
+            print(
+                f"fusionbench: warning: cache entry {path} was damaged ({type(exc).__name__}): rebuilt it", file=sys.stderr, flush=True
+            )
     costs = model_costs(model, example)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, costs)
+        write_json_atomic(path, costs.model_dump())
     except OSError:
         pass  # a cache that cannot be written costs time, not figures
     return costs
 
 
-def bound(costs: dict[str, int], peaks: dict[str, Any] | None, dtype: str, measured_ns: float) -> dict[str, Any]:
+def bound(costs: ModelCosts, peaks: dict[str, Any] | None, dtype: str, measured_ns: float) -> dict[str, Any]:
     """The cell's roofline figures; without peaks for its dtype, only the costs."""
-    figures: dict[str, Any] = {**costs, "kernels_per_inference_floor": 1}
-    figures["arithmetic_intensity_flops_per_byte"] = costs["flops"] / costs["compulsory_bytes"] if costs["compulsory_bytes"] else None
+    figures: dict[str, Any] = {**costs.model_dump(), "kernels_per_inference_floor": 1}
+    figures["arithmetic_intensity_flops_per_byte"] = costs.flops / costs.compulsory_bytes if costs.compulsory_bytes else None
     peak_flops = ((peaks or {}).get("flops_per_s") or {}).get(dtype)
     peak_bytes = (peaks or {}).get("bytes_per_s")
     if measured_ns <= 0:
@@ -90,14 +126,21 @@ def bound(costs: dict[str, int], peaks: dict[str, Any] | None, dtype: str, measu
         why = (peaks or {}).get("error") or f"no measured {dtype} peak for this device"
         figures["note"] = f"{why}: costs only"
         return figures
-    compute_ns = costs["flops"] / peak_flops * 1e9
-    memory_ns = costs["compulsory_bytes"] / peak_bytes * 1e9
-    figures.update({
-        "peak_flops_per_s": peak_flops, "peak_bytes_per_s": peak_bytes, "peaks_method": (peaks or {}).get("method", ""),
-        "compute_bound_ns": compute_ns, "memory_bound_ns": memory_ns, "time_bound_ns": max(compute_ns, memory_ns),
-        "bound_by": "compute" if compute_ns >= memory_ns else "memory", "measured_ns": measured_ns,
-        "fraction_of_bound": max(compute_ns, memory_ns) / measured_ns,
-    })
+    compute_ns = costs.flops / peak_flops * 1e9
+    memory_ns = costs.compulsory_bytes / peak_bytes * 1e9
+    figures.update(
+        {
+            "peak_flops_per_s": peak_flops,
+            "peak_bytes_per_s": peak_bytes,
+            "peaks_method": (peaks or {}).get("method", ""),
+            "compute_bound_ns": compute_ns,
+            "memory_bound_ns": memory_ns,
+            "time_bound_ns": max(compute_ns, memory_ns),
+            "bound_by": "compute" if compute_ns >= memory_ns else "memory",
+            "measured_ns": measured_ns,
+            "fraction_of_bound": max(compute_ns, memory_ns) / measured_ns,
+        }
+    )
     return figures
 
 
@@ -135,7 +178,11 @@ def measure_peaks(device: str) -> dict[str, Any]:
     copy_s = _best_seconds(lambda: target.copy_(source), synchronize)
     source = target = None  # freed before the caller measures anything else
     return {
-        "device": device, "flops_per_s": flops, "bytes_per_s": 2 * PEAK_COPY_BYTES[device] / copy_s,
-        "method": (f"best of {PEAK_REPEATS}: {n}x{n} matmul per dtype ({'TF32 off' if device == 'cuda' else 'fp32 only'}), "
-                   f"{PEAK_COPY_BYTES[device] >> 20} MiB copy (read + write)"),
+        "device": device,
+        "flops_per_s": flops,
+        "bytes_per_s": 2 * PEAK_COPY_BYTES[device] / copy_s,
+        "method": (
+            f"best of {PEAK_REPEATS}: {n}x{n} matmul per dtype ({'TF32 off' if device == 'cuda' else 'fp32 only'}), "
+            f"{PEAK_COPY_BYTES[device] >> 20} MiB copy (read + write)"
+        ),
     }

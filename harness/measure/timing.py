@@ -36,10 +36,16 @@ class DeviceTiming:
     in turn (one batch repeated when given one), so the timing walks through the sample set as
     LoadGen's run does instead of reading one batch that stays in the caches."""
 
-    def __init__(self, prepared: Prepared, batches: Sequence[Any], settings: TimingSettings, device: str,
-                 observe: Callable[[bool], Any] | None = None,
-                 compare: Callable[[Any, Any], dict[str, Any]] | None = None,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(
+        self,
+        prepared: Prepared,
+        batches: Sequence[Any],
+        settings: TimingSettings,
+        device: str,
+        observe: Callable[[bool], Any] | None = None,
+        compare: Callable[[Any, Any], dict[str, Any]] | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
         if not batches:
             raise ValueError("the timing needs at least one batch")
         self.prepared = prepared
@@ -53,7 +59,7 @@ class DeviceTiming:
         self.warmup_ns: list[int] = []
         self.steady = False
         self.estimate_ns = 1.0
-        self.repetitions: list[dict[str, Any]] = []
+        self.repetitions: list[Repetition] = []
         self.samples: list[int] = []
         self.host: list[int] = []
 
@@ -108,10 +114,10 @@ class DeviceTiming:
             self._call_ns()  # untimed: the reads flushed the caches and let the thread pool sleep
         samples, host = self._timed(n)
         after = self.observe(True) if self.observe else None
-        summary = summarize_ns(samples)
-        entry: dict[str, Any] = {"when": when, "n": n, "median_ns": summary["median_ns"], "cv": summary["cv"]}
+        summary = TimeSummary.model_validate(summarize_ns(samples))
+        entry = Repetition(when=when, n=n, median_ns=summary.median_ns, cv=summary.cv)
         if self.compare is not None and before is not None:
-            entry["beside"] = self.compare(before, after)
+            entry.beside = self.compare(before, after)  # recorded only where it was read
         self.repetitions.append(entry)
         self.samples += samples
         if host is not None:
@@ -146,17 +152,21 @@ class DeviceTiming:
         return samples, None
 
     def result(self) -> DeviceTime:
-        medians = [r["median_ns"] for r in self.repetitions]
+        medians = [r.median_ns for r in self.repetitions]
         middle = statistics.median(medians) if medians else 0
         return DeviceTime(
-            method=("cuda events around the call on torch's current stream; host wall time beside it"
-                    if self.device == "cuda" else "perf_counter_ns around call + synchronize"),
+            method=(
+                "cuda events around the call on torch's current stream; host wall time beside it"
+                if self.device == "cuda"
+                else "perf_counter_ns around call + synchronize"
+            ),
             warmup_samples_ns=self.warmup_ns,
-            warmup=Warmup(calls=len(self.warmup_ns), steady=self.steady, tolerance=STEADY_TOLERANCE,
-                          seconds=sum(self.warmup_ns) / 1e9),
+            warmup=Warmup(
+                calls=len(self.warmup_ns), steady=self.steady, tolerance=STEADY_TOLERANCE, seconds=sum(self.warmup_ns) / 1e9
+            ),
             samples_ns=self.samples,
             host_samples_ns=self.host or None,
-            repetitions=[Repetition.model_validate(r) for r in self.repetitions],
+            repetitions=[r.model_copy() for r in self.repetitions],
             repetition_spread=(max(medians) - min(medians)) / middle if len(medians) > 1 and middle else 0.0,
             summary=TimeSummary.model_validate(summarize_ns(self.samples)),
         )

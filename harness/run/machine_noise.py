@@ -24,12 +24,14 @@ percentiles are recorded; a 90th over 10th above `CROSS_CORE_FLOOR` is warned ab
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from harness.measure import core_latency
 from harness.measure.machine_speed import pinned
@@ -43,6 +45,37 @@ DURATION_S = 1.5  # each pass; FUSIONBENCH_NOISE_PROBE_S changes it (harness/run
 MAX_CORES = 16  # cores sampled by the pinned pass (the first ones the process may use)
 MIN_CHUNKS_PER_CORE = 3
 CROSS_CORE_FLOOR = 1.5  # round trips' 90th over 10th percentile above this: the cores' placement steps
+
+
+class PinnedCores(NamedTuple):
+    """The pinned pass: each core's median chunk (ms, by the core's number) and the spread of every
+    pinned chunk (90th over 10th percentile); None for both where the process cannot choose its cores."""
+
+    core_chunk_ms: dict[str, float] | None
+    pinned_spread: float | None
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The machine's noise floor, as `measure` found it. `recorded()` is what bundle.json keeps as
+    `system.machine_noise` (read back as harness/bundle/header_record.py's `MachineNoise`)."""
+
+    compute_cv: float  # the chunks of the matmul that stays in L1
+    memory_cv: float  # the chunks of the sum over 64 MiB
+    chunks: list[int]  # how many chunks of each: compute, memory
+    core_chunk_ms: dict[str, float] | None  # the pinned pass (`PinnedCores`)
+    pinned_spread: float | None
+    cross_core_ns: list[float] | None  # the round trip's 10th, 50th and 90th percentiles
+    method: str
+
+    @property
+    def warning(self) -> str:
+        """What makes this machine's own speed vary, or "" where nothing does."""
+        return _warning(self)
+
+    def recorded(self) -> dict[str, Any]:
+        """The noise floor as bundle.json keeps it: these fields and the warning."""
+        return {**dataclasses.asdict(self), "warning": self.warning}
 
 
 def _repeat(work: Callable[[], Any]) -> int:
@@ -89,16 +122,18 @@ def _percentile(values: list[int] | list[float], q: float) -> float:
     return percentile(sorted(values), q * 100)
 
 
-def _cores_measure(work: Callable[[], Any], duration_s: float) -> dict[str, Any]:
+def _cores_measure(work: Callable[[], Any], duration_s: float) -> PinnedCores:
     """Each core's median pinned chunk (ms) and the spread of all pinned chunks (p90 / p10), or
     None for both where the process cannot choose its cores (no CPU affinity on this system)."""
     if not hasattr(os, "sched_setaffinity"):
-        return {"core_chunk_ms": None, "pinned_spread": None}
+        return PinnedCores(core_chunk_ms=None, pinned_spread=None)
     cores = sorted(os.sched_getaffinity(0))[:MAX_CORES]
     samples = _pinned_chunks(work, cores, duration_s)
     every = [ns for chunks in samples.values() for ns in chunks]
-    return {"core_chunk_ms": {str(core): statistics.median(chunks) / 1e6 for core, chunks in samples.items()},
-            "pinned_spread": _percentile(every, 0.9) / _percentile(every, 0.1)}
+    return PinnedCores(
+        core_chunk_ms={str(core): statistics.median(chunks) / 1e6 for core, chunks in samples.items()},
+        pinned_spread=_percentile(every, 0.9) / _percentile(every, 0.1),
+    )
 
 
 def _cross_core(duration_s: float) -> list[float] | None:
@@ -123,7 +158,7 @@ def _cv(samples: list[int]) -> float:
     return statistics.stdev(samples) / statistics.mean(samples) if len(samples) > 1 else 0.0
 
 
-def measure(duration_s: float = DURATION_S) -> dict[str, Any]:
+def measure(duration_s: float = DURATION_S) -> NoiseFloor:
     """The machine's noise floor: the CVs of the two fixed workloads, the pinned pass over the
     cores, the cross-core round trip, and a warning when any is high (four passes of `duration_s`
     each: about 6 s in all by default)."""
@@ -133,34 +168,41 @@ def measure(duration_s: float = DURATION_S) -> dict[str, Any]:
     big: Any = np.ones(64 << 18, dtype=np.float32)  # 64 MiB: beyond any cache
     compute = _chunks(lambda: small @ small, duration_s)
     memory = _chunks(big.sum, duration_s)
-    result = {
-        "compute_cv": _cv(compute), "memory_cv": _cv(memory), "chunks": [len(compute), len(memory)],
-        **_cores_measure(lambda: small @ small, duration_s),
-        "cross_core_ns": _cross_core(duration_s),
-        "method": (f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
-                   f"chunks for {duration_s:g} s, CV of the chunks; then the matmul pinned to each core in turn for "
-                   f"{duration_s:g} s, each core's median chunk and the 90th over 10th percentile of all; then the "
-                   f"round trip between the first two cores for {duration_s:g} s, its 10th, 50th and 90th percentiles"),
-    }
-    result["warning"] = _warning(result)
-    return result
+    cores = _cores_measure(lambda: small @ small, duration_s)
+    return NoiseFloor(
+        compute_cv=_cv(compute),
+        memory_cv=_cv(memory),
+        chunks=[len(compute), len(memory)],
+        core_chunk_ms=cores.core_chunk_ms,
+        pinned_spread=cores.pinned_spread,
+        cross_core_ns=_cross_core(duration_s),
+        method=(
+            f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
+            f"chunks for {duration_s:g} s, CV of the chunks; then the matmul pinned to each core in turn for "
+            f"{duration_s:g} s, each core's median chunk and the 90th over 10th percentile of all; then the "
+            f"round trip between the first two cores for {duration_s:g} s, its 10th, 50th and 90th percentiles"
+        ),
+    )
 
 
-def _warning(result: dict[str, Any]) -> str:
+def _warning(noise: NoiseFloor) -> str:
     said = []
-    if max(result["compute_cv"], result["memory_cv"]) > NOISY_FLOOR:
-        said.append(f"a fixed compute loop has a CV of {result['compute_cv']:.0%} and a memory-bound one "
-                    f"{result['memory_cv']:.0%}")
-    spread = result["pinned_spread"]
+    if max(noise.compute_cv, noise.memory_cv) > NOISY_FLOOR:
+        said.append(f"a fixed compute loop has a CV of {noise.compute_cv:.0%} and a memory-bound one {noise.memory_cv:.0%}")
+    spread = noise.pinned_spread
     if spread is not None and spread > STEP_FLOOR:
-        cores = ", ".join(f"core {core} {ms:.1f} ms" for core, ms in result["core_chunk_ms"].items())
-        said.append(f"the same loop pinned to each core in turn spans {format_times(spread)} (10th to 90th percentile; "
-                    f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "
-                    "slow at the moment")
-    cross = result.get("cross_core_ns")
+        cores = ", ".join(f"core {core} {ms:.1f} ms" for core, ms in (noise.core_chunk_ms or {}).items())
+        said.append(
+            f"the same loop pinned to each core in turn spans {format_times(spread)} (10th to 90th percentile; "
+            f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "
+            "slow at the moment"
+        )
+    cross = noise.cross_core_ns
     if cross and cross[0] > 0 and cross[2] / cross[0] > CROSS_CORE_FLOOR:
-        said.append(f"the round trip between two cores stepped from {cross[0]:.0f} to {cross[2]:.0f} ns (10th to 90th "
-                    "percentile): a thread pool pays it on every operator it splits")
+        said.append(
+            f"the round trip between two cores stepped from {cross[0]:.0f} to {cross[2]:.0f} ns (10th to 90th "
+            "percentile): a thread pool pays it on every operator it splits"
+        )
     if not said:
         return ""
     return f"this machine's own speed varies: {'; '.join(said)}; no figure measured here can be steadier"

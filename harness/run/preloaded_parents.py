@@ -9,7 +9,6 @@ as a fresh Python, as `--fresh-workers` starts them all, and its record says whi
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -20,8 +19,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
+from harness.measure.preloaded import ForkOrder, ParentReply
+from harness.measure.protocol import ProtocolError
 from harness.run.scratch import scratch_dir
 
 #: How long a parent may take to import what it preloads (torch, torchvision, the harness) and say so.
@@ -37,8 +37,8 @@ class _Lines:
         self.buffer = b""
         self.closed = False
 
-    def next(self, timeout_s: float | None) -> dict[str, Any] | None:
-        """The next message, or None when none came within `timeout_s` or the pipe closed."""
+    def next(self, timeout_s: float | None) -> ParentReply | None:
+        """The next reply, or None when none came within `timeout_s` or the pipe closed."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while b"\n" not in self.buffer:
             if self.closed:
@@ -53,8 +53,7 @@ class _Lines:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        message: dict[str, Any] = json.loads(line)
-        return message
+        return ParentReply.from_line(line)
 
 
 class ForkedWorker:
@@ -74,8 +73,10 @@ class ForkedWorker:
                     raise subprocess.TimeoutExpired(["preloaded worker", str(self.pid)], timeout or 0.0)
                 self.returncode = -signal.SIGKILL  # the parent died, and its child with it (PR_SET_PDEATHSIG)
                 self.parent.broken = "the preloaded parent died"
+            elif message.returncode is None:
+                raise ProtocolError(f"the preloaded parent's reply for worker {self.pid} lacks its returncode")
             else:
-                self.returncode = int(message["returncode"])
+                self.returncode = message.returncode
         return self.returncode
 
 
@@ -98,9 +99,9 @@ class PreloadedParent:
         except BaseException:  # Ctrl-C while it imports: end it with the rest
             self.close()
             raise
-        if ready is None or "ready" not in ready:
+        if ready is None or ready.ready is None:
             tail = self.stderr_path.read_text(errors="replace").strip().splitlines()[-3:]
-            self.broken = (ready or {}).get("refused") or f"did not start: {' / '.join(tail) or 'no answer'}"
+            self.broken = (ready.refused if ready else None) or f"did not start: {' / '.join(tail) or 'no answer'}"
             self.close()
 
     @property
@@ -113,18 +114,18 @@ class PreloadedParent:
         if self.broken is not None:
             return None
         assert self.proc.stdin is not None
+        order = ForkOrder(module=module, request=str(request), cwd=str(cwd), log=str(log), env=dict(env))
         try:
-            self.proc.stdin.write((json.dumps({"module": module, "request": str(request), "cwd": str(cwd), "log": str(log),
-                                               "env": dict(env)}) + "\n").encode())
+            self.proc.stdin.write(order.to_line().encode())
             self.proc.stdin.flush()
         except OSError as exc:
             self.broken = f"cannot be written to: {exc}"
             return None
         answer = self.lines.next(START_TIMEOUT_S)
-        if answer is None or "pid" not in answer:
-            self.broken = (answer or {}).get("refused") or "did not fork"
+        if answer is None or answer.pid is None:
+            self.broken = (answer.refused if answer else None) or "did not fork"
             return None
-        return ForkedWorker(self, int(answer["pid"]))
+        return ForkedWorker(self, answer.pid)
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -66,8 +66,11 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
         backend = registry.load(name)()
         availability = backend.availability(device)
         versions = backend.versions() if availability.ok else {}
-        return {"available": availability.ok, "reason": availability.reason,
-                "versions": {str(name): str(version) for name, version in versions.items()}}
+        return {
+            "available": availability.ok,
+            "reason": availability.reason,
+            "versions": {str(name): str(version) for name, version in versions.items()},
+        }
     except Exception as exc:  # a broken plugin must not take the run down: report it as unavailable
         return {"available": False, "reason": f"backend {name!r} failed to load: {type(exc).__name__}: {exc}", "versions": {}}
 
@@ -86,8 +89,9 @@ def noise_probe_s(environ: Mapping[str, str] = os.environ) -> float:
     except ValueError:
         seconds = math.nan
     if not 0 < seconds <= NOISE_PROBE_MAX_S:
-        raise ConfigError(f"{NOISE_PROBE_VARIABLE}={text!r}: give the seconds each noise-probe pass runs, "
-                          f"above 0 and at most {NOISE_PROBE_MAX_S:g}")
+        raise ConfigError(
+            f"{NOISE_PROBE_VARIABLE}={text!r}: give the seconds each noise-probe pass runs, above 0 and at most {NOISE_PROBE_MAX_S:g}"
+        )
     return seconds
 
 
@@ -106,9 +110,10 @@ def probe(device: str, backends: list[str], with_system: bool, noise_s: float) -
     if with_system:
         from harness.run import machine_noise
 
-        answer["system"] = system.describe()
-        answer["system"]["machine_noise"] = machine_noise.measure(noise_s)  # before the peaks heat anything up
-        answer["system"]["peaks"] = _peaks(resolved)
+        described = system.describe()
+        described["machine_noise"] = machine_noise.measure(noise_s).recorded()  # before the peaks heat anything up
+        described["peaks"] = _peaks(resolved)
+        answer["system"] = described
     return answer
 
 
@@ -124,12 +129,15 @@ def _peaks(device: str) -> dict[str, Any]:
 
 def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> ProbeAnswer:
     """Run the probe in a child process and return its answer."""
-    request = ProbeRequest(device=device, backends=backends, with_system=with_system,
-                           noise_s=noise_probe_s() if with_system else None).model_dump_json()
+    request = ProbeRequest(
+        device=device, backends=backends, with_system=with_system, noise_s=noise_probe_s() if with_system else None
+    ).model_dump_json()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "harness.run.probe", request],
-            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired:
         raise HarnessError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.errors import ConfigError, terminate
@@ -54,7 +54,36 @@ def ray_module() -> Any:
     return ray
 
 
-def run_on_node(task: CellTask, cpus: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeResult:
+    """What a cell's Ray task sends back: the worker's outcome, every file the worker wrote (by its
+    path under the cell's artifacts folder) and where it ran."""
+
+    outcome: WorkerOutcome
+    files: dict[str, bytes]
+    node: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClusterAnswer:
+    """The answer of `reach`'s child process (`_probe`), one JSON line: the live nodes' resources
+    (None where not known before joining), `local` for a local instance not yet started, or why
+    not: `refused` (nothing listens at the address) or `error` (Ray failed to join)."""
+
+    nodes: list[dict[str, float]] | None = None
+    local: bool = False
+    refused: str | None = None
+    error: str | None = None
+
+    def line(self) -> str:
+        return _ANSWER + json.dumps(asdict(self))
+
+    @classmethod
+    def parse(cls, line: str) -> ClusterAnswer:
+        return cls(**json.loads(line.removeprefix(_ANSWER)))
+
+
+def run_on_node(task: CellTask, cpus: int) -> NodeResult:
     """On the node: the cell's worker in a scratch folder, on cores of its own; what came of it."""
     with scratch_dir("fusionbench-ray-cell-") as scratch:
         request = replace(task.request, artifact_dir=str(scratch))
@@ -63,7 +92,7 @@ def run_on_node(task: CellTask, cpus: int) -> dict[str, Any]:
                                  memory_limit_bytes=task.memory_limit_bytes, env_names=task.env_names,
                                  scratch_env=task.scratch_env, slot=slot)
         files = {p.relative_to(scratch).as_posix(): p.read_bytes() for p in sorted(scratch.rglob("*")) if p.is_file()}
-        return {"outcome": outcome, "files": files, "node": _node(slot)}
+        return NodeResult(outcome=outcome, files=files, node=_node(slot))
 
 
 def _node(slot: Slot) -> dict[str, Any]:
@@ -126,10 +155,6 @@ class RayExecutor:
     def record(self) -> dict[str, Any]:
         return {"name": "ray", "address": self.address, "cpus_per_cell": self.cpus_per_cell}
 
-    def resources(self, task: CellTask) -> dict[str, Any]:
-        cpus, gpus = cell_needs(task.device, self.cpus_per_cell)
-        return {"num_cpus": cpus, "num_gpus": gpus}
-
     def reach(self, device: str) -> None:
         """Refuse (ConfigError), within `connect_timeout_s`, a cluster nothing answers for, and one
         no node of which could run a `device` cell (when the device is known: cpu or cuda). Asked
@@ -139,12 +164,12 @@ class RayExecutor:
         if answer is None:
             raise ConfigError(f"{who}: no Ray cluster answered within {self.connect_timeout_s:g} s "
                               "(--ray-connect-timeout-s); check the address, and that the cluster runs")
-        if "refused" in answer:
-            raise ConfigError(f"{who}: {answer['refused']}; start the cluster (`ray start --head`) or give "
+        if answer.refused is not None:
+            raise ConfigError(f"{who}: {answer.refused}; start the cluster (`ray start --head`) or give "
                               "the address of one that runs")
-        if "error" in answer:
-            raise ConfigError(f"{who}: Ray could not join the cluster: {answer['error']}")
-        nodes = answer.get("nodes")
+        if answer.error is not None:
+            raise ConfigError(f"{who}: Ray could not join the cluster: {answer.error}")
+        nodes = answer.nodes
         problem = room_problem(nodes, device, self.cpus_per_cell) if nodes is not None and device != "auto" else None
         if problem is not None:
             raise ConfigError(f"{who}: {problem}")
@@ -181,10 +206,10 @@ class RayExecutor:
         chosen = os.environ.get("RAY_ADDRESS")  # Ray reads it where no address, or auto, is given
         return f"--executor ray (RAY_ADDRESS={chosen})" if chosen else "--executor ray"
 
-    def _ask_child(self) -> dict[str, Any] | None:
+    def _ask_child(self) -> ClusterAnswer | None:
         """The child's answer (`_probe`), or None when it gave none within `connect_timeout_s`."""
-        request = json.dumps({"address": self.address, "timeout_s": self.connect_timeout_s})
-        child = subprocess.Popen([sys.executable, "-m", "harness.run.ray_executor", request],
+        child = subprocess.Popen([sys.executable, "-m", "harness.run.ray_executor", str(self.connect_timeout_s),
+                                  *([self.address] if self.address is not None else [])],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True)
         timed_out = False
@@ -200,12 +225,11 @@ class RayExecutor:
             raise
         for line in out.splitlines():
             if line.startswith(_ANSWER):
-                answer: dict[str, Any] = json.loads(line.removeprefix(_ANSWER))
-                return answer
+                return ClusterAnswer.parse(line)
         if timed_out:
             return None
         said = [line for line in err.splitlines() if line.strip()]
-        return {"error": f"its probe ended with code {child.returncode}: {said[-1][:300] if said else 'no output'}"}
+        return ClusterAnswer(error=f"its probe ended with code {child.returncode}: {said[-1][:300] if said else 'no output'}")
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
         if not tasks:
@@ -216,10 +240,11 @@ class RayExecutor:
         remote = ray.remote(run_on_node)
         pending: dict[Any, CellTask] = {}
         for task in tasks:
-            need = self.resources(task)
+            cpus, gpus = cell_needs(task.device, self.cpus_per_cell)
             # All are submitted at once: a further round runs whatever its cell's first round gave.
             sent = replace(task, skip=None)  # the parent's state stays here
-            ref = remote.options(**need, max_retries=RETRIES, retry_exceptions=False).remote(sent, max(1, need["num_cpus"]))
+            ref = remote.options(num_cpus=cpus, num_gpus=gpus, max_retries=RETRIES,
+                                 retry_exceptions=False).remote(sent, max(1, cpus))
             pending[ref] = task
             on_phase(task, "start")
         try:
@@ -236,17 +261,16 @@ class RayExecutor:
     def _finished(self, task: CellTask, ref: Any) -> Finished:
         ray = self.ray
         try:
-            result = ray.get(ref)
+            result: NodeResult = ray.get(ref)
         except ray.exceptions.RayError as exc:
             why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
             return Finished(task, None, {"executor": "ray"},
                             failure=f"the Ray task running it was lost {RETRIES + 1} times ({type(exc).__name__}: {why})")
-        for rel, data in result["files"].items():
+        for rel, data in result.files.items():
             path = task.artifacts / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        outcome: WorkerOutcome = result["outcome"]
-        return Finished(task, outcome, result["node"])
+        return Finished(task, result.outcome, result.node)
 
 
 def _stop(child: subprocess.Popen[str]) -> None:
@@ -264,25 +288,25 @@ def _alive(nodes: list[dict[str, Any]]) -> list[dict[str, float]]:
     return [dict(node.get("Resources") or {}) for node in nodes if node.get("Alive")]
 
 
-def _probe(address: str | None, timeout_s: float) -> dict[str, Any]:
+def _probe(address: str | None, timeout_s: float) -> ClusterAnswer:
     """In the child process of `reach`: where Ray would take `address`, and whether a cluster answers
-    there: {"local": true, "nodes": ...} for a local instance (not started: its resources are this
-    machine's), {"refused": why} when nothing listens, else {"nodes": ...} once joined."""
+    there: `local` with the nodes for a local instance (not started: its resources are this
+    machine's), `refused` with why when nothing listens, else the nodes once joined."""
     import socket
 
     ray = ray_module()
     target = address.removeprefix("ray://") if address and address.startswith("ray://") else _bootstrap(address)
     if target is None:
-        return {"local": True, "nodes": _local_node()}
+        return ClusterAnswer(local=True, nodes=_local_node())
     host, colon, port = target.rpartition(":")
     if colon and port.isdigit():
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
         except OSError as exc:
             shown = f"{address} (Ray reads it as {target})" if address and target not in address else target
-            return {"refused": f"nothing answers at {shown}: {exc.strerror or exc}"}
+            return ClusterAnswer(refused=f"nothing answers at {shown}: {exc.strerror or exc}")
     ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    return {"nodes": _alive(ray.nodes())}
+    return ClusterAnswer(nodes=_alive(ray.nodes()))
 
 
 def _bootstrap(address: str | None) -> str | None:
@@ -309,12 +333,13 @@ def _local_node() -> list[dict[str, float]] | None:
 
 
 def _probe_main(argv: list[str]) -> int:
-    request = json.loads(argv[0])
+    """The child of `reach`: argv is the timeout in seconds, then the address where one was given."""
+    timeout_s, address = float(argv[0]), (argv[1] if len(argv) > 1 else None)
     try:
-        answer = _probe(request["address"], float(request["timeout_s"]))
+        answer = _probe(address, timeout_s)
     except Exception as exc:  # noqa: BLE001 - whatever Ray raises, the parent says it in one line
-        answer = {"error": _first_line(exc)}
-    print(_ANSWER + json.dumps(answer), flush=True)
+        answer = ClusterAnswer(error=_first_line(exc))
+    print(answer.line(), flush=True)
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         sys.modules["ray"].shutdown()  # leave the cluster as a driver that ended, not one that vanished
     return 0

@@ -109,7 +109,7 @@ def check_scenario(stored: Any, where: str) -> ScenarioFile:
         raise BundleError(f"{where}: {_first_error(exc)}") from None
     written = resolved(scenario, name)
     written["loadgen"].pop("overrides", None)
-    problem = _differs(bare, written, "scenario") or _overrides_problem(stored["loadgen"])
+    problem = _differs(bare, written, "scenario") or _overrides_problem(loadgen if isinstance(loadgen, dict) else {})
     if problem is not None:
         raise BundleError(f"{where}: {problem}")
     return scenario.model_copy(update={"name": name})

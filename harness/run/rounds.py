@@ -31,12 +31,27 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pydantic
+from pydantic import ConfigDict
+
 from harness.bundle.cell_record import Metrics, TimingRound
 from harness.run.executors import CellTask, Finished
 from harness.run.scratch import scratch_dir
 from harness.scenario.cells import Cell
 
 ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round's worker.log
+
+
+class FirstRound(pydantic.BaseModel):
+    """What the rounds read of round 1's cell record (harness/run/runner.py makes it, and the bundle
+    keeps it as it is, with `metrics.rounds` added once the cell's rounds are in): its status, its
+    metrics as recorded, its worker's wall time and log."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    status: str
+    metrics: dict[str, Any] = {}
+    wall_s: float | None = None
+    log: str | None = None
 
 
 def pair_key(cell: Cell) -> str:
@@ -49,8 +64,14 @@ def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
     """Round `number` (2 or more) of the cell `task` is round 1 of; it starts once round 1 is finished."""
     folder = task.artifacts / ROUND_FOLDER.format(number)
     request = replace(task.request, timing_round=number, artifact_dir=str(folder))
-    return replace(task, label=f"{task.label} round {number}", request=request, artifacts=folder,
-                   skip=lambda: state.why_not_further(task.cell_id), after=state.first_finished(task.cell_id))
+    return replace(
+        task,
+        label=f"{task.label} round {number}",
+        request=request,
+        artifacts=folder,
+        skip=lambda: state.why_not_further(task.cell_id),
+        after=state.first_finished(task.cell_id),
+    )
 
 
 def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list[CellTask]:
@@ -62,8 +83,7 @@ def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list
         units.setdefault(pair_key(cells[task.cell_id]), []).append(task)
     ordered: list[CellTask] = []
     for unit in units.values():
-        unit = [replace(t, scratch_home=state.home(t.cell_id)) if cells[t.cell_id].config.timing.rounds > 1 else t
-                for t in unit]
+        unit = [replace(t, scratch_home=state.home(t.cell_id)) if cells[t.cell_id].config.timing.rounds > 1 else t for t in unit]
         most = max(cells[t.cell_id].config.timing.rounds for t in unit)
         for number in range(1, most + 1):
             for task in unit:
@@ -82,7 +102,7 @@ class Rounds:
 
     expected: dict[str, int]  # cell id -> rounds
     bundle_root: Path
-    held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    held: dict[str, tuple[dict[str, Any], FirstRound]] = field(default_factory=dict)  # round 1's record, read
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     first_status: dict[str, str] = field(default_factory=dict)
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
@@ -116,26 +136,34 @@ class Rounds:
         cell_id = done.task.cell_id
         if done.task.request.timing_round == 1:
             assert record is not None
-            self.first_status[cell_id] = str(record["status"])
+            round_one = FirstRound.model_validate(record)
+            self.first_status[cell_id] = round_one.status
             self.first_finished(cell_id).set()
             if self.expected.get(cell_id, 1) == 1:
                 return record
-            self.held[cell_id] = record
+            self.held[cell_id] = (record, round_one)
         else:
             self.further.setdefault(cell_id, []).append(self._round(done))
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
             return None
-        complete = self.held.pop(cell_id)
+        complete, round_one = self.held.pop(cell_id)
         if cell_id in self.homes:
             self.homes.pop(cell_id).close()
         further = sorted(self.further.pop(cell_id, []), key=lambda r: r.round)
-        measured = Metrics.model_validate(complete["metrics"])
+        measured = Metrics.model_validate(round_one.metrics)
         timing = measured.device_time
-        if complete["status"] == "valid" and timing is not None:
-            first = TimingRound(round=1, status="valid", median_ns=timing.summary.median_ns, cv=timing.summary.cv,
-                                n=timing.summary.n, prepare_cache=measured.prepare_cache, wall_s=complete.get("wall_s"),
-                                log=complete.get("log"))
-            complete["metrics"] = {**complete["metrics"], "rounds": [r.recorded() for r in (first, *further)]}
+        if round_one.status == "valid" and timing is not None:
+            first = TimingRound(
+                round=1,
+                status="valid",
+                median_ns=timing.summary.median_ns,
+                cv=timing.summary.cv,
+                n=timing.summary.n,
+                prepare_cache=measured.prepare_cache,
+                wall_s=round_one.wall_s,
+                log=round_one.log,
+            )
+            complete["metrics"] = {**round_one.metrics, "rounds": [r.recorded() for r in (first, *further)]}
         return complete
 
     def waiting(self) -> list[str]:
@@ -162,8 +190,17 @@ class Rounds:
                 why = outcome.failure_reason(done.task.timeout_s)
             else:
                 why = "; ".join(answer.reasons) or f"the worker answered {answer.status}"
-            return TimingRound(round=number, status="failed", reason=why[:500],
-                               wall_s=outcome.wall_s if outcome is not None else 0.0, **where)
-        return TimingRound(round=number, status="valid", median_ns=timing.summary.median_ns, cv=timing.summary.cv,
-                           n=timing.summary.n, samples_ns=list(timing.samples_ns), prepare_cache=answer.metrics.prepare_cache,
-                           wall_s=outcome.wall_s, **where)
+            return TimingRound(
+                round=number, status="failed", reason=why[:500], wall_s=outcome.wall_s if outcome is not None else 0.0, **where
+            )
+        return TimingRound(
+            round=number,
+            status="valid",
+            median_ns=timing.summary.median_ns,
+            cv=timing.summary.cv,
+            n=timing.summary.n,
+            samples_ns=list(timing.samples_ns),
+            prepare_cache=answer.metrics.prepare_cache,
+            wall_s=outcome.wall_s,
+            **where,
+        )

@@ -289,8 +289,7 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
         if request.scenario_path is not None:
             given = _overridden(scenario_file.load(request.scenario_path), request).model_copy(
                 update={"device": scenario.device})  # the device was checked above; compare the rest
-            if scenario_file.sha256(scenario_file.resolved(given, request.scenario_path.stem)) != \
-                    bundle.header["scenario_sha256"]:
+            if scenario_file.sha256(scenario_file.resolved(given, request.scenario_path.stem)) != bundle.scenario_sha256:
                 raise ConfigError(
                     f"{request.scenario_path} differs from the scenario stored in {request.resume}; "
                     "resume without the file to finish the stored one"

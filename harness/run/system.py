@@ -27,7 +27,10 @@ def harness_info() -> dict[str, Any]:
         ).stdout.strip()
         status = subprocess.run(
             ["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
         dirty = bool(status.strip())
     except (OSError, subprocess.SubprocessError):
@@ -87,23 +90,29 @@ def torch_info() -> dict[str, Any]:
         import torch
     except ImportError:
         return {"installed": False}
-    info: dict[str, Any] = {
+    cuda_available = torch.cuda.is_available()
+    cudnn = None
+    devices: list[dict[str, Any]] = []
+    if cuda_available:
+        cudnn = torch.backends.cudnn.version()
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            devices.append(
+                {
+                    "name": props.name,
+                    "capability": f"{props.major}.{props.minor}",
+                    "memory_bytes": props.total_memory,
+                    "multiprocessors": props.multi_processor_count,
+                }
+            )
+    return {
         "installed": True,
         "version": torch.__version__,
         "cuda_build": torch.version.cuda,
-        "cuda_available": torch.cuda.is_available(),
-        "cudnn": None,
-        "devices": [],
+        "cuda_available": cuda_available,
+        "cudnn": cudnn,
+        "devices": devices,
     }
-    if info["cuda_available"]:
-        info["cudnn"] = torch.backends.cudnn.version()
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            info["devices"].append(
-                {"name": props.name, "capability": f"{props.major}.{props.minor}", "memory_bytes": props.total_memory,
-                 "multiprocessors": props.multi_processor_count}
-            )
-    return info
 
 
 _NVML_READERS: dict[str, Callable[[Any, Any], Any]] = {
@@ -153,8 +162,11 @@ def describe() -> dict[str, Any]:
     """The system section of a bundle."""
     return {
         "os": {"platform": platform.platform(), "kernel": platform.release(), "system": platform.system()},
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                   "executable": sys.executable},
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "executable": sys.executable,
+        },
         "cpu": cpu_info(),
         "torch": torch_info(),
         "gpu": gpu_info(),

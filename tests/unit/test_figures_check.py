@@ -41,6 +41,7 @@ def forge(root: Path, cell: str, change: Callable[[dict[str, Any]], None]) -> li
 def without(prefix: str) -> Callable[[dict[str, Any]], None]:
     def change(cell: dict[str, Any]) -> None:
         cell["warnings"] = [w for w in cell["warnings"] if not w.startswith(prefix)]
+
     return change
 
 
@@ -48,6 +49,7 @@ def both(*changes: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]
     def change(cell: dict[str, Any]) -> None:
         for each in changes:
             each(cell)
+
     return change
 
 
@@ -72,35 +74,46 @@ def agreement(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_gap_edited_against_its_two_figures(v3: Path) -> None:
-    only_lines(forge(v3, EAGER_SINGLE, lambda c: agreement(c).update(gap=0.0)), EAGER_SINGLE,
-               "latency_agreement: gap 0.0 but LoadGen's 6.84968e+06 ns over the device's 6.83611e+06 ns is +0.001985")
+    only_lines(
+        forge(v3, EAGER_SINGLE, lambda c: agreement(c).update(gap=0.0)),
+        EAGER_SINGLE,
+        "latency_agreement: gap 0.0 but LoadGen's 6.84968e+06 ns over the device's 6.83611e+06 ns is +0.001985",
+    )
 
 
 def test_within_edited_against_the_gap_and_its_warning_removed(v3: Path) -> None:
-    problems = forge(v3, INDUCTOR_OFFLINE, both(lambda c: agreement(c).update(within=True),
-                                                without(figures_check.DISAGREE)))
+    problems = forge(v3, INDUCTOR_OFFLINE, both(lambda c: agreement(c).update(within=True), without(figures_check.DISAGREE)))
     only_lines(problems, INDUCTOR_OFFLINE, "latency_agreement: within is True but a gap of -6.01% is outside the limit of 5%")
 
 
 def test_a_disagreement_whose_warning_was_removed(v3: Path) -> None:
-    only_lines(forge(v3, INDUCTOR_OFFLINE, without(figures_check.DISAGREE)), INDUCTOR_OFFLINE,
-               "warnings: none begins 'LoadGen and device timing disagree', yet its LoadGen figure")
+    only_lines(
+        forge(v3, INDUCTOR_OFFLINE, without(figures_check.DISAGREE)),
+        INDUCTOR_OFFLINE,
+        "warnings: none begins 'LoadGen and device timing disagree', yet its LoadGen figure",
+    )
 
 
 def test_a_raised_limit(v3: Path) -> None:
-    problems = forge(v3, INDUCTOR_OFFLINE, both(lambda c: agreement(c).update(limit=0.5, within=True),
-                                                without(figures_check.DISAGREE)))
+    problems = forge(
+        v3, INDUCTOR_OFFLINE, both(lambda c: agreement(c).update(limit=0.5, within=True), without(figures_check.DISAGREE))
+    )
     only_lines(problems, INDUCTOR_OFFLINE, "latency_agreement: limit 0.5 but the harness's is 0.05")
 
 
 def test_a_loadgen_figure_moved_onto_the_device_time(v3: Path) -> None:
     """Gap and within consistent with the figures, but LoadGen's figure is not what LoadGen measured."""
+
     def agree(cell: dict[str, Any]) -> None:
         record = agreement(cell)
         record.update(loadgen_ns_per_batch=record["device_ns_per_batch"], gap=0.0, within=True, why="")
+
     problems = forge(v3, INDUCTOR_OFFLINE, both(agree, without(figures_check.DISAGREE)))
-    only_lines(problems, INDUCTOR_OFFLINE, "latency_agreement: loadgen_ns_per_batch 6.05914e+06 but the cell's LoadGen "
-                                           "results give 5.69517e+06")
+    only_lines(
+        problems,
+        INDUCTOR_OFFLINE,
+        "latency_agreement: loadgen_ns_per_batch 6.05914e+06 but the cell's LoadGen results give 5.69517e+06",
+    )
 
 
 def test_a_device_figure_that_is_not_the_samples(v3: Path) -> None:
@@ -111,49 +124,72 @@ def test_a_device_figure_that_is_not_the_samples(v3: Path) -> None:
 def test_a_wall_time_divided_by_three(v3: Path) -> None:
     def third(cell: dict[str, Any]) -> None:
         cell["metrics"]["time_split"]["wall_ns"] /= 3
-    only_lines(forge(v3, EAGER_SINGLE, third), EAGER_SINGLE,
-               "time_split: wall_ns 2278704.6666666665 but the samples and the profile give 6.83611e+06")
+
+    only_lines(
+        forge(v3, EAGER_SINGLE, third),
+        EAGER_SINGLE,
+        "time_split: wall_ns 2278704.6666666665 but the samples and the profile give 6.83611e+06",
+    )
 
 
 def test_a_kernel_share_that_is_not_its_kernel_time(v3: Path) -> None:
     def share(cell: dict[str, Any]) -> None:
         cell["metrics"]["time_split"].update(kernel_share=0.95)
-    only_lines(forge(v3, EAGER_SINGLE, share), EAGER_SINGLE,
-               "time_split: kernel_share 0.95 but the samples and the profile give 0.75454")
+
+    only_lines(
+        forge(v3, EAGER_SINGLE, share), EAGER_SINGLE, "time_split: kernel_share 0.95 but the samples and the profile give 0.75454"
+    )
 
 
 def test_noisy_cleared_with_its_warning(v3: Path) -> None:
-    problems = forge(v3, NULL_SINGLE, both(lambda c: c["metrics"]["device_time"]["summary"].update(noisy=False),
-                                           without(figures_check.NOISE)))
-    only_lines(problems, NULL_SINGLE, "device_time: summary noisy is False but the samples' CV is 41.7% (noisy over 10%)",
-               "warnings: none begins 'noisy:', yet its device-time CV is 42% (over 10%)")
+    problems = forge(
+        v3, NULL_SINGLE, both(lambda c: c["metrics"]["device_time"]["summary"].update(noisy=False), without(figures_check.NOISE))
+    )
+    only_lines(
+        problems,
+        NULL_SINGLE,
+        "device_time: summary noisy is False but the samples' CV is 41.7% (noisy over 10%)",
+        "warnings: none begins 'noisy:', yet its device-time CV is 42% (over 10%)",
+    )
 
 
 def test_a_repetition_median_that_is_not_its_samples(v3: Path) -> None:
     def faster(cell: dict[str, Any]) -> None:
         cell["metrics"]["device_time"]["repetitions"][2]["median_ns"] = 5700000.0
-    only_lines(forge(v3, EAGER_SINGLE, faster), EAGER_SINGLE,
-               "device_time: repetition 3 median 5700000.0 but its samples' is 7.27988e+06")
+
+    only_lines(
+        forge(v3, EAGER_SINGLE, faster), EAGER_SINGLE, "device_time: repetition 3 median 5700000.0 but its samples' is 7.27988e+06"
+    )
 
 
 def test_a_drift_hidden_by_a_smaller_spread(v3: Path) -> None:
-    problems = forge(v3, EAGER_SINGLE, both(lambda c: c["metrics"]["device_time"].update(repetition_spread=0.01),
-                                            without(figures_check.DRIFT)))
+    problems = forge(
+        v3, EAGER_SINGLE, both(lambda c: c["metrics"]["device_time"].update(repetition_spread=0.01), without(figures_check.DRIFT))
+    )
     only_lines(problems, EAGER_SINGLE, "device_time: repetition_spread 0.01 but the repetitions' medians spread 0.241129")
 
 
 def test_repetitions_that_do_not_hold_the_samples(v3: Path) -> None:
     def dropped(cell: dict[str, Any]) -> None:
         cell["metrics"]["device_time"]["repetitions"].pop()
+
     problems = forge(v3, EAGER_SINGLE, dropped)
-    only_lines(problems, EAGER_SINGLE, "device_time: 3 repetitions but the config asks for 4",
-               "device_time: the repetitions hold 27 calls but there are 36 samples")
+    only_lines(
+        problems,
+        EAGER_SINGLE,
+        "device_time: 3 repetitions but the config asks for 4",
+        "device_time: the repetitions hold 27 calls but there are 36 samples",
+    )
 
 
 def test_a_warm_up_said_not_to_settle_against_its_samples(v3: Path) -> None:
     problems = forge(v3, EAGER_SINGLE, lambda c: c["metrics"]["device_time"]["warmup"].update(steady=False))
-    only_lines(problems, EAGER_SINGLE, "device_time: warm-up steady is False but its samples say True",
-               "warnings: none begins 'the warm-up did not settle'")
+    only_lines(
+        problems,
+        EAGER_SINGLE,
+        "device_time: warm-up steady is False but its samples say True",
+        "warnings: none begins 'the warm-up did not settle'",
+    )
 
 
 def test_slow_warm_up_calls_dropped(v3: Path) -> None:
@@ -161,8 +197,12 @@ def test_slow_warm_up_calls_dropped(v3: Path) -> None:
         timing = cell["metrics"]["device_time"]
         timing["warmup_samples_ns"] = timing["warmup_samples_ns"][:-3]
         timing["warmup"].update(calls=len(timing["warmup_samples_ns"]), seconds=sum(timing["warmup_samples_ns"]) / 1e9)
-    only_lines(forge(v3, EAGER_SINGLE, dropped), EAGER_SINGLE,
-               "device_time: the warm-up's stopping rule, replayed over its 50 samples, does not stop where they end")
+
+    only_lines(
+        forge(v3, EAGER_SINGLE, dropped),
+        EAGER_SINGLE,
+        "device_time: the warm-up's stopping rule, replayed over its 50 samples, does not stop where they end",
+    )
 
 
 def _math(**changes: Any) -> Callable[[dict[str, Any]], None]:
@@ -173,6 +213,7 @@ def _math(**changes: Any) -> Callable[[dict[str, Any]], None]:
                 record["torch"].update(value)
             else:
                 record[key] = value
+
     return change
 
 
@@ -182,20 +223,31 @@ TF32_ON_CPU = {"mkldnn_matmul_fp32_precision": "tf32", "mkldnn_conv_fp32_precisi
 def test_a_valid_cell_with_math_mode_problems(v3: Path) -> None:
     problem = "asked for IEEE fp32, but TF32 was allowed in: torch oneDNN matmul, torch oneDNN convolution"
     problems = forge(v3, EAGER_SINGLE, _math(torch=TF32_ON_CPU, effective="tf32", problems=[problem]))
-    only_lines(problems, EAGER_SINGLE, f"status valid, yet its math mode has problems: {problem}",
-               "status valid, yet its math ran tf32 where its dtype asks for ieee")
+    only_lines(
+        problems,
+        EAGER_SINGLE,
+        f"status valid, yet its math mode has problems: {problem}",
+        "status valid, yet its math ran tf32 where its dtype asks for ieee",
+    )
 
 
 def test_tf32_math_with_its_problems_cleared(v3: Path) -> None:
     problems = forge(v3, EAGER_SINGLE, _math(torch=TF32_ON_CPU, effective="tf32"))
-    only_lines(problems, EAGER_SINGLE, "math_mode: no problems, yet the settings read back say: asked for IEEE fp32",
-               "status valid, yet its math ran tf32 where its dtype asks for ieee")
+    only_lines(
+        problems,
+        EAGER_SINGLE,
+        "math_mode: no problems, yet the settings read back say: asked for IEEE fp32",
+        "status valid, yet its math ran tf32 where its dtype asks for ieee",
+    )
 
 
 def test_tf32_settings_recorded_as_ieee(v3: Path) -> None:
-    only_lines(forge(v3, EAGER_SINGLE, _math(torch=TF32_ON_CPU)), EAGER_SINGLE,
-               "math_mode: effective ieee but the settings read back say tf32",
-               "math_mode: no problems, yet the settings read back say: asked for IEEE fp32")
+    only_lines(
+        forge(v3, EAGER_SINGLE, _math(torch=TF32_ON_CPU)),
+        EAGER_SINGLE,
+        "math_mode: effective ieee but the settings read back say tf32",
+        "math_mode: no problems, yet the settings read back say: asked for IEEE fp32",
+    )
 
 
 def steady_bundle(root: Path) -> Path:
@@ -211,8 +263,12 @@ def steady_bundle(root: Path) -> Path:
         new = cell_id(cell["config"])
         if "environment" in cell:
             cell["environment"]["variables"][allocator.VARIABLE] = allocator.STEADY_TUNABLES
-            cell["environment"]["allocator"] = {"setting": "steady", "libc": GLIBC, "in_effect": True,
-                                                "tunables": allocator.STEADY_TUNABLES}
+            cell["environment"]["allocator"] = {
+                "setting": "steady",
+                "libc": GLIBC,
+                "in_effect": True,
+                "tunables": allocator.STEADY_TUNABLES,
+            }
         if "log" in cell:
             cell["log"] = cell["log"].replace(entry["id"], new)
         cell["id"] = new
@@ -229,6 +285,7 @@ def steady_bundle(root: Path) -> Path:
 def _musl(in_effect: bool) -> Callable[[dict[str, Any]], None]:
     def change(cell: dict[str, Any]) -> None:
         cell["environment"]["allocator"].update(libc="musl 1.2.4", in_effect=in_effect)
+
     return change
 
 
@@ -236,8 +293,11 @@ def test_an_allocator_in_effect_under_a_c_library_that_cannot_apply_it(v3: Path)
     root = steady_bundle(v3)
     assert validate(root).ok, validate(root).problems
     cell = sorted(p.stem for p in (root / "cells").glob("*.json"))[0]
-    only_lines(forge(root, cell, _musl(True)), cell,
-               "environment: allocator in_effect is True but steady cannot take effect under C library 'musl 1.2.4'")
+    only_lines(
+        forge(root, cell, _musl(True)),
+        cell,
+        "environment: allocator in_effect is True but steady cannot take effect under C library 'musl 1.2.4'",
+    )
 
 
 def test_an_allocator_not_in_effect_without_its_warning(v3: Path) -> None:
@@ -249,8 +309,9 @@ def test_an_allocator_not_in_effect_without_its_warning(v3: Path) -> None:
 def test_allocator_tunables_the_worker_did_not_have(v3: Path) -> None:
     root = steady_bundle(v3)
     cell = sorted(p.stem for p in (root / "cells").glob("*.json"))[0]
-    only_lines(forge(root, cell, lambda c: c["environment"]["variables"].pop(allocator.VARIABLE)), cell,
-               "environment: allocator tunables")
+    only_lines(
+        forge(root, cell, lambda c: c["environment"]["variables"].pop(allocator.VARIABLE)), cell, "environment: allocator tunables"
+    )
 
 
 def test_a_cell_copied_in_from_another_bundle(v3: Path) -> None:
@@ -260,8 +321,11 @@ def test_a_cell_copied_in_from_another_bundle(v3: Path) -> None:
     shutil.copytree(GOLDEN / "mlperf" / "cells" / foreign, v3 / "cells" / foreign)
     label = json.loads((v3 / "cells" / f"{foreign}.json").read_text())["label"]
     edit_json(v3 / "bundle.json", lambda h: h["cells"].append({"id": foreign, "label": label}))
-    only_lines(validate(v3).problems, foreign, "not a cell of this bundle: its config is none of the cells bundle.json's "
-                                               "scenario expands to on cpu")
+    only_lines(
+        validate(v3).problems,
+        foreign,
+        "not a cell of this bundle: its config is none of the cells bundle.json's scenario expands to on cpu",
+    )
 
 
 def test_a_label_that_is_not_its_configs(v3: Path) -> None:
@@ -273,14 +337,18 @@ def test_a_label_that_is_not_its_configs(v3: Path) -> None:
 def test_a_roofline_fraction_edited(v3: Path) -> None:
     def closer(cell: dict[str, Any]) -> None:
         cell["metrics"]["roofline"]["fraction_of_bound"] = 0.9
+
     only_lines(forge(v3, EAGER_SINGLE, closer), EAGER_SINGLE, "roofline: fraction_of_bound 0.9 but its costs and peaks give 0.214206")
 
 
 def test_a_first_call_ratio_that_its_figures_do_not_give_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "v4"
     shutil.copytree(GOLDEN / "v4", root)
-    eager = next(p.stem for p in (root / "cells").glob("*.json")
-                 if json.loads(p.read_text())["label"] == "resnet18 eager fusion-on SingleStream cpu fp32 b1")
+    eager = next(
+        p.stem
+        for p in (root / "cells").glob("*.json")
+        if json.loads(p.read_text())["label"] == "resnet18 eager fusion-on SingleStream cpu fp32 b1"
+    )
 
     def forged(cell: dict[str, Any]) -> None:
         cell["metrics"]["first_call_ratio"] = 99.0
@@ -300,14 +368,28 @@ def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
     from harness.measure import trust
 
     cpu = {"wall_s": 1.0, "other_processes_cpu_s": 0.5, "stolen_cpu_s": 0.5, "cpus": 2}
-    metrics = {"device_time": {"samples_ns": [], "summary": {"n": 10, "median_ns": 1.5e6, "cv": 0.5},
-                               "warmup": {"steady": False, "calls": 3, "tolerance": 0.02}, "repetition_spread": 0.5,
-                               "repetitions": [{"when": "before loadgen", "n": 5, "median_ns": 1e6, "beside": {"cpu": cpu}},
-                                               {"when": "after loadgen", "n": 5, "median_ns": 2e6, "beside": {"cpu": cpu}}]},
-               "latency_agreement": {"within": False, "gap": 0.5, "limit": 0.05, "why": "a reason"}}
+    metrics = {
+        "device_time": {
+            "samples_ns": [],
+            "summary": {"n": 10, "median_ns": 1.5e6, "cv": 0.5},
+            "warmup": {"steady": False, "calls": 3, "tolerance": 0.02},
+            "repetition_spread": 0.5,
+            "repetitions": [
+                {"when": "before loadgen", "n": 5, "median_ns": 1e6, "beside": {"cpu": cpu}},
+                {"when": "after loadgen", "n": 5, "median_ns": 2e6, "beside": {"cpu": cpu}},
+            ],
+        },
+        "latency_agreement": {"within": False, "gap": 0.5, "limit": 0.05, "why": "a reason"},
+    }
     said = trust.warnings(Metrics.model_validate(metrics))
-    for stem in (figures_check.NOISE, figures_check.WARMUP, figures_check.DRIFT, figures_check.BUSY,
-                 figures_check.SHARED, figures_check.DISAGREE):
+    for stem in (
+        figures_check.NOISE,
+        figures_check.WARMUP,
+        figures_check.DRIFT,
+        figures_check.BUSY,
+        figures_check.SHARED,
+        figures_check.DISAGREE,
+    ):
         assert any(line.startswith(stem) for line in said), (stem, said)
     implied = figures_check._implied_warnings({"metrics": metrics, "environment": {}})
     assert len(implied) == len(said) == 6
@@ -317,14 +399,23 @@ def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
 
 def test_a_gpu_time_split_made_by_the_worker_passes() -> None:
     """The GPU's split (kernel time from the profiler) as harness/measure/passes.py makes it."""
+    from harness.bundle.cell_record import Kernels
     from harness.measure.passes import time_split
 
     samples = [1_000_000 + 1000 * i for i in range(21)]
     kernels = {"kernel_time_ns_per_inference": 750_000.0, "kernel_time_method": "the GPU's busy time"}
-    cell = {"id": "0" * 16, "status": "failed", "reasons": ["x"], "config": {"scenario": "SingleStream", "batch": 1},
-            "metrics": {"correctness": {"ok": True, "reference": "eager, fp32"}, "kernels": kernels,
-                        "device_time": {"samples_ns": samples, "summary": {}},
-                        "time_split": time_split(1_010_000.0, kernels, "cuda")}}
+    cell = {
+        "id": "0" * 16,
+        "status": "failed",
+        "reasons": ["x"],
+        "config": {"scenario": "SingleStream", "batch": 1},
+        "metrics": {
+            "correctness": {"ok": True, "reference": "eager, fp32"},
+            "kernels": kernels,
+            "device_time": {"samples_ns": samples, "summary": {}},
+            "time_split": time_split(1_010_000.0, Kernels(kernels_per_inference=None, kernel_count_method="x", **kernels), "cuda"),
+        },
+    }
     assert figures_check.cell_problems(cell) == []
     cell["metrics"]["time_split"]["overhead_ns"] = 0.0
     assert figures_check.cell_problems(cell) == ["time_split: overhead_ns 0.0 but the samples and the profile give 260000"]

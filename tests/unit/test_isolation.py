@@ -5,6 +5,7 @@ parent (harness/run/preloaded_parents.py), which must be indistinguishable to th
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import threading
@@ -12,14 +13,15 @@ import time
 from pathlib import Path
 
 import psutil
+import pydantic
 import pytest
 
 from harness import registry
 from harness.bundle.cell_record import Metrics
-from harness.measure.preloaded import other_threads, why_not_fork
+from harness.measure.preloaded import ForkOrder, ParentReply, other_threads, why_not_fork
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.isolation import WorkerOutcome, log_tail, run_worker, worker_environment
-from harness.run.preloaded_parents import PreloadedParents
+from harness.run.preloaded_parents import PreloadedParent, PreloadedParents
 from harness.run.system import SOURCE_ROOT
 from tests.cell_configs import cell_config
 
@@ -54,10 +56,18 @@ def fake(parents: PreloadedParents | None):
         log = tmp_path / "worker.log"
         phases: list[str] = []
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / behaviour))  # the fake reads the name
-        outcome = run_worker(request, timeout_s=timeout_s,
-                             log_path=log, on_phase=phases.append, module="tests.fakes.workers",
-                             memory_limit_bytes=memory_limit_bytes, parents=parents, **env)
+        outcome = run_worker(
+            request,
+            timeout_s=timeout_s,
+            log_path=log,
+            on_phase=phases.append,
+            module="tests.fakes.workers",
+            memory_limit_bytes=memory_limit_bytes,
+            parents=parents,
+            **env,
+        )
         return outcome, log, phases
+
     return run
 
 
@@ -65,8 +75,14 @@ def fake(parents: PreloadedParents | None):
 def test_answer_is_read(fake, tmp_path: Path) -> None:
     outcome, _, _ = fake("answer", tmp_path)
     assert outcome.answer == WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5))
-    assert outcome.answer.record() == {"status": "valid", "reasons": [], "metrics": {"prepare_s": 1.5}, "environment": {},
-                                       "warnings": [], "phases_s": {}}
+    assert outcome.answer.record() == {
+        "status": "valid",
+        "reasons": [],
+        "metrics": {"prepare_s": 1.5},
+        "environment": {},
+        "warnings": [],
+        "phases_s": {},
+    }
     assert outcome.returncode == 0 and not outcome.timed_out
 
 
@@ -84,8 +100,12 @@ def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.setenv("SOME_SECRET_TOKEN", "x")
     monkeypatch.setenv("MKL_VERBOSE", "1")
-    outcome, _, _ = fake("environment", tmp_path, env_names=["MKL_VERBOSE", "KMP_AFFINITY=compact"],
-                         scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"})
+    outcome, _, _ = fake(
+        "environment",
+        tmp_path,
+        env_names=["MKL_VERBOSE", "KMP_AFFINITY=compact"],
+        scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
+    )
     seen = outcome.answer.environment
     assert "SOME_SECRET_TOKEN" not in seen and "OMP_NUM_THREADS" not in seen  # not whitelisted, not named
     assert seen["MKL_VERBOSE"] == "1" and seen["KMP_AFFINITY"] == "compact"
@@ -94,8 +114,9 @@ def test_the_worker_sees_only_the_whitelisted_environment_and_what_is_named(
     assert not seen["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))  # the cell's own scratch folder
     home = tmp_path / "rounds-home"  # a cell's rounds share one (harness/run/rounds.py)
     (tmp_path / "second").mkdir()
-    outcome, _, _ = fake("environment", tmp_path / "second", scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
-                         scratch_home=home)
+    outcome, _, _ = fake(
+        "environment", tmp_path / "second", scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"}, scratch_home=home
+    )
     assert outcome.answer.environment["TORCHINDUCTOR_CACHE_DIR"] == str(home / "inductor-cache")
 
 
@@ -167,8 +188,9 @@ def test_a_worker_is_its_own_process_whichever_way_it_started(fake, parents, tmp
     if parents is None:
         assert seen["parent_pid"] == os.getpid() and seen["worker_start"] == "fresh" and not seen["torch_imported"]
     else:
-        assert seen["parent_pid"] != os.getpid() and seen["worker_start"] == "preloaded" and seen["torch_imported"], \
-            log.read_text()[:500]
+        assert seen["parent_pid"] != os.getpid() and seen["worker_start"] == "preloaded" and seen["torch_imported"], log.read_text()[
+            :500
+        ]
     assert str(seen["pid"]) in log.read_text()  # its output went to the cell's log
 
 
@@ -180,28 +202,38 @@ def test_a_forked_worker_sees_the_environment_a_fresh_one_sees(
     seen = {}
     for start, parents in (("fresh", None), ("preloaded", shared_parents)):
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / start / "environment"))
-        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / f"{start}.log", module="tests.fakes.workers",
-                             env_names=["MKL_VERBOSE"], scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
-                             parents=parents)
+        outcome = run_worker(
+            request,
+            timeout_s=60,
+            log_path=tmp_path / f"{start}.log",
+            module="tests.fakes.workers",
+            env_names=["MKL_VERBOSE"],
+            scratch_env={"TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
+            parents=parents,
+        )
         seen[start] = outcome.answer.environment
     fresh, forked = seen["fresh"], seen["preloaded"]
     assert fresh["TORCHINDUCTOR_CACHE_DIR"] != forked["TORCHINDUCTOR_CACHE_DIR"]  # each cell's own folder
     assert forked["TORCHINDUCTOR_CACHE_DIR"].endswith("inductor-cache")
-    assert {k: v for k, v in fresh.items() if k != "TORCHINDUCTOR_CACHE_DIR"} == \
-        {k: v for k, v in forked.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    assert {k: v for k, v in fresh.items() if k != "TORCHINDUCTOR_CACHE_DIR"} == {
+        k: v for k, v in forked.items() if k != "TORCHINDUCTOR_CACHE_DIR"
+    }
 
 
 def test_a_forked_worker_finds_what_the_runs_backends_preload_already_imported(
     shared_parents: PreloadedParents, tmp_path: Path
 ) -> None:
-    preloads = {module for name in registry.names() for module in registry.load(name).preload
-                if importlib.util.find_spec(module.split(".")[0]) is not None}
+    preloads = {
+        module
+        for name in registry.names()
+        for module in registry.load(name).preload
+        if importlib.util.find_spec(module.split(".")[0]) is not None
+    }
     assert "torch._inductor.compile_fx" in preloads
     seen = {}
     for start, parents in (("fresh", None), ("preloaded", shared_parents)):
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / start / "process"))
-        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / f"{start}.log", module="tests.fakes.workers",
-                             parents=parents)
+        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / f"{start}.log", module="tests.fakes.workers", parents=parents)
         assert outcome.answer.environment["worker_start"] == start, (tmp_path / f"{start}.log").read_text()[:500]
         seen[start] = set(outcome.answer.environment["modules"])
     assert preloads <= seen["preloaded"] and not preloads & seen["fresh"]
@@ -213,8 +245,7 @@ def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fr
 
     def cell(behaviour: str) -> WorkerOutcome:
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / behaviour))
-        return run_worker(request, timeout_s=60, log_path=tmp_path / f"{behaviour}.log", module="tests.fakes.workers",
-                          parents=parents)
+        return run_worker(request, timeout_s=60, log_path=tmp_path / f"{behaviour}.log", module="tests.fakes.workers", parents=parents)
 
     try:
         assert cell("process").answer.environment["worker_start"] == "preloaded"  # the parent is up
@@ -239,19 +270,25 @@ def test_a_parent_running_a_thread_refuses_to_fork_and_the_worker_starts_fresh(
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(  # a library that starts a thread on import
-        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+    )
     monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{PYTHONPATH}")
     parents = PreloadedParents()
     try:
         request = WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / "process"))
-        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / "worker.log", module="tests.fakes.workers",
-                             parents=parents)
+        outcome = run_worker(request, timeout_s=60, log_path=tmp_path / "worker.log", module="tests.fakes.workers", parents=parents)
         assert outcome.answer.status == "valid" and outcome.answer.environment["worker_start"] == "fresh"
         [parent] = parents._all
-        assert parent.broken == ("after the imports, 2 threads run here (Python thread 'Thread-1 (sleep)' beside this one) "
-                                 "and a fork would carry one")
-        assert (tmp_path / "worker.log").read_text().startswith(
-            "fusionbench: this worker started as a fresh Python: its preloaded parent after the imports, 2 threads run here")
+        assert parent.broken == (
+            "after the imports, 2 threads run here (Python thread 'Thread-1 (sleep)' beside this one) and a fork would carry one"
+        )
+        assert (
+            (tmp_path / "worker.log")
+            .read_text()
+            .startswith(
+                "fusionbench: this worker started as a fresh Python: its preloaded parent after the imports, 2 threads run here"
+            )
+        )
     finally:
         parents.close()
 
@@ -288,3 +325,75 @@ def test_a_forked_real_worker_logs_what_a_fresh_one_would(shared_parents: Preloa
     assert outcome.answer is not None and outcome.answer.status == "valid", log.read_text()[-2000:]
     assert outcome.answer.metrics.memory is not None and outcome.answer.metrics.memory.worker_start == "preloaded"
     assert "found in sys.modules" not in log.read_text()
+
+
+def test_a_preloaded_parent_s_replies_carry_only_what_they_say() -> None:
+    """The protocol's replies on the wire ({"ready": PID}, {"pid": CHILD}, {"pid": CHILD,
+    "returncode": CODE}, {"refused": WHY}), read back as written; anything else is refused."""
+    for reply, line in ((ParentReply(ready=7), '{"ready": 7}'), (ParentReply(pid=9), '{"pid": 9}'),
+                        (ParentReply(pid=9, returncode=-9), '{"pid": 9, "returncode": -9}'),
+                        (ParentReply(refused="why"), '{"refused": "why"}')):
+        assert reply.to_line() == line + "\n"
+        assert ParentReply.from_line(line.encode()) == reply
+    for bad in ('{"pid": "9"}', '{"child": 9}', "[]", "not json"):
+        with pytest.raises(pydantic.ValidationError):
+            ParentReply.from_line(bad)
+
+
+def test_an_order_to_a_preloaded_parent_is_one_line_of_json_read_back_as_written() -> None:
+    order = ForkOrder(
+        module="harness.measure.worker",
+        request="/s/request.json",
+        cwd="/s",
+        log="/b/worker.log",
+        env={"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"},
+    )
+    line = order.to_line()
+    assert (
+        line
+        == json.dumps(
+            {
+                "module": "harness.measure.worker",
+                "request": "/s/request.json",
+                "cwd": "/s",
+                "log": "/b/worker.log",
+                "env": {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"},
+            }
+        )
+        + "\n"
+    )
+    assert ForkOrder.from_line(line) == order
+    written = json.loads(line)
+    for bad in (
+        "not json",
+        "[]",
+        json.dumps({k: v for k, v in written.items() if k != "cwd"}),
+        json.dumps({**written, "shell": "sh"}),
+        json.dumps({**written, "env": {"PATH": 1}}),
+        json.dumps({**written, "module": None}),
+    ):
+        with pytest.raises(pydantic.ValidationError):
+            ForkOrder.from_line(bad)
+
+
+@pytest.mark.slow
+def test_a_line_that_is_no_order_is_refused_and_the_parent_forks_the_next(tmp_path: Path) -> None:
+    """The refusal names what is wrong, never the values (an environment's), and the parent stays up."""
+    parent = PreloadedParent(worker_environment(os.environ, [], {}, tmp_path))
+    try:
+        assert parent.broken is None
+        assert parent.proc.stdin is not None
+        parent.proc.stdin.write((json.dumps({"module": "json.tool", "env": {"TOKEN": 424242}}) + "\n").encode())
+        parent.proc.stdin.flush()
+        refusal = parent.lines.next(60)
+        assert refusal is not None and refusal.model_dump(exclude_none=True).keys() == {"refused"}
+        why = str(refusal.refused)
+        assert why.startswith("not an order this parent reads: ") and "env.TOKEN" in why and "cwd" in why
+        assert "424242" not in why and "For further information" not in why
+        request = tmp_path / "request.json"
+        request.write_text('{"a": 1}')
+        worker = parent.fork("json.tool", request, tmp_path, tmp_path / "child.log", {"PATH": os.environ["PATH"]})
+        assert worker is not None and worker.wait(60) == 0
+        assert json.loads((tmp_path / "child.log").read_text()) == {"a": 1}
+    finally:
+        parent.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -15,14 +16,26 @@ needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason
 @pytest.mark.slow
 def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.MonkeyPatch) -> None:
     result = machine_noise.measure(0.1)
-    assert result["compute_cv"] >= 0 and result["memory_cv"] >= 0 and min(result["chunks"]) >= 2
-    spread, cross = result["pinned_spread"], result["cross_core_ns"]
+    assert result.compute_cv >= 0 and result.memory_cv >= 0 and min(result.chunks) >= 2
+    spread, cross = result.pinned_spread, result.cross_core_ns
     stepping = (spread is not None and spread > machine_noise.STEP_FLOOR) or (
-        cross is not None and cross[2] / cross[0] > machine_noise.CROSS_CORE_FLOOR)
-    assert (result["warning"] != "") == (max(result["compute_cv"], result["memory_cv"]) > machine_noise.NOISY_FLOOR
-                                         or stepping)
+        cross is not None and cross[2] / cross[0] > machine_noise.CROSS_CORE_FLOOR
+    )
+    assert (result.warning != "") == (max(result.compute_cv, result.memory_cv) > machine_noise.NOISY_FLOOR or stepping)
+    # as bundle.json keeps it (harness/run/probe.py), the warning last
+    assert list(result.recorded()) == [
+        "compute_cv",
+        "memory_cv",
+        "chunks",
+        "core_chunk_ms",
+        "pinned_spread",
+        "cross_core_ns",
+        "method",
+        "warning",
+    ]
+    assert result.recorded()["warning"] == result.warning
     monkeypatch.setattr(machine_noise, "NOISY_FLOOR", -1.0)
-    assert "no figure measured here can be steadier" in machine_noise.measure(0.1)["warning"]
+    assert "no figure measured here can be steadier" in machine_noise.measure(0.1).warning
 
 
 @needs_affinity
@@ -40,25 +53,37 @@ def test_the_pinned_pass_runs_on_each_core_in_turn_and_gives_the_affinity_back()
 @needs_affinity
 def test_each_usable_core_gets_a_median() -> None:
     result = machine_noise._cores_measure(lambda: sum(range(1000)), 0.05)
-    usable = sorted(os.sched_getaffinity(0))[:machine_noise.MAX_CORES]
-    assert list(result["core_chunk_ms"]) == [str(core) for core in usable]
-    assert all(ms > 0 for ms in result["core_chunk_ms"].values()) and result["pinned_spread"] >= 1
+    usable = sorted(os.sched_getaffinity(0))[: machine_noise.MAX_CORES]
+    assert result.core_chunk_ms is not None and result.pinned_spread is not None
+    assert list(result.core_chunk_ms) == [str(core) for core in usable]
+    assert all(ms > 0 for ms in result.core_chunk_ms.values()) and result.pinned_spread >= 1
 
 
 def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
-    quiet = {"compute_cv": 0.01, "memory_cv": 0.01, "pinned_spread": 1.05, "core_chunk_ms": {"0": 20.0, "1": 20.5}}
-    assert machine_noise._warning(quiet) == ""
-    stepping = {**quiet, "pinned_spread": 1.7, "core_chunk_ms": {"0": 20.0, "1": 34.0}}
-    warning = machine_noise._warning(stepping)
+    quiet = machine_noise.NoiseFloor(
+        compute_cv=0.01,
+        memory_cv=0.01,
+        chunks=[75, 75],
+        core_chunk_ms={"0": 20.0, "1": 20.5},
+        pinned_spread=1.05,
+        cross_core_ns=None,
+        method="test",
+    )
+    assert quiet.warning == "" and quiet.recorded()["warning"] == ""
+    stepping = replace(quiet, pinned_spread=1.7, core_chunk_ms={"0": 20.0, "1": 34.0})
+    warning = stepping.warning
     assert "spans 1.70x" in warning and "core 1 34.0 ms" in warning and "a fixed compute loop" not in warning
-    assert machine_noise._warning({**quiet, "pinned_spread": None, "core_chunk_ms": None}) == ""
-    assert machine_noise._warning({**quiet, "cross_core_ns": [52.0, 60.0, 70.0]}) == ""
-    placed = machine_noise._warning({**quiet, "cross_core_ns": [52.0, 60.0, 330.0]})
+    assert stepping.recorded()["warning"] == warning
+    assert replace(quiet, pinned_spread=None, core_chunk_ms=None).warning == ""
+    assert replace(quiet, cross_core_ns=[52.0, 60.0, 70.0]).warning == ""
+    placed = replace(quiet, cross_core_ns=[52.0, 60.0, 330.0]).warning
     assert "the round trip between two cores stepped from 52 to 330 ns" in placed
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
-                    or not (shutil.which("cc") or shutil.which("gcc")), reason="needs two cores and a C compiler")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not (shutil.which("cc") or shutil.which("gcc")),
+    reason="needs two cores and a C compiler",
+)
 def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(monkeypatch: pytest.MonkeyPatch) -> None:
     low, middle, high = machine_noise._cross_core(0.05) or (0.0, 0.0, 0.0)
     assert 0 < low <= middle <= high < 1e6
@@ -68,7 +93,7 @@ def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(monkeypatch
 
 def test_without_cpu_affinity_the_pinned_pass_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(os, "sched_setaffinity", raising=False)
-    assert machine_noise._cores_measure(lambda: None, 0.05) == {"core_chunk_ms": None, "pinned_spread": None}
+    assert machine_noise._cores_measure(lambda: None, 0.05) == machine_noise.PinnedCores(core_chunk_ms=None, pinned_spread=None)
 
 
 def test_the_probe_runs_each_pass_for_the_seconds_the_environment_gives_and_refuses_nonsense() -> None:
@@ -80,4 +105,4 @@ def test_the_probe_runs_each_pass_for_the_seconds_the_environment_gives_and_refu
     for bad in ("", "fast", "0", "-1", "nan", "inf", "61"):
         with pytest.raises(ConfigError, match=NOISE_PROBE_VARIABLE):
             noise_probe_s({NOISE_PROBE_VARIABLE: bad})
-    assert "for 0.05 s" in machine_noise.measure(0.05)["method"]
+    assert "for 0.05 s" in machine_noise.measure(0.05).method

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.measure.roofline import bound, model_costs
+from harness.measure.roofline import ModelCosts, bound, model_costs
 
 torch = pytest.importorskip("torch")
 
@@ -13,14 +13,14 @@ def test_costs_of_a_convolution() -> None:
     model = torch.nn.Conv2d(3, 8, 3, padding=1, bias=True).eval()
     x = torch.randn(2, 3, 16, 16)
     costs = model_costs(model, x)
-    assert costs["flops"] == 2 * (2 * 8 * 16 * 16) * (3 * 3 * 3)  # 2 x outputs x multiply-adds per output
-    assert costs["weight_bytes"] == (8 * 3 * 3 * 3 + 8) * 4
-    assert costs["input_bytes"] == 2 * 3 * 16 * 16 * 4 and costs["output_bytes"] == 2 * 8 * 16 * 16 * 4
-    assert costs["compulsory_bytes"] == costs["weight_bytes"] + costs["input_bytes"] + costs["output_bytes"]
+    assert costs.flops == 2 * (2 * 8 * 16 * 16) * (3 * 3 * 3)  # 2 x outputs x multiply-adds per output
+    assert costs.weight_bytes == (8 * 3 * 3 * 3 + 8) * 4
+    assert costs.input_bytes == 2 * 3 * 16 * 16 * 4 and costs.output_bytes == 2 * 8 * 16 * 16 * 4
+    assert costs.compulsory_bytes == costs.weight_bytes + costs.input_bytes + costs.output_bytes
 
 
 def test_bound_is_the_slower_of_compute_and_memory() -> None:
-    costs = {"flops": 4_000_000_000, "weight_bytes": 0, "input_bytes": 0, "output_bytes": 0, "compulsory_bytes": 1_000_000}
+    costs = ModelCosts(flops=4_000_000_000, weight_bytes=0, input_bytes=1_000_000, output_bytes=0, compulsory_bytes=1_000_000)
     peaks = {"flops_per_s": {"fp32": 1e12}, "bytes_per_s": 1e10, "method": "test"}
     figures = bound(costs, peaks, "fp32", measured_ns=8e6)
     assert figures["compute_bound_ns"] == pytest.approx(4e6) and figures["memory_bound_ns"] == pytest.approx(1e5)
@@ -30,8 +30,14 @@ def test_bound_is_the_slower_of_compute_and_memory() -> None:
 
 
 def test_without_peaks_or_time_only_costs_are_given() -> None:
-    costs = {"flops": 10, "weight_bytes": 1, "input_bytes": 1, "output_bytes": 1, "compulsory_bytes": 3}
+    costs = ModelCosts.counted(flops=10, weight_bytes=1, input_bytes=1, output_bytes=1)
     assert "fraction_of_bound" not in bound(costs, None, "fp32", 1e6)
     assert "no measured fp16 peak" in bound(costs, {"flops_per_s": {"fp32": 1e9}, "bytes_per_s": 1e9}, "fp16", 1e6)["note"]
     assert "computes no model" in bound(costs, {"flops_per_s": {"fp32": 1e9}, "bytes_per_s": 1e9}, "fp32", 0)["note"]
     assert "out of memory" in bound(costs, {"error": "RuntimeError: out of memory"}, "fp32", 1e6)["note"]
+
+
+def test_costs_whose_compulsory_bytes_are_not_their_parts_are_refused() -> None:
+    """A cache entry whose sum does not add up is damaged (`cached_costs` counts again)."""
+    with pytest.raises(ValueError, match="compulsory_bytes"):
+        ModelCosts(flops=1, weight_bytes=1, input_bytes=1, output_bytes=1, compulsory_bytes=4)

@@ -3,9 +3,17 @@ wall time into time inside kernels and overhead."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from harness.bundle.cell_record import Kernels
 from harness.measure.passes import busy_us, cuda_kernel_figures, time_split
+
+
+def _kernels(**figures: Any) -> Kernels:
+    """The profile pass's kernel figures, with a count that the split does not read."""
+    return Kernels(kernels_per_inference=None, kernel_count_method="not counted here", **figures)
 
 
 def test_busy_time_counts_overlapping_kernels_once() -> None:
@@ -14,15 +22,14 @@ def test_busy_time_counts_overlapping_kernels_once() -> None:
 
 
 def test_the_split_is_kernels_and_the_rest_of_the_wall_time() -> None:
-    split = time_split(10e6, {"kernel_time_ns_per_inference": 7.5e6, "kernel_time_method": "the profiler"}, "cuda")
+    split = time_split(10e6, _kernels(kernel_time_ns_per_inference=7.5e6, kernel_time_method="the profiler"), "cuda")
     assert split["overhead_ns"] == pytest.approx(2.5e6) and split["kernel_share"] == pytest.approx(0.75)
     assert "launch and host overhead" in split["method"]
-    cpu = time_split(10e6, {"kernel_share": 0.9, "kernel_time_method": "x"}, "cpu")
+    cpu = time_split(10e6, _kernels(kernel_share=0.9, kernel_time_method="x"), "cpu")
     assert "dispatch overhead" in cpu["method"] and cpu["kernel_ns"] == pytest.approx(9e6)
-    assert time_split(10e6, {"kernel_time_ns_per_inference": None, "kernel_time_method": "not measured"}, "cpu")[
-        "kernel_ns"] is None
+    assert time_split(10e6, _kernels(kernel_time_ns_per_inference=None, kernel_time_method="not measured"), "cpu")["kernel_ns"] is None
     # a profiler's kernel time above the wall time (its own cost, or noise) leaves no negative overhead
-    assert time_split(1e6, {"kernel_time_ns_per_inference": 1.2e6, "kernel_time_method": "x"}, "cpu")["overhead_ns"] == 0
+    assert time_split(1e6, _kernels(kernel_time_ns_per_inference=1.2e6, kernel_time_method="x"), "cpu")["overhead_ns"] == 0
 
 
 def test_the_trace_gives_each_kernels_calls_and_time_the_slowest_first() -> None:
@@ -31,12 +38,30 @@ def test_the_trace_gives_each_kernels_calls_and_time_the_slowest_first() -> None
     events = []
     for i in range(2):
         t = i * 1000.0
-        events += [{"cat": "kernel", "name": "mm", "ts": t, "dur": 10.0}, {"cat": "kernel", "name": "mm", "ts": t + 20, "dur": 10.0},
-                   {"cat": "kernel", "name": "fused_conv", "ts": t + 40, "dur": 50.0},
-                   {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": t + 100, "dur": 30.0},
-                   {"cat": "cpu_op", "name": "aten::conv2d", "ts": t, "dur": 200.0}]
+        events += [
+            {"cat": "kernel", "name": "mm", "ts": t, "dur": 10.0},
+            {"cat": "kernel", "name": "mm", "ts": t + 20, "dur": 10.0},
+            {"cat": "kernel", "name": "fused_conv", "ts": t + 40, "dur": 50.0},
+            {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": t + 100, "dur": 30.0},
+            {"cat": "cpu_op", "name": "aten::conv2d", "ts": t, "dur": 200.0},
+        ]
     figures = cuda_kernel_figures(events, iters=2)
     assert figures["kernels_per_inference"] == 3
-    assert figures["top_kernels"] == [{"name": "fused_conv", "calls_per_inference": 1, "ns_per_inference": 50e3},
-                                      {"name": "mm", "calls_per_inference": 2, "ns_per_inference": 20e3}]
+    assert figures["top_kernels"] == [
+        {"name": "fused_conv", "calls_per_inference": 1, "ns_per_inference": 50e3},
+        {"name": "mm", "calls_per_inference": 2, "ns_per_inference": 20e3},
+    ]
     assert figures["kernel_time_ns_per_inference"] == figures["kernel_time_sum_ns_per_inference"] == 70e3
+
+
+def test_the_split_reads_the_figures_the_profile_pass_returned() -> None:
+    """The worker hands the split what `profile` returned: read as the cell's `Kernels`, as recorded."""
+    figures = {
+        "kernels_per_inference": 3.0,
+        "kernel_count_method": "CUDA kernels",
+        "kernel_time_ns_per_inference": 7.5e6,
+        "kernel_time_method": "the profiler",
+        "top_kernels": [],
+    }
+    assert time_split(10e6, figures, "cuda") == time_split(10e6, Kernels.model_validate(figures), "cuda")
+    assert time_split(10e6, figures, "cuda")["kernel_share"] == pytest.approx(0.75)
