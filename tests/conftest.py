@@ -94,6 +94,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "corpus" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason="the whole hostile-bundle corpus takes hours: run it with -m corpus"))
+    _longest_first(items)
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return
@@ -101,6 +102,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Order the modules so that the long ones start first: tests/integration, tests/backends and
+    tests/gpu, then the modules that hold a `slow` test, then the rest; each module's own order, and
+    the folders' order within a rank, kept. pytest-xdist (`--dist loadscope --no-loadscope-reorder`,
+    pyproject.toml) hands the two workers whole modules in this order, so the many short unit
+    modules fill in at the end instead of a long end-to-end module starting last and running alone."""
+    slow_modules = {item.fspath for item in items if "slow" in item.keywords}
+
+    def rank(item: pytest.Item) -> int:
+        if Path(str(item.fspath)).relative_to(REPO / "tests").parts[0] in NOT_QUICK:
+            return 0
+        return 1 if item.fspath in slow_modules else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture
