@@ -13,6 +13,12 @@
   on 2 cores; `./run.sh test` without it runs everything.
 - Backends' artifact caches go to a temporary directory, not the user's ~/.cache; the container
   image tests keep the machine's image build cache (FUSIONBENCH_IMAGE_CACHE: base layer, wheelhouse).
+- Each pytest-xdist worker runs on a share of the machine's cores of its own (one each on 2 cores),
+  and so does everything it starts (affinity is inherited; torch, OpenMP and a cell's worker size
+  their thread pools by it). Two workers that each ran two threads on the same two cores waited on
+  each other at every parallel operator: the suite models' run took 76 s alone and 290 s beside the
+  other worker. A module marked `whole_machine` (parallel runs on cores of their own, Ray with 2 CPUs,
+  a probe pinned to each core in turn) gets every core back for its duration.
 - Every run's machine-noise probe takes 4 x 0.2 s instead of 4 x 1.5 s (FUSIONBENCH_NOISE_PROBE_S):
   about 5 s less per `fusionbench run`, dozens of which the integration tests start; the probe's
   own tests call it with their own durations.
@@ -24,6 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,7 +43,27 @@ PLUGIN = REPO / "examples" / "fusionbench-torchscript"
 _session_dir = Path(tempfile.mkdtemp(prefix="fusionbench-tests-"))
 
 
+#: Every core this session may use, before an xdist worker takes its share.
+WHOLE_MACHINE = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else frozenset()
+
+
+def _share_of_the_cores() -> frozenset[int] | None:
+    """This xdist worker's own cores (`gwK` takes the K-th of as many equal shares as there are
+    workers), or None: not an xdist worker, a single worker, or fewer cores than workers."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    cores = sorted(WHOLE_MACHINE)
+    if worker is None or count < 2 or len(cores) < count:
+        return None
+    index, share = int(worker.removeprefix("gw")), len(cores) // count
+    return frozenset(cores[index * share:(index + 1) * share])
+
+
+SHARE = _share_of_the_cores()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if SHARE is not None:  # before anything here imports torch: its thread pool is sized by it
+        os.sched_setaffinity(0, SHARE)
     shared = pip_sites.shared_dir()
     if shared is None:  # the session's first process (a plain run, or xdist's controller): install
         os.environ[pip_sites.SHARED_VARIABLE] = str(_session_dir)
@@ -118,6 +145,20 @@ def _longest_first(items: list[pytest.Item]) -> None:
         return 1 if item.fspath in slow_modules else 2
 
     items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _whole_machine_where_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every core back for a module marked `whole_machine` (see the module's docstring), its
+    worker's share again after it."""
+    if SHARE is None or request.node.get_closest_marker("whole_machine") is None:
+        yield
+        return
+    os.sched_setaffinity(0, WHOLE_MACHINE)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, SHARE)
 
 
 @pytest.fixture

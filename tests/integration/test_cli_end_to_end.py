@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +21,14 @@ import pytest
 import yaml
 
 from harness.bundle.migrations import SCHEMA_VERSION
+from tests.conftest import WHOLE_MACHINE
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.whole_machine]  # parallel runs: tests/conftest.py
 REPO = Path(__file__).resolve().parents[2]
 # smoke.yaml: resnet18 x (eager, inductor on/off, onnxruntime on/off, tvm on/off, tensorrt on/off,
 # null) x (SingleStream, Offline)
 SMOKE_CELLS = 20
-SMOKE_JOBS = min(2, len(os.sched_getaffinity(0)))
+SMOKE_JOBS = min(2, len(WHOLE_MACHINE))  # the module gets every core back: tests/conftest.py
 # What the run changes of smoke.yaml: how long each cell measures, never which cells there are.
 BRIEFER = {"loadgen": {"min_duration_s": 0.5},
            "timing": {"min_time_s": 0.1, "max_warmup_s": 0.5, "repetitions": 2},

@@ -19,7 +19,7 @@ import pytest
 from tests.integration.test_cli_end_to_end import cells_of, only_bundle
 from tests.integration.test_faults import cli, faults_env  # noqa: F401 - a fixture used here
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.whole_machine]  # parallel runs: tests/conftest.py
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = ("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager, fault_segfault]\n"
          "scenarios: [SingleStream]\nloadgen: {min_duration_s: 0.3}\n"

@@ -20,7 +20,7 @@ from tests import pip_sites
 from tests.integration.test_cli_end_to_end import SMOKE_JOBS, cells_of, only_bundle
 from tests.run_processes import workers_of
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.whole_machine]  # parallel runs: tests/conftest.py
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = REPO / "tests" / "faults"
 HANG_LIMIT_S = 25

@@ -9,6 +9,9 @@ from dataclasses import replace
 import pytest
 
 from harness.run import machine_noise
+from tests.conftest import WHOLE_MACHINE
+
+pytestmark = pytest.mark.whole_machine  # each core in turn: tests/conftest.py
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
 
@@ -81,7 +84,7 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
 
 
 @pytest.mark.skipif(
-    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not (shutil.which("cc") or shutil.which("gcc")),
+    not hasattr(os, "sched_getaffinity") or len(WHOLE_MACHINE) < 2 or not (shutil.which("cc") or shutil.which("gcc")),
     reason="needs two cores and a C compiler",
 )
 def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(monkeypatch: pytest.MonkeyPatch) -> None:

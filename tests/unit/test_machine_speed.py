@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.measure import core_latency, machine_speed
+from tests.conftest import WHOLE_MACHINE
+
+pytestmark = pytest.mark.whole_machine  # each core in turn: tests/conftest.py
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
@@ -81,7 +84,7 @@ def test_the_comparison_names_each_loop_and_counts_only_those_beyond_their_jitte
     assert machine_speed.compare(dict.fromkeys(machine_speed.LOOPS), fast, 0.5, "here") == ""
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(WHOLE_MACHINE) < 2
                     or not (shutil.which("cc") or shutil.which("gcc")), reason="needs two cores and a C compiler")
 def test_the_cross_core_round_trip_is_built_once_and_measured(tmp_path: Path) -> None:
     lib = core_latency.load(tmp_path)
