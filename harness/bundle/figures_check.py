@@ -1,6 +1,6 @@
 """Validate's figures layer: every figure a cell computed from other figures of the bundle is
 computed again, and must agree (within harness.bundle.tolerance); and every cell must belong to
-its bundle.
+its bundle (harness/bundle/belonging.py).
 
 Re-derived, wherever the record holds the inputs (older records lack some; a check whose inputs
 are absent is skipped, so every golden bundle still validates):
@@ -24,8 +24,6 @@ are absent is skipped, so every golden bundle still validates):
   `in_effect` from the C library and the tunables (harness/allocator.py);
 - warnings: each warning the worker's rules imply from figures in the record (noise, warm-up,
   drift, a busy or shared machine, LoadGen against device timing, the allocator) is among the cell's;
-- belonging: a cell's config is one of the cells bundle.json's stored scenario expands to on its
-  device (harness/scenario/cells.py), and its label is the one that config gets.
 
 Not re-derivable, as each is a measurement recorded once: the raw samples, what ran beside each
 repetition, the profile's kernel counts and times, the roofline's costs, the device's peaks, the
@@ -44,8 +42,8 @@ import statistics
 from typing import Any
 
 from harness import allocator
-from harness.bundle import loadgen_check, rounds_check
-from harness.bundle.files import CELLS, HEADER
+from harness.bundle import belonging, loadgen_check, rounds_check
+from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
@@ -72,7 +70,7 @@ _MEASURED = ("valid", "invalid")  # statuses of a cell whose worker finished: it
 def problems(loaded: LoadedBundle) -> list[str]:
     """Every figure of `loaded` that disagrees with what it is computed from, and every cell that
     is not one of its bundle's: `cells/<id>.json: <what is wrong>`, one a line."""
-    lines = _belonging(loaded)
+    lines = belonging.problems(loaded)
     peaks = lookup(loaded.header, "system", "peaks")
     for cell in loaded.cells:
         raw = loaded.raw_cells.get(cell["id"])
@@ -427,45 +425,3 @@ def _warnings(cell: dict[str, Any]) -> list[str]:
         return []  # a record from before warnings, or a cell whose worker did not finish
     return [f"warnings: none begins {stem!r}, yet {why}" for stem, why in _implied_warnings(cell)
             if not any(isinstance(line, str) and line.startswith(stem) for line in recorded)]
-
-
-def _belonging(loaded: LoadedBundle) -> list[str]:
-    """Each cell's config among those bundle.json's stored scenario expands to on its device.
-    Only the cell's own model, scenario and dtype are expanded, so the work is bounded by the
-    cell, not by the product of the scenario's lists."""
-    from harness.scenario.cells import expand
-
-    scenario, device = loaded.header["scenario"], loaded.header["device"]
-    lines = []
-    listed = [entry["id"] for entry in loaded.header["cells"] if entry["id"] not in loaded.missing]
-    for cell, listed_id in zip(loaded.cells, listed, strict=True):  # load() keeps bundle.json's order
-        config, raw = cell["config"], loaded.raw_cells.get(listed_id)
-        try:
-            narrowed = {**scenario,
-                        "models": [m for m in scenario["models"] if m == config.get("model")],
-                        "scenarios": [s for s in scenario["scenarios"] if s == config.get("scenario")],
-                        "dtypes": [d for d in scenario["dtypes"] if d == config.get("dtype")]}
-            candidates = expand(narrowed, device)
-        except (LookupError, TypeError, AttributeError, ValueError) as exc:
-            return [f"{HEADER}: its scenario does not expand into cells ({type(exc).__name__}: {str(exc)[:80]}), "
-                    "so no cell can be shown to belong to it"]
-        before_graphs = isinstance(raw, dict) and isinstance(raw.get("schema_version"), int) and raw["schema_version"] < 3
-        where = f"{CELLS}/{cell['id']}.json"
-        match = next((other for other in candidates if _same_config(config, other.config.recorded(), before_graphs)), None)
-        if match is None:
-            lines.append(f"{where}: not a cell of this bundle: its config is none of the cells bundle.json's "
-                         f"scenario expands to on {device}")
-        elif cell["label"] != match.label:
-            lines.append(f"{where}: label {cell['label']!r} but its config's is {match.label!r}")
-    return lines
-
-
-def _same_config(config: dict[str, Any], expanded: dict[str, Any], before_graphs: bool) -> bool:
-    """Whether a cell's config is the expanded one. A cell written before schema v3 has no
-    `variant.graphs` (the setting came with v3), and means graphs off."""
-    if config == expanded:
-        return True
-    variant = expanded.get("variant") or {}
-    if not before_graphs or "graphs" in (config.get("variant") or {}) or variant.get("graphs") != "off":
-        return False
-    return config == {**expanded, "variant": {k: v for k, v in variant.items() if k != "graphs"}}

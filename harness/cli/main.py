@@ -206,7 +206,7 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_image(args: argparse.Namespace, console: Console) -> int:
-    from harness.container import image_base, image_build
+    from harness.container import image_base, image_build, image_verify
     from harness.container.launcher import connect, ensure_image, recipe_tag
     from harness.run.system import SOURCE_ROOT
 
@@ -252,7 +252,7 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("image verify always builds from nothing with no registry: it takes no --no-cache or --source")
     client = connect()
     if args.action == "verify":
-        rebuilt = image_build.rebuild_and_compare(client, SOURCE_ROOT, args.kind, image_build.default_build_cache(),
+        rebuilt = image_verify.rebuild_and_compare(client, SOURCE_ROOT, args.kind, image_build.default_build_cache(),
                                                   sys.stdout.write)
         sys.stdout.write("".join(f"{line}\n" for line in rebuilt.lines()))  # whole lines: digests are compared
         return 0 if rebuilt.same else 1

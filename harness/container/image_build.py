@@ -23,27 +23,23 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import harness
-from harness.container import image_base, image_tar
+from harness.container import image_base, image_tar, wheelhouse
 from harness.container.image_archive import Layer, config, image_id, write_archive
 from harness.errors import HarnessError
 
 PYTHON_LIB = "usr/local/lib/python3.11"
 LOAD_TIMEOUT_S = 3600
 IMAGE_CACHE_VARIABLE = "FUSIONBENCH_IMAGE_CACHE"
-GLIBC_MINOR = 36  # Debian bookworm's glibc 2.36: wheels for manylinux_2_36 and older install
 RECIPE = (Path(__file__), Path(image_tar.__file__), Path(image_base.__file__),
-          Path(__file__).with_name("image_archive.py"))
+          Path(__file__).with_name("image_archive.py"), Path(wheelhouse.__file__))
 ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
@@ -123,67 +119,6 @@ class Steps:
         self.write(f"fusionbench: [{time.monotonic() - self.started:6.1f} s] {text}\n")
 
 
-def locked_hashes(lock_text: str) -> dict[tuple[str, str], set[str]]:
-    """(normalized name, version) -> the SHA-256s a hash-locked requirements file allows."""
-    pins: dict[tuple[str, str], set[str]] = {}
-    current: set[str] | None = None
-    for line in lock_text.splitlines():
-        line = line.strip().rstrip("\\").strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("--hash=sha256:"):
-            if current is None:
-                raise ImageBuildError(f"a hash before any requirement in the lock: {line[:80]}")
-            current.add(line.removeprefix("--hash=sha256:"))
-            continue
-        name, _, version = line.partition("==")
-        if not version:
-            raise ImageBuildError(f"the lock pins every requirement with ==; this line does not: {line[:80]}")
-        current = pins.setdefault((_normalized(name), version.strip()), set())
-    return pins
-
-
-def _normalized(name: str) -> str:
-    return "".join("_" if c in "-." else c for c in name.strip().lower())
-
-
-def wheelhouse_holds(lock: Path, wheelhouse: Path) -> bool:
-    """Whether `wheelhouse` already has, for every requirement of `lock`, a wheel whose SHA-256 the
-    lock lists (checked here, file by file; seconds where pip would take half a minute)."""
-    if not wheelhouse.is_dir():
-        return False
-    files = sorted(wheelhouse.glob("*.whl"))
-    for (name, version), allowed in locked_hashes(lock.read_text()).items():
-        candidates = [f for f in files if f.name.lower().startswith(f"{name}-{version}-")]
-        if not any(_file_sha256(f) in allowed for f in candidates):
-            return False
-    return True
-
-
-def _file_sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def gather_wheels(lock: Path, wheelhouse: Path) -> None:
-    """Download the lock's wheels for CPython 3.11 on Linux x86_64 into `wheelhouse`, each
-    checked against the lock's SHA-256 (pip refuses a wheel whose hash is not listed); nothing
-    to do where every one is there already with a listed hash."""
-    if wheelhouse_holds(lock, wheelhouse):
-        return
-    wheelhouse.mkdir(parents=True, exist_ok=True)
-    platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(GLIBC_MINOR, 4, -1)]
-    platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes",
-               "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
-               *[f"--platform={platform}" for platform in platforms],
-               "--dest", str(wheelhouse), "--requirement", str(lock)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-6:])
-        raise ImageBuildError(f"gathering the wheels of {lock.name} failed (exit {done.returncode}): {tail}")
-
-
 def _load(client: Any, layers: list[Layer], config_bytes: bytes, tag: str) -> str:
     """Stream the archive to the engine through a pipe; return the loaded image's id."""
     read_fd, write_fd = os.pipe()
@@ -239,12 +174,12 @@ def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str]
         scratch = Path(scratch_name)
         if not layer_file.exists() or not digest_file.exists():
             partial = layer_file.with_name(layer_file.name + ".partial")
-            diff_id = _make_base(lock, scratch, partial, steps)
+            diff_id = make_base(lock, scratch, partial, steps)
             partial.rename(layer_file)
             digest_file.write_text(diff_id)
-        base_layer = Layer(layer_file, digest_file.read_text().strip(), _base_history(lock))
-        layers = _upper_layers(client, repo, kind, cache, scratch, base_layer, steps, keep=True)
-        image_config = _image_config(repo, kind, lock, layers)
+        base_layer = Layer(layer_file, digest_file.read_text().strip(), base_history(lock))
+        layers = upper_layers(client, repo, kind, cache, scratch, base_layer, steps, keep=True)
+        image_config = image_config_bytes(repo, kind, lock, layers)
         steps.say(f"loading {tag} into the engine")
         loaded = _load(client, layers, image_config, tag)
         if loaded != image_id(image_config):
@@ -253,67 +188,7 @@ def build(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str]
     return client.images.get(tag)
 
 
-@dataclass(frozen=True)
-class Rebuilt:
-    """The engine's image of this recipe and the same image built again from nothing."""
-
-    tag: str
-    held_id: str
-    built_id: str
-    held_layers: list[str]
-    built_layers: list[str]
-    made_by: list[str]
-
-    @property
-    def same(self) -> bool:
-        return self.held_id == self.built_id and self.held_layers == self.built_layers
-
-    def lines(self) -> list[str]:
-        said = [f"image {self.tag}: held {self.held_id}, built again {self.built_id}: "
-                f"{'the same' if self.held_id == self.built_id else 'DIFFERENT'}"]
-        for index, (made_by, built) in enumerate(zip(self.made_by, self.built_layers)):
-            held = self.held_layers[index] if index < len(self.held_layers) else "(none)"
-            said.append(f"  layer {index + 1} ({made_by}): {'the same' if held == built else 'DIFFERENT'} "
-                        f"held {held} built {built}")
-        if len(self.held_layers) != len(self.built_layers):
-            said.append(f"  the held image has {len(self.held_layers)} layers, the build {len(self.built_layers)}")
-        return said
-
-
-def rebuild_and_compare(client: Any, repo: Path, kind: str, cache: Path, write: Callable[[str], object]) -> Rebuilt:
-    """Build the image of `image_tag(repo, kind)` again from nothing, as `build` does but with the
-    base made again by mmdebstrap (the cached base is neither used nor replaced) and the packages
-    installed again from the hash-checked wheels, and compare its layer digests and id with the
-    image the engine holds under that tag. Nothing is tagged or loaded but the new base, and that
-    only where it differs from every base the engine has (the install runs in a container of it);
-    the upper layers are hashed as they are written, not kept."""
-    steps = Steps(write)
-    tag = image_tag(repo, kind)
-    held = existing(client, [tag])
-    if held is None:
-        raise ImageBuildError(f"the engine holds no {tag} to compare with: build it first (./run.sh image build {kind})")
-    found = (held.attrs.get("Config") or {}).get("Labels") or {}
-    wanted = labels(repo, kind)
-    differing = sorted(key for key in ("io.fusionbench.kind", "io.fusionbench.lock-sha256", "io.fusionbench.base")
-                       if found.get(key) != wanted[key])
-    if differing:
-        raise ImageBuildError(f"the image tagged {tag} ({held.id}) is not a fusionbench build of this recipe (its labels "
-                              f"{', '.join(differing)} differ or are missing): nothing was rebuilt; remove it "
-                              f"(docker rmi {tag}) and build it (./run.sh image build {kind})")
-    lock = image_base.BaseLock.parse(base_lock(repo).read_text())
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fusionbench-rebuild-", dir=cache) as scratch_name:
-        scratch = Path(scratch_name)
-        base_file = scratch / "base.layer.tar"
-        base_layer = Layer(base_file, _make_base(lock, scratch, base_file, steps), _base_history(lock))
-        layers = _upper_layers(client, repo, kind, cache, scratch, base_layer, steps, keep=False)
-    steps.say("compared with the engine's image")
-    return Rebuilt(tag=tag, held_id=str(held.id), built_id=image_id(_image_config(repo, kind, lock, layers)),
-                   held_layers=list((held.attrs.get("RootFS") or {}).get("Layers") or []),
-                   built_layers=[layer.diff_id for layer in layers], made_by=[layer.created_by for layer in layers])
-
-
-def _make_base(lock: image_base.BaseLock, scratch: Path, out: Path, steps: Steps) -> str:
+def make_base(lock: image_base.BaseLock, scratch: Path, out: Path, steps: Steps) -> str:
     """mmdebstrap's base, rewritten as a layer at `out`; its diff_id."""
     steps.say(f"building the base from Debian's packages ({lock.suite}, {len(lock.packages)} packages; about a minute)")
     raw = scratch / "base.tar"
@@ -323,11 +198,11 @@ def _make_base(lock: image_base.BaseLock, scratch: Path, out: Path, steps: Steps
     return diff_id
 
 
-def _base_history(lock: image_base.BaseLock) -> str:
+def base_history(lock: image_base.BaseLock) -> str:
     return f"mmdebstrap {lock.suite} ({image_base.LOCK_NAME})"
 
 
-def _upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path, base_layer: Layer, steps: Steps, *,
+def upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path, base_layer: Layer, steps: Steps, *,
                   keep: bool) -> list[Layer]:
     """The base loaded where the engine lacks it, then the packages and metadata layers on it: kept
     in `scratch` for loading (`keep`), else only hashed."""
@@ -341,15 +216,15 @@ def _upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path
         _load(client, [base_layer], base_config, base_name)
 
     steps.say(f"gathering the wheels of {lock_file(repo, kind).name} on the host (hash-checked)")
-    wheelhouse = cache / "wheelhouse"
-    gather_wheels(lock_file(repo, kind), wheelhouse)
+    wheels = cache / "wheelhouse"
+    wheelhouse.gather(lock_file(repo, kind), wheels)
 
     steps.say("installing the packages in a container of the base (no network, no index)")
     packages, project = scratch / "packages", scratch / "project"
     packages.mkdir()
     shutil.copy(lock_file(repo, kind), scratch / "requirements.lock")
     _in_base(client, base_name, INSTALL,
-             {str(wheelhouse): {"bind": "/wheels", "mode": "ro"}, str(scratch): {"bind": "/lock", "mode": "ro"},
+             {str(wheels): {"bind": "/wheels", "mode": "ro"}, str(scratch): {"bind": "/lock", "mode": "ro"},
               str(packages): {"bind": "/out", "mode": "rw"}}, epoch)
     steps.say("writing the packages layer" if keep else "hashing the packages layer")
     out = scratch / "packages.tar" if keep else Path(os.devnull)
@@ -366,7 +241,7 @@ def _upper_layers(client: Any, repo: Path, kind: str, cache: Path, scratch: Path
     return [base_layer, packages_layer, project_layer]
 
 
-def _image_config(repo: Path, kind: str, lock: image_base.BaseLock, layers: list[Layer]) -> bytes:
+def image_config_bytes(repo: Path, kind: str, lock: image_base.BaseLock, layers: list[Layer]) -> bytes:
     return config(layers, epoch=lock.source_date_epoch, env=ENV, entrypoint=["python3", "-m", "harness.cli"],
                   user="1000:1000", working_dir="/work/repo", labels=labels(repo, kind))
 

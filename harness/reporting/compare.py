@@ -41,7 +41,8 @@ from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, Nod
 from harness.bundle.reader import LoadedBundle
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
-from harness.reporting.view import FusionPair, Row, fusion_pairs, hardware
+from harness.reporting.run_facts import hardware
+from harness.reporting.view import FusionPair, Row, fusion_pairs
 from harness.scenario.cells import cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method

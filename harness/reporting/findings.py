@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_times
+from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.view import (
     FusionPair,
     Row,
@@ -30,7 +31,6 @@ from harness.reporting.view import (
     fusions_by_class,
     slowest_kernels,
 )
-from harness.reporting.view import facts as bundle_facts
 from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 
 MEMORY = ("peak_rss", "gpu_peak")

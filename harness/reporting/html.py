@@ -8,6 +8,7 @@ from html import escape
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.reporting.plots import Point, Series, bar_chart, scatter
+from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
@@ -17,7 +18,6 @@ from harness.reporting.view import (
     agreement_table,
     baseline_of,
     cells_table,
-    facts,
     fmt_speedup,
     fused_kernels,
     fusion_pairs,

@@ -7,6 +7,7 @@ from typing import Any
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_value
 from harness.plain_text import visible
+from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
@@ -16,7 +17,6 @@ from harness.reporting.view import (
     agreement_table,
     baseline_of,
     cells_table,
-    facts,
     fmt_speedup,
     fmt_time_over_rounds,
     fused_kernels,

@@ -15,7 +15,6 @@ from typing import Any
 
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics, TopKernel
-from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.models.catalog import default_input_size
@@ -338,86 +337,9 @@ def validity_grid(loaded: LoadedBundle, rows: list[Row]) -> tuple[list[str], lis
     return ["model · variant", *settings], body
 
 
-def library_versions(loaded: LoadedBundle) -> dict[str, str]:
-    """The libraries the cells ran on, as each cell's backend reported them, and LoadGen's."""
-    versions: dict[str, str] = {}
-    for record in loaded.records:
-        reported = record.environment.get("backend_versions")
-        if isinstance(reported, dict):
-            versions.update({str(k): str(v) for k, v in reported.items()})
-    packages = loaded.header_record.system.packages or {}  # by distribution name
-    if "mlcommons-loadgen" in packages:
-        versions["mlcommons-loadgen"] = packages["mlcommons-loadgen"]
-    return versions
-
-
-def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
-    h = loaded.header_record
-    cpu, gpus = h.system.cpu or Cpu(), (h.system.gpu or Gpus()).gpus
-    libraries = ", ".join(f"{name} {version}" for name, version in sorted(library_versions(loaded).items()))
-    counts: dict[str, int] = {}
-    for record in loaded.records:
-        counts[record.status] = counts.get(record.status, 0) + 1
-    if loaded.missing:
-        counts["not run"] = len(loaded.missing)
-    harness = h.harness
-    return [
-        ("run", f"{loaded.name} ({h.created}), state {h.state}"),
-        ("scenario file", str(h.scenario_file)),
-        ("device", h.device),
-        ("CPU", f"{cpu.model}, {cpu.logical_cores} logical cores"),
-        ("GPU", ", ".join(str(g.name) for g in gpus) or "none"),
-        ("libraries", libraries or "-"),
-        ("harness", f"{harness.version} {harness.git_sha or ''}{' (dirty)' if harness.git_dirty else ''}"),
-        ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
-        ("schema", f"written as version {loaded.version}"),
-        # As recorded: the typed record would read a `true` where a figure belongs as 1.0; this says "not measured".
-        ("machine noise", machine_noise(lookup(loaded.header, "system", "machine_noise"))),
-        *([("machines", spread)] if (spread := machines(h.nodes)) else []),
-    ]
-
-
 def listed(value: Any) -> list[Any]:
     """`value` where it is a list, else no items (a bundle is read, never trusted to have its shape)."""
     return value if isinstance(value, list) else []
-
-
-def hardware(node: Node | None) -> str | None:
-    """A cell's machine as the executor recorded it (CPU model and cores, GPUs), or None."""
-    if node is None or node.cpu is None:
-        return None
-    gpus = ", ".join(str(g) for g in node.gpus) or "no GPU"
-    return f"{node.cpu.model} x{node.cpu.logical_cores}, {gpus}"
-
-
-def machines(nodes: dict[str, Any] | None) -> str:
-    """The machines of a run spread over several (Ray; bundle.json's `nodes`, by hostname), said
-    out loud: its figures pair cells across them only where the hardware is the same."""
-    nodes = nodes or {}
-    if len(nodes) < 2:
-        return ""
-    kinds = {hardware(Node.read(node)) for node in nodes.values()}
-    spread = f"{len(nodes)} machines ({', '.join(sorted(map(str, nodes)))})"
-    if len(kinds) == 1:
-        return f"{spread}, all {next(iter(kinds))}"
-    return f"{spread} of {len(kinds)} different kinds: each cell's `node` says where it ran; compare them with care"
-
-
-def machine_noise(noise: Any) -> str:
-    compute, memory = lookup(noise, "compute_cv"), lookup(noise, "memory_cv")
-    if not all(isinstance(cv, (int, float)) and not isinstance(cv, bool) for cv in (compute, memory)):
-        return "not measured"
-    text = (f"a fixed compute loop's CV {compute:.1%}, a memory-bound one's {memory:.1%} "
-            "(the floor no figure of this run can go below)")
-    spread = lookup(noise, "pinned_spread")
-    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
-        text += f"; pinned to each core in turn, its chunks span {format_times(spread)} (10th to 90th percentile)"
-    cross = lookup(noise, "cross_core_ns")
-    if isinstance(cross, list) and len(cross) == 3 and all(
-            isinstance(ns, (int, float)) and not isinstance(ns, bool) for ns in cross):
-        text += f"; a round trip between two cores {cross[0]:.0f} / {cross[1]:.0f} / {cross[2]:.0f} ns (10th / 50th / 90th)"
-    warning = lookup(noise, "warning")
-    return f"{text}; {warning}" if warning else text
 
 
 def problems(rows: list[Row]) -> list[list[str]]:

@@ -217,7 +217,7 @@ def test_cells_that_ran_on_different_hardware_are_never_paired() -> None:
 
 
 def test_a_run_over_machines_of_different_kinds_says_so() -> None:
-    from harness.reporting.view import machines
+    from harness.reporting.run_facts import machines
 
     node = {"cpu": {"model": "EPYC", "logical_cores": 8}, "gpus": ["H100"]}
     assert machines({"a": node}) == ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.container import image_base, image_build, image_tar
+from harness.container import image_base, image_build, image_tar, image_verify, wheelhouse
 from harness.container.image_archive import Layer, config, image_id, write_archive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,12 +197,12 @@ def test_the_image_and_engine_commands_refuse_what_they_cannot_do_in_one_line(ar
     assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def _rebuilt(**changes: object) -> image_build.Rebuilt:
+def _rebuilt(**changes: object) -> image_verify.Rebuilt:
     fields: dict[str, object] = dict(tag="fusionbench-cpu:0123456789abcdef", held_id="sha256:" + "1" * 64,
                                      built_id="sha256:" + "1" * 64, held_layers=["sha256:" + c * 64 for c in "abc"],
                                      built_layers=["sha256:" + c * 64 for c in "abc"], made_by=["base", "packages", "metadata"])
     fields.update(changes)
-    return image_build.Rebuilt(**fields)  # type: ignore[arg-type]
+    return image_verify.Rebuilt(**fields)  # type: ignore[arg-type]
 
 
 def test_a_rebuild_is_the_same_only_when_the_id_and_every_layer_are() -> None:
@@ -228,7 +228,7 @@ def test_verify_refuses_where_the_engine_holds_no_image_of_this_recipe(tmp_path:
         images = Images()
 
     with pytest.raises(image_build.ImageBuildError, match=r"holds no fusionbench-cpu:\S+ to compare with: build it first"):
-        image_build.rebuild_and_compare(Client(), REPO, "cpu", tmp_path, lambda _: None)
+        image_verify.rebuild_and_compare(Client(), REPO, "cpu", tmp_path, lambda _: None)
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
 
@@ -249,7 +249,7 @@ def test_verify_refuses_an_image_under_the_tag_that_is_not_a_fusionbench_build(t
 
     with pytest.raises(image_build.ImageBuildError, match=rf"tagged {tag} \(sha256:9+\) is not a fusionbench build.*"
                        r"io.fusionbench.base, io.fusionbench.kind, io.fusionbench.lock-sha256.*nothing was rebuilt"):
-        image_build.rebuild_and_compare(Client(), REPO, "cpu", tmp_path, lambda _: None)
+        image_verify.rebuild_and_compare(Client(), REPO, "cpu", tmp_path, lambda _: None)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -274,13 +274,13 @@ def test_a_wheelhouse_that_holds_every_locked_wheel_needs_no_download(tmp_path: 
     lock = tmp_path / "requirements.lock"
     lock.write_text(f"# a comment\nzope.interface==7.0 \\\n    --hash=sha256:{'0' * 64} \\\n    --hash=sha256:{digest[one]}\n"
                     f"pyyaml==6.0.2 \\\n    --hash=sha256:{digest[two]}\n")
-    assert image_build.locked_hashes(lock.read_text()) == {("zope_interface", "7.0"): {"0" * 64, digest[one]},
+    assert wheelhouse.locked_hashes(lock.read_text()) == {("zope_interface", "7.0"): {"0" * 64, digest[one]},
                                                           ("pyyaml", "6.0.2"): {digest[two]}}
-    assert image_build.wheelhouse_holds(lock, wheels)
+    assert wheelhouse.holds(lock, wheels)
     two.write_bytes(b"a wheel changed since")  # a listed hash no longer matches: pip gathers them again
-    assert not image_build.wheelhouse_holds(lock, wheels)
+    assert not wheelhouse.holds(lock, wheels)
     two.unlink()
-    assert not image_build.wheelhouse_holds(lock, wheels)
-    assert not image_build.wheelhouse_holds(lock, tmp_path / "absent")
-    with pytest.raises(image_build.ImageBuildError, match="pins every requirement with =="):
-        image_build.locked_hashes("torch>=2\n")
+    assert not wheelhouse.holds(lock, wheels)
+    assert not wheelhouse.holds(lock, tmp_path / "absent")
+    with pytest.raises(wheelhouse.WheelhouseError, match="pins every requirement with =="):
+        wheelhouse.locked_hashes("torch>=2\n")

@@ -20,6 +20,7 @@ from harness.bundle.validate import validate
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown, md_cell
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
+from harness.reporting.run_facts import machine_noise
 from harness.reporting.view import (
     FusionPair,
     Row,
@@ -27,7 +28,6 @@ from harness.reporting.view import (
     fmt_speedup,
     fused_kernels,
     fusion_pairs,
-    machine_noise,
     slowest_kernels,
 )
 from tests.cell_configs import cell_record
