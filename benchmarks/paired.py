@@ -79,7 +79,8 @@ def _child(backend_name: str, model_name: str, variants: list[str], windows: int
 def _spawn(args: argparse.Namespace, backend: str, model: str, variants: list[str]) -> dict[str, float]:
     command = [sys.executable, __file__, "--child", backend, model, ",".join(variants), str(args.windows),
                str(args.calls), str(args.batch), str(args.input_size), json.dumps(args.options), str(args.cache)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # The repository first, then whatever the caller put on the path (a plugin backend's site).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{backend} {model} {variants}: the timing process failed:\n{done.stderr[-3000:]}")
