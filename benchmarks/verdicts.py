@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.bundle.reader import load, lookup
 from harness.reporting.compare import fusion_verdicts, verdict_line
-from harness.reporting.view import machine_noise
+from harness.reporting.run_facts import machine_noise
 
 REPO = Path(__file__).resolve().parents[1]
 
