@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from harness.container import image_build
+from harness.run import slots
 from tests import pip_sites
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,14 +49,13 @@ WHOLE_MACHINE = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffi
 
 
 def _share_of_the_cores() -> frozenset[int] | None:
-    """This xdist worker's own cores (`gwK` takes the K-th of as many equal shares as there are
-    workers), or None: not an xdist worker, a single worker, or fewer cores than workers."""
+    """This xdist worker's own cores (`gwK` takes the K-th slot of as many as there are workers, cut
+    as `--jobs` cuts the machine: harness/run/slots.py), or None: not an xdist worker, a single
+    worker, or fewer cores than workers."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    cores = sorted(WHOLE_MACHINE)
-    if worker is None or count < 2 or len(cores) < count:
+    if worker is None or count < 2 or len(WHOLE_MACHINE) < count:
         return None
-    index, share = int(worker.removeprefix("gw")), len(cores) // count
-    return frozenset(cores[index * share:(index + 1) * share])
+    return frozenset(slots.plan(count, "cpu", sorted(WHOLE_MACHINE), [])[int(worker.removeprefix("gw"))].cpus)
 
 
 SHARE = _share_of_the_cores()
@@ -106,9 +106,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "tests/backends, tests/gpu and tests marked slow)")
 
 
+def _folder(item: pytest.Item) -> str:
+    """The folder of tests/ the item's module is in (unit, contract, integration, ...)."""
+    return Path(str(item.fspath)).relative_to(REPO / "tests").parts[0]
+
+
 def _quick(item: pytest.Item) -> bool:
-    folder = Path(str(item.fspath)).relative_to(REPO / "tests").parts[0]
-    return folder not in NOT_QUICK and "slow" not in item.keywords
+    return _folder(item) not in NOT_QUICK and "slow" not in item.keywords
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -140,7 +144,7 @@ def _longest_first(items: list[pytest.Item]) -> None:
     slow_modules = {item.fspath for item in items if "slow" in item.keywords}
 
     def rank(item: pytest.Item) -> int:
-        if Path(str(item.fspath)).relative_to(REPO / "tests").parts[0] in NOT_QUICK:
+        if _folder(item) in NOT_QUICK:
             return 0
         return 1 if item.fspath in slow_modules else 2
 

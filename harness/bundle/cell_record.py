@@ -13,7 +13,7 @@ read here; a figure an older record lacks, or a pass a failed cell never reached
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -208,19 +208,11 @@ Number = Annotated[float, Field(strict=True)]
 class TopKernel(Record):
     """One entry of `Kernels.top_kernels` (harness/measure/passes.py): a kernel, its calls per
     inference and, in bundles that kept it, its time per inference. The schema keeps the entries
-    loose dicts, so a reader parses each with `read`."""
+    loose dicts, so a reader parses each with `read_as`."""
 
     name: str
     calls_per_inference: Number
     ns_per_inference: Number | None = None
-
-    @classmethod
-    def read(cls, entry: Any) -> TopKernel | None:
-        """`entry` as a TopKernel, or None where it has another shape."""
-        try:
-            return cls.model_validate(entry)
-        except ValidationError:
-            return None
 
 
 FusionClass = Literal["tensor+element+tensor", "tensor+element", "element", "single"]
@@ -451,6 +443,18 @@ class CellRecord(Record):
             raise ValueError(f"metrics.tuning.tuning_s {tuning.tuning_s:.6g} is not the tune phase's "
                              f"{self.phases_s.get('tune')}")
         return self
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def read_as(model: type[ModelT], value: Any) -> ModelT | None:
+    """`value` as a `model`, or None where it has another shape: for the parts of a record the
+    schema keeps loose (a bundle is read, never trusted to have the shape it should)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError:
+        return None
 
 
 def model_problems(model: type[BaseModel], record: Any, where: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.bundle.cell_record import HEX16, Bytes, Count, model_problems
 from harness.bundle.statuses import STATES
@@ -115,21 +115,13 @@ class System(Part):
 class Node(Part):
     """A machine a cell ran on, as the executor saw it (harness/run/executors.py `node_info`): a
     cell's `node`, and each machine of bundle.json's `nodes`. The schema keeps both loose dicts (an
-    executor adds its own entries: the slot, Ray's ids), so a reader parses one with `read`."""
+    executor adds its own entries: the slot, Ray's ids), so a reader parses one with
+    harness/bundle/cell_record.py's `read_as`."""
 
     hostname: str | None = None
     executor: str | None = None
     cpu: Cpu | None = None
     gpus: list[str | None] = []  # the GPUs' names
-
-    @classmethod
-    def read(cls, recorded: Any) -> Node | None:
-        """`recorded` as a Node, or None where it is none or has another shape (a bundle is read,
-        never trusted to have the shape it should)."""
-        try:
-            return cls.model_validate(recorded)
-        except ValidationError:
-            return None
 
 
 class Harness(Part):

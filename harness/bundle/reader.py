@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import pydantic
+
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.header_record import BundleHeader
@@ -52,8 +54,6 @@ class LoadedBundle:
         """The cells as typed records, in bundle.json's order: what the report, compare and the
         run's summary read. Every cell of a bundle that passed validate reads as one; BundleError
         names the first that does not."""
-        import pydantic
-
         records = []
         for cell in self.cells:
             try:
@@ -68,8 +68,6 @@ class LoadedBundle:
         """bundle.json as a typed record: what the report and compare read of the run and the
         machine it ran on. The header of a bundle that passed validate reads as one; BundleError
         says so where one does not."""
-        import pydantic
-
         try:
             return BundleHeader.model_validate(self.header)
         except pydantic.ValidationError as exc:

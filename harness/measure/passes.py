@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +98,9 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def time_split(wall_ns: float, kernels: Kernels | Mapping[str, Any], device: str) -> dict[str, Any]:
+def time_split(wall_ns: float, figures: Kernels, device: str) -> dict[str, Any]:
     """Where one inference's wall time (the device-timing median) goes: kernels and the rest.
-    GPU: the kernels' busy time; CPU: the backend's kernel share applied to the wall time.
-    `kernels`: the cell's kernel figures, or the figures `profile` returned (read as them)."""
-    figures = kernels if isinstance(kernels, Kernels) else Kernels.model_validate(kernels)
+    GPU: the kernels' busy time; CPU: the backend's kernel share applied to the wall time."""
     kernel_ns = figures.kernel_time_ns_per_inference
     if kernel_ns is None and figures.kernel_share is not None:
         kernel_ns = figures.kernel_share * wall_ns

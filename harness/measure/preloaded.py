@@ -43,7 +43,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Self, TextIO
 
 import pydantic
 from pydantic import ConfigDict
@@ -69,48 +69,45 @@ PRELOADED = (
 )
 
 
-class ForkOrder(pydantic.BaseModel):
+class _Line(pydantic.BaseModel):
+    """A message of the protocol, one JSON object a line: strict, unknown keys refused, and only
+    the fields a message gives written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    def to_line(self) -> str:
+        """The message as one line of the protocol, its newline included."""
+        return json.dumps(self.model_dump(exclude_none=True)) + "\n"
+
+    @classmethod
+    def from_line(cls, line: bytes | str) -> Self:
+        """The message one line holds; pydantic.ValidationError where it holds none."""
+        return cls.model_validate_json(line)
+
+
+class ForkOrder(_Line):
     """What the run asks of its preloaded parent, one line each (harness/run/preloaded_parents.py
     writes it, `serve` reads it): fork a child that runs `module` as `python -m MODULE REQUEST`
     would, in `cwd`, with `log` as its stdout and stderr and `env` as its whole environment. An
     order with a key missing or unknown, or a value of another type, is refused."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, hide_input_in_errors=True)
+    model_config = ConfigDict(hide_input_in_errors=True)  # an environment is no error message's business
     module: str
     request: str  # the worker's request file (harness/measure/protocol.py's WorkerRequest)
     cwd: str
     log: str
     env: dict[str, str]
 
-    def to_line(self) -> str:
-        """The order as one line of the protocol, its newline included."""
-        return json.dumps(self.model_dump()) + "\n"
 
-    @classmethod
-    def from_line(cls, line: str) -> ForkOrder:
-        """The order one line of the protocol holds; pydantic.ValidationError where it holds none."""
-        return cls.model_validate_json(line)
-
-
-class ParentReply(pydantic.BaseModel):
+class ParentReply(_Line):
     """What the preloaded parent says back, one line each: `ready` (its PID) once its imports are
     done, `refused` (why) in place of a start or a fork, `pid` (the child's) when it has forked, and
     `pid` with `returncode` when that child has ended. Only the fields a reply gives go on the line."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
     ready: int | None = None
     refused: str | None = None
     pid: int | None = None
     returncode: int | None = None
-
-    def to_line(self) -> str:
-        """The reply as one line of the protocol, its newline included."""
-        return json.dumps(self.model_dump(exclude_none=True)) + "\n"
-
-    @classmethod
-    def from_line(cls, line: bytes | str) -> ParentReply:
-        """The reply one line holds; pydantic.ValidationError where it holds none."""
-        return cls.model_validate_json(line)
 
 
 def thread_count() -> int:

@@ -255,7 +255,7 @@ def _measure(
             metrics.fusion_report = FusionReportRecord.model_validate(profile.pop("fusion_report"))
             metrics.kernels = Kernels.model_validate(profile)
             metrics.time_split = TimeSplit.model_validate(
-                passes.time_split(median_ns if backend.computes_model else 0.0, profile, device))
+                passes.time_split(median_ns if backend.computes_model else 0.0, metrics.kernels, device))
         metrics.math_mode = MathMode.model_validate(
             precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode()))
         metrics.rewrites = prepared.rewrites()

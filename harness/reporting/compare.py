@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import metric_table
-from harness.bundle.cell_record import CellRecord
+from harness.bundle.cell_record import CellRecord, read_as
 from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, Node, OperatingSystem, Python, Torch
 from harness.bundle.reader import LoadedBundle
 from harness.bundle.statuses import BAD
@@ -241,7 +241,7 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
         pair.why = (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
                     else "neither cell recorded its math mode (TF32 may have been on)")
         return pair
-    where_a, where_b = hardware(Node.read(cell_a.node)), hardware(Node.read(cell_b.node))
+    where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
     if where_a and where_b and where_a != where_b:
         pair.why = f"ran on different hardware: A {where_a}, B {where_b}"
         return pair

@@ -224,6 +224,7 @@ class Tally:
 
 def tally(all_groups: list[Group], backend: str) -> Tally:
     counted = Tally()
+    by_verdict = {FASTER: counted.faster, SLOWER: counted.slower, NO_EFFECT: counted.unchanged, NEGLIGIBLE: counted.unchanged}
     for group in all_groups:
         for line in group.lines:
             if line.backend != backend or not line.has_switch:
@@ -234,8 +235,6 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
                 continue
             result = pair.result
             if result.interval is not None:
-                by_verdict = {FASTER: counted.faster, SLOWER: counted.slower, NO_EFFECT: counted.unchanged,
-                              NEGLIGIBLE: counted.unchanged}
                 bucket = by_verdict[result.verdict]
             elif result.value > 1 + SMALLEST_EFFECT:
                 bucket = counted.one_round_up

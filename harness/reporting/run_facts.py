@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.bundle.cell_record import read_as
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times
@@ -64,7 +65,7 @@ def machines(nodes: dict[str, Any] | None) -> str:
     nodes = nodes or {}
     if len(nodes) < 2:
         return ""
-    kinds = {hardware(Node.read(node)) for node in nodes.values()}
+    kinds = {hardware(read_as(Node, node)) for node in nodes.values()}
     spread = f"{len(nodes)} machines ({', '.join(sorted(map(str, nodes)))})"
     if len(kinds) == 1:
         return f"{spread}, all {next(iter(kinds))}"

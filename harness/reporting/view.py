@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import metric_table
-from harness.bundle.cell_record import CellRecord, Metrics, TopKernel
+from harness.bundle.cell_record import CellRecord, Metrics, TopKernel, read_as
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.models.catalog import default_input_size
@@ -240,7 +240,7 @@ def slowest_kernels(row: Row) -> list[str]:
     `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty on CPU and for bundles written before each
     kernel's time was kept (`ns_per_inference`)."""
     kernels = row.metrics.kernels
-    listed = [TopKernel.read(entry) for entry in (kernels.top_kernels if kernels else [])]
+    listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
     timed = [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]
     timed.sort(key=lambda kernel_ns: -kernel_ns[1])
     return [f"{k.name} {format_value(ns, 'ns')} ({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"

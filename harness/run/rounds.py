@@ -102,7 +102,7 @@ class Rounds:
 
     expected: dict[str, int]  # cell id -> rounds
     bundle_root: Path
-    held: dict[str, tuple[dict[str, Any], FirstRound]] = field(default_factory=dict)  # round 1's record, read
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)  # round 1's record
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     first_status: dict[str, str] = field(default_factory=dict)
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
@@ -136,17 +136,17 @@ class Rounds:
         cell_id = done.task.cell_id
         if done.task.request.timing_round == 1:
             assert record is not None
-            round_one = FirstRound.model_validate(record)
-            self.first_status[cell_id] = round_one.status
+            self.first_status[cell_id] = FirstRound.model_validate(record).status
             self.first_finished(cell_id).set()
             if self.expected.get(cell_id, 1) == 1:
                 return record
-            self.held[cell_id] = (record, round_one)
+            self.held[cell_id] = record
         else:
             self.further.setdefault(cell_id, []).append(self._round(done))
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
             return None
-        complete, round_one = self.held.pop(cell_id)
+        complete = self.held.pop(cell_id)
+        round_one = FirstRound.model_validate(complete)
         if cell_id in self.homes:
             self.homes.pop(cell_id).close()
         further = sorted(self.further.pop(cell_id, []), key=lambda r: r.round)
