@@ -1,10 +1,15 @@
 """The quick tier (`./run.sh test --quick`) leaves out whole folders of real runs and every test
-marked slow, and keeps the rest."""
+marked slow, and keeps the rest; each xdist worker runs on cores of its own, and the long modules
+start first (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
+from tests import conftest
 from tests.conftest import NOT_QUICK, REPO, _quick
 
 
@@ -25,3 +30,34 @@ def test_the_quick_tier_leaves_out_real_runs_and_slow_tests() -> None:
 
 def test_every_folder_it_leaves_out_exists() -> None:
     assert all((REPO / "tests" / folder).is_dir() for folder in NOT_QUICK)
+
+
+def test_each_xdist_worker_gets_a_share_of_the_cores_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers on four cores take two each, disjoint; no share (the whole machine) outside
+    xdist, for a single worker, or with fewer cores than workers."""
+    monkeypatch.setattr(conftest, "WHOLE_MACHINE", frozenset({0, 1, 2, 3}))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    shares = []
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        shares.append(conftest._share_of_the_cores())
+    assert shares == [frozenset({0, 1}), frozenset({2, 3})]
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "5")
+    assert conftest._share_of_the_cores() is None
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert conftest._share_of_the_cores() is None
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert conftest._share_of_the_cores() is None
+
+
+def test_this_worker_runs_on_its_share_and_the_order_starts_the_long_modules() -> None:
+    """Under xdist this process is pinned to its share (this module is not `whole_machine`), and
+    the end-to-end folders come before the modules with a slow test, which come before the rest."""
+    if conftest.SHARE is not None:
+        assert frozenset(os.sched_getaffinity(0)) == conftest.SHARE
+    items = [_Item("unit/test_stats.py"), _Item("unit/test_isolation.py", "slow"), _Item("unit/test_isolation.py"),
+             _Item("integration/test_suites.py", "slow")]
+    conftest._longest_first(items)  # type: ignore[arg-type]
+    assert [str(item.fspath.relative_to(REPO / "tests")) for item in items] == [
+        "integration/test_suites.py", "unit/test_isolation.py", "unit/test_isolation.py", "unit/test_stats.py"]
