@@ -220,6 +220,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
            "the worker's peak GPU memory as NVML sees the process (every backend alike; none where NVML "
            "does not list the process)"),
+    Metric("dram_bytes", ("metrics", "memory_traffic", "dram_bytes_per_inference"), "bytes", "lower", "ratio",
+           "DRAM/inf", "DRAM bytes one inference reads and writes, from the GPU's hardware counters (Nsight Compute, "
+           "the caches flushed before each kernel); none on a CPU or where the counters cannot be read",
+           same_in_both=("metrics", "memory_traffic", "caches_flushed")),
     # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included)",
@@ -248,10 +252,10 @@ COLUMN_LABELS: dict[tuple[str, ...], str] = {LOADGEN: "LoadGen"}
 Columns = tuple[str | tuple[str, ...], ...]
 CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "kernels_per_inference", "peak_rss", "gpu_peak",
                     "max_abs_error")  # the run's summary (harness/run/summary.py)
-REPORT_CELLS: Columns = (LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak",
+REPORT_CELLS: Columns = (LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes",
                          "tuning_time", "compile_time", "first_call_ratio")  # the report's Cells table
-REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak")  # fusion on / off, side by side
-GPU_CHECK: Columns = ("kernels_per_inference", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts
+REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes")  # fusion on / off, side by side
+GPU_CHECK: Columns = ("kernels_per_inference", "dram_bytes", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts
 
 
 def metric(name: str) -> Metric:
@@ -280,9 +284,9 @@ Column = TypeVar("Column", str, tuple[str, ...], str | tuple[str, ...])
 
 
 def present(names: Iterable[Column], cells: Iterable[Record],
-            optional: tuple[str, ...] = ("gpu_peak", "tuning_time")) -> list[Column]:
+            optional: tuple[str, ...] = ("gpu_peak", "dram_bytes", "tuning_time")) -> list[Column]:
     """The columns `names` to show for `cells`: every one, but an optional one only where a cell has it
-    (no empty GPU column for a CPU run, no tuning column where nothing was tuned)."""
+    (no empty GPU or DRAM column for a CPU run, no tuning column where nothing was tuned)."""
     cells = list(cells)
     return [n for n in names if n not in optional or any(figure(n, c) != MISSING for c in cells)]
 

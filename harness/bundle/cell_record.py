@@ -201,6 +201,51 @@ class Kernels(Record):
     kernel_time_sum_ns_per_inference: Ns | None = None
 
 
+MeanBytes = Annotated[float, Field(ge=0, le=BYTES_MAX)]
+
+
+class TrafficKernel(Record):
+    """One kernel of `MemoryTraffic.top_kernels`: its launches and the DRAM bytes it moved, per inference."""
+
+    name: str
+    calls_per_inference: MeanCount
+    dram_read_bytes_per_inference: MeanBytes
+    dram_write_bytes_per_inference: MeanBytes
+
+
+class MemoryTraffic(Record):
+    """The DRAM bytes one inference reads and writes, from the GPU's hardware counters
+    (harness/measure/memory_traffic.py), or why none were read: a figure that was not measured is
+    absent with its reason, never zero."""
+
+    dram_read_bytes_per_inference: MeanBytes | None = None
+    dram_write_bytes_per_inference: MeanBytes | None = None
+    dram_bytes_per_inference: MeanBytes | None = None
+    # Kernel launches per inference the counter tool profiled: a count independent of `Kernels`'.
+    kernels_per_inference: MeanCount | None = None
+    profiled_iters: Count | None = None
+    top_kernels: list[TrafficKernel] = []
+    tool: str | None = None
+    # Whether the caches were flushed before each kernel (ncu's `--cache-control all`): then every
+    # kernel reads its inputs from DRAM, and the reads cannot fall below the weights and input.
+    caches_flushed: bool | None = None
+    method: str
+    absent: str | None = None
+
+    @model_validator(mode="after")
+    def _measured_or_why_not(self) -> MemoryTraffic:
+        read, write, total = (self.dram_read_bytes_per_inference, self.dram_write_bytes_per_inference,
+                              self.dram_bytes_per_inference)
+        if self.absent is None:
+            if read is None or write is None or total is None:
+                raise ValueError("memory traffic without its absent reason needs its read, write and total bytes")
+            if abs(read + write - total) > 1.0:
+                raise ValueError("dram_bytes_per_inference is not the read and write bytes together")
+        elif read is not None or write is not None or total is not None or not self.absent.strip():
+            raise ValueError("memory traffic that is absent carries its reason and no figure")
+        return self
+
+
 #: A number as JSON writes one: an int or a float, never a bool or a numeric string.
 Number = Annotated[float, Field(strict=True)]
 
@@ -388,6 +433,7 @@ class Metrics(Record):
     fusion_report: FusionReportRecord | None = None
     kernels: Kernels | None = None
     time_split: TimeSplit | None = None
+    memory_traffic: MemoryTraffic | None = None  # from schema 9
     math_mode: MathMode | None = None
     rewrites: dict[str, Any] | None = None
     rounds: list[TimingRound] | None = None  # absent: one round, the cell's device timing
@@ -418,7 +464,7 @@ class Metrics(Record):
 class CellRecord(Record):
     """`cells/<id>.json`: the cell's config, its status and why, what ran where, and its metrics."""
 
-    schema_version: Literal[8]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[9]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     id: Annotated[str, Field(pattern=HEX16)]
     label: str
     status: Status

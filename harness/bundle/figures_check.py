@@ -16,6 +16,8 @@ are absent is skipped, so every golden bundle still validates):
   correctness names no reference), the kernel time the profile's, overhead and share from them
   (harness/measure/passes.py); roofline: the measured time, the bounds, `bound_by` and the
   fraction, from the costs and the peaks bundle.json's system measured;
+- memory_traffic: the total from the reads and writes, and the reads against the roofline's
+  compulsory reads (harness/bundle/traffic_check.py);
 - math_mode: the requested math from the dtype, the effective mode and whether there are
   problems from the torch and backend settings read back (harness/precision.py `math_record`);
   a `valid` cell has no problem and ran the math its dtype asks for; an `invalid` one gives each
@@ -42,7 +44,7 @@ import statistics
 from typing import Any
 
 from harness import allocator
-from harness.bundle import belonging, loadgen_check, rounds_check
+from harness.bundle import belonging, loadgen_check, rounds_check, traffic_check
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.snapshot import Snapshot
@@ -97,7 +99,7 @@ def cell_problems(cell: dict[str, Any], peaks: Any = None) -> list[str]:
     lines += _agreement(cell, derived)
     wall = _wall_ns(metrics, derived)
     lines += _time_split(metrics, wall) + _roofline(metrics, wall, config.get("dtype"), peaks)
-    lines += _math_mode(cell) + _allocator(cell) + _warnings(cell)
+    lines += traffic_check.problems(metrics) + _math_mode(cell) + _allocator(cell) + _warnings(cell)
     return lines
 
 

@@ -45,6 +45,13 @@ History:
   (`metrics.rounds[].samples_ns`), from which `validate` derives its median, CV and count again.
   A v7 record upgrades unchanged: its id hashed the rounds (validate checks it so), and its further
   rounds keep no samples (their medians are taken as recorded).
+- v9: a measured cell records the DRAM bytes one inference reads and writes, from the GPU's hardware
+  counters (`metrics.memory_traffic`, harness/measure/memory_traffic.py), or why none were read (a
+  CPU cell, no Nsight Compute, counters refused): never a zero figure. `config.passes` records
+  `traffic_iters` (absent: v8 had none), which the cell's id leaves out (harness/scenario/cells.py
+  `cell_id`): a v9 cell has a v8 cell's id, and `compare` pairs them. The roofline's `weight_bytes`
+  count the weights the forward reads. A v8 record upgrades unchanged: it never read the counters,
+  so its `memory_traffic` is absent (null), which says nothing about the traffic.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -95,9 +102,9 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
 HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                  6: _unchanged, 7: _unchanged}
+                                  6: _unchanged, 7: _unchanged, 8: _unchanged}
 CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                6: _unchanged, 7: _unchanged}
+                                6: _unchanged, 7: _unchanged, 8: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

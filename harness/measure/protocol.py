@@ -57,9 +57,11 @@ ACCURACY = Phase("accuracy", "LoadGen")
 COMPLIANCE: dict[str, Phase] = {test: Phase(test, "LoadGen") for test in COMPLIANCE_TESTS}
 MEMORY = Phase("memory", "passes")
 PROFILE = Phase("profile", "passes")
+MEMORY_TRAFFIC = Phase("memory_traffic", "passes")
 # Every phase a worker times, in the order it runs them: the one list of them.
 PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, ROOFLINE, TUNE, PREPARE, FIRST_CALL, CORRECTNESS, TIMING, LOADGEN,
-                             TIMING_AFTER_LOADGEN, ACCURACY, *COMPLIANCE.values(), MEMORY, PROFILE)
+                             TIMING_AFTER_LOADGEN, ACCURACY, *COMPLIANCE.values(), MEMORY, PROFILE,
+                             MEMORY_TRAFFIC)
 
 
 class ProtocolError(ValueError):

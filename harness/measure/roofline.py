@@ -2,8 +2,9 @@
 
 - FLOPs: torch's FlopCounterMode on the eager model for one batch (convolutions, matrix
   multiplications and attention; element-wise work is not counted, as in every roofline).
-- Compulsory bytes: the weights (parameters and buffers), the input batch and the output, each
-  moved once: the least memory traffic any implementation needs.
+- Compulsory bytes: the weights (the parameters and buffers the forward reads: a head that eval
+  mode skips, such as an auxiliary classifier, is no compulsory traffic), the input batch and the
+  output, each moved once: the least memory traffic any implementation needs.
 - Peaks: measured on the machine by the system probe, once per run (`measure_peaks`): the best
   rate of a large matrix multiplication per dtype, and of a large tensor copy. Measured peaks
   are what the device delivers to torch, not its data-sheet figures, so the bound is one a real
@@ -72,14 +73,37 @@ class ModelCosts(pydantic.BaseModel):
         return self
 
 
+def _storages_read() -> Any:
+    """A dispatch mode that notes the storage of every tensor an operator is given: which weights
+    the forward reads."""
+    from torch import Tensor
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class StoragesRead(TorchDispatchMode):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.storages: set[int] = set()
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            self.storages.update(leaf.untyped_storage().data_ptr() for leaf in tree_leaves((args, kwargs))
+                                 if isinstance(leaf, Tensor))
+            return func(*args, **kwargs)
+
+    return StoragesRead()
+
+
 def model_costs(model: Any, example: Any) -> ModelCosts:
     """FLOPs of one batch and its compulsory bytes (weights, input, output)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    reads = _storages_read()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter, reads:
         output = model(example)
-    weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers()))
+    weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers())
+                  if t.untyped_storage().data_ptr() in reads.storages)
     return ModelCosts.counted(
         flops=int(counter.get_total_flops()),
         weight_bytes=weights,
@@ -96,7 +120,7 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> ModelCosts:
     from harness.artifact_cache import fingerprint
     from harness.files.atomic import write_json_atomic
 
-    path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs')}.json"
+    path = cache_dir / f"{fingerprint(model, example, torch=torch.__version__, kind='roofline-costs-weights-read')}.json"
     if path.exists():
         try:
             return ModelCosts.model_validate(json.loads(path.read_text()))

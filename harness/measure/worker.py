@@ -6,7 +6,7 @@ limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
     build model -> eager reference -> roofline costs (FLOPs, bytes) -> [tune] -> prepare -> first call ->
     correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
     timing (the other half) -> [LoadGen accuracy run] -> [compliance tests] -> memory ->
-    kernel/fusion profile -> math mode and rewrites
+    kernel/fusion profile -> math mode and rewrites -> memory traffic (DRAM bytes, CUDA cells)
 
 torch's math is IEEE fp32 for the eager reference and the cell dtype's from `prepare` on
 (harness/precision.py); after the passes the flags are read back with the backend's own, and a
@@ -43,6 +43,7 @@ from harness.bundle.cell_record import (
     LoadGenRun,
     MathMode,
     Memory,
+    MemoryTraffic,
     Metrics,
     Roofline,
     TimeSplit,
@@ -50,7 +51,7 @@ from harness.bundle.cell_record import (
 )
 from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
-from harness.measure import protocol, trust
+from harness.measure import cell_model, protocol, trust
 from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
 from harness.scenario.cell_config import CellConfig
 
@@ -189,14 +190,14 @@ def _measure(
     baseline_device_used: int | None,
 ) -> None:
     from harness import precision
-    from harness.measure import activity, correctness, loadgen, machine_speed, passes, roofline
+    from harness.measure import activity, correctness, loadgen, machine_speed, memory_traffic, passes, roofline
     from harness.measure.memory import memory_pass
 
     device, dtype, batch = cell.device, cell.dtype, cell.batch
     workdir = Path.cwd()
     artifacts = Path(request.artifact_dir)
     with clock.phase(protocol.BUILD):
-        model, samples, example = _model_and_samples(cell, request)
+        model, samples, example = cell_model.model_and_samples(cell, request)
     with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
     with clock.phase(protocol.ROOFLINE):
@@ -256,35 +257,16 @@ def _measure(
             metrics.kernels = Kernels.model_validate(profile)
             metrics.time_split = TimeSplit.model_validate(
                 passes.time_split(median_ns if backend.computes_model else 0.0, metrics.kernels, device))
+        if metrics.latency_agreement is not None:
+            metrics.latency_agreement = trust.overlap_explained(metrics.latency_agreement, metrics.loadgen,
+                                                                metrics.time_split, device)
         metrics.math_mode = MathMode.model_validate(
             precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode()))
         metrics.rewrites = prepared.rewrites()
     finally:
         prepared.close()
-
-
-def _model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, list[Any], Any]:
-    """The cell's model, its input samples and one batch of them (the example every pass calls)."""
-    import torch
-
-    from harness.models import zoo
-
-    model = zoo.build_model(cell.model.name, pretrained=cell.model.pretrained, seed=cell.seed, device=cell.device,
-                            dtype=cell.dtype)
-    folder = Path(request.input_folder) if request.input_folder else None
-    samples = zoo.make_samples(
-        cell.inputs.samples, model=cell.model.name, input_size=cell.input_size, device=cell.device, dtype=cell.dtype,
-        seed=cell.seed, folder=folder, labels=getattr(cell.inputs, "labels", None),
-    )
-    return model, samples, torch.cat([samples[i % len(samples)] for i in range(cell.batch)])
-
-
-def _backend_arguments(cell: CellConfig, request: WorkerRequest, backend: Any, workdir: Path) -> dict[str, Any]:
-    """What `Backend.tune` and `Backend.prepare` are given beside the model: the same for both."""
-    cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return {"device": cell.device, "dtype": cell.dtype, "workdir": workdir, "cache_dir": cache_dir,
-            "variant": backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)}
+    with clock.phase(protocol.MEMORY_TRAFFIC):  # after close: the child holds the GPU alone
+        metrics.memory_traffic = MemoryTraffic.model_validate(memory_traffic.measure(request, workdir))
 
 
 def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path,
@@ -292,7 +274,7 @@ def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, ex
     """The backend's search for faster code (`Backend.tune`), timed on its own before `prepare`; a
     backend with nothing to tune records nothing."""
     with clock.phase(protocol.TUNE):
-        tuning = backend.tune(model, example, **_backend_arguments(cell, request, backend, workdir))
+        tuning = backend.tune(model, example, **cell_model.backend_arguments(cell, request, backend, workdir))
     if tuning is not None:
         metrics.tuning = Tuning.model_validate({**dataclasses.asdict(tuning),
                                                 "tuning_s": clock.durations_s[protocol.TUNE.name]})
@@ -300,7 +282,7 @@ def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, ex
 
 def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path) -> Any:
     """The backend's prepared model, its artifacts in the cache's folder for the backend."""
-    return backend.prepare(model, example, **_backend_arguments(cell, request, backend, workdir))
+    return backend.prepare(model, example, **cell_model.backend_arguments(cell, request, backend, workdir))
 
 
 def _device_timing(cell: CellConfig, prepared: Any, samples: list[Any]) -> Any:
@@ -322,7 +304,7 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
 
     workdir = Path.cwd()
     with clock.phase(protocol.BUILD):
-        model, samples, example = _model_and_samples(cell, request)
+        model, samples, example = cell_model.model_and_samples(cell, request)
     precision.set_torch_math(cell.dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
     with clock.phase(protocol.PREPARE):

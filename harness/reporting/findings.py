@@ -33,7 +33,8 @@ from harness.reporting.view import (
 )
 from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 
-MEMORY = ("peak_rss", "gpu_peak")
+# Memory on and off; the GPU figures (its peak, the DRAM bytes from its counters) on a GPU only.
+MEMORY = ("peak_rss", "gpu_peak", "dram_bytes")
 BASELINE = "eager"
 
 
@@ -158,7 +159,7 @@ def _tuning(line: Line) -> str:
 
 def model_table(group: Group, gpu: bool) -> tuple[list[str], list[list[str]]]:
     """One line per backend of `group`: fusions, kernels, speedup, against eager, memory, tuning."""
-    memory = [name for name in MEMORY if gpu or name != "gpu_peak"]
+    memory = [name for name in MEMORY if gpu or name == "peak_rss"]
     head = ["backend", "fusions on (by class)", "kernels/inf on / off", "time on / off", "fusion speedup (off / on)",
             "vs eager on / off", *(f"{metric_table.label(name)} on / off" for name in memory), "tuning"]
     body = []

@@ -32,7 +32,7 @@ from harness.scenario.schema import BackendSpec, ScenarioFile
 #: the key existed. The run reads their absence as the harness that wrote the bundle did (no
 #: allocator as `system`, no profile as `dev`); any other key missing is refused.
 MAY_LACK = frozenset({"env", "allocator", "baseline", "inputs.labels", "loadgen.profile", "loadgen.accuracy",
-                      "loadgen.compliance", "loadgen.overrides", "timing.rounds"})
+                      "loadgen.compliance", "loadgen.overrides", "timing.rounds", "passes.traffic_iters"})
 
 
 def check(bundle: Bundle) -> ScenarioFile:

@@ -39,16 +39,21 @@ class Cell:
         }[key])
 
 
-#: The first schema version whose cell ids leave out `timing.rounds` (harness/bundle/migrations.py).
+#: The first schema version whose cell ids leave out each setting that says how a cell was measured,
+#: not what it is (harness/bundle/migrations.py): how often it was timed, and over how many calls its
+#: DRAM traffic was read.
 ROUNDS_LEFT_OUT_OF_ID = 8
+TRAFFIC_LEFT_OUT_OF_ID = 9
+LEFT_OUT_OF_ID = {("timing", "rounds"): ROUNDS_LEFT_OUT_OF_ID, ("passes", "traffic_iters"): TRAFFIC_LEFT_OUT_OF_ID}
 
 
-def cell_id(config: dict[str, Any], version: int = ROUNDS_LEFT_OUT_OF_ID) -> str:
+def cell_id(config: dict[str, Any], version: int = TRAFFIC_LEFT_OUT_OF_ID) -> str:
     """The id of a cell whose recorded config is `config`, as a bundle of schema `version` computed
-    it: from v8 on, without `timing.rounds` (how often a cell was timed is not what the cell is), as
-    `allocator`'s default is left out of the recorded config itself."""
-    if version >= ROUNDS_LEFT_OUT_OF_ID and isinstance(config.get("timing"), dict) and "rounds" in config["timing"]:
-        config = {**config, "timing": {k: v for k, v in config["timing"].items() if k != "rounds"}}
+    it: from v8 on without `timing.rounds`, from v9 on without `passes.traffic_iters` (as
+    `allocator`'s default is left out of the recorded config itself)."""
+    for (part, key), since in LEFT_OUT_OF_ID.items():
+        if version >= since and isinstance(config.get(part), dict) and key in config[part]:
+            config = {**config, part: {k: v for k, v in config[part].items() if k != key}}
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

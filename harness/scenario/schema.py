@@ -292,10 +292,15 @@ class TimingSettings(_Strict):
 
 
 class PassSettings(_Strict):
-    """Calls made in the untimed memory and profile passes."""
+    """Calls made in the untimed memory, profile and memory-traffic passes."""
 
     memory_iters: int = Field(5, ge=1, le=10_000)
     profile_iters: int = Field(3, ge=1, le=10_000)
+    traffic_iters: int = Field(
+        2, ge=0, le=1_000,
+        description="inferences whose DRAM bytes a CUDA cell reads from the GPU's hardware counters "
+        "(harness/measure/memory_traffic.py); 0 turns the pass off",
+    )
 
 
 class Limits(_Strict):

@@ -99,7 +99,7 @@ timing: {min_time_s: 0.5}
         assert on["metrics"]["time_split"]["overhead_ns"] < off["metrics"]["time_split"]["overhead_ns"]
 
 
-def test_inductor_fusion_off_launches_more_triton_kernels(tmp_path: Path) -> None:
+def test_inductor_fusion_off_launches_more_triton_kernels_and_moves_more_dram_bytes(tmp_path: Path) -> None:
     cells = run_cells(tmp_path, """
 models: [{name: resnet18, input_size: 112}]
 backends: [{name: inductor, fusion: [on, off]}]
@@ -112,6 +112,18 @@ timing: {min_time_s: 0.5}
         assert cell["status"] == "valid", cell["reasons"]
     assert off["metrics"]["kernels"]["kernels_per_inference"] > on["metrics"]["kernels"]["kernels_per_inference"]
     assert off["metrics"]["fusion_report"]["fusion_count"] == 0 < on["metrics"]["fusion_report"]["fusion_count"]
+    traffic = [cell["metrics"]["memory_traffic"] for cell in (on, off)]
+    if any(t["absent"] for t in traffic):  # no counters here: each cell says why, with no figure
+        for t in traffic:
+            assert t["absent"] and t.get("dram_bytes_per_inference") is None, t
+        pytest.skip(f"the GPU's counters were not read here: {traffic[0]['absent']}")
+    for cell, t in zip((on, off), traffic):
+        roofline = cell["metrics"]["roofline"]
+        assert t["dram_read_bytes_per_inference"] >= 0.9 * (roofline["weight_bytes"] + roofline["input_bytes"]), t
+        profiled = cell["metrics"]["kernels"]["kernels_per_inference"]
+        assert abs(t["kernels_per_inference"] - profiled) <= 0.1 * profiled, (t["kernels_per_inference"], profiled)
+    # Unfused, each intermediate goes to DRAM and comes back: the bytes fusion exists to save.
+    assert traffic[1]["dram_bytes_per_inference"] > traffic[0]["dram_bytes_per_inference"]
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "tvm", "tensorrt"])

@@ -2,7 +2,8 @@
 layer from the same bytes), the commands that validate before they read (compare, report, findings,
 pack), and `--resume` (its lock, its header, its check, and which cells are finished).
 
-Counted with an audit hook on `open` (every file Python opens raises it), over golden v8. Before
+Counted with an audit hook on `open` (every file Python opens raises it), over the golden bundle
+of the current schema (a resume takes only a bundle of its own version). Before
 harness/bundle/snapshot.py, at 5875e36: validate opened the 68 files 107 times (39 of them twice:
 hashed, then read), and the resume's opening 109 times (bundle.json three times), with every cell
 record read again each time the runner asked whether the cell was finished (four times a cell)."""
@@ -17,13 +18,14 @@ from typing import Any
 
 import pytest
 
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.cli.bundle_commands import trusted
 from harness.run import resumable
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "v8"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}"
 _watching: list[tuple[Path, Counter[str]]] = []
 
 

@@ -38,13 +38,19 @@ def test_a_golden_bundles_scenario_expands_to_the_ids_and_configs_it_recorded(na
     assert paths
 
 
-def test_from_schema_8_a_cells_id_leaves_out_how_often_it_is_timed() -> None:
-    """Rounds are how often a cell is timed, not what it is: from v8 one and three rounds of a cell
-    share its id (so compare pairs them); a v7 bundle's ids, computed with the rounds, still check."""
+def test_a_cells_id_leaves_out_how_it_was_measured() -> None:
+    """Rounds (from v8) and the calls its DRAM traffic is read over (from v9) are how a cell was
+    measured, not what it is: cells that differ only in them share an id, so compare pairs them, and
+    a v9 cell has the id a v8 cell of the same settings had; a v7 bundle's ids, computed with the
+    rounds, still check."""
     once, thrice = (cell_config("Offline", 4, timing={"rounds": n}).recorded() for n in (1, 3))
     assert once != thrice
-    assert cell_id(once) == cell_id(thrice) == cell_id(once, 8)
-    assert cell_id(once, 7) != cell_id(thrice, 7)
+    assert cell_id(once) == cell_id(thrice) == cell_id(once, 9)
+    assert cell_id(once, 8) == cell_id(thrice, 8) and cell_id(once, 7) != cell_id(thrice, 7)
+    counted, off = (cell_config("Offline", 4, passes={"traffic_iters": n}).recorded() for n in (2, 0))
+    assert counted["passes"]["traffic_iters"] == 2 and cell_id(counted) == cell_id(off)
+    as_v8_wrote_it = {**counted, "passes": {k: v for k, v in counted["passes"].items() if k != "traffic_iters"}}
+    assert cell_id(counted) == cell_id(as_v8_wrote_it, 8) != cell_id(counted, 8)
 
 
 def test_recorded_leaves_out_what_the_cell_did_not_ask_for() -> None:

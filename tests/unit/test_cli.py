@@ -45,8 +45,8 @@ def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) ->
     assert cell_v1["title"].endswith("schema version 1") and cell_v1["properties"]["schema_version"] == {"const": 1}
     assert main(["schema", "--file", "bundle"]) == 0
     assert "state" in json.loads(capsys.readouterr().out)["required"]
-    assert main(["schema", "--file", "bundle", "--version", "9"]) == 2
-    assert "no schema version 9" in capsys.readouterr().err
+    assert main(["schema", "--file", "bundle", "--version", "10"]) == 2
+    assert "no schema version 10" in capsys.readouterr().err
 
 
 @pytest.mark.slow

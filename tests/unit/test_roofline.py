@@ -41,3 +41,20 @@ def test_costs_whose_compulsory_bytes_are_not_their_parts_are_refused() -> None:
     """A cache entry whose sum does not add up is damaged (`cached_costs` counts again)."""
     with pytest.raises(ValueError, match="compulsory_bytes"):
         ModelCosts(flops=1, weight_bytes=1, input_bytes=1, output_bytes=1, compulsory_bytes=4)
+
+
+def test_weights_the_forward_does_not_read_are_not_compulsory() -> None:
+    """An auxiliary head that eval mode skips (GoogLeNet's, Inception's) moves no bytes, and an
+    unread buffer (batch norm's `num_batches_tracked`) neither."""
+
+    class WithAuxiliaryHead(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.norm = torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)
+            self.aux = torch.nn.Linear(1000, 1000)  # 4 MB a training run would read
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.aux(x.flatten(1)) if self.training else self.norm(self.conv(x))
+
+    costs = model_costs(WithAuxiliaryHead().eval(), torch.randn(1, 3, 8, 8))
+    assert costs.weight_bytes == (8 * 3 * 3 * 3 + 8) * 4 + 4 * 8 * 4  # conv, and norm's weight, bias, mean, var

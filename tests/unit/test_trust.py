@@ -16,10 +16,11 @@ from harness.bundle.cell_record import (
     Metrics,
     Repetition,
     SutFigures,
+    TimeSplit,
     TimeSummary,
 )
 from harness.measure import activity, gpu_state
-from harness.measure.trust import latency_agreement, warnings
+from harness.measure.trust import latency_agreement, overlap_explained, warnings
 
 
 def loadgen(results: dict[str, Any], **sut: Any) -> LoadGenRun:
@@ -75,6 +76,26 @@ def test_batches_in_flight_may_beat_the_sequential_timing_but_not_fall_behind() 
     behind = latency_agreement("Offline", 64, loadgen({"result_samples_per_second": 12_120.0}, batches_in_flight=2),
                                timing(3.96e6))
     assert not behind.within and "fell 33% behind" in behind.why
+
+
+def test_a_gpu_cell_ahead_with_batches_in_flight_says_what_the_overlap_hides() -> None:
+    """The synchronised timing counts the host's work outside the kernels; overlapping batches hide it."""
+    run = loadgen({"result_samples_per_second": 17_000.0}, batches_in_flight=2)
+    ahead = latency_agreement("Offline", 64, run, timing(3.96e6))  # 4.9% ahead
+    split = TimeSplit(wall_ns=3.96e6, kernel_ns=3.72e6, kernel_share=0.94, method="CUPTI")
+    said = overlap_explained(ahead, run, split, "cuda")
+    assert said.why.startswith("LoadGen 4.9% faster than the device timing with 2 batches in flight")
+    assert "(6.0% of a batch by the profile" in said.why and "unexplained" not in said.why
+    assert said.gap == ahead.gap and said.within
+    busy = TimeSplit(wall_ns=3.96e6, kernel_ns=3.9e6, kernel_share=0.985, method="CUPTI")
+    assert "; 3.4% of the gap is beyond that share, unexplained" in overlap_explained(ahead, run, busy, "cuda").why
+    for unchanged in (overlap_explained(ahead, run, split, "cpu"),
+                      overlap_explained(ahead, loadgen({}, batches_in_flight=1), split, "cuda"),
+                      overlap_explained(ahead, run, None, "cuda")):
+        assert unchanged == ahead
+    level = latency_agreement("Offline", 64, loadgen({"result_samples_per_second": 16_200.0}, batches_in_flight=2),
+                              timing(3.96e6))
+    assert overlap_explained(level, run, split, "cuda") == level  # 0.3% ahead: nothing to explain
 
 
 def test_server_is_not_compared() -> None:

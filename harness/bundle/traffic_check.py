@@ -1,0 +1,52 @@
+"""Validate's check of a cell's measured DRAM traffic (`metrics.memory_traffic`, from schema 9).
+
+The total is the read and write bytes together, and the kernels a record lists move no more than
+the total. With the caches flushed before each kernel (how harness/measure/memory_traffic.py runs
+Nsight Compute), every kernel reads its inputs from DRAM, so one inference's reads cannot fall below
+the weights the forward reads and the input batch, the roofline's compulsory reads: measured reads
+under them (by more than `READ_SHORTFALL`) are counters that undercount or a record that does not
+belong to its model. Writes are not held to the output's bytes: a kernel's last writes may stay in
+the L2 cache when it ends, where the counters do not see them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.bundle.tolerance import close, number
+
+# How far the measured reads may fall under the compulsory reads: the weights a backend folds away
+# (a batch norm's statistics folded into its convolution) are no longer read.
+READ_SHORTFALL = 0.10
+
+
+def problems(metrics: dict[str, Any]) -> list[str]:
+    """What in a cell's memory-traffic record disagrees with itself or with the roofline's costs."""
+    traffic = metrics.get("memory_traffic")
+    if not isinstance(traffic, dict) or traffic.get("absent") is not None:
+        return []
+    read, write = number(traffic.get("dram_read_bytes_per_inference")), number(traffic.get("dram_write_bytes_per_inference"))
+    total = number(traffic.get("dram_bytes_per_inference"))
+    if read is None or write is None or total is None:
+        return ["memory_traffic: a measured record needs its read, write and total bytes"]
+    lines = []
+    if not close(total, read + write):
+        lines.append(f"memory_traffic: dram_bytes_per_inference {total:.6g} but its reads and writes add up to "
+                     f"{read + write:.6g}")
+    tops = traffic.get("top_kernels")
+    listed = [kernel for kernel in (tops if isinstance(tops, list) else []) if isinstance(kernel, dict)]
+    listed_bytes = sum((number(k.get("dram_read_bytes_per_inference")) or 0.0)
+                       + (number(k.get("dram_write_bytes_per_inference")) or 0.0) for k in listed)
+    if listed_bytes > total and not close(listed_bytes, total):
+        lines.append(f"memory_traffic: its top kernels move {listed_bytes:.6g} bytes per inference, more than its "
+                     f"total {total:.6g}")
+    found = metrics.get("roofline")
+    roofline: dict[str, Any] = found if isinstance(found, dict) else {}
+    weights, batch = number(roofline.get("weight_bytes")), number(roofline.get("input_bytes"))
+    if traffic.get("caches_flushed") is True and weights is not None and batch is not None:
+        compulsory = weights + batch
+        if read < compulsory * (1 - READ_SHORTFALL):
+            lines.append(f"memory_traffic: the DRAM reads, {read:.6g} bytes per inference with the caches flushed "
+                         f"before each kernel, are below the weights and input the model must read, {compulsory:.6g} "
+                         f"bytes (roofline): counters that undercount, or a record of another model")
+    return lines

@@ -1,0 +1,35 @@
+"""A cell's model and inputs, built the same way by every process that measures the cell: the
+worker (harness/measure/worker.py), each further round, and the memory-traffic pass's child
+(harness/measure/memory_traffic.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.measure.protocol import WorkerRequest
+from harness.scenario.cell_config import CellConfig
+
+
+def model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, list[Any], Any]:
+    """The cell's model, its input samples and one batch of them (the example every pass calls)."""
+    import torch
+
+    from harness.models import zoo
+
+    model = zoo.build_model(cell.model.name, pretrained=cell.model.pretrained, seed=cell.seed, device=cell.device,
+                            dtype=cell.dtype)
+    folder = Path(request.input_folder) if request.input_folder else None
+    samples = zoo.make_samples(
+        cell.inputs.samples, model=cell.model.name, input_size=cell.input_size, device=cell.device, dtype=cell.dtype,
+        seed=cell.seed, folder=folder, labels=getattr(cell.inputs, "labels", None),
+    )
+    return model, samples, torch.cat([samples[i % len(samples)] for i in range(cell.batch)])
+
+
+def backend_arguments(cell: CellConfig, request: WorkerRequest, backend: Any, workdir: Path) -> dict[str, Any]:
+    """What `Backend.tune` and `Backend.prepare` are given beside the model: the same for both."""
+    cache_dir = Path(request.cache_dir or workdir / "cache") / backend.name
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return {"device": cell.device, "dtype": cell.dtype, "workdir": workdir, "cache_dir": cache_dir,
+            "variant": backend.variant(cell.variant.fusion, cell.variant.options, cell.variant.graphs)}

@@ -1,0 +1,194 @@
+"""DRAM bytes per inference from the GPU's hardware counters: a pass of its own in a cell's worker.
+
+Fusion's point is memory traffic: an unfused chain writes each intermediate tensor to DRAM and reads
+it back. The roofline's compulsory bytes (harness/measure/roofline.py) are what no implementation
+can avoid; this pass measures what one moved.
+
+Nsight Compute (`ncu`) reads the counters, and it must start the process it profiles. So the worker,
+after its own passes and with its prepared model closed, starts this module as a child under `ncu`
+with the cell's request. The child builds and prepares the model again (its compiled artefacts from
+the cache the worker's prepare filled), calls it `WARMUP_CALLS` times unprofiled, then makes
+`passes.traffic_iters` synchronised calls between cudaProfilerStart and cudaProfilerStop. `ncu`
+profiles only the kernels launched between them (`--profile-from-start off`), replays each with
+the caches flushed before it (`--cache-control all`: each kernel reads its inputs from DRAM, so
+what it keeps on chip is what fusion keeps there) and leaves the clocks alone (`--clock-control
+none`; bytes do not depend on them). The log's per-launch DRAM read and write bytes
+(harness/measure/ncu_counters.py), summed and divided by the calls, are the cell's figures.
+
+Where no counters are read (a CPU cell, the pass turned off, no `ncu` on the machine, a driver or
+sandbox that refuses counter access, a child that fails), the record says why and holds no figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harness.measure import ncu_counters
+from harness.measure.ncu_counters import CounterLogError, Launch
+from harness.measure.protocol import WorkerRequest
+
+WARMUP_CALLS = 2
+# The child builds, prepares (from the cache) and runs the model under ncu's kernel replay.
+CHILD_TIMEOUT_S = 900.0
+VERSION_TIMEOUT_S = 60.0
+#: The kernels a record lists by the bytes they move (`MemoryTraffic.top_kernels`).
+TOP_KERNELS = 25
+# Where ncu lies when it is not on the PATH: CUDA's and Nsight Compute's own install folders.
+NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
+NCU_FLAGS = ("--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(ncu_counters.METRICS),
+             "--profile-from-start", "off", "--target-processes", "application-only", "--cache-control", "all",
+             "--clock-control", "none")
+METHOD = ("Nsight Compute's dram__bytes_read.sum and dram__bytes_write.sum per kernel launch, each kernel replayed "
+          "with the caches flushed before it (--cache-control all), summed over the profiled inferences and divided "
+          "by them")
+
+
+def absent(reason: str) -> dict[str, Any]:
+    """The record of a cell whose counters were not read, with the reason."""
+    return {"method": METHOD, "absent": reason}
+
+
+def find_ncu() -> str | None:
+    """`ncu`: FUSIONBENCH_NCU if set, else on the PATH, else in CUDA's or Nsight Compute's folder."""
+    named = os.environ.get("FUSIONBENCH_NCU")
+    if named:
+        return named
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for place in NCU_PLACES:
+        for candidate in sorted(glob.glob(place), reverse=True):  # the newest Nsight Compute first
+            if os.access(candidate, os.X_OK):
+                return candidate
+    return None
+
+
+def measure(request: WorkerRequest, workdir: Path) -> dict[str, Any]:
+    """The cell's `metrics.memory_traffic` record: the bytes read from the counters, or why not."""
+    cell = request.cell
+    if cell.device != "cuda":
+        return absent("DRAM counters are read on CUDA devices only; this cell ran on the CPU")
+    iters = cell.passes.traffic_iters
+    if iters == 0:
+        return absent("turned off by the scenario (passes.traffic_iters: 0)")
+    ncu = find_ncu()
+    if ncu is None:
+        return absent("Nsight Compute (ncu) is not on this machine: not on the PATH, not in "
+                      f"{' or '.join(NCU_PLACES)}, FUSIONBENCH_NCU not set")
+    try:
+        version = ncu_counters.tool_version(_run([ncu, "--version"], None, VERSION_TIMEOUT_S).stdout)
+    except (OSError, subprocess.SubprocessError, CounterLogError) as exc:
+        return absent(f"{ncu} --version failed: {exc}")
+    folder = workdir / "memory-traffic"
+    folder.mkdir(parents=True, exist_ok=True)
+    child_request = dataclasses.replace(request, cache_dir=request.cache_dir or str(workdir / "cache"))
+    (folder / "request.json").write_text(child_request.to_json())
+    log = folder / "ncu.csv"
+    argv = [ncu, *NCU_FLAGS, "--log-file", str(log),
+            sys.executable, "-m", "harness.measure.memory_traffic", str(folder / "request.json"), str(iters)]
+    return read_counters(argv, folder, log, iters, f"Nsight Compute {version}")
+
+
+def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str,
+                  timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    """Run `argv` (ncu and the child) in `folder`, then read `log`: the record, or why it is absent."""
+    try:
+        done = _run(argv, folder, timeout_s)
+    except subprocess.TimeoutExpired:
+        return absent(f"the profiled child did not finish within {timeout_s:.0f} s")
+    except OSError as exc:
+        return absent(f"ncu could not start: {exc}")
+    said = (log.read_text(errors="replace") if log.exists() else "") + "\n" + done.stdout
+    try:
+        found = ncu_counters.launches(said)
+    except CounterLogError as exc:
+        tail = _last_line(done.stderr)
+        return absent(f"{exc}{f'; the child said: {tail}' if tail and done.returncode else ''}")
+    if done.returncode != 0:
+        return absent(f"the profiled child failed (exit {done.returncode}): {_last_line(done.stderr) or 'no message'}")
+    return summary(found, iters, tool)
+
+
+def summary(found: list[Launch], iters: int, tool: str) -> dict[str, Any]:
+    """Per-inference figures of `iters` profiled inferences' launches, and the kernels that move most."""
+    read = sum(launch.read_bytes for launch in found)
+    write = sum(launch.write_bytes for launch in found)
+    calls: dict[str, int] = defaultdict(int)
+    moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for launch in found:
+        calls[launch.kernel] += 1
+        moved[launch.kernel][0] += launch.read_bytes
+        moved[launch.kernel][1] += launch.write_bytes
+    by_bytes = sorted(calls, key=lambda kernel: (-sum(moved[kernel]), kernel))[:TOP_KERNELS]
+    return {
+        "dram_read_bytes_per_inference": read / iters,
+        "dram_write_bytes_per_inference": write / iters,
+        "dram_bytes_per_inference": (read + write) / iters,
+        "kernels_per_inference": len(found) / iters,
+        "profiled_iters": iters,
+        "top_kernels": [{"name": kernel, "calls_per_inference": calls[kernel] / iters,
+                         "dram_read_bytes_per_inference": moved[kernel][0] / iters,
+                         "dram_write_bytes_per_inference": moved[kernel][1] / iters} for kernel in by_bytes],
+        "tool": tool,
+        "caches_flushed": True,
+        "method": METHOD,
+    }
+
+
+def _run(argv: list[str], cwd: Path | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                          check=False)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def profiled_child(request: WorkerRequest, iters: int) -> None:
+    """What ncu profiles: the cell's model prepared again, warmed up, then `iters` inferences
+    between cudaProfilerStart and cudaProfilerStop."""
+    import torch
+
+    from harness import precision, registry
+    from harness.measure import cell_model
+
+    cell = request.cell
+    torch.set_grad_enabled(False)
+    precision.set_torch_math("fp32")
+    backend = registry.load(cell.backend)()
+    model, _, example = cell_model.model_and_samples(cell, request)
+    precision.set_torch_math(cell.dtype)
+    arguments = cell_model.backend_arguments(cell, request, backend, Path.cwd())
+    backend.tune(model, example, **arguments)
+    prepared = backend.prepare(model, example, **arguments)
+    try:
+        for _ in range(WARMUP_CALLS):
+            prepared(example)
+            prepared.synchronize()
+        torch.cuda.profiler.start()
+        for _ in range(iters):
+            prepared(example)
+            prepared.synchronize()
+        torch.cuda.profiler.stop()
+    finally:
+        prepared.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    request = WorkerRequest.from_json(Path(argv[0]).read_text())
+    profiled_child(request, int(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

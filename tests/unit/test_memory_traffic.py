@@ -1,0 +1,238 @@
+"""The memory-traffic pass on CPU: Nsight Compute's counter log read into DRAM bytes per inference,
+the pass run through a stand-in `ncu`, the record's own rules, and validate's check against the
+roofline. The GPU run itself is tests/gpu's.
+
+LOG is written in the layout Nsight Compute's raw page takes with the flags the pass gives it
+(`--csv --page raw --print-units base`, two metrics): its own `==PROF==` lines among the rows, a
+header, a row of units, one row per launch, values grouped by commas.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from harness.bundle import traffic_check
+from harness.bundle.cell_record import MemoryTraffic
+from harness.measure import memory_traffic, ncu_counters
+from harness.measure.ncu_counters import CounterLogError, Launch
+from harness.measure.protocol import WorkerRequest
+from tests.cell_configs import cell_config
+
+HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+          '"Device","CC","dram__bytes_read.sum","dram__bytes_write.sum"')
+UNITS = '"","","","","","","","","","","","byte","byte"'
+
+
+def _row(number: int, kernel: str, read: str, write: str) -> str:
+    return (f'"{number}","4242","python3.12","127.0.0.1","{kernel}","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0",'
+            f'"{read}","{write}"')
+
+
+LOG = "\n".join([
+    "==PROF== Connected to process 4242 (/usr/bin/python3.12)",
+    '==PROF== Profiling "triton_poi_fused_relu_0": 0%....50%....100% - 1 pass',
+    HEADER, UNITS,
+    _row(0, "implicit_convolve_sgemm", "9,437,184", "3,211,264"),
+    _row(1, "triton_poi_fused_relu_0", "3,211,264", "3,211,264"),
+    _row(2, "implicit_convolve_sgemm", "9,437,184", "3,211,264"),
+    _row(3, "triton_poi_fused_relu_0", "3,211,264", "3,211,264"),
+    "==PROF== Disconnected from process 4242",
+])
+
+
+def test_the_log_gives_each_launch_and_its_bytes() -> None:
+    found = ncu_counters.launches(LOG)
+    assert found[0] == Launch("implicit_convolve_sgemm", 9_437_184, 3_211_264)
+    assert [launch.kernel for launch in found] == ["implicit_convolve_sgemm", "triton_poi_fused_relu_0"] * 2
+
+
+def test_the_programs_own_output_between_the_rows_is_not_read() -> None:
+    lines = LOG.split("\n")
+    mixed = "\n".join([*lines[:3], "tvm: compiling 12 functions", *lines[3:5], "", "step 1 of 2", *lines[5:]])
+    assert ncu_counters.launches(mixed) == ncu_counters.launches(LOG)
+
+
+def test_prefixed_units_are_scaled_to_bytes() -> None:
+    log = "\n".join([HEADER, UNITS.replace('"byte","byte"', '"Mbyte","Kbyte"'), _row(0, "k", "1.5", "2,048")])
+    assert ncu_counters.launches(log) == [Launch("k", 1_500_000, 2_048_000)]
+
+
+@pytest.mark.parametrize(("log", "says"), [
+    ("==PROF== Connected to process 1\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+     "NVIDIA GPU Performance Counters on the target device 0.\n",
+     "ncu: ERR_NVGPUCTRPERM - The user does not have permission"),
+    ("==ERROR== Failed to initialize the profiler: LibraryNotLoaded\n", "ncu: Failed to initialize the profiler"),
+    ("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n", "profiled no kernel (No kernels"),
+    (f"{HEADER}\n{UNITS}\n", "a header and no launch"),
+    (f"{HEADER}\n{_row(0, 'k', '1', '2')}\n", "no row of units"),
+    (HEADER.replace(',"dram__bytes_write.sum"', "") + "\n", "lacks dram__bytes_write.sum"),
+    ("compiling...\n\"quoted\" output of the program\n", "ncu profiled no kernel"),
+    (f"{HEADER}\n{UNITS.replace('byte', 'cycle', 1)}\n{_row(0, 'k', '1', '2')}\n", "not a unit of bytes"),
+    (f"{HEADER}\n{UNITS}\n{_row(0, 'k', 'n/a', '2')}\n", "'n/a' where a byte count belongs"),
+    (f"{HEADER}\n{UNITS}\n{_row(0, 'k', '1', '2')[:-4]}\n", "has 12 fields, its header 13"),
+])
+def test_a_log_without_counters_says_why(log: str, says: str) -> None:
+    with pytest.raises(CounterLogError) as raised:
+        ncu_counters.launches(log)
+    assert says in str(raised.value)
+
+
+def test_the_tool_version_is_read_from_its_last_line() -> None:
+    printed = ("NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2025 NVIDIA Corporation\n"
+               "Version 2025.3.1.0 (build 36398880) (public-release)\n")
+    assert ncu_counters.tool_version(printed) == "2025.3.1.0"
+    with pytest.raises(CounterLogError, match="no version"):
+        ncu_counters.tool_version("command not found")
+
+
+def test_the_summary_is_per_inference_and_lists_the_kernels_that_move_most() -> None:
+    record = MemoryTraffic.model_validate(
+        memory_traffic.summary(ncu_counters.launches(LOG), 2, "Nsight Compute 2025.3.1.0"))
+    assert record.dram_read_bytes_per_inference == 9_437_184 + 3_211_264
+    assert record.dram_write_bytes_per_inference == 2 * 3_211_264
+    assert record.dram_bytes_per_inference == 9_437_184 + 3 * 3_211_264
+    assert record.kernels_per_inference == 2 and record.profiled_iters == 2 and record.caches_flushed
+    assert [(k.name, k.calls_per_inference) for k in record.top_kernels] == [
+        ("implicit_convolve_sgemm", 1), ("triton_poi_fused_relu_0", 1)]
+    assert record.absent is None and traffic_check.problems({"memory_traffic": record.recorded()}) == []
+
+
+def test_the_record_is_measured_or_says_why_not() -> None:
+    with pytest.raises(ValidationError, match="absent reason needs"):
+        MemoryTraffic(method="m", dram_read_bytes_per_inference=1.0)
+    with pytest.raises(ValidationError, match="not the read and write bytes together"):
+        MemoryTraffic(method="m", dram_read_bytes_per_inference=1.0, dram_write_bytes_per_inference=2.0,
+                      dram_bytes_per_inference=30.0)
+    with pytest.raises(ValidationError, match="carries its reason and no figure"):
+        MemoryTraffic(method="m", absent="no ncu", dram_read_bytes_per_inference=0.0,
+                      dram_write_bytes_per_inference=0.0, dram_bytes_per_inference=0.0)
+    with pytest.raises(ValidationError, match="carries its reason and no figure"):
+        MemoryTraffic(method="m", absent=" ")
+
+
+def _request(tmp_path: Path, device: str = "cuda", **passes: Any) -> WorkerRequest:
+    cell = cell_config(passes=passes or None)
+    return WorkerRequest(cell=cell.model_copy(update={"device": device}), artifact_dir=str(tmp_path / "artifacts"))
+
+
+def test_a_cpu_cell_or_a_pass_turned_off_reads_no_counters(tmp_path: Path) -> None:
+    on_cpu = MemoryTraffic.model_validate(memory_traffic.measure(_request(tmp_path, "cpu"), tmp_path))
+    assert on_cpu.absent and "CUDA devices only" in on_cpu.absent and on_cpu.dram_bytes_per_inference is None
+    off = memory_traffic.measure(_request(tmp_path, traffic_iters=0), tmp_path)
+    assert off["absent"] == "turned off by the scenario (passes.traffic_iters: 0)"
+
+
+def test_no_ncu_on_the_machine_is_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FUSIONBENCH_NCU", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(memory_traffic, "NCU_PLACES", (str(tmp_path / "nowhere" / "ncu"),))
+    record = memory_traffic.measure(_request(tmp_path), tmp_path)
+    assert "Nsight Compute (ncu) is not on this machine" in record["absent"]
+
+
+def _fake_ncu(tmp_path: Path, behaviour: str) -> Path:
+    """An `ncu` that prints its version, or checks the child's request and writes `LOG` (or an error)
+    to its --log-file, as the real one does after profiling the child."""
+    log_text = {"counts": LOG, "refused": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+                "NVIDIA GPU Performance Counters on the target device 0.\n"}.get(behaviour, "")
+    script = tmp_path / "ncu"
+    script.write_text(f"""#!{sys.executable}
+import json, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 36398880) (public-release)")
+    sys.exit(0)
+log = Path(args[args.index("--log-file") + 1])
+child = args[args.index("--log-file") + 2:]
+assert child[1:3] == ["-m", "harness.measure.memory_traffic"], child
+assert json.loads(Path(child[3]).read_text())["cell"]["device"] == "cuda" and child[4] == "2"
+for flag in ("--profile-from-start", "--cache-control", "--clock-control", "--print-units"):
+    assert flag in args, flag
+if {behaviour!r} == "hangs":
+    time.sleep(30)
+if {behaviour!r} == "child fails":
+    print("Traceback (most recent call last):\\nRuntimeError: CUDA error: out of memory", file=sys.stderr)
+    sys.exit(1)
+log.write_text({log_text!r})
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.mark.parametrize(("behaviour", "absent"), [
+    ("counts", None),
+    ("refused", "ncu: ERR_NVGPUCTRPERM"),
+    ("child fails", "RuntimeError: CUDA error: out of memory"),
+])
+def test_the_pass_runs_the_child_under_ncu_and_reads_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             behaviour: str, absent: str | None) -> None:
+    monkeypatch.setenv("FUSIONBENCH_NCU", str(_fake_ncu(tmp_path, behaviour)))
+    record = MemoryTraffic.model_validate(memory_traffic.measure(_request(tmp_path), tmp_path / "work"))
+    if absent is None:
+        assert record.absent is None and record.tool == "Nsight Compute 2025.3.1.0"
+        assert record.dram_bytes_per_inference == 9_437_184 + 3 * 3_211_264
+    else:
+        assert record.absent is not None and absent in record.absent and record.dram_bytes_per_inference is None
+
+
+def test_a_child_that_does_not_finish_is_the_reason(tmp_path: Path) -> None:
+    script = _fake_ncu(tmp_path, "hangs")
+    request = tmp_path / "request.json"
+    request.write_text(_request(tmp_path).to_json())
+    argv = [str(script), *memory_traffic.NCU_FLAGS, "--log-file", str(tmp_path / "ncu.csv"),
+            sys.executable, "-m", "harness.measure.memory_traffic", str(request), "2"]
+    record = memory_traffic.read_counters(argv, tmp_path, tmp_path / "ncu.csv", 2, "ncu", timeout_s=2)
+    assert record["absent"] == "the profiled child did not finish within 2 s"
+
+
+def _checked(read: float, write: float, *, flushed: bool = True, weights: int = 10_000_000,
+             batch: int = 600_000) -> list[str]:
+    traffic = {"method": "m", "dram_read_bytes_per_inference": read, "dram_write_bytes_per_inference": write,
+               "dram_bytes_per_inference": read + write, "caches_flushed": flushed}
+    return traffic_check.problems({"memory_traffic": traffic,
+                                   "roofline": {"weight_bytes": weights, "input_bytes": batch}})
+
+
+def test_validate_holds_the_reads_to_the_weights_and_input() -> None:
+    assert _checked(11_000_000, 4_000_000) == []
+    assert _checked(9_600_000, 0) == []  # a folded batch norm reads a little less than eager's weights
+    low = _checked(5_000_000, 40_000_000)
+    assert len(low) == 1 and "below the weights and input the model must read, 1.06e+07 bytes" in low[0]
+    assert _checked(5_000_000, 0, flushed=False) == []  # warm caches may hold the weights across inferences
+
+
+def test_validate_rederives_the_total_and_bounds_the_listed_kernels() -> None:
+    traffic = {"method": "m", "dram_read_bytes_per_inference": 2e7, "dram_write_bytes_per_inference": 1e7,
+               "dram_bytes_per_inference": 3.5e7,
+               "top_kernels": [{"name": "k", "calls_per_inference": 1, "dram_read_bytes_per_inference": 3e7,
+                                "dram_write_bytes_per_inference": 1e7}]}
+    found = traffic_check.problems({"memory_traffic": traffic})
+    assert any("reads and writes add up to 3e+07" in line for line in found)
+    assert any("top kernels move 4e+07 bytes per inference, more than its total" in line for line in found)
+    assert traffic_check.problems({"memory_traffic": {"method": "m", "absent": "no ncu"}}) == []
+    for hostile in (5, "kernels", {"k": 1}, [None, 3]):  # the schema's finding, never a crash here
+        assert traffic_check.problems({"memory_traffic": {**traffic, "dram_bytes_per_inference": 3e7,
+                                                          "top_kernels": hostile}}) == []
+    assert traffic_check.problems({"memory_traffic": {"dram_read_bytes_per_inference": "x"}}) == [
+        "memory_traffic: a measured record needs its read, write and total bytes"]
+
+
+def test_ncu_is_found_where_nsight_compute_installs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FUSIONBENCH_NCU", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    for version in ("2024.1.0", "2025.3.1"):
+        tool = tmp_path / "nsight-compute" / version / "ncu"
+        tool.parent.mkdir(parents=True)
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    monkeypatch.setattr(memory_traffic, "NCU_PLACES", (str(tmp_path / "nsight-compute" / "*" / "ncu"),))
+    assert memory_traffic.find_ncu() == str(tmp_path / "nsight-compute" / "2025.3.1" / "ncu")
+    assert os.access(memory_traffic.find_ncu() or "", os.X_OK)
