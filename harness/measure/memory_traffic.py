@@ -21,10 +21,12 @@ sandbox that refuses counter access, a child that fails), the record says why an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections import defaultdict
@@ -38,6 +40,9 @@ from harness.measure.protocol import WorkerRequest
 WARMUP_CALLS = 2
 # The child builds, prepares (from the cache) and runs the model under ncu's kernel replay.
 CHILD_TIMEOUT_S = 900.0
+# The child ends this long before the cell's time limit, and does not start with less than MIN_CHILD_S.
+LIMIT_MARGIN_S = 20.0
+MIN_CHILD_S = 30.0
 VERSION_TIMEOUT_S = 60.0
 #: The kernels a record lists by the bytes they move (`MemoryTraffic.top_kernels`).
 TOP_KERNELS = 25
@@ -71,14 +76,20 @@ def find_ncu() -> str | None:
     return None
 
 
-def measure(request: WorkerRequest, workdir: Path) -> dict[str, Any]:
-    """The cell's `metrics.memory_traffic` record: the bytes read from the counters, or why not."""
+def measure(request: WorkerRequest, workdir: Path, seconds_left: float | None = None) -> dict[str, Any]:
+    """The cell's `metrics.memory_traffic` record: the bytes read from the counters, or why not.
+    `seconds_left`: what the cell's time limit leaves; the child must end before it, so that the
+    cell keeps everything else it measured."""
     cell = request.cell
     if cell.device != "cuda":
         return absent("DRAM counters are read on CUDA devices only; this cell ran on the CPU")
     iters = cell.passes.traffic_iters
     if iters == 0:
         return absent("turned off by the scenario (passes.traffic_iters: 0)")
+    timeout_s = CHILD_TIMEOUT_S if seconds_left is None else min(CHILD_TIMEOUT_S, seconds_left - LIMIT_MARGIN_S)
+    if timeout_s < MIN_CHILD_S:
+        return absent(f"the cell's time limit leaves {max(seconds_left or 0.0, 0.0):.0f} s, too little for the profiled "
+                      f"child, which prepares the model again (raise limits.cell_timeout_s)")
     ncu = find_ncu()
     if ncu is None:
         return absent("Nsight Compute (ncu) is not on this machine: not on the PATH, not in "
@@ -94,7 +105,7 @@ def measure(request: WorkerRequest, workdir: Path) -> dict[str, Any]:
     log = folder / "ncu.csv"
     argv = [ncu, *NCU_FLAGS, "--log-file", str(log),
             sys.executable, "-m", "harness.measure.memory_traffic", str(folder / "request.json"), str(iters)]
-    return read_counters(argv, folder, log, iters, f"Nsight Compute {version}")
+    return read_counters(argv, folder, log, iters, f"Nsight Compute {version}", timeout_s)
 
 
 def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str,
@@ -106,7 +117,9 @@ def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: st
         return absent(f"the profiled child did not finish within {timeout_s:.0f} s")
     except OSError as exc:
         return absent(f"ncu could not start: {exc}")
-    said = (log.read_text(errors="replace") if log.exists() else "") + "\n" + done.stdout
+    said = log.read_text(errors="replace") if log.exists() else ""
+    if f'"{ncu_counters.KERNEL_NAME}"' not in said:  # ncu printed its table to the terminal instead
+        said += "\n" + done.stdout
     try:
         found = ncu_counters.launches(said)
     except CounterLogError as exc:
@@ -144,8 +157,18 @@ def summary(found: list[Launch], iters: int, tool: str) -> dict[str, Any]:
 
 
 def _run(argv: list[str], cwd: Path | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
-                          check=False)
+    """`argv` in a session of its own: past `timeout_s` the whole group goes (ncu and the program it
+    profiles, which would otherwise hold the GPU on), then TimeoutExpired."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, errors="replace", start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
 def _last_line(text: str) -> str:

@@ -61,7 +61,7 @@ def launches(log: str) -> list[Launch]:
     missing = [column for column in (KERNEL_NAME, *METRICS) if column not in header]
     if missing:
         raise CounterLogError(f"the counter log's header lacks {', '.join(missing)}: {','.join(header)[:200]}")
-    if len(rows) < 2 or rows[1][header.index(KERNEL_NAME)]:
+    if len(rows) < 2 or len(rows[1]) != len(header) or rows[1][header.index(KERNEL_NAME)]:
         raise CounterLogError("the counter log has no row of units after its header")
     units = rows[1]
     name_at, read_at, write_at = header.index(KERNEL_NAME), header.index(DRAM_READ), header.index(DRAM_WRITE)

@@ -80,6 +80,7 @@ class WorkerRequest:
     cache_dir: str | None = None  # the artifact cache (exported graphs, engines, compiled libraries)
     peaks: dict[str, Any] | None = None  # the device's measured peaks (harness/measure/roofline.py)
     timing_round: int = 1  # above 1: a further round, which times the steady state only (harness/run/rounds.py)
+    time_limit_s: float | None = None  # the parent's limit on this worker (harness/run/isolation.py)
     version: int = PROTOCOL_VERSION
 
     def to_json(self) -> str:

@@ -83,15 +83,22 @@ def _storages_read() -> Any:
     class StoragesRead(TorchDispatchMode):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
-            self.storages: set[int] = set()
+            self.storages: set[int | None] = set()
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            self.storages.update(leaf.untyped_storage().data_ptr() for leaf in tree_leaves((args, kwargs))
-                                 if isinstance(leaf, Tensor))
+            self.storages.update(_storage(leaf) for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, Tensor))
             return func(*args, **kwargs)
 
     return StoragesRead()
+
+
+def _storage(tensor: Any) -> int | None:
+    """Where a tensor's data lies, or None for one with no plain storage (sparse, a wrapper subclass)."""
+    try:
+        return int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
 
 
 def model_costs(model: Any, example: Any) -> ModelCosts:
@@ -100,10 +107,16 @@ def model_costs(model: Any, example: Any) -> ModelCosts:
     from torch.utils.flop_counter import FlopCounterMode
 
     reads = _storages_read()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter, reads:
-        output = model(example)
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter, reads:
+            output = model(example)
+        read: set[int | None] | None = reads.storages
+    except Exception:  # noqa: BLE001 - an operator the noting mode cannot pass (a higher-order one): every weight counts
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            output = model(example)
+        read = None
     weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers())
-                  if t.untyped_storage().data_ptr() in reads.storages)
+                  if read is None or _storage(t) in read)
     return ModelCosts.counted(
         flops=int(counter.get_total_flops()),
         weight_bytes=weights,

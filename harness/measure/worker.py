@@ -61,6 +61,7 @@ class PhaseClock:
 
     def __init__(self, phase_file: Path) -> None:
         self.phase_file = phase_file
+        self.started = time.monotonic()  # the worker's start, on the clock of the parent's time limit
         self.durations_s: dict[str, float] = {}
         self.current = "start"
 
@@ -265,8 +266,30 @@ def _measure(
         metrics.rewrites = prepared.rewrites()
     finally:
         prepared.close()
-    with clock.phase(protocol.MEMORY_TRAFFIC):  # after close: the child holds the GPU alone
-        metrics.memory_traffic = MemoryTraffic.model_validate(memory_traffic.measure(request, workdir))
+    # The child prepares its own copy of the model: this process's copy, its inputs and the timing's
+    # batches go first, and on a GPU the allocator's cached blocks with them.
+    del model, samples, example, reference, prepared, timing
+    _release_memory(device)
+    with clock.phase(protocol.MEMORY_TRAFFIC):
+        metrics.memory_traffic = MemoryTraffic.model_validate(
+            memory_traffic.measure(request, workdir, _seconds_left(request, clock)))
+
+
+def _seconds_left(request: WorkerRequest, clock: PhaseClock) -> float | None:
+    """What the parent's time limit on this worker leaves, counted from the worker's start."""
+    if request.time_limit_s is None:
+        return None
+    return request.time_limit_s - (time.monotonic() - clock.started)
+
+
+def _release_memory(device: str) -> None:
+    import gc
+
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path,

@@ -145,6 +145,7 @@ def run_worker(
 
         def write_request(parent_pid: int, worker_start: WorkerStart) -> None:
             request_path.write_text(replace(request, phase_file=str(phase_file), answer_file=str(answer_file),
+                                            time_limit_s=timeout_s,
                                             parent_pid=parent_pid, worker_start=worker_start).to_json())
 
         last_phase = "start"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ def test_prefixed_units_are_scaled_to_bytes() -> None:
     ("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n", "profiled no kernel (No kernels"),
     (f"{HEADER}\n{UNITS}\n", "a header and no launch"),
     (f"{HEADER}\n{_row(0, 'k', '1', '2')}\n", "no row of units"),
+    (f"{HEADER}\n\"quoted\",\"output\"\n{_row(0, 'k', '1', '2')}\n", "no row of units"),
     (HEADER.replace(',"dram__bytes_write.sum"', "") + "\n", "lacks dram__bytes_write.sum"),
     ("compiling...\n\"quoted\" output of the program\n", "ncu profiled no kernel"),
     (f"{HEADER}\n{UNITS.replace('byte', 'cycle', 1)}\n{_row(0, 'k', '1', '2')}\n", "not a unit of bytes"),
@@ -157,6 +159,9 @@ assert json.loads(Path(child[3]).read_text())["cell"]["device"] == "cuda" and ch
 for flag in ("--profile-from-start", "--cache-control", "--clock-control", "--print-units"):
     assert flag in args, flag
 if {behaviour!r} == "hangs":
+    import subprocess
+    profiled = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    (log.parent / "profiled.pid").write_text(str(profiled.pid))
     time.sleep(30)
 if {behaviour!r} == "child fails":
     print("Traceback (most recent call last):\\nRuntimeError: CUDA error: out of memory", file=sys.stderr)
@@ -183,6 +188,19 @@ def test_the_pass_runs_the_child_under_ncu_and_reads_its_log(tmp_path: Path, mon
         assert record.absent is not None and absent in record.absent and record.dram_bytes_per_inference is None
 
 
+def test_the_child_ends_before_the_cells_time_limit_or_does_not_start(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child still running at the cell's limit would take the whole cell, and what it measured, with it."""
+    monkeypatch.setenv("FUSIONBENCH_NCU", str(_fake_ncu(tmp_path, "counts")))
+    short = memory_traffic.measure(_request(tmp_path), tmp_path / "work", seconds_left=40.0)
+    assert short["absent"].startswith("the cell's time limit leaves 40 s, too little for the profiled child")
+    seen: list[float] = []
+    monkeypatch.setattr(memory_traffic, "read_counters", lambda *args: seen.append(args[-1]) or {})
+    memory_traffic.measure(_request(tmp_path), tmp_path / "work", seconds_left=300.0)
+    memory_traffic.measure(_request(tmp_path), tmp_path / "work")
+    assert seen == [300.0 - memory_traffic.LIMIT_MARGIN_S, memory_traffic.CHILD_TIMEOUT_S]
+
+
 def test_a_child_that_does_not_finish_is_the_reason(tmp_path: Path) -> None:
     script = _fake_ncu(tmp_path, "hangs")
     request = tmp_path / "request.json"
@@ -191,6 +209,9 @@ def test_a_child_that_does_not_finish_is_the_reason(tmp_path: Path) -> None:
             sys.executable, "-m", "harness.measure.memory_traffic", str(request), "2"]
     record = memory_traffic.read_counters(argv, tmp_path, tmp_path / "ncu.csv", 2, "ncu", timeout_s=2)
     assert record["absent"] == "the profiled child did not finish within 2 s"
+    status = Path(f"/proc/{int((tmp_path / 'profiled.pid').read_text())}/status")
+    time.sleep(0.2)  # the program ncu profiles goes with it, not left running on the GPU (gone, or dead unreaped)
+    assert not status.exists() or "\nState:\tZ" in status.read_text()
 
 
 def _checked(read: float, write: float, *, flushed: bool = True, weights: int = 10_000_000,
