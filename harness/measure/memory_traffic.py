@@ -26,7 +26,6 @@ import dataclasses
 import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections import defaultdict
@@ -108,8 +107,7 @@ def measure(request: WorkerRequest, workdir: Path, seconds_left: float | None = 
     return read_counters(argv, folder, log, iters, f"Nsight Compute {version}", timeout_s)
 
 
-def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str,
-                  timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str, timeout_s: float) -> dict[str, Any]:
     """Run `argv` (ncu and the child) in `folder`, then read `log`: the record, or why it is absent."""
     try:
         done = _run(argv, folder, timeout_s)
@@ -157,18 +155,32 @@ def summary(found: list[Launch], iters: int, tool: str) -> dict[str, Any]:
 
 
 def _run(argv: list[str], cwd: Path | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """`argv` in a session of its own: past `timeout_s` the whole group goes (ncu and the program it
-    profiles, which would otherwise hold the GPU on), then TimeoutExpired."""
+    """`argv` in the worker's process group, so the parent's kill of the worker's group
+    (harness/run/isolation.py) takes it too; past `timeout_s` it goes with everything it started
+    (ncu and the program it profiles, which would otherwise hold the GPU on), then TimeoutExpired."""
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", start_new_session=True)
+                            text=True, errors="replace")
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
         proc.communicate()
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL process `pid` and every descendant it has."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        tree = [*root.children(recursive=True), root]
+    except psutil.Error:
+        return  # gone already
+    for process in tree:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
 
 
 def _last_line(text: str) -> str:

@@ -266,10 +266,11 @@ def _measure(
         metrics.rewrites = prepared.rewrites()
     finally:
         prepared.close()
-    # The child prepares its own copy of the model: this process's copy, its inputs and the timing's
-    # batches go first, and on a GPU the allocator's cached blocks with them.
+    # The pass's child (CUDA cells) prepares its own copy of the model: this process's copy, its inputs,
+    # the timing's batches and the allocator's cached blocks go first.
     del model, samples, example, reference, prepared, timing
-    _release_memory(device)
+    if device == "cuda":
+        _release_gpu_memory()
     with clock.phase(protocol.MEMORY_TRAFFIC):
         metrics.memory_traffic = MemoryTraffic.model_validate(
             memory_traffic.measure(request, workdir, _seconds_left(request, clock)))
@@ -282,14 +283,13 @@ def _seconds_left(request: WorkerRequest, clock: PhaseClock) -> float | None:
     return request.time_limit_s - (time.monotonic() - clock.started)
 
 
-def _release_memory(device: str) -> None:
+def _release_gpu_memory() -> None:
     import gc
 
-    gc.collect()
-    if device == "cuda":
-        import torch
+    import torch
 
-        torch.cuda.empty_cache()
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path,
