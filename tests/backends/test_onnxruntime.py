@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,9 +82,22 @@ def test_disabling_conv_bn_fusion_keeps_batch_norm(setup, tmp_path: Path) -> Non
 
 
 def test_export_is_cached(setup, tmp_path: Path) -> None:
-    first = _prepare(setup, "on", tmp_path)
-    second = _prepare(setup, "off", tmp_path)
-    assert first.prepare_cache in ("cold", "warm") and second.prepare_cache == "warm"
+    """A cache of its own (the module's is warm by now) and a small model (the export is what is
+    tested): the first prepare exports, the second, fusion off, reads the same file untouched."""
+    backend = setup[0]
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
+    example = torch.randn(1, 3, 16, 16)
+
+    def prepare(fusion: str) -> Any:
+        return backend.prepare(model, example, device="cpu", dtype="fp32", variant=backend.variant(fusion, {}),
+                               workdir=tmp_path, cache_dir=tmp_path / "cache")
+
+    first = prepare("on")
+    (exported,) = (tmp_path / "cache" / "onnx").glob("*/*.onnx")
+    written = (exported.stat().st_mtime_ns, exported.read_bytes())
+    second = prepare("off")
+    assert (first.prepare_cache, second.prepare_cache) == ("cold", "warm")
+    assert (exported.stat().st_mtime_ns, exported.read_bytes()) == written
 
 
 @pytest.mark.parametrize(

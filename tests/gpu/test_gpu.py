@@ -13,6 +13,7 @@ latency leaves the device time's by tens of percent).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,5 +153,13 @@ def test_gpu_check_prints_a_verdict_per_backend(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=900, cwd=REPO)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert "GPU check: verdicts" in done.stdout
-    for backend in ("eager", "inductor", "onnxruntime", "tvm", "tensorrt"):
-        assert backend in done.stdout
+    (bundle,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
+    fusions = {(c["config"]["backend"], c["config"]["variant"]["fusion"]) for c in cells}
+    assert fusions == {("eager", "on")} | {(b, f) for b in ("inductor", "onnxruntime", "tvm", "tensorrt") for f in ("on", "off")}
+    # a backend with a cell that did not run or failed gets its line with the first reason, after the table
+    for cell in cells:
+        if cell["status"] in ("skipped", "failed"):
+            after_the_table = done.stdout.split("GPU check: verdicts", 1)[1]
+            assert re.search(rf"^{cell['config']['backend']}: (skipped|failed): ", after_the_table, re.MULTILINE), cell["label"]
+    assert (done.returncode == 0) == all(c["status"] in ("valid", "skipped") for c in cells), done.stdout[-3000:]

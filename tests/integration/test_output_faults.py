@@ -43,13 +43,21 @@ def test_an_output_directory_that_cannot_be_made_is_refused_before_anything_runs
     assert "probing" not in done.stdout and not done.stdout.strip()  # refused before the machine is probed
 
 
-def test_a_read_only_cache_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
+def test_a_read_only_cache_directory_is_refused_before_anything_runs(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
     cache.chmod(0o555)
     try:
-        if os.access(cache, os.W_OK):
-            pytest.skip("this user can write to a read-only directory (root): the refusal cannot be shown")
+        if os.access(cache, os.W_OK):  # root writes anyway: the write in the cache is refused as the kernel would
+            write_bytes = Path.write_bytes
+
+            def refused_in_the_cache(path: Path, data: bytes) -> int:
+                if path.parent == cache:
+                    raise PermissionError(errno.EACCES, "Permission denied", str(path))
+                return write_bytes(path, data)
+
+            monkeypatch.setattr(Path, "write_bytes", refused_in_the_cache)
         with pytest.raises(ConfigError, match=r"--cache-dir .*cache: not writable"):
             run(RunRequest(scenario_path=scenario(tmp_path), device="cpu", out_dir=tmp_path / "results", cache_dir=cache),
                 Console(file=io.StringIO()))

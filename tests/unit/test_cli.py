@@ -65,6 +65,8 @@ def test_backends_reports_availability_and_versions() -> None:
     if not torch.cuda.is_available():
         assert not cuda["backends"]["eager"]["available"]
         assert "no CUDA device" in cuda["backends"]["eager"]["reason"]
+    else:
+        assert cuda["backends"]["eager"]["available"] and cuda["device"] == "cuda"
 
 
 @pytest.mark.parametrize(

@@ -153,5 +153,8 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
 def test_a_near_free_model_keeps_the_offline_hint_floor() -> None:
     # The fill rule must not undo the floor: a 10 ns "model" would ask LoadGen for millions of samples.
     s = loadgen.settings_for(lg, cell("Offline", 4, min_duration_s=2.0), latency_ns=10.0, sample_count=8)
-    floor_qps = 4 * 1e9 / max(rules.MIN_HINT_NS_PER_SAMPLE * 4, rules.MIN_HINT_NS_PER_QUERY)
-    assert s.offline_expected_qps <= 1.1 * floor_qps
+    floor_ns = max(rules.MIN_HINT_NS_PER_SAMPLE * 4, rules.MIN_HINT_NS_PER_QUERY)
+    at_the_floor = loadgen.settings_for(lg, cell("Offline", 4, min_duration_s=2.0), latency_ns=floor_ns, sample_count=8)
+    # as a model that takes the floor's time: the floor's rate, with the fill rule's rounding above it
+    assert s.offline_expected_qps == at_the_floor.offline_expected_qps
+    assert 4 * 1e9 / floor_ns <= s.offline_expected_qps <= 1.1 * 4 * 1e9 / floor_ns

@@ -76,19 +76,26 @@ def test_a_stored_scenario_the_run_cannot_read_is_refused_and_the_bundle_left_as
 def test_the_golden_bundles_stored_scenarios_are_accepted(bundle: str) -> None:
     """Options its backend refuses (v3's failed cell), the mlperf profile's overrides, and keys that
     bundles written before they existed lack (allocator, env, baseline)."""
-    check_scenario(json.loads((GOLDEN / bundle / "bundle.json").read_text())["scenario"], "bundle.json")
+    stored = json.loads((GOLDEN / bundle / "bundle.json").read_text())["scenario"]
+    typed = check_scenario(stored, "bundle.json")
+    assert typed.name == stored["name"]
+    assert [model.name for model in typed.models] == [model["name"] for model in stored["models"]]
+    assert [backend.name for backend in typed.backends] == [backend["name"] for backend in stored["backends"]]
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_what_a_run_stores_for_each_shipped_scenario_is_accepted(path: Path) -> None:
-    stored = json.loads(json.dumps(loading.resolved(loading.load(path), path.stem)))  # as bundle.json holds it
-    check_scenario(stored, "bundle.json")
+    loaded = loading.load(path)
+    stored = json.loads(json.dumps(loading.resolved(loaded, path.stem)))  # as bundle.json holds it
+    typed = check_scenario(stored, "bundle.json")
+    assert typed.name == (loaded.name or path.stem)
+    assert typed.model_dump(exclude={"name"}) == loaded.model_dump(exclude={"name"})
 
 
 def test_a_backend_missing_here_is_left_to_skip_its_cells() -> None:
     stored = json.loads((GOLDEN / "v3" / "bundle.json").read_text())["scenario"]
     stored["backends"][0]["name"] = "a_plugin_not_installed_here"
-    check_scenario(stored, "bundle.json")
+    assert check_scenario(stored, "bundle.json").backends[0].name == "a_plugin_not_installed_here"
     stored["allocator"] = "sometimes"
     with pytest.raises(BundleError, match=r"^bundle.json: scenario.allocator: Input should be 'steady' or 'system'"):
         check_scenario(stored, "bundle.json")

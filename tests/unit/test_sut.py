@@ -83,5 +83,11 @@ def test_server_batches_what_arrived_while_the_model_was_busy(tmp_path: Path) ->
 
 
 def test_a_failing_model_still_answers_every_query_then_fails_the_pass(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="kernel fault"):
-        loadgen.run_scenario(Recorder(fail_after=3), samples(16), cell("Offline", 4), 1e5, tmp_path)
+    """LoadGen's test returns only once every query it issued is answered: its summary is written,
+    and only then is the model's fault raised, from the fourth call."""
+    model = Recorder(fail_after=3)
+    with pytest.raises(RuntimeError, match="kernel fault") as failed:
+        loadgen.run_scenario(model, samples(16), cell("Offline", 4), 1e5, tmp_path)
+    assert isinstance(failed.value.__cause__, ValueError) and len(model.batches) == 3
+    (summary,) = tmp_path.rglob("mlperf_log_summary.txt")
+    assert "Scenario : Offline" in summary.read_text()

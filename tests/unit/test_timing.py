@@ -72,7 +72,6 @@ def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so() -> None:
 def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
     clock = FakeClock()
     model = Settling(clock, [], 10_000_000)
-    seen = []
     timing = DeviceTiming(model, [None], SETTINGS.model_copy(update={"repetitions": 2}), "cpu", clock=clock,
                           observe=lambda after: clock.now, compare=lambda a, b: {"cpu": {"wall_s": (b - a) / 1e9}})
     timing.warm_up()
@@ -85,11 +84,24 @@ def test_repetitions_keep_their_own_medians_and_what_ran_beside_them() -> None:
     assert (result.repetitions[0].beside or {})["cpu"]["wall_s"] == pytest.approx(0.51)
     assert result.repetition_spread == pytest.approx(0.5 / 10.25)  # spread over the median of the medians
     assert result.summary.n == len(result.samples_ns) == 100
-    assert seen == [] and result.host_samples_ns is None
+    assert result.host_samples_ns is None  # a CPU cell's device time is its host time: no second clock
 
 
-def test_the_tolerance_is_two_percent() -> None:
-    assert STEADY_TOLERANCE == 0.02
+@pytest.mark.parametrize(("faster_a_window", "steady"), [(0.019, True), (0.021, False)])
+def test_two_windows_within_two_percent_of_each_other_are_steady(faster_a_window: float, steady: bool) -> None:
+    """Each 10-call window (0.1 s of 10 ms calls) is `faster_a_window` quicker than the one before:
+    just inside the 2% tolerance the warm-up ends at its second window, just outside it never settles
+    and stops at its budget."""
+    clock = FakeClock()
+    windows = [int(10_000_000 * (1 - faster_a_window) ** k) for k in range(200)]
+    model = Settling(clock, [10_000_000] + [latency for latency in windows for _ in range(10)], 1)
+    timing = DeviceTiming(model, [None], SETTINGS.model_copy(update={"max_warmup_s": 1.0}), "cpu", clock=clock)
+    timing.warm_up()
+    assert STEADY_TOLERANCE == 0.02 and timing.steady is steady
+    if steady:  # the first call, then two windows
+        assert len(timing.warmup_ns) == 21
+    else:  # windows until the budget of 1 s is spent
+        assert 1e9 <= sum(timing.warmup_ns) < 1e9 + 10 * 10_000_000 and (len(timing.warmup_ns) - 1) % 10 == 0
 
 
 def test_the_timed_calls_walk_through_the_batches_as_loadgen_does() -> None:

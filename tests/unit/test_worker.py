@@ -10,8 +10,10 @@ import pytest
 
 from backends.eager import EagerBackend
 from harness import registry
+from harness.bundle.cell_record import Metrics
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport
+from harness.measure import trust
 from harness.measure.protocol import WorkerRequest
 from harness.measure.worker import run_cell
 from harness.scenario.cell_config import CellConfig
@@ -108,11 +110,15 @@ def test_eager_cell_has_every_metric(
     agreement = m["latency_agreement"]
     statistic = "mean" if scenario == "Offline" else "median"
     assert agreement["device_ns_per_batch"] == timing["summary"][f"{statistic}_ns"] and agreement["gap"] is not None
-    assert agreement["within"] or agreement["why"]
+    assert agreement["gap"] == pytest.approx(agreement["loadgen_ns_per_batch"] / agreement["device_ns_per_batch"] - 1)
+    assert agreement["device_statistic"] == statistic and agreement["limit"] > 0
+    assert agreement["within"] == (abs(agreement["gap"]) <= agreement["limit"])  # one batch in flight on a CPU
+    assert bool(agreement["why"]) == (not agreement["within"])  # a gap beyond the limit is said with its why
     assert m["math_mode"]["effective"] == "ieee" and m["math_mode"]["problems"] == []
     assert m["rewrites"] == {}
     assert m["first_call_ratio"] == pytest.approx(m["first_call_s"] * 1e9 / timing["summary"]["median_ns"], rel=1e-9)
-    assert isinstance(answer["warnings"], list)
+    said = trust.warnings(Metrics.model_validate(m))  # what the figures say of themselves comes first
+    assert answer["warnings"][:len(said)] == said and all(answer["warnings"])
     assert answer["environment"]["cpu_affinity"] and "torch_interop_threads" in answer["environment"]
     lg = m["loadgen"]
     assert lg["validity"] == "VALID" and lg["metric"]["value"] > 0
@@ -122,7 +128,7 @@ def test_eager_cell_has_every_metric(
     assert memory["peak_rss_bytes"] >= memory["inference_peak_rss_bytes"] > 0
     assert m["kernels"]["kernels_per_inference"] > 20  # resnet18: convs, bns, relus, adds, pool, linear
     assert m["fusion_report"]["fusion_count"] == 0
-    assert m["first_call_s"] > 0 and m["prepare_s"] >= 0 and m["prepare_cache"] == "none"
+    assert m["first_call_s"] > 0 and m["prepare_s"] > 0 and m["prepare_cache"] == "none"
     assert timing["host_samples_ns"] is None, "on CPU the samples are host time already"
     if scenario == "Offline":
         assert lg["results"]["result_samples_per_second"] == lg["metric"]["value"]
