@@ -52,12 +52,12 @@ def test_paired_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     benchmark's processes find a backend installed outside the repository."""
     out = tmp_path / "paired.json"
     done = subprocess.run(
-        [sys.executable, "benchmarks/paired.py", "--pairs", "torchscript:mobilenet_v3_small", "--rounds", "2",
+        [sys.executable, "benchmarks/paired.py", "--pairs", "torchscript:pattern_conv_bn_relu", "--rounds", "2",
          "--windows", "2", "--calls", "2", "--input-size", "32", "--json", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads(out.read_text())["pairs"]["torchscript:mobilenet_v3_small"]
+    figures = json.loads(out.read_text())["pairs"]["torchscript:pattern_conv_bn_relu"]
     for method in ("separate", "paired"):
         speedups = figures[method]
         assert len(speedups) == 2 and all(speedup > 0 for speedup in speedups)
@@ -94,7 +94,7 @@ def test_verdicts_benchmark_runs_a_scenario_twice_and_ends_with_the_agreement_li
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text("""
 device: cpu
-models: [{name: mobilenet_v3_small, input_size: 32}]
+models: [{name: pattern_conv_bn_relu, input_size: 32}]
 backends: [{name: onnxruntime, fusion: [on, off]}]
 scenarios: SingleStream
 inputs: {source: synthetic, seed: 0, samples: 8}
@@ -108,7 +108,7 @@ passes: {memory_iters: 1, profile_iters: 1}
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     figures = json.loads(out.read_text())
     [pair] = figures["pairs"]
-    assert pair["pair"] == "mobilenet_v3_small onnxruntime SingleStream b1 fp32 cpu input 32"
+    assert pair["pair"] == "pattern_conv_bn_relu onnxruntime SingleStream b1 fp32 cpu input 32"
     for side in ("a", "b"):  # two rounds each: an interval and a verdict
         assert pair[side]["rounds"] == 2 and pair[side]["interval"]["low"] <= pair[side]["speedup"] <= pair[side]["interval"]["high"]
         assert pair[side]["verdict"] in ("faster", "slower", "no effect seen")

@@ -320,7 +320,9 @@ def test_a_forked_real_worker_logs_what_a_fresh_one_would(shared_parents: Preloa
     """The parent imported the worker's module already; running it as the child's __main__ must not
     leave runpy's warning about that in the cell's log."""
     log = tmp_path / "worker.log"
-    request = WorkerRequest(cell=cell_config(backend="null"), artifact_dir=str(tmp_path / "cell"))
+    brief = cell_config(backend="null", min_duration_s=0.2, timing={"min_time_s": 0.1, "max_warmup_s": 0.5},
+                        passes={"memory_iters": 1, "profile_iters": 1})  # the log is tested, not the figures
+    request = WorkerRequest(cell=brief, artifact_dir=str(tmp_path / "cell"))
     outcome = run_worker(request, timeout_s=120, log_path=log, parents=shared_parents)
     assert outcome.answer is not None and outcome.answer.status == "valid", log.read_text()[-2000:]
     assert outcome.answer.metrics.memory is not None and outcome.answer.metrics.memory.worker_start == "preloaded"

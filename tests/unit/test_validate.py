@@ -3,12 +3,13 @@ non-zero exit; validating never changes a file."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,10 @@ import pytest
 from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.validate import validate
+from harness.cli.main import main
 from harness.errors import SchemaVersionError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-REPO = GOLDEN.parents[1]
 
 
 def tree_digest(root: Path) -> str:
@@ -63,7 +64,11 @@ CELLS = {7: 14, 8: 14, 9: 14}
 
 
 def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+    """The CLI in this process (its entry point as a program is what the integration tests run):
+    its exit code and what it printed on each stream."""
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(list(args))
+    return subprocess.CompletedProcess(["fusionbench", *args], code, out.getvalue(), err.getvalue())
 
 
 def listed_cells(bundle: Path) -> int:
