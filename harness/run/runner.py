@@ -377,10 +377,12 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
             f"finished before it are intact: make room, then run --resume {bundle.root}"
         ) from None
     progress.advance(bar)
+    count = progress.tasks[bar]  # said on each line too: a log that is not a terminal shows no bar
     style = STATUS_STYLE[str(record["status"])]
     why = f": {visible(record['reasons'][0])}" if record["reasons"] else ""
     line = Text(f"{record['status']:>7}", style=style)
-    line.append(f" {visible(label)} ({record['wall_s']:.1f} s){why}")  # user text: never parsed as markup
+    # user text: never parsed as markup
+    line.append(f" {visible(label)} ({record['wall_s']:.1f} s, {int(count.completed)}/{int(count.total or 0)}){why}")
     progress.console.print(line)
 
 

@@ -7,6 +7,7 @@ tests share one smoke run, so that pytest-xdist can run the two modules side by 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -66,6 +67,9 @@ def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
     assert failed["status"] == "failed"
     assert failed["reasons"] == ["prepare: onnxruntime provider=cuda cannot run a cpu cell"]
     assert "failed or invalid" in done.stdout
+    # each cell's line says how far the run is, for a log that shows no bar: the skipped one is written first
+    counts = re.findall(r"^ *(valid|skipped|failed) resnet18 .*\(\d+\.\d s, (\d)/3\)", done.stdout, re.MULTILINE)
+    assert [n for _, n in counts] == ["1", "2", "3"] and counts[0][0] == "skipped", done.stdout
 
 
 def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path: Path) -> None:
