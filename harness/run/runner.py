@@ -377,7 +377,7 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
             f"finished before it are intact: make room, then run --resume {bundle.root}"
         ) from None
     progress.advance(bar)
-    count = progress.tasks[bar]  # said on each line too: a log that is not a terminal shows no bar
+    count = next(task for task in progress.tasks if task.id == bar)  # on each line too: a log shows no bar
     style = STATUS_STYLE[str(record["status"])]
     why = f": {visible(record['reasons'][0])}" if record["reasons"] else ""
     line = Text(f"{record['status']:>7}", style=style)

@@ -148,7 +148,7 @@ def test_prepare_call_report(name: str, fusion: str, prepared: Callable[[str, st
             assert dispatches > 0
         assert variant.dispatch_definition, "a dispatch count needs its definition"
     figures = variant.profile_figures(example)  # units in the names, recorded as JSON
-    assert all(isinstance(key, str) and key for key in figures), figures
+    assert isinstance(figures, dict) and all(isinstance(key, str) and key for key in figures), figures
     json.dumps(figures)
 
     # Recorded in the cell as they are: JSON, and an fp32 cell's own library never runs TF32.

@@ -43,7 +43,7 @@ def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None
     # tests/unit/test_allocator.py, with allocations of known sizes.
     for setting in ("system", "steady"):
         faults = figures[setting]["faults_per_call"]
-        assert len(faults) == 1 and faults[0] * 3 == pytest.approx(round(faults[0] * 3)), (setting, faults)  # whole faults, 3 calls
+        assert len(faults) == 1 and faults[0] >= 0 and faults[0] * 3 == pytest.approx(round(faults[0] * 3)), (setting, faults)
     assert "system / steady" in done.stdout
 
 

@@ -19,7 +19,7 @@ needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason
 @pytest.mark.slow
 def test_the_floor_is_two_cvs_and_a_warning_only_when_high(monkeypatch: pytest.MonkeyPatch) -> None:
     result = machine_noise.measure(0.1)
-    assert 0 < result.compute_cv < 1 and 0 < result.memory_cv < 1 and min(result.chunks) >= 2  # timed chunks vary, not wildly
+    assert result.compute_cv > 0 and result.memory_cv > 0 and min(result.chunks) >= 2  # timed chunks never agree to the ns
     spread, cross = result.pinned_spread, result.cross_core_ns
     stepping = (spread is not None and spread > machine_noise.STEP_FLOOR) or (
         cross is not None and cross[2] / cross[0] > machine_noise.CROSS_CORE_FLOOR

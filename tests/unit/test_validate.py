@@ -9,6 +9,7 @@ import io
 import json
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -66,8 +67,12 @@ CELLS = {7: 14, 8: 14, 9: 14}
 def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in this process (its entry point as a program is what the integration tests run):
     its exit code and what it printed on each stream."""
-    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
-        code = main(list(args))
+    handler = signal.getsignal(signal.SIGTERM)  # main() sets its own, for a process of its own
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+            code = main(list(args))
+    finally:
+        signal.signal(signal.SIGTERM, handler)
     return subprocess.CompletedProcess(["fusionbench", *args], code, out.getvalue(), err.getvalue())
 
 
