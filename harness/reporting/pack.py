@@ -12,7 +12,7 @@
     <out>/MANIFEST.sha256                                    every file's SHA-256
     <out>.tar.gz                                             the tree, manifest included
 
-One system per backend variant: `<system-name>_<backend>-fusion-<on|off>[-<options digest>]_<dtype>`
+One system per backend variant: `<system-name>_<backend>-fusion-<on|off>[-graphs][-<options digest>]_<dtype>`
 (MLPerf's "system" is the hardware with its software stack, and the backend is the software).
 A cell becomes a result when it is valid, computes a model that stands for an MLPerf benchmark,
 ran with the `mlperf` profile and has an accuracy run (submission_rules.py); the others are
