@@ -30,12 +30,13 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.run import preflight, resumable, rounds, skips, slots
+from harness.run import cell_line, preflight, resumable, rounds, skips, slots
+from harness.run.cell_line import Pace
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import ProbeAnswer, run_probe
-from harness.run.summary import STATUS_STYLE, fusion_summary, summary_table, time_line
+from harness.run.summary import fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, expand, select
@@ -326,8 +327,11 @@ def _sweep(
         refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
     )
     running: dict[str, str] = {}  # cell id -> label and phase, of the cells running now
+    pace = Pace(0)
 
     def show(task: CellTask, phase: str) -> None:
+        if phase == "start":
+            pace.started()
         running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
         shown = list(running.values())
         progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
@@ -349,6 +353,7 @@ def _sweep(
             tasks.append(_task(cell, bundle, input_folder, cache_dir, timeout_s, limits.memory_limit_mib, env_names))
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
+        pace.to_run = len(tasks)
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
@@ -356,7 +361,8 @@ def _sweep(
                 first = _record(bases[done.task.cell_id], done) if done.task.request.timing_round == 1 else None
                 complete = state.finished(done, first)
                 if complete is not None:
-                    _write(bundle, by_id[done.task.cell_id].label, complete, progress, bar)
+                    pace.finished()
+                    _write(bundle, by_id[done.task.cell_id].label, complete, progress, bar, pace.left_s())
         except KeyboardInterrupt:
             running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
             for cell_id in list(running):  # the cells Ctrl-C stopped: --resume runs them again
@@ -368,7 +374,8 @@ def _sweep(
         progress.update(bar, description="cells done")
 
 
-def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any) -> None:
+def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,
+           left_s: float | None = None) -> None:
     try:
         bundle.write_cell(record["id"], record)
     except OSError as exc:  # disk full, quota, permissions: what is written stays intact
@@ -377,13 +384,9 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
             f"finished before it are intact: make room, then run --resume {bundle.root}"
         ) from None
     progress.advance(bar)
-    count = next(task for task in progress.tasks if task.id == bar)  # on each line too: a log shows no bar
-    style = STATUS_STYLE[str(record["status"])]
-    why = f": {visible(record['reasons'][0])}" if record["reasons"] else ""
-    line = Text(f"{record['status']:>7}", style=style)
-    # user text: never parsed as markup
-    line.append(f" {visible(label)} ({record['wall_s']:.1f} s, {int(count.completed)}/{int(count.total or 0)}){why}")
-    progress.console.print(line)
+    count = next(task for task in progress.tasks if task.id == bar)
+    progress.console.print(cell_line.line(str(record["status"]), label, record["wall_s"], int(count.completed),
+                                          int(count.total or 0), record["reasons"], left_s))
 
 
 def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,13 @@ def test_smoke_runs_clean(smoke) -> None:
     done, _ = smoke
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FusionBench results" in done.stdout
+    # each cell's line counts the run's cells; the cells that ran say about how long is left once three
+    # have run (the skipped ones, written first, never do), and the last one says nothing
+    lines = re.findall(r"^ *(valid|skipped) resnet18 .* \(\d+\.\d s, (\d+)/20(, about \d+ min left)?\)", done.stdout,
+                       re.MULTILINE)
+    assert [int(count) for _, count, _ in lines] == list(range(1, SMOKE_CELLS + 1)), done.stdout
+    estimates = [bool(left) for status, _, left in lines if status == "valid"]
+    assert estimates == [False, False] + [True] * (len(estimates) - 3) + [False], done.stdout
 
 
 def test_bundle_header_describes_the_run(smoke) -> None:

@@ -1,0 +1,63 @@
+"""The line a run prints as each cell finishes: its status, its label, how long it took, how far
+the run is and, once cells have run, about how long the rest will take.
+
+A run in the background writes a log, which shows no progress bar: these lines are all it has.
+The estimate is the pace of this start or resume so far (the cells that ran, over the time since
+the first began, so that parallel jobs count once) times the cells left to run; skipped cells,
+written at once, take no part in it. A suite's cells differ tenfold in length (a TVM cell that
+tunes against an eager one), so it is said as "about", and only from the third cell run on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.text import Text
+
+from harness.plain_text import visible
+from harness.run.summary import STATUS_STYLE
+
+#: Cells that must have run before the pace says anything.
+MIN_CELLS_FOR_ESTIMATE = 3
+
+
+class Pace:
+    """The cells of one start or resume that run (not skipped), and how fast they finish."""
+
+    def __init__(self, to_run: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.to_run = to_run
+        self.ran = 0
+        self._clock = clock
+        self._since: float | None = None
+
+    def started(self) -> None:
+        """The first cell starts now."""
+        if self._since is None:
+            self._since = self._clock()
+
+    def finished(self) -> None:
+        self.ran += 1
+
+    def left_s(self) -> float | None:
+        """About how many seconds the cells not yet run will take, or None too early to say."""
+        if self._since is None or self.ran < MIN_CELLS_FOR_ESTIMATE or self.ran >= self.to_run:
+            return None
+        return (self._clock() - self._since) / self.ran * (self.to_run - self.ran)
+
+
+def duration(seconds: float) -> str:
+    """3 min, 1 h 05 min, 14 h 00 min: to the minute, at least one."""
+    minutes = max(round(seconds / 60), 1)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def line(status: str, label: str, wall_s: float, done: int, total: int, reasons: list[str],
+         left_s: float | None = None) -> Text:
+    """`  valid LABEL (51.1 s, 24/270, about 2 h 10 min left): first reason`; user text is never
+    read as markup."""
+    said = Text(f"{status:>7}", style=STATUS_STYLE[status])
+    left = f", about {duration(left_s)} left" if left_s is not None else ""
+    why = f": {visible(reasons[0])}" if reasons else ""
+    said.append(f" {visible(label)} ({wall_s:.1f} s, {done}/{total}{left}){why}")
+    return said

@@ -1,0 +1,45 @@
+"""The line a run prints per finished cell: how far the run is, and about how long is left from
+the pace of the cells that ran."""
+
+from __future__ import annotations
+
+from harness.run.cell_line import MIN_CELLS_FOR_ESTIMATE, Pace, duration, line
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pace_of_the_cells_that_ran_times_the_cells_left() -> None:
+    clock = Clock()
+    pace = Pace(10, clock)
+    assert pace.left_s() is None  # nothing started
+    pace.started()
+    clock.now += 30
+    pace.started()  # a second job's first cell: the run's pace counts from the first start
+    for _ in range(MIN_CELLS_FOR_ESTIMATE - 1):
+        pace.finished()
+    assert pace.left_s() is None  # too early to say
+    pace.finished()
+    assert pace.left_s() == 30 / 3 * 7  # 10 s a cell so far, 7 cells to run
+    clock.now += 60
+    assert pace.left_s() == 90 / 3 * 7
+    for _ in range(7):
+        pace.finished()
+    assert pace.left_s() is None  # nothing left
+
+
+def test_durations_read_to_the_minute() -> None:
+    assert [duration(s) for s in (0, 29, 91, 3599, 3600, 3_900, 50_400)] == [
+        "1 min", "1 min", "2 min", "1 h 00 min", "1 h 00 min", "1 h 05 min", "14 h 00 min"]
+
+
+def test_the_line_says_the_count_the_time_left_and_the_first_reason_as_plain_text() -> None:
+    said = line("valid", "resnet18 eager fusion-on Offline cpu fp32 b8", 51.14, 24, 270, [], 7_800)
+    assert said.plain == "  valid resnet18 eager fusion-on Offline cpu fp32 b8 (51.1 s, 24/270, about 2 h 10 min left)"
+    said = line("skipped", "[red]m[/red] tensorrt", 0.0, 1, 30, ["TensorRT runs only on NVIDIA GPUs", "more"])
+    assert said.plain == "skipped [red]m[/red] tensorrt (0.0 s, 1/30): TensorRT runs only on NVIDIA GPUs"
