@@ -88,6 +88,26 @@ def test_too_fast_run_is_retried_with_the_measured_rate(tmp_path: Path) -> None:
     assert result["log_dir"] == "loadgen/attempt-2" and result["validity"] == "VALID"
 
 
+def test_a_machine_that_keeps_getting_faster_gets_a_second_retune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run ends too fast for its hint (the model ran 4x faster than hinted, then 4x faster
+    again): the second retune, hinted from the second run, is the run kept."""
+    hints: list[float] = []
+
+    def run_once(lg_: Any, prepared: Any, samples_: Any, cell_: Any, settings: Any, logdir: Path) -> dict[str, Any]:
+        hint = settings.offline_expected_qps
+        hints.append(hint)
+        valid = len(hints) == 3
+        return {"scenario": "Offline", "validity": "VALID" if valid else "INVALID",
+                "invalid_reasons": [] if valid else ["min duration not met"],
+                "results": {"result_min_duration_met": valid, "result_samples_per_second": hint * 4}, "sut": {}}
+
+    monkeypatch.setattr(loadgen, "_run_once", run_once)
+    result = loadgen.run_scenario(Sleeper(0.001), samples(), cell("Offline", 1, min_duration_s=1.0), 20e6, tmp_path / "lg")
+    assert [a["validity"] for a in result["attempts"]] == ["INVALID", "INVALID", "VALID"]
+    assert result["log_dir"] == "lg/attempt-3" and hints[1] > hints[0] and hints[2] > hints[1]
+    assert [a["hint_latency_ns"] for a in result["attempts"]][1:] == [pytest.approx(1e9 / (h * 4)) for h in hints[:2]]
+
+
 def test_model_error_during_loadgen_is_raised(tmp_path: Path) -> None:
     class Broken(Sleeper):
         def __call__(self, batch: Any) -> Any:
