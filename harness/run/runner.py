@@ -31,7 +31,6 @@ from harness.measure.protocol import WorkerRequest
 from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run import cell_line, preflight, resumable, rounds, skips, slots
-from harness.run.cell_line import Pace
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
@@ -327,7 +326,6 @@ def _sweep(
         refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
     )
     running: dict[str, str] = {}  # cell id -> label and phase, of the cells running now
-    pace = Pace(0)
 
     def show(task: CellTask, phase: str) -> None:
         if phase == "start":
@@ -353,7 +351,7 @@ def _sweep(
             tasks.append(_task(cell, bundle, input_folder, cache_dir, timeout_s, limits.memory_limit_mib, env_names))
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
-        pace.to_run = len(tasks)
+        pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
