@@ -19,6 +19,11 @@ Options (scenario file, `options:`):
   variant `graphs: on` ("reduce-overhead"), not a mode here
 - `freezing`: parameters become constants, folded and prepacked (default true); `freezing: false`
   with `fusion: off` is the earlier "everything off"
+- `layout_optimization`: Inductor's choice of the channels-last layout for a graph's convolutions
+  (default true, as shipped). False keeps the model's own layout (NCHW), so that the cost of the
+  layout change (transposes around library convolutions, other algorithms chosen for them) can
+  be measured apart from fusion. On CPU with freezing, oneDNN's prepacked convolutions take
+  channels-last whatever this says; the setting shows there without freezing.
 
 Models of nn.LSTM, nn.GRU or nn.RNN are traced (Dynamo's `allow_rnn`, off by default: they would
 run as eager, with no Inductor code); each cell records whether its torch could (`rnn_modules_traced`).
@@ -61,6 +66,7 @@ Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cu
 class InductorOptions(BackendOptions):
     mode: Mode = "default"
     freezing: bool = True
+    layout_optimization: bool = True
 
 
 class InductorBackend(Backend):
@@ -118,6 +124,7 @@ class InductorBackend(Backend):
         # fusion report is the compile's own, whatever patches the variant makes); only its kernels'
         # builds come from the code cache of a further round.
         patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
+                   "layout_optimization": options.layout_optimization,
                    **(hooks if watching else {}), **_isa_settings(device, cache_dir)}
         loaded: list[Any] = []
         with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, unfused, \
@@ -144,6 +151,7 @@ class InductorBackend(Backend):
             "constant_folding": options.freezing, "onednn_weight_prepack": options.freezing and device == "cpu",
             "conv_bn_folding": options.freezing and fused, "onednn_epilogues": options.freezing and fused and device == "cpu",
             "lowering_inlining": fused, "scheduler_fusion": fused, "rnn_modules_traced": rnn_traced,
+            "layout_optimization": options.layout_optimization,
         }
         return prepared
 

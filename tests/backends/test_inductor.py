@@ -76,6 +76,35 @@ def test_freezing_is_on_in_both_variants_and_only_its_fusions_go_with_fusion_off
     assert len(convs) == 20 and all(len(k.ops) == 1 for k in convs), convs
 
 
+def test_layout_optimization_off_keeps_the_models_layout(tmp_path: Path) -> None:
+    """As shipped, Inductor moves a convolution's input to channels-last and back, kernels of their
+    own; `layout_optimization: false` leaves the model's layout, so those kernels are gone and the
+    output is still eager's. Without freezing: on CPU, freezing's oneDNN convolutions choose
+    channels-last themselves."""
+    from backends.inductor import InductorBackend, InductorOptions
+
+    assert InductorOptions().layout_optimization is True
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                                torch.nn.Conv2d(16, 16, 3)).eval()
+    example = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        reference = model(example)
+    kernels = {}
+    for layout in (True, False):
+        work = tmp_path / str(layout)
+        variant = InductorBackend.variant("on", {"freezing": False, "layout_optimization": layout})
+        prepared = InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=variant,
+                                             workdir=work, cache_dir=work)
+        assert prepared.rewrites()["layout_optimization"] is layout
+        assert compare(prepared(example), reference, "fp32")["ok"], layout
+        kernels[layout] = [k.kernel for k in prepared.fusion_report().kernels]
+    # the layout's own kernels: the input moved to channels-last before the first convolution
+    assert any(name.startswith("cpp_fused_convolution") for name in kernels[True]), kernels[True]
+    assert not any(name.startswith("cpp_fused_convolution") for name in kernels[False]), kernels[False]
+    assert len(kernels[False]) < len(kernels[True]), kernels
+
+
 def test_the_compile_mode_follows_the_graphs_setting() -> None:
     from backends.inductor import compile_mode
     from harness.errors import BackendFailed
