@@ -9,7 +9,8 @@ of time inside kernels on and off. Across models, per backend: how many models f
 faster, slower or left unchanged (a verdict needs rounds and an effect of `SMALLEST_EFFECT`, 5%, at
 least: harness/stats/intervals.py; a one-round pair is sorted by its point estimate against the same 5%
 and says so), the range of fusions per model, and which models
-a backend ran slower than eager.
+a backend ran slower than eager, and the pairs whose fusions launched no fewer kernels than
+fusion off (fusions of graph nodes, not of kernels).
 
 Latency is the device-timing median per batch (over the rounds where a cell has several), as in
 the report (harness/reporting/view.py), whose rows and pairs this reuses.
@@ -300,6 +301,28 @@ def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str
                 continue
             if on.median_ns is not None and eager / on.median_ns < 1:
                 body.append([group.title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
+    return head, body
+
+
+def no_fewer_kernels(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
+    """Every valid pair whose fusion-on cell reports fusions yet launches (on a CPU, dispatches) as
+    many kernels as fusion off, or more: fusions of graph nodes that are not fusions of kernels (a
+    fused node that still runs its parts as kernels of their own), or fusions paid for with kernels
+    of another kind (layout reorders)."""
+    head = ["model and setting", "backend", "fusions (fusion on)", "kernels/inf on / off", "DRAM/inf on / off",
+            "fusion speedup (off / on)"]
+    body = []
+    for group in all_groups:
+        for line in group.lines:
+            pair = line.pair
+            if pair is None:
+                continue
+            report = pair.on.metrics.fusion_report
+            on, off = pair.on.kernels, pair.off.kernels
+            if report is None or report.fusion_count == 0 or on is None or off is None or on < off:
+                continue
+            body.append([group.title, line.backend, fusions_by_class(pair.on), _on_off(line, "kernels_per_inference"),
+                         _on_off(line, "dram_bytes"), _speedup(line)])
     return head, body
 
 

@@ -30,6 +30,10 @@ SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fus
                 "unchanged, and the fusions each model got with fusion on (groups of two operators or more in one "
                 "kernel), lowest to highest.")
 SLOWER_THAN_EAGER_NOTE = "Cells that ran slower than eager on the same model and setting, fusion on (and off beside it)."
+NO_FEWER_KERNELS_NOTE = ("Pairs whose fusion-on cell reports fusions yet launches as many kernels as fusion off, or more "
+                         "(on a CPU: dispatches): the fused nodes still run their parts as kernels of their own, or the "
+                         "fused graph adds kernels of another kind, such as layout reorders. A fusion count alone would "
+                         "call these fusions; the kernels say what ran.")
 
 
 def _sections(bundles: list[LoadedBundle]) -> tuple[list[findings.Group], bool]:
@@ -43,6 +47,8 @@ def markdown(bundles: list[LoadedBundle]) -> str:
     lines += [f"- **{md_cell(name)}**: {md_cell(text)}" for name, text in findings.facts(bundles)] + [""]
     lines += ["## Across models", "", SUMMARY_NOTE, "", *md_table(*findings.summary_table(all_groups))]
     lines += ["## Slower than eager", "", SLOWER_THAN_EAGER_NOTE, "", *md_table(*findings.slower_than_eager(all_groups))]
+    lines += ["## Fusions that launched no fewer kernels", "", NO_FEWER_KERNELS_NOTE, "",
+              *md_table(*findings.no_fewer_kernels(all_groups))]
     lines += ["## Per model", "", md_cell(SPEEDUP_NOTE), ""]
     for group in all_groups:
         lines += [f"### {md_cell(group.title)}", "", f"From {md_cell(group.bundle)}.", ""]
@@ -72,6 +78,8 @@ def html(bundles: list[LoadedBundle]) -> str:
             + "<figcaption>Below the dashed line, fusion made the model slower on that backend.</figcaption></figure>")
     parts += ["<h2>Slower than eager</h2>", f"<p>{escape(SLOWER_THAN_EAGER_NOTE)}</p>",
               html_table(*findings.slower_than_eager(all_groups))]
+    parts += ["<h2>Fusions that launched no fewer kernels</h2>", f"<p>{escape(NO_FEWER_KERNELS_NOTE)}</p>",
+              html_table(*findings.no_fewer_kernels(all_groups))]
     parts += ["<h2>Per model</h2>", f"<p>{escape(SPEEDUP_NOTE)}</p>"]
     for group in all_groups:
         parts += [f"<h3>{escape(group.title)}</h3>", f"<p>From {escape(group.bundle)}.</p>",

@@ -99,10 +99,35 @@ def test_slower_than_eager_lists_the_cells_eager_beat(v7: list[findings.Group]) 
     assert all(row[2].endswith("x") and float(row[2][:-1]) < 1 for row in body)
 
 
+def test_fusions_that_launched_no_fewer_kernels_are_listed(v7: list[findings.Group], tmp_path: Path) -> None:
+    """TVM's 21 fusions cut its kernels 129 to 23: not listed. Made to launch 129 with fusion on (as
+    ONNX Runtime's fused nodes did on CUDA, each still running its bias and activation as kernels of
+    their own), the same pair is listed in both settings, with its fusions and both counts."""
+    assert findings.no_fewer_kernels(v7)[1] == []
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v7", root)
+    edited = 0
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record["config"]["backend"] == "tvm" and record["config"]["variant"]["fusion"] == "on":
+            record["metrics"]["kernels"]["kernels_per_inference"] = 129.0
+            path.write_text(json.dumps(record))
+            edited += 1
+    assert edited == 2
+    groups = findings.groups([load(root)])
+    head, body = findings.no_fewer_kernels(groups)
+    rows = [dict(zip(head, row)) for row in body]
+    assert [(row["model and setting"], row["backend"]) for row in rows] == [
+        (g.title, "tvm tuning_trials=1") for g in groups]
+    assert all(row["fusions (fusion on)"] == "21 tensor+element" and row["kernels/inf on / off"] == "129 / 129"
+               for row in rows)
+    assert "## Fusions that launched no fewer kernels" in markdown([load(root)])
+
+
 def test_the_page_holds_every_section_in_markdown_and_html() -> None:
     bundles = [load(GOLDEN / "v7"), load(GOLDEN / "v3")]
     text, page = markdown(bundles), html(bundles)
-    for heading in ("Across models", "Slower than eager", "Per model"):
+    for heading in ("Across models", "Slower than eager", "Fusions that launched no fewer kernels", "Per model"):
         assert f"## {heading}" in text and f"<h2>{heading}</h2>" in page
     assert md_cell("0.59x [0.57-0.60, 95%] slower") in text and "0.59x [0.57-0.60, 95%] slower" in page
     assert 'id="plot-findings-fusion"' in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
