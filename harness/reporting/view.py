@@ -91,7 +91,7 @@ class Row:
     @property
     def options(self) -> str:
         """The backend's options as the tables show them: ` key=value` each, sorted."""
-        return "".join(f" {k}={v}" for k, v in sorted(self.config.variant.options.items()))
+        return self.config.options_label
 
     @property
     def variant(self) -> str:

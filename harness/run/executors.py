@@ -32,7 +32,7 @@ class CellTask:
     the cell (an executor on another machine sends the files back into it)."""
 
     cell_id: str
-    label: str
+    label: str  # as the run shows it: the cell's label with its variant's options
     request: WorkerRequest
     artifacts: Path
     timeout_s: float

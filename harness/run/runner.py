@@ -344,8 +344,8 @@ def _sweep(
             skip = ("the run's time budget was spent before this cell started" if left_s is not None and left_s <= 0
                     else skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system"))))
             if skip is not None:
-                _write(bundle, cell.label, {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0,
-                                            "finished": utc_now()}, progress, bar)
+                skipped = {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
+                _write(bundle, cell.config.shown_label, skipped, progress, bar)
                 continue
             timeout_s = limits.cell_timeout_s if left_s is None else min(limits.cell_timeout_s, left_s)
             tasks.append(_task(cell, bundle, input_folder, cache_dir, timeout_s, limits.memory_limit_mib, env_names))
@@ -360,7 +360,7 @@ def _sweep(
                 complete = state.finished(done, first)
                 if complete is not None:
                     pace.finished()
-                    _write(bundle, by_id[done.task.cell_id].label, complete, progress, bar, pace.left_s())
+                    _write(bundle, by_id[done.task.cell_id].config.shown_label, complete, progress, bar, pace.left_s())
         except KeyboardInterrupt:
             running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
             for cell_id in list(running):  # the cells Ctrl-C stopped: --resume runs them again
@@ -394,7 +394,7 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
         cache_dir=str(cache_dir) if cache_dir else None, peaks=lookup(bundle.header, "system", "peaks"),
     )
-    return CellTask(cell_id=cell.id, label=cell.label, request=request, artifacts=artifacts,
+    return CellTask(cell_id=cell.id, label=cell.config.shown_label, request=request, artifacts=artifacts,
                     timeout_s=timeout_s, memory_limit_bytes=memory_mib * MIB if memory_mib else None,
                     env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
                     device=cell.config.device)

@@ -69,7 +69,7 @@ def summary_table(records: list[CellRecord]) -> Table:
         table.add_column(head)
     for r in records:
         c, status = r.config, r.status
-        lines = (f"{c.model.name} {c.variant_label}", f"{c.scenario} {c.dtype} b{c.batch}")
+        lines = (f"{c.model.name} {c.variant_label}{c.options_label}", f"{c.scenario} {c.dtype} b{c.batch}")
         cell = "\n".join(visible(line) for line in lines)
         table.add_row(Text(cell), Text(status, style=STATUS_STYLE.get(status, "")),
                       *(Text(visible(metric_table.figure(column, r))) for column in columns), _cell_time(r))

@@ -106,8 +106,20 @@ class CellConfig(_Frozen):
         return variant_label(self.backend, self.variant.fusion, self.variant.graphs)
 
     @property
+    def options_label(self) -> str:
+        """The variant's backend options as tables and console lines show them: ` key=value` each,
+        sorted; empty without options. Not part of `label`, which bundles record and check."""
+        return "".join(f" {k}={v}" for k, v in sorted(self.variant.options.items()))
+
+    @property
     def label(self) -> str:
         return f"{self.model.name} {self.variant_label} {self.scenario} {self.device} {self.dtype} b{self.batch}"
+
+    @property
+    def shown_label(self) -> str:
+        """`label` with the variant's options: what a run prints, so that two variants that differ
+        only in an option are told apart."""
+        return f"{self.model.name} {self.variant_label}{self.options_label} {self.scenario} {self.device} {self.dtype} b{self.batch}"
 
 
 def variant_label(backend: str, fusion: str, graphs: str) -> str:

@@ -88,6 +88,27 @@ def test_graphs_multiply_the_variants_and_say_so_in_the_label() -> None:
     assert len({c.id for c in cells}) == 2
 
 
+def test_variants_that_differ_only_in_an_option_are_told_apart_where_the_run_shows_them() -> None:
+    from rich.console import Console
+
+    from harness.bundle.cell_record import CellRecord
+    from harness.run.summary import summary_table
+
+    data = resolved(backends=[{"name": "inductor", "fusion": "on"},
+                              {"name": "inductor", "fusion": "on", "options": {"layout_optimization": False}}],
+                    scenarios=["Offline"], models=["resnet18"], batch_sizes={"cpu": [8]})
+    cells = expand(data, "cpu")
+    assert [c.label for c in cells] == ["resnet18 inductor fusion-on Offline cpu fp32 b8"] * 2  # what bundles record
+    assert [c.config.shown_label for c in cells] == ["resnet18 inductor fusion-on Offline cpu fp32 b8",
+                                                     "resnet18 inductor fusion-on layout_optimization=False Offline cpu fp32 b8"]
+    records = [CellRecord.model_validate({
+        "id": c.id, "label": c.label, "config": c.config.recorded(), "status": "skipped", "reasons": ["x"], "metrics": {},
+        "wall_s": 0.0, "schema_version": 9, "started": "t", "finished": "t"}) for c in cells]
+    console = Console(width=300, record=True)
+    console.print(summary_table(records))
+    assert "inductor fusion-on layout_optimization=False" in console.export_text()
+
+
 def test_tf32_is_a_dtype_of_its_own() -> None:
     cells = expand(resolved(dtypes=["fp32", "tf32"], scenarios=["SingleStream"], models=["resnet18"]), "cuda")
     assert sorted({c.config.dtype for c in cells}) == ["fp32", "tf32"]
