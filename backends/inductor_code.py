@@ -8,9 +8,20 @@ calls found here are the inference's kernels. Generated kernels are named after 
 operators fused into them (Inductor's `descriptive_names = "original_aten"`, at most
 `kernel_name_max_ops` operators); library calls carry their fused post-ops as string arguments.
 
+A name lists every origin of a kernel's nodes, including tensors the kernel only reads or
+copies, so each generated kernel's source, which the wrapper module holds too, is read
+(`inductor_kernel_body`):
+- a kernel that computes nothing is a copy: it runs the copying operators its name lists
+  (`clone`, `cat`, ...), or is Inductor's own layout copy (`inductor.layout_copy`) when the name
+  lists none;
+- outside a template, a convolution, matrix multiply or attention named in a kernel runs in a
+  library call before or after it; the kernel only adds its bias or moves its operands or result
+  between layouts, reported as `aten.convolution (bias or layout)`, which is not a tensor operator.
+
 Known limits: operators folded away at compile time (batch norm into conv weights under
 `freezing`) leave no trace in the code; a kernel named without operators (weight-layout
-conversions, `cpp_fused_4`) is reported with no operators.
+conversions, `cpp_fused_4`) is reported with no operators; a kernel whose source is not in the
+wrapper is read from its name alone.
 """
 
 from __future__ import annotations
@@ -19,9 +30,20 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 
-from harness.fusion import KernelGroup
+from backends.inductor_kernel_body import computes, is_template
+from harness.fusion import KernelGroup, is_tensor_op, is_view_op, op_name
+
+LAYOUT_COPY = "inductor.layout_copy"
+PART_OF_TENSOR_OP = " (bias or layout)"
 
 _GENERATED_PREFIX = re.compile(r"^(cpp|triton_(poi|red|per|tem|for|mix|spl|sca)|triton)_fused_?")
+# Operators that move data without arithmetic: what a kernel that computes nothing may still run.
+_COPYING = {
+    "clone", "copy", "copy_", "_to_copy", "contiguous", "cat", "concat", "stack", "constant_pad_nd", "pad",
+    "slice_scatter", "select_scatter", "index", "index_select", "gather", "embedding", "repeat", "roll", "flip",
+    "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "fill", "full", "full_like",
+    "zeros", "zeros_like", "new_zeros", "ones_like", "lift_fresh",
+}
 # Post-op names mkldnn/oneDNN library calls take as string arguments.
 _POST_OPS = {
     "relu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh", "gelu", "silu", "swish",
@@ -36,7 +58,9 @@ _IGNORED_CALLS = {
 def kernel_calls(source: str, aten_names: Iterable[str]) -> list[KernelGroup]:
     """Kernels called by the `call` function of one generated wrapper module, in order."""
     vocabulary = set(aten_names)
-    call_fn = _find_call(ast.parse(source))
+    tree = ast.parse(source)
+    sources = _kernel_sources(tree)
+    call_fn = _find_call(tree)
     groups: list[KernelGroup] = []
     for call in _calls_in_order(call_fn.body):
         name = _dotted(call.func)
@@ -44,7 +68,8 @@ def kernel_calls(source: str, aten_names: Iterable[str]) -> list[KernelGroup]:
             continue
         head = name.split(".")[0]
         if _GENERATED_PREFIX.match(head):
-            groups.append(KernelGroup(kernel=head, ops=ops_from_kernel_name(head, vocabulary)))
+            named = ops_from_kernel_name(head, vocabulary)
+            groups.append(KernelGroup(kernel=head, ops=ops_run(head, named, sources.get(head))))
         elif name.startswith("extern_kernels."):
             op = name.split(".")[1]
             groups.append(KernelGroup(kernel=name, ops=(f"aten.{op}", *_post_ops(call))))
@@ -80,6 +105,34 @@ def ops_from_kernel_name(kernel: str, vocabulary: set[str]) -> tuple[str, ...]:
             ops.append(f"aten.{match[0]}")
             i = match[1]
     return tuple(ops)
+
+
+def ops_run(kernel: str, named: tuple[str, ...], body: str | None) -> tuple[str, ...]:
+    """The operators a generated kernel runs: those its name lists (`named`), read against its
+    source `body` (None where the wrapper does not hold it)."""
+    if body is None or is_template(kernel, body):
+        return named
+    if not computes(body):
+        copying = tuple(op for op in named if op_name(op) in _COPYING or is_view_op(op))
+        return copying if any(not is_view_op(op) for op in copying) else (LAYOUT_COPY,)
+    return tuple(op + PART_OF_TENSOR_OP if is_tensor_op(op) else op for op in named)
+
+
+def _kernel_sources(tree: ast.Module) -> dict[str, str]:
+    """Each kernel the module defines (`name = async_compile.triton('name', '''...''')`,
+    `name = async_compile.cpp_pybinding([...], r'''...''')`), with its source: the longest string
+    argument."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        value = node.value
+        if not (isinstance(value, ast.Call) and (_dotted(value.func) or "").startswith("async_compile.")):
+            continue
+        texts = [arg.value for arg in value.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+        if texts:
+            found[node.targets[0].id] = max(texts, key=len)
+    return found
 
 
 def _find_call(tree: ast.Module) -> ast.FunctionDef:

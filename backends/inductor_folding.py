@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.fusion import KernelGroup, op_name
+from harness.fusion import KernelGroup, is_tensor_op, op_name
 
 FOLDED_BN = "aten.batch_norm"
 
@@ -94,7 +94,8 @@ class FoldWatch:
         attributed, unmatched = 0, 0
         for index, kernels in enumerate(kernels_per_graph):
             folded = self.folded(index)
-            convs = [i for i, k in enumerate(kernels) if k.ops and "conv" in op_name(k.ops[0]).lower()]
+            convs = [i for i, k in enumerate(kernels)
+                     if k.ops and is_tensor_op(k.ops[0]) and "conv" in op_name(k.ops[0]).lower()]
             if folded is None or len(folded) != len(convs):
                 unmatched += sum(folded or [])
                 result.extend(kernels)

@@ -66,7 +66,7 @@ _TABLE: dict[str, tuple[str, ...]] = {
     "shuffle": (
         "transpose", "permute", "permute_dims", "t", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
         "native_channel_shuffle", "depthtospace", "spacetodepth", "movedim", "flip", "roll", "reorderinput",
-        "reorderoutput", "reorder",
+        "reorderoutput", "reorder", "layout_copy",
     ),
 }
 _CLASS_OF = {name.lower(): cls for cls, names in _TABLE.items() for name in names}

@@ -12,6 +12,10 @@ change of shape and strides, and a kernel whose name lists one only indexes its 
 They stay in a kernel's `ops` but are not counted when classifying it or counting fusions, so a
 layer norm writing its output permuted is one operator, as it is in eager. (ONNX's Reshape or
 Transpose, and TVM's permute_dims, are not views: those runtimes execute them as nodes or kernels.)
+
+A backend that knows a kernel runs only part of a compute-heavy operator (Inductor's kernel that
+adds a convolution's bias, the convolution itself a library call) names that part
+`aten.convolution (bias or layout)`: no tensor operator, counted as an element-wise one.
 """
 
 from __future__ import annotations

@@ -4,13 +4,68 @@ from __future__ import annotations
 
 import pytest
 
-from backends.inductor_code import kernel_calls, ops_from_kernel_name
+from backends.inductor_code import LAYOUT_COPY, PART_OF_TENSOR_OP, kernel_calls, ops_from_kernel_name, ops_run
+from backends.inductor_kernel_body import computes
+from harness.fusion import is_tensor_op, kernel_mapping
 
 VOCAB = {"_native_batch_norm_legit_no_training", "add", "relu", "max_pool2d_with_indices", "mean", "addmm", "view",
-         "convolution"}
+         "convolution", "clone"}
 
-WRAPPER = '''
-cpp_fused_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r"""...""")
+# Kernel sources as Inductor writes them, cut to the statements that matter.
+CPP_LAYOUT_COPY = """
+extern "C" void kernel(const float* in_ptr0, float* out_ptr0)
+{
+    for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(16L); x1+=static_cast<int64_t>(8L))
+    {
+        alignas(std::max(std::size_t(8), alignof(float))) float tmp0[8*8];
+        transpose_mxn<float,8,8,false>(in_ptr0 + static_cast<int64_t>(x1), static_cast<int64_t>(16L), tmp0, 8);
+        auto tmp1 = at::vec::Vectorized<float>::loadu(tmp0 + static_cast<int64_t>(8L*x1), static_cast<int64_t>(8));
+        tmp1.store(out_ptr0 + static_cast<int64_t>(x1));
+        auto tmp2 = in_ptr0[static_cast<int64_t>(x1)];
+        out_ptr0[static_cast<int64_t>(x1)] = tmp2;
+    }
+}
+"""
+CPP_BN_RELU = """
+extern "C" void kernel(float* in_out_ptr0, const float* in_ptr0, const float* in_ptr1)
+{
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=static_cast<int64_t>(8L))
+    {
+        auto tmp0 = at::vec::Vectorized<float>::loadu(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(8));
+        auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(8));
+        auto tmp2 = tmp0 - tmp1;
+        auto tmp3 = at::vec::clamp_min(tmp2, decltype(tmp2)(0));
+        tmp3.store(in_out_ptr0 + static_cast<int64_t>(x0));
+    }
+}
+"""
+TRITON_BIAS_RELU = """
+@triton.jit
+def triton_poi_fused_convolution_relu_1(in_out_ptr0, in_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex % 64
+    tmp0 = tl.load(in_out_ptr0 + (xindex), xmask)
+    tmp1 = tl.load(in_ptr0 + (x0), xmask, eviction_policy='evict_last')
+    tmp2 = tmp0 + tmp1
+    tmp3 = tl.full([1], 0, tl.int32)
+    tmp4 = triton_helpers.maximum(tmp3, tmp2)
+    tl.store(in_out_ptr0 + (xindex), tmp4, xmask)
+"""
+TRITON_COPY = """
+@triton.jit
+def triton_poi_fused_clone_convolution_2(in_ptr0, out_ptr0, ynumel, xnumel, YBLOCK : tl.constexpr, XBLOCK : tl.constexpr):
+    y0 = yindex % 64
+    tmp0 = tl.load(in_ptr0 + (y0 + 64*x2), xmask & ymask, eviction_policy='evict_last')
+    tl.store(out_ptr0 + (x2 + 49*y3), tmp0, xmask & ymask)
+"""
+
+WRAPPER = f'''
+cpp_fused_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r"""{CPP_LAYOUT_COPY}""")
+cpp_fused_4 = async_compile.cpp_pybinding(['float*'], r"""{CPP_LAYOUT_COPY}""")
+triton_poi_fused_convolution_relu_1 = async_compile.triton('triton_poi_fused_convolution_relu_1', """{TRITON_BIAS_RELU}""", device_str='cuda')
+triton_poi_fused_clone_convolution_2 = async_compile.triton('triton_poi_fused_clone_convolution_2', """{TRITON_COPY}""", device_str='cuda')
 
 class Runner:
     def call(self, args):
@@ -24,6 +79,8 @@ class Runner:
         buf2 = extern_kernels.convolution(buf1, arg0_1, stride=(1, 1), padding=(0, 0), dilation=(1, 1), transposed=False, output_padding=(0, 0), groups=1, bias=None)
         with torch.cuda._DeviceGuard(0):
             triton_poi_fused__native_batch_norm_legit_no_training_add_relu_3.run(buf2, buf0, 64, stream=stream0)
+            triton_poi_fused_convolution_relu_1.run(buf2, arg0_1, 64, stream=stream0)
+            triton_poi_fused_clone_convolution_2.run(buf2, buf0, 64, 49, stream=stream0)
         cpp_fused_4(buf2)
         del buf0
         return (buf2, )
@@ -38,15 +95,53 @@ def test_kernels_in_order_with_ops() -> None:
         "torch.ops.mkldnn._convolution_pointwise_",
         "extern_kernels.convolution",
         "triton_poi_fused__native_batch_norm_legit_no_training_add_relu_3",
+        "triton_poi_fused_convolution_relu_1",
+        "triton_poi_fused_clone_convolution_2",
         "cpp_fused_4",
     ]
     assert kernels[1].ops == ("mkldnn._convolution_pointwise", "aten.relu")
     assert kernels[1].fusion_class == "tensor+element"
     assert kernels[2].ops == ("mkldnn._convolution_pointwise_", "aten.add", "aten.relu")
     assert kernels[3].fusion_class == "single"
+    # no source in the wrapper: read from the name alone
     assert kernels[4].ops == ("aten._native_batch_norm_legit_no_training", "aten.add", "aten.relu")
     assert kernels[4].fusion_class == "element"
-    assert kernels[5].ops == ()
+
+
+def test_a_kernel_that_only_moves_data_is_a_copy_whatever_its_name_lists() -> None:
+    kernels = kernel_calls(WRAPPER, VOCAB)
+    # named after the relu whose input it reorders; its source loads, transposes and stores
+    assert kernels[0].ops == (LAYOUT_COPY,)
+    assert kernels[0].fusion_class == "single" and kernel_mapping(kernels[0].ops) == "shuffle"
+    assert kernels[7].ops == (LAYOUT_COPY,)  # named without operators
+    # a copy that the model asked for (a clone) stays that operator; the convolution is not in it
+    assert kernels[6].ops == ("aten.clone",)
+    assert kernels[6].fusion_class == "single"
+
+
+def test_a_convolution_named_in_a_generated_kernel_is_its_bias_or_layout_not_the_convolution() -> None:
+    kernels = kernel_calls(WRAPPER, VOCAB)
+    bias_relu = kernels[5]  # the convolution itself is the extern call; this kernel adds its bias, then relu
+    assert bias_relu.ops == ("aten.convolution" + PART_OF_TENSOR_OP, "aten.relu")
+    assert bias_relu.fusion_class == "element"
+    assert not is_tensor_op(bias_relu.ops[0])
+    # a template computes the convolution itself
+    template = "triton_tem_fused_convolution_relu_0"
+    assert ops_run(template, ("aten.convolution", "aten.relu"), TRITON_BIAS_RELU) == ("aten.convolution", "aten.relu")
+    assert ops_run("cpp_fused_addmm_relu_0", ("aten.addmm", "aten.relu"), CPP_BN_RELU + "cpp_micro_gemm<...>(A, B, C);") \
+        == ("aten.addmm", "aten.relu")
+    assert ops_run("cpp_fused__native_batch_norm_legit_no_training_convolution_relu_1",
+                   ("aten._native_batch_norm_legit_no_training", "aten.convolution", "aten.relu"), CPP_BN_RELU) \
+        == ("aten._native_batch_norm_legit_no_training", "aten.convolution" + PART_OF_TENSOR_OP, "aten.relu")
+
+
+def test_what_counts_as_computing_in_a_kernels_source() -> None:
+    assert computes(CPP_BN_RELU) and computes(TRITON_BIAS_RELU)
+    assert not computes(CPP_LAYOUT_COPY) and not computes(TRITON_COPY)
+    assert computes("tmp_acc0_vec = tmp_acc0_vec + tmp0;")  # a reduction
+    assert computes("tmp1 = tmp0.to(tl.float32)")  # a cast changes the data
+    assert not computes("tmp1 = tmp0\ntmp2 = tl.full([1], 0, tl.int32)\nx0 = xindex % 64")  # an alias, a constant, an index
+    assert computes("tmp2 = tmp0 == tmp1")  # a comparison is a value
 
 
 def test_kernel_name_tokens() -> None:
