@@ -113,6 +113,13 @@ timing: {min_time_s: 0.5}
         assert cell["status"] == "valid", cell["reasons"]
     assert off["metrics"]["kernels"]["kernels_per_inference"] > on["metrics"]["kernels"]["kernels_per_inference"]
     assert off["metrics"]["fusion_report"]["fusion_count"] == 0 < on["metrics"]["fusion_report"]["fusion_count"]
+    # cuDNN runs the convolutions, each with its batch norm folded in by freezing; the Triton kernels
+    # after them add the bias and the activation: element-wise fusions, not conv+relu
+    report = on["metrics"]["fusion_report"]
+    assert report["notes"].startswith("20 batch norm(s) folded") and "not be matched" not in report["notes"], report["notes"]
+    for kernel in report["kernels"]:
+        if kernel["kernel"].startswith("triton_") and not kernel["kernel"].startswith("triton_tem_"):
+            assert kernel["class"] in ("element", "single"), kernel
     traffic = [cell["metrics"]["memory_traffic"] for cell in (on, off)]
     if any(t["absent"] for t in traffic):  # no counters here: each cell says why, with no figure
         for t in traffic:
