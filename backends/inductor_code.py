@@ -19,9 +19,11 @@ copies, so each generated kernel's source, which the wrapper module holds too, i
   between layouts, reported as `aten.convolution (bias or layout)`, which is not a tensor operator.
 
 Known limits: operators folded away at compile time (batch norm into conv weights under
-`freezing`) leave no trace in the code; a kernel named without operators (weight-layout
-conversions, `cpp_fused_4`) is reported with no operators; a kernel whose source is not in the
-wrapper is read from its name alone.
+`freezing`) leave no trace in the code; a kernel whose source is not in the wrapper is read from
+its name alone (one named without operators, `cpp_fused_4`, then has none); a matrix multiply
+that Inductor decomposes into generated code (an outer product, K = 1; on CPU at batch 1, one with
+a single output column) is reported as its bias or layout part although the kernel computes it;
+a kernel that computes may still be named after an operator whose tensor it only reads.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ _COPYING = {
     "clone", "copy", "copy_", "_to_copy", "contiguous", "cat", "concat", "stack", "constant_pad_nd", "pad",
     "slice_scatter", "select_scatter", "index", "index_select", "gather", "embedding", "repeat", "roll", "flip",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "fill", "full", "full_like",
-    "zeros", "zeros_like", "new_zeros", "ones_like", "lift_fresh",
+    "zeros", "zeros_like", "new_zeros", "ones_like", "lift_fresh", "where", "masked_fill", "arange", "iota",
 }
 # Post-op names mkldnn/oneDNN library calls take as string arguments.
 _POST_OPS = {

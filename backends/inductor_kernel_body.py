@@ -8,9 +8,12 @@ as a three-operator fusion. The body says what the kernel does.
 
 Both of Inductor's code generators write each value a kernel computes as an assignment to a
 `tmpN` variable (`auto tmp2 = tmp0 - tmp1;` in C++, `tmp2 = tmp0 - tmp1` in Triton, `tmp_acc0`
-for reductions). A kernel computes when one of those assignments is neither a load (`loadu`,
-`tl.load`, `in_ptr0[...]`) nor a plain copy of another variable, and uses another variable.
-Index arithmetic is written to `xN`/`yN`/`rN` variables, never to `tmpN`, so it does not count.
+for reductions). The values read from memory (a load, `in_ptr0[...]`, a C++ masked-load lambda
+`[&]`) are the kernel's data, and so is every value computed from them. A kernel computes when an
+assignment does arithmetic on its data: one that is neither a load, nor a plain copy of another
+variable, nor a choice between values (`tl.where`, `? :`, `blendv`: how a concatenation or a
+padding picks its source). Arithmetic on indices and constants alone (`tmp0 = x1`,
+`tmp2 = tmp0 >= tmp1`, the masks of a concatenation) moves no data, and does not count.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import re
 _ASSIGNMENT = re.compile(r"\b(tmp\w*)\s*=(?!=)\s*([^;\n]+)")
 _VARIABLE = re.compile(r"\btmp\w*\b")
 _BARE_VARIABLE = re.compile(r"^tmp\w*$")
-_POINTER_READ = re.compile(r"^\w*ptr\d+\s*\[")
+_READ = re.compile(r"load|^\w*ptr\d+\s*\[|^\[&\]")
+_CHOICE = re.compile(r"\btl\.where\(|\?|blendv|\bwhere\(")
 # A template kernel computes its matrix multiply or convolution itself (Triton's `triton_tem_`
 # kernels; the C++ GEMM template's micro-kernel).
 _TEMPLATE_NAME = re.compile(r"^triton_tem_")
@@ -29,13 +33,20 @@ _TEMPLATE_BODY = re.compile(r"micro_gemm|MicroGemm")
 
 
 def computes(body: str) -> bool:
-    """Whether the kernel's source computes any value, rather than only loading and storing."""
-    for _, value in _ASSIGNMENT.findall(body):
+    """Whether the kernel's source does arithmetic on the data it reads, rather than only loading,
+    choosing and storing."""
+    data: set[str] = set()
+    for name, value in _ASSIGNMENT.findall(body):
         value = value.strip()
-        if "load" in value or _POINTER_READ.match(value) or _BARE_VARIABLE.match(value):
+        if _READ.search(value):
+            data.add(name)
             continue
-        if _VARIABLE.search(value):
-            return True
+        if not any(variable in data for variable in _VARIABLE.findall(value)):
+            continue  # indices and constants
+        data.add(name)
+        if _BARE_VARIABLE.match(value) or _CHOICE.search(value):
+            continue
+        return True
     return False
 
 

@@ -117,6 +117,7 @@ timing: {min_time_s: 0.5}
     # after them add the bias and the activation: element-wise fusions, not conv+relu
     report = on["metrics"]["fusion_report"]
     assert report["notes"].startswith("20 batch norm(s) folded") and "not be matched" not in report["notes"], report["notes"]
+    assert sum("aten.batch_norm" in kernel["ops"] for kernel in report["kernels"]) == 20
     for kernel in report["kernels"]:
         if kernel["kernel"].startswith("triton_") and not kernel["kernel"].startswith("triton_tem_"):
             assert kernel["class"] in ("element", "single"), kernel

@@ -61,6 +61,35 @@ def triton_poi_fused_clone_convolution_2(in_ptr0, out_ptr0, ynumel, xnumel, YBLO
     tl.store(out_ptr0 + (x2 + 49*y3), tmp0, xmask & ymask)
 """
 
+# A concatenation along channels: masks from index arithmetic, masked loads, a choice between them.
+TRITON_CAT = """
+    x1 = ((xindex // 64) % 96)
+    tmp0 = x1
+    tmp1 = tl.full([1], 0, tl.int64)
+    tmp2 = tmp0 >= tmp1
+    tmp3 = tl.full([1], 64, tl.int64)
+    tmp4 = tmp0 < tmp3
+    tmp5 = tl.load(in_ptr0 + (x0 + 64*x1), tmp4 & xmask, other=0.0)
+    tmp6 = tmp0 >= tmp3
+    tmp9 = tl.load(in_ptr1 + (x0 + 64*((-64) + x1)), tmp6 & xmask, other=0.0)
+    tmp10 = tl.where(tmp4, tmp5, tmp9)
+    tl.store(out_ptr0 + (x2), tmp10, xmask)
+"""
+# A zero padding in C++: a masked-load lambda and a ternary.
+CPP_PAD = """
+            auto tmp0 = c10::convert<int64_t>((-1L) + x1);
+            auto tmp1 = static_cast<int64_t>(0);
+            auto tmp2 = tmp0 >= tmp1;
+            auto tmp3 = [&]
+            {
+                auto tmp4 = in_ptr0[static_cast<int64_t>((-1L) + x1)];
+                return tmp4;
+            }
+            ;
+            auto tmp5 = tmp2 ? tmp3() : static_cast<decltype(tmp3())>(0.0);
+            out_ptr0[static_cast<int64_t>(x1)] = tmp5;
+"""
+
 WRAPPER = f'''
 cpp_fused_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r"""{CPP_LAYOUT_COPY}""")
 cpp_fused_4 = async_compile.cpp_pybinding(['float*'], r"""{CPP_LAYOUT_COPY}""")
@@ -138,10 +167,20 @@ def test_a_convolution_named_in_a_generated_kernel_is_its_bias_or_layout_not_the
 def test_what_counts_as_computing_in_a_kernels_source() -> None:
     assert computes(CPP_BN_RELU) and computes(TRITON_BIAS_RELU)
     assert not computes(CPP_LAYOUT_COPY) and not computes(TRITON_COPY)
-    assert computes("tmp_acc0_vec = tmp_acc0_vec + tmp0;")  # a reduction
-    assert computes("tmp1 = tmp0.to(tl.float32)")  # a cast changes the data
-    assert not computes("tmp1 = tmp0\ntmp2 = tl.full([1], 0, tl.int32)\nx0 = xindex % 64")  # an alias, a constant, an index
-    assert computes("tmp2 = tmp0 == tmp1")  # a comparison is a value
+    load = "auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + x0, 8);\n"
+    assert computes(load + "tmp_acc0_vec = tmp_acc0_vec + tmp0;")  # a reduction
+    assert computes("tmp0 = tl.load(in_ptr0 + (x0), xmask)\ntmp1 = tmp0.to(tl.float16)")  # a cast changes the data
+    assert computes("tmp0 = tl.load(in_ptr0 + (x0))\ntmp1 = tl.load(in_ptr1 + (x0))\ntmp2 = tmp0 == tmp1")
+    # an alias, a constant, index arithmetic: no data is computed
+    assert not computes("tmp0 = tl.load(in_ptr0 + (x0))\ntmp1 = tmp0\ntmp2 = tl.full([1], 0, tl.int32)\nx0 = xindex % 64")
+    assert not computes(TRITON_CAT) and not computes(CPP_PAD)
+
+
+def test_a_concatenation_that_only_copies_is_the_concatenation() -> None:
+    named = ("aten.cat", "aten.convolution")
+    assert ops_run("triton_poi_fused_cat_convolution_5", named, TRITON_CAT) == ("aten.cat",)
+    assert ops_run("triton_poi_fused_cat_convolution_relu_5", (*named, "aten.relu"), TRITON_CAT + TRITON_BIAS_RELU) \
+        == ("aten.cat", "aten.convolution" + PART_OF_TENSOR_OP, "aten.relu")
 
 
 def test_kernel_name_tokens() -> None:
