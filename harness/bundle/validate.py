@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import cell_record, figures_check, header_record, loadgen_check, manifest, mlperf_check
+from harness.bundle import cell_record, figures_check, header_record, loadgen_check, manifest, mlperf_check, traffic_check
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, load
@@ -93,6 +93,7 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
     _consistency(loaded, verdict, resuming)
     for cell in loaded.cells:
         verdict.problems += loadgen_check.problems(files, cell)
+        verdict.problems += traffic_check.log_problems(files, cell)
         raw = loaded.raw_cells.get(cell["id"])
         written = raw.get("schema_version") if isinstance(raw, dict) else None
         found, notes = mlperf_check.problems(files, cell, written if isinstance(written, int) else loaded.version)

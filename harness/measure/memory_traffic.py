@@ -13,7 +13,9 @@ profiles only the kernels launched between them (`--profile-from-start off`), re
 the caches flushed before it (`--cache-control all`: each kernel reads its inputs from DRAM, so
 what it keeps on chip is what fusion keeps there) and leaves the clocks alone (`--clock-control
 none`; bytes do not depend on them). The log's per-launch DRAM read and write bytes
-(harness/measure/ncu_counters.py), summed and divided by the calls, are the cell's figures.
+(harness/bundle/ncu_log.py), summed and divided by the calls, are the cell's figures; the log is
+kept in the cell's folder (`memory-traffic/ncu.csv`, the record's `counter_log`), and validate reads
+the figures from it again.
 
 Where no counters are read (a CPU cell, the pass turned off, no `ncu` on the machine, a driver or
 sandbox that refuses counter access, a child that fails), the record says why and holds no figure.
@@ -28,12 +30,11 @@ import os
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.measure import ncu_counters
-from harness.measure.ncu_counters import CounterLogError, Launch
+from harness.bundle import ncu_log
+from harness.bundle.ncu_log import CounterLogError, Launch
 from harness.measure.protocol import WorkerRequest
 
 WARMUP_CALLS = 2
@@ -43,11 +44,11 @@ CHILD_TIMEOUT_S = 900.0
 LIMIT_MARGIN_S = 20.0
 MIN_CHILD_S = 30.0
 VERSION_TIMEOUT_S = 60.0
-#: The kernels a record lists by the bytes they move (`MemoryTraffic.top_kernels`).
-TOP_KERNELS = 25
+#: Where the counter log is kept, in the cell's folder (validate's harness/bundle/traffic_check.py reads it there).
+COUNTER_LOG = ncu_log.KEPT_AS
 # Where ncu lies when it is not on the PATH: CUDA's and Nsight Compute's own install folders.
 NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
-NCU_FLAGS = ("--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(ncu_counters.METRICS),
+NCU_FLAGS = ("--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(ncu_log.METRICS),
              "--profile-from-start", "off", "--target-processes", "application-only", "--cache-control", "all",
              "--clock-control", "none")
 METHOD = ("Nsight Compute's dram__bytes_read.sum and dram__bytes_write.sum per kernel launch, each kernel replayed "
@@ -94,7 +95,7 @@ def measure(request: WorkerRequest, workdir: Path, seconds_left: float | None = 
         return absent("Nsight Compute (ncu) is not on this machine: not on the PATH, not in "
                       f"{' or '.join(NCU_PLACES)}, FUSIONBENCH_NCU not set")
     try:
-        version = ncu_counters.tool_version(_run([ncu, "--version"], None, VERSION_TIMEOUT_S).stdout)
+        version = ncu_log.tool_version(_run([ncu, "--version"], None, VERSION_TIMEOUT_S).stdout)
     except (OSError, subprocess.SubprocessError, CounterLogError) as exc:
         return absent(f"{ncu} --version failed: {exc}")
     folder = workdir / "memory-traffic"
@@ -104,11 +105,14 @@ def measure(request: WorkerRequest, workdir: Path, seconds_left: float | None = 
     log = folder / "ncu.csv"
     argv = [ncu, *NCU_FLAGS, "--log-file", str(log),
             sys.executable, "-m", "harness.measure.memory_traffic", str(folder / "request.json"), str(iters)]
-    return read_counters(argv, folder, log, iters, f"Nsight Compute {version}", timeout_s)
+    return read_counters(argv, folder, log, iters, f"Nsight Compute {version}", timeout_s,
+                         keep=Path(request.artifact_dir))
 
 
-def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str, timeout_s: float) -> dict[str, Any]:
-    """Run `argv` (ncu and the child) in `folder`, then read `log`: the record, or why it is absent."""
+def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str, timeout_s: float,
+                  keep: Path | None = None) -> dict[str, Any]:
+    """Run `argv` (ncu and the child) in `folder`, then read `log`: the record, or why it is absent.
+    With `keep` (the cell's folder), the log it read goes there as `COUNTER_LOG`."""
     try:
         done = _run(argv, folder, timeout_s)
     except subprocess.TimeoutExpired:
@@ -116,42 +120,24 @@ def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: st
     except OSError as exc:
         return absent(f"ncu could not start: {exc}")
     said = log.read_text(errors="replace") if log.exists() else ""
-    if f'"{ncu_counters.KERNEL_NAME}"' not in said:  # ncu printed its table to the terminal instead
+    if f'"{ncu_log.KERNEL_NAME}"' not in said:  # ncu printed its table to the terminal instead
         said += "\n" + done.stdout
     try:
-        found = ncu_counters.launches(said)
+        found = ncu_log.launches(said)
     except CounterLogError as exc:
         tail = _last_line(done.stderr)
         return absent(f"{exc}{f'; the child said: {tail}' if tail and done.returncode else ''}")
     if done.returncode != 0:
         return absent(f"the profiled child failed (exit {done.returncode}): {_last_line(done.stderr) or 'no message'}")
+    if keep is not None:
+        (keep / COUNTER_LOG).parent.mkdir(parents=True, exist_ok=True)
+        (keep / COUNTER_LOG).write_text(said)
     return summary(found, iters, tool)
 
 
 def summary(found: list[Launch], iters: int, tool: str) -> dict[str, Any]:
-    """Per-inference figures of `iters` profiled inferences' launches, and the kernels that move most."""
-    read = sum(launch.read_bytes for launch in found)
-    write = sum(launch.write_bytes for launch in found)
-    calls: dict[str, int] = defaultdict(int)
-    moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for launch in found:
-        calls[launch.kernel] += 1
-        moved[launch.kernel][0] += launch.read_bytes
-        moved[launch.kernel][1] += launch.write_bytes
-    by_bytes = sorted(calls, key=lambda kernel: (-sum(moved[kernel]), kernel))[:TOP_KERNELS]
-    return {
-        "dram_read_bytes_per_inference": read / iters,
-        "dram_write_bytes_per_inference": write / iters,
-        "dram_bytes_per_inference": (read + write) / iters,
-        "kernels_per_inference": len(found) / iters,
-        "profiled_iters": iters,
-        "top_kernels": [{"name": kernel, "calls_per_inference": calls[kernel] / iters,
-                         "dram_read_bytes_per_inference": moved[kernel][0] / iters,
-                         "dram_write_bytes_per_inference": moved[kernel][1] / iters} for kernel in by_bytes],
-        "tool": tool,
-        "caches_flushed": True,
-        "method": METHOD,
-    }
+    """The record of `iters` profiled inferences' launches: per inference, and how they were read."""
+    return {**ncu_log.per_inference(found, iters), "tool": tool, "caches_flushed": True, "method": METHOD}
 
 
 def _run(argv: list[str], cwd: Path | None, timeout_s: float) -> subprocess.CompletedProcess[str]:

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from harness.bundle import traffic_check
+from harness.bundle import ncu_log, traffic_check
 from harness.bundle.cell_record import MemoryTraffic, read_as
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.ncu_log import CounterLogError, Launch
 from harness.bundle.validate import validate
-from harness.measure import memory_traffic, ncu_counters
-from harness.measure.ncu_counters import CounterLogError, Launch
+from harness.measure import memory_traffic
 from harness.measure.protocol import WorkerRequest
 from tests.cell_configs import cell_config
 
@@ -54,7 +54,7 @@ LOG = "\n".join([
 
 
 def test_the_log_gives_each_launch_and_its_bytes() -> None:
-    found = ncu_counters.launches(LOG)
+    found = ncu_log.launches(LOG)
     assert found[0] == Launch("implicit_convolve_sgemm", 9_437_184, 3_211_264)
     assert [launch.kernel for launch in found] == ["implicit_convolve_sgemm", "triton_poi_fused_relu_0"] * 2
 
@@ -62,12 +62,12 @@ def test_the_log_gives_each_launch_and_its_bytes() -> None:
 def test_the_programs_own_output_between_the_rows_is_not_read() -> None:
     lines = LOG.split("\n")
     mixed = "\n".join([*lines[:3], "tvm: compiling 12 functions", *lines[3:5], "", "step 1 of 2", *lines[5:]])
-    assert ncu_counters.launches(mixed) == ncu_counters.launches(LOG)
+    assert ncu_log.launches(mixed) == ncu_log.launches(LOG)
 
 
 def test_prefixed_units_are_scaled_to_bytes() -> None:
     log = "\n".join([HEADER, UNITS.replace('"byte","byte"', '"Mbyte","Kbyte"'), _row(0, "k", "1.5", "2,048")])
-    assert ncu_counters.launches(log) == [Launch("k", 1_500_000, 2_048_000)]
+    assert ncu_log.launches(log) == [Launch("k", 1_500_000, 2_048_000)]
 
 
 @pytest.mark.parametrize(("log", "says"), [
@@ -87,21 +87,21 @@ def test_prefixed_units_are_scaled_to_bytes() -> None:
 ])
 def test_a_log_without_counters_says_why(log: str, says: str) -> None:
     with pytest.raises(CounterLogError) as raised:
-        ncu_counters.launches(log)
+        ncu_log.launches(log)
     assert says in str(raised.value)
 
 
 def test_the_tool_version_is_read_from_its_last_line() -> None:
     printed = ("NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2025 NVIDIA Corporation\n"
                "Version 2025.3.1.0 (build 36398880) (public-release)\n")
-    assert ncu_counters.tool_version(printed) == "2025.3.1.0"
+    assert ncu_log.tool_version(printed) == "2025.3.1.0"
     with pytest.raises(CounterLogError, match="no version"):
-        ncu_counters.tool_version("command not found")
+        ncu_log.tool_version("command not found")
 
 
 def test_the_summary_is_per_inference_and_lists_the_kernels_that_move_most() -> None:
     record = MemoryTraffic.model_validate(
-        memory_traffic.summary(ncu_counters.launches(LOG), 2, "Nsight Compute 2025.3.1.0"))
+        memory_traffic.summary(ncu_log.launches(LOG), 2, "Nsight Compute 2025.3.1.0"))
     assert record.dram_read_bytes_per_inference == 9_437_184 + 3_211_264
     assert record.dram_write_bytes_per_inference == 2 * 3_211_264
     assert record.dram_bytes_per_inference == 9_437_184 + 3 * 3_211_264
@@ -186,11 +186,14 @@ def test_the_pass_runs_the_child_under_ncu_and_reads_its_log(tmp_path: Path, mon
                                                              behaviour: str, absent: str | None) -> None:
     monkeypatch.setenv("FUSIONBENCH_NCU", str(_fake_ncu(tmp_path, behaviour)))
     record = MemoryTraffic.model_validate(memory_traffic.measure(_request(tmp_path), tmp_path / "work"))
+    kept = tmp_path / "artifacts" / ncu_log.KEPT_AS
     if absent is None:
         assert record.absent is None and record.tool == "Nsight Compute 2025.3.1.0"
         assert record.dram_bytes_per_inference == 9_437_184 + 3 * 3_211_264
+        assert kept.read_text() == LOG  # the log the figures came from, in the cell's folder for validate
     else:
         assert record.absent is not None and absent in record.absent and record.dram_bytes_per_inference is None
+        assert not kept.exists()
 
 
 def test_the_child_ends_before_the_cells_time_limit_or_does_not_start(tmp_path: Path,
@@ -200,7 +203,7 @@ def test_the_child_ends_before_the_cells_time_limit_or_does_not_start(tmp_path: 
     short = memory_traffic.measure(_request(tmp_path), tmp_path / "work", seconds_left=40.0)
     assert short["absent"].startswith("the cell's time limit leaves 40 s, too little for the profiled child")
     seen: list[float] = []
-    monkeypatch.setattr(memory_traffic, "read_counters", lambda *args: seen.append(args[-1]) or {})
+    monkeypatch.setattr(memory_traffic, "read_counters", lambda *args, **_: seen.append(args[-1]) or {})
     memory_traffic.measure(_request(tmp_path), tmp_path / "work", seconds_left=300.0)
     memory_traffic.measure(_request(tmp_path), tmp_path / "work")
     assert seen == [300.0 - memory_traffic.LIMIT_MARGIN_S, memory_traffic.CHILD_TIMEOUT_S]
@@ -259,6 +262,39 @@ def test_validate_bounds_the_listed_kernels_and_the_record_its_total(tmp_path: P
     assert lines == [f"cells/{measured.stem}.json: metrics/memory_traffic: Value error, dram_bytes_per_inference is "
                      "not the read and write bytes together"]
     assert read_as(MemoryTraffic, {"method": "m", "dram_read_bytes_per_inference": "x"}) is None
+
+
+def test_validate_reads_the_figures_again_from_the_counter_log_the_cell_keeps(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN, root)
+    measured = next(p for p in sorted((root / "cells").glob("*.json")) if json.loads(p.read_text())["status"] == "valid")
+    record = json.loads(measured.read_text())
+    record["metrics"]["memory_traffic"] = memory_traffic.summary(ncu_log.launches(LOG), 2, "Nsight Compute 2025.3.1.0")
+    log = root / "cells" / measured.stem / ncu_log.KEPT_AS
+    log.parent.mkdir(parents=True)
+
+    def problems(traffic: dict[str, Any], log_text: str = LOG) -> list[str]:
+        measured.write_text(json.dumps({**record, "metrics": {**record["metrics"], "memory_traffic": traffic}}))
+        log.write_text(log_text)
+        return [line for line in validate(root, integrity=False).problems if "ncu.csv" in line]
+
+    honest = record["metrics"]["memory_traffic"]
+    assert problems(honest) == []
+    where = f"cells/{measured.stem}/{ncu_log.KEPT_AS}"
+    # a forger who edits the figures, consistently with each other, disagrees with the log
+    forged = {**honest, "dram_read_bytes_per_inference": 1e9, "dram_bytes_per_inference": 1e9 + 6_422_528}
+    assert problems(forged) == [
+        f"memory_traffic: dram_read_bytes_per_inference is 1000000000.0, its counter log {where} gives 1.26484e+07",
+        f"memory_traffic: dram_bytes_per_inference is 1006422528.0, its counter log {where} gives 1.9071e+07"]
+    renamed = [{**honest["top_kernels"][0], "name": "fused_everything"}, *honest["top_kernels"][1:]]
+    assert problems({**honest, "top_kernels": renamed}) == [
+        f"memory_traffic: its top kernels are not the ones its counter log {where} gives"]
+    assert problems(honest, LOG.replace("dram__bytes_read.sum", "l2__bytes.sum")) == [
+        f"{where}: the counter log's header lacks dram__bytes_read.sum: "
+        + HEADER.replace('"', "").replace("dram__bytes_read.sum", "l2__bytes.sum")]
+    log.unlink()  # a cell measured before the log was kept: its figures are the record's alone
+    measured.write_text(json.dumps(record))
+    assert [line for line in validate(root, integrity=False).problems if "counter log" in line] == []
 
 
 def test_ncu_is_found_where_nsight_compute_installs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,10 @@
-"""Nsight Compute's hardware-counter log, read: DRAM bytes per kernel launch.
+"""Nsight Compute's hardware-counter log, read: DRAM bytes per kernel launch, and per inference.
 
-`ncu` is run (harness/measure/memory_traffic.py) with `--csv --page raw --print-units base` and the
+The memory-traffic pass (harness/measure/memory_traffic.py) reads its figures from this log and
+keeps the log in the cell's folder; validate reads the figures from it again
+(harness/bundle/traffic_check.py), as it does LoadGen's from LoadGen's logs.
+
+`ncu` is run with `--csv --page raw --print-units base` and the
 two DRAM metrics, and its log is this module's input. The raw page's CSV is one header row (the
 launch's identity columns, then one column per metric), one row of units (empty under the identity
 columns), then one row per profiled kernel launch, every field quoted. `ncu` writes its own lines
@@ -15,7 +19,9 @@ from __future__ import annotations
 
 import csv
 import re
+from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
@@ -27,6 +33,10 @@ BYTE_UNITS = {"byte": 1, "Kbyte": 10**3, "Mbyte": 10**6, "Gbyte": 10**9, "Tbyte"
 _TOOL_LINE = re.compile(r"^==(PROF|WARNING|ERROR)==\s?(.*)$")
 _NUMBER = re.compile(r"^\d{1,3}(,\d{3})+(\.\d+)?$|^\d+(\.\d+)?$")
 _VERSION = re.compile(r"Version\s+(\d+(?:\.\d+)+)")
+#: The kernels a record lists by the bytes they move (`MemoryTraffic.top_kernels`).
+TOP_KERNELS = 25
+#: Where a cell keeps the log, in its folder of the bundle.
+KEPT_AS = "memory-traffic/ncu.csv"
 
 
 class CounterLogError(ValueError):
@@ -99,3 +109,27 @@ def tool_version(version_output: str) -> str:
     if not match:
         raise CounterLogError(f"ncu --version printed no version: {version_output.strip()[:200]!r}")
     return match.group(1)
+
+
+def per_inference(found: list[Launch], iters: int) -> dict[str, Any]:
+    """The figures of `iters` profiled inferences' launches, per inference, and the kernels that
+    move most (`TOP_KERNELS` of them)."""
+    read = sum(launch.read_bytes for launch in found)
+    write = sum(launch.write_bytes for launch in found)
+    calls: dict[str, int] = defaultdict(int)
+    moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for launch in found:
+        calls[launch.kernel] += 1
+        moved[launch.kernel][0] += launch.read_bytes
+        moved[launch.kernel][1] += launch.write_bytes
+    by_bytes = sorted(calls, key=lambda kernel: (-sum(moved[kernel]), kernel))[:TOP_KERNELS]
+    return {
+        "dram_read_bytes_per_inference": read / iters,
+        "dram_write_bytes_per_inference": write / iters,
+        "dram_bytes_per_inference": (read + write) / iters,
+        "kernels_per_inference": len(found) / iters,
+        "profiled_iters": iters,
+        "top_kernels": [{"name": kernel, "calls_per_inference": calls[kernel] / iters,
+                         "dram_read_bytes_per_inference": moved[kernel][0] / iters,
+                         "dram_write_bytes_per_inference": moved[kernel][1] / iters} for kernel in by_bytes],
+    }
