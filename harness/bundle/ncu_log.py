@@ -66,7 +66,10 @@ def launches(log: str) -> list[Launch]:
     if start is None:
         said = next((text for kind, text in tool_lines if kind == "WARNING"), None)
         raise CounterLogError(f"ncu profiled no kernel{f' ({said})' if said else ''}")
-    rows = list(csv.reader([lines[start], *(line for line in lines[start + 1:] if line.startswith('"'))]))
+    try:
+        rows = list(csv.reader([lines[start], *(line for line in lines[start + 1:] if line.startswith('"'))]))
+    except csv.Error as exc:  # a field past csv's limit: not a log ncu wrote
+        raise CounterLogError(f"the counter log is not CSV as ncu writes it: {exc}") from None
     header = rows[0]
     missing = [column for column in (KERNEL_NAME, *METRICS) if column not in header]
     if missing:

@@ -84,6 +84,7 @@ def test_prefixed_units_are_scaled_to_bytes() -> None:
     (f"{HEADER}\n{UNITS.replace('byte', 'cycle', 1)}\n{_row(0, 'k', '1', '2')}\n", "not a unit of bytes"),
     (f"{HEADER}\n{UNITS}\n{_row(0, 'k', 'n/a', '2')}\n", "'n/a' where a byte count belongs"),
     (f"{HEADER}\n{UNITS}\n{_row(0, 'k', '1', '2')[:-4]}\n", "has 12 fields, its header 13"),
+    (f"{HEADER}\n{UNITS}\n{_row(0, 'k' * 200_000, '1', '2')}\n", "not CSV as ncu writes it"),  # a hostile bundle's
 ])
 def test_a_log_without_counters_says_why(log: str, says: str) -> None:
     with pytest.raises(CounterLogError) as raised:
