@@ -30,7 +30,6 @@ from harness.errors import BundleError
 # How far the measured reads may fall under the compulsory reads: the weights a backend folds away
 # (a batch norm's statistics folded into its convolution) are no longer read.
 READ_SHORTFALL = 0.10
-MAX_LOG_BYTES = 64 << 20
 _FIGURES = ("dram_read_bytes_per_inference", "dram_write_bytes_per_inference", "dram_bytes_per_inference",
             "kernels_per_inference")
 
@@ -63,7 +62,6 @@ def problems(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
-
 def log_problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     """Where a cell's memory-traffic figures disagree with the counter log its bundle keeps."""
     traffic = cell["metrics"].get("memory_traffic")
@@ -75,7 +73,7 @@ def log_problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
         return [f"{rel}: the record's profiled_iters, {iters!r}, cannot divide the log's launches"]
     try:
-        read = per_inference(launches(files.inner_text(rel, max_bytes=MAX_LOG_BYTES)), iters)
+        read = per_inference(launches(files.inner_text(rel)), iters)
     except BundleError as exc:
         return [f"{exc} (the cell's DRAM figures cannot be checked)"]
     except CounterLogError as exc:

@@ -14,8 +14,8 @@ the caches flushed before it (`--cache-control all`: each kernel reads its input
 what it keeps on chip is what fusion keeps there) and leaves the clocks alone (`--clock-control
 none`; bytes do not depend on them). The log's per-launch DRAM read and write bytes
 (harness/bundle/ncu_log.py), summed and divided by the calls, are the cell's figures; the log is
-kept in the cell's folder (`memory-traffic/ncu.csv`, the record's `counter_log`), and validate reads
-the figures from it again.
+kept in the cell's folder (`ncu_log.KEPT_AS`), and validate reads the figures from it again
+(harness/bundle/traffic_check.py).
 
 Where no counters are read (a CPU cell, the pass turned off, no `ncu` on the machine, a driver or
 sandbox that refuses counter access, a child that fails), the record says why and holds no figure.
@@ -44,8 +44,6 @@ CHILD_TIMEOUT_S = 900.0
 LIMIT_MARGIN_S = 20.0
 MIN_CHILD_S = 30.0
 VERSION_TIMEOUT_S = 60.0
-#: Where the counter log is kept, in the cell's folder (validate's harness/bundle/traffic_check.py reads it there).
-COUNTER_LOG = ncu_log.KEPT_AS
 # Where ncu lies when it is not on the PATH: CUDA's and Nsight Compute's own install folders.
 NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
 NCU_FLAGS = ("--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(ncu_log.METRICS),
@@ -112,7 +110,7 @@ def measure(request: WorkerRequest, workdir: Path, seconds_left: float | None = 
 def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: str, timeout_s: float,
                   keep: Path | None = None) -> dict[str, Any]:
     """Run `argv` (ncu and the child) in `folder`, then read `log`: the record, or why it is absent.
-    With `keep` (the cell's folder), the log it read goes there as `COUNTER_LOG`."""
+    With `keep` (the cell's folder), the log it read goes there as `ncu_log.KEPT_AS`."""
     try:
         done = _run(argv, folder, timeout_s)
     except subprocess.TimeoutExpired:
@@ -130,8 +128,9 @@ def read_counters(argv: list[str], folder: Path, log: Path, iters: int, tool: st
     if done.returncode != 0:
         return absent(f"the profiled child failed (exit {done.returncode}): {_last_line(done.stderr) or 'no message'}")
     if keep is not None:
-        (keep / COUNTER_LOG).parent.mkdir(parents=True, exist_ok=True)
-        (keep / COUNTER_LOG).write_text(said)
+        kept = keep / ncu_log.KEPT_AS
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(said)
     return summary(found, iters, tool)
 
 

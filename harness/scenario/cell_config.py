@@ -113,13 +113,16 @@ class CellConfig(_Frozen):
 
     @property
     def label(self) -> str:
-        return f"{self.model.name} {self.variant_label} {self.scenario} {self.device} {self.dtype} b{self.batch}"
+        return self._label("")
 
     @property
     def shown_label(self) -> str:
         """`label` with the variant's options: what a run prints, so that two variants that differ
         only in an option are told apart."""
-        return f"{self.model.name} {self.variant_label}{self.options_label} {self.scenario} {self.device} {self.dtype} b{self.batch}"
+        return self._label(self.options_label)
+
+    def _label(self, options: str) -> str:
+        return f"{self.model.name} {self.variant_label}{options} {self.scenario} {self.device} {self.dtype} b{self.batch}"
 
 
 def variant_label(backend: str, fusion: str, graphs: str) -> str:
