@@ -7,6 +7,7 @@
 #   ./run.sh --resume results/<run>                             finish the cells a bundle is missing
 #   ./run.sh --container cpu|cuda scenarios/offline.yaml [...]  run a scenario inside the reproducible image
 #   ./run.sh engine start|stop|status                          a Docker engine of its own where none runs (Linux, root)
+#   ./run.sh wheels DIR --python-version 3.12 [--gpu] [--backend ...]  the wheels a machine without network needs (FUSIONBENCH_NO_VENV=1)
 #   ./run.sh --install-plan                                     print what the bootstrap would install, install nothing
 #   ./run.sh <fusionbench command> ...                          any other CLI command (backends, models, ...)
 #
@@ -103,6 +104,7 @@ EOF
     if [ -n "$missing" ]; then
         echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs $python as it is, and it lacks: $missing" >&2
         echo "  add them from wheels: $python -m pip install --no-index --find-links WHEEL_DIR PACKAGE ..." >&2
+        echo "  (gathered on a machine with network by: ./run.sh wheels WHEEL_DIR --python-version $("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'))" >&2
         exit 2
     fi
     export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"

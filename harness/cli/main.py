@@ -149,6 +149,22 @@ def _parser() -> argparse.ArgumentParser:
     engine.add_argument("action", choices=("start", "stop", "status"))
     engine.add_argument("--purge", action="store_true", help="stop: also delete the engine's images and data")
 
+    wheels = sub.add_parser(
+        "wheels", help="gather here the wheels a machine without network needs to run with its own torch "
+        "(FUSIONBENCH_NO_VENV=1)",
+        description="Download, for the target's Python version, the harness's small packages (LoadGen, pydantic, "
+        "PyYAML, psutil, rich, jsonschema) and each --backend's runtime, at the locks' versions, with what they need, "
+        "into DIR with a SHA256SUMS file; then print what to run there. The target's Python must bring torch, "
+        "torchvision and numpy.",
+    )
+    wheels.add_argument("dest", type=Path, metavar="DIR", help="the folder to fill (made if missing)")
+    wheels.add_argument("--python-version", default="3.12", help="the target's CPython version (default: 3.12)")
+    wheels.add_argument("--glibc", default="2.28",
+                        help="the target's glibc (`ldd --version`): newer wheels would not install there (default: 2.28)")
+    wheels.add_argument("--backend", action="append", default=[], choices=("onnxruntime", "tvm"),
+                        help="add a backend's runtime (repeat for several)")
+    wheels.add_argument("--gpu", action="store_true", help="the target has an NVIDIA GPU: onnxruntime-gpu for onnxruntime")
+
     schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
     schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
                         help="scenario file (default), bundle.json, or cells/<id>.json")
@@ -324,6 +340,19 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_wheels(args: argparse.Namespace, console: Console) -> int:
+    from harness.container import offline_wheels
+    from harness.run.system import SOURCE_ROOT
+
+    target = offline_wheels.Target(python_version=args.python_version, glibc=args.glibc, gpu=args.gpu)
+    wanted = offline_wheels.gather(SOURCE_ROOT, args.dest, args.backend, target)
+    console.print(f"{args.dest}: the wheels for CPython {target.python_version} (glibc {target.glibc}), "
+                  f"listed in {offline_wheels.SUMS_FILE}. There, from this checkout:")
+    for line in offline_wheels.install_lines(args.dest, wanted):
+        console.print(f"  {line}", soft_wrap=True, markup=False)
+    return 0
+
+
 def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
     if args.file == "scenario":
         from harness.scenario.schema import json_schema
@@ -351,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
                 "container": _cmd_container, "engine": _cmd_engine, "image": _cmd_image, "gpu-check": _cmd_gpu_check,
+                "wheels": _cmd_wheels,
                 **BUNDLE_COMMANDS}
     if args.command is None:
         _parser().print_help()

@@ -67,6 +67,8 @@ def test_without_a_venv_missing_packages_are_named(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "lacks: torch torchvision mlperf_loadgen pydantic yaml" in done.stderr
     assert "--no-index --find-links" in done.stderr
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"  # venv.create made the bare one of this Python
+    assert f"./run.sh wheels WHEEL_DIR --python-version {version}" in done.stderr
 
 
 def test_without_a_venv_the_current_python_runs_the_checkout() -> None:

@@ -1,0 +1,157 @@
+"""The wheels a machine without network needs to run FusionBench with the Python it already has
+(`FUSIONBENCH_NO_VENV=1 ./run.sh ...`): gathered here, where PyPI answers, for that machine's
+Python version, and carried there.
+
+That Python brings torch, torchvision and numpy (a GPU machine's image does); what the harness
+needs beside them is small: LoadGen, pydantic, PyYAML, psutil, rich and jsonschema, and, per
+backend asked for, its runtime (ONNX Runtime with the exporter's onnx and onnxscript; apache-tvm).
+Each is pinned to requirements.lock's version (requirements-gpu.lock's for onnxruntime-gpu), and so
+is every dependency the lock pins; pip resolves the rest for the target's Python. The folder gets a
+SHA256SUMS file, so that the copy can be checked on the far side (`sha256sum -c SHA256SUMS`) before
+`pip install --no-index --find-links DIR ...` installs from it, taking from it only what that
+Python lacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError, HarnessError
+
+#: What run.sh's FUSIONBENCH_NO_VENV=1 checks for beside torch, torchvision and numpy, as packages.
+HARNESS_PACKAGES = ("mlcommons_loadgen", "pydantic", "PyYAML", "psutil", "rich", "jsonschema")
+#: A backend's packages; "onnxruntime" is the CPU build or, for a GPU machine, onnxruntime-gpu.
+BACKEND_PACKAGES = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tvm": ("apache-tvm",)}
+SUMS_FILE = "SHA256SUMS"
+_VERSION = re.compile(r"^3\.(\d{1,2})$")
+_GLIBC = re.compile(r"^2\.(\d{1,2})$")
+
+
+class WheelsError(HarnessError):
+    """pip could not gather the wheels (no network, no wheel for that Python): the folder may hold
+    some of them, and none is listed in SHA256SUMS."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Target:
+    """The machine the wheels are for: its CPython version, its glibc, and whether it has an NVIDIA
+    GPU (the CUDA build of ONNX Runtime)."""
+
+    python_version: str = "3.12"
+    glibc: str = "2.28"
+    gpu: bool = False
+
+    def __post_init__(self) -> None:
+        if not _VERSION.match(self.python_version):
+            raise ConfigError(f"--python-version {self.python_version!r}: a CPython 3 version such as 3.12")
+        if not _GLIBC.match(self.glibc):
+            raise ConfigError(f"--glibc {self.glibc!r}: a glibc version such as 2.28 (`ldd --version` there says it)")
+
+    def platforms(self) -> list[str]:
+        """The Linux x86_64 wheel tags that install with this glibc, newest first."""
+        newest = int(self.glibc.split(".")[1])
+        tags = [f"manylinux_2_{minor}_x86_64" for minor in range(newest, 4, -1)]
+        return tags + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+
+
+def lock_pins(repo: Path) -> dict[str, str]:
+    """Normalised name -> version, from requirements.lock and requirements-gpu.lock."""
+    pins: dict[str, str] = {}
+    for lock in ("requirements.lock", "requirements-gpu.lock"):
+        for line in (repo / lock).read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, _, version = line.partition("==")
+                pins[normalized(name)] = version.strip()
+    return pins
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirements(repo: Path, backends: Sequence[str], target: Target) -> list[str]:
+    """`name==version` for the harness's packages and each backend's, at the locks' versions."""
+    pins = lock_pins(repo)
+    names = list(HARNESS_PACKAGES)
+    for backend in backends:
+        if backend not in BACKEND_PACKAGES:
+            raise ConfigError(f"--backend {backend!r}: one of {', '.join(BACKEND_PACKAGES)} "
+                              "(eager and inductor come with torch; TensorRT's wheels are on NVIDIA's index)")
+        names += [f"{name}-gpu" if name == "onnxruntime" and target.gpu else name for name in BACKEND_PACKAGES[backend]]
+    wanted = []
+    for name in dict.fromkeys(names):
+        version = pins.get(normalized(name))
+        if version is None:
+            raise ConfigError(f"{name} is pinned in neither requirements.lock nor requirements-gpu.lock")
+        wanted.append(f"{name}=={version}")
+    return wanted
+
+
+def download_command(dest: Path, wanted: Sequence[str], constraints: Path, target: Target) -> list[str]:
+    """pip download of `wanted` and what they need, binary wheels for the target only, every
+    dependency the locks pin held to its version (`constraints`)."""
+    minor = target.python_version.split(".")[1]
+    return [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "on",
+            "--only-binary=:all:", "--python-version", target.python_version, "--implementation", "cp",
+            "--abi", f"cp3{minor}", *[f"--platform={platform}" for platform in target.platforms()],
+            "--constraint", str(constraints), "--dest", str(dest), *wanted]
+
+
+def constraints_text(repo: Path) -> str:
+    """The locks' pins without torch's own CUDA libraries: the target's torch brings its own."""
+    return "".join(f"{name}=={version}\n" for name, version in sorted(lock_pins(repo).items())
+                   if not name.startswith(("nvidia-", "cuda-", "tensorrt", "torch", "triton")))
+
+
+def write_sums(dest: Path) -> list[Path]:
+    """SHA256SUMS of every wheel in `dest`, in `sha256sum -c`'s format; the wheels, sorted."""
+    wheels = sorted(dest.glob("*.whl"))
+    lines = []
+    for wheel in wheels:
+        with wheel.open("rb") as handle:
+            lines.append(f"{hashlib.file_digest(handle, 'sha256').hexdigest()}  {wheel.name}\n")
+    (dest / SUMS_FILE).write_text("".join(lines))
+    return wheels
+
+
+def gather(repo: Path, dest: Path, backends: Sequence[str], target: Target,
+           run: Callable[[list[str]], int] | None = None) -> list[str]:
+    """Download the wheels into `dest` and list them in its SHA256SUMS; returns the requirements
+    to install there. `run` runs pip (its output shown) and returns its exit status."""
+    wanted = requirements(repo, backends, target)
+    if dest.exists() and not dest.is_dir():
+        raise ConfigError(f"{dest} is a file; give a folder for the wheels")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fusionbench-wheels-") as scratch:
+        constraints = Path(scratch) / "constraints.txt"
+        constraints.write_text(constraints_text(repo))
+        status = (run or _run_pip)(download_command(dest, wanted, constraints, target))
+    if status != 0:
+        raise WheelsError(f"pip download exited {status} (its message is above); nothing in {dest} is listed in {SUMS_FILE}")
+    write_sums(dest)
+    return wanted
+
+
+def _run_pip(command: list[str]) -> int:
+    return subprocess.run(command, check=False).returncode
+
+
+def install_lines(dest: Path, wanted: Sequence[str]) -> list[str]:
+    """What to run on the machine without network, once the folder is there."""
+    lines = [f"(cd {dest} && sha256sum -c --quiet {SUMS_FILE})"]
+    if any(requirement.startswith("onnxruntime-gpu==") for requirement in wanted):
+        lines.append("python3 -m pip uninstall -y onnxruntime   # the CPU build: both install the onnxruntime module")
+    lines.append(f"python3 -m pip install --no-index --find-links {dest} {' '.join(wanted)}")
+    lines.append("FUSIONBENCH_NO_VENV=1 ./run.sh gpu-check   # or any scenario file")
+    return lines

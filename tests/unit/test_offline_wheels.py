@@ -1,0 +1,129 @@
+"""`fusionbench wheels`: the wheels a machine without network needs beside its own torch, at the
+locks' versions, for that machine's Python, with a SHA256SUMS file to check the copy there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.container import offline_wheels
+from harness.container.offline_wheels import Target, WheelsError
+from harness.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+PINS = offline_wheels.lock_pins(REPO)
+
+
+def test_the_harness_packages_are_what_run_sh_checks_for_beside_torch() -> None:
+    listed = re.search(r'^required_modules="([^"]+)"', (REPO / "run.sh").read_text(), re.M)
+    assert listed is not None
+    modules = {"mlcommons_loadgen": "mlperf_loadgen", "PyYAML": "yaml"}
+    gathered = {modules.get(name, name) for name in offline_wheels.HARNESS_PACKAGES}
+    assert set(listed.group(1).split()) == gathered | {"torch", "torchvision", "numpy"}
+
+
+def test_each_package_comes_at_the_locks_version_and_a_gpu_target_gets_onnxruntime_gpu() -> None:
+    cpu = offline_wheels.requirements(REPO, ["onnxruntime", "tvm"], Target())
+    assert f"pydantic=={PINS['pydantic']}" in cpu and f"mlcommons_loadgen=={PINS['mlcommons-loadgen']}" in cpu
+    assert f"onnxruntime=={PINS['onnxruntime']}" in cpu and f"apache-tvm=={PINS['apache-tvm']}" in cpu
+    assert f"onnxscript=={PINS['onnxscript']}" in cpu, "the ONNX exporter needs onnxscript"
+    gpu = offline_wheels.requirements(REPO, ["onnxruntime"], Target(gpu=True))
+    assert f"onnxruntime-gpu=={PINS['onnxruntime-gpu']}" in gpu
+    assert not any(r.startswith("onnxruntime==") for r in gpu), "the CPU build would shadow the CUDA one"
+    assert offline_wheels.requirements(REPO, [], Target()) == [
+        f"{name}=={PINS[offline_wheels.normalized(name)]}" for name in offline_wheels.HARNESS_PACKAGES]
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "eager", "onnx"])
+def test_a_backend_without_wheels_to_gather_is_refused_saying_which_are(backend: str) -> None:
+    with pytest.raises(ConfigError, match="one of onnxruntime, tvm"):
+        offline_wheels.requirements(REPO, [backend], Target())
+
+
+@pytest.mark.parametrize(("field", "value"), [("python_version", "2.7"), ("python_version", "3.12; rm"),
+                                              ("python_version", "3"), ("glibc", "2.28.1"), ("glibc", "musl")])
+def test_a_target_that_is_not_a_cpython_3_and_glibc_version_is_refused(field: str, value: str) -> None:
+    with pytest.raises(ConfigError):
+        Target(**{field: value})
+
+
+def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path: Path) -> None:
+    seen: list[list[str]] = []
+    constraints: list[str] = []
+
+    def fake_pip(command: list[str]) -> int:
+        seen.append(command)
+        constraints.append(Path(command[command.index("--constraint") + 1]).read_text())
+        (tmp_path / "out" / "pydantic-2.14.3-py3-none-any.whl").write_bytes(b"wheel one")
+        (tmp_path / "out" / "psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"wheel two")
+        return 0
+
+    wanted = offline_wheels.gather(REPO, tmp_path / "out", ["tvm"], Target("3.13", "2.31"), run=fake_pip)
+    command = seen[0]
+    assert command[1:4] == ["-m", "pip", "download"] and "--only-binary=:all:" in command
+    assert command[command.index("--python-version") + 1] == "3.13" and command[command.index("--abi") + 1] == "cp313"
+    platforms = [arg.removeprefix("--platform=") for arg in command if arg.startswith("--platform=")]
+    assert platforms[0] == "manylinux_2_31_x86_64" and "manylinux_2_32_x86_64" not in platforms
+    assert command[-len(wanted):] == wanted and f"apache-tvm=={PINS['apache-tvm']}" in wanted
+    assert f"pydantic-core=={PINS['pydantic-core']}\n" in constraints[0], "a dependency the lock pins is held to it"
+    assert "torch==" not in constraints[0] and "nvidia-cublas==" not in constraints[0], "the target's torch is its own"
+    sums = (tmp_path / "out" / offline_wheels.SUMS_FILE).read_text().splitlines()
+    assert [line.split("  ")[1] for line in sums] == ["psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl",
+                                                      "pydantic-2.14.3-py3-none-any.whl"]
+    checked = subprocess.run(["sha256sum", "-c", offline_wheels.SUMS_FILE], cwd=tmp_path / "out",
+                             capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_failed_download_says_so_and_lists_nothing_as_checked(tmp_path: Path) -> None:
+    with pytest.raises(WheelsError, match="pip download exited 1"):
+        offline_wheels.gather(REPO, tmp_path / "out", [], Target(), run=lambda command: 1)
+    assert not (tmp_path / "out" / offline_wheels.SUMS_FILE).exists()
+
+
+def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: Path) -> None:
+    (tmp_path / "out").write_text("notes")
+    with pytest.raises(ConfigError, match="is a file"):
+        offline_wheels.gather(REPO, tmp_path / "out", [], Target(), run=lambda command: pytest.fail("pip ran"))
+    assert (tmp_path / "out").read_text() == "notes"
+
+
+def test_the_instructions_check_the_copy_and_swap_the_cpu_onnxruntime_for_the_gpu_one() -> None:
+    lines = offline_wheels.install_lines(Path("/carry/wheels"), ["pydantic==2.14.3", "onnxruntime-gpu==1.31.1"])
+    assert lines[0] == "(cd /carry/wheels && sha256sum -c --quiet SHA256SUMS)"
+    assert lines[1].startswith("python3 -m pip uninstall -y onnxruntime ")
+    assert lines[2] == "python3 -m pip install --no-index --find-links /carry/wheels pydantic==2.14.3 onnxruntime-gpu==1.31.1"
+
+
+def _wheel(folder: Path, name: str, version: str) -> None:
+    stem = f"{name.replace('-', '_')}-{version}"
+    with zipfile.ZipFile(folder / f"{stem}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{stem}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        wheel.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{stem}.dist-info/RECORD", "")
+
+
+@pytest.mark.slow
+def test_the_command_gathers_with_the_real_pip_from_an_index_and_prints_what_to_run_there(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    index.mkdir()
+    for name in offline_wheels.HARNESS_PACKAGES:
+        _wheel(index, name, PINS[offline_wheels.normalized(name)])
+    _wheel(index, "pydantic", "1.0")  # another version the index offers: the lock's is taken
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "wheels", str(tmp_path / "out"), "--python-version", "3.11"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    gathered = sorted(path.name for path in (tmp_path / "out").glob("*.whl"))
+    assert len(gathered) == len(offline_wheels.HARNESS_PACKAGES) and f"pydantic-{PINS['pydantic']}-py3-none-any.whl" in gathered
+    assert "sha256sum -c --quiet SHA256SUMS" in done.stdout and "--no-index --find-links" in done.stdout
+    missing = subprocess.run([sys.executable, "-m", "harness.cli", "wheels", str(tmp_path / "none"), "--backend", "tvm"],
+                             capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert missing.returncode == 2 and "pip download exited 1" in missing.stderr
+    assert not (tmp_path / "none" / "SHA256SUMS").exists()
