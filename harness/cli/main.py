@@ -26,6 +26,7 @@ from harness.plain_text import visible
 from harness.scenario.schema import MAX_ROUNDS
 
 DEVICES = ("auto", "cpu", "cuda")
+MAX_BUDGET_S = 7 * 86_400
 
 
 def default_cache_dir() -> Path:
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run only matching cells; keys: model, backend, fusion, scenario, dtype, batch "
         "(repeat a key to allow several values: model=resnet18,model=vgg11)",
     )
+    run.add_argument("--budget-s", type=float, metavar="S",
+                     help="seconds the cells may take: a cell that would start later is left for --resume, and one "
+                     "that starts before gets at most what is left (a GPU booked by the hour; default: no budget)")
     run.add_argument("--out", type=Path, default=Path("results"), help="directory for result bundles (default: results)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
     cache = run.add_mutually_exclusive_group()
@@ -185,8 +189,12 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--address, --cpus-per-cell and --ray-connect-timeout-s are for --executor ray")
     if args.executor == "ray" and args.jobs != 1:
         raise ConfigError("--jobs is for --executor local; Ray runs as many cells at once as the cluster has room for")
+    if args.executor == "ray" and args.budget_s is not None:
+        raise ConfigError("--budget-s is for --executor local; on Ray the cluster's scheduler decides when cells start")
     if args.executor == "ray" and args.fresh_workers:
         raise ConfigError("--fresh-workers is for --executor local; on Ray every cell's worker starts fresh")
+    if args.budget_s is not None and not 0 < args.budget_s <= MAX_BUDGET_S:  # nan and inf fail this too
+        raise ConfigError(f"--budget-s must be a number of seconds above 0 and at most {MAX_BUDGET_S:g} (a week)")
     if args.rounds is not None and not 1 <= args.rounds <= MAX_ROUNDS:
         raise ConfigError(f"--rounds {args.rounds}: a number from 1 to {MAX_ROUNDS}")
     if args.executor == "ray":  # refused here, before the scenario is even read
@@ -198,6 +206,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,
+        budget_s=args.budget_s, past_budget="missing",
     )
     return run(request, console)
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -52,16 +53,36 @@ class CellTask:
     #: round waits for its cell's round 1 to be finished, so that `skip` can know how it went.
     after: threading.Event | None = field(default=None, repr=False, compare=False)
 
+    #: The end of the run's time budget (time.monotonic()), where it has one: a task that would start
+    #: after it is not started, and one that starts before it runs at most until then.
+    deadline: float | None = None
+
     def skip_reason(self) -> str | None:
         return self.skip() if self.skip is not None else None
+
+
+#: Why a task was not started: the run's time budget (`RunRequest.budget_s`) was spent.
+BUDGET_SPENT = "the run's time budget was spent before this cell started"
+
+
+def within_budget(task: CellTask) -> CellTask | None:
+    """`task` with its time limit cut to what is left of the run's budget as it starts; None when
+    nothing is left. Asked just before each task starts, not when the run plans them."""
+    if task.deadline is None:
+        return task
+    left_s = task.deadline - time.monotonic()
+    if left_s <= 0:
+        return None
+    return replace(task, timeout_s=min(task.timeout_s, left_s))
 
 
 @dataclass
 class Finished:
     task: CellTask
-    outcome: WorkerOutcome | None  # None: interrupted before it ended
+    outcome: WorkerOutcome | None  # None: interrupted before it ended, or not started
     node: dict[str, Any] = field(default_factory=dict)  # where it ran (hostname, slot, ...)
-    failure: str | None = None  # the executor lost it (a Ray worker that died twice)
+    failure: str | None = None  # the executor lost it (a Ray worker that died twice), or why it did not start
+    skipped: bool = False  # not started, on purpose: the run's time budget was spent (`failure` says so)
 
 
 # Called with "start" when a cell's worker starts, then with each phase it reports.
@@ -115,10 +136,14 @@ class Serial:
         return {"name": "local", "worker_start": _worker_start(self.parents)}
 
     def run(self, tasks: list[CellTask], on_phase: OnPhase) -> Iterator[Finished]:
-        for task in tasks:
-            reason = task.skip_reason()
+        for planned in tasks:
+            reason = planned.skip_reason()
             if reason is not None:
-                yield Finished(task, None, node_info(None), failure=reason)
+                yield Finished(planned, None, node_info(None), failure=reason)
+                continue
+            task = within_budget(planned)
+            if task is None:
+                yield Finished(planned, None, node_info(None), failure=BUDGET_SPENT, skipped=True)
                 continue
             on_phase(task, "start")
             outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase),  # type: ignore[misc]
@@ -144,7 +169,8 @@ class LocalPool:
             free.put(slot)
         stop = threading.Event()
 
-        def one(task: CellTask) -> Finished:
+        def one(planned: CellTask) -> Finished:
+            task = planned
             while task.after is not None and not task.after.wait(0.1):  # a further round: its round 1 first
                 if stop.is_set():
                     return Finished(task, None, node_info(None))
@@ -155,6 +181,10 @@ class LocalPool:
                 reason = task.skip_reason()
                 if reason is not None:
                     return Finished(task, None, node_info(slot), failure=reason)
+                fitted = within_budget(planned)
+                if fitted is None:
+                    return Finished(planned, None, node_info(slot), failure=BUDGET_SPENT, skipped=True)
+                task = fitted
                 on_phase(task, "start")
                 outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop, self.parents)
                 return Finished(task, outcome, node_info(slot))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -31,7 +31,7 @@ from harness.measure.protocol import WorkerRequest
 from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run import cell_line, preflight, resumable, rounds, skips, slots
-from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
+from harness.run.executors import BUDGET_SPENT, CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import ProbeAnswer, run_probe
@@ -57,9 +57,14 @@ class RunRequest:
     #: Backends' persistent artifact cache (exported graphs, compiled libraries); None: a fresh
     #: one per cell, so every prepare is cold.
     cache_dir: Path | None = None
-    #: Seconds the sweep may take; a cell not started by then is skipped with the reason, and a
-    #: running one gets at most what is left. None: no budget.
+    #: Seconds the sweep may take: a cell that would start after it is skipped with the reason, and
+    #: one that starts before it gets at most what is left (asked as each cell starts; the local
+    #: executors, which gpu-check uses). None: no budget.
     budget_s: float | None = None
+    #: What becomes of the cells the budget leaves no time for: "skipped" (recorded so, with the
+    #: reason: gpu-check, whose verdict names every cell) or "missing" (not recorded: the bundle is
+    #: left interrupted, and --resume runs them; `run --budget-s`).
+    past_budget: Literal["skipped", "missing"] = "skipped"
     #: Where cells run (harness/run/executors.py): "local" (`jobs` at a time) or "ray".
     executor: str = "local"
     jobs: int = 1
@@ -173,7 +178,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         bundle.update_header(executor=executor.record())
         env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
         _sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir, console, deadline,
-               executor)
+               executor, keep_past_budget=request.past_budget == "skipped")
     except KeyboardInterrupt as stop:
         _close(bundle, "interrupted", console)
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {visible(bundle.root)}", style="yellow"))
@@ -198,7 +203,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bad = [r for r in records if r.status in BAD]
     console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
     if missing:
-        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet (outside --only): "
+        causes = [c for c, applies in (("outside --only", bool(request.only)),
+                                        ("the time budget was spent", request.budget_s and request.past_budget == "missing"))
+                  if applies]
+        why = ", or ".join(causes) or "outside --only"
+        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet ({why}): "
                            f"complete them with --resume {visible(bundle.root)}", style="yellow"))
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid; reasons are in the table and each cell's JSON", style="red"))
@@ -315,10 +324,12 @@ def _overridden(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
 def _sweep(
     cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], limits: Limits, env_names: list[str],
     input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
-    executor: Executor | None = None,
+    executor: Executor | None = None, keep_past_budget: bool = True,
 ) -> None:
     """Run `cells` on `executor` (one at a time here by default), writing each into the bundle as
-    it finishes. Cells that need not run (skipped, or past the time budget) are written at once."""
+    it finishes. Cells that need not run are written at once; those the time budget (`deadline`)
+    leaves no time for are written skipped, or with `keep_past_budget` false left out of the bundle
+    for --resume."""
     executor = executor or Serial()
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -339,16 +350,14 @@ def _sweep(
         tasks: list[CellTask] = []
         bases: dict[str, dict[str, Any]] = {}
         for cell in cells:
-            left_s = None if deadline is None else deadline - time.monotonic()
             base = {"id": cell.id, "label": cell.label, "config": cell.config.recorded(), "started": utc_now()}
-            skip = ("the run's time budget was spent before this cell started" if left_s is not None and left_s <= 0
-                    else skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system"))))
+            skip = skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system")))
             if skip is not None:
                 skipped = {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
                 _write(bundle, cell.config.shown_label, skipped, progress, bar)
                 continue
-            timeout_s = limits.cell_timeout_s if left_s is None else min(limits.cell_timeout_s, left_s)
-            tasks.append(_task(cell, bundle, input_folder, cache_dir, timeout_s, limits.memory_limit_mib, env_names))
+            tasks.append(_task(cell, bundle, input_folder, cache_dir, limits.cell_timeout_s, limits.memory_limit_mib,
+                               env_names, deadline))
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
         pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
@@ -360,6 +369,9 @@ def _sweep(
                 complete = state.finished(done, first)
                 if complete is not None:
                     pace.finished()
+                    if not keep_past_budget and complete["status"] == "skipped" and complete["reasons"] == [BUDGET_SPENT]:
+                        progress.advance(bar)  # left missing: --resume runs it
+                        continue
                     _write(bundle, by_id[done.task.cell_id].config.shown_label, complete, progress, bar, pace.left_s())
         except KeyboardInterrupt:
             running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
@@ -388,7 +400,9 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
 
 
 def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,
-          memory_mib: int | None, env_names: list[str]) -> CellTask:
+          memory_mib: int | None, env_names: list[str], deadline: float | None) -> CellTask:
+    """The cell's task; `deadline` is the end of the run's budget, which the executor applies as the
+    cell starts (it is not started after it, and runs at most until it)."""
     artifacts = bundle.fresh_artifact_dir(cell.id)
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
@@ -397,7 +411,7 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
     return CellTask(cell_id=cell.id, label=cell.config.shown_label, request=request, artifacts=artifacts,
                     timeout_s=timeout_s, memory_limit_bytes=memory_mib * MIB if memory_mib else None,
                     env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
-                    device=cell.config.device)
+                    device=cell.config.device, deadline=deadline)
 
 
 def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
@@ -405,6 +419,11 @@ def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
     task, outcome = done.task, done.outcome
     log_path = task.artifacts / "worker.log"
     record = {**base, "finished": utc_now(), "log": f"cells/{task.cell_id}/worker.log", "node": done.node}
+    if done.skipped:  # not started: nothing ran, so no log and no folder
+        if task.artifacts.is_dir() and not any(task.artifacts.iterdir()):
+            task.artifacts.rmdir()
+        return {**base, "finished": utc_now(), "node": done.node, "status": "skipped", "reasons": [done.failure or ""],
+                "metrics": {}, "wall_s": 0.0}
     if outcome is None:
         record.update(status="failed", reasons=[done.failure or "the executor lost the cell"], metrics={}, wall_s=0.0,
                       log_tail=log_tail(log_path))
