@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import harness
 from harness.bundle.migrations import SCHEMA_VERSION
@@ -57,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         "(repeat a key to allow several values: model=resnet18,model=vgg11)",
     )
     run.add_argument("--budget-s", type=float, metavar="S",
-                     help="seconds the cells may take: a cell that would start later is left for --resume, and one "
-                     "that starts before gets at most what is left (a GPU booked by the hour; default: no budget)")
+                     help="seconds the cells may take: a cell that would start later, or that is still running then, "
+                     "is left out of the bundle for --resume (a GPU booked by the hour; default: no budget)")
     run.add_argument("--out", type=Path, default=Path("results"), help="directory for result bundles (default: results)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
     cache = run.add_mutually_exclusive_group()
@@ -214,8 +215,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
     from harness.run.gpu_check import check
 
-    if not 0 < args.budget_s <= 86_400:  # nan and inf fail this too: a deadline that never comes
-        raise ConfigError("--budget-s must be a number of seconds above 0 and at most 86400 (a day)")
+    if not 0 < args.budget_s <= MAX_BUDGET_S:  # nan and inf fail this too: a deadline that never comes
+        raise ConfigError(f"--budget-s must be a number of seconds above 0 and at most {MAX_BUDGET_S:g} (a week)")
     return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s)
 
 
@@ -355,10 +356,14 @@ def _cmd_wheels(args: argparse.Namespace, console: Console) -> int:
 
     target = offline_wheels.Target(python_version=args.python_version, glibc=args.glibc, gpu=args.gpu)
     wanted = offline_wheels.gather(SOURCE_ROOT, args.dest, args.backend, target)
-    console.print(f"{args.dest}: the wheels for CPython {target.python_version} (glibc {target.glibc}), "
-                  f"listed in {offline_wheels.SUMS_FILE}. There, from this checkout:")
+    console.print(Text(f"{visible(args.dest)}: the wheels for CPython {target.python_version} on Linux x86_64 (glibc "
+                       f"{target.glibc}), listed in {offline_wheels.SUMS_FILE}. There, from this checkout:"))
     for line in offline_wheels.install_lines(args.dest, wanted):
-        console.print(f"  {line}", soft_wrap=True, markup=False)
+        console.print(Text(f"  {visible(line)}"), soft_wrap=True)
+    if target.markers_differ():
+        console.print(Text(f"note: pip judged the dependencies' markers (python_version < ...) by this Python, "
+                           f"{sys.version_info.major}.{sys.version_info.minor}; should one be missing there, the "
+                           "install says which", style="yellow"))
     return 0
 
 

@@ -14,8 +14,8 @@ Python lacks.
 
 from __future__ import annotations
 
-import hashlib
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.container.wheelhouse import file_sha256, linux_platforms
 from harness.errors import ConfigError, HarnessError
 
 #: What run.sh's FUSIONBENCH_NO_VENV=1 checks for beside torch, torchvision and numpy, as packages.
@@ -58,9 +59,12 @@ class Target:
 
     def platforms(self) -> list[str]:
         """The Linux x86_64 wheel tags that install with this glibc, newest first."""
-        newest = int(self.glibc.split(".")[1])
-        tags = [f"manylinux_2_{minor}_x86_64" for minor in range(newest, 4, -1)]
-        return tags + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+        return linux_platforms(int(self.glibc.split(".")[1]))
+
+    def markers_differ(self) -> bool:
+        """Whether pip, which judges a dependency's markers (`python_version < "3.12"`) by the Python
+        running it, judges them for another version than the target's."""
+        return f"{sys.version_info.major}.{sys.version_info.minor}" != self.python_version
 
 
 def lock_pins(repo: Path) -> dict[str, str]:
@@ -108,20 +112,20 @@ def download_command(dest: Path, wanted: Sequence[str], constraints: Path, targe
             "--constraint", str(constraints), "--dest", str(dest), *wanted]
 
 
+#: What the target's Python brings with its torch: not held to the locks' versions.
+_TARGETS_OWN = ("nvidia-", "cuda-", "tensorrt", "torch", "triton", "numpy")
+
+
 def constraints_text(repo: Path) -> str:
-    """The locks' pins without torch's own CUDA libraries: the target's torch brings its own."""
+    """The locks' pins but those of what the target's torch brings (its CUDA libraries, numpy)."""
     return "".join(f"{name}=={version}\n" for name, version in sorted(lock_pins(repo).items())
-                   if not name.startswith(("nvidia-", "cuda-", "tensorrt", "torch", "triton")))
+                   if not name.startswith(_TARGETS_OWN))
 
 
 def write_sums(dest: Path) -> list[Path]:
     """SHA256SUMS of every wheel in `dest`, in `sha256sum -c`'s format; the wheels, sorted."""
     wheels = sorted(dest.glob("*.whl"))
-    lines = []
-    for wheel in wheels:
-        with wheel.open("rb") as handle:
-            lines.append(f"{hashlib.file_digest(handle, 'sha256').hexdigest()}  {wheel.name}\n")
-    (dest / SUMS_FILE).write_text("".join(lines))
+    (dest / SUMS_FILE).write_text("".join(f"{file_sha256(wheel)}  {wheel.name}\n" for wheel in wheels))
     return wheels
 
 
@@ -133,6 +137,7 @@ def gather(repo: Path, dest: Path, backends: Sequence[str], target: Target,
     if dest.exists() and not dest.is_dir():
         raise ConfigError(f"{dest} is a file; give a folder for the wheels")
     dest.mkdir(parents=True, exist_ok=True)
+    (dest / SUMS_FILE).unlink(missing_ok=True)  # an earlier gather's: listed again only once this one is done
     with tempfile.TemporaryDirectory(prefix="fusionbench-wheels-") as scratch:
         constraints = Path(scratch) / "constraints.txt"
         constraints.write_text(constraints_text(repo))
@@ -149,9 +154,10 @@ def _run_pip(command: list[str]) -> int:
 
 def install_lines(dest: Path, wanted: Sequence[str]) -> list[str]:
     """What to run on the machine without network, once the folder is there."""
-    lines = [f"(cd {dest} && sha256sum -c --quiet {SUMS_FILE})"]
+    folder = shlex.quote(str(dest))
+    lines = [f"(cd {folder} && sha256sum -c --quiet {SUMS_FILE})"]
     if any(requirement.startswith("onnxruntime-gpu==") for requirement in wanted):
         lines.append("python3 -m pip uninstall -y onnxruntime   # the CPU build: both install the onnxruntime module")
-    lines.append(f"python3 -m pip install --no-index --find-links {dest} {' '.join(wanted)}")
+    lines.append(f"python3 -m pip install --no-index --find-links {folder} {' '.join(wanted)}")
     lines.append("FUSIONBENCH_NO_VENV=1 ./run.sh gpu-check   # or any scenario file")
     return lines

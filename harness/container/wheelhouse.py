@@ -56,14 +56,21 @@ def holds(lock: Path, wheelhouse: Path) -> bool:
     files = sorted(wheelhouse.glob("*.whl"))
     for (name, version), allowed in locked_hashes(lock.read_text()).items():
         candidates = [f for f in files if f.name.lower().startswith(f"{name}-{version}-")]
-        if not any(_file_sha256(f) in allowed for f in candidates):
+        if not any(file_sha256(f) in allowed for f in candidates):
             return False
     return True
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def linux_platforms(glibc_minor: int) -> list[str]:
+    """The Linux x86_64 wheel tags that install with glibc 2.`glibc_minor`, newest first (pip
+    download takes the list as it is; it does not widen one tag to the older ones)."""
+    platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(glibc_minor, 4, -1)]
+    return platforms + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
 
 
 def gather(lock: Path, wheelhouse: Path) -> None:
@@ -73,8 +80,7 @@ def gather(lock: Path, wheelhouse: Path) -> None:
     if holds(lock, wheelhouse):
         return
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(GLIBC_MINOR, 4, -1)]
-    platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    platforms = linux_platforms(GLIBC_MINOR)
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes",
                "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                *[f"--platform={platform}" for platform in platforms],

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 
 from harness.bundle.cell_record import WorkerStart
 from harness.measure.protocol import WorkerRequest
+from harness.run import time_budget
 from harness.run.isolation import WorkerOutcome, run_worker
 from harness.run.preloaded_parents import PreloadedParents
 from harness.run.slots import Slot
@@ -53,27 +53,13 @@ class CellTask:
     #: round waits for its cell's round 1 to be finished, so that `skip` can know how it went.
     after: threading.Event | None = field(default=None, repr=False, compare=False)
 
-    #: The end of the run's time budget (time.monotonic()), where it has one: a task that would start
-    #: after it is not started, and one that starts before it runs at most until then.
+    #: The end of the run's time budget (harness/run/time_budget.py), where it has one: a task that
+    #: would start after it is not started, and one that starts before it runs at most until then.
     deadline: float | None = None
+    budget_cut: bool = False  # its time limit is what was left of the budget when it started
 
     def skip_reason(self) -> str | None:
         return self.skip() if self.skip is not None else None
-
-
-#: Why a task was not started: the run's time budget (`RunRequest.budget_s`) was spent.
-BUDGET_SPENT = "the run's time budget was spent before this cell started"
-
-
-def within_budget(task: CellTask) -> CellTask | None:
-    """`task` with its time limit cut to what is left of the run's budget as it starts; None when
-    nothing is left. Asked just before each task starts, not when the run plans them."""
-    if task.deadline is None:
-        return task
-    left_s = task.deadline - time.monotonic()
-    if left_s <= 0:
-        return None
-    return replace(task, timeout_s=min(task.timeout_s, left_s))
 
 
 @dataclass
@@ -81,8 +67,24 @@ class Finished:
     task: CellTask
     outcome: WorkerOutcome | None  # None: interrupted before it ended, or not started
     node: dict[str, Any] = field(default_factory=dict)  # where it ran (hostname, slot, ...)
-    failure: str | None = None  # the executor lost it (a Ray worker that died twice), or why it did not start
-    skipped: bool = False  # not started, on purpose: the run's time budget was spent (`failure` says so)
+    failure: str | None = None  # the executor lost it (a Ray worker that died twice), or why it has no result
+    #: The run's time budget is why it has no result (`failure` says how): not started, or stopped.
+    skipped: bool = False
+
+
+def _within_budget(task: CellTask) -> CellTask | None:
+    """`task` with its time limit cut to what is left of the run's budget as it starts; None when
+    nothing is left."""
+    limit_s = time_budget.limit_s(task.deadline, task.timeout_s)
+    if limit_s is None or limit_s == task.timeout_s:
+        return None if limit_s is None else task
+    return replace(task, timeout_s=limit_s, budget_cut=True)
+
+
+def _ran(task: CellTask, outcome: WorkerOutcome, node: dict[str, Any]) -> Finished:
+    if task.budget_cut and outcome.timed_out:  # the budget ended, not the cell's own time limit
+        return Finished(task, outcome, node, failure=time_budget.ENDED, skipped=True)
+    return Finished(task, outcome, node)
 
 
 # Called with "start" when a cell's worker starts, then with each phase it reports.
@@ -141,14 +143,14 @@ class Serial:
             if reason is not None:
                 yield Finished(planned, None, node_info(None), failure=reason)
                 continue
-            task = within_budget(planned)
+            task = _within_budget(planned)
             if task is None:
-                yield Finished(planned, None, node_info(None), failure=BUDGET_SPENT, skipped=True)
+                yield Finished(planned, None, node_info(None), failure=time_budget.SPENT, skipped=True)
                 continue
             on_phase(task, "start")
             outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase),  # type: ignore[misc]
                                parents=self.parents)
-            yield Finished(task, outcome, node_info(None))
+            yield _ran(task, outcome, node_info(None))
 
 
 class LocalPool:
@@ -181,13 +183,13 @@ class LocalPool:
                 reason = task.skip_reason()
                 if reason is not None:
                     return Finished(task, None, node_info(slot), failure=reason)
-                fitted = within_budget(planned)
+                fitted = _within_budget(planned)
                 if fitted is None:
-                    return Finished(planned, None, node_info(slot), failure=BUDGET_SPENT, skipped=True)
+                    return Finished(planned, None, node_info(slot), failure=time_budget.SPENT, skipped=True)
                 task = fitted
                 on_phase(task, "start")
                 outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop, self.parents)
-                return Finished(task, outcome, node_info(slot))
+                return _ran(task, outcome, node_info(slot))
             except KeyboardInterrupt:
                 return Finished(task, None, node_info(slot))
             finally:

@@ -9,8 +9,8 @@ a run stopped while it is written leaves a bundle that is valid without it, and 
 
 from __future__ import annotations
 
+import shutil
 import sys
-import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -30,8 +30,8 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.run import cell_line, preflight, resumable, rounds, skips, slots
-from harness.run.executors import BUDGET_SPENT, CellTask, Executor, Finished, LocalPool, Serial
+from harness.run import cell_line, preflight, resumable, rounds, skips, slots, time_budget
+from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import ProbeAnswer, run_probe
@@ -57,13 +57,13 @@ class RunRequest:
     #: Backends' persistent artifact cache (exported graphs, compiled libraries); None: a fresh
     #: one per cell, so every prepare is cold.
     cache_dir: Path | None = None
-    #: Seconds the sweep may take: a cell that would start after it is skipped with the reason, and
-    #: one that starts before it gets at most what is left (asked as each cell starts; the local
-    #: executors, which gpu-check uses). None: no budget.
+    #: Seconds the sweep may take (harness/run/time_budget.py): a cell that would start after it is
+    #: not started, and one that starts before it gets at most what is left; the local executors
+    #: only. None: no budget.
     budget_s: float | None = None
-    #: What becomes of the cells the budget leaves no time for: "skipped" (recorded so, with the
-    #: reason: gpu-check, whose verdict names every cell) or "missing" (not recorded: the bundle is
-    #: left interrupted, and --resume runs them; `run --budget-s`).
+    #: What becomes of the cells the budget keeps from a result: "skipped" (recorded so, with the
+    #: reason: gpu-check, whose verdict names every cell) or "missing" (not recorded, and any files
+    #: of theirs removed: the bundle is left interrupted, and --resume runs them; `run --budget-s`).
     past_budget: Literal["skipped", "missing"] = "skipped"
     #: Where cells run (harness/run/executors.py): "local" (`jobs` at a time) or "ray".
     executor: str = "local"
@@ -174,7 +174,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if noise_warning:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     try:
-        deadline = time.monotonic() + request.budget_s if request.budget_s else None
+        deadline = time_budget.deadline_in(request.budget_s)
         bundle.update_header(executor=executor.record())
         env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
         _sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir, console, deadline,
@@ -362,17 +362,26 @@ def _sweep(
         by_id = {cell.id: cell for cell in cells}
         pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
+        folders = {task.cell_id: task.artifacts for task in tasks}
+        by_budget: set[str] = set()  # cells a round of which the budget kept from a result
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
-                running.pop(done.task.cell_id, None)
-                first = _record(bases[done.task.cell_id], done) if done.task.request.timing_round == 1 else None
+                cell_id = done.task.cell_id
+                running.pop(cell_id, None)
+                if done.skipped:
+                    by_budget.add(cell_id)
+                first = _record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
                 complete = state.finished(done, first)
-                if complete is not None:
+                if complete is None:
+                    continue
+                if cell_id not in by_budget:
                     pace.finished()
-                    if not keep_past_budget and complete["status"] == "skipped" and complete["reasons"] == [BUDGET_SPENT]:
-                        progress.advance(bar)  # left missing: --resume runs it
-                        continue
-                    _write(bundle, by_id[done.task.cell_id].config.shown_label, complete, progress, bar, pace.left_s())
+                elif not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
+                    shutil.rmtree(folders[cell_id], ignore_errors=True)
+                    progress.advance(bar)
+                    continue
+                _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
+                       pace.left_s() if cell_id not in by_budget else None)
         except KeyboardInterrupt:
             running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
             for cell_id in list(running):  # the cells Ctrl-C stopped: --resume runs them again
@@ -419,9 +428,8 @@ def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
     task, outcome = done.task, done.outcome
     log_path = task.artifacts / "worker.log"
     record = {**base, "finished": utc_now(), "log": f"cells/{task.cell_id}/worker.log", "node": done.node}
-    if done.skipped:  # not started: nothing ran, so no log and no folder
-        if task.artifacts.is_dir() and not any(task.artifacts.iterdir()):
-            task.artifacts.rmdir()
+    if done.skipped:  # the budget: not started, or stopped; nothing of it is a result, so no log and no folder
+        shutil.rmtree(task.artifacts, ignore_errors=True)
         return {**base, "finished": utc_now(), "node": done.node, "status": "skipped", "reasons": [done.failure or ""],
                 "metrics": {}, "wall_s": 0.0}
     if outcome is None:

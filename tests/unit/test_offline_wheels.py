@@ -73,6 +73,7 @@ def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path
     assert command[-len(wanted):] == wanted and f"apache-tvm=={PINS['apache-tvm']}" in wanted
     assert f"pydantic-core=={PINS['pydantic-core']}\n" in constraints[0], "a dependency the lock pins is held to it"
     assert "torch==" not in constraints[0] and "nvidia-cublas==" not in constraints[0], "the target's torch is its own"
+    assert "numpy==" not in constraints[0], "the target's numpy is its own (a 3.10 target has none of numpy 2.4)"
     sums = (tmp_path / "out" / offline_wheels.SUMS_FILE).read_text().splitlines()
     assert [line.split("  ")[1] for line in sums] == ["psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl",
                                                       "pydantic-2.14.3-py3-none-any.whl"]
@@ -82,9 +83,11 @@ def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path
 
 
 def test_a_failed_download_says_so_and_lists_nothing_as_checked(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / offline_wheels.SUMS_FILE).write_text("an earlier gather's list\n")
     with pytest.raises(WheelsError, match="pip download exited 1"):
         offline_wheels.gather(REPO, tmp_path / "out", [], Target(), run=lambda command: 1)
-    assert not (tmp_path / "out" / offline_wheels.SUMS_FILE).exists()
+    assert not (tmp_path / "out" / offline_wheels.SUMS_FILE).exists(), "an earlier list would vouch for this folder"
 
 
 def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: Path) -> None:
@@ -92,6 +95,18 @@ def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: 
     with pytest.raises(ConfigError, match="is a file"):
         offline_wheels.gather(REPO, tmp_path / "out", [], Target(), run=lambda command: pytest.fail("pip ran"))
     assert (tmp_path / "out").read_text() == "notes"
+
+
+def test_a_folder_name_with_spaces_or_quotes_stays_one_word_in_the_instructions() -> None:
+    lines = offline_wheels.install_lines(Path("/carry/my wheels's"), ["pydantic==2.14.3"])
+    assert lines[0].startswith("(cd '/carry/my wheels'\"'\"'s' && ")
+    assert "--find-links '/carry/my wheels'\"'\"'s' pydantic" in lines[1]
+
+
+def test_a_target_of_another_python_than_pips_is_told_apart() -> None:
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert not Target(python_version=here).markers_differ()
+    assert Target(python_version="3.99").markers_differ()
 
 
 def test_the_instructions_check_the_copy_and_swap_the_cpu_onnxruntime_for_the_gpu_one() -> None:

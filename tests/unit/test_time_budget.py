@@ -1,22 +1,23 @@
-"""A run's time budget (`gpu-check --budget-s`): asked as each cell starts, not when the run plans
-them. A cell that would start after the budget is skipped, saying so; one that starts before it
-runs at most until its end."""
+"""A run's time budget (`gpu-check --budget-s`, `run --budget-s`): asked as each cell starts, not
+when the run plans them. A cell that would start after the budget is not started; one that starts
+before it runs at most until its end. gpu-check records both as skipped, saying why; `run` leaves
+them out of the bundle for --resume. The clock is a fake one that moves as the fake cells run."""
 
 from __future__ import annotations
 
 import io
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
+from harness.bundle.validate import validate
 from harness.measure.protocol import WorkerRequest
-from harness.run import executors
-from harness.run.executors import BUDGET_SPENT, CellTask, Finished
+from harness.run import executors, rounds, time_budget
+from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
 from harness.run.runner import RunRequest, run
 from harness.run.slots import Slot
@@ -41,102 +42,155 @@ def _tasks(root: Path, deadline: float) -> list[CellTask]:
     return tasks
 
 
-class SlowCells:
-    """run_here that takes `seconds` a cell and notes the time limit each was given."""
+class FakeClock:
+    """time_budget's clock: it moves only when a fake cell runs."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SlowCells:
+    """run_here that takes `seconds` of the fake clock a cell (timing out where its limit is
+    shorter) and notes the limit each was given; with `together`, that many cells must be running
+    at once before any of them ends."""
+
+    def __init__(self, clock: FakeClock, seconds: float, together: int = 1) -> None:
+        self.clock = clock
         self.seconds = seconds
         self.limits: dict[str, float] = {}
         self.lock = threading.Lock()
+        self.barrier = threading.Barrier(together, timeout=10)
 
     def __call__(self, task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
         with self.lock:
-            self.limits[task.cell_id] = task.timeout_s
-        time.sleep(self.seconds)
-        return WorkerOutcome(answer=None, returncode=0, timed_out=False, last_phase="done", wall_s=self.seconds)
+            self.limits[task.label] = task.timeout_s
+        (task.artifacts / "worker.log").write_text("a fake cell\n")  # as a worker writes its log
+        self.barrier.wait()
+        with self.lock:
+            self.clock.now += self.seconds / self.barrier.parties
+        timed_out = self.seconds > task.timeout_s
+        return WorkerOutcome(answer=None, returncode=-9 if timed_out else 0, timed_out=timed_out, last_phase="loadgen",
+                             wall_s=min(self.seconds, task.timeout_s))
 
 
-def test_serial_skips_the_cells_that_would_start_after_the_budget_and_cuts_the_running_ones_limit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = SlowCells(0.5)
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(time_budget, "clock", fake)
+    return fake
+
+
+def test_serial_starts_no_cell_past_the_budget_and_the_running_one_ends_with_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 50.0)
     monkeypatch.setattr(executors, "run_here", slow)
-    tasks = _tasks(tmp_path, deadline=time.monotonic() + 0.3)  # the first cell outlasts the budget
+    tasks = _tasks(tmp_path, deadline=clock.now + 30)  # the first cell outlasts the budget
     done = list(executors.Serial().run(tasks, lambda task, phase: None))
-    assert list(slow.limits) == [tasks[0].cell_id], "a cell started after the budget was spent"
-    assert 0 < slow.limits[tasks[0].cell_id] <= 0.3, "the running cell was given more than the budget left"
-    assert [d.skipped for d in done] == [False, True, True]
-    assert all(d.failure == BUDGET_SPENT and d.outcome is None for d in done[1:])
+    assert slow.limits == {tasks[0].label: 30}, "a cell started after the budget, or got more than was left"
+    assert done[0].skipped and done[0].failure == time_budget.ENDED and done[0].outcome is not None
+    assert [d.skipped for d in done[1:]] == [True, True]
+    assert all(d.failure == time_budget.SPENT and d.outcome is None for d in done[1:])
 
 
-def test_two_jobs_start_what_fits_and_skip_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = SlowCells(0.6)
+def test_a_cell_that_fits_keeps_its_own_limit_and_is_not_the_budgets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 10.0)
     monkeypatch.setattr(executors, "run_here", slow)
-    tasks = _tasks(tmp_path, deadline=time.monotonic() + 0.3)
-    pool = executors.LocalPool([Slot(index=0, cpus=[0]), Slot(index=1, cpus=[1])])
-    done = {d.task.cell_id: d for d in pool.run(tasks, lambda task, phase: None)}
-    assert set(slow.limits) == {tasks[0].cell_id, tasks[1].cell_id}, "both slots start a cell within the budget"
-    assert all(0 < limit <= 0.3 for limit in slow.limits.values())
-    assert done[tasks[2].cell_id].skipped and done[tasks[2].cell_id].failure == BUDGET_SPENT
-
-
-def test_without_a_budget_the_cells_keep_their_own_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = SlowCells(0.0)
-    monkeypatch.setattr(executors, "run_here", slow)
-    tasks = [CellTask(**{**t.__dict__, "deadline": None}) for t in _tasks(tmp_path, deadline=0.0)]
+    tasks = _tasks(tmp_path, deadline=clock.now + 1000)
     done = list(executors.Serial().run(tasks, lambda task, phase: None))
-    assert not any(d.skipped for d in done) and set(slow.limits.values()) == {300}
+    assert set(slow.limits.values()) == {300} and not any(d.skipped for d in done)
     assert all(d.task is t for d, t in zip(done, tasks, strict=True))
 
 
-def test_a_run_whose_budget_ends_mid_sweep_records_the_rest_skipped_with_the_reason_and_no_folder(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = SlowCells(1.0)
+def test_a_cell_whose_own_limit_ends_first_fails_as_it_would_without_a_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 400.0)  # longer than the cell's own 300 s, within the budget
+    monkeypatch.setattr(executors, "run_here", slow)
+    done = list(executors.Serial().run(_tasks(tmp_path, deadline=clock.now + 5000)[:1], lambda task, phase: None))
+    assert not done[0].skipped and done[0].outcome is not None and done[0].outcome.timed_out
 
-    def one_cell(task: CellTask, *args: Any, **kwargs: Any) -> WorkerOutcome:
-        slow(task, None, None)
-        return WorkerOutcome(answer=None, returncode=-9, timed_out=True, last_phase="loadgen", wall_s=task.timeout_s)
 
-    monkeypatch.setattr(executors, "run_here", one_cell)
+def test_two_jobs_start_what_fits_and_skip_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 60.0, together=2)
+    monkeypatch.setattr(executors, "run_here", slow)
+    tasks = _tasks(tmp_path, deadline=clock.now + 30)
+    pool = executors.LocalPool([Slot(index=0, cpus=[0]), Slot(index=1, cpus=[1])])
+    done = {d.task.cell_id: d for d in pool.run(tasks, lambda task, phase: None)}
+    assert slow.limits == {tasks[0].label: 30, tasks[1].label: 30}, "both slots start a cell within the budget"
+    assert done[tasks[2].cell_id].skipped and done[tasks[2].cell_id].failure == time_budget.SPENT
+
+
+def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1) -> tuple[int, Path, str]:
     scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline, Server]\n")
-    code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=0.5),
-               Console(file=io.StringIO()))
-    assert code == 1  # the first cell ran out of time: failed
-    bundle = next((tmp_path / "out").iterdir())
-    records = {p.stem: json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")}
-    header = json.loads((bundle / "bundle.json").read_text())
-    order = [c["id"] for c in header["cells"]]
-    statuses = [records[cell]["status"] for cell in order]
-    assert statuses == ["failed", "skipped", "skipped"]
-    assert slow.limits[order[0]] <= 0.5 and "time limit" in records[order[0]]["reasons"][0]
-    assert all(records[cell]["reasons"] == [BUDGET_SPENT] for cell in order[1:])
-    assert not any((bundle / "cells" / cell).exists() for cell in order[1:]), "a cell that never started left a folder"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline, Server]\n"
+                        f"timing: {{rounds: {rounds}}}\n")
+    shown = io.StringIO()
+    code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=budget_s,
+                          past_budget=past_budget),  # type: ignore[arg-type]
+               Console(file=shown, width=300))
+    return code, next((tmp_path / "out").iterdir()), shown.getvalue()
+
+
+def _records(bundle: Path) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    order = [c["id"] for c in json.loads((bundle / "bundle.json").read_text())["cells"]]
+    return order, {p.stem: json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")}
+
+
+def test_gpu_checks_budget_records_the_cell_it_ended_and_those_it_never_started_as_skipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 50.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="skipped")
+    order, records = _records(bundle)
+    assert code == 0 and [records[c]["status"] for c in order] == ["skipped"] * 3
+    assert records[order[0]]["reasons"] == [time_budget.ENDED] and list(slow.limits.values()) == [30]
+    assert all(records[c]["reasons"] == [time_budget.SPENT] for c in order[1:])
+    assert not any((bundle / "cells" / c).exists() for c in order), "a cell without a result left a folder"
+    assert "min left" not in shown, "a skipped cell was counted as run"
+    assert validate(bundle).problems == []
+
+
+def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 20.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="missing")
+    order, records = _records(bundle)
+    # the first cell fits; the second starts with 10 s left and is stopped; the third never starts
+    assert code == 1 and list(records) == [order[0]]  # the fake's cell has no answer: failed
+    assert not any((bundle / "cells" / c).exists() for c in order[1:])
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    assert "2 cell(s) of the bundle not run yet (the time budget was spent): complete them with --resume" in shown
+    assert validate(bundle).problems == []
+    clock.now += 1000
+    resumed = run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=1000,
+                             past_budget="missing"), Console(file=io.StringIO()))
+    assert resumed == 1 and len(_records(bundle)[1]) == 3
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+
+
+def test_with_rounds_a_cell_whose_later_round_the_budget_kept_is_left_whole_for_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 20.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    monkeypatch.setattr(rounds.Rounds, "why_not_further", lambda self, cell_id: None)  # as if each round 1 were valid
+    code, bundle, _ = _null_run(tmp_path, budget_s=30, past_budget="missing", rounds=2)
+    assert any(label.endswith("round 2") for label in slow.limits), "no further round started"
+    order, records = _records(bundle)
+    assert records == {} and not any((bundle / "cells" / c).exists() for c in order)
 
 
 def test_a_skipped_finish_is_never_mistaken_for_a_lost_cell(tmp_path: Path) -> None:
     from harness.run.runner import _record
 
     task = _tasks(tmp_path, deadline=0.0)[0]
-    record = _record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure=BUDGET_SPENT, skipped=True))
-    assert record["status"] == "skipped" and record["reasons"] == [BUDGET_SPENT] and "log" not in record
+    record = _record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure=time_budget.SPENT, skipped=True))
+    assert record["status"] == "skipped" and record["reasons"] == [time_budget.SPENT] and "log" not in record
     lost = _record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure="the Ray worker died twice"))
     assert lost["status"] == "failed"
-
-
-def test_run_budget_leaves_the_cells_past_it_for_resume_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = SlowCells(1.0)
-    monkeypatch.setattr(executors, "run_here", slow)
-    scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline, Server]\n")
-    shown = io.StringIO()
-    run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=0.5, past_budget="missing"),
-        Console(file=shown, width=300))
-    bundle = next((tmp_path / "out").iterdir())
-    header = json.loads((bundle / "bundle.json").read_text())
-    written = sorted(p.stem for p in (bundle / "cells").glob("*.json"))
-    assert written == [header["cells"][0]["id"]], "a cell past the budget was recorded instead of left for --resume"
-    assert header["state"] == "interrupted"
-    assert "2 cell(s) of the bundle not run yet (the time budget was spent): complete them with --resume" in shown.getvalue()
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "700000"])
