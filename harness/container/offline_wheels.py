@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.container.package_lock import gpu_pins, native_pins, normalise
 from harness.container.wheelhouse import file_sha256, linux_platforms
 from harness.errors import ConfigError, HarnessError
 
@@ -69,19 +70,7 @@ class Target:
 
 def lock_pins(repo: Path) -> dict[str, str]:
     """Normalised name -> version, from requirements.lock and requirements-gpu.lock."""
-    pins: dict[str, str] = {}
-    for lock in ("requirements.lock", "requirements-gpu.lock"):
-        for line in (repo / lock).read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                name, _, version = line.partition("==")
-                pins[normalized(name)] = version.strip()
-    return pins
-
-
-def normalized(name: str) -> str:
-    """A distribution's name as pip compares them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return {**native_pins(repo), **gpu_pins(repo)}
 
 
 def requirements(repo: Path, backends: Sequence[str], target: Target) -> list[str]:
@@ -95,7 +84,7 @@ def requirements(repo: Path, backends: Sequence[str], target: Target) -> list[st
         names += [f"{name}-gpu" if name == "onnxruntime" and target.gpu else name for name in BACKEND_PACKAGES[backend]]
     wanted = []
     for name in dict.fromkeys(names):
-        version = pins.get(normalized(name))
+        version = pins.get(normalise(name))
         if version is None:
             raise ConfigError(f"{name} is pinned in neither requirements.lock nor requirements-gpu.lock")
         wanted.append(f"{name}=={version}")

@@ -76,8 +76,10 @@ def _within_budget(task: CellTask) -> CellTask | None:
     """`task` with its time limit cut to what is left of the run's budget as it starts; None when
     nothing is left."""
     limit_s = time_budget.limit_s(task.deadline, task.timeout_s)
-    if limit_s is None or limit_s == task.timeout_s:
-        return None if limit_s is None else task
+    if limit_s is None:
+        return None
+    if limit_s == task.timeout_s:
+        return task
     return replace(task, timeout_s=limit_s, budget_cut=True)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from harness.container import offline_wheels
 from harness.container.offline_wheels import Target, WheelsError
+from harness.container.package_lock import normalise
 from harness.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def test_each_package_comes_at_the_locks_version_and_a_gpu_target_gets_onnxrunti
     assert f"onnxruntime-gpu=={PINS['onnxruntime-gpu']}" in gpu
     assert not any(r.startswith("onnxruntime==") for r in gpu), "the CPU build would shadow the CUDA one"
     assert offline_wheels.requirements(REPO, [], Target()) == [
-        f"{name}=={PINS[offline_wheels.normalized(name)]}" for name in offline_wheels.HARNESS_PACKAGES]
+        f"{name}=={PINS[normalise(name)]}" for name in offline_wheels.HARNESS_PACKAGES]
 
 
 @pytest.mark.parametrize("backend", ["tensorrt", "eager", "onnx"])
@@ -129,7 +130,7 @@ def test_the_command_gathers_with_the_real_pip_from_an_index_and_prints_what_to_
     index = tmp_path / "index"
     index.mkdir()
     for name in offline_wheels.HARNESS_PACKAGES:
-        _wheel(index, name, PINS[offline_wheels.normalized(name)])
+        _wheel(index, name, PINS[normalise(name)])
     _wheel(index, "pydantic", "1.0")  # another version the index offers: the lock's is taken
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}
     done = subprocess.run([sys.executable, "-m", "harness.cli", "wheels", str(tmp_path / "out"), "--python-version", "3.11"],
