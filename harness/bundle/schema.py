@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
@@ -407,18 +408,57 @@ def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
             "title": f"FusionBench {title}, schema version {version}", **built}
 
 
+#: The scalar types an array's items may be checked as a whole for, each as the JSON Schema's own
+#: `type` keyword has it (a bool is not a number), or stricter: a float such as 1.0, which the
+#: keyword takes for an integer, is left to it.
+_SCALARS: dict[str, Callable[[Any], bool]] = {
+    "integer": lambda item: type(item) is int,
+    "number": lambda item: type(item) in (int, float),
+    "string": lambda item: type(item) is str,
+}
+
+
+def _plain_items(items: Any) -> Callable[[Any], bool] | None:
+    """For an `items` schema of one scalar type with at most a minimum and a maximum, a test of one
+    item that passes only where the schema passes it; None for any other schema."""
+    if not isinstance(items, dict) or not set(items) <= {"type", "minimum", "maximum"}:
+        return None
+    is_type, low, high = _SCALARS.get(str(items.get("type"))), items.get("minimum"), items.get("maximum")
+    if is_type is None or (items["type"] == "string" and len(items) > 1):  # bounds judge numbers only
+        return None
+    return lambda item: is_type(item) and (low is None or item >= low) and (high is None or item <= high)
+
+
 @functools.cache
 def _validator(kind: str, version: int) -> Any:
     """One validator per schema a process checks against: building the schema from the typed
-    records and compiling it cost more than checking a record does, and validate checks every cell."""
+    records and compiling it cost more than checking a record does, and validate checks every cell.
+    Its `items` keyword checks an array of plain scalars (a cell's thousands of timing samples) in
+    one pass, and hands the array to the keyword as jsonschema has it the moment any item might fail,
+    so the problems found, and their words, are jsonschema's own: the pass took half of validate's
+    time on a bundle of 14 cells."""
     import jsonschema
+    from jsonschema import validators
 
-    return jsonschema.Draft202012Validator(schema(kind, version))
+    every_item = jsonschema.Draft202012Validator.VALIDATORS["items"]
+
+    def items(validator: Any, items: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        passes = _plain_items(items)
+        if passes is not None and isinstance(instance, list) and all(map(passes, instance[len(schema.get("prefixItems", ())):])):
+            return
+        yield from every_item(validator, items, instance, schema)
+
+    checker = validators.extend(jsonschema.Draft202012Validator, {"items": items})
+    return checker(schema(kind, version))
 
 
 def problems(record: Any, kind: str, version: int, where: str) -> list[str]:
     """One line per place where `record` breaks the schema, `where` first."""
-    validator = _validator(kind, version)
+    return lines_of(_validator(kind, version), record, where)
+
+
+def lines_of(validator: Any, record: Any, where: str) -> list[str]:
+    """`problems`' lines, by any jsonschema validator."""
     lines = []
     for error in sorted(validator.iter_errors(record), key=lambda e: list(map(str, e.absolute_path))):
         while error.context:  # a nullable record (anyOf: the record, null): say what is wrong deepest inside it

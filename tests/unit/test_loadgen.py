@@ -156,16 +156,17 @@ def test_server_over_its_latency_bound_is_invalid(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> None:
-    # 0.6 s a sample and a 1 s minimum: the plain hint (1.2 / 0.6 s x 1 s x 1.1 = 2.2) truncates to
-    # 2 samples = 1.2 s, but at 0.9 s a sample it would be 1 sample and INVALID. The hint must ask
-    # for enough samples at the measured speed.
-    for per_sample_s in (0.6, 0.9):
-        s = loadgen.settings_for(lg, cell("Offline", 1, min_duration_s=1.0), latency_ns=per_sample_s * 1e9,
+    # 0.06 s a sample and a 0.1 s minimum: the plain hint (1.2 / 0.06 s x 0.1 s x 1.1 = 2.2) truncates
+    # to 2 samples = 0.12 s, but at 0.09 s a sample it would be 1 sample and INVALID. The hint must
+    # ask for enough samples at the measured speed. (The rule is the same at any scale: this one
+    # sleeps a tenth of what the same case at 1 s would.)
+    for per_sample_s in (0.06, 0.09):
+        s = loadgen.settings_for(lg, cell("Offline", 1, min_duration_s=0.1), latency_ns=per_sample_s * 1e9,
                                  sample_count=8)
-        samples_per_query = int(s.offline_expected_qps * 1.0 * rules.OFFLINE_QUERY_FACTOR)
-        assert samples_per_query * per_sample_s >= rules.HINT_HEADROOM * 1.0
-    model = Sleeper(0.9)
-    result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=1.0), 0.9e9, tmp_path / "loadgen")
+        samples_per_query = int(s.offline_expected_qps * 0.1 * rules.OFFLINE_QUERY_FACTOR)
+        assert samples_per_query * per_sample_s >= rules.HINT_HEADROOM * 0.1
+    model = Sleeper(0.09)
+    result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=0.1), 0.09e9, tmp_path / "loadgen")
     assert [a["validity"] for a in result["attempts"]] == ["VALID"], result["invalid_reasons"]
     assert result["results"]["result_query_count"] == 1 and len(model.batches) >= 2
 

@@ -58,3 +58,24 @@ def test_schema_rejects_what_pydantic_rejects() -> None:
         jsonschema.validate({"models": [{"name": "nope"}], "backends": ["eager"], "scenarios": ["Offline"]}, schema)
     jsonschema.validate({"models": ["resnet18"], "backends": ["eager", {"name": "inductor", "fusion": True}],
                          "scenarios": "Offline"}, schema)
+
+
+GOLDEN_CELL = sorted((Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))[0]
+
+
+@pytest.mark.parametrize("sample", [-1, True, 1.0, 2.5, "7", None, 10**13 + 1, float("nan"), float("inf"), 5],
+                         ids=repr)
+def test_an_array_of_samples_is_judged_as_jsonschema_judges_it(sample: object) -> None:
+    """validate checks arrays of plain scalars in one pass (harness/bundle/schema.py `_validator`):
+    whatever one item of them is, the problems are word for word jsonschema's own, and none where it
+    finds none."""
+    from harness.bundle.schema import lines_of, problems
+
+    record = json.loads(GOLDEN_CELL.read_text())
+    samples = record["metrics"]["device_time"]["samples_ns"]
+    assert len(samples) > 10
+    samples[len(samples) // 2] = sample
+    said = problems(record, "cell", SCHEMA_VERSION, "here")
+    assert said == lines_of(jsonschema.Draft202012Validator(bundle_schema("cell")), record, "here")
+    fits = (type(sample) is int and sample == 5) or (type(sample) is float and sample == 1.0)  # 1.0 is an integer to it
+    assert bool(said) != fits
