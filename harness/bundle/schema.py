@@ -442,11 +442,11 @@ def _validator(kind: str, version: int) -> Any:
 
     every_item = jsonschema.Draft202012Validator.VALIDATORS["items"]
 
-    def items(validator: Any, items: Any, instance: Any, schema: dict[str, Any]) -> Any:
+    def items(validator: Any, items: Any, instance: Any, parent: dict[str, Any]) -> Any:
         passes = _plain_items(items)
-        if passes is not None and isinstance(instance, list) and all(map(passes, instance[len(schema.get("prefixItems", ())):])):
+        if passes is not None and isinstance(instance, list) and all(map(passes, instance[len(parent.get("prefixItems", ())):])):
             return
-        yield from every_item(validator, items, instance, schema)
+        yield from every_item(validator, items, instance, parent)
 
     checker = validators.extend(jsonschema.Draft202012Validator, {"items": items})
     return checker(schema(kind, version))
