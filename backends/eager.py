@@ -7,7 +7,7 @@ from typing import Any
 
 from backends import torch_kernel_time
 from backends.torch_device import synchronize, torch_availability
-from harness.contract import Availability, Backend, Prepared, Variant
+from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import BackendOptions, expect
 
@@ -89,8 +89,8 @@ class EagerPrepared(Prepared):
 
     kernel_time_definition = torch_kernel_time.DEFINITION
 
-    def cpu_kernel_share(self, batch: Any) -> float:
-        return torch_kernel_time.kernel_share(lambda: self.model(batch))
+    def cpu_kernel_times(self, batch: Any) -> CpuKernelTimes:
+        return torch_kernel_time.kernel_times(lambda: self.model(batch))
 
     def fusion_report(self) -> FusionReport:
         return FusionReport(

@@ -53,7 +53,7 @@ from backends.inductor_code import kernel_calls
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
-from harness.contract import Availability, Backend, Prepared, Variant
+from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.errors import BackendFailed
 from harness.files.atomic import write_json_atomic
 from harness.fusion import FusionReport, KernelGroup
@@ -364,12 +364,12 @@ class InductorPrepared(Prepared):
 
     kernel_time_definition = torch_kernel_time.DEFINITION + " (Inductor's C++ kernels wrapped in record_function)"
 
-    def cpu_kernel_share(self, batch: Any) -> float | None:
+    def cpu_kernel_times(self, batch: Any) -> CpuKernelTimes | None:
         generated = {module: [name for name in vars(module) if name.startswith(GENERATED_PREFIX)]
                      for module in self.wrappers}
         if not any(generated.values()):
             return None  # the wrapper modules were not found: no honest split
-        return torch_kernel_time.kernel_share(lambda: self(batch), generated, GENERATED_PREFIX)
+        return torch_kernel_time.kernel_times(lambda: self(batch), generated, GENERATED_PREFIX)
 
     def rewrites(self) -> dict[str, Any]:
         return dict(self.rewrite_record)

@@ -1,14 +1,14 @@
-"""The share of an inference spent inside compute kernels, for the torch-based backends on the
-CPU, from torch's profiler.
+"""Each compute kernel's time in one inference, for the torch-based backends on the CPU, from
+torch's profiler.
 
 One inference runs under `torch.profiler` (CPU activity), timed as a whole. A kernel is a
 namespaced operator that computes (`aten::`, `mkldnn::`, `mkl::`, ...; not an allocation, not a
 view) or a generated kernel named in `generated` (Inductor's C++ kernels, which the profiler
 would not see: they are wrapped in `record_function` for this call only); a kernel inside
-another kernel is counted once, with its parent. The share is the kernels' time over the whole
-call's, both under the profiler (which adds a little to every operator it records); what is
-left is dispatch overhead: Python, nn.Module calls, Inductor's wrapper, the dispatcher between
-operators. Measured in the profile pass, never in a timed one.
+another kernel is counted once, with its parent. Each outermost kernel's time and the whole call's
+are measured under the profiler (which adds a little to every operator it records); what the
+kernels leave of the call is dispatch overhead: Python, nn.Module calls, Inductor's wrapper, the
+dispatcher between operators. Measured in the profile pass, never in a timed one.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from contextlib import ExitStack
 from typing import Any, Callable
 from unittest import mock
 
-DEFINITION = ("share of one inference under torch.profiler spent inside operators that compute and generated "
-              "kernels (outermost only; allocations and views not counted), applied to the timed median")
+from harness.contract import CpuKernelTimes
+
+DEFINITION = ("one inference under torch.profiler: the operators that compute and generated kernels (outermost "
+              "only; allocations and views not counted), each timed; their share of the call applied to the timed median")
 _NOT_KERNELS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::as_strided", "aten::view",
                 "aten::_reshape_alias", "aten::reshape", "aten::detach", "aten::t", "aten::transpose",
                 "aten::permute", "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
@@ -31,11 +33,11 @@ def _is_kernel(name: str, generated_prefix: str) -> bool:
     return "::" in name and not name.startswith(("autograd::", "profiler::")) and name not in _NOT_KERNELS
 
 
-def kernel_share(run: Callable[[], Any], generated: dict[Any, list[str]] | None = None,
-                 generated_prefix: str = "") -> float:
-    """The share of `run()`'s time inside kernels. `generated`: {module: [names]} of
-    Python-callable kernels to wrap in `record_function` for this run (their names must start
-    with `generated_prefix`)."""
+def kernel_times(run: Callable[[], Any], generated: dict[Any, list[str]] | None = None,
+                 generated_prefix: str = "") -> CpuKernelTimes:
+    """The outermost kernels `run()` ran, each with its time, and the whole call's. `generated`:
+    {module: [names]} of Python-callable kernels to wrap in `record_function` for this run (their
+    names must start with `generated_prefix`)."""
     from time import perf_counter_ns
 
     import torch
@@ -56,13 +58,13 @@ def kernel_share(run: Callable[[], Any], generated: dict[Any, list[str]] | None 
             start = perf_counter_ns()
             run()
             wall_ns = perf_counter_ns() - start
-    total_us = 0.0
-    for event in prof.events():
+    calls = []
+    for event in sorted(prof.events(), key=lambda event: event.time_range.start):
         if not _is_kernel(event.name, generated_prefix):
             continue
         parent = event.cpu_parent
         while parent is not None and not _is_kernel(parent.name, generated_prefix):
             parent = parent.cpu_parent
         if parent is None:  # an outermost kernel
-            total_us += event.cpu_time_total
-    return min(total_us * 1e3 / max(wall_ns, 1), 1.0)
+            calls.append((event.name, event.cpu_time_total * 1e3))
+    return CpuKernelTimes(calls=tuple(calls), wall_ns=float(wall_ns))

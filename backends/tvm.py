@@ -62,7 +62,7 @@ from pydantic import Field
 from backends.tvm_fusion_report import kernel_groups, snapshot_instrument
 from backends.tvm_pipeline import cpu_target, current_cuda_target, pipeline
 from harness.artifact_cache import cached_dir, damage_of, fingerprint, structure_fingerprint
-from harness.contract import Availability, Backend, Prepared, Tuning, Variant
+from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Tuning, Variant
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import BackendOptions, expect
@@ -415,17 +415,19 @@ class TVMPrepared(Prepared):
     def cpu_dispatches(self, batch: Any) -> int:
         return sum(1 for symbol, _ in self._vm_calls(batch) if not _is_vm_builtin(symbol))
 
-    kernel_time_definition = ("share of one inference spent inside the compiled kernels the Relax VM calls, each "
-                              "timed by the VM's instrument (builtins not counted), applied to the timed median")
+    kernel_time_definition = ("one inference with the Relax VM's instrument: each compiled kernel it calls (fused or "
+                              "single-op PrimFunc; builtins not counted), timed by the instrument; their share of the "
+                              "call applied to the timed median")
 
-    def cpu_kernel_share(self, batch: Any) -> float:
+    def cpu_kernel_times(self, batch: Any) -> CpuKernelTimes:
         from time import perf_counter_ns
 
         self._vm_calls(batch)  # the first instrumented call pays for the new VM's first-use costs
         start = perf_counter_ns()
         calls = self._vm_calls(batch)
         wall_ns = perf_counter_ns() - start
-        return min(sum(ns for symbol, ns in calls if not _is_vm_builtin(symbol)) / max(wall_ns, 1), 1.0)
+        return CpuKernelTimes(calls=tuple((symbol, float(ns)) for symbol, ns in calls if not _is_vm_builtin(symbol)),
+                              wall_ns=float(wall_ns))
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         calls = self._vm_calls(batch)

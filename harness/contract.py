@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, Mapping
 from harness.fusion import FusionReport
 from harness.options import BackendOptions, parse
 
-__all__ = ["Availability", "Backend", "FusionReport", "OnOff", "Prepared", "Tuning", "Variant"]
+__all__ = ["Availability", "Backend", "CpuKernelTimes", "FusionReport", "OnOff", "Prepared", "Tuning", "Variant"]
 
 OnOff = Literal["on", "off"]
 
@@ -61,6 +61,20 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class CpuKernelTimes:
+    """One inference on the CPU under the backend's own profiler: each compute kernel it ran, in
+    the order it ran, with its time, and the whole call's time, both measured under the profiler
+    (which adds a little to every kernel it records)."""
+
+    #: (kernel name, nanoseconds) per call; a kernel called twice appears twice. The names are the
+    #: ones the fusion report gives the kernels where the backend can (TVM's PrimFuncs, Inductor's
+    #: generated kernels), so a slow kernel can be looked up there.
+    calls: tuple[tuple[str, float], ...]
+    #: The whole profiled call: kernels and the dispatch between them.
+    wall_ns: float
+
+
+@dataclass(frozen=True)
 class Tuning:
     """What `Backend.tune` did: whether it searched for faster code for this cell, how much, and
     the result it left for `prepare` (a schedule database, identified by its hash)."""
@@ -87,7 +101,7 @@ class Prepared(abc.ABC):
 
     #: How `cpu_dispatches` counts, in words; goes into the bundle beside the count.
     dispatch_definition: ClassVar[str] = ""
-    #: How `cpu_kernel_share` measures, in words; goes into the bundle beside the figure.
+    #: How `cpu_kernel_times` measures, in words; goes into the bundle beside its figures.
     kernel_time_definition: ClassVar[str] = ""
     #: What `prepare` found in its compile cache: "cold" (compiled from scratch), "warm"
     #: (loaded a cached artifact), "none" (nothing to compile) or "unknown". Set it in `prepare`.
@@ -131,14 +145,14 @@ class Prepared(abc.ABC):
         (harness/precision.py) is invalid. Called once, after the passes."""
         return {}
 
-    def cpu_kernel_share(self, batch: Any) -> float | None:
-        """The share (0..1) of one inference on the CPU spent inside compute kernels, the kernels'
-        time and the whole call's both measured in one profiled inference by the backend's own
-        profiler (see `kernel_time_definition`); the rest is dispatch overhead (Python, the
-        runtime between kernels). A share, not a time, because profilers slow what they watch;
-        the harness applies it to the timed median. On a GPU the harness measures kernel time
-        itself. Called in the profile pass, never in a timed one; None where the backend cannot
-        tell."""
+    def cpu_kernel_times(self, batch: Any) -> CpuKernelTimes | None:
+        """One inference on the CPU under the backend's own profiler (see `kernel_time_definition`):
+        each compute kernel's time and the whole call's. The harness keeps the kernels' share of the
+        call (applied to the timed median: profilers slow what they watch; the rest is dispatch
+        overhead: Python, the runtime between kernels) and the kernels that take the most time, so
+        a report can say which fused kernel a slower cell spends its time in. On a GPU the harness
+        times kernels itself. Called in the profile pass, never in a timed one; it may run the
+        model. None where the backend cannot tell."""
         return None
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 device-timing pass is harness/measure/timing.py).
 
 Besides kernel counts and the fusion report it measures where an inference's time goes: the
-time inside kernels (GPU: the union of the CUDA kernels' intervals, from CUPTI; CPU: the
-backend's own profiler, `Prepared.cpu_kernel_share` of the time) against the wall time the timing pass
-measured; the rest is launch and host overhead (GPU) or dispatch overhead (CPU).
+time inside kernels (GPU: the union of the CUDA kernels' intervals, from CUPTI; CPU: the share of
+one inference the backend's own profiler finds inside kernels, `Prepared.cpu_kernel_times`) against
+the wall time the timing pass measured; the rest is launch and host overhead (GPU) or dispatch
+overhead (CPU). On both, the kernels that take the most time are listed with their calls and time
+per inference.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bundle.cell_record import Kernels
-from harness.contract import Prepared
+from harness.contract import CpuKernelTimes, Prepared
 
 
 def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path) -> dict[str, Any]:
@@ -29,8 +31,8 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
             {
                 "kernels_per_inference": count,
                 "kernel_count_method": "cpu dispatches: " + (prepared.dispatch_definition or "undefined"),
-                "kernel_share": prepared.cpu_kernel_share(batch),
                 "kernel_time_method": prepared.kernel_time_definition or "not measured by this backend",
+                **cpu_kernel_figures(prepared.cpu_kernel_times(batch)),
             }
         )
     result["backend_figures"] = prepared.profile_figures(batch)
@@ -56,8 +58,27 @@ def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> 
     return cuda_kernel_figures(events, iters)
 
 
-#: The kernels a GPU cell lists by the time they take (`Kernels.top_kernels`).
+#: The kernels a cell lists by the time they take (`Kernels.top_kernels`).
 TOP_KERNELS = 25
+
+
+def cpu_kernel_figures(times: CpuKernelTimes | None) -> dict[str, Any]:
+    """The kernel figures of one profiled inference on the CPU: the share of the call spent inside
+    kernels (at most 1: the backend's clocks may round), and the kernels that take the most time,
+    each with its calls and time in that inference, as a GPU cell lists them."""
+    if times is None:
+        return {"kernel_share": None}
+    calls = Counter(name for name, _ in times.calls)
+    spent: dict[str, float] = {}
+    for name, ns in times.calls:
+        spent[name] = spent.get(name, 0.0) + ns
+    by_time = sorted(calls, key=lambda kernel: (-spent[kernel], -calls[kernel], kernel))[:TOP_KERNELS]
+    return {
+        "kernel_share": min(sum(spent.values()) / times.wall_ns, 1.0) if times.wall_ns > 0 else None,
+        "profiled_iters": 1,
+        "top_kernels": [{"name": name, "calls_per_inference": calls[name], "ns_per_inference": spent[name]}
+                        for name in by_time],
+    }
 
 
 def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:

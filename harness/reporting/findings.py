@@ -187,10 +187,10 @@ def slower_notes(group: Group) -> list[str]:
             continue
         split = "; ".join(f"{side} {share}" for side, row in (("on", pair.on), ("off", pair.off))
                           if (share := _kernel_share(row)) is not None)
-        slowest = slowest_kernels(pair.on)
         notes.append(
             f"{line.backend}: {pair.result.text()}. Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
-            + (f". Most time with fusion on: {'; '.join(slowest)}" if slowest else "")
+            + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}"
+                      for side, row in (("on", pair.on), ("off", pair.off)) if (slowest := slowest_kernels(row)))
             + (f". Time inside kernels: {split}" if split else ""))
     return notes
 

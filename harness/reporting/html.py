@@ -102,9 +102,10 @@ def html(loaded: LoadedBundle) -> str:
     parts.append(html_table(*fusion_table(pairs)))
     parts.append("<h3>Where fusion made things slower</h3>")
     slower = [p for p in pairs if p.speedup < 1]
-    parts.append(html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on (GPU)"],
+    parts.append(html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on",
+                              "most time with fusion off"],
                              [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
-                               "; ".join(slowest_kernels(p.on)) or "-"]
+                               "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-"]
                               for p in slower]) if slower else '<p class="empty">Nowhere in this run.</p>')
 
     parts.append("<h2>Kernels per inference vs latency</h2>")

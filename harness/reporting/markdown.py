@@ -71,10 +71,10 @@ def markdown(loaded: LoadedBundle) -> str:
         lines += ["Nowhere in this run.", ""]
     for p in slower:
         on, off = fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off)
-        slowest = slowest_kernels(p.on)
         lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
                   f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
-                  + (f". Most time with fusion on: {md_cell('; '.join(slowest))}" if slowest else "")]
+                  + "".join(f". Most time with fusion {side}: {md_cell('; '.join(slowest))}"
+                            for side, row in (("on", p.on), ("off", p.off)) if (slowest := slowest_kernels(row)))]
     if slower:
         lines.append("")
     lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]

@@ -236,9 +236,10 @@ def fused_kernels(row: Row) -> list[str]:
 
 
 def slowest_kernels(row: Row) -> list[str]:
-    """The kernels a GPU cell spends the most time in, with their time and calls per inference:
-    `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty on CPU and for bundles written before each
-    kernel's time was kept (`ns_per_inference`)."""
+    """The kernels a cell spends the most time in, with their time and calls per inference:
+    `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty for bundles written before each kernel's time
+    was kept (`ns_per_inference`: GPU cells first, CPU cells later) and for a backend whose
+    profiler cannot tell."""
     kernels = row.metrics.kernels
     listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
     timed = [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]

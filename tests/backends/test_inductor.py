@@ -31,7 +31,9 @@ def prepared_pair(tmp_path_factory: pytest.TempPathFactory):
         work = tmp_path_factory.mktemp(f"inductor-{fusion}")
         prepared = backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
                                    workdir=work, cache_dir=Path(work))
-        out[fusion] = (prepared, prepared(example))
+        # its kernels timed now: Dynamo keeps both compiles of the one model in its cache, and a call
+        # after the second may run either (a cell compiles once in a process of its own)
+        out[fusion] = (prepared, prepared(example), prepared.cpu_kernel_times(example))
     return out, example, reference
 
 
@@ -54,9 +56,20 @@ def test_fusion_off_has_clearly_more_kernels_than_on(prepared_pair) -> None:
     assert any(k.fusion_class == "tensor+element" for k in report_on.kernels)
 
 
+def test_the_generated_kernels_are_timed_under_the_names_the_report_gives_them(prepared_pair) -> None:
+    """Fusion on: each generated C++ kernel the report lists is timed once a call, beside the
+    oneDNN convolutions it calls, all inside the profiled call."""
+    pairs, _, _ = prepared_pair
+    prepared, _, times = pairs["on"]
+    generated = sorted(name for name, _ in times.calls if name.startswith("cpp_fused"))
+    assert generated and generated == sorted(k.kernel for k in prepared.fusion_report().kernels if k.kernel.startswith("cpp_fused"))
+    assert any(name.startswith("mkldnn::") for name, _ in times.calls)
+    assert 0 < sum(ns for _, ns in times.calls) <= times.wall_ns
+
+
 def test_both_variants_match_eager(prepared_pair) -> None:
     pairs, _, reference = prepared_pair
-    for fusion, (_, output) in pairs.items():
+    for fusion, (_, output, _) in pairs.items():
         verdict = compare(output, reference, "fp32")
         assert verdict["ok"], (fusion, verdict["reason"])
 

@@ -74,6 +74,10 @@ def test_fusion_on_reports_conv_bn_relu(setup, tmp_path: Path) -> None:
     figures = on.profile_figures(example)
     assert figures["arena_peak_in_use_bytes"] > 0
     assert figures["node_executions_per_run"] == on.cpu_dispatches(example)
+    # each node's kernel is timed under the name the report gives it, once a run
+    times = on.cpu_kernel_times(example)
+    assert sorted(name for name, _ in times.calls) == sorted(k.kernel for k in on.fusion_report().kernels)
+    assert 0 < sum(ns for _, ns in times.calls) <= times.wall_ns
 
 
 def test_disabling_conv_bn_fusion_keeps_batch_norm(setup, tmp_path: Path) -> None:

@@ -77,6 +77,16 @@ def test_fusion_off_dispatches_more_kernels_than_on(tiny: dict[str, Any]) -> Non
     assert off == len(tiny["off"].fusion_report().kernels)
 
 
+def test_each_kernels_time_is_named_as_the_report_names_it(tiny: dict[str, Any]) -> None:
+    """The profiled inference times each kernel the report lists, once a call, under its name, so a
+    report can say which fused kernel the time went to."""
+    for fusion in ("on", "off"):
+        times = tiny[fusion].cpu_kernel_times(tiny["example"])
+        assert sorted(name for name, _ in times.calls) == sorted(k.kernel for k in tiny[fusion].fusion_report().kernels)
+        assert all(ns > 0 for _, ns in times.calls)
+        assert 0 < sum(ns for _, ns in times.calls) <= times.wall_ns
+
+
 def test_fusion_on_puts_conv_bn_relu_in_one_kernel(tiny: dict[str, Any]) -> None:
     report = tiny["on"].fusion_report()
     conv = [k for k in report.kernels if any(op_name(op) == "conv2d" for op in k.ops)]

@@ -147,6 +147,13 @@ def test_prepare_call_report(name: str, fusion: str, prepared: Callable[[str, st
         if backend.computes_model:
             assert dispatches > 0
         assert variant.dispatch_definition, "a dispatch count needs its definition"
+    times = variant.cpu_kernel_times(example)
+    if times is not None:  # every kernel inside the one profiled call
+        assert variant.kernel_time_definition, "kernel times need their definition"
+        assert all(isinstance(kernel, str) and kernel and ns >= 0 for kernel, ns in times.calls), times
+        assert sum(ns for _, ns in times.calls) <= times.wall_ns
+        if backend.computes_model:
+            assert times.calls
     figures = variant.profile_figures(example)  # units in the names, recorded as JSON
     assert isinstance(figures, dict) and all(isinstance(key, str) and key for key in figures), figures
     json.dumps(figures)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from harness.bundle.cell_record import Kernels
-from harness.measure.passes import busy_us, cuda_kernel_figures, time_split
+from harness.contract import CpuKernelTimes
+from harness.measure.passes import busy_us, cpu_kernel_figures, cuda_kernel_figures, time_split
 
 
 def _kernels(**figures: Any) -> Kernels:
@@ -64,3 +65,24 @@ def test_the_split_reads_the_figures_the_profile_pass_returned() -> None:
         "top_kernels": [],
     }
     assert time_split(10e6, Kernels.model_validate(figures), "cuda")["kernel_share"] == pytest.approx(0.75)
+
+
+def test_a_cpu_profile_gives_the_kernels_share_and_each_kernels_calls_and_time_the_slowest_first() -> None:
+    """One profiled inference of 10 ms: `fused_conv` twice (3 ms a call), `relu` once (1 ms); 3 ms
+    of dispatch between them."""
+    times = CpuKernelTimes(calls=(("fused_conv", 3e6), ("relu", 1e6), ("fused_conv", 3e6)), wall_ns=10e6)
+    figures = cpu_kernel_figures(times)
+    assert figures["kernel_share"] == pytest.approx(0.7)
+    assert figures["top_kernels"] == [
+        {"name": "fused_conv", "calls_per_inference": 2, "ns_per_inference": 6e6},
+        {"name": "relu", "calls_per_inference": 1, "ns_per_inference": 1e6},
+    ]
+    assert Kernels.model_validate({"kernels_per_inference": 3, "kernel_count_method": "x", **figures}).profiled_iters == 1
+    # kernels timed past the call's own clock (rounding) still give a share of at most 1
+    assert cpu_kernel_figures(CpuKernelTimes(calls=(("k", 11e6),), wall_ns=10e6))["kernel_share"] == 1.0
+
+
+def test_a_backend_whose_profiler_cannot_tell_leaves_the_share_unmeasured() -> None:
+    assert cpu_kernel_figures(None) == {"kernel_share": None}
+    split = time_split(10e6, _kernels(**cpu_kernel_figures(None), kernel_time_method="not measured by this backend"), "cpu")
+    assert split["kernel_ns"] is None
