@@ -7,7 +7,8 @@ agree, compared like with like. SingleStream and MultiStream: LoadGen's median q
 against the timing median. Offline: LoadGen's throughput turned into time per batch is a mean
 (total time over batches), so against the timing mean. The gap is LoadGen's figure over the
 timing's, minus one. Beyond `AGREEMENT_LIMIT` the cell says why, from what the system under test
-measured of itself (harness/measure/sut.py): the model ran slower inside LoadGen's run than in the
+measured of itself (harness/measure/sut.py): a padded batch (the query's samples not a multiple
+of the batch, which the Offline hint avoids), the model ran slower inside LoadGen's run than in the
 timing pass (something ran beside it, or the machine was slower then: the reference loops of
 harness/measure/machine_speed.py around each say which), or the harness's own work per batch was
 too large, or else LoadGen's accounting around the calls. Offline on a GPU keeps batches in
@@ -64,7 +65,7 @@ def latency_agreement(scenario: str, batch: int, loadgen: LoadGenRun | None, dev
     if not within:
         call = sut.call_median_ns if statistic == "median" else sut.call_mean_ns
         machine = _machine_around_loadgen(loadgen, device_time.repetitions, call / reference - 1) if call else ""
-        why = _why(gap, reference, call, sut, pipelined, machine)
+        why = _why(gap, reference, call, sut, pipelined, batch, machine)
     return LatencyAgreement(loadgen_ns_per_batch=measured, device_ns_per_batch=reference, device_statistic=statistic,
                             gap=gap, limit=AGREEMENT_LIMIT, within=within, why=why)
 
@@ -101,12 +102,18 @@ def _machine_around_loadgen(loadgen: LoadGenRun, repetitions: list[Repetition], 
     return f"; {said}" if said else ""
 
 
-def _why(gap: float, device_ns: float, call: float | None, sut: SutFigures, pipelined: bool,
+def _why(gap: float, device_ns: float, call: float | None, sut: SutFigures, pipelined: bool, batch: int,
          machine: str = "") -> str:
     own = (sut.gather_median_ns or 0) + (sut.respond_median_ns or 0)
     direction = "slower" if gap > 0 else "faster"
+    padded = (sut.batches or 0) * batch / sut.samples - 1 if sut.samples else 0.0
+    if padded > MODEL_SLOWER_LIMIT:
+        return (f"a padded batch: the query's {sut.samples} samples ran as {sut.batches} batches of {batch}, and "
+                f"LoadGen's rate counts the samples, not the {padded:.0%} more that were computed (without it the "
+                f"gap is {(1 + gap) / (1 + padded) - 1:+.0%})")
     if call and not pipelined and abs(call / device_ns - 1) > MODEL_SLOWER_LIMIT:
-        return (f"the model itself ran {abs(call / device_ns - 1):.0%} {direction} inside LoadGen's run than in the "
+        ran = "slower" if call > device_ns else "faster"
+        return (f"the model itself ran {abs(call / device_ns - 1):.0%} {ran} inside LoadGen's run than in the "
                 f"timing pass ({duration(call)} a call against {duration(device_ns)}): the machine's speed changed, or something "
                 f"ran beside it (see what ran beside each){machine}")
     if own > MODEL_SLOWER_LIMIT * device_ns:

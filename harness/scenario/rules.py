@@ -101,13 +101,20 @@ def offline_expected_qps(batch: int, hinted_ns: float, latency_ns: float, min_du
     """The Offline hint: the measured rate with headroom, and never so low that LoadGen's
     truncated sample count leaves the query shorter than the minimum duration. A model that takes
     seconds per sample would otherwise get a one-sample query, finish early and be INVALID ("min
-    duration not met") however often it is retried."""
+    duration not met") however often it is retried. The query then holds whole batches: LoadGen
+    asks for the hint times the duration times `OFFLINE_QUERY_FACTOR` samples, truncated, and a
+    count that is no multiple of the batch leaves the last batch padded, whose computed but
+    uncounted samples LoadGen's rate would charge to the model (a query of 10 samples at batch 8
+    is two batches' work: 60% more time a sample)."""
     qps = batch * 1e9 / hinted_ns
     per_sample_ns = max(latency_ns, hinted_ns) / batch  # the hint's floors hold here too
     if per_sample_ns <= 0 or min_duration_s <= 0:
         return qps
-    needed = math.ceil(HINT_HEADROOM * min_duration_s * 1e9 / per_sample_ns)
-    return max(qps, (needed + 0.5) / (min_duration_s * OFFLINE_QUERY_FACTOR))
+    span = min_duration_s * OFFLINE_QUERY_FACTOR
+    asked = math.floor(qps * span)
+    needed = max(asked, math.ceil(HINT_HEADROOM * min_duration_s * 1e9 / per_sample_ns))
+    whole = -(-needed // batch) * batch
+    return qps if whole == asked else (whole + 0.5) / span
 
 
 def server_target_qps(loadgen: HintSettings, batch: int, latency_ns: float) -> float:

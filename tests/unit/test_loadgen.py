@@ -171,6 +171,18 @@ def test_a_model_slower_than_the_min_duration_still_fills_it(tmp_path: Path) -> 
     assert result["results"]["result_query_count"] == 1 and len(model.batches) >= 2
 
 
+@pytest.mark.parametrize("batch, latency_s", [(8, 10.8), (8, 15.4), (8, 1.45), (4, 0.0021), (1, 0.09), (64, 3.0)])
+def test_an_offline_query_holds_whole_batches_and_fills_the_minimum_duration(batch: int, latency_s: float) -> None:
+    """A slow model's query of 10 samples at batch 8 ran as two batches, the second padded, and
+    LoadGen's rate charged the padding to the model (+53%): the hint now asks for whole batches."""
+    latency_ns = latency_s * 1e9
+    qps = rules.offline_expected_qps(batch, rules.hinted_ns(latency_ns, batch), latency_ns, 10.0)
+    samples_per_query = int(qps * 10.0 * rules.OFFLINE_QUERY_FACTOR)  # as LoadGen truncates it
+    assert samples_per_query % batch == 0, samples_per_query
+    assert samples_per_query / batch * latency_ns >= rules.HINT_HEADROOM * 10.0 * 1e9 or latency_s < 0.01
+    assert qps >= batch * 1e9 / rules.hinted_ns(latency_ns, batch)  # never below the measured rate's hint
+
+
 def test_a_near_free_model_keeps_the_offline_hint_floor() -> None:
     # The fill rule must not undo the floor: a 10 ns "model" would ask LoadGen for millions of samples.
     s = loadgen.settings_for(lg, cell("Offline", 4, min_duration_s=2.0), latency_ns=10.0, sample_count=8)

@@ -62,6 +62,22 @@ def test_a_model_that_ran_slower_under_loadgen_is_named_as_the_cause() -> None:
     assert result.why.startswith("the model itself ran 138% slower inside LoadGen's run")
 
 
+def test_a_model_that_ran_faster_under_loadgen_is_said_to_be_faster() -> None:
+    result = latency_agreement("Offline", 8, loadgen({"result_samples_per_second": 8 / 12e-3}, call_mean_ns=9e-3 * 1e9,
+                                                     batches=40, samples=320), timing(10e6))
+    assert result.why.startswith("the model itself ran 10% faster inside LoadGen's run")
+
+
+def test_a_padded_last_batch_is_named_with_the_gap_it_leaves() -> None:
+    """10 samples at batch 8 ran as two batches of 10.4 s: LoadGen's rate, 10 samples in 20.7 s,
+    is 16.6 s a batch of 8 against the timing's 10.8 s."""
+    run = loadgen({"result_samples_per_second": 10 / 20.73}, call_mean_ns=10.36e9, batches=2, samples=10)
+    result = latency_agreement("Offline", 8, run, timing(10.8e9))
+    assert result.gap == pytest.approx(0.535, abs=0.005)
+    assert result.why == ("a padded batch: the query's 10 samples ran as 2 batches of 8, and LoadGen's rate counts the "
+                          "samples, not the 60% more that were computed (without it the gap is -4%)")
+
+
 def test_the_harnesss_own_work_is_named_when_the_model_was_not_slower() -> None:
     result = latency_agreement("MultiStream", 8, loadgen({"result_50.00_percentile_per_query_latency_ns": 11.2e6},
                                                          call_median_ns=10.1e6, gather_median_ns=1.0e6,
