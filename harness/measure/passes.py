@@ -62,22 +62,28 @@ def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> 
 TOP_KERNELS = 25
 
 
+def top_kernels(timed: list[tuple[str, float]], iters: int) -> list[dict[str, Any]]:
+    """The kernels of `iters` profiled inferences that take the most time, slowest first, each with
+    its calls and time per inference, from (name, ns) per call."""
+    calls = Counter(name for name, _ in timed)
+    spent: dict[str, float] = {}
+    for name, ns in timed:
+        spent[name] = spent.get(name, 0.0) + ns
+    by_time = sorted(calls, key=lambda kernel: (-spent[kernel], -calls[kernel], kernel))[:TOP_KERNELS]
+    return [{"name": name, "calls_per_inference": calls[name] / iters, "ns_per_inference": spent[name] / iters}
+            for name in by_time]
+
+
 def cpu_kernel_figures(times: CpuKernelTimes | None) -> dict[str, Any]:
     """The kernel figures of one profiled inference on the CPU: the share of the call spent inside
     kernels (at most 1: the backend's clocks may round), and the kernels that take the most time,
     each with its calls and time in that inference, as a GPU cell lists them."""
     if times is None:
         return {"kernel_share": None}
-    calls = Counter(name for name, _ in times.calls)
-    spent: dict[str, float] = {}
-    for name, ns in times.calls:
-        spent[name] = spent.get(name, 0.0) + ns
-    by_time = sorted(calls, key=lambda kernel: (-spent[kernel], -calls[kernel], kernel))[:TOP_KERNELS]
     return {
-        "kernel_share": min(sum(spent.values()) / times.wall_ns, 1.0) if times.wall_ns > 0 else None,
+        "kernel_share": min(sum(ns for _, ns in times.calls) / times.wall_ns, 1.0) if times.wall_ns > 0 else None,
         "profiled_iters": 1,
-        "top_kernels": [{"name": name, "calls_per_inference": calls[name], "ns_per_inference": spent[name]}
-                        for name in by_time],
+        "top_kernels": top_kernels(list(times.calls), 1),
     }
 
 
@@ -86,20 +92,13 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
     kernels, the GPU's busy time, and the kernels that take the most time, each with its calls and
     time per inference (so a report can say which fused kernel a slower cell spends its time in)."""
     launched = [e for e in events if e.get("cat") == "kernel"]
-    calls = Counter(e.get("name", "?") for e in launched)
-    spent: dict[str, float] = {}
-    for e in launched:
-        name = e.get("name", "?")
-        spent[name] = spent.get(name, 0.0) + float(e.get("dur", 0)) * 1e3  # the trace's microseconds, as ns
+    timed = [(e.get("name", "?"), float(e.get("dur", 0)) * 1e3) for e in launched]  # the trace's microseconds, as ns
     intervals = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in launched if "ts" in e]
-    by_time = sorted(calls, key=lambda kernel: (-spent[kernel], -calls[kernel], kernel))[:TOP_KERNELS]
     return {
-        "kernels_per_inference": sum(calls.values()) / iters,
+        "kernels_per_inference": len(launched) / iters,
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
-        "top_kernels": [
-            {"name": name, "calls_per_inference": calls[name] / iters, "ns_per_inference": spent[name] / iters} for name in by_time
-        ],
+        "top_kernels": top_kernels(timed, iters),
         "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
         "kernel_time_method": (
             "the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), per inference; kernels that overlap count once"
