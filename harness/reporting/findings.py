@@ -30,7 +30,7 @@ from harness.reporting.view import (
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
-    slowest_kernels,
+    slowest_kernels_by_side,
 )
 from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 
@@ -189,8 +189,7 @@ def slower_notes(group: Group) -> list[str]:
                           if (share := _kernel_share(row)) is not None)
         notes.append(
             f"{line.backend}: {pair.result.text()}. Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
-            + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}"
-                      for side, row in (("on", pair.on), ("off", pair.off)) if (slowest := slowest_kernels(row)))
+            + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}" for side, slowest in slowest_kernels_by_side(pair))
             + (f". Time inside kernels: {split}" if split else ""))
     return notes
 

@@ -24,7 +24,7 @@ from harness.reporting.view import (
     fusion_table,
     problems,
     roofline_table,
-    slowest_kernels,
+    slowest_kernels_by_side,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -74,7 +74,7 @@ def markdown(loaded: LoadedBundle) -> str:
         lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
                   f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
                   + "".join(f". Most time with fusion {side}: {md_cell('; '.join(slowest))}"
-                            for side, row in (("on", p.on), ("off", p.off)) if (slowest := slowest_kernels(row)))]
+                            for side, slowest in slowest_kernels_by_side(p))]
     if slower:
         lines.append("")
     lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]

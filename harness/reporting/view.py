@@ -248,6 +248,11 @@ def slowest_kernels(row: Row) -> list[str]:
             for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
 
 
+def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
+    """("on", ...) and ("off", ...): each side of `pair` that lists its slowest kernels, with them."""
+    return [(side, slowest) for side, row in (("on", pair.on), ("off", pair.off)) if (slowest := slowest_kernels(row))]
+
+
 def fmt_fraction(fraction: float | None) -> str:
     if fraction is None:
         return "-"
