@@ -6,6 +6,11 @@ The estimate is the pace of this start or resume so far (the cells that ran, ove
 the first began, so that parallel jobs count once) times the cells left to run; skipped cells,
 written at once, take no part in it. A suite's cells differ tenfold in length (a TVM cell that
 tunes against an eager one), so it is said as "about", and only from the third cell run on.
+
+A cell that ran but that the run's time budget ended before it had a result (`run --budget-s`
+leaves it out of the bundle for --resume) gets a line of its own, saying how long it ran: that time
+is lost, and --resume runs the cell from its start. The cells the budget never started are counted
+once, at the end of the run.
 """
 
 from __future__ import annotations
@@ -60,4 +65,12 @@ def line(status: str, label: str, wall_s: float, done: int, total: int, reasons:
     left = f", about {duration(left_s)} left" if left_s is not None else ""
     why = f": {visible(reasons[0])}" if reasons else ""
     said.append(f" {visible(label)} ({wall_s:.1f} s, {done}/{total}{left}){why}")
+    return said
+
+
+def ended_by_budget(label: str, ran_s: float, done: int, total: int) -> Text:
+    """`  ended LABEL (ran 660.2 s, 3/4): ...`: a cell the budget stopped, left for --resume."""
+    said = Text(f"{'ended':>7}", style=STATUS_STYLE["interrupted"])
+    said.append(f" {visible(label)} (ran {ran_s:.1f} s, {done}/{total}): the run's time budget ended before it had a "
+                "result; what it ran is discarded, and --resume runs it again from its start")
     return said

@@ -364,10 +364,13 @@ def _sweep(
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
         folders = {task.cell_id: task.artifacts for task in tasks}
         by_budget: set[str] = set()  # cells a round of which the budget kept from a result
+        ran_s: dict[str, float] = {}  # how long each cell's rounds ran: lost where the budget ends it
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
                 cell_id = done.task.cell_id
                 running.pop(cell_id, None)
+                if done.outcome is not None:
+                    ran_s[cell_id] = ran_s.get(cell_id, 0.0) + done.outcome.wall_s
                 if done.skipped:
                     by_budget.add(cell_id)
                 first = _record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
@@ -379,6 +382,9 @@ def _sweep(
                 elif not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
                     shutil.rmtree(folders[cell_id], ignore_errors=True)
                     progress.advance(bar)
+                    if ran_s.get(cell_id):  # it ran, and that time is lost: said, not left to the end's count
+                        progress.console.print(cell_line.ended_by_budget(by_id[cell_id].config.shown_label, ran_s[cell_id],
+                                                                         *_counted(progress, bar)))
                     continue
                 _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
                        pace.left_s() if cell_id not in by_budget else None)
@@ -403,9 +409,14 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
             f"finished before it are intact: make room, then run --resume {bundle.root}"
         ) from None
     progress.advance(bar)
-    count = next(task for task in progress.tasks if task.id == bar)
-    progress.console.print(cell_line.line(str(record["status"]), label, record["wall_s"], int(count.completed),
-                                          int(count.total or 0), record["reasons"], left_s))
+    progress.console.print(cell_line.line(str(record["status"]), label, record["wall_s"], *_counted(progress, bar),
+                                          record["reasons"], left_s))
+
+
+def _counted(progress: Progress, bar: Any) -> tuple[int, int]:
+    """How many cells of the bar are done, and of how many."""
+    task = next(task for task in progress.tasks if task.id == bar)
+    return int(task.completed), int(task.total or 0)
 
 
 def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,

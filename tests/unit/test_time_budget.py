@@ -134,6 +134,11 @@ def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1
     return code, next((tmp_path / "out").iterdir()), shown.getvalue()
 
 
+def slow_label(slow: SlowCells, index: int) -> str:
+    """The label of the `index`-th cell SlowCells ran."""
+    return list(slow.limits)[index]
+
+
 def _records(bundle: Path) -> tuple[list[str], dict[str, dict[str, Any]]]:
     order = [c["id"] for c in json.loads((bundle / "bundle.json").read_text())["cells"]]
     return order, {p.stem: json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")}
@@ -164,6 +169,10 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
     assert not any((bundle / "cells" / c).exists() for c in order[1:])
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert "2 cell(s) of the bundle not run yet (the time budget was spent): complete them with --resume" in shown
+    # the cell that ran 10 s for nothing says so as it ends; the one never started costs nothing, and only counts
+    ended = [line.strip() for line in shown.splitlines() if line.strip().startswith("ended")]
+    assert ended == [f"ended {slow_label(slow, 1)} (ran 10.0 s, 2/3): the run's time budget ended before it had a result; "
+                     "what it ran is discarded, and --resume runs it again from its start"], shown
     assert validate(bundle).problems == []
     clock.now += 1000
     resumed = run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=1000,
