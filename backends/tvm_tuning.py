@@ -16,6 +16,13 @@ measurement (checked on TVM 0.27, 2 cores), while a random draw of the design sp
 most of the gain (mobilenet_v3_small at batch 1: untuned 40 ms, 51 tasks at 2 random candidates
 each 15 ms in 96 s of tuning, eager 12 ms).
 
+Each task's draws are seeded from its function's structure (`task_seed`), not from its place in
+the task list: a function both variants have (a convolution whose output only feeds a
+concatenation, which fusion on leaves alone too) is offered the same candidates on both sides, so
+that a fusion-on/off pair differs by what fusion changed, not by the luck of each side's draws.
+Seeds by the tasks' order gave densenet121's unfused 3x3 convolutions 58 and 47 ms with fusion on
+against 105 ms each with fusion off (docs/results/cpu-2core-amd-2026-11-28-vision.md).
+
 Candidates are built in this process (sequentially) and timed by MetaSchedule's local runner in a
 worker process of its own, with a time limit, so a candidate that hangs or crashes fails alone.
 The database and its seal live in the backend's cache folder (harness/artifact_cache.py), keyed by
@@ -39,8 +46,10 @@ from typing import Any, Iterator
 
 from harness.errors import BackendFailed
 
-#: Bumped when what a database holds or how it is searched changes.
-TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v1"
+#: Bumped when what a database holds or how it is searched changes (v2: seeds from each task's structure).
+TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v2"
+#: Seeds are drawn in [1, SEED_RANGE]; MetaSchedule takes any positive seed.
+SEED_RANGE = 2**30 - 1
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 TUNER = ("MetaSchedule replay-trace: candidates drawn at random from each task's design space (multi-level "
          "tiling, parallel, vectorize, unroll), each built and timed on this machine, the fastest kept")
@@ -148,22 +157,32 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
     (out / "tuning.json").write_text(json.dumps(summary))
 
 
+def task_seed(mod: Any) -> int:
+    """The seed of a task's random draws: from TVM's structural hash of the task's module (its one
+    function, which MetaSchedule names `main` whatever the model called it; the hash its database
+    keys workloads by), so a function gets the same seed, and the same candidates, in whichever
+    module and at whichever place it is tuned."""
+    import tvm_ffi
+
+    return 1 + int(tvm_ffi.structural_hash(mod)) % SEED_RANGE
+
+
 def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:
-    """A tuning context per task (seeded, so the candidates drawn are the same run to run), logging
-    to a child of MetaSchedule's logger. TVM's own helper gives each task a log file by reconfiguring
-    Python's logging for the whole process (`logging.config.dictConfig`), which fails when a process
-    tunes a second time (a None format string)."""
+    """A tuning context per task (seeded by `task_seed`, so the candidates drawn are the same run to
+    run and variant to variant), logging to a child of MetaSchedule's logger. TVM's own helper gives
+    each task a log file by reconfiguring Python's logging for the whole process
+    (`logging.config.dictConfig`), which fails when a process tunes a second time (a None format
+    string)."""
     from tvm.s_tir.meta_schedule.tune_context import TuneContext
-    from tvm.s_tir.meta_schedule.utils import fork_seed
 
     logger = logging.getLogger(f"{_LOGGER}.fusionbench")
     contexts, weights = [], []
-    for task, seed in zip(tasks, fork_seed(0, n=len(tasks))):
+    for task in tasks:
         if task.mod.attrs.get("tirx.is_scheduled", False):
             continue  # already scheduled by its lowering: nothing to search
         contexts.append(TuneContext(mod=task.dispatched[0], target=task.target, space_generator="post-order-apply",
                                     search_strategy="replay-trace", task_name=task.task_name, logger=logger,
-                                    rand_state=seed, num_threads="physical").clone())
+                                    rand_state=task_seed(task.dispatched[0]), num_threads="physical").clone())
         weights.append(task.weight)
     if not contexts:
         raise BackendFailed("tvm: every task MetaSchedule found is already scheduled; nothing to tune")

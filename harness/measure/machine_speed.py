@@ -39,6 +39,7 @@ CHUNKS = 5
 MEMORY_BYTES = 32 << 20
 EXPLAINS = 0.5
 MAX_CORES = 8  # the first cores the worker may use: a read stays under ~30 ms on a large machine
+CACHE_FOLDER = "machine"  # the artifact cache's folder of the compiled cross-core loop (cells and the run's noise probe share it)
 
 _sweep: Any = None
 _ping_pong: Any = None

@@ -98,7 +98,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
             torch.set_grad_enabled(False)
             precision.set_torch_math("fp32")  # the eager reference is IEEE (fp32 and tf32 cells)
             backend = registry.load(cell.backend)()
-            machine_speed.prepare(Path(request.cache_dir or Path.cwd() / "cache") / "machine")
+            machine_speed.prepare(Path(request.cache_dir or Path.cwd() / "cache") / machine_speed.CACHE_FOLDER)
             baseline_rss = current_rss_bytes()
             baseline_device_used = None
             if cell.device == "cuda":

@@ -136,11 +136,12 @@ def _cores_measure(work: Callable[[], Any], duration_s: float) -> PinnedCores:
     )
 
 
-def _cross_core(duration_s: float) -> list[float] | None:
+def _cross_core(duration_s: float, cache_dir: Path | None) -> list[float] | None:
     """10th, 50th and 90th percentiles of the round trip between the first two cores (ns), sampled
-    for `duration_s`; None without a C compiler or a second core."""
+    for `duration_s`; None without a C compiler or a second core. The loop is compiled into
+    `cache_dir` the first time, or into a temporary folder each time where there is none."""
     with tempfile.TemporaryDirectory(prefix="fusionbench-probe-") as work:
-        lib = core_latency.load(Path(work))
+        lib = core_latency.load(cache_dir if cache_dir is not None else Path(work))
         if core_latency.measure(lib) is None:  # no compiler or one core: nothing to sample (and a warm-up)
             return None
         samples: list[float] = []
@@ -158,10 +159,11 @@ def _cv(samples: list[int]) -> float:
     return statistics.stdev(samples) / statistics.mean(samples) if len(samples) > 1 else 0.0
 
 
-def measure(duration_s: float = DURATION_S) -> NoiseFloor:
+def measure(duration_s: float = DURATION_S, cache_dir: Path | None = None) -> NoiseFloor:
     """The machine's noise floor: the CVs of the two fixed workloads, the pinned pass over the
-    cores, the cross-core round trip, and a warning when any is high (four passes of `duration_s`
-    each: about 6 s in all by default)."""
+    cores, the cross-core round trip (its C loop compiled into `cache_dir` once, or each time
+    without one), and a warning when any is high (four passes of `duration_s` each: about 6 s in
+    all by default)."""
     import numpy as np
 
     small = np.random.default_rng(0).random((64, 64), dtype=np.float32)
@@ -175,7 +177,7 @@ def measure(duration_s: float = DURATION_S) -> NoiseFloor:
         chunks=[len(compute), len(memory)],
         core_chunk_ms=cores.core_chunk_ms,
         pinned_spread=cores.pinned_spread,
-        cross_core_ns=_cross_core(duration_s),
+        cross_core_ns=_cross_core(duration_s, cache_dir),
         method=(
             f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
             f"chunks for {duration_s:g} s, CV of the chunks; then the matmul pinned to each core in turn for "

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -57,6 +58,7 @@ class ProbeRequest(pydantic.BaseModel):
     backends: list[str]
     with_system: bool
     noise_s: float | None
+    cache_dir: str | None = None  # the run's artifact cache (None: --no-cache)
 
 
 def _backend_report(name: str, device: str) -> dict[str, Any]:
@@ -95,7 +97,8 @@ def noise_probe_s(environ: Mapping[str, str] = os.environ) -> float:
     return seconds
 
 
-def probe(device: str, backends: list[str], with_system: bool, noise_s: float) -> dict[str, Any]:
+def probe(device: str, backends: list[str], with_system: bool, noise_s: float,
+          cache_dir: Path | None = None) -> dict[str, Any]:
     from harness.run import system
 
     torch_info = system.torch_info()
@@ -108,10 +111,12 @@ def probe(device: str, backends: list[str], with_system: bool, noise_s: float) -
         "backends": {name: _backend_report(name, resolved) for name in backends},
     }
     if with_system:
+        from harness.measure.machine_speed import CACHE_FOLDER
         from harness.run import machine_noise
 
         described = system.describe()
-        described["machine_noise"] = machine_noise.measure(noise_s).recorded()  # before the peaks heat anything up
+        machine = cache_dir / CACHE_FOLDER if cache_dir is not None else None
+        described["machine_noise"] = machine_noise.measure(noise_s, machine).recorded()  # before the peaks heat anything up
         described["peaks"] = _peaks(resolved)
         answer["system"] = described
     return answer
@@ -127,10 +132,13 @@ def _peaks(device: str) -> dict[str, Any]:
         return {"device": device, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
-def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> ProbeAnswer:
-    """Run the probe in a child process and return its answer."""
+def run_probe(device: str, backends: list[str], *, with_system: bool = True, cache_dir: Path | None = None) -> ProbeAnswer:
+    """Run the probe in a child process and return its answer. `cache_dir` is the run's artifact
+    cache, where the noise probe's compiled cross-core loop is kept (as the cells keep theirs), or
+    None (`--no-cache`): built again in a temporary folder."""
     request = ProbeRequest(
-        device=device, backends=backends, with_system=with_system, noise_s=noise_probe_s() if with_system else None
+        device=device, backends=backends, with_system=with_system, noise_s=noise_probe_s() if with_system else None,
+        cache_dir=str(cache_dir) if cache_dir is not None else None,
     ).model_dump_json()
     try:
         done = subprocess.run(
@@ -150,7 +158,8 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True) -> 
 def main() -> int:
     request = ProbeRequest.model_validate_json(sys.argv[1])
     noise_s = request.noise_s if request.noise_s is not None else 0.0
-    print(json.dumps(probe(request.device, request.backends, request.with_system, noise_s)))
+    cache_dir = Path(request.cache_dir) if request.cache_dir is not None else None
+    print(json.dumps(probe(request.device, request.backends, request.with_system, noise_s, cache_dir)))
     return 0
 
 

@@ -123,7 +123,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         assert bundle is not None
         probe = ProbeAnswer(device=bundle.device)  # nothing will run: no need to ask the machine
     else:
-        probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None)
+        probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None,
+                          cache_dir=request.cache_dir)
     device = probe.device
     if bundle is not None and not all_finished and device == "cuda" and not probe.cuda_available:
         raise ConfigError(  # its cells would all be skipped here, and the bundle marked complete

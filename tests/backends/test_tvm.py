@@ -308,6 +308,48 @@ def test_a_second_tuning_reuses_the_database_whatever_the_weights(tuned: dict[st
     assert shape.cache == "cold"  # another batch: other kernels to schedule
 
 
+class _DenseLayer(nn.Module):
+    """densenet121's pattern: batch norm and ReLU, then a convolution (no bias) whose output only
+    feeds a concatenation, which fusion on leaves alone as fusion off does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.conv = nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3, padding=1, bias=False)
+
+    def forward(self, x: Any) -> Any:
+        return torch.cat([x, self.conv(torch.relu(self.norm(x)))], 1)
+
+
+def test_a_function_draws_the_same_candidates_whatever_its_variant_and_place() -> None:
+    """Each task is seeded from its function's structure (backends/tvm_tuning.py `task_seed`): the
+    convolution both variants have gets one seed on both sides, and the order of the tasks changes
+    no seed. Seeded by their order, the same convolution drew different candidates on each side."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from backends import tvm as tvm_backend
+    from backends import tvm_tuning
+
+    tvm_tuning.import_tensor_intrinsics()  # as tune() does: unpatched, the import takes most of a minute
+    torch.manual_seed(0)
+    model, example = _DenseLayer().eval(), torch.randn(1, 4, 8, 8)
+    seeded: dict[str, list[tuple[Any, int]]] = {}
+    for fusion in ("on", "off"):
+        options = tvm_backend._checked_options(TVMBackend.variant(fusion, {"tuning_trials": 1}), "cpu")
+        target = tvm_backend._target("cpu", options)
+        tasks = ms.relax_integration.extract_tasks(tvm_backend._legalized(model, example, target, fusion, options), target)
+        forward, _ = tvm_tuning._contexts(tasks)
+        backward, _ = tvm_tuning._contexts(tasks[::-1])
+        assert {c.task_name: c.rand_state for c in forward} == {c.task_name: c.rand_state for c in backward}, fusion
+        seeded[fusion] = [(c.mod, c.rand_state) for c in forward]
+        assert len({seed for _, seed in seeded[fusion]}) == len(forward), fusion  # distinct functions, distinct seeds
+    shared = [(on, off) for mod_on, on in seeded["on"] for mod_off, off in seeded["off"]
+              if tvm_ffi.structural_equal(mod_on, mod_off)]
+    assert shared, "the convolution should be a task of both variants"
+    assert all(on == off for on, off in shared), shared
+    assert len(seeded["off"]) > len(seeded["on"])  # fusion off still has more tasks: the batch norm's and ReLU's
+
+
 def test_prepare_compiles_with_the_database_and_stays_correct(tuned: dict[str, Any]) -> None:
     model, example = tuned["model"], tuned["example"]
     with torch.no_grad():

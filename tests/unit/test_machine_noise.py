@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -62,8 +63,8 @@ def test_each_usable_core_gets_a_median() -> None:
     assert all(ms > 0 for ms in result.core_chunk_ms.values()) and result.pinned_spread >= 1
 
 
-def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
-    quiet = machine_noise.NoiseFloor(
+def _quiet() -> machine_noise.NoiseFloor:
+    return machine_noise.NoiseFloor(
         compute_cv=0.01,
         memory_cv=0.01,
         chunks=[75, 75],
@@ -72,6 +73,10 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
         cross_core_ns=None,
         method="test",
     )
+
+
+def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
+    quiet = _quiet()
     assert quiet.warning == "" and quiet.recorded()["warning"] == ""
     stepping = replace(quiet, pinned_spread=1.7, core_chunk_ms={"0": 20.0, "1": 34.0})
     warning = stepping.warning
@@ -87,11 +92,43 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
     not hasattr(os, "sched_getaffinity") or len(WHOLE_MACHINE) < 2 or not (shutil.which("cc") or shutil.which("gcc")),
     reason="needs two cores and a C compiler",
 )
-def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    low, middle, high = machine_noise._cross_core(0.05) or (0.0, 0.0, 0.0)
+def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    low, middle, high = machine_noise._cross_core(0.05, None) or (0.0, 0.0, 0.0)
     assert 0 < low <= middle <= high < 1e6
+    # With the run's artifact cache, the loop is compiled there once and found there by the next run.
+    assert machine_noise._cross_core(0.05, tmp_path) is not None
+    assert len(list(tmp_path.glob("core-latency-*.so"))) == 1
+    compiles: list[object] = []
+    monkeypatch.setattr(machine_noise.core_latency.subprocess, "run", lambda *args, **kwargs: compiles.append(args))
+    assert machine_noise._cross_core(0.05, tmp_path) is not None and compiles == []
     monkeypatch.setattr(machine_noise.core_latency.shutil, "which", lambda name: None)
-    assert machine_noise._cross_core(0.05) is None
+    assert machine_noise._cross_core(0.05, None) is None
+
+
+def test_the_probe_is_asked_to_keep_its_compiled_loop_in_the_runs_cache(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from harness.measure.machine_speed import CACHE_FOLDER
+    from harness.run import probe
+
+    asked: list[probe.ProbeRequest] = []
+
+    def answer(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        asked.append(probe.ProbeRequest.model_validate_json(argv[-1]))
+        return subprocess.CompletedProcess(argv, 0, stdout='{"device": "cpu"}\n', stderr="")
+
+    with monkeypatch.context() as patched:  # the module is subprocess itself: the probe below runs git
+        patched.setattr(probe.subprocess, "run", answer)
+        probe.run_probe("cpu", ["null"], cache_dir=tmp_path)
+        probe.run_probe("cpu", ["null"])  # --no-cache
+    assert [request.cache_dir for request in asked] == [str(tmp_path), None]
+    seen: list[Path | None] = []
+    monkeypatch.setattr(machine_noise, "measure", lambda seconds, cache_dir: seen.append(cache_dir) or _quiet())
+    monkeypatch.setattr(probe, "_peaks", lambda device: {})
+    probe.probe("cpu", [], True, 0.05, tmp_path)
+    assert seen == [tmp_path / CACHE_FOLDER]  # where the cells' workers keep theirs
 
 
 def test_without_cpu_affinity_the_pinned_pass_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:

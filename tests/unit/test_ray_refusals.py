@@ -184,7 +184,7 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
             raise ConfigError("the cluster went away")
             yield  # a generator, as every executor's run is
 
-    def probe(device: str, names: list[str], with_system: bool) -> ProbeAnswer:
+    def probe(device: str, names: list[str], with_system: bool, cache_dir: Path | None) -> ProbeAnswer:
         return ProbeAnswer.model_validate({"device": "cpu", "cuda_available": False,
                                            "backends": {name: {"available": True, "reason": "", "versions": {}}
                                                         for name in names}})
