@@ -68,11 +68,17 @@ def _rebuild_reason() -> str | None:
     return engine_reason() or image_base.why_not_here()
 
 
-def _cpu_rebuild_reason() -> str | None:
-    if os.environ.get(REBUILD_OPT_IN) != "1":
-        return (f"the CPU image's rebuild from nothing (about 4 minutes on 2 cores) runs in .ci/run as a step of its own "
-                f"(./run.sh image verify cpu), and here when asked: {REBUILD_OPT_IN}=1")
+def _asked_reason(variable: str, what: str) -> str | None:
+    """Why a long image build is skipped: `variable`=1 did not ask for it (`what` says what runs
+    and where), or the engine or the base's build is missing here."""
+    if os.environ.get(variable) != "1":
+        return f"{what} when asked: {variable}=1"
     return _rebuild_reason()
+
+
+def _cpu_rebuild_reason() -> str | None:
+    return _asked_reason(REBUILD_OPT_IN, "the CPU image's rebuild from nothing (about 4 minutes on 2 cores) runs in "
+                                         ".ci/run as a step of its own (./run.sh image verify cpu), and here")
 
 
 @pytest.mark.skipif(_cpu_rebuild_reason() is not None, reason=_cpu_rebuild_reason() or "")
@@ -90,10 +96,7 @@ def test_the_image_built_again_from_nothing_has_the_same_layers_and_id() -> None
 
 
 def _cuda_reason() -> str | None:
-    if os.environ.get(CUDA_OPT_IN) != "1":
-        return (f"the CUDA image's build (about 5.5 minutes and 7.6 GB on 2 cores, base cached) runs when asked: "
-                f"{CUDA_OPT_IN}=1")
-    return _rebuild_reason()
+    return _asked_reason(CUDA_OPT_IN, "the CUDA image's build (about 5.5 minutes and 7.6 GB on 2 cores, base cached) runs")
 
 
 @pytest.mark.skipif(_cuda_reason() is not None, reason=_cuda_reason() or "")
