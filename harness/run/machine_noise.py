@@ -29,6 +29,7 @@ import os
 import statistics
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -140,8 +141,9 @@ def _cross_core(duration_s: float, cache_dir: Path | None) -> list[float] | None
     """10th, 50th and 90th percentiles of the round trip between the first two cores (ns), sampled
     for `duration_s`; None without a C compiler or a second core. The loop is compiled into
     `cache_dir` the first time, or into a temporary folder each time where there is none."""
-    with tempfile.TemporaryDirectory(prefix="fusionbench-probe-") as work:
-        lib = core_latency.load(cache_dir if cache_dir is not None else Path(work))
+    folder = tempfile.TemporaryDirectory(prefix="fusionbench-probe-") if cache_dir is None else nullcontext(str(cache_dir))
+    with folder as work:
+        lib = core_latency.load(Path(work))
         if core_latency.measure(lib) is None:  # no compiler or one core: nothing to sample (and a warm-up)
             return None
         samples: list[float] = []
