@@ -16,6 +16,9 @@ STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped
 OTHER_PHASES = "other phases"
 _KIND = {phase.name: phase.kind for phase in PHASES}
 FURTHER_ROUNDS = "further rounds"  # the time line's share of the rounds after each cell's first
+# The time of a cell whose worker gave no answer (killed, out of memory, past its time limit): its
+# phases are unknown, and its minutes are neither process start nor exit.
+NO_ANSWER = "cells with no answer"
 
 
 def time_by_kind(record: CellRecord) -> dict[str, float]:
@@ -58,6 +61,9 @@ def time_line(records: list[CellRecord]) -> str:
         del kinds[OTHER_PHASES]
     if further:
         kinds[FURTHER_ROUNDS] = further
+    unanswered = sum(r.wall_s or 0.0 for r in records if not r.phases_s)
+    if unanswered:
+        kinds[NO_ANSWER] = unanswered
     kinds["process start and exit"] = max(wall - sum(kinds.values()), 0.0)
     return f"cells took {wall / 60:.1f} min: " + ", ".join(f"{k} {v / wall:.0%}" for k, v in kinds.items())
 

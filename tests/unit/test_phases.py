@@ -103,3 +103,15 @@ def test_further_rounds_count_in_the_cell_time_and_the_time_line() -> None:
     assert "10 s: 5 compile, 0 passes, 0 LoadGen; 2 further rounds 10 s" in console.export_text()
     one = cell_record(wall_s=10.0, phases_s={"prepare": 5.0})
     assert FURTHER_ROUNDS not in time_line([one]) and "compile 50%" in time_line([one])
+
+
+def test_a_cell_that_gave_no_answer_is_not_taken_for_process_start_and_exit() -> None:
+    """A worker killed in its compile (out of memory) leaves a record with its wall time and no
+    phases: its minutes are a kind of their own in the time line."""
+    from harness.run.summary import NO_ANSWER
+
+    answered = cell_record(wall_s=10.0, phases_s={"prepare": 6.0})
+    killed = cell_record(wall_s=30.0, phases_s={}, status="failed", reasons=["worker killed by SIGKILL (in phase prepare)"])
+    line = time_line([answered, killed])
+    assert f"{NO_ANSWER} 75%" in line and "compile 15%" in line and "process start and exit 10%" in line, line
+    assert NO_ANSWER not in time_line([answered])
