@@ -61,7 +61,7 @@ def time_line(records: list[CellRecord]) -> str:
         del kinds[OTHER_PHASES]
     if further:
         kinds[FURTHER_ROUNDS] = further
-    unanswered = sum(r.wall_s or 0.0 for r in records if not r.phases_s)
+    unanswered = sum(r.wall_s or 0.0 for r in records if r.status == "failed" and not r.phases_s)
     if unanswered:
         kinds[NO_ANSWER] = unanswered
     kinds["process start and exit"] = max(wall - sum(kinds.values()), 0.0)

@@ -115,3 +115,5 @@ def test_a_cell_that_gave_no_answer_is_not_taken_for_process_start_and_exit() ->
     line = time_line([answered, killed])
     assert f"{NO_ANSWER} 75%" in line and "compile 15%" in line and "process start and exit 10%" in line, line
     assert NO_ANSWER not in time_line([answered])
+    skipped = cell_record(wall_s=2.0, phases_s={}, status="skipped", reasons=["not available here"])
+    assert NO_ANSWER not in time_line([answered, skipped])
