@@ -4,8 +4,11 @@ The model is exported with `torch.export.export` and imported with
 `tvm.relax.frontend.torch.from_exported_program`, parameters bound as constants, always from a
 copy of the model on the CPU: the importer wraps each weight without copying (DLPack), so CUDA
 weights would become CUDA constants, and FoldConstant evaluates its functions on the host (that
-was "Mismatched A.device_type on argument #0" on every CUDA cell). Three clean-up
-passes run first in both variants: `DecomposeOpsForInference` (batch norm becomes
+was "Mismatched A.device_type on argument #0" on every CUDA cell). A matmul whose operand is
+broadcast along its batch only is given the operand unbroadcast (backends/tvm_broadcast_matmul.py:
+torch decomposes attention's in-projection at a batch above 1 into a weight broadcast to the
+sequence's length, which FoldConstant made a constant of 1.3 GiB a layer for vit_b_16). Three
+clean-up passes run next in both variants: `DecomposeOpsForInference` (batch norm becomes
 subtract/divide/multiply/add, so it can fuse with the conv before it), then `CanonicalizeBindings`
 and `DeadCodeElimination` (they remove the tuple that batch norm's three outputs leave behind,
 which would otherwise stop the relu after it from fusing). Then `relax.get_default_pipeline`
@@ -59,6 +62,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from backends.tvm_broadcast_matmul import unbroadcast_matmul_operands
 from backends.tvm_fusion_report import kernel_groups, snapshot_instrument
 from backends.tvm_pipeline import cpu_target, current_cuda_target, pipeline
 from harness.artifact_cache import cached_dir, damage_of, fingerprint, structure_fingerprint
@@ -80,8 +84,9 @@ class TVMOptions(BackendOptions):
 
 LIBRARY_FILE = "model.so"
 REPORT_FILE = "fusion_report.json"
-#: Bumped when what goes into the cached directory changes.
-CACHE_LAYOUT = "tvm-relax-v1"
+#: Bumped when what goes into the cached directory changes (v2: the import removes matmuls'
+#: batch-only broadcasts, backends/tvm_broadcast_matmul.py).
+CACHE_LAYOUT = "tvm-relax-v2"
 #: tvm.runtime.from_dlpack refuses tensors whose data is not aligned this much (the generated
 #: code may assume it).
 _ALIGNMENT = 64
@@ -191,7 +196,8 @@ class TVMBackend(Backend):
         except Exception as exc:  # a cached library that no longer loads must say so, not crash the worker
             raise BackendFailed(f"tvm: cannot load the compiled library {entry / LIBRARY_FILE}: {_first_line(exc)}") from exc
         passes = {
-            "before the pipeline": ["DecomposeOpsForInference", "CanonicalizeBindings", "DeadCodeElimination"],
+            "before the pipeline": ["unbroadcast_matmul_operands", "DecomposeOpsForInference", "CanonicalizeBindings",
+                                    "DeadCodeElimination"],
             "pipeline": "relax default" + (" (CUDA stages, dlight schedules)" if device == "cuda" else " (LLVM)"),
             "left out": ["FuseOps", "FuseTIR"] if variant.fusion == "off" else [],
             "opt_level": options.opt_level,
@@ -262,6 +268,9 @@ def _imported(model: Any, example: Any) -> Any:
         raise BackendFailed(
             f"tvm: the Relax importer (from_exported_program) failed: {type(exc).__name__}: {_first_line(exc)}"
         ) from exc
+    # A weight broadcast along a batch only to feed a matmul would be folded into a constant of
+    # that size (backends/tvm_broadcast_matmul.py): the matmul is given the weight itself.
+    mod = unbroadcast_matmul_operands(mod)
     for cleanup in (
         relax.transform.DecomposeOpsForInference(),
         relax.transform.CanonicalizeBindings(),

@@ -46,8 +46,10 @@ from typing import Any, Iterator
 
 from harness.errors import BackendFailed
 
-#: Bumped when what a database holds or how it is searched changes (v2: seeds from each task's structure).
-TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v2"
+#: Bumped when what a database holds or how it is searched changes (v2: seeds from each task's structure;
+#: v3: the tasks of a model imported with its matmuls' batch-only broadcasts removed,
+#: backends/tvm_broadcast_matmul.py, so an older database may lack one of them).
+TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v3"
 #: Seeds are drawn in [1, SEED_RANGE]; MetaSchedule takes any positive seed.
 SEED_RANGE = 2**30 - 1
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
