@@ -47,9 +47,10 @@ def _broadcast_batch(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[int
     return tuple(batch)
 
 
-def _needless(broadcast: Any, other: Any, broadcast_first: bool) -> bool:
-    """Whether a matmul of `broadcast` (a `broadcast_to` call) and `other` computes the same with the
-    broadcast's source in its place: the matrix dimensions kept, the product's batch unchanged."""
+def _needless(broadcast: Any, other: Any) -> bool:
+    """Whether a matmul of `broadcast` (a `broadcast_to` call) and `other`, in either order, computes
+    the same with the broadcast's source in its place: the matrix dimensions kept, the product's
+    batch unchanged (batch dimensions broadcast alike whichever operand comes first)."""
     shapes = [_static_shape(e) for e in (broadcast.args[0], broadcast, other)]
     if any(shape is None or len(shape) < 2 for shape in shapes):
         return False
@@ -57,11 +58,8 @@ def _needless(broadcast: Any, other: Any, broadcast_first: bool) -> bool:
     assert source_shape is not None and broadcast_shape is not None and other_shape is not None
     if source_shape[-2:] != broadcast_shape[-2:]:
         return False  # the matrix itself is broadcast, not only its batch
-    if broadcast_first:
-        with_it, without = _broadcast_batch(broadcast_shape, other_shape), _broadcast_batch(source_shape, other_shape)
-    else:
-        with_it, without = _broadcast_batch(other_shape, broadcast_shape), _broadcast_batch(other_shape, source_shape)
-    return with_it is not None and with_it == without
+    with_it = _broadcast_batch(broadcast_shape, other_shape)
+    return with_it is not None and with_it == _broadcast_batch(source_shape, other_shape)
 
 
 def unbroadcast_matmul_operands(mod: Any) -> Any:
@@ -79,7 +77,7 @@ def unbroadcast_matmul_operands(mod: Any) -> Any:
 
         def rewrite(call: Any, matches: dict[Any, Any], broadcast: Any = broadcast, other: Any = other,
                     source: Any = source, broadcast_first: bool = broadcast_first) -> Any:
-            if not _needless(matches[broadcast], matches[other], broadcast_first):
+            if not _needless(matches[broadcast], matches[other]):
                 return call
             operands = (matches[source], matches[other]) if broadcast_first else (matches[other], matches[source])
             return relax.op.matmul(*operands, out_dtype=call.attrs.out_dtype)

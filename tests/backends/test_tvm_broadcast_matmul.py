@@ -41,20 +41,20 @@ def test_batch_dimensions_broadcast_as_numpy_does(left: tuple[int, ...], right: 
 def test_a_weight_broadcast_along_the_batch_is_needless() -> None:
     weight = _shaped(768, 2304)
     broadcast = _shaped(197, 768, 2304, args=[weight])
-    assert _needless(broadcast, _shaped(197, 2, 768), broadcast_first=False)
+    assert _needless(broadcast, _shaped(197, 2, 768))
     same = _shaped(197, 2, 768, args=[_shaped(197, 2, 768)])  # broadcast to its own shape
-    assert _needless(same, _shaped(197, 768, 2304), broadcast_first=True)
+    assert _needless(same, _shaped(197, 768, 2304))
 
 
-@pytest.mark.parametrize(("source", "broadcast", "other", "first"), [
-    ((768, 2304), (197, 768, 2304), (2, 768), False),  # the product's batch would be lost
-    ((1, 2304), (197, 768, 2304), (197, 2, 768), False),  # the matrix itself is broadcast
-    ((768, 2304), (197, 768, 2304), (5, 2, 768), False),  # batches that do not broadcast
-    ((2, 768), (197, 2, 768), (768, 2304), True),  # the left operand: the batch would be lost
+@pytest.mark.parametrize(("source", "broadcast", "other"), [
+    ((768, 2304), (197, 768, 2304), (2, 768)),  # the product's batch would be lost
+    ((1, 2304), (197, 768, 2304), (197, 2, 768)),  # the matrix itself is broadcast
+    ((768, 2304), (197, 768, 2304), (5, 2, 768)),  # batches that do not broadcast
+    ((2, 768), (197, 2, 768), (768, 2304)),  # as a left operand: the batch would be lost
 ])
 def test_a_broadcast_the_product_needs_is_kept(source: tuple[int, ...], broadcast: tuple[int, ...],
-                                                other: tuple[int, ...], first: bool) -> None:
-    assert not _needless(_shaped(*broadcast, args=[_shaped(*source)]), _shaped(*other), broadcast_first=first)
+                                                other: tuple[int, ...]) -> None:
+    assert not _needless(_shaped(*broadcast, args=[_shaped(*source)]), _shaped(*other))
 
 
 class _Attention(nn.Module):
@@ -87,9 +87,9 @@ def _broadcast_feeding_a_matmul(mod: Any) -> list[tuple[int, str]]:
             value = binding.value
             if isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.matmul":
                 left, right = (values.get(arg, arg) for arg in value.args)
-                for operand, other, first in ((left, right, True), (right, left, False)):
+                for operand, other in ((left, right), (right, left)):
                     if (isinstance(operand, relax.Call) and getattr(operand.op, "name", "") == "relax.broadcast_to"
-                            and _needless(operand, other, first)):
+                            and _needless(operand, other)):
                         source = values.get(operand.args[0], operand.args[0])
                         found.append((len(source.ty.shape.values), str(operand)))
     return found
