@@ -96,5 +96,10 @@ def test_a_machine_that_sped_up_during_the_attempt_is_valid_on_the_retune(tmp_pa
     model = SpeedsUp(slow_calls=8)
     samples = [torch.full((1, 2), float(i)) for i in range(8)]
     result = loadgen.run_scenario(model, samples, cell(min_duration_s=1.0, batch=1), 60 * MS, tmp_path / "loadgen")
-    assert [a["validity"] for a in result["attempts"]] == ["INVALID", "VALID"], result["attempts"]
-    assert result["attempts"][1]["hint_latency_ns"] < 10 * MS
+    validity = [a["validity"] for a in result["attempts"]]
+    assert validity[0] == "INVALID" and validity[-1] == "VALID", result["attempts"]
+    # The first retune is hinted with the calls' median, not LoadGen's average of 25 ms. It is VALID
+    # unless the 5 ms sleeps themselves ran slower in the first attempt than in the second by more
+    # than the hint's headroom (1.2 x LoadGen's 1.1 = 1.32x): once, in a CI run on a busy 2-core
+    # machine, the first retune was INVALID too and the second, hinted 5.19 ms, VALID.
+    assert result["attempts"][1]["hint_latency_ns"] < 10 * MS, result["attempts"]
