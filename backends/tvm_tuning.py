@@ -21,7 +21,12 @@ the task list: a function both variants have (a convolution whose output only fe
 concatenation, which fusion on leaves alone too) is offered the same candidates on both sides, so
 that a fusion-on/off pair differs by what fusion changed, not by the luck of each side's draws.
 Seeds by the tasks' order gave densenet121's unfused 3x3 convolutions 58 and 47 ms with fusion on
-against 105 ms each with fusion off (docs/results/cpu-2core-amd-2026-11-28-vision.md).
+against 105 ms each with fusion off (docs/results/cpu-2core-amd-2026-11-28-vision.md). A fused
+function is seeded from its anchor, the matmul or convolution at its heart (`anchor_block`), and
+draws the same tile sizes as that anchor alone with fusion off: the two sides' candidates differ by
+the fused epilogue only. Seeded by their whole functions, vit_b_16's first MLP layer drew a fused
+kernel whose fastest of 2 candidates ranged over 5x from draw to draw, as the unfused matmul's did
+(benchmarks/tvm_tuning_draws.py): at 2 trials a task, a pair compared one draw's luck with another's.
 
 Candidates are built in this process (sequentially) and timed by MetaSchedule's local runner in a
 worker process of its own, with a time limit, so a candidate that hangs or crashes fails alone.
@@ -48,8 +53,9 @@ from harness.errors import BackendFailed
 
 #: Bumped when what a database holds or how it is searched changes (v2: seeds from each task's structure;
 #: v3: the tasks of a model imported with its matmuls' batch-only broadcasts removed,
-#: backends/tvm_broadcast_matmul.py, so an older database may lack one of them).
-TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v3"
+#: backends/tvm_broadcast_matmul.py, so an older database may lack one of them; v4: a fused task
+#: seeded from its anchor, `task_seed`).
+TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v4"
 #: Seeds are drawn in [1, SEED_RANGE]; MetaSchedule takes any positive seed.
 SEED_RANGE = 2**30 - 1
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
@@ -160,13 +166,47 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
 
 
 def task_seed(mod: Any) -> int:
-    """The seed of a task's random draws: from TVM's structural hash of the task's module (its one
-    function, which MetaSchedule names `main` whatever the model called it; the hash its database
-    keys workloads by), so a function gets the same seed, and the same candidates, in whichever
-    module and at whichever place it is tuned."""
+    """The seed of a task's random draws: from TVM's structural hash of the task's anchor (`anchor_block`:
+    its matmul or convolution) where it has one, else of its module (its one function, which
+    MetaSchedule names `main` whatever the model called it). A function gets the same seed, and the
+    same candidates, in whichever module and at whichever place it is tuned; and a fused function
+    gets its anchor's seed, so it draws the candidates that its anchor draws alone with fusion off."""
     import tvm_ffi
 
-    return 1 + int(tvm_ffi.structural_hash(mod)) % SEED_RANGE
+    anchor = anchor_block(mod)
+    if anchor is None:
+        return 1 + int(tvm_ffi.structural_hash(mod)) % SEED_RANGE
+    # Buffers as free variables: the anchor's output is a parameter alone and an allocation fused.
+    return 1 + int(tvm_ffi.structural_hash(anchor, map_free_vars=True)) % SEED_RANGE
+
+
+def anchor_block(mod: Any) -> Any | None:
+    """The block of a task's function that reduces over the most iterations (a matmul's or a
+    convolution's; the first of equals), or None where no block reduces or the function cannot be
+    read as blocks under a root. With the same seed, a fused function and its anchor alone draw the
+    same tile sizes, unrolling and compute locations, draw by draw: the element-wise blocks fused
+    after the anchor are inlined by rules that draw nothing (checked on TVM 0.27 for a linear layer's
+    matmul + bias and a convolution + batch norm + ReLU, tests/backends/test_tvm.py)."""
+    from tvm import s_tir, tirx
+
+    try:
+        schedule = s_tir.Schedule(mod)
+        blocks = [schedule.get(rv) for rv in schedule.get_child_blocks(schedule.get_sblock("root"))]
+    except Exception:  # noqa: BLE001 - a function of another form keeps the seed of its whole structure
+        return None
+    anchor, most = None, 0
+    for block in blocks:
+        if not any(int(var.iter_type) == tirx.IterVar.CommReduce for var in block.iter_vars):
+            continue
+        iterations = 1
+        for var in block.iter_vars:
+            extent = var.dom.extent
+            if not isinstance(extent, tirx.IntImm):
+                return None  # a shape known only at run time: no size to compare
+            iterations *= int(extent)
+        if iterations > most:
+            anchor, most = block, iterations
+    return anchor
 
 
 def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:

@@ -342,12 +342,54 @@ def test_a_function_draws_the_same_candidates_whatever_its_variant_and_place() -
         backward, _ = tvm_tuning._contexts(tasks[::-1])
         assert {c.task_name: c.rand_state for c in forward} == {c.task_name: c.rand_state for c in backward}, fusion
         seeded[fusion] = [(c.mod, c.rand_state) for c in forward]
-        assert len({seed for _, seed in seeded[fusion]}) == len(forward), fusion  # distinct functions, distinct seeds
+        assert len({seed for _, seed in seeded[fusion]}) == len(forward), fusion  # here no two tasks share an anchor
     shared = [(on, off) for mod_on, on in seeded["on"] for mod_off, off in seeded["off"]
               if tvm_ffi.structural_equal(mod_on, mod_off)]
     assert shared, "the convolution should be a task of both variants"
     assert all(on == off for on, off in shared), shared
     assert len(seeded["off"]) > len(seeded["on"])  # fusion off still has more tasks: the batch norm's and ReLU's
+
+
+def _drawn(context: Any, trials: int) -> list[str]:
+    """The decisions (tile sizes, unrolling, compute locations) of the first `trials` candidates a
+    tuning context draws, one string a candidate."""
+    context.pre_tuning(max_trials=trials, num_trials_per_iter=trials, design_spaces=context.generate_design_space(),
+                       database=None, cost_model=None)
+    drawn = []
+    for candidate in context.generate_measure_candidates():
+        decisions = candidate.sch.trace.decisions
+        drawn.append(" ".join(f"{inst.kind.name}={decisions[inst]}" for inst in candidate.sch.trace.insts
+                              if inst in decisions))
+    return drawn
+
+
+def test_a_fused_function_draws_the_candidates_of_its_anchor_alone() -> None:
+    """With fusion on, a convolution with its batch norm and ReLU is one function; with fusion off
+    the convolution is a function of its own. The fused one is seeded from its anchor, the
+    convolution (backends/tvm_tuning.py `anchor_block`), so it draws the same tile sizes as the
+    convolution alone, candidate by candidate: the pair's schedules differ by the fused epilogue
+    only. Seeded from their whole functions, the two drew different candidates."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from backends import tvm as tvm_backend
+    from backends import tvm_tuning
+
+    tvm_tuning.import_tensor_intrinsics()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    example = torch.randn(1, 4, 8, 8)
+    convolution: dict[str, Any] = {}
+    for fusion in ("on", "off"):
+        options = tvm_backend._checked_options(TVMBackend.variant(fusion, {"tuning_trials": 1}), "cpu")
+        target = tvm_backend._target("cpu", options)
+        tasks = ms.relax_integration.extract_tasks(tvm_backend._legalized(model, example, target, fusion, options), target)
+        contexts, _ = tvm_tuning._contexts(tasks)
+        convolution[fusion] = next(c for c in contexts if "conv2d" in c.task_name)
+    assert convolution["on"].task_name.startswith("fused_conv2d") and convolution["off"].task_name == "conv2d"
+    assert convolution["on"].rand_state == convolution["off"].rand_state
+    fused, alone = _drawn(convolution["on"], 4), _drawn(convolution["off"], 4)
+    assert len(fused) == 4 and "SamplePerfectTile" in fused[0]
+    assert fused == alone
 
 
 def test_prepare_compiles_with_the_database_and_stays_correct(tuned: dict[str, Any]) -> None:
