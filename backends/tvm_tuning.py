@@ -54,7 +54,7 @@ from harness.errors import BackendFailed
 #: Bumped when what a database holds or how it is searched changes (v2: seeds from each task's structure;
 #: v3: the tasks of a model imported with its matmuls' batch-only broadcasts removed,
 #: backends/tvm_broadcast_matmul.py, so an older database may lack one of them; v4: a fused task
-#: seeded from its anchor, `task_seed`).
+#: seeded from its anchor, `task_seed`, and the candidates drawn in one thread, `_contexts`).
 TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v4"
 #: Seeds are drawn in [1, SEED_RANGE]; MetaSchedule takes any positive seed.
 SEED_RANGE = 2**30 - 1
@@ -186,7 +186,9 @@ def anchor_block(mod: Any) -> Any | None:
     read as blocks under a root. With the same seed, a fused function and its anchor alone draw the
     same tile sizes, unrolling and compute locations, draw by draw: the element-wise blocks fused
     after the anchor are inlined by rules that draw nothing (checked on TVM 0.27 for a linear layer's
-    matmul + bias and a convolution + batch norm + ReLU, tests/backends/test_tvm.py)."""
+    matmul + bias and a convolution + batch norm + ReLU, tests/backends/test_tvm.py). Where a check
+    after the draw rejects a candidate on one side only, that side draws again and the two part from
+    there."""
     from tvm import s_tir, tirx
 
     try:
@@ -211,7 +213,10 @@ def anchor_block(mod: Any) -> Any | None:
 
 def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:
     """A tuning context per task (seeded by `task_seed`, so the candidates drawn are the same run to
-    run and variant to variant), logging to a child of MetaSchedule's logger. TVM's own helper gives
+    run and variant to variant), logging to a child of MetaSchedule's logger. Its candidates are
+    drawn in one thread: each of MetaSchedule's threads draws from a seed of its own and takes
+    whichever candidates come free, so with two threads the same seed gave two sides different
+    draws at times (a cheap step: the building and timing are not threaded by it). TVM's own helper gives
     each task a log file by reconfiguring Python's logging for the whole process
     (`logging.config.dictConfig`), which fails when a process tunes a second time (a None format
     string)."""
@@ -224,7 +229,7 @@ def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:
             continue  # already scheduled by its lowering: nothing to search
         contexts.append(TuneContext(mod=task.dispatched[0], target=task.target, space_generator="post-order-apply",
                                     search_strategy="replay-trace", task_name=task.task_name, logger=logger,
-                                    rand_state=task_seed(task.dispatched[0]), num_threads="physical").clone())
+                                    rand_state=task_seed(task.dispatched[0]), num_threads=1).clone())
         weights.append(task.weight)
     if not contexts:
         raise BackendFailed("tvm: every task MetaSchedule found is already scheduled; nothing to tune")

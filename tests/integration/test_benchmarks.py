@@ -115,3 +115,22 @@ passes: {memory_iters: 1, profile_iters: 1}
     agree, overlap = int(pair["agree"]), int(pair["overlap"])
     assert done.stdout.splitlines()[-1] == f"verdicts agree: {agree} of 1 pairs; intervals overlap: {overlap} of 1"
     assert len(figures["bundles"]) == 2 and "machine noise:" in done.stdout
+
+
+def test_tvm_tuning_draws_benchmark_pairs_the_fused_kernel_with_its_anchor(tmp_path: Path) -> None:
+    pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
+    out = tmp_path / "draws.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/tvm_tuning_draws.py", "--tokens", "16", "--features", "32", "--hidden", "64",
+         "--trials", "2", "--calls", "1", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert {"on matmul+T_add", "off matmul", "off T_add"} <= set(figures["tasks"])
+    # The fused kernel is seeded from its matmul, so the two sides share draws (backends/tvm_tuning.py;
+    # tests/backends/test_tvm.py checks the seeding itself).
+    shared = figures["candidates_ms"]["on matmul+T_add"].keys() & figures["candidates_ms"]["off matmul"].keys()
+    assert len(figures["paired_speedups"]) == len(shared) >= 1
+    assert figures["speedup_best"] > 0 and figures["vm_speedup"] > 0
+    assert "the same draw on both sides" in done.stdout
