@@ -83,9 +83,12 @@ def _candidates(database: Path) -> dict[str, dict[str, float]]:
     return by_task
 
 
-def _percentile(values: list[float], q: float) -> float:
+def _deciles(values: list[float]) -> list[float]:
+    """The 10th, 50th and 90th percentiles (interpolated, as the harness's timing summaries are)."""
+    from harness.stats.summary import percentile
+
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return [percentile(ordered, q) for q in (10, 50, 90)]
 
 
 def _best_of_two(times: list[float]) -> list[float]:
@@ -97,7 +100,7 @@ def _tuned_and_timed(fusion: str, args: argparse.Namespace, cache: Path) -> tupl
     its compiled kernels' median times (ns) in the virtual machine."""
     import torch
 
-    from backends.tvm import TVMBackend, TVMOptions
+    from backends.tvm import TVMBackend, TVMOptions, _target, _tuning_entry
     from harness.contract import Variant
 
     torch.manual_seed(0)
@@ -116,9 +119,8 @@ def _tuned_and_timed(fusion: str, args: argparse.Namespace, cache: Path) -> tupl
                 by_kernel.setdefault(name, []).append(ns)
     finally:
         prepared.close()
-    databases = [entry for entry in (cache / "tuning").iterdir() if entry.is_dir()]
-    entry = max(databases, key=lambda path: path.stat().st_mtime)
-    return _candidates(entry), {name: statistics.median(times) for name, times in by_kernel.items()}
+    database = _tuning_entry(model, example, _target("cpu", variant.options), "fp32", fusion, variant.options, cache)
+    return _candidates(database), {name: statistics.median(times) for name, times in by_kernel.items()}
 
 
 def main() -> int:
@@ -138,27 +140,28 @@ def main() -> int:
             ms = [t * 1e3 for t in drawn.values()]
             pairs = _best_of_two(ms) if len(ms) >= 2 else ms
             row = {"n": len(ms), "every": [min(ms), statistics.median(ms), max(ms)],
-                   "best_of_2": [_percentile(pairs, q) for q in (0.1, 0.5, 0.9)], "best": min(ms)}
+                   "best_of_2": _deciles(pairs), "best": min(ms)}
             figures["tasks"][f"{fusion} {label}"] = row
             figures.setdefault("candidates_ms", {})[f"{fusion} {label}"] = {d: t * 1e3 for d, t in drawn.items()}
             every = " / ".join(f"{v:.2f}" for v in row["every"])
             two = " / ".join(f"{v:.2f}" for v in row["best_of_2"])
             print(f"{fusion:<7}{label:<14}{len(ms):>4}  {every:<42}{two:<36}{row['best']:>10.2f}")
-    fused_key = next((key for key in figures["tasks"] if key.startswith("on ") and "+" in key), None)
-    parts = [figures["tasks"].get(f"off {block}") for block in (fused_key or "on ").split(" ", 1)[1].split("+")]
-    if fused_key is None or any(part is None for part in parts):
+    fused_label = next((label for label in on_tasks if "+" in label), None)
+    blocks = fused_label.split("+") if fused_label is not None else []
+    parts = [figures["tasks"].get(f"off {block}") for block in blocks]
+    if fused_label is None or any(part is None for part in parts):
         print("the tasks were not one fused kernel against its parts: no speedup to print", file=sys.stderr)
         return 1
-    fused = figures["tasks"][fused_key]
+    fused = figures["tasks"][f"on {fused_label}"]
     # The range pairs the sides' percentiles: low = off's p10 over on's p90 (a lucky unfused draw
     # against an unlucky fused one), high = off's p90 over on's p10.
     at_two = [sum(p["best_of_2"][i] for p in parts) / fused["best_of_2"][2 - i] for i in range(3)]
     at_all = sum(p["best"] for p in parts) / fused["best"]
     # The same draw on both sides (a fused task is seeded from its anchor, backends/tvm_tuning.py):
-    # the anchor's time plus its epilogue's (the other parts' medians) over the fused kernel's.
-    anchor = fused_key.split(" ", 1)[1].split("+")[0]
-    epilogue = sum(p["every"][1] for block, p in zip(fused_key.split(" ", 1)[1].split("+"), parts) if block != anchor)
-    fused_drawn, anchor_drawn = on_tasks[fused_key.split(" ", 1)[1]], off_tasks[anchor]
+    # the anchor's time (the first block, the matmul) plus its epilogue's (the other parts' medians)
+    # over the fused kernel's.
+    epilogue = sum(p["every"][1] for p in parts[1:])
+    fused_drawn, anchor_drawn = on_tasks[fused_label], off_tasks[blocks[0]]
     shared = [d for d in fused_drawn if d in anchor_drawn]
     paired = [(anchor_drawn[d] * 1e3 + epilogue) / (fused_drawn[d] * 1e3) for d in shared]
     # What the default budget now compares: the fastest of the same 2 draws on each side.
@@ -166,20 +169,20 @@ def main() -> int:
                   for a, b in itertools.combinations(shared, 2)]
     on_ns, off_ns = sum(on_kernels.values()), sum(off_kernels.values())
     figures.update(speedup_best_of_2=at_two, speedup_best=at_all, paired_speedups=paired,
-                   paired_best_of_2=[_percentile(paired_two, q) for q in (0.1, 0.5, 0.9)] if paired_two else None,
+                   paired_best_of_2=_deciles(paired_two) if paired_two else None,
                    vm_on_kernels_ns=on_kernels,
                    vm_off_kernels_ns=off_kernels, vm_speedup=off_ns / on_ns)
     print(f"fusion speedup (off / on), fastest of 2: {at_two[1]:.2f}x (range {at_two[0]:.2f}x to {at_two[2]:.2f}x); "
           f"fastest of {args.trials}: {at_all:.2f}x")
-    if paired:
+    if not paired:
+        print("no draw is on both sides: the fused task was not seeded from its anchor")
+    else:
         print(f"the same draw on both sides ({len(paired)} of {len(fused_drawn)} candidates): fusion speedup "
               f"{min(paired):.2f}x / {statistics.median(paired):.2f}x / {max(paired):.2f}x (min / median / max)")
     if paired_two:
         low, mid, high = figures["paired_best_of_2"]
         print(f"the fastest of the same 2 draws on each side (every pair): fusion speedup {low:.2f}x / {mid:.2f}x / "
               f"{high:.2f}x (p10 / p50 / p90)")
-    else:
-        print("no draw is on both sides: the fused task was not seeded from its anchor")
     print(f"compiled with the fastest of {args.trials}, in the VM ({args.calls} calls, median): fusion on "
           f"{on_ns / 1e6:.2f} ms ({', '.join(on_kernels)}), off {off_ns / 1e6:.2f} ms ({', '.join(off_kernels)}): "
           f"{off_ns / on_ns:.2f}x")
