@@ -39,6 +39,12 @@ Options (scenario file, `options:`):
   as `Target.from_device("cpu")` detects it; "generic": LLVM's baseline for the architecture)
 - `tuning_trials`: candidate schedules MetaSchedule times per kernel (task), CPU cells only
   (default 2; 0: untuned loops)
+- `tuning_repeat`: how many times MetaSchedule's runner times each candidate, CPU cells only
+  (default 1); the mean of the runs ranks it. More runs cost each candidate that much more of its
+  kernel's time (its build, most of a candidate's cost, is done once). They steady the choice
+  between near-equal candidates only where the noise is within a candidate's runs: on the 2-core
+  VM, whose speed moves over seconds, three did not
+  (docs/results/cpu-2core-intel-2026-11-30-tvm-tuning-draws.md)
 
 Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
 whatever the input dtype, so fp16 models do not import). A budget of a few trials a task is a
@@ -80,6 +86,7 @@ class TVMOptions(BackendOptions):
     opt_level: int = Field(3, ge=0, le=3)
     mcpu: Literal["host", "generic"] = "host"  # cpu cells only
     tuning_trials: int = Field(DEFAULT_TUNING_TRIALS, ge=0, le=10_000)  # cpu cells only; 0: untuned
+    tuning_repeat: int = Field(1, ge=1, le=100)  # cpu cells only: timed runs of each candidate, their mean ranks it
 
 
 LIBRARY_FILE = "model.so"
@@ -158,7 +165,7 @@ class TVMBackend(Backend):
         entry = _tuning_entry(model, example, target, dtype, variant.fusion, options, cache_dir)
         hit = cached_dir(entry, lambda tmp: tvm_tuning.tune(
             _legalized(*_host_copy(model, example), target, variant.fusion, options), target, options.tuning_trials,
-            tmp, workdir / "tuning"))
+            tmp, workdir / "tuning", repeat=options.tuning_repeat))
         summary = tvm_tuning.database_summary(entry)
         return Tuning(tuned=True, tuner=tvm_tuning.TUNER, trials_per_task=options.tuning_trials,
                       tasks=summary["tasks"], tasks_tuned=summary["tasks_tuned"], trials=summary["trials"],
@@ -184,7 +191,8 @@ class TVMBackend(Backend):
 
         key = fingerprint(
             model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target), dtype=dtype,
-            fusion=variant.fusion, options=options.model_dump(), layout=CACHE_LAYOUT,
+            # The repeat reaches the compile only through the database, whose hash is in the key.
+            fusion=variant.fusion, options=options.model_dump(exclude={"tuning_repeat"}), layout=CACHE_LAYOUT,
             tuning=tvm_tuning.database_sha256(database) if database is not None else None,
         )
         entry = cache_dir / "relax" / key
@@ -226,13 +234,15 @@ def _tuning_entry(model: Any, example: Any, target: Any, dtype: str, fusion: str
 
     key = structure_fingerprint(model, example, tvm=tvm.__version__, target=str(target), dtype=dtype, fusion=fusion,
                                 opt_level=options.opt_level, trials=options.tuning_trials,
-                                layout=tvm_tuning.TUNING_LAYOUT)
+                                layout=tvm_tuning.TUNING_LAYOUT,
+                                # keyed only where set, so the databases tuned before the option stay valid
+                                **({"repeat": options.tuning_repeat} if options.tuning_repeat != 1 else {}))
     return cache_dir / "tuning" / key
 
 
 def _checked_options(variant: Variant, device: str) -> TVMOptions:
     options = expect("tvm", TVMOptions, variant.options)
-    for name in ("mcpu", "tuning_trials"):
+    for name in ("mcpu", "tuning_trials", "tuning_repeat"):
         if device != "cpu" and name in options.model_fields_set:
             raise BackendFailed(f"tvm option {name} applies to cpu cells only")
     return options

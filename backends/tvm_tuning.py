@@ -138,10 +138,10 @@ def _quiet_tuner() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: Path) -> None:
+def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: Path, repeat: int = 1) -> None:
     """Tune every task of `legalized` (a Relax module after FuseOps/FuseTIR, before lowering) for
-    `target`, `trials_per_task` candidates each; the database goes into `out`, logs and candidates
-    into `scratch`."""
+    `target`, `trials_per_task` candidates each, each candidate timed `repeat` times (their mean
+    ranks it); the database goes into `out`, logs and candidates into `scratch`."""
     import_tensor_intrinsics()
     from tvm.s_tir import meta_schedule as ms
 
@@ -157,7 +157,7 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
             num_trials_per_iter=trials_per_task,
             builder=_in_process_builder(scratch),
             runner=ms.runner.LocalRunner(timeout_sec=RUNNER_TIMEOUT_S, evaluator_config=ms.runner.EvaluatorConfig(
-                number=1, repeat=1, min_repeat_ms=10)),
+                number=1, repeat=repeat, min_repeat_ms=10)),
             database=ms.database.JSONDatabase(
                 path_workload=str(out / DATABASE_FILES[0]), path_tuning_record=str(out / DATABASE_FILES[1])),
             cost_model="random", task_scheduler="round-robin")

@@ -5,8 +5,8 @@ The TVM backend tunes each task with `tuning_trials` candidates drawn at random 
 space and keeps the fastest (backends/tvm_tuning.py; 2 by default). With fusion on, the layer is one
 task (the matmul with its bias add fused in); with fusion off, two (the matmul, the add). Each
 variant is tuned here once with `--trials` candidates a task (the backend's own tuning, cache and
-compile), and from the candidates' times (MetaSchedule's runner: one timed run each, as recorded in
-the database) it prints, per task:
+compile), and from the candidates' times (MetaSchedule's runner: the mean of `--repeat` timed runs
+each, one by default as in the backend's `tuning_repeat`, as recorded in the database) it prints, per task:
 - n, its distinct candidates (an element-wise task draws nothing: one), and their times (min /
   median / max): the spread of the design space;
 - the fastest of 2 candidates, over every pair of the candidates drawn (10th / 50th / 90th
@@ -21,7 +21,7 @@ runner's figures, both variants compiled with their fastest and timed in the bac
 machine, kernel by kernel (`--calls` inferences, median).
 
 Usage: .venv/bin/python benchmarks/tvm_tuning_draws.py [--batch 1] [--tokens 197] [--features 768]
-       [--hidden 3072] [--trials 32] [--calls 10] [--json OUT]
+       [--hidden 3072] [--trials 32] [--repeat 1] [--calls 10] [--json OUT]
 """
 
 from __future__ import annotations
@@ -46,11 +46,13 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--features", type=int, default=768, help="the layer's input width")
     parser.add_argument("--hidden", type=int, default=3072, help="the layer's output width")
     parser.add_argument("--trials", type=int, default=32, help="candidates drawn per task (at least 2)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="timed runs of each candidate (the backend's tuning_repeat), their mean ranks it")
     parser.add_argument("--calls", type=int, default=10, help="timed inferences of each compiled variant")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    if args.trials < 2 or args.calls < 1 or min(args.batch, args.tokens, args.features, args.hidden) < 1:
-        parser.error("--trials must be at least 2, --calls and the shape at least 1")
+    if args.trials < 2 or min(args.repeat, args.calls, args.batch, args.tokens, args.features, args.hidden) < 1:
+        parser.error("--trials must be at least 2, --repeat, --calls and the shape at least 1")
     return args
 
 
@@ -107,7 +109,7 @@ def _tuned_and_timed(fusion: str, args: argparse.Namespace, cache: Path) -> tupl
     model = torch.nn.Linear(args.features, args.hidden).eval()
     example = torch.randn(args.batch, args.tokens, args.features)
     backend = TVMBackend()
-    variant = Variant(fusion=fusion, options=TVMOptions(tuning_trials=args.trials))
+    variant = Variant(fusion=fusion, options=TVMOptions(tuning_trials=args.trials, tuning_repeat=args.repeat))
     with tempfile.TemporaryDirectory() as work:
         backend.tune(model, example, device="cpu", dtype="fp32", variant=variant, workdir=Path(work), cache_dir=cache)
         prepared = backend.prepare(model, example, device="cpu", dtype="fp32", variant=variant, workdir=Path(work),
@@ -130,11 +132,11 @@ def main() -> int:
         on_tasks, on_kernels = _tuned_and_timed("on", args, cache / "on")
         off_tasks, off_kernels = _tuned_and_timed("off", args, cache / "off")
     print(f"x @ W + b: x {args.batch}x{args.tokens}x{args.features}, W {args.features}x{args.hidden}; "
-          f"{args.trials} candidates a task; {platform.processor() or platform.machine()}")
+          f"{args.trials} candidates a task, each timed {args.repeat} time(s); {platform.processor() or platform.machine()}")
     print(f"{'fusion':<7}{'task':<14}{'n':>4}  {'every candidate ms (min / median / max)':<42}"
           f"{'fastest of 2 ms (p10 / p50 / p90)':<36}{'fastest ms':>10}")
     figures: dict[str, Any] = {"shape": [args.batch, args.tokens, args.features, args.hidden], "trials": args.trials,
-                               "tasks": {}}
+                               "repeat": args.repeat, "tasks": {}}
     for fusion, tasks in (("on", on_tasks), ("off", off_tasks)):
         for label, drawn in sorted(tasks.items()):
             ms = [t * 1e3 for t in drawn.values()]

@@ -308,6 +308,40 @@ def test_a_second_tuning_reuses_the_database_whatever_the_weights(tuned: dict[st
     assert shape.cache == "cold"  # another batch: other kernels to schedule
 
 
+def _runs_per_candidate(cache: Path, model: Any, example: Any, fusion: str, **options: Any) -> list[int]:
+    """How many timed runs each candidate that built and ran has in the variant's tuning database."""
+    from backends import tvm as tvm_backend
+    from backends import tvm_tuning
+
+    checked = tvm_backend._checked_options(TVMBackend.variant(fusion, options), "cpu")
+    entry = tvm_backend._tuning_entry(model, example, tvm_backend._target("cpu", checked), "fp32", fusion, checked,
+                                      cache)
+    records = [json.loads(line) for line in (entry / tvm_tuning.DATABASE_FILES[1]).read_text().splitlines() if line]
+    return [len(record[1][1]) for record in records if tvm_tuning._ran(record)]
+
+
+def test_tuning_repeat_times_each_candidate_that_often_in_a_database_of_its_own(tuned: dict[str, Any]) -> None:
+    """`tuning_repeat: 3`: MetaSchedule's runner times each candidate 3 times (their mean ranks it),
+    into a database keyed apart from the default's one run each; the default keeps the key the
+    databases had before the option, so they stay valid."""
+    import tvm
+
+    from backends import tvm as tvm_backend
+    from backends import tvm_tuning
+    from harness.artifact_cache import structure_fingerprint
+
+    model, example, cache = tuned["model"], tuned["example"], tuned["cache"]
+    assert set(_runs_per_candidate(cache, model, example, "on", tuning_trials=1)) == {1}
+    repeated = _tune(model, example, cache, "on", tuning_trials=1, tuning_repeat=3)
+    assert repeated.cache == "cold" and repeated.database_sha256 != tuned["on"].database_sha256
+    assert set(_runs_per_candidate(cache, model, example, "on", tuning_trials=1, tuning_repeat=3)) == {3}
+    options = tvm_backend._checked_options(TVMBackend.variant("on", {"tuning_trials": 1}), "cpu")
+    target = tvm_backend._target("cpu", options)
+    before = structure_fingerprint(model, example, tvm=tvm.__version__, target=str(target), dtype="fp32", fusion="on",
+                                   opt_level=3, trials=1, layout=tvm_tuning.TUNING_LAYOUT)
+    assert tvm_backend._tuning_entry(model, example, target, "fp32", "on", options, cache).name == before
+
+
 class _DenseLayer(nn.Module):
     """densenet121's pattern: batch norm and ReLU, then a convolution (no bias) whose output only
     feeds a concatenation, which fusion on leaves alone as fusion off does."""
@@ -422,4 +456,6 @@ def test_untuned_cells_say_why(tmp_path: Path) -> None:
     assert not gpu.tuned and "dlight" in gpu.reason
     with pytest.raises(BackendFailed, match="tuning_trials applies to cpu cells only"):
         _tune(model, example, tmp_path, "on", device="cuda", tuning_trials=2)
+    with pytest.raises(BackendFailed, match="tuning_repeat applies to cpu cells only"):
+        _tune(model, example, tmp_path, "on", device="cuda", tuning_repeat=3)
     assert not any(tmp_path.iterdir())

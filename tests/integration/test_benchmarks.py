@@ -122,7 +122,7 @@ def test_tvm_tuning_draws_benchmark_pairs_the_fused_kernel_with_its_anchor(tmp_p
     out = tmp_path / "draws.json"
     done = subprocess.run(
         [sys.executable, "benchmarks/tvm_tuning_draws.py", "--tokens", "16", "--features", "32", "--hidden", "64",
-         "--trials", "2", "--calls", "1", "--json", str(out)],
+         "--trials", "2", "--repeat", "2", "--calls", "1", "--json", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -133,4 +133,4 @@ def test_tvm_tuning_draws_benchmark_pairs_the_fused_kernel_with_its_anchor(tmp_p
     shared = figures["candidates_ms"]["on matmul+T_add"].keys() & figures["candidates_ms"]["off matmul"].keys()
     assert len(figures["paired_speedups"]) == len(shared) >= 1
     assert figures["speedup_best"] > 0 and figures["vm_speedup"] > 0
-    assert "the same draw on both sides" in done.stdout
+    assert "the same draw on both sides" in done.stdout and "each timed 2 time(s)" in done.stdout and figures["repeat"] == 2
