@@ -1,5 +1,8 @@
-"""Inductor fusion on and off on resnet18 (CPU): off must run one operator per kernel, clearly
-more kernels than on, and still match eager."""
+"""Inductor fusion on and off on a ResNet (CPU): off must run one operator per kernel, clearly
+more kernels than on, and still match eager. The ResNet is resnet18's with one basic block a stage
+instead of two (`RESNET_CONVS` convolutions): every kind of layer and join resnet18 has, and half
+the kernels to compile (scenarios/smoke.yaml's run compiles resnet18 itself:
+tests/integration/test_cli_end_to_end.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,10 @@ from harness.measure.correctness import compare
 torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 
+#: The fixture's ResNet: a stem convolution, two in each of four blocks, and the shortcut
+#: convolutions of the three blocks that change the shape, which have no activation after them.
+RESNET_CONVS, RESNET_SHORTCUTS = 1 + 4 * 2 + 3, 3
+
 
 @pytest.fixture(scope="module")
 def prepared_pair(tmp_path_factory: pytest.TempPathFactory):
@@ -22,7 +29,7 @@ def prepared_pair(tmp_path_factory: pytest.TempPathFactory):
     if not backend.availability("cpu").ok:
         pytest.skip(backend.availability("cpu").reason)
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(weights=None).eval()
+    model = torchvision.models.resnet.ResNet(torchvision.models.resnet.BasicBlock, [1, 1, 1, 1]).eval()
     example = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         reference = model(example)
@@ -87,7 +94,7 @@ def test_freezing_is_on_in_both_variants_and_only_its_fusions_go_with_fusion_off
         assert on[fusing] is True and off[fusing] is False, fusing
     # with freezing kept, fusion off still runs prepacked oneDNN convolutions, each without a post-op
     convs = [k for k in pairs["off"][0].fusion_report().kernels if "_convolution_pointwise" in k.kernel]
-    assert len(convs) == 20 and all(len(k.ops) == 1 for k in convs), convs
+    assert len(convs) == RESNET_CONVS and all(len(k.ops) == 1 for k in convs), convs
 
 
 def test_layout_optimization_off_keeps_the_models_layout(tmp_path: Path) -> None:
@@ -166,9 +173,9 @@ def test_fusion_on_reports_the_batch_norms_freezing_folded(prepared_pair) -> Non
     pairs, _, _ = prepared_pair
     report = pairs["on"][0].fusion_report()
     with_bn = [k for k in report.kernels if "aten.batch_norm" in k.ops]
-    assert len(with_bn) == 20 and all("convolution" in k.ops[0] for k in with_bn)  # every conv of resnet18 has its bn
-    assert sum(1 for k in with_bn if "aten.relu" in k.ops) == 17  # 3 shortcut convs have no activation
-    assert report.notes.startswith("20 batch norm(s) folded into convolution weights by freezing")
+    assert len(with_bn) == RESNET_CONVS and all("convolution" in k.ops[0] for k in with_bn)  # every conv has its bn
+    assert sum(1 for k in with_bn if "aten.relu" in k.ops) == RESNET_CONVS - RESNET_SHORTCUTS
+    assert report.notes.startswith(f"{RESNET_CONVS} batch norm(s) folded into convolution weights by freezing")
     assert not any("aten.batch_norm" in k.ops for k in pairs["off"][0].fusion_report().kernels)  # off folds nothing
 
 

@@ -89,43 +89,62 @@ def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path:
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("stop", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
-def test_ctrl_c_keeps_finished_cells_and_resume_completes(tmp_path: Path, stop: str, code: int) -> None:
+def _stopped_after_one_more_cell(command: list[str], out: Path, stop: str) -> str:
+    """Run `command` and send it `stop` once one more cell is valid and the next cell's worker runs;
+    return its output, having checked its exit code (130 for SIGINT, 143 for SIGTERM)."""
     import signal
 
-    # Two cells of the null backend, chosen with --only from four (the resume runs what the bundle
-    # planned, not the file's every cell): what is shown is the harness's, not a model's.
-    scenario = tmp_path / "stop.yaml"
-    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager]\n"
-                        "scenarios: [SingleStream, Offline]\nloadgen: {min_duration_s: 0.2}\n" + BRIEF)
-    out = tmp_path / "results"
+    def valid() -> int:
+        return sum(json.loads(path.read_text())["status"] == "valid" for path in out.glob("*/cells/*.json"))
+
+    before = valid()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--device", "cpu", "--out", str(out),
-         "--only", "backend=null"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "harness.cli", *command], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
         # a test runner started in the background inherits SIGINT ignored; a user's terminal does not
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list(out.glob("*/cells/*.json")):
+    while time.monotonic() < deadline and valid() <= before:
         time.sleep(0.2)
-    while time.monotonic() < deadline and not workers_of(proc.pid):  # the second cell's worker runs
+    while time.monotonic() < deadline and not workers_of(proc.pid):  # the next cell's worker runs
         time.sleep(0.1)
     time.sleep(0.5)
     proc.send_signal(getattr(signal, stop))  # Ctrl-C, or docker stop / Slurm / Ray
-    stdout, _ = proc.communicate(timeout=60)
-    assert proc.returncode == code, stdout
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[stop], stdout + stderr
+    return stdout
+
+
+def test_ctrl_c_and_sigterm_keep_finished_cells_and_resume_completes(tmp_path: Path) -> None:
+    """Ctrl-C stops the run, SIGTERM stops its resume, and a second resume completes the bundle:
+    each stop keeps the cells finished before it and marks the one it cut short."""
+    # Three cells of the null backend (SingleStream at batch 1, Offline at 1 and 2), chosen with --only
+    # from six (the resume runs what the bundle planned, not the file's every cell): what is shown is
+    # the harness's, not a model's.
+    scenario = tmp_path / "stop.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager]\n"
+                        "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [1, 2]}\n"
+                        "loadgen: {min_duration_s: 0.2}\n" + BRIEF)
+    out = tmp_path / "results"
+    _stopped_after_one_more_cell(["run", str(scenario), "--device", "cpu", "--out", str(out), "--only", "backend=null"],
+                                 out, "SIGINT")
     bundle = only_bundle(out)
-    statuses = sorted(c["status"] for c in cells_of(bundle).values())
-    assert statuses == ["interrupted", "valid"]
+    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["interrupted", "valid"]
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     check = fusionbench("validate", str(bundle))
     assert check.returncode == 0, check.stdout + check.stderr
+    stdout = _stopped_after_one_more_cell(["run", "--resume", str(bundle)], out, "SIGTERM")
+    assert "3 cell(s) on cpu, 2 to run" in stdout
+    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["interrupted", "valid", "valid"]
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     done = fusionbench("run", "--resume", str(bundle))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 cell(s) on cpu, 1 to run" in done.stdout
-    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]
+    assert "3 cell(s) on cpu, 1 to run" in done.stdout
+    assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid"] * 3
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    check = fusionbench("validate", str(bundle))
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> None:

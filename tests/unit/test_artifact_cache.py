@@ -113,3 +113,17 @@ def test_a_damaged_roofline_count_is_rebuilt_with_a_warning(tmp_path: Path, caps
     assert cached_costs(model, x, tmp_path) == costs
     assert "was damaged" in capsys.readouterr().err
     assert cached_costs(model, x, tmp_path) == costs and capsys.readouterr().err == ""
+
+
+def test_roofline_costs_are_kept_by_structure_not_weights(tmp_path: Path) -> None:
+    """Other weights of one structure share a count (a FLOP count follows shapes, not values); a
+    convolution's stride, which its weights' shape does not show, does not."""
+    from harness.measure.roofline import cached_costs
+
+    x = torch.randn(1, 3, 8, 8)
+    costs = cached_costs(_model(0).eval(), x, tmp_path)
+    assert cached_costs(_model(1).eval(), x, tmp_path) == costs and len(list(tmp_path.glob("*.json"))) == 1
+    strided = _model(0).eval()
+    strided[0].stride = (2, 2)
+    assert cached_costs(strided, x, tmp_path).flops < costs.flops
+    assert len(list(tmp_path.glob("*.json"))) == 2
