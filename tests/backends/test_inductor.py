@@ -1,7 +1,7 @@
 """Inductor fusion on and off on a ResNet (CPU): off must run one operator per kernel, clearly
 more kernels than on, and still match eager. The ResNet is resnet18's with one basic block a stage
-instead of two (`RESNET_CONVS` convolutions): every kind of layer and join resnet18 has, and half
-the kernels to compile (scenarios/smoke.yaml's run compiles resnet18 itself:
+instead of two: every kind of layer and join resnet18 has, with 12 convolutions to its 20, so
+fewer kernels to compile (scenarios/smoke.yaml's run compiles resnet18 itself:
 tests/integration/test_cli_end_to_end.py)."""
 
 from __future__ import annotations
