@@ -34,7 +34,9 @@ is really produced. A further round of the cell (`timing: {rounds: N}`) finds th
 rounds before it left them and compiles warm (`prepare_cache: warm`): the code is generated again
 (the graph and AOTAutograd caches stay off, so the fusion report is always the compile's own), its
 kernels' builds come from the code cache. Prepared outside a worker (no folder given), every cache
-is off.
+is off. What a compile does once for the whole machine (the check of the CPU's vector instruction
+sets, the C++ prefix's precompiled header) is timed apart and left out of `prepare_s`
+(backends/inductor_toolchain.py): the first cell of a machine is charged no more than the others.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import Any, Literal
 from unittest import mock
 
-from backends import torch_kernel_time
+from backends import inductor_toolchain, torch_kernel_time
 from backends.inductor_code import kernel_calls
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import freezing_without_fusion
@@ -128,7 +130,7 @@ class InductorBackend(Backend):
                    **(hooks if watching else {}), **_isa_settings(device, cache_dir)}
         loaded: list[Any] = []
         with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, unfused, \
-                no_folding, _loaded_modules(loaded), torch.no_grad():
+                no_folding, _loaded_modules(loaded), inductor_toolchain.watch() as toolchain, torch.no_grad():
             mode = compile_mode(options.mode, variant.graphs, device)
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
@@ -146,6 +148,7 @@ class InductorBackend(Backend):
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
         prepared.prepare_cache = "warm" if warm else "cold"
+        prepared.toolchain_s = toolchain.seconds
         prepared.rewrite_record = {
             "compile_mode": mode, "freezing": options.freezing,
             "constant_folding": options.freezing, "onednn_weight_prepack": options.freezing and device == "cpu",

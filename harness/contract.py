@@ -106,6 +106,12 @@ class Prepared(abc.ABC):
     #: What `prepare` found in its compile cache: "cold" (compiled from scratch), "warm"
     #: (loaded a cached artifact), "none" (nothing to compile) or "unknown". Set it in `prepare`.
     prepare_cache: str = "unknown"
+    #: Seconds of `prepare` spent on the backend's one-time work for the machine, not for the model
+    #: (work the first compile on a machine does and every later one finds done, such as Inductor's
+    #: check of the CPU's vector instruction sets and its precompiled header). The harness records
+    #: them as the phase `toolchain` and leaves them out of `prepare_s`, so the first cell of a
+    #: machine is not charged for them. Set it in `prepare`, measured there; 0: none.
+    toolchain_s: float = 0.0
 
     @abc.abstractmethod
     def __call__(self, batch: Any) -> Any:

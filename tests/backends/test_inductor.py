@@ -34,18 +34,31 @@ def prepared_pair(tmp_path_factory: pytest.TempPathFactory):
     with torch.no_grad():
         reference = model(example)
     out = {}
-    for fusion in ("on", "off"):
-        work = tmp_path_factory.mktemp(f"inductor-{fusion}")
-        prepared = backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
-                                   workdir=work, cache_dir=Path(work))
-        # its kernels timed now: Dynamo keeps both compiles of the one model in its cache, and a call
-        # after the second may run either (a cell compiles once in a process of its own)
-        out[fusion] = (prepared, prepared(example), prepared.cpu_kernel_times(example))
-    return out, example, reference
+    # Inductor's precompiled header in a folder of the fixture's own, as on a machine that never compiled:
+    # the first compile builds it (its build's seconds read from the files' times), the second finds it
+    from torch._inductor import codecache
+
+    headers = tmp_path_factory.mktemp("precompiled-headers")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codecache, "_HEADER_DIR", str(headers))
+        patch.setattr(codecache, "_HEADER_LOCK_DIR", str(headers / "locks"))
+        codecache._precompile_header.cache_clear()  # a process builds or finds a header once
+        try:
+            for fusion in ("on", "off"):
+                work = tmp_path_factory.mktemp(f"inductor-{fusion}")
+                prepared = backend.prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
+                                           workdir=work, cache_dir=Path(work))
+                # its kernels timed now: Dynamo keeps both compiles of the one model in its cache, and a call
+                # after the second may run either (a cell compiles once in a process of its own)
+                out[fusion] = (prepared, prepared(example), prepared.cpu_kernel_times(example))
+        finally:
+            codecache._precompile_header.cache_clear()
+    header_build_s = sum(gch.stat().st_mtime - gch.with_suffix("").stat().st_mtime for gch in headers.glob("*.gch"))
+    return out, example, reference, header_build_s
 
 
 def test_fusion_off_runs_one_operator_per_kernel(prepared_pair) -> None:
-    pairs, example, _ = prepared_pair
+    pairs, example, _, _ = prepared_pair
     off = pairs["off"][0].fusion_report()
     assert off.fusions == 0
     assert all(k.fusion_class == "single" for k in off.kernels)
@@ -55,7 +68,7 @@ def test_fusion_off_runs_one_operator_per_kernel(prepared_pair) -> None:
 
 
 def test_fusion_off_has_clearly_more_kernels_than_on(prepared_pair) -> None:
-    pairs, example, _ = prepared_pair
+    pairs, example, _, _ = prepared_pair
     on, off = (pairs[f][0].cpu_dispatches(example) for f in ("on", "off"))
     assert off >= 3 * on, (on, off)
     report_on = pairs["on"][0].fusion_report()
@@ -66,7 +79,7 @@ def test_fusion_off_has_clearly_more_kernels_than_on(prepared_pair) -> None:
 def test_the_generated_kernels_are_timed_under_the_names_the_report_gives_them(prepared_pair) -> None:
     """Fusion on: each generated C++ kernel the report lists is timed once a call, beside the
     oneDNN convolutions it calls, all inside the profiled call."""
-    pairs, _, _ = prepared_pair
+    pairs, _, _, _ = prepared_pair
     prepared, _, times = pairs["on"]
     generated = sorted(name for name, _ in times.calls if name.startswith("cpp_fused"))
     assert generated and generated == sorted(k.kernel for k in prepared.fusion_report().kernels if k.kernel.startswith("cpp_fused"))
@@ -74,8 +87,19 @@ def test_the_generated_kernels_are_timed_under_the_names_the_report_gives_them(p
     assert 0 < sum(ns for _, ns in times.calls) <= times.wall_ns
 
 
+def test_the_header_the_first_compile_built_is_not_its_compile_time(prepared_pair) -> None:
+    """The first compile on a machine builds Inductor's precompiled header and checks the CPU's vector
+    sets; the second finds both done. Those seconds are each compile's `toolchain_s`, which the worker
+    leaves out of `prepare_s`, so the pair's compile times are their models'."""
+    pairs, _, _, header_build_s = prepared_pair
+    on, off = pairs["on"][0], pairs["off"][0]
+    assert header_build_s > 0.5  # about 7 to 11 s on one core of the 2-core test machine
+    assert on.toolchain_s >= 0.95 * header_build_s, (on.toolchain_s, header_build_s)
+    assert off.toolchain_s < 0.5 * header_build_s, (off.toolchain_s, header_build_s)
+
+
 def test_both_variants_match_eager(prepared_pair) -> None:
-    pairs, _, reference = prepared_pair
+    pairs, _, reference, _ = prepared_pair
     for fusion, (_, output, _) in pairs.items():
         verdict = compare(output, reference, "fp32")
         assert verdict["ok"], (fusion, verdict["reason"])
@@ -86,7 +110,7 @@ def test_freezing_is_on_in_both_variants_and_only_its_fusions_go_with_fusion_off
 
     assert InductorOptions().freezing is True
     assert InductorOptions.model_validate({"freezing": False}).freezing is False
-    pairs, _, _ = prepared_pair
+    pairs, _, _, _ = prepared_pair
     on, off = pairs["on"][0].rewrites(), pairs["off"][0].rewrites()
     for kept in ("freezing", "constant_folding", "onednn_weight_prepack"):
         assert on[kept] is True and off[kept] is True, kept
@@ -170,7 +194,7 @@ def test_fusion_off_counts_no_fusion_where_views_are_folded_into_indexing(tmp_pa
 
 
 def test_fusion_on_reports_the_batch_norms_freezing_folded(prepared_pair) -> None:
-    pairs, _, _ = prepared_pair
+    pairs, _, _, _ = prepared_pair
     report = pairs["on"][0].fusion_report()
     with_bn = [k for k in report.kernels if "aten.batch_norm" in k.ops]
     assert len(with_bn) == RESNET_CONVS and all("convolution" in k.ops[0] for k in with_bn)  # every conv has its bn

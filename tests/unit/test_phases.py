@@ -22,13 +22,14 @@ WORKER = REPO / "harness" / "measure" / "worker.py"
 
 
 def timed_by_the_worker() -> list[Phase]:
-    """The phases worker.py passes to `clock.phase(...)`, resolved against the protocol module."""
+    """The phases worker.py passes to `clock.phase(...)`, and those `clock.move(seconds, source, target)`
+    records part of another as, resolved against the protocol module."""
     found: list[Phase] = []
     for node in ast.walk(ast.parse(WORKER.read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "phase"
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("phase", "move")
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "clock"):
             continue
-        (argument,) = node.args
+        argument = node.args[-1]
         if isinstance(argument, ast.Subscript):  # protocol.COMPLIANCE[test]: any compliance test
             assert ast.unparse(argument.value) == "protocol.COMPLIANCE", ast.unparse(argument)
             found += COMPLIANCE.values()

@@ -153,6 +153,7 @@ def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[
         (lambda c: c.update(status="exploded"), "status: 'exploded' is not one of"),
         (lambda c: c["metrics"]["fusion_report"].update(kernel_count=999), "kernel_count 999 but"),
         (lambda c: c["metrics"]["loadgen"].update(log_dir="../../../../etc"), "log_dir"),
+        (lambda c: c["metrics"].update(prepare_s=c["metrics"]["prepare_s"] / 2), "is not the prepare phase's"),
         (lambda c: c.update(schema_version=SCHEMA_VERSION + 5), None),
     ],
 )

@@ -169,3 +169,44 @@ def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
     wrong = WorkerRequest(cell=cell_for("wrong"), artifact_dir=str(tmp_path / "wrong"), phase_file=str(tmp_path / "p2"),
                           timing_round=2)
     assert run_cell(wrong).status == "valid"  # a round checks no output: round 1 did (its cell is only run when valid)
+
+
+class ToolchainBackend(RaisingBackend):
+    """Its compile takes 0.3 s, of which it reports `reported` as its one-time work for the machine."""
+
+    name = "toolchain"
+    reported = 0.2
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        import time
+
+        time.sleep(0.3)
+        prepared = _Wrapped(model)
+        prepared.toolchain_s = self.reported
+        return prepared
+
+
+def test_the_toolchains_one_time_work_is_moved_out_of_the_compile_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `prepare` reports as the machine's one-time work is its own phase, not `prepare_s`; a
+    report longer than the compile itself fails the cell, naming it."""
+    monkeypatch.setattr(registry, "load", lambda name: ToolchainBackend)
+    monkeypatch.chdir(tmp_path)
+
+    def answer(reported: float, folder: str) -> dict[str, Any]:
+        monkeypatch.setattr(ToolchainBackend, "reported", reported)
+        request = WorkerRequest(cell=cell_for("toolchain"), artifact_dir=str(tmp_path / folder),
+                                phase_file=str(tmp_path / f"{folder}.phase"), timing_round=2)
+        return run_cell(request).record()
+
+    moved = answer(0.2, "moved")
+    assert moved["status"] == "valid", moved["reasons"]
+    phases = moved["phases_s"]
+    assert phases["toolchain"] == 0.2
+    assert moved["metrics"]["prepare_s"] == phases["prepare"] and 0.1 <= phases["prepare"] < 0.3
+    none = answer(0.0, "none")
+    assert "toolchain" not in none["phases_s"] and none["metrics"]["prepare_s"] >= 0.3
+    too_much = answer(5.0, "too-much")
+    assert too_much["status"] == "failed"
+    assert too_much["reasons"][0].startswith("prepare: 5.000 s of prepare reported as toolchain: outside its 0.3"), too_much
