@@ -9,7 +9,7 @@ whatever the model:
   there) into Inductor's default cache folder, which is outside a cell's own caches on purpose:
   Inductor holds it global, not part of a fresh-cache compile. Every later compile finds it.
 
-So the first Inductor cell of a machine carried up to about 25 s that its fusion pair, and every
+So the first Inductor cell of a machine carried 20 to 30 s (measured there) that its fusion pair, and every
 later cell, did not. `watch` times both where they happen inside a compile; the worker moves those
 seconds out of `prepare_s` into a phase of their own (`toolchain`), so each cell's compile time is
 its model's. The header's preprocessing and hashing, which every new process pays, stay in the
