@@ -226,7 +226,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            same_in_both=("metrics", "memory_traffic", "caches_flushed")),
     # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
-           "Backend.prepare: export and compile (Inductor's first call included)",
+           "Backend.prepare: export and compile (Inductor's first call included), less the backend's one-time "
+           "work for the machine (the toolchain phase)",
            same_in_both=("metrics", "prepare_cache"), floor=0.1),
     # Tuning under 0.1 s searched nothing (a database reused): its changes are noise.
     Metric("tuning_time", ("metrics", "tuning", "tuning_s"), "s", "lower", "ratio", "tuning time",
