@@ -214,11 +214,7 @@ def _measure(
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
-    with clock.phase(protocol.PREPARE):
-        prepared = _prepare(cell, request, backend, model, example, workdir)
-    clock.move(prepared.toolchain_s, protocol.PREPARE, protocol.TOOLCHAIN)
-    metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
-    metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words
+    prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
     try:
         with clock.phase(protocol.FIRST_CALL):
             output = prepared(example)
@@ -313,9 +309,17 @@ def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, ex
                                                 "tuning_s": clock.durations_s[protocol.TUNE.name]})
 
 
-def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path) -> Any:
-    """The backend's prepared model, its artifacts in the cache's folder for the backend."""
-    return backend.prepare(model, example, **cell_model.backend_arguments(cell, request, backend, workdir))
+def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path,
+             clock: PhaseClock, metrics: Metrics) -> Any:
+    """The backend's prepared model, its artifacts in the cache's folder for the backend, timed as
+    `prepare_s` less what the backend measured as its one-time work for the machine (the
+    `toolchain` phase)."""
+    with clock.phase(protocol.PREPARE):
+        prepared = backend.prepare(model, example, **cell_model.backend_arguments(cell, request, backend, workdir))
+    clock.move(prepared.toolchain_s, protocol.PREPARE, protocol.TOOLCHAIN)
+    metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
+    metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words
+    return prepared
 
 
 def _device_timing(cell: CellConfig, prepared: Any, samples: list[Any]) -> Any:
@@ -340,11 +344,7 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
         model, samples, example = cell_model.model_and_samples(cell, request)
     precision.set_torch_math(cell.dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
-    with clock.phase(protocol.PREPARE):
-        prepared = _prepare(cell, request, backend, model, example, workdir)
-    clock.move(prepared.toolchain_s, protocol.PREPARE, protocol.TOOLCHAIN)
-    metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
-    metrics.prepare_cache = prepared.prepare_cache
+    prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
     try:
         with clock.phase(protocol.FIRST_CALL):
             prepared(example)
