@@ -90,7 +90,7 @@ def tuned_cpu_pipeline(target: Any, database: Path) -> Any:
 
     from backends import tvm_tuning
 
-    apply, records = tvm_tuning.apply_database(database)
+    apply, records = tvm_tuning.apply_database(database, target.kind.name)
 
     @tvm.transform.module_pass(opt_level=0, name="FusionBenchTunedCPUPipeline")
     def pipeline(mod: Any, _context: Any) -> Any:

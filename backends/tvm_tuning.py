@@ -68,7 +68,7 @@ _LOGGER = "tvm.s_tir.meta_schedule"
 
 def _quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
     """`inspect.stack()` without its search of sys.modules for each frame of the import machinery
-    (see `tensor_intrinsics_imported`): each frame with its file, line and that line's text."""
+    (see `import_tensor_intrinsics`): each frame with its file, line and that line's text."""
     del context
     frames = []
     frame: FrameType | None = sys._getframe(1)
@@ -81,17 +81,40 @@ def _quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
     return frames
 
 
-def import_tensor_intrinsics() -> None:
-    """Import `tvm.s_tir.tensor_intrin`, which MetaSchedule imports before its first task. Its 496
-    TVMScript functions each call `inspect.stack()`, which for every frame of the import machinery
-    (files that do not exist, `<frozen importlib._bootstrap>`) scans all of sys.modules: 45 to 55 s
-    with torch loaded (TVM 0.27), 4 s with the stack read directly. The patch lasts for the import."""
-    if "tvm.s_tir.tensor_intrin" in sys.modules:
-        return
+#: The modules of `tvm.s_tir.tensor_intrin` that hold a target kind's intrinsics (for llvm the CPU
+#: ones, whatever the CPU's architecture; for cuda its own and the dot products' dp4a); a kind not
+#: named here gets the whole package.
+TARGET_INTRINSICS = {"llvm": ("x86", "arm_cpu", "riscv_cpu"), "cuda": ("cuda", "dot_product_common")}
+_INTRINSICS = "tvm.s_tir.tensor_intrin"
+
+
+def import_tensor_intrinsics(target_kind: str) -> None:
+    """Import the tensor intrinsics MetaSchedule may use for `target_kind` (TVM's name: llvm, cuda).
+
+    MetaSchedule imports `tvm.s_tir.tensor_intrin` before its first task, and that package imports
+    every target's intrinsics, 496 TVMScript functions. Each of them calls `inspect.stack()`, which
+    for every frame of the import machinery (files that do not exist, `<frozen
+    importlib._bootstrap>`) scans all of sys.modules: 45 to 55 s with torch loaded (TVM 0.27); the
+    stack is read directly while they are imported here. Even so the package took 7.5 CPU-s on the
+    2-core VM, 5.5 of them CUDA's, which a CPU target never uses: so the package is entered in
+    sys.modules without running its `__init__` (MetaSchedule's own import then finds it) and only
+    the target kind's modules are imported into it. Where TVM is laid out otherwise, the whole
+    package is imported as before."""
+    from importlib import import_module, util
+
     stack = inspect.stack
     inspect.stack = _quick_stack
     try:
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+        if _INTRINSICS not in sys.modules:
+            spec = util.find_spec(_INTRINSICS)
+            if spec is None or spec.submodule_search_locations is None or target_kind not in TARGET_INTRINSICS:
+                import_module(_INTRINSICS)
+                return
+            package = util.module_from_spec(spec)
+            sys.modules[_INTRINSICS] = package
+            import_module("tvm.s_tir").tensor_intrin = package
+        for name in TARGET_INTRINSICS.get(target_kind, ()):
+            import_module(f"{_INTRINSICS}.{name}")
     finally:
         inspect.stack = stack
 
@@ -142,7 +165,7 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
     """Tune every task of `legalized` (a Relax module after FuseOps/FuseTIR, before lowering) for
     `target`, `trials_per_task` candidates each, each candidate timed `repeat` times (their mean
     ranks it); the database goes into `out`, logs and candidates into `scratch`."""
-    import_tensor_intrinsics()
+    import_tensor_intrinsics(target.kind.name)
     from tvm.s_tir import meta_schedule as ms
 
     tasks = ms.relax_integration.extract_tasks(legalized, target)
@@ -266,13 +289,13 @@ def _ran(record: Any) -> bool:
     return isinstance(seconds, list) and bool(seconds) and all(isinstance(s, (int, float)) and s < 1e9 for s in seconds)
 
 
-def apply_database(entry: Path) -> Any:
+def apply_database(entry: Path, target_kind: str) -> Any:
     """A pass that replaces each tuned task's PrimFunc by its best schedule in the database at `entry`
     (the others stay as they are), and the database, which must be the current one while it runs."""
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    import_tensor_intrinsics()
+    import_tensor_intrinsics(target_kind)
     database = ms.database.JSONDatabase(
         path_workload=str(entry / DATABASE_FILES[0]), path_tuning_record=str(entry / DATABASE_FILES[1]),
         allow_missing=False)

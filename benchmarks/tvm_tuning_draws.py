@@ -71,7 +71,7 @@ def _candidates(database: Path) -> dict[str, dict[str, float]]:
 
     from backends import tvm_tuning
 
-    tvm_tuning.import_tensor_intrinsics()
+    tvm_tuning.import_tensor_intrinsics("llvm")
     records = ms.database.JSONDatabase(
         path_workload=str(database / tvm_tuning.DATABASE_FILES[0]),
         path_tuning_record=str(database / tvm_tuning.DATABASE_FILES[1]), allow_missing=False).get_all_tuning_records()

@@ -354,6 +354,39 @@ class _DenseLayer(nn.Module):
         return torch.cat([x, self.conv(torch.relu(self.norm(x)))], 1)
 
 
+def test_a_cpu_tuning_imports_the_cpu_intrinsics_alone_and_a_cuda_one_its_own() -> None:
+    """MetaSchedule imports every target's tensor intrinsics before its first task: 7.5 CPU-s on the
+    2-core VM, CUDA's 5.5 of them, in every tuned cell's worker. A CPU target's import registers the
+    CPU's intrinsics alone, MetaSchedule's own import of the package then adds nothing, and a CUDA
+    target's import in the same process still registers CUDA's."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from backends import tvm_tuning
+from tvm.s_tir import TensorIntrin
+
+def loaded():
+    return sorted(name.rsplit(".", 1)[1] for name in sys.modules if name.startswith("tvm.s_tir.tensor_intrin."))
+
+def registered(name):
+    return TensorIntrin.get(name, allow_missing=True) is not None
+
+tvm_tuning.import_tensor_intrinsics("llvm")
+import tvm.s_tir.tensor_intrin  # as MetaSchedule's tuning context does
+print(loaded(), registered("dot_16x4_vnni"), registered("mma_ldmatrix_f16_a"))
+tvm_tuning.import_tensor_intrinsics("cuda")
+print(loaded(), registered("dot_16x4_vnni"), registered("mma_ldmatrix_f16_a"), registered("dp4a_s8s8s32"))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    cpu, both = done.stdout.splitlines()[-2:]
+    assert cpu == "['arm_cpu', 'dot_product_common', 'riscv_cpu', 'x86'] True False", cpu
+    assert both == "['arm_cpu', 'cuda', 'dot_product_common', 'riscv_cpu', 'x86'] True True True", both
+
+
 def test_a_function_draws_the_same_candidates_whatever_its_variant_and_place() -> None:
     """Each task is seeded from its function's structure (backends/tvm_tuning.py `task_seed`): the
     convolution both variants have gets one seed on both sides, and the order of the tasks changes
@@ -364,7 +397,7 @@ def test_a_function_draws_the_same_candidates_whatever_its_variant_and_place() -
     from backends import tvm as tvm_backend
     from backends import tvm_tuning
 
-    tvm_tuning.import_tensor_intrinsics()  # as tune() does: unpatched, the import takes most of a minute
+    tvm_tuning.import_tensor_intrinsics("llvm")  # as tune() does: unpatched, the import takes most of a minute
     torch.manual_seed(0)
     model, example = _DenseLayer().eval(), torch.randn(1, 4, 8, 8)
     seeded: dict[str, list[tuple[Any, int]]] = {}
@@ -408,7 +441,7 @@ def test_a_fused_function_draws_the_candidates_of_its_anchor_alone() -> None:
     from backends import tvm as tvm_backend
     from backends import tvm_tuning
 
-    tvm_tuning.import_tensor_intrinsics()
+    tvm_tuning.import_tensor_intrinsics("llvm")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU()).eval()
     example = torch.randn(1, 4, 8, 8)

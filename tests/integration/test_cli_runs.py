@@ -1,7 +1,7 @@
 """The real CLI on small sweeps of its own: a sweep in which some cells fail or are skipped while
 the others still run, a bad option refused before anything is written, Ctrl-C and SIGTERM
-mid-run then resume, image-folder inputs, markup-like text printed as it is, a GPU bundle not
-resumed without a GPU, and `--resume --only`. (Kept apart from test_cli_end_to_end.py, whose
+mid-run then resume, image-folder inputs and `--fresh-workers` (one run), markup-like text
+printed as it is, a GPU bundle not resumed without a GPU, and `--resume --only`. (Kept apart from test_cli_end_to_end.py, whose
 tests share one smoke run, so that pytest-xdist can run the two modules side by side.)"""
 
 from __future__ import annotations
@@ -29,18 +29,46 @@ BRIEF = ("timing: {min_time_s: 0.1, max_warmup_s: 0.5, repetitions: 2}\n"
          "env: [OMP_NUM_THREADS=1]\n")
 
 
-def test_fresh_workers_start_each_cell_as_a_new_python(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def folder_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """One eager cell on images from a folder named relative to the scenario file, its worker started
+    as a new Python (`--fresh-workers`): the run of both tests below (a run less than each making its
+    own). Returns the run, its bundle and the images' folder."""
+    from PIL import Image
+
+    work = tmp_path_factory.mktemp("folder-run")
+    images = work / "images"
+    images.mkdir()
+    for i, colour in enumerate(["red", "green", "blue", "white"]):
+        Image.new("RGB", (80, 60), colour).save(images / f"{i}.jpg")
+    scenario = work / "folder.yaml"
+    scenario.write_text(
+        "models: [{name: resnet18, input_size: 48}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+        "inputs: {source: folder, path: images, samples: 3}\n"
+        "loadgen: {min_duration_s: 0.2}\n" + BRIEF
+    )
+    out = work / "results"
+    # cwd is the repository, not the scenario's folder
+    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu", "--fresh-workers")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done, only_bundle(out), images
+
+
+def test_fresh_workers_start_each_cell_as_a_new_python(folder_run) -> None:
     """The default forks each worker from a preloaded parent (test_cli_end_to_end.py's smoke run
     shows it); --fresh-workers starts each as `python -m harness.measure.worker`, and says so."""
-    scenario = tmp_path / "fresh.yaml"
-    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
-                        "loadgen: {min_duration_s: 0.2}\n" + BRIEF)
-    done = fusionbench("run", str(scenario), "--device", "cpu", "--out", str(tmp_path / "out"), "--fresh-workers")
-    assert done.returncode == 0, done.stdout + done.stderr
-    bundle = only_bundle(tmp_path / "out")
+    _, bundle, _ = folder_run
     (cell,) = cells_of(bundle).values()
     assert cell["metrics"]["memory"]["worker_start"] == "fresh" and cell["phases_s"]["import"] > 0.5  # torch, imported
     assert json.loads((bundle / "bundle.json").read_text())["executor"]["worker_start"] == "fresh"
+
+
+def test_image_folder_inputs_relative_to_the_scenario_file(folder_run) -> None:
+    _, bundle, images = folder_run
+    header = json.loads((bundle / "bundle.json").read_text())
+    assert header["input_folder"] == str(images.resolve())
+    (cell,) = cells_of(bundle).values()
+    assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
 
 
 def test_failures_and_skips_do_not_stop_the_sweep(tmp_path: Path) -> None:
@@ -145,29 +173,6 @@ def test_ctrl_c_and_sigterm_keep_finished_cells_and_resume_completes(tmp_path: P
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     check = fusionbench("validate", str(bundle))
     assert check.returncode == 0, check.stdout + check.stderr
-
-
-def test_image_folder_inputs_relative_to_the_scenario_file(tmp_path: Path) -> None:
-    from PIL import Image
-
-    images = tmp_path / "images"
-    images.mkdir()
-    for i, colour in enumerate(["red", "green", "blue", "white"]):
-        Image.new("RGB", (80, 60), colour).save(images / f"{i}.jpg")
-    scenario = tmp_path / "folder.yaml"
-    scenario.write_text(
-        "models: [{name: resnet18, input_size: 48}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
-        "inputs: {source: folder, path: images, samples: 3}\n"
-        "loadgen: {min_duration_s: 0.5}\n" + BRIEF
-    )
-    out = tmp_path / "results"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")  # cwd is the repository
-    assert done.returncode == 0, done.stdout + done.stderr
-    bundle = only_bundle(out)
-    header = json.loads((bundle / "bundle.json").read_text())
-    assert header["input_folder"] == str(images.resolve())
-    (cell,) = cells_of(bundle).values()
-    assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
 
 
 @pytest.fixture(scope="module")
