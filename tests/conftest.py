@@ -9,8 +9,9 @@
   corpus (marked `corpus`) runs only when `-m corpus` asks for it.
 - `--quick` is the inner loop's tier: the unit and contract tests that need no real run. It leaves
   out tests/integration, tests/backends and tests/gpu, and every test marked `slow` (one that
-  starts the CLI, a worker or a compile of a real model), so that it ends in well under 90 seconds
-  on 2 cores; `./run.sh test` without it runs everything.
+  starts the CLI, a run, the system probe, a preloaded parent, a worker or a compile of a real
+  model: each imports torch at least once), so that it ends in under 90 seconds on 2 cores;
+  `./run.sh test` without it runs everything.
 - Backends' artifact caches go to a temporary directory, not the user's ~/.cache; the container
   image tests keep the machine's image build cache (FUSIONBENCH_IMAGE_CACHE: base layer, wheelhouse).
 - Each pytest-xdist worker runs on a share of the machine's cores of its own (one each on 2 cores),

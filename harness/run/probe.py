@@ -13,41 +13,19 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from pydantic import ConfigDict
 
-from harness.bundle.header_record import BackendReport
 from harness.errors import ConfigError, HarnessError
+
+if TYPE_CHECKING:
+    from harness.run.probe_answer import ProbeAnswer
 
 PROBE_TIMEOUT_S = 300
 NOISE_PROBE_VARIABLE = "FUSIONBENCH_NOISE_PROBE_S"
 NOISE_PROBE_MAX_S = 60.0
-
-
-class ProbeAnswer(pydantic.BaseModel):
-    """What the probe found: the device `auto` resolved to, whether torch sees CUDA, each backend's
-    status and, for a new run, the system's description (a record of its own, stored as it is)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    device: str
-    cuda_available: bool = False
-    backends: dict[str, BackendReport] = {}  # as bundle.json records them
-    system: dict[str, Any] | None = None
-
-    def available(self, backend: str) -> bool:
-        status = self.backends.get(backend)
-        return status is not None and status.available
-
-    def recorded_backends(self) -> dict[str, Any]:
-        """The backends as bundle.json records them."""
-        return {name: status.model_dump() for name, status in self.backends.items()}
-
-    def gpu_indices(self) -> list[str]:
-        """The indices of the GPUs the system description lists, in its order."""
-        gpus = ((self.system or {}).get("gpu") or {}).get("gpus") or []
-        return [str(gpu.get("index", position)) for position, gpu in enumerate(gpus)]
 
 
 class ProbeRequest(pydantic.BaseModel):
@@ -136,6 +114,8 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
     """Run the probe in a child process and return its answer. `cache_dir` is the run's artifact
     cache, where the noise probe's compiled cross-core loop is kept (as the cells keep theirs), or
     None (`--no-cache`): built again in a temporary folder."""
+    from harness.run.probe_answer import ProbeAnswer
+
     request = ProbeRequest(
         device=device, backends=backends, with_system=with_system, noise_s=noise_probe_s() if with_system else None,
         cache_dir=str(cache_dir) if cache_dir is not None else None,

@@ -34,7 +34,8 @@ from harness.run import cell_line, preflight, resumable, rounds, skips, slots, t
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
-from harness.run.probe import ProbeAnswer, run_probe
+from harness.run.probe import run_probe
+from harness.run.probe_answer import ProbeAnswer
 from harness.run.summary import fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file

@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from harness.models.catalog import CLASSIFICATION_MODELS
 from harness.models.labels import IMAGENET_CLASSES, output_classes, read_labels
 from harness.run import preflight, runner
-from harness.run.probe import ProbeAnswer
+from harness.run.probe_answer import ProbeAnswer
 from harness.scenario.schema import ScenarioFile
 from tests.labelled_images import LABELS, draw
 

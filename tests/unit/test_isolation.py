@@ -45,9 +45,11 @@ def shared_parents():
     parents.close()
 
 
-@pytest.fixture(params=["fresh", "preloaded"])
-def parents(request: pytest.FixtureRequest, shared_parents: PreloadedParents) -> PreloadedParents | None:
-    return shared_parents if request.param == "preloaded" else None
+@pytest.fixture(params=["fresh", pytest.param("preloaded", marks=pytest.mark.slow)])
+def parents(request: pytest.FixtureRequest) -> PreloadedParents | None:
+    """No parent (each worker a fresh Python), or the module's preloaded ones: slow, since they import
+    torch and every backend's modules first (about 11 s on 2 cores), so the quick tier runs the fresh."""
+    return request.getfixturevalue("shared_parents") if request.param == "preloaded" else None
 
 
 @pytest.fixture
@@ -220,6 +222,7 @@ def test_a_forked_worker_sees_the_environment_a_fresh_one_sees(
     }
 
 
+@pytest.mark.slow
 def test_a_forked_worker_finds_what_the_runs_backends_preload_already_imported(
     shared_parents: PreloadedParents, tmp_path: Path
 ) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.main import main
-from harness.run.probe import ProbeAnswer
+from harness.run.probe_answer import ProbeAnswer
 from harness.run.ray_executor import room_problem
 
 REPO = Path(__file__).resolve().parents[2]

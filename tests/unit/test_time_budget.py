@@ -144,6 +144,7 @@ def _records(bundle: Path) -> tuple[list[str], dict[str, dict[str, Any]]]:
     return order, {p.stem: json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")}
 
 
+@pytest.mark.slow  # its run starts the system probe, which imports torch
 def test_gpu_checks_budget_records_the_cell_it_ended_and_those_it_never_started_as_skipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
     slow = SlowCells(clock, 50.0)
@@ -158,6 +159,7 @@ def test_gpu_checks_budget_records_the_cell_it_ended_and_those_it_never_started_
     assert validate(bundle).problems == []
 
 
+@pytest.mark.slow  # its run starts the system probe, which imports torch
 def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
     slow = SlowCells(clock, 20.0)
@@ -181,6 +183,7 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
 
 
+@pytest.mark.slow  # its run starts the system probe, which imports torch
 def test_with_rounds_a_cell_whose_later_round_the_budget_kept_is_left_whole_for_resume(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
     slow = SlowCells(clock, 20.0)
