@@ -23,7 +23,8 @@ cycled; so the samples are stacked once, in that order and cycled past its end (
 and a batch is a view of `batch` consecutive rows. A batch whose samples are not such a run (a
 Server batch, or a LoadGen that draws otherwise) is gathered into a buffer instead, on a CPU with
 numpy (one thread: no torch OpenMP team wakes beside a backend with its own thread pool), on a
-GPU with `index_select`. A batch with fewer samples than its size is padded (static shapes).
+GPU with `index_select`. A batch with fewer samples than its size is padded (static shapes): a
+view with the next samples of the order, a gathered batch with its own samples again.
 Clock reads around the gather, the call and the answer (three per batch; LoadGen times the whole
 query either way) say where a query's time went (`SUTTimes`).
 
@@ -103,19 +104,20 @@ class SampleRing:
         import torch
 
         buffer = self.buffers[slot]
-        count = len(indices)
+        # A short batch is padded with its own samples again: never with what the buffer held before
+        # (uninitialised memory on a slot's first use, whose NaNs and denormals change a model's speed).
+        rows_of = [indices[k % len(indices)] for k in range(self.batch)]
         if self.device.type == "cpu":
             import numpy as np
 
             # Rows as raw bytes: numpy copies any dtype (bf16 included) without torch's thread pool.
             rows = buffer.reshape(self.batch, -1).view(torch.uint8).numpy()
-            for row, index in enumerate(indices):
+            for row, index in enumerate(rows_of):
                 np.copyto(rows[row], self.samples[index].reshape(-1).view(torch.uint8).numpy())
             return buffer
         host = self._indices[slot]
-        host[:count] = torch.tensor(indices, dtype=torch.int64)
-        bank = self._bank()
-        torch.index_select(bank, 0, host[:count].to(self.device, non_blocking=True), out=buffer[:count])
+        host[:] = torch.tensor(rows_of, dtype=torch.int64)
+        torch.index_select(self._bank(), 0, host.to(self.device, non_blocking=True), out=buffer)
         return buffer
 
     def _bank(self) -> Any:

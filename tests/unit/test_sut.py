@@ -70,8 +70,11 @@ def test_a_batch_that_is_not_a_run_of_the_load_order_is_gathered() -> None:
     assert not copied and view[:, 0].tolist() == [4, 0, 2, 5]
     wrapped, copied = ring.batch_of([8, 7, 3], 0)  # the run wraps past the end of the order; padded to 4
     assert not copied and wrapped[:, 0].tolist() == [8, 7, 3, 1]
+    gathered, copied = ring.batch_of([9, 2, 5, 1], 0)
+    assert copied and gathered[:, 0].tolist() == [9, 2, 5, 1]
+    # a short gathered batch in the same buffer: padded with its own samples, not what the buffer held
     gathered, copied = ring.batch_of([9, 3, 3], 0)
-    assert copied and gathered[:3, 0].tolist() == [9, 3, 3]
+    assert copied and gathered[:, 0].tolist() == [9, 3, 3, 9]
 
 
 def test_server_batches_what_arrived_while_the_model_was_busy(tmp_path: Path) -> None:
