@@ -1,8 +1,9 @@
 """The real CLI on small sweeps of its own: a sweep in which some cells fail or are skipped while
 the others still run, a bad option refused before anything is written, Ctrl-C and SIGTERM
 mid-run then resume, image-folder inputs and `--fresh-workers` (one run), markup-like text
-printed as it is, a GPU bundle not resumed without a GPU, and `--resume --only`. (Kept apart from test_cli_end_to_end.py, whose
-tests share one smoke run, so that pytest-xdist can run the two modules side by side.)"""
+printed as it is, a GPU bundle not resumed without a GPU, and `--resume --only`. (Kept apart from
+test_cli_end_to_end.py, whose tests share one smoke run, so that pytest-xdist can run the two
+modules side by side.)"""
 
 from __future__ import annotations
 
