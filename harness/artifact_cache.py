@@ -68,7 +68,10 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
 
     `build` fills an empty temporary directory beside `path`, which is sealed and renamed to
     `path` only when `build` returns, so `path` is always complete. Returns True when `path` was
-    already there and intact (a cache hit), or appeared meanwhile from a concurrent build.
+    already there and intact (a cache hit: nothing was built here), False when this call built
+    it, even where a concurrent build of the same artifact was renamed into place first (this
+    call's build is then dropped for that one, but its time was spent: the caller's compile was
+    cold, not warm).
     """
     if path.is_dir():
         damage = damage_of(path)
@@ -85,7 +88,7 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
         except OSError:
             if not path.is_dir():
                 raise
-            return True  # another process finished the same artifact first
+            # another process finished the same artifact first: its entry is kept
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return False

@@ -44,6 +44,21 @@ def test_cached_dir_builds_once(tmp_path: Path) -> None:
     assert not calls[0].exists()
 
 
+def test_a_build_that_another_process_finished_first_is_still_a_build(tmp_path: Path) -> None:
+    """Two cells building the same artifact at once: the one whose rename comes second keeps the
+    other's entry, but it did build, so its compile is cold (a hit would label it warm)."""
+    entry = tmp_path / "cache" / "key"
+
+    def build(tmp: Path) -> None:
+        (tmp / "artifact").write_text("mine")
+        entry.mkdir(parents=True)  # the other process's build lands while this one runs
+        (entry / "artifact").write_text("theirs")
+
+    assert cached_dir(entry, build) is False
+    assert (entry / "artifact").read_text() == "theirs"
+    assert sorted(p.name for p in entry.parent.iterdir()) == ["key"]  # this call's temporary is gone
+
+
 def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
     def build(tmp: Path) -> None:
         (tmp / "half-written").write_text("...")
