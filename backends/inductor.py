@@ -127,7 +127,7 @@ class InductorBackend(Backend):
         # builds come from the code cache of a further round.
         patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
                    "layout_optimization": options.layout_optimization,
-                   **(hooks if watching else {}), **_isa_settings(device, cache_dir)}
+                   **(hooks if watching else {}), **_isa_settings(device)}
         loaded: list[Any] = []
         with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, unfused, \
                 no_folding, _loaded_modules(loaded), inductor_toolchain.watch() as toolchain, torch.no_grad():
@@ -144,7 +144,7 @@ class InductorBackend(Backend):
             kernels, note = watch.attribute(per_graph)
         else:
             kernels, note = [group for groups in per_graph for group in groups], ""
-        _remember_isa(device, cache_dir)
+        _remember_isa(device)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
         prepared.prepare_cache = "warm" if warm else "cold"
@@ -250,22 +250,35 @@ def compile_mode(mode: str, graphs: str, device: str) -> str:
     return "max-autotune-no-cudagraphs" if mode == "max-autotune" and device == "cuda" else mode
 
 
-def _isa_settings(device: str, cache_dir: Path) -> dict[str, Any]:
+def _isa_settings(device: str) -> dict[str, Any]:
     """Inductor checks which vector instruction sets g++ can build by compiling small programs,
-    once per process: about 10 s on 2 cores, in every cell's worker. When an earlier cell found
-    that every set this CPU reports builds (recorded in the backend's cache), trusting the CPU's
-    flags (`cpp.vec_isa_ok`) picks the same set without the check."""
-    if device != "cpu":
+    once per process: about 12 s of one core on the 2-core test machine, in every cell's worker.
+    When a compile on this machine found that every set this CPU reports builds (the record,
+    `_isa_record`), trusting the CPU's flags (`cpp.vec_isa_ok`) picks the same set without the check."""
+    recorded = _isa_record() if device == "cpu" else None
+    if recorded is None:
         return {}
-    recorded = cache_dir / ISA_FILE
-    key = _isa_key()
     try:
-        return {"cpp.vec_isa_ok": True} if json.loads(recorded.read_text()).get(key) is True else {}
+        return {"cpp.vec_isa_ok": True} if json.loads(recorded.read_text()).get(_isa_key()) is True else {}
     except (OSError, ValueError, AttributeError):
         return {}
 
 
+def _isa_record() -> Path | None:
+    """The file that keeps the check's answer: in Inductor's default cache folder, beside the
+    precompiled headers it keeps there, global to the machine (and user) as the check's answer is,
+    outside every cell's own caches; None for a torch that lays that folder out otherwise."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return None
+    return Path(default_cache_dir()) / ISA_FILE
+
+
 def _isa_key() -> str:
+    """What the check's answer depends on: torch, the CPU's architecture and flags, and the C++
+    compiler (its path, size and time: another g++ installed in its place is another key)."""
+    import os
     import platform
 
     import torch
@@ -275,16 +288,23 @@ def _isa_key() -> str:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):
         pass
-    text = "\n".join((torch.__version__, platform.machine(), flags, shutil.which("g++") or ""))
+    compiler = shutil.which(os.environ.get("CXX") or "g++") or ""
+    try:
+        found = os.stat(compiler)
+        compiler += f" {found.st_size} {found.st_mtime_ns}"
+    except OSError:
+        pass
+    text = "\n".join((torch.__version__, platform.machine(), flags, compiler))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _remember_isa(device: str, cache_dir: Path) -> None:
+def _remember_isa(device: str) -> None:
     """After a compile that ran the check (x86 only): record whether every vector set the CPU
     reports also built, in which case `cpp.vec_isa_ok` picks exactly what the check picked."""
     import platform
 
-    if device != "cpu" or platform.machine() not in ("x86_64", "AMD64"):
+    recorded = _isa_record()
+    if device != "cpu" or platform.machine() not in ("x86_64", "AMD64") or recorded is None:
         return
     try:
         from torch._inductor import cpu_vec_isa
@@ -295,16 +315,18 @@ def _remember_isa(device: str, cache_dir: Path) -> None:
         same = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == reported
     except Exception:  # noqa: BLE001 - an internal that moved: every cell keeps checking
         return
-    recorded = cache_dir / ISA_FILE
     try:
         known = json.loads(recorded.read_text()) if recorded.exists() else {}
+        if known.get(_isa_key()) is same:
+            return
         known[_isa_key()] = same
+        recorded.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(recorded, known)
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
 
 
-ISA_FILE = "vector-isa-check.json"
+ISA_FILE = "fusionbench-vector-isa-check.json"
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@ An Inductor compile on CPU does two things once per machine (per torch, C++ comp
 whatever the model:
 - the vector instruction set check: small programs built with each set's flags and loaded, to see
   which sets g++ can build (about 12 s on one core of the 2-core test machine). A process keeps
-  the answer; the backend records it so that later cells skip the check (backends/inductor.py).
+  the answer; the backend records it for the machine, beside the precompiled headers, so that
+  later cells and runs skip the check (backends/inductor.py).
 - the precompiled header of the C++ kernels' prefix: built once per set of compiler flags (7 to 11 s
   there) into Inductor's default cache folder, which is outside a cell's own caches on purpose:
   Inductor holds it global, not part of a fresh-cache compile. Every later compile finds it.

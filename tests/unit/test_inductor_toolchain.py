@@ -63,3 +63,39 @@ def test_a_torch_without_the_internals_leaves_everything_in_the_compile(monkeypa
     with inductor_toolchain.watch() as clock:
         pass
     assert clock.seconds == 0
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the check is recorded on x86 only")
+def test_the_isa_check_is_recorded_once_for_the_machine_beside_the_precompiled_headers(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The check's answer is kept in Inductor's default cache folder (global to the machine, where
+    the headers are), not in a cell's or run's cache: a later process, another run, a `--no-cache`
+    cell skip the check. Another C++ compiler is another key."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from torch._inductor import cpu_vec_isa
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from backends import inductor
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a machine whose temporary folder is new
+    flags = cpu_vec_isa.x86_isa_checker()
+    reported = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in flags for flag in str(isa).split())]
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: reported)  # the check's answer, without its builds
+    assert inductor._isa_settings("cpu") == {}  # nothing recorded: the compile checks
+    inductor._remember_isa("cpu")
+    record = inductor._isa_record()
+    assert record is not None and record.parent == Path(default_cache_dir())
+    assert record.parent.parent == tmp_path and record.is_file()
+    assert inductor._isa_settings("cpu") == {"cpp.vec_isa_ok": True}
+    assert inductor._isa_settings("cuda") == {}
+    monkeypatch.setenv("CXX", shutil.which("true") or "/bin/true")  # another compiler: not this record's
+    assert inductor._isa_settings("cpu") == {}
+    monkeypatch.delenv("CXX")
+    # the check's answer differs from the CPU's flags: recorded as such, and every compile checks
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: [*reported, "a set the flags do not name"])
+    record.unlink()
+    inductor._remember_isa("cpu")
+    assert record.is_file() and inductor._isa_settings("cpu") == {}
