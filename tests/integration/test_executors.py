@@ -106,14 +106,14 @@ def _phase(worker: psutil.Process) -> str:
         return ""
 
 
-def _ray_run(env: dict[str, str], work: Path, backends: str, limits: str = "") -> subprocess.Popen[str]:
-    """A CLI run of `backends` on a local Ray instance, in the background."""
+def _ray_run(env: dict[str, str], work: Path, backends: str, limits: str = "", *options: str) -> subprocess.Popen[str]:
+    """A CLI run of `backends` on a local Ray instance, in the background (`options`: the CLI's own)."""
     (work / "sweep.yaml").write_text(
         f"models: [{{name: resnet18, input_size: 32}}]\nbackends: [{backends}]\nscenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n"
         f"{limits}")
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(work / "sweep.yaml"), "--out",
-                             str(work / "out"), "--executor", "ray"],
+                             str(work / "out"), "--executor", "ray", *options],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -138,11 +138,17 @@ def test_a_ray_worker_killed_mid_cell_runs_the_cell_again(faults_env, tmp_path: 
 
 def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path: Path) -> None:  # noqa: F811
     ray_or_skip()
-    run = _ray_run(faults_env, tmp_path, "null, fault_hang", "limits: {cell_timeout_s: 20}\n")
+    # One cell at a time (both of Ray's 2 CPUs a cell), in the scenario's order: the hang starts once the
+    # null cell is written, so its time limit never races the null cell's start-up (which took over
+    # 20 s once, side by side with it on a loaded machine, and the hang's record came first).
+    run = _ray_run(faults_env, tmp_path, "null, fault_hang", "limits: {cell_timeout_s: 20}\n", "--cpus-per-cell", "2")
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not list((tmp_path / "out").glob("*/cells/*.json")):
-            time.sleep(0.2)  # the null cell is written; the hanging one is still running
+        written: set[str] = set()
+        while time.monotonic() < deadline and not written:
+            time.sleep(0.2)
+            written = {json.loads(p.read_text())["config"]["backend"] for p in (tmp_path / "out").glob("*/cells/*.json")}
+        assert written == {"null"}, written  # the null cell is written; the hanging one is running
         run.send_signal(signal.SIGTERM)
         output, _ = run.communicate(timeout=120)
     finally:
