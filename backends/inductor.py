@@ -299,31 +299,41 @@ def _isa_key() -> str:
 
 
 def _remember_isa(device: str) -> None:
-    """After a compile that ran the check (x86 only): record whether every vector set the CPU
-    reports also built, in which case `cpp.vec_isa_ok` picks exactly what the check picked."""
+    """After a compile (x86 only): record whether every vector set the CPU reports also built, in
+    which case `cpp.vec_isa_ok` picks exactly what the check picked. A record that already says so
+    is left as it is."""
     import platform
 
+    if device != "cpu" or platform.machine() not in ("x86_64", "AMD64"):
+        return
     recorded = _isa_record()
-    if device != "cpu" or platform.machine() not in ("x86_64", "AMD64") or recorded is None:
+    if recorded is None:
         return
     try:
         from torch._inductor import cpu_vec_isa
 
-        flags = cpu_vec_isa.x86_isa_checker()
-        reported = [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list
-                    if all(flag in flags for flag in str(isa).split())]
-        same = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == reported
+        same = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == _reported_isas()
     except Exception:  # noqa: BLE001 - an internal that moved: every cell keeps checking
         return
+    key = _isa_key()
     try:
         known = json.loads(recorded.read_text()) if recorded.exists() else {}
-        if known.get(_isa_key()) is same:
+        if known.get(key) is same:
             return
-        known[_isa_key()] = same
+        known[key] = same
         recorded.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(recorded, known)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+def _reported_isas() -> list[str]:
+    """The vector sets Inductor knows that this CPU's flags report (x86), in Inductor's order: what
+    the check picks when g++ builds every one of them."""
+    from torch._inductor import cpu_vec_isa
+
+    flags = cpu_vec_isa.x86_isa_checker()
+    return [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in flags for flag in str(isa).split())]
 
 
 ISA_FILE = "fusionbench-vector-isa-check.json"
