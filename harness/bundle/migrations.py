@@ -56,7 +56,6 @@ History:
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
@@ -122,9 +121,20 @@ def record_version(record: Any, where: str) -> int:
     return version
 
 
+def _copied(value: Any) -> Any:
+    """A copy of a record read from JSON, no object shared: its dicts and lists are new, the rest
+    (strings, numbers, booleans, None) is immutable. A third of copy.deepcopy's time, which keeps a
+    memo of every object for the cycles and shared objects JSON cannot hold."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
+
+
 def _upgraded(record: Any, steps: dict[int, Step], where: str) -> dict[str, Any]:
     version = record_version(record, where)
-    upgraded = copy.deepcopy(record)
+    upgraded = _copied(record)
     while version < SCHEMA_VERSION:
         upgraded = steps[version](upgraded)
         version += 1

@@ -79,3 +79,68 @@ def test_an_array_of_samples_is_judged_as_jsonschema_judges_it(sample: object) -
     assert said == lines_of(jsonschema.Draft202012Validator(bundle_schema("cell")), record, "here")
     fits = (type(sample) is int and sample == 5) or (type(sample) is float and sample == 1.0)  # 1.0 is an integer to it
     assert bool(said) != fits
+
+
+def _damaged(record: object, path: tuple = ()) -> list[tuple[tuple, object]]:
+    """Copies of `record`, each with one nested value of another type or one key too many."""
+    found: list[tuple[tuple, object]] = []
+    if isinstance(record, dict):
+        for key, value in record.items():
+            found.append(((*path, key), "wrong"))
+            found += _damaged(value, (*path, key))
+        found.append(((*path, "not_a_field"), 1))
+    elif isinstance(record, list) and record:
+        found.append(((*path, 0), {"wrong": True}))
+        found += _damaged(record[0], (*path, 0))
+    return found
+
+
+def _shortened(record: object) -> object:
+    """`record` with each list cut to its first three items (thousands of timing samples)."""
+    if isinstance(record, dict):
+        return {key: _shortened(value) for key, value in record.items()}
+    if isinstance(record, list):
+        return [_shortened(item) for item in record[:3]]
+    return record
+
+
+def _with(record: object, path: tuple, value: object) -> object:
+    copied = json.loads(json.dumps(record))
+    node = copied
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return copied
+
+
+@pytest.mark.parametrize("version", range(4, SCHEMA_VERSION + 1))
+def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: int) -> None:
+    """validate checks against the schema with its references inlined (harness/bundle/schema.py
+    `_inlined`): a value of the wrong type or an unknown key anywhere in a golden bundle's header
+    and cell gives the problems, word for word, that jsonschema gives on the schema as written."""
+    from harness.bundle.schema import _inlined, lines_of, problems
+
+    golden = Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{version}"
+    for kind, path in (("bundle", golden / "bundle.json"), ("cell", sorted((golden / "cells").glob("*.json"))[0])):
+        written = bundle_schema(kind, version)
+        assert "$defs" in written and "$defs" not in _inlined(written) and '"$ref"' not in json.dumps(_inlined(written))
+        plain = jsonschema.Draft202012Validator(written)
+        record = _shortened(json.loads(path.read_text()))
+        damages = _damaged(record)[::11]  # every eleventh: a damage in each nested object still
+        assert len(damages) > 20, kind
+        for where, value in damages:
+            broken = _with(record, where, value)
+            assert problems(broken, kind, version, "here") == lines_of(plain, broken, "here"), (kind, where)
+        assert problems(record, kind, version, "here") == [] == lines_of(plain, record, "here")
+
+
+def test_a_schema_that_refers_to_itself_is_checked_as_written() -> None:
+    from harness.bundle.schema import _inlined
+
+    recursive = {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+                 "$ref": "#/$defs/node"}
+    assert _inlined(recursive) is recursive
+    elsewhere = {"properties": {"a": {"$ref": "https://example.org/a"}}}
+    assert _inlined(elsewhere) is elsewhere
+    flat = {"$defs": {"n": {"type": "integer"}}, "properties": {"$ref": {"$ref": "#/$defs/n"}}, "default": {"$ref": "x"}}
+    assert _inlined(flat) == {"properties": {"$ref": {"type": "integer"}}, "default": {"$ref": "x"}}
