@@ -176,17 +176,40 @@ class _ConvNeXtBlock(torch.nn.Module):
         return x + y.permute(0, 3, 1, 2)
 
 
-def test_fusion_off_counts_no_fusion_where_views_are_folded_into_indexing(tmp_path: Path) -> None:
-    """Inductor names a kernel after the permute it reads through (`cpp_fused_native_layer_norm_permute`);
-    a view computes nothing, so fusion off still has no fused kernel."""
+@pytest.fixture(scope="module")
+def convnext_rounds(tmp_path_factory: pytest.TempPathFactory):
+    """The ConvNeXt block prepared as a cell's rounds prepare it (harness/run/rounds.py): fusion on
+    and off twice each, with cache folders of the cell's own (the first compile finds them empty, the
+    second finds the first's), then fusion on twice with no folder of the cell's own."""
     from backends.inductor import InductorBackend
 
     torch.manual_seed(0)
     model, example = _ConvNeXtBlock().eval(), torch.randn(2, 16, 8, 8)
     with torch.no_grad():
         reference = model(example)
-    prepared = InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant("off"),
-                                         workdir=tmp_path, cache_dir=tmp_path)
+    work = tmp_path_factory.mktemp("convnext")
+
+    def prepare(fusion: str) -> object:
+        return InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
+                                         workdir=work, cache_dir=work / "backend-cache")
+
+    rounds = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for fusion in ("on", "off"):
+            home = work / f"cell-{fusion}"
+            patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(home / "inductor-cache"))
+            patch.setenv("TRITON_CACHE_DIR", str(home / "triton-cache"))
+            rounds[fusion] = (prepare(fusion), prepare(fusion))
+        patch.delenv("TORCHINDUCTOR_CACHE_DIR")
+        uncached = [prepare("on") for _ in range(2)]
+    return rounds, uncached, example, reference
+
+
+def test_fusion_off_counts_no_fusion_where_views_are_folded_into_indexing(convnext_rounds) -> None:
+    """Inductor names a kernel after the permute it reads through (`cpp_fused_native_layer_norm_permute`);
+    a view computes nothing, so fusion off still has no fused kernel."""
+    rounds, _, example, reference = convnext_rounds
+    prepared = rounds["off"][0]
     report = prepared.fusion_report()
     assert any("aten.permute" in k.ops and len(k.ops) > 1 for k in report.kernels), report.kernels
     assert report.fusions == 0, [k for k in report.kernels if k.fusion_class != "single"]
@@ -220,31 +243,16 @@ def test_folded_batch_norms_are_only_attributed_when_the_convolutions_line_up() 
     assert kernels == [conv] and "1 more were folded but could not be matched to a kernel" in note
 
 
-def test_a_further_round_finds_the_cells_own_caches_and_compiles_warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_further_round_finds_the_cells_own_caches_and_compiles_warm(convnext_rounds) -> None:
     """A cell's rounds share its cache folders (harness/run/rounds.py): round 1 finds them empty and
     compiles cold, a further round compiles warm with the same kernels; with no folder of the cell's
     own (prepared outside a worker) every cache is off and each compile is cold."""
-    from backends.inductor import InductorBackend
-
-    torch.manual_seed(0)
-    model, example = _ConvNeXtBlock().eval(), torch.randn(2, 16, 8, 8)
-    with torch.no_grad():
-        reference = model(example)
-
-    def prepare(fusion: str) -> object:
-        return InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant(fusion),
-                                         workdir=tmp_path, cache_dir=tmp_path / "backend-cache")
-
-    for fusion in ("on", "off"):
-        home = tmp_path / f"cell-{fusion}"
-        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(home / "inductor-cache"))
-        monkeypatch.setenv("TRITON_CACHE_DIR", str(home / "triton-cache"))
-        first, again = prepare(fusion), prepare(fusion)
+    rounds, uncached, example, reference = convnext_rounds
+    for fusion, (first, again) in rounds.items():
         assert (first.prepare_cache, again.prepare_cache) == ("cold", "warm"), fusion
         assert first.fusion_report() == again.fusion_report(), fusion  # the code generated again, alike
         assert compare(again(example), reference, "fp32")["ok"]
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
-    assert [prepare("on").prepare_cache for _ in range(2)] == ["cold", "cold"]
+    assert [prepared.prepare_cache for prepared in uncached] == ["cold", "cold"]
 
 
 def test_an_lstm_is_compiled_not_left_to_eager(tmp_path: Path) -> None:
