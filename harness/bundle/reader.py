@@ -88,15 +88,22 @@ def cell_ids(header: dict[str, Any], where: str = HEADER) -> list[str]:
     return ids
 
 
+def check_root(root: Path) -> None:
+    """BundleError unless `root` is a folder with a bundle.json, saying which it is not."""
+    if not root.exists():
+        raise BundleError(f"{root}: no such file or directory")
+    if not root.is_dir():
+        raise BundleError(f"{root}: not a directory")
+    if not (root / HEADER).exists():
+        raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+
+
 def load(source: Path | Snapshot) -> LoadedBundle:
     """The bundle at `source` (a path, or the snapshot validate read it through); BundleError (one
     line, naming the file) when it cannot be read."""
     files = source if isinstance(source, Snapshot) else Snapshot(source)
     root = files.root
-    if not root.is_dir():
-        raise BundleError(f"{root}: not a directory")
-    if not (root / HEADER).exists():
-        raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+    check_root(root)
     raw_header = parse_json(files.text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
     version = record_version(raw_header, HEADER)
     header = upgraded_header(raw_header)

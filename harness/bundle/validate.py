@@ -32,7 +32,7 @@ from typing import Any
 from harness.bundle import cell_record, figures_check, header_record, loadgen_check, manifest, mlperf_check, traffic_check
 from harness.bundle import schema as bundle_schema
 from harness.bundle.files import CELLS, HEADER
-from harness.bundle.reader import LoadedBundle, load
+from harness.bundle.reader import LoadedBundle, check_root, load
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, SchemaVersionError
@@ -61,11 +61,7 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
     layer: for a run that was killed, whose manifest is gone. `resuming`: the bundle is about to be
     completed, so cells without a record are notes."""
     files = source if isinstance(source, Snapshot) else Snapshot(source)
-    root = files.root
-    if not root.is_dir():
-        raise BundleError(f"{root}: not a directory")
-    if not (root / HEADER).exists():
-        raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+    check_root(files.root)
     verdict = Verdict()
     if integrity:
         verdict.problems += manifest.problems(files)

@@ -41,7 +41,8 @@ def utc_now() -> str:
 
 def new_run_id(name: str) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)[:60] or "run"
+    # ASCII letters and digits only (the header's run_id pattern): str.isalnum takes "é" and "测" too
+    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_" else "-" for ch in name)[:60] or "run"
     return f"{stamp}-{safe}"
 
 

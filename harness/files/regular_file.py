@@ -26,10 +26,11 @@ def read_regular(path: Path, where: str, *, max_bytes: int, error: type[HarnessE
         if exc.errno == errno.ELOOP:
             raise error(f"{where}: is a symbolic link; only regular files are read") from None
         raise error(f"{where}: unreadable ({exc.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory in words of its own
+        os.close(fd)
+        raise error(f"{where}: not a regular file (a FIFO, device, socket or directory); refused")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{where}: not a regular file (a FIFO, device, socket or directory); refused")
         if info.st_size > max_bytes:
             raise error(f"{where}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
         try:

@@ -146,6 +146,27 @@ def test_a_fifo_as_bundle_json_is_refused_without_reading_it(tmp_path: Path) -> 
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("record", ["bundle.json", "cells"])
+def test_a_directory_where_a_record_should_be_is_a_problem_named_not_an_error(tmp_path: Path, record: str) -> None:
+    """A directory opens as a file descriptor, and Python's file object then refused it in words of
+    its own ("3: Is a directory", exit 2): validate names the record and judges the bundle invalid."""
+    import shutil
+
+    from harness.bundle.validate import validate
+
+    root = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}", root)
+    target = root / "bundle.json" if record == "bundle.json" else sorted((root / "cells").glob("*.json"))[0]
+    target.unlink()
+    target.mkdir()
+    verdict = validate(root)
+    named = f"{target.relative_to(root)}: not a regular file"
+    assert not verdict.ok and any(named in line for line in verdict.problems), verdict.problems
+    if record == "bundle.json":  # a resume reads the header first; a cell, validate refuses (as above)
+        with pytest.raises(BundleError, match="not a regular file"):
+            Bundle.open(root)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rehash", [False, True], ids=["edited", "edited-and-rehashed"])
 def test_resume_refuses_a_bundle_edited_since_it_was_written(tmp_path: Path, rehash: bool) -> None:
@@ -193,3 +214,16 @@ def test_resume_forgives_a_cell_record_deleted_so_that_it_runs_again(tmp_path: P
     bundle = Bundle.open(root)  # a resume checks the bundle as it opened it
     with pytest.raises(BundleError, match="cells/extra.log: added"):
         check_resumable(bundle)
+
+
+@pytest.mark.parametrize("name", ["résumé", "测试", "x²", "a b/c", "", "-" * 200])
+def test_a_run_id_is_one_the_header_accepts_whatever_the_scenarios_name(name: str) -> None:
+    """The run id is made from the scenario's name, which may be any text: a run of `name: résumé`
+    measured every cell and then could not write its header (exit 2, a bundle validate refused)."""
+    import re
+
+    from harness.bundle.header_record import BundleHeader
+    from harness.bundle.writer import new_run_id
+
+    pattern = BundleHeader.model_fields["run_id"].metadata[0].pattern
+    assert re.fullmatch(pattern, new_run_id(name)), new_run_id(name)
