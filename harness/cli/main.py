@@ -196,14 +196,17 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--fresh-workers is for --executor local; on Ray every cell's worker starts fresh")
     if args.budget_s is not None and not 0 < args.budget_s <= MAX_BUDGET_S:  # nan and inf fail this too
         raise ConfigError(f"--budget-s must be a number of seconds above 0 and at most {MAX_BUDGET_S:g} (a week)")
+    if args.jobs < 1:  # refused before the probe, which would otherwise run first
+        raise ConfigError(f"--jobs {args.jobs}: give 1 or more")
     if args.rounds is not None and not 1 <= args.rounds <= MAX_ROUNDS:
         raise ConfigError(f"--rounds {args.rounds}: a number from 1 to {MAX_ROUNDS}")
     if args.executor == "ray":  # refused here, before the scenario is even read
         from harness.run.ray_executor import check_options
 
         check_options(args.address, args.ray_connect_timeout_s)
+    only = parse_only(args.only) if args.only is not None else None  # "" is refused, not every cell
     request = RunRequest(
-        scenario_path=args.scenario, device=args.device, rounds=args.rounds, only=parse_only(args.only) if args.only else None,
+        scenario_path=args.scenario, device=args.device, rounds=args.rounds, only=only,
         out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,

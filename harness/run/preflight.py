@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from harness.bundle.confine import output_path
 from harness.errors import ConfigError, HarnessError
 from harness.models.labels import output_classes, read_labels
 from harness.models.zoo import IMAGE_SUFFIXES
@@ -64,7 +65,10 @@ def check_inputs(scenario: ScenarioFile, folder: Path) -> None:
 
 
 def writable(out_dir: Path, option: str = "--out") -> Path:
-    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`."""
+    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`.
+    Never inside a bundle (a run there would add files its manifest does not list): refused before
+    anything is made."""
+    output_path(out_dir, [], option)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

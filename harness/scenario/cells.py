@@ -127,6 +127,8 @@ def parse_only(text: str) -> dict[str, set[str]]:
         if key not in ONLY_KEYS:
             raise ConfigError(f"--only: unknown key {key!r}; keys: {', '.join(ONLY_KEYS)}")
         selected.setdefault(key, set()).add(value)
+    if not selected:  # an unset shell variable, say: running every cell instead would surprise
+        raise ConfigError(f"--only {text!r}: give at least one KEY=VALUE; keys: {', '.join(ONLY_KEYS)}")
     return selected
 
 

@@ -69,6 +69,9 @@ def test_only_selects_and_rejects() -> None:
         parse_only("resnet18")
     with pytest.raises(ConfigError, match="matches no cell"):
         select(cells, parse_only("model=vgg11"))
+    for empty in ("", ",", " , "):  # an unset shell variable: every cell would run instead
+        with pytest.raises(ConfigError, match="give at least one KEY=VALUE"):
+            parse_only(empty)
 
 
 def test_backend_models_restrict_its_cells() -> None:

@@ -131,3 +131,34 @@ def test_run_refuses_rounds_out_of_range_before_reading_the_scenario(capsys: pyt
     for wrong in ("0", "21"):
         assert main(["run", str(tmp_path / "absent.yaml"), "--rounds", wrong]) == 2
         assert f"--rounds {wrong}: a number from 1 to 20" in capsys.readouterr().err
+
+
+def test_run_refuses_no_jobs_and_an_empty_only_before_anything_is_made(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path, repo: Path) -> None:
+    """Refused with nothing made: `--jobs 0` was refused only after the probe (seconds) had made the
+    output and cache folders, and `--only ""` ran every cell."""
+    out, cache = tmp_path / "results", tmp_path / "cache"
+    scenario = str(repo / "scenarios" / "smoke.yaml")
+    for option, said in ((["--jobs", "0"], "--jobs 0: give 1 or more"), (["--only", ""], "give at least one KEY=VALUE")):
+        assert main(["run", scenario, "--out", str(out), "--cache-dir", str(cache), *option]) == 2
+        assert said in capsys.readouterr().err
+        assert not out.exists() and not cache.exists()
+
+
+@pytest.mark.parametrize("option", ["--out", "--cache-dir"])
+def test_a_run_never_writes_into_a_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path, repo: Path,
+                                          option: str) -> None:
+    """A run given a bundle (or a folder inside one) as its output or cache folder would add files
+    the bundle's manifest does not list, and validate would then refuse that bundle."""
+    import shutil
+
+    from harness.bundle.migrations import SCHEMA_VERSION
+    from harness.bundle.validate import validate
+
+    bundle = tmp_path / "earlier"
+    shutil.copytree(repo / "tests" / "golden" / f"v{SCHEMA_VERSION}", bundle)
+    for inside in (bundle, bundle / "cells" / "more"):
+        argv = ["run", str(repo / "scenarios" / "smoke.yaml"), "--out", str(tmp_path / "results"), option, str(inside)]
+        assert main(argv) == 2
+        assert f"{option} {inside} is inside the bundle {bundle}" in capsys.readouterr().err.replace("\n", "")
+    assert validate(bundle).ok and not (bundle / "cells" / "more").exists() and not (tmp_path / "results").exists()
