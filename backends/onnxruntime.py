@@ -14,7 +14,8 @@ Fusion is ONNX Runtime's own graph optimisation; fusion on and off differ by fus
 
 Options (scenario file, `options:`):
 - `level`: "disable" | "basic" | "extended" | "all", the optimisation-level ladder (default "all")
-- `disabled_optimizers`: more ORT graph transformers to leave out, e.g. ["ConvBNFusion"]
+- `disabled_optimizers`: more ORT graph transformers to leave out, their names separated by
+  commas, e.g. "ConvBNFusion,ConvAddFusion" (a scenario's option is one value; a list is taken too)
 - `provider`: "auto" | "cpu" | "cuda" | "tensorrt" (default "auto": the cell's device; "tensorrt"
   needs onnxruntime-gpu built with TensorRT, and fuses inside TensorRT whatever the level says)
 - `intra_op_threads`: threads per operator, 0 for ORT's default (default 0)
@@ -36,9 +37,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from backends.onnx_export import exported_onnx
 from backends.onnx_graph import kernel_groups
@@ -51,9 +52,14 @@ from harness.options import BackendOptions, expect
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 
 
+def _names(value: Any) -> Any:
+    """A string of names separated by commas as their list (a scenario's option is one value)."""
+    return [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
+
+
 class OnnxRuntimeOptions(BackendOptions):
     level: Literal["disable", "basic", "extended", "all"] = "all"
-    disabled_optimizers: list[str] = Field(default_factory=list)
+    disabled_optimizers: Annotated[list[str], BeforeValidator(_names)] = Field(default_factory=list)
     provider: Literal["auto", "cpu", "cuda", "tensorrt"] = "auto"
     intra_op_threads: int = Field(0, ge=0, le=4096)
 # ONNX Runtime 1.31's graph transformers and rewrite rules that fuse operators (onnxruntime/core/

@@ -210,6 +210,11 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
         allowed = _allowed_keys(raw_loc[:-1])
         message = f"unknown key {loc[-1]!r}; allowed here: {', '.join(allowed)}"
         field = _dotted(loc[:-1]) or "(top level)"
+    elif len(raw_loc) > 2 and raw_loc[-3] == "options" and raw_loc[-1] in OPTION_TYPES:
+        # one problem, not one per type an option may have ("options.x.bool: Input should be a valid boolean")
+        errors = [error for error in errors if error is first or tuple(error["loc"])[:-1] != raw_loc[:-1]]
+        field = _dotted(loc[:-1])
+        message = "an option's value is one boolean, number or string"
     elif first["type"] == "missing":
         message = "required, but missing"
     else:
@@ -217,6 +222,10 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     line = _line_of(node, loc)
     return f"{where}:{line}: {field}: {message}{more}" if line else f"{where}: {field}: {message}{more}"
+
+
+#: pydantic's names for the branches of a backend option's type (harness/scenario/schema.py `OptionValue`).
+OPTION_TYPES = ("bool", "int", "float", "str")
 
 
 def _user_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -81,8 +81,17 @@ def test_fusion_on_reports_conv_bn_relu(setup, tmp_path: Path) -> None:
 
 
 def test_disabling_conv_bn_fusion_keeps_batch_norm(setup, tmp_path: Path) -> None:
-    prepared = _prepare(setup, "on", tmp_path, level="basic", disabled_optimizers=["ConvBNFusion"])
+    """As a scenario file gives it: one string, the names separated by commas."""
+    prepared = _prepare(setup, "on", tmp_path, level="basic", disabled_optimizers="ConvBNFusion, ConvAddFusion")
     assert any(k.ops == ("onnx.BatchNormalization",) for k in prepared.fusion_report().kernels)
+
+
+def test_disabled_optimizers_are_a_list_or_one_string_of_names() -> None:
+    from backends.onnxruntime import OnnxRuntimeOptions
+
+    for given in (["ConvBNFusion", "ConvAddFusion"], "ConvBNFusion,ConvAddFusion", " ConvBNFusion , ConvAddFusion,"):
+        assert OnnxRuntimeOptions.model_validate({"disabled_optimizers": given}).disabled_optimizers == [
+            "ConvBNFusion", "ConvAddFusion"]
 
 
 def test_export_is_cached(setup, tmp_path: Path) -> None:
@@ -110,7 +119,7 @@ def test_export_is_cached(setup, tmp_path: Path) -> None:
         ({"level": "max"}, "level: Input should be 'disable', 'basic', 'extended' or 'all'"),
         ({"provider": "cuda"}, "provider=cuda cannot run a cpu cell"),
         ({"intra_op_threads": -1}, "intra_op_threads: Input should be greater than or equal to 0"),
-        ({"disabled_optimizers": "ConvBNFusion"}, "disabled_optimizers: Input should be a valid list"),
+        ({"disabled_optimizers": 5}, "disabled_optimizers: Input should be a valid list"),
         ({"levle": "all"}, "unknown option levle (allowed: level, disabled_optimizers, provider, intra_op_threads)"),
     ],
 )

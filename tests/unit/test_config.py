@@ -79,6 +79,15 @@ def test_wrong_type(tmp_path: Path) -> None:
     assert ":11: timing.min_iters: Input should be a valid integer" in message
 
 
+def test_an_option_of_no_option_type_is_one_problem_at_its_name(tmp_path: Path) -> None:
+    """Not four, one per type an option may be ("options.x.bool: Input should be a valid boolean
+    (and 3 more problems)"), which sent the reader after a boolean."""
+    text = "models: [resnet18]\nbackends:\n  - name: onnxruntime\n    options: {disabled_optimizers: [ConvBNFusion]}\n" \
+           "scenarios: [Offline]\n"
+    assert error_of(tmp_path, text).endswith(
+        ":4: backends[0].options.disabled_optimizers: an option's value is one boolean, number or string")
+
+
 def test_negative_duration(tmp_path: Path) -> None:
     message = error_of(tmp_path, GOOD + "loadgen:\n  min_duration_s: -5\n")
     assert "loadgen.min_duration_s: Input should be greater than or equal to 0" in message
