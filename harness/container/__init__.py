@@ -5,7 +5,10 @@ with no registry, bit for bit the same from the same commit) and its parts `imag
 from its own packages, by mmdebstrap), `image_tar` (deterministic layers), `image_archive` (the
 image's config and archive), `image_prune` (removing images of recipes this checkout no longer
 builds), `package_lock` (the images' hash-locked Python packages, made from requirements.lock),
-and `engine` (a Docker engine of the project's own where none runs), which reads the host through
-`host_processes`, `host_network` and `host_folders`. Nothing else in harness/ imports this package
-but the CLI; what goes into an image (the recipes and locks) lives in containers/.
+`wheelhouse` (the hash-checked wheels an image installs), `image_verify` (an image built again
+from nothing and compared), `offline_wheels` (`fusionbench wheels`: what a machine without network
+installs beside its own torch, not an image's), and `engine` (a Docker engine of the project's
+own where none runs), which reads the host through `host_processes`, `host_network` and
+`host_folders`. Nothing else in harness/ imports this package but the CLI; what goes into an image
+(the recipes and locks) lives in containers/.
 """

@@ -53,7 +53,7 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 INSTALL_HINT = ("install a Docker engine (on Debian or Ubuntu as root: apt-get install docker.io; elsewhere: "
-                "https://docs.docker.com/engine/install/) and start it, or run natively: ./run.sh SCENARIO.yaml")
+                "your distribution's Docker package) and start it, or run natively: ./run.sh SCENARIO.yaml")
 class EngineError(HarnessError):
     """The engine could not be started or stopped here; what was changed has been put back."""
 
