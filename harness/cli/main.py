@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
     schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
                         help="scenario file (default), bundle.json, or cells/<id>.json")
-    schema.add_argument("--version", type=int, default=SCHEMA_VERSION,
+    schema.add_argument("--version", type=int, default=None,
                         help=f"bundle schema version (default: {SCHEMA_VERSION}, the one this harness writes)")
     schema.add_argument("--out", type=Path, help="write it to this file instead")
     return parser
@@ -339,7 +339,7 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
     models = all_models()
     shown = 0
     for name, (family, size) in models.items():
-        if args.family and family != args.family:
+        if args.family is not None and family != args.family:  # "" is no family, not every family
             continue
         extra = EXTRA_MODELS.get(name)
         shape = input_shape(name, size) if extra else (1, 3, size, size)
@@ -374,12 +374,14 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
     if args.file == "scenario":
         from harness.scenario.schema import json_schema
 
+        if args.version is not None:  # not ignored: the user asked for something this does not give
+            raise ConfigError("--version goes with --file bundle or --file cell; scenario files have one schema")
         document = json_schema()
     else:
         from harness.bundle.schema import schema
 
         try:
-            document = schema(args.file, args.version)
+            document = schema(args.file, SCHEMA_VERSION if args.version is None else args.version)
         except ValueError as exc:
             raise ConfigError(f"--version {args.version}: {exc}") from None
     text = json.dumps(document, indent=2) + "\n"

@@ -32,8 +32,9 @@ def test_models_and_family_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "--family", "mobilenetv3"]) == 0
     out = capsys.readouterr().out
     assert "mobilenet_v3_small" in out and "resnet18" not in out
-    assert main(["models", "--family", "nope"]) == 2
-    assert "families:" in capsys.readouterr().err
+    for family in ("nope", ""):  # an empty family is none, not every model
+        assert main(["models", "--family", family]) == 2
+        assert "families:" in capsys.readouterr().err
 
 
 def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,6 +48,8 @@ def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) ->
     assert "state" in json.loads(capsys.readouterr().out)["required"]
     assert main(["schema", "--file", "bundle", "--version", "10"]) == 2
     assert "no schema version 10" in capsys.readouterr().err
+    assert main(["schema", "--version", "5"]) == 2  # scenario files have one schema: not ignored
+    assert "--version goes with --file bundle or --file cell" in capsys.readouterr().err
 
 
 @pytest.mark.slow
