@@ -33,11 +33,12 @@ DEFAULT_BUDGET_S = 480.0
 def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: float = DEFAULT_BUDGET_S,
           scenario: Path = SCENARIO) -> int:
     """Run the check; return the exit code."""
+    from harness.run import preflight
     from harness.run.runner import RunRequest, run
 
     if not _torch_sees_cuda():
         raise ConfigError("gpu-check needs an NVIDIA GPU that torch can see (torch.cuda.is_available() is False here)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    preflight.writable(out_dir)  # made, unless inside a bundle: refused then, nothing made
     before = {p.name for p in out_dir.iterdir()}
     code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,
                           budget_s=budget_s), console)

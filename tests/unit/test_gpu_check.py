@@ -71,6 +71,24 @@ def test_without_a_gpu_it_refuses_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
 
 
+def test_on_a_gpu_machine_it_refuses_an_out_inside_a_bundle_making_nothing(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """It made its --out folder before the run's own refusal: inside a bundle, a folder the bundle's
+    manifest does not list."""
+    import shutil
+
+    from harness.bundle.migrations import SCHEMA_VERSION
+    from harness.errors import ConfigError
+    from harness.run import gpu_check
+
+    bundle = tmp_path / "earlier"
+    shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", bundle)
+    monkeypatch.setattr(gpu_check, "_torch_sees_cuda", lambda: True)
+    with pytest.raises(ConfigError, match="is inside the bundle"):
+        gpu_check.check(bundle / "more", None, Console(file=io.StringIO()))
+    assert not (bundle / "more").exists()
+
+
 @pytest.mark.slow
 def test_a_spent_budget_skips_the_cells_left_saying_so(tmp_path: Path) -> None:
     scenario = tmp_path / "null.yaml"
