@@ -196,8 +196,6 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--fresh-workers is for --executor local; on Ray every cell's worker starts fresh")
     if args.budget_s is not None and not 0 < args.budget_s <= MAX_BUDGET_S:  # nan and inf fail this too
         raise ConfigError(f"--budget-s must be a number of seconds above 0 and at most {MAX_BUDGET_S:g} (a week)")
-    if args.jobs < 1:  # refused before the probe, which would otherwise run first
-        raise ConfigError(f"--jobs {args.jobs}: give 1 or more")
     if args.rounds is not None and not 1 <= args.rounds <= MAX_ROUNDS:
         raise ConfigError(f"--rounds {args.rounds}: a number from 1 to {MAX_ROUNDS}")
     if args.executor == "ray":  # refused here, before the scenario is even read

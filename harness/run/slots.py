@@ -45,10 +45,15 @@ def usable_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-def plan(jobs: int, device: str, cores: list[int], gpus: list[str]) -> list[Slot]:
-    """`jobs` disjoint slots of the machine; a clear error where it has too few cores or GPUs."""
+def check_jobs(jobs: int) -> None:
+    """ConfigError unless `jobs` is 1 or more: what needs no look at the machine."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: give 1 or more")
+
+
+def plan(jobs: int, device: str, cores: list[int], gpus: list[str]) -> list[Slot]:
+    """`jobs` disjoint slots of the machine; a clear error where it has too few cores or GPUs."""
+    check_jobs(jobs)
     if device == "cuda" and jobs > len(gpus):
         raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
     if jobs > len(cores):
