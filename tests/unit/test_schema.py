@@ -82,7 +82,8 @@ def test_an_array_of_samples_is_judged_as_jsonschema_judges_it(sample: object) -
 
 
 def _damaged(record: object, path: tuple = ()) -> list[tuple[tuple, object]]:
-    """Copies of `record`, each with one nested value of another type or one key too many."""
+    """Where to damage `record` and with what (path, value): each key's value replaced by one of
+    another type, a key too many in each object, the first item of each list replaced."""
     found: list[tuple[tuple, object]] = []
     if isinstance(record, dict):
         for key, value in record.items():
@@ -126,7 +127,7 @@ def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: i
         assert "$defs" in written and "$defs" not in _inlined(written) and '"$ref"' not in json.dumps(_inlined(written))
         plain = jsonschema.Draft202012Validator(written)
         record = _shortened(json.loads(path.read_text()))
-        damages = _damaged(record)[::11]  # every eleventh: a damage in each nested object still
+        damages = _damaged(record)[::11]  # every eleventh, spread through the record
         assert len(damages) > 20, kind
         for where, value in damages:
             broken = _with(record, where, value)
@@ -140,7 +141,7 @@ def test_a_schema_that_refers_to_itself_is_checked_as_written() -> None:
     recursive = {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
                  "$ref": "#/$defs/node"}
     assert _inlined(recursive) is recursive
-    elsewhere = {"properties": {"a": {"$ref": "https://example.org/a"}}}
+    elsewhere = {"properties": {"a": {"$ref": "other.json#/a"}}}
     assert _inlined(elsewhere) is elsewhere
     flat = {"$defs": {"n": {"type": "integer"}}, "properties": {"$ref": {"$ref": "#/$defs/n"}}, "default": {"$ref": "x"}}
     assert _inlined(flat) == {"properties": {"$ref": {"type": "integer"}}, "default": {"$ref": "x"}}
