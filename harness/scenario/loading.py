@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import stat
 import typing
 from collections.abc import Hashable
@@ -219,6 +220,10 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
         message = "required, but missing"
     else:
         message = first["msg"].removeprefix("Value error, ")
+        item = re.match(r"\[(\d+)\] ", message)
+        if item:  # a list's check that names the item it refuses (`[1] repeats ...`): point at that item
+            loc, message = (*loc, int(item.group(1))), message[item.end():]
+            field = _dotted(loc)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     line = _line_of(node, loc)
     return f"{where}:{line}: {field}: {message}{more}" if line else f"{where}: {field}: {message}{more}"

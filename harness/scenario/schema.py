@@ -9,9 +9,12 @@ into one line that names the file and the line lives in `loading.py`.
 from __future__ import annotations
 
 import difflib
+import json
+from itertools import product
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -27,7 +30,7 @@ from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
 from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
-from harness.models.catalog import CLASSIFICATION_MODELS, all_models
+from harness.models.catalog import CLASSIFICATION_MODELS, all_models, default_input_size
 from harness.options import problem
 from harness.scenario.rules import ScenarioName
 
@@ -314,7 +317,16 @@ class Limits(_Strict):
     )
 
 
-BatchList = Annotated[list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1)]
+def _each_once(values: list[Any]) -> list[Any]:
+    """A list whose items make cells (batch sizes, dtypes, scenarios) names each item once: a
+    repeated item made the same cell twice, which ran twice and left a bundle validate refuses."""
+    twice = [value for i, value in enumerate(values) if value in values[:i]]
+    if twice:
+        raise ValueError(f"lists {twice[0]} twice")
+    return values
+
+
+BatchList = Annotated[list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1), AfterValidator(_each_once)]
 
 
 class BatchSizes(_Strict):
@@ -332,7 +344,8 @@ class ScenarioFile(_Strict):
     description: str = Field("", max_length=10_000)
     device: Device = "auto"
     dtypes: Annotated[
-        list[DType], BeforeValidator(_as_list, json_schema_input_type=Union[DType, list[DType]])
+        list[DType], BeforeValidator(_as_list, json_schema_input_type=Union[DType, list[DType]]),
+        AfterValidator(_each_once),
     ] = Field(["fp32"], min_length=1)
     models: list[
         Annotated[ModelSpec, BeforeValidator(_name_only, json_schema_input_type=Union[str, ModelSpec])]
@@ -346,6 +359,7 @@ class ScenarioFile(_Strict):
     scenarios: Annotated[
         list[ScenarioName],
         BeforeValidator(_as_list, json_schema_input_type=Union[ScenarioName, list[ScenarioName]]),
+        AfterValidator(_each_once),
     ] = Field(min_length=1)
     batch_sizes: BatchSizes = BatchSizes()
     inputs: Inputs = SyntheticInputs()
@@ -390,28 +404,50 @@ class ScenarioFile(_Strict):
                              f"({', '.join(names)})")
         return baseline
 
+    @field_validator("models")
+    @classmethod
+    def _each_model_once(cls, models: list[ModelSpec]) -> list[ModelSpec]:
+        # Spelling out a model's own input size is the same model: its cells would run twice.
+        seen: dict[tuple[str, int | None, bool], int] = {}
+        for i, model in enumerate(models):
+            key = (model.name, model.input_size or default_input_size(model.name), model.pretrained)
+            if key in seen:
+                raise ValueError(f"[{i}] repeats models[{seen[key]}]: {model.name} at input size {key[1]}"
+                                 f"{', pretrained' if model.pretrained else ''}")
+            seen[key] = i
+        return models
+
+    @field_validator("backends")
+    @classmethod
+    def _each_cell_once(cls, backends: list[BackendSpec], info: ValidationInfo) -> list[BackendSpec]:
+        """Each backend entry runs models of the file's, and no two entries make the same cell (`eager`
+        and `{name: eager, graphs: [on, off]}` both made eager's graphs-off cells, which then ran
+        twice and left a bundle validate refuses)."""
+        models = info.data.get("models")
+        if models is None:
+            return backends  # the models were refused: that error is the one to fix
+        names = list(dict.fromkeys(m.name for m in models))
+        made: dict[tuple[str, ...], int] = {}
+        for i, backend in enumerate(backends):
+            unknown = [m for m in backend.models or () if m not in names]
+            if unknown:
+                raise ValueError(f"[{i}] {backend.name}: models {', '.join(unknown)} not in the file's models "
+                                 f"({', '.join(names)})")
+            options = json.dumps(backend.options, sort_keys=True)
+            for model, fusion, graphs in product(backend.models or names, backend.fusion, backend.graphs):
+                key = (backend.name, options, fusion, graphs, model)
+                if key in made and made[key] != i:
+                    raise ValueError(f"[{i}] repeats cells of backends[{made[key]}]: {backend.name} fusion {fusion}, "
+                                     f"graphs {graphs}{' ' + options if backend.options else ''}, on {model}")
+                made[key] = i
+        return backends
+
     @model_validator(mode="after")
-    def _no_repeats(self) -> ScenarioFile:
-        for field in ("dtypes", "scenarios"):
-            values = getattr(self, field)
-            if len(set(values)) != len(values):
-                raise ValueError(f"{field} lists the same value twice")
-        if len(set(self.models)) != len(self.models):
-            raise ValueError("models lists the same model twice")
-        seen = [b.model_dump_json() for b in self.backends]
-        if len(set(seen)) != len(seen):
-            raise ValueError("backends lists the same backend entry twice")
+    def _consistent(self) -> ScenarioFile:
         self._mlperf_ready()
         if self.allocator == "steady" and any(item.partition("=")[0] == ALLOCATOR_VARIABLE for item in self.env):
             raise ValueError(f"env sets {ALLOCATOR_VARIABLE}, which allocator: steady sets itself; "
                              "add allocator: system to pass your own")
-        names = [m.name for m in self.models]
-        for backend in self.backends:
-            unknown = [m for m in backend.models or () if m not in names]
-            if unknown:
-                raise ValueError(
-                    f"backend {backend.name}: models {', '.join(unknown)} not in the file's models ({', '.join(names)})"
-                )
         return self
 
 

@@ -123,8 +123,43 @@ def test_null_backend_survives_yaml_null(tmp_path: Path) -> None:
 
 
 def test_repeats_rejected(tmp_path: Path) -> None:
-    assert "same model twice" in error_of(tmp_path, GOOD.replace("- resnet18", "- resnet18\n  - resnet18"))
+    assert ":3: models[1]: repeats models[0]: resnet18 at input size 224" in error_of(
+        tmp_path, GOOD.replace("- resnet18", "- resnet18\n  - resnet18"))
     assert "same fusion setting twice" in error_of(tmp_path, GOOD.replace("fusion: on", "fusion: [on, on]"))
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    # each of these made a cell twice: the run measured it twice and wrote a bundle validate refuses
+    (("  - eager\n", "  - eager\n  - {name: eager, graphs: [on, off]}\n"),
+     ":7: backends[1]: repeats cells of backends[0]: eager fusion on, graphs off, on resnet18"),
+    (("  - eager\n", "  - eager\n  - {name: eager, models: [mobilenet_v3_small]}\n"),
+     ":7: backends[1]: repeats cells of backends[0]: eager fusion on, graphs off, on mobilenet_v3_small"),
+    (("    fusion: on", "    fusion: [on, off]\n  - {name: inductor, fusion: off}"),
+     ":9: backends[2]: repeats cells of backends[1]: inductor fusion off, graphs off, on resnet18"),
+    (("  - resnet18\n", "  - resnet18\n  - {name: resnet18, input_size: 224}\n"),
+     ":3: models[1]: repeats models[0]: resnet18 at input size 224"),
+    (("scenarios: [Offline, SingleStream]", "scenarios: [Offline, SingleStream, Offline]"), ":9: scenarios: lists Offline twice"),
+    (("scenarios:", "dtypes: [fp32, bf16, fp32]\nscenarios:"), ":9: dtypes: lists fp32 twice"),
+    (("scenarios:", "batch_sizes: {cpu: [8, 1, 8]}\nscenarios:"), ":9: batch_sizes.cpu: lists 8 twice"),
+])
+def test_a_file_that_makes_a_cell_twice_is_refused_at_the_entry_that_repeats_it(
+        tmp_path: Path, change: tuple[str, str], problem: str) -> None:
+    assert problem in error_of(tmp_path, GOOD.replace(*change))
+
+
+def test_the_readmes_scenario_example_loads(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    example = readme.split("## Scenario files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    cells = expand(resolved(load_text(tmp_path, example), "readme"), "cpu")
+    assert len({cell.id for cell in cells}) == len(cells) > 10
+
+
+def test_the_same_model_at_another_size_or_the_same_backend_with_other_options_is_no_repeat(tmp_path: Path) -> None:
+    text = GOOD.replace("  - resnet18\n",
+                        "  - resnet18\n  - {name: resnet18, input_size: 160}\n  - {name: resnet18, pretrained: true}\n")
+    text = text.replace("  - eager\n", "  - eager\n  - {name: eager, graphs: on}\n  - {name: inductor, options: {freezing: false}}\n")
+    cells = expand(resolved(load_text(tmp_path, text), "s"), "cpu")
+    assert len({cell.id for cell in cells}) == len(cells) == 4 * 4 * 2  # models x backend variants x scenarios
 
 
 def test_ordering_constraints(tmp_path: Path) -> None:
@@ -172,7 +207,8 @@ def test_typo_in_a_union_branch_is_reported_first_at_its_line(tmp_path: Path) ->
 
 def test_backend_models_must_be_the_files_models(tmp_path: Path) -> None:
     text = GOOD.replace("    fusion: on", "    fusion: on\n    models: [vgg11]")
-    assert "backend inductor: models vgg11 not in the file's models" in error_of(tmp_path, text)
+    assert (":7: backends[1]: inductor: models vgg11 not in the file's models (resnet18, mobilenet_v3_small)"
+            in error_of(tmp_path, text))
 
 
 MLPERF = """\
