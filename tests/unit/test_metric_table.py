@@ -86,6 +86,10 @@ def test_every_row_reads_its_figure_from_the_golden_bundles_where_it_exists(bund
         (0.98, "times", "0.98x"), (1520.4, "times", "1,520x"), (0.004123, "times", "0.00412x"),
         (None, "ns", "-"), ("12", "ns", "-"), (float("nan"), "bytes", "-"),
         (True, "count", "-"),
+        # the unit and the decimals follow the figure as rounded: never "1,000 us", "100.0 ms" or "10.00 us"
+        (999_960, "ns", "1.00 ms"), (99.96e6, "ns", "100 ms"), (9_996, "ns", "10.0 us"), (999.996, "ns", "1.00 us"),
+        (0.999999 * 2**30, "bytes", "1.00 GiB"), (1023.4, "bytes", "1.00 KiB"), (1000, "bytes", "1000 B"),
+        (99.96, "samples/s", "100 samples/s"),
     ],
 )
 def test_each_unit_has_one_format(value: Any, unit: metric_table.Unit, text: str) -> None:
