@@ -38,7 +38,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     diff.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
     diff.add_argument("--out", type=Path, help="write the comparison to this file as well")
     diff.add_argument("--allow-missing", action="store_true",
-                      help="exit 0 even when a cell valid in one bundle is missing or skipped in the other")
+                      help="exit 0 even when a cell valid in one bundle has no counterpart to judge it by (missing, "
+                           "skipped or interrupted in the other, or valid there but of another math mode or hardware)")
 
     report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR")

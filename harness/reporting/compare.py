@@ -17,7 +17,9 @@ They inform; the label of a pair and the exit code follow device time and failur
 
 Labels: improved, regressed, not significant, not comparable (with why), new failure (valid in A,
 failed or invalid in B), fixed (the other way). Two valid cells whose math modes differ (IEEE fp32
-against TF32, or one that did not record it) are not comparable, whatever their ids say. Per
+against TF32, or one that did not record it) or that ran on different hardware are not comparable,
+whatever their ids say, and are listed as unpaired with the valid cells whose counterpart is
+missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. Per
 backend, the geometric mean of B/A over its compared pairs. The systems' differences (CPU, GPU,
 driver, library versions, container) come first, since a difference between machines explains a
 difference between figures.
@@ -177,9 +179,9 @@ class Comparison:
     alpha: float
     systems: list[tuple[str, str, str]] = field(default_factory=list)  # (what, A, B)
     pairs: list[Pair] = field(default_factory=list)
-    #: Cells valid in one bundle with no valid counterpart in the other (missing there, or
-    #: skipped): the comparison could not judge them, and the CLI does not exit 0 for it unless
-    #: asked to (`--allow-missing`).
+    #: Cells valid in one bundle with no counterpart in the other to judge them by (missing,
+    #: skipped or interrupted there, or valid but of another math mode or hardware): the CLI does
+    #: not exit 0 for them unless asked to (`--allow-missing`).
     unpaired: list[str] = field(default_factory=list)
     fusion: list[FusionVerdict] = field(default_factory=list)
 
@@ -222,9 +224,27 @@ def _first_reason(cell: CellRecord) -> str:
     return f"{cell.status}: {cell.reasons[0]}" if cell.reasons else cell.status
 
 
+def percent(fraction: float) -> str:
+    """A threshold as the user gave it, in percent: 5%, 2.5%, 0.1% (never rounded to 0% or 3%)."""
+    return f"{fraction * 100:.6g}%"
+
+
+def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
+    """Why two cells of one config cannot be set side by side however they ended ("" when they
+    can): their math modes differ or are unrecorded, or they ran on different hardware."""
+    mode_a, mode_b = math_mode(cell_a), math_mode(cell_b)
+    if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
+        return (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
+                else "neither cell recorded its math mode (TF32 may have been on)")
+    where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
+    if where_a and where_b and where_a != where_b:
+        return f"ran on different hardware: A {where_a}, B {where_b}"
+    return ""
+
+
 def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> Pair:
     """The verdict for one cell present in both bundles."""
-    pair = Pair(id=cell_a.id, label=cell_a.label, backend=cell_a.config.backend, verdict="not comparable")
+    pair = Pair(id=cell_a.id, label=cell_a.config.shown_label, backend=cell_a.config.backend, verdict="not comparable")
     a, b = cell_a.status, cell_b.status
     if a == "valid" and b in BAD:
         pair.verdict, pair.why = "new failure", f"B {_first_reason(cell_b)}"
@@ -236,14 +256,9 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
         reason_a, reason_b = _first_reason(cell_a), _first_reason(cell_b)
         pair.why = f"both {reason_a}" if reason_a == reason_b else f"A {reason_a}; B {reason_b}"
         return pair
-    mode_a, mode_b = math_mode(cell_a), math_mode(cell_b)
-    if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
-        pair.why = (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
-                    else "neither cell recorded its math mode (TF32 may have been on)")
-        return pair
-    where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
-    if where_a and where_b and where_a != where_b:
-        pair.why = f"ran on different hardware: A {where_a}, B {where_b}"
+    unlike = unlike_runs(cell_a, cell_b)
+    if unlike:
+        pair.why = unlike
         return pair
     _device_time(pair, cell_a, cell_b, threshold, alpha)
     device = metric_table.metric("device_time")
@@ -273,7 +288,7 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
     else:
         pair.verdict = "not significant"
         pair.why = (f"p = {pair.p_value:.3g} (needs < {alpha:g})" if beyond
-                    else f"within {threshold:.0%} (B/A {pair.ratio:.3f})")
+                    else f"within {percent(threshold)} (B/A {pair.ratio:.3f})")
 
 
 def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: float) -> Figure:
@@ -293,14 +308,14 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
     figure.ratio = b / a if a > 0 and b > 0 else None
     if a == b or (figure.ratio is not None and abs(figure.ratio - 1) <= limit):
         figure.verdict = "same"
-        figure.why = "" if a == b else f"within {limit:.0%} (B/A {figure.ratio:.3f})"
+        figure.why = "" if a == b else f"within {percent(limit)} (B/A {figure.ratio:.3f})"
         return figure
     if abs(b - a) < metric.floor:
         figure.verdict, figure.why = "same", f"a difference under {format_value(metric.floor, metric.unit)}"
         return figure
     figure.verdict = "worse" if (b > a) == (metric.better == "lower") else "better"
     figure.why = ("any change counts" if metric.rule == "exact"
-                  else f"beyond {limit:.0%}" if figure.ratio is not None else "from or to 0")
+                  else f"beyond {percent(limit)}" if figure.ratio is not None else "from or to 0")
     return figure
 
 
@@ -385,15 +400,19 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
         for key, cell in ours.items():
             counterpart = theirs.get(key)
-            if cell.status == "valid" and (counterpart is None or counterpart.status == "skipped"):
-                why = "not run" if counterpart is None else "skipped"
-                result.unpaired.append(f"{cell.label}: valid in {side}, {why} in {other_side}")
+            if cell.status != "valid":
+                continue
+            if counterpart is None or counterpart.status in ("skipped", "interrupted"):
+                why = "not run" if counterpart is None else counterpart.status
+                result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {why} in {other_side}")
+            elif side == "A" and counterpart.status == "valid" and unlike_runs(cell, counterpart):
+                result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike_runs(cell, counterpart)}")
     seen = set()
     for cell in a.records:
         seen.add(pairing_key(cell))
         other = cells_b.get(pairing_key(cell))
         if other is None:
-            result.pairs.append(Pair(id=cell.id, label=cell.label, backend=cell.config.backend,
+            result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in A"))
         else:
             pair = compare_cells(cell, other, threshold, alpha)
@@ -403,6 +422,6 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
             result.pairs.append(pair)
     for cell in b.records:
         if pairing_key(cell) not in seen:
-            result.pairs.append(Pair(id=cell.id, label=cell.label, backend=cell.config.backend,
+            result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in B"))
     return result

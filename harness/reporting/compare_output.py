@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from harness import metric_table
 from harness.metric_table import format_value
 from harness.plain_text import visible_lines
-from harness.reporting.compare import LABELS, VERDICTS, Comparison, verdict_line
+from harness.reporting.compare import LABELS, VERDICTS, Comparison, percent, verdict_line
 from harness.reporting.markdown import md_cell
 from harness.stats.summary import EXACT_MAX_SMALLER
 
@@ -31,8 +31,8 @@ class Judged:
 
 def _rules(threshold: float) -> dict[str, Judged]:
     """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
-    said = {"rank test": f"B/A of the medians beyond {threshold:.0%} and a Mann-Whitney U test agreeing",
-            "ratio": f"one figure a side: B/A beyond {threshold:.0%}", "exact": "one figure a side: any change"}
+    said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a Mann-Whitney U test agreeing",
+            "ratio": f"one figure a side: B/A beyond {percent(threshold)}", "exact": "one figure a side: any change"}
     return {m.name: Judged(m.label, m.definition, str(m.better), m.rule,
                            said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else ""))
             for m in metric_table.compared()}
@@ -98,7 +98,7 @@ def to_markdown(comparison: Comparison) -> str:
     lines = [
         "# FusionBench comparison", "",
         f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ",
-        f"A difference counts when B/A is beyond {c.threshold:.0%} and a Mann-Whitney U test on the raw "
+        f"A difference counts when B/A is beyond {percent(c.threshold)} and a Mann-Whitney U test on the raw "
         f"device-timing samples gives p < {c.alpha:g}.", "",
     ]
     if c.systems:

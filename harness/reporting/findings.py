@@ -183,7 +183,7 @@ def slower_notes(group: Group) -> list[str]:
     notes = []
     for line in group.lines:
         pair = line.pair
-        if pair is None or not made_slower(pair):
+        if pair is None or not pair.made_slower:
             continue
         split = "; ".join(f"{side} {share}" for side, row in (("on", pair.on), ("off", pair.off))
                           if (share := _kernel_share(row)) is not None)
@@ -192,15 +192,6 @@ def slower_notes(group: Group) -> list[str]:
             + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}" for side, slowest in slowest_kernels_by_side(pair))
             + (f". Time inside kernels: {split}" if split else ""))
     return notes
-
-
-def made_slower(pair: FusionPair) -> bool:
-    """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
-    smallest effect."""
-    result = pair.result
-    if result.interval is not None:
-        return result.verdict == SLOWER
-    return result.value < 1 / (1 + SMALLEST_EFFECT)
 
 
 def _kernel_share(row: Row) -> str | None:

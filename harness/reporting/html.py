@@ -12,6 +12,7 @@ from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
+    SLOWER_NOTE,
     SPEEDUP_NOTE,
     TIME_SPLIT_NOTE,
     Row,
@@ -95,13 +96,15 @@ def html(loaded: LoadedBundle) -> str:
         bar_chart("Speedup from fusion (fusion-off median / fusion-on median)", [p.name for p in pairs],
                   [Series("fusion speedup", tuple(p.speedup for p in pairs))], "speedup (x)", reference=1.0,
                   chart_id="plot-fusion") if pairs else None,
-        "Below the dashed line, fusion made the cell slower; the section below lists those cells and their fused kernels.",
+        "Below the dashed line, fusion made the cell slower; the section below lists those where that is a finding, "
+        "and their fused kernels.",
         "No valid cell has both fusion on and fusion off in this run.",
     ))
     parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")
     parts.append(html_table(*fusion_table(pairs)))
     parts.append("<h3>Where fusion made things slower</h3>")
-    slower = [p for p in pairs if p.speedup < 1]
+    parts.append(f"<p>{escape(SLOWER_NOTE)}</p>")
+    slower = [p for p in pairs if p.made_slower]
     parts.append(html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on",
                               "most time with fusion off"],
                              [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",

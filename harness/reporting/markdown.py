@@ -11,6 +11,7 @@ from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     ROOFLINE_NOTE,
+    SLOWER_NOTE,
     SPEEDUP_NOTE,
     TIME_SPLIT_NOTE,
     Row,
@@ -65,8 +66,8 @@ def markdown(loaded: LoadedBundle) -> str:
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
               *md_table(*fusion_table(pairs))]
-    slower = [p for p in pairs if p.speedup < 1]
-    lines += ["## Where fusion made things slower", ""]
+    slower = [p for p in pairs if p.made_slower]
+    lines += ["## Where fusion made things slower", "", SLOWER_NOTE, ""]
     if not slower:
         lines += ["Nowhere in this run.", ""]
     for p in slower:

@@ -20,7 +20,7 @@ from harness.metric_table import format_times, format_value
 from harness.models.catalog import default_input_size
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
-from harness.stats.intervals import Interval, Speedup, median_interval, paired_speedup
+from harness.stats.intervals import SLOWER, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
 from harness.stats.summary import median
 
 FUSED_KERNELS_SHOWN = 8
@@ -39,6 +39,11 @@ TIME_SPLIT_NOTE = (
     "profiler) against the device-timing median; the rest is launch and host overhead on a GPU, dispatch overhead "
     "on a CPU. Compare fusion on and off, and graphs on and off, of one backend: fewer launches shrink the "
     "overhead, less memory traffic shrinks the kernels (docs/metrics.md)."
+)
+SLOWER_NOTE = (
+    f"The fusion pairs fusion made slower: slower by their verdict over rounds, or, of one round, a speedup below "
+    f"{1 / (1 + SMALLEST_EFFECT):.3f} (a smaller slowdown in one round is within what a rerun moves). `fusionbench "
+    "findings` counts them alike."
 )
 SPEEDUP_NOTE = (
     "Speedup = fusion off over fusion on (below 1: fusion made it slower), the geometric mean over the rounds both "
@@ -195,9 +200,18 @@ class FusionPair:
         return self.result.value
 
     @property
+    def made_slower(self) -> bool:
+        """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
+        smallest effect (a pair of one round at 0.99x is no finding)."""
+        result = self.result
+        if result.interval is not None:
+            return result.verdict == SLOWER
+        return result.value < 1 / (1 + SMALLEST_EFFECT)
+
+    @property
     def name(self) -> str:
         graphs = " graphs" if self.on.graphs == "on" else ""
-        return f"{self.on.model} {self.on.backend}{graphs} {self.on.setting}"
+        return f"{self.on.model} {self.on.backend}{graphs}{self.on.options} {self.on.setting}"
 
 
 def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
@@ -338,9 +352,10 @@ def validity_grid(loaded: LoadedBundle, rows: list[Row]) -> tuple[list[str], lis
     lines = list(dict.fromkeys(f"{r.model} · {r.variant}" for r in rows))
     grid = {(f"{r.model} · {r.variant}", r.setting): r.status for r in rows}
     body = [[line, *[grid.get((line, s), "") for s in settings]] for line in lines]
+    columns = settings or ["status"]  # no cell recorded (a run stopped by its budget): the missing row's own column
     if loaded.missing:
-        body.append([f"{len(loaded.missing)} listed cell(s)", "not run", *[""] * (len(settings) - 1)])
-    return ["model · variant", *settings], body
+        body.append([f"{len(loaded.missing)} listed cell(s)", "not run", *[""] * (len(columns) - 1)])
+    return ["model · variant", *columns], body
 
 
 def listed(value: Any) -> list[Any]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from harness.allocator import UNRECORDED as SYSTEM_ALLOCATOR
 from harness.allocator import Allocator
+from harness.models.catalog import default_input_size
 from harness.scenario.rules import RULES, ScenarioName
 from harness.scenario.schema import DType, Inputs, ModelSpec, OptionValue, PassSettings, TimingSettings
 
@@ -117,9 +118,10 @@ class CellConfig(_Frozen):
 
     @property
     def shown_label(self) -> str:
-        """`label` with the variant's options: what a run prints, so that two variants that differ
-        only in an option are told apart."""
-        return self._label(self.options_label)
+        """`label` with the variant's options and an input size not the model's own (`input 160`):
+        what a run and `compare` print, so that two cells that differ only in these are told apart."""
+        size = "" if self.input_size == default_input_size(self.model.name) else f" input {self.input_size}"
+        return self._label(self.options_label) + size
 
     def _label(self, options: str) -> str:
         return f"{self.model.name} {self.variant_label}{options} {self.scenario} {self.device} {self.dtype} b{self.batch}"

@@ -434,3 +434,54 @@ def test_cells_pair_whatever_rounds_they_were_timed_over_and_the_pair_says_so() 
     paired = [p for p in comparison.pairs if p.why not in ("only in A", "only in B")]
     assert len(paired) == 10 and not comparison.unpaired
     assert all("timed over 1 round(s) in A, 2 in B" in p.why for p in paired)
+
+
+def test_a_valid_cell_whose_counterpart_was_interrupted_or_ran_unlike_it_is_unpaired() -> None:
+    """Each judged nothing, so a CI gate on `compare` must not pass on it (exit 1 unless
+    --allow-missing): a counterpart interrupted, or valid but of another math mode or hardware."""
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    a = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    first = next(i for i, c in enumerate(a.cells) if c["status"] == "valid")
+    label = a.records[first].config.shown_label
+
+    def b_with(change: Any) -> list[str]:
+        cells = json.loads(json.dumps(a.cells))
+        change(cells[first])
+        return compare(a, replace(a, cells=cells)).unpaired
+
+    assert compare(a, a).unpaired == []
+    assert b_with(lambda c: c.update(status="interrupted", reasons=["interrupted"])) == [
+        f"{label}: valid in A, interrupted in B"]
+    assert b_with(lambda c: c["metrics"]["math_mode"].update(effective="tf32")) == [
+        f"{label}: valid in both, but math modes differ: A ieee, B tf32"]
+    other_gpu = {"hostname": "n", "cpu": {"model": "EPYC", "logical_cores": 8}, "gpus": ["H200"]}
+    unpaired = b_with(lambda c: c.update(node=other_gpu))
+    assert len(unpaired) == 1 and unpaired[0].startswith(f"{label}: valid in both, but ran on different hardware")
+
+
+@pytest.mark.parametrize(("threshold", "shown"), [(0.05, "5%"), (0.025, "2.5%"), (0.001, "0.1%")])
+def test_the_threshold_is_written_as_given_not_rounded_to_a_whole_percent(threshold: float, shown: str) -> None:
+    from harness.reporting.compare import Comparison
+    from harness.reporting.compare_output import to_markdown
+
+    pair = compare_cells(cell(samples=BASE), cell(samples=[v + 2 for v in BASE]), threshold, 0.01)  # B/A about 1.002
+    if threshold > 0.002:
+        assert pair.why.startswith(f"within {shown} (B/A 1.00")
+    text = to_markdown(Comparison(a="A", b="B", threshold=threshold, alpha=0.01, pairs=[pair]))
+    assert f"B/A is beyond {shown} and" in text and f"beyond {shown} and a Mann-Whitney" in text
+
+
+def test_pairs_and_fusion_verdicts_name_a_cells_options_and_input_size() -> None:
+    """Two cells that differ only in an option (or an input size not the model's own) read alike
+    under `label`; `compare` names them as the run printed them."""
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    comparison = compare(load(GOLDEN / "v7"), load(GOLDEN / "v7"))
+    labels = {p.label for p in comparison.pairs}
+    assert "resnet18 tvm fusion-on tuning_trials=1 Offline cpu fp32 b4 input 32" in labels
+    assert "resnet18 tvm tuning_trials=1 Offline b4 fp32 cpu input 32" in {v.name for v in comparison.fusion}

@@ -201,3 +201,28 @@ def test_fusion_pairs_match_the_whole_config_and_settings_name_the_input_size() 
 def test_bundle_text_forms_no_emphasis_strike_or_autolink_in_markdown() -> None:
     text = md_cell("_emph_ ~~strike~~ https://example.org www.example.org")
     assert text == "\\_emph\\_ \\~\\~strike\\~\\~ https\\://example.org www\\.example.org"
+
+
+def test_where_fusion_made_things_slower_lists_only_what_the_verdict_calls_slower() -> None:
+    """Golden v7 has Inductor's Offline pair at 0.89x and TVM's SingleStream pair at 0.99x, each
+    with "no effect seen" over its rounds, and TVM's Offline pair slower: only that one is a finding
+    (as `findings` counts it); the section listed all three by their speedup below 1."""
+    bundle = load(GOLDEN / "v7")
+    for page, start, end in ((markdown(bundle), "## Where fusion made things slower", "\n## "),
+                             (html(bundle), "<h3>Where fusion made things slower</h3>", "<h")):
+        section = page[page.index(start):page.index(end, page.index(start) + len(start))]
+        assert re.search(r"resnet18 tvm tuning\\?_trials=1 Offline b4", section), section
+        assert "inductor" not in section and "SingleStream" not in section
+
+
+def test_a_bundle_whose_every_cell_is_missing_has_a_validity_grid_of_whole_rows() -> None:
+    from dataclasses import replace
+
+    from harness.reporting.view import validity_grid
+
+    bundle = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    none_run = replace(bundle, cells=[], missing=[c["id"] for c in bundle.cells])
+    head, body = validity_grid(none_run, [])
+    assert head == ["model · variant", "status"] and body == [[f"{len(bundle.cells)} listed cell(s)", "not run"]]
+    head, body = validity_grid(bundle, [Row(c) for c in bundle.records])
+    assert len(head) > 2 and all(len(row) == len(head) for row in body)
