@@ -128,11 +128,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None,
                           cache_dir=request.cache_dir)
     device = probe.device
-    if bundle is not None and not all_finished and device == "cuda" and not probe.cuda_available:
-        raise ConfigError(  # its cells would all be skipped here, and the bundle marked complete
-            f"--resume {bundle.root}: the bundle was run on cuda and torch sees no CUDA device on this machine; "
-            "resume it on a machine with a GPU"
-        )
+    if not all_finished and device == "cuda" and not probe.cuda_available:
+        # every cell would be skipped here and the bundle marked complete (exit 0), and a later
+        # --resume on a GPU would find nothing left to run
+        if bundle is not None:
+            raise ConfigError(f"--resume {bundle.root}: the bundle was run on cuda and torch sees no CUDA device on "
+                              "this machine; resume it on a machine with a GPU")
+        raise ConfigError(f"device cuda: torch sees no CUDA device on this machine; run {request.scenario_path} on a "
+                          "machine with a GPU, or here with --device cpu")
     cells = select(expand(resolved, device), request.only or {})
     if ray_executor is not None and not all_finished:
         ray_executor.join(device)

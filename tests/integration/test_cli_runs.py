@@ -232,6 +232,20 @@ def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) ->
     assert {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()} == before  # nothing lost, nothing marked
 
 
+def test_a_new_run_on_cuda_is_refused_on_a_machine_without_one(tmp_path: Path) -> None:
+    """Every cell would be skipped, the run exit 0 and a --resume on a GPU find nothing to run."""
+    import os
+
+    scenario = tmp_path / "gpu.yaml"
+    scenario.write_text("device: cuda\nmodels: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    out = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"device cuda: torch sees no CUDA device on this machine; run {scenario} on a machine with a GPU" in done.stderr
+    assert list(out.iterdir()) == []  # no bundle
+
+
 def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> None:
     done, out = null_run
     assert done.returncode == 0, done.stdout + done.stderr
