@@ -295,26 +295,45 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
         bundle = Bundle.open(request.resume)
         closing.callback(bundle.close)
         scenario = resumable.check(bundle)
-        if request.device and request.device != bundle.device:
+        if request.device not in (None, "auto", bundle.device):  # auto: the device it runs on, as a resume does
             raise ConfigError(f"--device {request.device}: {request.resume} was run on {bundle.device}")
         if request.rounds is not None and request.rounds != scenario.timing.rounds:
             raise ConfigError(
                 f"--rounds {request.rounds}: {request.resume} was run with {scenario.timing.rounds} round(s)"
             )
+        if bundle.header.get("artifact_cache") is None and request.cache_dir is not None:
+            # its header says every cell was prepared cold; cells taken from a cache would be warm
+            raise ConfigError(f"{request.resume} was run with --no-cache (every cell prepared cold); "
+                              "resume it with --no-cache")
         if request.scenario_path is not None:
-            given = _overridden(scenario_file.load(request.scenario_path), request).model_copy(
-                update={"device": scenario.device})  # the device was checked above; compare the rest
-            if scenario_file.sha256(scenario_file.resolved(given, request.scenario_path.stem)) != bundle.scenario_sha256:
-                raise ConfigError(
-                    f"{request.scenario_path} differs from the scenario stored in {request.resume}; "
-                    "resume without the file to finish the stored one"
-                )
+            _check_the_file_is_the_stored_one(request, bundle, scenario)
         return bundle, bundle.stored_scenario, scenario
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     scenario = _overridden(scenario_file.load(request.scenario_path), request)
     named = scenario.model_copy(update={"name": scenario.name or request.scenario_path.stem})  # as resolved names it
     return None, scenario_file.resolved(scenario, request.scenario_path.stem), named
+
+
+def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, stored: ScenarioFile) -> None:
+    """A scenario file given with --resume must be the one the bundle stores, with what the command
+    line overrode then (the device was checked before this; a file whose only difference is the
+    rounds `--rounds` set is named so)."""
+    path = request.scenario_path
+    assert path is not None
+    given = _overridden(scenario_file.load(path), request).model_copy(update={"device": stored.device})
+
+    def same(scenario: ScenarioFile) -> bool:
+        return scenario_file.sha256(scenario_file.resolved(scenario, path.stem)) == bundle.scenario_sha256
+
+    if same(given):
+        return
+    rounds = stored.timing.rounds
+    if same(given.model_copy(update={"timing": given.timing.model_copy(update={"rounds": rounds})})):
+        raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its "
+                          f"rounds: the run had {rounds}; resume with --rounds {rounds}, or without the file")
+    raise ConfigError(f"{path} differs from the scenario stored in {request.resume}; "
+                      "resume without the file to finish the stored one")
 
 
 def _overridden(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:

@@ -150,3 +150,44 @@ def test_a_killed_bundle_whose_cells_folder_is_a_link_is_refused_and_nothing_out
     printed = capsys.readouterr()
     assert code == 2 and "cells: a symbolic link" in printed.err, printed.err
     assert _snapshot(outside) == before
+
+
+def test_a_bundle_run_with_no_cache_is_resumed_only_with_no_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its header says every cell was prepared cold; a resume from a cache would add warm ones."""
+    root = _edited(tmp_path, lambda s: None)
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "artifact_cache": None}))
+    manifest.write(root)
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert f"{root} was run with --no-cache (every cell prepared cold); resume it with --no-cache" in capsys.readouterr().err
+    assert _snapshot(root) == before and not (tmp_path / "cache").exists()
+
+
+def test_a_file_given_with_resume_that_differs_only_in_its_rounds_says_so_and_auto_is_the_bundles_device(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run of `f.yaml --rounds 2`, resumed with `f.yaml` (of one round), was told the file differs."""
+    from contextlib import ExitStack
+
+    import yaml
+
+    from harness.errors import ConfigError
+    from harness.run.runner import RunRequest, _open_or_plan
+
+    root = _edited(tmp_path, lambda s: None)  # the golden run was of two rounds
+    stored = json.loads((root / "bundle.json").read_text())["scenario"]
+    assert stored["timing"]["rounds"] == 2
+    file = tmp_path / f"{stored['name']}.yaml"
+    file.write_text(yaml.safe_dump({**stored, "timing": {**stored["timing"], "rounds": 1}}))
+    before = _snapshot(root)
+    assert main(["run", str(file), "--resume", str(root), "--no-cache"]) == 2
+    assert (f"{file} differs from the scenario stored in {root} only in its rounds: the run had 2; resume with "
+            "--rounds 2, or without the file") in capsys.readouterr().err
+    assert _snapshot(root) == before
+    for request in (RunRequest(file, rounds=2, resume=root), RunRequest(None, device="auto", resume=root)):
+        with ExitStack() as closing:
+            bundle, _, scenario = _open_or_plan(request, closing)
+            assert scenario.timing.rounds == 2 and bundle.device == "cpu"
+    file.write_text(yaml.safe_dump({**stored, "timing": {**stored["timing"], "rounds": 1, "min_iters": 11}}))
+    with ExitStack() as closing, pytest.raises(ConfigError, match="differs from the scenario stored in .*; resume without"):
+        _open_or_plan(RunRequest(file, rounds=2, resume=root), closing)
