@@ -24,6 +24,7 @@ from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import visible
+from harness.scenario.cells import ONLY_KEYS
 from harness.scenario.schema import MAX_ROUNDS
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -54,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                      "for a confidence interval and a verdict on every fusion speedup (docs/metrics.md)")
     run.add_argument(
         "--only", metavar="KEY=VALUE,...",
-        help="run only matching cells; keys: model, backend, fusion, scenario, dtype, batch "
+        help=f"run only matching cells; keys: {', '.join(ONLY_KEYS)} "
         "(repeat a key to allow several values: model=resnet18,model=vgg11)",
     )
     run.add_argument("--budget-s", type=float, metavar="S",

@@ -39,7 +39,7 @@ from harness.run.probe_answer import ProbeAnswer
 from harness.run.summary import fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
-from harness.scenario.cells import Cell, expand, select
+from harness.scenario.cells import Cell, check_values, expand, select
 from harness.scenario.schema import Limits, ScenarioFile
 
 if TYPE_CHECKING:
@@ -84,15 +84,18 @@ def run(request: RunRequest, console: Console) -> int:
         return _run(request, console, closing)
 
 
-def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]]) -> None:
-    """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto)."""
-    if device == "auto":
-        try:
-            select(expand(resolved, "cuda"), only)
-            return
-        except ConfigError:
-            device = "cpu"  # the cpu cells' refusal is the one said
-    select(expand(resolved, device), only)
+def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]],
+                               bundle: Bundle | None) -> None:
+    """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto),
+    check_values's when one of its values matches none, and one when it matches no cell a resumed
+    bundle planned (a run of its own --only)."""
+    cells = [*expand(resolved, "cuda"), *expand(resolved, "cpu")] if device == "auto" else expand(resolved, device)
+    check_values(cells, only)
+    chosen = select(cells, only)
+    if bundle is not None and not set(bundle.cell_ids) & {c.id for c in chosen}:
+        wanted = ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
+        planned = ", ".join(f"{k}={'|'.join(v)}" for k, v in (bundle.header.get("only") or {}).items())
+        raise ConfigError(f"--only {wanted} matches no cell of {bundle.root}, whose run chose only {planned}")
 
 
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
@@ -109,7 +112,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
             preflight.check_inputs(scenario, Path(input_folder))
     slots.check_jobs(request.jobs)  # before the probe and the folders, as the other refusals here
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
-        _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only)
+        _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
+                                   bundle)
     ray_executor = _reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.

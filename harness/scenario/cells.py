@@ -16,7 +16,7 @@ from harness.errors import ConfigError
 from harness.models.catalog import all_models
 from harness.scenario.cell_config import CellConfig, CellLoadGen, CellVariant
 from harness.scenario.rules import rule
-from harness.scenario.schema import Inputs, LoadGenSettings, ModelSpec, PassSettings, TimingSettings
+from harness.scenario.schema import Inputs, LoadGenSettings, ModelSpec, PassSettings, TimingSettings, closest
 
 ONLY_KEYS = ("model", "backend", "fusion", "graphs", "scenario", "dtype", "batch")
 
@@ -139,3 +139,15 @@ def select(cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
         wanted = ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
         raise ConfigError(f"--only {wanted} matches no cell of this scenario")
     return chosen
+
+
+def check_values(cells: list[Cell], only: dict[str, set[str]]) -> None:
+    """Refuse a value of `only` that no cell of `cells` has, naming the values there are: beside a
+    value that matches, a typo (`model=resnt18,model=resnet18`) was dropped silently."""
+    for key, values in only.items():
+        there = sorted({c.field(key) for c in cells})
+        unknown = sorted(values - set(there))
+        if unknown:
+            hint = closest(unknown[0], there) if key in ("model", "backend") else ""  # 64 is no typo of 4
+            raise ConfigError(f"--only {key}={unknown[0]} matches no cell of this scenario{hint}; "
+                              f"its {key} values: {', '.join(there)}")

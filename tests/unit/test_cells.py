@@ -130,3 +130,32 @@ def test_graph_cells_are_skipped_off_a_gpu_and_on_backends_without_graphs() -> N
     on_gpu = {c.config.backend: skip_reason(c, available, ["9.0"]) for c in expand(scenario, "cuda")}
     assert on_gpu["eager"] is None
     assert on_gpu["onnxruntime"] == "graphs: onnxruntime has no CUDA-graph variant (its backend does not declare cuda_graphs)"
+
+
+def test_a_value_of_only_that_no_cell_has_is_refused_beside_one_that_does() -> None:
+    from harness.scenario.cells import check_values
+
+    cells = expand(resolved(), "cpu")
+    check_values(cells, parse_only("model=resnet18,model=mobilenet_v3_small,batch=8"))
+    with pytest.raises(ConfigError, match=r"--only model=resnt18 matches no cell of this scenario \(did you mean "
+                                          r"'resnet18'\?\); its model values: mobilenet_v3_small, resnet18"):
+        check_values(cells, parse_only("model=resnt18,model=resnet18"))
+    with pytest.raises(ConfigError, match="--only batch=64 matches no cell of this scenario; its batch values: 1, 4, 8"):
+        check_values(cells, parse_only("batch=8,batch=64"))
+
+
+def test_a_resume_whose_only_matches_no_cell_the_bundle_planned_is_refused() -> None:
+    from types import SimpleNamespace
+
+    from harness.run.runner import _refuse_an_empty_selection
+
+    scenario = resolved()
+    planned = [c.id for c in select(expand(scenario, "cpu"), parse_only("model=resnet18"))]
+    bundle = SimpleNamespace(cell_ids=planned, header={"only": {"model": ["resnet18"]}}, root="results/run")
+    _refuse_an_empty_selection(scenario, "cpu", parse_only("backend=eager"), bundle)  # some of them: eager's
+    with pytest.raises(ConfigError, match=r"--only model=mobilenet_v3_small matches no cell of results/run, whose "
+                                          r"run chose only model=resnet18"):
+        _refuse_an_empty_selection(scenario, "cpu", parse_only("model=mobilenet_v3_small"), bundle)
+    _refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=64"), None)  # cpu's 8, cuda's 64
+    with pytest.raises(ConfigError, match="--only batch=128 matches no cell"):
+        _refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=128"), None)
