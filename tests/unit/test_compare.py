@@ -371,7 +371,7 @@ def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path)
     assert result["figures"]["peak_rss"]["rule"] == "ratio" and result["figures"]["device_time"]["rule"] == "rank test"
     text = fusionbench("compare", str(GOLDEN / "v2"), str(root)).stdout
     assert "## Other figures" in text and "| peak RSS | lower | one figure a side: B/A beyond 5% |" in text
-    assert "| resnet18 inductor fusion-on Offline cpu fp32 b4 | peak RSS | 952 MiB | 1.86 GiB | 2.000 | **worse** |" in text
+    assert "| resnet18 inductor fusion-on Offline cpu fp32 b4 input 32 | peak RSS | 952 MiB | 1.86 GiB | 2.000 | **worse** |" in text
 
 
 def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise() -> None:
