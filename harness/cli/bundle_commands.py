@@ -10,6 +10,7 @@ or an option could not be used (one line says why).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -141,15 +142,22 @@ def trusted_but_its_report(root: Path) -> LoadedBundle:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from harness.bundle import manifest
+    from harness.bundle import lock, manifest
     from harness.reporting.report import render
 
     out = output_path(args.out or args.run_dir, [args.run_dir], may_be=args.run_dir)
     inside = out == args.run_dir.resolve()
-    loaded = trusted_but_its_report(args.run_dir) if inside else trusted(args.run_dir)
-    written = render(loaded, out)
-    if inside:
-        manifest.write(args.run_dir)  # the bundle was valid a moment ago; only the report changed
+    # Into the bundle: as its one writer, so that no run or resume starts on it meanwhile (its
+    # manifest, written below, would then list a bundle still being written)
+    held = lock.hold(out) if inside and out.is_dir() else None  # not a folder: the reading below says what it is
+    try:
+        loaded = trusted_but_its_report(args.run_dir) if inside else trusted(args.run_dir)
+        written = render(loaded, out)
+        if inside:
+            manifest.write(args.run_dir)  # the bundle was valid a moment ago; only the report changed
+    finally:
+        if held is not None:
+            os.close(held)
     for path in written:
         console.print(Text(f"wrote {visible(path)}"))
     return 0

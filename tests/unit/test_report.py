@@ -226,3 +226,25 @@ def test_a_bundle_whose_every_cell_is_missing_has_a_validity_grid_of_whole_rows(
     assert head == ["model · variant", "status"] and body == [[f"{len(bundle.cells)} listed cell(s)", "not run"]]
     head, body = validity_grid(bundle, [Row(c) for c in bundle.records])
     assert len(head) > 2 and all(len(row) == len(head) for row in body)
+
+
+def test_a_report_into_a_bundle_another_process_writes_is_refused_and_one_elsewhere_is_not(tmp_path: Path) -> None:
+    """Its manifest, written after the report, would list a bundle a run or resume is writing."""
+    import os
+
+    from harness.bundle import lock
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    held = lock.hold(root)  # as a resume holds it (a lock of another open file, refused to this process too)
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root)], capture_output=True,
+                              text=True, cwd=REPO, timeout=120)
+        assert done.returncode == 2 and f"{root}: pid {os.getpid()} is running or resuming this bundle" in done.stderr
+        assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+        elsewhere = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root), "--out", str(tmp_path / "r")],
+                                   capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert elsewhere.returncode == 0, elsewhere.stderr
+    finally:
+        os.close(held)
