@@ -216,6 +216,14 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
         errors = [error for error in errors if error is first or tuple(error["loc"])[:-1] != raw_loc[:-1]]
         field = _dotted(loc[:-1])
         message = "an option's value is one boolean, number or string"
+    elif raw_loc and _is_branch(raw_loc[-1]):
+        # one problem, not one per branch of a union (`target_qps.float: ... (and 1 more problem)`)
+        branches = [error for error in errors if tuple(error["loc"])[:-1] == raw_loc[:-1] and _is_branch(error["loc"][-1])]
+        errors = [error for error in errors if error is first or error not in branches]
+        loc = loc[:-1]
+        field = _dotted(loc) or "(top level)"
+        wanted = dict.fromkeys(error["msg"].removeprefix("Input should be ") for error in branches)
+        message = "Input should be " + " or ".join(wanted)
     elif first["type"] == "missing":
         message = "required, but missing"
     else:
@@ -231,6 +239,12 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
 
 #: pydantic's names for the branches of a backend option's type (harness/scenario/schema.py `OptionValue`).
 OPTION_TYPES = ("bool", "int", "float", "str")
+#: pydantic's names for a branch of a union in an error's location: a type, never a key of the file.
+_BRANCH = re.compile(r"(bool|int|float|str|none|(literal|list|dict|tuple)\[.*\])")
+
+
+def _is_branch(part: object) -> bool:
+    return isinstance(part, str) and _BRANCH.fullmatch(part) is not None
 
 
 def _user_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -256,3 +256,30 @@ def test_the_mlperf_profile_records_what_the_file_overrides_and_dev_cells_keep_t
     dev = resolved(load_text(tmp_path, MLPERF), "s")
     (plain,) = expand(dev, "cpu")
     assert not {"profile", "overrides", "accuracy", "compliance"} & set(plain.config.recorded()["loadgen"])
+
+
+@pytest.mark.parametrize(("setting", "problem"), [
+    # YAML reads on/yes/no as booleans: a number field took them as 1 and 0
+    ("loadgen: {target_qps: on}", ":10: loadgen.target_qps: Input should be a valid number or 'auto'"),
+    ("loadgen: {samples_per_query: yes}", ":10: loadgen.samples_per_query: Input should be a valid integer"),
+    ("timing: {warmup_iters: no}", ":10: timing.warmup_iters: Input should be a valid integer"),
+    ("loadgen: {min_duration_s: '10'}", ":10: loadgen.min_duration_s: Input should be a valid number"),
+    # NaN was refused as "less than or equal to 86400"
+    ("loadgen: {min_duration_s: .nan}", ":10: loadgen.min_duration_s: Input should be a finite number"),
+    ("limits: {cell_timeout_s: .inf}", ":10: limits.cell_timeout_s: Input should be a finite number"),
+    # one problem, not one per branch of the union ("target_qps.float: ... (and 1 more problem)")
+    ("loadgen: {target_qps: fast}", ":10: loadgen.target_qps: Input should be a valid number or 'auto'"),
+])
+def test_a_number_is_a_number_as_written(tmp_path: Path, setting: str, problem: str) -> None:
+    message = error_of(tmp_path, GOOD + setting + "\n")
+    assert message.endswith(problem), message
+
+
+def test_numbers_and_yaml_booleans_still_load_where_they_belong(tmp_path: Path) -> None:
+    scenario = load_text(tmp_path, GOOD + "loadgen: {min_duration_s: 10, target_qps: 5}\nlimits: {cell_timeout_s: 60}\n"
+                         "timing: {rounds: 2}\n")
+    assert scenario.loadgen.min_duration_s == 10.0 and scenario.loadgen.target_qps == 5.0
+    flags = load_text(tmp_path, GOOD.replace("    fusion: on", "    fusion: [on, off]\n    options: {freezing: off}")
+                      .replace("  - resnet18\n", "  - {name: resnet18, pretrained: yes}\n"))
+    assert flags.backends[1].fusion == ["on", "off"] and flags.backends[1].options == {"freezing": False}
+    assert flags.models[0].pretrained is True

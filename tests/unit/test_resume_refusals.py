@@ -51,7 +51,7 @@ def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
     (lambda s: s.update(limits="x"), "scenario.limits", "not a mapping"),
     (lambda s: s.update(models="resnet18"), "scenario.models", "Input should be a valid list"),
     (lambda s: s.update(models=["resnet18"]), "scenario.models[0]", "is not what a run stores there"),
-    (lambda s: s["limits"].update(cell_timeout_s="900"), "scenario.limits.cell_timeout_s", '"900" is not what a run stores'),
+    (lambda s: s["limits"].update(cell_timeout_s="900"), "scenario.limits.cell_timeout_s", "Input should be a valid number"),
     (lambda s: s["timing"].pop("min_iters"), "scenario.timing.min_iters", "missing"),
     # a file may say `fusion: on`; a run stores ["on"], and would read "on" as "o" and "n"
     (lambda s: s["backends"][0].update(fusion="on"), "scenario.backends[0].fusion", '"on" is not what a run stores'),
