@@ -108,7 +108,8 @@ class Bundle:
     def open(cls, root: Path) -> Bundle:
         """An existing bundle of this schema version, to resume; locked before anything is read."""
         if not root.is_dir():
-            raise ConfigError(f"{root}: not a directory; --resume takes a result bundle")
+            what = "not a directory" if root.exists() else "no such file or directory"
+            raise ConfigError(f"{root}: {what}; --resume takes a result bundle")
         if not (root / HEADER).exists():
             raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})")
         path = root / HEADER

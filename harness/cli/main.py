@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--budget-s", type=float, metavar="S",
                      help="seconds the cells may take: a cell that would start later, or that is still running then, "
                      "is left out of the bundle for --resume (a GPU booked by the hour; default: no budget)")
-    run.add_argument("--out", type=Path, default=Path("results"), help="directory for result bundles (default: results)")
+    run.add_argument("--out", type=Path, help="directory for result bundles (default: results; a resume writes into "
+                     "the bundle it resumes)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
@@ -204,9 +205,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
         check_options(args.address, args.ray_connect_timeout_s)
     only = parse_only(args.only) if args.only is not None else None  # "" is refused, not every cell
+    if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve().parent:
+        raise ConfigError(f"--out {args.out}: a resume writes into the bundle it resumes ({args.resume}); give no --out")
     request = RunRequest(
         scenario_path=args.scenario, device=args.device, rounds=args.rounds, only=only,
-        out_dir=args.out, resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
+        out_dir=args.out or Path("results"), resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,
         budget_s=args.budget_s, past_budget="missing",

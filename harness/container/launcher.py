@@ -104,7 +104,8 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
         else:
             out.append(arg)
     no_cache = "--no-cache" in out
-    return ["run", *out, "--out", RESULTS_MOUNT, *([] if no_cache else ["--cache-dir", CACHE_MOUNT])]
+    into = [] if "--resume" in out else ["--out", RESULTS_MOUNT]  # a resume writes into its bundle
+    return ["run", *out, *into, *([] if no_cache else ["--cache-dir", CACHE_MOUNT])]
 
 
 def _option(args: list[str], name: str) -> str | None:

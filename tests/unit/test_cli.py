@@ -148,6 +148,16 @@ def test_run_refuses_no_jobs_and_an_empty_only_before_anything_is_made(capsys: p
         assert not out.exists() and not cache.exists()
 
 
+def test_a_resume_takes_no_out_but_its_bundles_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A resume writes into the bundle it resumes: another --out was ignored without a word."""
+    run = tmp_path / "results" / "run-1"
+    assert main(["run", "--resume", str(run), "--out", str(tmp_path / "elsewhere")]) == 2
+    assert f"a resume writes into the bundle it resumes ({run}); give no --out" in capsys.readouterr().err
+    assert main(["run", "--resume", str(run), "--out", str(tmp_path / "results")]) == 2  # its own folder: allowed
+    assert "no such file or directory" in capsys.readouterr().err  # as without --out (the bundle is not there)
+    assert not (tmp_path / "elsewhere").exists()
+
+
 @pytest.mark.parametrize("option", ["--out", "--cache-dir"])
 def test_a_run_never_writes_into_a_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path, repo: Path,
                                           option: str) -> None:

@@ -111,8 +111,8 @@ def test_arguments_are_mapped_into_the_mounts(tmp_path: Path, monkeypatch: pytes
     assert container_arguments(args, REPO, results) == [
         "run", "scenarios/smoke.yaml", "--device", "cpu", "--only", "backend=eager",
         "--out", "/work/results", "--cache-dir", "/work/cache"]
-    assert container_arguments(["--resume", str(results / "run-1"), "--no-cache"], REPO, results) == [
-        "run", "--resume", "/work/results/run-1", "--no-cache", "--out", "/work/results"]
+    assert container_arguments(["--resume", str(results / "sub" / "run-1"), "--no-cache"], REPO, results) == [
+        "run", "--resume", "/work/results/sub/run-1", "--no-cache"]  # a resume writes into its bundle: no --out
     with pytest.raises(Exception, match="must be inside the repository"):
         container_arguments([str(tmp_path / "elsewhere.yaml")], REPO, results)
     with pytest.raises(Exception, match="must be under the results directory"):
