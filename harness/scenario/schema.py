@@ -372,7 +372,7 @@ class ScenarioFile(_Strict):
         description=("environment variables for every cell's worker beyond the whitelisted ones "
                      "(harness/run/isolation.py): NAME passes this shell's value on, NAME=value sets it"))
     allocator: Allocator = Field(
-        DEFAULT_ALLOCATOR,
+        DEFAULT_ALLOCATOR, validate_default=True,  # the default is checked against env too
         description=("the C library allocator's settings in every worker (harness/allocator.py): steady keeps "
                      "freed memory (malloc never maps, the heap is never trimmed), so calls do not fault their "
                      "pages in again; system leaves glibc's defaults"))
@@ -442,34 +442,40 @@ class ScenarioFile(_Strict):
                 made[key] = i
         return backends
 
-    @model_validator(mode="after")
-    def _consistent(self) -> ScenarioFile:
-        self._mlperf_ready()
-        if self.allocator == "steady" and any(item.partition("=")[0] == ALLOCATOR_VARIABLE for item in self.env):
-            raise ValueError(f"env sets {ALLOCATOR_VARIABLE}, which allocator: steady sets itself; "
-                             "add allocator: system to pass your own")
-        return self
-
-
-    def _mlperf_ready(self) -> None:
-        """What the accuracy run and the mlperf profile need of the rest of the file."""
-        loadgen = self.loadgen
-        if loadgen.accuracy and not (isinstance(self.inputs, FolderInputs) and self.inputs.labels):
-            raise ValueError("loadgen.accuracy needs labelled images: inputs: {source: folder, path: ..., labels: ...}")
+    @field_validator("loadgen")
+    @classmethod
+    def _mlperf_ready(cls, loadgen: LoadGenSettings, info: ValidationInfo) -> LoadGenSettings:
+        """What the accuracy run and the mlperf profile need of the rest of the file (refused at
+        `loadgen`, the setting that asks for it)."""
+        models, inputs, scenarios = (info.data.get(key) for key in ("models", "inputs", "scenarios"))
+        if models is None or inputs is None or scenarios is None:
+            return loadgen  # refused already: that error is the one to fix
+        if loadgen.accuracy and not (isinstance(inputs, FolderInputs) and inputs.labels):
+            raise ValueError("accuracy needs labelled images: inputs: {source: folder, path: ..., labels: ...}")
         if loadgen.profile != "mlperf":
-            return
-        for model in self.models:
+            return loadgen
+        for model in models:
             benchmark = benchmark_for(model.name)
             if benchmark is None:
                 raise ValueError(f"profile mlperf: {model.name} stands for no MLPerf benchmark "
                                  "(image classifiers stand for MLPerf's resnet)")
-            if self.inputs.samples < benchmark.performance_sample_count:
+            if inputs.samples < benchmark.performance_sample_count:
                 raise ValueError(
                     f"profile mlperf: MLPerf's {benchmark.name} loads {benchmark.performance_sample_count} "
-                    f"performance samples; inputs.samples is {self.inputs.samples}")
-        if "MultiStream" in self.scenarios and loadgen.samples_per_query != MLPERF_SAMPLES_PER_QUERY:
+                    f"performance samples; inputs.samples is {inputs.samples}")
+        if "MultiStream" in scenarios and loadgen.samples_per_query != MLPERF_SAMPLES_PER_QUERY:
             raise ValueError(f"profile mlperf: MultiStream queries have {MLPERF_SAMPLES_PER_QUERY} samples; "
-                             f"loadgen.samples_per_query is {loadgen.samples_per_query}")
+                             f"samples_per_query is {loadgen.samples_per_query}")
+        return loadgen
+
+    @field_validator("allocator")
+    @classmethod
+    def _allocator_alone(cls, allocator: Allocator, info: ValidationInfo) -> Allocator:
+        env = info.data.get("env") or []
+        if allocator == "steady" and any(item.partition("=")[0] == ALLOCATOR_VARIABLE for item in env):
+            raise ValueError(f"env sets {ALLOCATOR_VARIABLE}, which allocator: steady (the default) sets itself; "
+                             "add allocator: system to pass your own")
+        return allocator
 
 
 def json_schema() -> dict[str, Any]:

@@ -220,12 +220,12 @@ inputs: {source: folder, path: images, labels: val_map.txt, samples: 1024}
 
 
 @pytest.mark.parametrize(("loadgen", "inputs", "words"), [
-    ("{accuracy: true}", "{source: folder, path: images}", "loadgen.accuracy needs labelled images"),
-    ("{accuracy: true}", "{samples: 8}", "loadgen.accuracy needs labelled images"),
+    ("{accuracy: true}", "{source: folder, path: images}", ":5: loadgen: accuracy needs labelled images"),
+    ("{accuracy: true}", "{samples: 8}", ":5: loadgen: accuracy needs labelled images"),
     ("{compliance: [TEST01]}", None, "compliance tests need profile: mlperf and accuracy: true"),
     ("{profile: mlperf, accuracy: true, compliance: [TEST04, TEST04]}", None, "compliance lists the same test twice"),
     ("{profile: mlperf}", "{source: folder, path: images, samples: 64}",
-     "MLPerf's resnet loads 1024 performance samples; inputs.samples is 64"),
+     ":5: loadgen: profile mlperf: MLPerf's resnet loads 1024 performance samples; inputs.samples is 64"),
     ("{profile: official}", None, "'dev' or 'mlperf'"),
     ("{compliance: [TEST05]}", None, "'TEST01' or 'TEST04'"),
 ])
@@ -283,3 +283,10 @@ def test_numbers_and_yaml_booleans_still_load_where_they_belong(tmp_path: Path) 
                       .replace("  - resnet18\n", "  - {name: resnet18, pretrained: yes}\n"))
     assert flags.backends[1].fusion == ["on", "off"] and flags.backends[1].options == {"freezing": False}
     assert flags.models[0].pretrained is True
+
+
+def test_the_allocators_variable_in_env_needs_allocator_system(tmp_path: Path) -> None:
+    problem = "allocator: env sets GLIBC_TUNABLES, which allocator: steady (the default) sets itself; add allocator: system"
+    assert problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES=glibc.malloc.trim_threshold=1]\n")
+    assert ":11: " + problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES]\nallocator: steady\n")
+    assert load_text(tmp_path, GOOD + "env: [GLIBC_TUNABLES]\nallocator: system\n").allocator == "system"
