@@ -30,7 +30,9 @@ from harness.reporting.view import (
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
+    slower_beyond_noise,
     slowest_kernels_by_side,
+    times_faster,
 )
 from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
 
@@ -76,10 +78,11 @@ class Group:
         return f"{self.model} {self.setting}" + (f" ({self.bundle})" if self.named else "")
 
     @property
-    def eager_ns(self) -> float | None:
+    def eager(self) -> Row | None:
+        """Eager's valid cell here, checked against itself: what each variant's speed is measured against."""
         for line in self.lines:
             if line.backend == BASELINE and line.on is not None and _valid(line.on) and line.on.checked_against_eager:
-                return line.on.median_ns
+                return line.on
         return None
 
 
@@ -126,10 +129,11 @@ def _on_off(line: Line, column: str) -> str:
 
 
 def _against_eager(group: Group, row: Row | None) -> str:
-    eager = group.eager_ns
-    if row is None or not _valid(row) or eager is None or not row.checked_against_eager or row.median_ns is None:
+    eager = group.eager
+    if row is None or not _valid(row) or eager is None or not row.checked_against_eager:
         return "-"
-    return format_times(eager / row.median_ns)
+    faster = times_faster(row, eager)
+    return "-" if faster is None else format_times(faster)
 
 
 def _speedup(line: Line) -> str:
@@ -278,18 +282,20 @@ def fusion_range(all_groups: list[Group], backend: str) -> str:
 
 
 def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
-    """Every valid cell (fusion on) that ran slower than eager on its model and setting."""
+    """Every valid cell (fusion on) that ran slower than eager on its model and setting by more than
+    the smallest effect (its time over rounds against eager's: one estimate, no verdict)."""
     head = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)"]
     body = []
     for group in all_groups:
-        eager = group.eager_ns
+        eager = group.eager
         if eager is None:
             continue
         for line in group.lines:
             on = line.on
             if line.backend == BASELINE or on is None or not _valid(on) or not on.checked_against_eager:
                 continue
-            if on.median_ns is not None and eager / on.median_ns < 1:
+            faster = times_faster(on, eager)
+            if faster is not None and slower_beyond_noise(faster):
                 body.append([group.title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
     return head, body
 

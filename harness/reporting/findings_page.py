@@ -29,7 +29,11 @@ INTRO = (
 SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster, slower or left "
                 "unchanged, and the fusions each model got with fusion on (groups of two operators or more in one "
                 "kernel), lowest to highest.")
-SLOWER_THAN_EAGER_NOTE = "Cells that ran slower than eager on the same model and setting, fusion on (and off beside it)."
+SLOWER_THAN_EAGER_NOTE = (
+    "Cells that ran slower than eager on the same model and setting by more than 5%, fusion on (and off beside it): "
+    "each cell's time over its rounds against eager's, one estimate (cells that are not a fusion pair ran their "
+    "rounds at different times, so their rounds do not pair)."
+)
 NO_FEWER_KERNELS_NOTE = ("Pairs whose fusion-on cell reports fusions yet launches as many kernels as fusion off, or more "
                          "(on a CPU: dispatches): the fused nodes still run their parts as kernels of their own, or the "
                          "fused graph adds kernels of another kind, such as layout reorders. A fusion count alone would "

@@ -146,6 +146,13 @@ class Row:
         return median(values), median_interval(values)
 
     @property
+    def time_ns(self) -> float | None:
+        """The cell's device time as the tables show it: the median over its valid rounds where it has
+        two or more, else its median (`fmt_time_over_rounds`)."""
+        over = self.over_rounds
+        return over[0] if over is not None else self.median_ns
+
+    @property
     def checked_against_eager(self) -> bool:
         """Whether the cell's output was compared with eager's: only then does it compute the same
         thing, and only then is its speed a speedup (a backend that computes nothing is not)."""
@@ -169,14 +176,28 @@ def baseline_of(loaded: LoadedBundle) -> str:
     return str(lookup(loaded.header, "scenario", "baseline") or "eager")
 
 
+def times_faster(row: Row, base: Row) -> float | None:
+    """How many times faster `row` ran than `base`: base's time over row's, each the median over its
+    rounds (`Row.time_ns`), as the tables show them. One estimate, no interval: the rounds of two
+    cells that are not a fusion pair ran at different stretches of the machine (harness/run/rounds.py),
+    so they do not pair."""
+    mine, theirs = row.time_ns, base.time_ns
+    return None if mine is None or theirs is None else theirs / mine
+
+
+def slower_beyond_noise(value: float) -> bool:
+    """A speedup below 1 by more than the smallest effect: a slowdown one estimate can name."""
+    return value < 1 / (1 + SMALLEST_EFFECT)
+
+
 def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
-    base = {(r.model, r.setting): r.median_ns or 0.0 for r in valid_rows(rows)
+    base = {(r.model, r.setting): r for r in valid_rows(rows)
             if r.backend == baseline and r.fusion == "on" and r.checked_against_eager}
     others = [r for r in valid_rows(rows)
               if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
     groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in others))
     variants = list(dict.fromkeys(r.variant for r in others))
-    values = {(f"{r.model} {r.setting}", r.variant): base[(r.model, r.setting)] / (r.median_ns or 1.0) for r in others}
+    values = {(f"{r.model} {r.setting}", r.variant): times_faster(r, base[(r.model, r.setting)]) or 0.0 for r in others}
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
     table = [[g, v, format_times(values[(g, v)])] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
@@ -204,9 +225,7 @@ class FusionPair:
         """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
         smallest effect (a pair of one round at 0.99x is no finding)."""
         result = self.result
-        if result.interval is not None:
-            return result.verdict == SLOWER
-        return result.value < 1 / (1 + SMALLEST_EFFECT)
+        return result.verdict == SLOWER if result.interval is not None else slower_beyond_noise(result.value)
 
     @property
     def name(self) -> str:
