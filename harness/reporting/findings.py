@@ -212,6 +212,7 @@ class Tally:
     faster: list[str] = field(default_factory=list)
     slower: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    negligible: list[str] = field(default_factory=list)  # an effect seen, under the smallest one
     one_round_up: list[str] = field(default_factory=list)
     one_round_down: list[str] = field(default_factory=list)
     one_round_flat: list[str] = field(default_factory=list)
@@ -220,7 +221,7 @@ class Tally:
 
 def tally(all_groups: list[Group], backend: str) -> Tally:
     counted = Tally()
-    by_verdict = {FASTER: counted.faster, SLOWER: counted.slower, NO_EFFECT: counted.unchanged, NEGLIGIBLE: counted.unchanged}
+    by_verdict = {FASTER: counted.faster, SLOWER: counted.slower, NO_EFFECT: counted.unchanged, NEGLIGIBLE: counted.negligible}
     for group in all_groups:
         for line in group.lines:
             if line.backend != backend or not line.has_switch:
@@ -248,14 +249,16 @@ def _names(items: list[str]) -> str:
 
 def summary_table(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
     """Per backend with a fusion switch: how fusion moved its models, and the fusions per model."""
-    head = ["backend", "faster", "slower", "no effect seen", "one round: above 1.05x", "one round: below 0.95x",
-            "one round: within 5%", "no pair (a side not valid)", "fusions per model (fusion on)"]
+    head = ["backend", "faster", "slower", "no effect seen", "under 5%", "one round: above 1.05x",
+            f"one round: below {1 / (1 + SMALLEST_EFFECT):.3f}x", "one round: within 5%", "no pair (a side not valid)",
+            "fusions per model (fusion on)"]
     body = []
     backends = list(dict.fromkeys(line.backend for g in all_groups for line in g.lines if line.has_switch))
     for backend in backends:
         t = tally(all_groups, backend)
-        body.append([backend, *(_names(items) for items in (t.faster, t.slower, t.unchanged, t.one_round_up,
-                                                              t.one_round_down, t.one_round_flat, t.broken)),
+        body.append([backend, *(_names(items) for items in (t.faster, t.slower, t.unchanged, t.negligible,
+                                                              t.one_round_up, t.one_round_down, t.one_round_flat,
+                                                              t.broken)),
                      fusion_range(all_groups, backend)])
     return head, body
 

@@ -79,7 +79,8 @@ def html(bundles: list[LoadedBundle]) -> str:
             "Fusion speedup per model (fusion-off median / fusion-on median)", titles,
             [Series(backend, tuple(speedups.get((title, backend)) for title in titles)) for backend in backends],
             "speedup (x)", reference=1.0, chart_id="plot-findings-fusion")
-            + "<figcaption>Below the dashed line, fusion made the model slower on that backend.</figcaption></figure>")
+            + "<figcaption>Below the dashed line, the estimate is below 1; the verdict in the model's table says whether "
+               "fusion made the model slower on that backend.</figcaption></figure>")
     parts += ["<h2>Slower than eager</h2>", f"<p>{escape(SLOWER_THAN_EAGER_NOTE)}</p>",
               html_table(*findings.slower_than_eager(all_groups))]
     parts += ["<h2>Fusions that launched no fewer kernels</h2>", f"<p>{escape(NO_FEWER_KERNELS_NOTE)}</p>",

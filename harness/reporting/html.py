@@ -96,8 +96,8 @@ def html(loaded: LoadedBundle) -> str:
         bar_chart("Speedup from fusion (fusion-off median / fusion-on median)", [p.name for p in pairs],
                   [Series("fusion speedup", tuple(p.speedup for p in pairs))], "speedup (x)", reference=1.0,
                   chart_id="plot-fusion") if pairs else None,
-        "Below the dashed line, fusion made the cell slower; the section below lists those where that is a finding, "
-        "and their fused kernels.",
+        "Below the dashed line, the estimate is below 1; the section below lists the pairs fusion made slower by "
+        "their verdict (or, of one round, by more than 5%), and their fused kernels.",
         "No valid cell has both fusion on and fusion off in this run.",
     ))
     parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")

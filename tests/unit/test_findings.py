@@ -182,3 +182,18 @@ def test_the_cli_writes_both_files_outside_every_bundle_and_refuses_what_it_cann
     (bad / "cells" / "stray.txt").write_text("x")
     refused = fusionbench("findings", str(bad), "--out", str(tmp_path / "bad-out"))
     assert refused.returncode == 2 and "fails validation" in refused.stderr and not (tmp_path / "bad-out").exists()
+
+
+def test_an_effect_under_5_percent_is_counted_apart_from_no_effect_seen() -> None:
+    from harness.stats.intervals import NEGLIGIBLE, Interval, Speedup
+
+    groups = findings.groups([load(GOLDEN / "v7")])
+    pair = _line(groups, groups[0].title, "inductor").pair
+    assert pair is not None
+    small = Speedup(1.03, 2, Interval(1.02, 1.04, 0.95), NEGLIGIBLE)  # seen (the interval is above 1), under 5%
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(findings.FusionPair, "result", property(lambda self: small))
+        counted = findings.tally(groups[:1], "inductor")
+    assert counted.negligible == [f"{groups[0].title} 1.03x"] and counted.unchanged == []
+    head, _ = findings.summary_table(groups)
+    assert "under 5%" in head and "one round: below 0.952x" in head
