@@ -170,7 +170,13 @@ def cmd_findings(args: argparse.Namespace, console: Console) -> int:
     roots = [path.resolve() for path in args.run_dirs]
     if len(set(roots)) != len(roots):
         raise BundleError("the same bundle is given twice; give each bundle once")
-    written = render([trusted(path) for path in args.run_dirs], out)
+    bundles = [trusted(path) for path in args.run_dirs]
+    first: dict[str, Path] = {}
+    for path, loaded in zip(args.run_dirs, bundles):  # copies of one run: their groups would merge under its id
+        if loaded.name in first:
+            raise BundleError(f"{first[loaded.name]} and {path} are copies of one run ({loaded.name}); give it once")
+        first[loaded.name] = path
+    written = render(bundles, out)
     for path in written:
         console.print(Text(f"wrote {visible(path)}"))
     return 0

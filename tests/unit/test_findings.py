@@ -177,6 +177,10 @@ def test_the_cli_writes_both_files_outside_every_bundle_and_refuses_what_it_cann
     assert inside.returncode == 2 and "inside the bundle" in inside.stderr and not (GOLDEN / "v7" / "findings").exists()
     twice = fusionbench("findings", str(GOLDEN / "v7"), str(GOLDEN / "v7" / "."), "--out", str(tmp_path / "again"))
     assert twice.returncode == 2 and "the same bundle is given twice" in twice.stderr
+    shutil.copytree(GOLDEN / "v7", tmp_path / "copy")  # one run's cells merged under its id, without a word
+    copies = fusionbench("findings", str(GOLDEN / "v7"), str(tmp_path / "copy"), "--out", str(tmp_path / "copies"))
+    assert copies.returncode == 2 and f"{tmp_path / 'copy'} are copies of one run (" in copies.stderr
+    assert not (tmp_path / "copies").exists()
     bad = tmp_path / "bad"
     shutil.copytree(GOLDEN / "v7", bad)
     (bad / "cells" / "stray.txt").write_text("x")
