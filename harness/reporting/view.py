@@ -107,10 +107,11 @@ class Row:
     @property
     def setting(self) -> str:
         """What makes two cells of different backends comparable: scenario, batch, dtype, device, and
-        the input size where it is not the model's own (`input 32`), so no two settings read alike."""
+        the input size where it is not the model's own (`input 32`) and pretrained weights where the cell
+        loaded them, so no two settings read alike."""
         c = self.config
         size = "" if c.input_size == default_input_size(c.model.name) else f" input {c.input_size}"
-        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{size}"
+        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{size}{' pretrained' if c.model.pretrained else ''}"
 
     @property
     def pair_key(self) -> str:

@@ -118,10 +118,11 @@ class CellConfig(_Frozen):
 
     @property
     def shown_label(self) -> str:
-        """`label` with the variant's options and an input size not the model's own (`input 160`):
-        what a run and `compare` print, so that two cells that differ only in these are told apart."""
+        """`label` with the variant's options, an input size not the model's own (`input 160`) and
+        pretrained weights where the cell loads them: what a run and `compare` print, so that two cells
+        that differ only in these are told apart."""
         size = "" if self.input_size == default_input_size(self.model.name) else f" input {self.input_size}"
-        return self._label(self.options_label) + size
+        return self._label(self.options_label) + size + (" pretrained" if self.model.pretrained else "")
 
     def _label(self, options: str) -> str:
         return f"{self.model.name} {self.variant_label}{options} {self.scenario} {self.device} {self.dtype} b{self.batch}"

@@ -201,3 +201,19 @@ def test_an_effect_under_5_percent_is_counted_apart_from_no_effect_seen() -> Non
     assert counted.negligible == [f"{groups[0].title} 1.03x"] and counted.unchanged == []
     head, _ = findings.summary_table(groups)
     assert "under 5%" in head and "one round: below 0.952x" in head
+
+
+def test_cells_that_differ_only_in_their_weights_are_set_apart() -> None:
+    """A pretrained twin of each cell: findings keyed them by model and setting alone, and one of the
+    two went missing from the page without a word."""
+    from dataclasses import replace
+
+    bundle = load(GOLDEN / "v9")
+    twins = json.loads(json.dumps(bundle.cells))
+    for cell in twins:
+        cell["config"]["model"]["pretrained"] = True
+    both = replace(bundle, cells=[*bundle.cells, *twins])
+    settings = [g.setting for g in findings.groups([both])]
+    assert len(settings) == len(set(settings)) == 2 * len(findings.groups([bundle]))
+    assert sum(s.endswith(" pretrained") for s in settings) == len(settings) // 2
+    assert both.records[-1].config.shown_label.endswith(" input 32 pretrained")
