@@ -141,7 +141,7 @@ def readme(cell: CellRecord, header: dict[str, Any]) -> str:
     accuracy = _accuracy(cell)
     overrides = cell.config.loadgen.overrides
     lines = [
-        f"# {md_cell(cell.label)}", "",
+        f"# {md_cell(cell.config.shown_label)}", "",
         f"Run by FusionBench {md_cell(lookup(header, 'harness', 'version'))} (git {md_cell(lookup(header, 'harness', 'git_sha'))}).",
         f"Command: {md_cell(' '.join(map(str, header.get('command') or [])))}", "",
         f"- Weights: {weights}. Inputs: {inputs}.",
@@ -187,7 +187,7 @@ def accuracy_files(files: Snapshot, folder: str) -> AccuracyFolder:
 
 def _accuracy(cell: CellRecord) -> Accuracy:
     if cell.metrics.accuracy is None:  # unpackable() refuses such a cell before anything is packed
-        raise BundleError(f"{cell.label}: no accuracy run")
+        raise BundleError(f"{cell.config.shown_label}: no accuracy run")
     return cell.metrics.accuracy
 
 
@@ -201,7 +201,7 @@ def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
         return bundle.inner_bytes(rel, rel)
 
     if metrics.loadgen is None:  # unpackable() refuses such a cell before anything is packed
-        raise BundleError(f"{cell.label}: no LoadGen run")
+        raise BundleError(f"{cell.config.shown_label}: no LoadGen run")
     performance = f"{base}/{metrics.loadgen.log_dir}"
     files = {f"performance/run_1/{log}": read(f"{performance}/{log}") for log in LOGS}
     files["user.conf"] = read(f"{performance}/user.conf")
@@ -219,6 +219,19 @@ def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
             files[f"{test}/accuracy/mlperf_log_accuracy.json"] = accuracy_files(bundle, run).log
     files["measurements.json"] = _json_bytes(measurements(cell))
     return files
+
+
+def _refuse_one_place_for_two(results: list[tuple[str, CellRecord]]) -> None:
+    """Two cells of one system, model, scenario and batch (another input size, or pretrained weights
+    beside random ones) would be written to one result folder, the second over the first."""
+    placed: dict[tuple[str, str, str], CellRecord] = {}
+    for name, cell in results:
+        where = (name, cell.config.model.name, cell.config.scenario)
+        if where in placed:
+            raise ConfigError(f"{placed[where].config.shown_label} and {cell.config.shown_label} would both be the "
+                              f"result of system {name} for {where[1]} {where[2]}; a submission holds one: pack a "
+                              "bundle of one of them (`fusionbench run --only ...`)")
+        placed[where] = cell
 
 
 def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", status: str = "rdi",
@@ -248,7 +261,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     for cell in loaded.records:
         why = submission_rules.unpackable(cell)
         if why is not None:
-            packed.left_out.append(f"{cell.label}: {why}")
+            packed.left_out.append(f"{cell.config.shown_label}: {why}")
             continue
         key = (system_name(base, cell), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
@@ -260,6 +273,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     for (system, _model, _scenario), cells in sorted(chosen.items()):
         for cell in cells:  # several batch sizes of one system, model and scenario: each a system of its own
             results.append((system if len(cells) == 1 else f"{system}_b{cell.config.batch}", cell))
+    _refuse_one_place_for_two(results)
     if division == "closed":
         _refuse_closed(results, info)
 
@@ -279,7 +293,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         folder = benchmark.name if division == "closed" else model
         if division == "open":
             mapping[model] = benchmark.name
-            packed.notes += [f"{cell.label}: {note}" for note in submission_rules.open_notes(cell)]
+            packed.notes += [f"{cell.config.shown_label}: {note}" for note in submission_rules.open_notes(cell)]
         where = f"{top}/results/{name}/{folder}/{cell.config.scenario}"
         files.update({f"{where}/{rel}": data for rel, data in _result_files(loaded.files, cell).items()})
         files[f"{where}/README.md"] = readme(cell, loaded.header).encode()
@@ -308,7 +322,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
 
 
 def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str]) -> None:
-    problems = [f"{cell.label}: {problem}" for _, cell in results for problem in submission_rules.closed_problems(cell)]
+    problems = [f"{cell.config.shown_label}: {problem}" for _, cell in results for problem in submission_rules.closed_problems(cell)]
     system_type = info.get("system_type")
     if not system_type:
         problems.append("system_type unknown: give it with --system-info (edge or datacenter decides the scenarios required)")

@@ -190,3 +190,19 @@ def test_a_path_a_command_cannot_write_is_exit_2_and_one_line(tmp_path: Path, co
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_two_cells_of_one_system_model_scenario_and_batch_are_refused_not_written_one_over_the_other(
+        tmp_path: Path) -> None:
+    """Pretrained weights beside random ones (or another input size): both were packed to one folder,
+    the second over the first, and pack said it packed two results."""
+    from dataclasses import replace
+
+    loaded = load(MLPERF)
+    eager = next(i for i, c in enumerate(loaded.cells) if c["config"]["backend"] == "eager")
+    twin = json.loads(json.dumps(loaded.cells[eager]))
+    twin["config"]["model"]["pretrained"] = not twin["config"]["model"].get("pretrained", False)
+    both = replace(loaded, cells=[*loaded.cells, twin])
+    with pytest.raises(ConfigError, match=r"would both be the result of system .* a submission holds one"):
+        pack(both, tmp_path / "sub", org="Acme")
+    assert not (tmp_path / "sub").exists()
