@@ -95,8 +95,8 @@ def system_name(base: str, cell: CellRecord) -> str:
 
 def default_system_base(header: dict[str, Any]) -> str:
     gpus = listed(lookup(header, "system", "gpu", "gpus"))
-    if header.get("device") == "cuda" and gpus:
-        return _safe(f"{len(gpus)}x{lookup(gpus[0], 'name') or 'gpu'}")[:40]
+    if header.get("device") == "cuda" and gpus:  # a cell runs on one GPU, however many the machine has
+        return _safe(f"1x{lookup(gpus[0], 'name') or 'gpu'}")[:40]
     model, cores = lookup(header, "system", "cpu", "model"), lookup(header, "system", "cpu", "logical_cores")
     return _safe(f"{model or 'cpu'}-{cores or '?'}c")[:40]
 
@@ -275,7 +275,11 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             results.append((system if len(cells) == 1 else f"{system}_b{cell.config.batch}", cell))
     _refuse_one_place_for_two(results)
     if division == "closed":
-        _refuse_closed(results, info)
+        several = [f"{system}: {model} {scenario} ran at batch sizes {', '.join(str(c.config.batch) for c in cells)}, "
+                   "each then a system of its own (a closed system submits every scenario at one): pack a bundle of "
+                   "one (`fusionbench run --only batch=N`)"
+                   for (system, model, scenario), cells in sorted(chosen.items()) if len(cells) > 1]
+        _refuse_closed(results, info, several)
 
     top = f"{division}/{org}"
     files: dict[str, bytes] = {}
@@ -321,8 +325,11 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     return packed
 
 
-def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str]) -> None:
-    problems = [f"{cell.config.shown_label}: {problem}" for _, cell in results for problem in submission_rules.closed_problems(cell)]
+def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str], several: list[str]) -> None:
+    """ConfigError listing every closed-division rule `results` break; `several`: the systems split by
+    batch size, said first (the scenarios each part then lacks follow from it)."""
+    problems = [*several, *(f"{cell.config.shown_label}: {problem}"
+                            for _, cell in results for problem in submission_rules.closed_problems(cell))]
     system_type = info.get("system_type")
     if not system_type:
         problems.append("system_type unknown: give it with --system-info (edge or datacenter decides the scenarios required)")

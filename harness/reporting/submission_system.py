@@ -88,13 +88,13 @@ def captured(header: dict[str, Any], cell: CellRecord) -> dict[str, str]:
         "host_processor_model_name": system("cpu", "model"),
         "host_processor_core_count": system("cpu", "physical_cores"),
         "host_memory_capacity": _gigabytes(system("cpu", "memory_bytes")),
-        "accelerators_per_node": str(len(gpus)),
+        "accelerators_per_node": "1" if gpus else "0",  # a cell runs on one GPU, however many the machine has
         "framework": ", ".join([f"FusionBench {lookup(header, 'harness', 'version')} ({backend}, "
                                 f"fusion {config.variant.fusion})",
                                 *(f"{k} {v}" for k, v in sorted(versions.items()))]),
         "operating_system": system("os", "platform"),
         "other_software_stack": ", ".join(f"{name} {value}" for name, value in stack if value),
-        "hw_notes": "",
+        "hw_notes": f"the result ran on one of the machine's {len(gpus)} GPUs" if len(gpus) > 1 else "",
         "sw_notes": "; ".join(part for part in (
             f"backend options {json.dumps(config.variant.options, sort_keys=True)}",
             "pretrained weights" if config.model.pretrained else "random weights (no pretrained checkpoint)",

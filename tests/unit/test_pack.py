@@ -206,3 +206,34 @@ def test_two_cells_of_one_system_model_scenario_and_batch_are_refused_not_writte
     with pytest.raises(ConfigError, match=r"would both be the result of system .* a submission holds one"):
         pack(both, tmp_path / "sub", org="Acme")
     assert not (tmp_path / "sub").exists()
+
+
+def test_a_gpu_result_is_one_accelerators_however_many_the_machine_has() -> None:
+    """A cell runs on one GPU: an 8-GPU machine's result was described as `8xNVIDIA-H100...` with
+    eight accelerators per node, which MLPerf reads as an eight-accelerator result."""
+    from harness.reporting.pack import default_system_base
+    from harness.reporting.submission_system import captured
+
+    loaded = load(MLPERF)
+    header = json.loads(json.dumps(loaded.header))
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * 2**30, "sm_clock_max_mhz": 1980}
+    header.update(device="cuda")
+    header["system"]["gpu"] = {"gpus": [h100] * 8, "driver": "570"}
+    assert default_system_base(header) == "1xNVIDIA-H100-80GB-HBM3"
+    system = captured(header, next(c for c in loaded.records if c.config.backend == "eager"))
+    assert system["accelerators_per_node"] == "1" and system["accelerator_model_name"] == h100["name"]
+    assert system["hw_notes"] == "the result ran on one of the machine's 8 GPUs"
+
+
+def test_closed_division_says_first_that_several_batch_sizes_split_a_system(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    loaded = load(MLPERF)
+    eager = next(i for i, c in enumerate(loaded.cells) if c["config"]["backend"] == "eager")
+    other = json.loads(json.dumps(loaded.cells[eager]))
+    other["config"]["batch"] = loaded.cells[eager]["config"]["batch"] + 1
+    with pytest.raises(ConfigError) as info:
+        pack(replace(loaded, cells=[*loaded.cells, other]), tmp_path / "sub", org="Acme", division="closed",
+             system_info=SYSTEM_INFO)
+    problems = str(info.value).removeprefix("the closed division's rules are not met: ")
+    assert " ran at batch sizes " in problems.split("; ")[0] and "`fusionbench run --only batch=N`" in problems
