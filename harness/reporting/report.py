@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
+from harness.errors import ConfigError
 from harness.files.atomic import write_bytes_atomic
 from harness.plain_text import visible_lines
 from harness.reporting.html import html
@@ -34,6 +35,8 @@ def render(loaded: LoadedBundle, out_dir: Path) -> list[Path]:
 def write_pages(out_dir: Path, pages: dict[str, str]) -> list[Path]:
     """Write each page (file name: text) into `out_dir`, atomically, every control or bidirectional
     character shown as its code; return their paths."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir}: a file, not a directory; give a directory for the pages")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in pages.items():

@@ -248,3 +248,12 @@ def test_a_report_into_a_bundle_another_process_writes_is_refused_and_one_elsewh
         assert elsewhere.returncode == 0, elsewhere.stderr
     finally:
         os.close(held)
+
+
+def test_an_out_that_is_a_file_is_refused_by_name(tmp_path: Path) -> None:
+    afile = tmp_path / "report.txt"
+    afile.write_text("keep me")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(GOLDEN / "v9"), "--out", str(afile)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 2 and f"--out {afile}: a file, not a directory" in done.stderr  # was "File exists"
+    assert afile.read_text() == "keep me"
