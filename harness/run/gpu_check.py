@@ -36,31 +36,39 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     from harness.run import preflight
     from harness.run.runner import RunRequest, run
 
-    if not _torch_sees_cuda():
-        raise ConfigError("gpu-check needs an NVIDIA GPU that torch can see (torch.cuda.is_available() is False here)")
+    why_not = _why_torch_sees_no_cuda()
+    if why_not:
+        raise ConfigError(f"gpu-check needs an NVIDIA GPU that torch can see ({why_not})")
     preflight.writable(out_dir)  # made, unless inside a bundle: refused then, nothing made
     before = {p.name for p in out_dir.iterdir()}
     code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,
                           budget_s=budget_s), console)
-    made = sorted(p for p in out_dir.iterdir() if p.is_dir() and p.name not in before)
-    if not made:
+    # the bundle the run made (a new --cache-dir inside --out is a new folder too)
+    made = [p for p in out_dir.iterdir() if p.name not in before and (p / "bundle.json").is_file()]
+    if len(made) != 1:
         return code
-    cells = load(made[-1]).records
+    cells = load(made[0]).records
     console.print(verdict_table(cells))
     for line in could_not_run(cells):
         console.print(Text(visible(line)))
     return code
 
 
-def _torch_sees_cuda() -> bool:
-    """Asked in a child process: the parent never creates a CUDA context."""
-    import json
+def _why_torch_sees_no_cuda() -> str:
+    """Why torch sees no GPU here, or "" when it sees one. Asked in a child process: the parent
+    never creates a CUDA context."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "import torch, json; print(json.dumps(torch.cuda.is_available()))"],
-                          capture_output=True, text=True, timeout=300)
-    return done.returncode == 0 and json.loads(done.stdout.strip() or "false") is True
+    try:
+        done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                              capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "torch did not say whether it sees one within 300 s: a driver that hangs?"
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no output"
+        return f"asking torch failed (exit {done.returncode}): {tail}"
+    return "" if done.stdout.strip().endswith("True") else "torch.cuda.is_available() is False here"
 
 
 def verdict_table(cells: list[CellRecord]) -> Table:

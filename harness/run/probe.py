@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from pydantic import ConfigDict
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError
 
 if TYPE_CHECKING:
     from harness.run.probe_answer import ProbeAnswer
@@ -127,11 +127,11 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
             text=True,
             timeout=PROBE_TIMEOUT_S,
         )
-    except subprocess.TimeoutExpired:
-        raise HarnessError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None
+    except subprocess.TimeoutExpired:  # the machine's fault, not a finding about results: exit 2, as bad input
+        raise ConfigError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-15:])
-        raise HarnessError(f"the system probe failed (exit {done.returncode}): {tail}")
+        tail = " | ".join(done.stderr.strip().splitlines()[-15:]) or "no output"
+        raise ConfigError(f"the system probe failed (exit {done.returncode}): {tail}")
     return ProbeAnswer.model_validate_json(done.stdout.strip().splitlines()[-1])
 
 

@@ -83,7 +83,7 @@ def test_on_a_gpu_machine_it_refuses_an_out_inside_a_bundle_making_nothing(tmp_p
 
     bundle = tmp_path / "earlier"
     shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", bundle)
-    monkeypatch.setattr(gpu_check, "_torch_sees_cuda", lambda: True)
+    monkeypatch.setattr(gpu_check, "_why_torch_sees_no_cuda", lambda: "")
     with pytest.raises(ConfigError, match="is inside the bundle"):
         gpu_check.check(bundle / "more", None, Console(file=io.StringIO()))
     assert not (bundle / "more").exists()
@@ -100,3 +100,39 @@ def test_a_spent_budget_skips_the_cells_left_saying_so(tmp_path: Path) -> None:
     cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
     assert len(cells) == 2
     assert all(c["status"] == "skipped" and "time budget was spent" in c["reasons"][0] for c in cells)
+
+
+def test_the_verdicts_are_read_from_the_bundle_the_run_made_not_a_cache_folder_beside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new --cache-dir inside --out is a new folder too, and sorted after the bundle: the check read
+    it as the bundle and exited 2 after the whole run."""
+    import shutil
+
+    from harness.bundle.migrations import SCHEMA_VERSION
+    from harness.run import gpu_check, runner
+
+    out = tmp_path / "results"
+
+    def a_run(request: runner.RunRequest, console: Console) -> int:
+        shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", out / "20261130-000000-gpu-check")
+        (out / "zz-cache").mkdir()  # as the run makes a new --cache-dir
+        return 1
+
+    monkeypatch.setattr(gpu_check, "_why_torch_sees_no_cuda", lambda: "")
+    monkeypatch.setattr(runner, "run", a_run)
+    shown = io.StringIO()
+    assert gpu_check.check(out, out / "zz-cache", Console(file=shown, width=300)) == 1
+    assert "GPU check: verdicts" in shown.getvalue()
+
+
+def test_a_torch_that_hangs_or_fails_to_answer_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run import gpu_check
+
+    def hangs(*args: object, **kwargs: object) -> None:
+        raise subprocess.TimeoutExpired("python", 300)
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    assert "within 300 s" in gpu_check._why_torch_sees_no_cuda()
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "ImportError: libcuda"))
+    assert gpu_check._why_torch_sees_no_cuda() == "asking torch failed (exit 1): ImportError: libcuda"
+

@@ -28,3 +28,14 @@ def test_the_probe_answers_without_importing_the_bundles_record_models() -> None
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "torch" in imported  # the record of what was imported is read right
     assert not {"harness.bundle.header_record", "harness.bundle.cell_record"} & imported
+
+
+def test_a_probe_that_dies_or_hangs_is_the_environments_fault_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was exit 1, which says a cell failed or was invalid."""
+    from harness.errors import ConfigError
+    from harness.run import probe
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 139, "", ""))
+    with pytest.raises(ConfigError, match=r"the system probe failed \(exit 139\): no output") as info:
+        probe.run_probe("cpu", ["null"], with_system=False)
+    assert info.value.exit_code == 2
