@@ -326,7 +326,9 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
         table.add_column(column)
     for name, report in answer.backends.items():
         versions = ", ".join(f"{k} {v}" for k, v in (report.versions or {}).items())
-        table.add_row(name, "yes" if report.available else "[red]no[/]", report.reason, versions)
+        # a plugin's name, reason and versions are its own text: shown as written, never read as markup
+        table.add_row(Text(visible(name)), Text("yes") if report.available else Text("no", style="red"),
+                      Text(visible(report.reason)), Text(visible(versions)))
     console.print(table)
     return 0
 

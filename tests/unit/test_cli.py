@@ -72,6 +72,20 @@ def test_backends_reports_availability_and_versions() -> None:
         assert cuda["backends"]["eager"]["available"] and cuda["device"] == "cuda"
 
 
+def test_backends_shows_a_plugins_text_as_written(capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reason with brackets was read as rich markup: `[/opt/x]` a traceback, `mypkg[gpu]` dropped."""
+    from harness.run import probe
+    from harness.run.probe_answer import ProbeAnswer
+
+    answer = ProbeAnswer(device="cpu", backends={
+        "myplugin": {"available": False, "reason": "install mypkg[gpu] first; libs in [/opt/x]", "versions": {"mypkg": "1[2]"}}})
+    monkeypatch.setattr(probe, "run_probe", lambda *a, **k: answer)
+    assert main(["backends", "--device", "cpu"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "mypkg[gpu]" in shown and "[/opt/x]" in shown and "mypkg 1[2]" in shown
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [
