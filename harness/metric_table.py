@@ -164,6 +164,12 @@ def _spread(cell: Record, text: str) -> str:
     return text + (" noisy" if at(summary, ("noisy",)) is True else "")
 
 
+def _gap(cell: Record, text: str) -> str:
+    """The gap names the device-timing figure it was taken against where that is not the median the
+    table shows beside it (Offline and Server: the mean)."""
+    return f"{text} vs mean" if at(cell, ("metrics", "latency_agreement", "device_statistic")) == "mean" else text
+
+
 def _correctness(cell: Record, text: str) -> str:
     """FAIL beside an error outside the tolerance; without an error figure, n/a where the output was
     not compared (the null backend) and FAIL where it could not be (NaN, a wrong shape)."""
@@ -219,7 +225,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "device time (median)", "median batch time of the device-timing pass, with its CV",
            samples=("metrics", "device_time", "samples_ns"), decorate=_spread),
     Metric("latency_gap", ("metrics", "latency_agreement", "gap"), "signed fraction", None, "no", "gap",
-           "LoadGen's time per batch over the device timing's, - 1 (one latency truth)"),
+           "LoadGen's time per batch over the device timing's, - 1 (one latency truth): LoadGen's median query "
+           "latency against the timing's median (SingleStream, MultiStream), or batch over samples per second "
+           "against the timing's mean (Offline, Server), which the figure names (`vs mean`); not the LoadGen "
+           "percentile or the median shown beside it", decorate=_gap),
     Metric("kernels_per_inference", ("metrics", "kernels", "kernels_per_inference"), "count", "lower", "exact",
            "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),
     Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
