@@ -17,7 +17,6 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics, TopKernel, read_as
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
-from harness.models.catalog import default_input_size
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
 from harness.stats.intervals import SLOWER, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
@@ -110,8 +109,7 @@ class Row:
         the input size where it is not the model's own (`input 32`) and pretrained weights where the cell
         loaded them, so no two settings read alike."""
         c = self.config
-        size = "" if c.input_size == default_input_size(c.model.name) else f" input {c.input_size}"
-        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{size}{' pretrained' if c.model.pretrained else ''}"
+        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{c.model_detail}"
 
     @property
     def pair_key(self) -> str:

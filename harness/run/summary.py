@@ -75,7 +75,7 @@ def summary_table(records: list[CellRecord]) -> Table:
         table.add_column(head)
     for r in records:
         c, status = r.config, r.status
-        lines = (f"{c.model.name} {c.variant_label}{c.options_label}", f"{c.scenario} {c.dtype} b{c.batch}")
+        lines = (f"{c.model.name} {c.variant_label}{c.options_label}", f"{c.scenario} {c.dtype} b{c.batch}{c.model_detail}")
         cell = "\n".join(visible(line) for line in lines)
         table.add_row(Text(cell), Text(status, style=STATUS_STYLE.get(status, "")),
                       *(Text(visible(metric_table.figure(column, r))) for column in columns), _cell_time(r))
@@ -91,11 +91,12 @@ def fusion_summary(records: list[CellRecord]) -> Table | None:
         return None
     head, body = fusion_table(pairs)
     table = Table(title="Fusion on vs off (speedup = off / on, the geometric mean over the paired rounds; in "
-                        "brackets its confidence interval; the verdict: faster, slower or no effect seen at that "
-                        "confidence, or one round: `timing: {rounds: N}` gives an interval)")
+                        "brackets its confidence interval; the verdict: faster, slower, under 5% or no effect seen "
+                        "at that confidence, or one round: `timing: {rounds: N}` gives an interval; in red where "
+                        "fusion made the cell slower by its verdict, or by more than 5% in one round)")
     for column in head:
         table.add_column(column)
     for row, pair in zip(body, pairs):
-        style = "red" if pair.speedup < 1 else ""  # as the reports' "where fusion made things slower"
+        style = "red" if pair.made_slower else ""  # as the reports' "where fusion made things slower"
         table.add_row(*(Text(visible(value)) for value in row), style=style)
     return table

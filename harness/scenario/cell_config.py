@@ -121,8 +121,14 @@ class CellConfig(_Frozen):
         """`label` with the variant's options, an input size not the model's own (`input 160`) and
         pretrained weights where the cell loads them: what a run and `compare` print, so that two cells
         that differ only in these are told apart."""
+        return self._label(self.options_label) + self.model_detail
+
+    @property
+    def model_detail(self) -> str:
+        """What sets the model apart beyond its name: ` input 160` where the input size is not the
+        model's own, ` pretrained` where it loads pretrained weights; empty otherwise."""
         size = "" if self.input_size == default_input_size(self.model.name) else f" input {self.input_size}"
-        return self._label(self.options_label) + size + (" pretrained" if self.model.pretrained else "")
+        return size + (" pretrained" if self.model.pretrained else "")
 
     def _label(self, options: str) -> str:
         return f"{self.model.name} {self.variant_label}{options} {self.scenario} {self.device} {self.dtype} b{self.batch}"

@@ -159,3 +159,36 @@ def test_a_resume_whose_only_matches_no_cell_the_bundle_planned_is_refused() -> 
     _refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=64"), None)  # cpu's 8, cuda's 64
     with pytest.raises(ConfigError, match="--only batch=128 matches no cell"):
         _refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=128"), None)
+
+
+def test_the_runs_summary_tells_apart_cells_of_another_input_size_or_weights() -> None:
+    from rich.console import Console
+
+    from harness.bundle.cell_record import CellRecord
+    from harness.run.summary import summary_table
+
+    data = resolved(backends=["eager"], scenarios=["Offline"], batch_sizes={"cpu": [8]},
+                    models=["resnet18", {"name": "resnet18", "input_size": 160}, {"name": "resnet18", "pretrained": True}])
+    records = [CellRecord.model_validate({
+        "id": c.id, "label": c.label, "config": c.config.recorded(), "status": "skipped", "reasons": ["x"], "metrics": {},
+        "wall_s": 0.0, "schema_version": 9, "started": "t", "finished": "t"}) for c in expand(data, "cpu")]
+    console = Console(width=300, record=True)
+    console.print(summary_table(records))
+    shown = console.export_text()
+    assert "Offline fp32 b8 input 160" in shown and "Offline fp32 b8 pretrained" in shown
+
+
+def test_the_runs_fusion_table_is_red_only_where_fusion_made_the_cell_slower() -> None:
+    """Golden v9's TVM Offline pair, 0.54x [0.25-1.13] no effect seen, was red by its estimate alone."""
+    from pathlib import Path
+
+    from harness.bundle.reader import load
+    from harness.reporting.view import Row, fusion_pairs
+    from harness.run.summary import fusion_summary
+
+    records = load(Path(__file__).resolve().parents[1] / "golden" / "v9").records
+    table = fusion_summary(records)
+    assert table is not None
+    pairs = fusion_pairs([Row(r) for r in records])
+    assert any(p.speedup < 1 and not p.made_slower for p in pairs)
+    assert [row.style == "red" for row in table.rows] == [p.made_slower for p in pairs]
