@@ -415,6 +415,8 @@ def _sweep(
                         progress.console.print(cell_line.ended_by_budget(by_id[cell_id].config.shown_label, ran_s[cell_id],
                                                                          *_counted(progress, bar)))
                     continue
+                if cell_id in by_budget and ran_s.get(cell_id):  # recorded skipped, but it ran: the time it took
+                    complete = {**complete, "wall_s": ran_s[cell_id]}
                 _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
                        pace.left_s() if cell_id not in by_budget else None)
         except KeyboardInterrupt:
