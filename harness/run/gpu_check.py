@@ -90,9 +90,9 @@ def verdict_table(cells: list[CellRecord]) -> Table:
 
 
 def could_not_run(cells: list[CellRecord]) -> list[str]:
-    """One line per backend with cells that did not run or failed, and why (first reason)."""
+    """One line per backend with cells that did not run, failed or were invalid, and why (first reason)."""
     reasons: dict[str, str] = {}
     for cell in cells:
-        if cell.status in ("skipped", "failed") and cell.reasons:
+        if cell.status in ("skipped", "failed", "invalid") and cell.reasons:
             reasons.setdefault(cell.config.backend, f"{cell.status}: {cell.reasons[0]}")
     return [f"{backend}: {reason}" for backend, reason in sorted(reasons.items())]

@@ -220,7 +220,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet ({why}): "
                            f"complete them with --resume {visible(bundle.root)}", style="yellow"))
     if bad:
-        console.print(Text(f"{len(bad)} cell(s) failed or invalid; reasons are in the table and each cell's JSON", style="red"))
+        console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
+        for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all
+            console.print(Text(visible(f"  {record.config.shown_label}: {record.status}: "
+                                       f"{record.reasons[0] if record.reasons else 'no reason recorded'}")),
+                          soft_wrap=True)  # one line each, whole, to grep and to copy
+        more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
+        console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
         return 1
     return 0
 
@@ -284,6 +290,10 @@ def _close(bundle: Bundle, state: str, console: Console) -> None:
                            style="yellow"))
         raise
     bundle.write_manifest()
+
+
+#: Failed or invalid cells whose first reason the run's last lines give.
+SHOWN_REASONS = 10
 
 
 def _all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) -> bool:

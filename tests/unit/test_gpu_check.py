@@ -43,11 +43,13 @@ def test_the_table_has_a_verdict_per_backend_and_fusion() -> None:
              latency_agreement={"gap": 0.021, "within": True, "why": ""}),
         cell("tensorrt", "off", "skipped", ["tensorrt is not importable (No module named 'tensorrt')"]),
         cell("tvm", "on", "failed", ["prepare: tvm: compilation for cuda failed: ..."]),
+        cell("onnxruntime", "on", "invalid", ["math mode: TF32 was on in a cell of dtype fp32"]),  # its exit 1's reason
     ]
     text = rendered(verdict_table(cells))
     assert "18,919 samples/s" in text and "1.62 ms ±0.4%" in text and "+2.1%" in text
     assert "ieee" in text and " 31 " in text
     assert could_not_run(cells) == [
+        "onnxruntime: invalid: math mode: TF32 was on in a cell of dtype fp32",
         "tensorrt: skipped: tensorrt is not importable (No module named 'tensorrt')",
         "tvm: failed: prepare: tvm: compilation for cuda failed: ...",
     ]
