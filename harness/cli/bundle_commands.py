@@ -20,6 +20,7 @@ from rich.text import Text
 from harness.bundle.confine import output_path
 from harness.bundle.reader import LoadedBundle
 from harness.bundle.validate import Verdict, validate
+from harness.cli.path_argument import path_argument
 from harness.errors import BundleError
 from harness.plain_text import visible
 
@@ -29,39 +30,39 @@ _PROBLEMS_SHOWN = 5
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     check = sub.add_parser("validate", help="check a bundle: checksums, schema, consistency, LoadGen logs")
-    check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    check.add_argument("run_dir", type=path_argument, metavar="RUN_DIR")
 
     diff = sub.add_parser("compare", help="compare two bundles cell by cell (exit 1 on a regression or an unpaired valid cell)")
-    diff.add_argument("a", type=Path, metavar="A", help="the baseline bundle")
-    diff.add_argument("b", type=Path, metavar="B", help="the bundle to judge against it")
+    diff.add_argument("a", type=path_argument, metavar="A", help="the baseline bundle")
+    diff.add_argument("b", type=path_argument, metavar="B", help="the bundle to judge against it")
     diff.add_argument("--threshold", type=float, default=0.05,
                       help="smallest relative change of the median that counts (default: 0.05)")
     diff.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
-    diff.add_argument("--out", type=Path, help="write the comparison to this file as well")
+    diff.add_argument("--out", type=path_argument, help="write the comparison to this file as well")
     diff.add_argument("--allow-missing", action="store_true",
                       help="exit 0 even when a cell valid in one bundle has no counterpart to judge it by (missing, "
                            "skipped or interrupted in the other, or valid there but of another math mode or hardware)")
 
     report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
-    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    report.add_argument("--out", type=Path, help="directory for the report (default: RUN_DIR, whose manifest is updated)")
+    report.add_argument("run_dir", type=path_argument, metavar="RUN_DIR")
+    report.add_argument("--out", type=path_argument, help="directory for the report (default: RUN_DIR, whose manifest is updated)")
 
     found = sub.add_parser("findings", help="what several bundles say together: per model and across models, what "
                            "fusion did (findings.md and findings.html)")
-    found.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
-    found.add_argument("--out", type=Path, required=True, help="directory for findings.md and findings.html (outside "
+    found.add_argument("run_dirs", type=path_argument, nargs="+", metavar="RUN_DIR")
+    found.add_argument("--out", type=path_argument, required=True, help="directory for findings.md and findings.html (outside "
                        "every bundle read)")
 
     pack = sub.add_parser("pack", help="the MLPerf submission tree (checker v6.1 layout) and tarball of a bundle's results")
-    pack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    pack.add_argument("run_dir", type=path_argument, metavar="RUN_DIR")
     pack.add_argument("--org", required=True, help="submitting organisation (a directory name)")
-    pack.add_argument("--out", type=Path, help="submission tree to create (default: ./<run-id>-<org>-submission)")
+    pack.add_argument("--out", type=path_argument, help="submission tree to create (default: ./<run-id>-<org>-submission)")
     pack.add_argument("--system-name", help="system name prefix (default: from the CPU or GPU the run used)")
     pack.add_argument("--division", choices=("closed", "open"), default="open",
                       help="MLPerf division (default: open); closed is refused unless its rules are met")
     pack.add_argument("--status", choices=("available", "preview", "rdi"), default="rdi",
                       help="MLPerf availability status of the system (default: rdi)")
-    pack.add_argument("--system-info", type=Path, metavar="FILE",
+    pack.add_argument("--system-info", type=path_argument, metavar="FILE",
                       help="JSON object of MLPerf system fields the bundle cannot know (system_type, cooling, ...)")
 
 

@@ -22,6 +22,7 @@ import harness
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
+from harness.cli.path_argument import path_argument
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import visible
 from harness.scenario.cells import ONLY_KEYS
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a scenario file and write a result bundle")
-    run.add_argument("scenario", nargs="?", type=Path, help="scenario file (YAML); optional with --resume")
+    run.add_argument("scenario", nargs="?", type=path_argument, help="scenario file (YAML); optional with --resume")
     run.add_argument("--device", choices=DEVICES, help="override the file's device")
     run.add_argument("--rounds", type=int, metavar="N",
                      help=f"override the file's timing.rounds (1 to {MAX_ROUNDS}): time each cell in N fresh processes, "
@@ -61,12 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--budget-s", type=float, metavar="S",
                      help="seconds the cells may take: a cell that would start later, or that is still running then, "
                      "is left out of the bundle for --resume (a GPU booked by the hour; default: no budget)")
-    run.add_argument("--out", type=Path, help="directory for result bundles (default: results; a resume writes into "
+    run.add_argument("--out", type=path_argument, help="directory for result bundles (default: results; a resume writes into "
                      "the bundle it resumes)")
-    run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the cells a bundle is missing")
+    run.add_argument("--resume", type=path_argument, metavar="RUN_DIR", help="finish the cells a bundle is missing")
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
-        "--cache-dir", type=Path, default=default_cache_dir(),
+        "--cache-dir", type=path_argument, default=default_cache_dir(),
         help="where backends keep exported and compiled artifacts between runs (default: %(default)s)",
     )
     cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
@@ -89,11 +90,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Run scenarios/gpu-check.yaml on the GPU within a time budget and print a verdict per backend "
         "and fusion setting: status, math mode, kernels per inference, LoadGen's figure, device time and its CV.",
     )
-    gpu.add_argument("--out", type=Path, default=Path("results"), help="directory for the bundle (default: results)")
+    gpu.add_argument("--out", type=path_argument, default=Path("results"), help="directory for the bundle (default: results)")
     gpu.add_argument("--budget-s", type=float, default=480.0,
                      help="seconds the cells may take; later cells are skipped, saying so (default: 480)")
     gpu_cache = gpu.add_mutually_exclusive_group()
-    gpu_cache.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
+    gpu_cache.add_argument("--cache-dir", type=path_argument, default=default_cache_dir(),
                            help="backends' artifact cache (default: %(default)s)")
     gpu_cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
 
@@ -164,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
         "into DIR with a SHA256SUMS file; then print what to run there. The target's Python must bring torch, "
         "torchvision and numpy.",
     )
-    wheels.add_argument("dest", type=Path, metavar="DIR", help="the folder to fill (made if missing)")
+    wheels.add_argument("dest", type=path_argument, metavar="DIR", help="the folder to fill (made if missing)")
     wheels.add_argument("--python-version", default="3.12", help="the target's CPython version (default: 3.12)")
     wheels.add_argument("--glibc", default="2.28",
                         help="the target's glibc (`ldd --version`): newer wheels would not install there (default: 2.28)")
@@ -177,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="scenario file (default), bundle.json, or cells/<id>.json")
     schema.add_argument("--version", type=int, default=None,
                         help=f"bundle schema version (default: {SCHEMA_VERSION}, the one this harness writes)")
-    schema.add_argument("--out", type=Path, help="write it to this file instead")
+    schema.add_argument("--out", type=path_argument, help="write it to this file instead")
     return parser
 
 
@@ -390,6 +391,9 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
             raise ConfigError(f"--version {args.version}: {exc}") from None
     text = json.dumps(document, indent=2) + "\n"
     if args.out:
+        from harness.bundle.confine import output_path
+
+        output_path(args.out, [])  # never into a bundle: its manifest would no longer hold
         args.out.write_text(text)
     else:
         sys.stdout.write(text)

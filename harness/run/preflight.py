@@ -69,6 +69,8 @@ def writable(out_dir: Path, option: str = "--out") -> Path:
     Never inside a bundle (a run there would add files its manifest does not list): refused before
     anything is made."""
     output_path(out_dir, [], option)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{option} {out_dir}: a file, not a directory; give a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

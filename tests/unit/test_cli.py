@@ -189,3 +189,32 @@ def test_a_run_never_writes_into_a_bundle(capsys: pytest.CaptureFixture[str], tm
         assert main(argv) == 2
         assert f"{option} {inside} is inside the bundle {bundle}" in capsys.readouterr().err.replace("\n", "")
     assert validate(bundle).ok and not (bundle / "cells" / "more").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("argv", [["run", "scenarios/smoke.yaml", "--out", ""], ["run", "scenarios/smoke.yaml", "--cache-dir", ""],
+                                  ["run", ""], ["report", "tests/golden/v9", "--out", ""], ["validate", ""]])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(argv: list[str], tmp_path: Path, repo: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--out ''` (an unset variable) wrote a bundle, a report or the cache into the folder the command ran in."""
+    monkeypatch.chdir(tmp_path)
+    argv = [str(repo / a) if a.startswith(("scenarios/", "tests/")) else a for a in argv]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_schema_never_writes_into_a_bundle_and_run_names_an_out_that_is_a_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, repo: Path) -> None:
+    import shutil
+
+    from harness.bundle.migrations import SCHEMA_VERSION
+    from harness.bundle.validate import validate
+
+    bundle = tmp_path / "run"
+    shutil.copytree(repo / "tests" / "golden" / f"v{SCHEMA_VERSION}", bundle)
+    assert main(["schema", "--file", "bundle", "--out", str(bundle / "bundle.json")]) == 2  # it replaced the header
+    assert "is inside the bundle" in capsys.readouterr().err and validate(bundle).ok
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["run", str(repo / "scenarios" / "smoke.yaml"), "--out", str(afile)]) == 2
+    assert f"--out {afile}: a file, not a directory" in capsys.readouterr().err  # was "cannot create it (File exists)"
