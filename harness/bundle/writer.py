@@ -137,6 +137,8 @@ class Bundle:
         broken = bundle_schema.problems(header, "bundle", version, str(path))
         if broken:
             raise BundleError(f"cannot resume: {broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+        if not (root / CELLS).is_dir():
+            raise BundleError(f"cannot resume {root}: it has no {CELLS}/ folder; see `fusionbench validate {root}`")
         if not os.access(root, os.W_OK) or not os.access(path, os.W_OK) or not os.access(root / CELLS, os.W_OK):
             raise ConfigError(f"cannot resume {root}: it is read-only here (the bundle and its cells/ must be writable)")
         return header

@@ -191,3 +191,13 @@ def test_a_file_given_with_resume_that_differs_only_in_its_rounds_says_so_and_au
     file.write_text(yaml.safe_dump({**stored, "timing": {**stored["timing"], "rounds": 1, "min_iters": 11}}))
     with ExitStack() as closing, pytest.raises(ConfigError, match="differs from the scenario stored in .*; resume without"):
         _open_or_plan(RunRequest(file, rounds=2, resume=root), closing)
+
+
+def test_a_bundle_without_its_cells_folder_is_refused_as_such_not_as_read_only(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    shutil.rmtree(root / "cells")
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot resume {root}: it has no cells/ folder" in err and "read-only" not in err
