@@ -332,7 +332,7 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
 def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, stored: ScenarioFile) -> None:
     """A scenario file given with --resume must be the one the bundle stores, with what the command
     line overrode then (the device was checked before this; a file whose only difference is the
-    rounds `--rounds` set is named so)."""
+    rounds `--rounds` set, or its name, is named so)."""
     path = request.scenario_path
     assert path is not None
     given = _overridden(scenario_file.load(path), request).model_copy(update={"device": stored.device})
@@ -346,6 +346,9 @@ def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, store
     if same(given.model_copy(update={"timing": given.timing.model_copy(update={"rounds": rounds})})):
         raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its "
                           f"rounds: the run had {rounds}; resume with --rounds {rounds}, or without the file")
+    if same(given.model_copy(update={"name": stored.name})):  # a file's name is its stem unless it names itself
+        raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its name "
+                          f"({given.name or path.stem!r} against {stored.name!r}); resume without the file")
     raise ConfigError(f"{path} differs from the scenario stored in {request.resume}; "
                       "resume without the file to finish the stored one")
 

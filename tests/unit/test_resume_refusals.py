@@ -201,3 +201,23 @@ def test_a_bundle_without_its_cells_folder_is_refused_as_such_not_as_read_only(
     assert main(["run", "--resume", str(root), "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert f"cannot resume {root}: it has no cells/ folder" in err and "read-only" not in err
+
+
+def test_a_file_given_with_resume_that_differs_only_in_its_name_says_so(tmp_path: Path) -> None:
+    """A copy of the file under another name: its name is its stem, so it "differed", without a word why."""
+    from contextlib import ExitStack
+
+    import yaml
+
+    from harness.errors import ConfigError
+    from harness.run.runner import RunRequest, _open_or_plan
+
+    root = _edited(tmp_path, lambda s: None)
+    stored = json.loads((root / "bundle.json").read_text())["scenario"]
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(yaml.safe_dump({k: v for k, v in stored.items() if k != "name"}))
+    with ExitStack() as closing, pytest.raises(ConfigError, match=r"only in its name \('copy' against 'golden'\)"):
+        _open_or_plan(RunRequest(copy, resume=root), closing)
+    (tmp_path / "golden.yaml").write_text(copy.read_text())  # the stored name, from its stem: the same file
+    with ExitStack() as closing:
+        _open_or_plan(RunRequest(tmp_path / "golden.yaml", resume=root), closing)
