@@ -11,6 +11,8 @@ from __future__ import annotations
 #: 128 + the signal's number, as a shell reports it. Either way the bundle is left resumable.
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+#: The reader of standard output went away (`| head`): what was left to print was not printed (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
 
 
 class Terminated(KeyboardInterrupt):

@@ -23,7 +23,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
 from harness.cli.path_argument import path_argument
-from harness.errors import ConfigError, HarnessError, interrupted_exit_code, terminate
+from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import visible
 from harness.scenario.cells import ONLY_KEYS
 from harness.scenario.schema import MAX_ROUNDS
@@ -400,11 +400,17 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich's own answer is exit 1, which says a cell failed: `main` answers it instead."""
+        raise BrokenPipeError
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = Console(highlight=False)
+    console = _Console(highlight=False)
     if not console.is_terminal:
-        console = Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
+        console = _Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
                 "container": _cmd_container, "engine": _cmd_engine, "image": _cmd_image, "gpu-check": _cmd_gpu_check,
                 "wheels": _cmd_wheels,
@@ -421,8 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         print("fusionbench: interrupted", file=sys.stderr)
         return interrupted_exit_code(stop)
+    except BrokenPipeError:  # `fusionbench models | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return EXIT_BROKEN_PIPE
     except OSError as exc:  # a path the command reads or writes: the environment, not a bug
-        where = exc.filename if exc.filename is not None else "?"
+        out = getattr(args, "out", None)  # a write that failed after its file opened names no file: the output's
+        where = exc.filename if exc.filename is not None else f"--out {out}" if out else "writing the output"
         print(f"fusionbench: error: {visible(where)}: {visible(exc.strerror or exc)}", file=sys.stderr)
         return ConfigError.exit_code
 

@@ -218,3 +218,19 @@ def test_schema_never_writes_into_a_bundle_and_run_names_an_out_that_is_a_file(
     afile.write_text("x")
     assert main(["run", str(repo / "scenarios" / "smoke.yaml"), "--out", str(afile)]) == 2
     assert f"--out {afile}: a file, not a directory" in capsys.readouterr().err  # was "cannot create it (File exists)"
+
+
+@pytest.mark.parametrize("argv", [["models"], ["schema", "--file", "cell"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(argv: list[str], repo: Path) -> None:
+    """`fusionbench models | head`: rich exited 1 (a cell failed, by the table), schema said '?: Broken pipe'."""
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=repo)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # before it writes a byte: it starts in about a second
+    assert child.wait(timeout=120) == 141 and child.stderr.read() == b""
+
+
+def test_a_write_that_fails_after_its_file_opened_names_the_output(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
+    golden = str(repo / "tests" / "golden" / "v9")
+    assert main(["compare", golden, golden, "--out", "/dev/full"]) == 2
+    assert "fusionbench: error: --out /dev/full: No space left on device" in capsys.readouterr().err  # was "?: ..."
