@@ -34,6 +34,7 @@ This module judges; harness/reporting/compare_output.py writes the judgement as 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,6 +225,23 @@ def _first_reason(cell: CellRecord) -> str:
     return f"{cell.status}: {cell.reasons[0]}" if cell.reasons else cell.status
 
 
+def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: str, most: int = 3) -> str:
+    """What two cells of one name were measured with apart (`inputs.samples 8 in A, 16 in B`): the
+    first `most` settings of their recorded configs that differ."""
+    found: list[str] = []
+
+    def walk(mine: Any, theirs: Any, path: str) -> None:
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            for key in sorted(set(mine) | set(theirs)):
+                walk(mine.get(key), theirs.get(key), f"{path}.{key}" if path else key)
+        elif mine != theirs:
+            found.append(f"{path} {json.dumps(mine)} in {side}, {json.dumps(theirs)} in {other_side}")
+
+    walk(cell.config.recorded(), other.config.recorded(), "")
+    found = [f for f in found if not f.startswith("timing.rounds ")]  # rounds pair (pairing_key)
+    return "; ".join(found[:most]) + (f"; and {len(found) - most} more" if len(found) > most else "")
+
+
 def percent(fraction: float) -> str:
     """A threshold as the user gave it, in percent: 5%, 2.5%, 0.1% (never rounded to 0% or 3%)."""
     return f"{fraction * 100:.6g}%"
@@ -398,11 +416,16 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
+        alike = {cell.config.shown_label: cell for cell in theirs.values()}
         for key, cell in ours.items():
             counterpart = theirs.get(key)
             if cell.status != "valid":
                 continue
-            if counterpart is None or counterpart.status in ("skipped", "interrupted"):
+            if counterpart is None and cell.config.shown_label in alike:  # a cell of its name, measured otherwise
+                apart = settings_apart(cell, alike[cell.config.shown_label], side, other_side)
+                result.unpaired.append(f"{cell.config.shown_label}: valid in {side}; {other_side} ran it with other "
+                                       f"settings ({apart})")
+            elif counterpart is None or counterpart.status in ("skipped", "interrupted"):
                 why = "not run" if counterpart is None else counterpart.status
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {why} in {other_side}")
             elif side == "A" and counterpart.status == "valid" and unlike_runs(cell, counterpart):

@@ -485,3 +485,20 @@ def test_pairs_and_fusion_verdicts_name_a_cells_options_and_input_size() -> None
     labels = {p.label for p in comparison.pairs}
     assert "resnet18 tvm fusion-on tuning_trials=1 Offline cpu fp32 b4 input 32" in labels
     assert "resnet18 tvm tuning_trials=1 Offline b4 fp32 cpu input 32" in {v.name for v in comparison.fusion}
+
+
+def test_a_cell_the_other_bundle_ran_with_other_settings_is_named_so_not_not_run() -> None:
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    a = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    cells = json.loads(json.dumps(a.cells))
+    for cell in cells:
+        cell["config"]["inputs"]["samples"] = 8
+    unpaired = compare(a, replace(a, cells=cells)).unpaired
+    valid = sum(c["status"] == "valid" for c in a.cells)
+    assert len(unpaired) == 2 * valid and not any("not run" in line for line in unpaired)
+    assert all(line.endswith("ran it with other settings (inputs.samples 16 in A, 8 in B)") for line in unpaired[:valid])
+    assert unpaired[valid].endswith("A ran it with other settings (inputs.samples 8 in B, 16 in A)")
