@@ -69,6 +69,10 @@ def closest(word: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
 
 
+#: Model families torchvision builds for their default input size only.
+FIXED_SIZE_FAMILIES = ("vision_transformer",)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
@@ -109,6 +113,11 @@ class ModelSpec(_Strict):
     def _pretrained_exists(self) -> ModelSpec:
         if self.pretrained and self.name not in CLASSIFICATION_MODELS:
             raise ValueError(f"{self.name} has no pretrained weights (only torchvision's classifiers do)")
+        family, size = all_models()[self.name]
+        if family in FIXED_SIZE_FAMILIES and self.input_size not in (None, size):
+            # the cell failed at run time ("Wrong image height! Expected 224 but got 32!"), exit 1
+            raise ValueError(f"{self.name} takes input size {size} only (torchvision builds it for that size: "
+                             f"its position embeddings); input_size is {self.input_size}")
         return self
 
 

@@ -290,3 +290,10 @@ def test_the_allocators_variable_in_env_needs_allocator_system(tmp_path: Path) -
     assert problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES=glibc.malloc.trim_threshold=1]\n")
     assert ":11: " + problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES]\nallocator: steady\n")
     assert load_text(tmp_path, GOOD + "env: [GLIBC_TUNABLES]\nallocator: system\n").allocator == "system"
+
+
+def test_a_model_built_for_one_input_size_is_refused_another_at_load(tmp_path: Path) -> None:
+    """vit_b_16 at 32 made a bundle whose cell failed at run time ('Wrong image height! Expected 224')."""
+    text = GOOD.replace("  - resnet18\n", "  - {name: vit_b_16, input_size: 32}\n")
+    assert ":2: models[0]: vit_b_16 takes input size 224 only" in error_of(tmp_path, text)
+    assert load_text(tmp_path, GOOD.replace("  - resnet18\n", "  - {name: vit_b_16, input_size: 224}\n"))
