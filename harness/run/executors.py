@@ -198,12 +198,27 @@ class LocalPool:
                 free.put(slot)
 
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fusionbench-cell")
-        pending: set[Future[Finished]] = {pool.submit(one, task) for task in tasks}
+        # A further round is submitted once the round before it has ended (its `after`): waiting in
+        # the pool, it held one of its `jobs` threads, and the cells after it could not start.
+        deferred = list(tasks)
+        pending: set[Future[Finished]] = set()
+
+        def submit_ready() -> None:
+            ready = [task for task in deferred if task.after is None or task.after.is_set()]
+            if not ready and not pending and deferred:
+                ready = deferred[:1]  # nothing else can set its event: let it wait in the pool, as it did
+            for task in ready:
+                deferred.remove(task)
+                pending.add(pool.submit(one, task))
+
         try:
+            submit_ready()
             while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                pending.difference_update(done)
                 for future in done:
                     yield future.result()
+                submit_ready()
         except BaseException:  # Ctrl-C, SIGTERM or a failed write: stop every worker, keep nothing running
             stop.set()
             for future in pending:

@@ -18,8 +18,9 @@ grouped into units, a fusion pair (the same cell but for fusion) or a lone cell,
 their first cell; a unit runs its cells' round 1, then their round 2, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py);
 a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
-before it starts, LocalPool's further rounds waiting for their round 1 to finish; Ray runs it
-anyway).
+before it starts; Ray runs it anyway). LocalPool starts a further round once the round before it
+has finished (never two rounds of a cell at once: they share its scratch folders), and until then
+it holds none of the pool's places, so other cells run meanwhile.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def pair_key(cell: Cell) -> str:
 
 
 def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
-    """Round `number` (2 or more) of the cell `task` is round 1 of; it starts once round 1 is finished."""
+    """Round `number` (2 or more) of the cell `task` is round 1 of; it starts once the round before it
+    has finished (never two rounds of a cell at once: they share its scratch folders)."""
     folder = task.artifacts / ROUND_FOLDER.format(number)
     request = replace(task.request, timing_round=number, artifact_dir=str(folder))
     return replace(
@@ -70,7 +72,7 @@ def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
         request=request,
         artifacts=folder,
         skip=lambda: state.why_not_further(task.cell_id),
-        after=state.first_finished(task.cell_id),
+        after=state.round_ended(task.cell_id, number - 1),
     )
 
 
@@ -106,11 +108,11 @@ class Rounds:
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     first_status: dict[str, str] = field(default_factory=dict)
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
-    firsts: dict[str, threading.Event] = field(default_factory=dict)  # cell id -> set once its round 1 is in
+    ended: dict[tuple[str, int], threading.Event] = field(default_factory=dict)  # (cell id, round) -> set once in
 
-    def first_finished(self, cell_id: str) -> threading.Event:
-        """Set once the cell's round 1 has finished and its record is taken (`finished`)."""
-        return self.firsts.setdefault(cell_id, threading.Event())
+    def round_ended(self, cell_id: str, number: int) -> threading.Event:
+        """Set once the cell's round `number` has finished and is taken (`finished`)."""
+        return self.ended.setdefault((cell_id, number), threading.Event())
 
     def home(self, cell_id: str) -> Path:
         """A new, empty folder for the scratch folders of the cell's rounds; removed when its record is
@@ -137,12 +139,13 @@ class Rounds:
         if done.task.request.timing_round == 1:
             assert record is not None
             self.first_status[cell_id] = FirstRound.model_validate(record).status
-            self.first_finished(cell_id).set()
+            self.round_ended(cell_id, 1).set()
             if self.expected.get(cell_id, 1) == 1:
                 return record
             self.held[cell_id] = record
         else:
             self.further.setdefault(cell_id, []).append(self._round(done))
+            self.round_ended(cell_id, done.task.request.timing_round).set()
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
             return None
         complete = self.held.pop(cell_id)

@@ -276,3 +276,38 @@ def test_with_two_jobs_a_further_round_starts_once_its_round_1_is_in(tmp_path: P
     assert [label for label, _, _ in ran] == [first.label], "round 2 ran although round 1 failed"
     (skipped,) = [d for d in seen if d.task is second]
     assert skipped.outcome is None and skipped.failure == "round 1 of the cell was failed"
+
+
+def test_with_two_jobs_a_cells_rounds_run_one_after_another_and_hold_no_slot_while_they_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every further round waited on round 1 alone: rounds 2 and 3 of a cell then ran at once, in the
+    one scratch folder its rounds share, and while they waited they held the pool's threads, so the
+    next cell could not start beside round 1."""
+    import threading
+    import time
+
+    from harness.run import executors
+    from harness.run.slots import Slot
+
+    cells, ordered, state = _plan(3, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    mine = [t for t in ordered if t.cell_id == eager.id]
+    other = next(t for t in ordered if t.cell_id != eager.id and t.request.timing_round == 1)
+    spans: dict[str, tuple[float, float]] = {}
+    lock = threading.Lock()
+
+    def run_here(task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        start = time.monotonic()
+        time.sleep(0.3 if task.cell_id == eager.id else 0.05)
+        with lock:
+            spans[task.label] = (start, time.monotonic())
+        return WorkerOutcome(answer=None, returncode=1, timed_out=True, last_phase="loadgen", wall_s=0.3)
+
+    monkeypatch.setattr(executors, "run_here", run_here)
+    pool = executors.LocalPool([Slot(index=0, cpus=[0]), Slot(index=1, cpus=[1])])
+    by_id = {c.id: c for c in cells}
+    for done in pool.run([*mine, other], lambda task, phase: None):  # the runner takes each round 1's record
+        state.finished(done, _first_record(by_id[done.task.cell_id]) if done.task.request.timing_round == 1 else None)
+    first, second, third = (spans[t.label] for t in mine)
+    assert second[0] >= first[1] and third[0] >= second[1], "two rounds of one cell ran at once"
+    assert spans[other.label][0] < first[1], "the next cell waited behind the rounds"
