@@ -86,6 +86,7 @@ def probe(device: str, backends: list[str], with_system: bool, noise_s: float,
     answer: dict[str, Any] = {
         "device": resolved,
         "cuda_available": bool(torch_info.get("cuda_available")),
+        "cuda_devices": len(torch_info.get("devices") or []),
         "backends": {name: _backend_report(name, resolved) for name in backends},
     }
     if with_system:

@@ -18,6 +18,7 @@ class ProbeAnswer(pydantic.BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     device: str
     cuda_available: bool = False
+    cuda_devices: int = 0  # as torch counts them (CUDA_VISIBLE_DEVICES applied)
     backends: dict[str, BackendReport] = {}  # as bundle.json records them
     system: dict[str, Any] | None = None
 

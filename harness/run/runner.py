@@ -9,6 +9,7 @@ a run stopped while it is written leaves a bundle that is valid without it, and 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Mapping
@@ -253,10 +254,21 @@ def _executor(request: RunRequest, device: str, probe: ProbeAnswer, backends: li
         closing.callback(parents.close)
     if request.jobs == 1:
         return Serial(parents)
-    gpus = probe.gpu_indices()
+    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ)), parents)
+
+
+def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> list[str]:
+    """The GPUs `--jobs` hands out, one to a slot, as CUDA_VISIBLE_DEVICES takes them: the ones this
+    process was given where CUDA_VISIBLE_DEVICES restricts it (a slot's value replaces it), else
+    those the system description lists, else as many as torch counted (a resume has no system
+    description: it counted them as one)."""
+    given = [part.strip() for part in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    if given:
+        return given
+    gpus = probe.gpu_indices() or [str(index) for index in range(probe.cuda_devices)]
     if device == "cuda" and not gpus:
-        gpus = ["0"]  # resumed: no system probe; torch saw one
-    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), gpus), parents)
+        return ["0"]  # nothing asked of the machine: a resume with nothing left to run
+    return gpus
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:

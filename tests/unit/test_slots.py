@@ -54,3 +54,18 @@ def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monke
     with pytest.raises(ConfigError, match="asks for 3 cores and 2 are usable"):
         with slots.claimed(3, tmp_path):
             pass
+
+
+def test_the_gpus_jobs_hands_out_are_the_ones_this_process_was_given() -> None:
+    """A resume has no system description: its GPUs were counted as one ('--jobs 2: ... this machine
+    has 1' on an 8-GPU machine); a parent restricted to GPUs 2 and 3 handed out 0 and 1."""
+    from harness.run.probe_answer import ProbeAnswer
+    from harness.run.runner import slot_gpus
+
+    resumed = ProbeAnswer(device="cuda", cuda_available=True, cuda_devices=8)
+    assert slot_gpus(resumed, "cuda", {}) == [str(i) for i in range(8)]
+    assert slot_gpus(resumed, "cuda", {"CUDA_VISIBLE_DEVICES": "2, 3"}) == ["2", "3"]
+    described = ProbeAnswer(device="cuda", cuda_devices=2, system={"gpu": {"gpus": [{"index": 4}, {"index": 5}]}})
+    assert slot_gpus(described, "cuda", {}) == ["4", "5"]
+    assert slot_gpus(ProbeAnswer(device="cuda"), "cuda", {}) == ["0"]  # nothing asked: nothing left to run
+    assert slot_gpus(ProbeAnswer(device="cpu"), "cpu", {}) == []
