@@ -18,7 +18,8 @@ Options (scenario file, `options:`):
   commas, e.g. "ConvBNFusion,ConvAddFusion" (a scenario's option is one value; a list is taken too)
 - `provider`: "auto" | "cpu" | "cuda" | "tensorrt" (default "auto": the cell's device; "tensorrt"
   needs onnxruntime-gpu built with TensorRT, and fuses inside TensorRT whatever the level says)
-- `intra_op_threads`: threads per operator, 0 for ORT's default (default 0)
+- `intra_op_threads`: threads per operator, 0 for ORT's default: one per physical core of the machine,
+  or as many as the cores this process may use where they are fewer (a `--jobs` slot) (default 0)
 
 Precision: fp32 runs the CUDA provider with `use_tf32=0` (IEEE), tf32 with `use_tf32=1`; fp16
 needs a GPU provider. The CUDA provider's options are read back from the session
@@ -35,6 +36,7 @@ runs unprofiled.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -190,7 +192,15 @@ def _checked_options(variant: Variant, device: str) -> SessionPlan:
     if PROVIDERS[provider] not in available:
         raise BackendFailed(f"onnxruntime has no {PROVIDERS[provider]} here (has {', '.join(available)})")
     left_out = set(options.disabled_optimizers) | (set(FUSING_TRANSFORMERS) if variant.fusion == "off" else set())
-    return SessionPlan(options.level, provider, options.intra_op_threads, tuple(sorted(left_out)))
+    return SessionPlan(options.level, provider, options.intra_op_threads or _slot_threads(), tuple(sorted(left_out)))
+
+
+def _slot_threads() -> int:
+    """The cores this process may run on where they are fewer than the machine's (a `--jobs` slot, a
+    taskset), else 0 (ORT's default): ORT's default pool is one thread per physical core of the whole
+    machine, each pinned to its core, so a slot's cell ran on the other slots' cores."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    return allowed if 0 < allowed < (os.cpu_count() or 0) else 0
 
 
 def _session_options(ort: Any, options: SessionPlan) -> Any:

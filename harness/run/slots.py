@@ -32,7 +32,11 @@ class Slot:
         env: dict[str, str] = {}
         if self.cpus:
             threads = str(len(self.cpus))
-            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, FUSIONBENCH_CPUS=",".join(map(str, self.cpus)))
+            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, FUSIONBENCH_CPUS=",".join(map(str, self.cpus)),
+                       # TVM's thread pool pins its threads to cores of the whole machine (and widened the
+                       # main thread's mask): unpinned, they keep the slot's; ONNX Runtime sizes its pool by
+                       # the slot (backends/onnxruntime.py)
+                       TVM_BIND_THREADS="0")
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         return env

@@ -94,6 +94,22 @@ def test_disabled_optimizers_are_a_list_or_one_string_of_names() -> None:
             "ConvBNFusion", "ConvAddFusion"]
 
 
+def test_a_cell_confined_to_fewer_cores_sizes_orts_pool_by_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT's default pool is a thread per physical core of the machine, each pinned: a `--jobs` slot's
+    cell ran on the other slots' cores. A count given in the options stays the count."""
+    import os
+
+    from backends.onnxruntime import OnnxRuntimeOptions, _checked_options
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5}, raising=False)
+    assert _checked_options(Variant(fusion="on"), "cpu").intra_op_threads == 2
+    given = Variant(fusion="on", options=OnnxRuntimeOptions(intra_op_threads=3))
+    assert _checked_options(given, "cpu").intra_op_threads == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert _checked_options(Variant(fusion="on"), "cpu").intra_op_threads == 0  # the whole machine: ORT's default
+
+
 def test_export_is_cached(setup, tmp_path: Path) -> None:
     """A cache of its own (the module's is warm by now) and a small model (the export is what is
     tested): the first prepare exports, the second, fusion off, reads the same file untouched."""

@@ -16,7 +16,8 @@ from harness.run import slots
 def test_plan_cuts_the_cores_into_disjoint_sets_and_gives_each_gpu_job_a_gpu() -> None:
     planned = slots.plan(2, "cpu", [0, 1, 2, 3, 4], [])
     assert [s.cpus for s in planned] == [(0, 1), (2, 3)]
-    assert planned[0].environment() == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "FUSIONBENCH_CPUS": "0,1"}
+    assert planned[0].environment() == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "FUSIONBENCH_CPUS": "0,1",
+                                        "TVM_BIND_THREADS": "0"}  # TVM's pool pinned threads outside the slot
     gpu = slots.plan(2, "cuda", [0, 1, 2, 3], ["0", "1", "2"])
     assert [(s.cpus, s.gpu) for s in gpu] == [((0, 1), "0"), ((2, 3), "1")]
     assert gpu[1].environment()["CUDA_VISIBLE_DEVICES"] == "1"
