@@ -1,7 +1,7 @@
 """What each cell of a parallel run may use, so that no two timed cells share a device or a core.
 
 A slot is a set of CPU cores and, on a GPU run, one GPU. `--jobs N` on one machine cuts the
-usable cores into N disjoint sets (and gives each of N jobs a GPU of its own on a GPU run);
+usable physical cores (each with its SMT siblings) into N disjoint sets (and gives each of N jobs a GPU of its own on a GPU run);
 a cell's worker binds itself to its slot's cores (`FUSIONBENCH_CPUS`, read before torch is
 imported), sees only its slot's GPU (CUDA_VISIBLE_DEVICES) and runs as many OpenMP/MKL threads as
 its slot has cores.
@@ -14,7 +14,7 @@ import fcntl
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,15 +55,47 @@ def check_jobs(jobs: int) -> None:
         raise ConfigError(f"--jobs {jobs}: give 1 or more")
 
 
-def plan(jobs: int, device: str, cores: list[int], gpus: list[str]) -> list[Slot]:
-    """`jobs` disjoint slots of the machine; a clear error where it has too few cores or GPUs."""
+def siblings(cpu: int) -> set[int]:
+    """The logical CPUs that share `cpu`'s physical core (its SMT siblings, itself included), as
+    Linux lists them; {cpu} where it does not say."""
+    try:
+        text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+        found: set[int] = set()
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            found.update(range(int(low), int(high or low) + 1))
+        return found | {cpu}
+    except (OSError, ValueError):
+        return {cpu}
+
+
+def physical_cores(cpus: list[int], siblings_of: Callable[[int], set[int]] = siblings) -> list[tuple[int, ...]]:
+    """`cpus` grouped by physical core (the usable siblings of each), in the order of their first CPU."""
+    usable, seen = set(cpus), set[int]()
+    groups: list[tuple[int, ...]] = []
+    for cpu in sorted(cpus):
+        if cpu not in seen:
+            group = tuple(sorted(siblings_of(cpu) & usable))
+            seen.update(group)
+            groups.append(group)
+    return groups
+
+
+def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
+         siblings_of: Callable[[int], set[int]] = siblings) -> list[Slot]:
+    """`jobs` disjoint slots of the machine, cut by physical core (two slots never share one through
+    its SMT siblings: Linux numbers a core's second thread apart from its first, so a cut of the
+    sorted CPUs put one thread of every core in each slot); a clear error where it has too few
+    physical cores or GPUs."""
     check_jobs(jobs)
     if device == "cuda" and jobs > len(gpus):
         raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
-    if jobs > len(cores):
-        raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(cores)} are usable here")
-    share = len(cores) // jobs
-    return [Slot(index=k, cpus=tuple(cores[k * share:(k + 1) * share]),
+    physical = physical_cores(cores, siblings_of)
+    if jobs > len(physical):
+        raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(physical)} are usable here"
+                          + (f" ({len(cores)} logical CPUs)" if len(cores) != len(physical) else ""))
+    share = len(physical) // jobs
+    return [Slot(index=k, cpus=tuple(sorted(cpu for group in physical[k * share:(k + 1) * share] for cpu in group)),
                  gpu=gpus[k] if device == "cuda" else None) for k in range(jobs)]
 
 

@@ -70,3 +70,17 @@ def test_the_gpus_jobs_hands_out_are_the_ones_this_process_was_given() -> None:
     assert slot_gpus(described, "cuda", {}) == ["4", "5"]
     assert slot_gpus(ProbeAnswer(device="cuda"), "cuda", {}) == ["0"]  # nothing asked: nothing left to run
     assert slot_gpus(ProbeAnswer(device="cpu"), "cpu", {}) == []
+
+
+def test_slots_are_cut_by_physical_core_never_splitting_a_cores_smt_siblings() -> None:
+    """Linux numbers a core's second thread apart from its first (cores 0-3, their siblings 4-7): a cut
+    of the sorted CPUs gave slot 0 the CPUs 0-3 and slot 1 their siblings 4-7, every core shared."""
+    def smt(cpu: int) -> set[int]:
+        return {cpu % 4, cpu % 4 + 4}
+
+    planned = slots.plan(2, "cpu", list(range(8)), [], siblings_of=smt)
+    assert [s.cpus for s in planned] == [(0, 1, 4, 5), (2, 3, 6, 7)]
+    assert planned[0].environment()["OMP_NUM_THREADS"] == "4"
+    with pytest.raises(ConfigError, match="each cell needs a core of its own and 4 are usable here \\(8 logical CPUs\\)"):
+        slots.plan(5, "cpu", list(range(8)), [], siblings_of=smt)
+    assert slots.physical_cores([0, 1, 4], smt) == [(0, 4), (1,)]  # a sibling outside the usable set is not counted
