@@ -14,7 +14,7 @@ import fcntl
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +49,20 @@ def usable_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-def check_jobs(jobs: int) -> None:
-    """ConfigError unless `jobs` is 1 or more: what needs no look at the machine."""
+#: What a slot sets in its cell's environment (`Slot.environment`), over whatever the scenario's `env:` said.
+SLOT_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES")
+
+
+def check_jobs(jobs: int, env: Sequence[str] = ()) -> None:
+    """ConfigError unless `jobs` is 1 or more, and, with more than one, unless the scenario's `env:`
+    leaves alone what a slot sets (the slot's value silently replaced it): what needs no look at
+    the machine."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: give 1 or more")
+    taken = [name for name in (item.partition("=")[0] for item in env) if name in SLOT_VARIABLES]
+    if jobs > 1 and taken:
+        raise ConfigError(f"--jobs {jobs}: the scenario's env sets {', '.join(taken)}, which each job's slot sets "
+                          "for its own cores and GPU; leave it out of env:, or run with --jobs 1")
 
 
 def siblings(cpu: int) -> set[int]:

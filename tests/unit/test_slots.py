@@ -84,3 +84,11 @@ def test_slots_are_cut_by_physical_core_never_splitting_a_cores_smt_siblings() -
     with pytest.raises(ConfigError, match="each cell needs a core of its own and 4 are usable here \\(8 logical CPUs\\)"):
         slots.plan(5, "cpu", list(range(8)), [], siblings_of=smt)
     assert slots.physical_cores([0, 1, 4], smt) == [(0, 4), (1,)]  # a sibling outside the usable set is not counted
+
+
+def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets() -> None:
+    """`env: [OMP_NUM_THREADS=1]` with --jobs 2: the worker got the slot's count, without a word."""
+    slots.check_jobs(1, ["OMP_NUM_THREADS=1"])
+    slots.check_jobs(2, ["MY_SETTING=1", "KMP_BLOCKTIME"])
+    with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES"):
+        slots.check_jobs(2, ["OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES"])
