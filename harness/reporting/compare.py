@@ -257,7 +257,17 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
     where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
     if where_a and where_b and where_a != where_b:
         return f"ran on different hardware: A {where_a}, B {where_b}"
+    share_a, share_b = _share(cell_a), _share(cell_b)
+    if share_a != share_b:
+        return f"ran on different shares of the machine: A {share_a}, B {share_b}"
     return ""
+
+
+def _share(cell: CellRecord) -> str:
+    """The cores a cell had: its `--jobs` slot's, or the whole machine."""
+    slot = cell.node.get("slot") if isinstance(cell.node, dict) else None
+    cpus = slot.get("cpus") if isinstance(slot, dict) else None
+    return f"{len(cpus)} cores of a --jobs slot" if isinstance(cpus, list) and cpus else "the whole machine"
 
 
 def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> Pair:
