@@ -254,7 +254,8 @@ def _executor(request: RunRequest, device: str, probe: ProbeAnswer, backends: li
         closing.callback(parents.close)
     if request.jobs == 1:
         return Serial(parents)
-    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ)), parents)
+    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ),
+                                quota=slots.cpu_quota()), parents)
 
 
 def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> list[str]:

@@ -91,8 +91,18 @@ def physical_cores(cpus: list[int], siblings_of: Callable[[int], set[int]] = sib
     return groups
 
 
+def cpu_quota(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
+    """The CPUs' worth this process's cgroup may use (`docker --cpus`, a Kubernetes limit), or None
+    without a quota: the affinity mask still lists every core of the host."""
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
 def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
-         siblings_of: Callable[[int], set[int]] = siblings) -> list[Slot]:
+         siblings_of: Callable[[int], set[int]] = siblings, quota: float | None = None) -> list[Slot]:
     """`jobs` disjoint slots of the machine, cut by physical core (two slots never share one through
     its SMT siblings: Linux numbers a core's second thread apart from its first, so a cut of the
     sorted CPUs put one thread of every core in each slot); a clear error where it has too few
@@ -101,6 +111,9 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
     if device == "cuda" and jobs > len(gpus):
         raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
     physical = physical_cores(cores, siblings_of)
+    if quota is not None and jobs > quota:
+        raise ConfigError(f"--jobs {jobs}: this process may use {quota:g} CPUs' worth (its cgroup's cpu.max), though "
+                          f"{len(cores)} are listed; give at most {max(int(quota), 1)}")
     if jobs > len(physical):
         raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(physical)} are usable here"
                           + (f" ({len(cores)} logical CPUs)" if len(cores) != len(physical) else ""))

@@ -92,3 +92,15 @@ def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets() -> None:
     slots.check_jobs(2, ["MY_SETTING=1", "KMP_BLOCKTIME"])
     with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES"):
         slots.check_jobs(2, ["OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES"])
+
+
+def test_a_cgroup_cpu_quota_bounds_the_jobs(tmp_path: Path) -> None:
+    """`docker --cpus 4` on a 64-core host: the affinity mask lists 64, and 16 jobs were planned."""
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("400000 100000\n")
+    assert slots.cpu_quota(cpu_max) == 4.0
+    cpu_max.write_text("max 100000\n")
+    assert slots.cpu_quota(cpu_max) is None and slots.cpu_quota(tmp_path / "absent") is None
+    assert len(slots.plan(4, "cpu", list(range(64)), [], quota=4.0)) == 4
+    with pytest.raises(ConfigError, match=r"--jobs 16: this process may use 4 CPUs' worth .* give at most 4"):
+        slots.plan(16, "cpu", list(range(64)), [], quota=4.0)
