@@ -37,24 +37,24 @@ Record = Any
 
 def _three_figures(value: float) -> str:
     """At least three significant figures, never dropping digits before the point; the decimals
-    follow the figure as rounded (99.96 is 100, not 100.0)."""
+    follow the figure as it rounds (99.96 is 100, not 100.0; 99.6 stays 99.6)."""
     size = abs(value)
-    if round(size) >= 100:
+    if round(size, 1) >= 100:
         return f"{value:,.0f}"
-    return f"{value:.1f}" if round(size, 1) >= 10 else f"{value:.2f}"
+    return f"{value:.1f}" if round(size, 2) >= 10 else f"{value:.2f}"
 
 
-def _shown_at_least_one(value: float) -> bool:
-    """`value` is 1 or more as `_three_figures` writes it (0.9999 is written 1.00): a figure this
-    close below a unit takes that unit, not 1,000 of the one below."""
-    return round(abs(value), 2) >= 1
+def _takes_unit(value: float, step: int) -> bool:
+    """`value` (in a unit `step` times the one below) is written in this unit: it is 1 or more, or
+    the unit below would write it as `step` or more (999,960 ns is 1.00 ms, not 1,000 us)."""
+    return abs(value) >= 1 or round(abs(value) * step) >= step
 
 
 def format_duration_ns(ns: float) -> str:
     """A duration in the unit that puts 1 to 999 before the point: 3.34 us, 3.20 ms, 207 ms, 21.3 s
     (999,960 ns is 1.00 ms)."""
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
-        if _shown_at_least_one(ns / scale):
+        if _takes_unit(ns / scale, 1000):
             return f"{_three_figures(ns / scale)} {unit}"
     return f"{_three_figures(ns)} ns"
 
@@ -66,7 +66,7 @@ def format_duration_s(seconds: float) -> str:
 def format_bytes(count: float) -> str:
     """Binary units: 858 MiB, 1.21 GiB."""
     for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if _shown_at_least_one(count / scale):
+        if _takes_unit(count / scale, 1024):
             return f"{_three_figures(count / scale)} {unit}"
     return f"{count:.0f} B"
 

@@ -88,8 +88,11 @@ def test_every_row_reads_its_figure_from_the_golden_bundles_where_it_exists(bund
         (True, "count", "-"),
         # the unit and the decimals follow the figure as rounded: never "1,000 us", "100.0 ms" or "10.00 us"
         (999_960, "ns", "1.00 ms"), (99.96e6, "ns", "100 ms"), (9_996, "ns", "10.0 us"), (999.996, "ns", "1.00 us"),
-        (0.999999 * 2**30, "bytes", "1.00 GiB"), (1023.4, "bytes", "1.00 KiB"), (1000, "bytes", "1000 B"),
-        (99.96, "samples/s", "100 samples/s"),
+        (0.999999 * 2**30, "bytes", "1.00 GiB"), (1023.6, "bytes", "1.00 KiB"), (1023.4, "bytes", "1023 B"),
+        (1000, "bytes", "1000 B"), (99.96, "samples/s", "100 samples/s"),
+        # and never a digit early: 99.6 ms, 9.96 ms, 996 us, 1,020 KiB
+        (99.6e6, "ns", "99.6 ms"), (9.96e6, "ns", "9.96 ms"), (996_000, "ns", "996 us"), (995_500, "ns", "996 us"),
+        (1020 * 2**10, "bytes", "1,020 KiB"),
     ],
 )
 def test_each_unit_has_one_format(value: Any, unit: metric_table.Unit, text: str) -> None:
