@@ -137,7 +137,7 @@ def run_worker(
         answer_file = workdir / "answer.json"
         env = worker_environment(os.environ, env_names, scratch_env or {}, scratch_home or workdir)
         if slot is not None:
-            env.update(slot.environment())
+            env.update(slot.environment(env))
         parent = None
         if parents is not None:
             parent = lending.enter_context(parents.lent(start_environment(env, scratch_env or {})))

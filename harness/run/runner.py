@@ -111,7 +111,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began
             preflight.check_inputs(scenario, Path(input_folder))
-    slots.check_jobs(request.jobs, scenario.env)  # before the probe and the folders, as the other refusals here
+    # before the probe and the folders, as the other refusals here
+    slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
                                    bundle)

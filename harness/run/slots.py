@@ -14,7 +14,7 @@ import fcntl
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +28,14 @@ class Slot:
     cpus: tuple[int, ...] = ()
     gpu: str | None = None  # an index or UUID as CUDA_VISIBLE_DEVICES takes it
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, given: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What the slot sets in its cell's environment, over `given` (the worker's otherwise): a
+        thread count `given` holds below the slot's cores is kept (fewer threads, as asked)."""
         env: dict[str, str] = {}
         if self.cpus:
-            threads = str(len(self.cpus))
-            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, FUSIONBENCH_CPUS=",".join(map(str, self.cpus)),
+            cores = len(self.cpus)
+            env.update({name: str(min(cores, _count((given or {}).get(name)) or cores)) for name in THREAD_COUNTS})
+            env.update(FUSIONBENCH_CPUS=",".join(map(str, self.cpus)),
                        # TVM's thread pool pins its threads to cores of the whole machine (and widened the
                        # main thread's mask): unpinned, they keep the slot's; ONNX Runtime sizes its pool by
                        # the slot (backends/onnxruntime.py)
@@ -49,17 +52,24 @@ def usable_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-#: What a slot sets in its cell's environment (`Slot.environment`), over whatever the scenario's `env:` said.
-SLOT_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES")
+#: Thread counts a slot sets to its cores, or keeps where the worker's environment asks for fewer.
+THREAD_COUNTS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: What a slot sets in its cell's environment whatever the scenario's `env:` said: refused there with --jobs.
+SLOT_VARIABLES = ("FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES")
 
 
-def check_jobs(jobs: int, env: Sequence[str] = ()) -> None:
+def _count(text: str | None) -> int | None:
+    return int(text) if text is not None and text.strip().isdigit() and int(text) > 0 else None
+
+
+def check_jobs(jobs: int, env: Sequence[str] = (), device: str = "auto") -> None:
     """ConfigError unless `jobs` is 1 or more, and, with more than one, unless the scenario's `env:`
-    leaves alone what a slot sets (the slot's value silently replaced it): what needs no look at
-    the machine."""
+    leaves alone what a slot sets (the slot's value silently replaced it; CUDA_VISIBLE_DEVICES on a
+    GPU run only): what needs no look at the machine."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: give 1 or more")
-    taken = [name for name in (item.partition("=")[0] for item in env) if name in SLOT_VARIABLES]
+    taken = [name for name in (item.partition("=")[0] for item in env)
+             if name in SLOT_VARIABLES and not (name == "CUDA_VISIBLE_DEVICES" and device == "cpu")]
     if jobs > 1 and taken:
         raise ConfigError(f"--jobs {jobs}: the scenario's env sets {', '.join(taken)}, which each job's slot sets "
                           "for its own cores and GPU; leave it out of env:, or run with --jobs 1")
@@ -118,6 +128,8 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
         raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(physical)} are usable here"
                           + (f" ({len(cores)} logical CPUs)" if len(cores) != len(physical) else ""))
     share = len(physical) // jobs
+    if quota is not None:  # as many cores as the quota's share: more threads than that only wait for it
+        share = min(share, max(int(quota // jobs), 1))
     return [Slot(index=k, cpus=tuple(sorted(cpu for group in physical[k * share:(k + 1) * share] for cpu in group)),
                  gpu=gpus[k] if device == "cuda" else None) for k in range(jobs)]
 

@@ -86,12 +86,18 @@ def test_slots_are_cut_by_physical_core_never_splitting_a_cores_smt_siblings() -
     assert slots.physical_cores([0, 1, 4], smt) == [(0, 4), (1,)]  # a sibling outside the usable set is not counted
 
 
-def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets() -> None:
-    """`env: [OMP_NUM_THREADS=1]` with --jobs 2: the worker got the slot's count, without a word."""
-    slots.check_jobs(1, ["OMP_NUM_THREADS=1"])
-    slots.check_jobs(2, ["MY_SETTING=1", "KMP_BLOCKTIME"])
-    with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES"):
-        slots.check_jobs(2, ["OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES"])
+def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets_and_keep_fewer_threads() -> None:
+    """`env: [CUDA_VISIBLE_DEVICES=3]` with --jobs 2 on a GPU: the slot's GPU replaced it, without a
+    word. A thread count below the slot's is what the file asked for: kept, not raised to the slot's."""
+    slots.check_jobs(1, ["CUDA_VISIBLE_DEVICES=3"], "cuda")
+    slots.check_jobs(2, ["OMP_NUM_THREADS=1", "KMP_BLOCKTIME"], "cuda")
+    slots.check_jobs(2, ["CUDA_VISIBLE_DEVICES="], "cpu")  # a CPU slot sets no GPU
+    with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets TVM_BIND_THREADS, CUDA_VISIBLE_DEVICES"):
+        slots.check_jobs(2, ["TVM_BIND_THREADS=1", "CUDA_VISIBLE_DEVICES"], "auto")
+    slot = slots.Slot(index=0, cpus=(0, 1, 2, 3))
+    assert slot.environment({"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "1"
+    assert slot.environment({"OMP_NUM_THREADS": "16", "MKL_NUM_THREADS": "x"}) == {
+        "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "FUSIONBENCH_CPUS": "0,1,2,3", "TVM_BIND_THREADS": "0"}
 
 
 def test_a_cgroup_cpu_quota_bounds_the_jobs(tmp_path: Path) -> None:
@@ -101,6 +107,7 @@ def test_a_cgroup_cpu_quota_bounds_the_jobs(tmp_path: Path) -> None:
     assert slots.cpu_quota(cpu_max) == 4.0
     cpu_max.write_text("max 100000\n")
     assert slots.cpu_quota(cpu_max) is None and slots.cpu_quota(tmp_path / "absent") is None
-    assert len(slots.plan(4, "cpu", list(range(64)), [], quota=4.0)) == 4
+    assert [len(s.cpus) for s in slots.plan(4, "cpu", list(range(64)), [], quota=4.0)] == [1, 1, 1, 1]  # not 16 each
+    assert slots.plan(2, "cpu", list(range(64)), [], quota=4.0)[1].environment()["OMP_NUM_THREADS"] == "2"
     with pytest.raises(ConfigError, match=r"--jobs 16: this process may use 4 CPUs' worth .* give at most 4"):
         slots.plan(16, "cpu", list(range(64)), [], quota=4.0)
