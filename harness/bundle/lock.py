@@ -18,15 +18,16 @@ from harness.files import dirlock
 _PROC_LOCKS = Path("/proc/locks")
 
 
-def hold(root: Path) -> int:
+def hold(root: Path, then: str = "resume") -> int:
     """Lock the bundle directory `root` for this process; its file descriptor, kept open while the
-    lock is needed. ConfigError naming the holder when another process has it."""
+    lock is needed. ConfigError naming the holder when another process has it, and what to do
+    once it is gone (`then`)."""
     fd = dirlock.try_lock(root)
     if fd is None:
         holder = holder_pid(root)
         who = f"pid {holder}" if holder else "another process"
         raise ConfigError(f"{root}: {who} is running or resuming this bundle; wait for it to end, or stop it, "
-                          "then resume")
+                          f"then {then}")
     return fd
 
 

@@ -150,7 +150,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     inside = out == args.run_dir.resolve()
     # Into the bundle: as its one writer, so that no run or resume starts on it meanwhile (its
     # manifest, written below, would then list a bundle still being written)
-    held = lock.hold(out) if inside and out.is_dir() else None  # not a folder: the reading below says what it is
+    held = lock.hold(out, "write its report") if inside and out.is_dir() else None  # not a folder: the reading below says what it is
     try:
         loaded = trusted_but_its_report(args.run_dir) if inside else trusted(args.run_dir)
         written = render(loaded, out)

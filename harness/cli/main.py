@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -401,16 +402,26 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
 
 
 class _Console(Console):
+    def __init__(self, *args: Any, keep_going: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keep_going = keep_going
+
     def on_broken_pipe(self) -> None:
-        """Rich's own answer is exit 1, which says a cell failed: `main` answers it instead."""
-        raise BrokenPipeError
+        """Rich's own answer is exit 1, which says a cell failed. A run goes on with its output
+        discarded (stopping it would leave its bundle `running`); any other command stops, and
+        `main` answers 141."""
+        if not self.keep_going:
+            raise BrokenPipeError
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = _Console(highlight=False)
-    if not console.is_terminal:
-        console = _Console(highlight=False, width=160)  # logs and CI: do not squeeze tables to 80 columns
+    keep_going = args.command in ("run", "gpu-check")
+    console = _Console(highlight=False, keep_going=keep_going)
+    if not console.is_terminal:  # logs and CI: do not squeeze tables to 80 columns
+        console = _Console(highlight=False, width=160, keep_going=keep_going)
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
                 "container": _cmd_container, "engine": _cmd_engine, "image": _cmd_image, "gpu-check": _cmd_gpu_check,
                 "wheels": _cmd_wheels,

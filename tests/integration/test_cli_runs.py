@@ -261,3 +261,22 @@ def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> No
     assert done.returncode == 0 and "1 to run" in done.stdout, done.stdout + done.stderr
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]
+
+
+def test_a_run_whose_reader_goes_away_finishes_its_bundle(tmp_path: Path) -> None:
+    """`fusionbench run ... | head -1`: the first line after the bundle was made stopped the run,
+    its bundle left `running`. A run goes on with its output discarded."""
+    import os
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("device: cpu\nmodels: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [Offline]\n"
+                        "inputs: {samples: 8}\nloadgen: {min_duration_s: 0.2}\n"
+                        "timing: {min_time_s: 0.05, min_iters: 2, repetitions: 2, warmup_iters: 1}\n")
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(tmp_path / "out"),
+                              "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+                             env={**os.environ, "FUSIONBENCH_NOISE_PROBE_S": "0.2"})
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    assert child.wait(timeout=600) == 0, child.stderr.read()
+    bundle = only_bundle(tmp_path / "out")
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"

@@ -242,6 +242,7 @@ def test_a_report_into_a_bundle_another_process_writes_is_refused_and_one_elsewh
         done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root)], capture_output=True,
                               text=True, cwd=REPO, timeout=120)
         assert done.returncode == 2 and f"{root}: pid {os.getpid()} is running or resuming this bundle" in done.stderr
+        assert done.stderr.rstrip().endswith("then write its report")
         assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
         elsewhere = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(root), "--out", str(tmp_path / "r")],
                                    capture_output=True, text=True, cwd=REPO, timeout=120)
