@@ -41,7 +41,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     diff.add_argument("--out", type=path_argument, help="write the comparison to this file as well")
     diff.add_argument("--allow-missing", action="store_true",
                       help="exit 0 even when a cell valid in one bundle has no counterpart to judge it by (missing, "
-                           "skipped or interrupted in the other, or valid there but of another math mode or hardware)")
+                           "skipped or interrupted in the other, or valid there but of another or no recorded math mode, "
+                           "other hardware or another share of it)")
 
     report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
     report.add_argument("run_dir", type=path_argument, metavar="RUN_DIR")

@@ -17,7 +17,8 @@ They inform; the label of a pair and the exit code follow device time and failur
 
 Labels: improved, regressed, not significant, not comparable (with why), new failure (valid in A,
 failed or invalid in B), fixed (the other way). Two valid cells whose math modes differ (IEEE fp32
-against TF32, or one that did not record it) or that ran on different hardware are not comparable,
+against TF32, or one that did not record it) or that ran on different hardware (or another share of
+it: a `--jobs` slot against the whole machine) are not comparable,
 whatever their ids say, and are listed as unpaired with the valid cells whose counterpart is
 missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. Per
 backend, the geometric mean of B/A over its compared pairs. The systems' differences (CPU, GPU,
@@ -264,10 +265,10 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
 
 
 def _share(cell: CellRecord) -> str:
-    """The cores a cell had: its `--jobs` slot's, or the whole machine."""
+    """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), or the whole machine."""
     slot = cell.node.get("slot") if isinstance(cell.node, dict) else None
     cpus = slot.get("cpus") if isinstance(slot, dict) else None
-    return f"{len(cpus)} cores of a --jobs slot" if isinstance(cpus, list) and cpus else "the whole machine"
+    return f"a slot of {len(cpus)} core(s)" if isinstance(cpus, list) and cpus else "the whole machine"
 
 
 def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> Pair:

@@ -235,7 +235,7 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
                 bucket = by_verdict[result.verdict]
             elif result.value > 1 + SMALLEST_EFFECT:
                 bucket = counted.one_round_up
-            elif result.value < 1 / (1 + SMALLEST_EFFECT):
+            elif slower_beyond_noise(result.value):
                 bucket = counted.one_round_down
             else:
                 bucket = counted.one_round_flat

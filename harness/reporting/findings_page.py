@@ -26,9 +26,10 @@ INTRO = (
     "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
     f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within."
 )
-SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster, slower or left "
-                "unchanged, and the fusions each model got with fusion on (groups of two operators or more in one "
-                "kernel), lowest to highest.")
+SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster or slower, those "
+                "where it had no effect seen or one under 5%, by their verdicts over rounds; a pair of one round "
+                "sorted by its estimate against the same 5%; and the fusions each model got with fusion on (groups of "
+                "two operators or more in one kernel), lowest to highest.")
 SLOWER_THAN_EAGER_NOTE = (
     "Cells that ran slower than eager on the same model and setting by more than 5%, fusion on (and off beside it): "
     "each cell's time over its rounds against eager's, one estimate (cells that are not a fusion pair ran their "

@@ -464,7 +464,7 @@ def test_a_valid_cell_whose_counterpart_was_interrupted_or_ran_unlike_it_is_unpa
     in_a_slot = {**(a.cells[first]["node"] or {}), "slot": {"index": 1, "cpus": [2, 3], "gpu": None}}
     assert b_with(lambda c: c.update(node=in_a_slot)) == [  # a --jobs cell against a whole-machine one
         f"{label}: valid in both, but ran on different shares of the machine: A the whole machine, "
-        "B 2 cores of a --jobs slot"]
+        "B a slot of 2 core(s)"]
 
 
 @pytest.mark.parametrize(("threshold", "shown"), [(0.05, "5%"), (0.025, "2.5%"), (0.001, "0.1%")])
