@@ -371,25 +371,28 @@ class ScenarioFile(_Strict):
     timing: TimingSettings = TimingSettings()
     passes: PassSettings = PassSettings()
     limits: Limits = Limits()
+    allocator: Allocator = Field(
+        DEFAULT_ALLOCATOR,  # before env, whose check reads it
+        description=("the C library allocator's settings in every worker (harness/allocator.py): steady keeps "
+                     "freed memory (malloc never maps, the heap is never trimmed), so calls do not fault their "
+                     "pages in again; system leaves glibc's defaults"))
     env: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(=.*)?$", max_length=4096)]] = Field(
         [], max_length=200,
         description=("environment variables for every cell's worker beyond the whitelisted ones "
                      "(harness/run/isolation.py): NAME passes this shell's value on, NAME=value sets it"))
-    allocator: Allocator = Field(
-        DEFAULT_ALLOCATOR, validate_default=True,  # the default is checked against env too
-        description=("the C library allocator's settings in every worker (harness/allocator.py): steady keeps "
-                     "freed memory (malloc never maps, the heap is never trimmed), so calls do not fault their "
-                     "pages in again; system leaves glibc's defaults"))
     baseline: str = Field("eager", description="the backend the report's speedups are measured against")
 
     @field_validator("env")
     @classmethod
-    def _each_variable_once(cls, env: list[str]) -> list[str]:
+    def _each_variable_once(cls, env: list[str], info: ValidationInfo) -> list[str]:
         # `[FOO=1, FOO=2]` or `[FOO, FOO=2]`: the worker gets the last one, silently.
         names = [item.partition("=")[0] for item in env]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"names {', '.join(twice)} twice; give each variable once")
+        if info.data.get("allocator") == "steady" and ALLOCATOR_VARIABLE in names:  # refused at the entry
+            raise ValueError(f"[{names.index(ALLOCATOR_VARIABLE)}] sets {ALLOCATOR_VARIABLE}, which allocator: steady "
+                             "(the default) sets itself; add allocator: system to pass your own")
         return env
 
     @field_validator("baseline")
@@ -477,15 +480,6 @@ class ScenarioFile(_Strict):
             raise ValueError(f"profile mlperf: MultiStream queries have {MLPERF_SAMPLES_PER_QUERY} samples; "
                              f"samples_per_query is {loadgen.samples_per_query}")
         return loadgen
-
-    @field_validator("allocator")
-    @classmethod
-    def _allocator_alone(cls, allocator: Allocator, info: ValidationInfo) -> Allocator:
-        env = info.data.get("env") or []
-        if allocator == "steady" and any(item.partition("=")[0] == ALLOCATOR_VARIABLE for item in env):
-            raise ValueError(f"env sets {ALLOCATOR_VARIABLE}, which allocator: steady (the default) sets itself; "
-                             "add allocator: system to pass your own")
-        return allocator
 
 
 def json_schema() -> dict[str, Any]:

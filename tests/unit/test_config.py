@@ -286,9 +286,10 @@ def test_numbers_and_yaml_booleans_still_load_where_they_belong(tmp_path: Path) 
 
 
 def test_the_allocators_variable_in_env_needs_allocator_system(tmp_path: Path) -> None:
-    problem = "allocator: env sets GLIBC_TUNABLES, which allocator: steady (the default) sets itself; add allocator: system"
-    assert problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES=glibc.malloc.trim_threshold=1]\n")
-    assert ":11: " + problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES]\nallocator: steady\n")
+    """Refused at the env entry that sets it (it pointed at line 1, at an allocator key the file lacked)."""
+    problem = "sets GLIBC_TUNABLES, which allocator: steady (the default) sets itself; add allocator: system"
+    assert ":10: env[0]: " + problem in error_of(tmp_path, GOOD + "env: [GLIBC_TUNABLES=glibc.malloc.trim_threshold=1]\n")
+    assert ":10: env[1]: " + problem in error_of(tmp_path, GOOD + "env: [A=1, GLIBC_TUNABLES]\nallocator: steady\n")
     assert load_text(tmp_path, GOOD + "env: [GLIBC_TUNABLES]\nallocator: system\n").allocator == "system"
 
 
