@@ -152,9 +152,11 @@ def test_ctrl_c_and_sigterm_keep_finished_cells_and_resume_completes(tmp_path: P
     # from six (the resume runs what the bundle planned, not the file's every cell): what is shown is
     # the harness's, not a model's.
     scenario = tmp_path / "stop.yaml"
+    # LoadGen's 2 s a cell: the stop, sent 0.5 s into the next cell, lands in it (at 0.2 s, a null cell
+    # on a quick machine had finished by then, once in a CI run, and the stop cut the one after)
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager]\n"
                         "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [1, 2]}\n"
-                        "loadgen: {min_duration_s: 0.2}\n" + BRIEF)
+                        "loadgen: {min_duration_s: 2}\n" + BRIEF)
     out = tmp_path / "results"
     _stopped_after_one_more_cell(["run", str(scenario), "--device", "cpu", "--out", str(out), "--only", "backend=null"],
                                  out, "SIGINT")
