@@ -26,6 +26,7 @@ from harness.bundle import schema as bundle_schema
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import SCHEMA_VERSION, record_version
+from harness.bundle.reader import check_root
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
@@ -107,11 +108,10 @@ class Bundle:
     @classmethod
     def open(cls, root: Path) -> Bundle:
         """An existing bundle of this schema version, to resume; locked before anything is read."""
-        if not root.is_dir():
-            what = "not a directory" if root.exists() else "no such file or directory"
-            raise ConfigError(f"{root}: {what}; --resume takes a result bundle")
-        if not (root / HEADER).exists():
-            raise ConfigError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+        try:
+            check_root(root)
+        except BundleError as exc:
+            raise ConfigError(f"{exc}; --resume takes a result bundle") from None
         path = root / HEADER
         held = lock.hold(root.resolve())
         opened = Snapshot(root.resolve())
