@@ -413,7 +413,13 @@ class _Console(Console):
         if not self.keep_going:
             raise BrokenPipeError
         self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _discard_stdout()
+
+
+def _discard_stdout() -> None:
+    """Standard output from here on goes nowhere: its reader went away, and nothing left to print
+    or flush at exit may fail on it again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fusionbench: interrupted", file=sys.stderr)
         return interrupted_exit_code(stop)
     except BrokenPipeError:  # `fusionbench models | head`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        _discard_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:  # a path the command reads or writes: the environment, not a bug
         out = getattr(args, "out", None)  # a write that failed after its file opened names no file: the output's

@@ -439,8 +439,8 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
             elif counterpart is None or counterpart.status in ("skipped", "interrupted"):
                 why = "not run" if counterpart is None else counterpart.status
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {why} in {other_side}")
-            elif side == "A" and counterpart.status == "valid" and unlike_runs(cell, counterpart):
-                result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike_runs(cell, counterpart)}")
+            elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart)):
+                result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike}")
     seen = set()
     for cell in a.records:
         seen.add(pairing_key(cell))

@@ -40,7 +40,7 @@ from harness.run.probe_answer import ProbeAnswer
 from harness.run.summary import fusion_summary, summary_table, time_line
 from harness.run.system import harness_info
 from harness.scenario import loading as scenario_file
-from harness.scenario.cells import Cell, check_values, expand, select
+from harness.scenario.cells import Cell, check_values, expand, only_text, select
 from harness.scenario.schema import Limits, ScenarioFile
 
 if TYPE_CHECKING:
@@ -94,9 +94,8 @@ def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict
     check_values(cells, only)
     chosen = select(cells, only)
     if bundle is not None and not set(bundle.cell_ids) & {c.id for c in chosen}:
-        wanted = ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
-        planned = ", ".join(f"{k}={'|'.join(v)}" for k, v in (bundle.header.get("only") or {}).items())
-        raise ConfigError(f"--only {wanted} matches no cell of {bundle.root}, whose run chose only {planned}")
+        raise ConfigError(f"--only {only_text(only)} matches no cell of {bundle.root}, whose run chose only "
+                          f"{only_text(bundle.header.get('only') or {})}")
 
 
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:

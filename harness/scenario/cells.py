@@ -132,12 +132,16 @@ def parse_only(text: str) -> dict[str, set[str]]:
     return selected
 
 
+def only_text(only: dict[str, Any]) -> str:
+    """A selection as the refusals write it: `model=resnet18|vgg11, backend=eager`."""
+    return ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
+
+
 def select(cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
     """Cells matching every key of `only` (any of the values given for a key)."""
     chosen = [c for c in cells if all(c.field(k) in values for k, values in only.items())]
     if only and not chosen:
-        wanted = ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
-        raise ConfigError(f"--only {wanted} matches no cell of this scenario")
+        raise ConfigError(f"--only {only_text(only)} matches no cell of this scenario")
     return chosen
 
 

@@ -30,7 +30,7 @@ from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
 from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
-from harness.models.catalog import CLASSIFICATION_MODELS, all_models, default_input_size
+from harness.models.catalog import CLASSIFICATION_MODELS, all_models
 from harness.options import problem
 from harness.scenario.rules import ScenarioName
 
@@ -416,14 +416,15 @@ class ScenarioFile(_Strict):
     def _each_model_once(cls, models: list[ModelSpec]) -> list[ModelSpec]:
         # Spelling out a model's own input size is the same model: its cells would run twice.
         seen: dict[tuple[str, int | None, bool], int] = {}
+        catalogue = all_models()
         for i, model in enumerate(models):
-            family, size = all_models()[model.name]
+            family, size = catalogue[model.name]
             if family in FIXED_SIZE_FAMILIES and model.input_size not in (None, size):
                 # its cell failed at run time ("Wrong image height! Expected 224 but got 32!"); checked for a
                 # file, not in ModelSpec, which also reads the records of bundles that hold such a cell
                 raise ValueError(f"[{i}] {model.name} takes input size {size} only (torchvision builds it for that "
                                  f"size); input_size is {model.input_size}")
-            key = (model.name, model.input_size or default_input_size(model.name), model.pretrained)
+            key = (model.name, model.input_size or size, model.pretrained)
             if key in seen:
                 raise ValueError(f"[{i}] repeats models[{seen[key]}]: {model.name} at input size {key[1]}"
                                  f"{', pretrained' if model.pretrained else ''}")
