@@ -255,7 +255,7 @@ def _executor(request: RunRequest, device: str, probe: ProbeAnswer, backends: li
     if request.jobs == 1:
         return Serial(parents)
     return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ),
-                                quota=slots.cpu_quota()), parents)
+                                quota=slots.cpu_quota(), gpu_order=slot_gpu_order(os.environ)), parents)
 
 
 def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> list[str]:
@@ -263,13 +263,25 @@ def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> li
     process was given where CUDA_VISIBLE_DEVICES restricts it (a slot's value replaces it), else
     those the system description lists, else as many as torch counted (a resume has no system
     description: it counted them as one)."""
-    given = [part.strip() for part in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    given = _given_gpus(environ)
     if given:
         return given
     gpus = probe.gpu_indices() or [str(index) for index in range(probe.cuda_devices)]
     if device == "cuda" and not gpus:
         return ["0"]  # nothing asked of the machine: a resume with nothing left to run
     return gpus
+
+
+def slot_gpu_order(environ: Mapping[str, str]) -> str | None:
+    """The CUDA_DEVICE_ORDER the indices of `slot_gpus` are in: PCI_BUS_ID where they are NVML's
+    (the system description's, which NVML numbers by PCI address; CUDA numbers the fastest first by
+    default, so on a machine of mixed GPUs a slot ran on another GPU than the one recorded), None
+    where they are the ones this process was given (read in its own CUDA_DEVICE_ORDER)."""
+    return None if _given_gpus(environ) else "PCI_BUS_ID"
+
+
+def _given_gpus(environ: Mapping[str, str]) -> list[str]:
+    return [part.strip() for part in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:

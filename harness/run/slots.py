@@ -27,6 +27,7 @@ class Slot:
     index: int
     cpus: tuple[int, ...] = ()
     gpu: str | None = None  # an index or UUID as CUDA_VISIBLE_DEVICES takes it
+    gpu_order: str | None = None  # CUDA_DEVICE_ORDER that `gpu` is an index in; None: the worker's
 
     def environment(self, given: Mapping[str, str] | None = None) -> dict[str, str]:
         """What the slot sets in its cell's environment, over `given` (the worker's otherwise): a
@@ -42,6 +43,8 @@ class Slot:
                        TVM_BIND_THREADS="0")
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
+            if self.gpu_order is not None:
+                env["CUDA_DEVICE_ORDER"] = self.gpu_order
         return env
 
     def record(self) -> dict[str, object]:
@@ -55,7 +58,9 @@ def usable_cores() -> list[int]:
 #: Thread counts a slot sets to its cores, or keeps where the worker's environment asks for fewer.
 THREAD_COUNTS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: What a slot sets in its cell's environment whatever the scenario's `env:` said: refused there with --jobs.
-SLOT_VARIABLES = ("FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES")
+SLOT_VARIABLES = ("FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+#: Those of them a slot sets on a GPU run only.
+GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
 def _count(text: str | None) -> int | None:
@@ -69,7 +74,7 @@ def check_jobs(jobs: int, env: Sequence[str] = (), device: str = "auto") -> None
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: give 1 or more")
     taken = [name for name in (item.partition("=")[0] for item in env)
-             if name in SLOT_VARIABLES and not (name == "CUDA_VISIBLE_DEVICES" and device == "cpu")]
+             if name in SLOT_VARIABLES and not (name in GPU_VARIABLES and device == "cpu")]
     if jobs > 1 and taken:
         raise ConfigError(f"--jobs {jobs}: the scenario's env sets {', '.join(taken)}, which each job's slot sets "
                           "for its own cores and GPU; leave it out of env:, or run with --jobs 1")
@@ -112,11 +117,13 @@ def cpu_quota(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
 
 
 def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
-         siblings_of: Callable[[int], set[int]] = siblings, quota: float | None = None) -> list[Slot]:
+         siblings_of: Callable[[int], set[int]] = siblings, quota: float | None = None,
+         gpu_order: str | None = None) -> list[Slot]:
     """`jobs` disjoint slots of the machine, cut by physical core (two slots never share one through
     its SMT siblings: Linux numbers a core's second thread apart from its first, so a cut of the
     sorted CPUs put one thread of every core in each slot); a clear error where it has too few
-    physical cores or GPUs."""
+    physical cores or GPUs. `gpus` are indices in `gpu_order` (CUDA_DEVICE_ORDER; None: the
+    worker's own)."""
     check_jobs(jobs)
     if device == "cuda" and jobs > len(gpus):
         raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
@@ -131,7 +138,8 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
     if quota is not None:  # as many cores as the quota's share: more threads than that only wait for it
         share = min(share, max(int(quota // jobs), 1))
     return [Slot(index=k, cpus=tuple(sorted(cpu for group in physical[k * share:(k + 1) * share] for cpu in group)),
-                 gpu=gpus[k] if device == "cuda" else None) for k in range(jobs)]
+                 gpu=gpus[k] if device == "cuda" else None, gpu_order=gpu_order if device == "cuda" else None)
+            for k in range(jobs)]
 
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "fusionbench-cores"

@@ -72,6 +72,24 @@ def test_the_gpus_jobs_hands_out_are_the_ones_this_process_was_given() -> None:
     assert slot_gpus(ProbeAnswer(device="cpu"), "cpu", {}) == []
 
 
+def test_a_slot_numbers_the_machines_gpus_as_nvml_does_and_the_given_ones_as_the_process_does() -> None:
+    """The GPUs a slot is handed are NVML's indices (PCI order); CUDA numbers the fastest first by
+    default, so on a machine of mixed GPUs slot 0 ran on another GPU than the one recorded. Those
+    this process was given (CUDA_VISIBLE_DEVICES) are read in its own CUDA_DEVICE_ORDER."""
+    from harness.run.runner import slot_gpu_order
+
+    assert slot_gpu_order({}) == "PCI_BUS_ID"
+    assert slot_gpu_order({"CUDA_VISIBLE_DEVICES": "2,3", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}) is None
+    gpu = slots.plan(2, "cuda", [0, 1, 2, 3], ["0", "1"], gpu_order="PCI_BUS_ID")
+    assert gpu[1].environment()["CUDA_VISIBLE_DEVICES"] == "1"
+    assert gpu[1].environment()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert "CUDA_DEVICE_ORDER" not in slots.plan(2, "cuda", [0, 1, 2, 3], ["2", "3"])[0].environment()
+    assert "CUDA_DEVICE_ORDER" not in slots.plan(2, "cpu", [0, 1, 2, 3], [], gpu_order="PCI_BUS_ID")[0].environment()
+    with pytest.raises(ConfigError, match="env sets CUDA_DEVICE_ORDER"):
+        slots.check_jobs(2, ["CUDA_DEVICE_ORDER=FASTEST_FIRST"], "cuda")
+    slots.check_jobs(2, ["CUDA_DEVICE_ORDER=FASTEST_FIRST"], "cpu")
+
+
 def test_slots_are_cut_by_physical_core_never_splitting_a_cores_smt_siblings() -> None:
     """Linux numbers a core's second thread apart from its first (cores 0-3, their siblings 4-7): a cut
     of the sorted CPUs gave slot 0 the CPUs 0-3 and slot 1 their siblings 4-7, every core shared."""
