@@ -336,11 +336,11 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_models(args: argparse.Namespace, console: Console) -> int:
-    from harness.models.catalog import all_models
+    from harness.models.catalog import all_models, input_sizes_text
     from harness.models.extra_models import EXTRA_MODELS, input_shape
 
     table = Table(title="Zoo: random weights unless pretrained: true (torchvision classifiers only)")
-    for column in ("model", "family", "input (one sample, default size)", "about"):
+    for column in ("model", "family", "input (one sample, default size)", "input sizes", "about"):
         table.add_column(column)
     models = all_models()
     shown = 0
@@ -350,7 +350,8 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
         extra = EXTRA_MODELS.get(name)
         shape = input_shape(name, size) if extra else (1, 3, size, size)
         kind = extra.input_kind if extra else "image"
-        table.add_row(name, family, f"{kind} {list(shape)}", extra.about if extra else "torchvision classifier")
+        table.add_row(name, family, f"{kind} {list(shape)}", input_sizes_text(name),
+                      extra.about if extra else "torchvision classifier")
         shown += 1
     if shown == 0:
         families = sorted({f for f, _ in models.values()})

@@ -92,6 +92,51 @@ CLASSIFICATION_MODELS: dict[str, tuple[str, int]] = {
 }
 
 
+#: The smallest input size a scenario may give any model.
+INPUT_SIZE_FLOOR = 16
+#: The input sizes a model's forward takes, (smallest, largest or None), where they are not every size
+#: from INPUT_SIZE_FLOOR up: a cell at another size failed at run time, after its model was
+#: built. Measured with random weights on the CPU, each size from 16 to 128 and around the others
+#: (tests/unit/test_zoo.py runs each bound and the size beyond it).
+INPUT_SIZE_LIMITS: dict[str, tuple[int, int | None]] = {
+    # pooling or a kernel larger than what five downsamplings leave
+    "alexnet": (63, None),
+    **{f"convnext_{v}": (32, None) for v in ("tiny", "small", "base", "large")},
+    **{f"densenet{v}": (29, None) for v in (121, 161, 169, 201)},
+    "inception_v3": (75, None),
+    "squeezenet1_0": (21, None),
+    "squeezenet1_1": (17, None),
+    **{f"vgg{v}{bn}": (32, None) for v in (11, 13, 16, 19) for bn in ("", "_bn")},
+    # built for one size: ViT's position embeddings; MaxViT's attention grid of 7 (every size from 16 to 448 tried)
+    **{name: (224, 224) for name in ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32")},
+    "vit_h_14": (518, 518),
+    "maxvit_t": (221, 224),
+    # the extra models: a weight's width, BERT's 512 positions, wav2vec 2.0's 400-sample receptive field
+    "pattern_matmul_relu": (1024, 1024),
+    "mmoe_small": (100, 100),
+    "bert_base": (16, 512),
+    "wav2vec2_base": (400, None),
+}
+
+
+def input_size_refusal(name: str, size: int) -> str | None:
+    """Why `name` cannot run at input size `size`, or None where its forward takes it."""
+    low, high = INPUT_SIZE_LIMITS.get(name, (INPUT_SIZE_FLOOR, None))
+    if low <= size and (high is None or size <= high):
+        return None
+    if low == high:
+        return f"{name} takes input size {low} only; input_size is {size}"
+    if high is None:
+        return f"{name} takes input sizes from {low} (its forward fails below); input_size is {size}"
+    return f"{name} takes input sizes {low} to {high}; input_size is {size}"
+
+
+def input_sizes_text(name: str) -> str:
+    """The input sizes `name` takes, as `fusionbench models` lists them."""
+    low, high = INPUT_SIZE_LIMITS.get(name, (INPUT_SIZE_FLOOR, None))
+    return f"{low} only" if low == high else f"{low} and up" if high is None else f"{low} to {high}"
+
+
 def all_models() -> dict[str, tuple[str, int]]:
     """Every model the zoo offers, name -> (family, default input size): torchvision's
     classifiers above, then the pattern micro-models and non-vision models of

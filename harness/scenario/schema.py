@@ -30,7 +30,7 @@ from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
 from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
-from harness.models.catalog import CLASSIFICATION_MODELS, all_models
+from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, input_size_refusal
 from harness.options import problem
 from harness.scenario.rules import ScenarioName
 
@@ -70,7 +70,6 @@ def closest(word: str, choices: list[str]) -> str:
 
 
 #: Model families torchvision builds for their default input size only.
-FIXED_SIZE_FAMILIES = ("vision_transformer", "maxvit")  # position embeddings; MaxViT's grid (at 256: a shape error)
 
 
 class _Strict(BaseModel):
@@ -93,7 +92,7 @@ class ModelSpec(_Strict):
         False, description="load torchvision's pretrained weights (needs network); random weights otherwise"
     )
     input_size: int | None = Field(
-        None, ge=16, le=1_000_000,
+        None, ge=INPUT_SIZE_FLOOR, le=1_000_000,
         description="image side in pixels, sequence length, feature count or audio samples, as the model's "
         "input kind says (`fusionbench models`); default: the model's own",
     )
@@ -418,12 +417,12 @@ class ScenarioFile(_Strict):
         seen: dict[tuple[str, int | None, bool], int] = {}
         catalogue = all_models()
         for i, model in enumerate(models):
-            family, size = catalogue[model.name]
-            if family in FIXED_SIZE_FAMILIES and model.input_size not in (None, size):
+            size = catalogue[model.name][1]
+            refusal = None if model.input_size is None else input_size_refusal(model.name, model.input_size)
+            if refusal:
                 # its cell failed at run time ("Wrong image height! Expected 224 but got 32!"); checked for a
                 # file, not in ModelSpec, which also reads the records of bundles that hold such a cell
-                raise ValueError(f"[{i}] {model.name} takes input size {size} only (torchvision builds it for that "
-                                 f"size); input_size is {model.input_size}")
+                raise ValueError(f"[{i}] {refusal}")
             key = (model.name, model.input_size or size, model.pretrained)
             if key in seen:
                 raise ValueError(f"[{i}] repeats models[{seen[key]}]: {model.name} at input size {key[1]}"

@@ -294,11 +294,17 @@ def test_the_allocators_variable_in_env_needs_allocator_system(tmp_path: Path) -
 
 
 def test_a_model_built_for_one_input_size_is_refused_another_at_load(tmp_path: Path) -> None:
-    """vit_b_16 at 32 made a bundle whose cell failed at run time ('Wrong image height! Expected 224')."""
+    """vit_b_16 at 32 made a bundle whose cell failed at run time ('Wrong image height! Expected 224');
+    so did inception_v3 at 32, BERT beyond its 512 positions and the MMoE at another feature count."""
     text = GOOD.replace("  - resnet18\n", "  - {name: vit_b_16, input_size: 32}\n")
-    assert ":2: models[0]: vit_b_16 takes input size 224 only (torchvision builds it for that size)" in error_of(tmp_path, text)
+    assert ":2: models[0]: vit_b_16 takes input size 224 only; input_size is 32" in error_of(tmp_path, text)
+    assert ":2: models[0]: inception_v3 takes input sizes from 75 (its forward fails below); input_size is 32" in error_of(
+        tmp_path, GOOD.replace("  - resnet18\n", "  - {name: inception_v3, input_size: 32}\n"))
+    assert ":2: models[0]: bert_base takes input sizes 16 to 512; input_size is 1024" in error_of(
+        tmp_path, GOOD.replace("  - resnet18\n", "  - {name: bert_base, input_size: 1024}\n"))
+    assert load_text(tmp_path, GOOD.replace("  - resnet18\n", "  - {name: inception_v3, input_size: 75}\n"))
     assert load_text(tmp_path, GOOD.replace("  - resnet18\n", "  - {name: vit_b_16, input_size: 224}\n"))
-    assert ":2: models[0]: maxvit_t takes input size 224 only" in error_of(
+    assert ":2: models[0]: maxvit_t takes input sizes 221 to 224; input_size is 256" in error_of(
         tmp_path, GOOD.replace("  - resnet18\n", "  - {name: maxvit_t, input_size: 256}\n"))
     # a bundle an older harness wrote with such a cell still reads: the check is the file's, not the record's
     from harness.scenario.cell_config import CellConfig

@@ -12,7 +12,7 @@ from PIL import Image
 
 from harness.errors import HarnessError
 from harness.models import zoo
-from harness.models.catalog import CLASSIFICATION_MODELS
+from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, INPUT_SIZE_LIMITS
 
 
 def test_catalog_matches_installed_torchvision() -> None:
@@ -78,3 +78,40 @@ def test_random_weights_compute_a_non_degenerate_function(name: str) -> None:
     assert float((logits[0] - logits[1]).abs().max()) > 1e-3, "the output must depend on the input"
     again = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))
+
+
+#: One model of each kind of limit (the rest of a family share its layers up to the failing one;
+#: vit_h_14, 632M weights, is left out for its build time).
+LIMITS_RUN = ["alexnet", "convnext_tiny", "densenet121", "inception_v3", "squeezenet1_0", "squeezenet1_1", "vgg11",
+              "vit_b_32", "maxvit_t", "pattern_matmul_relu", "mmoe_small", "bert_base", "wav2vec2_base"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIMITS_RUN)
+def test_a_models_input_size_limits_are_where_its_forward_starts_and_stops_working(name: str) -> None:
+    """The scenario refuses sizes outside INPUT_SIZE_LIMITS at load; each bound runs and the size
+    beyond it fails, so the table neither refuses a size that runs nor lets one through that fails."""
+    low, high = INPUT_SIZE_LIMITS[name]
+    model = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
+
+    def runs(size: int) -> bool:
+        sample = zoo.make_samples(1, model=name, input_size=size, device="cpu", dtype="fp32")[0]
+        try:
+            with torch.no_grad():
+                model(sample)
+        except (RuntimeError, ValueError, AssertionError):
+            return False
+        return True
+
+    assert runs(low)
+    assert low == INPUT_SIZE_FLOOR or not runs(low - 1)
+    if high is not None:
+        assert runs(high) if high != low else True
+        assert not runs(high + 1)
+
+
+def test_every_limited_model_is_in_the_zoo() -> None:
+    from harness.models.catalog import all_models
+
+    assert set(INPUT_SIZE_LIMITS) <= set(all_models())
+    assert set(LIMITS_RUN) <= set(INPUT_SIZE_LIMITS)
