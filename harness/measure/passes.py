@@ -18,24 +18,26 @@ from typing import Any
 
 from harness.bundle.cell_record import Kernels
 from harness.contract import CpuKernelTimes, Prepared
+from harness.fusion import FusionReport
+from harness.measure.plugin_answers import asked
 
 
 def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path) -> dict[str, Any]:
     """Kernels per inference and the fusion report. Never timed."""
-    result: dict[str, Any] = {"fusion_report": prepared.fusion_report().to_json()}
+    result: dict[str, Any] = {"fusion_report": asked(prepared, "fusion_report", (FusionReport,)).to_json()}
     if device == "cuda":
         result.update(_cuda_kernels(prepared, batch, iters, workdir))
     else:
-        count = prepared.cpu_dispatches(batch)
+        count = asked(prepared, "cpu_dispatches", (int, type(None)), batch)
         result.update(
             {
                 "kernels_per_inference": count,
                 "kernel_count_method": "cpu dispatches: " + (prepared.dispatch_definition or "undefined"),
                 "kernel_time_method": prepared.kernel_time_definition or "not measured by this backend",
-                **cpu_kernel_figures(prepared.cpu_kernel_times(batch)),
+                **cpu_kernel_figures(asked(prepared, "cpu_kernel_times", (CpuKernelTimes, type(None)), batch)),
             }
         )
-    result["backend_figures"] = prepared.profile_figures(batch)
+    result["backend_figures"] = asked(prepared, "profile_figures", (dict,), batch)
     return result
 
 

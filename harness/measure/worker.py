@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness import allocator, artifact_cache, registry
+from harness import allocator, artifact_cache, contract, registry
 from harness.bundle.cell_record import (
     Accuracy,
     ComplianceOutcome,
@@ -51,7 +51,7 @@ from harness.bundle.cell_record import (
 )
 from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
-from harness.measure import cell_model, protocol, trust
+from harness.measure import cell_model, plugin_answers, protocol, trust
 from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
 from harness.scenario.cell_config import CellConfig
 
@@ -268,8 +268,8 @@ def _measure(
             metrics.latency_agreement = trust.overlap_explained(metrics.latency_agreement, metrics.loadgen,
                                                                 metrics.time_split, device)
         metrics.math_mode = MathMode.model_validate(
-            precision.math_record(dtype, device, precision.torch_math_state(), prepared.math_mode()))
-        metrics.rewrites = prepared.rewrites()
+            precision.math_record(dtype, device, precision.torch_math_state(), plugin_answers.asked(prepared, "math_mode", (dict,))))
+        metrics.rewrites = plugin_answers.asked(prepared, "rewrites", (dict,))
     finally:
         prepared.close()
     # The pass's child (CUDA cells) prepares its own copy of the model: this process's copy, its inputs,
@@ -303,7 +303,8 @@ def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, ex
     """The backend's search for faster code (`Backend.tune`), timed on its own before `prepare`; a
     backend with nothing to tune records nothing."""
     with clock.phase(protocol.TUNE):
-        tuning = backend.tune(model, example, **cell_model.backend_arguments(cell, request, backend, workdir))
+        tuning = plugin_answers.returned(backend, "tune", backend.tune(
+            model, example, **cell_model.backend_arguments(cell, request, backend, workdir)), (contract.Tuning, type(None)))
     if tuning is not None:
         metrics.tuning = Tuning.model_validate({**dataclasses.asdict(tuning),
                                                 "tuning_s": clock.durations_s[protocol.TUNE.name]})
@@ -315,7 +316,8 @@ def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any,
     `prepare_s` less what the backend measured as its one-time work for the machine (the
     `toolchain` phase)."""
     with clock.phase(protocol.PREPARE):
-        prepared = backend.prepare(model, example, **cell_model.backend_arguments(cell, request, backend, workdir))
+        prepared = plugin_answers.returned(backend, "prepare", backend.prepare(
+            model, example, **cell_model.backend_arguments(cell, request, backend, workdir)), (contract.Prepared,))
     clock.move(prepared.toolchain_s, protocol.PREPARE, protocol.TOOLCHAIN)
     metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
     metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words

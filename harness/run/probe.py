@@ -41,18 +41,34 @@ class ProbeRequest(pydantic.BaseModel):
 
 def _backend_report(name: str, device: str) -> dict[str, Any]:
     from harness import registry
+    from harness.contract import Availability
 
+    def unavailable(why: str) -> dict[str, Any]:
+        return {"available": False, "reason": f"backend {name!r} {why}", "versions": {}}
+
+    # a broken plugin must not take the run down: it is reported as unavailable, saying where it broke
     try:
         backend = registry.load(name)()
+    except Exception as exc:
+        return unavailable(f"failed to load: {type(exc).__name__}: {exc}")
+    where = type(backend).__name__
+    try:
         availability = backend.availability(device)
+    except Exception as exc:
+        return unavailable(f"{where}.availability() raised {type(exc).__name__}: {exc}")
+    if not isinstance(availability, Availability):
+        return unavailable(f"{where}.availability() returned {type(availability).__name__}; it returns an Availability")
+    try:
         versions = backend.versions() if availability.ok else {}
-        return {
-            "available": availability.ok,
-            "reason": availability.reason,
-            "versions": {str(name): str(version) for name, version in versions.items()},
-        }
-    except Exception as exc:  # a broken plugin must not take the run down: report it as unavailable
-        return {"available": False, "reason": f"backend {name!r} failed to load: {type(exc).__name__}: {exc}", "versions": {}}
+    except Exception as exc:
+        return unavailable(f"{where}.versions() raised {type(exc).__name__}: {exc}")
+    if not isinstance(versions, Mapping):
+        return unavailable(f"{where}.versions() returned {type(versions).__name__}; it returns a dict")
+    return {
+        "available": availability.ok,
+        "reason": availability.reason,
+        "versions": {str(name): str(version) for name, version in versions.items()},
+    }
 
 
 def noise_probe_s(environ: Mapping[str, str] = os.environ) -> float:

@@ -8,6 +8,7 @@ from typing import Any
 from harness import precision, registry
 from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import lookup
+from harness.contract import Availability
 from harness.errors import BackendFailed
 from harness.models.zoo import missing_requirement
 from harness.scenario.cells import Cell
@@ -33,15 +34,30 @@ def skip_reason(cell: Cell, backends: Mapping[str, BackendReport], capabilities:
     missing = missing_requirement(config.model.name)
     if missing:
         return missing
-    backend = registry.load(config.backend)()
     try:
+        backend = registry.load(config.backend)()
         variant = backend.variant(config.variant.fusion, config.variant.options, config.variant.graphs)
     except BackendFailed:
         return None  # options the scenario loader let through and the backend refuses: the cell fails, saying so
+    except Exception as exc:  # a plugin's own fault is its cells' reason, not the run's end
+        return f"backend {config.backend!r} could not make the cell's variant: {type(exc).__name__}: {exc}"
     if variant.graphs == "on":
         if config.device != "cuda":
             return "graphs: CUDA graphs need a GPU (device cuda)"
         if not backend.cuda_graphs:
             return f"graphs: {backend.name} has no CUDA-graph variant (its backend does not declare cuda_graphs)"
-    support = backend.supports(variant, config.dtype, config.device)
+    return _refusal(backend, variant, config.dtype, config.device)
+
+
+def _refusal(backend: Any, variant: Any, dtype: str, device: str) -> str | None:
+    """The backend's own refusal of the variant (`Backend.supports`), or None; a `supports` that
+    raises or answers no Availability (a stub copied as `...` returns None) is the plugin's fault,
+    said as the cells' reason: it stopped the run with a traceback and left its bundle running."""
+    where = f"{type(backend).__name__}.supports()"
+    try:
+        support = backend.supports(variant, dtype, device)
+    except Exception as exc:
+        return f"{where} raised {type(exc).__name__}: {exc}"
+    if not isinstance(support, Availability):
+        return f"{where} returned {type(support).__name__}; it returns an Availability (harness/contract.py)"
     return None if support.ok else support.reason

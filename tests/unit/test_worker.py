@@ -61,9 +61,16 @@ def cell_for(backend: str, scenario: str = "SingleStream") -> CellConfig:
     return config.model_copy(update={"backend": backend})
 
 
+class UnpreparedBackend(RaisingBackend):
+    name = "unprepared"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        return model  # type: ignore[no-any-return]  # the model itself, not a Prepared: a plugin's slip
+
+
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend}
+    fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend, "unprepared": UnpreparedBackend}
     monkeypatch.setattr(registry, "load", lambda name: fakes[name])
 
 
@@ -81,6 +88,15 @@ def test_exception_in_prepare_fails_the_cell_naming_the_phase(
     assert answer["reasons"] == ["prepare: RuntimeError: compiler exploded"]
     assert {"import", "build", "reference", "prepare"} <= set(answer["phases_s"])
     assert answer["environment"]["backend_versions"] == {"fake": "1"}
+
+
+def test_a_prepare_that_returns_no_prepared_fails_the_cell_naming_the_method(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It failed as "prepare: AttributeError: 'ResNet' object has no attribute 'toolchain_s'"."""
+    answer = run(tmp_path, cell_for("unprepared"), monkeypatch)
+    assert answer["status"] == "failed"
+    assert answer["reasons"] == ["prepare: UnpreparedBackend.prepare() returned ResNet; it returns Prepared (harness/contract.py)"]
 
 
 @pytest.mark.slow

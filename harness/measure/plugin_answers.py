@@ -1,0 +1,38 @@
+"""What a backend's `Prepared` answers the passes, checked: a method that raises or returns another
+type than the contract's fails the cell naming the method and what it returns (an optional stub
+copied as `...` returned None and the cell failed with "profile: TypeError: 'NoneType' object is
+not iterable", naming nothing)."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from harness.errors import BackendFailed
+
+#: Where the contract says what each method returns.
+CONTRACT = "harness/contract.py"
+
+
+def asked(prepared: Any, method: str, returns: tuple[type, ...], *args: Any) -> Any:
+    """`prepared.<method>(*args)`, checked to be one of `returns` (a bool is no int); BackendFailed
+    naming the method where it raises (its traceback printed to the worker's log) or returns
+    anything else. A BackendFailed it raises is its own refusal, passed on as it is."""
+    try:
+        value = getattr(prepared, method)(*args)
+    except BackendFailed:
+        raise
+    except Exception as exc:  # the plugin's own fault: the log keeps where, the cell says which method
+        traceback.print_exc()
+        raise BackendFailed(f"{type(prepared).__name__}.{method}() raised {type(exc).__name__}: {exc}") from None
+    return returned(prepared, method, value, returns)
+
+
+def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> Any:
+    """`value`, which `owner.<method>()` returned, where it is one of `returns` (a bool is no int);
+    BackendFailed naming the method otherwise."""
+    if not isinstance(value, returns) or (isinstance(value, bool) and bool not in returns):
+        expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in returns)
+        raise BackendFailed(f"{type(owner).__name__}.{method}() returned {type(value).__name__}; it returns "
+                            f"{expected} ({CONTRACT})")
+    return value

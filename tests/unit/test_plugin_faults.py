@@ -1,0 +1,121 @@
+"""A plugin's own faults (a method that raises, or returns what the contract does not say, as the
+optional stubs of docs/adding_a_backend.md copied as `...` return None) are said as its cells'
+reason, naming the method: they stopped the run with a traceback (`supports`), called the module
+"failed to load" (`availability`, `versions`), or failed the cell naming nothing ("profile:
+TypeError: 'NoneType' object is not iterable")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness import registry
+from harness.bundle.header_record import BackendReport
+from harness.contract import Availability, Backend, CpuKernelTimes
+from harness.errors import BackendFailed
+from harness.fusion import FusionReport
+from harness.measure.plugin_answers import asked
+from harness.run.probe import _backend_report
+from harness.run.skips import skip_reason
+from harness.scenario.cells import expand
+from tests.unit.test_cells import resolved
+
+
+class _Answers:
+    def fusion_report(self) -> Any:
+        return FusionReport(kernels=(), source="none")
+
+    def math_mode(self) -> Any:
+        return None
+
+    def cpu_dispatches(self, batch: Any) -> Any:
+        return True
+
+    def cpu_kernel_times(self, batch: Any) -> Any:
+        return CpuKernelTimes(calls=(), wall_ns=1.0)
+
+    def rewrites(self) -> Any:
+        raise KeyError("freezing")
+
+    def profile_figures(self, batch: Any) -> Any:
+        raise BackendFailed("no profiler in this build")
+
+
+def test_a_prepared_methods_wrong_answer_fails_its_cell_naming_the_method(capsys: pytest.CaptureFixture[str]) -> None:
+    prepared = _Answers()
+    assert asked(prepared, "fusion_report", (FusionReport,)).kernels == ()
+    assert asked(prepared, "cpu_kernel_times", (CpuKernelTimes, type(None)), 0).wall_ns == 1.0
+    with pytest.raises(BackendFailed, match=r"^_Answers\.math_mode\(\) returned NoneType; it returns dict "
+                                            r"\(harness/contract\.py\)$"):
+        asked(prepared, "math_mode", (dict,))
+    with pytest.raises(BackendFailed, match=r"^_Answers\.cpu_dispatches\(\) returned bool; it returns int or None"):
+        asked(prepared, "cpu_dispatches", (int, type(None)), 0)
+    with pytest.raises(BackendFailed, match=r"^_Answers\.rewrites\(\) raised KeyError: 'freezing'$"):
+        asked(prepared, "rewrites", (dict,))
+    assert "KeyError: 'freezing'" in capsys.readouterr().err  # the traceback, for the worker's log
+    with pytest.raises(BackendFailed, match="^no profiler in this build$"):  # the plugin's own refusal, as it is
+        asked(prepared, "profile_figures", (dict,), 0)
+
+
+class _Broken(Backend):
+    name = "broken"
+    answer: Any = None
+
+    def availability(self, device: str) -> Any:
+        return Availability.yes()
+
+    def versions(self) -> Any:
+        return {"broken": "1"}
+
+    def supports(self, variant: Any, dtype: str, device: str) -> Any:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def prepare(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("never prepared")
+
+
+def test_a_supports_that_raises_or_answers_none_is_its_cells_reason_not_the_runs_end(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "load", lambda name: _Broken)
+    cell = expand(resolved(), "cpu")[0]
+    available = {cell.config.backend: BackendReport(available=True, reason="")}
+    assert skip_reason(cell, available, []) == (
+        "_Broken.supports() returned NoneType; it returns an Availability (harness/contract.py)")
+    monkeypatch.setattr(_Broken, "answer", TypeError("supports() takes 3 positional arguments but 4 were given"))
+    assert skip_reason(cell, available, []) == (
+        "_Broken.supports() raised TypeError: supports() takes 3 positional arguments but 4 were given")
+    monkeypatch.setattr(_Broken, "answer", Availability.no("fp32 only"))
+    assert skip_reason(cell, available, []) == "fp32 only"
+    monkeypatch.setattr(_Broken, "answer", Availability.yes())
+    assert skip_reason(cell, available, []) is None
+
+
+def test_the_probe_says_which_method_of_a_loaded_plugin_broke(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An availability() or versions() that raised was reported as the module failing to load."""
+    monkeypatch.setattr(registry, "load", lambda name: _Broken)
+    assert _backend_report("broken", "cpu") == {"available": True, "reason": "", "versions": {"broken": "1"}}
+
+    def raising(self: Any, device: str) -> Any:
+        raise ImportError("libmylib.so: cannot open shared object file")
+
+    monkeypatch.setattr(_Broken, "availability", raising)
+    assert _backend_report("broken", "cpu")["reason"] == (
+        "backend 'broken' _Broken.availability() raised ImportError: libmylib.so: cannot open shared object file")
+    monkeypatch.setattr(_Broken, "availability", lambda self, device: None)
+    assert _backend_report("broken", "cpu")["reason"] == (
+        "backend 'broken' _Broken.availability() returned NoneType; it returns an Availability")
+    monkeypatch.setattr(_Broken, "availability", lambda self, device: Availability.yes())
+    monkeypatch.setattr(_Broken, "versions", lambda self: ["1.0"])
+    assert _backend_report("broken", "cpu") == {
+        "available": False, "reason": "backend 'broken' _Broken.versions() returned list; it returns a dict", "versions": {}}
+
+    def unloadable(name: str) -> Any:
+        raise ModuleNotFoundError("No module named 'mylib'")
+
+    monkeypatch.setattr(registry, "load", unloadable)
+    assert _backend_report("broken", "cpu")["reason"] == (
+        "backend 'broken' failed to load: ModuleNotFoundError: No module named 'mylib'")
