@@ -119,3 +119,21 @@ def test_the_probe_says_which_method_of_a_loaded_plugin_broke(monkeypatch: pytes
     monkeypatch.setattr(registry, "load", unloadable)
     assert _backend_report("broken", "cpu")["reason"] == (
         "backend 'broken' failed to load: ModuleNotFoundError: No module named 'mylib'")
+
+
+def test_the_guides_skeleton_runs_as_written() -> None:
+    """Its section 1 did not import (BackendOptions and Literal were in comments), and its optional
+    stubs, copied as `...`, returned None."""
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[2] / "docs" / "adding_a_backend.md").read_text()
+    start = guide.index("```python\n", guide.index("## 1. The contract")) + len("```python\n")
+    namespace: dict[str, Any] = {}
+    code = compile(guide[start:guide.index("```\n", start)], "adding_a_backend.md", "exec", dont_inherit=True)
+    exec(code, namespace)  # noqa: S102 - the project's own guide, as a reader copies it
+    backend = namespace["MyBackend"]()
+    assert isinstance(backend, Backend) and backend.options_model().level == "fast"
+    assert backend.supports(None, "fp32", "cpu") == Availability.yes() and backend.tune(
+        None, None, device="cpu", dtype="fp32", variant=None, workdir=None, cache_dir=None) is None
+    prepared = namespace["MyPrepared"]
+    assert (prepared.rewrites(None), prepared.math_mode(None), prepared.profile_figures(None, None)) == ({}, {}, {})
