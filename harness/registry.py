@@ -52,12 +52,25 @@ def _entry_points() -> dict[str, EntryPoint]:
         declared += source_entry_points()
     for ep in declared:
         if ep.name in found and found[ep.name].value != ep.value:
-            raise ConfigError(
-                f"two installed packages register the backend {ep.name!r}: "
-                f"{found[ep.name].value} and {ep.value}; uninstall one"
-            )
+            both = (found[ep.name], ep)
+            commands = " or ".join(f"pip uninstall {name}" for name in map(_distribution_name, both) if name)
+            raise ConfigError(f"two installed packages register the backend {ep.name!r}: "
+                              f"{' and '.join(map(_package, both))}; uninstall one" + (f" ({commands})" if commands else ""))
         found[ep.name] = ep
     return found
+
+
+def _distribution_name(ep: EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return str(dist.metadata["Name"]) if dist is not None else None
+
+
+def _package(ep: EntryPoint) -> str:
+    """The package that registers `ep`, as pip names it, with its version and the class it points at."""
+    dist = getattr(ep, "dist", None)
+    if dist is None:  # read from the checkout's pyproject.toml
+        return f"this checkout ({ep.value})"
+    return f"{dist.metadata['Name']} {dist.version} ({ep.value})"
 
 
 def names() -> list[str]:

@@ -91,3 +91,23 @@ def test_pyproject_entry_points_are_read_as_declared(tmp_path: Path) -> None:
     pyproject.write_text('[project]\nname = "x"\n[project.entry-points."fusionbench.backends"]\nmine = "pkg.mod:Mine"\n')
     assert registry.source_entry_points(pyproject) == [EntryPoint("mine", "pkg.mod:Mine", registry.GROUP)]
     assert registry.source_entry_points(tmp_path / "missing.toml") == []
+
+
+def test_two_packages_registering_one_backend_are_named_as_pip_knows_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal gave the two classes' module paths ('fb_dupe.backend:Other'), not the packages to
+    uninstall."""
+    for package, version, target in (("fb-first", "1.0", "fb_first.backend:First"), ("fb-dupe", "0.2", "fb_dupe.backend:Other")):
+        info = tmp_path / f"{package.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+        (info / "entry_points.txt").write_text(f"[{registry.GROUP}]\ndupe = {target}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.names()
+    message = str(refused.value)
+    assert message.startswith("two installed packages register the backend 'dupe': ")
+    assert "fb-first 1.0 (fb_first.backend:First)" in message and "fb-dupe 0.2 (fb_dupe.backend:Other)" in message
+    assert message.endswith("; uninstall one (pip uninstall fb-first or pip uninstall fb-dupe)") or message.endswith(
+        "; uninstall one (pip uninstall fb-dupe or pip uninstall fb-first)")  # in the order they are found
