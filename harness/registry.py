@@ -62,15 +62,17 @@ def _entry_points() -> dict[str, EntryPoint]:
 
 def _distribution_name(ep: EntryPoint) -> str | None:
     dist = getattr(ep, "dist", None)
-    return str(dist.metadata["Name"]) if dist is not None else None
+    name = dist.metadata["Name"] if dist is not None else None
+    return str(name) if name else None
 
 
 def _package(ep: EntryPoint) -> str:
     """The package that registers `ep`, as pip names it, with its version and the class it points at."""
     dist = getattr(ep, "dist", None)
-    if dist is None:  # read from the checkout's pyproject.toml
-        return f"this checkout ({ep.value})"
-    return f"{dist.metadata['Name']} {dist.version} ({ep.value})"
+    name = _distribution_name(ep)
+    if dist is None or name is None:  # read from the checkout's pyproject.toml, or a package with no name
+        return f"{'this checkout' if dist is None else 'a package without a name'} ({ep.value})"
+    return f"{name} {dist.version} ({ep.value})"
 
 
 def names() -> list[str]:

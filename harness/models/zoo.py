@@ -44,7 +44,8 @@ def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: s
 
     torch.manual_seed(seed)
     try:
-        model = torchvision.models.get_model(name, weights="DEFAULT" if pretrained else None)
+        model = torchvision.models.get_model(name, weights="DEFAULT" if pretrained else None,
+                                             **({} if pretrained else random_weights_arguments(name)))
     except (OSError, RuntimeError, ValueError) as exc:
         if not pretrained:
             raise
@@ -56,6 +57,14 @@ def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: s
     if not pretrained:
         _condition_random_weights(model, CLASSIFICATION_MODELS[name][1], seed)
     return model.eval().to(device=device, dtype=torch_dtype(dtype))
+
+
+def random_weights_arguments(name: str) -> dict[str, Any]:
+    """What torchvision builds `name` with when no weights set it: a ViT for its catalogue input
+    size, which its default weights set (vit_h_14's 518; without weights torchvision built it for
+    224, and a random-weight cell at its catalogue size failed)."""
+    family, size = CLASSIFICATION_MODELS[name]
+    return {"image_size": size} if family == "vision_transformer" else {}
 
 
 def _condition_random_weights(model: Any, input_size: int, seed: int) -> None:

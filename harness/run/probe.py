@@ -57,13 +57,14 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
     except Exception as exc:
         return unavailable(f"{where}.availability() raised {type(exc).__name__}: {exc}")
     if not isinstance(availability, Availability):
-        return unavailable(f"{where}.availability() returned {type(availability).__name__}; it returns an Availability")
+        return unavailable(f"{where}.availability() returned {type(availability).__name__}; it returns an Availability "
+                           "(harness/contract.py)")
     try:
         versions = backend.versions() if availability.ok else {}
     except Exception as exc:
         return unavailable(f"{where}.versions() raised {type(exc).__name__}: {exc}")
     if not isinstance(versions, Mapping):
-        return unavailable(f"{where}.versions() returned {type(versions).__name__}; it returns a dict")
+        return unavailable(f"{where}.versions() returned {type(versions).__name__}; it returns a dict (harness/contract.py)")
     return {
         "available": availability.ok,
         "reason": availability.reason,

@@ -26,7 +26,7 @@ from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.reporting.report import REPORT_HTML, REPORT_MD
 from harness.scenario.loading import resolved
-from harness.scenario.schema import BackendSpec, ScenarioFile
+from harness.scenario.schema import BackendSpec, ModelSpec, ScenarioFile
 
 #: Keys of a stored scenario that bundles of this schema version lack when they were written before
 #: the key existed. The run reads their absence as the harness that wrote the bundle did (no
@@ -81,9 +81,16 @@ class _StoredBackend(BackendSpec):
 
 
 class _StoredScenario(ScenarioFile):
-    """The scenario schema, read from a bundle rather than a file (`_StoredBackend`)."""
+    """The scenario schema, read from a bundle rather than a file (`_StoredBackend`): a model at an
+    input size its forward does not take (written before the file's check) fails its cells again,
+    and the bundle's other cells still run."""
 
     backends: list[_StoredBackend] = Field(min_length=1, max_length=100)  # type: ignore[assignment]
+
+    @field_validator("models")
+    @classmethod
+    def _sizes_taken(cls, models: list[ModelSpec]) -> list[ModelSpec]:
+        return models
 
 
 def check_scenario(stored: Any, where: str) -> ScenarioFile:

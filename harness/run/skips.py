@@ -34,12 +34,16 @@ def skip_reason(cell: Cell, backends: Mapping[str, BackendReport], capabilities:
     missing = missing_requirement(config.model.name)
     if missing:
         return missing
+    # a plugin's own fault is its cells' reason, not the run's end
     try:
         backend = registry.load(config.backend)()
+    except Exception as exc:
+        return f"backend {config.backend!r} could not be made: {type(exc).__name__}: {exc}"
+    try:
         variant = backend.variant(config.variant.fusion, config.variant.options, config.variant.graphs)
     except BackendFailed:
         return None  # options the scenario loader let through and the backend refuses: the cell fails, saying so
-    except Exception as exc:  # a plugin's own fault is its cells' reason, not the run's end
+    except Exception as exc:
         return f"backend {config.backend!r} could not make the cell's variant: {type(exc).__name__}: {exc}"
     if variant.graphs == "on":
         if config.device != "cuda":

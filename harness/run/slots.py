@@ -48,7 +48,7 @@ class Slot:
         return env
 
     def record(self) -> dict[str, object]:
-        return {"index": self.index, "cpus": list(self.cpus), "gpu": self.gpu}
+        return {"index": self.index, "cpus": list(self.cpus), "gpu": self.gpu, "gpu_order": self.gpu_order}
 
 
 def usable_cores() -> list[int]:

@@ -69,8 +69,6 @@ def closest(word: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
 
 
-#: Model families torchvision builds for their default input size only.
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
@@ -418,16 +416,23 @@ class ScenarioFile(_Strict):
         catalogue = all_models()
         for i, model in enumerate(models):
             size = catalogue[model.name][1]
-            refusal = None if model.input_size is None else input_size_refusal(model.name, model.input_size)
-            if refusal:
-                # its cell failed at run time ("Wrong image height! Expected 224 but got 32!"); checked for a
-                # file, not in ModelSpec, which also reads the records of bundles that hold such a cell
-                raise ValueError(f"[{i}] {refusal}")
             key = (model.name, model.input_size or size, model.pretrained)
             if key in seen:
                 raise ValueError(f"[{i}] repeats models[{seen[key]}]: {model.name} at input size {key[1]}"
                                  f"{', pretrained' if model.pretrained else ''}")
             seen[key] = i
+        return models
+
+    @field_validator("models")
+    @classmethod
+    def _sizes_taken(cls, models: list[ModelSpec]) -> list[ModelSpec]:
+        """A model at an input size its forward does not take failed its cell at run time ("Wrong
+        image height! Expected 224 but got 32!"). The file's check, not ModelSpec's: the records of
+        bundles that hold such a cell still read, and a killed one still resumes."""
+        for i, model in enumerate(models):
+            refusal = None if model.input_size is None else input_size_refusal(model.name, model.input_size)
+            if refusal:
+                raise ValueError(f"[{i}] {refusal}")
         return models
 
     @field_validator("backends")

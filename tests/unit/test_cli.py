@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,8 @@ def test_models_and_family_filter(capsys: pytest.CaptureFixture[str]) -> None:
     for family in ("nope", ""):  # an empty family is none, not every model
         assert main(["models", "--family", family]) == 2
         assert "families:" in capsys.readouterr().err
+    assert main(["models", "--family", "inception"]) == 0  # the sizes a scenario may ask of it
+    assert re.search(r"inception_v3 .* 75 and up ", capsys.readouterr().out)
 
 
 def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:

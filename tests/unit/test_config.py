@@ -312,3 +312,9 @@ def test_a_model_built_for_one_input_size_is_refused_another_at_load(tmp_path: P
     cell = expand(resolved(load_text(tmp_path, GOOD), "s"), "cpu")[0].config.recorded()
     cell["model"] = {"name": "vit_b_16", "input_size": 32, "pretrained": False}
     assert CellConfig.model_validate(cell).model.input_size == 32
+    # and a killed one resumes: its other cells run, its cells at that size fail again with the reason
+    from harness.run.resumable import check_scenario
+
+    stored = resolved(load_text(tmp_path, GOOD.replace("  - resnet18\n", "  - {name: alexnet, input_size: 63}\n")), "s")
+    stored["models"][0]["input_size"] = 32
+    assert check_scenario(stored, "bundle.json").models[0].input_size == 32

@@ -107,11 +107,12 @@ def test_the_probe_says_which_method_of_a_loaded_plugin_broke(monkeypatch: pytes
         "backend 'broken' _Broken.availability() raised ImportError: libmylib.so: cannot open shared object file")
     monkeypatch.setattr(_Broken, "availability", lambda self, device: None)
     assert _backend_report("broken", "cpu")["reason"] == (
-        "backend 'broken' _Broken.availability() returned NoneType; it returns an Availability")
+        "backend 'broken' _Broken.availability() returned NoneType; it returns an Availability (harness/contract.py)")
     monkeypatch.setattr(_Broken, "availability", lambda self, device: Availability.yes())
     monkeypatch.setattr(_Broken, "versions", lambda self: ["1.0"])
     assert _backend_report("broken", "cpu") == {
-        "available": False, "reason": "backend 'broken' _Broken.versions() returned list; it returns a dict", "versions": {}}
+        "available": False, "reason": "backend 'broken' _Broken.versions() returned list; it returns a dict (harness/contract.py)",
+        "versions": {}}
 
     def unloadable(name: str) -> Any:
         raise ModuleNotFoundError("No module named 'mylib'")
@@ -137,3 +138,24 @@ def test_the_guides_skeleton_runs_as_written() -> None:
         None, None, device="cpu", dtype="fp32", variant=None, workdir=None, cache_dir=None) is None
     prepared = namespace["MyPrepared"]
     assert (prepared.rewrites(None), prepared.math_mode(None), prepared.profile_figures(None, None)) == ({}, {}, {})
+
+
+def test_the_profile_pass_asks_each_method_through_the_check(tmp_path: Any) -> None:
+    """The check must be where the passes call the methods, not beside them."""
+    from harness.measure import passes
+
+    class Stub(_Answers):
+        dispatch_definition = kernel_time_definition = "stub"
+
+        def rewrites(self) -> Any:
+            return {}
+
+        def profile_figures(self, batch: Any) -> Any:
+            return None
+
+    with pytest.raises(BackendFailed, match=r"^Stub\.cpu_dispatches\(\) returned bool"):
+        passes.profile(Stub(), None, 1, "cpu", tmp_path)
+    monkeypatched = Stub()
+    monkeypatched.cpu_dispatches = lambda batch: 7  # type: ignore[method-assign]
+    with pytest.raises(BackendFailed, match=r"^Stub\.profile_figures\(\) returned NoneType; it returns dict"):
+        passes.profile(monkeypatched, None, 1, "cpu", tmp_path)

@@ -85,6 +85,7 @@ def test_a_slot_numbers_the_machines_gpus_as_nvml_does_and_the_given_ones_as_the
     assert gpu[1].environment()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert "CUDA_DEVICE_ORDER" not in slots.plan(2, "cuda", [0, 1, 2, 3], ["2", "3"])[0].environment()
     assert "CUDA_DEVICE_ORDER" not in slots.plan(2, "cpu", [0, 1, 2, 3], [], gpu_order="PCI_BUS_ID")[0].environment()
+    assert gpu[1].record()["gpu_order"] == "PCI_BUS_ID"  # the cell's node says which order its gpu is in
     with pytest.raises(ConfigError, match="env sets CUDA_DEVICE_ORDER"):
         slots.check_jobs(2, ["CUDA_DEVICE_ORDER=FASTEST_FIRST"], "cuda")
     slots.check_jobs(2, ["CUDA_DEVICE_ORDER=FASTEST_FIRST"], "cpu")
@@ -129,3 +130,23 @@ def test_a_cgroup_cpu_quota_bounds_the_jobs(tmp_path: Path) -> None:
     assert slots.plan(2, "cpu", list(range(64)), [], quota=4.0)[1].environment()["OMP_NUM_THREADS"] == "2"
     with pytest.raises(ConfigError, match=r"--jobs 16: this process may use 4 CPUs' worth .* give at most 4"):
         slots.plan(16, "cpu", list(range(64)), [], quota=4.0)
+
+
+def test_the_run_hands_its_slots_the_order_their_gpus_are_numbered_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import ExitStack
+    from types import SimpleNamespace
+
+    from harness.run import runner
+    from harness.run.probe_answer import ProbeAnswer
+
+    planned: list[dict[str, object]] = []
+    monkeypatch.setattr(slots, "plan", lambda *args, **kwargs: planned.append(kwargs) or [])
+    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
+    monkeypatch.setattr(runner, "LocalPool", lambda planned_slots, parents: planned_slots)
+    request = SimpleNamespace(jobs=2, fresh_workers=True)
+    probe = ProbeAnswer(device="cuda", cuda_devices=2)
+    for environ, order in (({}, "PCI_BUS_ID"), ({"CUDA_VISIBLE_DEVICES": "1,0"}, None)):
+        monkeypatch.setattr(runner.os, "environ", environ)
+        with ExitStack() as closing:
+            runner._executor(request, "cuda", probe, ["eager"], closing)  # type: ignore[arg-type]
+        assert planned.pop()["gpu_order"] == order

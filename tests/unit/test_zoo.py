@@ -115,3 +115,13 @@ def test_every_limited_model_is_in_the_zoo() -> None:
 
     assert set(INPUT_SIZE_LIMITS) <= set(all_models())
     assert set(LIMITS_RUN) <= set(INPUT_SIZE_LIMITS)
+
+
+def test_a_random_weight_vit_is_built_for_its_catalogue_size() -> None:
+    """vit_h_14's default weights set 518; without them torchvision built it for 224, so a random-weight
+    cell at its catalogue size (518, the only one INPUT_SIZE_LIMITS lets through) failed."""
+    for name in ("vit_h_14", "vit_b_16"):
+        with torch.device("meta"):
+            model = torchvision.models.get_model(name, weights=None, **zoo.random_weights_arguments(name))
+        assert model.image_size == CLASSIFICATION_MODELS[name][1] == INPUT_SIZE_LIMITS[name][0]
+    assert zoo.random_weights_arguments("resnet18") == {}
