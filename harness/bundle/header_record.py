@@ -144,7 +144,7 @@ class PlannedCell(Part):
 class BundleHeader(Part):
     """`bundle.json`: what ran, on what, by which harness, and the cells it planned."""
 
-    schema_version: Literal[9]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[10]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     run_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,100}$")]
     created: str
     state: State
@@ -152,6 +152,10 @@ class BundleHeader(Part):
     command: list[str] | None = None
     scenario_file: str | None = None
     input_folder: str | None = None
+    #: SHA-256 of what the cells read from the input folder (its labels file, then each image they
+    #: read, name and bytes: harness/run/preflight.py `inputs_sha256`); None for synthetic inputs and
+    #: in bundles before schema 10
+    inputs_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")] | None = None
     scenario: dict[str, Any]
     scenario_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     device: Literal["cpu", "cuda"]

@@ -52,6 +52,11 @@ History:
   `cell_id`): a v9 cell has a v8 cell's id, and `compare` pairs them. The roofline's `weight_bytes`
   count the weights the forward reads. A v8 record upgrades unchanged: it never read the counters,
   so its `memory_traffic` is absent (null), which says nothing about the traffic.
+- v10: bundle.json records `inputs_sha256`, the SHA-256 of what the cells read from a scenario's
+  input folder (its labels file and the images they read, names and bytes), so that a resume whose
+  folder now holds other images is refused. A v9 header upgrades unchanged: its `inputs_sha256`
+  is absent (null), and a resume of it checks that the folder holds images, as it did; cells are
+  unchanged.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -101,9 +106,9 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
 HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                  6: _unchanged, 7: _unchanged, 8: _unchanged}
+                                  6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged}
 CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                6: _unchanged, 7: _unchanged, 8: _unchanged}
+                                6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

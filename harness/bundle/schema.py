@@ -380,20 +380,31 @@ def _cell_v8() -> dict[str, Any]:
 
 
 def _bundle_v9() -> dict[str, Any]:
+    """As generated from the typed header when v10 replaced it."""
+    return _frozen("bundle-v9.schema.json")
+
+
+def _cell_v9() -> dict[str, Any]:
+    """As generated from the typed cell record when v10 replaced it."""
+    return _frozen("cell-v9.schema.json")
+
+
+def _bundle_v10() -> dict[str, Any]:
     """Generated from the typed header (harness/bundle/header_record.py)."""
     return BundleHeader.model_json_schema(mode="validation")
 
 
-def _cell_v9() -> dict[str, Any]:
+def _cell_v10() -> dict[str, Any]:
     """Generated from the typed record every reader uses: what validate accepts, they can read."""
     return CellRecord.model_json_schema(mode="validation")
 
 
 _BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3, ("bundle", 4): _bundle_v4,
              ("bundle", 5): _bundle_v5, ("bundle", 6): _bundle_v6, ("bundle", 7): _bundle_v7, ("bundle", 8): _bundle_v8,
-             ("bundle", 9): _bundle_v9,
+             ("bundle", 9): _bundle_v9, ("bundle", 10): _bundle_v10,
              ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3, ("cell", 4): _cell_v4, ("cell", 5): _cell_v5,
-             ("cell", 6): _cell_v6, ("cell", 7): _cell_v7, ("cell", 8): _cell_v8, ("cell", 9): _cell_v9}
+             ("cell", 6): _cell_v6, ("cell", 7): _cell_v7, ("cell", 8): _cell_v8, ("cell", 9): _cell_v9,
+             ("cell", 10): _cell_v10}
 
 
 def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:

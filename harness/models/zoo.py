@@ -139,6 +139,18 @@ def _synthetic(count: int, seed: int, size: int, device: str, dtype: str) -> lis
     return [img.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous() for img in images]
 
 
+def folder_images(folder: Path, count: int, labels: str | None = None) -> list[Path]:
+    """The images a cell reads from `folder`, in the order it reads them: the first `count` in name
+    order, or in the labels file's order (LoadGen's sample k is its line k)."""
+    from harness.models.labels import read_labels
+
+    if not folder.is_dir():
+        raise HarnessError(f"input folder {folder} does not exist")
+    if labels:
+        return [folder / name for name, _ in read_labels(folder / labels)[:count]]
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+
+
 def _from_folder(folder: Path, count: int, model: str, size: int, device: str, dtype: str,
                  labels: str | None = None) -> list[Any]:
     """The folder's images in name order, or in the labels file's order (LoadGen's sample k is
@@ -146,14 +158,7 @@ def _from_folder(folder: Path, count: int, model: str, size: int, device: str, d
     from PIL import Image
     from torchvision.models import get_model_weights
 
-    from harness.models.labels import read_labels
-
-    if not folder.is_dir():
-        raise HarnessError(f"input folder {folder} does not exist")
-    if labels:
-        files = [folder / name for name, _ in read_labels(folder / labels)[:count]]
-    else:
-        files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+    files = folder_images(folder, count, labels)
     if not files:
         raise HarnessError(f"input folder {folder} has no {'/'.join(IMAGE_SUFFIXES)} images")
     weights = get_model_weights(model).DEFAULT

@@ -380,6 +380,9 @@ def _facts(header: BundleHeader) -> list[tuple[str, object]]:
         ("GPU driver", gpu.driver), ("in a container", container.in_container),
         ("container image", container.image), ("container image id", container.image_id),
         ("container digest", container.image_digest), ("container base", container.base),
+        # the images an input folder held (its path is the cells' config): a resume refuses others,
+        # and two runs on other images under the same names are told apart here
+        ("input images (SHA-256)", header.inputs_sha256[:12] if header.inputs_sha256 else None),
     ]
 
 

@@ -7,13 +7,15 @@ ConfigError that names what to fix.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from pathlib import Path
 
 from harness.bundle.confine import output_path
 from harness.errors import ConfigError, HarnessError
 from harness.models.labels import output_classes, read_labels
-from harness.models.zoo import IMAGE_SUFFIXES
+from harness.models.zoo import IMAGE_SUFFIXES, folder_images
 from harness.run.isolation import MIB
 from harness.scenario.schema import FolderInputs, ScenarioFile
 
@@ -62,6 +64,26 @@ def check_inputs(scenario: ScenarioFile, folder: Path) -> None:
     if missing:
         raise ConfigError(f"inputs.labels: {labels} lists {len(missing)} image(s) that are not files in {folder}, "
                           f"the first {missing[0]!r}")
+
+
+def inputs_sha256(scenario: ScenarioFile, folder: str | None) -> str | None:
+    """SHA-256 of what the cells read from the input folder: the labels file, then each image they
+    read, in their order, as its name and its bytes (a resume or a second run that reads other
+    images under the same names is told apart); None for synthetic inputs."""
+    inputs = scenario.inputs
+    if folder is None or not isinstance(inputs, FolderInputs):
+        return None
+    digest = hashlib.sha256()
+    try:
+        files = [Path(folder) / inputs.labels] if inputs.labels else []
+        for file in files + folder_images(Path(folder), inputs.samples, inputs.labels):
+            with file.open("rb") as stream:  # its name and length first: no two lists hash alike
+                digest.update(f"{file.name}\0{os.fstat(stream.fileno()).st_size}\0".encode())
+                while block := stream.read(1 << 20):
+                    digest.update(block)
+    except (OSError, HarnessError) as exc:
+        raise ConfigError(f"inputs.path: {folder}: cannot read what the cells read ({exc})") from None
+    return digest.hexdigest()
 
 
 def writable(out_dir: Path, option: str = "--out") -> Path:

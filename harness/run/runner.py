@@ -98,6 +98,20 @@ def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict
                           f"{only_text(bundle.header.get('only') or {})}")
 
 
+def _refuse_other_inputs(bundle: Bundle, scenario: ScenarioFile, folder: str) -> None:
+    """ConfigError where the input folder no longer holds what the run's cells read: a resume
+    would set cells measured on other images beside them (a bundle written before schema 10
+    recorded no digest: its folder is checked to hold images only)."""
+    recorded = bundle.header.get("inputs_sha256")
+    if recorded is None:
+        return
+    now = preflight.inputs_sha256(scenario, folder)
+    if now != recorded:
+        raise ConfigError(f"--resume {bundle.root}: {folder} no longer holds what the run's cells read (the SHA-256 of "
+                          f"its labels file and images was {recorded[:12]}..., now {str(now)[:12]}...); put those "
+                          "inputs back, or start a new run")
+
+
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved, scenario = _open_or_plan(request, closing)
     names = sorted({b.name for b in scenario.backends})
@@ -106,10 +120,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
         input_folder = preflight.input_folder(scenario, request.scenario_path.parent)
+        inputs_sha256 = preflight.inputs_sha256(scenario, input_folder)
     else:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began
             preflight.check_inputs(scenario, Path(input_folder))
+            _refuse_other_inputs(bundle, scenario, input_folder)
     # before the probe and the folders, as the other refusals here
     slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
@@ -161,6 +177,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "command": sys.argv,
                 "scenario_file": str(request.scenario_path),
                 "input_folder": input_folder,
+                "inputs_sha256": inputs_sha256,
                 "scenario": resolved,
                 "scenario_sha256": scenario_file.sha256(resolved),
                 "device": device,

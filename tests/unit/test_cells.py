@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.errors import ConfigError
 from harness.scenario.cells import expand, parse_only, select
 from harness.scenario.schema import ScenarioFile
@@ -106,7 +107,7 @@ def test_variants_that_differ_only_in_an_option_are_told_apart_where_the_run_sho
                                                      "resnet18 inductor fusion-on layout_optimization=False Offline cpu fp32 b8"]
     records = [CellRecord.model_validate({
         "id": c.id, "label": c.label, "config": c.config.recorded(), "status": "skipped", "reasons": ["x"], "metrics": {},
-        "wall_s": 0.0, "schema_version": 9, "started": "t", "finished": "t"}) for c in cells]
+        "wall_s": 0.0, "schema_version": SCHEMA_VERSION, "started": "t", "finished": "t"}) for c in cells]
     console = Console(width=300, record=True)
     console.print(summary_table(records))
     assert "inductor fusion-on layout_optimization=False" in console.export_text()
@@ -171,7 +172,7 @@ def test_the_runs_summary_tells_apart_cells_of_another_input_size_or_weights() -
                     models=["resnet18", {"name": "resnet18", "input_size": 160}, {"name": "resnet18", "pretrained": True}])
     records = [CellRecord.model_validate({
         "id": c.id, "label": c.label, "config": c.config.recorded(), "status": "skipped", "reasons": ["x"], "metrics": {},
-        "wall_s": 0.0, "schema_version": 9, "started": "t", "finished": "t"}) for c in expand(data, "cpu")]
+        "wall_s": 0.0, "schema_version": SCHEMA_VERSION, "started": "t", "finished": "t"}) for c in expand(data, "cpu")]
     console = Console(width=300, record=True)
     console.print(summary_table(records))
     shown = console.export_text()

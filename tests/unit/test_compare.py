@@ -138,6 +138,8 @@ def test_system_differences_list_what_changed() -> None:
     assert ("package torch", "2.11.0", "2.14.1") in rows and ("package onnx", "1.0", "-") in rows
     assert ("package tvm", "-", "0.27") in rows
     assert system_differences(a, a) == []
+    other_images = system_differences(header(inputs_sha256="a" * 64), header(inputs_sha256="b" * 64))
+    assert other_images == [("input images (SHA-256)", "a" * 12, "b" * 12)]
 
 
 def test_two_images_differ_by_the_layers_that_differ() -> None:

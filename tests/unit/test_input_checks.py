@@ -173,3 +173,66 @@ def test_a_labels_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path, capsys:
     os.mkfifo(tmp_path / "images" / LABELS)  # read without care, it would wait for a writer forever
     message = refused(tmp_path, capsys, f"{{source: folder, path: images, labels: {LABELS}}}")
     assert "not a regular file" in message
+
+
+def test_the_inputs_digest_changes_with_what_the_cells_read_and_only_with_that(tmp_path: Path) -> None:
+    from harness.run.preflight import inputs_sha256
+    from harness.scenario.loading import parse
+    from tests.labelled_images import relabel
+
+    folder = draw(tmp_path / "images", 6)
+    scenario = parse((SCENARIO + f"inputs: {{source: folder, path: images, labels: {LABELS}, samples: 4}}\n").encode(),
+                     "s.yaml")
+    first = inputs_sha256(scenario, str(folder))
+    assert first is not None and len(first) == 64
+    (folder / "notes.txt").write_text("not read by any cell")
+    (folder / "ILSVRC2012_val_00000006.png").write_bytes(b"the fifth and sixth images are past samples: 4")
+    assert inputs_sha256(scenario, str(folder)) == first
+    relabel(folder, [1, 2, 3, 4, 5, 6])
+    relabelled = inputs_sha256(scenario, str(folder))
+    assert relabelled != first
+    (folder / "ILSVRC2012_val_00000002.png").write_bytes((folder / "ILSVRC2012_val_00000001.png").read_bytes())
+    assert inputs_sha256(scenario, str(folder)) not in (first, relabelled)
+    unlabelled = parse((SCENARIO + "inputs: {source: folder, path: images, samples: 2}\n").encode(), "s.yaml")
+    assert inputs_sha256(unlabelled, str(folder)) is not None
+    assert inputs_sha256(parse(SCENARIO.encode(), "s.yaml"), None) is None  # synthetic inputs
+
+
+def test_resume_refuses_a_folder_that_no_longer_holds_what_the_run_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume read whatever images the folder held by then, under the same names, and set its cells
+    beside the ones measured on the first images."""
+    import json
+    import shutil
+
+    from harness.bundle import manifest
+    from harness.bundle.migrations import upgraded_cell, upgraded_header
+    from harness.run.preflight import inputs_sha256
+    from harness.run.resumable import check_scenario
+    from tests.unit.test_validate import tree_digest
+
+    root = tmp_path / "bundle"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "mlperf", root)
+    for cell in (root / "cells").glob("*.json"):  # upgraded to the version this harness writes, so it resumes
+        cell.write_text(json.dumps(upgraded_cell(json.loads(cell.read_text()), cell.name)))
+    images = draw(tmp_path / "images", 1024)
+    header = upgraded_header(json.loads((root / "bundle.json").read_text()))
+    header["input_folder"] = str(images)
+    header["inputs_sha256"] = inputs_sha256(check_scenario(header["scenario"], "bundle.json"), str(images))
+    (root / "bundle.json").write_text(json.dumps(header))
+    gone, kept = (cell["id"] for cell in header["cells"])
+    _keep_labels_scoring_as_recorded(root, kept)
+    (root / "cells" / f"{gone}.json").unlink()
+    shutil.rmtree(root / "cells" / gone)
+    manifest.write(root)
+    with pytest.raises(AssertionError, match="the cells started"):  # the same images: the resume goes on
+        main(["run", "--resume", str(root), "--no-cache"])
+    capsys.readouterr()
+    (images / "ILSVRC2012_val_00000007.png").write_bytes((images / "ILSVRC2012_val_00000008.png").read_bytes())
+    before = tree_digest(root)
+    code = main(["run", "--resume", str(root), "--no-cache"])
+    printed = capsys.readouterr()
+    assert code == 2, printed.err
+    assert f"{images} no longer holds what the run's cells read (the SHA-256 of its labels file and images was " \
+           f"{header['inputs_sha256'][:12]}..., now " in printed.err, printed.err
+    assert tree_digest(root) == before

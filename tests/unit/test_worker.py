@@ -68,9 +68,22 @@ class UnpreparedBackend(RaisingBackend):
         return model  # type: ignore[no-any-return]  # the model itself, not a Prepared: a plugin's slip
 
 
+class _NoMathMode(_Wrapped):
+    def math_mode(self) -> Any:
+        return None  # the guide's optional stub, copied as `...`
+
+
+class NoMathModeBackend(RaisingBackend):
+    name = "no-math-mode"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        return _NoMathMode(model)
+
+
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend, "unprepared": UnpreparedBackend}
+    fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend, "unprepared": UnpreparedBackend,
+             "no-math-mode": NoMathModeBackend}
     monkeypatch.setattr(registry, "load", lambda name: fakes[name])
 
 
@@ -97,6 +110,16 @@ def test_a_prepare_that_returns_no_prepared_fails_the_cell_naming_the_method(
     answer = run(tmp_path, cell_for("unprepared"), monkeypatch)
     assert answer["status"] == "failed"
     assert answer["reasons"] == ["prepare: UnpreparedBackend.prepare() returned ResNet; it returns Prepared (harness/contract.py)"]
+
+
+@pytest.mark.slow
+def test_a_math_mode_that_answers_none_fails_the_cell_naming_the_method(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It failed as "TypeError: 'NoneType' object is not iterable", naming nothing."""
+    answer = run(tmp_path, cell_for("no-math-mode"), monkeypatch)
+    assert answer["status"] == "failed"
+    assert answer["reasons"][0].endswith(": _NoMathMode.math_mode() returned NoneType; it returns dict (harness/contract.py)")
 
 
 @pytest.mark.slow
