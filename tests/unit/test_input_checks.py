@@ -118,32 +118,45 @@ def test_resume_checks_the_input_folder_again_and_leaves_the_bundle_as_it_was(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The folder a bundle's run read can change before it is resumed: a cell left to run is not
     started on a folder it would fail on."""
-    import json
-    import shutil
-
-    from harness.bundle import manifest
-    from harness.bundle.migrations import upgraded_cell, upgraded_header
     from tests.unit.test_validate import tree_digest
 
-    root = tmp_path / "bundle"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "mlperf", root)
-    for cell in (root / "cells").glob("*.json"):  # upgraded to the version this harness writes, so it resumes
-        cell.write_text(json.dumps(upgraded_cell(json.loads(cell.read_text()), cell.name)))
     emptied = tmp_path / "images"
     emptied.mkdir()
-    header = upgraded_header(json.loads((root / "bundle.json").read_text()))
-    header["input_folder"] = str(emptied)
-    (root / "bundle.json").write_text(json.dumps(header))
-    gone, kept = (cell["id"] for cell in header["cells"])
-    _keep_labels_scoring_as_recorded(root, kept)  # what a run of this harness keeps, so the kept cell validates
-    (root / "cells" / f"{gone}.json").unlink()  # a record deleted so that its cell runs again
-    shutil.rmtree(root / "cells" / gone)
-    manifest.write(root)
+    root, _ = _killed_mlperf_run(tmp_path, emptied)
     before = tree_digest(root)
     code = main(["run", "--resume", str(root), "--no-cache"])
     printed = capsys.readouterr()
     assert code == 2 and "inputs.labels" in printed.err and "val_map.txt" in printed.err, printed.err
     assert tree_digest(root) == before
+
+
+def _killed_mlperf_run(tmp_path: Path, folder: Path, digest: bool = False) -> tuple[Path, dict[str, Any]]:
+    """The golden MLPerf bundle, upgraded to the version this harness writes (so that it resumes),
+    reading `folder` (with its digest recorded, where asked), one cell's record deleted so that a
+    resume runs it again: its root and header."""
+    import json
+    import shutil
+
+    from harness.bundle import manifest
+    from harness.bundle.migrations import upgraded_cell, upgraded_header
+    from harness.run.preflight import inputs_sha256
+    from harness.run.resumable import check_scenario
+
+    root = tmp_path / "bundle"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "mlperf", root)
+    for cell in (root / "cells").glob("*.json"):
+        cell.write_text(json.dumps(upgraded_cell(json.loads(cell.read_text()), cell.name)))
+    header = upgraded_header(json.loads((root / "bundle.json").read_text()))
+    header["input_folder"] = str(folder)
+    if digest:
+        header["inputs_sha256"] = inputs_sha256(check_scenario(header["scenario"], "bundle.json"), str(folder))
+    (root / "bundle.json").write_text(json.dumps(header))
+    gone, kept = (cell["id"] for cell in header["cells"])
+    _keep_labels_scoring_as_recorded(root, kept)  # what a run of this harness keeps, so the kept cell validates
+    (root / "cells" / f"{gone}.json").unlink()
+    shutil.rmtree(root / "cells" / gone)
+    manifest.write(root)
+    return root, header
 
 
 def _keep_labels_scoring_as_recorded(root: Path, cell_id: str) -> None:
@@ -202,29 +215,10 @@ def test_resume_refuses_a_folder_that_no_longer_holds_what_the_run_read(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A resume read whatever images the folder held by then, under the same names, and set its cells
     beside the ones measured on the first images."""
-    import json
-    import shutil
-
-    from harness.bundle import manifest
-    from harness.bundle.migrations import upgraded_cell, upgraded_header
-    from harness.run.preflight import inputs_sha256
-    from harness.run.resumable import check_scenario
     from tests.unit.test_validate import tree_digest
 
-    root = tmp_path / "bundle"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "mlperf", root)
-    for cell in (root / "cells").glob("*.json"):  # upgraded to the version this harness writes, so it resumes
-        cell.write_text(json.dumps(upgraded_cell(json.loads(cell.read_text()), cell.name)))
     images = draw(tmp_path / "images", 1024)
-    header = upgraded_header(json.loads((root / "bundle.json").read_text()))
-    header["input_folder"] = str(images)
-    header["inputs_sha256"] = inputs_sha256(check_scenario(header["scenario"], "bundle.json"), str(images))
-    (root / "bundle.json").write_text(json.dumps(header))
-    gone, kept = (cell["id"] for cell in header["cells"])
-    _keep_labels_scoring_as_recorded(root, kept)
-    (root / "cells" / f"{gone}.json").unlink()
-    shutil.rmtree(root / "cells" / gone)
-    manifest.write(root)
+    root, header = _killed_mlperf_run(tmp_path, images, digest=True)
     with pytest.raises(AssertionError, match="the cells started"):  # the same images: the resume goes on
         main(["run", "--resume", str(root), "--no-cache"])
     capsys.readouterr()
