@@ -55,7 +55,7 @@ History:
 - v10: bundle.json records `inputs_sha256`, the SHA-256 of what the cells read from a scenario's
   input folder (its labels file and the images they read, names and bytes), so that a resume whose
   folder now holds other images is refused. A v9 header upgrades unchanged: its `inputs_sha256`
-  is absent (null), and a resume of it checks that the folder holds images, as it did; cells are
+  is absent (null), which says nothing of its images (a v9 bundle is read, not resumed); cells are
   unchanged.
 """
 

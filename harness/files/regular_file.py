@@ -8,15 +8,16 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from harness.errors import HarnessError
 
 
-def read_regular(path: Path, where: str, *, max_bytes: int, error: type[HarnessError] = HarnessError,
-                 follow_links: bool = False) -> bytes:
-    """The bytes of the regular file at `path`; `error` naming `where` for a missing file, a link
-    (unless `follow_links`: a file the user names may be one), a FIFO or other special file, or one
-    over `max_bytes`."""
+def open_regular(path: Path, where: str, *, error: type[HarnessError] = HarnessError,
+                 follow_links: bool = False) -> BinaryIO:
+    """The regular file at `path`, open for reading; `error` naming `where` for a missing file, a
+    link (unless `follow_links`: a file the user names may be one), or a FIFO or other special file
+    (refused at once, never waited on)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -26,13 +27,21 @@ def read_regular(path: Path, where: str, *, max_bytes: int, error: type[HarnessE
         if exc.errno == errno.ELOOP:
             raise error(f"{where}: is a symbolic link; only regular files are read") from None
         raise error(f"{where}: unreadable ({exc.strerror})") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory in words of its own
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a directory in words of its own
         os.close(fd)
         raise error(f"{where}: not a regular file (a FIFO, device, socket or directory); refused")
-    with os.fdopen(fd, "rb") as handle:
-        if info.st_size > max_bytes:
-            raise error(f"{where}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: Path, where: str, *, max_bytes: int, error: type[HarnessError] = HarnessError,
+                 follow_links: bool = False) -> bytes:
+    """The bytes of the regular file at `path`; `error` naming `where` for a missing file, a link
+    (unless `follow_links`: a file the user names may be one), a FIFO or other special file, or one
+    over `max_bytes`."""
+    with open_regular(path, where, error=error, follow_links=follow_links) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise error(f"{where}: {size} bytes, over the {max_bytes}-byte limit for this file")
         try:
             data = handle.read(max_bytes + 1)
         except OSError as exc:

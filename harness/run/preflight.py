@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.bundle.confine import output_path
 from harness.errors import ConfigError, HarnessError
+from harness.files.regular_file import open_regular
 from harness.models.labels import output_classes, read_labels
 from harness.models.zoo import IMAGE_SUFFIXES, folder_images
 from harness.run.isolation import MIB
@@ -77,12 +78,16 @@ def inputs_sha256(scenario: ScenarioFile, folder: str | None) -> str | None:
     try:
         files = [Path(folder) / inputs.labels] if inputs.labels else []
         for file in files + folder_images(Path(folder), inputs.samples, inputs.labels):
-            with file.open("rb") as stream:  # its name and length first: no two lists hash alike
+            # a regular file only: a FIFO named like an image held the run before its bundle existed
+            with open_regular(file, str(file), follow_links=True) as stream:
+                # its name and length first: no two lists hash alike
                 digest.update(f"{file.name}\0{os.fstat(stream.fileno()).st_size}\0".encode())
                 while block := stream.read(1 << 20):
                     digest.update(block)
-    except (OSError, HarnessError) as exc:
-        raise ConfigError(f"inputs.path: {folder}: cannot read what the cells read ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"inputs.path: {folder}: cannot read what the cells read ({exc.strerror})") from None
+    except HarnessError as exc:
+        raise ConfigError(f"inputs.path: cannot read what the cells read: {exc}") from None
     return digest.hexdigest()
 
 

@@ -100,11 +100,13 @@ def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict
 
 def _refuse_other_inputs(bundle: Bundle, scenario: ScenarioFile, folder: str) -> None:
     """ConfigError where the input folder no longer holds what the run's cells read: a resume
-    would set cells measured on other images beside them (a bundle written before schema 10
-    recorded no digest: its folder is checked to hold images only)."""
+    would set cells measured on other images beside them, or where the header names the folder
+    without the digest every run of this harness records beside it."""
     recorded = bundle.header.get("inputs_sha256")
     if recorded is None:
-        return
+        raise ConfigError(f"--resume {bundle.root}: bundle.json names the input folder {folder} but records no "
+                          "inputs_sha256 of what its cells read, which a run of this harness records beside it; "
+                          "start a new run")
     now = preflight.inputs_sha256(scenario, folder)
     if now != recorded:
         raise ConfigError(f"--resume {bundle.root}: {folder} no longer holds what the run's cells read (the SHA-256 of "

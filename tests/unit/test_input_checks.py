@@ -230,3 +230,25 @@ def test_resume_refuses_a_folder_that_no_longer_holds_what_the_run_read(
     assert f"{images} no longer holds what the run's cells read (the SHA-256 of its labels file and images was " \
            f"{header['inputs_sha256'][:12]}..., now " in printed.err, printed.err
     assert tree_digest(root) == before
+    # a header naming the folder without the digest: not what a run of this harness writes
+    import json
+
+    from harness.bundle import manifest
+
+    header["inputs_sha256"] = None
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    assert "records no inputs_sha256 of what its cells read" in capsys.readouterr().err
+
+
+def test_a_fifo_named_like_an_image_is_refused_not_waited_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The digest opened each image as a plain file: a FIFO `a.png` beside a real image held the run
+    (before its bundle existed, or a resume holding its bundle's lock) for as long as nobody wrote."""
+    import os
+
+    images = draw(tmp_path / "images", 2)
+    os.mkfifo(images / "a.png")
+    error = refused(tmp_path, capsys, "{source: folder, path: images, samples: 3}")  # after the two drawn
+    assert error == f"inputs.path: cannot read what the cells read: {images / 'a.png'}: not a regular file (a FIFO, " \
+                    "device, socket or directory); refused"
