@@ -12,7 +12,8 @@ Every other figure `compare` judges (harness/metric_table.py: LoadGen's figure, 
 inference, peak memory, compile time, accuracy) is one number a side, with no samples for a rank
 test: B/A beyond the threshold decides ("ratio"), or any change for a count a rerun reproduces
 ("exact"). Each gets better, worse or same by its row's direction, or not comparable with why (one
-cell lacks it, or the cells differ in a setting it depends on: a cold against a warm compile).
+cell lacks it, or the cells differ in a setting it depends on: a cold against a warm compile;
+accuracy between runs whose input folders held other images, by bundle.json's `inputs_sha256`).
 They inform; the label of a pair and the exit code follow device time and failures as before.
 
 Labels: improved, regressed, not significant, not comparable (with why), new failure (valid in A,
@@ -461,4 +462,16 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
         if pairing_key(cell) not in seen:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
                                      verdict="not comparable", why="only in B"))
+    _scored_on_other_images(result.pairs, a.header_record.inputs_sha256, b.header_record.inputs_sha256)
     return result
+
+
+def _scored_on_other_images(pairs: list[Pair], digest_a: str | None, digest_b: str | None) -> None:
+    """Accuracy is not compared between runs that read other images from their input folders (the
+    same path and names, another content): the digests differ. Their times still are: the images'
+    shape is the cells' config."""
+    if digest_a is None or digest_b is None or digest_a == digest_b:
+        return
+    for figure in (f for pair in pairs for f in pair.figures if f.metric == "accuracy"):
+        figure.verdict, figure.ratio = "not comparable", None
+        figure.why = f"the runs read other images (inputs_sha256 A {digest_a[:12]}, B {digest_b[:12]})"

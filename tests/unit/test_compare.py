@@ -508,3 +508,29 @@ def test_a_cell_the_other_bundle_ran_with_other_settings_is_named_so_not_not_run
     assert len(unpaired) == 2 * valid and not any("not run" in line for line in unpaired)
     assert all(line.endswith("ran it with other settings (inputs.samples 16 in A, 8 in B)") for line in unpaired[:valid])
     assert unpaired[valid].endswith("A ran it with other settings (inputs.samples 8 in B, 16 in A)")
+
+
+def test_accuracy_is_not_compared_between_runs_that_read_other_images() -> None:
+    """The same folder path and image names, another content: the times still pair (the shape is the
+    config), the top-1 figures measured nothing alike."""
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    a = load(GOLDEN / "mlperf")
+
+    def reading(digest: str | None) -> Any:
+        return replace(a, header={**a.header, "inputs_sha256": digest})
+
+    def accuracy(comparison: Any) -> list[Figure]:
+        return [f for pair in comparison.pairs for f in pair.figures if f.metric == "accuracy"]
+
+    same = accuracy(compare(reading("a" * 64), reading("a" * 64)))
+    assert same and all(f.verdict == "same" for f in same)
+    other = compare(reading("a" * 64), reading("b" * 64))
+    assert accuracy(other) and all(f.verdict == "not comparable" and f.why == (
+        "the runs read other images (inputs_sha256 A aaaaaaaaaaaa, B bbbbbbbbbbbb)") for f in accuracy(other))
+    assert any(p.median_a_ns for p in other.pairs)  # the times are still judged
+    unknown = accuracy(compare(reading(None), reading("b" * 64)))  # a run before schema 10 recorded none
+    assert all(f.verdict == "same" for f in unknown)
