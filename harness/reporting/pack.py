@@ -221,6 +221,12 @@ def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
     return files
 
 
+def _batches(cells: list[CellRecord]) -> list[int]:
+    """The batch sizes `cells` ran at, each once: a system takes `_b<batch>` only where they are
+    several (two input sizes at one batch were named `_b1` each, which the doc does not say)."""
+    return sorted({cell.config.batch for cell in cells})
+
+
 def _refuse_one_place_for_two(results: list[tuple[str, CellRecord]]) -> None:
     """Two cells of one system, model, scenario and batch (another input size, or pretrained weights
     beside random ones) would be written to one result folder, the second over the first."""
@@ -230,7 +236,8 @@ def _refuse_one_place_for_two(results: list[tuple[str, CellRecord]]) -> None:
         if where in placed:
             raise ConfigError(f"{placed[where].config.shown_label} and {cell.config.shown_label} would both be the "
                               f"result of system {name} for {where[1]} {where[2]}; a submission holds one: pack a "
-                              "bundle of one of them (`fusionbench run --only ...`)")
+                              "bundle that ran one of them (a scenario file listing that input size or those "
+                              "weights alone: `--only` does not select them)")
         placed[where] = cell
 
 
@@ -271,14 +278,15 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
 
     results: list[tuple[str, CellRecord]] = []
     for (system, _model, _scenario), cells in sorted(chosen.items()):
+        batches = _batches(cells)
         for cell in cells:  # several batch sizes of one system, model and scenario: each a system of its own
-            results.append((system if len(cells) == 1 else f"{system}_b{cell.config.batch}", cell))
+            results.append((system if len(batches) == 1 else f"{system}_b{cell.config.batch}", cell))
     _refuse_one_place_for_two(results)
     if division == "closed":
-        several = [f"{system}: {model} {scenario} ran at batch sizes {', '.join(str(c.config.batch) for c in cells)}, "
+        several = [f"{system}: {model} {scenario} ran at batch sizes {', '.join(map(str, _batches(cells)))}, "
                    "each then a system of its own (a closed system submits every scenario at one): pack a bundle of "
                    "one (`fusionbench run --only batch=N`)"
-                   for (system, model, scenario), cells in sorted(chosen.items()) if len(cells) > 1]
+                   for (system, model, scenario), cells in sorted(chosen.items()) if len(_batches(cells)) > 1]
         _refuse_closed(results, info, several)
 
     top = f"{division}/{org}"

@@ -18,7 +18,7 @@ from harness.bundle import manifest
 from harness.bundle.reader import load
 from harness.bundle.snapshot import Snapshot
 from harness.errors import ConfigError
-from harness.reporting.pack import ACCURACY_LOG_LIMIT, pack
+from harness.reporting.pack import ACCURACY_LOG_LIMIT, default_system_base, pack
 from harness.reporting.submission_system import SYSTEM_FIELDS, read_system_info
 from tests.unit.test_validate import tree_digest
 
@@ -203,9 +203,14 @@ def test_two_cells_of_one_system_model_scenario_and_batch_are_refused_not_writte
     twin = json.loads(json.dumps(loaded.cells[eager]))
     twin["config"]["model"]["pretrained"] = not twin["config"]["model"].get("pretrained", False)
     both = replace(loaded, cells=[*loaded.cells, twin])
-    with pytest.raises(ConfigError, match=r"would both be the result of system .* a submission holds one"):
+    with pytest.raises(ConfigError, match=r"would both be the result of system .* a submission holds one") as refused:
         pack(both, tmp_path / "sub", org="Acme")
     assert not (tmp_path / "sub").exists()
+    # the system is named as the doc says (`_b<batch>` only for several batch sizes: it said `_b1` here), and
+    # the advice is one a user can follow (`--only` selects no input size or weights)
+    system = default_system_base(loaded.header)
+    assert f"result of system {system}_eager" in str(refused.value) and "_b" not in str(refused.value).split(" for ")[0]
+    assert "`--only` does not select them" in str(refused.value)
 
 
 def test_a_gpu_result_is_one_accelerators_however_many_the_machine_has() -> None:
