@@ -24,15 +24,28 @@ def asked(prepared: Any, method: str, returns: tuple[type, ...], *args: Any) -> 
         raise
     except Exception as exc:  # the plugin's own fault: the log keeps where, the cell says which method
         traceback.print_exc()
-        raise BackendFailed(f"{type(prepared).__name__}.{method}() raised {type(exc).__name__}: {exc}") from None
+        raise BackendFailed(raised(prepared, method, exc)) from None
     return returned(prepared, method, value, returns)
 
 
 def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> Any:
     """`value`, which `owner.<method>()` returned, where it is one of `returns` (a bool is no int);
     BackendFailed naming the method otherwise."""
-    if not isinstance(value, returns) or (isinstance(value, bool) and bool not in returns):
-        expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in returns)
-        raise BackendFailed(f"{type(owner).__name__}.{method}() returned {type(value).__name__}; it returns "
-                            f"{expected} ({CONTRACT})")
+    wrong = wrong_answer(owner, method, value, returns)
+    if wrong:
+        raise BackendFailed(wrong)
     return value
+
+
+def raised(owner: Any, method: str, exc: Exception) -> str:
+    """What is said of a plugin's method that raised `exc`."""
+    return f"{type(owner).__name__}.{method}() raised {type(exc).__name__}: {exc}"
+
+
+def wrong_answer(owner: Any, method: str, value: Any, returns: tuple[type, ...], expected: str = "") -> str | None:
+    """What is said of `value`, which `owner.<method>()` returned, where it is none of `returns` (a
+    bool is no int), naming what it returns (`expected`, else the types' names); None where it is."""
+    if isinstance(value, returns) and not (isinstance(value, bool) and bool not in returns):
+        return None
+    expected = expected or " or ".join("None" if kind is type(None) else kind.__name__ for kind in returns)
+    return f"{type(owner).__name__}.{method}() returned {type(value).__name__}; it returns {expected} ({CONTRACT})"

@@ -42,6 +42,7 @@ class ProbeRequest(pydantic.BaseModel):
 def _backend_report(name: str, device: str) -> dict[str, Any]:
     from harness import registry
     from harness.contract import Availability
+    from harness.measure import plugin_answers
 
     def unavailable(why: str) -> dict[str, Any]:
         return {"available": False, "reason": f"backend {name!r} {why}", "versions": {}}
@@ -51,20 +52,20 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
         backend = registry.load(name)()
     except Exception as exc:
         return unavailable(f"failed to load: {type(exc).__name__}: {exc}")
-    where = type(backend).__name__
     try:
         availability = backend.availability(device)
     except Exception as exc:
-        return unavailable(f"{where}.availability() raised {type(exc).__name__}: {exc}")
-    if not isinstance(availability, Availability):
-        return unavailable(f"{where}.availability() returned {type(availability).__name__}; it returns an Availability "
-                           "(harness/contract.py)")
+        return unavailable(plugin_answers.raised(backend, "availability", exc))
+    wrong = plugin_answers.wrong_answer(backend, "availability", availability, (Availability,), "an Availability")
+    if wrong:
+        return unavailable(wrong)
     try:
         versions = backend.versions() if availability.ok else {}
     except Exception as exc:
-        return unavailable(f"{where}.versions() raised {type(exc).__name__}: {exc}")
-    if not isinstance(versions, Mapping):
-        return unavailable(f"{where}.versions() returned {type(versions).__name__}; it returns a dict (harness/contract.py)")
+        return unavailable(plugin_answers.raised(backend, "versions", exc))
+    wrong = plugin_answers.wrong_answer(backend, "versions", versions, (Mapping,), "a dict")
+    if wrong:
+        return unavailable(wrong)
     return {
         "available": availability.ok,
         "reason": availability.reason,

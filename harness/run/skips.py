@@ -10,6 +10,7 @@ from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import lookup
 from harness.contract import Availability
 from harness.errors import BackendFailed
+from harness.measure import plugin_answers
 from harness.models.zoo import missing_requirement
 from harness.scenario.cells import Cell
 
@@ -57,11 +58,9 @@ def _refusal(backend: Any, variant: Any, dtype: str, device: str) -> str | None:
     """The backend's own refusal of the variant (`Backend.supports`), or None; a `supports` that
     raises or answers no Availability (a stub copied as `...` returns None) is the plugin's fault,
     said as the cells' reason: it stopped the run with a traceback and left its bundle running."""
-    where = f"{type(backend).__name__}.supports()"
     try:
         support = backend.supports(variant, dtype, device)
     except Exception as exc:
-        return f"{where} raised {type(exc).__name__}: {exc}"
-    if not isinstance(support, Availability):
-        return f"{where} returned {type(support).__name__}; it returns an Availability (harness/contract.py)"
-    return None if support.ok else support.reason
+        return plugin_answers.raised(backend, "supports", exc)
+    return (plugin_answers.wrong_answer(backend, "supports", support, (Availability,), "an Availability")
+            or (None if support.ok else support.reason))

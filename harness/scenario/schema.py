@@ -69,7 +69,6 @@ def closest(word: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
 
 
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
