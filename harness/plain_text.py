@@ -7,6 +7,10 @@ order than it reads). Neither must reach a terminal, a Markdown viewer or a brow
 `visible` writes each such character as its escape (`\\x1b`, `\\u202e`), so the reader sees that
 it was there and nothing acts on it. Markup (Rich's, Markdown's, HTML's) is the caller's to
 escape; this module only decides which characters are shown as codes.
+
+A reason (an exception's message: pydantic's, a compiler's) is prose that often runs over several
+lines; shown on one line (a cell's line, a table cell), `one_line` joins its lines rather than
+showing each break as a code.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ def _code(match: re.Match[str]) -> str:
 def visible(text: object) -> str:
     """`text` on one line, every control, line break and bidirectional character written as its code."""
     return _IN_LINE.sub(_code, str(text))
+
+
+def one_line(text: object) -> str:
+    """Prose written over several lines (an exception's message) on one: each line's indentation and
+    trailing blanks dropped, blank lines left out, the rest joined by " / "; every other unsafe
+    character (a lone CR among them) as `visible` writes it."""
+    lines = (line.strip(" \t").removesuffix("\r").strip(" \t") for line in str(text).split("\n"))
+    return visible(" / ".join(line for line in lines if line))
 
 
 def visible_lines(text: str) -> str:

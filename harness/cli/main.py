@@ -25,7 +25,7 @@ from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
 from harness.cli.path_argument import path_argument
 from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
-from harness.plain_text import visible
+from harness.plain_text import one_line, visible
 from harness.scenario.cells import ONLY_KEYS
 from harness.scenario.schema import MAX_ROUNDS
 
@@ -330,7 +330,7 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
         versions = ", ".join(f"{k} {v}" for k, v in (report.versions or {}).items())
         # a plugin's name, reason and versions are its own text: shown as written, never read as markup
         table.add_row(Text(visible(name)), Text("yes") if report.available else Text("no", style="red"),
-                      Text(visible(report.reason)), Text(visible(versions)))
+                      Text(one_line(report.reason)), Text(visible(versions)))
     console.print(table)
     return 0
 

@@ -46,6 +46,7 @@ from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, Nod
 from harness.bundle.reader import LoadedBundle
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
+from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware
 from harness.reporting.view import FusionPair, Row, fusion_pairs
 from harness.scenario.cells import cell_id
@@ -224,7 +225,7 @@ def math_mode(cell: CellRecord) -> str:
 
 
 def _first_reason(cell: CellRecord) -> str:
-    return f"{cell.status}: {cell.reasons[0]}" if cell.reasons else cell.status
+    return f"{cell.status}: {one_line(cell.reasons[0])}" if cell.reasons else cell.status
 
 
 def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: str, most: int = 3) -> str:
@@ -411,7 +412,7 @@ def _backends(header: BundleHeader) -> dict[str, str]:
     """Each backend a run's probe recorded, as a line: available or why not, and its libraries' versions."""
     lines: dict[str, str] = {}
     for name, entry in header.backends.items():
-        state = "available" if entry.available else f"not available ({entry.reason or ''})"
+        state = "available" if entry.available else f"not available ({one_line(entry.reason or '')})"
         lines[name] = state + "".join(f", {k} {v}" for k, v in sorted((entry.versions or {}).items()))
     return lines
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_times
+from harness.plain_text import one_line
 from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.view import (
     FusionPair,
@@ -113,7 +114,7 @@ def _status(row: Row | None) -> str:
     """A cell that gave no figure, in a few words: `failed: prepare: ...`, `skipped: ...`, `not run`."""
     if row is None:
         return "not run"
-    reasons = "; ".join(row.record.reasons)
+    reasons = "; ".join(map(one_line, row.record.reasons))
     return f"{row.status}: {reasons}" if reasons else row.status
 
 

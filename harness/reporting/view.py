@@ -17,6 +17,7 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics, TopKernel, read_as
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
+from harness.plain_text import one_line
 from harness.reporting.plots import Series
 from harness.scenario.cell_config import CellConfig
 from harness.stats.intervals import SLOWER, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
@@ -384,7 +385,7 @@ def listed(value: Any) -> list[Any]:
 
 
 def problems(rows: list[Row]) -> list[list[str]]:
-    return [[r.model, r.variant, r.setting, r.status, "; ".join(r.record.reasons)]
+    return [[r.model, r.variant, r.setting, r.status, "; ".join(map(one_line, r.record.reasons))]
             for r in rows if r.status != "valid"]
 
 

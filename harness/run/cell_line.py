@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from rich.text import Text
 
-from harness.plain_text import visible
+from harness.plain_text import one_line, visible
 from harness.run.summary import STATUS_STYLE
 
 #: Cells that must have run before the pace says anything.
@@ -63,7 +63,7 @@ def line(status: str, label: str, wall_s: float, done: int, total: int, reasons:
     read as markup."""
     said = Text(f"{status:>7}", style=STATUS_STYLE[status])
     left = f", about {duration(left_s)} left" if left_s is not None else ""
-    why = f": {visible(reasons[0])}" if reasons else ""
+    why = f": {one_line(reasons[0])}" if reasons else ""
     said.append(f" {visible(label)} ({wall_s:.1f} s, {done}/{total}{left}){why}")
     return said
 

@@ -22,7 +22,7 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import load
 from harness.errors import ConfigError
-from harness.plain_text import visible
+from harness.plain_text import one_line, visible
 from harness.run.summary import STATUS_STYLE
 from harness.run.system import SOURCE_ROOT
 
@@ -94,5 +94,5 @@ def could_not_run(cells: list[CellRecord]) -> list[str]:
     reasons: dict[str, str] = {}
     for cell in cells:
         if cell.status in ("skipped", "failed", "invalid") and cell.reasons:
-            reasons.setdefault(cell.config.backend, f"{cell.status}: {cell.reasons[0]}")
+            reasons.setdefault(cell.config.backend, f"{cell.status}: {one_line(cell.reasons[0])}")
     return [f"{backend}: {reason}" for backend, reason in sorted(reasons.items())]

@@ -29,7 +29,7 @@ from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.protocol import WorkerRequest
-from harness.plain_text import visible
+from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run import cell_line, preflight, resumable, rounds, skips, slots, time_budget
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
@@ -242,8 +242,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
         for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all
-            console.print(Text(visible(f"  {record.config.shown_label}: {record.status}: "
-                                       f"{record.reasons[0] if record.reasons else 'no reason recorded'}")),
+            console.print(Text(f"  {visible(record.config.shown_label)}: {record.status}: "
+                               f"{one_line(record.reasons[0]) if record.reasons else 'no reason recorded'}"),
                           soft_wrap=True)  # one line each, whole, to grep and to copy
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))

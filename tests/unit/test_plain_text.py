@@ -16,7 +16,7 @@ from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.migrations import upgraded_cell
 from harness.cli.main import main
-from harness.plain_text import has_unsafe, visible, visible_lines
+from harness.plain_text import has_unsafe, one_line, visible, visible_lines
 from harness.reporting.markdown import md_cell
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "v3"
@@ -28,6 +28,41 @@ def test_visible_writes_every_unsafe_character_as_its_code() -> None:
     assert visible_lines("line\x1b\nnext\tcol\u200f") == "line\\x1b\nnext\tcol\\u200f"
     assert not has_unsafe(visible(EVIL)) and has_unsafe(EVIL)
     assert visible("plain: résumé, 日本, µs") == "plain: résumé, 日本, µs"
+
+
+PYDANTIC = ("1 validation error for Metrics\nkernels_per_inference\n  Input should be a valid integer "
+            "[type=int_type, input_value='many', input_type=str]\r\n\n    For further information visit x")
+
+
+def test_one_line_joins_a_reasons_lines_and_shows_the_rest_as_codes() -> None:
+    assert one_line(PYDANTIC) == ("1 validation error for Metrics / kernels_per_inference / Input should be a valid "
+                                  "integer [type=int_type, input_value='many', input_type=str] / For further "
+                                  "information visit x")
+    assert one_line("a\rb\x1b[2J\u202e\n\tc") == "a\\x0db\\x1b[2J\\u202e / c"  # a lone CR is no line break
+    assert one_line("one line") == "one line" and one_line("") == ""
+
+
+def test_a_reason_over_several_lines_is_shown_on_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cell failed by an exception whose message runs over lines (pydantic's, a compiler's): the
+    run's cell line, the report and compare show it joined, not as line-break codes."""
+    from harness.run.cell_line import line
+
+    root = tmp_path / "a"
+    shutil.copytree(GOLDEN, root)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record["status"] != "valid":
+            record["reasons"] = [f"measure: ValidationError: {PYDANTIC}"]
+            path.write_text(json.dumps(record))
+    manifest.write(root)
+    joined = one_line(PYDANTIC)
+    assert joined in line("failed", "resnet18 eager", 1.0, 1, 2, [PYDANTIC]).plain
+    assert main(["report", str(root), "--out", str(tmp_path / "report")]) == 0
+    assert main(["compare", str(root), str(GOLDEN), "--out", str(tmp_path / "cmp.md")]) == 0
+    capsys.readouterr()
+    for path in (tmp_path / "report" / "report.md", tmp_path / "cmp.md"):
+        text = path.read_text()
+        assert "\\x0a" not in text and md_cell(joined) in text, path
 
 
 def test_a_markdown_cell_holds_no_html_link_or_control() -> None:
