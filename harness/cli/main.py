@@ -214,7 +214,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         out_dir=args.out or Path("results"), resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,
-        budget_s=args.budget_s, past_budget="missing",
+        budget_s=args.budget_s, past_budget="missing", command=("fusionbench", *args.argv),
     )
     return run(request, console)
 
@@ -224,7 +224,8 @@ def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
 
     if not 0 < args.budget_s <= MAX_BUDGET_S:  # nan and inf fail this too: a deadline that never comes
         raise ConfigError(f"--budget-s must be a number of seconds above 0 and at most {MAX_BUDGET_S:g} (a week)")
-    return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s)
+    return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s,
+                 command=("fusionbench", *args.argv))
 
 
 def _cmd_container(args: argparse.Namespace, console: Console) -> int:
@@ -425,6 +426,7 @@ def _discard_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given, for the bundle's record
     keep_going = args.command in ("run", "gpu-check")
     console = _Console(highlight=False, keep_going=keep_going)
     if not console.is_terminal:  # logs and CI: do not squeeze tables to 80 columns

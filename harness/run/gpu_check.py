@@ -31,7 +31,7 @@ DEFAULT_BUDGET_S = 480.0
 
 
 def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: float = DEFAULT_BUDGET_S,
-          scenario: Path = SCENARIO) -> int:
+          scenario: Path = SCENARIO, command: tuple[str, ...] = ("fusionbench", "gpu-check")) -> int:
     """Run the check; return the exit code."""
     from harness.run import preflight
     from harness.run.runner import RunRequest, run
@@ -42,7 +42,7 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     preflight.writable(out_dir)  # made, unless inside a bundle: refused then, nothing made
     before = {p.name for p in out_dir.iterdir()}
     code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,
-                          budget_s=budget_s), console)
+                          budget_s=budget_s, command=command), console)
     # the bundle the run made (a new --cache-dir inside --out is a new folder too)
     made = [p for p in out_dir.iterdir() if p.name not in before and (p / "bundle.json").is_file()]
     if len(made) != 1:

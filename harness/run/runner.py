@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -76,6 +75,9 @@ class RunRequest:
     #: local: start each cell's worker as a fresh Python instead of forking it from a preloaded
     #: parent that has imported torch once (harness/measure/preloaded.py).
     fresh_workers: bool = False
+    #: The command as given, recorded in the bundle: `fusionbench` and its arguments (`./run.sh`
+    #: runs the same, and a path to the module that started Python says nothing to a reader).
+    command: tuple[str, ...] = ("fusionbench", "run")
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -176,7 +178,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
             {
                 "created": utc_now(),
                 "harness": harness_info(),
-                "command": sys.argv,
+                "command": list(request.command),
                 "scenario_file": str(request.scenario_path),
                 "input_folder": input_folder,
                 "inputs_sha256": inputs_sha256,

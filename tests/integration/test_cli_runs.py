@@ -197,6 +197,15 @@ def test_user_text_that_looks_like_markup_is_printed_as_it_is(null_run) -> None:
     assert f"bundle: {out}" in done.stdout.replace("\n", ""), done.stdout
 
 
+def test_the_bundle_records_the_command_as_the_cli_takes_it(null_run) -> None:
+    """Started as `python -m harness.cli` (as ./run.sh starts it), the bundle's command began with
+    the module's path: a reader could not run it again as written."""
+    done, out = null_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    header = json.loads((only_bundle(out) / "bundle.json").read_text())
+    assert header["command"] == ["fusionbench", "run", *done.args[4:]], header["command"]
+
+
 def test_a_gpu_bundle_is_not_resumed_on_a_machine_without_one(tmp_path: Path) -> None:
     import os
     import shutil
