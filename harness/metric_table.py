@@ -157,11 +157,15 @@ def _loadgen(cell: Record, text: str) -> str:
 
 
 def _spread(cell: Record, text: str) -> str:
+    """The CV of the samples; a cell timed over several rounds says that the figure is its first's
+    (the report's fusion tables and `compare` give the median over them)."""
     summary = at(cell, ("metrics", "device_time", "summary"))
     cv = _number(at(summary, ("cv",)))
     if cv is not None:
         text += f" {format_spread(cv)}"
-    return text + (" noisy" if at(summary, ("noisy",)) is True else "")
+    text += " noisy" if at(summary, ("noisy",)) is True else ""
+    rounds = at(cell, ("metrics", "rounds"))
+    return text + (f" (round 1 of {len(rounds)})" if isinstance(rounds, list) and len(rounds) > 1 else "")
 
 
 def _gap(cell: Record, text: str) -> str:

@@ -2,9 +2,11 @@
 
 Cells pair by id (the hash of their config), so only identical configurations are compared.
 For two valid cells the figure is the median of the device-timing samples (per batch, lower is
-better) and the ratio B/A. A difference counts only when two tests agree (asv's rule):
+better; of a cell timed over several rounds, the median of its rounds' medians, as the report shows
+it) and the ratio B/A. A difference counts only when two tests agree (asv's rule):
 - the ratio is beyond the threshold (default 5%): B/A > 1 + t is slower, B/A < 1 - t faster;
-- a two-sided Mann-Whitney U test on the two raw sample sets gives p < alpha (0.01).
+- a two-sided Mann-Whitney U test on the two raw sample sets gives p < alpha (0.01) (each side's
+  samples from all its valid rounds).
 Device-timing samples are consecutive calls, not independent draws, so p is a guide rather
 than an exact error rate; the threshold is what keeps noise out.
 
@@ -48,7 +50,7 @@ from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware
-from harness.reporting.view import FusionPair, Row, fusion_pairs
+from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs
 from harness.scenario.cells import cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
@@ -214,8 +216,27 @@ class Comparison:
 
 
 def _samples(cell: CellRecord) -> list[int]:
+    """The cell's device-timing samples: round 1's, and those of each further valid round it kept
+    (`timing: {rounds: N}`, schema 8 on), pooled: every process it was timed in speaks."""
     samples = metric_table.at(cell, metric_table.metric("device_time").samples)
-    return list(samples) if isinstance(samples, list) else []
+    pooled = list(samples) if isinstance(samples, list) else []
+    for further in (cell.metrics.rounds or [])[1:]:
+        if further.status == "valid" and further.samples_ns:
+            pooled += further.samples_ns
+    return pooled
+
+
+def _median_ns(cell: CellRecord, samples: list[int]) -> float:
+    """The cell's device time as the report shows it: the median of its valid rounds' medians where
+    it has two or more, else the median of its samples."""
+    over = Row(cell).over_rounds
+    return over[0] if over is not None else median(samples)
+
+
+def _shown_time(cell: CellRecord) -> str:
+    """Device time as written beside the verdict: over the rounds where the cell has several."""
+    row = Row(cell)
+    return fmt_time_over_rounds(row) if row.over_rounds is not None else metric_table.metric("device_time").figure(cell)
 
 
 def math_mode(cell: CellRecord) -> str:
@@ -293,8 +314,10 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
         return pair
     _device_time(pair, cell_a, cell_b, threshold, alpha)
     device = metric_table.metric("device_time")
-    pair.figures = [Figure(device.name, str(device.better), device.rule, device.value(cell_a), device.value(cell_b),
-                           device.figure(cell_a), device.figure(cell_b), _DEVICE_TIME[pair.verdict], pair.ratio, pair.why)]
+    pair.figures = [Figure(device.name, str(device.better), device.rule,
+                           pair.median_a_ns if pair.median_a_ns is not None else device.value(cell_a),
+                           pair.median_b_ns if pair.median_b_ns is not None else device.value(cell_b),
+                           _shown_time(cell_a), _shown_time(cell_b), _DEVICE_TIME[pair.verdict], pair.ratio, pair.why)]
     pair.figures += [judge(m, cell_a, cell_b, threshold) for m in metric_table.compared()
                      if m.rule != "rank test" and (m.value(cell_a) is not None or m.value(cell_b) is not None)]
     return pair
@@ -306,7 +329,7 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
     if not samples_a or not samples_b:  # the rank test takes any sizes (exact when small) but not none
         pair.why = f"no timing samples for the rank test ({len(samples_a)} and {len(samples_b)})"
         return
-    pair.median_a_ns, pair.median_b_ns = median(samples_a), median(samples_b)
+    pair.median_a_ns, pair.median_b_ns = _median_ns(cell_a, samples_a), _median_ns(cell_b, samples_b)
     if pair.median_a_ns <= 0 or pair.median_b_ns <= 0:
         pair.why = "a median batch time of 0 ns (the null backend computes nothing)"
         return

@@ -117,7 +117,8 @@ def to_markdown(comparison: Comparison) -> str:
                   "| backend | pairs | B/A |", "|---|---:|---:|"]
         lines += [f"| {md_cell(name)} | {g.pairs} | {g.geomean_ratio:.3f} |" for name, g in geomeans.items()]
         lines.append("")
-    lines += ["## Cells", "", "Device time: the median batch time of each side's timing samples.", "",
+    lines += ["## Cells", "", ("Device time: the median batch time of each side's timing samples; of a cell timed over several "
+                          "rounds, the median of its rounds' medians, its rank test on the samples of all of them."), "",
               "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
     order = {label: i for i, label in enumerate(LABELS)}
     for p in sorted(c.pairs, key=lambda p: (order[p.verdict], p.label)):

@@ -20,7 +20,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.metric_table import Metric
 from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
 from harness.stats.intervals import paired_speedup
-from harness.stats.summary import geometric_mean, mann_whitney_u, summarize_ns
+from harness.stats.summary import geometric_mean, mann_whitney_u, median, summarize_ns
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -37,12 +37,14 @@ def record(data: dict[str, Any]) -> CellRecord:
 
 def cell_data(status: str = "valid", samples: list[int] | None = None, reason: str = "", math: str | None = "ieee",
               **fields: Any) -> dict[str, Any]:
-    """A measured cell of the golden v5 bundle (eager Offline), with its timing samples, status and math
+    """A measured cell of the golden bundle (eager Offline), of one round, with its timing samples, status and math
     mode as given: the figures `compare` judges are all there, and stay what the golden cell measured."""
     data = json.loads(json.dumps(TEMPLATE))
     data.update(status=status, reasons=[reason] if reason else [], **fields)
     metrics = data["metrics"]
     metrics["device_time"]["samples_ns"] = samples or []
+    del metrics["rounds"]  # one round: the samples given are the cell's all
+    data["config"]["timing"]["rounds"] = 1
     metrics["accuracy"] = dict(ACCURACY)
     if math is None:
         del metrics["math_mode"]
@@ -320,6 +322,32 @@ def test_device_time_keeps_its_rank_test_and_leads_the_figures() -> None:
     assert pair.verdict == "regressed" and device.verdict == "worse" and device.ratio == pair.ratio
     noisy = compare_cells(cell(samples=[100, 300] * 4 + [200, 200]), cell(samples=[110, 290] * 4 + [220, 220]), 0.05, 0.01)
     assert noisy.figures[0].verdict == "same" and "p =" in noisy.figures[0].why
+
+
+def _rounds(*sides: list[int]) -> CellRecord:
+    """A cell timed over one round per list of samples, as `timing: {rounds: N}` records it."""
+    data = cell_data(samples=sides[0])
+    data["config"]["timing"]["rounds"] = len(sides)
+    summary = data["metrics"]["device_time"]["summary"]
+    summary["median_ns"] = median(sides[0])
+    data["metrics"].pop("first_call_ratio")  # derived from the golden cell's median
+    data["metrics"]["rounds"] = [
+        {"round": i, "status": "valid", "median_ns": median(samples), "cv": 0.02, "n": len(samples),
+         **({"samples_ns": samples} if i > 1 else {})} for i, samples in enumerate(sides, 1)]
+    return record(data)
+
+
+def test_a_cell_of_several_rounds_is_judged_on_them_all() -> None:
+    """Round 1 alone judged it: a first round 30% faster than the two after it made B `improved`,
+    where its rounds' median (as the report shows it) is A's."""
+    fast = [int(v * 0.7) for v in BASE]
+    b = _rounds(fast, BASE, [v + 3 for v in BASE])
+    pair = compare_cells(cell(samples=BASE), b, 0.05, 0.01)
+    assert pair.median_b_ns == median([median(fast), median(BASE), median(BASE) + 3]) == median(BASE)
+    assert pair.verdict == "not significant" and pair.ratio == 1.0, pair
+    assert "over 3 rounds" in pair.figures[0].b_shown and pair.figures[0].b == pair.median_b_ns
+    slower = _rounds(*[[int(v * 1.3) for v in BASE]] * 3)  # every round slower: the pooled test agrees
+    assert compare_cells(cell(samples=BASE), slower, 0.05, 0.01).verdict == "regressed"
 
 
 def test_a_figure_that_depends_on_a_setting_the_cells_differ_in_is_not_comparable() -> None:

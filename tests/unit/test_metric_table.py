@@ -124,6 +124,8 @@ def test_device_time_carries_its_spread_and_correctness_its_verdict() -> None:
     assert figure("device_time", cell) == "1.62 ms ±0.4%"
     cell["metrics"]["device_time"]["summary"].update(cv=0.14, noisy=True)
     assert figure("device_time", cell) == "1.62 ms ±14% noisy"
+    cell["metrics"]["rounds"] = [{"round": 1}, {"round": 2}, {"round": 3}]  # the figure is round 1's: it says so
+    assert figure("device_time", cell) == "1.62 ms ±14% noisy (round 1 of 3)"
     assert figure("max_abs_error", cell) == "5.0e-01 FAIL"
     assert figure("max_abs_error", {"metrics": {"correctness": {"ok": True}}}) == "n/a"  # null: not compared
     assert figure("max_abs_error", {"metrics": {"correctness": {"ok": False}}}) == "FAIL"  # NaN, a wrong shape
