@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 Unit = Literal["ns", "s", "bytes", "count", "samples/s", "percent", "signed fraction", "error", "times"]
 Better = Literal["lower", "higher"]
@@ -113,6 +113,8 @@ FORMATS: dict[Unit, Callable[[float], str]] = {
     "samples/s": format_rate, "percent": format_percent, "signed fraction": format_signed_fraction,
     "error": format_error, "times": format_times,
 }
+if set(FORMATS) != set(get_args(Unit)):  # a unit named but not written would fail where it is first shown
+    raise ValueError(f"harness/metric_table.py: the units {sorted(set(get_args(Unit)) ^ set(FORMATS))} lack a format or a name")
 
 
 def format_value(value: Any, unit: Unit) -> str:
@@ -218,7 +220,20 @@ class Metric:
 _LOADGEN_UNIT = ("metrics", "loadgen", "metric", "unit")
 _LOADGEN_VALUE = ("metrics", "loadgen", "metric", "value")
 
-METRICS: dict[str, Metric] = {m.name: m for m in (
+def _by_name(rows: tuple[Metric, ...]) -> dict[str, Metric]:
+    """The rows by name; two of one name, or a unit no format writes, stop the import (one row
+    silently replaced the other, and a unit without its format ended each run with a traceback)."""
+    named: dict[str, Metric] = {}
+    for row in rows:
+        if row.name in named:
+            raise ValueError(f"harness/metric_table.py: two rows named {row.name!r}")
+        if row.unit not in FORMATS:
+            raise ValueError(f"harness/metric_table.py: row {row.name!r}'s unit {row.unit!r} has no format in FORMATS")
+        named[row.name] = row
+    return named
+
+
+METRICS: dict[str, Metric] = _by_name((
     Metric("loadgen_latency", _LOADGEN_VALUE, "ns", "lower", "ratio", "LoadGen latency",
            "LoadGen's headline latency (SingleStream p90, MultiStream p99 per query: the percentile is shown)",
            only_if=(_LOADGEN_UNIT, "ns"), decorate=_loadgen),
@@ -262,7 +277,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("max_abs_error", ("metrics", "correctness", "max_abs_error"), "error", "lower", "no", "max abs err",
            "largest absolute difference from eager's output (FAIL: outside the tolerance)", decorate=_correctness,
            decorate_missing=True),
-)}
+))
 
 # The LoadGen rows are one column: a cell has the one its scenario gives.
 LOADGEN: tuple[str, ...] = ("loadgen_latency", "loadgen_throughput")

@@ -57,6 +57,22 @@ class Record(BaseModel):
 
     model_config = ConfigDict(extra="allow", validate_assignment=True, regex_engine="python-re")
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A field set as validated: a name the record does not declare is refused (extra fields are
+        a newer harness's, read from a bundle, never written), and a value its checks refuse leaves
+        the field as it was (pydantic keeps the refused value when a model's own check fails after
+        the field's: the record could then no longer be written, and every figure in it was lost)."""
+        if name not in type(self).model_fields and not name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}: a figure is declared in its record "
+                                 "first (docs/adding_a_metric.md)")
+        before, was_set = self.__dict__.get(name), set(self.model_fields_set)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            self.__dict__[name] = before
+            self.__pydantic_fields_set__ = was_set
+            raise
+
     def recorded(self) -> dict[str, Any]:
         """The JSON the bundle keeps: the fields that were set, None where a figure is none."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)

@@ -413,6 +413,9 @@ def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
         raise ValueError(f"no schema for {kind!r}; kinds: {', '.join(KINDS)}")
     if not OLDEST_READABLE <= version <= SCHEMA_VERSION:
         raise ValueError(f"no schema version {version}; versions: {OLDEST_READABLE}-{SCHEMA_VERSION}")
+    if (kind, version) not in _BUILDERS:  # a version bumped without its builders
+        raise ValueError(f"no {kind} schema of version {version} in harness/bundle/schema.py _BUILDERS "
+                         "(docs/adding_a_metric.md, Bumping the schema version)")
     built = copy.deepcopy(_BUILDERS[(kind, version)]())
     title = "bundle.json" if kind == "bundle" else "cells/<cell-id>.json"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from rich.console import Console
@@ -185,3 +185,16 @@ def test_the_gap_names_the_mean_it_was_taken_against_where_the_table_shows_a_med
             if c.status == "valid" and c.metrics.latency_agreement and c.metrics.latency_agreement.gap is not None}
     assert gaps["Offline"].endswith("% vs mean") and gaps["SingleStream"].endswith("%")
     assert "vs" not in gaps["SingleStream"]
+
+
+def test_a_second_row_of_one_name_or_a_unit_without_its_format_stops_the_import() -> None:
+    """A row named as another replaced it without a word (its column vanished); a unit with no
+    format ended each run with a KeyError once every cell had been measured."""
+    row = METRICS["first_call_ratio"]
+    with pytest.raises(ValueError, match="two rows named 'first_call_ratio'"):
+        metric_table._by_name((row, row))
+    unformatted = metric_table.Metric("achieved_flops", ("metrics", "x"), "flop/s", "higher", "ratio",  # type: ignore[arg-type]
+                                      "FLOP/s", "achieved FLOP/s")
+    with pytest.raises(ValueError, match="unit 'flop/s' has no format"):
+        metric_table._by_name((row, unformatted))
+    assert set(metric_table.FORMATS) == set(get_args(metric_table.Unit))

@@ -145,3 +145,12 @@ def test_a_schema_that_refers_to_itself_is_checked_as_written() -> None:
     assert _inlined(elsewhere) is elsewhere
     flat = {"$defs": {"n": {"type": "integer"}}, "properties": {"$ref": {"$ref": "#/$defs/n"}}, "default": {"$ref": "x"}}
     assert _inlined(flat) == {"properties": {"$ref": {"type": "integer"}}, "default": {"$ref": "x"}}
+
+
+def test_a_version_without_its_builder_says_where_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version bumped without its schema builders ended `fusionbench schema` with a KeyError."""
+    from harness.bundle import schema as schemas
+
+    monkeypatch.delitem(schemas._BUILDERS, ("cell", SCHEMA_VERSION))
+    with pytest.raises(ValueError, match=f"no cell schema of version {SCHEMA_VERSION} in harness/bundle/schema.py _BUILDERS"):
+        schemas.schema("cell")
