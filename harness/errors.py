@@ -34,6 +34,14 @@ def interrupted_exit_code(exc: KeyboardInterrupt) -> int:
     return EXIT_TERMINATED if isinstance(exc, Terminated) or _sigterm_received else EXIT_INTERRUPTED
 
 
+def stopped_by(exc: KeyboardInterrupt) -> str:
+    """What stopped a run, as its interrupted cells record it: a SIGTERM is no user's Ctrl-C (a
+    `timeout`, `docker stop`, a scheduler's time limit send it)."""
+    if interrupted_exit_code(exc) == EXIT_TERMINATED:
+        return "stopped by SIGTERM (a timeout, docker stop or a scheduler's limit)"
+    return "interrupted by Ctrl-C (SIGINT)"
+
+
 class HarnessError(Exception):
     """Base of every error the harness raises on purpose."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import load, lookup
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
-from harness.errors import ConfigError, OutputError, interrupted_exit_code
+from harness.errors import ConfigError, OutputError, interrupted_exit_code, stopped_by
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
@@ -425,10 +426,12 @@ def _sweep(
         refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
     )
     running: dict[str, str] = {}  # cell id -> label and phase, of the cells running now
+    began: dict[str, float] = {}  # cell id -> when its first round started (time.monotonic)
 
     def show(task: CellTask, phase: str) -> None:
         if phase == "start":
             pace.started()
+            began.setdefault(task.cell_id, time.monotonic())
         running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
         shown = list(running.values())
         progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
@@ -478,11 +481,13 @@ def _sweep(
                     complete = {**complete, "wall_s": ran_s[cell_id]}
                 _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
                        pace.left_s() if cell_id not in by_budget else None)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
-            for cell_id in list(running):  # the cells Ctrl-C stopped: --resume runs them again
-                bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": ["interrupted by the user"],
-                                            "metrics": {}, "wall_s": 0.0, "finished": utc_now()})
+            why = stopped_by(exc)
+            for cell_id in list(running):  # the cells Ctrl-C or SIGTERM stopped: --resume runs them again
+                ran = time.monotonic() - began[cell_id] if cell_id in began else 0.0
+                bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": [why],
+                                            "metrics": {}, "wall_s": round(ran, 3), "finished": utc_now()})
             raise
         finally:
             state.close()

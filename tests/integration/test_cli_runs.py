@@ -162,12 +162,16 @@ def test_ctrl_c_and_sigterm_keep_finished_cells_and_resume_completes(tmp_path: P
                                  out, "SIGINT")
     bundle = only_bundle(out)
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["interrupted", "valid"]
+    cut = next(c for c in cells_of(bundle).values() if c["status"] == "interrupted")
+    assert cut["reasons"] == ["interrupted by Ctrl-C (SIGINT)"] and cut["wall_s"] > 0.1, cut  # it ran about 0.5 s, not 0
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     check = fusionbench("validate", str(bundle))
     assert check.returncode == 0, check.stdout + check.stderr
     stdout = _stopped_after_one_more_cell(["run", "--resume", str(bundle)], out, "SIGTERM")
     assert "3 cell(s) on cpu, 2 to run" in stdout
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["interrupted", "valid", "valid"]
+    cut = next(c for c in cells_of(bundle).values() if c["status"] == "interrupted")
+    assert cut["reasons"] == ["stopped by SIGTERM (a timeout, docker stop or a scheduler's limit)"], cut  # no user's
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     done = fusionbench("run", "--resume", str(bundle))
     assert done.returncode == 0, done.stdout + done.stderr
