@@ -197,7 +197,7 @@ class Metric:
     label: str  # the column head in the console summary, the report and gpu-check alike
     definition: str  # what it is: compare and docs/metrics.md say it
     only_if: tuple[tuple[str, ...], Any] | None = None  # the row holds where the record has this value there
-    same_in_both: tuple[str, ...] = ()  # a setting the figure depends on: cells must agree on it to compare
+    same_in_both: tuple[tuple[str, ...], ...] = ()  # settings the figure depends on: cells must agree on each to compare
     samples: tuple[str, ...] = ()  # the raw samples of a "rank test" figure
     floor: float = 0.0  # a difference below this (in `unit`) is no change, whatever the ratio
     decorate: Callable[[Record, str], str] | None = None  # what the figure carries beside its value
@@ -252,28 +252,28 @@ METRICS: dict[str, Metric] = _by_name((
            "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),
     Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
            "the worker's peak resident host memory, eager reference and compiler included, on every device",
-           same_in_both=("metrics", "memory", "worker_start")),
+           same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache"))),
     Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
            "the worker's peak GPU memory as NVML sees the process (every backend alike; none where NVML "
            "does not list the process)"),
     Metric("dram_bytes", ("metrics", "memory_traffic", "dram_bytes_per_inference"), "bytes", "lower", "ratio",
            "DRAM/inf", "DRAM bytes one inference reads and writes, from the GPU's hardware counters (Nsight Compute, "
            "the caches flushed before each kernel); none on a CPU or where the counters cannot be read",
-           same_in_both=("metrics", "memory_traffic", "caches_flushed")),
+           same_in_both=(("metrics", "memory_traffic", "caches_flushed"),)),
     # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included), less the backend's one-time "
            "work for the machine (the toolchain phase)",
-           same_in_both=("metrics", "prepare_cache"), floor=0.1),
+           same_in_both=(("metrics", "prepare_cache"),), floor=0.1),
     # Tuning under 0.1 s searched nothing (a database reused): its changes are noise.
     Metric("tuning_time", ("metrics", "tuning", "tuning_s"), "s", "lower", "ratio", "tuning time",
            "Backend.tune: the search for faster code before prepare (TVM's MetaSchedule), apart from the compile "
-           "time", same_in_both=("metrics", "tuning", "cache"), floor=0.1),
+           "time", same_in_both=(("metrics", "tuning", "cache"),), floor=0.1),
     Metric("first_call_ratio", ("metrics", "first_call_ratio"), "times", "lower", "ratio", "first call",
            "the first call's time over the steady median per batch: what the first inference costs beyond a warm "
            "one (lazy initialisation, allocation, cold caches)"),
     Metric("accuracy", ("metrics", "accuracy", "top1_percent"), "percent", "higher", "exact", "top-1",
-           "top-1 accuracy of LoadGen's accuracy run", same_in_both=("metrics", "accuracy", "total")),
+           "top-1 accuracy of LoadGen's accuracy run", same_in_both=(("metrics", "accuracy", "total"),)),
     Metric("max_abs_error", ("metrics", "correctness", "max_abs_error"), "error", "lower", "no", "max abs err",
            "largest absolute difference from eager's output (FAIL: outside the tolerance)", decorate=_correctness,
            decorate_missing=True),

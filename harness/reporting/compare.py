@@ -353,10 +353,10 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
     if a is None or b is None:
         figure.why = f"only {'A' if b is None else 'B'} has it"
         return figure
-    if metric.same_in_both:
-        setting_a, setting_b = metric_table.at(cell_a, metric.same_in_both), metric_table.at(cell_b, metric.same_in_both)
+    for setting in metric.same_in_both:
+        setting_a, setting_b = metric_table.at(cell_a, setting), metric_table.at(cell_b, setting)
         if setting_a != setting_b:
-            figure.why = f"{metric.same_in_both[-1]} differs: A {setting_a}, B {setting_b}"
+            figure.why = f"{setting[-1]} differs: A {setting_a}, B {setting_b}"
             return figure
     limit = 0.0 if metric.rule == "exact" else threshold
     figure.ratio = b / a if a > 0 and b > 0 else None

@@ -376,6 +376,15 @@ def test_peak_rss_is_compared_only_between_workers_that_started_the_same_way() -
     assert same.verdict == "same"
 
 
+def test_peak_rss_is_compared_only_between_cells_whose_compile_ran_alike() -> None:
+    """A compile in the worker counts in its peak: TVM's convnext_tiny read 1.56 GiB cold against
+    1.14 GiB warm, and compare called the warm cell better."""
+    peak_rss = metric_table.metric("peak_rss")
+    cold, warm = with_figure(peak_rss, 1675e6, prepare_cache="cold"), with_figure(peak_rss, 1224e6, prepare_cache="warm")
+    (found,) = [f for f in compare_cells(cold, warm, 0.05, 0.01).figures if f.metric == "peak_rss"]
+    assert found.verdict == "not comparable" and found.why == "prepare_cache differs: A cold, B warm"
+
+
 def test_pairs_that_are_not_both_valid_judge_no_figure() -> None:
     assert compare_cells(cell(samples=BASE), cell("failed", reason="prepare: boom"), 0.05, 0.01).figures == []
     tf32 = compare_cells(cell(samples=BASE), cell(samples=BASE, math="tf32"), 0.05, 0.01)

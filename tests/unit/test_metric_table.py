@@ -41,7 +41,7 @@ def _walk(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | Non
 @pytest.mark.parametrize("row", METRICS.values(), ids=METRICS)
 def test_every_row_reads_a_field_the_cell_schema_defines(row: metric_table.Metric) -> None:
     cell = schema("cell")
-    for path in (row.path, row.samples, row.same_in_both, row.only_if[0] if row.only_if else ()):
+    for path in (row.path, row.samples, *row.same_in_both, row.only_if[0] if row.only_if else ()):
         if path:
             assert _walk(cell, path) is not None, f"{row.name}: {'.'.join(path)} is not a field of a cell record"
 
