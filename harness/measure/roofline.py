@@ -1,7 +1,9 @@
 """The roofline of a cell: how close its measured time comes to what the device's peaks allow.
 
 - FLOPs: torch's FlopCounterMode on the eager model for one batch (convolutions, matrix
-  multiplications and attention; element-wise work is not counted, as in every roofline).
+  multiplications and attention, and the fused RNN layers and multi-head attention it has no
+  formula for: harness/measure/flop_formulas.py; element-wise work is not counted, as in every
+  roofline).
 - Compulsory bytes: the weights (the parameters and buffers the forward reads: a head that eval
   mode skips, such as an auxiliary classifier, is no compulsory traffic), the input batch and the
   output, each moved once: the least memory traffic any implementation needs.
@@ -26,6 +28,9 @@ import pydantic
 from pydantic import ConfigDict
 
 PEAK_MATMUL_N = {"cpu": 1024, "cuda": 8192}
+#: The costs cache's kind: a new one whenever what is counted changes (2: the fused RNN layers and
+#: multi-head attention, counted 0 before), so that no cached count of the old rules is read.
+COSTS_KIND = "roofline-costs-structure-2"
 PEAK_COPY_BYTES = {"cpu": 256 << 20, "cuda": 1 << 30}
 PEAK_REPEATS = 5
 TORCH_DTYPES = ("fp32", "fp16", "bf16")
@@ -106,13 +111,16 @@ def model_costs(model: Any, example: Any) -> ModelCosts:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from harness.measure.flop_formulas import custom_mapping
+
     reads = _storages_read()
+    formulas = custom_mapping()
     try:
-        with torch.no_grad(), FlopCounterMode(display=False) as counter, reads:
+        with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=formulas) as counter, reads:
             output = model(example)
         read: set[int | None] | None = reads.storages
     except Exception:  # noqa: BLE001 - an operator the noting mode cannot pass (a higher-order one): every weight counts
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=formulas) as counter:
             output = model(example)
         read = None
     weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers())
@@ -138,7 +146,7 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> ModelCosts:
     from harness.artifact_cache import structure_fingerprint
     from harness.files.atomic import write_json_atomic
 
-    key = structure_fingerprint(model, example, torch=torch.__version__, modules=repr(model), kind="roofline-costs-structure")
+    key = structure_fingerprint(model, example, torch=torch.__version__, modules=repr(model), kind=COSTS_KIND)
     path = cache_dir / f"{key}.json"
     if path.exists():
         try:
