@@ -23,10 +23,12 @@ failed or invalid in B), fixed (the other way). Two valid cells whose math modes
 against TF32, or one that did not record it) or that ran on different hardware (or another share of
 it: a `--jobs` slot against the whole machine) are not comparable,
 whatever their ids say, and are listed as unpaired with the valid cells whose counterpart is
-missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. Per
-backend, the geometric mean of B/A over its compared pairs. The systems' differences (CPU, GPU,
-driver, library versions, container) come first, since a difference between machines explains a
-difference between figures.
+missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. A cell
+only one bundle has says what the other never ran (`B ran no cell on cpu`: the first of device,
+model, input size, backend, scenario, dtype and batch it lacks), or that the other listed it and
+has no record (its run was stopped). Per backend, the geometric mean of B/A over its compared
+pairs. The systems' differences (CPU, GPU, driver, library versions, container) come first, since
+a difference between machines explains a difference between figures.
 
 Fusion verdicts: each fusion pair (the same cell with fusion on and off, both valid) of either
 bundle, with its speedup, interval and verdict in A and in B (harness/stats/intervals.py), whether the two
@@ -411,6 +413,29 @@ def _facts(header: BundleHeader) -> list[tuple[str, object]]:
     ]
 
 
+#: How a row of `system_differences` names an installed package.
+PACKAGE = "package "
+#: What a cell's counterpart is looked for by, in the order `_not_in` names the first the other run lacks.
+_SETTINGS = (("device", "on"), ("model", "of"), ("input_size", "at input size"), ("backend", "on"), ("scenario", "in"),
+             ("dtype", "in"), ("batch", "at batch"))
+
+
+def _setting(cell: CellRecord, name: str) -> str:
+    config = cell.config
+    return str(getattr(config.model, "name" if name == "model" else name) if name in ("model", "input_size")
+               else getattr(config, name))
+
+
+def _not_in(cell: CellRecord, others: list[CellRecord], other_side: str) -> str:
+    """Why `cell` has no counterpart among `others`: the first of its settings no cell there has
+    (`B ran no cell on cpu`), else only that B did not run this combination."""
+    for name, word in _SETTINGS:
+        value = _setting(cell, name)
+        if all(_setting(other, name) != value for other in others):
+            return f"{other_side} ran no cell {word} {value}"
+    return f"{other_side} ran no cell of these settings together"
+
+
 def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str, str]]:
     """(what, A, B) for each fact of the two runs' systems and software that differs."""
     rows = []
@@ -420,14 +445,14 @@ def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str,
     if _gpus(a) != _gpus(b):
         rows.append(("GPUs", str(_gpus(a)), str(_gpus(b))))
     rows += _layer_differences((a.system.container or Container()).layers, (b.system.container or Container()).layers)
-    packages_a, packages_b = a.system.packages or {}, b.system.packages or {}
-    for name in sorted(set(packages_a) | set(packages_b)):
-        if packages_a.get(name) != packages_b.get(name):
-            rows.append((f"package {name}", str(packages_a.get(name, "-")), str(packages_b.get(name, "-"))))
     backends_a, backends_b = _backends(a), _backends(b)  # a plugin one run had and the other not, or other versions
     for name in sorted(set(backends_a) | set(backends_b)):
         if backends_a.get(name) != backends_b.get(name):
             rows.append((f"backend {name}", backends_a.get(name, "-"), backends_b.get(name, "-")))
+    packages_a, packages_b = a.system.packages or {}, b.system.packages or {}
+    for name in sorted(set(packages_a) | set(packages_b)):  # last: two machines can differ in hundreds
+        if packages_a.get(name) != packages_b.get(name):
+            rows.append((f"{PACKAGE}{name}", str(packages_a.get(name, "-")), str(packages_b.get(name, "-"))))
     return rows
 
 
@@ -454,6 +479,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                         systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b))
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
+    listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
         alike = {cell.config.shown_label: cell for cell in theirs.values()}
         for key, cell in ours.items():
@@ -464,9 +490,14 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                 apart = settings_apart(cell, alike[cell.config.shown_label], side, other_side)
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}; {other_side} ran it with other "
                                        f"settings ({apart})")
-            elif counterpart is None or counterpart.status in ("skipped", "interrupted"):
-                why = "not run" if counterpart is None else counterpart.status
-                result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {why} in {other_side}")
+            elif counterpart is None and key in listed[other_side]:
+                result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, not run in {other_side} (listed there, "
+                                       "no record: its run was stopped)")
+            elif counterpart is None:
+                result.unpaired.append(f"{cell.config.shown_label}: valid in {side}; "
+                                       f"{_not_in(cell, list(theirs.values()), other_side)}")
+            elif counterpart.status in ("skipped", "interrupted"):
+                result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {counterpart.status} in {other_side}")
             elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart)):
                 result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike}")
     seen = set()
@@ -475,7 +506,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
         other = cells_b.get(pairing_key(cell))
         if other is None:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
-                                     verdict="not comparable", why="only in A"))
+                                     verdict="not comparable", why=f"only in A: {_not_in(cell, b.records, 'B')}"))
         else:
             pair = compare_cells(cell, other, threshold, alpha)
             rounds = (cell.config.timing.rounds, other.config.timing.rounds)
@@ -485,7 +516,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     for cell in b.records:
         if pairing_key(cell) not in seen:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
-                                     verdict="not comparable", why="only in B"))
+                                     verdict="not comparable", why=f"only in B: {_not_in(cell, a.records, 'A')}"))
     _scored_on_other_images(result.pairs, a.header_record.inputs_sha256, b.header_record.inputs_sha256)
     return result
 

@@ -1,7 +1,8 @@
 """What `fusionbench compare` writes: a comparison (harness/reporting/compare.py) as JSON (every
 pair, figure and verdict, and the rules they were judged by) or as Markdown (the systems'
 differences first, then the summary, the per-backend geometric means, the cells, the fusion
-verdicts and the other figures). Text from the bundles is shown through `md_cell` and
+verdicts and the other figures; the packages that differ last, where they are more than a few).
+Text from the bundles is shown through `md_cell` and
 `visible_lines`: nothing in a bundle reaches the reader as markup or a control character.
 """
 
@@ -13,9 +14,13 @@ from dataclasses import asdict, dataclass
 from harness import metric_table
 from harness.metric_table import format_value
 from harness.plain_text import visible_lines
-from harness.reporting.compare import LABELS, VERDICTS, Comparison, percent, verdict_line
+from harness.reporting.compare import LABELS, PACKAGE, VERDICTS, Comparison, percent, verdict_line
 from harness.reporting.markdown import md_cell
 from harness.stats.summary import EXACT_MAX_SMALLER
+
+#: Packages that differ shown among the systems' differences; more are listed at the end (two
+#: machines' images can differ in hundreds, which would push the summary out of sight).
+MOST_PACKAGES_AHEAD = 10
 
 
 @dataclass(frozen=True)
@@ -101,9 +106,14 @@ def to_markdown(comparison: Comparison) -> str:
         f"A difference counts when B/A is beyond {percent(c.threshold)} and a Mann-Whitney U test on the raw "
         f"device-timing samples gives p < {c.alpha:g}.", "",
     ]
+    packages = [row for row in c.systems if row[0].startswith(PACKAGE)]
     if c.systems:
         lines += ["## The systems differ", "", "| what | A | B |", "|---|---|---|"]
-        lines += [f"| {md_cell(w)} | {md_cell(x)} | {md_cell(y)} |" for w, x, y in c.systems]
+        lines += [f"| {md_cell(w)} | {md_cell(x)} | {md_cell(y)} |" for w, x, y in c.systems if not w.startswith(PACKAGE)]
+        if len(packages) > MOST_PACKAGES_AHEAD:  # hundreds between two machines: listed at the end
+            lines.append(f"| packages | {len(packages)} differ, listed at the end | |")
+        else:
+            lines += [f"| {md_cell(w)} | {md_cell(x)} | {md_cell(y)} |" for w, x, y in packages]
     else:
         lines += ["## The systems are the same", "", "Same harness, hardware, driver and library versions."]
     counts = c.counts()
@@ -127,4 +137,8 @@ def to_markdown(comparison: Comparison) -> str:
         lines.append(f"| {md_cell(p.label)} | {format_value(p.median_a_ns, 'ns')} | {format_value(p.median_b_ns, 'ns')} | "
                      f"{ratio} | {p_value} | **{p.verdict}** | {md_cell(p.why)} |")
     lines += ["", *_fusion(c), *_figures(c)]
+    if len(packages) > MOST_PACKAGES_AHEAD:
+        lines += [f"## Packages that differ ({len(packages)})", "", "| package | A | B |", "|---|---|---|"]
+        lines += [f"| {md_cell(w.removeprefix(PACKAGE))} | {md_cell(x)} | {md_cell(y)} |" for w, x, y in packages]
+        lines.append("")
     return visible_lines("\n".join(lines) + "\n")
