@@ -51,7 +51,7 @@ from harness.bundle.reader import LoadedBundle
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
-from harness.reporting.run_facts import hardware
+from harness.reporting.run_facts import hardware, machine_share
 from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs
 from harness.scenario.cells import cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup
@@ -283,17 +283,10 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
     where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
     if where_a and where_b and where_a != where_b:
         return f"ran on different hardware: A {where_a}, B {where_b}"
-    share_a, share_b = _share(cell_a), _share(cell_b)
+    share_a, share_b = machine_share(cell_a), machine_share(cell_b)
     if share_a != share_b:
         return f"ran on different shares of the machine: A {share_a}, B {share_b}"
     return ""
-
-
-def _share(cell: CellRecord) -> str:
-    """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), or the whole machine."""
-    slot = cell.node.get("slot") if isinstance(cell.node, dict) else None
-    cpus = slot.get("cpus") if isinstance(slot, dict) else None
-    return f"a slot of {len(cpus)} core(s)" if isinstance(cpus, list) and cpus else "the whole machine"
 
 
 def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> Pair:

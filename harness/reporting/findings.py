@@ -18,13 +18,14 @@ the report (harness/reporting/view.py), whose rows and pairs this reuses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_times
 from harness.plain_text import one_line
 from harness.reporting.run_facts import facts as bundle_facts
+from harness.reporting.run_facts import ran_on
 from harness.reporting.view import (
     FusionPair,
     Row,
@@ -66,25 +67,44 @@ class Line:
 @dataclass(frozen=True)
 class Group:
     """One model in one setting, as one bundle measured it; `named` where another bundle measured
-    the same model and setting (its title then names the bundle)."""
+    the same model and setting (its title then names the bundle). `borrowed`: eager's cell from
+    another bundle, where this one has none of its own and the other ran it on the same hardware
+    and share of it (the vision suite's eager and TVM cells were run as bundles of their own)."""
 
     model: str
     setting: str
     bundle: str
     lines: tuple[Line, ...]
     named: bool = False
+    borrowed: tuple[Row, str] | None = None  # (eager's cell, its bundle)
 
     @property
     def title(self) -> str:
         return f"{self.model} {self.setting}" + (f" ({self.bundle})" if self.named else "")
 
     @property
-    def eager(self) -> Row | None:
-        """Eager's valid cell here, checked against itself: what each variant's speed is measured against."""
+    def own_eager(self) -> Row | None:
+        """Eager's valid cell in this bundle, checked against itself."""
         for line in self.lines:
             if line.backend == BASELINE and line.on is not None and _valid(line.on) and line.on.checked_against_eager:
                 return line.on
         return None
+
+    @property
+    def eager(self) -> Row | None:
+        """What each variant's speed is measured against: eager's cell here, else the one borrowed."""
+        return self.own_eager or (self.borrowed[0] if self.borrowed is not None else None)
+
+    @property
+    def eager_note(self) -> str:
+        """Where `eager` came from, where not from this bundle: said beside the model's table (nothing
+        where no cell here gave a time to set against it)."""
+        if self.own_eager is not None or not any(_valid(row) for line in self.lines for row in (line.on, line.off) if row):
+            return ""
+        if self.borrowed is not None:
+            return (f"vs eager: eager's cell from {self.borrowed[1]}, the same model and setting on the same hardware "
+                    "in another run.")
+        return "vs eager: no valid eager cell of this model and setting on the same hardware in these bundles."
 
 
 def _valid(row: Row) -> bool:
@@ -105,9 +125,25 @@ def groups(bundles: list[LoadedBundle]) -> list[Group]:
             lines = found.setdefault((row.model, row.setting, loaded.name), {})
             lines.setdefault(_label(row), {})[row.fusion] = row
     seen = [(model, setting) for model, setting, _ in found]
-    return [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
+    made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
                                                 for label, sides in lines.items()), seen.count((model, setting)) > 1)
             for (model, setting, bundle), lines in found.items()]
+    return [_with_eager_from_elsewhere(group, made) for group in made]
+
+
+def _with_eager_from_elsewhere(group: Group, every: list[Group]) -> Group:
+    """`group` with eager's cell borrowed from another bundle's group of its model and setting,
+    where it has none of its own and that one ran where its cells did (hardware and share)."""
+    rows = [row for line in group.lines for row in (line.on, line.off) if row is not None and _valid(row)]
+    if group.own_eager is not None or not rows:
+        return group
+    where = {ran_on(row.record) for row in rows}
+    for other in every:
+        eager = other.own_eager
+        if (other.bundle != group.bundle and (other.model, other.setting) == (group.model, group.setting)
+                and eager is not None and where == {ran_on(eager.record)}):
+            return replace(group, borrowed=(eager, other.bundle))
+    return group
 
 
 def _status(row: Row | None) -> str:
@@ -282,7 +318,7 @@ def fusion_range(all_groups: list[Group], backend: str) -> str:
     high = max(counts, key=lambda c: c[1])
     if low[1] == high[1]:
         return f"{low[1]} in each of {len(counts)}"
-    return f"{low[1]} ({low[0]}) to {high[1]} ({high[0]}), over {len(counts)}"
+    return f"{low[1]} ({low[0]}) to {high[1]} ({high[0]}), over {len(counts)} models and settings"
 
 
 def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
@@ -300,7 +336,8 @@ def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str
                 continue
             faster = times_faster(on, eager)
             if faster is not None and slower_beyond_noise(faster):
-                body.append([group.title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
+                title = group.title + (f" (eager from {group.borrowed[1]})" if group.own_eager is None and group.borrowed else "")
+                body.append([title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
     return head, body
 
 

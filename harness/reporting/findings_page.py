@@ -21,7 +21,8 @@ FINDINGS_HTML = "findings.html"
 INTRO = (
     "What kernel fusion did to each model, backend by backend, from the bundles below. Fusion speedup = fusion off's "
     "median batch time over fusion on's (below 1: fusion made it slower). vs eager = eager's median over the cell's, "
-    "same model and setting. Kernels per inference count GPU kernels, or on a CPU each backend's compute dispatches "
+    "same model and setting: eager's cell of the same bundle, else of another bundle that ran it on the same hardware "
+    "(said under the model). Kernels per inference count GPU kernels, or on a CPU each backend's compute dispatches "
     "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "
     "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
     f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within."
@@ -29,7 +30,8 @@ INTRO = (
 SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster or slower, those "
                 "where it had no effect seen or one under 5%, by their verdicts over rounds; a pair of one round "
                 "sorted by its estimate against the same 5%; and the fusions each model got with fusion on (groups of "
-                "two operators or more in one kernel), lowest to highest.")
+                "two operators or more in one kernel), lowest to highest. A model and setting that several bundles "
+                "measured counts once for each, named by its bundle.")
 SLOWER_THAN_EAGER_NOTE = (
     "Cells that ran slower than eager on the same model and setting by more than 5%, fusion on (and off beside it): "
     "each cell's time over its rounds against eager's, one estimate (cells that are not a fusion pair ran their "
@@ -56,7 +58,7 @@ def markdown(bundles: list[LoadedBundle]) -> str:
               *md_table(*findings.no_fewer_kernels(all_groups))]
     lines += ["## Per model", "", md_cell(SPEEDUP_NOTE), ""]
     for group in all_groups:
-        lines += [f"### {md_cell(group.title)}", "", f"From {md_cell(group.bundle)}.", ""]
+        lines += [f"### {md_cell(group.title)}", "", md_cell(f"From {group.bundle}. {group.eager_note}".strip()), ""]
         lines += md_table(*findings.model_table(group, gpu))
         notes = findings.slower_notes(group)
         if notes:
@@ -88,7 +90,7 @@ def html(bundles: list[LoadedBundle]) -> str:
               html_table(*findings.no_fewer_kernels(all_groups))]
     parts += ["<h2>Per model</h2>", f"<p>{escape(SPEEDUP_NOTE)}</p>"]
     for group in all_groups:
-        parts += [f"<h3>{escape(group.title)}</h3>", f"<p>From {escape(group.bundle)}.</p>",
+        parts += [f"<h3>{escape(group.title)}</h3>", f"<p>{escape(f'From {group.bundle}. {group.eager_note}'.strip())}</p>",
                   html_table(*findings.model_table(group, gpu))]
         notes = findings.slower_notes(group)
         if notes:

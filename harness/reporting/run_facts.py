@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.bundle.cell_record import read_as
+from harness.bundle.cell_record import CellRecord, read_as
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times
@@ -57,6 +57,19 @@ def hardware(node: Node | None) -> str | None:
         return None
     gpus = ", ".join(str(g) for g in node.gpus) or "no GPU"
     return f"{node.cpu.model} x{node.cpu.logical_cores}, {gpus}"
+
+
+def machine_share(cell: CellRecord) -> str:
+    """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), or the whole machine."""
+    slot = cell.node.get("slot") if isinstance(cell.node, dict) else None
+    cpus = slot.get("cpus") if isinstance(slot, dict) else None
+    return f"a slot of {len(cpus)} core(s)" if isinstance(cpus, list) and cpus else "the whole machine"
+
+
+def ran_on(cell: CellRecord) -> tuple[str | None, str]:
+    """Where a cell ran, as two cells must share it for their times to be set side by side: the
+    machine's hardware and the share of it the cell had."""
+    return hardware(read_as(Node, cell.node)), machine_share(cell)
 
 
 def machines(nodes: dict[str, Any] | None) -> str:

@@ -217,3 +217,44 @@ def test_cells_that_differ_only_in_their_weights_are_set_apart() -> None:
     assert len(settings) == len(set(settings)) == 2 * len(findings.groups([bundle]))
     assert sum(s.endswith(" pretrained") for s in settings) == len(settings) // 2
     assert both.records[-1].config.shown_label.endswith(" input 32 pretrained")
+
+
+def _part(tmp: Path, name: str, eager: bool, cpu: str | None = None) -> Path:
+    """Golden v7 with only its eager cells (`eager`) or only the others, as a run of its own
+    (`name`), its cells' CPU `cpu` where given."""
+    root = tmp / name
+    shutil.copytree(GOLDEN / "v7", root)
+    header = json.loads((root / "bundle.json").read_text())
+    kept = []
+    for entry in header["cells"]:
+        path = root / "cells" / f"{entry['id']}.json"
+        record = json.loads(path.read_text())
+        if (record["config"]["backend"] == "eager") != eager:
+            path.unlink()
+            shutil.rmtree(root / "cells" / entry["id"], ignore_errors=True)
+            continue
+        if cpu is not None:
+            record["node"]["cpu"]["model"] = cpu
+            path.write_text(json.dumps(record))
+        kept.append(entry)
+    header.update(cells=kept, run_id=name)
+    (root / "bundle.json").write_text(json.dumps(header))
+    return root
+
+
+def test_a_backend_run_apart_from_eager_is_set_against_eager_of_the_same_machine(tmp_path: Path) -> None:
+    """The vision suite's eager and TVM cells were run as bundles of their own: every TVM row said
+    "vs eager - / -" and none was listed slower than eager, though TVM ran at 0.02x."""
+    together = {g.title: g for g in findings.groups([load(GOLDEN / "v7")])}
+    apart = findings.groups([load(_part(tmp_path, "eager-run", eager=True)), load(_part(tmp_path, "tvm-run", eager=False))])
+    borrowing = [g for g in apart if g.bundle == "tvm-run"]
+    assert len(borrowing) == 2
+    for group in borrowing:
+        alone = together[group.model + " " + group.setting]
+        assert group.borrowed is not None and group.borrowed[1] == "eager-run" and "eager's cell from eager-run" in group.eager_note
+        assert findings.model_table(group, gpu=False)[1][0][5] == findings.model_table(alone, gpu=False)[1][1][5]
+    assert {row[0].endswith("(eager from eager-run)") for row in findings.slower_than_eager(apart)[1]} == {True}
+    elsewhere = findings.groups([load(_part(tmp_path, "eager-other-cpu", eager=True, cpu="EPYC")),
+                                 load(_part(tmp_path, "tvm-run-2", eager=False))])
+    assert all(g.borrowed is None for g in elsewhere)  # another machine's eager: not set beside it
+    assert all("no valid eager cell" in g.eager_note for g in elsewhere if g.bundle == "tvm-run-2")
