@@ -98,5 +98,12 @@ def machine_noise(noise: Any) -> str:
     if isinstance(cross, list) and len(cross) == 3 and all(
             isinstance(ns, (int, float)) and not isinstance(ns, bool) for ns in cross):
         text += f"; a round trip between two cores {cross[0]:.0f} / {cross[1]:.0f} / {cross[2]:.0f} ns (10th / 50th / 90th)"
-    warning = lookup(noise, "warning")
-    return f"{text}; {warning}" if warning else text
+    if not lookup(noise, "warning"):
+        return text
+    # The run's warning says these figures again in other words (the console's line): said once here.
+    text += "; beyond a steady machine's, as the run warned: no figure measured here can be steadier"
+    cores = lookup(noise, "core_chunk_ms")
+    if isinstance(cores, dict) and cores and all(isinstance(ms, (int, float)) and not isinstance(ms, bool)
+                                                  for ms in cores.values()):
+        text += "; median chunk by core: " + ", ".join(f"core {core} {ms:.1f} ms" for core, ms in cores.items())
+    return text

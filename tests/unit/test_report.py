@@ -102,9 +102,12 @@ def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None
     older = {"compute_cv": 0.02, "memory_cv": 0.05, "warning": ""}
     assert machine_noise(older) == ("a fixed compute loop's CV 2.0%, a memory-bound one's 5.0% "
                                     "(the floor no figure of this run can go below)")
-    line = machine_noise({**older, "pinned_spread": 1.68, "warning": "this machine's own speed varies"})
-    assert line.endswith("; pinned to each core in turn, its chunks span 1.68x (10th to 90th percentile); "
-                         "this machine's own speed varies")
+    warned = {**older, "pinned_spread": 1.68, "warning": "this machine's own speed varies: a fixed compute loop has a "
+              "CV of 2%", "core_chunk_ms": {"0": 17.3, "1": 19.04}}
+    line = machine_noise(warned)  # the warning's figures are the line's: said once (a CV of 2.0% and then of 2%)
+    assert line.endswith("; pinned to each core in turn, its chunks span 1.68x (10th to 90th percentile); beyond a "
+                         "steady machine's, as the run warned: no figure measured here can be steadier; median chunk "
+                         "by core: core 0 17.3 ms, core 1 19.0 ms") and "CV of 2%" not in line
     assert machine_noise({"compute_cv": True, "memory_cv": 0.1}) == "not measured"
     assert machine_noise({**older, "cross_core_ns": [52.0, 61.2, 330.0]}).endswith(
         "; a round trip between two cores 52 / 61 / 330 ns (10th / 50th / 90th)")
@@ -223,7 +226,8 @@ def test_a_bundle_whose_every_cell_is_missing_has_a_validity_grid_of_whole_rows(
     bundle = load(GOLDEN / f"v{SCHEMA_VERSION}")
     none_run = replace(bundle, cells=[], missing=[c["id"] for c in bundle.cells])
     head, body = validity_grid(none_run, [])
-    assert head == ["model · variant", "status"] and body == [[f"{len(bundle.cells)} listed cell(s)", "not run"]]
+    assert head == ["model · variant", "status"]  # each cell named (it was "14 listed cell(s)"), as --resume will run it
+    assert body == [[f"{planned.label} (listed)", "not run"] for planned in bundle.header_record.cells]
     head, body = validity_grid(bundle, [Row(c) for c in bundle.records])
     assert len(head) > 2 and all(len(row) == len(head) for row in body)
 
