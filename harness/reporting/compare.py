@@ -403,6 +403,8 @@ def _facts(header: BundleHeader) -> list[tuple[str, object]]:
         # the images an input folder held (its path is the cells' config): a resume refuses others,
         # and two runs on other images under the same names are told apart here
         ("input images (SHA-256)", header.inputs_sha256[:12] if header.inputs_sha256 else None),
+        # how the cells shared the machine (--jobs, Ray): cells of other shares are never paired
+        ("executor", _executor(header.executor)),
     ]
 
 
@@ -427,6 +429,19 @@ def _not_in(cell: CellRecord, others: list[CellRecord], other_side: str) -> str:
         if all(_setting(other, name) != value for other in others):
             return f"{other_side} ran no cell {word} {value}"
     return f"{other_side} ran no cell of these settings together"
+
+
+def _executor(executor: dict[str, Any] | None) -> str | None:
+    """The last start's executor in a few words (`local, 2 jobs`, `ray, 1 CPU(s) a cell`), or None
+    where the header recorded none (bundles before --jobs)."""
+    if not isinstance(executor, dict):
+        return None
+    name = str(executor.get("name", "?"))
+    if isinstance(executor.get("jobs"), int) and executor["jobs"] > 1:
+        return f"{name}, {executor['jobs']} jobs"
+    if isinstance(executor.get("cpus_per_cell"), int):
+        return f"{name}, {executor['cpus_per_cell']} CPU(s) a cell"
+    return name
 
 
 def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str, str]]:

@@ -31,6 +31,7 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code, stop
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
+from harness.reporting.run_facts import machine_share
 from harness.run import cell_line, preflight, resumable, rounds, skips, slots, time_budget
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
@@ -170,6 +171,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     running = sorted({c.config.backend for c in cells if (bundle is None or not bundle.finished(c.id))
                       and probe.available(c.config.backend)})
     executor = ray_executor if ray_executor is not None else _executor(request, device, probe, running, closing)
+    if isinstance(executor, LocalPool) and executor.slots[0].cpus:
+        slots.check_thread_counts(len(executor.slots[0].cpus), scenario.env, f"--jobs {request.jobs}")
+    elif not isinstance(executor, (LocalPool, Serial)):  # Ray: a CPU cell's claimed cores, a GPU cell's one
+        slots.check_thread_counts(_ray_cores(device, request), scenario.env, f"--cpus-per-cell {request.cpus_per_cell}")
+    if bundle is not None and not all_finished:
+        _refuse_another_share(bundle, _share_given(executor, request, device))
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -252,6 +259,35 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
         return 1
     return 0
+
+
+def _ray_cores(device: str, request: RunRequest) -> int:
+    """The cores a Ray task claims for a cell: `--cpus-per-cell`, one beside a GPU."""
+    from harness.run.ray_executor import cell_needs
+
+    return cell_needs(device, request.cpus_per_cell)[0]
+
+
+def _share_given(executor: Executor, request: RunRequest, device: str) -> str:
+    """The share of the machine each cell of this start gets, as a cell's record says it
+    (`machine_share`): a `--jobs` slot's cores, Ray's claimed cores, or the whole machine."""
+    if isinstance(executor, LocalPool):
+        return f"a slot of {len(executor.slots[0].cpus)} core(s)"
+    if not isinstance(executor, Serial):
+        return f"a slot of {_ray_cores(device, request)} core(s)"
+    return "the whole machine"
+
+
+def _refuse_another_share(bundle: Bundle, share: str) -> None:
+    """A resume whose cells would run on another share of the machine than the cells recorded ran
+    on is refused: within one bundle the report pairs fusion on with off and every cell with eager,
+    and a 1-core slot's time beside the whole machine's is no speedup (a serial resume of a `--jobs 2`
+    run set one at 6x)."""
+    ran = sorted({machine_share(record) for record in bundle.records() if record.node})
+    if ran and ran != [share]:
+        raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(ran)} and this resume would run "
+                          f"its cells on {share}; resume with the options it ran with (bundle.json `executor`: "
+                          "--jobs, or --executor ray with --cpus-per-cell), so that its times can be set side by side")
 
 
 def _reach_ray(request: RunRequest, bundle: Bundle | None, device: str, all_finished: bool) -> RayExecutor | None:
@@ -431,7 +467,9 @@ def _sweep(
     def show(task: CellTask, phase: str) -> None:
         if phase == "start":
             pace.started()
-            began.setdefault(task.cell_id, time.monotonic())
+            if task.cell_id not in began:  # its first round: the cell's `started` is now, not when it was planned
+                began[task.cell_id] = time.monotonic()
+                bases[task.cell_id]["started"] = utc_now()
         running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
         shown = list(running.values())
         progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")

@@ -80,6 +80,18 @@ def check_jobs(jobs: int, env: Sequence[str] = (), device: str = "auto") -> None
                           "for its own cores and GPU; leave it out of env:, or run with --jobs 1")
 
 
+def check_thread_counts(cores: int, env: Sequence[str], option: str) -> None:
+    """ConfigError where the scenario's `env:` asks for more OpenMP/MKL threads than a slot of
+    `cores` cores runs: the slot's count replaced it without a word (FUSIONBENCH_CPUS and the others
+    a slot sets are refused for that in `check_jobs`)."""
+    for item in env:
+        name, _, value = item.partition("=")
+        asked = _count(value)
+        if name in THREAD_COUNTS and asked is not None and asked > cores:
+            raise ConfigError(f"{option}: the scenario's env sets {name}={asked}, more threads than a slot's {cores} "
+                              f"core(s) runs; give at most {cores} (fewer are kept), or give each cell more cores")
+
+
 def siblings(cpu: int) -> set[int]:
     """The logical CPUs that share `cpu`'s physical core (its SMT siblings, itself included), as
     Linux lists them; {cpu} where it does not say."""

@@ -201,6 +201,14 @@ def test_user_text_that_looks_like_markup_is_printed_as_it_is(null_run) -> None:
     assert f"bundle: {out}" in done.stdout.replace("\n", ""), done.stdout
 
 
+def test_each_cell_records_when_it_started_not_when_the_run_planned_it(null_run) -> None:
+    """Every cell's `started` was the run's start: which cells overlapped could not be read."""
+    done, out = null_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = sorted(cells_of(only_bundle(out)).values(), key=lambda c: c["started"])
+    assert len(cells) == 2 and cells[0]["started"] <= cells[0]["finished"] <= cells[1]["started"], cells  # to the second
+
+
 def test_the_bundle_records_the_command_as_the_cli_takes_it(null_run) -> None:
     """Started as `python -m harness.cli` (as ./run.sh starts it), the bundle's command began with
     the module's path: a reader could not run it again as written."""

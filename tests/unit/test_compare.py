@@ -187,6 +187,11 @@ def test_system_differences_list_what_changed() -> None:
     assert system_differences(a, a) == []
     other_images = system_differences(header(inputs_sha256="a" * 64), header(inputs_sha256="b" * 64))
     assert other_images == [("input images (SHA-256)", "a" * 12, "b" * 12)]
+    # a serial run against a --jobs one opened with "The systems are the same", then paired nothing
+    serial, jobs = header(executor={"name": "local"}), header(executor={"name": "local", "jobs": 2, "slots": []})
+    assert system_differences(serial, jobs) == [("executor", "local", "local, 2 jobs")]
+    ray = header(executor={"name": "ray", "address": None, "cpus_per_cell": 1})
+    assert system_differences(jobs, ray) == [("executor", "local, 2 jobs", "ray, 1 CPU(s) a cell")]
 
 
 def test_two_images_differ_by_the_layers_that_differ() -> None:

@@ -221,3 +221,23 @@ def test_a_file_given_with_resume_that_differs_only_in_its_name_says_so(tmp_path
     (tmp_path / "golden.yaml").write_text(copy.read_text())  # the stored name, from its stem: the same file
     with ExitStack() as closing:
         _open_or_plan(RunRequest(tmp_path / "golden.yaml", resume=root), closing)
+
+
+@pytest.mark.slow
+def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A `--jobs 2` run stopped and resumed serially ran fusion on in a 1-core slot and off on the
+    whole machine: the report set the two side by side as a 6.02x speedup, and validate passed."""
+    root = _edited(tmp_path, lambda s: None)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record.get("node"):
+            record["node"]["slot"] = {"index": 0, "cpus": [0], "gpu": None, "gpu_order": None}
+            path.write_text(json.dumps(record))
+    manifest.write(root)
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--resume {root}: its cells ran on a slot of 1 core(s) and this resume would run its cells on the whole "
+            "machine; resume with the options it ran with") in err, err
+    assert _snapshot(root) == before, "a refused resume changed the bundle"

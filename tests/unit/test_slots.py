@@ -150,3 +150,26 @@ def test_the_run_hands_its_slots_the_order_their_gpus_are_numbered_in(monkeypatc
         with ExitStack() as closing:
             runner._executor(request, "cuda", probe, ["eager"], closing)  # type: ignore[arg-type]
         assert planned.pop()["gpu_order"] == order
+
+
+def test_a_thread_count_above_the_slots_cores_is_refused_not_replaced() -> None:
+    """`env: [OMP_NUM_THREADS=8]` with --jobs 2 on two cores ran with 1 and recorded 1, without a
+    word, where FUSIONBENCH_CPUS and the others a slot sets are refused."""
+    slots.check_thread_counts(4, ["OMP_NUM_THREADS=4", "MKL_NUM_THREADS=1", "KMP_BLOCKTIME=0"], "--jobs 2")
+    with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets MKL_NUM_THREADS=8, more threads than a "
+                                          "slot's 4 core"):
+        slots.check_thread_counts(4, ["OMP_NUM_THREADS=2", "MKL_NUM_THREADS=8"], "--jobs 2")
+
+
+@pytest.mark.slow
+def test_a_run_with_jobs_refuses_more_threads_than_its_slots_have(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli.main import main
+
+    if len(slots.physical_cores(slots.usable_cores())) < 2:
+        pytest.skip("--jobs 2 needs two physical cores; this machine has one")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\nenv: [OMP_NUM_THREADS=4096]\n")
+    assert main(["run", str(scenario), "--jobs", "2", "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    assert "--jobs 2: the scenario's env sets OMP_NUM_THREADS=4096, more threads than a slot's" in capsys.readouterr().err
+    assert not any((tmp_path / "out").glob("*/bundle.json"))
