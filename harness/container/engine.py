@@ -19,7 +19,8 @@ changed itself; where something else is there, it says so and leaves it.
   unmounts what the daemon left mounted under its data root, and removes its socket only when no
   engine answers on it any more. It undoes nothing on the host's network: its daemon changed
   nothing there, so what changed meanwhile is another tool's, and is named, not touched.
-- `stop --purge` deletes the data root the state file recorded, never one named anew.
+- `stop --purge` deletes what the engine wrote in the data root the state file recorded (its data
+  folder and log; the root itself where nothing else is left in it), never a root named anew.
 
 The state of an engine this started (its dockerd, the processes below it, its paths, the host's
 network as it was) is a JSON file in its run directory; `stop` acts only on that engine.
@@ -343,15 +344,27 @@ def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, 
     kept = f"kept in {own.root / 'data'} (--purge removes them)"
     if purge:
         why = unsafe_root(own.root)
-        if why:
-            kept = f"not removed: {why}"
-        else:
-            shutil.rmtree(own.root, ignore_errors=True)
-            kept = f"removed ({own.root})"
+        kept = f"not removed: {why}" if why else _purged(own)
     what = (f"Docker engine stopped (PID {state.pid})" if was_running
             else f"the engine fusionbench started (dockerd PID {state.pid}) was no longer running; cleaned up after it")
     write(f"fusionbench: {what}; {'; '.join(said) or 'nothing else was left'}; images {kept}\n")
     return True
+
+
+def _purged(own: EnginePaths) -> str:
+    """Remove what the engine writes in its root (the daemon's data folder, its log), and the root
+    only where nothing else is left in it: a root named anew (`FUSIONBENCH_ENGINE_ROOT=$HOME`) may
+    hold files that are not the engine's, and a purge deleted them with it."""
+    shutil.rmtree(own.root / "data", ignore_errors=True)
+    own.log_file.unlink(missing_ok=True)
+    try:
+        own.root.rmdir()  # only when empty
+    except OSError:
+        others = sorted(p.name for p in own.root.iterdir()) if own.root.is_dir() else []
+        if others:
+            return (f"removed ({own.root / 'data'}); {own.root} kept for what else it holds, which is not the "
+                    f"engine's ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})")
+    return f"removed ({own.root})"
 
 
 def status(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write,

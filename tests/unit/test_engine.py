@@ -265,6 +265,26 @@ def test_purge_removes_the_root_the_state_recorded_never_the_environments(
     assert "not removed: / is /, a system folder" in said[-1]
 
 
+def test_purge_removes_what_the_engine_wrote_and_keeps_what_else_its_root_holds(
+        tmp_path: Path, quiet_network: None) -> None:
+    """`FUSIONBENCH_ENGINE_ROOT=eroot` over a folder holding the user's notes: a purge deleted the
+    notes with the images."""
+    root = tmp_path / "eroot"
+    (root / "data" / "image").mkdir(parents=True)
+    (root / "dockerd.log").write_text("log")
+    (root / "my-notes.txt").write_text("precious")
+    paths = EnginePaths(root=root, run_dir=tmp_path / "run", socket=tmp_path / "docker.sock")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _record(paths, os.getpid(), root=str(root))
+    state = json.loads(paths.state_file.read_text())
+    paths.state_file.write_text(json.dumps({**state, "pid": gone.pid}))
+    said: list[str] = []
+    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    assert sorted(p.name for p in root.iterdir()) == ["my-notes.txt"] and (root / "my-notes.txt").read_text() == "precious"
+    assert f"removed ({root / 'data'}); {root} kept for what else it holds, which is not the engine's (my-notes.txt)" in said[-1]
+
+
 def test_status_looks_where_docker_host_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "answers", lambda socket, timeout_s=5.0: "27.5.1" if socket is None else None)
     said: list[str] = []
