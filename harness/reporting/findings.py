@@ -32,6 +32,7 @@ from harness.reporting.view import (
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
+    noisy_mark,
     slower_beyond_noise,
     slowest_kernels_by_side,
     times_faster,
@@ -170,13 +171,13 @@ def _against_eager(group: Group, row: Row | None) -> str:
     if row is None or not _valid(row) or eager is None or not row.checked_against_eager:
         return "-"
     faster = times_faster(row, eager)
-    return "-" if faster is None else format_times(faster)
+    return "-" if faster is None else format_times(faster) + (noisy_mark(row, eager) if row is not eager else "")
 
 
 def _speedup(line: Line) -> str:
     pair = line.pair
     if pair is not None:
-        return pair.result.text()
+        return pair.result.text() + noisy_mark(pair.on, pair.off)
     if not line.has_switch:
         return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
     broken = [(side, _status(row)) for side, row in (("on", line.on), ("off", line.off)) if row is None or not _valid(row)]

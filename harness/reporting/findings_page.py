@@ -25,7 +25,8 @@ INTRO = (
     "(said under the model). Kernels per inference count GPU kernels, or on a CPU each backend's compute dispatches "
     "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "
     "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
-    f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within."
+    f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within. `noisy` beside a speedup: a cell's timing samples "
+    "spread beyond 10% of their mean (its bundle's warnings say why), so the figure is a guess."
 )
 SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster or slower, those "
                 "where it had no effect seen or one under 5%, by their verdicts over rounds; a pair of one round "
@@ -50,13 +51,13 @@ def _sections(bundles: list[LoadedBundle]) -> tuple[list[findings.Group], bool]:
 
 def markdown(bundles: list[LoadedBundle]) -> str:
     all_groups, gpu = _sections(bundles)
-    lines = ["# FusionBench findings", "", md_cell(INTRO), ""]
+    lines = ["# FusionBench findings", "", INTRO, ""]  # the notes are our own text: their code spans stay code
     lines += [f"- **{md_cell(name)}**: {md_cell(text)}" for name, text in findings.facts(bundles)] + [""]
     lines += ["## Across models", "", SUMMARY_NOTE, "", *md_table(*findings.summary_table(all_groups))]
     lines += ["## Slower than eager", "", SLOWER_THAN_EAGER_NOTE, "", *md_table(*findings.slower_than_eager(all_groups))]
     lines += ["## Fusions that launched no fewer kernels", "", NO_FEWER_KERNELS_NOTE, "",
               *md_table(*findings.no_fewer_kernels(all_groups))]
-    lines += ["## Per model", "", md_cell(SPEEDUP_NOTE), ""]
+    lines += ["## Per model", "", SPEEDUP_NOTE, ""]
     for group in all_groups:
         lines += [f"### {md_cell(group.title)}", "", md_cell(f"From {group.bundle}. {group.eager_note}".strip()), ""]
         lines += md_table(*findings.model_table(group, gpu))

@@ -13,6 +13,7 @@ from harness.reporting.view import (
     ROOFLINE_NOTE,
     SLOWER_NOTE,
     SPEEDUP_NOTE,
+    SPEEDUP_OVER_NOTE,
     TIME_SPLIT_NOTE,
     Row,
     agreement_table,
@@ -60,8 +61,7 @@ def markdown(loaded: LoadedBundle) -> str:
     baseline = baseline_of(loaded)
     _, _, speedups = speedup_table(rows, baseline)
     lines += [f"## Speedup over {md_cell(baseline)}", "",
-              f"{md_cell(baseline).capitalize()}'s median batch time over the cell's (same model and setting; "
-              "cells whose output was checked against eager's).", "",
+              SPEEDUP_OVER_NOTE.format(baseline=md_cell(baseline.capitalize())), "",  # our text: its code spans stay
               *md_table(["model and setting", "backend / variant", "speedup"], speedups)]
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",

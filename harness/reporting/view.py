@@ -192,6 +192,20 @@ def slower_beyond_noise(value: float) -> bool:
     return value < 1 / (1 + SMALLEST_EFFECT)
 
 
+#: What a speedup from a noisy cell carries, and what it means.
+NOISY = " noisy"
+SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over its rounds where it has several "
+                     "(same model and setting; cells whose output was checked against eager's); `noisy` where either "
+                     "cell's timing samples spread beyond 10% of their mean (its warnings say why): a guess, not a "
+                     "figure.")
+
+
+def noisy_mark(*rows: Row) -> str:
+    """`NOISY` where a cell's timing samples spread too far to trust as they are (the device time's
+    `noisy`: a CV above 10%): a speedup taken from it says so beside it, not only in the warnings."""
+    return NOISY if any(r.metrics.device_time is not None and r.metrics.device_time.summary.noisy for r in rows) else ""
+
+
 def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
     base = {(r.model, r.setting): r for r in valid_rows(rows)
             if r.backend == baseline and r.fusion == "on" and r.checked_against_eager}
@@ -200,8 +214,9 @@ def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Serie
     groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in others))
     variants = list(dict.fromkeys(r.variant for r in others))
     values = {(f"{r.model} {r.setting}", r.variant): times_faster(r, base[(r.model, r.setting)]) or 0.0 for r in others}
+    marks = {(f"{r.model} {r.setting}", r.variant): noisy_mark(r, base[(r.model, r.setting)]) for r in others}
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
-    table = [[g, v, format_times(values[(g, v)])] for g in groups for v in variants if (g, v) in values]
+    table = [[g, v, format_times(values[(g, v)]) + marks[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
 
 
@@ -308,7 +323,7 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     columns = metric_table.present(metric_table.REPORT_FUSION, [r.record for p in pairs for r in (p.on, p.off)])
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
-    body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off), fmt_speedup(p),
+    body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off), fmt_speedup(p) + noisy_mark(p.on, p.off),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body

@@ -192,7 +192,9 @@ def test_resume_runs_only_missing_cells(smoke, smoke_file: Path) -> None:
     assert f"{SMOKE_CELLS} cell(s) on cpu, 0 to run" in done.stdout
     null_offline = next(k for k, c in before.items() if c["config"]["backend"] == "null" and c["config"]["scenario"] == "Offline")
     (bundle / "cells" / f"{null_offline}.json").unlink()
-    done = fusionbench("run", str(smoke_file), "--device", "cpu", "--resume", str(bundle))
+    done = fusionbench("run", str(smoke_file), "--device", "cpu", "--resume", str(bundle))  # serially: refused
+    assert done.returncode == 2 and "its cells ran on a slot of 1 core(s) and this resume would run" in done.stderr
+    done = fusionbench("run", str(smoke_file), "--device", "cpu", "--resume", str(bundle), "--jobs", str(SMOKE_JOBS))
     assert done.returncode == 0, done.stderr
     assert f"{SMOKE_CELLS} cell(s) on cpu, 1 to run" in done.stdout
     after = cells_of(bundle)

@@ -28,6 +28,7 @@ from harness.reporting.view import (
     fmt_speedup,
     fused_kernels,
     fusion_pairs,
+    noisy_mark,
     slowest_kernels,
 )
 from tests.cell_configs import cell_record
@@ -93,9 +94,25 @@ def test_the_reports_give_each_fusion_speedup_its_interval_and_verdict() -> None
     pairs = fusion_pairs([Row(r) for r in v6.records])
     assert len(pairs) == 2 and all(p.result.rounds == 2 and p.result.interval is not None for p in pairs)
     for pair in pairs:
-        assert f"| {md_cell(fmt_speedup(pair))} |" in markdown(v6) and f"<td>{fmt_speedup(pair)}</td>" in html(v6)
+        shown = fmt_speedup(pair) + noisy_mark(pair.on, pair.off)
+        assert f"| {md_cell(shown)} |" in markdown(v6) and f"<td>{shown}</td>" in html(v6)
         assert fmt_speedup(pair).endswith(("faster", "slower", "no effect seen"))
-    assert "| 1.30x (one round) |" in markdown(load(GOLDEN / "v3"))  # before rounds: one round, no interval
+    # before rounds: one round, no interval; its cells' samples spread beyond 10% of their mean: said beside it
+    assert "| 1.30x (one round) noisy |" in markdown(load(GOLDEN / "v3"))
+
+
+def test_a_speedup_from_a_noisy_cell_says_so_beside_it() -> None:
+    """A speedup over eager of 1,672x from an eager cell whose repetitions flipped between 14 ms and
+    1.45 s stood in the table as a figure; the noise was said only among the warnings."""
+    pair = next(p for p in fusion_pairs([Row(r) for r in load(GOLDEN / "v3").records]) if "1.30x" in fmt_speedup(p))
+    assert noisy_mark(pair.on, pair.off) == " noisy"
+    steady = []
+    for row in (pair.on, pair.off):
+        record = row.record.model_copy(deep=True)
+        assert record.metrics.device_time is not None
+        record.metrics.device_time.summary.noisy = False
+        steady.append(Row(record))
+    assert noisy_mark(*steady) == ""
 
 
 def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None:
