@@ -346,7 +346,8 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
     models = all_models()
     shown = 0
     for name, (family, size) in models.items():
-        if args.family is not None and family != args.family:  # "" is no family, not every family
+        # "" is no family, not every family; the README writes them capitalised (ResNet, MobileNet)
+        if args.family is not None and family.casefold() != args.family.casefold():
             continue
         extra = EXTRA_MODELS.get(name)
         shape = input_shape(name, size) if extra else (1, 3, size, size)

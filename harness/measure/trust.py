@@ -115,7 +115,7 @@ def _why(gap: float, device_ns: float, call: float | None, sut: SutFigures, pipe
         ran = "slower" if call > device_ns else "faster"
         return (f"the model itself ran {abs(call / device_ns - 1):.0%} {ran} inside LoadGen's run than in the "
                 f"timing pass ({duration(call)} a call against {duration(device_ns)}): the machine's speed changed, or something "
-                f"ran beside it (see what ran beside each){machine}")
+                f"ran beside it (the cell's other warnings, and `beside` in its record, say what ran){machine}")
     if own > MODEL_SLOWER_LIMIT * device_ns:
         return (f"the system under test's own work per batch (gathering inputs and answering: {duration(own)}, "
                 f"{own / device_ns:.0%} of a batch)")

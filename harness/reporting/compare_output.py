@@ -74,7 +74,7 @@ def _figures(comparison: Comparison) -> list[str]:
     lines += [f"| {rules[name].label} | {rules[name].better} | {rules[name].test} | "
               + " | ".join(str(by[v]) for v in VERDICTS) + " |" for name, by in counts.items() if name != "device_time"]
     changed = [(p, f) for p in comparison.pairs for f in p.figures if f.metric != "device_time" and f.verdict != "same"]
-    lines += ["", f"Every figure not the same ({len(changed)}):", ""]
+    lines += ["", f"Every figure not the same ({len(changed)}):" if changed else "Every other figure is the same.", ""]
     if changed:
         order = {verdict: i for i, verdict in enumerate(VERDICTS)}
         lines += ["| cell | figure | A | B | B/A | verdict | why |", "|---|---|---:|---:|---:|---|---|"]

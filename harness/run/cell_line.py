@@ -1,7 +1,8 @@
 """The line a run prints as each cell finishes: its status, its label, how long it took, how far
 the run is and, once cells have run, about how long the rest will take.
 
-A run in the background writes a log, which shows no progress bar: these lines are all it has.
+A run in the background writes a log, which gets the progress bar only once, when the cells are
+done: these lines are what it has as it goes.
 The estimate is the pace of this start or resume so far (the cells that ran, over the time since
 the first began, so that parallel jobs count once) times the cells left to run; skipped cells,
 written at once, take no part in it. A suite's cells differ tenfold in length (a TVM cell that

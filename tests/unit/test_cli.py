@@ -34,6 +34,8 @@ def test_models_and_family_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "--family", "mobilenetv3"]) == 0
     out = capsys.readouterr().out
     assert "mobilenet_v3_small" in out and "resnet18" not in out
+    assert main(["models", "--family", "ResNet"]) == 0  # as the README writes the families
+    assert "resnet18" in capsys.readouterr().out
     for family in ("nope", ""):  # an empty family is none, not every model
         assert main(["models", "--family", family]) == 2
         assert "families:" in capsys.readouterr().err
