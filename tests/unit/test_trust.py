@@ -171,16 +171,16 @@ def test_a_slower_model_under_loadgen_says_whether_the_machine_was_slower_then()
     run = loadgen({"result_samples_per_second": 449.0}, call_mean_ns=17.5e6, gather_median_ns=0, respond_median_ns=4e3)
     run.beside = speed(1.0, 1.0, memory_ms=22.0)  # memory 120% slower, for a model 138% slower
     result = latency_agreement("Offline", 8, run, timing(7.35e6, repetitions=repetitions))
-    assert result.why.endswith("(see what ran beside each); around LoadGen's run against the repetitions, the "
-                                  "reference loops were 0.5% faster (cores) and 120% slower (memory): the machine's "
-                                  "speed moved (memory)")
+    assert result.why.endswith("(the cell's other warnings, and `beside` in its record, say what ran); around "
+                               "LoadGen's run against the repetitions, the reference loops were 0.5% faster (cores) "
+                               "and 120% slower (memory): the machine's speed moved (memory)")
     run.beside = speed(1.2, 1.3)  # cores 24% slower: not enough for a model 138% slower
     assert latency_agreement("Offline", 8, run, timing(7.35e6, repetitions=repetitions)).why.endswith(
         "24% slower (cores) and 0.0% slower (memory), none beyond its own jitter and half the figures' change: the "
         "machine's own speed does not explain it")
     run.beside = {}
     assert latency_agreement("Offline", 8, run, timing(7.35e6, repetitions=repetitions)).why.endswith(
-        "(see what ran beside each)")
+        "(the cell's other warnings, and `beside` in its record, say what ran)")
 
 
 def test_activity_reads_busy_threads_others_and_steal_from_proc(tmp_path: Path) -> None:
