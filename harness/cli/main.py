@@ -150,8 +150,9 @@ def _parser() -> argparse.ArgumentParser:
 
     engine = sub.add_parser(
         "engine", help="start or stop a Docker engine of fusionbench's own where none runs (Linux, root)",
-        description="start: where no engine answers, install Debian's docker.io if needed and start dockerd with its "
-        "own data root and no changes to the host's network; stop: end it and put the host back as it was; "
+        description="start: where no engine answers, install Debian's docker.io and mmdebstrap if needed and start "
+        "dockerd with its own data root and no changes to the host's network; stop: end it and what it started "
+        "(the packages stay installed); "
         "status: say which engine answers. Images are kept under $FUSIONBENCH_ENGINE_ROOT "
         "(default /var/lib/fusionbench-engine).",
     )

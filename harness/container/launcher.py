@@ -94,7 +94,8 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
         elif arg == "--resume":
             run_dir = Path(next(rest, "")).resolve()
             if not run_dir.is_relative_to(results):
-                raise ConfigError(f"--resume {run_dir}: in a container a bundle must be under the results directory {results}")
+                raise ConfigError(f"--resume {run_dir}: in a container a bundle must be under the results directory {results}; "
+                                  f"name its folder with --out {run_dir.parent}")
             out += ["--resume", f"{RESULTS_MOUNT}/{run_dir.relative_to(results).as_posix()}"]
         elif arg.endswith((".yaml", ".yml")) and not arg.startswith("-"):
             path = Path(arg).resolve()
@@ -312,15 +313,20 @@ def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: 
     cache.mkdir(parents=True, exist_ok=True)
     container = client.containers.run(**run_request(kind, image, args, repo, results, cache))
     lines = HostPaths(write, {RESULTS_MOUNT: results, CACHE_MOUNT: cache})
+    shown = 0  # bytes of the container's output written so far
     try:
         for chunk in container.logs(stream=True, follow=True):
+            shown += len(chunk)
             lines.write(chunk.decode(errors="replace"))
         lines.flush()
         return int(container.wait().get("StatusCode", 1))
     except KeyboardInterrupt as stop:
-        lines.flush()
         container.kill(signal="SIGINT")
         container.wait()
+        # what the run inside said as it stopped ("interrupted: ... complete with --resume ..."), which
+        # the stream cut by Ctrl-C no longer carried
+        lines.write(container.logs(stream=False, follow=False)[shown:].decode(errors="replace"))
+        lines.flush()
         return interrupted_exit_code(stop)
     finally:
         container.remove(force=True)

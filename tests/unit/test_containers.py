@@ -115,8 +115,8 @@ def test_arguments_are_mapped_into_the_mounts(tmp_path: Path, monkeypatch: pytes
         "run", "--resume", "/work/results/sub/run-1", "--no-cache"]  # a resume writes into its bundle: no --out
     with pytest.raises(Exception, match="must be inside the repository"):
         container_arguments([str(tmp_path / "elsewhere.yaml")], REPO, results)
-    with pytest.raises(Exception, match="must be under the results directory"):
-        container_arguments(["--resume", str(tmp_path / "other")], REPO, results)
+    with pytest.raises(Exception, match=f"must be under the results directory .*; name its folder with --out {tmp_path}$"):
+        container_arguments(["--resume", str(tmp_path / "other")], REPO, results)  # how, said: it was not
 
 
 class FakeImage:
@@ -130,6 +130,11 @@ class FakeContainer:
         self.lines, self.interrupt, self.killed, self.removed = lines, interrupt, None, False
 
     def logs(self, stream: bool, follow: bool) -> Any:
+        if not stream:  # all of it, as the run inside wrote it up to now
+            return b"".join(self.lines) + (b"interrupted: complete with --resume /work/results/x\n" if self.killed else b"")
+        return self._stream()
+
+    def _stream(self) -> Any:
         for line in self.lines:
             yield line
         if self.interrupt:
@@ -226,9 +231,13 @@ def test_an_existing_image_is_reused_and_cpu_requests_no_gpu(tmp_path: Path, mon
 def test_ctrl_c_is_passed_on_and_the_container_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     client = FakeClient(has_image=True, interrupt=True)
+    written: list[str] = []
     code = launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "r")], repo=REPO, cache=tmp_path / "c",
-                  make_client=lambda: client, write=lambda text: None)
+                  make_client=lambda: client, write=written.append)
     assert code == 130 and client.container.killed == "SIGINT" and client.container.removed
+    # the run's own last words as it stopped, with the host's folder (the stream Ctrl-C cut lacked them)
+    said = "".join(written)
+    assert said.count("bundle: ") == 1 and said.endswith(f"interrupted: complete with --resume {tmp_path / 'r'}/x\n"), said
 
 
 def test_the_output_names_host_folders_even_when_a_path_is_cut_between_chunks(tmp_path: Path) -> None:
