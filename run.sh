@@ -91,6 +91,9 @@ dry_run=0
 if [ "${1:-}" = "--install-plan" ]; then
     dry_run=1
     if gpu_stack; then echo "# GPU stack: yes"; else echo "# GPU stack: no"; fi
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$(wanted_stamp)" ]; then
+        echo "# $venv matches the locks: ./run.sh installs nothing now; where a lock changes, it runs:"
+    fi
     install
     exit 0
 fi

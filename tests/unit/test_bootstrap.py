@@ -111,3 +111,16 @@ def test_two_packages_registering_one_backend_are_named_as_pip_knows_them(
     assert "fb-first 1.0 (fb_first.backend:First)" in message and "fb-dupe 0.2 (fb_dupe.backend:Other)" in message
     assert message.endswith("; uninstall one (pip uninstall fb-first or pip uninstall fb-dupe)") or message.endswith(
         "; uninstall one (pip uninstall fb-dupe or pip uninstall fb-first)")  # in the order they are found
+
+
+def test_the_plan_for_an_environment_that_matches_the_locks_says_nothing_is_installed(tmp_path: Path) -> None:
+    """On an up-to-date .venv the plan printed the whole install as if it would run."""
+    env = {"FUSIONBENCH_VENV": str(tmp_path / "venv"), "FUSIONBENCH_GPU_STACK": "off"}
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    assert "installs nothing now" not in run_sh("--install-plan", env=env).stdout  # no stamp: it would install
+    wanted = subprocess.run(["bash", "-c", f"cat {REPO}/requirements.lock {REPO}/pyproject.toml | sha256sum | cut -d' ' -f1"],
+                            capture_output=True, text=True, check=True).stdout
+    (tmp_path / "venv" / ".fusionbench-lock").write_text(wanted)
+    plan = run_sh("--install-plan", env=env).stdout
+    assert f"# {tmp_path / 'venv'} matches the locks: ./run.sh installs nothing now" in plan, plan
