@@ -173,7 +173,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     executor = ray_executor if ray_executor is not None else _executor(request, device, probe, running, closing)
     if isinstance(executor, LocalPool) and executor.slots[0].cpus:
         slots.check_thread_counts(len(executor.slots[0].cpus), scenario.env, f"--jobs {request.jobs}")
-    elif not isinstance(executor, (LocalPool, Serial)):  # Ray: a CPU cell's claimed cores, a GPU cell's one
+    elif request.executor == "ray":  # a CPU cell's claimed cores, a GPU cell's one
         slots.check_thread_counts(_ray_cores(device, request), scenario.env, f"--cpus-per-cell {request.cpus_per_cell}")
     if bundle is not None and not all_finished:
         _refuse_another_share(bundle, _share_given(executor, request, device))
@@ -273,7 +273,7 @@ def _share_given(executor: Executor, request: RunRequest, device: str) -> str:
     (`machine_share`): a `--jobs` slot's cores, Ray's claimed cores, or the whole machine."""
     if isinstance(executor, LocalPool):
         return f"a slot of {len(executor.slots[0].cpus)} core(s)"
-    if not isinstance(executor, Serial):
+    if request.executor == "ray":
         return f"a slot of {_ray_cores(device, request)} core(s)"
     return "the whole machine"
 

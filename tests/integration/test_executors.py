@@ -158,7 +158,9 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     hang = next(c for c in cells_of(bundle).values() if c["config"]["backend"] == "fault_hang")
     assert hang["status"] == "interrupted"
-    resumed = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray")
+    refused = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray")  # 1 CPU a cell: another share
+    assert refused.returncode == 2 and "its cells ran on a slot of 2 core(s) and this resume would run" in refused.stderr
+    resumed = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray", "--cpus-per-cell", "2")
     assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the hang now runs into its time limit
     cells = {c["config"]["backend"]: c for c in cells_of(bundle).values()}
     assert cells["null"]["status"] == "valid" and "time limit of 20 s exceeded" in cells["fault_hang"]["reasons"][0]
