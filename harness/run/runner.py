@@ -134,6 +134,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
             _refuse_other_inputs(bundle, scenario, input_folder)
     # before the probe and the folders, as the other refusals here
     slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
+    if request.jobs > 1 and request.executor == "local":
+        cores = slots.usable_cores()
+        slots.check_cores(request.jobs, cores, slots.physical_cores(cores))
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
                                    bundle)

@@ -80,6 +80,15 @@ def check_jobs(jobs: int, env: Sequence[str] = (), device: str = "auto") -> None
                           "for its own cores and GPU; leave it out of env:, or run with --jobs 1")
 
 
+def check_cores(jobs: int, cores: list[int], physical: list[tuple[int, ...]]) -> None:
+    """ConfigError where `jobs` cells cannot each have a physical core of their own: asked before the
+    probe (it took 8 s to refuse `--jobs 3` on two cores), and again as the slots are cut."""
+    if jobs > len(physical):
+        raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(physical)} "
+                          f"{'is' if len(physical) == 1 else 'are'} usable here"
+                          + (f" ({len(cores)} logical CPUs)" if len(cores) != len(physical) else ""))
+
+
 def check_thread_counts(cores: int, env: Sequence[str], option: str) -> None:
     """ConfigError where the scenario's `env:` asks for more OpenMP/MKL threads than a slot of
     `cores` cores runs: the slot's count replaced it without a word (FUSIONBENCH_CPUS and the others
@@ -143,9 +152,7 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
     if quota is not None and jobs > quota:
         raise ConfigError(f"--jobs {jobs}: this process may use {quota:g} CPUs' worth (its cgroup's cpu.max), though "
                           f"{len(cores)} are listed; give at most {max(int(quota), 1)}")
-    if jobs > len(physical):
-        raise ConfigError(f"--jobs {jobs}: each cell needs a core of its own and {len(physical)} are usable here"
-                          + (f" ({len(cores)} logical CPUs)" if len(cores) != len(physical) else ""))
+    check_cores(jobs, cores, physical)
     share = len(physical) // jobs
     if quota is not None:  # as many cores as the quota's share: more threads than that only wait for it
         share = min(share, max(int(quota // jobs), 1))

@@ -173,3 +173,15 @@ def test_a_run_with_jobs_refuses_more_threads_than_its_slots_have(tmp_path: Path
     assert main(["run", str(scenario), "--jobs", "2", "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
     assert "--jobs 2: the scenario's env sets OMP_NUM_THREADS=4096, more threads than a slot's" in capsys.readouterr().err
     assert not any((tmp_path / "out").glob("*/bundle.json"))
+
+
+def test_more_jobs_than_cores_is_refused_before_the_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--jobs 3` on two cores was refused after the system probe (8 s), the output folder made."""
+    from harness.cli.main import main
+
+    jobs = len(slots.physical_cores(slots.usable_cores())) + 1
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    assert main(["run", str(scenario), "--jobs", str(jobs), "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    assert f"--jobs {jobs}: each cell needs a core of its own" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before the folders and the probe
