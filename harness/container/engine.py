@@ -48,6 +48,9 @@ from harness.errors import HarnessError
 
 ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
 DEFAULT_ROOT = Path("/var/lib/fusionbench-engine")
+#: Left in a root an engine started in with an empty slate (no `data` folder, or the default root):
+#: its `data` and log are the engine's, which a purge may remove.
+ROOT_MARKER = ".fusionbench-engine"
 DEFAULT_RUN_DIR = Path("/run/fusionbench-engine")
 DEFAULT_SOCKET = Path("/var/run/docker.sock")
 START_TIMEOUT_S = 60.0
@@ -116,6 +119,9 @@ class EngineState:
     run_dir: str | None = None
     below: list[list[int]] = field(default_factory=list)  # [pid, start] of the processes below dockerd
     mounts_before: list[str] = field(default_factory=list)  # mounts under the data root before it started
+    # Whether the data folder and log in the root are the engine's: False where `data` was there
+    # before an engine first started in that root (a root named anew over a folder of the user's)
+    data_owned: bool = True
 
     def host_network(self) -> HostNetwork:
         return HostNetwork(ip_forward=self.host.get("ip_forward"), links=tuple(self.host.get("links", ())),
@@ -157,6 +163,12 @@ def answers(socket: Path | None, timeout_s: float = 5.0) -> str | None:
             client.close()
     except Exception:  # noqa: BLE001 - any failure to reach it means it does not answer
         return None
+
+
+def owns_data(root: Path) -> bool:
+    """Whether `data` (and the log) in `root` are an engine's: the default root, a root an engine
+    started in with no `data` folder (it left its marker), or one with none yet."""
+    return (root / ROOT_MARKER).exists() or root == DEFAULT_ROOT or not (root / "data").exists()
 
 
 def read_state(paths: EnginePaths) -> EngineState | None:
@@ -245,8 +257,11 @@ def start(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write,
     if dockerd is None:
         raise EngineError(f"dockerd is still not on PATH after installing docker.io; {INSTALL_HINT}")
     host = read_host_network(run)
+    data_owned = owns_data(paths.root)
     for folder in (paths.root, paths.run_dir):
         folder.mkdir(parents=True, exist_ok=True)
+    if data_owned:
+        (paths.root / ROOT_MARKER).touch()
     mounts_before = [str(m) for m in mounts_under(paths.root / "data")]
     with paths.log_file.open("ab") as log:
         started = subprocess.Popen(paths.dockerd_command(dockerd), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -254,7 +269,7 @@ def start(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write,
     own = process(started.pid)
     state = EngineState(pid=started.pid, socket=str(paths.socket), root=str(paths.root), started=time.time(),
                         host=asdict(host), pid_start=own.start if own else None, run_dir=str(paths.run_dir),
-                        mounts_before=mounts_before)
+                        mounts_before=mounts_before, data_owned=data_owned)
     _write_state(paths, state)
     deadline = time.monotonic() + timeout_s
     while (version := answers(paths.socket, timeout_s=2)) is None:
@@ -344,7 +359,12 @@ def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, 
     kept = f"kept in {own.root / 'data'} (--purge removes them)"
     if purge:
         why = unsafe_root(own.root)
-        kept = f"not removed: {why}" if why else _purged(own)
+        if why or not state.data_owned:
+            kept = f"not removed: {why}" if why else (
+                f"not removed: {own.root / 'data'} was there before an engine first started in {own.root}, so it may "
+                "not be the engine's; remove it yourself if it is")
+        else:
+            kept = _purged(own)
     what = (f"Docker engine stopped (PID {state.pid})" if was_running
             else f"the engine fusionbench started (dockerd PID {state.pid}) was no longer running; cleaned up after it")
     write(f"fusionbench: {what}; {'; '.join(said) or 'nothing else was left'}; images {kept}\n")
@@ -357,6 +377,7 @@ def _purged(own: EnginePaths) -> str:
     hold files that are not the engine's, and a purge deleted them with it."""
     shutil.rmtree(own.root / "data", ignore_errors=True)
     own.log_file.unlink(missing_ok=True)
+    (own.root / ROOT_MARKER).unlink(missing_ok=True)
     try:
         own.root.rmdir()  # only when empty
     except OSError:

@@ -11,13 +11,14 @@ operators are none of those to it, and counted 0:
 
 Each is counted as the roofline counts the rest: two FLOPs per multiply-add of its matrix products
 (the projections, and attention's two batched products), element-wise work (the gates, softmax)
-left out. The formulas take shapes, as FlopCounterMode hands them (`custom_mapping`).
+left out. The formulas take shapes (`_or_none` reads them from the tensors FlopCounterMode hands
+over, as its `custom_mapping` takes them).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Shape = Sequence[int]
@@ -62,12 +63,31 @@ def cpu_attention_flops(query: Shape, key: Shape, value: Shape, *args: Any, out_
     return 2 * pairs * (query[-1] + value[-1])
 
 
+def _or_none(formula: Callable[..., int]) -> Callable[..., int]:
+    """`formula` over the shapes of the tensors it is given, counting 0 (as torch did) where a shape
+    cannot be read or is not one it reads, instead of failing the count of the whole model (a
+    plugin's model may pass a nested tensor, whose `.shape` raises). It takes the raw arguments
+    (`_get_raw`), so that reading the shapes is inside the guard."""
+    from torch import Tensor
+    from torch.utils._pytree import tree_map
+
+    def counted(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
+        try:
+            shapes, named = tree_map(lambda x: x.shape if isinstance(x, Tensor) else x, (args, kwargs))
+            return formula(*shapes, **named)
+        except (TypeError, ValueError, IndexError, RuntimeError):
+            return 0
+
+    counted._get_raw = True  # type: ignore[attr-defined]  # FlopCounterMode: pass the tensors as they are
+    return counted
+
+
 def custom_mapping() -> dict[Any, Any]:
     """The formulas by operator, for FlopCounterMode(custom_mapping=...): those this torch has."""
     import torch
 
     aten = torch.ops.aten
-    formulas = {"mkldnn_rnn_layer": mkldnn_rnn_layer_flops, "_cudnn_rnn": cudnn_rnn_flops,
+    formulas: dict[str, Callable[..., int]] = {"mkldnn_rnn_layer": mkldnn_rnn_layer_flops, "_cudnn_rnn": cudnn_rnn_flops,
                 "_native_multi_head_attention": native_multi_head_attention_flops,
                 "_scaled_dot_product_flash_attention_for_cpu": cpu_attention_flops}
-    return {getattr(aten, name): formula for name, formula in formulas.items() if hasattr(aten, name)}
+    return {getattr(aten, name): _or_none(formula) for name, formula in formulas.items() if hasattr(aten, name)}

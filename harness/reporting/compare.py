@@ -417,8 +417,7 @@ _SETTINGS = (("device", "on"), ("model", "of"), ("input_size", "at input size"),
 
 def _setting(cell: CellRecord, name: str) -> str:
     config = cell.config
-    return str(getattr(config.model, "name" if name == "model" else name) if name in ("model", "input_size")
-               else getattr(config, name))
+    return str(config.model.name if name == "model" else getattr(config, name))  # input_size: the size it ran at
 
 
 def _not_in(cell: CellRecord, others: list[CellRecord], other_side: str) -> str:

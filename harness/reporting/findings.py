@@ -139,6 +139,8 @@ def _with_eager_from_elsewhere(group: Group, every: list[Group]) -> Group:
     if group.own_eager is not None or not rows:
         return group
     where = {ran_on(row.record) for row in rows}
+    if any(hardware is None for hardware, _ in where):  # a cell that did not record its machine: none to match
+        return group
     for other in every:
         eager = other.own_eager
         if (other.bundle != group.bundle and (other.model, other.setting) == (group.model, group.setting)

@@ -174,12 +174,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     running = sorted({c.config.backend for c in cells if (bundle is None or not bundle.finished(c.id))
                       and probe.available(c.config.backend)})
     executor = ray_executor if ray_executor is not None else _executor(request, device, probe, running, closing)
-    if isinstance(executor, LocalPool) and executor.slots[0].cpus:
-        slots.check_thread_counts(len(executor.slots[0].cpus), scenario.env, f"--jobs {request.jobs}")
+    if isinstance(executor, LocalPool) and executor.slots[0].cpus:  # the smallest slot (a hybrid CPU's differ)
+        slots.check_thread_counts(min(len(slot.cpus) for slot in executor.slots), scenario.env, f"--jobs {request.jobs}")
     elif request.executor == "ray":  # a CPU cell's claimed cores, a GPU cell's one
-        slots.check_thread_counts(_ray_cores(device, request), scenario.env, f"--cpus-per-cell {request.cpus_per_cell}")
+        slots.check_thread_counts(_ray_cores(device, request), scenario.env,
+                                  "--executor ray (a GPU cell claims one core)" if device == "cuda"
+                                  else f"--cpus-per-cell {request.cpus_per_cell}")
     if bundle is not None and not all_finished:
-        _refuse_another_share(bundle, _share_given(executor, request, device))
+        _refuse_another_share(bundle, _shares_given(executor, request, device))
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -271,26 +273,30 @@ def _ray_cores(device: str, request: RunRequest) -> int:
     return cell_needs(device, request.cpus_per_cell)[0]
 
 
-def _share_given(executor: Executor, request: RunRequest, device: str) -> str:
-    """The share of the machine each cell of this start gets, as a cell's record says it
-    (`machine_share`): a `--jobs` slot's cores, Ray's claimed cores, or the whole machine."""
+def _shares_given(executor: Executor, request: RunRequest, device: str) -> set[str]:
+    """The shares of the machine the cells of this start get, as a cell's record says one
+    (`machine_share`): each `--jobs` slot's cores (equal in physical cores, not always in logical
+    CPUs), Ray's claimed cores, or the whole machine."""
     if isinstance(executor, LocalPool):
-        return f"a slot of {len(executor.slots[0].cpus)} core(s)"
+        return {f"a slot of {len(slot.cpus)} core(s)" for slot in executor.slots}
     if request.executor == "ray":
-        return f"a slot of {_ray_cores(device, request)} core(s)"
-    return "the whole machine"
+        return {f"a slot of {_ray_cores(device, request)} core(s)"}
+    return {"the whole machine"}
 
 
-def _refuse_another_share(bundle: Bundle, share: str) -> None:
-    """A resume whose cells would run on another share of the machine than the cells recorded ran
+def _refuse_another_share(bundle: Bundle, offered: set[str]) -> None:
+    """A resume whose cells would run on another share of the machine than the measured cells ran
     on is refused: within one bundle the report pairs fusion on with off and every cell with eager,
     and a 1-core slot's time beside the whole machine's is no speedup (a serial resume of a `--jobs 2`
-    run set one at 6x)."""
-    ran = sorted({machine_share(record) for record in bundle.records() if record.node})
-    if ran and ran != [share]:
-        raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(ran)} and this resume would run "
-                          f"its cells on {share}; resume with the options it ran with (bundle.json `executor`: "
-                          "--jobs, or --executor ray with --cpus-per-cell), so that its times can be set side by side")
+    run set one at 6x). Only cells with a time count (valid or invalid), each where its record says
+    where it ran (a Ray task lost twice records no slot)."""
+    ran = {machine_share(record) for record in bundle.records()
+           if record.status in ("valid", "invalid") and isinstance(record.node, dict) and record.node.get("cpu")}
+    if ran and not ran <= offered:
+        raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
+                          f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
+                          "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell), so that its times "
+                          "can be set side by side")
 
 
 def _reach_ray(request: RunRequest, bundle: Bundle | None, device: str, all_finished: bool) -> RayExecutor | None:

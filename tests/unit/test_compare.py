@@ -134,6 +134,9 @@ def test_a_cell_only_one_run_has_says_what_the_other_never_ran() -> None:
     other_model["config"]["model"]["name"] = "mobilenet_v2"
     assert _not_in(record(on_cpu), [record(on_cuda)], "B") == "B ran no cell on cpu"
     assert _not_in(record(on_cpu), [record(other_model)], "B") == "B ran no cell of resnet18"
+    other_size = cell_data(samples=BASE)
+    other_size["config"]["input_size"] = 64
+    assert _not_in(record(on_cpu), [record(other_size)], "B") == "B ran no cell at input size 32"  # the size it ran at
     mixed = [record(on_cuda), record(other_model)]  # each setting somewhere, never together
     assert _not_in(record(on_cpu), mixed, "B") == "B ran no cell of these settings together"
 

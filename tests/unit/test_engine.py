@@ -285,6 +285,28 @@ def test_purge_removes_what_the_engine_wrote_and_keeps_what_else_its_root_holds(
     assert f"removed ({root / 'data'}); {root} kept for what else it holds, which is not the engine's (my-notes.txt)" in said[-1]
 
 
+def test_a_data_folder_that_was_there_before_the_engine_is_never_purged(tmp_path: Path, quiet_network: None) -> None:
+    """`FUSIONBENCH_ENGINE_ROOT=$HOME` over a home that has a `data` folder of its own."""
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "thesis.tex").write_text("years")
+    assert not engine.owns_data(home) and engine.owns_data(tmp_path / "fresh") and engine.owns_data(engine.DEFAULT_ROOT)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / engine.ROOT_MARKER).touch()
+    (tmp_path / "used" / "data").mkdir()
+    assert engine.owns_data(tmp_path / "used")  # an engine started there on an empty slate before
+    paths = EnginePaths(root=home, run_dir=tmp_path / "run", socket=tmp_path / "docker.sock")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _record(paths, os.getpid(), root=str(home), data_owned=False)
+    state = json.loads(paths.state_file.read_text())
+    paths.state_file.write_text(json.dumps({**state, "pid": gone.pid}))
+    said: list[str] = []
+    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    assert (home / "data" / "thesis.tex").read_text() == "years"
+    assert f"not removed: {home / 'data'} was there before an engine first started in {home}" in said[-1]
+
+
 def test_status_looks_where_docker_host_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "answers", lambda socket, timeout_s=5.0: "27.5.1" if socket is None else None)
     said: list[str] = []

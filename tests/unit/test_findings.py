@@ -259,4 +259,11 @@ def test_a_backend_run_apart_from_eager_is_set_against_eager_of_the_same_machine
     elsewhere = findings.groups([load(_part(tmp_path, "eager-other-cpu", eager=True, cpu="EPYC")),
                                  load(_part(tmp_path, "tvm-run-2", eager=False))])
     assert all(g.borrowed is None for g in elsewhere)  # another machine's eager: not set beside it
+    unrecorded = _part(tmp_path, "tvm-no-node", eager=False)
+    for path in (unrecorded / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        cell["node"] = {}
+        path.write_text(json.dumps(cell))
+    groups = findings.groups([load(_part(tmp_path, "eager-run-3", eager=True)), load(unrecorded)])
+    assert all(g.borrowed is None for g in groups)  # where a cell ran unrecorded: no machine to match
     assert all("no valid eager cell" in g.eager_note for g in elsewhere if g.bundle == "tvm-run-2")

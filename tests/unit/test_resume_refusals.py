@@ -241,3 +241,37 @@ def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refus
     assert (f"--resume {root}: its cells ran on a slot of 1 core(s) and this resume would run its cells on the whole "
             "machine; resume with the options it ran with") in err, err
     assert _snapshot(root) == before, "a refused resume changed the bundle"
+
+
+def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_the_run() -> None:
+    """A Ray task lost twice records no slot (it read as the whole machine, and every resume was
+    refused); a hybrid CPU's slots differ in logical CPUs (a bundle of them was never resumable);
+    a failed or skipped cell has no time to set beside another."""
+    from harness.bundle.cell_record import CellRecord
+    from harness.run.runner import _refuse_another_share
+
+    template = json.loads(next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                               if json.loads(p.read_text())["status"] == "valid").read_text())
+
+    def record(status: str, node: dict[str, Any]) -> CellRecord:
+        data = json.loads(json.dumps(template))
+        data["node"] = {**data["node"], **node} if node.get("cpu", True) else node
+        if status != "valid":
+            data.update(status=status, reasons=["lost"], metrics={})
+        return CellRecord.model_validate(data)
+
+    class Stub:
+        root = Path("bundle")
+
+        def __init__(self, records: list[CellRecord]) -> None:
+            self._records = records
+
+        def records(self) -> list[CellRecord]:
+            return self._records
+
+    slot = {"index": 0, "gpu": None, "gpu_order": None}
+    hybrid = Stub([record("valid", {"slot": {**slot, "cpus": [0, 1]}}), record("valid", {"slot": {**slot, "cpus": [2]}}),
+                   record("failed", {"executor": "ray", "cpu": None})])
+    _refuse_another_share(hybrid, {"a slot of 2 core(s)", "a slot of 1 core(s)"})  # the same --jobs: resumable
+    with pytest.raises(Exception, match="ran on a slot of 1 core\\(s\\) and a slot of 2 core\\(s\\) and this resume would run"):
+        _refuse_another_share(hybrid, {"the whole machine"})
