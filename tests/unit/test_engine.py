@@ -265,6 +265,20 @@ def test_purge_removes_the_root_the_state_recorded_never_the_environments(
     assert "not removed: / is /, a system folder" in said[-1]
 
 
+def _purged(tmp_path: Path, root: Path, **fields: object) -> str:
+    """What `stop --purge` says of an engine recorded with data root `root` (and `fields`) whose
+    dockerd is gone: the purge itself, with nothing to end."""
+    paths = EnginePaths(root=root, run_dir=tmp_path / "run", socket=tmp_path / "docker.sock")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _record(paths, os.getpid(), root=str(root), **fields)
+    state = json.loads(paths.state_file.read_text())
+    paths.state_file.write_text(json.dumps({**state, "pid": gone.pid}))
+    said: list[str] = []
+    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    return said[-1]
+
+
 def test_purge_removes_what_the_engine_wrote_and_keeps_what_else_its_root_holds(
         tmp_path: Path, quiet_network: None) -> None:
     """`FUSIONBENCH_ENGINE_ROOT=eroot` over a folder holding the user's notes: a purge deleted the
@@ -273,16 +287,9 @@ def test_purge_removes_what_the_engine_wrote_and_keeps_what_else_its_root_holds(
     (root / "data" / "image").mkdir(parents=True)
     (root / "dockerd.log").write_text("log")
     (root / "my-notes.txt").write_text("precious")
-    paths = EnginePaths(root=root, run_dir=tmp_path / "run", socket=tmp_path / "docker.sock")
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    _record(paths, os.getpid(), root=str(root))
-    state = json.loads(paths.state_file.read_text())
-    paths.state_file.write_text(json.dumps({**state, "pid": gone.pid}))
-    said: list[str] = []
-    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    said = _purged(tmp_path, root)
     assert sorted(p.name for p in root.iterdir()) == ["my-notes.txt"] and (root / "my-notes.txt").read_text() == "precious"
-    assert f"removed ({root / 'data'}); {root} kept for what else it holds, which is not the engine's (my-notes.txt)" in said[-1]
+    assert f"removed ({root / 'data'}); {root} kept for what else it holds, which is not the engine's (my-notes.txt)" in said
 
 
 def test_a_data_folder_that_was_there_before_the_engine_is_never_purged(tmp_path: Path, quiet_network: None) -> None:
@@ -295,16 +302,9 @@ def test_a_data_folder_that_was_there_before_the_engine_is_never_purged(tmp_path
     (tmp_path / "used" / engine.ROOT_MARKER).touch()
     (tmp_path / "used" / "data").mkdir()
     assert engine.owns_data(tmp_path / "used")  # an engine started there on an empty slate before
-    paths = EnginePaths(root=home, run_dir=tmp_path / "run", socket=tmp_path / "docker.sock")
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    _record(paths, os.getpid(), root=str(home), data_owned=False)
-    state = json.loads(paths.state_file.read_text())
-    paths.state_file.write_text(json.dumps({**state, "pid": gone.pid}))
-    said: list[str] = []
-    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    said = _purged(tmp_path, home, data_owned=False)
     assert (home / "data" / "thesis.tex").read_text() == "years"
-    assert f"not removed: {home / 'data'} was there before an engine first started in {home}" in said[-1]
+    assert f"not removed: {home / 'data'} was there before an engine first started in {home}" in said
 
 
 def test_status_looks_where_docker_host_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
