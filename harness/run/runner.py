@@ -39,7 +39,7 @@ from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.summary import fusion_summary, summary_table, time_line
-from harness.run.system import harness_info
+from harness.run.system import container_info, harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, only_text, select
 from harness.scenario.schema import Limits, ScenarioFile
@@ -132,6 +132,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         if input_folder and not all_finished:  # it may have changed since the run began
             preflight.check_inputs(scenario, Path(input_folder))
             _refuse_other_inputs(bundle, scenario, input_folder)
+        if not all_finished:
+            _refuse_another_stack(bundle, container_info())
     # before the probe and the folders, as the other refusals here
     slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
     if request.jobs > 1 and request.executor == "local":
@@ -271,6 +273,26 @@ def _ray_cores(device: str, request: RunRequest) -> int:
     from harness.run.ray_executor import cell_needs
 
     return cell_needs(device, request.cpus_per_cell)[0]
+
+
+def _refuse_another_stack(bundle: Bundle, here: Mapping[str, Any]) -> None:
+    """A resume in another of the project's images than the run started in, or in one where it
+    started outside them, or the other way round, is refused: bundle.json records one software
+    stack, the first start's, and its cells would have run on two (a native run resumed with
+    --container kept `image_id: null`). The image is the launcher's (`FUSIONBENCH_IMAGE_ID`); a host
+    that is itself a container of some other kind is "natively" here."""
+    recorded = (bundle.header.get("system") or {}).get("container")
+    if not isinstance(recorded, dict):
+        return  # a header from before the container facts
+
+    def stack(image_id: Any, image: Any) -> str:
+        return f"in the image {image or '?'} ({str(image_id)[:19]})" if image_id else "outside the project's images"
+
+    if recorded.get("image_id") != here.get("image_id"):
+        raise ConfigError(f"--resume {bundle.root}: its cells ran {stack(recorded.get('image_id'), recorded.get('image'))} "
+                          f"and this resume would run them {stack(here.get('image_id'), here.get('image'))}; bundle.json "
+                          "records one software stack: resume it as it started (with or without --container, the same "
+                          "image), or start a new run")
 
 
 def _shares_given(executor: Executor, request: RunRequest, device: str) -> set[str]:

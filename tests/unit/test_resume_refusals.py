@@ -275,3 +275,25 @@ def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_t
     _refuse_another_share(hybrid, {"a slot of 2 core(s)", "a slot of 1 core(s)"})  # the same --jobs: resumable
     with pytest.raises(Exception, match="ran on a slot of 1 core\\(s\\) and a slot of 2 core\\(s\\) and this resume would run"):
         _refuse_another_share(hybrid, {"the whole machine"})
+
+
+def test_a_resume_in_another_image_than_the_run_started_in_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A native run resumed with --container kept the first start's `image_id: null`, though its
+    last cells ran in an image: bundle.json records one software stack."""
+    root = _edited(tmp_path, lambda s: None)
+    before = _snapshot(root)
+    monkeypatch.setenv("FUSIONBENCH_IMAGE", "fusionbench-cpu:0123456789abcdef")
+    monkeypatch.setenv("FUSIONBENCH_IMAGE_ID", "sha256:" + "1" * 64)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--resume {root}: its cells ran outside the project's images and this resume would run them in the "
+            "image fusionbench-cpu:0123456789abcdef (sha256:111111111111)") in err, err
+    assert _snapshot(root) == before, "a refused resume changed the bundle"
+    header = json.loads((root / "bundle.json").read_text())  # started in one image, resumed outside it
+    header["system"]["container"].update(image="fusionbench-cpu:0123456789abcdef", image_id="sha256:" + "1" * 64)
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    monkeypatch.delenv("FUSIONBENCH_IMAGE_ID")
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    assert "would run them outside the project's images" in capsys.readouterr().err
