@@ -74,16 +74,20 @@ wanted_stamp() {
     fi
 }
 
+# Whether the environment was installed from the locks as they are now.
+venv_current() {
+    [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$(wanted_stamp)" ]
+}
+
 prepare_venv() {
-    local want what="requirements.lock"
-    want="$(wanted_stamp)"
-    if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
+    local what="requirements.lock"
+    if venv_current; then
         return
     fi
     gpu_stack && what="requirements.lock and requirements-gpu.lock (nvidia-smi lists a GPU)"
     echo "fusionbench: preparing $venv from $what (first run or a lock changed; torch is large, this takes a few minutes)" >&2
     install
-    echo "$want" > "$stamp"
+    wanted_stamp > "$stamp"
     echo "fusionbench: environment ready" >&2
 }
 
@@ -91,7 +95,7 @@ dry_run=0
 if [ "${1:-}" = "--install-plan" ]; then
     dry_run=1
     if gpu_stack; then echo "# GPU stack: yes"; else echo "# GPU stack: no"; fi
-    if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$(wanted_stamp)" ]; then
+    if venv_current; then
         echo "# $venv matches the locks: ./run.sh installs nothing now; where a lock changes, it runs:"
     fi
     install

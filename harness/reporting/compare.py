@@ -420,12 +420,17 @@ def _setting(cell: CellRecord, name: str) -> str:
     return str(config.model.name if name == "model" else getattr(config, name))  # input_size: the size it ran at
 
 
-def _not_in(cell: CellRecord, others: list[CellRecord], other_side: str) -> str:
-    """Why `cell` has no counterpart among `others`: the first of its settings no cell there has
-    (`B ran no cell on cpu`), else only that B did not run this combination."""
+def _settings_ran(cells: list[CellRecord]) -> dict[str, set[str]]:
+    """Each of `_SETTINGS` with every value a bundle's cells ran it at: read once per bundle."""
+    return {name: {_setting(cell, name) for cell in cells} for name, _ in _SETTINGS}
+
+
+def _not_in(cell: CellRecord, ran: dict[str, set[str]], other_side: str) -> str:
+    """Why `cell` has no counterpart in the bundle that ran `ran` (`_settings_ran`): the first of its
+    settings no cell there has (`B ran no cell on cpu`), else only that B did not run this combination."""
     for name, word in _SETTINGS:
         value = _setting(cell, name)
-        if all(_setting(other, name) != value for other in others):
+        if value not in ran[name]:
             return f"{other_side} ran no cell {word} {value}"
     return f"{other_side} ran no cell of these settings together"
 
@@ -487,6 +492,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record
+    ran = {"A": _settings_ran(a.records), "B": _settings_ran(b.records)}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
         alike = {cell.config.shown_label: cell for cell in theirs.values()}
         for key, cell in ours.items():
@@ -502,7 +508,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                                        "no record: its run was stopped)")
             elif counterpart is None:
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}; "
-                                       f"{_not_in(cell, list(theirs.values()), other_side)}")
+                                       f"{_not_in(cell, ran[other_side], other_side)}")
             elif counterpart.status in ("skipped", "interrupted"):
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {counterpart.status} in {other_side}")
             elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart)):
@@ -513,7 +519,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
         other = cells_b.get(pairing_key(cell))
         if other is None:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
-                                     verdict="not comparable", why=f"only in A: {_not_in(cell, b.records, 'B')}"))
+                                     verdict="not comparable", why=f"only in A: {_not_in(cell, ran['B'], 'B')}"))
         else:
             pair = compare_cells(cell, other, threshold, alpha)
             rounds = (cell.config.timing.rounds, other.config.timing.rounds)
@@ -523,7 +529,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     for cell in b.records:
         if pairing_key(cell) not in seen:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
-                                     verdict="not comparable", why=f"only in B: {_not_in(cell, a.records, 'A')}"))
+                                     verdict="not comparable", why=f"only in B: {_not_in(cell, ran['A'], 'A')}"))
     _scored_on_other_images(result.pairs, a.header_record.inputs_sha256, b.header_record.inputs_sha256)
     return result
 

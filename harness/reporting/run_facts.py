@@ -59,11 +59,16 @@ def hardware(node: Node | None) -> str | None:
     return f"{node.cpu.model} x{node.cpu.logical_cores}, {gpus}"
 
 
+def share(cores: int | None) -> str:
+    """A share of the machine in words: a slot of `cores` cores, or (None) the whole machine."""
+    return f"a slot of {cores} core(s)" if cores else "the whole machine"
+
+
 def machine_share(cell: CellRecord) -> str:
     """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), or the whole machine."""
     slot = cell.node.get("slot") if isinstance(cell.node, dict) else None
     cpus = slot.get("cpus") if isinstance(slot, dict) else None
-    return f"a slot of {len(cpus)} core(s)" if isinstance(cpus, list) and cpus else "the whole machine"
+    return share(len(cpus) if isinstance(cpus, list) else None)
 
 
 def ran_on(cell: CellRecord) -> tuple[str | None, str]:

@@ -31,7 +31,7 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code, stop
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.reporting.run_facts import machine_share
+from harness.reporting.run_facts import machine_share, share
 from harness.run import cell_line, preflight, resumable, rounds, skips, slots, time_budget
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
@@ -300,10 +300,10 @@ def _shares_given(executor: Executor, request: RunRequest, device: str) -> set[s
     (`machine_share`): each `--jobs` slot's cores (equal in physical cores, not always in logical
     CPUs), Ray's claimed cores, or the whole machine."""
     if isinstance(executor, LocalPool):
-        return {f"a slot of {len(slot.cpus)} core(s)" for slot in executor.slots}
+        return {share(len(slot.cpus)) for slot in executor.slots}
     if request.executor == "ray":
-        return {f"a slot of {_ray_cores(device, request)} core(s)"}
-    return {"the whole machine"}
+        return {share(_ray_cores(device, request))}
+    return {share(None)}
 
 
 def _refuse_another_share(bundle: Bundle, offered: set[str]) -> None:
