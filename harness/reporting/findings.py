@@ -24,8 +24,8 @@ from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_times
 from harness.plain_text import one_line
+from harness.reporting.run_facts import apart, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
-from harness.reporting.run_facts import ran_on
 from harness.reporting.view import (
     FusionPair,
     Row,
@@ -55,7 +55,8 @@ class Line:
 
     @property
     def pair(self) -> FusionPair | None:
-        if self.on is not None and self.off is not None and _valid(self.on) and _valid(self.off):
+        if (self.on is not None and self.off is not None and _valid(self.on) and _valid(self.off)
+                and not apart(self.on.record, self.off.record)):
             return FusionPair(self.on, self.off)
         return None
 
@@ -172,6 +173,8 @@ def _against_eager(group: Group, row: Row | None) -> str:
     eager = group.eager
     if row is None or not _valid(row) or eager is None or not row.checked_against_eager:
         return "-"
+    if apart(row.record, eager.record):
+        return "- (ran apart from eager)"
     faster = times_faster(row, eager)
     return "-" if faster is None else format_times(faster) + (noisy_mark(row, eager) if row is not eager else "")
 
@@ -182,6 +185,8 @@ def _speedup(line: Line) -> str:
         return pair.result.text() + noisy_mark(pair.on, pair.off)
     if not line.has_switch:
         return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
+    if line.on is not None and line.off is not None and _valid(line.on) and _valid(line.off):
+        return f"not set side by side: {apart(line.on.record, line.off.record)}"
     broken = [(side, _status(row)) for side, row in (("on", line.on), ("off", line.off)) if row is None or not _valid(row)]
     if len(broken) == 2 and broken[0][1] == broken[1][1]:
         return broken[0][1]  # both sides alike (TensorRT skipped on a CPU): said once

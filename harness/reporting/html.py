@@ -11,6 +11,7 @@ from harness.reporting.plots import Point, Series, bar_chart, scatter
 from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
+    APART_NOTE,
     ROOFLINE_NOTE,
     SLOWER_NOTE,
     SPEEDUP_NOTE,
@@ -23,6 +24,7 @@ from harness.reporting.view import (
     fused_kernels,
     fusion_pairs,
     fusion_table,
+    not_side_by_side,
     problems,
     roofline_table,
     slowest_kernels,
@@ -102,6 +104,9 @@ def html(loaded: LoadedBundle) -> str:
     ))
     parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")
     parts.append(html_table(*fusion_table(pairs)))
+    apart = not_side_by_side(rows, baseline)
+    if apart:
+        parts.append(f"<p>{escape(APART_NOTE)}</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in apart) + "</ul>")
     parts.append("<h3>Where fusion made things slower</h3>")
     parts.append(f"<p>{escape(SLOWER_NOTE)}</p>")
     slower = [p for p in pairs if p.made_slower]

@@ -10,6 +10,7 @@ from harness.plain_text import visible
 from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
+    APART_NOTE,
     ROOFLINE_NOTE,
     SLOWER_NOTE,
     SPEEDUP_NOTE,
@@ -24,6 +25,7 @@ from harness.reporting.view import (
     fused_kernels,
     fusion_pairs,
     fusion_table,
+    not_side_by_side,
     problems,
     roofline_table,
     slowest_kernels_by_side,
@@ -66,6 +68,9 @@ def markdown(loaded: LoadedBundle) -> str:
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
               *md_table(*fusion_table(pairs))]
+    apart = not_side_by_side(rows, baseline)
+    if apart:
+        lines += [APART_NOTE, "", *(f"- {md_cell(line)}" for line in apart), ""]
     slower = [p for p in pairs if p.made_slower]
     lines += ["## Where fusion made things slower", "", SLOWER_NOTE, ""]
     if not slower:

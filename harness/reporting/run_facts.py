@@ -77,6 +77,17 @@ def ran_on(cell: CellRecord) -> tuple[str | None, str]:
     return hardware(read_as(Node, cell.node)), machine_share(cell)
 
 
+def apart(a: CellRecord, b: CellRecord) -> str:
+    """Why two cells of one bundle ran where their times cannot be set side by side (another share of
+    the machine, or other hardware where both recorded theirs), in words; empty where they can."""
+    (hardware_a, share_a), (hardware_b, share_b) = ran_on(a), ran_on(b)
+    if share_a != share_b:
+        return f"one ran on {share_a}, the other on {share_b}"
+    if hardware_a is not None and hardware_b is not None and hardware_a != hardware_b:
+        return f"one ran on {hardware_a}, the other on {hardware_b}"
+    return ""
+
+
 def machines(nodes: dict[str, Any] | None) -> str:
     """The machines of a run spread over several (Ray; bundle.json's `nodes`, by hostname), said
     out loud: its figures pair cells across them only where the hardware is the same."""

@@ -19,6 +19,7 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.plain_text import one_line
 from harness.reporting.plots import Series
+from harness.reporting.run_facts import apart
 from harness.scenario.cell_config import CellConfig
 from harness.stats.intervals import SLOWER, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
 from harness.stats.summary import median
@@ -56,6 +57,11 @@ SPEEDUP_NOTE = (
     "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
     "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
     "(docs/metrics.md, Speedups)."
+)
+APART_NOTE = (
+    "Not set side by side: cells that ran on another share of the machine or on other hardware than their "
+    "counterpart (a 1-core slot's time beside the whole machine's is no speedup); each cell's `node` says where "
+    "it ran, and its own figures stand in the cells table."
 )
 AGREEMENT_NOTE = (
     "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "
@@ -206,11 +212,16 @@ def noisy_mark(*rows: Row) -> str:
     return NOISY if any(r.metrics.device_time is not None and r.metrics.device_time.summary.noisy for r in rows) else ""
 
 
-def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
-    base = {(r.model, r.setting): r for r in valid_rows(rows)
+def baselines(rows: list[Row], baseline: str) -> dict[tuple[str, str], Row]:
+    """The valid cells of `baseline` (fusion on) whose output was checked against eager's, by model and setting."""
+    return {(r.model, r.setting): r for r in valid_rows(rows)
             if r.backend == baseline and r.fusion == "on" and r.checked_against_eager}
-    others = [r for r in valid_rows(rows)
-              if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
+
+
+def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
+    base = baselines(rows, baseline)
+    others = [r for r in valid_rows(rows) if r.backend != baseline and r.checked_against_eager
+              and (r.model, r.setting) in base and not apart(r.record, base[(r.model, r.setting)].record)]
     groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in others))
     variants = list(dict.fromkeys(r.variant for r in others))
     values = {(f"{r.model} {r.setting}", r.variant): times_faster(r, base[(r.model, r.setting)]) or 0.0 for r in others}
@@ -251,9 +262,30 @@ class FusionPair:
 
 
 def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
-    """Valid cells that differ only in fusion on/off (the whole config alike but fusion)."""
+    """Valid cells that differ only in fusion on/off (the whole config alike but fusion) and ran where
+    their times can be set side by side (`run_facts.apart`; `not_side_by_side` names the others)."""
+    return [pair for pair in _alike_in_all_but_fusion(rows) if not apart(pair.on.record, pair.off.record)]
+
+
+def _alike_in_all_but_fusion(rows: list[Row]) -> list[FusionPair]:
     on = {r.pair_key: r for r in valid_rows(rows) if r.fusion == "on"}
     return [FusionPair(on[r.pair_key], r) for r in valid_rows(rows) if r.fusion == "off" and r.pair_key in on]
+
+
+def not_side_by_side(rows: list[Row], baseline: str) -> list[str]:
+    """The fusion pairs, and the cells beside their baseline, whose cells ran on other shares of the
+    machine (a serial resume of a `--jobs` run, in a bundle from before such a resume was refused) or
+    on other hardware (a Ray run over unlike machines): no speedup is taken from them, and this says
+    which and why."""
+    lines = [f"{pair.name}: fusion on and off not set side by side: {why}" for pair in _alike_in_all_but_fusion(rows)
+             if (why := apart(pair.on.record, pair.off.record))]
+    base = baselines(rows, baseline)
+    for r in valid_rows(rows):
+        if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base:
+            why = apart(r.record, base[(r.model, r.setting)].record)
+            if why:
+                lines.append(f"{r.model} {r.variant} {r.setting}: not set beside {baseline}: {why}")
+    return lines
 
 
 def fmt_time_over_rounds(row: Row) -> str:

@@ -279,3 +279,34 @@ def test_an_out_that_is_a_file_is_refused_by_name(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and f"--out {afile}: a file, not a directory" in done.stderr  # was "File exists"
     assert afile.read_text() == "keep me"
+
+
+def test_cells_that_ran_on_other_shares_of_the_machine_are_not_set_side_by_side(tmp_path: Path) -> None:
+    """A `--jobs 2` run resumed serially (before such a resume was refused) ran fusion on in a 1-core
+    slot and off on the whole machine: the report set the two side by side as a 6.02x speedup. Now
+    it takes no speedup from them, and says which and why; the findings too."""
+    from harness.reporting import findings_page
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record["label"] == "resnet18 inductor fusion-on Offline cpu fp32 b4":
+            record["node"]["slot"] = {"index": 0, "cpus": [0], "gpu": None, "gpu_order": None}
+            path.write_text(json.dumps(record))
+    before = markdown(load(GOLDEN / f"v{SCHEMA_VERSION}"))
+    text = markdown(load(root))
+    fusion = text[text.index("## Fusion on vs off"):text.index("## Where fusion made things slower")]
+    old_fusion = before[before.index("## Fusion on vs off"):before.index("## Where fusion made things slower")]
+    assert "| resnet18 inductor Offline b4 fp32 cpu" in old_fusion, "the golden bundle pairs these cells"
+    assert "| resnet18 inductor Offline b4 fp32 cpu" not in fusion
+    assert ("- resnet18 inductor Offline b4 fp32 cpu input 32: fusion on and off not set side by side: one ran on a slot of "
+            "1 core(s), the other on the whole machine") in fusion, fusion
+    assert ("- resnet18 inductor fusion-on Offline b4 fp32 cpu input 32: not set beside eager: one ran on a slot of 1 core(s), "
+            "the other on the whole machine") in fusion, fusion
+    speedups = text[text.index("## Speedup over eager"):text.index("## Fusion on vs off")]
+    assert not [line for line in speedups.splitlines() if "Offline b4" in line and "inductor fusion-on" in line]
+    assert "not set side by side" in html(load(root))
+    findings = findings_page.markdown([load(root)])
+    assert "not set side by side: one ran on a slot of 1 core(s), the other on the whole machine" in findings, findings
+    assert "- (ran apart from eager)" in findings
