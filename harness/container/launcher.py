@@ -182,6 +182,8 @@ def ensure_image(client: Any, repo: Path, kind: str, write: Callable[[str], obje
     tags = {"registry": [image_tag(repo, kind)], "debian": [image_build.image_tag(repo, kind)]}
     found = image_build.existing(client, tags["registry"] + tags["debian"] if source == "auto" else tags[source])
     if found is not None:
+        write(f"fusionbench: {recipe_tag(found, repo, kind)} is built already from this checkout's recipe: "
+              "nothing to build\n")
         return found
     if image_source(client, source, write) == "debian":
         write(f"fusionbench: building {tags['debian'][0]} with no registry (first use of this recipe; "

@@ -284,3 +284,30 @@ def test_a_wheelhouse_that_holds_every_locked_wheel_needs_no_download(tmp_path: 
     assert not wheelhouse.holds(lock, tmp_path / "absent")
     with pytest.raises(wheelhouse.WheelhouseError, match="pins every requirement with =="):
         wheelhouse.locked_hashes("torch>=2\n")
+
+
+def test_an_image_built_already_is_said_to_be_so_not_built_in_silence() -> None:
+    """`image build` of an image the engine held printed its tag and layers and nothing else: the
+    user could not tell a rebuild from none."""
+    from harness.container.launcher import ensure_image
+
+    tag = image_build.image_tag(REPO, "cpu")
+
+    class Image:
+        tags = [tag]
+        id = "sha256:1"
+
+    class Images:
+        def get(self, name: str) -> Image:
+            from docker.errors import ImageNotFound
+
+            if name != tag:
+                raise ImageNotFound(name)
+            return Image()
+
+    class Client:
+        images = Images()
+
+    said: list[str] = []
+    assert ensure_image(Client(), REPO, "cpu", said.append, cache=Path("/nonexistent")).id == "sha256:1"
+    assert said == [f"fusionbench: {tag} is built already from this checkout's recipe: nothing to build\n"]
