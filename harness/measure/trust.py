@@ -45,9 +45,12 @@ from harness.stats.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_L
 MODEL_SLOWER_LIMIT = 0.03
 
 
-def latency_agreement(scenario: str, batch: int, loadgen: LoadGenRun | None, device_time: DeviceTime) -> LatencyAgreement:
+def latency_agreement(scenario: str, batch: int, loadgen: LoadGenRun | None, device_time: DeviceTime, *,
+                      computes_model: bool = True) -> LatencyAgreement:
     """LoadGen's figure against the device timing (its summary; its timed repetitions, whose
-    reference loop readings are set against those around LoadGen's run), and why they differ."""
+    reference loop readings are set against those around LoadGen's run), and why they differ.
+    `computes_model` False (the null backend): the call is next to nothing, and the gap is the
+    harness's and LoadGen's own work per batch, which is what such a cell measures."""
     scenario_rule = rule(scenario)
     statistic = scenario_rule.device_statistic
     if statistic is None:
@@ -62,7 +65,11 @@ def latency_agreement(scenario: str, batch: int, loadgen: LoadGenRun | None, dev
     pipelined = (sut.batches_in_flight or 1) > 1
     within = gap <= AGREEMENT_LIMIT if pipelined else abs(gap) <= AGREEMENT_LIMIT
     why = ""
-    if not within:
+    if not within and not computes_model:
+        why = (f"the backend computes nothing: the device timing is the bare call ({duration(reference)}), and LoadGen's "
+               f"{duration(measured)} a batch is LoadGen's and the system under test's own work around it, the "
+               "overhead this cell exists to measure")
+    elif not within:
         call = sut.call_median_ns if statistic == "median" else sut.call_mean_ns
         machine = _machine_around_loadgen(loadgen, device_time.repetitions, call / reference - 1) if call else ""
         why = _why(gap, reference, call, sut, pipelined, batch, machine)

@@ -250,7 +250,8 @@ def _measure(
         median_ns = device_time.summary.median_ns
         if backend.computes_model and median_ns > 0:
             metrics.first_call_ratio = metrics.first_call_s * 1e9 / median_ns
-        metrics.latency_agreement = trust.latency_agreement(cell.scenario, batch, metrics.loadgen, device_time)
+        metrics.latency_agreement = trust.latency_agreement(cell.scenario, batch, metrics.loadgen, device_time,
+                                                            computes_model=backend.computes_model)
         metrics.roofline = Roofline.model_validate(roofline.bound(
             costs, request.peaks, dtype, median_ns if backend.computes_model else 0.0
         ))

@@ -62,6 +62,19 @@ def test_a_model_that_ran_slower_under_loadgen_is_named_as_the_cause() -> None:
     assert result.why.startswith("the model itself ran 138% slower inside LoadGen's run")
 
 
+def test_the_null_backends_gap_is_the_harnesss_own_work_not_a_model_that_ran_slower() -> None:
+    """The null backend's cells read "the model itself ran 185% slower inside LoadGen's run": it has
+    no model; its gap is LoadGen's and the system under test's work, what it is there to measure."""
+    run = loadgen({"result_50.00_percentile_latency_ns": 1602.0}, call_median_ns=371.0)
+    blamed = latency_agreement("SingleStream", 1, run, timing(130.0))
+    assert blamed.why.startswith("the model itself ran"), "a backend with a model keeps its reasons"
+    null = latency_agreement("SingleStream", 1, run, timing(130.0), computes_model=False)
+    assert not null.within and null.gap == blamed.gap
+    assert null.why == ("the backend computes nothing: the device timing is the bare call (130 ns), and LoadGen's "
+                        "1.60 us a batch is LoadGen's and the system under test's own work around it, the overhead "
+                        "this cell exists to measure")
+
+
 def test_a_model_that_ran_faster_under_loadgen_is_said_to_be_faster() -> None:
     result = latency_agreement("Offline", 8, loadgen({"result_samples_per_second": 8 / 12e-3}, call_mean_ns=9e-3 * 1e9,
                                                      batches=40, samples=320), timing(10e6))
