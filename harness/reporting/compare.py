@@ -54,7 +54,7 @@ from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_share
 from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs
 from harness.scenario.cells import cell_id
-from harness.stats.intervals import ONE_ROUND, Interval, Speedup
+from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
@@ -91,7 +91,7 @@ class Pair:
     median_b_ns: float | None = None
     ratio: float | None = None  # B/A of the medians; < 1 is faster
     p_value: float | None = None
-    test: str | None = None  # the rank test's p-value: "exact" or "normal approximation" (harness/stats/summary.py)
+    test: str | None = None  # how p was found: a t test on rounds' medians, or the rank test's "exact" or "normal approximation"
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
 
 
@@ -219,7 +219,8 @@ class Comparison:
 
 def _samples(cell: CellRecord) -> list[int]:
     """The cell's device-timing samples: round 1's, and those of each further valid round it kept
-    (`timing: {rounds: N}`, schema 8 on), pooled: every process it was timed in speaks."""
+    (`timing: {rounds: N}`, schema 8 on). The rank test takes them only where neither cell has two
+    valid rounds: samples of several processes are no sample of one distribution."""
     samples = metric_table.at(cell, metric_table.metric("device_time").samples)
     pooled = list(samples) if isinstance(samples, list) else []
     for further in (cell.metrics.rounds or [])[1:]:
@@ -319,7 +320,9 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
 
 
 def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> None:
-    """Label `pair` by its raw device-timing samples: the ratio of medians and the rank test."""
+    """Label `pair` by its device time: the ratio of the medians (over the rounds where a cell has
+    several) and a test pointing the same way: t on the rounds' medians where either cell has two
+    rounds or more (`rounds_t_test`), else the rank test on the samples of one process a side."""
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     if not samples_a or not samples_b:  # the rank test takes any sizes (exact when small) but not none
         pair.why = f"no timing samples for the rank test ({len(samples_a)} and {len(samples_b)})"
@@ -329,15 +332,28 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.why = "a median batch time of 0 ns (the null backend computes nothing)"
         return
     pair.ratio = pair.median_b_ns / pair.median_a_ns
-    _, pair.p_value = mann_whitney_u(samples_a, samples_b)
-    pair.test = u_test_method(samples_a, samples_b)
-    beyond = pair.ratio > 1 + threshold or pair.ratio < 1 - threshold
-    if beyond and pair.p_value < alpha:
+    rounds_a, rounds_b = (list(Row(cell).round_medians.values()) for cell in (cell_a, cell_b))
+    tested = rounds_t_test(rounds_a, rounds_b)
+    if tested is not None:  # the variation between processes is in the test
+        difference, pair.p_value = tested
+        pair.test = f"t test on {len(rounds_a)} and {len(rounds_b)} round(s)' medians"
+        same_way = (difference > 0) == (pair.ratio > 1)
+    else:  # one process a side: its samples are all there is
+        u_a, pair.p_value = mann_whitney_u(samples_a, samples_b)
+        pair.test = u_test_method(samples_a, samples_b)
+        same_way = (u_a < len(samples_a) * len(samples_b) / 2) == (pair.ratio > 1)  # A's samples rank low: B slower
+    beyond = pair.ratio > 1 + threshold or pair.ratio < 1 / (1 + threshold)
+    if beyond and pair.p_value < alpha and same_way:
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
     else:
         pair.verdict = "not significant"
-        pair.why = (f"p = {pair.p_value:.3g} (needs < {alpha:g})" if beyond
-                    else f"within {percent(threshold)} (B/A {pair.ratio:.3f})")
+        if not beyond:
+            pair.why = f"within {percent(threshold)} (B/A {pair.ratio:.3f})"
+        elif pair.p_value >= alpha:
+            pair.why = f"p = {pair.p_value:.3g} (needs < {alpha:g})"
+        else:
+            pair.why = (f"the test points the other way from the medians (p = {pair.p_value:.3g}, B/A "
+                        f"{pair.ratio:.3f}): the two cells' samples differ in shape, not plainly in speed")
 
 
 def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: float) -> Figure:
@@ -355,7 +371,7 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
             return figure
     limit = 0.0 if metric.rule == "exact" else threshold
     figure.ratio = b / a if a > 0 and b > 0 else None
-    if a == b or (figure.ratio is not None and abs(figure.ratio - 1) <= limit):
+    if a == b or (figure.ratio is not None and 1 / (1 + limit) <= figure.ratio <= 1 + limit):  # 5% either way, as times go
         figure.verdict = "same"
         figure.why = "" if a == b else f"within {percent(limit)} (B/A {figure.ratio:.3f})"
         return figure

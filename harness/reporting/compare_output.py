@@ -36,7 +36,8 @@ class Judged:
 
 def _rules(threshold: float) -> dict[str, Judged]:
     """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
-    said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a Mann-Whitney U test agreeing",
+    said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a test agreeing (t on the rounds' medians, "
+                         "or Mann-Whitney U on one process's samples a side)",
             "ratio": f"one figure a side: B/A beyond {percent(threshold)}", "exact": "one figure a side: any change"}
     return {m.name: Judged(m.label, m.definition, str(m.better), m.rule,
                            said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else ""))
@@ -46,9 +47,12 @@ def _rules(threshold: float) -> dict[str, Judged]:
 def to_json(comparison: Comparison) -> str:
     data = {
         "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
-        "test": ("Mann-Whitney U (two-sided; exact where neither side has ties and the smaller has at most "
-                 f"{EXACT_MAX_SMALLER} samples, else the normal approximation: each pair's `test` says which) on "
-                 "device-timing samples, and the threshold"),
+        "test": ("where either cell was timed over several rounds, Student's t on the logs of the rounds' medians "
+                 "(two-sided, the variance pooled from both sides' rounds: the variation between processes is in it); "
+                 "else Mann-Whitney U on the device-timing samples (two-sided; exact where neither side has ties and "
+                 f"the smaller has at most {EXACT_MAX_SMALLER} samples, else the normal approximation); each pair's "
+                 "`test` says which. A change needs the test below alpha, pointing the way the medians' ratio does, "
+                 "and the ratio beyond the threshold either way (B/A above 1 + t or below 1 / (1 + t))"),
         "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
         "figures": {name: asdict(rule) for name, rule in _rules(comparison.threshold).items()},
         "figure_counts": comparison.figure_counts(),
@@ -128,7 +132,9 @@ def to_markdown(comparison: Comparison) -> str:
         lines += [f"| {md_cell(name)} | {g.pairs} | {g.geomean_ratio:.3f} |" for name, g in geomeans.items()]
         lines.append("")
     lines += ["## Cells", "", ("Device time: the median batch time of each side's timing samples; of a cell timed over several "
-                          "rounds, the median of its rounds' medians, its rank test on the samples of all of them."), "",
+                          "rounds, the median of its rounds' medians, and p from Student's t on the rounds' medians (the variation "
+                          "between processes is in it; the samples of one process are not independent draws of another's); "
+                          "with one round a side, p from the Mann-Whitney U test on the samples."), "",
               "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
     order = {label: i for i, label in enumerate(LABELS)}
     for p in sorted(c.pairs, key=lambda p: (order[p.verdict], p.label)):

@@ -37,7 +37,15 @@ from harness.reporting.view import (
     slowest_kernels_by_side,
     times_faster,
 )
-from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER, SMALLEST_EFFECT
+from harness.stats.intervals import (
+    FASTER,
+    FASTER_UNCLEAR,
+    NEGLIGIBLE,
+    NO_EFFECT,
+    SLOWER,
+    SLOWER_UNCLEAR,
+    SMALLEST_EFFECT,
+)
 
 # Memory on and off; the GPU figures (its peak, the DRAM bytes from its counters) on a GPU only.
 MEMORY = ("peak_rss", "gpu_peak", "dram_bytes")
@@ -266,7 +274,8 @@ class Tally:
 
 def tally(all_groups: list[Group], backend: str) -> Tally:
     counted = Tally()
-    by_verdict = {FASTER: counted.faster, SLOWER: counted.slower, NO_EFFECT: counted.unchanged, NEGLIGIBLE: counted.negligible}
+    by_verdict = {FASTER: counted.faster, FASTER_UNCLEAR: counted.faster, SLOWER: counted.slower,
+                  SLOWER_UNCLEAR: counted.slower, NO_EFFECT: counted.unchanged, NEGLIGIBLE: counted.negligible}
     for group in all_groups:
         for line in group.lines:
             if line.backend != backend or not line.has_switch:
@@ -284,7 +293,8 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
                 bucket = counted.one_round_down
             else:
                 bucket = counted.one_round_flat
-            bucket.append(f"{group.title} {format_times(result.value)}")
+            unclear = " size unclear" if result.verdict in (FASTER_UNCLEAR, SLOWER_UNCLEAR) else ""
+            bucket.append(f"{group.title} {format_times(result.value)}{unclear}")
     return counted
 
 

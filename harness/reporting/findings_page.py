@@ -28,8 +28,9 @@ INTRO = (
     f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within. `noisy` beside a speedup: a cell's timing samples "
     "spread beyond 10% of their mean (its bundle's warnings say why), so the figure is a guess."
 )
-SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster or slower, those "
-                "where it had no effect seen or one under 5%, by their verdicts over rounds; a pair of one round "
+SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster or slower (by 5% or "
+                "more, or `size unclear`: an effect seen whose interval reaches past 5%), those where it had no effect "
+                "seen or one under 5%, by their verdicts over rounds; a pair of one round "
                 "sorted by its estimate against the same 5%; and the fusions each model got with fusion on (groups of "
                 "two operators or more in one kernel), lowest to highest. A model and setting that several bundles "
                 "measured counts once for each, named by its bundle.")

@@ -21,8 +21,8 @@ from harness.plain_text import one_line
 from harness.reporting.plots import Series
 from harness.reporting.run_facts import apart
 from harness.scenario.cell_config import CellConfig
-from harness.stats.intervals import SLOWER, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
-from harness.stats.summary import median
+from harness.stats.intervals import SLOWER, SLOWER_UNCLEAR, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
+from harness.stats.summary import NOISY_CV, median
 
 FUSED_KERNELS_SHOWN = 8
 SLOWEST_KERNELS_SHOWN = 3
@@ -51,8 +51,9 @@ SPEEDUP_NOTE = (
     "cells ran (`timing: {rounds: N}`: fresh processes, on and off alternating, so round i of both met the same "
     "stretch of the machine). In brackets its confidence interval from those paired rounds (Student's t on their "
     "logs) and the verdict: faster or slower where the whole interval is above or below 1 and the speedup is at "
-    "least 5% (1.05x, or 1/1.05 = 0.952x), under 5% where the whole interval is on one side of 1 but the speedup "
-    "is smaller, else no effect seen. "
+    "least 5% (1.05x, or 1/1.05 = 0.952x), under 5% where the whole interval lies between 1 and 5%, `size "
+    "unclear` where it is on one side of 1 and the speedup is under 5% but the interval reaches past it, else no "
+    "effect seen. "
     "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
     "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
     "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
@@ -208,8 +209,16 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
 
 def noisy_mark(*rows: Row) -> str:
     """`NOISY` where a cell's timing samples spread too far to trust as they are (the device time's
-    `noisy`: a CV above 10%): a speedup taken from it says so beside it, not only in the warnings."""
-    return NOISY if any(r.metrics.device_time is not None and r.metrics.device_time.summary.noisy for r in rows) else ""
+    `noisy`: a CV above 10%, in round 1 or in any further valid round a speedup over rounds takes):
+    a speedup taken from it says so beside it, not only in the warnings."""
+    return NOISY if any(_noisy(r) for r in rows) else ""
+
+
+def _noisy(row: Row) -> bool:
+    timing = row.metrics.device_time
+    if timing is not None and timing.summary.noisy:
+        return True
+    return any(r.status == "valid" and r.cv is not None and r.cv > NOISY_CV for r in (row.metrics.rounds or [])[1:])
 
 
 def baselines(rows: list[Row], baseline: str) -> dict[tuple[str, str], Row]:
@@ -253,7 +262,7 @@ class FusionPair:
         """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
         smallest effect (a pair of one round at 0.99x is no finding)."""
         result = self.result
-        return result.verdict == SLOWER if result.interval is not None else slower_beyond_noise(result.value)
+        return result.verdict in (SLOWER, SLOWER_UNCLEAR) if result.interval is not None else slower_beyond_noise(result.value)
 
     @property
     def name(self) -> str:

@@ -5,8 +5,10 @@ layout, the phase of the host's noise), so a cell's repetitions alone make too n
 Round 1 is the cell's whole measurement; each further round is a fresh worker that prepares the
 model again (its compiled artefacts from the artifact cache round 1 filled) and times the steady
 state as round 1 did (`WorkerRequest.timing_round`). The rounds of a fusion pair alternate, on,
-off, on, off, ..., so that round i of both variants met the same stretch of the machine: the
-speedup's interval comes from those paired rounds (harness/stats/intervals.py).
+off, then off, on, then on, off, ..., so that round i of both variants met the same stretch of the
+machine, and running second (a warmer machine, a filled page cache) favours neither variant in
+every round: the speedup's interval comes from those paired rounds (harness/stats/intervals.py),
+and an order effect that favoured one side each round would pass into it unseen.
 
 A cell's rounds share the folders its backend keeps scratch in (`Backend.scratch_env`: a compiler's
 on-disk caches), made empty for round 1 and kept until its last round ends: round 1 compiles cold,
@@ -15,7 +17,7 @@ tasks may run on other machines, each round keeps fresh folders of its own and c
 
 Order: with every cell at one round the sweep's order is kept as it was. Otherwise the cells are
 grouped into units, a fusion pair (the same cell but for fusion) or a lone cell, in the order of
-their first cell; a unit runs its cells' round 1, then their round 2, and so on. A cell's record is
+their first cell; a unit runs its cells' round 1, then their round 2 in the other order, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py);
 a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
 before it starts; Ray runs it anyway). LocalPool starts a further round once the round before it
@@ -88,7 +90,7 @@ def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list
         unit = [replace(t, scratch_home=state.home(t.cell_id)) if cells[t.cell_id].config.timing.rounds > 1 else t for t in unit]
         most = max(cells[t.cell_id].config.timing.rounds for t in unit)
         for number in range(1, most + 1):
-            for task in unit:
+            for task in unit if number % 2 else unit[::-1]:  # which runs second flips each round
                 if number == 1:
                     ordered.append(task)
                 elif number <= cells[task.cell_id].config.timing.rounds:

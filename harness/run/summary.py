@@ -91,7 +91,7 @@ def fusion_summary(records: list[CellRecord]) -> Table | None:
         return None
     head, body = fusion_table(pairs)
     table = Table(title="Fusion on vs off (speedup = off / on, the geometric mean over the paired rounds; in "
-                        "brackets its confidence interval; the verdict: faster, slower, under 5% or no effect seen "
+                        "brackets its confidence interval; the verdict: faster, slower, under 5%, size unclear or no effect seen "
                         "at that confidence, or one round: `timing: {rounds: N}` gives an interval; in red where "
                         "fusion made the cell slower by its verdict, or by more than 5% in one round)")
     for column in head:

@@ -16,7 +16,9 @@ Python: the parent, the report and the tests use it without numpy or scipy.
 - The verdict of a pair: "faster" where the whole interval is above 1 and the speedup is at least
   the smallest effect worth the name (`SMALLEST_EFFECT`, 5%, `compare`'s default threshold too),
   "slower" where the whole interval is below 1 and the slowdown at least as large, "under 5%" where
-  the interval excludes 1 but the effect is smaller than that, else "no effect seen"; with one
+  the whole interval lies between 1 and that effect (1/1.05 and 1 for a slowdown), "faster, size
+  unclear" ("slower, ...") where it excludes 1 and the estimate is smaller than the effect but the
+  interval reaches past it (`1.04x [1.01-1.07]`: 7% is not ruled out), else "no effect seen"; with one
   round there is no interval and the verdict is "one round". The bounds are written with as many
   figures as it takes to tell them apart and from 1 (`1.002x [1.0007-1.0033, 95%] under 5%`).
 """
@@ -34,6 +36,8 @@ DEFAULT_CONFIDENCE = 0.95
 SMALLEST_EFFECT = 0.05
 FASTER, SLOWER, NO_EFFECT, ONE_ROUND = "faster", "slower", "no effect seen", "one round"
 NEGLIGIBLE = f"under {SMALLEST_EFFECT:.0%}"
+#: The interval is on one side of 1, the estimate under the smallest effect, the interval reaching past it.
+FASTER_UNCLEAR, SLOWER_UNCLEAR = "faster, size unclear", "slower, size unclear"
 
 
 @dataclass(frozen=True)
@@ -183,10 +187,31 @@ def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float 
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval))
 
 
+def rounds_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
+    """Student's two-sample t test on the logs of two cells' round medians (each round a fresh
+    process, harness/run/rounds.py), the variance pooled from each side's rounds, so the variation
+    between processes is in it, as it is not in one process's samples: (B's mean log minus A's, the
+    two-sided p-value). None where neither side has two rounds to estimate that variation from."""
+    if any(v <= 0 for v in (*a, *b)):
+        raise ValueError("round medians must be positive")
+    if not a or not b or (len(a) < 2 and len(b) < 2):
+        return None
+    logs_a, logs_b = [math.log(v) for v in a], [math.log(v) for v in b]
+    mean_a, mean_b = sum(logs_a) / len(logs_a), sum(logs_b) / len(logs_b)
+    freedom = len(a) + len(b) - 2
+    pooled = (sum((v - mean_a) ** 2 for v in logs_a) + sum((v - mean_b) ** 2 for v in logs_b)) / freedom
+    difference = mean_b - mean_a
+    if pooled == 0:
+        return difference, 1.0 if difference == 0 else 0.0
+    t = difference / math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
+    return difference, min(1.0, 2 * student_t_cdf(-abs(t), freedom))
+
+
 def verdict_of(value: float, interval: Interval) -> str:
     """The verdict of a speedup `value` with this interval (see the module's docstring)."""
+    large, small = 1 + SMALLEST_EFFECT, 1 / (1 + SMALLEST_EFFECT)
     if interval.low > 1:
-        return FASTER if value >= 1 + SMALLEST_EFFECT else NEGLIGIBLE
+        return FASTER if value >= large else NEGLIGIBLE if interval.high < large else FASTER_UNCLEAR
     if interval.high < 1:
-        return SLOWER if value <= 1 / (1 + SMALLEST_EFFECT) else NEGLIGIBLE
+        return SLOWER if value <= small else NEGLIGIBLE if interval.low > small else SLOWER_UNCLEAR
     return NO_EFFECT

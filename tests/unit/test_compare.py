@@ -43,6 +43,9 @@ def cell_data(status: str = "valid", samples: list[int] | None = None, reason: s
     data.update(status=status, reasons=[reason] if reason else [], **fields)
     metrics = data["metrics"]
     metrics["device_time"]["samples_ns"] = samples or []
+    if samples:
+        metrics["device_time"]["summary"]["median_ns"] = median(samples)  # as a worker records it
+        metrics.pop("first_call_ratio")  # derived from the golden cell's median
     del metrics["rounds"]  # one round: the samples given are the cell's all
     data["config"]["timing"]["rounds"] = 1
     metrics["accuracy"] = dict(ACCURACY)
@@ -381,9 +384,6 @@ def _rounds(*sides: list[int]) -> CellRecord:
     """A cell timed over one round per list of samples, as `timing: {rounds: N}` records it."""
     data = cell_data(samples=sides[0])
     data["config"]["timing"]["rounds"] = len(sides)
-    summary = data["metrics"]["device_time"]["summary"]
-    summary["median_ns"] = median(sides[0])
-    data["metrics"].pop("first_call_ratio")  # derived from the golden cell's median
     data["metrics"]["rounds"] = [
         {"round": i, "status": "valid", "median_ns": median(samples), "cv": 0.02, "n": len(samples),
          **({"samples_ns": samples} if i > 1 else {})} for i, samples in enumerate(sides, 1)]
@@ -399,8 +399,43 @@ def test_a_cell_of_several_rounds_is_judged_on_them_all() -> None:
     assert pair.median_b_ns == median([median(fast), median(BASE), median(BASE) + 3]) == median(BASE)
     assert pair.verdict == "not significant" and pair.ratio == 1.0, pair
     assert "over 3 rounds" in pair.figures[0].b_shown and pair.figures[0].b == pair.median_b_ns
-    slower = _rounds(*[[int(v * 1.3) for v in BASE]] * 3)  # every round slower: the pooled test agrees
-    assert compare_cells(cell(samples=BASE), slower, 0.05, 0.01).verdict == "regressed"
+    slower = _rounds(*[[int(v * 1.3) + i for v in BASE] for i in range(3)])  # every round slower: the test agrees
+    judged = compare_cells(cell(samples=BASE), slower, 0.05, 0.01)
+    assert judged.verdict == "regressed" and judged.test == "t test on 1 and 3 round(s)' medians", judged
+
+
+def test_rounds_are_tested_on_their_medians_so_a_process_to_process_spread_is_no_change() -> None:
+    """The rank test on the pooled samples of three rounds a side called half of the null pairs of a
+    machine whose processes differ by 5% changed at p < 0.01: each round's samples are tight, so any
+    two sets of processes differ. Here A's and B's rounds are the same three processes' levels,
+    shuffled: no change, where the pooled rank test says p < 0.01."""
+    levels = (0.95, 1.0, 1.07)
+    tight = [1_000_000 + 100 * ((i * 37) % 50) for i in range(40)]  # 0.5% within a process
+    a = _rounds(*[[int(v * level) for v in tight] for level in levels])
+    b = _rounds(*[[int(v * level) + 1 for v in tight] for level in (levels[2], levels[0], levels[2])])
+    pair = compare_cells(a, b, 0.05, 0.01)
+    pooled = [v for r in (a.metrics.device_time.samples_ns, *(x.samples_ns for x in a.metrics.rounds[1:])) for v in r]
+    pooled_b = [v for r in (b.metrics.device_time.samples_ns, *(x.samples_ns for x in b.metrics.rounds[1:])) for v in r]
+    assert mann_whitney_u(pooled, pooled_b)[1] < 0.01, "the pooled samples would have called it"
+    assert pair.ratio is not None and pair.ratio > 1.05 and pair.p_value is not None and pair.p_value > 0.01
+    assert pair.verdict == "not significant" and pair.why.startswith("p = "), pair
+
+
+def test_a_rank_test_pointing_against_the_medians_confirms_no_change() -> None:
+    """A's median is 5 ms and B's 6 ms, yet B's samples rank below A's (A's 45% at 100 ms): the
+    two-sided test is significant, the other way: B was called `regressed`."""
+    a = cell(samples=[5_000_000 + i for i in range(55)] + [100_000_000 + i for i in range(45)])
+    b = cell(samples=[4_000_000 + i for i in range(45)] + [6_000_000 + i for i in range(55)])
+    pair = compare_cells(a, b, 0.05, 0.01)
+    assert pair.ratio is not None and pair.ratio > 1.05 and pair.p_value is not None and pair.p_value < 0.01
+    assert pair.verdict == "not significant" and "points the other way" in pair.why, pair
+
+
+def test_the_threshold_is_5_percent_either_way_as_a_speedup_reads() -> None:
+    """B 1.0515x faster than A was `within 5%` (B/A 0.951 > 0.95) where 1.0515x slower was `regressed`."""
+    faster = compare_cells(cell(samples=BASE), cell(samples=[round(v / 1.0515) for v in BASE]), 0.05, 0.01)
+    slower = compare_cells(cell(samples=BASE), cell(samples=[round(v * 1.0515) for v in BASE]), 0.05, 0.01)
+    assert (faster.verdict, slower.verdict) == ("improved", "regressed"), (faster, slower)
 
 
 def test_a_figure_that_depends_on_a_setting_the_cells_differ_in_is_not_comparable() -> None:
@@ -499,9 +534,11 @@ def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles() -> None:
 @pytest.mark.slow
 def test_the_json_names_the_rank_test_each_pair_got() -> None:
     data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
-    assert "normal approximation)" not in data["test"] and "exact where" in data["test"]
+    assert "Student's t on the logs of the rounds' medians" in data["test"] and "exact where" in data["test"]
     tests = {p["test"] for p in data["pairs"] if p["p_value"] is not None}
-    assert tests and tests <= {"exact", "normal approximation"}
+    assert tests == {"t test on 2 and 2 round(s)' medians"}, "the golden cells have two rounds each"
+    one_round = compare_cells(cell(samples=list(range(1000, 1020))), cell(samples=list(range(1100, 1120))), 0.05, 0.01)
+    assert one_round.test == "exact"
     from harness.stats.summary import u_test_method
 
     assert u_test_method([1, 2, 3], [4, 5, 6]) == "exact" and u_test_method([1, 1, 2], [3, 4]) == "normal approximation"

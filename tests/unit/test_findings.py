@@ -203,6 +203,11 @@ def test_an_effect_under_5_percent_is_counted_apart_from_no_effect_seen() -> Non
     assert counted.negligible == [f"{groups[0].title} 1.03x"] and counted.unchanged == []
     head, _ = findings.summary_table(groups)
     assert "under 5%" in head and "one round: below 0.952x" in head
+    unclear = Speedup(1.04, 5, Interval(1.01, 1.07, 0.95), "faster, size unclear")  # 7% not ruled out
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(findings.FusionPair, "result", property(lambda self: unclear))
+        counted = findings.tally(groups[:1], "inductor")
+    assert counted.faster == [f"{groups[0].title} 1.04x size unclear"] and counted.negligible == []
 
 
 def test_cells_that_differ_only_in_their_weights_are_set_apart() -> None:

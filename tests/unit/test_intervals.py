@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
@@ -161,6 +162,54 @@ def test_a_verdict_needs_an_effect_worth_the_name_and_its_bounds_show_why() -> N
     assert big.verdict == "faster" and big.text().endswith("faster")
     slower = paired_speedup([5.0e6, 5.1e6, 4.9e6], [4.0e6, 4.1e6, 3.9e6])
     assert slower.verdict == "slower"
+
+
+def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -> None:
+    """`1.04x [1.01-1.07, 95%] under 5%` claimed what its interval does not show: 7% is inside it."""
+    wide = paired_speedup([1.0] * 5, [1.01, 1.03, 1.04, 1.06, 1.07])
+    assert wide.interval is not None and wide.interval.low > 1 and wide.interval.high > 1.05
+    assert wide.verdict == "faster, size unclear", wide.text()
+    edge = paired_speedup([1.0] * 3, [1.045, 1.05, 1.055])
+    assert edge.verdict == "faster, size unclear", edge.text()
+    down = paired_speedup([1.01, 1.03, 1.04, 1.06, 1.07], [1.0] * 5)
+    assert down.verdict == "slower, size unclear", down.text()
+    narrow = paired_speedup([1.0] * 3, [1.02, 1.021, 1.022])
+    assert narrow.interval is not None and narrow.interval.high < 1.05 and narrow.verdict == "under 5%"
+
+
+def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round() -> None:
+    """`compare` tests two cells of several rounds on their rounds' medians: the variation between
+    processes is what its p-value must carry (a rank test on the pooled samples of 3 rounds called
+    half of null pairs changed, at p < 0.01)."""
+    a, b = [10.0, 10.4, 9.7], [10.9, 11.3, 10.6, 11.0]
+    difference, p = intervals.rounds_t_test(a, b)
+    reference = scipy_stats.ttest_ind(np.log(b), np.log(a), equal_var=True)
+    assert difference == pytest.approx(np.mean(np.log(b)) - np.mean(np.log(a)))
+    assert p == pytest.approx(reference.pvalue, rel=1e-6)
+    one = intervals.rounds_t_test([10.0, 10.4, 9.7], [11.0])  # an older run of one round: its rounds' spread is A's
+    reference = scipy_stats.ttest_ind(np.log([11.0]), np.log(a), equal_var=True)
+    assert one is not None and one[1] == pytest.approx(reference.pvalue, rel=1e-6)
+    assert intervals.rounds_t_test([10.0], [11.0]) is None, "no rounds, no variation between processes to test against"
+    assert intervals.rounds_t_test([10.0, 10.0], [10.0, 10.0]) == (0.0, 1.0)
+
+
+def test_a_rounds_rank_test_on_pooled_samples_would_call_null_pairs_changed() -> None:
+    """Why `compare` takes rounds' medians: two cells from one distribution, rounds differing by 5%
+    between processes and 1% within: the rank test on pooled samples rejects nearly always, the
+    t test on the rounds' medians about as often as its 1%."""
+    draw = random.Random(7)
+    pooled_rejections = rounds_rejections = 0
+    for _ in range(100):
+        cells = []
+        for _side in range(2):
+            levels = [math.exp(draw.gauss(0, 0.05)) for _round in range(3)]
+            cells.append([[level * math.exp(draw.gauss(0, 0.01)) for _call in range(100)] for level in levels])
+        pooled_rejections += mann_whitney_u(sum(cells[0], []), sum(cells[1], []))[1] < 0.01
+        medians = [[sorted(r)[50] for r in side] for side in cells]
+        result = intervals.rounds_t_test(*medians)
+        assert result is not None
+        rounds_rejections += result[1] < 0.01
+    assert pooled_rejections > 60 and rounds_rejections <= 5, (pooled_rejections, rounds_rejections)
 
 
 def test_extreme_round_medians_give_a_speedup_not_a_math_error() -> None:

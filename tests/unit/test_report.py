@@ -115,6 +115,17 @@ def test_a_speedup_from_a_noisy_cell_says_so_beside_it() -> None:
     assert noisy_mark(*steady) == ""
 
 
+def test_a_speedup_over_rounds_is_marked_noisy_by_a_noisy_further_round() -> None:
+    """Only round 1's CV was read: a speedup over three rounds whose second round spread 25% stood
+    unmarked."""
+    rows = [Row(r) for r in load(GOLDEN / f"v{SCHEMA_VERSION}").records]
+    pair = next(p for p in fusion_pairs(rows) if len(p.on.round_medians) > 1 and noisy_mark(p.on, p.off) == "")
+    record = pair.off.record.model_copy(deep=True)
+    assert record.metrics.rounds is not None and record.metrics.rounds[1].status == "valid"
+    record.metrics.rounds[1].cv = 0.25
+    assert noisy_mark(pair.on, Row(record)) == " noisy"
+
+
 def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None:
     older = {"compute_cv": 0.02, "memory_cv": 0.05, "warning": ""}
     assert machine_noise(older) == ("a fixed compute loop's CV 2.0%, a memory-bound one's 5.0% "
