@@ -44,6 +44,9 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     except ValueError as exc:  # a damaged log line
         return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
     lines += _against_detail(where, rel, loadgen, parsed, cell["config"]["scenario"])
+    if cell["status"] == "valid" and parsed["validity"] == "VALID" and parsed["invalid_reasons"]:
+        lines.append(f"{where}: status valid, yet its LoadGen run logged an error ({_shown('; '.join(parsed['invalid_reasons']))}): "
+                     "a run MLPerf's checker refuses")
     lines += _against_summary(where, rel, loadgen, parse_summary(texts[SUMMARY]))
     return lines
 

@@ -58,7 +58,9 @@ def parse_detail(text: str, scenario: str) -> dict[str, Any]:
     return {
         "scenario": scenario,
         "validity": validity,
-        "invalid_reasons": reasons if validity != "VALID" else [],
+        # A VALID run that logged an error (a second config file read in one process) is one MLPerf's
+        # checker refuses: its errors stand as the reasons it is not valid.
+        "invalid_reasons": reasons if validity != "VALID" else errors,
         "warnings": warnings,
         "metric": rule(scenario).metric(entries),
         "settings": {k: v for k, v in entries.items() if k.startswith(("effective_", "requested_"))},

@@ -7,8 +7,10 @@ Two profiles (the scenario file's `loadgen.profile`):
   and any overrides the file asked for is written beside the logs, and `FromConfig(user.conf)`
   reads LoadGen's built-in mlperf.conf first, then it. LoadGen reads mlperf.conf once per process
   (a second TestSettings would get none of it), so one settings object serves the cell's every
-  LoadGen run (performance, accuracy, compliance); a re-tuned attempt re-reads the user.conf
-  into it.
+  LoadGen run (performance, accuracy, compliance). A re-tuned attempt sets its new hint on that
+  object (the user.conf key's own field) and writes its user.conf for the record: reading a second
+  config file in one process makes LoadGen log "Multiple conf files are used", an error MLPerf's
+  checker refuses the run for, however VALID its result.
 
 LoadGen behaviours that would spoil a run, handled here:
 - One scenario per worker process.
@@ -73,12 +75,16 @@ class Settings:
         if self.current is None:
             self.current = self.lg.TestSettings()
             self.current.scenario = getattr(self.lg.TestScenario, self.cell.scenario)
+        retune = self.user_conf is not None
         self.user_conf = mlperf_user_conf(benchmark.conf_model, self.cell, latency_ns)
         path = outdir / "user.conf"
         path.write_text(self.user_conf)
-        status = self.current.FromConfig(str(path), benchmark.conf_model, self.cell.scenario)
-        if status != 0:
-            raise HarnessError(f"LoadGen refused the user.conf it was given ({path}): status {status}")
+        if retune:  # LoadGen has read its config files: the new hint goes on the settings themselves
+            set_mlperf_hint(self.current, self.cell.scenario, *mlperf_hint(self.cell, latency_ns))
+        else:
+            status = self.current.FromConfig(str(path), benchmark.conf_model, self.cell.scenario)
+            if status != 0:
+                raise HarnessError(f"LoadGen refused the user.conf it was given ({path}): status {status}")
         self.current.mode = self.lg.TestMode.PerformanceOnly
         if self.cell.scenario == "Server":
             self.current.server_coalesce_queries = True
@@ -104,18 +110,35 @@ class Settings:
 
 def mlperf_user_conf(conf_model: str, cell: CellConfig, latency_ns: float) -> str:
     """The user.conf of the mlperf profile: the hint measured for this cell, and the overrides."""
+    key, value = mlperf_hint(cell, latency_ns)
+    return user_conf.text(conf_model, cell.scenario, {key: value}, cell.loadgen.overrides)
+
+
+def mlperf_hint(cell: CellConfig, latency_ns: float) -> tuple[str, float]:
+    """The user.conf hint for a cell measured at `latency_ns` a batch: (`target_qps`, queries per
+    second) or (`target_latency`, milliseconds)."""
     scenario, batch, loadgen = cell.scenario, cell.batch, cell.loadgen
     hinted = hinted_ns(latency_ns, batch)
-    overrides = loadgen.overrides
     if scenario == "Offline":
-        min_duration_s = overrides.get("min_duration_s", MLPERF_MIN_DURATION_S)
-        key, value = "target_qps", offline_expected_qps(batch, hinted, latency_ns, min_duration_s)
-    elif scenario == "Server":
-        key, value = "target_qps", server_target_qps(loadgen, batch, latency_ns)
-    else:
-        key, value = "target_latency", hinted / 1e6  # milliseconds
-    return user_conf.text(conf_model, scenario, {key: value}, overrides)
+        min_duration_s = loadgen.overrides.get("min_duration_s", MLPERF_MIN_DURATION_S)
+        return "target_qps", offline_expected_qps(batch, hinted, latency_ns, min_duration_s)
+    if scenario == "Server":
+        return "target_qps", server_target_qps(loadgen, batch, latency_ns)
+    return "target_latency", hinted / 1e6
 
+
+#: The TestSettings field each scenario's user.conf hint sets, and the factor from the conf's unit.
+_HINT_FIELDS = {"SingleStream": ("single_stream_expected_latency_ns", 1e6), "MultiStream": ("multi_stream_expected_latency_ns", 1e6),
+                "Offline": ("offline_expected_qps", 1.0), "Server": ("server_target_qps", 1.0)}
+
+
+def set_mlperf_hint(settings: Any, scenario: str, key: str, value: float) -> None:
+    """Set a user.conf hint (`mlperf_hint`) on LoadGen settings directly, as FromConfig reads it."""
+    field, factor = _HINT_FIELDS[scenario]
+    expected = "target_latency" if factor != 1.0 else "target_qps"
+    if key != expected:
+        raise HarnessError(f"{scenario}'s hint is {expected}, not {key}")
+    setattr(settings, field, int(value * factor) if factor != 1.0 else value)
 
 def settings_for(lg: Any, cell: CellConfig, latency_ns: float, sample_count: int) -> Any:
     """LoadGen TestSettings for a cell under the dev profile; `latency_ns` is the measured median
@@ -186,7 +209,11 @@ def run_accuracy(prepared: Prepared, samples: list[Any], cell: CellConfig, setti
 
 
 def _too_fast(result: dict[str, Any]) -> bool:
-    return rule(result["scenario"]).retune_when_too_fast and (
+    """Whether the run fell short of its minimum duration or query count by going faster than its
+    hint: not where LoadGen stopped it (an error it logged, `error_runtime: ... Max test duration
+    reached`: a retune would fall short the same way, `max_duration_s` each time)."""
+    stopped = any(reason.startswith("error_") for reason in result["invalid_reasons"])
+    return rule(result["scenario"]).retune_when_too_fast and not stopped and (
         result["results"].get("result_min_duration_met") is False
         or result["results"].get("result_min_queries_met") is False
     )

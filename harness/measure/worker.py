@@ -401,6 +401,8 @@ def _invalid_reasons(metrics: Metrics) -> list[str]:
     if lg.validity != "VALID":
         detail = "; ".join(lg.invalid_reasons) or "no reason given"
         reasons.append(f"loadgen: {lg.validity} ({detail})")
+    elif lg.invalid_reasons:  # LoadGen said VALID and logged an error: MLPerf's checker refuses such a run
+        reasons.append(f"loadgen: VALID, yet LoadGen logged an error ({'; '.join(lg.invalid_reasons)})")
     return reasons
 
 

@@ -88,6 +88,16 @@ def test_too_fast_run_is_retried_with_the_measured_rate(tmp_path: Path) -> None:
     assert result["log_dir"] == "loadgen/attempt-2" and result["validity"] == "VALID"
 
 
+@pytest.mark.slow
+def test_a_run_loadgen_stopped_at_its_maximum_duration_is_not_retuned(tmp_path: Path) -> None:
+    """Short of its minimum query count because `max_duration_s` stopped it, the run was retuned
+    twice as if it had gone too fast: three runs of the maximum duration for the same INVALID."""
+    settings = {"min_duration_s": 0.1, "max_duration_s": 0.3, "min_query_count": 500}
+    result = loadgen.run_scenario(Sleeper(0.005), samples(), cell("SingleStream", 1, **settings), 5e6, tmp_path / "lg")
+    assert [a["validity"] for a in result["attempts"]] == ["INVALID"], result["attempts"]
+    assert any("Max test duration reached" in reason for reason in result["invalid_reasons"]), result["invalid_reasons"]
+
+
 def test_a_machine_that_keeps_getting_faster_gets_a_second_retune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each run ends too fast for its hint (the model ran 4x faster than hinted, then 4x faster
     again): the second retune, hinted from the second run, is the run kept."""

@@ -190,3 +190,73 @@ def test_accuracy_run_through_loadgen_answers_each_samples_class(tmp_path: Path,
     assert (result["good"], result["total"], result["top1_percent"]) == (15, 20, 75.0)
     assert (tmp_path / "loadgen/accuracy/accuracy.txt").read_text() == "accuracy=75.000%, good=15, total=20\n"
     assert result["log_dir"] == "loadgen/accuracy"
+
+
+_RETUNE = """
+import json, sys, time
+from pathlib import Path
+import torch
+from harness.contract import Prepared
+from harness.fusion import FusionReport
+from harness.measure import loadgen
+from tests.cell_configs import cell_config
+
+class Quick(Prepared):
+    def __call__(self, batch):
+        time.sleep(0.001)
+        return batch
+    def synchronize(self):
+        pass
+    def fusion_report(self):
+        return FusionReport(kernels=(), source="test")
+
+cell = cell_config("SingleStream", 1, samples=1024, profile="mlperf", min_duration_s=0.5, min_query_count=100)
+out = Path(sys.argv[1])
+result = loadgen.run_scenario(Quick(), [torch.zeros(1, 2)] * 1024, cell, 50e6, out)  # hinted 50x too slow
+detail = (out / "attempt-2" / "mlperf_log_detail.txt").read_text() if (out / "attempt-2").exists() else ""
+print(json.dumps({"attempts": result["attempts"], "validity": result["validity"], "reasons": result["invalid_reasons"],
+                  "expected_ns": result["settings"].get("requested_single_stream_expected_latency_ns"),
+                  "multiple_conf": "Multiple conf files" in detail, "user_conf": result["user_conf"]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_retuned_mlperf_run_reads_one_config_and_logs_no_error(tmp_path: Path) -> None:
+    """The retune read its user.conf into LoadGen again: LoadGen logged "Multiple conf files are
+    used. This is not valid for official submission." in a run it called VALID, which the harness
+    kept valid and `pack` would have shipped for MLPerf's checker to refuse."""
+    done = subprocess.run([sys.executable, "-c", _RETUNE, str(tmp_path / "lg")], capture_output=True, text=True,
+                          timeout=120, check=True, cwd=Path(__file__).resolve().parents[2])
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [a["validity"] for a in found["attempts"]] == ["INVALID", "VALID"], found
+    assert not found["multiple_conf"] and found["validity"] == "VALID" and found["reasons"] == [], found
+    assert found["expected_ns"] < 10e6, "the retune's hint reached LoadGen"
+    assert "resnet50.SingleStream.target_latency" in found["user_conf"], "the retune's user.conf is kept for the record"
+
+
+def test_a_valid_run_that_logged_an_error_gives_its_errors_as_reasons() -> None:
+    from harness.bundle.loadgen_log import parse_detail
+
+    line = ':::MLLOG {"key": "%s", "value": %s, "metadata": {%s}}'
+    log = "\n".join([line % ("result_validity", '"VALID"', ""),
+                     line % ("error_invalid_config", '"Multiple conf files are used."', '"is_error": true')])
+    parsed = parse_detail(log, "SingleStream")
+    assert parsed["validity"] == "VALID"
+    assert parsed["invalid_reasons"] == ["error_invalid_config: Multiple conf files are used."]
+
+
+def test_a_cell_whose_valid_loadgen_run_logged_an_error_is_invalid_with_it() -> None:
+    import glob
+
+    from harness.bundle.cell_record import CellRecord
+    from harness.bundle.migrations import SCHEMA_VERSION
+    from harness.measure.worker import _invalid_reasons
+
+    golden = Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}" / "cells"
+    record = next(r for r in (CellRecord.model_validate_json(Path(p).read_text()) for p in sorted(glob.glob(f"{golden}/*.json")))
+                  if r.status == "valid")
+    assert _invalid_reasons(record.metrics) == []
+    assert record.metrics.loadgen is not None
+    record.metrics.loadgen.invalid_reasons = ["error_invalid_config: Multiple conf files are used."]
+    assert _invalid_reasons(record.metrics) == [
+        "loadgen: VALID, yet LoadGen logged an error (error_invalid_config: Multiple conf files are used.)"]

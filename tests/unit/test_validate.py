@@ -177,6 +177,18 @@ def test_a_detail_log_that_no_longer_matches_is_found(bundle: Path) -> None:
     assert any("detail log says 'INVALID'" in line for line in validate(bundle).problems)
 
 
+def test_a_valid_cell_whose_loadgen_run_logged_an_error_is_a_problem(bundle: Path) -> None:
+    """LoadGen calls a run VALID that logged an error (a second config file read in one process);
+    MLPerf's checker refuses it, and so does validate where the cell says valid."""
+    cell = next(c for c in map(lambda p: json.loads(p.read_text()), cell_files(bundle)) if c["status"] == "valid")
+    detail = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"] / "mlperf_log_detail.txt"
+    error = ':::MLLOG {"key": "error_invalid_config", "value": "Multiple conf files are used.", "metadata": {"is_error": true}}'
+    detail.write_text(detail.read_text() + error + "\n")
+    manifest.write(bundle)
+    assert any("status valid, yet its LoadGen run logged an error ('error_invalid_config: Multiple conf files"
+               in line for line in validate(bundle).problems), validate(bundle).problems
+
+
 def _logs(bundle: Path, scenario: str) -> tuple[Path, Path]:
     cell = next(c for c in map(lambda p: json.loads(p.read_text()), cell_files(bundle)) if c["config"]["scenario"] == scenario)
     logs = bundle / "cells" / cell["id"] / cell["metrics"]["loadgen"]["log_dir"]
