@@ -151,9 +151,11 @@ _PERCENTILE = re.compile(r"(?:^|_)(p\d+)(?:_|$)")
 def _loadgen(cell: Record, text: str) -> str:
     """LoadGen's latency names its percentile (read from the metric's recorded name, which the
     scenario's rule in harness/scenario/rules.py chose); a run LoadGen did not call VALID says so."""
-    found = _PERCENTILE.search(str(at(cell, ("metrics", "loadgen", "metric", "name")) or ""))
+    name = str(at(cell, ("metrics", "loadgen", "metric", "name")) or "")
+    found = _PERCENTILE.search(name)
     if found and at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
-        text = f"{found.group(1)} {text}"
+        # LoadGen's early-stopping estimate, not the percentile its summary's first lines give
+        text = f"{found.group(1)}{' (early stopping)' if 'early_stopping' in name else ''} {text}"
     validity = at(cell, ("metrics", "loadgen", "validity"))
     return text if validity in (None, "VALID") else f"{text} ({validity})"
 

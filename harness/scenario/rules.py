@@ -57,12 +57,13 @@ class ScenarioRule:
     loadgen_keys: tuple[str, ...]  # the scenario's own LoadGen settings in the file
     default_min_queries: int  # what LoadGen's early stopping needs before it calls a run VALID
     set_hint: HintSetter
-    metric_name: str
+    metric_name: str  # the name of the figure the first of `metric_keys` gives
     metric_unit: Literal["ns", "samples/s"]
     metric_keys: tuple[str, ...]  # the LoadGen log entries that give the metric, first present wins
     batch_figure: str | None  # LoadGen's figure for one batch (a latency key, or "rate" for samples/s)
     device_statistic: Literal["median", "mean"] | None  # what the batch figure is compared with
     not_compared_why: str = ""
+    fallback_name: str = ""  # the name where a later key gave it (no early-stopping estimate: the plain percentile)
     retune_when_too_fast: bool = True
     batches_in_flight: bool = False  # the system under test may pipeline batches (GPU)
     metric_extras: tuple[tuple[str, str], ...] = ()  # more figures the metric carries: (name, log key)
@@ -79,10 +80,12 @@ class ScenarioRule:
 
     def metric(self, entries: dict[str, Any]) -> dict[str, Any]:
         """MLPerf's headline figure for the scenario, with its name and unit."""
-        value = next((entries[k] for k in self.metric_keys if entries.get(k)), None)
+        value = entries.get(self.metric_keys[0]) or None
+        name = self.metric_name
         if value is None:
-            value = entries.get(self.metric_keys[-1])
-        metric = {"name": self.metric_name, "value": value, "unit": self.metric_unit}
+            value = next((entries[k] for k in self.metric_keys[1:] if entries.get(k)), entries.get(self.metric_keys[-1]))
+            name = self.fallback_name or name
+        metric = {"name": name, "value": value, "unit": self.metric_unit}
         metric.update({name: entries.get(key) for name, key in self.metric_extras})
         return metric
 
@@ -160,12 +163,13 @@ RULES: dict[str, ScenarioRule] = {rule.name: rule for rule in (
     ScenarioRule(
         "SingleStream", batch="one", loadgen_keys=(), default_min_queries=100, set_hint=_single_stream,
         metric_name="latency_p90_early_stopping_ns", metric_unit="ns",
-        metric_keys=("early_stopping_latency_ss", "result_90.00_percentile_latency_ns"),
+        metric_keys=("early_stopping_latency_ss", "result_90.00_percentile_latency_ns"), fallback_name="latency_p90_ns",
         batch_figure="result_50.00_percentile_latency_ns", device_statistic="median"),
     ScenarioRule(
         "MultiStream", batch="samples_per_query", loadgen_keys=("samples_per_query",), default_min_queries=662,
-        set_hint=_multi_stream, metric_name="latency_p99_per_query_ns", metric_unit="ns",
+        set_hint=_multi_stream, metric_name="latency_p99_per_query_early_stopping_ns", metric_unit="ns",
         metric_keys=("early_stopping_latency_ms", "result_99.00_percentile_per_query_latency_ns"),
+        fallback_name="latency_p99_per_query_ns",
         batch_figure="result_50.00_percentile_per_query_latency_ns", device_statistic="median"),
     ScenarioRule(
         "Server", batch="batch_sizes", loadgen_keys=("target_qps", "target_qps_fraction", "target_latency_ms"),

@@ -216,7 +216,10 @@ Inputs = Annotated[
 class LoadGenSettings(_Strict):
     """What MLPerf LoadGen is told; the expected-latency hints come from the device-timing pass."""
 
-    min_duration_s: float = Field(10.0, ge=0, le=86400)
+    min_duration_s: float = Field(
+        10.0, gt=0, le=86400,
+        description="LoadGen's minimum run; above 0 (at 0 an Offline query held one sample: a 'valid' rate of one sample)",
+    )
     max_duration_s: float | None = Field(None, gt=0, le=7 * 86400)
     min_query_count: int | None = Field(
         None, ge=1, le=10**9, description="default per scenario: enough for LoadGen's early stopping"
@@ -227,7 +230,8 @@ class LoadGenSettings(_Strict):
         "auto", description="Server: Poisson arrival rate; auto = target_qps_fraction of measured capacity"
     )
     target_qps_fraction: float = Field(0.5, gt=0, le=1)
-    target_latency_ms: float = Field(100.0, gt=0, le=3.6e6, description="Server: p99 latency bound")
+    target_latency_ms: float = Field(
+        100.0, gt=0, le=3.6e6, description="Server: p99 latency bound (profile dev; under mlperf, the benchmark's own)")
     profile: Literal["dev", "mlperf"] = Field(
         "dev",
         description="dev: every setting from this file (short runs); mlperf: the official settings "
@@ -471,6 +475,9 @@ class ScenarioFile(_Strict):
             raise ValueError("accuracy needs labelled images: inputs: {source: folder, path: ..., labels: ...}")
         if loadgen.profile != "mlperf":
             return loadgen
+        if "target_latency_ms" in loadgen.model_fields_set:
+            raise ValueError("profile mlperf: Server's latency bound is the benchmark's own in mlperf.conf, which a "
+                             "user.conf may not change; target_latency_ms applies to profile dev only")
         for model in models:
             benchmark = benchmark_for(model.name)
             if benchmark is None:

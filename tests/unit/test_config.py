@@ -227,6 +227,9 @@ inputs: {source: folder, path: images, labels: val_map.txt, samples: 1024}
     ("{profile: mlperf}", "{source: folder, path: images, samples: 64}",
      ":5: loadgen: profile mlperf: MLPerf's resnet loads 1024 performance samples; inputs.samples is 64"),
     ("{profile: official}", None, "'dev' or 'mlperf'"),
+    # it was ignored: the Server runs held to mlperf.conf's bound, the user.conf without it, nothing said
+    ("{profile: mlperf, target_latency_ms: 50}", None,
+     ":5: loadgen: profile mlperf: Server's latency bound is the benchmark's own in mlperf.conf"),
     ("{compliance: [TEST05]}", None, "'TEST01' or 'TEST04'"),
 ])
 def test_mlperf_settings_are_checked_with_the_rest_of_the_file(tmp_path: Path, loadgen: str, inputs: str | None,

@@ -95,3 +95,9 @@ def test_rounds_are_a_whole_number_as_written(tmp_path: Path, capsys: pytest.Cap
     """`rounds: true` ran one round and `"3"` or `3.0` three: each is refused, as `false` was."""
     _, message = refused(tmp_path, capsys, HEAD + f"timing:\n  rounds: {value}\n")
     assert "rounds" in message and "valid integer" in message
+
+
+def test_a_loadgen_run_of_no_minimum_duration_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`min_duration_s: 0` ran Offline as one query of one sample, reported valid at its rate."""
+    path, message = refused(tmp_path, capsys, HEAD + "loadgen: {min_duration_s: 0}\n")
+    assert "min_duration_s" in message and "greater than 0" in message, message
