@@ -26,6 +26,7 @@ class EagerBackend(Backend):
 
     name = "eager"
     cuda_graphs = True
+    fusion_switch = False
 
     def availability(self, device: str) -> Availability:
         return torch_availability(device)

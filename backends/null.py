@@ -15,6 +15,7 @@ from harness.options import BackendOptions, expect
 class NullBackend(Backend):
     name = "null"
     computes_model = False
+    fusion_switch = False
 
     def availability(self, device: str) -> Availability:
         return torch_availability(device)

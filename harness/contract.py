@@ -180,6 +180,9 @@ class Backend(abc.ABC):
     #: False for backends that do not compute the model (the null backend); their outputs are
     #: not checked against eager.
     computes_model: ClassVar[bool] = True
+    #: False for backends with no fusion switch (eager, null): `fusion: off` would run the same code
+    #: as on and report the noise between them as fusion's effect, so a scenario file may not ask for it.
+    fusion_switch: ClassVar[bool] = True
     #: True for backends that implement `Variant.graphs == "on"` (the harness skips the cells of
     #: the others, saying so).
     cuda_graphs: ClassVar[bool] = False

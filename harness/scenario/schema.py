@@ -166,6 +166,21 @@ class BackendSpec(_Strict):
             raise ValueError(f"{name}: {why}")
         return options
 
+    @model_validator(mode="after")
+    def _has_the_switch(self) -> BackendSpec:
+        """`fusion: off` of a backend with no fusion switch ran the same code twice, and the report
+        called the noise between the two fusion's effect (eager 'made slower' 0.94x by fusion)."""
+        if "off" not in self.fusion:
+            return self
+        try:
+            backend = registry.load(self.name)
+        except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+            return self
+        if not backend.fusion_switch:
+            raise ValueError(f"{self.name} has no fusion switch: fusion off would run the same code as on; "
+                             "leave `fusion` out")
+        return self
+
 
 class SyntheticInputs(_Strict):
     """Seeded random images of the model's input size."""

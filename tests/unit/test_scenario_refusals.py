@@ -101,3 +101,13 @@ def test_a_loadgen_run_of_no_minimum_duration_is_refused(tmp_path: Path, capsys:
     """`min_duration_s: 0` ran Offline as one query of one sample, reported valid at its rate."""
     path, message = refused(tmp_path, capsys, HEAD + "loadgen: {min_duration_s: 0}\n")
     assert "min_duration_s" in message and "greater than 0" in message, message
+
+
+@pytest.mark.parametrize("backend", ["eager", "null"])
+def test_fusion_off_of_a_backend_with_no_switch_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           backend: str) -> None:
+    """`{name: eager, fusion: [on, off]}` ran eager twice, and the report's "Where fusion made things
+    slower" said fusion made resnet18 0.94x on eager, which has no fusion."""
+    text = f"models: [resnet18]\nbackends:\n  - {{name: '{backend}', fusion: [on, off]}}\nscenarios: [Offline]\n"
+    _, message = refused(tmp_path, capsys, text)
+    assert f"{backend} has no fusion switch: fusion off would run the same code as on; leave `fusion` out" in message
