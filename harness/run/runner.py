@@ -24,6 +24,7 @@ from rich.text import Text
 
 from harness import allocator, registry
 from harness.bundle.header_record import BackendReport
+from harness.bundle.manifest import MANIFEST
 from harness.bundle.reader import load, lookup
 from harness.bundle.statuses import BAD
 from harness.bundle.writer import Bundle, new_run_id, utc_now
@@ -122,6 +123,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved, scenario = _open_or_plan(request, closing)
     names = sorted({b.name for b in scenario.backends})
     all_finished = bundle is not None and _all_finished(bundle, resolved, request)
+    if bundle is not None and all_finished and _left_complete(bundle):
+        failed = sum(1 for record in bundle.records() if record.status in BAD)
+        console.print(Text(f"fusionbench: {visible(bundle.root)} is complete: every cell has its record and the "
+                           "report is written; nothing to resume (the bundle is left as it was)"
+                           + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")))
+        return 1 if failed else 0  # the run's own exit code
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
@@ -408,6 +415,13 @@ def _close(bundle: Bundle, state: str, console: Console) -> None:
 
 #: Failed or invalid cells whose first reason the run's last lines give.
 SHOWN_REASONS = 10
+
+
+def _left_complete(bundle: Bundle) -> bool:
+    """A bundle whose run ended complete, its manifest and report written: a resume has nothing to
+    add (it appended a resume date and wrote the manifest again)."""
+    return (bundle.header.get("state") == "complete" and all(bundle.finished(cell_id) for cell_id in bundle.cell_ids)
+            and all((bundle.root / name).is_file() for name in (REPORT_MD, REPORT_HTML, MANIFEST)))
 
 
 def _all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) -> bool:

@@ -490,7 +490,8 @@ class ScenarioFile(_Strict):
             raise ValueError("accuracy needs labelled images: inputs: {source: folder, path: ..., labels: ...}")
         if loadgen.profile != "mlperf":
             return loadgen
-        if "target_latency_ms" in loadgen.model_fields_set:
+        # by its value, not by whether the file named it: a stored scenario (a resume's) names every field
+        if loadgen.target_latency_ms != LoadGenSettings.model_fields["target_latency_ms"].default:
             raise ValueError("profile mlperf: Server's latency bound is the benchmark's own in mlperf.conf, which a "
                              "user.conf may not change; target_latency_ms applies to profile dev only")
         for model in models:

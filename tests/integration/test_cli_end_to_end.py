@@ -187,9 +187,12 @@ def test_manifest_matches_files(smoke) -> None:
 def test_resume_runs_only_missing_cells(smoke, smoke_file: Path) -> None:
     _, bundle = smoke
     before = cells_of(bundle)
-    done = fusionbench("run", "--resume", str(bundle))
+    files = {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
+    done = fusionbench("run", "--resume", str(bundle))  # a complete bundle: it said "0 to run" and wrote it again
     assert done.returncode == 0, done.stderr
-    assert f"{SMOKE_CELLS} cell(s) on cpu, 0 to run" in done.stdout
+    assert "is complete: every cell has its record and the report is written; nothing to resume" in " ".join(
+        done.stdout.split())
+    assert {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()} == files, "the bundle was changed"
     null_offline = next(k for k, c in before.items() if c["config"]["backend"] == "null" and c["config"]["scenario"] == "Offline")
     (bundle / "cells" / f"{null_offline}.json").unlink()
     done = fusionbench("run", str(smoke_file), "--device", "cpu", "--resume", str(bundle))  # serially: refused

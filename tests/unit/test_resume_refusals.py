@@ -108,6 +108,9 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
 
     root = tmp_path / "run"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)  # a bundle this harness resumes
+    for name in (report.REPORT_MD, report.REPORT_HTML):  # complete with its report, a resume leaves it be
+        (root / name).unlink()
+    manifest.write(root)
     write = report.write_bytes_atomic
 
     def cut_short(path: Path, data: bytes) -> None:
@@ -297,3 +300,15 @@ def test_a_resume_in_another_image_than_the_run_started_in_is_refused(
     monkeypatch.delenv("FUSIONBENCH_IMAGE_ID")
     assert main(["run", "--resume", str(root), "--no-cache"]) == 2
     assert "would run them outside the project's images" in capsys.readouterr().err
+
+
+def test_a_resume_of_a_complete_bundle_says_so_and_changes_nothing(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "0 to run", appended a resume date to bundle.json and wrote the manifest again."""
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # as its run: the golden bundle has failed cells
+    out = " ".join(capsys.readouterr().out.split())
+    assert "is complete: every cell has its record and the report is written; nothing to resume" in out, out
+    assert _snapshot(root) == before
