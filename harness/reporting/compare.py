@@ -52,7 +52,7 @@ from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_share
-from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs
+from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs, noisy_mark
 from harness.scenario.cells import cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
@@ -93,6 +93,7 @@ class Pair:
     p_value: float | None = None
     test: str | None = None  # how p was found: a t test on rounds' medians, or the rank test's "exact" or "normal approximation"
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
+    noisy: bool = False  # a side's timing samples spread beyond 10% of their mean (view.noisy_mark)
 
 
 @dataclass
@@ -343,8 +344,13 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.test = u_test_method(samples_a, samples_b)
         same_way = (u_a < len(samples_a) * len(samples_b) / 2) == (pair.ratio > 1)  # A's samples rank low: B slower
     beyond = pair.ratio > 1 + threshold or pair.ratio < 1 / (1 + threshold)
+    pair.noisy = bool(noisy_mark(Row(cell_a), Row(cell_b)))
     if beyond and pair.p_value < alpha and same_way:
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
+        if pair.noisy:  # the verdict stands, said with its caveat: a CI gate may not trust it alone
+            sides = " and ".join(side for side, cell in (("A", cell_a), ("B", cell_b)) if noisy_mark(Row(cell)))
+            pair.why = (f"noisy: {sides}'s timing samples spread beyond 10% of their mean (the cell's warnings say "
+                        "why); rerun on a quieter machine, or time over rounds (--rounds)")
     else:
         pair.verdict = "not significant"
         if not beyond:

@@ -107,8 +107,9 @@ def to_markdown(comparison: Comparison) -> str:
     lines = [
         "# FusionBench comparison", "",
         f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ",
-        f"A difference counts when B/A is beyond {percent(c.threshold)} and a Mann-Whitney U test on the raw "
-        f"device-timing samples gives p < {c.alpha:g}.", "",
+        f"A difference counts when B/A is beyond {percent(c.threshold)} either way and a test agrees, p < {c.alpha:g} "
+        "the same way: Student's t on the rounds' medians where a cell was timed over several rounds, else a "
+        "Mann-Whitney U test on the raw device-timing samples.", "",
     ]
     packages = [row for row in c.systems if row[0].startswith(PACKAGE)]
     if c.systems:
@@ -122,6 +123,10 @@ def to_markdown(comparison: Comparison) -> str:
         lines += ["## The systems are the same", "", "Same harness, hardware, driver and library versions."]
     counts = c.counts()
     lines += ["", "## Summary", "", " · ".join(f"{label}: {counts[label]}" for label in LABELS), ""]
+    noisy = [p for p in c.pairs if p.noisy and p.verdict in ("regressed", "improved")]
+    if noisy:
+        lines += [f"{len(noisy)} of the improved and regressed pairs rest on noisy cells (their why says which): a "
+                  "guess, not a figure, until rerun or timed over rounds.", ""]
     if c.unpaired:
         lines += [f"## Unpaired: {len(c.unpaired)} valid cell(s) with nothing to compare against", "",
                   *(f"- {md_cell(line)}" for line in c.unpaired), ""]
@@ -141,7 +146,7 @@ def to_markdown(comparison: Comparison) -> str:
         ratio = "-" if p.ratio is None else f"{p.ratio:.3f}"
         p_value = "-" if p.p_value is None else f"{p.p_value:.2g}"
         lines.append(f"| {md_cell(p.label)} | {format_value(p.median_a_ns, 'ns')} | {format_value(p.median_b_ns, 'ns')} | "
-                     f"{ratio} | {p_value} | **{p.verdict}** | {md_cell(p.why)} |")
+                     f"{ratio} | {p_value} | **{p.verdict}**{' noisy' if p.noisy else ''} | {md_cell(p.why)} |")
     lines += ["", *_fusion(c), *_figures(c)]
     if len(packages) > MOST_PACKAGES_AHEAD:
         lines += [f"## Packages that differ ({len(packages)})", "", "| package | A | B |", "|---|---|---|"]
