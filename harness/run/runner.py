@@ -41,6 +41,7 @@ from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.summary import fusion_summary, summary_table, time_line
 from harness.run.system import container_info, harness_info
+from harness.scenario import advice
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, only_text, select
 from harness.scenario.schema import Limits, ScenarioFile
@@ -129,6 +130,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                            "report is written; nothing to resume (the bundle is left as it was)"
                            + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")))
         return 1 if failed else 0  # the run's own exit code
+    if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
+        for line in advice.warnings(scenario, scenario.device):
+            console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one

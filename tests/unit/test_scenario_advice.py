@@ -1,0 +1,87 @@
+"""What a scenario file sets that it will not get is said before the run starts: each of these
+was accepted in silence (a user's first scenario files, 2026-12-01)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli.main import main
+from harness.scenario import advice, loading
+
+HEAD = "models: [resnet18]\nbackends: [eager]\n"
+
+
+def _warnings(tmp_path: Path, text: str, device: str = "cpu") -> list[str]:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return advice.warnings(loading.load(path), device)
+
+
+def test_a_setting_no_scenario_of_the_file_reads_is_named(tmp_path: Path) -> None:
+    found = _warnings(tmp_path, HEAD + "scenarios: [Offline]\nloadgen: {target_qps: 50, samples_per_query: 16}\n")
+    assert found == ["loadgen.samples_per_query is a MultiStream setting and this file runs Offline: it is ignored",
+                     "loadgen.target_qps is a Server setting and this file runs Offline: it is ignored"]
+    assert _warnings(tmp_path, HEAD + "scenarios: [Server]\nloadgen: {target_qps: 50}\n") == []
+
+
+def test_batch_sizes_of_a_file_that_runs_no_batched_scenario_are_named(tmp_path: Path) -> None:
+    found = _warnings(tmp_path, HEAD + "scenarios: [SingleStream]\nbatch_sizes: {cpu: [8, 16]}\n")
+    assert len(found) == 1 and found[0].startswith("batch_sizes is read by Server and Offline only")
+    assert _warnings(tmp_path, HEAD + "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [8]}\n") == []
+
+
+def test_a_query_count_below_early_stoppings_is_named_with_what_follows(tmp_path: Path) -> None:
+    found = _warnings(tmp_path, HEAD + "scenarios: [MultiStream, Offline]\nloadgen: {min_query_count: 20}\n")
+    assert found == ["loadgen.min_query_count 20 is below the 662 queries LoadGen's early stopping needs for "
+                     "MultiStream: expect its cells INVALID (early stopping not met)"]
+    assert _warnings(tmp_path, HEAD + "scenarios: [SingleStream]\nloadgen: {min_query_count: 64}\n") == []
+    assert len(_warnings(tmp_path, HEAD + "scenarios: [SingleStream]\nloadgen: {min_query_count: 63}\n")) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["SingleStream", "MultiStream"])
+def test_the_early_stopping_floors_are_loadgens(tmp_path: Path, scenario: str) -> None:
+    """One query fewer than the floor is INVALID for early stopping alone; the floor is VALID."""
+    from harness.measure import loadgen
+    from tests.unit.test_loadgen import Sleeper, cell, samples
+
+    floor = advice.EARLY_STOPPING_FLOOR[scenario]
+    found = {}
+    for count in (floor - 1, floor):
+        # a minimum duration the query count outlasts: the count alone decides how many queries run
+        settings = {"min_duration_s": 0.005, "min_query_count": count, "samples_per_query": 2}
+        result = loadgen.run_scenario(Sleeper(0.001), samples(), cell(scenario, 2 if scenario == "MultiStream" else 1,
+                                                                        **settings), 1e6, tmp_path / f"lg{count}")
+        found[count] = (result["validity"], result["invalid_reasons"])
+    assert found == {floor - 1: ("INVALID", ["early stopping not met"]), floor: ("VALID", [])}, found
+
+
+@pytest.mark.parametrize(("text", "device", "over"), [
+    ("scenarios: [Offline]\nbatch_sizes: {cpu: [64]}\ninputs: {samples: 32}\n", "cpu", "64"),
+    ("scenarios: [Offline]\nbatch_sizes: {cuda: [64]}\ninputs: {samples: 32}\n", "cpu", None),  # another device's
+    ("scenarios: [Offline]\nbatch_sizes: {cuda: [64]}\ninputs: {samples: 32}\n", "auto", "64"),
+    ("scenarios: [MultiStream]\nloadgen: {samples_per_query: 64}\ninputs: {samples: 4}\n", "cpu", "64"),
+])
+def test_a_batch_larger_than_the_sample_library_is_named(tmp_path: Path, text: str, device: str, over: str | None) -> None:
+    found = _warnings(tmp_path, HEAD + text, device)
+    if over is None:
+        assert found == []
+    else:
+        assert found == [f"batches of {over} from inputs.samples {text.split('samples: ')[1].split('}')[0]}: each "
+                         "batch holds the same inputs more than once, warm in the caches, which flatters the figures; "
+                         "give inputs.samples at least the largest batch"]
+
+
+def test_the_shipped_scenarios_draw_no_warning() -> None:
+    for path in sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml")):
+        assert advice.warnings(loading.load(path), "auto") == [], path.name
+
+
+def test_a_run_prints_them_before_it_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "scenarios: [Offline]\nloadgen: {target_latency_ms: 20}\n")
+    main(["run", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", "--only", "batch=99"])  # refused after
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "fusionbench: warning: loadgen.target_latency_ms is a Server setting and this file runs Offline" in printed
