@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="where cells run: here (default), or as tasks on a Ray cluster (docs/scale-out.md)")
     run.add_argument("--jobs", type=int, default=1, metavar="N",
                      help="local: run N cells at a time, each on cores (and a GPU) of its own (default: 1)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="list the cells the file would run here (or skip, and why) and a floor on the time; "
+                          "run nothing, write nothing")
     run.add_argument("--fresh-workers", action="store_true",
                      help="local: start each cell's worker as a new Python (about 5 s of imports a cell on "
                      "2 cores) instead of forking it from a parent that imported torch once")
@@ -217,6 +220,10 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,
         budget_s=args.budget_s, past_budget="missing", command=("fusionbench", *args.argv),
     )
+    if args.dry_run:
+        from harness.run.plan import dry_run
+
+        return dry_run(request, console)
     return run(request, console)
 
 

@@ -456,7 +456,7 @@ def _open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | Non
         return bundle, bundle.stored_scenario, scenario
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
-    scenario = _overridden(scenario_file.load(request.scenario_path), request)
+    scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     named = scenario.model_copy(update={"name": scenario.name or request.scenario_path.stem})  # as resolved names it
     return None, scenario_file.resolved(scenario, request.scenario_path.stem), named
 
@@ -467,7 +467,7 @@ def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, store
     rounds `--rounds` set, or its name, is named so)."""
     path = request.scenario_path
     assert path is not None
-    given = _overridden(scenario_file.load(path), request).model_copy(update={"device": stored.device})
+    given = with_overrides(scenario_file.load(path), request).model_copy(update={"device": stored.device})
 
     def same(scenario: ScenarioFile) -> bool:
         return scenario_file.sha256(scenario_file.resolved(scenario, path.stem)) == bundle.scenario_sha256
@@ -485,7 +485,7 @@ def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, store
                       "resume without the file to finish the stored one")
 
 
-def _overridden(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
+def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
     """The scenario with what the command line overrides (`--device`, `--rounds`): the bundle
     stores it so, and a resume runs it so."""
     if request.device:

@@ -85,3 +85,22 @@ def test_a_run_prints_them_before_it_starts(tmp_path: Path, capsys: pytest.Captu
     main(["run", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", "--only", "batch=99"])  # refused after
     printed = " ".join(capsys.readouterr().out.split())
     assert "fusionbench: warning: loadgen.target_latency_ms is a Server setting and this file runs Offline" in printed
+
+
+@pytest.mark.slow
+def test_a_dry_run_lists_what_would_run_and_be_skipped_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user could check a file only by starting it (the cell count came after the probe, as the
+    run began) or by an --only that matched nothing."""
+    smoke = Path(__file__).resolve().parents[2] / "scenarios" / "smoke.yaml"
+    out = tmp_path / "out"
+    code = main(["run", str(smoke), "--dry-run", "--device", "cpu", "--out", str(out),
+                 "--only", "backend=null,backend=tensorrt"])
+    printed = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and not out.exists()
+    assert "3 cell(s) on cpu" in printed
+    assert "resnet18 tensorrt fusion-off Offline cpu fp32 b4 input 32 │ be skipped: TensorRT runs only on NVIDIA GPUs" in printed
+    assert ("1 of 3 cell(s) would run: at least 2 s of LoadGen's minimum duration (1 x 2 s)" in printed
+            and "nothing was run or written" in printed), printed
+    assert main(["run", "--resume", str(tmp_path), "--dry-run"]) == 2
+    assert "--dry-run lists the cells of a scenario file" in capsys.readouterr().err

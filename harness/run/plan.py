@@ -1,0 +1,67 @@
+"""`run --dry-run`: what a scenario file would run here, and nothing run or written.
+
+The file is read and checked as a run reads it, `--device`, `--rounds` and `--only` applied; the
+backends are asked whether they can run here by the same probe a run starts with (without the
+system description and the noise probe: seconds, not a minute), which also resolves `device:
+auto`; each cell is listed with whether it would run, or why it would be skipped. The time is a
+floor, said as one: LoadGen's minimum duration for each cell that would run;
+preparing (compiling, tuning), the other passes and any further rounds come on top, and vary by
+backend and model from seconds to many minutes."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from harness.errors import ConfigError
+from harness.plain_text import visible
+from harness.run.probe import run_probe
+from harness.run.runner import RunRequest, with_overrides
+from harness.run.skips import skip_reason
+from harness.scenario import advice
+from harness.scenario import loading as scenario_file
+from harness.scenario.cells import check_values, expand, select
+
+
+def dry_run(request: RunRequest, console: Console) -> int:
+    """List the cells the request's scenario file (its overrides applied) would run on this
+    machine; exit code 0."""
+    if request.resume is not None or request.scenario_path is None:
+        raise ConfigError("--dry-run lists the cells of a scenario file, not of a bundle to resume (its report lists "
+                          "what it has and `validate` what it lacks)")
+    scenario = with_overrides(scenario_file.load(request.scenario_path), request)
+    stem, only = request.scenario_path.stem, request.only
+    for line in advice.warnings(scenario, scenario.device):
+        console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
+    names = sorted({b.name for b in scenario.backends})
+    console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
+    probe = run_probe(scenario.device, names, with_system=False)
+    resolved = scenario_file.resolved(scenario, stem)
+    every = expand(resolved, probe.device)
+    if only:
+        check_values(every, only)
+    cells = select(every, only or {})
+    table = Table(title=f"{len(cells)} cell(s) on {probe.device}"
+                        + (f" (device auto: {probe.device} here)" if scenario.device == "auto" else ""))
+    for column in ("cell", "would"):
+        table.add_column(column)
+    running = 0
+    for cell in cells:
+        why = skip_reason(cell, probe.backends, [])
+        running += why is None
+        table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
+    console.print(table)
+    floor_s = running * scenario.loadgen.min_duration_s
+    rounds = scenario.timing.rounds
+    console.print(Text(
+        f"{running} of {len(cells)} cell(s) would run: at least {_duration(floor_s)} of LoadGen's minimum duration "
+        f"({running} x {scenario.loadgen.min_duration_s:g} s), plus preparing (compiling, tuning) and the other "
+        "passes, from seconds to many minutes a cell by backend and model"
+        + (f", and {rounds - 1} further round(s) a cell, each preparing and timing it again" if rounds > 1 else "")
+        + "; nothing was run or written"))
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
