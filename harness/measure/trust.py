@@ -150,11 +150,36 @@ def warnings(metrics: Metrics) -> list[str]:
             found.append(f"drift: the timed repetitions' medians spread {spread:.0%} ({medians})"
                          + _machine_drift(timing.repetitions))
         found += _machine(timing.repetitions)
+    found += _tail(metrics.loadgen)
     agreement = metrics.latency_agreement
     if agreement is not None and agreement.within is False:
         found.append(f"LoadGen and device timing disagree by {agreement.gap or 0:+.0%} (limit "
                      f"{agreement.limit or 0:.0%}): {agreement.why}")
     return found
+
+
+#: LoadGen's headline latency (its p90 or p99, early-stopping estimate) this many times its own median:
+#: a few slow queries decide the figure (a steady run's p90 is within 1.2x of its median).
+TAIL_LIMIT = 2.0
+
+
+def _tail(loadgen: LoadGenRun | None) -> list[str]:
+    """The headline latency far above LoadGen's own median: the median agrees with the device
+    timing (the latency check compares medians), the headline figure does not (p90 524 ms beside a
+    median of 3.95 ms, with no word said)."""
+    if loadgen is None or loadgen.metric.unit != "ns" or not loadgen.metric.value:
+        return []
+    key = rule(loadgen.scenario).batch_figure
+    median = loadgen.results.get(key) if key else None
+    if not isinstance(median, (int, float)) or isinstance(median, bool) or median <= 0:
+        return []
+    ratio = loadgen.metric.value / median
+    if ratio <= TAIL_LIMIT:
+        return []
+    percentile = next((part for part in loadgen.metric.name.split("_") if part[:1] == "p" and part[1:].isdigit()), "")
+    return [f"a heavy tail: LoadGen's {percentile or 'headline'} {duration(loadgen.metric.value)} is {ratio:.0f}x its "
+            f"median {duration(median)}: a few slow queries decide the figure (what ran beside them: `beside` in "
+            "the LoadGen record); the median agrees with the device timing, this figure does not"]
 
 
 def _machine_drift(repetitions: list[Repetition]) -> str:

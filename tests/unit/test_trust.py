@@ -238,3 +238,20 @@ def test_gpu_state_reads_clocks_and_names_the_slowdowns() -> None:
                      "clocks_event_reasons": ["gpu_idle", "sw_power_cap"]}
     assert gpu_state.slowdowns([state]) == ["sw_power_cap"]
     assert "unavailable" in gpu_state.read(types.SimpleNamespace())
+
+
+def test_a_headline_latency_far_above_loadgens_median_is_a_heavy_tail() -> None:
+    """SingleStream said p90 524 ms beside a device median of 3.95 ms and a gap of +2.0%: the gap
+    compares medians, and nothing said a few slow queries made the headline figure."""
+    from harness.measure.trust import _tail
+
+    def run(p90_ns: float) -> LoadGenRun:
+        metric = LoadGenMetric(name="latency_p90_early_stopping_ns", unit="ns", value=p90_ns)
+        return LoadGenRun(scenario="SingleStream", validity="VALID", metric=metric, log_dir="loadgen/attempt-1",
+                          results={"result_50.00_percentile_latency_ns": 4.03e6})
+
+    assert _tail(run(524e6)) == [
+        "a heavy tail: LoadGen's p90 524 ms is 130x its median 4.03 ms: a few slow queries decide the figure (what ran "
+        "beside them: `beside` in the LoadGen record); the median agrees with the device timing, this figure does not"]
+    assert _tail(run(4.6e6)) == []
+    assert _tail(loadgen({"result_samples_per_second": 800.0})) == [], "a rate has no tail"
