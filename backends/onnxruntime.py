@@ -128,6 +128,9 @@ class OnnxRuntimeBackend(Backend):
                 "onnxruntime provider=tensorrt: TensorRT fuses inside its engine whatever ORT's level; "
                 "use the tensorrt backend's approximate fusion=off instead"
             )
+        if provider != "auto" and (provider == "cpu") != (device == "cpu"):  # as a tensorrt cell on a CPU is
+            return Availability.no(f"onnxruntime provider={provider} runs {'cpu' if provider == 'cpu' else 'cuda'} "
+                                   f"cells; this cell is {device}")
         return Availability.yes()
 
     def versions(self) -> dict[str, str]:

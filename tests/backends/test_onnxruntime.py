@@ -144,6 +144,18 @@ def test_bad_options_fail_clearly(setup, tmp_path: Path, options, message) -> No
         _prepare(setup, "on", tmp_path, **options)
 
 
+def test_a_provider_the_cells_device_lacks_is_skipped_with_a_reason(setup) -> None:
+    """provider=cuda on a CPU cell failed in prepare where TensorRT on a CPU is skipped."""
+    from backends.onnxruntime import OnnxRuntimeOptions
+
+    backend = setup[0]
+    support = backend.supports(Variant("on", options=OnnxRuntimeOptions(provider="cuda")), "fp32", "cpu")
+    assert not support.ok and support.reason == "onnxruntime provider=cuda runs cuda cells; this cell is cpu"
+    assert backend.supports(Variant("on", options=OnnxRuntimeOptions(provider="cpu")), "fp32", "cuda").reason == (
+        "onnxruntime provider=cpu runs cpu cells; this cell is cuda")
+    assert backend.supports(Variant("on"), "fp32", "cpu").ok
+
+
 def test_fp16_on_cpu_is_skipped_with_a_reason(setup) -> None:
     backend = setup[0]
     support = backend.supports(Variant("on"), "fp16", "cpu")
