@@ -345,7 +345,17 @@ def _each_once(values: list[Any]) -> list[Any]:
     return values
 
 
-BatchList = Annotated[list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1), AfterValidator(_each_once)]
+BatchList = Annotated[
+    list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1), AfterValidator(_each_once),
+    BeforeValidator(_as_list, json_schema_input_type=Union[int, list[int]]),
+]
+
+
+def _per_device(value: Any) -> Any:
+    """`batch_sizes: [8]` was refused as no "valid dictionary or instance of BatchSizes": say what it takes."""
+    if isinstance(value, (list, int)) and not isinstance(value, bool):
+        raise ValueError(f"batch sizes are given per device: {{cpu: {value}, cuda: {value}}} (or one of the two)")
+    return value
 
 
 class BatchSizes(_Strict):
@@ -380,7 +390,7 @@ class ScenarioFile(_Strict):
         BeforeValidator(_as_list, json_schema_input_type=Union[ScenarioName, list[ScenarioName]]),
         AfterValidator(_each_once),
     ] = Field(min_length=1)
-    batch_sizes: BatchSizes = BatchSizes()
+    batch_sizes: Annotated[BatchSizes, BeforeValidator(_per_device)] = BatchSizes()
     inputs: Inputs = SyntheticInputs()
     loadgen: LoadGenSettings = LoadGenSettings()
     timing: TimingSettings = TimingSettings()

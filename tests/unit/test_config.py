@@ -321,3 +321,13 @@ def test_a_model_built_for_one_input_size_is_refused_another_at_load(tmp_path: P
     stored = resolved(load_text(tmp_path, GOOD.replace("  - resnet18\n", "  - {name: alexnet, input_size: 63}\n")), "s")
     stored["models"][0]["input_size"] = 32
     assert check_scenario(stored, "bundle.json").models[0].input_size == 32
+
+
+def test_batch_sizes_take_one_value_a_device_and_say_they_are_per_device(tmp_path: Path) -> None:
+    """`batch_sizes: {cpu: 8}` was refused where `dtypes: fp32` is taken as one item, and `batch_sizes:
+    [8]` was refused as no "valid dictionary or instance of BatchSizes"."""
+    head = "models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\n"
+    assert load_text(tmp_path, head + "batch_sizes: {cpu: 8}\n").batch_sizes.cpu == [8]
+    assert error_of(tmp_path, head + "batch_sizes: [8]\n").endswith(
+        ":4: batch_sizes: batch sizes are given per device: {cpu: [8], cuda: [8]} (or one of the two)")
+    assert "{cpu: 16, cuda: 16}" in error_of(tmp_path, head + "batch_sizes: 16\n")
