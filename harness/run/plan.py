@@ -10,12 +10,15 @@ backend and model from seconds to many minutes."""
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from harness.errors import ConfigError
 from harness.plain_text import visible
+from harness.run import slots
 from harness.run.probe import run_probe
 from harness.run.runner import RunRequest, with_overrides
 from harness.run.skips import skip_reason
@@ -32,7 +35,8 @@ def dry_run(request: RunRequest, console: Console) -> int:
                           "what it has and `validate` what it lacks)")
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     stem, only = request.scenario_path.stem, request.only
-    for line in advice.warnings(scenario, scenario.device):
+    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ,
+                                                                                len(slots.usable_cores())):
         console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
     names = sorted({b.name for b in scenario.backends})
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")

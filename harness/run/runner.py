@@ -131,7 +131,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                            + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")))
         return 1 if failed else 0  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
-        for line in advice.warnings(scenario, scenario.device):
+        for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ,
+                                                                                    len(slots.usable_cores())):
             console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:

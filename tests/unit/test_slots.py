@@ -190,3 +190,17 @@ def test_more_jobs_than_cores_is_refused_before_the_probe(tmp_path: Path, capsys
     assert main(["run", str(scenario), "--jobs", str(jobs), "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
     assert f"--jobs {jobs}: each cell needs a core of its own" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before the folders and the probe
+
+
+def test_what_the_env_asks_for_and_will_not_get_is_said() -> None:
+    """`env: [MY_UNSET_VAR]` passed nothing, `OMP_NUM_THREADS=abc` was passed on for the libraries to
+    ignore, and `OMP_NUM_THREADS=8` on 2 cores ran oversubscribed: none of it was said."""
+    from harness.run.slots import env_warnings
+
+    found = env_warnings(["MY_UNSET_VAR", "HOME", "OMP_NUM_THREADS=abc", "MKL_NUM_THREADS"], {"HOME": "/root",
+                         "MKL_NUM_THREADS": "8"}, 2)
+    assert found == ["env: MY_UNSET_VAR is not set in this shell: nothing is passed to the cells",
+                     "env: OMP_NUM_THREADS=abc is no number of threads: the libraries ignore it",
+                     "env: MKL_NUM_THREADS=8, more threads than the 2 core(s) the run may use: they share them, each "
+                     "waiting for another at every parallel region"]
+    assert env_warnings(["OMP_NUM_THREADS=2", "HOME"], {"HOME": "/root"}, 2) == []
