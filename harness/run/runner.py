@@ -137,7 +137,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
-        input_folder = preflight.input_folder(scenario, request.scenario_path.parent)
+        try:
+            input_folder = preflight.input_folder(scenario, request.scenario_path.parent)
+        except ConfigError as exc:  # named by the file that asks for the folder, as its other errors are
+            raise ConfigError(f"{request.scenario_path}: {exc}") from None
         inputs_sha256 = preflight.inputs_sha256(scenario, input_folder)
     else:
         input_folder = bundle.header.get("input_folder")

@@ -119,7 +119,7 @@ def test_missing_input_folder_is_caught_before_writing(tmp_path: Path) -> None:
                         "inputs: {source: folder, path: no-such-images}\n")
     out = tmp_path / "results"
     done = fusionbench("run", str(scenario), "--out", str(out))
-    assert done.returncode == 2 and f"inputs.path: {tmp_path / 'no-such-images'} is not a directory" in done.stderr
+    assert done.returncode == 2 and f"{scenario}: inputs.path: {tmp_path / 'no-such-images'} is not a directory" in done.stderr
     assert not out.exists()
 
 
