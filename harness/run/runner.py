@@ -139,9 +139,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
         try:
             input_folder = preflight.input_folder(scenario, request.scenario_path.parent)
+            inputs_sha256 = preflight.inputs_sha256(scenario, input_folder)
         except ConfigError as exc:  # named by the file that asks for the folder, as its other errors are
             raise ConfigError(f"{request.scenario_path}: {exc}") from None
-        inputs_sha256 = preflight.inputs_sha256(scenario, input_folder)
     else:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began

@@ -47,9 +47,9 @@ def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], inputs: str) -> 
     printed = capsys.readouterr()
     lines = printed.err.splitlines()
     assert code == 2, printed.err
-    assert len(lines) == 1 and lines[0].startswith("fusionbench: error: "), lines
+    assert len(lines) == 1 and lines[0].startswith(f"fusionbench: error: {path}: "), lines  # the file that asks
     assert "Traceback" not in printed.err and not out.exists(), "a refused run writes nothing"
-    return lines[0].removeprefix("fusionbench: error: ")
+    return lines[0].removeprefix(f"fusionbench: error: {path}: ")
 
 
 def test_an_empty_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
