@@ -45,12 +45,14 @@ from typing import Any
 
 from harness import allocator
 from harness.bundle import belonging, loadgen_check, rounds_check, traffic_check
+from harness.bundle.cell_record import MAX_SAMPLES
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.precision import PRECISIONS, math_record
 from harness.scenario.rules import RULES
+from harness.stats import warmup
 from harness.stats.summary import NOISY_CV, summarize_ns
 from harness.stats.thresholds import (
     AGREEMENT_LIMIT,
@@ -169,31 +171,42 @@ def _warmup(config: dict[str, Any], timing: dict[str, Any]) -> list[str]:
         return lines  # a harness before the steady warm-up: a fixed count of calls
     if tolerance != WARMUP_TOLERANCE:  # the record's own tolerance would let it judge itself steady
         return [*lines, f"device_time: warm-up tolerance {record['tolerance']} but the harness's is {WARMUP_TOLERANCE}"]
-    replayed = _replay(calls, tolerance, int(max(settings["warmup_iters"] or 0, 1)), (settings["max_warmup_s"] or 0) * 1e9)
-    if replayed is None:
+    minimum, budget_ns = int(max(settings["warmup_iters"] or 0, 1)), (settings["max_warmup_s"] or 0) * 1e9
+    # (steady, estimate) by today's rule and by that of a harness before 2026-12-01 (two windows of
+    # the first call's size): a bundle of either stays valid, one that fits neither is not
+    readings = []
+    rule = warmup.replay(calls, minimum, budget_ns, MAX_SAMPLES)
+    if rule is not None:
+        readings.append((rule.steady, rule.estimate_ns))
+    older = _replay_two_windows(calls, tolerance, minimum, budget_ns)
+    if older is not None:
+        readings.append((older[0], max(statistics.median(calls[-older[1]:]), 1)))
+    if not readings:
         return [*lines, f"device_time: the warm-up's stopping rule, replayed over its {len(calls)} samples, "
                         "does not stop where they end"]
-    steady, window = replayed
-    if record.get("steady") is not steady:
-        lines.append(f"device_time: warm-up steady is {record.get('steady')} but its samples say {steady} "
-                     f"(windows of {window} calls, tolerance {tolerance:.0%})")
-    estimate = max(statistics.median(calls[-window:]), 1)
+    alike = [reading for reading in readings if reading[0] is record.get("steady")]
+    if not alike:
+        return [*lines, f"device_time: warm-up steady is {record.get('steady')} but its samples say {readings[0][0]} "
+                        f"(tolerance {tolerance:.0%})"]
     reps, low = settings["repetitions"] or 1, settings["min_iters"] or 0
-    wanted_calls = (settings["min_time_s"] or 0) * 1e9 / estimate / reps
-    if not math.isfinite(wanted_calls) or reps <= 0:
-        return [*lines, "device_time: the config's timing settings give no count of calls"]
-    wanted = math.ceil(wanted_calls)
-    per_repetition = int(min(max(wanted, math.ceil(low / reps)), max((settings["max_iters"] or 0) // reps, 1)))
     counts = {lookup(r, "n") for r in timing.get("repetitions") or [] if isinstance(r, dict)}
-    if counts and counts != {per_repetition}:
+    given = []
+    for _, estimate in alike:
+        wanted_calls = (settings["min_time_s"] or 0) * 1e9 / estimate / reps
+        if not math.isfinite(wanted_calls) or reps <= 0:
+            return [*lines, "device_time: the config's timing settings give no count of calls"]
+        given.append(int(min(max(math.ceil(wanted_calls), math.ceil(low / reps)), max((settings["max_iters"] or 0) // reps, 1))))
+    if counts and all(counts != {per_repetition} for per_repetition in given):
         lines.append(f"device_time: repetitions of {', '.join(map(str, sorted(counts, key=str)))} calls, but the "
-                     f"warm-up's estimate ({estimate:.6g} ns) and the config give {per_repetition}")
+                     f"warm-up's estimate ({alike[0][1]:.6g} ns) and the config give {given[0]}")
     return lines
 
 
-def _replay(calls: list[int], tolerance: float, minimum: int, budget_ns: float) -> tuple[bool, int] | None:
-    """(steady, window) as DeviceTiming.warm_up decides them over `calls`, or None when the rule
-    would not have stopped exactly after the last of them."""
+def _replay_two_windows(calls: list[int], tolerance: float, minimum: int, budget_ns: float) -> tuple[bool, int] | None:
+    """(steady, window) as the warm-up of a harness before 2026-12-01 decided them over `calls`
+    (windows all of the first call's size, two in a row agreeing), or None when that rule would
+    not have stopped exactly after the last of them. Its bundles stay valid; a cell of today's
+    harness replays as harness/stats/warmup.py decides."""
     window = min(max(math.ceil(WARMUP_WINDOW_S * 1e9 / max(calls[0], 1)), 1), WARMUP_MAX_WINDOW)
     previous: float | None = None
     spent, done = calls[0], 1

@@ -121,10 +121,12 @@ def mlperf_hint(cell: CellConfig, latency_ns: float) -> tuple[str, float]:
     hinted = hinted_ns(latency_ns, batch)
     if scenario == "Offline":
         min_duration_s = loadgen.overrides.get("min_duration_s", MLPERF_MIN_DURATION_S)
-        return "target_qps", offline_expected_qps(batch, hinted, latency_ns, min_duration_s)
-    if scenario == "Server":
-        return "target_qps", server_target_qps(loadgen, batch, latency_ns)
-    return "target_latency", hinted / 1e6
+        key, value = "target_qps", offline_expected_qps(batch, hinted, latency_ns, min_duration_s)
+    elif scenario == "Server":
+        key, value = "target_qps", server_target_qps(loadgen, batch, latency_ns)
+    else:
+        key, value = "target_latency", hinted / 1e6
+    return key, float(f"{value:.6g}")  # as user.conf writes it: a retune sets on LoadGen what its file says
 
 
 #: The TestSettings field each scenario's user.conf hint sets, and the factor from the conf's unit.
@@ -208,11 +210,16 @@ def run_accuracy(prepared: Prepared, samples: list[Any], cell: CellConfig, setti
     return {**scored, "log_dir": outdir.relative_to(outdir.parent.parent).as_posix(), "labels": accuracy.LABELS}
 
 
+#: What LoadGen logs (an `error_runtime`) where it stopped a run at the file's maximum: a retune would
+#: stop the same way. A run that went faster than its hint logs an error too ("Ran out of generated
+#: queries"): that one is what a retune is for.
+_STOPPED_AT_A_MAXIMUM = ("Max test duration reached", "Max query count reached")
+
+
 def _too_fast(result: dict[str, Any]) -> bool:
     """Whether the run fell short of its minimum duration or query count by going faster than its
-    hint: not where LoadGen stopped it (an error it logged, `error_runtime: ... Max test duration
-    reached`: a retune would fall short the same way, `max_duration_s` each time)."""
-    stopped = any(reason.startswith("error_") for reason in result["invalid_reasons"])
+    hint: not where LoadGen stopped it at `max_duration_s` or `max_query_count`."""
+    stopped = any(words in reason for reason in result["invalid_reasons"] for words in _STOPPED_AT_A_MAXIMUM)
     return rule(result["scenario"]).retune_when_too_fast and not stopped and (
         result["results"].get("result_min_duration_met") is False
         or result["results"].get("result_min_queries_met") is False

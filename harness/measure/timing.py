@@ -1,9 +1,9 @@
 """The device-timing pass: per-batch latency, warmed up until steady, in repetitions.
 
 - Warm-up runs windows of calls until three windows in a row have medians within
-  `STEADY_TOLERANCE` of each other (each window sized from the median of the one before it, not
-  from the cold first call: a first call of 200 ms made windows of one call, and three calls read
-  as steady at 3x the settled speed) (caches, allocators, lazy initialisation and the CPU's clock
+  `STEADY_TOLERANCE` of each other (harness/stats/warmup.py: each window sized from the median of
+  the one before it, not from the cold first call: a first call of 200 ms made windows of one
+  call, and three calls read as steady at 3x the settled speed) (caches, allocators, lazy initialisation and the CPU's clock
   settle at different speeds per model and machine; a fixed count is either too short or
   wasted), at least `warmup_iters` calls and at most `max_warmup_s`; whether it got steady is
   recorded.
@@ -28,18 +28,8 @@ from harness.bundle.cell_record import MAX_SAMPLES, DeviceTime, Repetition, Time
 from harness.contract import Prepared
 from harness.scenario.schema import TimingSettings
 from harness.stats.summary import summarize_ns
-from harness.stats.thresholds import WARMUP_MAX_WINDOW as MAX_WINDOW
 from harness.stats.thresholds import WARMUP_TOLERANCE as STEADY_TOLERANCE
-from harness.stats.thresholds import WARMUP_WINDOW_S as WINDOW_S
-
-#: How many windows in a row must agree: two let a slow drift through (1.9% a window is within 2% of
-#: its neighbour, and 20% off after ten windows); three hold it to the tolerance over their span.
-STEADY_WINDOWS = 3
-
-
-def _window(call_ns: float) -> int:
-    """Calls in a warm-up window of about WINDOW_S at `call_ns` a call (1 to MAX_WINDOW)."""
-    return min(max(math.ceil(WINDOW_S * 1e9 / max(call_ns, 1)), 1), MAX_WINDOW)
+from harness.stats.warmup import WarmupRule
 
 
 class DeviceTiming:
@@ -87,28 +77,17 @@ class DeviceTiming:
         return self.clock() - start
 
     def warm_up(self) -> None:
-        """Call until the last `STEADY_WINDOWS` windows agree within STEADY_TOLERANCE (see the module)."""
-        minimum = max(self.settings.warmup_iters, 1)
-        budget_ns = self.settings.max_warmup_s * 1e9
+        """Call until the warm-up's stopping rule says so (harness/stats/warmup.py)."""
         first = self._call_ns()
         self.warmup_ns.append(first)
-        window = _window(first)
-        medians: list[float] = []
-        spent = first
+        rule = WarmupRule(first, max(self.settings.warmup_iters, 1), self.settings.max_warmup_s * 1e9, MAX_SAMPLES)
         while True:
-            calls = [self._call_ns() for _ in range(window)]
+            calls = [self._call_ns() for _ in range(rule.window)]
             self.warmup_ns += calls
-            spent += sum(calls)
-            medians.append(statistics.median(calls))
-            last = medians[-STEADY_WINDOWS:]
-            if len(last) == STEADY_WINDOWS and len(self.warmup_ns) >= minimum and max(last) <= min(last) * (
-                    1 + STEADY_TOLERANCE):
-                self.steady = True
+            if rule.add(calls):
                 break
-            if (spent >= budget_ns and len(self.warmup_ns) >= minimum) or len(self.warmup_ns) >= MAX_SAMPLES - MAX_WINDOW:
-                break
-            window = _window(medians[-1])  # sized by the calls as they are now, not by the cold first one
-        self.estimate_ns = max(medians[-1], 1)
+        self.steady = rule.steady
+        self.estimate_ns = rule.estimate_ns
 
     def calls_per_repetition(self) -> int:
         reps = self.settings.repetitions

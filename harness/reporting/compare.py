@@ -4,11 +4,14 @@ Cells pair by id (the hash of their config), so only identical configurations ar
 For two valid cells the figure is the median of the device-timing samples (per batch, lower is
 better; of a cell timed over several rounds, the median of its rounds' medians, as the report shows
 it) and the ratio B/A. A difference counts only when two tests agree (asv's rule):
-- the ratio is beyond the threshold (default 5%): B/A > 1 + t is slower, B/A < 1 - t faster;
-- a two-sided Mann-Whitney U test on the two raw sample sets gives p < alpha (0.01) (each side's
-  samples from all its valid rounds).
-Device-timing samples are consecutive calls, not independent draws, so p is a guide rather
-than an exact error rate; the threshold is what keeps noise out.
+- the ratio is beyond the threshold (default 5%) either way: B/A > 1 + t is slower, B/A < 1 / (1 + t)
+  faster;
+- a two-sided test gives p < alpha (0.01), pointing the same way: where either cell was timed over
+  several rounds, Student's t on the logs of the two cells' rounds' medians (each round a fresh
+  process: the variation between processes is in it; `rounds_t_test`); else the Mann-Whitney U
+  test on the two raw sample sets of one process each, whose samples are consecutive calls, not
+  independent draws of a process's speed, so that p is a guide rather than an exact error rate.
+A change from a noisy cell (timing CV over 10%) keeps its label and says so (`noisy`).
 
 Every other figure `compare` judges (harness/metric_table.py: LoadGen's figure, kernels per
 inference, peak memory, compile time, accuracy) is one number a side, with no samples for a rank

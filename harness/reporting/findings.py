@@ -269,7 +269,7 @@ class Tally:
     one_round_up: list[str] = field(default_factory=list)
     one_round_down: list[str] = field(default_factory=list)
     one_round_flat: list[str] = field(default_factory=list)
-    broken: list[str] = field(default_factory=list)  # a pair without two valid cells
+    broken: list[str] = field(default_factory=list)  # a pair without two valid cells, or whose cells ran apart
 
 
 def tally(all_groups: list[Group], backend: str) -> Tally:
@@ -282,7 +282,8 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
                 continue
             pair = line.pair
             if pair is None:
-                counted.broken.append(group.title)
+                both = line.on is not None and line.off is not None and _valid(line.on) and _valid(line.off)
+                counted.broken.append(group.title + (" (ran apart)" if both else ""))  # Line.pair: other shares
                 continue
             result = pair.result
             if result.interval is not None:
@@ -305,7 +306,8 @@ def _names(items: list[str]) -> str:
 def summary_table(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
     """Per backend with a fusion switch: how fusion moved its models, and the fusions per model."""
     head = ["backend", "faster", "slower", "no effect seen", "under 5%", "one round: above 1.05x",
-            f"one round: below {1 / (1 + SMALLEST_EFFECT):.3f}x", "one round: within 5%", "no pair (a side not valid)",
+            f"one round: below {1 / (1 + SMALLEST_EFFECT):.3f}x", "one round: within 5%",
+            "no pair (a side not valid, or the two ran apart)",
             "fusions per model (fusion on)"]
     body = []
     backends = list(dict.fromkeys(line.backend for g in all_groups for line in g.lines if line.has_switch))

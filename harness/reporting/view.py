@@ -281,13 +281,18 @@ def _alike_in_all_but_fusion(rows: list[Row]) -> list[FusionPair]:
     return [FusionPair(on[r.pair_key], r) for r in valid_rows(rows) if r.fusion == "off" and r.pair_key in on]
 
 
+def fusion_pairs_apart(rows: list[Row]) -> list[str]:
+    """The fusion pairs whose cells ran apart (`run_facts.apart`), each with why."""
+    return [f"{pair.name}: fusion on and off not set side by side: {why}" for pair in _alike_in_all_but_fusion(rows)
+            if (why := apart(pair.on.record, pair.off.record))]
+
+
 def not_side_by_side(rows: list[Row], baseline: str) -> list[str]:
     """The fusion pairs, and the cells beside their baseline, whose cells ran on other shares of the
     machine (a serial resume of a `--jobs` run, in a bundle from before such a resume was refused) or
     on other hardware (a Ray run over unlike machines): no speedup is taken from them, and this says
     which and why."""
-    lines = [f"{pair.name}: fusion on and off not set side by side: {why}" for pair in _alike_in_all_but_fusion(rows)
-             if (why := apart(pair.on.record, pair.off.record))]
+    lines = fusion_pairs_apart(rows)
     base = baselines(rows, baseline)
     for r in valid_rows(rows):
         if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base:

@@ -10,19 +10,17 @@ backend and model from seconds to many minutes."""
 
 from __future__ import annotations
 
-import os
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from harness.errors import ConfigError
+from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
 from harness.run import slots
 from harness.run.probe import run_probe
-from harness.run.runner import RunRequest, with_overrides
+from harness.run.runner import RunRequest, checked_inputs, warn_of, with_overrides
 from harness.run.skips import skip_reason
-from harness.scenario import advice
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import check_values, expand, select
 
@@ -35,9 +33,9 @@ def dry_run(request: RunRequest, console: Console) -> int:
                           "what it has and `validate` what it lacks)")
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     stem, only = request.scenario_path.stem, request.only
-    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ,
-                                                                                len(slots.usable_cores())):
-        console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
+    warn_of(scenario, console)
+    checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
+    slots.check_jobs(request.jobs, scenario.env, scenario.device)
     names = sorted({b.name for b in scenario.backends})
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
     probe = run_probe(scenario.device, names, with_system=False)
@@ -56,13 +54,17 @@ def dry_run(request: RunRequest, console: Console) -> int:
         running += why is None
         table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
     console.print(table)
-    floor_s = running * scenario.loadgen.min_duration_s
+    loadgen = scenario.loadgen
+    official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.model_fields_set
+    duration_s = MLPERF_MIN_DURATION_S if official else loadgen.min_duration_s  # mlperf.conf's 600 s
     rounds = scenario.timing.rounds
     console.print(Text(
-        f"{running} of {len(cells)} cell(s) would run: at least {_duration(floor_s)} of LoadGen's minimum duration "
-        f"({running} x {scenario.loadgen.min_duration_s:g} s), plus preparing (compiling, tuning) and the other "
-        "passes, from seconds to many minutes a cell by backend and model"
+        f"{running} of {len(cells)} cell(s) would run: at least {_duration(running * duration_s)} of LoadGen's minimum "
+        f"duration ({running} x {duration_s:g} s), plus preparing (compiling, tuning) and the other passes, from "
+        "seconds to many minutes a cell by backend and model"
         + (f", and {rounds - 1} further round(s) a cell, each preparing and timing it again" if rounds > 1 else "")
+        + ("; a dtype the GPU's compute capability lacks is found as the run starts (this asks no GPU)"
+           if probe.device == "cuda" else "")
         + "; nothing was run or written"))
     return 0
 

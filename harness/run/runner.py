@@ -91,6 +91,23 @@ def run(request: RunRequest, console: Console) -> int:
         return _run(request, console, closing)
 
 
+def warn_of(scenario: ScenarioFile, console: Console) -> None:
+    """Print what the file sets and will not get (harness/scenario/advice.py, `slots.env_warnings`)."""
+    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ,
+                                                                                len(slots.usable_cores())):
+        console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
+
+
+def checked_inputs(scenario: ScenarioFile, path: Path) -> tuple[str | None, str | None]:
+    """The scenario's input folder and the digest of what its cells will read (None, None for
+    synthetic inputs); ConfigError, named by the scenario file, where the folder would fail them."""
+    try:
+        folder = preflight.input_folder(scenario, path.parent)
+        return folder, preflight.inputs_sha256(scenario, folder)
+    except ConfigError as exc:  # named by the file that asks for the folder, as its other errors are
+        raise ConfigError(f"{path}: {exc}") from None
+
+
 def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]],
                                bundle: Bundle | None) -> None:
     """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto),
@@ -125,23 +142,19 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     names = sorted({b.name for b in scenario.backends})
     all_finished = bundle is not None and _all_finished(bundle, resolved, request)
     if bundle is not None and all_finished and _left_complete(bundle):
+        if request.only:  # a typo in --only is refused here too, as on any resume
+            _refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
         failed = sum(1 for record in bundle.records() if record.status in BAD)
         console.print(Text(f"fusionbench: {visible(bundle.root)} is complete: every cell has its record and the "
                            "report is written; nothing to resume (the bundle is left as it was)"
                            + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")))
         return 1 if failed else 0  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
-        for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ,
-                                                                                    len(slots.usable_cores())):
-            console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
+        warn_of(scenario, console)
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one
-        try:
-            input_folder = preflight.input_folder(scenario, request.scenario_path.parent)
-            inputs_sha256 = preflight.inputs_sha256(scenario, input_folder)
-        except ConfigError as exc:  # named by the file that asks for the folder, as its other errors are
-            raise ConfigError(f"{request.scenario_path}: {exc}") from None
+        input_folder, inputs_sha256 = checked_inputs(scenario, request.scenario_path)
     else:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began

@@ -84,16 +84,20 @@ def summary_table(records: list[CellRecord]) -> Table:
 
 def fusion_summary(records: list[CellRecord]) -> Table | None:
     """Fusion on vs off for every model, backend and setting that ran both, or None."""
-    from harness.reporting.view import Row, fusion_pairs, fusion_table
+    from harness.reporting.view import Row, fusion_pairs, fusion_pairs_apart, fusion_table
 
-    pairs = fusion_pairs([Row(r) for r in records])
+    rows = [Row(r) for r in records]
+    pairs = fusion_pairs(rows)
+    apart = fusion_pairs_apart(rows)
     if not pairs:
         return None
     head, body = fusion_table(pairs)
     table = Table(title="Fusion on vs off (speedup = off / on, the geometric mean over the paired rounds; in "
                         "brackets its confidence interval; the verdict: faster, slower, under 5%, size unclear or no effect seen "
                         "at that confidence, or one round: `timing: {rounds: N}` gives an interval; in red where "
-                        "fusion made the cell slower by its verdict, or by more than 5% in one round)")
+                        "fusion made the cell slower by its verdict, or by more than 5% in one round)",
+                  caption=(f"{len(apart)} pair(s) not set side by side: their cells ran on other shares of the "
+                           "machine or other hardware (report.md says which)") if apart else None)
     for column in head:
         table.add_column(column)
     for row, pair in zip(body, pairs):

@@ -191,7 +191,9 @@ def rounds_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]
     """Student's two-sample t test on the logs of two cells' round medians (each round a fresh
     process, harness/run/rounds.py), the variance pooled from each side's rounds, so the variation
     between processes is in it, as it is not in one process's samples: (B's mean log minus A's, the
-    two-sided p-value). None where neither side has two rounds to estimate that variation from."""
+    two-sided p-value). None where neither side has two rounds to estimate that variation from, or
+    where every round of each side gave the same median (no spread to test against: 300 ns against
+    400 and 400 would read p = 0, a coarse clock's certainty)."""
     if any(v <= 0 for v in (*a, *b)):
         raise ValueError("round medians must be positive")
     if not a or not b or (len(a) < 2 and len(b) < 2):
@@ -202,7 +204,7 @@ def rounds_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]
     pooled = (sum((v - mean_a) ** 2 for v in logs_a) + sum((v - mean_b) ** 2 for v in logs_b)) / freedom
     difference = mean_b - mean_a
     if pooled == 0:
-        return difference, 1.0 if difference == 0 else 0.0
+        return None
     t = difference / math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
     return difference, min(1.0, 2 * student_t_cdf(-abs(t), freedom))
 

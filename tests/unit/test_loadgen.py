@@ -201,3 +201,17 @@ def test_a_near_free_model_keeps_the_offline_hint_floor() -> None:
     # as a model that takes the floor's time: the floor's rate, with the fill rule's rounding above it
     assert s.offline_expected_qps == at_the_floor.offline_expected_qps
     assert 4 * 1e9 / floor_ns <= s.offline_expected_qps <= 1.1 * 4 * 1e9 / floor_ns
+
+
+@pytest.mark.parametrize(("error", "retuned"), [
+    ("error_runtime: IssueQueryThread 0 Ending early: Ran out of generated queries to issue before the minimum query "
+     "count and test duration were reached.", True),  # too fast for its hint: what the retune is for
+    ("error_runtime: IssueQueryThread 0 Ending early: Max test duration reached. duration_ns 1002089645", False),
+    ("error_runtime: IssueQueryThread 0 Ending early: Max query count reached. query_count 200", False),
+])
+def test_only_a_run_loadgen_stopped_at_a_maximum_is_not_retuned(error: str, retuned: bool) -> None:
+    """Every LoadGen error once stopped the retune, among them the one a too-fast SingleStream or
+    MultiStream run logs: no such run was retuned."""
+    result = {"scenario": "SingleStream", "invalid_reasons": ["min duration not met", error],
+              "results": {"result_min_duration_met": False}}
+    assert loadgen._too_fast(result) is retuned

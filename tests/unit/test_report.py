@@ -321,3 +321,27 @@ def test_cells_that_ran_on_other_shares_of_the_machine_are_not_set_side_by_side(
     findings = findings_page.markdown([load(root)])
     assert "not set side by side: one ran on a slot of 1 core(s), the other on the whole machine" in findings, findings
     assert "- (ran apart from eager)" in findings
+
+
+def test_the_console_and_findings_count_a_pair_that_ran_apart(tmp_path: Path) -> None:
+    """The console's fusion table dropped such a pair without a word, and `findings` counted it as
+    having 'a side not valid'."""
+    from rich.console import Console
+
+    from harness.reporting import findings
+    from harness.run.summary import fusion_summary
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record["label"] == "resnet18 inductor fusion-on Offline cpu fp32 b4":
+            record["node"]["slot"] = {"index": 0, "cpus": [0], "gpu": None, "gpu_order": None}
+            path.write_text(json.dumps(record))
+    table = fusion_summary(load(root).records)
+    assert table is not None
+    console = Console(width=400, record=True)
+    console.print(table)
+    assert "1 pair(s) not set side by side: their cells ran on other shares of the machine" in console.export_text()
+    counted = findings.tally(findings.groups([load(root)]), "inductor")
+    assert [t for t in counted.broken if t.endswith("(ran apart)")] == ["resnet18 Offline b4 fp32 cpu input 32 (ran apart)"]

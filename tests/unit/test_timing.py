@@ -126,3 +126,28 @@ def test_the_timed_calls_walk_through_the_batches_as_loadgen_does() -> None:
     assert model.seen[:6] == ["a", "b", "c", "a", "b", "c"]  # not one batch that stays in the caches
     assert {model.seen.count(b) for b in "abc"} <= {len(model.seen) // 3, len(model.seen) // 3 + 1}
 
+
+
+def test_validate_replays_the_warm_up_by_the_rule_that_ran_it() -> None:
+    """The rule changed (2026-12-01): validate replayed the old one and refused every new cell's
+    warm-up ("does not stop where they end"). One rule now serves both; a forged flag is still found."""
+    from harness.bundle.figures_check import _warmup
+
+    clock = FakeClock()
+    model = Settling(clock, [200_000_000, *[int(1_000_000 * (1 + 2 * math.exp(-k / 300))) for k in range(20_000)]],
+                     1_000_000)
+    timing = DeviceTiming(model, [None], SETTINGS, "cpu", clock=clock)
+    timing.warm_up()
+    timing.repetition("before loadgen")
+    record = timing.result().warmup
+    assert record is not None
+    recorded = {"warmup": record.model_dump(), "warmup_samples_ns": timing.warmup_ns,
+                "repetitions": [{"n": timing.calls_per_repetition()}]}
+    config = {"timing": SETTINGS.model_dump()}
+    assert _warmup(config, recorded) == []
+    forged = {**recorded, "warmup": {**recorded["warmup"], "steady": False}}
+    assert _warmup(config, forged) == ["device_time: warm-up steady is False but its samples say True (tolerance 2%)"]
+    cut = {**recorded, "warmup_samples_ns": timing.warmup_ns[:-1],
+           "warmup": {**recorded["warmup"], "calls": len(timing.warmup_ns) - 1,
+                      "seconds": sum(timing.warmup_ns[:-1]) / 1e9}}
+    assert any("does not stop where they end" in line for line in _warmup(config, cut))
