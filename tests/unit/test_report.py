@@ -292,12 +292,9 @@ def test_an_out_that_is_a_file_is_refused_by_name(tmp_path: Path) -> None:
     assert afile.read_text() == "keep me"
 
 
-def test_cells_that_ran_on_other_shares_of_the_machine_are_not_set_side_by_side(tmp_path: Path) -> None:
-    """A `--jobs 2` run resumed serially (before such a resume was refused) ran fusion on in a 1-core
-    slot and off on the whole machine: the report set the two side by side as a 6.02x speedup. Now
-    it takes no speedup from them, and says which and why; the findings too."""
-    from harness.reporting import findings_page
-
+def _one_cell_on_a_slot(tmp_path: Path) -> Path:
+    """The golden bundle with resnet18's inductor fusion-on Offline cell run in a 1-core slot, as a
+    serial resume of a `--jobs 2` run left it, its pair's other cell on the whole machine."""
     root = tmp_path / "run"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
     for path in (root / "cells").glob("*.json"):
@@ -305,6 +302,16 @@ def test_cells_that_ran_on_other_shares_of_the_machine_are_not_set_side_by_side(
         if record["label"] == "resnet18 inductor fusion-on Offline cpu fp32 b4":
             record["node"]["slot"] = {"index": 0, "cpus": [0], "gpu": None, "gpu_order": None}
             path.write_text(json.dumps(record))
+    return root
+
+
+def test_cells_that_ran_on_other_shares_of_the_machine_are_not_set_side_by_side(tmp_path: Path) -> None:
+    """A `--jobs 2` run resumed serially (before such a resume was refused) ran fusion on in a 1-core
+    slot and off on the whole machine: the report set the two side by side as a 6.02x speedup. Now
+    it takes no speedup from them, and says which and why; the findings too."""
+    from harness.reporting import findings_page
+
+    root = _one_cell_on_a_slot(tmp_path)
     before = markdown(load(GOLDEN / f"v{SCHEMA_VERSION}"))
     text = markdown(load(root))
     fusion = text[text.index("## Fusion on vs off"):text.index("## Where fusion made things slower")]
@@ -331,13 +338,7 @@ def test_the_console_and_findings_count_a_pair_that_ran_apart(tmp_path: Path) ->
     from harness.reporting import findings
     from harness.run.summary import fusion_summary
 
-    root = tmp_path / "run"
-    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
-    for path in (root / "cells").glob("*.json"):
-        record = json.loads(path.read_text())
-        if record["label"] == "resnet18 inductor fusion-on Offline cpu fp32 b4":
-            record["node"]["slot"] = {"index": 0, "cpus": [0], "gpu": None, "gpu_order": None}
-            path.write_text(json.dumps(record))
+    root = _one_cell_on_a_slot(tmp_path)
     table = fusion_summary(load(root).records)
     assert table is not None
     console = Console(width=400, record=True)
