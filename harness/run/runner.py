@@ -91,10 +91,11 @@ def run(request: RunRequest, console: Console) -> int:
         return _run(request, console, closing)
 
 
-def warn_of(scenario: ScenarioFile, console: Console) -> None:
-    """Print what the file sets and will not get (harness/scenario/advice.py, `slots.env_warnings`)."""
-    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ,
-                                                                                len(slots.usable_cores())):
+def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local") -> None:
+    """Print what the file sets and will not get (harness/scenario/advice.py, `slots.env_warnings`;
+    under Ray the cells' cores are the cluster's, not this machine's)."""
+    cores = len(slots.usable_cores()) if executor == "local" else None
+    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores):
         console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
 
 
@@ -150,7 +151,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                            + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")))
         return 1 if failed else 0  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
-        warn_of(scenario, console)
+        warn_of(scenario, console, request.executor)
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # _open_or_plan refused a new run without one

@@ -101,11 +101,12 @@ def check_thread_counts(cores: int, env: Sequence[str], option: str) -> None:
                               f"core(s) runs; give at most {cores} (fewer are kept), or give each cell more cores")
 
 
-def env_warnings(env: Sequence[str], environ: Mapping[str, str], cores: int) -> list[str]:
+def env_warnings(env: Sequence[str], environ: Mapping[str, str], cores: int | None) -> list[str]:
     """What the scenario's `env:` asks for that a cell will not get, said before the run (it was
     silent): a NAME to pass on that this shell does not set (nothing is passed), a thread count that
     is no number (the libraries ignore it), or one above the `cores` the run may use (threads then
-    share cores, each waiting for another at every parallel region)."""
+    share cores, each waiting for another at every parallel region; None: the cells run elsewhere,
+    on a Ray cluster's nodes, whose cores this machine cannot count)."""
     found = []
     for item in env:
         name, given, value = item.partition("=")
@@ -117,7 +118,7 @@ def env_warnings(env: Sequence[str], environ: Mapping[str, str], cores: int) -> 
             asked = _count(value)
             if asked is None:
                 found.append(f"env: {name}={value} is no number of threads: the libraries ignore it")
-            elif asked > cores:
+            elif cores is not None and asked > cores:
                 found.append(f"env: {name}={asked}, more threads than the {cores} core(s) the run may use: they share "
                              "them, each waiting for another at every parallel region")
     return found

@@ -204,3 +204,4 @@ def test_what_the_env_asks_for_and_will_not_get_is_said() -> None:
                      "env: MKL_NUM_THREADS=8, more threads than the 2 core(s) the run may use: they share them, each "
                      "waiting for another at every parallel region"]
     assert env_warnings(["OMP_NUM_THREADS=2", "HOME"], {"HOME": "/root"}, 2) == []
+    assert env_warnings(["OMP_NUM_THREADS=8"], {}, None) == [], "on Ray the cores are the cluster's nodes'"
