@@ -59,9 +59,7 @@ from harness.stats.thresholds import (
     BUSY_OTHERS_CORES,
     DRIFT_LIMIT,
     STOLEN_SHARE,
-    WARMUP_MAX_WINDOW,
     WARMUP_TOLERANCE,
-    WARMUP_WINDOW_S,
 )
 
 # How each warning of harness/measure/trust.py begins.
@@ -172,55 +170,25 @@ def _warmup(config: dict[str, Any], timing: dict[str, Any]) -> list[str]:
     if tolerance != WARMUP_TOLERANCE:  # the record's own tolerance would let it judge itself steady
         return [*lines, f"device_time: warm-up tolerance {record['tolerance']} but the harness's is {WARMUP_TOLERANCE}"]
     minimum, budget_ns = int(max(settings["warmup_iters"] or 0, 1)), (settings["max_warmup_s"] or 0) * 1e9
-    # (steady, estimate) by today's rule and by that of a harness before 2026-12-01 (two windows of
-    # the first call's size): a bundle of either stays valid, one that fits neither is not
-    readings = []
     rule = warmup.replay(calls, minimum, budget_ns, MAX_SAMPLES)
-    if rule is not None:
-        readings.append((rule.steady, rule.estimate_ns))
-    older = _replay_two_windows(calls, tolerance, minimum, budget_ns)
-    if older is not None:
-        readings.append((older[0], max(statistics.median(calls[-older[1]:]), 1)))
-    if not readings:
+    if rule is None:
         return [*lines, f"device_time: the warm-up's stopping rule, replayed over its {len(calls)} samples, "
                         "does not stop where they end"]
-    alike = [reading for reading in readings if reading[0] is record.get("steady")]
-    if not alike:
-        return [*lines, f"device_time: warm-up steady is {record.get('steady')} but its samples say {readings[0][0]} "
-                        f"(tolerance {tolerance:.0%})"]
+    if record.get("steady") is not rule.steady:
+        lines.append(f"device_time: warm-up steady is {record.get('steady')} but its samples say {rule.steady} "
+                     f"(windows of {rule.window} calls, tolerance {tolerance:.0%})")
+    estimate = rule.estimate_ns
     reps, low = settings["repetitions"] or 1, settings["min_iters"] or 0
+    wanted_calls = (settings["min_time_s"] or 0) * 1e9 / estimate / reps
+    if not math.isfinite(wanted_calls) or reps <= 0:
+        return [*lines, "device_time: the config's timing settings give no count of calls"]
+    wanted = math.ceil(wanted_calls)
+    per_repetition = int(min(max(wanted, math.ceil(low / reps)), max((settings["max_iters"] or 0) // reps, 1)))
     counts = {lookup(r, "n") for r in timing.get("repetitions") or [] if isinstance(r, dict)}
-    given = []
-    for _, estimate in alike:
-        wanted_calls = (settings["min_time_s"] or 0) * 1e9 / estimate / reps
-        if not math.isfinite(wanted_calls) or reps <= 0:
-            return [*lines, "device_time: the config's timing settings give no count of calls"]
-        given.append(int(min(max(math.ceil(wanted_calls), math.ceil(low / reps)), max((settings["max_iters"] or 0) // reps, 1))))
-    if counts and all(counts != {per_repetition} for per_repetition in given):
+    if counts and counts != {per_repetition}:
         lines.append(f"device_time: repetitions of {', '.join(map(str, sorted(counts, key=str)))} calls, but the "
-                     f"warm-up's estimate ({alike[0][1]:.6g} ns) and the config give {given[0]}")
+                     f"warm-up's estimate ({estimate:.6g} ns) and the config give {per_repetition}")
     return lines
-
-
-def _replay_two_windows(calls: list[int], tolerance: float, minimum: int, budget_ns: float) -> tuple[bool, int] | None:
-    """(steady, window) as the warm-up of a harness before 2026-12-01 decided them over `calls`
-    (windows all of the first call's size, two in a row agreeing), or None when that rule would
-    not have stopped exactly after the last of them. Its bundles stay valid; a cell of today's
-    harness replays as harness/stats/warmup.py decides."""
-    window = min(max(math.ceil(WARMUP_WINDOW_S * 1e9 / max(calls[0], 1)), 1), WARMUP_MAX_WINDOW)
-    previous: float | None = None
-    spent, done = calls[0], 1
-    while done + window <= len(calls):
-        chunk = calls[done:done + window]
-        done += window
-        spent += sum(chunk)
-        current = statistics.median(chunk)
-        if previous is not None and done >= minimum and previous > 0 and abs(current / previous - 1) <= tolerance:
-            return (True, window) if done == len(calls) else None
-        if spent >= budget_ns and done >= minimum:
-            return (False, window) if done == len(calls) else None
-        previous = current
-    return None
 
 
 def _batch_figure(cell: dict[str, Any]) -> float | None:

@@ -1,12 +1,10 @@
 """The device-timing pass: per-batch latency, warmed up until steady, in repetitions.
 
-- Warm-up runs windows of calls until three windows in a row have medians within
-  `STEADY_TOLERANCE` of each other (harness/stats/warmup.py: each window sized from the median of
-  the one before it, not from the cold first call: a first call of 200 ms made windows of one
-  call, and three calls read as steady at 3x the settled speed) (caches, allocators, lazy initialisation and the CPU's clock
-  settle at different speeds per model and machine; a fixed count is either too short or
-  wasted), at least `warmup_iters` calls and at most `max_warmup_s`; whether it got steady is
-  recorded.
+- Warm-up runs windows of calls until two windows in a row have medians within
+  `STEADY_TOLERANCE` of each other (harness/stats/warmup.py, the rule `validate` replays: caches,
+  allocators, lazy initialisation and the CPU's clock settle at different speeds per model and
+  machine; a fixed count is either too short or wasted), at least `warmup_iters` calls and at
+  most `max_warmup_s`; whether it got steady is recorded.
 - The timed calls are split into `repetitions`, which the worker interleaves with the LoadGen
   pass (half before it, half after), so a drift of the machine shows as a spread between
   repetitions and both measures of the cell see the same conditions.

@@ -97,6 +97,7 @@ class Pair:
     test: str | None = None  # how p was found: a t test on rounds' medians, or the rank test's "exact" or "normal approximation"
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
     noisy: bool = False  # a side's timing samples spread beyond 10% of their mean (view.noisy_mark)
+    machine_moved: bool = False  # the machine's reference loops moved enough to account for a change
 
 
 @dataclass
@@ -352,8 +353,11 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
         if pair.noisy:  # the verdict stands, said with its caveat: a CI gate may not trust it alone
             sides = " and ".join(side for side, cell in (("A", cell_a), ("B", cell_b)) if noisy_mark(Row(cell)))
+            rounds = "" if len(Row(cell_a).round_medians) > 1 else ", or time over rounds (--rounds)"
             pair.why = (f"noisy: {sides}'s timing samples spread beyond 10% of their mean (the cell's warnings say "
-                        "why); rerun on a quieter machine, or time over rounds (--rounds)")
+                        f"why); rerun on a quieter machine{rounds}")
+        said, pair.machine_moved = _machine(cell_a, cell_b, pair.ratio)
+        pair.why = "; ".join(part for part in (pair.why, said) if part)
     else:
         pair.verdict = "not significant"
         if not beyond:
@@ -363,6 +367,24 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         else:
             pair.why = (f"the test points the other way from the medians (p = {pair.p_value:.3g}, B/A "
                         f"{pair.ratio:.3f}): the two cells' samples differ in shape, not plainly in speed")
+
+
+def _machine(cell_a: CellRecord, cell_b: CellRecord, ratio: float) -> tuple[str, bool]:
+    """How the machine's reference loops (read around each timed repetition, harness/measure/
+    machine_speed.py) moved from the faster cell's run to the slower one's, and whether that accounts
+    for the change: two runs of one machine an hour apart differ by 10-30% on a shared host, in the
+    code's figures and the loops alike. ("", False) where a side read no loops."""
+    from harness.measure import machine_speed
+
+    def loops(cell: CellRecord) -> dict[str, Any]:
+        timing = cell.metrics.device_time
+        reps = timing.repetitions if timing is not None else []
+        return machine_speed.pooled([machine_speed.indexes((r.beside or {}).get("machine_speed")) for r in reps])
+
+    (slow, fast, where) = (loops(cell_b), loops(cell_a), "in B against A") if ratio > 1 else (
+        loops(cell_a), loops(cell_b), "in A against B")
+    change = ratio - 1 if ratio > 1 else 1 / ratio - 1
+    return machine_speed.compare(slow, fast, change, where), machine_speed.accounts_for(slow, fast, change)
 
 
 def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: float) -> Figure:

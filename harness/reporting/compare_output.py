@@ -127,6 +127,11 @@ def to_markdown(comparison: Comparison) -> str:
     if noisy:
         lines += [f"{len(noisy)} of the improved and regressed pairs rest on noisy cells (their why says which): a "
                   "guess, not a figure, until rerun or timed over rounds.", ""]
+    machine = [p for p in c.pairs if p.machine_moved and p.verdict in ("regressed", "improved")]
+    if machine:
+        lines += [f"{len(machine)} of the improved and regressed pairs moved with the machine itself: its reference "
+                  "loops, read around each timed repetition, moved the same way by half the change or more (their "
+                  "why says which): the host's speed, not the code's, until a rerun says otherwise.", ""]
     if c.unpaired:
         lines += [f"## Unpaired: {len(c.unpaired)} valid cell(s) with nothing to compare against", "",
                   *(f"- {md_cell(line)}" for line in c.unpaired), ""]

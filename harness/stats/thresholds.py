@@ -8,6 +8,6 @@ AGREEMENT_LIMIT = 0.05  # LoadGen's figure per batch against the device timing's
 DRIFT_LIMIT = 0.03  # spread of the timed repetitions' medians
 BUSY_OTHERS_CORES = 0.1  # other processes using a tenth of a core beside the timed calls
 STOLEN_SHARE = 0.02  # of the CPUs' time taken by the hypervisor during the timed calls
-WARMUP_TOLERANCE = 0.02  # three consecutive warm-up windows' medians agree this closely when steady
+WARMUP_TOLERANCE = 0.02  # two consecutive warm-up windows' medians agree this closely when steady
 WARMUP_WINDOW_S = 0.1  # a warm-up window lasts about this long,
 WARMUP_MAX_WINDOW = 50  # and holds at most this many calls (one, for a model slower than the window)
