@@ -353,7 +353,8 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
         if pair.noisy:  # the verdict stands, said with its caveat: a CI gate may not trust it alone
             sides = " and ".join(side for side, cell in (("A", cell_a), ("B", cell_b)) if noisy_mark(Row(cell)))
-            rounds = "" if len(Row(cell_a).round_medians) > 1 else ", or time over rounds (--rounds)"
+            timed_over_rounds = any(len(Row(cell).round_medians) > 1 for cell in (cell_a, cell_b))
+            rounds = "" if timed_over_rounds else ", or time over rounds (--rounds)"
             pair.why = (f"noisy: {sides}'s timing samples spread beyond 10% of their mean (the cell's warnings say "
                         f"why); rerun on a quieter machine{rounds}")
         said, pair.machine_moved = _machine(cell_a, cell_b, pair.ratio)
@@ -372,8 +373,9 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
 def _machine(cell_a: CellRecord, cell_b: CellRecord, ratio: float) -> tuple[str, bool]:
     """How the machine's reference loops (read around each timed repetition, harness/measure/
     machine_speed.py) moved from the faster cell's run to the slower one's, and whether that accounts
-    for the change: two runs of one machine an hour apart differ by 10-30% on a shared host, in the
-    code's figures and the loops alike. ("", False) where a side read no loops."""
+    for the change: three runs of one file a minute apart on the 2-core VM differed by 6-29% while
+    the round trip between its cores grew 4x (docs/results/cpu-2core-amd-2026-12-01-compare.md).
+    ("", False) where a side read no loops."""
     from harness.measure import machine_speed
 
     def loops(cell: CellRecord) -> dict[str, Any]:
