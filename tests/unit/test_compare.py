@@ -405,8 +405,8 @@ def test_a_cell_of_several_rounds_is_judged_on_them_all() -> None:
 
 
 def test_rounds_are_tested_on_their_medians_so_a_process_to_process_spread_is_no_change() -> None:
-    """The rank test on the pooled samples of three rounds a side called half of the null pairs of a
-    machine whose processes differ by 5% changed at p < 0.01: each round's samples are tight, so any
+    """The rank test on the pooled samples of three rounds a side called most equal pairs of a
+    machine whose processes differ by 5% changed at p < 0.01 (85 of 100 in test_intervals.py): each round's samples are tight, so any
     two sets of processes differ. Here A's and B's rounds are the same three processes' levels,
     shuffled: no change, where the pooled rank test says p < 0.01."""
     levels = (0.95, 1.0, 1.07)

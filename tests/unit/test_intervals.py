@@ -180,7 +180,7 @@ def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -
 def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round() -> None:
     """`compare` tests two cells of several rounds on their rounds' medians: the variation between
     processes is what its p-value must carry (a rank test on the pooled samples of 3 rounds called
-    half of null pairs changed, at p < 0.01)."""
+    most equal pairs changed at p < 0.01: the test below)."""
     a, b = [10.0, 10.4, 9.7], [10.9, 11.3, 10.6, 11.0]
     difference, p = intervals.rounds_t_test(a, b)
     reference = scipy_stats.ttest_ind(np.log(b), np.log(a), equal_var=True)
