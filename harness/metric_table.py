@@ -149,14 +149,20 @@ def _number(value: Any) -> float | None:
 _PERCENTILE = re.compile(r"(?:^|_)(p\d+)(?:_|$)")
 
 
+def percentile_of(metric_name: str) -> str | None:
+    """The percentile a LoadGen metric's recorded name names (`latency_p90_early_stopping_ns`: p90)."""
+    found = _PERCENTILE.search(metric_name)
+    return found.group(1) if found else None
+
+
 def _loadgen(cell: Record, text: str) -> str:
     """LoadGen's latency names its percentile (read from the metric's recorded name, which the
     scenario's rule in harness/scenario/rules.py chose); a run LoadGen did not call VALID says so."""
     name = str(at(cell, ("metrics", "loadgen", "metric", "name")) or "")
-    found = _PERCENTILE.search(name)
-    if found and at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
+    percentile = percentile_of(name)
+    if percentile and at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
         # LoadGen's early-stopping estimate, not the percentile its summary's first lines give
-        text = f"{found.group(1)}{' (early stopping)' if 'early_stopping' in name else ''} {text}"
+        text = f"{percentile}{' (early stopping)' if 'early_stopping' in name else ''} {text}"
     validity = at(cell, ("metrics", "loadgen", "validity"))
     return text if validity in (None, "VALID") else f"{text} ({validity})"
 

@@ -38,6 +38,7 @@ from harness.bundle.cell_record import (
 from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.metric_table import format_duration_ns as duration  # one format for every duration shown
+from harness.metric_table import percentile_of
 from harness.scenario.rules import rule
 from harness.stats.summary import NOISY_CV
 from harness.stats.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, STOLEN_SHARE
@@ -176,7 +177,7 @@ def _tail(loadgen: LoadGenRun | None) -> list[str]:
     ratio = loadgen.metric.value / median
     if ratio <= TAIL_LIMIT:
         return []
-    percentile = next((part for part in loadgen.metric.name.split("_") if part[:1] == "p" and part[1:].isdigit()), "")
+    percentile = percentile_of(loadgen.metric.name)
     return [f"a heavy tail: LoadGen's {percentile or 'headline'} {duration(loadgen.metric.value)} is {ratio:.0f}x its "
             f"median {duration(median)}: a few slow queries decide the figure (what ran beside them: `beside` in "
             "the LoadGen record); the median agrees with the device timing, this figure does not"]

@@ -62,9 +62,13 @@ class Line:
     off: Row | None
 
     @property
+    def both_valid(self) -> bool:
+        return self.on is not None and self.off is not None and _valid(self.on) and _valid(self.off)
+
+    @property
     def pair(self) -> FusionPair | None:
-        if (self.on is not None and self.off is not None and _valid(self.on) and _valid(self.off)
-                and not apart(self.on.record, self.off.record)):
+        """Fusion on and off, both valid and run where they can be set side by side (`run_facts.apart`)."""
+        if self.both_valid and self.on is not None and self.off is not None and not apart(self.on.record, self.off.record):
             return FusionPair(self.on, self.off)
         return None
 
@@ -193,7 +197,7 @@ def _speedup(line: Line) -> str:
         return pair.result.text() + noisy_mark(pair.on, pair.off)
     if not line.has_switch:
         return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
-    if line.on is not None and line.off is not None and _valid(line.on) and _valid(line.off):
+    if line.both_valid and line.on is not None and line.off is not None:  # then they ran apart
         return f"not set side by side: {apart(line.on.record, line.off.record)}"
     broken = [(side, _status(row)) for side, row in (("on", line.on), ("off", line.off)) if row is None or not _valid(row)]
     if len(broken) == 2 and broken[0][1] == broken[1][1]:
@@ -282,8 +286,7 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
                 continue
             pair = line.pair
             if pair is None:
-                both = line.on is not None and line.off is not None and _valid(line.on) and _valid(line.off)
-                counted.broken.append(group.title + (" (ran apart)" if both else ""))  # Line.pair: other shares
+                counted.broken.append(group.title + (" (ran apart)" if line.both_valid else ""))
                 continue
             result = pair.result
             if result.interval is not None:

@@ -227,14 +227,20 @@ def baselines(rows: list[Row], baseline: str) -> dict[tuple[str, str], Row]:
             if r.backend == baseline and r.fusion == "on" and r.checked_against_eager}
 
 
-def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
+def _beside_baseline(rows: list[Row], baseline: str) -> list[tuple[Row, Row]]:
+    """Each valid cell of another backend checked against eager, with the baseline's cell of its
+    model and setting, where there is one (whether or not the two ran where they can be set side by side)."""
     base = baselines(rows, baseline)
-    others = [r for r in valid_rows(rows) if r.backend != baseline and r.checked_against_eager
-              and (r.model, r.setting) in base and not apart(r.record, base[(r.model, r.setting)].record)]
-    groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r in others))
-    variants = list(dict.fromkeys(r.variant for r in others))
-    values = {(f"{r.model} {r.setting}", r.variant): times_faster(r, base[(r.model, r.setting)]) or 0.0 for r in others}
-    marks = {(f"{r.model} {r.setting}", r.variant): noisy_mark(r, base[(r.model, r.setting)]) for r in others}
+    return [(r, base[(r.model, r.setting)]) for r in valid_rows(rows)
+            if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
+
+
+def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
+    others = [(r, base) for r, base in _beside_baseline(rows, baseline) if not apart(r.record, base.record)]
+    groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r, _ in others))
+    variants = list(dict.fromkeys(r.variant for r, _ in others))
+    values = {(f"{r.model} {r.setting}", r.variant): times_faster(r, base) or 0.0 for r, base in others}
+    marks = {(f"{r.model} {r.setting}", r.variant): noisy_mark(r, base) for r, base in others}
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
     table = [[g, v, format_times(values[(g, v)]) + marks[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
@@ -292,14 +298,9 @@ def not_side_by_side(rows: list[Row], baseline: str) -> list[str]:
     machine (a serial resume of a `--jobs` run, in a bundle from before such a resume was refused) or
     on other hardware (a Ray run over unlike machines): no speedup is taken from them, and this says
     which and why."""
-    lines = fusion_pairs_apart(rows)
-    base = baselines(rows, baseline)
-    for r in valid_rows(rows):
-        if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base:
-            why = apart(r.record, base[(r.model, r.setting)].record)
-            if why:
-                lines.append(f"{r.model} {r.variant} {r.setting}: not set beside {baseline}: {why}")
-    return lines
+    return fusion_pairs_apart(rows) + [f"{r.model} {r.variant} {r.setting}: not set beside {baseline}: {why}"
+                                       for r, its_base in _beside_baseline(rows, baseline)
+                                       if (why := apart(r.record, its_base.record))]
 
 
 def fmt_time_over_rounds(row: Row) -> str:
