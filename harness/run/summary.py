@@ -89,7 +89,7 @@ def fusion_summary(records: list[CellRecord]) -> Table | None:
     rows = [Row(r) for r in records]
     pairs = fusion_pairs(rows)
     apart = fusion_pairs_apart(rows)
-    if not pairs:
+    if not pairs and not apart:  # a run whose only pairs ran apart still says so
         return None
     head, body = fusion_table(pairs)
     table = Table(title="Fusion on vs off (speedup = off / on, the geometric mean over the paired rounds; in "

@@ -344,5 +344,10 @@ def test_the_console_and_findings_count_a_pair_that_ran_apart(tmp_path: Path) ->
     console = Console(width=400, record=True)
     console.print(table)
     assert "1 pair(s) not set side by side: their cells ran on other shares of the machine" in console.export_text()
+    lone = fusion_summary([r for r in load(root).records if "resnet18 inductor" in r.label and "Offline" in r.label])
+    assert lone is not None, "a run whose one pair ran apart said nothing of it"
+    console = Console(width=400, record=True)
+    console.print(lone)
+    assert "1 pair(s) not set side by side" in console.export_text()
     counted = findings.tally(findings.groups([load(root)]), "inductor")
     assert [t for t in counted.broken if t.endswith("(ran apart)")] == ["resnet18 Offline b4 fp32 cpu input 32 (ran apart)"]
