@@ -3,11 +3,11 @@
 Runs SCENARIO twice, one run after the other, each into a bundle of its own (the CLI's `run`, so
 with the scenario's own `timing: {rounds: N}`), then prints for every fusion pair (the same cell
 with fusion on and off, both valid) each run's speedup, its confidence interval over the paired
-rounds and its verdict (faster, slower, no effect seen; harness/stats/intervals.py), whether the two
-verdicts agree and the two intervals overlap, each run's machine-noise probe and wall time, and as
-its last line `verdicts agree: K of N pairs; intervals overlap: M of N` (N: the pairs valid in both
-runs; a pair of one round has no verdict and agrees with nothing). The same table is `compare`'s
-"Fusion speedups" section (harness/reporting/compare.py).
+rounds and its verdict (faster, slower, under 5%, faster or slower with its size unclear, no effect
+seen; harness/stats/intervals.py), whether the two verdicts agree and the two intervals overlap,
+each run's machine-noise probe and wall time, and as its last line `verdicts agree: K of N pairs;
+intervals overlap: M of N` (N: the pairs valid in both runs; a pair of one round has no verdict and
+agrees with nothing). The same table is `compare`'s "Fusion speedups" section (harness/reporting/compare.py).
 
 Usage: .venv/bin/python benchmarks/verdicts.py SCENARIO [--only KEY=VALUE,...] [--device cpu|cuda]
        [--out DIR] [--json OUT]

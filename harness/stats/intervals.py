@@ -38,6 +38,8 @@ FASTER, SLOWER, NO_EFFECT, ONE_ROUND = "faster", "slower", "no effect seen", "on
 NEGLIGIBLE = f"under {SMALLEST_EFFECT:.0%}"
 #: The interval is on one side of 1, the estimate under the smallest effect, the interval reaching past it.
 FASTER_UNCLEAR, SLOWER_UNCLEAR = "faster, size unclear", "slower, size unclear"
+#: Every verdict `verdict_of` gives: what a speedup timed over two or more rounds is called.
+VERDICTS_OF_ROUNDS = (FASTER, FASTER_UNCLEAR, NEGLIGIBLE, NO_EFFECT, SLOWER_UNCLEAR, SLOWER)
 
 
 @dataclass(frozen=True)

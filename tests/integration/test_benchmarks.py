@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.stats.intervals import FASTER, NEGLIGIBLE, NO_EFFECT, SLOWER
+from harness.stats.intervals import VERDICTS_OF_ROUNDS
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ passes: {memory_iters: 1, profile_iters: 1}
     assert pair["pair"] == "pattern_conv_bn_relu torchscript SingleStream b1 fp32 cpu input 32"
     for side in ("a", "b"):  # two rounds each: an interval and a verdict
         assert pair[side]["rounds"] == 2 and pair[side]["interval"]["low"] <= pair[side]["speedup"] <= pair[side]["interval"]["high"]
-        assert pair[side]["verdict"] in (FASTER, SLOWER, NO_EFFECT, NEGLIGIBLE)  # every verdict a pair of rounds has
+        assert pair[side]["verdict"] in VERDICTS_OF_ROUNDS
     agree, overlap = int(pair["agree"]), int(pair["overlap"])
     assert done.stdout.splitlines()[-1] == f"verdicts agree: {agree} of 1 pairs; intervals overlap: {overlap} of 1"
     assert len(figures["bundles"]) == 2 and "machine noise:" in done.stdout

@@ -177,6 +177,14 @@ def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -
     assert narrow.interval is not None and narrow.interval.high < 1.05 and narrow.verdict == "under 5%"
 
 
+def test_the_verdicts_of_rounds_are_every_verdict_an_interval_gives_and_no_other() -> None:
+    """A check of a run's verdicts reads this tuple: one verdict missing from it failed CI."""
+    spreads = ((0.9, 1.1), (0.99, 1.01), (0.98, 1.05), (0.95, 1.02))
+    given = {intervals.verdict_of(value, intervals.Interval(value * low, value * high, 0.95))
+             for value in (0.5, 0.97, 0.99, 1.0, 1.01, 1.03, 2.0) for low, high in spreads}
+    assert given == set(intervals.VERDICTS_OF_ROUNDS)
+
+
 def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round() -> None:
     """`compare` tests two cells of several rounds on their rounds' medians: the variation between
     processes is what its p-value must carry (a rank test on the pooled samples of 3 rounds called
