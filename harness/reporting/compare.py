@@ -55,7 +55,7 @@ from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_share
-from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs, noisy_mark
+from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
 from harness.scenario.cells import cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
@@ -102,11 +102,14 @@ class Pair:
 
 @dataclass
 class FusionVerdict:
-    """One fusion pair in both bundles: its speedup in each, None where the pair is not valid there."""
+    """One fusion pair in both bundles: its speedup in each, None where the pair is not valid there or
+    its cells ran apart there (`apart_a`/`apart_b` say why: `run_facts.apart`)."""
 
     name: str
     a: Speedup | None
     b: Speedup | None
+    apart_a: str = ""
+    apart_b: str = ""
 
     @property
     def judged(self) -> bool:
@@ -130,8 +133,10 @@ class FusionVerdict:
 
     def shown(self) -> tuple[str, str, str, str]:
         """A, B, whether the verdicts agree and whether the intervals overlap, as the tables write
-        them: `-` for a side where the pair is not valid, or a question one round cannot answer."""
-        a, b = ("-" if s is None else s.text() for s in (self.a, self.b))
+        them: `ran apart` for a side where its cells ran apart, `-` where the pair is not valid, or a
+        question one round cannot answer."""
+        a, b = (s.text() if s is not None else "ran apart" if why else "-"
+                for s, why in ((self.a, self.apart_a), (self.b, self.apart_b)))
         agree = "yes" if self.agree else "no" if self.judged else "-"
         overlap = "yes" if self.overlap else "no" if self.intervals else "-"
         return a, b, agree, overlap
@@ -144,21 +149,26 @@ class FusionVerdict:
             return {"speedup": speedup.value, "rounds": speedup.rounds, "verdict": speedup.verdict, "shown": speedup.text(),
                     "interval": None if interval is None else {"low": interval.low, "high": interval.high,
                                                                  "coverage": interval.coverage}}
-        return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree, "overlap": self.overlap}
+        return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree, "overlap": self.overlap,
+                "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}}
 
 
 def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
-    """Every fusion pair valid in A or B, in A's order, then B's others."""
-    def pairs(loaded: LoadedBundle) -> dict[str, FusionPair]:
-        return {_pair_id(pair): pair for pair in fusion_pairs([Row(record) for record in loaded.records])}
+    """Every fusion pair valid in A or B, in A's order, then B's others; a side where the pair's cells
+    ran apart says so."""
+    def pairs(loaded: LoadedBundle) -> tuple[dict[str, FusionPair], dict[str, str]]:
+        rows = [Row(record) for record in loaded.records]
+        return ({_pair_id(pair): pair for pair in fusion_pairs(rows)},
+                {_pair_id(pair): why for pair, why in pairs_apart(rows)})
 
-    in_a, in_b = pairs(a), pairs(b)
+    (in_a, apart_a), (in_b, apart_b) = pairs(a), pairs(b)
     verdicts = []
     for key in [*in_a, *(key for key in in_b if key not in in_a)]:
         pair_a, pair_b = in_a.get(key), in_b.get(key)
         either = pair_a or pair_b
         assert either is not None  # the key came from one of them
-        verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None))
+        verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None,
+                                      apart_a.get(key, ""), apart_b.get(key, "")))
     return verdicts
 
 

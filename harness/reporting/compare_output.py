@@ -95,7 +95,8 @@ def _fusion(comparison: Comparison) -> list[str]:
         return []
     lines = ["## Fusion speedups", "",
              "Fusion off over on in each bundle, with its confidence interval over the paired rounds and its verdict "
-             "(docs/metrics.md, Speedups); `-` where the pair is not valid in that bundle.", "",
+             "(docs/metrics.md, Speedups); `ran apart` where its cells ran on other shares of the machine or other "
+             "hardware in that bundle (no speedup is taken from them), `-` where the pair is not valid there.", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:
         lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")

@@ -287,10 +287,14 @@ def _alike_in_all_but_fusion(rows: list[Row]) -> list[FusionPair]:
     return [FusionPair(on[r.pair_key], r) for r in valid_rows(rows) if r.fusion == "off" and r.pair_key in on]
 
 
-def fusion_pairs_apart(rows: list[Row]) -> list[str]:
+def pairs_apart(rows: list[Row]) -> list[tuple[FusionPair, str]]:
     """The fusion pairs whose cells ran apart (`run_facts.apart`), each with why."""
-    return [f"{pair.name}: fusion on and off not set side by side: {why}" for pair in _alike_in_all_but_fusion(rows)
-            if (why := apart(pair.on.record, pair.off.record))]
+    return [(pair, why) for pair in _alike_in_all_but_fusion(rows) if (why := apart(pair.on.record, pair.off.record))]
+
+
+def fusion_pairs_apart(rows: list[Row]) -> list[str]:
+    """The fusion pairs whose cells ran apart, each with why, in words."""
+    return [f"{pair.name}: fusion on and off not set side by side: {why}" for pair, why in pairs_apart(rows)]
 
 
 def not_side_by_side(rows: list[Row], baseline: str) -> list[str]:

@@ -351,3 +351,16 @@ def test_the_console_and_findings_count_a_pair_that_ran_apart(tmp_path: Path) ->
     assert "1 pair(s) not set side by side" in console.export_text()
     counted = findings.tally(findings.groups([load(root)]), "inductor")
     assert [t for t in counted.broken if t.endswith("(ran apart)")] == ["resnet18 Offline b4 fp32 cpu input 32 (ran apart)"]
+
+
+def test_compares_fusion_table_says_where_a_pair_ran_apart_not_that_it_was_not_valid(tmp_path: Path) -> None:
+    """`compare` showed such a pair as `-`, which its caption reads as "not valid in that bundle"."""
+    from harness.reporting.compare import fusion_verdicts
+
+    golden, root = load(GOLDEN / f"v{SCHEMA_VERSION}"), load(_one_cell_on_a_slot(tmp_path))
+    verdicts = fusion_verdicts(golden, root)
+    [pair] = [v for v in verdicts if v.name.startswith("resnet18 inductor Offline b4")]
+    assert pair.a is not None and pair.b is None
+    assert pair.shown()[1] == "ran apart" and pair.apart_b == "one ran on a slot of 1 core(s), the other on the whole machine"
+    assert pair.recorded()["ran_apart"] == {"a": None, "b": pair.apart_b}
+    assert all(v.b is not None for v in verdicts if v is not pair), "the golden bundle's other pairs are valid in both"
