@@ -114,6 +114,7 @@ passes: {memory_iters: 1, profile_iters: 1}
     [pair] = figures["pairs"]
     assert pair["pair"] == "pattern_conv_bn_relu torchscript SingleStream b1 fp32 cpu input 32"
     for side in ("a", "b"):  # two rounds each: an interval and a verdict
+        assert pair[side] is not None, f"the pair is not valid in run {side}: {pair}"
         assert pair[side]["rounds"] == 2 and pair[side]["interval"]["low"] <= pair[side]["speedup"] <= pair[side]["interval"]["high"]
         assert pair[side]["verdict"] in VERDICTS_OF_ROUNDS
     agree, overlap = int(pair["agree"]), int(pair["overlap"])

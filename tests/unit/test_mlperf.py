@@ -213,10 +213,12 @@ class Quick(Prepared):
 cell = cell_config("SingleStream", 1, samples=1024, profile="mlperf", min_duration_s=0.5, min_query_count=100)
 out = Path(sys.argv[1])
 result = loadgen.run_scenario(Quick(), [torch.zeros(1, 2)] * 1024, cell, 50e6, out)  # hinted 50x too slow
-detail = (out / "attempt-2" / "mlperf_log_detail.txt").read_text() if (out / "attempt-2").exists() else ""
+retunes = sorted(out.glob("attempt-*/mlperf_log_detail.txt"))[1:]  # every attempt after the first
+detail = "".join(path.read_text() for path in retunes)
 print(json.dumps({"attempts": result["attempts"], "validity": result["validity"], "reasons": result["invalid_reasons"],
                   "expected_ns": result["settings"].get("requested_single_stream_expected_latency_ns"),
-                  "multiple_conf": "Multiple conf files" in detail, "user_conf": result["user_conf"]}))
+                  "multiple_conf": "Multiple conf files" in detail, "retunes_read": len(retunes),
+                  "user_conf": result["user_conf"]}))
 """
 
 
@@ -228,8 +230,11 @@ def test_a_retuned_mlperf_run_reads_one_config_and_logs_no_error(tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", _RETUNE, str(tmp_path / "lg")], capture_output=True, text=True,
                           timeout=120, check=True, cwd=Path(__file__).resolve().parents[2])
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [a["validity"] for a in found["attempts"]] == ["INVALID", "VALID"], found
-    assert not found["multiple_conf"] and found["validity"] == "VALID" and found["reasons"] == [], found
+    # the first attempt too fast for its hint; a second (a third where the sleeps woke late in the second) VALID
+    validity = [a["validity"] for a in found["attempts"]]
+    assert validity[0] == "INVALID" and validity[-1] == "VALID" and 2 <= len(validity) <= 3, found
+    assert found["retunes_read"] == len(validity) - 1 and not found["multiple_conf"], found
+    assert found["validity"] == "VALID" and found["reasons"] == [], found
     assert found["expected_ns"] < 10e6, "the retune's hint reached LoadGen"
     assert "resnet50.SingleStream.target_latency" in found["user_conf"], "the retune's user.conf is kept for the record"
 
