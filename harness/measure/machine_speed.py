@@ -149,9 +149,10 @@ def explains(machine: float, figures: float) -> bool:
     return figures != 0 and machine / figures >= EXPLAINS
 
 
-def _moves(slow: dict[str, Loop | None], fast: dict[str, Loop | None], figures: float) -> dict[str, tuple[float, bool]]:
+def moves(slow: dict[str, Loop | None], fast: dict[str, Loop | None], figures: float) -> dict[str, tuple[float, bool]]:
     """Per loop read in both regions: its change from `fast` to `slow`, and whether that accounts
-    for the figures' change (beyond its own jitter, the same way, at least EXPLAINS of it)."""
+    for the figures' change (`figures`: slow over fast, - 1): beyond its own jitter in either
+    region, the same way as the figures and by at least EXPLAINS of their change."""
     moved: dict[str, tuple[float, bool]] = {}
     for name in LOOPS:
         now, base = slow.get(name), fast.get(name)
@@ -161,17 +162,19 @@ def _moves(slow: dict[str, Loop | None], fast: dict[str, Loop | None], figures: 
     return moved
 
 
-def accounts_for(slow: dict[str, Loop | None], fast: dict[str, Loop | None], figures: float) -> bool:
-    """Whether some loop moved enough to account for the figures' change (`compare` says which)."""
-    return any(counts for _, counts in _moves(slow, fast, figures).values())
+def accounts_for(moved: dict[str, tuple[float, bool]]) -> bool:
+    """Whether some loop of `moves` moved enough to account for the figures' change (`describe` says which)."""
+    return any(counts for _, counts in moved.values())
 
 
 def compare(slow: dict[str, Loop | None], fast: dict[str, Loop | None], figures: float, where: str) -> str:
     """How the loops moved from the `fast` region to the `slow` one (`where` names the two), and
-    whether that accounts for the figures' change (`figures`: slow over fast, - 1): a loop counts
-    only where it moved by more than its own jitter in either region, the same way as the figures
-    and by at least EXPLAINS of their change. "" where no loop was read in both."""
-    moved = _moves(slow, fast, figures)
+    whether that accounts for the figures' change (`moves`). "" where no loop was read in both."""
+    return describe(moves(slow, fast, figures), where)
+
+
+def describe(moved: dict[str, tuple[float, bool]], where: str) -> str:
+    """`moves` in words, as `compare` gives them."""
     if not moved:
         return ""
     parts = [f"{abs(change):.{0 if abs(change) >= 0.1 else 1}%} {'slower' if change >= 0 else 'faster'} ({name})"

@@ -347,7 +347,8 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.why = "a median batch time of 0 ns (the null backend computes nothing)"
         return
     pair.ratio = pair.median_b_ns / pair.median_a_ns
-    rounds_a, rounds_b = (list(Row(cell).round_medians.values()) for cell in (cell_a, cell_b))
+    row_a, row_b = Row(cell_a), Row(cell_b)
+    rounds_a, rounds_b = list(row_a.round_medians.values()), list(row_b.round_medians.values())
     tested = rounds_t_test(rounds_a, rounds_b)
     if tested is not None:  # the variation between processes is in the test
         difference, pair.p_value = tested
@@ -358,13 +359,12 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.test = u_test_method(samples_a, samples_b)
         same_way = (u_a < len(samples_a) * len(samples_b) / 2) == (pair.ratio > 1)  # A's samples rank low: B slower
     beyond = pair.ratio > 1 + threshold or pair.ratio < 1 / (1 + threshold)
-    pair.noisy = bool(noisy_mark(Row(cell_a), Row(cell_b)))
+    pair.noisy = bool(noisy_mark(row_a, row_b))
     if beyond and pair.p_value < alpha and same_way:
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
         if pair.noisy:  # the verdict stands, said with its caveat: a CI gate may not trust it alone
-            sides = " and ".join(side for side, cell in (("A", cell_a), ("B", cell_b)) if noisy_mark(Row(cell)))
-            timed_over_rounds = any(len(Row(cell).round_medians) > 1 for cell in (cell_a, cell_b))
-            rounds = "" if timed_over_rounds else ", or time over rounds (--rounds)"
+            sides = " and ".join(side for side, row in (("A", row_a), ("B", row_b)) if noisy_mark(row))
+            rounds = "" if max(len(rounds_a), len(rounds_b)) > 1 else ", or time over rounds (--rounds)"
             pair.why = (f"noisy: {sides}'s timing samples spread beyond 10% of their mean (the cell's warnings say "
                         f"why); rerun on a quieter machine{rounds}")
         said, pair.machine_moved = _machine(cell_a, cell_b, pair.ratio)
@@ -396,7 +396,8 @@ def _machine(cell_a: CellRecord, cell_b: CellRecord, ratio: float) -> tuple[str,
     (slow, fast, where) = (loops(cell_b), loops(cell_a), "in B against A") if ratio > 1 else (
         loops(cell_a), loops(cell_b), "in A against B")
     change = ratio - 1 if ratio > 1 else 1 / ratio - 1
-    return machine_speed.compare(slow, fast, change, where), machine_speed.accounts_for(slow, fast, change)
+    moved = machine_speed.moves(slow, fast, change)
+    return machine_speed.describe(moved, where), machine_speed.accounts_for(moved)
 
 
 def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: float) -> Figure:
