@@ -1,8 +1,8 @@
 """The one family of errors the harness raises on purpose.
 
-Expected errors are shown to the user as one line, without a traceback, and the CLI exits
-non-zero (2 for a bad input such as a scenario file). Anything else is a bug and keeps its
-traceback (in the cell's log when it happens inside a worker).
+Expected errors are shown to the user as one line (a scenario file's problems a line each),
+without a traceback, and the CLI exits non-zero (2 for a bad input such as a scenario file).
+Anything else is a bug and keeps its traceback (in the cell's log when it happens inside a worker).
 """
 
 from __future__ import annotations
@@ -49,9 +49,15 @@ class HarnessError(Exception):
 
 
 class ConfigError(HarnessError):
-    """A scenario file or a command-line option is wrong; nothing has been written."""
+    """A scenario file or a command-line option is wrong; nothing has been written. Its message
+    is the first problem; `more` holds the others found with it (a scenario file's), one line
+    each, which the CLI prints after it."""
 
     exit_code = 2
+
+    def __init__(self, message: str, *, more: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.more = more
 
 
 class OutputError(HarnessError):

@@ -451,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[args.command](args, console)
     except HarnessError as exc:
-        print(f"fusionbench: error: {visible(exc)}", file=sys.stderr)
+        for problem in (exc, *(exc.more if isinstance(exc, ConfigError) else ())):
+            print(f"fusionbench: error: {visible(problem)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as stop:
         print("fusionbench: interrupted", file=sys.stderr)

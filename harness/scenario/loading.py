@@ -28,6 +28,8 @@ MAX_FILE_BYTES = 1 << 20
 # ten. The limits stop alias bombs ("billion laughs") and absurd nesting before anything is built.
 MAX_NODES = 20_000
 MAX_DEPTH = 40
+#: The most problems of a file said, a line each (a generated file can hold thousands).
+MAX_PROBLEMS = 20
 INPUT_BRANCHES: dict[str, type[pydantic.BaseModel]] = {"synthetic": SyntheticInputs, "folder": FolderInputs}
 
 
@@ -64,7 +66,7 @@ def parse(raw: bytes, where: str) -> ScenarioFile:
     try:
         return ScenarioFile.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise ConfigError(_describe(exc, node, where)) from None
+        raise _describe(exc, node, where) from None
 
 
 def resolved(scenario: ScenarioFile, default_name: str) -> dict[str, Any]:
@@ -200,10 +202,27 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> str:
+def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> ConfigError:
+    """Every problem pydantic found, one line each at its line of the file: the first is the
+    error's message, with how many more follow, and the others its `more` (the CLI prints each)."""
     # An unknown key is most often a typo, and the cause of the other errors: report it first.
     errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+    problems = []
+    while errors:
+        problem, errors = _first_problem(errors, node, where)
+        problems.append(problem)
+    more = len(problems) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    shown = problems[1:MAX_PROBLEMS]
+    if len(problems) > MAX_PROBLEMS:
+        shown.append(f"{where}: {len(problems) - MAX_PROBLEMS} more problems not shown")
+    return ConfigError(problems[0] + suffix, more=tuple(shown))
+
+
+def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tuple[str, list[Any]]:
+    """The first error in words, and the errors left once those that say the same are taken out."""
     first = errors[0]
+    rest = errors[1:]
     raw_loc = tuple(first["loc"])
     loc = _user_path(raw_loc)
     field = _dotted(loc) or "(top level)"
@@ -213,13 +232,13 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
         field = _dotted(loc[:-1]) or "(top level)"
     elif len(raw_loc) > 2 and raw_loc[-3] == "options" and raw_loc[-1] in OPTION_TYPES:
         # one problem, not one per type an option may have ("options.x.bool: Input should be a valid boolean")
-        errors = [error for error in errors if error is first or tuple(error["loc"])[:-1] != raw_loc[:-1]]
+        rest = [error for error in rest if tuple(error["loc"])[:-1] != raw_loc[:-1]]
         field = _dotted(loc[:-1])
         message = "an option's value is one boolean, number or string"
     elif raw_loc and _is_branch(raw_loc[-1]):
         # one problem, not one per branch of a union (`target_qps.float: ... (and 1 more problem)`)
         branches = [error for error in errors if tuple(error["loc"])[:-1] == raw_loc[:-1] and _is_branch(error["loc"][-1])]
-        errors = [error for error in errors if error is first or error not in branches]
+        rest = [error for error in rest if error not in branches]
         loc = loc[:-1]
         field = _dotted(loc) or "(top level)"
         wanted = dict.fromkeys(error["msg"].removeprefix("Input should be ") for error in branches)
@@ -232,9 +251,8 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
         if item:  # a list's check that names the item it refuses (`[1] repeats ...`): point at that item
             loc, message = (*loc, int(item.group(1))), message[item.end():]
             field = _dotted(loc)
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     line = _line_of(node, loc)
-    return f"{where}:{line}: {field}: {message}{more}" if line else f"{where}: {field}: {message}{more}"
+    return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
 
 
 #: pydantic's names for the branches of a backend option's type (harness/scenario/schema.py `OptionValue`).

@@ -113,6 +113,19 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path: Path, text: str, expe
     assert not out.exists()
 
 
+def test_each_problem_of_a_scenario_file_is_a_line_of_its_own(capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [eagre]\nscenarios: [Sideways]\n")
+    assert main(["run", str(scenario), "--out", str(tmp_path / "results")]) == 2
+    first, second = capsys.readouterr().err.splitlines()
+    assert first.startswith(f"fusionbench: error: {scenario}:2: backends[0].name: unknown backend 'eagre'")
+    assert first.endswith("(and 1 more problem)")
+    assert second == (f"fusionbench: error: {scenario}:3: scenarios[0]: Input should be 'SingleStream', 'MultiStream', "
+                      "'Server' or 'Offline'")
+    assert not (tmp_path / "results").exists()
+
+
 def test_missing_input_folder_is_caught_before_writing(tmp_path: Path) -> None:
     scenario = tmp_path / "folder.yaml"
     scenario.write_text("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\n"

@@ -1,4 +1,4 @@
-"""Scenario files: good ones load, bad ones give one line naming the file, the line and what is allowed."""
+"""Scenario files: good ones load, bad ones give a line a problem naming the file, the line and what is allowed."""
 
 from __future__ import annotations
 
@@ -60,6 +60,44 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     message = error_of(tmp_path, GOOD + "modles: []\n")
     assert ":10: (top level): unknown key 'modles'" in message
     assert "models" in message
+
+
+def test_every_problem_of_a_file_is_named_at_its_line_not_only_the_first(tmp_path: Path) -> None:
+    """Four mistakes said "(and 3 more problems)" without naming them: the user mended one, ran
+    again, and met the next."""
+    text = ("models: [resnet18]\nbackends: [eager, nosuchbackend]\nscenarios: [Offline, Sideways]\n"
+            "batch_sizes: {cpu: [0]}\ntiming: {warmup_iters: -1}\n")
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text)
+    where = tmp_path / "s.yaml"
+    assert str(info.value).startswith(f"{where}:2: backends[1].name: unknown backend 'nosuchbackend'")
+    assert str(info.value).endswith("(and 3 more problems)")
+    assert info.value.more == (
+        f"{where}:3: scenarios[1]: Input should be 'SingleStream', 'MultiStream', 'Server' or 'Offline'",
+        f"{where}:4: batch_sizes.cpu[0]: Input should be greater than or equal to 1",
+        f"{where}:5: timing.warmup_iters: Input should be greater than or equal to 0",
+    )
+
+
+def test_a_file_of_thousands_of_problems_says_at_most_twenty_lines(tmp_path: Path) -> None:
+    text = "models: [resnet18]\nbackends: [eager]\nscenarios: [" + ", ".join(["Sideways"] * 500) + "]\n"
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text)
+    assert str(info.value).endswith("(and 499 more problems)")
+    assert len(info.value.more) == scenario_file.MAX_PROBLEMS == 20
+    assert info.value.more[-1] == f"{tmp_path / 's.yaml'}: 480 more problems not shown"
+
+
+def test_a_union_or_an_option_is_one_problem_among_others(tmp_path: Path) -> None:
+    text = ("models: [resnet18]\nbackends:\n  - name: onnxruntime\n    options: {disabled_optimizers: [X]}\n"
+            "scenarios: [Offline]\nloadgen: {target_qps: fast}\n")
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text)
+    problems = [str(info.value), *info.value.more]
+    assert len(problems) == 2, problems
+    assert any(p.endswith(":4: backends[0].options.disabled_optimizers: an option's value is one boolean, number or "
+                          "string (and 1 more problem)") for p in problems), problems
+    assert any(p.endswith(":6: loadgen.target_qps: Input should be a valid number or 'auto'") for p in problems), problems
 
 
 def test_unknown_model_suggests_the_closest(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 
 from harness.cli.main import main
 from harness.run import runner
+from harness.scenario.loading import MAX_PROBLEMS
 
 REPO = Path(__file__).resolve().parents[2]
 VALID: dict[str, Any] = {
@@ -49,7 +51,8 @@ def no_real_run(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_cli(data: bytes) -> None:
-    """`fusionbench run` on `data`: exit 2, one line on stderr, nothing on stdout, nothing written."""
+    """`fusionbench run` on `data`: exit 2, a line a problem on stderr (as many as the first says, at
+    most MAX_PROBLEMS), nothing on stdout, nothing written."""
     with tempfile.TemporaryDirectory() as tmp:
         path, out = Path(tmp) / "fuzz.yaml", Path(tmp) / "results"
         path.write_bytes(data)
@@ -58,7 +61,10 @@ def run_cli(data: bytes) -> None:
             code = main(["run", str(path), "--out", str(out), "--device", "cpu"])
         lines = stderr.getvalue().splitlines()
         assert code == 2, (code, stderr.getvalue()[-2000:], data[:300])
-        assert len(lines) == 1 and lines[0].startswith(f"fusionbench: error: {path}"), (lines, data[:300])
+        said = re.search(r"\(and (\d+) more problems?\)$", lines[0]) if lines else None
+        more = int(said.group(1)) if said else 0
+        assert len(lines) == 1 + min(more, MAX_PROBLEMS), (lines, data[:300])  # a problem a line, as many as said
+        assert all(line.startswith(f"fusionbench: error: {path}") for line in lines), (lines, data[:300])
         assert stdout.getvalue() == "" and not out.exists()
 
 
