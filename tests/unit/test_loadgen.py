@@ -83,9 +83,13 @@ def test_too_fast_run_is_retried_with_the_measured_rate(tmp_path: Path) -> None:
     model = Sleeper(0.001)
     # Hinting 20x slower than reality makes LoadGen generate too few samples for the minimum duration.
     result = loadgen.run_scenario(model, samples(), cell("Offline", 1, min_duration_s=1.0), 20e6, tmp_path / "loadgen")
-    assert [a["validity"] for a in result["attempts"]] == ["INVALID", "VALID"]
-    assert "min duration not met" in result["attempts"][0]["invalid_reasons"]
-    assert result["log_dir"] == "loadgen/attempt-2" and result["validity"] == "VALID"
+    attempts = result["attempts"]
+    # A third where the first's sleeps woke late on a noisy host: the speed it measured was too slow, and the
+    # second ran faster than that hint and fell short again.
+    assert [a["validity"] for a in attempts] in (["INVALID", "VALID"], ["INVALID", "INVALID", "VALID"]), attempts
+    assert all("min duration not met" in a["invalid_reasons"] for a in attempts[:-1]), attempts
+    assert attempts[1]["hint_latency_ns"] < 5e6, "the retune hints with the speed measured, not the 20 ms given"
+    assert result["log_dir"] == f"loadgen/attempt-{len(attempts)}" and result["validity"] == "VALID"
 
 
 @pytest.mark.slow
