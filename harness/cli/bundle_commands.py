@@ -105,7 +105,13 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if not 0 <= args.threshold < 1:
         raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")
     out = output_path(args.out, [args.a, args.b]) if args.out else None
-    comparison = compare(trusted(args.a), trusted(args.b), threshold=args.threshold)
+    if args.a.resolve() == args.b.resolve():  # every figure "same" and exit 0: a typo's pass
+        raise BundleError(f"{args.a} is given as both A and B; compare sets two runs side by side")
+    a, b = trusted(args.a), trusted(args.b)
+    if a.name == b.name:
+        print(f"fusionbench: {visible(args.a)} and {visible(args.b)} are copies of one run ({visible(a.name)}): "
+              "each cell they share is one measurement set beside itself", file=sys.stderr)
+    comparison = compare(a, b, threshold=args.threshold)
     text = to_json(comparison) if args.format == "json" else to_markdown(comparison)
     if out is not None:
         out.write_text(text)

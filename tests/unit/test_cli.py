@@ -250,6 +250,6 @@ def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(argv: list[st
 
 
 def test_a_write_that_fails_after_its_file_opened_names_the_output(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
-    golden = str(repo / "tests" / "golden" / "v9")
-    assert main(["compare", golden, golden, "--out", "/dev/full"]) == 2
+    golden = repo / "tests" / "golden"
+    assert main(["compare", str(golden / "v9"), str(golden / "v10"), "--out", "/dev/full"]) == 2
     assert "fusionbench: error: --out /dev/full: No space left on device" in capsys.readouterr().err  # was "?: ..."

@@ -287,7 +287,15 @@ def test_a_run_over_machines_of_different_kinds_says_so() -> None:
 
 
 @pytest.mark.slow
-def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed() -> None:
+def copy_of(name: str, tmp_path: Path) -> Path:
+    """A golden bundle copied: `compare` refuses one bundle given as both sides."""
+    copy = tmp_path / f"{name}-copy"
+    if not copy.exists():
+        shutil.copytree(GOLDEN / name, copy)
+    return copy
+
+
+def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed(tmp_path: Path) -> None:
     done = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "mlperf"))
     assert done.returncode == 1, done.stderr
     assert "## Unpaired:" in done.stdout and "valid in A; B ran no cell of resnet18" in done.stdout
@@ -295,7 +303,7 @@ def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed(
     allowed = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "mlperf"), "--allow-missing", "--format", "json")
     assert allowed.returncode == 0, allowed.stderr
     assert len(json.loads(allowed.stdout)["unpaired"]) >= 2
-    same = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "v3"))
+    same = fusionbench("compare", str(GOLDEN / "v3"), str(copy_of("v3", tmp_path)))
     assert same.returncode == 0 and "Unpaired" not in same.stdout
 
 
@@ -520,20 +528,20 @@ def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise(
 
 
 @pytest.mark.slow
-def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles() -> None:
-    """Golden v6 ran two rounds: compared with itself, every pair agrees and overlaps."""
-    text = fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6")).stdout
+def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles(tmp_path: Path) -> None:
+    """Golden v6 ran two rounds: compared with a copy of itself, every pair agrees and overlaps."""
+    text = fusionbench("compare", str(GOLDEN / "v6"), str(copy_of("v6", tmp_path))).stdout
     section = text[text.index("## Fusion speedups"):]
     assert "| resnet18 inductor Offline b4 fp32 cpu input 32 | 1.06x \\[0.42-2.72, 95%\\] no effect seen |" in section
     assert "verdicts agree: 2 of 2 pairs; intervals overlap: 2 of 2\n" in section
-    data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
+    data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(copy_of("v6", tmp_path)), "--format", "json").stdout)
     assert data["fusion_verdicts_line"] == "verdicts agree: 2 of 2 pairs; intervals overlap: 2 of 2"
     assert [v["a"]["verdict"] for v in data["fusion_verdicts"]] == ["no effect seen", "no effect seen"]
 
 
 @pytest.mark.slow
-def test_the_json_names_the_rank_test_each_pair_got() -> None:
-    data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(GOLDEN / "v6"), "--format", "json").stdout)
+def test_the_json_names_the_rank_test_each_pair_got(tmp_path: Path) -> None:
+    data = json.loads(fusionbench("compare", str(GOLDEN / "v6"), str(copy_of("v6", tmp_path)), "--format", "json").stdout)
     assert "Student's t on the logs of the rounds' medians" in data["test"] and "exact where" in data["test"]
     tests = {p["test"] for p in data["pairs"] if p["p_value"] is not None}
     assert tests == {"t test on 2 and 2 round(s)' medians"}, "the golden cells have two rounds each"
@@ -693,3 +701,20 @@ def test_a_change_the_machine_itself_moved_with_says_so() -> None:
     same = compare_cells(record(a), record(cell_data(samples=[int(v * 1.3) for v in spread])), 0.05, 0.01)
     assert same.verdict == "regressed" and not same.machine_moved
     assert "the machine's own speed does not explain it" in same.why, same.why
+
+
+def test_a_bundle_given_as_both_sides_is_refused_and_copies_of_one_run_are_said(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`compare A A` called every figure the same and exited 0: a typo that reads as a pass."""
+    from harness.cli.main import main
+
+    assert main(["compare", str(GOLDEN / "v9"), f"{GOLDEN / 'v9'}/"]) == 2
+    assert capsys.readouterr().err.strip() == (f"fusionbench: error: {GOLDEN / 'v9'} is given as both A and B; "
+                                               "compare sets two runs side by side")
+    copy = tmp_path / "copy"
+    shutil.copytree(GOLDEN / "v9", copy)
+    assert main(["compare", str(GOLDEN / "v9"), str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert f"are copies of one run ({json.loads((copy / 'bundle.json').read_text())['run_id']})" in err, err
+    assert main(["compare", str(GOLDEN / "v9"), str(GOLDEN / "v10"), "--allow-missing"]) == 0
+    assert "copies of one run" not in capsys.readouterr().err
