@@ -52,12 +52,40 @@ def _entry_points() -> dict[str, EntryPoint]:
         declared += source_entry_points()
     for ep in declared:
         if ep.name in found and found[ep.name].value != ep.value:
-            both = (found[ep.name], ep)
-            commands = " or ".join(f"pip uninstall {name}" for name in map(_distribution_name, both) if name)
-            raise ConfigError(f"two installed packages register the backend {ep.name!r}: "
-                              f"{' and '.join(map(_package, both))}; uninstall one" + (f" ({commands})" if commands else ""))
+            raise ConfigError(_clash(found[ep.name], ep))
         found[ep.name] = ep
     return found
+
+
+def _clash(first: EntryPoint, second: EntryPoint) -> str:
+    """Two packages register one backend name: a plugin that took a built-in's name is renamed
+    (uninstalling FusionBench would take the harness with it); two plugins, one is uninstalled or
+    taken off PYTHONPATH, where each lies said."""
+    both = (first, second)
+    plugins = [ep for ep in both if not _built_in(ep)]
+    if len(plugins) == 1:
+        return (f"the backend name {first.name!r} is a built-in backend's, and {_package(plugins[0])} registers it too: "
+                "rename the plugin's backend (its entry point and its class's `name`)")
+    commands = " or ".join(f"pip uninstall {name}" for name in map(_distribution_name, both) if name)
+    return (f"two installed packages register the backend {first.name!r}: {' and '.join(map(_package, both))}; "
+            "uninstall one" + (f" ({commands}), or take it off PYTHONPATH" if commands else ""))
+
+
+def _built_in(ep: EntryPoint) -> bool:
+    return getattr(ep, "dist", None) is None or _distribution_name(ep) == DISTRIBUTION
+
+
+def misfiled(name: str) -> str:
+    """Where a package registers `name` under an entry-point group that is nearly this one
+    (`fusionbench.backend`, `fusionbench_backends`): what to write instead; "" where none does."""
+    def squeezed(group: str) -> str:
+        return "".join(ch for ch in group.lower() if ch.isalnum())
+
+    for ep in entry_points(name=name):
+        if ep.group != GROUP and squeezed(ep.group).startswith("fusionbench"):
+            return (f"; {_package(ep)} registers it under the entry-point group {ep.group!r}: a backend is "
+                    f"registered under {GROUP!r}")
+    return ""
 
 
 def _distribution_name(ep: EntryPoint) -> str | None:
@@ -72,7 +100,7 @@ def _package(ep: EntryPoint) -> str:
     name = _distribution_name(ep)
     if dist is None or name is None:  # read from the checkout's pyproject.toml, or a package with no name
         return f"{'this checkout' if dist is None else 'a package without a name'} ({ep.value})"
-    return f"{name} {dist.version} ({ep.value})"
+    return f"{name} {dist.version} ({ep.value}, in {dist.locate_file('')})"
 
 
 def names() -> list[str]:
@@ -84,7 +112,7 @@ def load(name: str) -> type[Backend]:
     """The backend class registered under `name`."""
     eps = _entry_points()
     if name not in eps:
-        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(eps))}")
+        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(eps))}{misfiled(name)}")
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")

@@ -6,6 +6,7 @@ not iterable", naming nothing)."""
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 from typing import Any
 
 from harness.errors import BackendFailed
@@ -38,8 +39,21 @@ def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> 
 
 
 def raised(owner: Any, method: str, exc: Exception) -> str:
-    """What is said of a plugin's method that raised `exc`."""
-    return f"{type(owner).__name__}.{method}() raised {type(exc).__name__}: {exc}"
+    """What is said of a plugin's method that raised `exc`, with where."""
+    return f"{type(owner).__name__}.{method}() raised {type(exc).__name__}: {exc}{where_raised(exc)}"
+
+
+def where_raised(exc: BaseException) -> str:
+    """` (at FILE:LINE)`, the innermost frame of `exc`'s traceback in a file of neither importlib's
+    frozen modules nor the harness: where a plugin broke, for a reason that no log keeps the
+    traceback of (the probe's, before any cell runs); "" where no such frame is (a class the
+    harness could not instantiate: its error says why)."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
+              if not frame.filename.startswith("<") and not Path(frame.filename).resolve().is_relative_to(_HARNESS)]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+_HARNESS = Path(__file__).resolve().parents[1]
 
 
 def wrong_answer(owner: Any, method: str, value: Any, returns: tuple[type, ...], expected: str = "") -> str | None:

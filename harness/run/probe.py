@@ -50,8 +50,10 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
     # a broken plugin must not take the run down: it is reported as unavailable, saying where it broke
     try:
         backend = registry.load(name)()
+    except ConfigError as exc:  # the registry's own refusal: its words say what is wrong
+        return unavailable(f"failed to load: {exc}")
     except Exception as exc:
-        return unavailable(f"failed to load: {type(exc).__name__}: {exc}")
+        return unavailable(f"failed to load: {type(exc).__name__}: {exc}{plugin_answers.where_raised(exc)}")
     try:
         availability = backend.availability(device)
     except Exception as exc:

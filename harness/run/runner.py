@@ -39,7 +39,7 @@ from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
-from harness.run.summary import fusion_summary, summary_table, time_line
+from harness.run.summary import fusion_summary, skipped_lines, summary_table, time_line
 from harness.run.system import container_info, harness_info
 from harness.scenario import advice
 from harness.scenario import loading as scenario_file
@@ -285,6 +285,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         why = ", or ".join(causes) or "outside --only"
         console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet ({why}): "
                            f"complete them with --resume {visible(bundle.root)}", style="yellow"))
+    for line in skipped_lines(records, SHOWN_REASONS):
+        console.print(Text(line, style="dim"), soft_wrap=True)  # one line each, whole, to grep and to copy
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
         for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all

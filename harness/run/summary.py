@@ -8,7 +8,7 @@ from rich.text import Text
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.measure.protocol import PHASE_KINDS, PHASES
-from harness.plain_text import visible
+from harness.plain_text import one_line, visible
 
 STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped": "dim", "interrupted": "magenta"}
 # A phase in a record that this harness does not know (a worker of another version): counted on its
@@ -104,3 +104,20 @@ def fusion_summary(records: list[CellRecord]) -> Table | None:
         style = "red" if pair.made_slower else ""  # as the reports' "where fusion made things slower"
         table.add_row(*(Text(visible(value)) for value in row), style=style)
     return table
+
+
+def skipped_lines(records: list[CellRecord], shown: int) -> list[str]:
+    """Why cells were skipped, a line a reason with how many cells it skipped (most first, at most
+    `shown`): the table says only `skipped`, and a plugin that failed to load is skipped too."""
+    counts: dict[str, int] = {}
+    for record in records:
+        if record.status == "skipped":
+            reason = one_line(record.reasons[0]) if record.reasons else "no reason recorded"
+            counts[reason] = counts.get(reason, 0) + 1
+    if not counts:
+        return []
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    lines = [f"{sum(counts.values())} cell(s) skipped:"] + [f"  {n} cell(s): {reason}" for reason, n in ranked[:shown]]
+    if len(ranked) > shown:
+        lines.append(f"  ({len(ranked) - shown} more reasons, each in its cells' JSON and report.md)")
+    return lines

@@ -140,6 +140,7 @@ class BackendSpec(_Strict):
         if name not in known:
             raise ValueError(
                 f"unknown backend {name!r}{closest(name, known)}; registered: {', '.join(known)}"
+                f"{registry.misfiled(name)}"
             )
         return name
 

@@ -108,9 +108,46 @@ def test_two_packages_registering_one_backend_are_named_as_pip_knows_them(
         registry.names()
     message = str(refused.value)
     assert message.startswith("two installed packages register the backend 'dupe': ")
-    assert "fb-first 1.0 (fb_first.backend:First)" in message and "fb-dupe 0.2 (fb_dupe.backend:Other)" in message
-    assert message.endswith("; uninstall one (pip uninstall fb-first or pip uninstall fb-dupe)") or message.endswith(
-        "; uninstall one (pip uninstall fb-dupe or pip uninstall fb-first)")  # in the order they are found
+    assert f"fb-first 1.0 (fb_first.backend:First, in {tmp_path})" in message
+    assert f"fb-dupe 0.2 (fb_dupe.backend:Other, in {tmp_path})" in message
+    assert message.endswith("; uninstall one (pip uninstall fb-first or pip uninstall fb-dupe), or take it off "
+                            "PYTHONPATH") or message.endswith(
+        "; uninstall one (pip uninstall fb-dupe or pip uninstall fb-first), or take it off PYTHONPATH")  # as found
+
+
+def _plugin_metadata(where: Path, package: str, group: str, entry: str) -> None:
+    info = where / f"{package.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entry}\n")
+
+
+def test_a_plugin_that_takes_a_built_in_name_is_told_to_rename_it_not_to_uninstall_fusionbench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal said "uninstall one (pip uninstall fb-collide or pip uninstall fusionbench)": the
+    second takes the harness with it."""
+    _plugin_metadata(tmp_path, "fb-collide", registry.GROUP, "eager = fb_collide.backend:Mine")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.names()
+    assert str(refused.value) == (
+        f"the backend name 'eager' is a built-in backend's, and fb-collide 0.1 (fb_collide.backend:Mine, in "
+        f"{tmp_path}) registers it too: rename the plugin's backend (its entry point and its class's `name`)")
+
+
+def test_a_backend_registered_under_a_misspelt_group_is_named_with_the_group_to_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin under "fusionbench.backend" was simply an unknown backend, with no word of why."""
+    _plugin_metadata(tmp_path, "fb-wrong", "fusionbench.backend", "wronggroup = fb_wrong.backend:Mine")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("wronggroup")
+    assert str(refused.value).endswith(
+        f"; fb-wrong 0.1 (fb_wrong.backend:Mine, in {tmp_path}) registers it under the entry-point group "
+        "'fusionbench.backend': a backend is registered under 'fusionbench.backends'")
+    assert registry.misfiled("eagre") == ""
 
 
 def test_the_plan_for_an_environment_that_matches_the_locks_says_nothing_is_installed(tmp_path: Path) -> None:

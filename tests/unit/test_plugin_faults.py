@@ -6,6 +6,9 @@ TypeError: 'NoneType' object is not iterable")."""
 
 from __future__ import annotations
 
+import importlib
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,7 +54,8 @@ def test_a_prepared_methods_wrong_answer_fails_its_cell_naming_the_method(capsys
         asked(prepared, "math_mode", (dict,))
     with pytest.raises(BackendFailed, match=r"^_Answers\.cpu_dispatches\(\) returned bool; it returns int or None"):
         asked(prepared, "cpu_dispatches", (int, type(None)), 0)
-    with pytest.raises(BackendFailed, match=r"^_Answers\.rewrites\(\) raised KeyError: 'freezing'$"):
+    where = rf"\(at {re.escape(str(Path(__file__).resolve()))}:{_Answers.rewrites.__code__.co_firstlineno + 1}\)"
+    with pytest.raises(BackendFailed, match=rf"^_Answers\.rewrites\(\) raised KeyError: 'freezing' {where}$"):
         asked(prepared, "rewrites", (dict,))
     assert "KeyError: 'freezing'" in capsys.readouterr().err  # the traceback, for the worker's log
     with pytest.raises(BackendFailed, match="^no profiler in this build$"):  # the plugin's own refusal, as it is
@@ -87,7 +91,8 @@ def test_a_supports_that_raises_or_answers_none_is_its_cells_reason_not_the_runs
         "_Broken.supports() returned NoneType; it returns an Availability (harness/contract.py)")
     monkeypatch.setattr(_Broken, "answer", TypeError("supports() takes 3 positional arguments but 4 were given"))
     assert skip_reason(cell, available, []) == (
-        "_Broken.supports() raised TypeError: supports() takes 3 positional arguments but 4 were given")
+        "_Broken.supports() raised TypeError: supports() takes 3 positional arguments but 4 were given "
+        f"(at {Path(__file__).resolve()}:{_Broken.supports.__code__.co_firstlineno + 2})")
     monkeypatch.setattr(_Broken, "answer", Availability.no("fp32 only"))
     assert skip_reason(cell, available, []) == "fp32 only"
     monkeypatch.setattr(_Broken, "answer", Availability.yes())
@@ -103,8 +108,10 @@ def test_the_probe_says_which_method_of_a_loaded_plugin_broke(monkeypatch: pytes
         raise ImportError("libmylib.so: cannot open shared object file")
 
     monkeypatch.setattr(_Broken, "availability", raising)
+    here = f"{Path(__file__).resolve()}"
     assert _backend_report("broken", "cpu")["reason"] == (
-        "backend 'broken' _Broken.availability() raised ImportError: libmylib.so: cannot open shared object file")
+        "backend 'broken' _Broken.availability() raised ImportError: libmylib.so: cannot open shared object file "
+        f"(at {here}:{raising.__code__.co_firstlineno + 1})")
     monkeypatch.setattr(_Broken, "availability", lambda self, device: None)
     assert _backend_report("broken", "cpu")["reason"] == (
         "backend 'broken' _Broken.availability() returned NoneType; it returns an Availability (harness/contract.py)")
@@ -119,7 +126,39 @@ def test_the_probe_says_which_method_of_a_loaded_plugin_broke(monkeypatch: pytes
 
     monkeypatch.setattr(registry, "load", unloadable)
     assert _backend_report("broken", "cpu")["reason"] == (
-        "backend 'broken' failed to load: ModuleNotFoundError: No module named 'mylib'")
+        "backend 'broken' failed to load: ModuleNotFoundError: No module named 'mylib' "
+        f"(at {here}:{unloadable.__code__.co_firstlineno + 1})")
+
+
+def test_a_plugin_that_breaks_on_import_is_named_at_the_line_it_broke(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only "AttributeError: module 'torch._C' has no attribute ..." was kept: no file, no line, and
+    a skipped cell has no log to hold the traceback."""
+    package = tmp_path / "fb_deep"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "backend.py").write_text("from fb_deep import helpers\n")
+    (package / "helpers.py").write_text("import math\n\nVALUE = math.no_such_function()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "load", lambda name: importlib.import_module("fb_deep.backend"))
+    assert _backend_report("deep", "cpu")["reason"] == (
+        "backend 'deep' failed to load: AttributeError: module 'math' has no attribute 'no_such_function' "
+        f"(at {package / 'helpers.py'}:3)")
+
+    class Abstract(Backend):  # no availability() and the rest: instantiated in the probe, a frame of the harness
+        name = "deep"
+
+    monkeypatch.setattr(registry, "load", lambda name: Abstract)
+    reason = _backend_report("deep", "cpu")["reason"]
+    assert reason.startswith("backend 'deep' failed to load: TypeError: Can't instantiate abstract class Abstract")
+    assert "(at " not in reason
+
+    def refused(name: str) -> Any:  # the registry's own refusal says what is wrong: no frame of ours
+        raise registry.ConfigError("backend fb_deep.backend:X is registered as 'deep' but calls itself 'other'")
+
+    monkeypatch.setattr(registry, "load", refused)
+    assert _backend_report("deep", "cpu")["reason"] == (
+        "backend 'deep' failed to load: backend fb_deep.backend:X is registered as 'deep' but calls itself 'other'")
 
 
 def test_the_guides_skeleton_runs_as_written() -> None:
