@@ -13,12 +13,16 @@ from harness.metric_table import format_times
 
 
 def library_versions(loaded: LoadedBundle) -> dict[str, str]:
-    """The libraries the cells ran on, as each cell's backend reported them, and LoadGen's."""
-    versions: dict[str, str] = {}
+    """The libraries the cells ran on, as each cell's backend reported them, and LoadGen's; a
+    library whose cells ran on several versions has them all, said so (the last cell's alone hid it)."""
+    seen: dict[str, dict[str, None]] = {}
     for record in loaded.records:
         reported = record.environment.get("backend_versions")
         if isinstance(reported, dict):
-            versions.update({str(k): str(v) for k, v in reported.items()})
+            for name, version in reported.items():
+                seen.setdefault(str(name), {})[str(version)] = None
+    versions = {name: " and ".join(found) + (" (its cells differ)" if len(found) > 1 else "")
+                for name, found in seen.items()}
     packages = loaded.header_record.system.packages or {}  # by distribution name
     if "mlcommons-loadgen" in packages:
         versions["mlcommons-loadgen"] = packages["mlcommons-loadgen"]

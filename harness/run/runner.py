@@ -213,6 +213,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                                   else f"--cpus-per-cell {request.cpus_per_cell}")
     if bundle is not None and not all_finished:
         _refuse_another_share(bundle, _shares_given(executor, request, device))
+        _refuse_other_versions(bundle, probe, running)
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -350,6 +351,29 @@ def _refuse_another_share(bundle: Bundle, offered: set[str]) -> None:
                           f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
                           "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell), so that its times "
                           "can be set side by side")
+
+
+def _refuse_other_versions(bundle: Bundle, probe: ProbeAnswer, running: list[str]) -> None:
+    """A resume whose backends' libraries are not the versions its measured cells ran on is refused:
+    a plugin upgraded between the start and the resume put fusion on of one version beside fusion
+    off of another in one pair, with nothing said (and the report named the last version only).
+    Each backend about to run, against its cells that ran (valid or invalid) and recorded versions."""
+    changed: dict[str, tuple[set[str], str]] = {}  # a library: the versions its cells ran on, and here
+    for record in bundle.records():
+        reported = record.environment.get("backend_versions")
+        backend = record.config.backend
+        if record.status not in ("valid", "invalid") or not isinstance(reported, dict) or backend not in running:
+            continue
+        was = {str(name): str(version) for name, version in reported.items()}
+        now = probe.backends[backend].versions or {}
+        for name in sorted({*was, *now}):
+            if was.get(name) != now.get(name):
+                changed.setdefault(name, (set(), now.get(name, "none")))[0].add(was.get(name, "none"))
+    if changed:
+        said = "; ".join(f"{name} {' and '.join(sorted(was))} in its measured cells, {here} here"
+                         for name, (was, here) in sorted(changed.items()))
+        raise ConfigError(f"--resume {bundle.root}: {said}: its cells would have run on two versions; install the "
+                          "versions it ran with, or start a new run")
 
 
 def _reach_ray(request: RunRequest, bundle: Bundle | None, device: str, all_finished: bool) -> RayExecutor | None:

@@ -364,3 +364,23 @@ def test_compares_fusion_table_says_where_a_pair_ran_apart_not_that_it_was_not_v
     assert pair.shown()[1] == "ran apart" and pair.apart_b == "one ran on a slot of 1 core(s), the other on the whole machine"
     assert pair.recorded()["ran_apart"] == {"a": None, "b": pair.apart_b}
     assert all(v.b is not None for v in verdicts if v is not pair), "the golden bundle's other pairs are valid in both"
+
+
+def test_a_library_whose_cells_ran_on_two_versions_is_named_with_both(tmp_path: Path) -> None:
+    """The report's libraries took the last cell's version: a bundle resumed after an upgrade (from
+    before the resume's refusal) named the new version alone."""
+    from harness.bundle import manifest
+    from harness.reporting.run_facts import library_versions
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    path = next(p for p in sorted((root / "cells").glob("*.json")) if json.loads(p.read_text())["status"] == "valid")
+    record = json.loads(path.read_text())
+    torch_version = record["environment"]["backend_versions"]["torch"]
+    record["environment"]["backend_versions"]["torch"] = "2.0.0"
+    path.write_text(json.dumps(record))
+    manifest.write(root)
+    assert library_versions(load(GOLDEN / f"v{SCHEMA_VERSION}"))["torch"] == torch_version
+    said = library_versions(load(root))["torch"]
+    assert said in (f"2.0.0 and {torch_version} (its cells differ)", f"{torch_version} and 2.0.0 (its cells differ)"), said
+    assert f"torch {said}" in markdown(load(root))

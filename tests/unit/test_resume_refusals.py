@@ -246,6 +246,36 @@ def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refus
     assert _snapshot(root) == before, "a refused resume changed the bundle"
 
 
+@pytest.mark.slow
+def test_a_resume_on_other_versions_of_its_backends_libraries_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plugin upgraded between a run's start and its resume: fusion on of 0.2.0 was set beside
+    fusion off of 0.3.0 with nothing said, validate passed, and the report named 0.3.0 alone."""
+    golden = GOLDEN / f"v{SCHEMA_VERSION}"
+    first = json.loads((golden / "bundle.json").read_text())["cells"][0]["id"]
+    backend = json.loads((golden / "cells" / f"{first}.json").read_text())["config"]["backend"]
+    root = _edited(tmp_path, lambda s: None)  # cell `first` deleted: the resume would run it
+    measured = [path for path in sorted((root / "cells").glob("*.json"))
+                if (record := json.loads(path.read_text()))["config"]["backend"] == backend
+                and record["status"] == "valid"]
+    record = json.loads(measured[0].read_text())
+    here = dict(record["environment"]["backend_versions"])
+    record["environment"]["backend_versions"] = {**here, "torch": "2.0.0", "gone-lib": "1.0"}
+    measured[0].write_text(json.dumps(record))
+    manifest.write(root)
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    import torch
+
+    local = torch.__version__  # the golden cells' own torch is said too where this machine's is another
+    was = " and ".join(sorted({"2.0.0", here["torch"]} - {local}))
+    assert (f"--resume {root}: gone-lib 1.0 in its measured cells, none here; torch {was} in its measured cells, "
+            f"{local} here: its cells would have run on two versions; install the versions it ran with, or start a "
+            "new run") in err, err
+    assert _snapshot(root) == before, "a refused resume changed the bundle"
+
+
 def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_the_run() -> None:
     """A Ray task lost twice records no slot (it read as the whole machine, and every resume was
     refused); a hybrid CPU's slots differ in logical CPUs (a bundle of them was never resumable);
