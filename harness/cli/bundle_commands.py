@@ -210,6 +210,9 @@ def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     for system, fields in packed.to_fill.items():
         console.print(Text(f"to fill in systems/{system}.json (or give them with --system-info): {', '.join(fields)}",
                            style="yellow"))
+    for system, fields in packed.replaced.items():
+        console.print(Text(f"systems/{system}.json: --system-info replaced what the bundle captured: "
+                           f"{visible('; '.join(fields))}", style="yellow"))
     return 0
 
 

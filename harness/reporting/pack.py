@@ -68,6 +68,7 @@ class Packed:
     left_out: list[str] = field(default_factory=list)  # "label: why"
     notes: list[str] = field(default_factory=list)  # "label: what the checker will say"
     to_fill: dict[str, list[str]] = field(default_factory=dict)  # system -> fields left empty
+    replaced: dict[str, list[str]] = field(default_factory=dict)  # system -> "field 'captured' -> 'given'"
 
 
 def checked_name(value: str, what: str) -> str:
@@ -272,6 +273,10 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             continue
         key = (system_name(base, cell), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
+    labels = {planned.id: planned.label for planned in loaded.header_record.cells}
+    for missing in loaded.missing:  # an interrupted run's cells never run: left out, said so, not in silence
+        packed.left_out.append(f"{labels.get(missing, missing)}: not run (the bundle is {loaded.header_record.state}; "
+                               "`fusionbench run --resume` runs it)")
     if not chosen:
         reasons = "; ".join(packed.left_out[:3]) + (" ..." if len(packed.left_out) > 3 else "")
         raise ConfigError(f"{loaded.root}: no cell is a submission result ({reasons}); docs/submitting.md says how to run one")
@@ -298,10 +303,13 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         assert benchmark is not None
         if name not in packed.systems:
             packed.systems.append(name)
-            described, empty = describe(loaded.header, cell, info, org=org, division=division, status=status, name=name)
+            described, empty, replaced = describe(loaded.header, cell, info, org=org, division=division, status=status,
+                                                  name=name)
             files[f"{top}/systems/{name}.json"] = _json_bytes(described)
             if empty:
                 packed.to_fill[name] = empty
+            if replaced:
+                packed.replaced[name] = replaced
         folder = benchmark.name if division == "closed" else model
         if division == "open":
             mapping[model] = benchmark.name

@@ -124,10 +124,13 @@ def _container_note(container: Any) -> str:
 
 
 def describe(header: dict[str, Any], cell: CellRecord, info: dict[str, str], *, org: str, division: str,
-             status: str, name: str) -> tuple[dict[str, str], list[str]]:
-    """The system JSON and the fields left empty for the submitter."""
-    values = {**captured(header, cell), **info,
-              "division": division, "submitter": org, "status": status, "system_name": name}
+             status: str, name: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """The system JSON, the fields left empty for the submitter, and the captured fields the
+    submitter's file replaced with another value (`host_processor_core_count 2 -> 64`): said, since
+    a system JSON of 64 cores for a 2-core machine's figures went out in silence."""
+    found = captured(header, cell)
+    values = {**found, **info, "division": division, "submitter": org, "status": status, "system_name": name}
     described = {key: values.get(key, "") for key in SYSTEM_FIELDS}
     empty = [key for key in SYSTEM_FIELDS if not described[key] and key not in ("hw_notes", "sw_notes")]
-    return described, empty
+    replaced = [f"{key} {found[key]!r} -> {value!r}" for key, value in info.items() if found.get(key) not in (None, "", value)]
+    return described, empty, replaced

@@ -242,3 +242,33 @@ def test_closed_division_says_first_that_several_batch_sizes_split_a_system(tmp_
              system_info=SYSTEM_INFO)
     problems = str(info.value).removeprefix("the closed division's rules are not met: ")
     assert " ran at batch sizes " in problems.split("; ")[0] and "`fusionbench run --only batch=N`" in problems
+
+
+def test_an_interrupted_bundles_cells_never_run_are_listed_as_left_out(tmp_path: Path) -> None:
+    """An interrupted run packed three results of six and named only the interrupted cell: the two
+    cells never run were missing from the tree with no word."""
+    import shutil
+
+    root = tmp_path / "bundle"
+    shutil.copytree(MLPERF, root)
+    header = json.loads((root / "bundle.json").read_text())
+    null = next(c for c in header["cells"] if " null " in f" {c['label']} ")
+    (root / "cells" / f"{null['id']}.json").unlink()
+    shutil.rmtree(root / "cells" / null["id"])
+    header["state"] = "interrupted"
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    packed = pack(load(root), tmp_path / "sub", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    assert packed.results == 1
+    assert f"{null['label']}: not run (the bundle is interrupted; `fusionbench run --resume` runs it)" in packed.left_out
+    assert not [line for line in pack(load(MLPERF), tmp_path / "sub2", org="Acme").left_out if "not run" in line]
+
+
+def test_a_captured_field_the_system_info_replaces_is_said(tmp_path: Path) -> None:
+    """A --system-info of 64 cores for a 2-core machine's figures went into the system JSON in silence."""
+    info = {**SYSTEM_INFO, "host_processor_core_count": "64", "host_memory_capacity": "24 GB"}
+    packed = pack(load(MLPERF), tmp_path / "sub", org="Acme", system_base="box", system_info=info)
+    assert packed.replaced == {"box_eager-fusion-on_fp32": ["host_processor_core_count '2' -> '64'"]}
+    system = json.loads((tmp_path / "sub/open/Acme/systems/box_eager-fusion-on_fp32.json").read_text())
+    assert system["host_processor_core_count"] == "64"  # the submitter's word stands, said
+    assert pack(load(MLPERF), tmp_path / "sub2", org="Acme", system_info=SYSTEM_INFO).replaced == {}
