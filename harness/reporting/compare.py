@@ -267,9 +267,10 @@ def _first_reason(cell: CellRecord) -> str:
     return f"{cell.status}: {one_line(cell.reasons[0])}" if cell.reasons else cell.status
 
 
-def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: str, most: int = 3) -> str:
-    """What two cells of one name were measured with apart (`inputs.samples 8 in A, 16 in B`): the
-    first `most` settings of their recorded configs that differ."""
+def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: str) -> str:
+    """What two cells of one name were measured with apart (`inputs.samples 8 in A, 16 in B`): every
+    setting of their recorded configs that differs (the first three and "and 5 more" hid the
+    LoadGen profile behind the inputs)."""
     found: list[str] = []
 
     def walk(mine: Any, theirs: Any, path: str) -> None:
@@ -281,7 +282,7 @@ def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: s
 
     walk(cell.config.recorded(), other.config.recorded(), "")
     found = [f for f in found if not f.startswith("timing.rounds ")]  # rounds pair (pairing_key)
-    return "; ".join(found[:most]) + (f"; and {len(found) - most} more" if len(found) > most else "")
+    return "; ".join(found)
 
 
 def percent(fraction: float) -> str:
@@ -512,8 +513,8 @@ def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str,
     """(what, A, B) for each fact of the two runs' systems and software that differs."""
     rows = []
     for (what, left), (_, right) in zip(_facts(a), _facts(b)):
-        if left != right:
-            rows.append((what, str(left), str(right)))
+        if left != right:  # a fact one run did not record (synthetic inputs have no digest) is "-", never "None"
+            rows.append((what, "-" if left is None else str(left), "-" if right is None else str(right)))
     if _gpus(a) != _gpus(b):
         rows.append(("GPUs", str(_gpus(a)), str(_gpus(b))))
     rows += _layer_differences((a.system.container or Container()).layers, (b.system.container or Container()).layers)

@@ -193,6 +193,9 @@ def test_system_differences_list_what_changed() -> None:
     assert system_differences(a, a) == []
     other_images = system_differences(header(inputs_sha256="a" * 64), header(inputs_sha256="b" * 64))
     assert other_images == [("input images (SHA-256)", "a" * 12, "b" * 12)]
+    # synthetic inputs record no digest: shown as "-", as a package one run lacks (it printed Python's "None")
+    assert system_differences(header(inputs_sha256="a" * 64), header(inputs_sha256=None)) == [
+        ("input images (SHA-256)", "a" * 12, "-")]
     # a serial run against a --jobs one opened with "The systems are the same", then paired nothing
     serial, jobs = header(executor={"name": "local"}), header(executor={"name": "local", "jobs": 2, "slots": []})
     assert system_differences(serial, jobs) == [("executor", "local", "local, 2 jobs")]
@@ -212,7 +215,7 @@ def test_two_images_differ_by_the_layers_that_differ() -> None:
     assert ("container base", "debian bookworm (lock 1)", "registry python@sha256:x") in rows
     assert ("container layer 2 of 2", "-", three) in rows
     assert system_differences(ran_in("b", [one]), header(system={"container": {"in_container": False}})) == [
-        ("in a container", "True", "False"), ("container image", "fusionbench-cpu:abc", "None"), ("container base", "b", "None")]
+        ("in a container", "True", "False"), ("container image", "fusionbench-cpu:abc", "-"), ("container base", "b", "-")]
 
 
 def slowed(tmp_path: Path, factor: float) -> Path:
@@ -643,6 +646,13 @@ def test_a_cell_the_other_bundle_ran_with_other_settings_is_named_so_not_not_run
     assert len(unpaired) == 2 * valid and not any("not run" in line for line in unpaired)
     assert all(line.endswith("ran it with other settings (inputs.samples 16 in A, 8 in B)") for line in unpaired[:valid])
     assert unpaired[valid].endswith("A ran it with other settings (inputs.samples 8 in B, 16 in A)")
+    for cell in cells:  # every setting apart is named: "and 5 more" hid the LoadGen settings behind the inputs
+        cell["config"]["inputs"]["seed"] = 7
+        cell["config"]["loadgen"].update(max_query_count=500, min_duration_s=1.0)
+    unpaired = compare(a, replace(a, cells=cells)).unpaired
+    assert unpaired[0].endswith("ran it with other settings (inputs.samples 16 in A, 8 in B; inputs.seed 0 in A, 7 in B; "
+                                "loadgen.max_query_count null in A, 500 in B; loadgen.min_duration_s 0.5 in A, 1.0 in B)"
+                                ), unpaired[0]
 
 
 def test_accuracy_is_not_compared_between_runs_that_read_other_images() -> None:
