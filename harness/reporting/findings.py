@@ -392,7 +392,8 @@ def facts(bundles: list[LoadedBundle]) -> list[tuple[str, str]]:
     for loaded in bundles:
         known = dict(bundle_facts(loaded))
         out.append((loaded.name, "; ".join(f"{key} {known[key]}" for key in
-                                           ("scenario file", "device", "CPU", "GPU", "libraries", "harness", "cells")
+                                           ("scenario file", "LoadGen profile", "device", "CPU", "GPU", "libraries",
+                                            "harness", "cells")
                                            if key in known)))
     return out
 

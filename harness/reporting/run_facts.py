@@ -42,6 +42,7 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
     return [
         ("run", f"{loaded.name} ({h.created}), state {h.state}"),
         ("scenario file", str(h.scenario_file)),
+        ("LoadGen profile", loadgen_profile(loaded.header)),
         ("device", h.device),
         ("CPU", f"{cpu.model}, {cpu.logical_cores} logical cores"),
         ("GPU", ", ".join(str(g.name) for g in gpus) or "none"),
@@ -53,6 +54,21 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("machine noise", machine_noise(lookup(loaded.header, "system", "machine_noise"))),
         *([("machines", spread)] if (spread := machines(h.nodes)) else []),
     ]
+
+
+def loadgen_profile(header: dict[str, Any]) -> str:
+    """The LoadGen profile the run's file asked for, in words: `dev` (short, not for submission), or
+    `mlperf` with the settings it overrode (then not an official run), as pack and its README say."""
+    profile = lookup(header, "scenario", "loadgen", "profile")
+    if profile is None:
+        return "not recorded"
+    if profile != "mlperf":
+        return f"{profile}: the harness's own short settings, not MLPerf's (pack takes no cell of it)"
+    overrides = lookup(header, "scenario", "loadgen", "overrides")
+    if isinstance(overrides, dict) and overrides:
+        said = ", ".join(f"{key} {value}" for key, value in sorted(overrides.items()))
+        return f"mlperf, overriding mlperf.conf's {said}: not an official run"
+    return "mlperf: MLPerf's official settings (mlperf.conf)"
 
 
 def hardware(node: Node | None) -> str | None:

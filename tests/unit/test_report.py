@@ -384,3 +384,12 @@ def test_a_library_whose_cells_ran_on_two_versions_is_named_with_both(tmp_path: 
     said = library_versions(load(root))["torch"]
     assert said in (f"2.0.0 and {torch_version} (its cells differ)", f"{torch_version} and 2.0.0 (its cells differ)"), said
     assert f"torch {said}" in markdown(load(root))
+
+
+def test_the_report_says_the_loadgen_profile_and_what_an_mlperf_run_overrode() -> None:
+    """Only pack said a run was not official: the report, findings and the console never named the
+    profile, so a short mlperf run with overrides read as a submission's figures."""
+    assert ("- **LoadGen profile**: mlperf, overriding mlperf.conf's min\\_duration\\_s 1.0, min\\_query\\_count 256: "
+            "not an official run") in markdown(load(GOLDEN / "mlperf"))
+    assert "<td>LoadGen profile</td><td>dev: the harness&#x27;s own short settings, not MLPerf&#x27;s (pack takes no " \
+           "cell of it)</td>" in html(load(GOLDEN / f"v{SCHEMA_VERSION}"))
