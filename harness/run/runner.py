@@ -248,6 +248,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
     noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")
+    if noise_warning and bundle.header.get("resumed"):  # measured once, at the first start: not this machine now
+        noise_warning = f"when the run started ({bundle.header.get('created')}), {noise_warning}"
     if noise_warning:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     try:

@@ -342,3 +342,23 @@ def test_a_resume_of_a_complete_bundle_says_so_and_changes_nothing(tmp_path: Pat
     out = " ".join(capsys.readouterr().out.split())
     assert "is complete: every cell has its record and the report is written; nothing to resume" in out, out
     assert _snapshot(root) == before
+
+
+def test_a_resume_says_its_noise_warning_was_measured_when_the_run_started(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume printed the first start's noise warning, its figures unchanged, as if of the machine now."""
+    from harness.reporting import report
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    header = json.loads((root / "bundle.json").read_text())
+    warning = header["system"]["machine_noise"]["warning"]
+    header["resumed"] = ["2026-12-01T00:00:00+00:00"]
+    (root / "bundle.json").write_text(json.dumps(header))
+    for name in (report.REPORT_MD, report.REPORT_HTML):  # complete but for its report: the resume writes it
+        (root / name).unlink()
+    manifest.write(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # as its run: the golden bundle has failed cells
+    printed = " ".join(capsys.readouterr().out.split())
+    said = " ".join(f"when the run started ({header['created']}), {warning}".split())
+    assert printed.count(said) == 2, printed  # before the cells and at the end
