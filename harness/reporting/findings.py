@@ -334,14 +334,21 @@ def fusion_counts(all_groups: list[Group], backend: str) -> list[tuple[str, int]
 
 
 def fusion_range(all_groups: list[Group], backend: str) -> str:
+    """The fewest and most fusions of `backend` over its valid fusion-on cells, and over how many
+    models and settings: where several bundles measured one, how many measurements of how many (two
+    runs of one file read as twice the models)."""
     counts = fusion_counts(all_groups, backend)
     if not counts:
         return "-"
     low = min(counts, key=lambda c: c[1])
     high = max(counts, key=lambda c: c[1])
+    distinct = len({(g.model, g.setting) for g in all_groups for line in g.lines
+                    if line.backend == backend and line.on is not None and _valid(line.on) and line.on.metrics.fusion_report})
+    over = f"{len(counts)} models and settings" if distinct == len(counts) else \
+        f"{len(counts)} measurements of {distinct} models and settings"
     if low[1] == high[1]:
-        return f"{low[1]} in each of {len(counts)}"
-    return f"{low[1]} ({low[0]}) to {high[1]} ({high[0]}), over {len(counts)} models and settings"
+        return f"{low[1]} in each of {over}"
+    return f"{low[1]} ({low[0]}) to {high[1]} ({high[0]}), over {over}"
 
 
 def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:

@@ -84,7 +84,9 @@ def test_across_models_each_backend_counts_verdicts_and_one_round_estimates_apar
     head, body = findings.summary_table(groups)
     rows = {row[0]: row for row in body}
     assert set(rows) == {"inductor", "tvm tuning_trials=1"}  # backends with a fusion switch only
-    assert rows["inductor"][-1] == "21 in each of 4"
+    assert rows["inductor"][-1] == "21 in each of 4 measurements of 2 models and settings"  # was "21 in each of 4"
+    alone = {row[0]: row for row in findings.summary_table(findings.groups([load(GOLDEN / "v3")]))[1]}
+    assert alone["inductor"][-1] == "21 in each of 2 models and settings"
 
 
 def test_one_round_estimates_sort_by_the_smallest_effect() -> None:
