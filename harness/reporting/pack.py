@@ -152,7 +152,8 @@ def readme(cell: CellRecord, header: dict[str, Any]) -> str:
     ]
     for test, outcome in sorted((cell.metrics.compliance or {}).items()):
         lines.append(f"- Compliance {test}: {'TEST PASS' if outcome.passed else 'TEST FAIL'}.")
-    lines += ["", "Reproduce: run the scenario in the bundle's bundle.json (`scenario`) with `./run.sh` on this system."]
+    lines += ["", f"Reproduce: run the scenario that the result bundle {md_cell(lookup(header, 'run_id') or '')}'s "
+              "bundle.json holds (`scenario`; the bundle, not this tree) with `./run.sh` on this system."]
     return visible_lines("\n".join(lines) + "\n")
 
 

@@ -87,6 +87,9 @@ def test_every_result_says_what_weights_and_inputs_it_ran_and_claims_no_transfor
         "random", "real images from a labelled folder")
     assert measured["fusionbench"]["mlperf_conf_overrides"] == {"min_duration_s": 1.0, "min_query_count": 256}
     readme = (result / "README.md").read_text()
+    # bundle.json is not in the tree: the README names the bundle that holds it ("the bundle's bundle.json")
+    assert ("Reproduce: run the scenario that the result bundle 20261123-200653-mlperf's bundle.json holds (`scenario`; "
+            "the bundle, not this tree) with `./run.sh` on this system.") in readme
     assert "Weights: random. Inputs: real images from a labelled folder." in readme
     assert "not an official run" in readme
 
