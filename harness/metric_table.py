@@ -250,7 +250,7 @@ METRICS: dict[str, Metric] = _by_name((
            "LoadGen's headline throughput (Offline samples/s, Server completed samples/s)",
            only_if=(_LOADGEN_UNIT, "samples/s"), decorate=_loadgen),
     Metric("device_time", ("metrics", "device_time", "summary", "median_ns"), "ns", "lower", "rank test",
-           "device time (median)", "median batch time of the device-timing pass, with its CV",
+           "device time (median ±CV)", "median batch time of the device-timing pass, ± its CV",
            samples=("metrics", "device_time", "samples_ns"), decorate=_spread),
     Metric("latency_gap", ("metrics", "latency_agreement", "gap"), "signed fraction", None, "no", "gap",
            "LoadGen's time per batch over the device timing's, - 1 (one latency truth): LoadGen's median query "

@@ -166,7 +166,7 @@ def test_the_console_and_the_report_show_each_figure_alike(bundle: str) -> None:
     console, report = _console_rows(loaded.records), _report_rows(markdown(loaded))
     assert len(console) == len(report) == len(loaded.cells)
     shared = set(console[0]) & set(report[0]) - {"status"}
-    assert {"LoadGen", "device time (median)", "kernels/inf", "peak RSS"} <= shared
+    assert {"LoadGen", "device time (median ±CV)", "kernels/inf", "peak RSS"} <= shared
     for cell, on_console, in_report in zip(loaded.cells, console, report):
         for head in shared:
             assert on_console[head] == in_report[head], (cell["label"], head)
