@@ -99,7 +99,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from harness.reporting.compare import compare
+    from harness.reporting.compare import WORSE, compare
     from harness.reporting.compare_output import to_json, to_markdown
 
     if not 0 <= args.threshold < 1:
@@ -120,7 +120,11 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'); "
               "--allow-missing accepts that", file=sys.stderr)
         return EXIT_PROBLEMS
-    return EXIT_PROBLEMS if comparison.worse else 0
+    if comparison.worse:  # said on standard error as the unpaired cells are, for a CI log that keeps only it
+        worse = [p for p in comparison.pairs if p.verdict in WORSE]
+        print(f"fusionbench: {len(worse)} cell(s) of B regressed or newly failed against A (listed above)", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return 0
 
 
 def trusted_but_its_report(root: Path) -> LoadedBundle:

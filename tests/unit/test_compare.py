@@ -244,9 +244,11 @@ def test_cli_exits_1_on_a_regression_and_0_otherwise(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
     assert result["counts"]["regressed"] == 2 and result["worse"]
+    # the last line (the line before it says the slowed bundle is a copy of the golden run, as it is)
+    assert done.stderr.splitlines()[-1] == "fusionbench: 2 cell(s) of B regressed or newly failed against A (listed above)"
     assert result["geomean_by_backend"]["eager"]["geomean_ratio"] == pytest.approx(1.5, rel=0.01)
     done = fusionbench("compare", str(slow), str(GOLDEN / "v2"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and "regressed" not in done.stderr, done.stderr
     assert "improved: 2" in done.stdout and "| eager | 2 | 0.667 |" in done.stdout
 
 
