@@ -1,10 +1,12 @@
 """What a scenario file asks for that it will not get: settings no scenario of the file reads,
-LoadGen minimums below what its early stopping needs, batches larger than the sample library.
+LoadGen minimums below what its early stopping needs, batches larger than the sample library, an
+official MLPerf run from a profile whose settings the file overrides.
 None of it is wrong enough to refuse (a quick look at an INVALID run is a fair thing to want), and
 each of it was accepted in silence: a run prints these as warnings before it starts."""
 
 from __future__ import annotations
 
+from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.rules import RULES
 from harness.scenario.schema import ScenarioFile
 
@@ -19,7 +21,18 @@ def warnings(scenario: ScenarioFile, device: str) -> list[str]:
     found += _unread_batch_sizes(scenario)
     found += _below_early_stopping(scenario)
     found += _batches_beyond_the_samples(scenario, device)
+    found += _unofficial_mlperf(scenario)
     return found
+
+
+def _unofficial_mlperf(scenario: ScenarioFile) -> list[str]:
+    """Under the mlperf profile a LoadGen setting the file gives overrides mlperf.conf: the run is
+    then no official one, which only `pack` said, after the run."""
+    given = sorted(key for key in OVERRIDABLE if key in scenario.loadgen.model_fields_set)
+    if scenario.loadgen.profile != "mlperf" or not given:
+        return []
+    return [f"loadgen.{', loadgen.'.join(given)} under profile mlperf override mlperf.conf's: the run is not an "
+            "official one (pack says so, and refuses it for the closed division)"]
 
 
 def _unread_loadgen_keys(scenario: ScenarioFile) -> list[str]:

@@ -32,6 +32,17 @@ def test_batch_sizes_of_a_file_that_runs_no_batched_scenario_are_named(tmp_path:
     assert _warnings(tmp_path, HEAD + "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [8]}\n") == []
 
 
+def test_an_mlperf_run_whose_settings_the_file_overrides_is_said_to_be_unofficial_before_it_starts(
+        tmp_path: Path) -> None:
+    """Only pack said so, after a run of ten minutes or more."""
+    mlperf = HEAD + "scenarios: [Offline]\ninputs: {samples: 1024}\nloadgen: {profile: mlperf"
+    found = _warnings(tmp_path, mlperf + ", min_duration_s: 1, max_query_count: 900}\n")
+    assert found == ["loadgen.max_query_count, loadgen.min_duration_s under profile mlperf override mlperf.conf's: the "
+                     "run is not an official one (pack says so, and refuses it for the closed division)"]
+    assert _warnings(tmp_path, mlperf + "}\n") == []
+    assert _warnings(tmp_path, HEAD + "scenarios: [Offline]\nloadgen: {min_duration_s: 1}\n") == []  # dev: no mlperf.conf
+
+
 def test_a_query_count_below_early_stoppings_is_named_with_what_follows(tmp_path: Path) -> None:
     found = _warnings(tmp_path, HEAD + "scenarios: [MultiStream, Offline]\nloadgen: {min_query_count: 20}\n")
     assert found == ["loadgen.min_query_count 20 is below the 662 queries LoadGen's early stopping needs for "
