@@ -50,11 +50,11 @@ from typing import Any
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, read_as
 from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, Node, OperatingSystem, Python, Torch
-from harness.bundle.reader import LoadedBundle
+from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
-from harness.reporting.run_facts import hardware, machine_share
+from harness.reporting.run_facts import hardware, machine_noise, machine_share
 from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
 from harness.scenario.cells import cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
@@ -207,6 +207,8 @@ class Comparison:
     #: not exit 0 for them unless asked to (`--allow-missing`).
     unpaired: list[str] = field(default_factory=list)
     fusion: list[FusionVerdict] = field(default_factory=list)
+    machines: tuple[str, str] = ("", "")  # (A, B): CPU and GPUs, as each run's system record says
+    noise: tuple[str, str] = ("", "")  # (A, B): each run's machine-noise floor, in words (run_facts)
 
     def counts(self) -> dict[str, int]:
         return {label: sum(1 for p in self.pairs if p.verdict == label) for label in LABELS}
@@ -529,6 +531,13 @@ def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str,
     return rows
 
 
+def _run_machine(header: BundleHeader) -> str:
+    """A run's machine in words: its CPU and logical cores, its GPUs or none."""
+    cpu, gpus = header.system.cpu or Cpu(), (header.system.gpu or Gpus()).gpus
+    return f"{cpu.model or 'an unrecorded CPU'} x{cpu.logical_cores}, " + (
+        ", ".join(str(g.name) for g in gpus) or "no GPU")
+
+
 def _backends(header: BundleHeader) -> dict[str, str]:
     """Each backend a run's probe recorded, as a line: available or why not, and its libraries' versions."""
     lines: dict[str, str] = {}
@@ -549,7 +558,10 @@ def pairing_key(record: CellRecord) -> str:
 def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha: float = ALPHA) -> Comparison:
     """Pair the cells of `a` (the baseline) and `b` by `pairing_key`, and label each pair."""
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
-                        systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b))
+                        systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b),
+                        machines=(_run_machine(a.header_record), _run_machine(b.header_record)),
+                        noise=(machine_noise(lookup(a.header, "system", "machine_noise")),
+                               machine_noise(lookup(b.header, "system", "machine_noise"))))
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record

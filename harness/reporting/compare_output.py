@@ -57,6 +57,8 @@ def to_json(comparison: Comparison) -> str:
         "figures": {name: asdict(rule) for name, rule in _rules(comparison.threshold).items()},
         "figure_counts": comparison.figure_counts(),
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
+        "machines": {"a": comparison.machines[0], "b": comparison.machines[1]},
+        "machine_noise": {"a": comparison.noise[0], "b": comparison.noise[1]},
         "geomean_by_backend": {name: asdict(g) for name, g in comparison.geomeans().items()},
         "pairs": [asdict(p) for p in comparison.pairs],
         "fusion_verdicts": [v.recorded() for v in comparison.fusion],
@@ -121,7 +123,10 @@ def to_markdown(comparison: Comparison) -> str:
         else:
             lines += [f"| {md_cell(w)} | {md_cell(x)} | {md_cell(y)} |" for w, x, y in packages]
     else:
-        lines += ["## The systems are the same", "", "Same harness, hardware, driver and library versions."]
+        lines += ["## The systems are the same", "", f"Same harness, hardware ({md_cell(c.machines[0])}), driver and "
+                  "library versions."]
+    lines += ["", "Machine noise, measured by each run as it started (a change smaller than either floor is the "
+              "machine's as much as the code's):", "", f"- A: {md_cell(c.noise[0])}", f"- B: {md_cell(c.noise[1])}"]
     counts = c.counts()
     lines += ["", "## Summary", "", " · ".join(f"{label}: {counts[label]}" for label in LABELS), ""]
     noisy = [p for p in c.pairs if p.noisy and p.verdict in ("regressed", "improved")]

@@ -730,3 +730,24 @@ def test_a_bundle_given_as_both_sides_is_refused_and_copies_of_one_run_are_said(
     assert f"are copies of one run ({json.loads((copy / 'bundle.json').read_text())['run_id']})" in err, err
     assert main(["compare", str(GOLDEN / "v9"), str(GOLDEN / "v10"), "--allow-missing"]) == 0
     assert "copies of one run" not in capsys.readouterr().err
+
+
+def test_compare_names_the_machine_and_each_runs_noise_floor() -> None:
+    """"The systems are the same" named no machine, and two runs whose machines' own noise differed
+    (a pinned spread of 2.53x against 1.44x) were compared with no word of it."""
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_json, to_markdown
+    from harness.reporting.run_facts import machine_noise
+
+    a, b = load(GOLDEN / "v9"), load(GOLDEN / "v10")
+    comparison = compare(a, b)
+    cpu = a.header["system"]["cpu"]
+    assert comparison.machines[0] == f"{cpu['model']} x{cpu['logical_cores']}, no GPU"
+    floors = tuple(machine_noise(loaded.header["system"]["machine_noise"]) for loaded in (a, b))
+    assert comparison.noise == floors and floors[0] != floors[1] and "CV 21.5%" in floors[0]
+    text = to_markdown(comparison)
+    assert f"- A: {floors[0]}" in text.replace("\\", "") and f"- B: {floors[1]}" in text.replace("\\", "")
+    assert json.loads(to_json(comparison))["machine_noise"] == {"a": floors[0], "b": floors[1]}
+    same = to_markdown(compare(a, load(GOLDEN / "v9")))
+    assert f"Same harness, hardware ({comparison.machines[0]}), driver and library versions." in same
