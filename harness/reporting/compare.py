@@ -586,13 +586,24 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {counterpart.status} in {other_side}")
             elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart)):
                 result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike}")
+    named = {"A": {cell.config.shown_label: cell for cell in a.records},
+             "B": {cell.config.shown_label: cell for cell in b.records}}
+
+    def only_in(cell: CellRecord, side: str, other_side: str) -> str:
+        """Why a cell of one bundle is in no pair: the other ran one of its name with other settings
+        (each named: the two rows read alike), or what the other never ran."""
+        alike = named[other_side].get(cell.config.shown_label)
+        if alike is not None:
+            return f"only in {side}: {other_side} ran it with other settings ({settings_apart(cell, alike, side, other_side)})"
+        return f"only in {side}: {_not_in(cell, ran[other_side], other_side)}"
+
     seen = set()
     for cell in a.records:
         seen.add(pairing_key(cell))
         other = cells_b.get(pairing_key(cell))
         if other is None:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
-                                     verdict="not comparable", why=f"only in A: {_not_in(cell, ran['B'], 'B')}"))
+                                     verdict="not comparable", why=only_in(cell, "A", "B")))
         else:
             pair = compare_cells(cell, other, threshold, alpha)
             rounds = (cell.config.timing.rounds, other.config.timing.rounds)
@@ -602,7 +613,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     for cell in b.records:
         if pairing_key(cell) not in seen:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
-                                     verdict="not comparable", why=f"only in B: {_not_in(cell, ran['A'], 'A')}"))
+                                     verdict="not comparable", why=only_in(cell, "B", "A")))
     _scored_on_other_images(result.pairs, a.header_record.inputs_sha256, b.header_record.inputs_sha256)
     return result
 

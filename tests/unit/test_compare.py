@@ -643,9 +643,14 @@ def test_a_cell_the_other_bundle_ran_with_other_settings_is_named_so_not_not_run
     cells = json.loads(json.dumps(a.cells))
     for cell in cells:
         cell["config"]["inputs"]["samples"] = 8
-    unpaired = compare(a, replace(a, cells=cells)).unpaired
+    comparison = compare(a, replace(a, cells=cells))
+    unpaired = comparison.unpaired
     valid = sum(c["status"] == "valid" for c in a.cells)
     assert len(unpaired) == 2 * valid and not any("not run" in line for line in unpaired)
+    # the cells table's two rows of one name say why too (both read "B ran no cell of these settings together")
+    whys = {p.why for p in comparison.pairs}
+    assert whys == {"only in A: B ran it with other settings (inputs.samples 16 in A, 8 in B)",
+                    "only in B: A ran it with other settings (inputs.samples 8 in B, 16 in A)"}, whys
     assert all(line.endswith("ran it with other settings (inputs.samples 16 in A, 8 in B)") for line in unpaired[:valid])
     assert unpaired[valid].endswith("A ran it with other settings (inputs.samples 8 in B, 16 in A)")
     for cell in cells:  # every setting apart is named: "and 5 more" hid the LoadGen settings behind the inputs
