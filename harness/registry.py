@@ -108,6 +108,13 @@ def names() -> list[str]:
     return sorted(_entry_points())
 
 
+def package_of(name: str) -> str | None:
+    """The top-level package the backend registered under `name` lives in (its entry point's
+    module's first part), where one is registered; None otherwise."""
+    ep = _entry_points().get(name)
+    return ep.module.split(".")[0] if ep is not None else None
+
+
 def load(name: str) -> type[Backend]:
     """The backend class registered under `name`."""
     eps = _entry_points()

@@ -108,7 +108,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if args.a.resolve() == args.b.resolve():  # every figure "same" and exit 0: a typo's pass
         raise BundleError(f"{args.a} is given as both A and B; compare sets two runs side by side")
     a, b = trusted(args.a), trusted(args.b)
-    if a.name == b.name:
+    if a.name == b.name and a.header.get("created") == b.header.get("created"):  # a run id alone is a second and a name
         print(f"fusionbench: {visible(args.a)} and {visible(args.b)} are copies of one run ({visible(a.name)}): "
               "each cell they share is one measurement set beside itself", file=sys.stderr)
     comparison = compare(a, b, threshold=args.threshold)
@@ -116,15 +116,14 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if out is not None:
         out.write_text(text)
     sys.stdout.write(text)
-    if comparison.unpaired and not args.allow_missing:
+    unpaired = comparison.unpaired and not args.allow_missing
+    if unpaired:
         print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'); "
               "--allow-missing accepts that", file=sys.stderr)
-        return EXIT_PROBLEMS
     if comparison.worse:  # said on standard error as the unpaired cells are, for a CI log that keeps only it
         worse = [p for p in comparison.pairs if p.verdict in WORSE]
         print(f"fusionbench: {len(worse)} cell(s) of B regressed or newly failed against A (listed above)", file=sys.stderr)
-        return EXIT_PROBLEMS
-    return 0
+    return EXIT_PROBLEMS if unpaired or comparison.worse else 0
 
 
 def trusted_but_its_report(root: Path) -> LoadedBundle:

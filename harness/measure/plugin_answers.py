@@ -5,6 +5,9 @@ not iterable", naming nothing)."""
 
 from __future__ import annotations
 
+import site
+import sys
+import sysconfig
 import traceback
 from pathlib import Path
 from typing import Any
@@ -39,21 +42,52 @@ def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> 
 
 
 def raised(owner: Any, method: str, exc: Exception) -> str:
-    """What is said of a plugin's method that raised `exc`, with where."""
-    return f"{type(owner).__name__}.{method}() raised {type(exc).__name__}: {exc}{where_raised(exc)}"
-
-
-def where_raised(exc: BaseException) -> str:
-    """` (at FILE:LINE)`, the innermost frame of `exc`'s traceback in a file of neither importlib's
-    frozen modules nor the harness: where a plugin broke, for a reason that no log keeps the
-    traceback of (the probe's, before any cell runs); "" where no such frame is (a class the
-    harness could not instantiate: its error says why)."""
-    frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
-              if not frame.filename.startswith("<") and not Path(frame.filename).resolve().is_relative_to(_HARNESS)]
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    """What is said of a plugin's method that raised `exc`, with where (in the plugin's own package first)."""
+    package = type(owner).__module__.split(".")[0]
+    return f"{type(owner).__name__}.{method}() raised {type(exc).__name__}: {exc}{where_raised(exc, package)}"
 
 
 _HARNESS = Path(__file__).resolve().parents[1]
+_PATHS = sysconfig.get_paths()
+_STDLIB = tuple(Path(_PATHS[key]).resolve() for key in ("stdlib", "platstdlib"))
+#: Where installed packages lie: inside the standard library's folder on a system Python, and a
+#: venv's platstdlib holds its site-packages.
+_SITES = tuple(Path(folder).resolve() for folder in {_PATHS["purelib"], _PATHS["platlib"], *site.getsitepackages()})
+
+
+def _not_the_plugins(path: Path) -> bool:
+    """Whether a frame's file is never where a plugin broke: the harness's own, or the standard
+    library's (an installed package, even one under the standard library's folder, may be the plugin)."""
+    if path.is_relative_to(_HARNESS):
+        return True
+    return not any(path.is_relative_to(folder) for folder in _SITES) and any(
+        path.is_relative_to(folder) for folder in _STDLIB)
+
+
+def where_raised(exc: BaseException, package: str | None = None) -> str:
+    """` (at FILE:LINE)`: where a plugin broke, for a reason that no log keeps the traceback of (the
+    probe's, before any cell runs). The innermost frame of `exc`'s traceback in `package` (the
+    plugin's top-level package) where one is; else the innermost in a file of neither the harness,
+    the standard library nor importlib's frozen modules (a library the plugin called); "" where none
+    is (a class the harness could not instantiate, an entry point naming no class: its error says
+    why)."""
+    files = [(Path(frame.filename).resolve(), frame) for frame in traceback.extract_tb(exc.__traceback__)
+             if not frame.filename.startswith("<")]
+    outside = [(path, frame) for path, frame in files if not _not_the_plugins(path)]
+    root = _package_root(package)
+    own = [(path, frame) for path, frame in outside if root is not None and path.is_relative_to(root)]
+    chosen = own or outside
+    return f" (at {chosen[-1][1].filename}:{chosen[-1][1].lineno})" if chosen else ""
+
+
+def _package_root(package: str | None) -> Path | None:
+    """The folder (or file) a loaded top-level package lies in; None where it is not loaded or has no file."""
+    module = sys.modules.get(package or "")
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    return path.parent if path.name == "__init__.py" else path
 
 
 def wrong_answer(owner: Any, method: str, value: Any, returns: tuple[type, ...], expected: str = "") -> str | None:

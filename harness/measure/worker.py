@@ -115,7 +115,8 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
 
                 baseline_device_used = device_used_bytes()
             answer.environment = {
-                "backend_versions": backend.versions(),
+                # as the probe records them (harness/run/probe.py): a version a plugin gives as a tuple is text
+                "backend_versions": {str(name): str(version) for name, version in backend.versions().items()},
                 "torch_threads": torch.get_num_threads(),
                 "torch_interop_threads": torch.get_num_interop_threads(),
                 "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

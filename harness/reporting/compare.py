@@ -56,7 +56,7 @@ from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_noise, machine_share
 from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
-from harness.scenario.cells import cell_id
+from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
 
@@ -283,8 +283,8 @@ def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: s
             found.append(f"{path} {json.dumps(mine)} in {side}, {json.dumps(theirs)} in {other_side}")
 
     walk(cell.config.recorded(), other.config.recorded(), "")
-    found = [f for f in found if not f.startswith("timing.rounds ")]  # rounds pair (pairing_key)
-    return "; ".join(found)
+    unpaired_by = tuple(f"{part}.{key} " for part, key in LEFT_OUT_OF_ID)  # cells apart in these still pair (pairing_key)
+    return "; ".join(f for f in found if not f.startswith(unpaired_by))
 
 
 def percent(fraction: float) -> str:
@@ -534,8 +534,9 @@ def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str,
 def _run_machine(header: BundleHeader) -> str:
     """A run's machine in words: its CPU and logical cores, its GPUs or none."""
     cpu, gpus = header.system.cpu or Cpu(), (header.system.gpu or Gpus()).gpus
-    return f"{cpu.model or 'an unrecorded CPU'} x{cpu.logical_cores}, " + (
-        ", ".join(str(g.name) for g in gpus) or "no GPU")
+    cores = f" x{cpu.logical_cores}" if cpu.logical_cores else ""
+    named = [str(g.name) for g in gpus if g.name]
+    return f"{cpu.model or 'an unrecorded CPU'}{cores}, " + (", ".join(named) or (f"{len(gpus)} GPU(s)" if gpus else "no GPU"))
 
 
 def _backends(header: BundleHeader) -> dict[str, str]:
@@ -566,8 +567,10 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     cells_b = {pairing_key(cell): cell for cell in b.records}
     listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record
     ran = {"A": _settings_ran(a.records), "B": _settings_ran(b.records)}
+    named = {"A": {cell.config.shown_label: cell for cell in a.records},  # a cell of each name, per bundle
+             "B": {cell.config.shown_label: cell for cell in b.records}}
     for ours, theirs, side, other_side in ((cells_a, cells_b, "A", "B"), (cells_b, cells_a, "B", "A")):
-        alike = {cell.config.shown_label: cell for cell in theirs.values()}
+        alike = named[other_side]
         for key, cell in ours.items():
             counterpart = theirs.get(key)
             if cell.status != "valid":
@@ -586,9 +589,6 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {counterpart.status} in {other_side}")
             elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart)):
                 result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike}")
-    named = {"A": {cell.config.shown_label: cell for cell in a.records},
-             "B": {cell.config.shown_label: cell for cell in b.records}}
-
     def only_in(cell: CellRecord, side: str, other_side: str) -> str:
         """Why a cell of one bundle is in no pair: the other ran one of its name with other settings
         (each named: the two rows read alike), or what the other never ran."""

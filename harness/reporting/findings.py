@@ -323,13 +323,13 @@ def summary_table(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
-def fusion_counts(all_groups: list[Group], backend: str) -> list[tuple[str, int]]:
+def fusion_counts(all_groups: list[Group], backend: str) -> list[tuple[Group, int]]:
     """(model and setting, fusions) of each valid fusion-on cell of `backend`."""
     counts = []
     for group in all_groups:
         for line in group.lines:
             if line.backend == backend and line.on is not None and _valid(line.on) and line.on.metrics.fusion_report:
-                counts.append((group.title, line.on.metrics.fusion_report.fusion_count))
+                counts.append((group, line.on.metrics.fusion_report.fusion_count))
     return counts
 
 
@@ -342,13 +342,12 @@ def fusion_range(all_groups: list[Group], backend: str) -> str:
         return "-"
     low = min(counts, key=lambda c: c[1])
     high = max(counts, key=lambda c: c[1])
-    distinct = len({(g.model, g.setting) for g in all_groups for line in g.lines
-                    if line.backend == backend and line.on is not None and _valid(line.on) and line.on.metrics.fusion_report})
-    over = f"{len(counts)} models and settings" if distinct == len(counts) else \
-        f"{len(counts)} measurements of {distinct} models and settings"
+    distinct = len({(group.model, group.setting) for group, _ in counts})
+    kinds = f"{distinct} model{'s' if distinct > 1 else ''} and setting{'s' if distinct > 1 else ''}"
+    over = kinds if distinct == len(counts) else f"{len(counts)} measurements of {kinds}"
     if low[1] == high[1]:
-        return f"{low[1]} in each of {over}"
-    return f"{low[1]} ({low[0]}) to {high[1]} ({high[0]}), over {over}"
+        return f"{low[1]} in each of {over}" if len(counts) > 1 else f"{low[1]} in {over}"
+    return f"{low[1]} ({low[0].title}) to {high[1]} ({high[0].title}), over {over}"
 
 
 def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:

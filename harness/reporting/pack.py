@@ -137,7 +137,9 @@ def measurements(cell: CellRecord) -> dict[str, Any]:
     }
 
 
-def readme(cell: CellRecord, header: dict[str, Any]) -> str:
+def readme(cell: CellRecord, header: dict[str, Any], run: str) -> str:
+    """A result's README: what ran it, its weights, inputs, LoadGen settings and accuracy, and the
+    bundle (`run`, its name) whose bundle.json holds the scenario to run it again."""
     weights, inputs = weights_and_inputs(cell)
     accuracy = _accuracy(cell)
     overrides = cell.config.loadgen.overrides
@@ -152,8 +154,8 @@ def readme(cell: CellRecord, header: dict[str, Any]) -> str:
     ]
     for test, outcome in sorted((cell.metrics.compliance or {}).items()):
         lines.append(f"- Compliance {test}: {'TEST PASS' if outcome.passed else 'TEST FAIL'}.")
-    lines += ["", f"Reproduce: run the scenario that the result bundle {md_cell(lookup(header, 'run_id') or '')}'s "
-              "bundle.json holds (`scenario`; the bundle, not this tree) with `./run.sh` on this system."]
+    lines += ["", f"Reproduce: run the scenario that the result bundle {md_cell(run)}'s bundle.json holds "
+              "(`scenario`; the bundle, not this tree) with `./run.sh` on this system."]
     return visible_lines("\n".join(lines) + "\n")
 
 
@@ -317,7 +319,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             packed.notes += [f"{cell.config.shown_label}: {note}" for note in submission_rules.open_notes(cell)]
         where = f"{top}/results/{name}/{folder}/{cell.config.scenario}"
         files.update({f"{where}/{rel}": data for rel, data in _result_files(loaded.files, cell).items()})
-        files[f"{where}/README.md"] = readme(cell, loaded.header).encode()
+        files[f"{where}/README.md"] = readme(cell, loaded.header, loaded.name).encode()
         packed.results += 1
     if mapping:
         files[f"{top}/model_mapping.json"] = _json_bytes(mapping)

@@ -53,7 +53,8 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
     except ConfigError as exc:  # the registry's own refusal: its words say what is wrong
         return unavailable(f"failed to load: {exc}")
     except Exception as exc:
-        return unavailable(f"failed to load: {type(exc).__name__}: {exc}{plugin_answers.where_raised(exc)}")
+        return unavailable(f"failed to load: {type(exc).__name__}: {exc}"
+                           f"{plugin_answers.where_raised(exc, registry.package_of(name))}")
     try:
         availability = backend.availability(device)
     except Exception as exc:

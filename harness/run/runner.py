@@ -32,8 +32,8 @@ from harness.errors import ConfigError, OutputError, interrupted_exit_code, stop
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.reporting.run_facts import machine_share, share
-from harness.run import cell_line, preflight, resumable, rounds, skips, slots, time_budget
+from harness.reporting.run_facts import share
+from harness.run import cell_line, preflight, resumable, resume_refusals, rounds, skips, slots, time_budget
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
@@ -122,22 +122,6 @@ def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict
                           f"{only_text(bundle.header.get('only') or {})}")
 
 
-def _refuse_other_inputs(bundle: Bundle, scenario: ScenarioFile, folder: str) -> None:
-    """ConfigError where the input folder no longer holds what the run's cells read: a resume
-    would set cells measured on other images beside them, or where the header names the folder
-    without the digest every run of this harness records beside it."""
-    recorded = bundle.header.get("inputs_sha256")
-    if recorded is None:
-        raise ConfigError(f"--resume {bundle.root}: bundle.json names the input folder {folder} but records no "
-                          "inputs_sha256 of what its cells read, which a run of this harness records beside it; "
-                          "start a new run")
-    now = preflight.inputs_sha256(scenario, folder)
-    if now != recorded:
-        raise ConfigError(f"--resume {bundle.root}: {folder} no longer holds what the run's cells read (the SHA-256 of "
-                          f"its labels file and images was {recorded[:12]}..., now {str(now)[:12]}...); put those "
-                          "inputs back, or start a new run")
-
-
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved, scenario = _open_or_plan(request, closing)
     names = sorted({b.name for b in scenario.backends})
@@ -160,9 +144,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         input_folder = bundle.header.get("input_folder")
         if input_folder and not all_finished:  # it may have changed since the run began
             preflight.check_inputs(scenario, Path(input_folder))
-            _refuse_other_inputs(bundle, scenario, input_folder)
+            resume_refusals.other_inputs(bundle, scenario, input_folder)
         if not all_finished:
-            _refuse_another_stack(bundle, container_info())
+            resume_refusals.another_stack(bundle, container_info())
     # before the probe and the folders, as the other refusals here
     slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
     if request.jobs > 1 and request.executor == "local":
@@ -212,8 +196,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                                   "--executor ray (a GPU cell claims one core)" if device == "cuda"
                                   else f"--cpus-per-cell {request.cpus_per_cell}")
     if bundle is not None and not all_finished:
-        _refuse_another_share(bundle, _shares_given(executor, request, device))
-        _refuse_other_versions(bundle, probe, running)
+        resume_refusals.another_share(bundle, _shares_given(executor, request, device))
+        if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
+            resume_refusals.other_versions(bundle, probe)
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -309,26 +294,6 @@ def _ray_cores(device: str, request: RunRequest) -> int:
     return cell_needs(device, request.cpus_per_cell)[0]
 
 
-def _refuse_another_stack(bundle: Bundle, here: Mapping[str, Any]) -> None:
-    """A resume in another of the project's images than the run started in, or in one where it
-    started outside them, or the other way round, is refused: bundle.json records one software
-    stack, the first start's, and its cells would have run on two (a native run resumed with
-    --container kept `image_id: null`). The image is the launcher's (`FUSIONBENCH_IMAGE_ID`); a host
-    that is itself a container of some other kind is "natively" here."""
-    recorded = (bundle.header.get("system") or {}).get("container")
-    if not isinstance(recorded, dict):
-        return  # a header from before the container facts
-
-    def stack(image_id: Any, image: Any) -> str:
-        return f"in the image {image or '?'} ({str(image_id)[:19]})" if image_id else "outside the project's images"
-
-    if recorded.get("image_id") != here.get("image_id"):
-        raise ConfigError(f"--resume {bundle.root}: its cells ran {stack(recorded.get('image_id'), recorded.get('image'))} "
-                          f"and this resume would run them {stack(here.get('image_id'), here.get('image'))}; bundle.json "
-                          "records one software stack: resume it as it started (with or without --container, the same "
-                          "image), or start a new run")
-
-
 def _shares_given(executor: Executor, request: RunRequest, device: str) -> set[str]:
     """The shares of the machine the cells of this start get, as a cell's record says one
     (`machine_share`): each `--jobs` slot's cores (equal in physical cores, not always in logical
@@ -338,44 +303,6 @@ def _shares_given(executor: Executor, request: RunRequest, device: str) -> set[s
     if request.executor == "ray":
         return {share(_ray_cores(device, request))}
     return {share(None)}
-
-
-def _refuse_another_share(bundle: Bundle, offered: set[str]) -> None:
-    """A resume whose cells would run on another share of the machine than the measured cells ran
-    on is refused: within one bundle the report pairs fusion on with off and every cell with eager,
-    and a 1-core slot's time beside the whole machine's is no speedup (a serial resume of a `--jobs 2`
-    run set one at 6x). Only cells with a time count (valid or invalid), each where its record says
-    where it ran (a Ray task lost twice records no slot)."""
-    ran = {machine_share(record) for record in bundle.records()
-           if record.status in ("valid", "invalid") and isinstance(record.node, dict) and record.node.get("cpu")}
-    if ran and not ran <= offered:
-        raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
-                          f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
-                          "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell), so that its times "
-                          "can be set side by side")
-
-
-def _refuse_other_versions(bundle: Bundle, probe: ProbeAnswer, running: list[str]) -> None:
-    """A resume whose backends' libraries are not the versions its measured cells ran on is refused:
-    a plugin upgraded between the start and the resume put fusion on of one version beside fusion
-    off of another in one pair, with nothing said (and the report named the last version only).
-    Each backend about to run, against its cells that ran (valid or invalid) and recorded versions."""
-    changed: dict[str, tuple[set[str], str]] = {}  # a library: the versions its cells ran on, and here
-    for record in bundle.records():
-        reported = record.environment.get("backend_versions")
-        backend = record.config.backend
-        if record.status not in ("valid", "invalid") or not isinstance(reported, dict) or backend not in running:
-            continue
-        was = {str(name): str(version) for name, version in reported.items()}
-        now = probe.backends[backend].versions or {}
-        for name in sorted({*was, *now}):
-            if was.get(name) != now.get(name):
-                changed.setdefault(name, (set(), now.get(name, "none")))[0].add(was.get(name, "none"))
-    if changed:
-        said = "; ".join(f"{name} {' and '.join(sorted(was))} in its measured cells, {here} here"
-                         for name, (was, here) in sorted(changed.items()))
-        raise ConfigError(f"--resume {bundle.root}: {said}: its cells would have run on two versions; install the "
-                          "versions it ran with, or start a new run")
 
 
 def _reach_ray(request: RunRequest, bundle: Bundle | None, device: str, all_finished: bool) -> RayExecutor | None:

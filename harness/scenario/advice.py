@@ -31,8 +31,8 @@ def _unofficial_mlperf(scenario: ScenarioFile) -> list[str]:
     given = sorted(key for key in OVERRIDABLE if key in scenario.loadgen.model_fields_set)
     if scenario.loadgen.profile != "mlperf" or not given:
         return []
-    return [f"loadgen.{', loadgen.'.join(given)} under profile mlperf override mlperf.conf's: the run is not an "
-            "official one (pack says so, and refuses it for the closed division)"]
+    return [f"loadgen.{', loadgen.'.join(given)} under profile mlperf {'override' if len(given) > 1 else 'overrides'} "
+            "mlperf.conf's: the run is not an official one (pack says so, and refuses it for the closed division)"]
 
 
 def _unread_loadgen_keys(scenario: ScenarioFile) -> list[str]:

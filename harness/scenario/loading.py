@@ -207,16 +207,24 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
     error's message, with how many more follow, and the others its `more` (the CLI prints each)."""
     # An unknown key is most often a typo, and the cause of the other errors: report it first.
     errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
-    problems = []
-    while errors:
+    problems: list[str] = []
+    while errors and len(problems) < MAX_PROBLEMS:  # each found at its line; the rest only counted
         problem, errors = _first_problem(errors, node, where)
         problems.append(problem)
-    more = len(problems) - 1
+    unshown = len({_problem_key(error) for error in errors})
+    more = len(problems) - 1 + unshown
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    shown = problems[1:MAX_PROBLEMS]
-    if len(problems) > MAX_PROBLEMS:
-        shown.append(f"{where}: {len(problems) - MAX_PROBLEMS} more problems not shown")
-    return ConfigError(problems[0] + suffix, more=tuple(shown))
+    if unshown:
+        problems.append(f"{where}: {unshown} more problem{'s' if unshown > 1 else ''} not shown")
+    return ConfigError(problems[0] + suffix, more=tuple(problems[1:]))
+
+
+def _problem_key(error: Any) -> tuple[Any, ...]:
+    """What `_first_problem` says as one problem: an option's or a union's branches are one."""
+    loc = tuple(error["loc"])
+    if loc and (_is_branch(loc[-1]) or (len(loc) > 2 and loc[-3] == "options" and loc[-1] in OPTION_TYPES)):
+        return loc[:-1]
+    return loc
 
 
 def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tuple[str, list[Any]]:

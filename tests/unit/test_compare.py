@@ -237,6 +237,26 @@ def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
+def test_a_regression_beside_unpaired_cells_is_said_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Unpaired cells returned before the regression's line: a CI log of standard error saw only them."""
+    from harness.cli.main import main
+
+    slow = slowed(tmp_path, 1.5)
+    header = json.loads((slow / "bundle.json").read_text())  # B ran with `--only`, the null backend left out
+    gone = [e["id"] for e in header["cells"]
+            if json.loads((slow / "cells" / f"{e['id']}.json").read_text())["config"]["backend"] == "null"]
+    header["cells"] = [e for e in header["cells"] if e["id"] not in gone]
+    header["only"] = {"backend": ["eager", "inductor"]}
+    (slow / "bundle.json").write_text(json.dumps(header))
+    for cell in gone:
+        (slow / "cells" / f"{cell}.json").unlink()
+        shutil.rmtree(slow / "cells" / cell)
+    manifest.write(slow)
+    assert main(["compare", str(GOLDEN / "v2"), str(slow)]) == 1
+    err = capsys.readouterr().err
+    assert "could not be paired" in err and "2 cell(s) of B regressed or newly failed against A" in err, err
+
+
 @pytest.mark.slow
 def test_cli_exits_1_on_a_regression_and_0_otherwise(tmp_path: Path) -> None:
     slow = slowed(tmp_path, 1.5)
@@ -291,7 +311,6 @@ def test_a_run_over_machines_of_different_kinds_says_so() -> None:
     assert "2 machines (a, b) of 2 different kinds" in mixed
 
 
-@pytest.mark.slow
 def copy_of(name: str, tmp_path: Path) -> Path:
     """A golden bundle copied: `compare` refuses one bundle given as both sides."""
     copy = tmp_path / f"{name}-copy"
@@ -300,6 +319,7 @@ def copy_of(name: str, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_valid_cells_that_cannot_be_paired_are_listed_and_exit_1_unless_allowed(tmp_path: Path) -> None:
     done = fusionbench("compare", str(GOLDEN / "v3"), str(GOLDEN / "mlperf"))
     assert done.returncode == 1, done.stderr
@@ -655,6 +675,7 @@ def test_a_cell_the_other_bundle_ran_with_other_settings_is_named_so_not_not_run
     assert unpaired[valid].endswith("A ran it with other settings (inputs.samples 8 in B, 16 in A)")
     for cell in cells:  # every setting apart is named: "and 5 more" hid the LoadGen settings behind the inputs
         cell["config"]["inputs"]["seed"] = 7
+        cell["config"]["passes"]["traffic_iters"] = 3  # left out of the pairing: never a setting apart
         cell["config"]["loadgen"].update(max_query_count=500, min_duration_s=1.0)
     unpaired = compare(a, replace(a, cells=cells)).unpaired
     assert unpaired[0].endswith("ran it with other settings (inputs.samples 16 in A, 8 in B; inputs.seed 0 in A, 7 in B; "
@@ -734,6 +755,12 @@ def test_a_bundle_given_as_both_sides_is_refused_and_copies_of_one_run_are_said(
     err = capsys.readouterr().err
     assert f"are copies of one run ({json.loads((copy / 'bundle.json').read_text())['run_id']})" in err, err
     assert main(["compare", str(GOLDEN / "v9"), str(GOLDEN / "v10"), "--allow-missing"]) == 0
+    assert "copies of one run" not in capsys.readouterr().err
+    header = json.loads((copy / "bundle.json").read_text())  # one run id, another start: two runs of one second
+    header["created"] = "2026-12-01T00:00:00+00:00"
+    (copy / "bundle.json").write_text(json.dumps(header))
+    manifest.write(copy)
+    assert main(["compare", str(GOLDEN / "v9"), str(copy)]) == 0
     assert "copies of one run" not in capsys.readouterr().err
 
 

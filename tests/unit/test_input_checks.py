@@ -141,6 +141,7 @@ def _killed_mlperf_run(tmp_path: Path, folder: Path, digest: bool = False) -> tu
     from harness.bundle.migrations import upgraded_cell, upgraded_header
     from harness.run.preflight import inputs_sha256
     from harness.run.resumable import check_scenario
+    from tests.resumable_copies import as_run_here
 
     root = tmp_path / "bundle"
     shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "mlperf", root)
@@ -156,7 +157,8 @@ def _killed_mlperf_run(tmp_path: Path, folder: Path, digest: bool = False) -> tu
     (root / "cells" / f"{gone}.json").unlink()
     shutil.rmtree(root / "cells" / gone)
     manifest.write(root)
-    return root, header
+    as_run_here(root)  # its versions this machine's: the resume is refused for nothing else than its inputs
+    return root, json.loads((root / "bundle.json").read_text())
 
 
 def _keep_labels_scoring_as_recorded(root: Path, cell_id: str) -> None:

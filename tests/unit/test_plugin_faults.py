@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,26 @@ def test_a_plugin_that_breaks_on_import_is_named_at_the_line_it_broke(tmp_path: 
         "backend 'deep' failed to load: AttributeError: module 'math' has no attribute 'no_such_function' "
         f"(at {package / 'helpers.py'}:3)")
 
+    # the standard library's frames are skipped (json's decoder raised), and the plugin's own package is
+    # preferred to a library it called (fb_lib raised, from fb_deep2's line 2)
+    (package / "calls.py").write_text("import json\n\nVALUE = json.loads('{')\n")
+    monkeypatch.setattr(registry, "load", lambda name: importlib.import_module("fb_deep.calls"))
+    reason = _backend_report("deep", "cpu")["reason"]
+    assert reason.startswith("backend 'deep' failed to load: JSONDecodeError: ") and reason.endswith(
+        f"(at {package / 'calls.py'}:3)"), reason
+    (tmp_path / "fb_lib").mkdir()
+    (tmp_path / "fb_lib" / "__init__.py").write_text("def explode():\n    raise RuntimeError('deep inside')\n")
+    (tmp_path / "fb_deep2").mkdir()
+    (tmp_path / "fb_deep2" / "__init__.py").write_text("")
+    (tmp_path / "fb_deep2" / "backend.py").write_text("import fb_lib\nfb_lib.explode()\n")
+    monkeypatch.setattr(registry, "load", lambda name: importlib.import_module("fb_deep2.backend"))
+    monkeypatch.setattr(registry, "package_of", lambda name: "fb_deep2")
+    assert _backend_report("deep", "cpu")["reason"] == (
+        f"backend 'deep' failed to load: RuntimeError: deep inside (at {tmp_path / 'fb_deep2' / 'backend.py'}:2)")
+    monkeypatch.setattr(registry, "package_of", lambda name: None)  # no package known: the innermost frame outside
+    sys.modules.pop("fb_deep2.backend", None)
+    assert _backend_report("deep", "cpu")["reason"].endswith(f"(at {tmp_path / 'fb_lib' / '__init__.py'}:2)")
+
     class Abstract(Backend):  # no availability() and the rest: instantiated in the probe, a frame of the harness
         name = "deep"
 
@@ -198,3 +219,19 @@ def test_the_profile_pass_asks_each_method_through_the_check(tmp_path: Any) -> N
     monkeypatched.cpu_dispatches = lambda batch: 7  # type: ignore[method-assign]
     with pytest.raises(BackendFailed, match=r"^Stub\.profile_figures\(\) returned NoneType; it returns dict"):
         passes.profile(monkeypatched, None, 1, "cpu", tmp_path)
+
+
+def test_a_frame_of_an_installed_package_may_be_the_plugins_but_never_the_harnesss_or_the_standard_librarys() -> None:
+    """A venv's platstdlib holds its site-packages, and a system Python's site-packages lie under its
+    standard library's folder: a plugin installed there was taken for the standard library."""
+    import json
+    import sysconfig
+
+    import torch
+
+    from harness.measure.plugin_answers import _not_the_plugins
+
+    assert _not_the_plugins(Path(json.__file__).resolve())
+    assert _not_the_plugins(Path(__file__).resolve().parents[2] / "harness" / "run" / "probe.py")
+    installed = Path(torch.__file__).resolve()
+    assert installed.is_relative_to(Path(sysconfig.get_paths()["purelib"]).resolve()) and not _not_the_plugins(installed)

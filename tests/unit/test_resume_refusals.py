@@ -22,6 +22,7 @@ from harness.cli.main import main
 from harness.errors import BundleError
 from harness.run.resumable import check_scenario
 from harness.scenario import loading
+from tests.resumable_copies import as_run_here
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -251,28 +252,20 @@ def test_a_resume_on_other_versions_of_its_backends_libraries_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A plugin upgraded between a run's start and its resume: fusion on of 0.2.0 was set beside
     fusion off of 0.3.0 with nothing said, validate passed, and the report named 0.3.0 alone."""
-    golden = GOLDEN / f"v{SCHEMA_VERSION}"
-    first = json.loads((golden / "bundle.json").read_text())["cells"][0]["id"]
-    backend = json.loads((golden / "cells" / f"{first}.json").read_text())["config"]["backend"]
-    root = _edited(tmp_path, lambda s: None)  # cell `first` deleted: the resume would run it
-    measured = [path for path in sorted((root / "cells").glob("*.json"))
-                if (record := json.loads(path.read_text()))["config"]["backend"] == backend
-                and record["status"] == "valid"]
-    record = json.loads(measured[0].read_text())
-    here = dict(record["environment"]["backend_versions"])
-    record["environment"]["backend_versions"] = {**here, "torch": "2.0.0", "gone-lib": "1.0"}
-    measured[0].write_text(json.dumps(record))
+    import torch
+
+    root = _edited(tmp_path, lambda s: None)  # one cell deleted: the resume would run it
+    as_run_here(root)
+    header = json.loads((root / "bundle.json").read_text())
+    header["backends"]["eager"]["versions"] = {"torch": "2.0.0", "gone-lib": "1.0"}  # a library no backend has now: left out
+    (root / "bundle.json").write_text(json.dumps(header))
     manifest.write(root)
     before = _snapshot(root)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 2
     err = capsys.readouterr().err
-    import torch
-
-    local = torch.__version__  # the golden cells' own torch is said too where this machine's is another
-    was = " and ".join(sorted({"2.0.0", here["torch"]} - {local}))
-    assert (f"--resume {root}: gone-lib 1.0 in its measured cells, none here; torch {was} in its measured cells, "
-            f"{local} here: its cells would have run on two versions; install the versions it ran with, or start a "
-            "new run") in err, err
+    local = torch.__version__  # the other measured backends' torch, as this machine's: both are said
+    assert (f"--resume {root}: torch 2.0.0 and {local} when the run started, {local} here: its cells would have run "
+            "on two versions; install the versions it ran with, or start a new run") in err, err
     assert _snapshot(root) == before, "a refused resume changed the bundle"
 
 
@@ -281,7 +274,7 @@ def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_t
     refused); a hybrid CPU's slots differ in logical CPUs (a bundle of them was never resumable);
     a failed or skipped cell has no time to set beside another."""
     from harness.bundle.cell_record import CellRecord
-    from harness.run.runner import _refuse_another_share
+    from harness.run.resume_refusals import another_share
 
     template = json.loads(next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
                                if json.loads(p.read_text())["status"] == "valid").read_text())
@@ -305,9 +298,9 @@ def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_t
     slot = {"index": 0, "gpu": None, "gpu_order": None}
     hybrid = Stub([record("valid", {"slot": {**slot, "cpus": [0, 1]}}), record("valid", {"slot": {**slot, "cpus": [2]}}),
                    record("failed", {"executor": "ray", "cpu": None})])
-    _refuse_another_share(hybrid, {"a slot of 2 core(s)", "a slot of 1 core(s)"})  # the same --jobs: resumable
+    another_share(hybrid, {"a slot of 2 core(s)", "a slot of 1 core(s)"})  # the same --jobs: resumable
     with pytest.raises(Exception, match="ran on a slot of 1 core\\(s\\) and a slot of 2 core\\(s\\) and this resume would run"):
-        _refuse_another_share(hybrid, {"the whole machine"})
+        another_share(hybrid, {"the whole machine"})
 
 
 def test_a_resume_in_another_image_than_the_run_started_in_is_refused(

@@ -39,6 +39,9 @@ def test_an_mlperf_run_whose_settings_the_file_overrides_is_said_to_be_unofficia
     found = _warnings(tmp_path, mlperf + ", min_duration_s: 1, max_query_count: 900}\n")
     assert found == ["loadgen.max_query_count, loadgen.min_duration_s under profile mlperf override mlperf.conf's: the "
                      "run is not an official one (pack says so, and refuses it for the closed division)"]
+    assert _warnings(tmp_path, mlperf + ", min_duration_s: 1}\n") == [
+        "loadgen.min_duration_s under profile mlperf overrides mlperf.conf's: the run is not an official one (pack says "
+        "so, and refuses it for the closed division)"]
     assert _warnings(tmp_path, mlperf + "}\n") == []
     assert _warnings(tmp_path, HEAD + "scenarios: [Offline]\nloadgen: {min_duration_s: 1}\n") == []  # dev: no mlperf.conf
 

@@ -1,0 +1,95 @@
+"""What a `--resume` is refused for once the bundle is open: cells that would not be comparable with
+the ones it holds, run on other inputs, another software stack, another share of the machine or
+other versions of their backends' libraries. Each is a ConfigError naming what differs and what
+to do, raised before a cell runs and leaving the bundle as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.bundle.writer import Bundle
+from harness.errors import ConfigError
+from harness.reporting.run_facts import machine_share
+from harness.run import preflight
+from harness.run.probe_answer import ProbeAnswer
+from harness.scenario.schema import ScenarioFile
+
+
+def other_inputs(bundle: Bundle, scenario: ScenarioFile, folder: str) -> None:
+    """ConfigError where the input folder no longer holds what the run's cells read: a resume
+    would set cells measured on other images beside them, or where the header names the folder
+    without the digest every run of this harness records beside it."""
+    recorded = bundle.header.get("inputs_sha256")
+    if recorded is None:
+        raise ConfigError(f"--resume {bundle.root}: bundle.json names the input folder {folder} but records no "
+                          "inputs_sha256 of what its cells read, which a run of this harness records beside it; "
+                          "start a new run")
+    now = preflight.inputs_sha256(scenario, folder)
+    if now != recorded:
+        raise ConfigError(f"--resume {bundle.root}: {folder} no longer holds what the run's cells read (the SHA-256 of "
+                          f"its labels file and images was {recorded[:12]}..., now {str(now)[:12]}...); put those "
+                          "inputs back, or start a new run")
+
+
+def another_stack(bundle: Bundle, here: Mapping[str, Any]) -> None:
+    """A resume in another of the project's images than the run started in, or in one where it
+    started outside them, or the other way round, is refused: bundle.json records one software
+    stack, the first start's, and its cells would have run on two (a native run resumed with
+    --container kept `image_id: null`). The image is the launcher's (`FUSIONBENCH_IMAGE_ID`); a host
+    that is itself a container of some other kind is "natively" here."""
+    recorded = (bundle.header.get("system") or {}).get("container")
+    if not isinstance(recorded, dict):
+        return  # a header from before the container facts
+
+    def stack(image_id: Any, image: Any) -> str:
+        return f"in the image {image or '?'} ({str(image_id)[:19]})" if image_id else "outside the project's images"
+
+    if recorded.get("image_id") != here.get("image_id"):
+        raise ConfigError(f"--resume {bundle.root}: its cells ran {stack(recorded.get('image_id'), recorded.get('image'))} "
+                          f"and this resume would run them {stack(here.get('image_id'), here.get('image'))}; bundle.json "
+                          "records one software stack: resume it as it started (with or without --container, the same "
+                          "image), or start a new run")
+
+
+def another_share(bundle: Bundle, offered: set[str]) -> None:
+    """A resume whose cells would run on another share of the machine than the measured cells ran
+    on is refused: within one bundle the report pairs fusion on with off and every cell with eager,
+    and a 1-core slot's time beside the whole machine's is no speedup (a serial resume of a `--jobs 2`
+    run set one at 6x). Only cells with a time count (valid or invalid), each where its record says
+    where it ran (a Ray task lost twice records no slot)."""
+    ran = {machine_share(record) for record in bundle.records()
+           if record.status in ("valid", "invalid") and isinstance(record.node, dict) and record.node.get("cpu")}
+    if ran and not ran <= offered:
+        raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
+                          f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
+                          "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell), so that its times "
+                          "can be set side by side")
+
+
+def other_versions(bundle: Bundle, probe: ProbeAnswer) -> None:
+    """A resume whose backends' libraries are other versions than the run's first start found is
+    refused: a plugin upgraded between the start and the resume put fusion on of one version beside
+    fusion off of another in one pair, with nothing said (and the report named the last version
+    only). Like with like: the first start's probe (bundle.json `backends`) against this one, for
+    every library of a backend with a measured cell (valid or invalid), so that a torch upgraded
+    under a resume that runs only Inductor's cells is caught by eager's, the baseline they are set
+    against. A library no backend here reports (one unavailable now: its cells will not run) is
+    left out. Not for `--executor ray`, whose probe is the driver's and whose cells ran on the nodes."""
+    measured = {record.config.backend for record in bundle.records() if record.status in ("valid", "invalid")}
+    then: dict[str, set[str]] = {}
+    for name, entry in (bundle.header.get("backends") or {}).items():
+        versions = entry.get("versions") if isinstance(entry, dict) and name in measured else None
+        for library, version in (versions if isinstance(versions, dict) else {}).items():
+            then.setdefault(str(library), set()).add(str(version))
+    now: dict[str, set[str]] = {}
+    for report in probe.backends.values():
+        for library, version in (report.versions or {}).items() if report.available else ():
+            now.setdefault(library, set()).add(version)
+    changed = {library: (then[library], now[library]) for library in sorted(then)
+               if library in now and now[library] != then[library]}
+    if changed:
+        said = "; ".join(f"{library} {' and '.join(sorted(was))} when the run started, {' and '.join(sorted(here))} here"
+                         for library, (was, here) in changed.items())
+        raise ConfigError(f"--resume {bundle.root}: {said}: its cells would have run on two versions; install the "
+                          "versions it ran with, or start a new run")
