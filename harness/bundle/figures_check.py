@@ -49,6 +49,7 @@ from harness.bundle.cell_record import MAX_SAMPLES
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.snapshot import Snapshot
+from harness.bundle.statuses import MEASURED
 from harness.bundle.tolerance import close, number
 from harness.precision import PRECISIONS, math_record
 from harness.scenario.rules import RULES
@@ -66,7 +67,6 @@ from harness.stats.thresholds import (
 NOISE, WARMUP, DRIFT = "noisy:", "the warm-up did not settle", "drift:"
 BUSY, SHARED, DISAGREE = "a busy machine:", "a shared machine:", "LoadGen and device timing disagree"
 _RATIO = 1e9  # a ratio (CV, gap, share) is compared at the precision of nanoseconds, as validate's CV
-_MEASURED = ("valid", "invalid")  # statuses of a cell whose worker finished: it has its warnings
 
 
 def problems(loaded: LoadedBundle) -> list[str]:
@@ -404,7 +404,7 @@ def _implied_warnings(cell: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _warnings(cell: dict[str, Any]) -> list[str]:
     recorded = cell.get("warnings")
-    if not isinstance(recorded, list) or cell["status"] not in _MEASURED:
+    if not isinstance(recorded, list) or cell["status"] not in MEASURED:
         return []  # a record from before warnings, or a cell whose worker did not finish
     return [f"warnings: none begins {stem!r}, yet {why}" for stem, why in _implied_warnings(cell)
             if not any(isinstance(line, str) and line.startswith(stem) for line in recorded)]

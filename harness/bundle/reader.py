@@ -49,6 +49,13 @@ class LoadedBundle:
     def name(self) -> str:
         return str(self.header.get("run_id") or self.root.name)
 
+    @property
+    def missing_labels(self) -> list[str]:
+        """Each cell listed in bundle.json with no record, by the label it was planned with (its id
+        where the header gives none): what `--resume` would run."""
+        labels = {planned.id: planned.label for planned in self.header_record.cells}
+        return [labels.get(cell, cell) for cell in self.missing]
+
     @cached_property
     def records(self) -> list[CellRecord]:
         """The cells as typed records, in bundle.json's order: what the report, compare and the

@@ -5,6 +5,8 @@ from __future__ import annotations
 STATUSES = ("valid", "invalid", "failed", "skipped", "interrupted")
 #: A resumed run does not run these cells again.
 FINISHED = ("valid", "invalid", "failed", "skipped")
+#: A cell whose worker finished and timed it: it has its figures and its warnings.
+MEASURED = ("valid", "invalid")
 #: These make a run exit 1 and `compare` call a regression.
 BAD = ("failed", "invalid")
 STATES = ("running", "interrupted", "complete", "unrecorded")

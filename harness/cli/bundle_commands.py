@@ -121,8 +121,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'); "
               "--allow-missing accepts that", file=sys.stderr)
     if comparison.worse:  # said on standard error as the unpaired cells are, for a CI log that keeps only it
-        worse = [p for p in comparison.pairs if p.verdict in WORSE]
-        print(f"fusionbench: {len(worse)} cell(s) of B regressed or newly failed against A (listed above)", file=sys.stderr)
+        worse = sum(comparison.counts()[label] for label in WORSE)
+        print(f"fusionbench: {worse} cell(s) of B regressed or newly failed against A (listed above)", file=sys.stderr)
     return EXIT_PROBLEMS if unpaired or comparison.worse else 0
 
 

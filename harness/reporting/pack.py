@@ -276,9 +276,8 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             continue
         key = (system_name(base, cell), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
-    labels = {planned.id: planned.label for planned in loaded.header_record.cells}
-    for missing in loaded.missing:  # an interrupted run's cells never run: left out, said so, not in silence
-        packed.left_out.append(f"{labels.get(missing, missing)}: not run (the bundle is {loaded.header_record.state}; "
+    for label in loaded.missing_labels:  # an interrupted run's cells never run: left out, said so, not in silence
+        packed.left_out.append(f"{label}: not run (the bundle is {loaded.header_record.state}; "
                                "`fusionbench run --resume` runs it)")
     if not chosen:
         reasons = "; ".join(packed.left_out[:3]) + (" ..." if len(packed.left_out) > 3 else "")

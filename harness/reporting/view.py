@@ -440,9 +440,8 @@ def validity_grid(loaded: LoadedBundle, rows: list[Row]) -> tuple[list[str], lis
     grid = {(f"{r.model} · {r.variant}", r.setting): r.status for r in rows}
     body = [[line, *[grid.get((line, s), "") for s in settings]] for line in lines]
     columns = settings or ["status"]  # no cell recorded (a run stopped by its budget): the missing row's own column
-    labels = {planned.id: planned.label for planned in loaded.header_record.cells}
-    for cell in loaded.missing:  # listed, never recorded: each named, as --resume will run it
-        body.append([f"{labels.get(cell, cell)} (listed)", "not run", *[""] * (len(columns) - 1)])
+    for label in loaded.missing_labels:  # listed, never recorded: each named, as --resume will run it
+        body.append([f"{label} (listed)", "not run", *[""] * (len(columns) - 1)])
     return ["model · variant", *columns], body
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.bundle.cell_record import CellRecord
+from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
 from harness.reporting.run_facts import machine_share
@@ -52,14 +54,18 @@ def another_stack(bundle: Bundle, here: Mapping[str, Any]) -> None:
                           "image), or start a new run")
 
 
-def another_share(bundle: Bundle, offered: set[str]) -> None:
+def measured(bundle: Bundle) -> list[CellRecord]:
+    """The bundle's cells that were timed (valid or invalid), read once for the refusals below."""
+    return [record for record in bundle.records() if record.status in MEASURED]
+
+
+def another_share(bundle: Bundle, timed: list[CellRecord], offered: set[str]) -> None:
     """A resume whose cells would run on another share of the machine than the measured cells ran
     on is refused: within one bundle the report pairs fusion on with off and every cell with eager,
     and a 1-core slot's time beside the whole machine's is no speedup (a serial resume of a `--jobs 2`
-    run set one at 6x). Only cells with a time count (valid or invalid), each where its record says
+    run set one at 6x). Only cells with a time count (`timed`: `measured`), each where its record says
     where it ran (a Ray task lost twice records no slot)."""
-    ran = {machine_share(record) for record in bundle.records()
-           if record.status in ("valid", "invalid") and isinstance(record.node, dict) and record.node.get("cpu")}
+    ran = {machine_share(record) for record in timed if isinstance(record.node, dict) and record.node.get("cpu")}
     if ran and not ran <= offered:
         raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
                           f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
@@ -67,19 +73,19 @@ def another_share(bundle: Bundle, offered: set[str]) -> None:
                           "can be set side by side")
 
 
-def other_versions(bundle: Bundle, probe: ProbeAnswer) -> None:
+def other_versions(bundle: Bundle, timed: list[CellRecord], probe: ProbeAnswer) -> None:
     """A resume whose backends' libraries are other versions than the run's first start found is
     refused: a plugin upgraded between the start and the resume put fusion on of one version beside
     fusion off of another in one pair, with nothing said (and the report named the last version
     only). Like with like: the first start's probe (bundle.json `backends`) against this one, for
-    every library of a backend with a measured cell (valid or invalid), so that a torch upgraded
+    every library of a backend with a cell in `timed` (`measured`), so that a torch upgraded
     under a resume that runs only Inductor's cells is caught by eager's, the baseline they are set
     against. A library no backend here reports (one unavailable now: its cells will not run) is
     left out. Not for `--executor ray`, whose probe is the driver's and whose cells ran on the nodes."""
-    measured = {record.config.backend for record in bundle.records() if record.status in ("valid", "invalid")}
+    backends = {record.config.backend for record in timed}
     then: dict[str, set[str]] = {}
     for name, entry in (bundle.header.get("backends") or {}).items():
-        versions = entry.get("versions") if isinstance(entry, dict) and name in measured else None
+        versions = entry.get("versions") if isinstance(entry, dict) and name in backends else None
         for library, version in (versions if isinstance(versions, dict) else {}).items():
             then.setdefault(str(library), set()).add(str(version))
     now: dict[str, set[str]] = {}

@@ -196,9 +196,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                                   "--executor ray (a GPU cell claims one core)" if device == "cuda"
                                   else f"--cpus-per-cell {request.cpus_per_cell}")
     if bundle is not None and not all_finished:
-        resume_refusals.another_share(bundle, _shares_given(executor, request, device))
+        timed = resume_refusals.measured(bundle)
+        resume_refusals.another_share(bundle, timed, _shares_given(executor, request, device))
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
-            resume_refusals.other_versions(bundle, probe)
+            resume_refusals.other_versions(bundle, timed, probe)
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))

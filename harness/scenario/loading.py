@@ -222,7 +222,7 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
 def _problem_key(error: Any) -> tuple[Any, ...]:
     """What `_first_problem` says as one problem: an option's or a union's branches are one."""
     loc = tuple(error["loc"])
-    if loc and (_is_branch(loc[-1]) or (len(loc) > 2 and loc[-3] == "options" and loc[-1] in OPTION_TYPES)):
+    if loc and (_is_branch(loc[-1]) or _is_option_type(loc)):
         return loc[:-1]
     return loc
 
@@ -238,7 +238,7 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
         allowed = _allowed_keys(raw_loc[:-1])
         message = f"unknown key {loc[-1]!r}; allowed here: {', '.join(allowed)}"
         field = _dotted(loc[:-1]) or "(top level)"
-    elif len(raw_loc) > 2 and raw_loc[-3] == "options" and raw_loc[-1] in OPTION_TYPES:
+    elif _is_option_type(raw_loc):
         # one problem, not one per type an option may have ("options.x.bool: Input should be a valid boolean")
         rest = [error for error in rest if tuple(error["loc"])[:-1] != raw_loc[:-1]]
         field = _dotted(loc[:-1])
@@ -267,6 +267,11 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
 OPTION_TYPES = ("bool", "int", "float", "str")
 #: pydantic's names for a branch of a union in an error's location: a type, never a key of the file.
 _BRANCH = re.compile(r"(bool|int|float|str|none|(literal|list|dict|tuple)\[.*\])")
+
+
+def _is_option_type(loc: tuple[Any, ...]) -> bool:
+    """Whether an error's location is one of the types a backend option may have (`options.x.bool`)."""
+    return len(loc) > 2 and loc[-3] == "options" and loc[-1] in OPTION_TYPES
 
 
 def _is_branch(part: object) -> bool:

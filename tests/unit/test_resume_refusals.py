@@ -274,7 +274,7 @@ def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_t
     refused); a hybrid CPU's slots differ in logical CPUs (a bundle of them was never resumable);
     a failed or skipped cell has no time to set beside another."""
     from harness.bundle.cell_record import CellRecord
-    from harness.run.resume_refusals import another_share
+    from harness.run.resume_refusals import another_share, measured
 
     template = json.loads(next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
                                if json.loads(p.read_text())["status"] == "valid").read_text())
@@ -298,9 +298,10 @@ def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_t
     slot = {"index": 0, "gpu": None, "gpu_order": None}
     hybrid = Stub([record("valid", {"slot": {**slot, "cpus": [0, 1]}}), record("valid", {"slot": {**slot, "cpus": [2]}}),
                    record("failed", {"executor": "ray", "cpu": None})])
-    another_share(hybrid, {"a slot of 2 core(s)", "a slot of 1 core(s)"})  # the same --jobs: resumable
+    timed = measured(hybrid)  # the failed Ray cell left out: it has no time to set beside another
+    another_share(hybrid, timed, {"a slot of 2 core(s)", "a slot of 1 core(s)"})  # the same --jobs: resumable
     with pytest.raises(Exception, match="ran on a slot of 1 core\\(s\\) and a slot of 2 core\\(s\\) and this resume would run"):
-        another_share(hybrid, {"the whole machine"})
+        another_share(hybrid, timed, {"the whole machine"})
 
 
 def test_a_resume_in_another_image_than_the_run_started_in_is_refused(
