@@ -21,6 +21,7 @@ from harness.metric_table import Metric
 from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
 from harness.stats.intervals import paired_speedup
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, summarize_ns
+from tests.bundle_edits import without_backend
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -242,16 +243,7 @@ def test_a_regression_beside_unpaired_cells_is_said_too(tmp_path: Path, capsys: 
     from harness.cli.main import main
 
     slow = slowed(tmp_path, 1.5)
-    header = json.loads((slow / "bundle.json").read_text())  # B ran with `--only`, the null backend left out
-    gone = [e["id"] for e in header["cells"]
-            if json.loads((slow / "cells" / f"{e['id']}.json").read_text())["config"]["backend"] == "null"]
-    header["cells"] = [e for e in header["cells"] if e["id"] not in gone]
-    header["only"] = {"backend": ["eager", "inductor"]}
-    (slow / "bundle.json").write_text(json.dumps(header))
-    for cell in gone:
-        (slow / "cells" / f"{cell}.json").unlink()
-        shutil.rmtree(slow / "cells" / cell)
-    manifest.write(slow)
+    without_backend(slow, "null", ["eager", "inductor"])  # B ran with `--only`, the null backend left out
     assert main(["compare", str(GOLDEN / "v2"), str(slow)]) == 1
     err = capsys.readouterr().err
     assert "could not be paired" in err and "2 cell(s) of B regressed or newly failed against A" in err, err

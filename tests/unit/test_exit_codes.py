@@ -14,6 +14,7 @@ import pytest
 
 from harness.bundle import manifest
 from harness.cli.main import main
+from tests.bundle_edits import without_backend
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
@@ -37,16 +38,7 @@ def _one_cell_fewer(tmp: Path) -> Path:
     cannot pair them."""
     root = tmp / "fewer"
     shutil.copytree(GOLDEN / "v3", root)
-    header = json.loads((root / "bundle.json").read_text())
-    gone = [e["id"] for e in header["cells"]
-            if json.loads((root / "cells" / f"{e['id']}.json").read_text())["config"]["backend"] == "eager"]
-    header["cells"] = [e for e in header["cells"] if e["id"] not in gone]
-    header["only"] = {"backend": ["inductor", "null"]}
-    (root / "bundle.json").write_text(json.dumps(header))
-    for cell in gone:
-        (root / "cells" / f"{cell}.json").unlink()
-        shutil.rmtree(root / "cells" / cell)
-    manifest.write(root)
+    without_backend(root, "eager", ["inductor", "null"])
     return root
 
 
