@@ -78,6 +78,8 @@ FUSING_TRANSFORMERS = (
 _NUMPY_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
 #: How ONNX Runtime's profiler names a node's kernel event: the node's name, then this.
 _KERNEL_TIME = "_kernel_time"
+#: The runs a profiling session times after its first, each a `cpu_kernel_times` answer.
+_PROFILED_RUNS = 3
 
 
 def _ort() -> Any:
@@ -284,7 +286,8 @@ class OrtPrepared(Prepared):
         self.input_name = session.get_inputs()[0].name
         self.output_name = session.get_outputs()[0].name
         self.on_cuda = options.provider != "cpu"
-        self._profiled: tuple[dict[str, Any], CpuKernelTimes | None] | None = None
+        self._profiled: dict[str, Any] | None = None
+        self._kernel_runs: list[CpuKernelTimes] = []
         if self.on_cuda:
             import torch
 
@@ -338,11 +341,17 @@ class OrtPrepared(Prepared):
     def math_mode(self) -> dict[str, Any]:
         return provider_math_mode(self.options.provider, self.session.get_provider_options())
 
-    def _profile(self, batch: Any) -> tuple[dict[str, Any], CpuKernelTimes | None]:
-        """Run once more in a profiling session of the same graph and options: the node executions
-        of the last run with their kernels' times, and the arena peak ORT reports with each node."""
-        if self._profiled is not None:
-            return self._profiled
+    def _profile(self, batch: Any) -> dict[str, Any]:
+        """The figures of a profiling session of the same graph and options (`_profile_session`)."""
+        if self._profiled is None:
+            self._profile_session(batch)
+        assert self._profiled is not None
+        return self._profiled
+
+    def _profile_session(self, batch: Any) -> None:
+        """Run a profiling session of the same graph and options: one run to warm it, then
+        `_PROFILED_RUNS`, each run's nodes with their kernels' times kept for `cpu_kernel_times`;
+        the node executions of the last run and the arena peak ORT reports with each node."""
         ort = _ort()
         session_options = _session_options(ort, self.options)
         session_options.enable_profiling = True
@@ -352,26 +361,27 @@ class OrtPrepared(Prepared):
             disabled_optimizers=list(self.options.left_out) or None,
         )
         feed = {self.input_name: batch.detach().cpu().numpy()}
-        for _ in range(2):
+        for _ in range(1 + _PROFILED_RUNS):
             session.run([self.output_name], feed)
         events = json.loads(Path(session.end_profiling()).read_text())
-        runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-        last_start = runs[-1]["ts"] if runs else 0
+        runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                      key=lambda e: float(e["ts"]))[1:]
         nodes = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith(_KERNEL_TIME)]
-        in_last_run = sorted((e for e in nodes if e["ts"] >= last_start), key=lambda e: float(e["ts"]))
-        run_us = float(runs[-1].get("dur", 0)) if runs else 0.0
-        times = CpuKernelTimes(calls=tuple((e["name"].removesuffix(_KERNEL_TIME), float(e.get("dur", 0)) * 1e3)
-                                           for e in in_last_run), wall_ns=run_us * 1e3) if run_us > 0 else None
+        per_run = [sorted((e for e in nodes if float(run["ts"]) <= float(e["ts"]) <= float(run["ts"]) + float(run.get("dur", 0))),
+                          key=lambda e: float(e["ts"])) for run in runs]
+        self._kernel_runs = [
+            CpuKernelTimes(calls=tuple((e["name"].removesuffix(_KERNEL_TIME), float(e.get("dur", 0)) * 1e3) for e in in_run),
+                           wall_ns=float(run.get("dur", 0)) * 1e3)
+            for run, in_run in zip(runs, per_run) if float(run.get("dur", 0)) > 0
+        ]
         peaks = [int(e["args"]["mem_in_use_peak"]) for e in nodes if "mem_in_use_peak" in e.get("args", {})]
         held = [int(e["args"]["mem_arena_held"]) for e in nodes if "mem_arena_held" in e.get("args", {})]
-        figures = {
-            "node_executions_per_run": len(in_last_run),
+        self._profiled = {
+            "node_executions_per_run": len(per_run[-1]) if per_run else 0,
             "arena_peak_in_use_bytes": max(peaks) if peaks else None,
             "arena_held_bytes": max(held) if held else None,
             **self._threads(),
         }
-        self._profiled = figures, times
-        return self._profiled
 
     def _threads(self) -> dict[str, Any]:
         """The timed session's thread pool as ORT holds it: threads per operator (0: ORT's default,
@@ -387,16 +397,20 @@ class OrtPrepared(Prepared):
                 "intra_op_allow_spinning": spinning or "1 (ORT's default)"}
 
     def cpu_dispatches(self, batch: Any) -> int:
-        return int(self._profile(batch)[0]["node_executions_per_run"])
+        return int(self._profile(batch)["node_executions_per_run"])
 
-    kernel_time_definition = ("one run under ONNX Runtime's profiler: each node's kernel duration, named by the "
-                              "optimised graph's node; their share of the run's duration applied to the timed median")
+    kernel_time_definition = ("each profiled run under ONNX Runtime's profiler: each node's kernel duration, named by "
+                              "the optimised graph's node; their share of the run's duration applied to the timed median")
 
     def cpu_kernel_times(self, batch: Any) -> CpuKernelTimes | None:
-        return self._profile(batch)[1]
+        """A profiled run not given before: the next of the profiling session's, a new session once
+        they are all given."""
+        if not self._kernel_runs:
+            self._profile_session(batch)
+        return self._kernel_runs.pop(0) if self._kernel_runs else None
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
-        return self._profile(batch)[0]
+        return self._profile(batch)
 
     def close(self) -> None:
         self.session = None

@@ -30,8 +30,10 @@ are absent is skipped, so every golden bundle still validates):
 Not re-derivable, as each is a measurement recorded once: the raw samples, what ran beside each
 repetition, the profile's kernel counts and times, the roofline's costs, the device's peaks, the
 math settings as read back, the C library's name. The GPU clock warning (its rule reads NVML's
-reasons in harness/measure/gpu_state.py) and the sentence saying why LoadGen and the device
-timing disagree are not re-derived. Validate may not import the measure layer (it sits above
+reasons in harness/measure/gpu_state.py), the sentence saying why LoadGen and the device
+timing disagree and the rounds' warning of a median out of line with the others (harness/run/
+rounds.py, which records of schema 10 before 2026-12-01 lack though their rounds call for it) are
+not re-derived. Validate may not import the measure layer (it sits above
 this one): the limits of its rules come from harness/stats/thresholds.py, which both read, and the
 opening words of each warning are repeated here, held equal to the worker's by
 tests/unit/test_figures_check.py.

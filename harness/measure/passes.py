@@ -3,15 +3,19 @@ device-timing pass is harness/measure/timing.py).
 
 Besides kernel counts and the fusion report it measures where an inference's time goes: the
 time inside kernels (GPU: the union of the CUDA kernels' intervals, from CUPTI; CPU: the share of
-one inference the backend's own profiler finds inside kernels, `Prepared.cpu_kernel_times`) against
-the wall time the timing pass measured; the rest is launch and host overhead (GPU) or dispatch
-overhead (CPU). On both, the kernels that take the most time are listed with their calls and time
-per inference.
+an inference the backend's own profiler finds inside kernels, `Prepared.cpu_kernel_times`, the
+median over `profile_iters` profiled inferences) against the wall time the timing pass measured; the
+rest is launch and host overhead (GPU) or dispatch overhead (CPU). On both, the kernels that take the
+most time are listed with their calls and time per inference: on the CPU each kernel's median share
+of its profiled inference applied to the timed median, as the share inside kernels is, so that one
+inference the profiler slowed, or a kernel the scheduler preempted in it, does not name a kernel
+longer than the inference.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,19 +26,24 @@ from harness.fusion import FusionReport
 from harness.measure.plugin_answers import asked
 
 
-def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path) -> dict[str, Any]:
-    """Kernels per inference and the fusion report. Never timed."""
+def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path, wall_ns: float) -> dict[str, Any]:
+    """Kernels per inference and the fusion report. Never timed. `wall_ns`: the timed median of an
+    inference, which a CPU kernel's share of its profiled inference is applied to."""
     result: dict[str, Any] = {"fusion_report": asked(prepared, "fusion_report", (FusionReport,)).to_json()}
     if device == "cuda":
         result.update(_cuda_kernels(prepared, batch, iters, workdir))
     else:
         count = asked(prepared, "cpu_dispatches", (int, type(None)), batch)
+        runs = _cpu_profiled_runs(prepared, batch, iters)
+        method = prepared.kernel_time_definition or "not measured by this backend"
+        if runs:
+            method += f"; each kernel's time the median of its share over {len(runs)} profiled inferences"
         result.update(
             {
                 "kernels_per_inference": count,
                 "kernel_count_method": "cpu dispatches: " + (prepared.dispatch_definition or "undefined"),
-                "kernel_time_method": prepared.kernel_time_definition or "not measured by this backend",
-                **cpu_kernel_figures(asked(prepared, "cpu_kernel_times", (CpuKernelTimes, type(None)), batch)),
+                "kernel_time_method": method,
+                **cpu_kernel_figures(runs, wall_ns),
             }
         )
     result["backend_figures"] = asked(prepared, "profile_figures", (dict,), batch)
@@ -76,17 +85,49 @@ def top_kernels(timed: list[tuple[str, float]], iters: int) -> list[dict[str, An
             for name in by_time]
 
 
-def cpu_kernel_figures(times: CpuKernelTimes | None) -> dict[str, Any]:
-    """The kernel figures of one profiled inference on the CPU: the share of the call spent inside
-    kernels (at most 1: the backend's clocks may round), and the kernels that take the most time,
-    each with its calls and time in that inference, as a GPU cell lists them."""
-    if times is None:
+def _cpu_profiled_runs(prepared: Prepared, batch: Any, iters: int) -> list[CpuKernelTimes]:
+    """`iters` profiled inferences, or none where the backend cannot tell (it answers None)."""
+    runs = []
+    for _ in range(iters):
+        times = asked(prepared, "cpu_kernel_times", (CpuKernelTimes, type(None)), batch)
+        if times is None or times.wall_ns <= 0:
+            return []
+        runs.append(times)
+    return runs
+
+
+def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, Any]:
+    """The kernel figures of profiled inferences on the CPU: the median share of an inference spent
+    inside kernels (each at most 1: the backend's clocks may round), and the kernels that take the
+    most time, slowest first, each with its calls (the median over the inferences) and its time: the
+    median of its share of each inference, applied to `wall_ns` (the timed median; where that is 0,
+    a backend that computes no model, the median of its profiled time)."""
+    if not runs:
         return {"kernel_share": None}
+    shares: dict[str, list[float]] = {}
+    calls: dict[str, list[int]] = {}
+    spent: dict[str, list[float]] = {}
+    for i, times in enumerate(runs):
+        in_run = Counter(name for name, _ in times.calls)
+        for name, ns in times.calls:
+            if name not in shares:
+                shares[name], calls[name], spent[name] = [0.0] * len(runs), [0] * len(runs), [0.0] * len(runs)
+            shares[name][i] += ns / times.wall_ns
+            spent[name][i] += ns
+            calls[name][i] = in_run[name]
+    share = {name: _median(values) for name, values in shares.items()}
+    by_time = sorted(share, key=lambda name: (-share[name], -_median(calls[name]), name))[:TOP_KERNELS]
     return {
-        "kernel_share": min(sum(ns for _, ns in times.calls) / times.wall_ns, 1.0) if times.wall_ns > 0 else None,
-        "profiled_iters": 1,
-        "top_kernels": top_kernels(list(times.calls), 1),
+        "kernel_share": _median([min(sum(ns for _, ns in t.calls) / t.wall_ns, 1.0) for t in runs]),
+        "profiled_iters": len(runs),
+        "top_kernels": [{"name": name, "calls_per_inference": _median(calls[name]),
+                         "ns_per_inference": share[name] * wall_ns if wall_ns > 0 else _median(spent[name])}
+                        for name in by_time],
     }
+
+
+def _median(values: list[float] | list[int]) -> float:
+    return float(statistics.median(values))
 
 
 def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:

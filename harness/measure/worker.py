@@ -261,7 +261,8 @@ def _measure(
                 prepared, example, cell.passes.memory_iters, device, baseline_rss, baseline_device_used
             ), "worker_start": request.worker_start})
         with clock.phase(protocol.PROFILE):
-            profile = passes.profile(prepared, example, cell.passes.profile_iters, device, workdir)
+            profile = passes.profile(prepared, example, cell.passes.profile_iters, device, workdir,
+                                     median_ns if backend.computes_model else 0.0)
             metrics.fusion_report = FusionReportRecord.model_validate(profile.pop("fusion_report"))
             metrics.kernels = Kernels.model_validate(profile)
             metrics.time_split = TimeSplit.model_validate(

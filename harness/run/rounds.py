@@ -18,7 +18,10 @@ tasks may run on other machines, each round keeps fresh folders of its own and c
 Order: with every cell at one round the sweep's order is kept as it was. Otherwise the cells are
 grouped into units, a fusion pair (the same cell but for fusion) or a lone cell, in the order of
 their first cell; a unit runs its cells' round 1, then their round 2 in the other order, and so on. A cell's record is
-written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py);
+written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py),
+each further round's own warnings (`round 2: a busy machine: ...`) and a warning where a round's
+median is out of line with the others (more than 1.5x the median of the rounds, or below it by as
+much: `harness.stats.summary.out_of_line`);
 a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
 before it starts; Ray runs it anyway). LocalPool starts a further round once the round before it
 has finished (never two rounds of a cell at once: they share its scratch folders), and until then
@@ -38,11 +41,16 @@ import pydantic
 from pydantic import ConfigDict
 
 from harness.bundle.cell_record import Metrics, TimingRound
+from harness.metric_table import format_value
 from harness.run.executors import CellTask, Finished
 from harness.run.scratch import scratch_dir
 from harness.scenario.cells import Cell
+from harness.stats.summary import median, out_of_line
+from harness.stats.thresholds import ROUND_OUT_OF_LINE
 
 ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round's worker.log
+#: How the warning of rounds whose medians are out of line with the others begins.
+ROUNDS_OUT_OF_LINE = "rounds out of line:"
 
 
 class FirstRound(pydantic.BaseModel):
@@ -108,6 +116,7 @@ class Rounds:
     bundle_root: Path
     held: dict[str, dict[str, Any]] = field(default_factory=dict)  # round 1's record
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
+    further_warnings: dict[str, list[str]] = field(default_factory=dict)  # cell id -> its further rounds' warnings
     first_status: dict[str, str] = field(default_factory=dict)
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
     ended: dict[tuple[str, int], threading.Event] = field(default_factory=dict)  # (cell id, round) -> set once in
@@ -147,6 +156,7 @@ class Rounds:
             self.held[cell_id] = record
         else:
             self.further.setdefault(cell_id, []).append(self._round(done))
+            self.further_warnings.setdefault(cell_id, []).extend(_warnings_of(done))
             self.round_ended(cell_id, done.task.request.timing_round).set()
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
             return None
@@ -169,6 +179,9 @@ class Rounds:
                 log=round_one.log,
             )
             complete["metrics"] = {**round_one.metrics, "rounds": [r.recorded() for r in (first, *further)]}
+            apart = rounds_warning([first, *further])
+            complete["warnings"] = [*complete.get("warnings", []), *self.further_warnings.pop(cell_id, []),
+                                    *([apart] if apart else [])]
         return complete
 
     def waiting(self) -> list[str]:
@@ -209,3 +222,33 @@ class Rounds:
             wall_s=outcome.wall_s,
             **where,
         )
+
+
+def _warnings_of(done: Finished) -> list[str]:
+    """A further round's own warnings (a busy machine, noise, drift), each said to be that round's:
+    round 1's are the record's, and the others were lost."""
+    answer = done.outcome.answer if done.outcome is not None else None
+    if answer is None or answer.status != "valid":
+        return []
+    return [f"round {done.task.request.timing_round}: {line}" for line in answer.warnings]
+
+
+def rounds_warning(rounds: list[TimingRound]) -> str | None:
+    """The warning for the valid rounds whose medians are out of line with the others
+    (`out_of_line`), or None."""
+    valid = [r for r in rounds if r.status == "valid" and r.median_ns is not None]
+    medians = [r.median_ns for r in valid if r.median_ns is not None]
+    odd = [valid[i] for i in out_of_line(medians, ROUND_OUT_OF_LINE)]
+    if not odd:
+        return None
+    why = ("that round's process or the machine was not as in the others; a fusion pair's interval over "
+           "the rounds takes it in, and its verdict with it")
+    if len(valid) == 2:
+        a, b = valid
+        ratio = max(medians) / min(medians)
+        return (f"{ROUNDS_OUT_OF_LINE} round {a.round}'s median, {format_value(a.median_ns, 'ns')}, and round "
+                f"{b.round}'s, {format_value(b.median_ns, 'ns')}, differ by {ratio:.1f}x: {why}")
+    middle = median(medians)
+    each = ", ".join(f"round {r.round}'s {format_value(r.median_ns, 'ns')} ({(r.median_ns or 0) / middle:.1f}x)" for r in odd)
+    return (f"{ROUNDS_OUT_OF_LINE} {each} against the median of the cell's {len(valid)} rounds, "
+            f"{format_value(middle, 'ns')}: {why}")

@@ -318,7 +318,11 @@ class PassSettings(_Strict):
     """Calls made in the untimed memory, profile and memory-traffic passes."""
 
     memory_iters: int = Field(5, ge=1, le=10_000)
-    profile_iters: int = Field(3, ge=1, le=10_000)
+    profile_iters: int = Field(
+        3, ge=1, le=10_000,
+        description="inferences the profile pass profiles: on a GPU the trace its kernels are counted and timed over, "
+        "on the CPU those each kernel's median share of an inference is taken over",
+    )
     traffic_iters: int = Field(
         2, ge=0, le=1_000,
         description="inferences whose DRAM bytes a CUDA cell reads from the GPU's hardware counters "

@@ -26,6 +26,18 @@ def median(values: Sequence[float]) -> float:
     return percentile(sorted(values), 50)
 
 
+def out_of_line(medians: Sequence[float], limit: float) -> list[int]:
+    """The positions of the medians more than `limit` times above, or below by as much, the median
+    of them all (of three or more); of two, both where one is more than `limit` times the other
+    (neither can be told the odd one)."""
+    if len(medians) < 2 or min(medians) <= 0:
+        return []
+    if len(medians) == 2:
+        return [0, 1] if max(medians) / min(medians) > limit else []
+    middle = median(medians)
+    return [i for i, value in enumerate(medians) if value / middle > limit or middle / value > limit]
+
+
 def summarize_ns(samples: Sequence[int]) -> dict[str, float | int | bool]:
     """n, median, p90, p99, mean, stdev (sample), CV, min, max of nanosecond samples, and
     whether the spread makes them noisy."""

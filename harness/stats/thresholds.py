@@ -11,3 +11,4 @@ STOLEN_SHARE = 0.02  # of the CPUs' time taken by the hypervisor during the time
 WARMUP_TOLERANCE = 0.02  # two consecutive warm-up windows' medians agree this closely when steady
 WARMUP_WINDOW_S = 0.1  # a warm-up window lasts about this long,
 WARMUP_MAX_WINDOW = 50  # and holds at most this many calls (one, for a model slower than the window)
+ROUND_OUT_OF_LINE = 1.5  # a round's median this many times the median of the cell's rounds, or below it by as much

@@ -214,11 +214,11 @@ def test_the_profile_pass_asks_each_method_through_the_check(tmp_path: Any) -> N
             return None
 
     with pytest.raises(BackendFailed, match=r"^Stub\.cpu_dispatches\(\) returned bool"):
-        passes.profile(Stub(), None, 1, "cpu", tmp_path)
+        passes.profile(Stub(), None, 1, "cpu", tmp_path, 1e6)
     monkeypatched = Stub()
     monkeypatched.cpu_dispatches = lambda batch: 7  # type: ignore[method-assign]
     with pytest.raises(BackendFailed, match=r"^Stub\.profile_figures\(\) returned NoneType; it returns dict"):
-        passes.profile(monkeypatched, None, 1, "cpu", tmp_path)
+        passes.profile(monkeypatched, None, 1, "cpu", tmp_path, 1e6)
 
 
 def test_a_frame_of_an_installed_package_may_be_the_plugins_but_never_the_harnesss_or_the_standard_librarys() -> None:

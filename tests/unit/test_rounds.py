@@ -129,6 +129,59 @@ def test_a_cell_is_written_once_its_last_round_is_in_with_every_round(tmp_path: 
     assert problems(complete, "cell") == []
 
 
+def test_a_round_out_of_line_with_the_others_is_warned_of(tmp_path: Path) -> None:
+    """Rounds of 36, 30 and 382 ms: the third, run while something else took the machine, was
+    recorded valid and said nothing, though the pair's estimate leaned on it."""
+    from harness.bundle import figures_check
+
+    cells, ordered, state = _plan(3, tmp_path)
+    on = next(c for c in cells if c.config.backend == "inductor" and c.config.variant.fusion == "on")
+    mine = [t for t in ordered if t.cell_id == on.id]
+    state.finished(_done(mine[0], 36.2e6), _first_record(on, median_ns=36.2e6))
+    state.finished(_done(mine[1], 30.4e6), None)
+    complete = state.finished(_done(mine[2], 382e6), None)
+    assert complete is not None
+    apart = [w for w in complete["warnings"] if w.startswith(rounds.ROUNDS_OUT_OF_LINE)]
+    assert apart == ["rounds out of line: round 3's 382 ms (10.6x) against the median of the cell's 3 rounds, 36.2 ms: "
+                     "that round's process or the machine was not as in the others; a fusion pair's interval over the "
+                     "rounds takes it in, and its verdict with it"]
+    assert problems(complete, "cell") == [] and figures_check._warnings(complete) == []
+
+
+def test_two_rounds_far_apart_are_both_named_and_rounds_alike_say_nothing(tmp_path: Path) -> None:
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    mine = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(mine[0], 10e6), _first_record(eager, median_ns=10e6))
+    complete = state.finished(_done(mine[1], 21e6), None)
+    assert complete is not None
+    assert [w for w in complete["warnings"] if w.startswith("rounds out of line:")] == [
+        "rounds out of line: round 1's median, 10.0 ms, and round 2's, 21.0 ms, differ by 2.1x: that round's process "
+        "or the machine was not as in the others; a fusion pair's interval over the rounds takes it in, and its "
+        "verdict with it"]
+    assert rounds.rounds_warning([]) is None
+    cells, ordered, state = _plan(3, tmp_path / "alike")
+    mine = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(mine[0], 10e6), _first_record(eager, median_ns=10e6))
+    state.finished(_done(mine[1], 12e6), None)
+    complete = state.finished(_done(mine[2], 14e6), None)  # 1.4x the lowest, within 1.5x of the median
+    assert complete is not None and not any(w.startswith("rounds out of line:") for w in complete["warnings"])
+
+
+def test_a_further_rounds_own_warnings_are_kept_as_that_rounds(tmp_path: Path) -> None:
+    """Round 1's warnings were the record's; a further round's (a busy machine, noise) were lost."""
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    mine = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(mine[0], 10e6), _first_record(eager, median_ns=10e6))
+    second = _done(mine[1], 10.5e6)
+    assert second.outcome is not None and second.outcome.answer is not None
+    second.outcome.answer.warnings = ["a busy machine: other processes used 0.80 cores during the timed calls"]
+    complete = state.finished(second, None)
+    assert complete is not None
+    assert "round 2: a busy machine: other processes used 0.80 cores during the timed calls" in complete["warnings"]
+
+
 def test_a_failed_further_round_keeps_its_reason_and_the_cell_stays_valid(tmp_path: Path) -> None:
     cells, ordered, state = _plan(2, tmp_path)
     eager = next(c for c in cells if c.config.backend == "eager")

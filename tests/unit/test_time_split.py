@@ -69,20 +69,75 @@ def test_the_split_reads_the_figures_the_profile_pass_returned() -> None:
 
 def test_a_cpu_profile_gives_the_kernels_share_and_each_kernels_calls_and_time_the_slowest_first() -> None:
     """One profiled inference of 10 ms: `fused_conv` twice (3 ms a call), `relu` once (1 ms); 3 ms
-    of dispatch between them."""
+    of dispatch between them. The timed median is 5 ms (the profiler slowed the call it watched):
+    each kernel's time is its share of the profiled call applied to it."""
     times = CpuKernelTimes(calls=(("fused_conv", 3e6), ("relu", 1e6), ("fused_conv", 3e6)), wall_ns=10e6)
-    figures = cpu_kernel_figures(times)
+    figures = cpu_kernel_figures([times], 5e6)
     assert figures["kernel_share"] == pytest.approx(0.7)
     assert figures["top_kernels"] == [
-        {"name": "fused_conv", "calls_per_inference": 2, "ns_per_inference": 6e6},
-        {"name": "relu", "calls_per_inference": 1, "ns_per_inference": 1e6},
+        {"name": "fused_conv", "calls_per_inference": 2, "ns_per_inference": pytest.approx(3e6)},
+        {"name": "relu", "calls_per_inference": 1, "ns_per_inference": pytest.approx(0.5e6)},
     ]
     assert Kernels.model_validate({"kernels_per_inference": 3, "kernel_count_method": "x", **figures}).profiled_iters == 1
     # kernels timed past the call's own clock (rounding) still give a share of at most 1
-    assert cpu_kernel_figures(CpuKernelTimes(calls=(("k", 11e6),), wall_ns=10e6))["kernel_share"] == 1.0
+    assert cpu_kernel_figures([CpuKernelTimes(calls=(("k", 11e6),), wall_ns=10e6)], 5e6)["kernel_share"] == 1.0
+
+
+def test_one_profiled_inference_the_scheduler_slowed_names_no_kernel_longer_than_the_inference() -> None:
+    """Three profiled inferences of a 1 ms model; in the second the scheduler took the core from
+    `relu` for 4 ms. The median of each kernel's share keeps it at its usual time, and no kernel
+    is listed longer than the timed inference (a reader was shown a 4 ms kernel in a 1 ms model)."""
+    usual = CpuKernelTimes(calls=(("conv", 0.6e6), ("relu", 0.2e6)), wall_ns=1e6)
+    preempted = CpuKernelTimes(calls=(("conv", 0.6e6), ("relu", 4.2e6)), wall_ns=5e6)
+    figures = cpu_kernel_figures([usual, preempted, usual], 1e6)
+    assert figures["profiled_iters"] == 3
+    assert [k["name"] for k in figures["top_kernels"]] == ["conv", "relu"]
+    assert figures["top_kernels"][0]["ns_per_inference"] == pytest.approx(0.6e6)
+    assert figures["top_kernels"][1]["ns_per_inference"] == pytest.approx(0.2e6)
+    assert figures["kernel_share"] == pytest.approx(0.8)
+    assert sum(k["ns_per_inference"] for k in figures["top_kernels"]) <= 1e6
+
+
+def test_a_kernel_one_profiled_inference_did_not_run_counts_as_none_in_it() -> None:
+    """A kernel seen in one inference of three (a lazily built cache, say) has a median of 0 calls."""
+    plain = CpuKernelTimes(calls=(("conv", 0.5e6),), wall_ns=1e6)
+    once = CpuKernelTimes(calls=(("conv", 0.5e6), ("build", 0.3e6)), wall_ns=1e6)
+    tops = {k["name"]: k for k in cpu_kernel_figures([plain, once, plain], 1e6)["top_kernels"]}
+    assert tops["build"]["calls_per_inference"] == 0 and tops["build"]["ns_per_inference"] == 0
+    assert tops["conv"]["calls_per_inference"] == 1
+
+
+def test_the_profile_pass_asks_for_profile_iters_inferences_on_the_cpu(tmp_path) -> None:
+    """`passes.profile_iters` was used on a GPU only: a CPU cell profiled one inference whatever it said."""
+    from harness.measure import passes
+
+    class Counting:
+        dispatch_definition = kernel_time_definition = "one call"
+        asked = 0
+
+        def fusion_report(self):
+            from harness.fusion import FusionReport, KernelGroup
+
+            return FusionReport(kernels=(KernelGroup(kernel="k", ops=("op",)),), source="stub")
+
+        def cpu_dispatches(self, batch):
+            return 1
+
+        def cpu_kernel_times(self, batch):
+            self.asked += 1
+            return CpuKernelTimes(calls=(("k", 0.5e6),), wall_ns=1e6)
+
+        def profile_figures(self, batch):
+            return {}
+
+    stub = Counting()
+    result = passes.profile(stub, None, 4, "cpu", tmp_path, 2e6)  # type: ignore[arg-type]
+    assert stub.asked == 4 and result["profiled_iters"] == 4
+    assert result["top_kernels"] == [{"name": "k", "calls_per_inference": 1, "ns_per_inference": pytest.approx(1e6)}]
+    assert result["kernel_time_method"] == "one call; each kernel's time the median of its share over 4 profiled inferences"
 
 
 def test_a_backend_whose_profiler_cannot_tell_leaves_the_share_unmeasured() -> None:
-    assert cpu_kernel_figures(None) == {"kernel_share": None}
-    split = time_split(10e6, _kernels(**cpu_kernel_figures(None), kernel_time_method="not measured by this backend"), "cpu")
+    assert cpu_kernel_figures([], 10e6) == {"kernel_share": None}
+    split = time_split(10e6, _kernels(**cpu_kernel_figures([], 10e6), kernel_time_method="not measured by this backend"), "cpu")
     assert split["kernel_ns"] is None
