@@ -12,6 +12,7 @@ from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     APART_NOTE,
+    KERNELS_BY_PAIR_NOTE,
     ROOFLINE_NOTE,
     SLOWER_NOTE,
     SPEEDUP_NOTE,
@@ -20,14 +21,12 @@ from harness.reporting.view import (
     agreement_table,
     baseline_of,
     cells_table,
-    fmt_speedup,
-    fused_kernels,
     fusion_pairs,
     fusion_table,
+    kernels_by_pair,
     not_side_by_side,
     problems,
     roofline_table,
-    slowest_kernels,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -110,11 +109,11 @@ def html(loaded: LoadedBundle) -> str:
     parts.append("<h3>Where fusion made things slower</h3>")
     parts.append(f"<p>{escape(SLOWER_NOTE)}</p>")
     slower = [p for p in pairs if p.made_slower]
-    parts.append(html_table(["cell", "speedup", "fused kernels (first ones)", "most time with fusion on",
-                              "most time with fusion off"],
-                             [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
-                               "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-"]
-                              for p in slower]) if slower else '<p class="empty">Nowhere in this run.</p>')
+    parts.append(html_table(*kernels_by_pair(slower)) if slower else '<p class="empty">Nowhere in this run.</p>')
+    if pairs:
+        parts.append("<h3>What each pair's fusion ran</h3>")
+        parts.append(f"<p>{escape(KERNELS_BY_PAIR_NOTE)}</p>")
+        parts.append(html_table(*kernels_by_pair(pairs)))
 
     parts.append("<h2>Kernels per inference vs latency</h2>")
     points = [Point(r.kernels, r.median_ns / 1e6, r.variant, f"{r.model} {r.variant} {r.setting}")

@@ -11,6 +11,7 @@ from harness.reporting.run_facts import facts
 from harness.reporting.view import (
     AGREEMENT_NOTE,
     APART_NOTE,
+    KERNELS_BY_PAIR_NOTE,
     ROOFLINE_NOTE,
     SLOWER_NOTE,
     SPEEDUP_NOTE,
@@ -25,6 +26,7 @@ from harness.reporting.view import (
     fused_kernels,
     fusion_pairs,
     fusion_table,
+    kernels_by_pair,
     not_side_by_side,
     problems,
     roofline_table,
@@ -83,6 +85,8 @@ def markdown(loaded: LoadedBundle) -> str:
                             for side, slowest in slowest_kernels_by_side(p))]
     if slower:
         lines.append("")
+    if pairs:
+        lines += ["## What each pair's fusion ran", "", KERNELS_BY_PAIR_NOTE, "", *md_table(*kernels_by_pair(pairs)), ""]
     lines += ["## Where the time goes", "", TIME_SPLIT_NOTE, ""]
     for backend in dict.fromkeys(r.backend for r in valid_rows(rows)):
         groups, series = time_split_series(rows, backend)

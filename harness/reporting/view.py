@@ -325,15 +325,32 @@ def fmt_speedup(pair: FusionPair) -> str:
 
 
 def fused_kernels(row: Row) -> list[str]:
-    """The fused kernels of a cell, each once (a kernel an unrolled loop runs many times gets
-    its count), in the order they first run."""
+    """The fused kernels of a cell, each once (a kernel an unrolled loop runs many times gets its
+    count): those the profile timed first, the costliest first, each with its time per inference,
+    then the others in the order they first run; past FUSED_KERNELS_SHOWN, how many more there are."""
     report = row.metrics.fusion_report
     counts: dict[str, int] = {}
+    named: dict[str, str] = {}
     for k in report.kernels if report else []:
         if k.fusion_class != "single":
             text = f"{k.kernel} ({' + '.join(k.ops)})"
             counts[text] = counts.get(text, 0) + 1
-    return [text if n == 1 else f"{text} x{n}" for text, n in list(counts.items())[:FUSED_KERNELS_SHOWN]]
+            named[text] = k.kernel
+    timed = kernel_times(row)
+    ordered = sorted(counts, key=lambda text: -timed.get(named[text], -1.0))  # stable: the untimed keep their order
+    shown = [(text if counts[text] == 1 else f"{text} x{counts[text]}")
+             + (f", {format_value(timed[named[text]], 'ns')}" if named[text] in timed else "")
+             for text in ordered[:FUSED_KERNELS_SHOWN]]
+    left = len(ordered) - len(shown)
+    return shown + ([f"and {left} more (the cell's fusion_report)"] if left else [])
+
+
+def kernel_times(row: Row) -> dict[str, float]:
+    """Each kernel's time per inference, of those the cell's profile lists with one
+    (`kernels.top_kernels`)."""
+    kernels = row.metrics.kernels
+    listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
+    return {k.name: k.ns_per_inference for k in listed if k is not None and k.ns_per_inference is not None}
 
 
 def slowest_kernels(row: Row) -> list[str]:
@@ -377,6 +394,22 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off), fmt_speedup(p) + noisy_mark(p.on, p.off),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
+    return head, body
+
+
+KERNELS_BY_PAIR_NOTE = (
+    "Every fusion pair, slower or not: the fused kernels of its fusion-on cell (each once, with its count; those the "
+    "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
+    "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its median "
+    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes)."
+)
+
+
+def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
+    """Per fusion pair: its speedup, its fused kernels and each side's slowest kernels."""
+    head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off"]
+    body = [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
+             "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-"] for p in pairs]
     return head, body
 
 

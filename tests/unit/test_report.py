@@ -182,6 +182,22 @@ def test_fused_kernel_lists_name_each_kernel_once_with_its_count() -> None:
     assert fused_kernels(row) == ["step (aten.addmm + aten.tanh) x3", "last (aten.addmm + aten.tanh)"]
 
 
+def test_fused_kernels_the_profile_timed_come_first_the_costliest_first_and_the_rest_are_counted() -> None:
+    """A cell of 11 fused kernels listed the first 8 it ran and nothing more: the one that held a
+    slowdown (the 11th here, and the costliest) was not among them."""
+    kernels = [{"kernel": f"fused_{i}", "ops": ["relax.matmul", "relax.add"], "class": "tensor+element"} for i in range(11)]
+    top = [{"name": "fused_10", "calls_per_inference": 1.0, "ns_per_inference": 1.78e9},
+           {"name": "fused_3", "calls_per_inference": 1.0, "ns_per_inference": 2e6},
+           {"name": "matmul", "calls_per_inference": 1.0, "ns_per_inference": 5e9}]
+    row = Row(cell_record(metrics={
+        "fusion_report": {"kernel_count": 11, "fusion_count": 11, "kernels": kernels},
+        "kernels": {"kernels_per_inference": 11.0, "kernel_count_method": "x", "top_kernels": top}}))
+    shown = fused_kernels(row)
+    assert shown[:3] == ["fused_10 (relax.matmul + relax.add), 1.78 s", "fused_3 (relax.matmul + relax.add), 2.00 ms",
+                         "fused_0 (relax.matmul + relax.add)"]
+    assert len(shown) == 9 and shown[-1] == "and 3 more (the cell's fusion_report)"
+
+
 def test_a_fraction_above_the_roof_is_marked() -> None:
     assert fmt_fraction(0.5) == "0.500"
     assert fmt_fraction(3.013) == "3.013 above roof"
