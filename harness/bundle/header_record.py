@@ -167,6 +167,10 @@ class BundleHeader(Part):
     resumed: list[str] | None = None
     executor: dict[str, Any] | None = None
     nodes: dict[str, Any] | None = None
+    #: Whose rounds took turns (harness/run/rounds.py): "setting", every cell of one model and
+    #: setting, so a backend's rounds pair with the baseline's; None (bundles before 2026-12-01):
+    #: a fusion pair's alone
+    rounds_paired: Literal["setting"] | None = None
 
 
 def problems(header: Any, where: str) -> list[str]:

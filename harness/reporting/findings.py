@@ -32,7 +32,10 @@ from harness.reporting.view import (
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
+    is_slower,
     noisy_mark,
+    over_baseline,
+    rounds_paired,
     slower_beyond_noise,
     slowest_kernels_by_side,
     times_faster,
@@ -91,6 +94,7 @@ class Group:
     lines: tuple[Line, ...]
     named: bool = False
     borrowed: tuple[Row, str] | None = None  # (eager's cell, its bundle)
+    paired: bool = False  # the bundle's rounds took turns by setting (`view.rounds_paired`)
 
     @property
     def title(self) -> str:
@@ -133,6 +137,7 @@ def _label(row: Row) -> str:
 def groups(bundles: list[LoadedBundle]) -> list[Group]:
     """Every model and setting of the bundles, in the order first met, one line per backend."""
     found: dict[tuple[str, str, str], dict[str, dict[str, Row]]] = {}
+    paired = {loaded.name for loaded in bundles if rounds_paired(loaded)}
     for loaded in bundles:
         for record in loaded.records:
             row = Row(record)
@@ -140,7 +145,8 @@ def groups(bundles: list[LoadedBundle]) -> list[Group]:
             lines.setdefault(_label(row), {})[row.fusion] = row
     seen = [(model, setting) for model, setting, _ in found]
     made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
-                                                for label, sides in lines.items()), seen.count((model, setting)) > 1)
+                                                for label, sides in lines.items()), seen.count((model, setting)) > 1,
+                  paired=bundle in paired)
             for (model, setting, bundle), lines in found.items()]
     return [_with_eager_from_elsewhere(group, made) for group in made]
 
@@ -187,8 +193,12 @@ def _against_eager(group: Group, row: Row | None) -> str:
         return "-"
     if apart(row.record, eager.record):
         return "- (ran apart from eager)"
+    mark = noisy_mark(row, eager) if row is not eager else ""
+    paired = over_baseline(row, eager, group.paired and eager is group.own_eager) if row is not eager else None
+    if paired is not None:
+        return paired.text() + mark
     faster = times_faster(row, eager)
-    return "-" if faster is None else format_times(faster) + (noisy_mark(row, eager) if row is not eager else "")
+    return "-" if faster is None else format_times(faster) + mark
 
 
 def _speedup(line: Line) -> str:
@@ -351,8 +361,9 @@ def fusion_range(all_groups: list[Group], backend: str) -> str:
 
 
 def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
-    """Every valid cell (fusion on) that ran slower than eager on its model and setting by more than
-    the smallest effect (its time over rounds against eager's: one estimate, no verdict)."""
+    """Every valid cell (fusion on) that ran slower than eager on its model and setting: by its verdict
+    over the rounds where the bundle's rounds took turns by setting (`over_baseline`), else by more
+    than the smallest effect (its time over rounds against eager's: one estimate, no verdict)."""
     head = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)"]
     body = []
     for group in all_groups:
@@ -363,8 +374,9 @@ def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str
             on = line.on
             if line.backend == BASELINE or on is None or not _valid(on) or not on.checked_against_eager:
                 continue
+            paired = over_baseline(on, eager, group.paired and eager is group.own_eager)
             faster = times_faster(on, eager)
-            if faster is not None and slower_beyond_noise(faster):
+            if is_slower(paired) if paired is not None else faster is not None and slower_beyond_noise(faster):
                 title = group.title + (f" (eager from {group.borrowed[1]})" if group.own_eager is None and group.borrowed else "")
                 body.append([title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
     return head, body

@@ -22,7 +22,9 @@ INTRO = (
     "What kernel fusion did to each model, backend by backend, from the bundles below. Fusion speedup = fusion off's "
     "median batch time over fusion on's (below 1: fusion made it slower). vs eager = eager's median over the cell's, "
     "same model and setting: eager's cell of the same bundle, else of another bundle that ran it on the same hardware "
-    "(said under the model). Kernels per inference count GPU kernels, or on a CPU each backend's compute dispatches "
+    "(said under the model); with its interval and verdict over the paired rounds where eager's cell is of the same "
+    "bundle and the bundle's cells of a setting took turns round by round (runs since 2026-12-01). Kernels per "
+    "inference count GPU kernels, or on a CPU each backend's compute dispatches "
     "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "
     "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
     f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within. `noisy` beside a speedup: a cell's timing samples "
@@ -35,9 +37,10 @@ SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fus
                 "two operators or more in one kernel), lowest to highest. A model and setting that several bundles "
                 "measured counts once for each, named by its bundle.")
 SLOWER_THAN_EAGER_NOTE = (
-    "Cells that ran slower than eager on the same model and setting by more than 5%, fusion on (and off beside it): "
-    "each cell's time over its rounds against eager's, one estimate (cells that are not a fusion pair ran their "
-    "rounds at different times, so their rounds do not pair)."
+    "Cells that ran slower than eager on the same model and setting, fusion on (and off beside it): by their verdict "
+    "over the paired rounds where the bundle's cells of a setting took turns round by round (runs since 2026-12-01), "
+    "else by more than 5% in one estimate, each cell's time over its rounds against eager's (their rounds ran at "
+    "different times, so they do not pair)."
 )
 NO_FEWER_KERNELS_NOTE = ("Pairs whose fusion-on cell reports fusions yet launches as many kernels as fusion off, or more "
                          "(on a CPU: dispatches): the fused nodes still run their parts as kernels of their own, or the "

@@ -27,6 +27,7 @@ from harness.reporting.view import (
     not_side_by_side,
     problems,
     roofline_table,
+    rounds_paired,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -81,7 +82,7 @@ def html(loaded: LoadedBundle) -> str:
     parts.append(html_table(*validity_grid(loaded, rows), statuses=True))
 
     baseline = baseline_of(loaded)
-    groups, series, speedups = speedup_table(rows, baseline)
+    groups, series, speedups = speedup_table(rows, baseline, rounds_paired(loaded))
     parts.append(f"<h2>Speedup over {escape(baseline)}</h2>")
     parts.append(_figure(
         bar_chart(f"Speedup over {baseline} ({baseline} median / cell median)", groups, series, "speedup (x)",

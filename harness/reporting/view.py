@@ -187,11 +187,34 @@ def baseline_of(loaded: LoadedBundle) -> str:
 
 def times_faster(row: Row, base: Row) -> float | None:
     """How many times faster `row` ran than `base`: base's time over row's, each the median over its
-    rounds (`Row.time_ns`), as the tables show them. One estimate, no interval: the rounds of two
-    cells that are not a fusion pair ran at different stretches of the machine (harness/run/rounds.py),
-    so they do not pair."""
+    rounds (`Row.time_ns`), as the tables show them. One estimate, no interval (`over_baseline` gives
+    one where the rounds pair)."""
     mine, theirs = row.time_ns, base.time_ns
     return None if mine is None or theirs is None else theirs / mine
+
+
+def is_slower(result: Speedup) -> bool:
+    """Slower by the verdict where the speedup has an interval, else by more than the smallest effect
+    (one estimate at 0.99x is no finding)."""
+    return result.verdict in (SLOWER, SLOWER_UNCLEAR) if result.interval is not None else slower_beyond_noise(result.value)
+
+
+def rounds_paired(loaded: LoadedBundle) -> bool:
+    """Whether the rounds of every cell of one setting took turns (bundle.json's `rounds_paired`),
+    so a backend's rounds pair with the baseline's; before 2026-12-01 only a fusion pair's did."""
+    return bool(lookup(loaded.header, "rounds_paired") == "setting")
+
+
+def over_baseline(row: Row, base: Row, paired: bool) -> Speedup | None:
+    """`row`'s speedup over `base` (base's time over row's) from their paired rounds, with its
+    interval and verdict, as a fusion pair's: where the rounds of the setting took turns (`paired`)
+    and the two share two rounds or more. None otherwise: then the rounds of the two ran at
+    different stretches of the machine, and `times_faster` is one estimate."""
+    mine, theirs = row.round_medians, base.round_medians
+    common = sorted(set(mine) & set(theirs))
+    if not paired or len(common) < 2:
+        return None
+    return paired_speedup([mine[r] for r in common], [theirs[r] for r in common])
 
 
 def slower_beyond_noise(value: float) -> bool:
@@ -202,9 +225,12 @@ def slower_beyond_noise(value: float) -> bool:
 #: What a speedup from a noisy cell carries, and what it means.
 NOISY = " noisy"
 SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over its rounds where it has several "
-                     "(same model and setting; cells whose output was checked against eager's); `noisy` where either "
-                     "cell's timing samples spread beyond 10% of their mean (its warnings say why): a guess, not a "
-                     "figure.")
+                     "(same model and setting; cells whose output was checked against eager's; the baseline's cell "
+                     "is its fusion-on cell). Where the cells of a setting took turns round by round (runs since "
+                     "2026-12-01) and both have two rounds or more, the geometric mean over their paired rounds with "
+                     "its interval and verdict, as a fusion speedup's; else one estimate, no verdict. `noisy` where "
+                     "either cell's timing samples spread beyond 10% of their mean (its warnings say why): a guess, "
+                     "not a figure.")
 
 
 def noisy_mark(*rows: Row) -> str:
@@ -235,14 +261,21 @@ def _beside_baseline(rows: list[Row], baseline: str) -> list[tuple[Row, Row]]:
             if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
 
 
-def speedup_table(rows: list[Row], baseline: str) -> tuple[list[str], list[Series], list[list[str]]]:
+def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[str], list[Series], list[list[str]]]:
+    """Each cell's speedup over the baseline's cell of its model and setting (`over_baseline` where the
+    rounds pair, else `times_faster`): the bar chart's groups and series, and the table's rows."""
     others = [(r, base) for r, base in _beside_baseline(rows, baseline) if not apart(r.record, base.record)]
     groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r, _ in others))
     variants = list(dict.fromkeys(r.variant for r, _ in others))
-    values = {(f"{r.model} {r.setting}", r.variant): times_faster(r, base) or 0.0 for r, base in others}
-    marks = {(f"{r.model} {r.setting}", r.variant): noisy_mark(r, base) for r, base in others}
+    values: dict[tuple[str, str], float] = {}
+    texts: dict[tuple[str, str], str] = {}
+    for r, base in others:
+        key = (f"{r.model} {r.setting}", r.variant)
+        result = over_baseline(r, base, paired)
+        values[key] = result.value if result is not None else times_faster(r, base) or 0.0
+        texts[key] = (result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
-    table = [[g, v, format_times(values[(g, v)]) + marks[(g, v)]] for g in groups for v in variants if (g, v) in values]
+    table = [[g, v, texts[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
 
 
@@ -267,8 +300,7 @@ class FusionPair:
     def made_slower(self) -> bool:
         """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
         smallest effect (a pair of one round at 0.99x is no finding)."""
-        result = self.result
-        return result.verdict in (SLOWER, SLOWER_UNCLEAR) if result.interval is not None else slower_beyond_noise(result.value)
+        return is_slower(self.result)
 
     @property
     def name(self) -> str:

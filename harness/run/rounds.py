@@ -4,11 +4,15 @@ The machine moves between processes more than within one (core placement, heap a
 layout, the phase of the host's noise), so a cell's repetitions alone make too narrow a range.
 Round 1 is the cell's whole measurement; each further round is a fresh worker that prepares the
 model again (its compiled artefacts from the artifact cache round 1 filled) and times the steady
-state as round 1 did (`WorkerRequest.timing_round`). The rounds of a fusion pair alternate, on,
-off, then off, on, then on, off, ..., so that round i of both variants met the same stretch of the
-machine, and running second (a warmer machine, a filled page cache) favours neither variant in
-every round: the speedup's interval comes from those paired rounds (harness/stats/intervals.py),
-and an order effect that favoured one side each round would pass into it unseen.
+state as round 1 did (`WorkerRequest.timing_round`). The rounds of the cells of one setting (one
+model, input size, scenario, batch, dtype and device: every backend and variant of it) take turns,
+round 1 of each, then round 2 of each in the other order, and so on, so that round i of every cell
+of the setting met the same stretch of the machine, and running later (a warmer machine, a filled
+page cache) favours no cell in every round: a fusion pair's speedup, and a backend's over the
+baseline's cell of its setting, take their intervals from those paired rounds
+(harness/stats/intervals.py); an order effect that favoured one side each round would pass into
+them unseen. Bundles of schema 10 before 2026-12-01 paired the rounds of a fusion pair alone
+(bundle.json's `rounds_paired` is absent from them; "setting" since).
 
 A cell's rounds share the folders its backend keeps scratch in (`Backend.scratch_env`: a compiler's
 on-disk caches), made empty for round 1 and kept until its last round ends: round 1 compiles cold,
@@ -16,8 +20,9 @@ each further round finds what the rounds before it left (`CellTask.scratch_home`
 tasks may run on other machines, each round keeps fresh folders of its own and compiles cold).
 
 Order: with every cell at one round the sweep's order is kept as it was. Otherwise the cells are
-grouped into units, a fusion pair (the same cell but for fusion) or a lone cell, in the order of
-their first cell; a unit runs its cells' round 1, then their round 2 in the other order, and so on. A cell's record is
+grouped into units, the cells of one setting, in the order of their first cell; a unit runs its
+cells' round 1 in the sweep's order (a fusion pair's two cells side by side), then their round 2 in
+the other order, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py),
 each further round's own warnings (`round 2: a busy machine: ...`) and a warning where a round's
 median is out of line with the others (more than 1.5x the median of the rounds, or below it by as
@@ -65,10 +70,14 @@ class FirstRound(pydantic.BaseModel):
     log: str | None = None
 
 
-def pair_key(cell: Cell) -> str:
-    """The same for two cells that differ only in fusion on/off."""
-    either = cell.config.model_copy(update={"variant": cell.config.variant.model_copy(update={"fusion": "on"})})
-    return json.dumps(either.recorded(), sort_keys=True)
+#: bundle.json's `rounds_paired`: the cells whose rounds take turns (absent: a fusion pair's alone).
+ROUNDS_PAIRED = "setting"
+
+
+def setting_key(cell: Cell) -> str:
+    """The same for the cells of one setting: their whole config but the backend and its variant."""
+    recorded = cell.config.recorded()
+    return json.dumps({k: v for k, v in recorded.items() if k not in ("backend", "variant")}, sort_keys=True)
 
 
 def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
@@ -92,7 +101,7 @@ def order(firsts: list[CellTask], cells: dict[str, Cell], state: Rounds) -> list
         return list(firsts)
     units: dict[str, list[CellTask]] = {}
     for task in firsts:
-        units.setdefault(pair_key(cells[task.cell_id]), []).append(task)
+        units.setdefault(setting_key(cells[task.cell_id]), []).append(task)
     ordered: list[CellTask] = []
     for unit in units.values():
         unit = [replace(t, scratch_home=state.home(t.cell_id)) if cells[t.cell_id].config.timing.rounds > 1 else t for t in unit]

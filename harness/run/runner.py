@@ -222,6 +222,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "backends": probe.recorded_backends(),
                 "cells": [{"id": c.id, "label": c.label} for c in cells],
                 "resumed": [],
+                "rounds_paired": rounds.ROUNDS_PAIRED,
             },
         )
         closing.callback(bundle.close)

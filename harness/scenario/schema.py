@@ -303,8 +303,9 @@ class TimingSettings(_Strict):
     rounds: int = Field(
         1, ge=1, le=MAX_ROUNDS, strict=True,
         description="fresh worker processes that time each cell: the first measures everything, each further one "
-        "times the steady state again (compiled artefacts from the cache); a fusion pair's rounds alternate on and "
-        "off, and its speedup's confidence interval comes from the paired rounds",
+        "times the steady state again (compiled artefacts from the cache); the cells of one setting take turns round "
+        "by round, and a fusion speedup's, or a backend's over the baseline's, confidence interval comes from the "
+        "paired rounds",
     )
 
     @model_validator(mode="after")

@@ -274,3 +274,24 @@ def test_a_backend_run_apart_from_eager_is_set_against_eager_of_the_same_machine
     groups = findings.groups([load(_part(tmp_path, "eager-run-3", eager=True)), load(unrecorded)])
     assert all(g.borrowed is None for g in groups)  # where a cell ran unrecorded: no machine to match
     assert all("no valid eager cell" in g.eager_note for g in elsewhere if g.bundle == "tvm-run-2")
+
+
+def test_vs_eager_takes_its_verdict_from_the_paired_rounds_where_the_bundles_setting_took_turns() -> None:
+    """Inductor against eager, both of one bundle with two rounds: one estimate where the bundle's
+    rounds paired a fusion pair's alone, the paired rounds' interval and verdict where every cell of the
+    setting took turns; eager borrowed from another bundle never pairs."""
+    from harness.bundle.migrations import SCHEMA_VERSION
+    from harness.reporting.view import over_baseline
+
+    golden = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    group = next(g for g in findings.groups([golden]) if g.setting.startswith("Offline"))
+    line = next(line for line in group.lines if line.backend.startswith("inductor"))
+    assert group.eager is not None and line.on is not None and not group.paired
+    before = findings._against_eager(group, line.on)
+    assert "[" not in before
+    golden.header["rounds_paired"] = "setting"
+    group = next(g for g in findings.groups([golden]) if g.setting.startswith("Offline"))
+    line = next(line for line in group.lines if line.backend.startswith("inductor"))
+    assert group.paired and group.eager is not None and line.on is not None
+    result = over_baseline(line.on, group.eager, True)
+    assert result is not None and findings._against_eager(group, line.on).startswith(result.text())

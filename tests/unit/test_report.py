@@ -29,8 +29,12 @@ from harness.reporting.view import (
     fused_kernels,
     fusion_pairs,
     noisy_mark,
+    over_baseline,
+    rounds_paired,
     slowest_kernels,
+    speedup_table,
 )
+from harness.stats.intervals import paired_speedup
 from tests.cell_configs import cell_record
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -196,6 +200,28 @@ def test_fused_kernels_the_profile_timed_come_first_the_costliest_first_and_the_
     assert shown[:3] == ["fused_10 (relax.matmul + relax.add), 1.78 s", "fused_3 (relax.matmul + relax.add), 2.00 ms",
                          "fused_0 (relax.matmul + relax.add)"]
     assert len(shown) == 9 and shown[-1] == "and 3 more (the cell's fusion_report)"
+
+
+def test_a_backends_speedup_over_the_baseline_gets_an_interval_where_the_settings_rounds_took_turns() -> None:
+    """Inductor over eager was one estimate, no verdict, though both cells had rounds: the literature's
+    question (did Inductor make a model slower than eager?) had no answer a report could stand on."""
+    golden = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    rows = [Row(r) for r in golden.records]
+    eager = next(r for r in rows if r.backend == "eager" and r.config.scenario == "Offline")
+    inductor = next(r for r in rows if r.backend == "inductor" and r.fusion == "on" and r.config.scenario == "Offline")
+    assert over_baseline(inductor, eager, paired=False) is None
+    result = over_baseline(inductor, eager, paired=True)
+    assert result is not None and result.rounds == 2 and result.interval is not None
+    expected = paired_speedup([inductor.round_medians[r] for r in (1, 2)], [eager.round_medians[r] for r in (1, 2)])
+    assert result.value == pytest.approx(expected.value)
+    assert not rounds_paired(golden)  # written before the rounds of a setting took turns: one estimate, as it was
+    _, _, before = speedup_table(rows, "eager", paired=False)
+    _, _, after = speedup_table(rows, "eager", paired=True)
+    row = next(i for i, line in enumerate(after)
+               if line[1].startswith("inductor fusion-on") and line[0].startswith("resnet18 Offline"))
+    assert "[" not in before[row][2] and after[row][2].startswith(result.text())
+    golden.header["rounds_paired"] = "setting"
+    assert rounds_paired(golden) and md_cell(result.text()) in markdown(golden)
 
 
 def test_a_fraction_above_the_roof_is_marked() -> None:

@@ -58,17 +58,37 @@ def test_one_round_keeps_the_sweeps_order(tmp_path: Path) -> None:
     assert rounds.order(firsts, {c.id: c for c in cells}, state) == firsts
 
 
-def test_a_fusion_pairs_rounds_alternate_and_a_lone_cell_runs_its_own(tmp_path: Path) -> None:
+def test_the_rounds_of_a_settings_cells_take_turns_the_order_flipping_each_round(tmp_path: Path) -> None:
+    """eager and the Inductor pair of one setting: round i of each met the same stretch of the machine,
+    so a backend's rounds pair with the baseline's as a fusion pair's do (eager ran its three rounds
+    alone, before Inductor's)."""
     cells, ordered, _ = _plan(3, tmp_path)
     name = {c.id: f"{c.config.backend}-{c.config.variant.fusion}" for c in cells}
     assert [(name[t.cell_id], t.request.timing_round) for t in ordered] == [
-        ("eager-on", 1), ("eager-on", 2), ("eager-on", 3),
-        ("inductor-on", 1), ("inductor-off", 1), ("inductor-off", 2), ("inductor-on", 2),
-        ("inductor-on", 3), ("inductor-off", 3)]  # which runs second flips: an order effect favours neither
+        ("eager-on", 1), ("inductor-on", 1), ("inductor-off", 1),
+        ("inductor-off", 2), ("inductor-on", 2), ("eager-on", 2),
+        ("eager-on", 3), ("inductor-on", 3), ("inductor-off", 3)]  # which runs last flips: an order effect favours none
     further = [t for t in ordered if t.request.timing_round > 1]
     assert all(t.artifacts == tmp_path / "cells" / t.cell_id / f"round-{t.request.timing_round}" for t in further)
     assert all(t.artifacts.is_dir() and t.request.artifact_dir == str(t.artifacts) for t in further)
     assert all(t.label.endswith(f"round {t.request.timing_round}") for t in further)
+
+
+def test_two_settings_take_their_turns_apart(tmp_path: Path) -> None:
+    """Two batch sizes: each batch's cells are a unit of their own, its rounds done before the next's."""
+    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["eager", "inductor"],
+            "scenarios": ["Offline"], "batch_sizes": {"cpu": [1, 4]}, "timing": {"rounds": 2}}
+    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
+    resolved["name"] = "t"
+    cells = expand(resolved, "cpu")
+    state = rounds.Rounds({c.id: 2 for c in cells}, tmp_path)
+    ordered = rounds.order(_tasks(cells, tmp_path), {c.id: c for c in cells}, state)
+    batch = {c.id: c.config.batch for c in cells}
+    first, second = ordered[:4], ordered[4:]
+    assert len({batch[t.cell_id] for t in first}) == 1 and len({batch[t.cell_id] for t in second}) == 1
+    assert batch[first[0].cell_id] != batch[second[0].cell_id]
+    assert [t.request.timing_round for t in ordered] == [1, 1, 2, 2, 1, 1, 2, 2]
+    assert [t.cell_id for t in first[2:]] == [t.cell_id for t in first[1::-1]]  # round 2 in the other order
 
 
 def test_a_cells_rounds_share_one_scratch_home_removed_once_its_record_is_complete(tmp_path: Path) -> None:
