@@ -10,10 +10,14 @@ instead of running on through the model), an initializer, a graph input or a `Co
 value (a constant computes nothing: ORT folds it into an initializer, so it is never part of
 what a kernel runs).
 
-The "all" level's NCHWc layout transformer renames every tensor it touches, so its nodes are
-read by their schema instead: an NCHWc `Conv` runs Conv, plus BatchNormalization/Add/Mul when
-its weights come from ORT's ConvBnFusion/ConvAddFusion/ConvMulFusion (their initializer names
-say so), plus the Add of its fused sum input (4th input), plus its `activation` attribute.
+The "all" level's NCHWc layout transformer renames every tensor it touches, but names each NCHWc
+node after the source tensor it computes (`<tensor>_nchwc`): an NCHWc `Conv`'s source nodes are
+those from that tensor back to its convolution (the walk above, stopping at the first Conv and at
+any tensor another node of the optimised graph computes or is named after), plus its `activation`
+attribute and the Add of its fused sum input (4th input) where the walk did not reach them. Where
+the name is no source tensor, its schema says what it can: Conv, plus BatchNormalization/Add/Mul
+when its weights come from ORT's ConvBnFusion/ConvAddFusion/ConvMulFusion (their initializer names
+say so, unless the NCHWc reorder of the bias renamed it), plus its sum input and activation.
 A node that can be attributed neither way is reported as itself, under its own op type.
 """
 
@@ -30,18 +34,43 @@ NCHWC_DOMAIN = "com.microsoft.nchwc"
 _FOLDED_BY = {"ConvBnFusion_": "BatchNormalization", "ConvAddFusion_": "Add", "ConvMulFusion_": "Mul"}
 
 
-def _nchwc_ops(node: Any) -> tuple[str, ...]:
-    ops = [node.op_type]
+NCHWC_SUFFIX = "_nchwc"
+
+
+def _nchwc_ops(node: Any, walked: list[str] | None = None) -> tuple[str, ...]:
+    """The op types an NCHWc node runs: `walked` (the source nodes the walk from its tensor
+    found, in order) where there is one, else its schema's; plus its sum input's Add and its
+    activation where those are not among them."""
+    ops = list(walked) if walked else [node.op_type]
     if node.op_type == "Conv":
-        for prefix, folded in _FOLDED_BY.items():
-            if any(name.startswith(prefix) for name in node.input):
-                ops.append(folded)
-        if len(node.input) >= 4 and node.input[3]:
+        if not walked:
+            for prefix, folded in _FOLDED_BY.items():
+                if any(name.startswith(prefix) for name in node.input):
+                    ops.append(folded)
+        if len(node.input) >= 4 and node.input[3] and "Add" not in ops:
             ops.append("Add")
         for attribute in node.attribute:
-            if attribute.name == "activation" and attribute.s:
+            if attribute.name == "activation" and attribute.s and attribute.s.decode() not in ops:
                 ops.append(attribute.s.decode())
     return tuple(f"onnx.{op}" for op in ops)
+
+
+def _walk(start: list[str], nodes: list[Any], produced: dict[str, int], stop: set[str], leaves: set[str],
+          past_conv: bool) -> set[int]:
+    """The source nodes from the tensors `start` back to `stop`, the leaves and, where not
+    `past_conv`, the first Conv on each path (included); empty where the walk went past _MAX_COVERED."""
+    covered: set[int] = set()
+    stack = list(start)
+    while stack and len(covered) <= _MAX_COVERED:
+        tensor = stack.pop()
+        if tensor in stop or tensor in leaves or tensor not in produced:
+            continue
+        index = produced[tensor]
+        if index not in covered:
+            covered.add(index)
+            if past_conv or nodes[index].op_type != "Conv":
+                stack.extend(nodes[index].input)
+    return covered if len(covered) <= _MAX_COVERED else set()
 
 
 def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
@@ -55,26 +84,35 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
     # another node's work, even where ORT renamed the tensor that connects them.
     held = ({out for node in optimized.graph.node for out in node.output if out}
             | {t.name for t in optimized.graph.initializer} | {t.name for t in optimized.graph.input})
+    # The source tensor each NCHWc node is named after (its own outputs are renamed).
+    named_after = {node.name: node.name.removesuffix(NCHWC_SUFFIX) for node in optimized.graph.node
+                   if node.domain == NCHWC_DOMAIN and node.name.endswith(NCHWC_SUFFIX)
+                   and node.name.removesuffix(NCHWC_SUFFIX) in produced}
+    held |= set(named_after.values())
     groups = []
     for node in optimized.graph.node:
         if node.domain == NCHWC_DOMAIN:
-            groups.append(KernelGroup(kernel=node.name or node.op_type, ops=_nchwc_ops(node)))
+            tensor = named_after.get(node.name)
+            walked = (_walk([tensor], nodes, produced, held - {tensor}, leaves, past_conv=False)
+                      if tensor is not None and node.op_type == "Conv" else set())
+            groups.append(KernelGroup(kernel=node.name or node.op_type,
+                                      ops=_nchwc_ops(node, [nodes[i].op_type for i in sorted(walked)])))
             continue
         own = [name for name in node.output if name]
-        borders = {name for name in node.input if name} | (held - set(own))
-        covered: set[int] = set()
-        stack = list(own)
-        while stack and len(covered) <= _MAX_COVERED:
-            tensor = stack.pop()
-            if tensor in borders or tensor in leaves or tensor not in produced:
-                continue
-            index = produced[tensor]
-            if index not in covered:
-                covered.add(index)
-                stack.extend(nodes[index].input)
-        if not covered or len(covered) > _MAX_COVERED:
-            ops = (f"onnx.{node.op_type}",)
-        else:
-            ops = tuple(f"onnx.{nodes[i].op_type}" for i in sorted(covered))
+        covered = _walk(own, nodes, produced, {name for name in node.input if name} | (held - set(own)), leaves,
+                        past_conv=True)
+        ops = tuple(f"onnx.{nodes[i].op_type}" for i in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
         groups.append(KernelGroup(kernel=node.name or node.op_type, ops=ops))
     return groups
+
+
+def added_nodes(source: Any, optimized: Any) -> dict[str, int]:
+    """Op type -> count of the nodes of `optimized` (not of the NCHWc layout) that compute no tensor
+    of `source`: a source operator ORT runs as several kernels (one without a kernel of its own
+    runs through its ONNX function body: HardSwish as HardSigmoid, then Mul) or a node it inserted."""
+    computed = {out for node in source.graph.node for out in node.output if out}
+    added: dict[str, int] = {}
+    for node in optimized.graph.node:
+        if node.domain != NCHWC_DOMAIN and not any(out in computed for out in node.output if out):
+            added[node.op_type] = added.get(node.op_type, 0) + 1
+    return added

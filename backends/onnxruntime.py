@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from backends.onnx_export import exported_onnx
-from backends.onnx_graph import kernel_groups
+from backends.onnx_graph import added_nodes, kernel_groups
 from backends.torch_device import synchronize
 from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.errors import BackendFailed
@@ -322,11 +322,18 @@ class OrtPrepared(Prepared):
         source = onnx.load(str(self.source_path), load_external_data=False)
         optimized = onnx.load(str(self.optimized_path), load_external_data=False)
         via_tensorrt = self.options.provider == "tensorrt"
+        notes = ["TensorRT subgraphs appear as single nodes; their inner fusions are not visible"] if via_tensorrt else []
+        added = added_nodes(source, optimized)
+        if added:
+            notes.append(f"the optimised graph runs {sum(added.values())} node(s) that compute no tensor of the exported "
+                         f"graph ({', '.join(f'{op} {n}' for op, n in sorted(added.items()))}), each a kernel of its own: "
+                         "ONNX Runtime runs an operator that has no kernel of its own through its ONNX function body "
+                         "(HardSwish as HardSigmoid, then Mul), or inserted the node")
         return FusionReport(
             kernels=tuple(kernel_groups(source, optimized)),
             source=f"onnxruntime optimised graph (level {self.options.level}, {self.options.provider} provider)",
             approximate=via_tensorrt,
-            notes="TensorRT subgraphs appear as single nodes; their inner fusions are not visible" if via_tensorrt else "",
+            notes="; ".join(notes),
         )
 
     def rewrites(self) -> dict[str, Any]:

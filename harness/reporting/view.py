@@ -438,11 +438,22 @@ KERNELS_BY_PAIR_NOTE = (
 
 
 def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
-    """Per fusion pair: its speedup, its fused kernels and each side's slowest kernels."""
-    head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off"]
+    """Per fusion pair: its speedup, its fused kernels, each side's slowest kernels and what each
+    side's fusion report notes (a backend's word on what its kernels are not: folded weights, an
+    operator run as several kernels)."""
+    head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off",
+            "fusion report notes"]
     body = [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
-             "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-"] for p in pairs]
+             "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-", _notes(p)] for p in pairs]
     return head, body
+
+
+def _notes(pair: FusionPair) -> str:
+    said = [(side, report.notes) for side, row in (("on", pair.on), ("off", pair.off))
+            if (report := row.metrics.fusion_report) is not None and report.notes]
+    if len(said) == 2 and said[0][1] == said[1][1]:
+        return said[0][1] or "-"
+    return "; ".join(f"{side}: {notes}" for side, notes in said) or "-"
 
 
 def roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
