@@ -259,6 +259,9 @@ METRICS: dict[str, Metric] = _by_name((
            "percentile or the median shown beside it", decorate=_gap),
     Metric("kernels_per_inference", ("metrics", "kernels", "kernels_per_inference"), "count", "lower", "exact",
            "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),
+    Metric("fusions", ("metrics", "fusion_report", "fusion_count"), "count", None, "exact", "fusions",
+           "kernels that run two computing operators or more (the fusion report's fusion_count): another count is "
+           "another fusion decision, neither better nor worse (`compare` names the fused groups each side lacks)"),
     Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
            "the worker's peak resident host memory, eager reference and compiler included, on every device",
            same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache"))),

@@ -14,9 +14,10 @@ it) and the ratio B/A. A difference counts only when two tests agree (asv's rule
 A change from a noisy cell (timing CV over 10%) keeps its label and says so (`noisy`).
 
 Every other figure `compare` judges (harness/metric_table.py: LoadGen's figure, kernels per
-inference, peak memory, compile time, accuracy) is one number a side, with no samples for a rank
-test: B/A beyond the threshold decides ("ratio"), or any change for a count a rerun reproduces
-("exact"). Each gets better, worse or same by its row's direction, or not comparable with why (one
+inference, fusions, peak memory, compile time, accuracy) is one number a side, with no samples for a
+rank test: B/A beyond the threshold decides ("ratio"), or any change for a count a rerun reproduces
+("exact"). Each gets better, worse or same by its row's direction, changed where neither way is
+better (the fusions: its why names the fused groups each side lacks), or not comparable with why (one
 cell lacks it, or the cells differ in a setting it depends on: a cold against a warm compile;
 accuracy between runs whose input folders held other images, by bundle.json's `inputs_sha256`).
 They inform; the label of a pair and the exit code follow device time and failures as before.
@@ -44,6 +45,7 @@ This module judges; harness/reporting/compare_output.py writes the judgement as 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +64,7 @@ from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test
 
 LABELS = ("regressed", "new failure", "improved", "fixed", "not significant", "not comparable")
 WORSE = ("regressed", "new failure")  # the labels that stop CI
-VERDICTS = ("worse", "better", "same", "not comparable")  # of one figure of a pair
+VERDICTS = ("worse", "better", "changed", "same", "not comparable")  # of one figure of a pair; changed: of a row neither way better
 _DEVICE_TIME = {"regressed": "worse", "improved": "better", "not significant": "same", "not comparable": "not comparable"}
 ALPHA = 0.01
 
@@ -72,7 +74,7 @@ class Figure:
     """One figure of a pair of valid cells, judged by its row of the metric table."""
 
     metric: str
-    better: str  # "lower" or "higher"
+    better: str  # "lower", "higher" or "None" (neither way is better)
     rule: str  # "rank test", "ratio" or "exact" (harness/metric_table.py)
     a: float | None
     b: float | None
@@ -425,10 +427,35 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
     if abs(b - a) < metric.floor:
         figure.verdict, figure.why = "same", f"a difference under {format_value(metric.floor, metric.unit)}"
         return figure
+    if metric.better is None:
+        figure.verdict, figure.why = "changed", (_fusion_difference(cell_a, cell_b) if metric.name == "fusions"
+                                                 else "any change counts")
+        return figure
     figure.verdict = "worse" if (b > a) == (metric.better == "lower") else "better"
     figure.why = ("any change counts" if metric.rule == "exact"
                   else f"beyond {percent(limit)}" if figure.ratio is not None else "from or to 0")
     return figure
+
+
+#: The fused groups a `fusions` change names on each side, at most.
+FUSION_GROUPS_SHOWN = 5
+
+
+def _fusion_difference(cell_a: CellRecord, cell_b: CellRecord) -> str:
+    """The fused groups (their operators, in order) one side runs more times than the other:
+    `B lacks: conv2d + batch_norm + relu x2; B adds: ...`."""
+    def fused(cell: CellRecord) -> Counter[str]:
+        report = cell.metrics.fusion_report
+        return Counter(" + ".join(k.ops) for k in (report.kernels if report else []) if k.fusion_class != "single")
+
+    a, b = fused(cell_a), fused(cell_b)
+    parts = []
+    for side, extra in (("B lacks", a - b), ("B adds", b - a)):
+        if extra:
+            listed = [f"{ops}{'' if n == 1 else f' x{n}'}" for ops, n in extra.most_common(FUSION_GROUPS_SHOWN)]
+            more = len(extra) - len(listed)
+            parts.append(f"{side}: {'; '.join(listed)}" + (f"; and {more} more" if more else ""))
+    return ". ".join(parts) or "the same fused groups, counted apart"
 
 
 def _gpus(header: BundleHeader) -> str | None:

@@ -29,7 +29,7 @@ class Judged:
 
     label: str
     definition: str
-    better: str  # "lower" or "higher"
+    better: str  # "lower", "higher" or "neither" (a changed figure is neither worse nor better)
     rule: metric_table.Rule  # "rank test", "ratio" or "exact"
     test: str  # what makes a difference count
 
@@ -39,7 +39,7 @@ def _rules(threshold: float) -> dict[str, Judged]:
     said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a test agreeing (t on the rounds' medians, "
                          "or Mann-Whitney U on one process's samples a side)",
             "ratio": f"one figure a side: B/A beyond {percent(threshold)}", "exact": "one figure a side: any change"}
-    return {m.name: Judged(m.label, m.definition, str(m.better), m.rule,
+    return {m.name: Judged(m.label, m.definition, m.better or "neither", m.rule,
                            said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else ""))
             for m in metric_table.compared()}
 

@@ -354,7 +354,7 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
     node[key] = figure
     if row.name == "first_call_ratio" and figure is not None:  # a derived figure comes with what it derives from
         metrics["first_call_s"] = figure * metrics["device_time"]["summary"]["median_ns"] / 1e9
-    if figure is None and parents and key in ("top1_percent",):  # a required figure: the record it belongs to goes
+    if figure is None and parents and key in ("top1_percent", "fusion_count"):  # a required figure: the record it belongs to goes
         metrics[parents[0]] = None
     return record(data)
 
@@ -377,9 +377,10 @@ def scaled(row: Metric, value: float) -> float:
 def test_each_figure_is_judged_in_its_own_direction(row: Metric) -> None:
     one, two = scaled(row, 100.0), scaled(row, 200.0)
     up = judged(row, one, two)
-    assert up.verdict == ("worse" if row.better == "lower" else "better") and up.ratio == 2.0
+    assert up.verdict == ("changed" if row.better is None else "worse" if row.better == "lower" else "better")
+    assert up.ratio == 2.0
     down = judged(row, two, one)
-    assert down.verdict == ("better" if row.better == "lower" else "worse")
+    assert down.verdict == ("changed" if row.better is None else "better" if row.better == "lower" else "worse")
     assert judged(row, one, one).verdict == "same"
     assert up.a_shown == row.figure(with_figure(row, one)) and up.a_shown != "-"
     missing = judged(row, one, None)
@@ -392,7 +393,8 @@ def test_each_figure_is_judged_in_its_own_direction(row: Metric) -> None:
 @pytest.mark.parametrize("row", SINGLE, ids=[row.name for row in SINGLE])
 def test_one_figure_a_side_gets_a_ratio_and_a_threshold_or_counts_any_change(row: Metric) -> None:
     small = judged(row, scaled(row, 100.0), scaled(row, 103.0))  # 3%: inside the 5% threshold
-    assert small.verdict == ("same" if row.rule == "ratio" else "worse" if row.better == "lower" else "better")
+    assert small.verdict == ("same" if row.rule == "ratio" else "changed" if row.better is None
+                             else "worse" if row.better == "lower" else "better")
     assert small.ratio == pytest.approx(1.03)
 
 
@@ -519,7 +521,8 @@ def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path)
     done = fusionbench("compare", str(GOLDEN / "v2"), str(root), "--format", "json")
     assert done.returncode == 0, done.stderr  # memory informs; device time and failures decide the code
     result = json.loads(done.stdout)
-    assert result["figure_counts"]["peak_rss"] == {"worse": grown, "better": 0, "same": 0, "not comparable": 0}
+    assert result["figure_counts"]["peak_rss"] == {"worse": grown, "better": 0, "changed": 0, "same": 0,
+                                                       "not comparable": 0}
     assert result["figures"]["peak_rss"]["rule"] == "ratio" and result["figures"]["device_time"]["rule"] == "rank test"
     text = fusionbench("compare", str(GOLDEN / "v2"), str(root)).stdout
     assert "## Other figures" in text and "| peak RSS | lower | one figure a side: B/A beyond 5% |" in text
@@ -775,3 +778,25 @@ def test_compare_names_the_machine_and_each_runs_noise_floor() -> None:
     assert json.loads(to_json(comparison))["machine_noise"] == {"a": floors[0], "b": floors[1]}
     same = to_markdown(compare(a, load(GOLDEN / "v9")))
     assert f"Same harness, hardware ({comparison.machines[0]}), driver and library versions." in same
+
+
+def test_another_fusion_count_is_a_change_that_names_the_fused_groups_each_side_lacks() -> None:
+    """A compiler change that stops fusing one batch norm showed only as one kernel more; the
+    fused groups were in each record, unsaid."""
+    golden = next(json.loads(p.read_text()) for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                  if json.loads(p.read_text())["label"].startswith("resnet18 inductor fusion-on Offline"))
+    a = record(golden)
+    changed = json.loads(json.dumps(golden))
+    report = changed["metrics"]["fusion_report"]
+    dropped = next(i for i, k in enumerate(report["kernels"]) if k["class"] != "single")
+    lost = " + ".join(report["kernels"][dropped]["ops"])
+    report["kernels"][dropped]["class"] = "single"
+    report["kernels"][dropped]["ops"] = report["kernels"][dropped]["ops"][:1]
+    report["fusion_count"] -= 1
+    for key in ("fusions_by_class", "kernels_by_class", "fusions_by_mapping"):
+        report.pop(key, None)
+    figure = next(f for f in compare_cells(a, record(changed), 0.05, 0.01).figures if f.metric == "fusions")
+    assert figure.verdict == "changed" and figure.a - figure.b == 1
+    assert figure.why.startswith(f"B lacks: {lost}") and "B adds" not in figure.why
+    same = next(f for f in compare_cells(a, a, 0.05, 0.01).figures if f.metric == "fusions")
+    assert same.verdict == "same"

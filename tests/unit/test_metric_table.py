@@ -48,7 +48,7 @@ def test_every_row_reads_a_field_the_cell_schema_defines(row: metric_table.Metri
 
 def _expected(bundle: str, cell: dict[str, Any]) -> set[str]:
     """The rows every valid cell of a golden bundle has a figure for."""
-    rows = {"device_time", "kernels_per_inference", "peak_rss", "compile_time",
+    rows = {"device_time", "kernels_per_inference", "fusions", "peak_rss", "compile_time",
             "loadgen_latency" if cell["config"]["scenario"] == "SingleStream" else "loadgen_throughput"}
     if cell["config"]["backend"] != "null":
         rows.add("max_abs_error")
