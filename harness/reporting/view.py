@@ -368,7 +368,9 @@ def fused_kernels(row: Row) -> list[str]:
             text = f"{k.kernel} ({' + '.join(k.ops)})"
             counts[text] = counts.get(text, 0) + 1
             named[text] = k.kernel
-    timed = kernel_times(row)
+    # A kernel name several groups share (Inductor's oneDNN calls) has one time for them all: none is shown.
+    shared = {name for name in named.values() if sum(1 for other in named.values() if other == name) > 1}
+    timed = {name: ns for name, ns in kernel_times(row).items() if name not in shared}
     ordered = sorted(counts, key=lambda text: -timed.get(named[text], -1.0))  # stable: the untimed keep their order
     shown = [(text if counts[text] == 1 else f"{text} x{counts[text]}")
              + (f", {format_value(timed[named[text]], 'ns')}" if named[text] in timed else "")

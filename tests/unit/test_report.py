@@ -200,6 +200,13 @@ def test_fused_kernels_the_profile_timed_come_first_the_costliest_first_and_the_
     assert shown[:3] == ["fused_10 (relax.matmul + relax.add), 1.78 s", "fused_3 (relax.matmul + relax.add), 2.00 ms",
                          "fused_0 (relax.matmul + relax.add)"]
     assert len(shown) == 9 and shown[-1] == "and 3 more (the cell's fusion_report)"
+    # one kernel name for groups of other operators (a library call several fusions make): no time for any
+    kernels[4] = {"kernel": "fused_10", "ops": ["relax.conv2d", "relax.relu"], "class": "tensor+element"}
+    row = Row(cell_record(metrics={
+        "fusion_report": {"kernel_count": 11, "fusion_count": 11, "kernels": kernels},
+        "kernels": {"kernels_per_inference": 11.0, "kernel_count_method": "x", "top_kernels": top}}))
+    assert fused_kernels(row)[0] == "fused_3 (relax.matmul + relax.add), 2.00 ms"
+    assert not any("1.78 s" in text for text in fused_kernels(row))
 
 
 def test_a_backends_speedup_over_the_baseline_gets_an_interval_where_the_settings_rounds_took_turns() -> None:
