@@ -107,12 +107,17 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
 
 
 def added_nodes(source: Any, optimized: Any) -> dict[str, int]:
-    """Op type -> count of the nodes of `optimized` (not of the NCHWc layout) that compute no tensor
-    of `source`: a source operator ORT runs as several kernels (one without a kernel of its own
-    runs through its ONNX function body: HardSwish as HardSigmoid, then Mul) or a node it inserted."""
+    """Op type -> count of the nodes of `optimized` that compute no tensor of `source`: a source
+    operator ORT runs as several kernels (one without a kernel of its own runs through its ONNX
+    function body: HardSwish as HardSigmoid, then Mul) or a node it inserted. Not counted: the NCHWc
+    layout's nodes, and the nodes of the default domain inside it (an activation, Add or Concat the
+    NCHWc transformer did not fuse reads a blocked tensor and writes one under a new name: it still
+    computes its source node's work)."""
     computed = {out for node in source.graph.node for out in node.output if out}
+    blocked = {out for node in optimized.graph.node if node.domain == NCHWC_DOMAIN for out in node.output if out}
     added: dict[str, int] = {}
     for node in optimized.graph.node:
-        if node.domain != NCHWC_DOMAIN and not any(out in computed for out in node.output if out):
+        in_layout = node.domain == NCHWC_DOMAIN or any(name in blocked for name in node.input)
+        if not in_layout and not any(out in computed for out in node.output if out):
             added[node.op_type] = added.get(node.op_type, 0) + 1
     return added

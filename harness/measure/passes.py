@@ -115,7 +115,8 @@ def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, 
             shares[name][i] += ns / times.wall_ns
             spent[name][i] += ns
             calls[name][i] = in_run[name]
-    share = {name: _median(values) for name, values in shares.items()}
+    # a kernel most of the profiled inferences did not run (a lazily built cache, say) is none of the inference's
+    share = {name: _median(values) for name, values in shares.items() if _median(calls[name]) > 0}
     by_time = sorted(share, key=lambda name: (-share[name], -_median(calls[name]), name))[:TOP_KERNELS]
     return {
         "kernel_share": _median([min(sum(ns for _, ns in t.calls) / t.wall_ns, 1.0) for t in runs]),

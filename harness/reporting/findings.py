@@ -29,13 +29,14 @@ from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.view import (
     FusionPair,
     Row,
+    Starts,
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
     is_slower,
     noisy_mark,
     over_baseline,
-    rounds_paired,
+    paired_starts,
     slower_beyond_noise,
     slowest_kernels_by_side,
     times_faster,
@@ -94,7 +95,7 @@ class Group:
     lines: tuple[Line, ...]
     named: bool = False
     borrowed: tuple[Row, str] | None = None  # (eager's cell, its bundle)
-    paired: bool = False  # the bundle's rounds took turns by setting (`view.rounds_paired`)
+    starts: Starts | None = None  # each cell's start, where the bundle's rounds took turns by setting (`view.paired_starts`)
 
     @property
     def title(self) -> str:
@@ -137,7 +138,7 @@ def _label(row: Row) -> str:
 def groups(bundles: list[LoadedBundle]) -> list[Group]:
     """Every model and setting of the bundles, in the order first met, one line per backend."""
     found: dict[tuple[str, str, str], dict[str, dict[str, Row]]] = {}
-    paired = {loaded.name for loaded in bundles if rounds_paired(loaded)}
+    starts = {loaded.name: paired_starts(loaded) for loaded in bundles}
     for loaded in bundles:
         for record in loaded.records:
             row = Row(record)
@@ -146,7 +147,7 @@ def groups(bundles: list[LoadedBundle]) -> list[Group]:
     seen = [(model, setting) for model, setting, _ in found]
     made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
                                                 for label, sides in lines.items()), seen.count((model, setting)) > 1,
-                  paired=bundle in paired)
+                  starts=starts[bundle])
             for (model, setting, bundle), lines in found.items()]
     return [_with_eager_from_elsewhere(group, made) for group in made]
 
@@ -194,7 +195,7 @@ def _against_eager(group: Group, row: Row | None) -> str:
     if apart(row.record, eager.record):
         return "- (ran apart from eager)"
     mark = noisy_mark(row, eager) if row is not eager else ""
-    paired = over_baseline(row, eager, group.paired and eager is group.own_eager) if row is not eager else None
+    paired = over_baseline(row, eager, group.starts if eager is group.own_eager else None) if row is not eager else None
     if paired is not None:
         return paired.text() + mark
     faster = times_faster(row, eager)
@@ -374,7 +375,7 @@ def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str
             on = line.on
             if line.backend == BASELINE or on is None or not _valid(on) or not on.checked_against_eager:
                 continue
-            paired = over_baseline(on, eager, group.paired and eager is group.own_eager)
+            paired = over_baseline(on, eager, group.starts if eager is group.own_eager else None)
             faster = times_faster(on, eager)
             if is_slower(paired) if paired is not None else faster is not None and slower_beyond_noise(faster):
                 title = group.title + (f" (eager from {group.borrowed[1]})" if group.own_eager is None and group.borrowed else "")

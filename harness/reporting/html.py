@@ -25,9 +25,9 @@ from harness.reporting.view import (
     fusion_table,
     kernels_by_pair,
     not_side_by_side,
+    paired_starts,
     problems,
     roofline_table,
-    rounds_paired,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -82,7 +82,7 @@ def html(loaded: LoadedBundle) -> str:
     parts.append(html_table(*validity_grid(loaded, rows), statuses=True))
 
     baseline = baseline_of(loaded)
-    groups, series, speedups = speedup_table(rows, baseline, rounds_paired(loaded))
+    groups, series, speedups = speedup_table(rows, baseline, paired_starts(loaded))
     parts.append(f"<h2>Speedup over {escape(baseline)}</h2>")
     parts.append(_figure(
         bar_chart(f"Speedup over {baseline} ({baseline} median / cell median)", groups, series, "speedup (x)",

@@ -28,9 +28,9 @@ from harness.reporting.view import (
     fusion_table,
     kernels_by_pair,
     not_side_by_side,
+    paired_starts,
     problems,
     roofline_table,
-    rounds_paired,
     slowest_kernels_by_side,
     speedup_table,
     time_split_series,
@@ -64,7 +64,7 @@ def markdown(loaded: LoadedBundle) -> str:
     lines += ["## LoadGen validity at a glance", "", *md_table(*validity_grid(loaded, rows))]
     lines += ["## Cells", "", *md_table(*cells_table(rows))]
     baseline = baseline_of(loaded)
-    _, _, speedups = speedup_table(rows, baseline, rounds_paired(loaded))
+    _, _, speedups = speedup_table(rows, baseline, paired_starts(loaded))
     lines += [f"## Speedup over {md_cell(baseline)}", "",
               SPEEDUP_OVER_NOTE.format(baseline=md_cell(baseline.capitalize())), "",  # our text: its code spans stay
               *md_table(["model and setting", "backend / variant", "speedup"], speedups)]

@@ -199,20 +199,36 @@ def is_slower(result: Speedup) -> bool:
     return result.verdict in (SLOWER, SLOWER_UNCLEAR) if result.interval is not None else slower_beyond_noise(result.value)
 
 
-def rounds_paired(loaded: LoadedBundle) -> bool:
-    """Whether the rounds of every cell of one setting took turns (bundle.json's `rounds_paired`),
-    so a backend's rounds pair with the baseline's; before 2026-12-01 only a fusion pair's did."""
-    return bool(lookup(loaded.header, "rounds_paired") == "setting")
+#: Each cell's start (0: the run's first, i: its i-th `--resume`) by cell id (`paired_starts`).
+Starts = dict[str, int]
 
 
-def over_baseline(row: Row, base: Row, paired: bool) -> Speedup | None:
+def paired_starts(loaded: LoadedBundle) -> Starts | None:
+    """Where the rounds of every cell of one setting took turns (bundle.json's `rounds_paired`: a
+    run of one cell at a time since 2026-12-01), each cell's start, from its record's `started`
+    against bundle.json's `resumed`: the rounds of two cells took turns only where both ran in one
+    start (a resume runs the cells left, apart from those finished before it). None where they did
+    not take turns (before 2026-12-01 only a fusion pair's did; `--jobs` above 1 and Ray fill the
+    time between one cell's rounds with other cells)."""
+    if lookup(loaded.header, "rounds_paired") != "setting":
+        return None
+    resumed = [str(when) for when in lookup(loaded.header, "resumed") or []]
+    return {record.id: sum(1 for when in resumed if when <= record.started)
+            for record in loaded.records if record.started is not None}
+
+
+def over_baseline(row: Row, base: Row, starts: Starts | None) -> Speedup | None:
     """`row`'s speedup over `base` (base's time over row's) from their paired rounds, with its
-    interval and verdict, as a fusion pair's: where the rounds of the setting took turns (`paired`)
-    and the two share two rounds or more. None otherwise: then the rounds of the two ran at
-    different stretches of the machine, and `times_faster` is one estimate."""
+    interval and verdict, as a fusion pair's: where the rounds of the setting took turns and both
+    cells ran in one start (`starts`, from `paired_starts`), and the two share two rounds or more.
+    None otherwise: then the rounds of the two ran at different times, and `times_faster` is one
+    estimate."""
     mine, theirs = row.round_medians, base.round_medians
     common = sorted(set(mine) & set(theirs))
-    if not paired or len(common) < 2:
+    if starts is None or len(common) < 2:
+        return None
+    start = starts.get(row.record.id)
+    if start is None or start != starts.get(base.record.id):
         return None
     return paired_speedup([mine[r] for r in common], [theirs[r] for r in common])
 
@@ -261,7 +277,7 @@ def _beside_baseline(rows: list[Row], baseline: str) -> list[tuple[Row, Row]]:
             if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
 
 
-def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[str], list[Series], list[list[str]]]:
+def speedup_table(rows: list[Row], baseline: str, starts: Starts | None) -> tuple[list[str], list[Series], list[list[str]]]:
     """Each cell's speedup over the baseline's cell of its model and setting (`over_baseline` where the
     rounds pair, else `times_faster`): the bar chart's groups and series, and the table's rows."""
     others = [(r, base) for r, base in _beside_baseline(rows, baseline) if not apart(r.record, base.record)]
@@ -271,7 +287,7 @@ def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[st
     texts: dict[tuple[str, str], str] = {}
     for r, base in others:
         key = (f"{r.model} {r.setting}", r.variant)
-        result = over_baseline(r, base, paired)
+        result = over_baseline(r, base, starts)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
         texts[key] = (result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]

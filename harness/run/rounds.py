@@ -250,8 +250,8 @@ def rounds_warning(rounds: list[TimingRound]) -> str | None:
     odd = [valid[i] for i in out_of_line(medians, ROUND_OUT_OF_LINE)]
     if not odd:
         return None
-    why = ("that round's process or the machine was not as in the others; a fusion pair's interval over "
-           "the rounds takes it in, and its verdict with it")
+    why = ("that round's process or the machine was not as in the others; a speedup's interval over the "
+           "rounds (fusion on over off, or over the baseline) takes it in, and its verdict with it")
     if len(valid) == 2:
         a, b = valid
         ratio = max(medians) / min(medians)

@@ -222,7 +222,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "backends": probe.recorded_backends(),
                 "cells": [{"id": c.id, "label": c.label} for c in cells],
                 "resumed": [],
-                "rounds_paired": rounds.ROUNDS_PAIRED,
+                # one cell at a time: round i of each cell of a setting meets the same stretch of the machine
+                "rounds_paired": rounds.ROUNDS_PAIRED if request.executor == "local" and request.jobs == 1 else None,
             },
         )
         closing.callback(bundle.close)

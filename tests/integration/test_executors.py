@@ -66,6 +66,9 @@ def test_two_local_jobs_give_the_serial_runs_bundle_on_cores_of_their_own(faults
             assert cell["environment"]["variables"]["OMP_NUM_THREADS"] == "1"
     header = json.loads((bundle / "bundle.json").read_text())
     assert header["executor"]["jobs"] == 2 and len(header["nodes"]) == 1
+    # two at a time: other cells run between one cell's rounds, so a setting's rounds are not said to pair
+    assert header["rounds_paired"] is None
+    assert json.loads((serial / "bundle.json").read_text())["rounds_paired"] == "setting"
     assert cli(faults_env, "validate", str(bundle)).returncode == 0
 
 

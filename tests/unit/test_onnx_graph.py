@@ -105,3 +105,13 @@ def test_nodes_that_compute_no_source_tensor_are_counted() -> None:
     assert added_nodes(source, optimized) == {"HardSigmoid": 1}
     assert [g.ops for g in kernel_groups(source, optimized)] == [("onnx.HardSigmoid",), ("onnx.HardSwish",)]
     assert added_nodes(source, source) == {}
+    # an activation the NCHWc transformer left unfused reads a blocked tensor and writes a renamed one:
+    # it is its source node's work, not a node ORT added
+    source = _graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                     helper.make_node("Sigmoid", ["c"], ["y"], name="sig")],
+                    (helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.0] * 108),))
+    nchwc = "com.microsoft.nchwc"
+    optimized = _graph([helper.make_node("Conv", ["x", "w"], ["reorder_token_1"], name="c_nchwc", domain=nchwc),
+                        helper.make_node("Sigmoid", ["reorder_token_1"], ["reorder_token_2"], name="sig"),
+                        helper.make_node("ReorderOutput", ["reorder_token_2"], ["y"], name="out", domain=nchwc)])
+    assert added_nodes(source, optimized) == {}

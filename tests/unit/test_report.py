@@ -30,7 +30,7 @@ from harness.reporting.view import (
     fusion_pairs,
     noisy_mark,
     over_baseline,
-    rounds_paired,
+    paired_starts,
     slowest_kernels,
     speedup_table,
 )
@@ -216,19 +216,27 @@ def test_a_backends_speedup_over_the_baseline_gets_an_interval_where_the_setting
     rows = [Row(r) for r in golden.records]
     eager = next(r for r in rows if r.backend == "eager" and r.config.scenario == "Offline")
     inductor = next(r for r in rows if r.backend == "inductor" and r.fusion == "on" and r.config.scenario == "Offline")
-    assert over_baseline(inductor, eager, paired=False) is None
-    result = over_baseline(inductor, eager, paired=True)
+    assert paired_starts(golden) is None  # written before the rounds of a setting took turns: one estimate, as it was
+    assert over_baseline(inductor, eager, None) is None
+    golden.header["rounds_paired"] = "setting"
+    starts = paired_starts(golden)
+    assert starts is not None and set(starts.values()) == {0}
+    result = over_baseline(inductor, eager, starts)
     assert result is not None and result.rounds == 2 and result.interval is not None
     expected = paired_speedup([inductor.round_medians[r] for r in (1, 2)], [eager.round_medians[r] for r in (1, 2)])
     assert result.value == pytest.approx(expected.value)
-    assert not rounds_paired(golden)  # written before the rounds of a setting took turns: one estimate, as it was
-    _, _, before = speedup_table(rows, "eager", paired=False)
-    _, _, after = speedup_table(rows, "eager", paired=True)
+    _, _, before = speedup_table(rows, "eager", None)
+    _, _, after = speedup_table(rows, "eager", starts)
     row = next(i for i, line in enumerate(after)
                if line[1].startswith("inductor fusion-on") and line[0].startswith("resnet18 Offline"))
     assert "[" not in before[row][2] and after[row][2].startswith(result.text())
-    golden.header["rounds_paired"] = "setting"
-    assert rounds_paired(golden) and md_cell(result.text()) in markdown(golden)
+    assert md_cell(result.text()) in markdown(golden)
+    # a --resume between eager's cell and Inductor's: their rounds did not take turns
+    latest = max(r.started for r in golden.records if r.started)
+    golden.header["resumed"] = [latest]
+    starts = paired_starts(golden)
+    assert starts is not None and {starts[r.id] for r in golden.records if r.started == latest} == {1}
+    assert over_baseline(inductor, eager, {**starts, eager.record.id: 0, inductor.record.id: 1}) is None
 
 
 def test_a_fraction_above_the_roof_is_marked() -> None:

@@ -163,8 +163,8 @@ def test_a_round_out_of_line_with_the_others_is_warned_of(tmp_path: Path) -> Non
     assert complete is not None
     apart = [w for w in complete["warnings"] if w.startswith(rounds.ROUNDS_OUT_OF_LINE)]
     assert apart == ["rounds out of line: round 3's 382 ms (10.6x) against the median of the cell's 3 rounds, 36.2 ms: "
-                     "that round's process or the machine was not as in the others; a fusion pair's interval over the "
-                     "rounds takes it in, and its verdict with it"]
+                     "that round's process or the machine was not as in the others; a speedup's interval over the "
+                     "rounds (fusion on over off, or over the baseline) takes it in, and its verdict with it"]
     assert problems(complete, "cell") == [] and figures_check._warnings(complete) == []
 
 
@@ -177,8 +177,8 @@ def test_two_rounds_far_apart_are_both_named_and_rounds_alike_say_nothing(tmp_pa
     assert complete is not None
     assert [w for w in complete["warnings"] if w.startswith("rounds out of line:")] == [
         "rounds out of line: round 1's median, 10.0 ms, and round 2's, 21.0 ms, differ by 2.1x: that round's process "
-        "or the machine was not as in the others; a fusion pair's interval over the rounds takes it in, and its "
-        "verdict with it"]
+        "or the machine was not as in the others; a speedup's interval over the rounds (fusion on over off, or over "
+        "the baseline) takes it in, and its verdict with it"]
     assert rounds.rounds_warning([]) is None
     cells, ordered, state = _plan(3, tmp_path / "alike")
     mine = [t for t in ordered if t.cell_id == eager.id]
