@@ -15,7 +15,6 @@ longer than the inference.
 from __future__ import annotations
 
 import json
-import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from harness.bundle.cell_record import Kernels
 from harness.contract import CpuKernelTimes, Prepared
 from harness.fusion import FusionReport
 from harness.measure.plugin_answers import asked
+from harness.stats.summary import median
 
 
 def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Path, wall_ns: float) -> dict[str, Any]:
@@ -108,27 +108,23 @@ def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, 
     calls: dict[str, list[int]] = {}
     spent: dict[str, list[float]] = {}
     for i, times in enumerate(runs):
-        in_run = Counter(name for name, _ in times.calls)
         for name, ns in times.calls:
             if name not in shares:
                 shares[name], calls[name], spent[name] = [0.0] * len(runs), [0] * len(runs), [0.0] * len(runs)
             shares[name][i] += ns / times.wall_ns
             spent[name][i] += ns
-            calls[name][i] = in_run[name]
+            calls[name][i] += 1
+    called = {name: median(counts) for name, counts in calls.items()}
     # a kernel most of the profiled inferences did not run (a lazily built cache, say) is none of the inference's
-    share = {name: _median(values) for name, values in shares.items() if _median(calls[name]) > 0}
-    by_time = sorted(share, key=lambda name: (-share[name], -_median(calls[name]), name))[:TOP_KERNELS]
+    share = {name: median(values) for name, values in shares.items() if called[name] > 0}
+    by_time = sorted(share, key=lambda name: (-share[name], -called[name], name))[:TOP_KERNELS]
     return {
-        "kernel_share": _median([min(sum(ns for _, ns in t.calls) / t.wall_ns, 1.0) for t in runs]),
+        "kernel_share": median([min(sum(ns for _, ns in t.calls) / t.wall_ns, 1.0) for t in runs]),
         "profiled_iters": len(runs),
-        "top_kernels": [{"name": name, "calls_per_inference": _median(calls[name]),
-                         "ns_per_inference": share[name] * wall_ns if wall_ns > 0 else _median(spent[name])}
+        "top_kernels": [{"name": name, "calls_per_inference": called[name],
+                         "ns_per_inference": share[name] * wall_ns if wall_ns > 0 else median(spent[name])}
                         for name in by_time],
     }
-
-
-def _median(values: list[float] | list[int]) -> float:
-    return float(statistics.median(values))
 
 
 def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:

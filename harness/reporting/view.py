@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -385,8 +386,8 @@ def fused_kernels(row: Row) -> list[str]:
             counts[text] = counts.get(text, 0) + 1
             named[text] = k.kernel
     # A kernel name several groups share (Inductor's oneDNN calls) has one time for them all: none is shown.
-    shared = {name for name in named.values() if sum(1 for other in named.values() if other == name) > 1}
-    timed = {name: ns for name, ns in kernel_times(row).items() if name not in shared}
+    groups_named = Counter(named.values())
+    timed = {k.name: ns for k, ns in _timed_kernels(row) if groups_named[k.name] == 1}
     ordered = sorted(counts, key=lambda text: -timed.get(named[text], -1.0))  # stable: the untimed keep their order
     shown = [(text if counts[text] == 1 else f"{text} x{counts[text]}")
              + (f", {format_value(timed[named[text]], 'ns')}" if named[text] in timed else "")
@@ -395,12 +396,12 @@ def fused_kernels(row: Row) -> list[str]:
     return shown + ([f"and {left} more (the cell's fusion_report)"] if left else [])
 
 
-def kernel_times(row: Row) -> dict[str, float]:
-    """Each kernel's time per inference, of those the cell's profile lists with one
-    (`kernels.top_kernels`)."""
+def _timed_kernels(row: Row) -> list[tuple[TopKernel, float]]:
+    """The kernels the cell's profile lists with their time per inference (`kernels.top_kernels`), each
+    with that time; empty for bundles from before each kernel's time was kept."""
     kernels = row.metrics.kernels
     listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
-    return {k.name: k.ns_per_inference for k in listed if k is not None and k.ns_per_inference is not None}
+    return [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]
 
 
 def slowest_kernels(row: Row) -> list[str]:
@@ -408,10 +409,7 @@ def slowest_kernels(row: Row) -> list[str]:
     `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty for bundles written before each kernel's time
     was kept (`ns_per_inference`: GPU cells first, CPU cells later) and for a backend whose
     profiler cannot tell."""
-    kernels = row.metrics.kernels
-    listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
-    timed = [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]
-    timed.sort(key=lambda kernel_ns: -kernel_ns[1])
+    timed = sorted(_timed_kernels(row), key=lambda kernel_ns: -kernel_ns[1])
     return [f"{k.name} {format_value(ns, 'ns')} ({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
             for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
 
