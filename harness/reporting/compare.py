@@ -57,7 +57,7 @@ from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_noise, machine_share
-from harness.reporting.view import FusionPair, Row, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
+from harness.reporting.view import FusionPair, Row, bundle_rows, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
@@ -149,6 +149,7 @@ class FusionVerdict:
                 return None
             interval = speedup.interval
             return {"speedup": speedup.value, "rounds": speedup.rounds, "verdict": speedup.verdict, "shown": speedup.text(),
+                    "paired": speedup.paired,
                     "interval": None if interval is None else {"low": interval.low, "high": interval.high,
                                                                  "coverage": interval.coverage}}
         return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree, "overlap": self.overlap,
@@ -159,7 +160,7 @@ def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
     """Every fusion pair valid in A or B, in A's order, then B's others; a side where the pair's cells
     ran apart says so."""
     def pairs(loaded: LoadedBundle) -> tuple[dict[str, FusionPair], dict[str, str]]:
-        rows = [Row(record) for record in loaded.records]
+        rows = bundle_rows(loaded)
         return ({_pair_id(pair): pair for pair in fusion_pairs(rows)},
                 {_pair_id(pair): why for pair, why in pairs_apart(rows)})
 

@@ -29,14 +29,14 @@ from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.view import (
     FusionPair,
     Row,
-    Starts,
+    bundle_rows,
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
     is_slower,
     noisy_mark,
     over_baseline,
-    paired_starts,
+    setting_paired,
     slower_beyond_noise,
     slowest_kernels_by_side,
     times_faster,
@@ -95,7 +95,7 @@ class Group:
     lines: tuple[Line, ...]
     named: bool = False
     borrowed: tuple[Row, str] | None = None  # (eager's cell, its bundle)
-    starts: Starts | None = None  # each cell's start, where the bundle's rounds took turns by setting (`view.paired_starts`)
+    paired: bool = False  # whether the bundle's rounds took turns by setting (`view.setting_paired`)
 
     @property
     def title(self) -> str:
@@ -138,16 +138,15 @@ def _label(row: Row) -> str:
 def groups(bundles: list[LoadedBundle]) -> list[Group]:
     """Every model and setting of the bundles, in the order first met, one line per backend."""
     found: dict[tuple[str, str, str], dict[str, dict[str, Row]]] = {}
-    starts = {loaded.name: paired_starts(loaded) for loaded in bundles}
+    paired = {loaded.name: setting_paired(loaded) for loaded in bundles}
     for loaded in bundles:
-        for record in loaded.records:
-            row = Row(record)
+        for row in bundle_rows(loaded):
             lines = found.setdefault((row.model, row.setting, loaded.name), {})
             lines.setdefault(_label(row), {})[row.fusion] = row
     seen = [(model, setting) for model, setting, _ in found]
     made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
                                                 for label, sides in lines.items()), seen.count((model, setting)) > 1,
-                  starts=starts[bundle])
+                  paired=paired[bundle])
             for (model, setting, bundle), lines in found.items()]
     return [_with_eager_from_elsewhere(group, made) for group in made]
 
@@ -195,7 +194,7 @@ def _against_eager(group: Group, row: Row | None) -> str:
     if apart(row.record, eager.record):
         return "- (ran apart from eager)"
     mark = noisy_mark(row, eager) if row is not eager else ""
-    paired = over_baseline(row, eager, group.starts if eager is group.own_eager else None) if row is not eager else None
+    paired = over_baseline(row, eager, group.paired and eager is group.own_eager) if row is not eager else None
     if paired is not None:
         return paired.text() + mark
     faster = times_faster(row, eager)
@@ -375,7 +374,7 @@ def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str
             on = line.on
             if line.backend == BASELINE or on is None or not _valid(on) or not on.checked_against_eager:
                 continue
-            paired = over_baseline(on, eager, group.starts if eager is group.own_eager else None)
+            paired = over_baseline(on, eager, group.paired and eager is group.own_eager)
             faster = times_faster(on, eager)
             if is_slower(paired) if paired is not None else faster is not None and slower_beyond_noise(faster):
                 title = group.title + (f" (eager from {group.borrowed[1]})" if group.own_eager is None and group.borrowed else "")

@@ -17,17 +17,17 @@ from harness.reporting.view import (
     SLOWER_NOTE,
     SPEEDUP_NOTE,
     TIME_SPLIT_NOTE,
-    Row,
     agreement_table,
     baseline_of,
+    bundle_rows,
     cells_table,
     fusion_pairs,
     fusion_table,
     kernels_by_pair,
     not_side_by_side,
-    paired_starts,
     problems,
     roofline_table,
+    setting_paired,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -71,7 +71,7 @@ def _figure(svg: str | None, caption: str, empty: str) -> str:
 
 
 def html(loaded: LoadedBundle) -> str:
-    rows = [Row(record) for record in loaded.records]
+    rows = bundle_rows(loaded)
     valid = valid_rows(rows)
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>FusionBench report: {escape(loaded.name)}</title><style>{STYLE}</style></head><body>",
@@ -82,7 +82,7 @@ def html(loaded: LoadedBundle) -> str:
     parts.append(html_table(*validity_grid(loaded, rows), statuses=True))
 
     baseline = baseline_of(loaded)
-    groups, series, speedups = speedup_table(rows, baseline, paired_starts(loaded))
+    groups, series, speedups = speedup_table(rows, baseline, setting_paired(loaded))
     parts.append(f"<h2>Speedup over {escape(baseline)}</h2>")
     parts.append(_figure(
         bar_chart(f"Speedup over {baseline} ({baseline} median / cell median)", groups, series, "speedup (x)",

@@ -17,9 +17,9 @@ from harness.reporting.view import (
     SPEEDUP_NOTE,
     SPEEDUP_OVER_NOTE,
     TIME_SPLIT_NOTE,
-    Row,
     agreement_table,
     baseline_of,
+    bundle_rows,
     cells_table,
     fmt_speedup,
     fmt_time_over_rounds,
@@ -28,9 +28,9 @@ from harness.reporting.view import (
     fusion_table,
     kernels_by_pair,
     not_side_by_side,
-    paired_starts,
     problems,
     roofline_table,
+    setting_paired,
     slowest_kernels_by_side,
     speedup_table,
     time_split_series,
@@ -58,13 +58,13 @@ def md_table(head: list[str], body: list[list[str]]) -> list[str]:
 
 
 def markdown(loaded: LoadedBundle) -> str:
-    rows = [Row(record) for record in loaded.records]
+    rows = bundle_rows(loaded)
     lines = [f"# FusionBench report: {md_cell(loaded.name)}", ""]
     lines += [f"- **{what}**: {md_cell(value)}" for what, value in facts(loaded)] + [""]
     lines += ["## LoadGen validity at a glance", "", *md_table(*validity_grid(loaded, rows))]
     lines += ["## Cells", "", *md_table(*cells_table(rows))]
     baseline = baseline_of(loaded)
-    _, _, speedups = speedup_table(rows, baseline, paired_starts(loaded))
+    _, _, speedups = speedup_table(rows, baseline, setting_paired(loaded))
     lines += [f"## Speedup over {md_cell(baseline)}", "",
               SPEEDUP_OVER_NOTE.format(baseline=md_cell(baseline.capitalize())), "",  # our text: its code spans stay
               *md_table(["model and setting", "backend / variant", "speedup"], speedups)]

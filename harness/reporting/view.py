@@ -22,7 +22,16 @@ from harness.plain_text import one_line
 from harness.reporting.plots import Series
 from harness.reporting.run_facts import apart
 from harness.scenario.cell_config import CellConfig
-from harness.stats.intervals import SLOWER, SLOWER_UNCLEAR, SMALLEST_EFFECT, Interval, Speedup, median_interval, paired_speedup
+from harness.stats.intervals import (
+    SLOWER,
+    SLOWER_UNCLEAR,
+    SMALLEST_EFFECT,
+    Interval,
+    Speedup,
+    median_interval,
+    paired_speedup,
+    unpaired_speedup,
+)
 from harness.stats.summary import NOISY_CV, median
 
 FUSED_KERNELS_SHOWN = 8
@@ -54,7 +63,9 @@ SPEEDUP_NOTE = (
     "logs) and the verdict: faster or slower where the whole interval is above or below 1 and the speedup is at "
     "least 5% (1.05x, or 1/1.05 = 0.952x), under 5% where the whole interval lies between 1 and 5%, `size "
     "unclear` where it is on one side of 1 and the speedup is under 5% but the interval reaches past it, else no "
-    "effect seen. "
+    "effect seen. `rounds not paired`: the two cells ran in different starts of a resumed run, so no round of one "
+    "met the stretch of the machine a round of the other met; the interval is then the two samples' (Student's t "
+    "on the difference of their mean logs, the variance pooled), wider for the same spread. "
     "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
     "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
     "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
@@ -75,9 +86,12 @@ AGREEMENT_NOTE = (
 
 @dataclass(frozen=True)
 class Row:
-    """The figures of one cell that the report uses, read from its typed record."""
+    """The figures of one cell that the report uses, read from its typed record, and its start: 0 where
+    it ran in the run's first start, i in its i-th `--resume` (`rows_of`); None where its record does
+    not say when it started."""
 
     record: CellRecord
+    start: int | None = None
 
     @property
     def config(self) -> CellConfig:
@@ -200,36 +214,35 @@ def is_slower(result: Speedup) -> bool:
     return result.verdict in (SLOWER, SLOWER_UNCLEAR) if result.interval is not None else slower_beyond_noise(result.value)
 
 
-#: Each cell's start (0: the run's first, i: its i-th `--resume`) by cell id (`paired_starts`).
-Starts = dict[str, int]
+def rows_of(records: list[CellRecord], resumed: list[str]) -> list[Row]:
+    """A row for each cell, with its start: its record's `started` against the times the run was
+    resumed (bundle.json's `resumed`). A resume runs the cells left, apart from those finished
+    before it, so the rounds of two cells paired only where both ran in one start."""
+    return [Row(record, None if record.started is None else sum(1 for when in resumed if when <= record.started))
+            for record in records]
 
 
-def paired_starts(loaded: LoadedBundle) -> Starts | None:
-    """Where the rounds of every cell of one setting took turns (bundle.json's `rounds_paired`: a
-    run of one cell at a time since 2026-12-01), each cell's start, from its record's `started`
-    against bundle.json's `resumed`: the rounds of two cells took turns only where both ran in one
-    start (a resume runs the cells left, apart from those finished before it). None where they did
-    not take turns (before 2026-12-01 only a fusion pair's did; `--jobs` above 1 and Ray fill the
-    time between one cell's rounds with other cells)."""
-    if lookup(loaded.header, "rounds_paired") != "setting":
-        return None
-    resumed = [str(when) for when in lookup(loaded.header, "resumed") or []]
-    return {record.id: sum(1 for when in resumed if when <= record.started)
-            for record in loaded.records if record.started is not None}
+def bundle_rows(loaded: LoadedBundle) -> list[Row]:
+    """`rows_of` a bundle's cells."""
+    return rows_of(loaded.records, [str(when) for when in lookup(loaded.header, "resumed") or []])
 
 
-def over_baseline(row: Row, base: Row, starts: Starts | None) -> Speedup | None:
+def setting_paired(loaded: LoadedBundle) -> bool:
+    """Whether the rounds of every cell of one setting took turns (bundle.json's `rounds_paired`: a
+    run of one cell at a time since 2026-12-01); before, only a fusion pair's did, and `--jobs` above 1
+    and Ray fill the time between one cell's rounds with other cells."""
+    return bool(lookup(loaded.header, "rounds_paired") == "setting")
+
+
+def over_baseline(row: Row, base: Row, paired: bool) -> Speedup | None:
     """`row`'s speedup over `base` (base's time over row's) from their paired rounds, with its
-    interval and verdict, as a fusion pair's: where the rounds of the setting took turns and both
-    cells ran in one start (`starts`, from `paired_starts`), and the two share two rounds or more.
-    None otherwise: then the rounds of the two ran at different times, and `times_faster` is one
+    interval and verdict, as a fusion pair's: where the rounds of the setting took turns (`paired`,
+    from `setting_paired`), both cells ran in one start, and the two share two rounds or more. None
+    otherwise: then the rounds of the two ran at different times, and `times_faster` is one
     estimate."""
     mine, theirs = row.round_medians, base.round_medians
     common = sorted(set(mine) & set(theirs))
-    if starts is None or len(common) < 2:
-        return None
-    start = starts.get(row.record.id)
-    if start is None or start != starts.get(base.record.id):
+    if not paired or len(common) < 2 or row.start is None or row.start != base.start:
         return None
     return paired_speedup([mine[r] for r in common], [theirs[r] for r in common])
 
@@ -278,7 +291,7 @@ def _beside_baseline(rows: list[Row], baseline: str) -> list[tuple[Row, Row]]:
             if r.backend != baseline and r.checked_against_eager and (r.model, r.setting) in base]
 
 
-def speedup_table(rows: list[Row], baseline: str, starts: Starts | None) -> tuple[list[str], list[Series], list[list[str]]]:
+def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[str], list[Series], list[list[str]]]:
     """Each cell's speedup over the baseline's cell of its model and setting (`over_baseline` where the
     rounds pair, else `times_faster`): the bar chart's groups and series, and the table's rows."""
     others = [(r, base) for r, base in _beside_baseline(rows, baseline) if not apart(r.record, base.record)]
@@ -288,7 +301,7 @@ def speedup_table(rows: list[Row], baseline: str, starts: Starts | None) -> tupl
     texts: dict[tuple[str, str], str] = {}
     for r, base in others:
         key = (f"{r.model} {r.setting}", r.variant)
-        result = over_baseline(r, base, starts)
+        result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
         texts[key] = (result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
@@ -304,8 +317,12 @@ class FusionPair:
     @property
     def result(self) -> Speedup:
         """The speedup of fusion on over off (off over on) from the rounds both cells have, with its
-        interval and verdict (harness/stats/intervals.py); one round gives the ratio of the two medians."""
+        interval and verdict (harness/stats/intervals.py); one round gives the ratio of the two medians.
+        Where the two cells ran in different starts of a resumed run, their rounds did not pair: the
+        interval is the two samples' (`unpaired_speedup`)."""
         on, off = self.on.round_medians, self.off.round_medians
+        if None not in (self.on.start, self.off.start) and self.on.start != self.off.start:
+            return unpaired_speedup(list(on.values()), list(off.values()))
         paired = sorted(set(on) & set(off))
         return paired_speedup([on[r] for r in paired], [off[r] for r in paired])
 

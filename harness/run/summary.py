@@ -82,11 +82,12 @@ def summary_table(records: list[CellRecord]) -> Table:
     return table
 
 
-def fusion_summary(records: list[CellRecord]) -> Table | None:
-    """Fusion on vs off for every model, backend and setting that ran both, or None."""
-    from harness.reporting.view import Row, fusion_pairs, fusion_pairs_apart, fusion_table
+def fusion_summary(records: list[CellRecord], resumed: list[str]) -> Table | None:
+    """Fusion on vs off for every model, backend and setting that ran both, or None; `resumed`: when
+    the run was resumed (bundle.json's `resumed`), which tells the pairs whose rounds did not pair."""
+    from harness.reporting.view import fusion_pairs, fusion_pairs_apart, fusion_table, rows_of
 
-    rows = [Row(r) for r in records]
+    rows = rows_of(records, resumed)
     pairs = fusion_pairs(rows)
     apart = fusion_pairs_apart(rows)
     if not pairs and not apart:  # a run whose only pairs ran apart still says so

@@ -13,6 +13,13 @@ Python: the parent, the report and the tests use it without numpy or scipy.
   of 3 paired ratios is about their range: 75% coverage at best), where the t interval holds its
   95% (tests/unit/test_intervals.py measures both on simulated pairs; at 5 rounds the bootstrap
   reaches about 90%).
+- A speedup's interval from rounds that did not pair: where the two cells ran in different starts
+  of a resumed run (`--budget-s`, or an interrupted run, left one for `--resume`), round i of one
+  met another stretch of the machine than round i of the other, and pairing them by number would
+  claim what did not happen. Their rounds are then two independent samples: the speedup is
+  exp(mean log off - mean log on), its interval Student's two-sample t with the variance pooled
+  from both sides' rounds (as `compare` tests two bundles' rounds), wider than a paired interval
+  of the same spread, and the text says `rounds not paired`.
 - The verdict of a pair: "faster" where the whole interval is above 1 and the speedup is at least
   the smallest effect worth the name (`SMALLEST_EFFECT`, 5%, `compare`'s default threshold too),
   "slower" where the whole interval is below 1 and the slowdown at least as large, "under 5%" where
@@ -35,6 +42,8 @@ DEFAULT_CONFIDENCE = 0.95
 #: The smallest speedup or slowdown a verdict calls one: 5%, as `compare` judges a change.
 SMALLEST_EFFECT = 0.05
 FASTER, SLOWER, NO_EFFECT, ONE_ROUND = "faster", "slower", "no effect seen", "one round"
+#: What an interval from rounds that did not pair says beside its verdict (`unpaired_speedup`).
+UNPAIRED = "rounds not paired"
 NEGLIGIBLE = f"under {SMALLEST_EFFECT:.0%}"
 #: The interval is on one side of 1, the estimate under the smallest effect, the interval reaching past it.
 FASTER_UNCLEAR, SLOWER_UNCLEAR = "faster, size unclear", "slower, size unclear"
@@ -144,16 +153,18 @@ class Speedup:
     """A fusion pair's speedup (off over on) from its paired rounds, its interval and verdict."""
 
     value: float
-    rounds: int
+    rounds: int  # the rounds paired; where they did not pair, the fewer of either cell's
     interval: Interval | None  # None with one round
     verdict: str
+    paired: bool = True  # False: the two cells' rounds ran at different times (`unpaired_speedup`)
 
     def text(self) -> str:
         """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`."""
         if self.interval is None:
             return f"{format_times(self.value)} ({self.verdict})"
         low, high = bounds_text(self.interval.low, self.interval.high)
-        return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}"
+        apart = "" if self.paired else f" ({UNPAIRED})"
+        return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
 
 
 def bounds_text(low: float, high: float) -> tuple[str, str]:
@@ -187,6 +198,29 @@ def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float 
     half = student_t_quantile(0.5 + confidence / 2, rounds - 1) * sd / math.sqrt(rounds)
     interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval))
+
+
+def unpaired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:
+    """The speedup of fusion on over off from round medians that did not pair (see the module's
+    docstring): exp(mean log off - mean log on), its interval Student's two-sample t on the logs with
+    the variance pooled from each side's rounds, as `rounds_t_test` pools it. With one round on each
+    side, their ratio and no interval."""
+    if not on or not off:
+        raise ValueError(f"unpaired rounds need at least one on and one off (got {len(on)} and {len(off)})")
+    if any(v <= 0 for v in (*on, *off)):
+        raise ValueError("round medians must be positive")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence} outside (0, 1)")
+    logs_on, logs_off = [math.log(v) for v in on], [math.log(v) for v in off]
+    mean_on, mean_off = sum(logs_on) / len(on), sum(logs_off) / len(off)
+    centre, rounds = mean_off - mean_on, min(len(on), len(off))
+    freedom = len(on) + len(off) - 2
+    if freedom < 1:
+        return Speedup(math.exp(centre), rounds, None, ONE_ROUND, paired=False)
+    pooled = (sum((v - mean_on) ** 2 for v in logs_on) + sum((v - mean_off) ** 2 for v in logs_off)) / freedom
+    half = student_t_quantile(0.5 + confidence / 2, freedom) * math.sqrt(pooled * (1 / len(on) + 1 / len(off)))
+    interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
+    return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval), paired=False)
 
 
 def rounds_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:

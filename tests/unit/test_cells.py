@@ -188,7 +188,7 @@ def test_the_runs_fusion_table_is_red_only_where_fusion_made_the_cell_slower() -
     from harness.run.summary import fusion_summary
 
     records = load(Path(__file__).resolve().parents[1] / "golden" / "v9").records
-    table = fusion_summary(records)
+    table = fusion_summary(records, [])
     assert table is not None
     pairs = fusion_pairs([Row(r) for r in records])
     assert any(p.speedup < 1 and not p.made_slower for p in pairs)

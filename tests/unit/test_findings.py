@@ -286,12 +286,12 @@ def test_vs_eager_takes_its_verdict_from_the_paired_rounds_where_the_bundles_set
     golden = load(GOLDEN / f"v{SCHEMA_VERSION}")
     group = next(g for g in findings.groups([golden]) if g.setting.startswith("Offline"))
     line = next(line for line in group.lines if line.backend.startswith("inductor"))
-    assert group.eager is not None and line.on is not None and group.starts is None
+    assert group.eager is not None and line.on is not None and not group.paired
     before = findings._against_eager(group, line.on)
     assert "[" not in before
     golden.header["rounds_paired"] = "setting"
     group = next(g for g in findings.groups([golden]) if g.setting.startswith("Offline"))
     line = next(line for line in group.lines if line.backend.startswith("inductor"))
-    assert group.starts is not None and group.eager is not None and line.on is not None
-    result = over_baseline(line.on, group.eager, group.starts)
+    assert group.paired and group.eager is not None and line.on is not None
+    result = over_baseline(line.on, group.eager, True)
     assert result is not None and findings._against_eager(group, line.on).startswith(result.text())

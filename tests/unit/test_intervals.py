@@ -202,6 +202,27 @@ def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round() -> None
     assert intervals.rounds_t_test([300.0], [400.0, 400.0]) is None
 
 
+def test_rounds_that_did_not_pair_take_the_two_samples_interval_which_matches_scipy() -> None:
+    """A fusion pair split by a resume: each side's rounds are a sample of their own; the interval is
+    the pooled two-sample t interval of the logs (scipy's `confidence_interval` of the same test),
+    and it is wider than pairing the same rounds by number would make it."""
+    on, off = [10.0, 10.4, 9.7], [10.9, 11.3, 10.6, 11.0]
+    result = intervals.unpaired_speedup(on, off)
+    reference = scipy_stats.ttest_ind(np.log(off), np.log(on), equal_var=True).confidence_interval(0.95)
+    assert not result.paired and result.rounds == 3 and result.interval is not None
+    assert result.value == pytest.approx(math.exp(np.mean(np.log(off)) - np.mean(np.log(on))))
+    assert (result.interval.low, result.interval.high) == pytest.approx((math.exp(reference.low), math.exp(reference.high)))
+    assert result.verdict == FASTER and result.text().endswith(f"faster ({intervals.UNPAIRED})")
+    paired = paired_speedup(on, off[:3])
+    unpaired = intervals.unpaired_speedup(on, off[:3])
+    assert paired.interval is not None and unpaired.interval is not None
+    assert unpaired.interval.high - unpaired.interval.low > paired.interval.high - paired.interval.low
+    one = intervals.unpaired_speedup([10.0], [11.0])
+    assert one.interval is None and one.verdict == ONE_ROUND and one.value == pytest.approx(1.1) and not one.paired
+    with pytest.raises(ValueError):
+        intervals.unpaired_speedup([], [11.0])
+
+
 def test_a_rounds_rank_test_on_pooled_samples_would_call_null_pairs_changed() -> None:
     """Why `compare` takes rounds' medians: two cells from one distribution, rounds differing by 5%
     between processes and 1% within: the rank test on pooled samples rejects nearly always, the

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pydantic
@@ -24,17 +25,18 @@ from harness.reporting.run_facts import machine_noise
 from harness.reporting.view import (
     FusionPair,
     Row,
+    bundle_rows,
     fmt_fraction,
     fmt_speedup,
     fused_kernels,
     fusion_pairs,
     noisy_mark,
     over_baseline,
-    paired_starts,
+    setting_paired,
     slowest_kernels,
     speedup_table,
 )
-from harness.stats.intervals import paired_speedup
+from harness.stats.intervals import paired_speedup, unpaired_speedup
 from tests.cell_configs import cell_record
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -213,20 +215,19 @@ def test_a_backends_speedup_over_the_baseline_gets_an_interval_where_the_setting
     """Inductor over eager was one estimate, no verdict, though both cells had rounds: the literature's
     question (did Inductor make a model slower than eager?) had no answer a report could stand on."""
     golden = load(GOLDEN / f"v{SCHEMA_VERSION}")
-    rows = [Row(r) for r in golden.records]
+    rows = bundle_rows(golden)
     eager = next(r for r in rows if r.backend == "eager" and r.config.scenario == "Offline")
     inductor = next(r for r in rows if r.backend == "inductor" and r.fusion == "on" and r.config.scenario == "Offline")
-    assert paired_starts(golden) is None  # written before the rounds of a setting took turns: one estimate, as it was
-    assert over_baseline(inductor, eager, None) is None
+    assert not setting_paired(golden)  # written before the rounds of a setting took turns: one estimate, as it was
+    assert over_baseline(inductor, eager, False) is None
     golden.header["rounds_paired"] = "setting"
-    starts = paired_starts(golden)
-    assert starts is not None and set(starts.values()) == {0}
-    result = over_baseline(inductor, eager, starts)
+    assert setting_paired(golden) and {r.start for r in rows} == {0}
+    result = over_baseline(inductor, eager, True)
     assert result is not None and result.rounds == 2 and result.interval is not None
     expected = paired_speedup([inductor.round_medians[r] for r in (1, 2)], [eager.round_medians[r] for r in (1, 2)])
     assert result.value == pytest.approx(expected.value)
-    _, _, before = speedup_table(rows, "eager", None)
-    _, _, after = speedup_table(rows, "eager", starts)
+    _, _, before = speedup_table(rows, "eager", False)
+    _, _, after = speedup_table(rows, "eager", True)
     row = next(i for i, line in enumerate(after)
                if line[1].startswith("inductor fusion-on") and line[0].startswith("resnet18 Offline"))
     assert "[" not in before[row][2] and after[row][2].startswith(result.text())
@@ -234,9 +235,33 @@ def test_a_backends_speedup_over_the_baseline_gets_an_interval_where_the_setting
     # a --resume between eager's cell and Inductor's: their rounds did not take turns
     latest = max(r.started for r in golden.records if r.started)
     golden.header["resumed"] = [latest]
-    starts = paired_starts(golden)
-    assert starts is not None and {starts[r.id] for r in golden.records if r.started == latest} == {1}
-    assert over_baseline(inductor, eager, {**starts, eager.record.id: 0, inductor.record.id: 1}) is None
+    resumed = bundle_rows(golden)
+    assert {r.start for r in resumed} == {1}  # every golden cell started at one time: resumed then, all ran after it
+    assert over_baseline(replace(inductor, start=1), replace(eager, start=0), True) is None
+
+
+def test_a_fusion_pair_split_by_a_resume_is_not_paired_by_round_number() -> None:
+    """Fusion on finished before a `--budget-s` stop, fusion off ran whole after the `--resume`: their
+    round i met different stretches of the machine, so pairing them by number claimed what did not
+    happen; the two cells' rounds are then two samples, and the text says so."""
+    on_rounds, off_rounds = [10e6, 12e6, 11e6], [13e6, 12e6, 14e6]
+
+    def row(medians: list[float], start: int) -> Row:
+        rounds = [{"round": i, "status": "valid", "median_ns": m, "n": 1, "cv": 0.0,
+                   **({"samples_ns": [round(m)]} if i > 1 else {})} for i, m in enumerate(medians, 1)]
+        timing = {"samples_ns": [round(medians[0])], "summary": {"n": 1, "median_ns": medians[0], "cv": 0.0}}
+        return Row(cell_record(metrics={"device_time": timing, "rounds": rounds}), start)
+
+    together = FusionPair(row(on_rounds, 0), row(off_rounds, 0)).result
+    assert together.paired and together.value == pytest.approx(paired_speedup(on_rounds, off_rounds).value)
+    split = FusionPair(row(on_rounds, 0), row(off_rounds, 1)).result
+    assert not split.paired and split.value == pytest.approx(unpaired_speedup(on_rounds, off_rounds).value)
+    assert split.interval is not None and together.interval is not None
+    assert split.text().endswith("(rounds not paired)") and "not paired" not in together.text()
+    # a record that does not say when it started (older bundles): paired by round, as before
+    assert FusionPair(row(on_rounds, 0), row(off_rounds, 0)).result == together
+    unknown = FusionPair(replace(row(on_rounds, 0), start=None), row(off_rounds, 1)).result
+    assert unknown.paired
 
 
 def test_a_fraction_above_the_roof_is_marked() -> None:
@@ -396,12 +421,12 @@ def test_the_console_and_findings_count_a_pair_that_ran_apart(tmp_path: Path) ->
     from harness.run.summary import fusion_summary
 
     root = _one_cell_on_a_slot(tmp_path)
-    table = fusion_summary(load(root).records)
+    table = fusion_summary(load(root).records, [])
     assert table is not None
     console = Console(width=400, record=True)
     console.print(table)
     assert "1 pair(s) not set side by side: their cells ran on other shares of the machine" in console.export_text()
-    lone = fusion_summary([r for r in load(root).records if "resnet18 inductor" in r.label and "Offline" in r.label])
+    lone = fusion_summary([r for r in load(root).records if "resnet18 inductor" in r.label and "Offline" in r.label], [])
     assert lone is not None, "a run whose one pair ran apart said nothing of it"
     console = Console(width=400, record=True)
     console.print(lone)
