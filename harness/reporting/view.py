@@ -214,17 +214,18 @@ def is_slower(result: Speedup) -> bool:
     return result.verdict in (SLOWER, SLOWER_UNCLEAR) if result.interval is not None else slower_beyond_noise(result.value)
 
 
-def rows_of(records: list[CellRecord], resumed: list[str]) -> list[Row]:
+def rows_of(records: list[CellRecord], resumed: list[Any] | None) -> list[Row]:
     """A row for each cell, with its start: its record's `started` against the times the run was
-    resumed (bundle.json's `resumed`). A resume runs the cells left, apart from those finished
-    before it, so the rounds of two cells paired only where both ran in one start."""
-    return [Row(record, None if record.started is None else sum(1 for when in resumed if when <= record.started))
+    resumed (bundle.json's `resumed`, as the header holds it). A resume runs the cells left, apart
+    from those finished before it, so the rounds of two cells paired only where both ran in one start."""
+    times = [str(when) for when in resumed or []]
+    return [Row(record, None if record.started is None else sum(1 for when in times if when <= record.started))
             for record in records]
 
 
 def bundle_rows(loaded: LoadedBundle) -> list[Row]:
     """`rows_of` a bundle's cells."""
-    return rows_of(loaded.records, [str(when) for when in lookup(loaded.header, "resumed") or []])
+    return rows_of(loaded.records, lookup(loaded.header, "resumed"))
 
 
 def setting_paired(loaded: LoadedBundle) -> bool:

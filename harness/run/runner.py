@@ -257,7 +257,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     _close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
     records = bundle.records()
     console.print(summary_table(records))
-    ablation = fusion_summary(records, [str(when) for when in bundle.header.get("resumed") or []])
+    ablation = fusion_summary(records, bundle.header.get("resumed"))
     if ablation is not None:
         console.print(ablation)
     console.print(Text(time_line(records)))

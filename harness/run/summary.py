@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 
@@ -82,7 +84,7 @@ def summary_table(records: list[CellRecord]) -> Table:
     return table
 
 
-def fusion_summary(records: list[CellRecord], resumed: list[str]) -> Table | None:
+def fusion_summary(records: list[CellRecord], resumed: list[Any] | None) -> Table | None:
     """Fusion on vs off for every model, backend and setting that ran both, or None; `resumed`: when
     the run was resumed (bundle.json's `resumed`), which tells the pairs whose rounds did not pair."""
     from harness.reporting.view import fusion_pairs, fusion_pairs_apart, fusion_table, rows_of

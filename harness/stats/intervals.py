@@ -211,14 +211,11 @@ def unpaired_speedup(on: Sequence[float], off: Sequence[float], confidence: floa
         raise ValueError("round medians must be positive")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence} outside (0, 1)")
-    logs_on, logs_off = [math.log(v) for v in on], [math.log(v) for v in off]
-    mean_on, mean_off = sum(logs_on) / len(on), sum(logs_off) / len(off)
-    centre, rounds = mean_off - mean_on, min(len(on), len(off))
-    freedom = len(on) + len(off) - 2
+    centre, standard_error, freedom = _two_samples_of_logs(on, off)
+    rounds = min(len(on), len(off))
     if freedom < 1:
         return Speedup(math.exp(centre), rounds, None, ONE_ROUND, paired=False)
-    pooled = (sum((v - mean_on) ** 2 for v in logs_on) + sum((v - mean_off) ** 2 for v in logs_off)) / freedom
-    half = student_t_quantile(0.5 + confidence / 2, freedom) * math.sqrt(pooled * (1 / len(on) + 1 / len(off)))
+    half = student_t_quantile(0.5 + confidence / 2, freedom) * standard_error
     interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval), paired=False)
 
@@ -234,15 +231,24 @@ def rounds_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]
         raise ValueError("round medians must be positive")
     if not a or not b or (len(a) < 2 and len(b) < 2):
         return None
+    difference, standard_error, freedom = _two_samples_of_logs(a, b)
+    if standard_error == 0:
+        return None
+    t = difference / standard_error
+    return difference, min(1.0, 2 * student_t_cdf(-abs(t), freedom))
+
+
+def _two_samples_of_logs(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, int]:
+    """Student's two-sample figures on the logs of two sets of positive values: B's mean log minus A's,
+    that difference's standard error with the variance pooled from both sides, and its degrees of
+    freedom (len(a) + len(b) - 2; below 1 there is nothing to pool, and the standard error is 0)."""
     logs_a, logs_b = [math.log(v) for v in a], [math.log(v) for v in b]
     mean_a, mean_b = sum(logs_a) / len(logs_a), sum(logs_b) / len(logs_b)
     freedom = len(a) + len(b) - 2
+    if freedom < 1:
+        return mean_b - mean_a, 0.0, freedom
     pooled = (sum((v - mean_a) ** 2 for v in logs_a) + sum((v - mean_b) ** 2 for v in logs_b)) / freedom
-    difference = mean_b - mean_a
-    if pooled == 0:
-        return None
-    t = difference / math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
-    return difference, min(1.0, 2 * student_t_cdf(-abs(t), freedom))
+    return mean_b - mean_a, math.sqrt(pooled * (1 / len(a) + 1 / len(b))), freedom
 
 
 def verdict_of(value: float, interval: Interval) -> str:
