@@ -23,10 +23,19 @@ that a fusion-on/off pair differs by what fusion changed, not by the luck of eac
 Seeds by the tasks' order gave densenet121's unfused 3x3 convolutions 58 and 47 ms with fusion on
 against 105 ms each with fusion off (docs/results/cpu-2core-amd-2026-11-28-vision.md). A fused
 function is seeded from its anchor, the matmul or convolution at its heart (`anchor_block`), and
-draws the same tile sizes as that anchor alone with fusion off: the two sides' candidates differ by
-the fused epilogue only. Seeded by their whole functions, vit_b_16's first MLP layer drew a fused
-kernel whose fastest of 2 candidates ranged over 5x from draw to draw, as the unfused matmul's did
-(benchmarks/tvm_tuning_draws.py): at 2 trials a task, a pair compared one draw's luck with another's.
+draws the same tile sizes as that anchor alone with fusion off. Seeded by their whole functions,
+vit_b_16's first MLP layer drew a fused kernel whose fastest of 2 candidates ranged over 5x from
+draw to draw, as the unfused matmul's did (benchmarks/tvm_tuning_draws.py): at 2 trials a task, a
+pair compared one draw's luck with another's.
+
+Same draws are not yet the same candidates. Replay-trace's first draw for each candidate picks one
+of the task's design spaces by its place in the list, and the lists come in different orders: a
+convolution alone lists its write stage at the inner tile level, at the outer one, then not tiled
+at all, while the fused function lists its epilogue untiled first. So the same draw gave the fused
+function another loop structure with the same tile sizes, and times 9x apart (ResNeXt-101's 1x1
+convolution: 6 ms against 51 ms, checked on TVM 0.27). The design spaces are therefore put in one
+order before the draws (`design_space_key`, `_ordered_replay_trace`): the two sides' candidates
+then differ by the fused epilogue only.
 
 Candidates are built in this process (sequentially) and timed by MetaSchedule's local runner in a
 worker process of its own, with a time limit, so a candidate that hangs or crashes fails alone.
@@ -54,13 +63,15 @@ from harness.errors import BackendFailed
 #: Bumped when what a database holds or how it is searched changes (v2: seeds from each task's structure;
 #: v3: the tasks of a model imported with its matmuls' batch-only broadcasts removed,
 #: backends/tvm_broadcast_matmul.py, so an older database may lack one of them; v4: a fused task
-#: seeded from its anchor, `task_seed`, and the candidates drawn in one thread, `_contexts`).
-TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v4"
+#: seeded from its anchor, `task_seed`, and the candidates drawn in one thread, `_contexts`; v5: the
+#: design spaces in one order, `design_space_key`).
+TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v5"
 #: Seeds are drawn in [1, SEED_RANGE]; MetaSchedule takes any positive seed.
 SEED_RANGE = 2**30 - 1
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
-TUNER = ("MetaSchedule replay-trace: candidates drawn at random from each task's design space (multi-level "
-         "tiling, parallel, vectorize, unroll), each built and timed on this machine, the fastest kept")
+TUNER = (f"MetaSchedule replay-trace ({TUNING_LAYOUT}): candidates drawn at random from each task's design "
+         "spaces (multi-level tiling, parallel, vectorize, unroll), seeded from its anchor and the spaces in one "
+         "order, each built and timed on this machine, the fastest kept")
 #: A candidate that runs longer than this is abandoned (it is not the fastest).
 RUNNER_TIMEOUT_S = 30
 _LOGGER = "tvm.s_tir.meta_schedule"
@@ -234,15 +245,67 @@ def anchor_block(mod: Any) -> Any | None:
     return anchor
 
 
-def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:
-    """A tuning context per task (seeded by `task_seed`, so the candidates drawn are the same run to
-    run and variant to variant), logging to a child of MetaSchedule's logger. Its candidates are
-    drawn in one thread: each of MetaSchedule's threads draws from a seed of its own and takes
-    whichever candidates come free, so with two threads the same seed gave two sides different
-    draws at times (a cheap step: the building and timing are not threaded by it). TVM's own helper gives
-    each task a log file by reconfiguring Python's logging for the whole process
-    (`logging.config.dictConfig`), which fails when a process tunes a second time (a None format
-    string)."""
+def design_space_key(trace: Any) -> tuple[int, ...]:
+    """Where a design space's trace (or a candidate's, drawn from it) computes the stages it moves
+    into its anchor's tiled loops: for each compute-at or reverse-compute-at, the place of the loop it
+    goes under in the tiled loops' order (the trace's first reorder), -1 for a loop outside them. A
+    convolution alone and fused get the same keys: its write stage at the inner tile level is (7,)
+    alone (a cache of its output) and fused (its epilogue); not tiled, ()."""
+    insts = list(trace.insts)
+    tiled = next((list(inst.inputs) for inst in insts if inst.kind.name == "Reorder"), [])
+    key = []
+    for inst in insts:
+        if inst.kind.name in ("ComputeAt", "ReverseComputeAt"):
+            loop = inst.inputs[1]
+            key.append(next((place for place, tile in enumerate(tiled) if tile.same_as(loop)), -1))
+    return tuple(key)
+
+
+def _ordered_replay_trace(inner: Any = None) -> Any:
+    """MetaSchedule's replay-trace with each task's design spaces sorted by `design_space_key` (a
+    stable sort: spaces of one key keep their order) before it draws from them; all else is
+    replay-trace's own."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy, SearchStrategy
+
+    @derived_object
+    class OrderedReplayTrace(PySearchStrategy):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner if inner is not None else SearchStrategy.create("replay-trace")
+
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            self.inner._initialize_with_tune_context(context)
+
+        def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: list[Any],
+                       database: Any = None, cost_model: Any = None) -> None:
+            spaces = sorted(design_spaces, key=lambda space: design_space_key(space.trace))
+            self.inner.pre_tuning(max_trials, num_trials_per_iter, spaces, database, cost_model)
+
+        def post_tuning(self) -> None:
+            self.inner.post_tuning()
+
+        def generate_measure_candidates(self) -> list[Any] | None:
+            return self.inner.generate_measure_candidates()  # type: ignore[no-any-return]
+
+        def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
+            self.inner.notify_runner_results(measure_candidates, results)
+
+        def clone(self) -> Any:
+            return _ordered_replay_trace(self.inner.clone())
+
+    return OrderedReplayTrace(inner)
+
+
+def _contexts(tasks: list[Any], ordered: bool = True) -> tuple[list[Any], list[float]]:
+    """A tuning context per task: seeded by `task_seed`, its design spaces put in one order
+    (`_ordered_replay_trace`; with `ordered` false, left in MetaSchedule's, for
+    benchmarks/tvm_design_space_order.py), so the candidates drawn are the same run to run and
+    variant to variant; logging to a child of MetaSchedule's logger. Its candidates are drawn in one
+    thread: each of MetaSchedule's threads draws from a seed of its own and takes whichever
+    candidates come free, so with two threads the same seed gave two sides different draws at times
+    (a cheap step: the building and timing are not threaded by it). TVM's own helper gives each task
+    a log file by reconfiguring Python's logging for the whole process (`logging.config.dictConfig`),
+    which fails when a process tunes a second time (a None format string)."""
     from tvm.s_tir.meta_schedule.tune_context import TuneContext
 
     logger = logging.getLogger(f"{_LOGGER}.fusionbench")
@@ -251,7 +314,8 @@ def _contexts(tasks: list[Any]) -> tuple[list[Any], list[float]]:
         if task.mod.attrs.get("tirx.is_scheduled", False):
             continue  # already scheduled by its lowering: nothing to search
         contexts.append(TuneContext(mod=task.dispatched[0], target=task.target, space_generator="post-order-apply",
-                                    search_strategy="replay-trace", task_name=task.task_name, logger=logger,
+                                    search_strategy=_ordered_replay_trace() if ordered else "replay-trace",
+                                    task_name=task.task_name, logger=logger,
                                     rand_state=task_seed(task.dispatched[0]), num_threads=1).clone())
         weights.append(task.weight)
     if not contexts:

@@ -65,8 +65,9 @@ def _task_label(mod: Any) -> str:
 
 
 def _candidates(database: Path) -> dict[str, dict[str, float]]:
-    """Each task's candidates that built and ran: their decisions (tile sizes, unrolling, compute
-    locations; the same string for the same draw in any task) and times in seconds (the runner's mean)."""
+    """Each task's candidates that built and ran: their design space (backends/tvm_tuning.py
+    `design_space_key`) and decisions (tile sizes, unrolling, compute locations; the same string for
+    the same draw in any task) and times in seconds (the runner's mean)."""
     from tvm.s_tir import meta_schedule as ms
 
     from backends import tvm_tuning
@@ -80,7 +81,8 @@ def _candidates(database: Path) -> dict[str, dict[str, float]]:
         seconds = [float(s) for s in (record.run_secs or [])]
         if seconds and all(s < 1e9 for s in seconds):  # a failed candidate is recorded at 1e10 s
             decisions = record.trace.decisions
-            drawn = " ".join(f"{inst.kind.name}={decisions[inst]}" for inst in record.trace.insts if inst in decisions)
+            drawn = f"stages at {tvm_tuning.design_space_key(record.trace)}: " + " ".join(
+                f"{inst.kind.name}={decisions[inst]}" for inst in record.trace.insts if inst in decisions)
             by_task.setdefault(_task_label(record.workload.mod), {})[drawn] = statistics.fmean(seconds)
     return by_task
 

@@ -418,15 +418,19 @@ def test_a_function_draws_the_same_candidates_whatever_its_variant_and_place() -
 
 
 def _drawn(context: Any, trials: int) -> list[str]:
-    """The decisions (tile sizes, unrolling, compute locations) of the first `trials` candidates a
-    tuning context draws, one string a candidate."""
+    """The loop structure (backends/tvm_tuning.py `design_space_key`) and the decisions (tile sizes,
+    unrolling, compute locations) of the first `trials` candidates a tuning context draws, one
+    string a candidate."""
+    from backends import tvm_tuning
+
     context.pre_tuning(max_trials=trials, num_trials_per_iter=trials, design_spaces=context.generate_design_space(),
                        database=None, cost_model=None)
     drawn = []
     for candidate in context.generate_measure_candidates():
         decisions = candidate.sch.trace.decisions
-        drawn.append(" ".join(f"{inst.kind.name}={decisions[inst]}" for inst in candidate.sch.trace.insts
-                              if inst in decisions))
+        drawn.append(f"stages at {tvm_tuning.design_space_key(candidate.sch.trace)}: " + " ".join(
+            f"{inst.kind.name}={decisions[inst]}" for inst in candidate.sch.trace.insts if inst in decisions))
+    context.post_tuning()
     return drawn
 
 
@@ -434,8 +438,10 @@ def test_a_fused_function_draws_the_candidates_of_its_anchor_alone() -> None:
     """With fusion on, a convolution with its batch norm and ReLU is one function; with fusion off
     the convolution is a function of its own. The fused one is seeded from its anchor, the
     convolution (backends/tvm_tuning.py `anchor_block`), so it draws the same tile sizes as the
-    convolution alone, candidate by candidate: the pair's schedules differ by the fused epilogue
-    only. Seeded from their whole functions, the two drew different candidates."""
+    convolution alone, candidate by candidate, and its design spaces are in the same order, so it
+    gets the same loop structure with them: the pair's schedules differ by the fused epilogue only.
+    Seeded from their whole functions, the two drew different tile sizes; with the design spaces
+    in MetaSchedule's order, the same tile sizes came with the write stage at another tile level."""
     from tvm.s_tir import meta_schedule as ms
 
     from backends import tvm as tvm_backend
@@ -454,8 +460,9 @@ def test_a_fused_function_draws_the_candidates_of_its_anchor_alone() -> None:
         convolution[fusion] = next(c for c in contexts if "conv2d" in c.task_name)
     assert convolution["on"].task_name.startswith("fused_conv2d") and convolution["off"].task_name == "conv2d"
     assert convolution["on"].rand_state == convolution["off"].rand_state
-    fused, alone = _drawn(convolution["on"], 4), _drawn(convolution["off"], 4)
-    assert len(fused) == 4 and "SamplePerfectTile" in fused[0]
+    fused, alone = _drawn(convolution["on"], 8), _drawn(convolution["off"], 8)
+    assert len(fused) == 8 and "SamplePerfectTile" in fused[0]
+    assert len({candidate.split(":")[0] for candidate in fused}) > 1, fused  # more than one structure drawn
     assert fused == alone
 
 

@@ -139,3 +139,17 @@ def test_tvm_tuning_draws_benchmark_pairs_the_fused_kernel_with_its_anchor(tmp_p
     assert len(figures["paired_speedups"]) == len(shared) >= 1
     assert figures["speedup_best"] > 0 and figures["vm_speedup"] > 0
     assert "the same draw on both sides" in done.stdout and "each timed 2 time(s)" in done.stdout and figures["repeat"] == 2
+
+
+def test_tvm_design_space_order_benchmark_gives_a_fused_task_its_anchors_structures() -> None:
+    pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
+    done = subprocess.run(
+        [sys.executable, "benchmarks/tvm_design_space_order.py", "--model", "resnet18", "--trials", "3",
+         "--repeat", "1", "--tasks", "fused_conv2d_"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    metaschedule, backend = done.stdout.splitlines()[-2:]
+    assert metaschedule.startswith("MetaSchedule order: ") and backend.startswith("backend order: "), done.stdout
+    # With the design spaces sorted, every candidate has the same structure fused and alone.
+    assert backend.startswith("backend order: 0 of 3 candidates in other structures"), done.stdout
