@@ -46,6 +46,7 @@ cell or run with the same key reuses it and its tuning takes a fraction of a sec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -264,7 +265,13 @@ def design_space_key(trace: Any) -> tuple[int, ...]:
 def _ordered_replay_trace(inner: Any = None) -> Any:
     """MetaSchedule's replay-trace with each task's design spaces sorted by `design_space_key` (a
     stable sort: spaces of one key keep their order) before it draws from them; all else is
-    replay-trace's own."""
+    replay-trace's own (`inner`, a new one by default)."""
+    return _ordered_replay_trace_class()(inner)
+
+
+@functools.cache
+def _ordered_replay_trace_class() -> Any:
+    """The search strategy class of `_ordered_replay_trace`, made once (TVM imported on first use)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy, SearchStrategy
 
@@ -293,7 +300,7 @@ def _ordered_replay_trace(inner: Any = None) -> Any:
         def clone(self) -> Any:
             return _ordered_replay_trace(self.inner.clone())
 
-    return OrderedReplayTrace(inner)
+    return OrderedReplayTrace
 
 
 def _contexts(tasks: list[Any], ordered: bool = True) -> tuple[list[Any], list[float]]:

@@ -102,16 +102,22 @@ def main() -> int:
           f"each the median of {args.repeat} runs; {platform.processor() or platform.machine()}")
     print(f"{'order':<14}{'fused task':<48}{'#':>2}  {'stages fused / alone':<24}{'fused ms':>10}{'alone ms':>10}"
           f"{'alone/fused':>12}")
+    # Fusion off's tasks by seed: a fused task's anchor alone is the first of its seed but itself. A
+    # context is drawn from once (its draws move its state on), so each pair below gets a fresh one.
+    off_by_name = {task.task_name: task for task in off_tasks}
+    by_seed: dict[int, list[Any]] = {}
+    for context in tvm_tuning._contexts(off_tasks)[0]:
+        by_seed.setdefault(context.rand_state, []).append(off_by_name[context.task_name])
     summary: dict[str, list[tuple[bool, float]]] = {}
     for order, ordered in (("MetaSchedule", False), ("backend", True)):
         fused_contexts, _ = tvm_tuning._contexts(on_tasks, ordered=ordered)
         for fused in fused_contexts:
             if not fused.task_name.startswith("fused_") or (words and not any(w in fused.task_name for w in words)):
                 continue
-            alone = next((c for c in tvm_tuning._contexts(off_tasks, ordered=ordered)[0]
-                          if c.rand_state == fused.rand_state and c.task_name != fused.task_name), None)
-            if alone is None:
+            anchor = next((task for task in by_seed.get(fused.rand_state, []) if task.task_name != fused.task_name), None)
+            if anchor is None:
                 continue  # its anchor is no task of fusion off (a function fusion on left whole)
+            alone = tvm_tuning._contexts([anchor], ordered=ordered)[0][0]
             for index, (on, off) in enumerate(zip(_drawn(fused, args.trials), _drawn(alone, args.trials))):
                 key_on, key_off = tvm_tuning.design_space_key(on.sch.trace), tvm_tuning.design_space_key(off.sch.trace)
                 fused_ms, alone_ms = _milliseconds(on, target, args.repeat), _milliseconds(off, target, args.repeat)
