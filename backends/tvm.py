@@ -45,6 +45,11 @@ Options (scenario file, `options:`):
   between near-equal candidates only where the noise is within a candidate's runs: on the 2-core
   VM, whose speed moves over seconds, three did not
   (docs/results/cpu-2core-intel-2026-11-30-tvm-tuning-draws.md)
+- `threads`: threads of TVM's thread pool, which runs the kernels' parallel loops and MetaSchedule's
+  timing of candidates; 0 for one per core this process may run on (default 0: as many as torch
+  and ONNX Runtime run). TVM's own default is half the machine's logical CPUs on x86 (it takes
+  every core to have two hardware threads), which gave TVM one thread on a 2-core VM without SMT
+  where every other backend ran two (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md)
 
 Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
 whatever the input dtype, so fp16 models do not import). A budget of a few trials a task is a
@@ -63,6 +68,7 @@ ops each fused function was built from, in the order the main function calls the
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,7 +76,7 @@ from pydantic import Field
 
 from backends.tvm_broadcast_matmul import unbroadcast_matmul_operands
 from backends.tvm_fusion_report import kernel_groups, snapshot_instrument
-from backends.tvm_pipeline import cpu_target, current_cuda_target, pipeline
+from backends.tvm_pipeline import cpu_target, current_cuda_target, pipeline, process_cores
 from harness.artifact_cache import cached_dir, damage_of, fingerprint, structure_fingerprint
 from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Tuning, Variant
 from harness.errors import BackendFailed
@@ -87,6 +93,7 @@ class TVMOptions(BackendOptions):
     mcpu: Literal["host", "generic"] = "host"  # cpu cells only
     tuning_trials: int = Field(DEFAULT_TUNING_TRIALS, ge=0, le=10_000)  # cpu cells only; 0: untuned
     tuning_repeat: int = Field(1, ge=1, le=100)  # cpu cells only: timed runs of each candidate, their mean ranks it
+    threads: int = Field(0, ge=0, le=4096)  # TVM's thread pool; 0: one per core this process may run on
 
 
 LIBRARY_FILE = "model.so"
@@ -157,6 +164,7 @@ class TVMBackend(Backend):
         options = _checked_options(variant, device)
         if device != "cpu":
             return Tuning(tuned=False, reason="CUDA cells are scheduled by dlight's default GPU rules, not tuned")
+        size_thread_pool(options.threads)  # before MetaSchedule's runner process starts: it inherits the count
         if options.tuning_trials == 0:
             return Tuning(tuned=False, reason="tuning_trials is 0: untuned loops")
         from backends import tvm_tuning
@@ -177,6 +185,7 @@ class TVMBackend(Backend):
     ) -> Prepared:
         del workdir  # everything worth keeping goes to cache_dir; the build uses its own temp dir
         options = _checked_options(variant, device)
+        threads = size_thread_pool(options.threads)
         import torch
         import tvm
 
@@ -191,8 +200,9 @@ class TVMBackend(Backend):
 
         key = fingerprint(
             model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target), dtype=dtype,
-            # The repeat reaches the compile only through the database, whose hash is in the key.
-            fusion=variant.fusion, options=options.model_dump(exclude={"tuning_repeat"}), layout=CACHE_LAYOUT,
+            # The repeat reaches the compile only through the database, whose hash is in the key; the
+            # threads only through the database and the run.
+            fusion=variant.fusion, options=options.model_dump(exclude={"tuning_repeat", "threads"}), layout=CACHE_LAYOUT,
             tuning=tvm_tuning.database_sha256(database) if database is not None else None,
         )
         entry = cache_dir / "relax" / key
@@ -214,7 +224,22 @@ class TVMBackend(Backend):
         }
         prepared = TVMPrepared(module, device, report, passes)
         prepared.prepare_cache = "warm" if hit else "cold"
+        pool = prepared.thread_pool_threads()
+        if pool != threads:
+            prepared.close()
+            raise BackendFailed(f"tvm: its thread pool has {pool} thread(s), not the {threads} asked: the pool was made "
+                                "before the backend sized it (TVM sizes it once, at its first parallel loop)")
         return prepared
+
+
+def size_thread_pool(threads: int) -> int:
+    """Ask TVM's thread pool for `threads` threads (0: one per core this process may run on) and
+    return the count. TVM makes the pool once, at its first parallel loop, with TVM_NUM_THREADS
+    threads (else OMP_NUM_THREADS, else half the logical CPUs on x86): the variable is set before the
+    backend runs a kernel, and MetaSchedule's runner process inherits it."""
+    count = threads or process_cores()
+    os.environ["TVM_NUM_THREADS"] = str(count)
+    return count
 
 
 def _target(device: str, options: TVMOptions) -> Any:
@@ -236,7 +261,9 @@ def _tuning_entry(model: Any, example: Any, target: Any, dtype: str, fusion: str
                                 opt_level=options.opt_level, trials=options.tuning_trials,
                                 layout=tvm_tuning.TUNING_LAYOUT,
                                 # keyed only where set, so the databases tuned before the option stay valid
-                                **({"repeat": options.tuning_repeat} if options.tuning_repeat != 1 else {}))
+                                **({"repeat": options.tuning_repeat} if options.tuning_repeat != 1 else {}),
+                                # the runner timed candidates with this many threads (0: the target's num-cores)
+                                **({"threads": options.threads} if options.threads else {}))
     return cache_dir / "tuning" / key
 
 
@@ -455,7 +482,14 @@ class TVMPrepared(Prepared):
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         calls = self._last_calls if self._last_calls is not None else self._vm_calls(batch)
-        return {"vm_builtin_calls_per_inference": sum(1 for symbol, _ in calls if _is_vm_builtin(symbol))}
+        return {"vm_builtin_calls_per_inference": sum(1 for symbol, _ in calls if _is_vm_builtin(symbol)),
+                "thread_pool_threads": self.thread_pool_threads()}
+
+    def thread_pool_threads(self) -> int:
+        """The threads of TVM's thread pool in this process (the pool is made here if it is not yet)."""
+        import tvm
+
+        return int(tvm.get_global_func("runtime.NumThreads")())
 
     def fusion_report(self) -> FusionReport:
         return self.report

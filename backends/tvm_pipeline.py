@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 
+def process_cores() -> int:
+    """The cores this process may run on (its affinity: a `--jobs` slot's, or the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def cpu_target(mcpu: str) -> Any:
     from tvm.target import Target
 
     # num-cores: MetaSchedule's rules size parallel loops by it (it refuses a target without it); the
-    # cores this process may run on, as TVM's thread pool uses them.
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    # cores this process may run on, as many as the backend gives TVM's thread pool.
+    cores = process_cores()
     if mcpu == "host":
         host = Target.from_device("cpu")  # {"kind": "llvm", "mtriple": ..., "mcpu": <this CPU>}
         return Target({**{k: host.attrs[k] for k in ("mtriple", "mcpu") if k in host.attrs}, "kind": "llvm",

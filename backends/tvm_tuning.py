@@ -65,8 +65,9 @@ from harness.errors import BackendFailed
 #: v3: the tasks of a model imported with its matmuls' batch-only broadcasts removed,
 #: backends/tvm_broadcast_matmul.py, so an older database may lack one of them; v4: a fused task
 #: seeded from its anchor, `task_seed`, and the candidates drawn in one thread, `_contexts`; v5: the
-#: design spaces in one order, `design_space_key`).
-TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v5"
+#: design spaces in one order, `design_space_key`; v6: the runner times candidates with one thread per
+#: core, backends/tvm.py `size_thread_pool`, where TVM's default gave a 2-core machine one).
+TUNING_LAYOUT = "tvm-metaschedule-replay-trace-v6"
 #: Seeds are drawn in [1, SEED_RANGE]; MetaSchedule takes any positive seed.
 SEED_RANGE = 2**30 - 1
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")

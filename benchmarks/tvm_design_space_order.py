@@ -89,8 +89,10 @@ def main() -> int:
     import torch
     import torchvision
 
+    from backends import tvm as tvm_backend
     from backends import tvm_tuning
 
+    tvm_backend.size_thread_pool(0)  # candidates run on the pool a cell's kernels run on: a thread per core
     tvm_tuning.import_tensor_intrinsics("llvm")
     torch.manual_seed(0)
     model = getattr(torchvision.models, args.model)(weights=None).eval()

@@ -8,6 +8,7 @@ variant is compiled once per module and shared by the tests that read it.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,26 @@ def test_an_output_survives_the_next_call(tiny: dict[str, Any]) -> None:
     assert not torch.equal(second, kept)
 
 
+def test_tvms_thread_pool_has_a_thread_per_core_of_the_process(tiny: dict[str, Any]) -> None:
+    """TVM's own default is half the logical CPUs on x86 (it takes every core for two hardware
+    threads): one thread on a 2-core machine without SMT, where torch and ONNX Runtime ran two. The
+    pool the kernels run on has a thread per core the process may use, and the profile says so."""
+    cores = len(os.sched_getaffinity(0))
+    for fusion in ("on", "off"):
+        assert tiny[fusion].thread_pool_threads() == cores
+        assert tiny[fusion].profile_figures(tiny["example"])["thread_pool_threads"] == cores
+
+
+def test_a_thread_count_the_pool_was_not_made_with_fails_the_prepare(
+    tiny: dict[str, Any], cache: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TVM makes its pool once: a count asked after that would be timed with the pool's, unsaid."""
+    monkeypatch.setenv("TVM_NUM_THREADS", os.environ.get("TVM_NUM_THREADS", ""))  # restored afterwards
+    made = tiny["on"].thread_pool_threads()
+    with pytest.raises(BackendFailed, match=f"thread pool has {made} thread\\(s\\), not the {made + 1} asked"):
+        _prepare(tiny["model"], tiny["example"], cache, "on", threads=made + 1)
+
+
 def test_unaligned_input_is_still_computed_right(tiny: dict[str, Any]) -> None:
     x = tiny["example"]
     storage = torch.empty(x.numel() + 1)
@@ -175,6 +196,7 @@ def test_other_weights_or_options_miss_the_cache(tiny: dict[str, Any], cache: Pa
         ({"opt_level": True}, "opt_level: Input should be a valid integer"),
         ({"opt_level": 4}, "opt_level: Input should be less than or equal to 3"),
         ({"mcpu": "znver9"}, "mcpu: Input should be 'host' or 'generic'"),
+        ({"threads": -1}, "threads: Input should be greater than or equal to 0"),
     ],
 )
 def test_bad_options_fail_before_compiling(options: dict[str, Any], message: str, tmp_path: Path) -> None:
