@@ -46,10 +46,11 @@ Options (scenario file, `options:`):
   VM, whose speed moves over seconds, three did not
   (docs/results/cpu-2core-intel-2026-11-30-tvm-tuning-draws.md)
 - `threads`: threads of TVM's thread pool, which runs the kernels' parallel loops and MetaSchedule's
-  timing of candidates; 0 for one per core this process may run on (default 0: as many as torch
-  and ONNX Runtime run). TVM's own default is half the machine's logical CPUs on x86 (it takes
-  every core to have two hardware threads), which gave TVM one thread on a 2-core VM without SMT
-  where every other backend ran two (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md)
+  timing of candidates (default 0: the count the cell was given, TVM_NUM_THREADS or OMP_NUM_THREADS
+  as a `--jobs` slot or the scenario's `env:` sets them, else one per core this process may run
+  on, as many as torch and ONNX Runtime run). TVM's own last guess is half the machine's logical
+  CPUs on x86 (it takes every core for two hardware threads), which gave TVM one thread on a 2-core
+  VM without SMT where every other backend ran two (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md)
 
 Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
 whatever the input dtype, so fp16 models do not import). A budget of a few trials a task is a
@@ -101,6 +102,8 @@ REPORT_FILE = "fusion_report.json"
 #: Bumped when what goes into the cached directory changes (v2: the import removes matmuls'
 #: batch-only broadcasts, backends/tvm_broadcast_matmul.py).
 CACHE_LAYOUT = "tvm-relax-v2"
+#: The variables TVM sizes its thread pool by, the first one set winning.
+_POOL_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
 #: tvm.runtime.from_dlpack refuses tensors whose data is not aligned this much (the generated
 #: code may assume it).
 _ALIGNMENT = 64
@@ -225,21 +228,35 @@ class TVMBackend(Backend):
         prepared = TVMPrepared(module, device, report, passes)
         prepared.prepare_cache = "warm" if hit else "cold"
         pool = prepared.thread_pool_threads()
-        if pool != threads:
+        if threads is not None and pool != threads:
             prepared.close()
             raise BackendFailed(f"tvm: its thread pool has {pool} thread(s), not the {threads} asked: the pool was made "
                                 "before the backend sized it (TVM sizes it once, at its first parallel loop)")
         return prepared
 
 
-def size_thread_pool(threads: int) -> int:
-    """Ask TVM's thread pool for `threads` threads (0: one per core this process may run on) and
-    return the count. TVM makes the pool once, at its first parallel loop, with TVM_NUM_THREADS
-    threads (else OMP_NUM_THREADS, else half the logical CPUs on x86): the variable is set before the
-    backend runs a kernel, and MetaSchedule's runner process inherits it."""
-    count = threads or process_cores()
-    os.environ["TVM_NUM_THREADS"] = str(count)
-    return count
+def size_thread_pool(threads: int) -> int | None:
+    """Ask TVM's thread pool for `threads` threads and return the count it will have (`pool_threads`).
+    TVM makes the pool once, at its first parallel loop, with TVM_NUM_THREADS threads, else
+    OMP_NUM_THREADS, else half the logical CPUs on x86 (it takes every core for two hardware
+    threads). With `threads` 0 a count the cell was given stays (a `--jobs` slot's OMP_NUM_THREADS,
+    or a scenario's `env:`), and only that last guess is replaced: one thread per core this process
+    may run on. The variable is set before the backend runs a kernel, and MetaSchedule's runner
+    process inherits it."""
+    if threads or _given_pool_threads() is None:
+        os.environ["TVM_NUM_THREADS"] = str(threads or process_cores())
+    return pool_threads(threads)
+
+
+def pool_threads(threads: int) -> int | None:
+    """The threads TVM's pool has in this process once the backend asks for `threads` (see
+    `size_thread_pool`); None where the count TVM reads is no number."""
+    given = str(threads) if threads else _given_pool_threads() or str(process_cores())
+    return int(given) if given.isdigit() and int(given) > 0 else None
+
+
+def _given_pool_threads() -> str | None:
+    return next((os.environ[name].strip() for name in _POOL_VARIABLES if os.environ.get(name, "").strip()), None)
 
 
 def _target(device: str, options: TVMOptions) -> Any:
@@ -262,8 +279,9 @@ def _tuning_entry(model: Any, example: Any, target: Any, dtype: str, fusion: str
                                 layout=tvm_tuning.TUNING_LAYOUT,
                                 # keyed only where set, so the databases tuned before the option stay valid
                                 **({"repeat": options.tuning_repeat} if options.tuning_repeat != 1 else {}),
-                                # the runner timed candidates with this many threads (0: the target's num-cores)
-                                **({"threads": options.threads} if options.threads else {}))
+                                # the runner's threads, keyed where not one per core (the target's num-cores)
+                                **({"threads": pool} if (pool := pool_threads(options.threads)) != process_cores()
+                                   else {}))
     return cache_dir / "tuning" / key
 
 

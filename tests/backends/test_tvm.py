@@ -146,6 +146,30 @@ def test_a_thread_count_the_pool_was_not_made_with_fails_the_prepare(
         _prepare(tiny["model"], tiny["example"], cache, "on", threads=made + 1)
 
 
+def test_a_thread_count_the_cell_was_given_stays_and_keys_its_own_tuning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only TVM's last guess (half the logical CPUs on x86) is replaced: a count given as
+    OMP_NUM_THREADS (a `--jobs` slot's, a scenario's `env:`) or TVM_NUM_THREADS stays, the option
+    wins over both, and a database tuned on another count than one per core has a key of its own."""
+    from backends import tvm as tvm_backend
+
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("TVM_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert tvm_backend.size_thread_pool(0) == cores and os.environ["TVM_NUM_THREADS"] == str(cores)
+    model, example = _tiny()
+    options = tvm_backend._checked_options(TVMBackend.variant("on", {"tuning_trials": 1}), "cpu")
+    target = tvm_backend._target("cpu", options)
+    one_per_core = tvm_backend._tuning_entry(model, example, target, "fp32", "on", options, Path("/cache")).name
+
+    monkeypatch.delenv("TVM_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cores + 1))
+    assert tvm_backend.size_thread_pool(0) == cores + 1 and "TVM_NUM_THREADS" not in os.environ
+    assert tvm_backend._tuning_entry(model, example, target, "fp32", "on", options, Path("/cache")).name != one_per_core
+    assert tvm_backend.size_thread_pool(3) == 3 and os.environ["TVM_NUM_THREADS"] == "3"
+    monkeypatch.setenv("TVM_NUM_THREADS", "many")
+    assert tvm_backend.size_thread_pool(0) is None  # no number: TVM's own reading of it, not checked
+
+
 def test_unaligned_input_is_still_computed_right(tiny: dict[str, Any]) -> None:
     x = tiny["example"]
     storage = torch.empty(x.numel() + 1)
