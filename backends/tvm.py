@@ -46,11 +46,12 @@ Options (scenario file, `options:`):
   VM, whose speed moves over seconds, three did not
   (docs/results/cpu-2core-intel-2026-11-30-tvm-tuning-draws.md)
 - `threads`: threads of TVM's thread pool, which runs the kernels' parallel loops and MetaSchedule's
-  timing of candidates (default 0: the count the cell was given, TVM_NUM_THREADS or OMP_NUM_THREADS
-  as a `--jobs` slot or the scenario's `env:` sets them, else one per core this process may run
-  on, as many as torch and ONNX Runtime run). TVM's own last guess is half the machine's logical
-  CPUs on x86 (it takes every core for two hardware threads), which gave TVM one thread on a 2-core
-  VM without SMT where every other backend ran two (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md)
+  timing of candidates, CPU cells only (default 0: the count the cell was given, TVM_NUM_THREADS
+  or OMP_NUM_THREADS as a `--jobs` slot or the scenario's `env:` sets them, else one per core this
+  process may run on, as many as torch and ONNX Runtime run). TVM's own last guess is half the
+  machine's logical CPUs on x86 (it takes every core for two hardware threads), which gave TVM one
+  thread on a 2-core VM without SMT where every other backend ran two
+  (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md)
 
 Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
 whatever the input dtype, so fp16 models do not import). A budget of a few trials a task is a
@@ -94,7 +95,7 @@ class TVMOptions(BackendOptions):
     mcpu: Literal["host", "generic"] = "host"  # cpu cells only
     tuning_trials: int = Field(DEFAULT_TUNING_TRIALS, ge=0, le=10_000)  # cpu cells only; 0: untuned
     tuning_repeat: int = Field(1, ge=1, le=100)  # cpu cells only: timed runs of each candidate, their mean ranks it
-    threads: int = Field(0, ge=0, le=4096)  # TVM's thread pool; 0: one per core this process may run on
+    threads: int = Field(0, ge=0, le=4096)  # cpu cells only: TVM's thread pool; 0: the count given, else one per core
 
 
 LIBRARY_FILE = "model.so"
@@ -188,7 +189,8 @@ class TVMBackend(Backend):
     ) -> Prepared:
         del workdir  # everything worth keeping goes to cache_dir; the build uses its own temp dir
         options = _checked_options(variant, device)
-        threads = size_thread_pool(options.threads)
+        # CUDA cells run no CPU kernel: their pool is left as TVM makes it, if it ever does.
+        threads = size_thread_pool(options.threads) if device == "cpu" else None
         import torch
         import tvm
 
@@ -227,8 +229,7 @@ class TVMBackend(Backend):
         }
         prepared = TVMPrepared(module, device, report, passes)
         prepared.prepare_cache = "warm" if hit else "cold"
-        pool = prepared.thread_pool_threads()
-        if threads is not None and pool != threads:
+        if threads is not None and (pool := prepared.thread_pool_threads()) != threads:
             prepared.close()
             raise BackendFailed(f"tvm: its thread pool has {pool} thread(s), not the {threads} asked: the pool was made "
                                 "before the backend sized it (TVM sizes it once, at its first parallel loop)")
@@ -287,7 +288,7 @@ def _tuning_entry(model: Any, example: Any, target: Any, dtype: str, fusion: str
 
 def _checked_options(variant: Variant, device: str) -> TVMOptions:
     options = expect("tvm", TVMOptions, variant.options)
-    for name in ("mcpu", "tuning_trials", "tuning_repeat"):
+    for name in ("mcpu", "tuning_trials", "tuning_repeat", "threads"):
         if device != "cpu" and name in options.model_fields_set:
             raise BackendFailed(f"tvm option {name} applies to cpu cells only")
     return options
@@ -500,8 +501,8 @@ class TVMPrepared(Prepared):
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         calls = self._last_calls if self._last_calls is not None else self._vm_calls(batch)
-        return {"vm_builtin_calls_per_inference": sum(1 for symbol, _ in calls if _is_vm_builtin(symbol)),
-                "thread_pool_threads": self.thread_pool_threads()}
+        builtins = {"vm_builtin_calls_per_inference": sum(1 for symbol, _ in calls if _is_vm_builtin(symbol))}
+        return builtins if self.device == "cuda" else {**builtins, "thread_pool_threads": self.thread_pool_threads()}
 
     def thread_pool_threads(self) -> int:
         """The threads of TVM's thread pool in this process (the pool is made here if it is not yet)."""

@@ -544,4 +544,6 @@ def test_untuned_cells_say_why(tmp_path: Path) -> None:
         _tune(model, example, tmp_path, "on", device="cuda", tuning_trials=2)
     with pytest.raises(BackendFailed, match="tuning_repeat applies to cpu cells only"):
         _tune(model, example, tmp_path, "on", device="cuda", tuning_repeat=3)
+    with pytest.raises(BackendFailed, match="threads applies to cpu cells only"):  # a CUDA cell runs no CPU kernel
+        _tune(model, example, tmp_path, "on", device="cuda", threads=2)
     assert not any(tmp_path.iterdir())
