@@ -263,6 +263,25 @@ def design_space_key(trace: Any) -> tuple[int, ...]:
     return tuple(key)
 
 
+def trace_label(trace: Any) -> str:
+    """A candidate's loop structure (`design_space_key`) and draws (tile sizes, unrolling, compute
+    locations) as one string: the same for the same candidate in any task, fused or alone."""
+    decisions = trace.decisions
+    return f"stages at {design_space_key(trace)}: " + " ".join(
+        f"{inst.kind.name}={decisions[inst]}" for inst in trace.insts if inst in decisions)
+
+
+def drawn_candidates(context: Any, trials: int) -> list[Any]:
+    """The first `trials` candidates a fresh tuning context draws (its design spaces as its search
+    strategy orders them), unbuilt: what the tests and benchmarks compare across variants."""
+    context.pre_tuning(max_trials=trials, num_trials_per_iter=trials, design_spaces=context.generate_design_space(),
+                       database=None, cost_model=None)
+    try:
+        return list(context.generate_measure_candidates() or [])
+    finally:
+        context.post_tuning()
+
+
 def _ordered_replay_trace(inner: Any = None) -> Any:
     """MetaSchedule's replay-trace with each task's design spaces sorted by `design_space_key` (a
     stable sort: spaces of one key keep their order) before it draws from them; all else is

@@ -59,17 +59,6 @@ def _tasks(model: Any, example: Any, fusion: str) -> tuple[list[Any], Any]:
     return ms.relax_integration.extract_tasks(legalized, target), target
 
 
-def _drawn(context: Any, trials: int) -> list[Any]:
-    """The first `trials` candidates a fresh tuning context draws (its design spaces as its search
-    strategy orders them)."""
-    context.pre_tuning(max_trials=trials, num_trials_per_iter=trials, design_spaces=context.generate_design_space(),
-                       database=None, cost_model=None)
-    try:
-        return list(context.generate_measure_candidates() or [])
-    finally:
-        context.post_tuning()
-
-
 def _milliseconds(candidate: Any, target: Any, repeat: int) -> float:
     """One candidate built and run on random inputs: the median of `repeat` timed runs, in ms."""
     import numpy as np
@@ -120,7 +109,8 @@ def main() -> int:
             if anchor is None:
                 continue  # its anchor is no task of fusion off (a function fusion on left whole)
             alone = tvm_tuning._contexts([anchor], ordered=ordered)[0][0]
-            for index, (on, off) in enumerate(zip(_drawn(fused, args.trials), _drawn(alone, args.trials))):
+            drawn = zip(tvm_tuning.drawn_candidates(fused, args.trials), tvm_tuning.drawn_candidates(alone, args.trials))
+            for index, (on, off) in enumerate(drawn):
                 key_on, key_off = tvm_tuning.design_space_key(on.sch.trace), tvm_tuning.design_space_key(off.sch.trace)
                 fused_ms, alone_ms = _milliseconds(on, target, args.repeat), _milliseconds(off, target, args.repeat)
                 summary.setdefault(order, []).append((key_on != key_off, alone_ms / fused_ms))

@@ -65,9 +65,9 @@ def _task_label(mod: Any) -> str:
 
 
 def _candidates(database: Path) -> dict[str, dict[str, float]]:
-    """Each task's candidates that built and ran: their design space (backends/tvm_tuning.py
-    `design_space_key`) and decisions (tile sizes, unrolling, compute locations; the same string for
-    the same draw in any task) and times in seconds (the runner's mean)."""
+    """Each task's candidates that built and ran: their loop structure and draws (backends/tvm_tuning.py
+    `trace_label`, the same string for the same candidate in any task) and times in seconds (the
+    runner's mean)."""
     from tvm.s_tir import meta_schedule as ms
 
     from backends import tvm_tuning
@@ -80,10 +80,8 @@ def _candidates(database: Path) -> dict[str, dict[str, float]]:
     for record in records:
         seconds = [float(s) for s in (record.run_secs or [])]
         if seconds and all(s < 1e9 for s in seconds):  # a failed candidate is recorded at 1e10 s
-            decisions = record.trace.decisions
-            drawn = f"stages at {tvm_tuning.design_space_key(record.trace)}: " + " ".join(
-                f"{inst.kind.name}={decisions[inst]}" for inst in record.trace.insts if inst in decisions)
-            by_task.setdefault(_task_label(record.workload.mod), {})[drawn] = statistics.fmean(seconds)
+            by_task.setdefault(_task_label(record.workload.mod), {})[tvm_tuning.trace_label(record.trace)] = (
+                statistics.fmean(seconds))
     return by_task
 
 

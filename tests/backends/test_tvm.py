@@ -464,20 +464,11 @@ def test_a_function_draws_the_same_candidates_whatever_its_variant_and_place() -
 
 
 def _drawn(context: Any, trials: int) -> list[str]:
-    """The loop structure (backends/tvm_tuning.py `design_space_key`) and the decisions (tile sizes,
-    unrolling, compute locations) of the first `trials` candidates a tuning context draws, one
-    string a candidate."""
+    """The loop structure and the draws (backends/tvm_tuning.py `trace_label`) of the first `trials`
+    candidates a tuning context draws, one string a candidate."""
     from backends import tvm_tuning
 
-    context.pre_tuning(max_trials=trials, num_trials_per_iter=trials, design_spaces=context.generate_design_space(),
-                       database=None, cost_model=None)
-    drawn = []
-    for candidate in context.generate_measure_candidates():
-        decisions = candidate.sch.trace.decisions
-        drawn.append(f"stages at {tvm_tuning.design_space_key(candidate.sch.trace)}: " + " ".join(
-            f"{inst.kind.name}={decisions[inst]}" for inst in candidate.sch.trace.insts if inst in decisions))
-    context.post_tuning()
-    return drawn
+    return [tvm_tuning.trace_label(candidate.sch.trace) for candidate in tvm_tuning.drawn_candidates(context, trials)]
 
 
 def test_a_fused_function_draws_the_candidates_of_its_anchor_alone() -> None:
