@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
+from harness.measure import activity
+
 Unit = Literal["ns", "s", "bytes", "count", "samples/s", "percent", "signed fraction", "error", "times"]
 Better = Literal["lower", "higher"]
 # How `compare` judges a figure of two cells:
@@ -211,11 +213,13 @@ class Metric:
     floor: float = 0.0  # a difference below this (in `unit`) is no change, whatever the ratio
     decorate: Callable[[Record, str], str] | None = None  # what the figure carries beside its value
     decorate_missing: bool = False  # `decorate` also speaks for a missing value
+    derive: Callable[[Any], Any] | None = None  # a figure made from what lies at `path`, not read as it is
 
     def value(self, cell: Record) -> float | None:
         if self.only_if is not None and at(cell, self.only_if[0]) != self.only_if[1]:
             return None
-        return _number(at(cell, self.path))
+        found = at(cell, self.path)
+        return _number(found if self.derive is None else self.derive(found))
 
     def figure(self, cell: Record) -> str:
         """The figure of `cell` as every table shows it, or "-"."""
@@ -224,6 +228,13 @@ class Metric:
         if self.decorate is None or (value is None and not self.decorate_missing):
             return text
         return self.decorate(cell, text)
+
+
+def _cores_busy(repetitions: Any) -> float | None:
+    """The cores kept busy over the timed repetitions, from what ran beside each (harness/measure/activity.py)."""
+    if not isinstance(repetitions, list):
+        return None
+    return activity.cores_busy(at(repetition, ("beside", "cpu")) for repetition in repetitions)
 
 
 _LOADGEN_UNIT = ("metrics", "loadgen", "metric", "unit")
@@ -257,6 +268,11 @@ METRICS: dict[str, Metric] = _by_name((
            "latency against the timing's median (SingleStream, MultiStream), or batch over samples per second "
            "against the timing's mean (Offline, Server), which the figure names (`vs mean`); not the LoadGen "
            "percentile or the median shown beside it", decorate=_gap),
+    # Half a core apart or less is the tick's and the machine's noise, not another thread pool.
+    Metric("cpu_cores", ("metrics", "device_time", "repetitions"), "count", None, "ratio", "CPU cores busy",
+           "the cores the worker kept busy during the timed calls, on average: its CPU time over their wall time, "
+           "from /proc (a thread pool smaller than the cores shows here); CPU cells timed a second or more in all",
+           only_if=(("config", "device"), "cpu"), floor=0.5, derive=_cores_busy),
     Metric("kernels_per_inference", ("metrics", "kernels", "kernels_per_inference"), "count", "lower", "exact",
            "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),
     Metric("fusions", ("metrics", "fusion_report", "fusion_count"), "count", None, "exact", "fusions",
@@ -299,9 +315,9 @@ COLUMN_LABELS: dict[tuple[str, ...], str] = {LOADGEN: "LoadGen"}
 # this file alone (an optional column only where a cell has it: `present`). `compare` judges every
 # row whose rule is not "no".
 Columns = tuple[str | tuple[str, ...], ...]
-CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "kernels_per_inference", "peak_rss", "gpu_peak",
-                    "max_abs_error")  # the run's summary (harness/run/summary.py)
-REPORT_CELLS: Columns = (LOADGEN, "device_time", "kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes",
+CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "cpu_cores", "kernels_per_inference", "peak_rss",
+                    "gpu_peak", "max_abs_error")  # the run's summary (harness/run/summary.py)
+REPORT_CELLS: Columns = (LOADGEN, "device_time", "cpu_cores", "kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes",
                          "tuning_time", "compile_time", "first_call_ratio")  # the report's Cells table
 REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes")  # fusion on / off, side by side
 GPU_CHECK: Columns = ("kernels_per_inference", "dram_bytes", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts

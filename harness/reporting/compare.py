@@ -430,7 +430,8 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
         return figure
     if metric.better is None:
         figure.verdict, figure.why = "changed", (_fusion_difference(cell_a, cell_b) if metric.name == "fusions"
-                                                 else "any change counts")
+                                                 else "any change counts" if metric.rule == "exact"
+                                                 else f"beyond {percent(limit)}")
         return figure
     figure.verdict = "worse" if (b > a) == (metric.better == "lower") else "better"
     figure.why = ("any change counts" if metric.rule == "exact"

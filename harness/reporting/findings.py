@@ -30,6 +30,7 @@ from harness.reporting.view import (
     FusionPair,
     Row,
     bundle_rows,
+    cores_mark,
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
@@ -193,7 +194,7 @@ def _against_eager(group: Group, row: Row | None) -> str:
         return "-"
     if apart(row.record, eager.record):
         return "- (ran apart from eager)"
-    mark = noisy_mark(row, eager) if row is not eager else ""
+    mark = noisy_mark(row, eager) + cores_mark(row, eager) if row is not eager else ""
     paired = over_baseline(row, eager, group.paired and eager is group.own_eager) if row is not eager else None
     if paired is not None:
         return paired.text() + mark
@@ -204,7 +205,7 @@ def _against_eager(group: Group, row: Row | None) -> str:
 def _speedup(line: Line) -> str:
     pair = line.pair
     if pair is not None:
-        return pair.result.text() + noisy_mark(pair.on, pair.off)
+        return pair.result.text() + noisy_mark(pair.on, pair.off) + cores_mark(pair.on, pair.off)
     if not line.has_switch:
         return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
     if line.both_valid and line.on is not None and line.off is not None:  # then they ran apart
@@ -259,7 +260,8 @@ def slower_notes(group: Group) -> list[str]:
         split = "; ".join(f"{side} {share}" for side, row in (("on", pair.on), ("off", pair.off))
                           if (share := _kernel_share(row)) is not None)
         notes.append(
-            f"{line.backend}: {pair.result.text()}. Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
+            f"{line.backend}: {pair.result.text()}{cores_mark(pair.on, pair.off)}. "
+            f"Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
             + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}" for side, slowest in slowest_kernels_by_side(pair))
             + (f". Time inside kernels: {split}" if split else ""))
     return notes

@@ -21,6 +21,7 @@ from harness.reporting.view import (
     baseline_of,
     bundle_rows,
     cells_table,
+    cores_mark,
     fmt_speedup,
     fmt_time_over_rounds,
     fused_kernels,
@@ -81,7 +82,8 @@ def markdown(loaded: LoadedBundle) -> str:
     for p in slower:
         on, off = fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off)
         lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
-                  f"speedup {fmt_speedup(p)}. Fused kernels: " + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
+                  f"speedup {fmt_speedup(p)}{cores_mark(p.on, p.off)}. Fused kernels: "
+                  + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
                   + "".join(f". Most time with fusion {side}: {md_cell('; '.join(slowest))}"
                             for side, slowest in slowest_kernels_by_side(p))]
     if slower:

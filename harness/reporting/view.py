@@ -69,7 +69,8 @@ SPEEDUP_NOTE = (
     "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
     "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
     "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
-    "(docs/metrics.md, Speedups)."
+    "(docs/metrics.md, Speedups). `(cores busy A against B)`: the two CPU cells kept cores busy half a core apart "
+    "or more, so the speedup holds a thread pool's size beside fusion's effect."
 )
 APART_NOTE = (
     "Not set side by side: cells that ran on another share of the machine or on other hardware than their "
@@ -261,7 +262,8 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
                      "2026-12-01) and both have two rounds or more, the geometric mean over their paired rounds with "
                      "its interval and verdict, as a fusion speedup's; else one estimate, no verdict. `noisy` where "
                      "either cell's timing samples spread beyond 10% of their mean (its warnings say why): a guess, "
-                     "not a figure.")
+                     "not a figure. `(cores busy A against B)` where the two CPU cells kept cores busy half a core "
+                     "apart or more: unequal terms (a thread pool smaller than the cores), said beside the figure.")
 
 
 def noisy_mark(*rows: Row) -> str:
@@ -269,6 +271,17 @@ def noisy_mark(*rows: Row) -> str:
     `noisy`: a CV above 10%, in round 1 or in any further valid round a speedup over rounds takes):
     a speedup taken from it says so beside it, not only in the warnings."""
     return NOISY if any(_noisy(r) for r in rows) else ""
+
+
+def cores_mark(row: Row, other: Row) -> str:
+    """Beside a figure that sets two CPU cells against each other: the cores each kept busy, where they
+    differ by the metric's floor (half a core) or more. A speedup of one thread against two says so
+    beside it; every TVM CPU cell once ran one thread of two beside eager's two, unsaid."""
+    row_cores = metric_table.value("cpu_cores", row.record)
+    other_cores = metric_table.value("cpu_cores", other.record)
+    if row_cores is None or other_cores is None or abs(row_cores - other_cores) < metric_table.metric("cpu_cores").floor:
+        return ""
+    return f" (cores busy {format_value(row_cores, 'count')} against {format_value(other_cores, 'count')})"
 
 
 def _noisy(row: Row) -> bool:
@@ -304,7 +317,8 @@ def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[st
         key = (f"{r.model} {r.setting}", r.variant)
         result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
-        texts[key] = (result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
+        texts[key] = ((result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
+                      + cores_mark(r, base))
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
     table = [[g, v, texts[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
@@ -457,7 +471,8 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     columns = metric_table.present(metric_table.REPORT_FUSION, [r.record for p in pairs for r in (p.on, p.off)])
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
-    body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off), fmt_speedup(p) + noisy_mark(p.on, p.off),
+    body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off),
+             fmt_speedup(p) + noisy_mark(p.on, p.off) + cores_mark(p.on, p.off),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body
@@ -477,7 +492,7 @@ def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]
     operator run as several kernels)."""
     head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off",
             "fusion report notes"]
-    body = [[p.name, fmt_speedup(p), "; ".join(fused_kernels(p.on)) or "none reported",
+    body = [[p.name, fmt_speedup(p) + cores_mark(p.on, p.off), "; ".join(fused_kernels(p.on)) or "none reported",
              "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-", _notes(p)] for p in pairs]
     return head, body
 

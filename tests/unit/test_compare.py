@@ -329,6 +329,12 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
     data = cell_data(samples=BASE)
     metrics = data["metrics"]
     metrics.update(json.loads(json.dumps(settings)))
+    if row.name == "cpu_cores":  # made from what ran beside the timed repetitions, on a CPU
+        data["config"]["device"] = "cpu"
+        metrics["device_time"]["repetitions"] = [] if figure is None else [
+            {"when": "before", "n": 5, "median_ns": 1000, "beside": {"cpu": {"wall_s": 2.0, "process_cpu_s": figure}}},
+            {"when": "after", "n": 5, "median_ns": 1000, "beside": {"cpu": {"wall_s": 2.0, "process_cpu_s": 3 * figure}}}]
+        return record(data)
     if row.only_if is not None:  # the LoadGen rows hold where the recorded unit is theirs
         *parents, key = row.only_if[0][1:]
         node = metrics

@@ -276,6 +276,43 @@ def test_a_backend_run_apart_from_eager_is_set_against_eager_of_the_same_machine
     assert all("no valid eager cell" in g.eager_note for g in elsewhere if g.bundle == "tvm-run-2")
 
 
+def _with_cores(tmp: Path, cores: dict[tuple[str, str], float]) -> Path:
+    """Golden v7 whose cells of (backend, fusion) kept `cores` busy during their timed calls (two
+    seconds a repetition); the other cells, two."""
+    root = tmp / "cores"
+    shutil.copytree(GOLDEN / "v7", root)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        busy = cores.get((record["config"]["backend"], record["config"]["variant"]["fusion"]), 2.0)
+        for repetition in (record["metrics"] or {}).get("device_time", {}).get("repetitions", []):
+            repetition["beside"]["cpu"].update(wall_s=2.0, process_cpu_s=2.0 * busy)
+        path.write_text(json.dumps(record))
+    return root
+
+
+def test_a_speedup_between_cells_that_kept_unequal_cores_busy_says_so_beside_it(tmp_path: Path) -> None:
+    """Every TVM CPU cell kept one thread of two busy beside eager's two, and nothing said so: TVM
+    was 0.35x of eager on BERT, 0.80x once it ran a thread per core."""
+    groups = findings.groups([load(_with_cores(tmp_path, {("tvm", "on"): 1.0}))])
+    for group in groups:
+        head, body = findings.model_table(group, gpu=False)
+        rows = {row[0]: dict(zip(head, row)) for row in body}
+        tvm_on, tvm_off = rows["tvm tuning_trials=1"]["vs eager on / off"].split(" / ")
+        assert tvm_on.endswith(" (cores busy 1 against 2)") and "cores busy" not in tvm_off
+        assert rows["tvm tuning_trials=1"]["fusion speedup (off / on)"].endswith(" (cores busy 1 against 2)")
+        assert "cores busy" not in rows["inductor"]["vs eager on / off"] + rows["inductor"]["fusion speedup (off / on)"]
+    report = report_markdown(load(tmp_path / "cores"))
+    speedups = report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")].splitlines()
+    against_eager = [line for line in speedups if line.startswith("| resnet18 ") and "| tvm fusion-o" in line]
+    assert len(against_eager) == 4
+    assert all(line.endswith("(cores busy 1 against 2) |") == ("tvm fusion-on" in line) for line in against_eager)
+    # and beside the fusion pair's speedup: its table, its kernels and the note on its slowdown
+    assert sum("(cores busy 1 against 2)" in line for line in report.splitlines()) == 2 + 2 + 2 + 1
+    # half a core apart is the tick's and the machine's noise: nothing said
+    close = findings.groups([load(_with_cores(tmp_path / "close", {("tvm", "on"): 1.6}))])
+    assert not any("cores busy" in cell for g in close for row in findings.model_table(g, gpu=False)[1] for cell in row)
+
+
 def test_vs_eager_takes_its_verdict_from_the_paired_rounds_where_the_bundles_setting_took_turns() -> None:
     """Inductor against eager, both of one bundle with two rounds: one estimate where the bundle's
     rounds paired a fusion pair's alone, the paired rounds' interval and verdict where every cell of the

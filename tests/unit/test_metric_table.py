@@ -61,6 +61,9 @@ def _expected(bundle: str, cell: dict[str, Any]) -> set[str]:
         rows.add("tuning_time")  # since schema version 7: a tuned backend's search
     if bundle == "mlperf":
         rows.add("accuracy")
+    repetitions = cell["metrics"]["device_time"].get("repetitions") or []
+    if sum(r["beside"]["cpu"]["wall_s"] for r in repetitions if "wall_s" in (r.get("beside") or {}).get("cpu", {})) >= 1:
+        rows.add("cpu_cores")  # since schema version 3: a CPU cell timed a second or more in all
     return rows
 
 
