@@ -20,8 +20,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from harness.measure import activity
-
 Unit = Literal["ns", "s", "bytes", "count", "samples/s", "percent", "signed fraction", "error", "times"]
 Better = Literal["lower", "higher"]
 # How `compare` judges a figure of two cells:
@@ -230,11 +228,25 @@ class Metric:
         return self.decorate(cell, text)
 
 
+#: The timed repetitions' wall time, in all, under which `cpu_cores` is none: at the kernel's 10 ms tick a
+#: region of 50 ms reads 0 or 8 cores alike.
+CORES_MIN_WALL_S = 1.0
+
+
 def _cores_busy(repetitions: Any) -> float | None:
-    """The cores kept busy over the timed repetitions, from what ran beside each (harness/measure/activity.py)."""
-    if not isinstance(repetitions, list):
-        return None
-    return activity.cores_busy(at(repetition, ("beside", "cpu")) for repetition in repetitions)
+    """The cores the worker kept busy, on average, over the timed repetitions: its CPU time over their
+    wall time, both summed from what ran beside each (`beside.cpu`, harness/measure/activity.py). A
+    thread pool smaller than the cores shows here (one of two busy, where another backend keeps two).
+    In tenths, as the tick allows. A record is read, never trusted: a repetition without both
+    figures is left out of both sums."""
+    wall = cpu = 0.0
+    for repetition in repetitions if isinstance(repetitions, list) else []:
+        region_wall = _number(at(repetition, ("beside", "cpu", "wall_s")))
+        region_cpu = _number(at(repetition, ("beside", "cpu", "process_cpu_s")))
+        if region_wall is not None and region_cpu is not None and region_wall >= 0 and region_cpu >= 0:
+            wall += region_wall
+            cpu += region_cpu
+    return round(cpu / wall, 1) if wall >= CORES_MIN_WALL_S else None
 
 
 _LOADGEN_UNIT = ("metrics", "loadgen", "metric", "unit")

@@ -17,6 +17,7 @@ from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, e
 from pathlib import Path
 
 from harness.contract import Backend
+from harness.did_you_mean import closest
 from harness.errors import ConfigError
 
 GROUP = "fusionbench.backends"
@@ -108,6 +109,13 @@ def names() -> list[str]:
     return sorted(_entry_points())
 
 
+def unknown(name: str) -> str:
+    """What a scenario, a resume or a caller is told of a backend `name` no package registers: the
+    names nearest it, every registered name, and where a package registered it under a misspelt group."""
+    known = names()
+    return f"unknown backend {name!r}{closest(name, known)}; registered: {', '.join(known)}{misfiled(name)}"
+
+
 def package_of(name: str) -> str | None:
     """The top-level package the backend registered under `name` lives in (its entry point's
     module's first part), where one is registered; None otherwise."""
@@ -119,7 +127,7 @@ def load(name: str) -> type[Backend]:
     """The backend class registered under `name`."""
     eps = _entry_points()
     if name not in eps:
-        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(eps))}{misfiled(name)}")
+        raise ConfigError(unknown(name))
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")

@@ -11,16 +11,13 @@ elsewhere `snapshot()` returns None and nothing is recorded. Resolution: the ker
 
 from __future__ import annotations
 
-import math
 import os
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 BUSY_THREAD_SHARE = 0.01  # a thread counts as running beside the region above 1% of its wall time
-CORES_MIN_WALL_S = 1.0  # `cores_busy` over regions shorter than this in all: the clock tick's noise
 _PROC = Path("/proc")
 
 
@@ -95,27 +92,3 @@ def compare(before: Snapshot | None, after: Snapshot | None) -> dict[str, Any]:
         "stolen_cpu_s": round((after.machine_steal_ticks - before.machine_steal_ticks) / tick, 3),
         "cpus": after.cpus,
     }
-
-
-def _seconds(value: Any) -> float | None:
-    """A recorded time: a finite number, 0 or more; None for anything else."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        return float(value)
-    return None
-
-
-def cores_busy(regions: Iterable[Any]) -> float | None:
-    """The cores this process kept busy, on average, over regions `compare` recorded: its CPU time
-    over their wall time, both summed. A thread pool smaller than the cores shows here (one of two
-    busy, where another backend keeps two). None where the regions last under CORES_MIN_WALL_S in
-    all (at a 10 ms tick a region of 50 ms reads 0 or 8 cores alike) or record neither figure;
-    a record is read, never trusted: a region without both numbers is left out."""
-    wall = cpu = 0.0
-    for region in regions:
-        if not isinstance(region, dict):
-            continue
-        region_wall, region_cpu = _seconds(region.get("wall_s")), _seconds(region.get("process_cpu_s"))
-        if region_wall is not None and region_cpu is not None:
-            wall += region_wall
-            cpu += region_cpu
-    return round(cpu / wall, 1) if wall >= CORES_MIN_WALL_S else None  # tenths: the tick allows no finer

@@ -12,11 +12,12 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from harness import allocator
+from harness.did_you_mean import closest
 from harness.errors import ConfigError
 from harness.models.catalog import all_models
 from harness.scenario.cell_config import CellConfig, CellLoadGen, CellVariant
 from harness.scenario.rules import rule
-from harness.scenario.schema import Inputs, LoadGenSettings, ModelSpec, PassSettings, TimingSettings, closest
+from harness.scenario.schema import Inputs, LoadGenSettings, ModelSpec, PassSettings, TimingSettings
 
 ONLY_KEYS = ("model", "backend", "fusion", "graphs", "scenario", "dtype", "batch")
 

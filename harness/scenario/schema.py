@@ -8,7 +8,6 @@ into one line that names the file and the line lives in `loading.py`.
 
 from __future__ import annotations
 
-import difflib
 import json
 from itertools import product
 from typing import Annotated, Any, Literal, Union
@@ -29,6 +28,7 @@ from harness import registry
 from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
 from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
+from harness.did_you_mean import closest
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
 from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, input_size_refusal
 from harness.options import problem
@@ -61,12 +61,6 @@ def _name_only(value: Any) -> Any:
 def _backend_name_only(value: Any) -> Any:
     """As `_name_only`; a bare `- null` is YAML's null, and can only mean the null backend."""
     return _name_only("null" if value is None else value)
-
-
-def closest(word: str, choices: list[str]) -> str:
-    """A ' (did you mean ...?)' hint, or '' when nothing is close."""
-    near = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
-    return f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
 
 
 class _Strict(BaseModel):
@@ -136,12 +130,8 @@ class BackendSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _registered(cls, name: str) -> str:
-        known = registry.names()
-        if name not in known:
-            raise ValueError(
-                f"unknown backend {name!r}{closest(name, known)}; registered: {', '.join(known)}"
-                f"{registry.misfiled(name)}"
-            )
+        if name not in registry.names():
+            raise ValueError(registry.unknown(name))
         return name
 
     @field_validator("fusion", "graphs")

@@ -150,6 +150,15 @@ def test_a_backend_registered_under_a_misspelt_group_is_named_with_the_group_to_
     assert registry.misfiled("eagre") == ""
 
 
+def test_an_unknown_backend_reads_alike_wherever_it_is_named() -> None:
+    """A scenario's `eagre` got "did you mean 'eager'?"; the same name reaching `registry.load` (a
+    resume, a plugin's test) got the list alone."""
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("eagre")
+    assert str(refused.value) == registry.unknown("eagre")
+    assert str(refused.value).startswith("unknown backend 'eagre' (did you mean 'eager'?); registered: eager, ")
+
+
 def test_the_plan_for_an_environment_that_matches_the_locks_says_nothing_is_installed(tmp_path: Path) -> None:
     """On an up-to-date .venv the plan printed the whole install as if it would run."""
     env = {"FUSIONBENCH_VENV": str(tmp_path / "venv"), "FUSIONBENCH_GPU_STACK": "off"}

@@ -204,3 +204,26 @@ def test_a_second_row_of_one_name_or_a_unit_without_its_format_stops_the_import(
                                       "FLOP/s", "achieved FLOP/s")
     with pytest.raises(ValueError, match="unit 'flop/s' has no format"):
         metric_table._by_name((row, unformatted))
+
+
+def _timed(*regions: Any, device: str = "cpu") -> dict[str, Any]:
+    """A cell whose timed repetitions had `regions` beside them (`beside.cpu`)."""
+    return {"config": {"device": device},
+            "metrics": {"device_time": {"repetitions": [{"beside": {"cpu": region}} for region in regions]}}}
+
+
+def test_cpu_cores_busy_is_the_process_cpu_time_over_the_wall_time_of_a_second_or_more() -> None:
+    """Every TVM CPU cell kept one thread of two busy and no table said so."""
+    cores = METRICS["cpu_cores"]
+    assert cores.value(_timed({"wall_s": 0.8, "process_cpu_s": 0.79}, {"wall_s": 0.8, "process_cpu_s": 0.81})) == 1.0
+    assert cores.value(_timed({"wall_s": 3.0, "process_cpu_s": 5.9})) == 2.0
+    assert figure("cpu_cores", _timed({"wall_s": 3.0, "process_cpu_s": 5.9})) == "2"
+    assert cores.value(_timed({"wall_s": 3.0, "process_cpu_s": 5.9}, device="cuda")) is None  # no CPU kernels
+    # a tenth of a second at a 10 ms tick: 0 or 8 cores alike, so no figure
+    assert cores.value(_timed({"wall_s": 0.06, "process_cpu_s": 0.5})) is None
+    assert cores.value(_timed()) is None
+    # a record is read, never trusted: a repetition without both figures is left out of both sums
+    hostile = _timed({"wall_s": 2.0, "process_cpu_s": 3.0}, {"wall_s": 50.0}, {"unavailable": "no /proc"}, None,
+                     {"wall_s": True, "process_cpu_s": 1.0}, {"wall_s": float("nan"), "process_cpu_s": 1.0},
+                     {"wall_s": -9.0, "process_cpu_s": 1.0}, "2.0")
+    assert cores.value(hostile) == 1.5

@@ -219,20 +219,6 @@ def test_activity_reads_busy_threads_others_and_steal_from_proc(tmp_path: Path) 
     assert "unavailable" in activity.compare(None, after)
 
 
-def test_cores_busy_is_the_process_cpu_time_over_the_wall_time_of_a_second_or_more() -> None:
-    one_thread = [{"wall_s": 0.8, "process_cpu_s": 0.79}, {"wall_s": 0.8, "process_cpu_s": 0.81}]
-    assert activity.cores_busy(one_thread) == 1.0
-    assert activity.cores_busy([{"wall_s": 3.0, "process_cpu_s": 5.9}]) == 2.0
-    # a tenth of a second at a 10 ms tick: 0 or 8 cores alike, so no figure
-    assert activity.cores_busy([{"wall_s": 0.06, "process_cpu_s": 0.5}]) is None
-    assert activity.cores_busy([]) is None
-    # a record is read, never trusted: a region without both numbers is left out of both sums
-    hostile = [{"wall_s": 2.0, "process_cpu_s": 3.0}, {"wall_s": 50.0}, {"unavailable": "no /proc"}, None,
-               {"wall_s": True, "process_cpu_s": 1.0}, {"wall_s": float("nan"), "process_cpu_s": 1.0},
-               {"wall_s": -9.0, "process_cpu_s": 1.0}]
-    assert activity.cores_busy(hostile) == 1.5
-
-
 def test_gpu_state_reads_clocks_and_names_the_slowdowns() -> None:
     nvml = types.SimpleNamespace(
         NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
