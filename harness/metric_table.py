@@ -283,7 +283,8 @@ METRICS: dict[str, Metric] = _by_name((
     # Half a core apart or less is the tick's and the machine's noise, not another thread pool.
     Metric("cpu_cores", ("metrics", "device_time", "repetitions"), "count", None, "ratio", "CPU cores busy",
            "the cores the worker kept busy during the timed calls, on average: its CPU time over their wall time, "
-           "from /proc (a thread pool smaller than the cores shows here); CPU cells timed a second or more in all",
+           "from /proc (a thread pool smaller than the cores, or work that does not spread, shows here); CPU cells "
+           "timed a second or more in all",
            only_if=(("config", "device"), "cpu"), floor=0.5, derive=_cores_busy),
     Metric("kernels_per_inference", ("metrics", "kernels", "kernels_per_inference"), "count", "lower", "exact",
            "kernels/inf", "kernels (GPU) or compute dispatches (CPU) per inference"),

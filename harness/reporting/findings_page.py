@@ -28,9 +28,10 @@ INTRO = (
     "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "
     "(`timing: {rounds: N}`); a pair of one round is sorted by its point estimate, "
     f"{SMALLEST_EFFECT:.0%} either side of 1 counting as within. `noisy` beside a speedup: a cell's timing samples "
-    "spread beyond 10% of their mean (its bundle's warnings say why), so the figure is a guess. `(cores busy A "
+    "spread beyond 10% of their mean (its bundle's warnings say why), so the figure is a guess; `busy`: other processes "
+    "took CPU during a cell's timed calls (its warnings say how much), so the figure holds their work too. `(cores busy A "
     "against B)` beside it: the two CPU cells kept cores busy half a core apart or more (a thread pool smaller than "
-    "the cores), so they did not run on equal terms."
+    "the cores, or work that does not spread over them), so they did not run on equal terms."
 )
 SUMMARY_NOTE = ("Per backend with a fusion switch: the models (and settings) fusion made faster or slower (by 5% or "
                 "more, or `size unclear`: an effect seen whose interval reaches past 5%), those where it had no effect "

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics, TopKernel, read_as
+from harness.bundle.figures_check import BUSY as BUSY_WARNING
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.plain_text import one_line
@@ -69,8 +70,10 @@ SPEEDUP_NOTE = (
     "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
     "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
     "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
-    "(docs/metrics.md, Speedups). `(cores busy A against B)`: the two CPU cells kept cores busy half a core apart "
-    "or more, so the speedup holds a thread pool's size beside fusion's effect."
+    "(docs/metrics.md, Speedups). `noisy` and `busy`: either cell's timing samples spread beyond 10% of their "
+    "mean, or other processes took CPU during its timed calls (its warnings say which). `(cores busy A against "
+    "B)`: the two CPU cells kept cores busy half a core apart or more, so the speedup holds how far each spread "
+    "its work (or a thread pool's size) beside fusion's effect."
 )
 APART_NOTE = (
     "Not set side by side: cells that ran on another share of the machine or on other hardware than their "
@@ -262,8 +265,10 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
                      "2026-12-01) and both have two rounds or more, the geometric mean over their paired rounds with "
                      "its interval and verdict, as a fusion speedup's; else one estimate, no verdict. `noisy` where "
                      "either cell's timing samples spread beyond 10% of their mean (its warnings say why): a guess, "
-                     "not a figure. `(cores busy A against B)` where the two CPU cells kept cores busy half a core "
-                     "apart or more: unequal terms (a thread pool smaller than the cores), said beside the figure.")
+                     "not a figure. `busy` where either cell warned of a busy machine (other processes took CPU "
+                     "during its timed calls): the figure holds their work too. `(cores busy A against B)` where "
+                     "the two CPU cells kept cores busy half a core apart or more: unequal terms (a thread pool "
+                     "smaller than the cores, or work that does not spread over them), said beside the figure.")
 
 
 def noisy_mark(*rows: Row) -> str:
@@ -271,6 +276,18 @@ def noisy_mark(*rows: Row) -> str:
     `noisy`: a CV above 10%, in round 1 or in any further valid round a speedup over rounds takes):
     a speedup taken from it says so beside it, not only in the warnings."""
     return NOISY if any(_noisy(r) for r in rows) else ""
+
+
+#: What a speedup from a cell timed beside other processes' work carries.
+BUSY = " busy"
+
+
+def busy_mark(*rows: Row) -> str:
+    """`BUSY` where a cell warned that other processes took CPU during its timed calls (`a busy
+    machine`, in round 1 or a further round): a speedup taken from it says so beside it, not only in
+    the warnings. resnet50's TVM pair read 0.84x [0.76-0.94], slower, beside a test run at the lowest
+    priority, and 0.94x [0.80-1.12] with the machine idle."""
+    return BUSY if any(BUSY_WARNING in line for row in rows for line in row.record.warnings) else ""
 
 
 def cores_mark(row: Row, other: Row) -> str:
@@ -318,7 +335,7 @@ def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[st
         result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
         texts[key] = ((result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
-                      + cores_mark(r, base))
+                      + busy_mark(r, base) + cores_mark(r, base))
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
     table = [[g, v, texts[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
@@ -472,7 +489,7 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
     body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off),
-             fmt_speedup(p) + noisy_mark(p.on, p.off) + cores_mark(p.on, p.off),
+             fmt_speedup(p) + noisy_mark(p.on, p.off) + busy_mark(p.on, p.off) + cores_mark(p.on, p.off),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body

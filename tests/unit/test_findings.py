@@ -16,7 +16,7 @@ from harness.reporting import findings
 from harness.reporting.findings_page import FINDINGS_HTML, FINDINGS_MD, html, markdown, render
 from harness.reporting.markdown import markdown as report_markdown
 from harness.reporting.markdown import md_cell
-from harness.reporting.view import noisy_mark
+from harness.reporting.view import busy_mark, noisy_mark
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -52,11 +52,11 @@ def test_the_model_table_gives_fusions_kernels_speedup_eager_memory_and_tuning(v
     rows = {row[0]: dict(zip(head, row)) for row in body}
     tvm = rows["tvm tuning_trials=1"]
     assert tvm["fusions on (by class)"] == "21 tensor+element" and tvm["kernels/inf on / off"] == "23 / 129"
-    assert tvm["fusion speedup (off / on)"].removesuffix(" noisy") == "0.59x [0.57-0.60, 95%] slower"
+    assert tvm["fusion speedup (off / on)"].removesuffix(" busy").removesuffix(" noisy") == "0.59x [0.57-0.60, 95%] slower"
     assert tvm["tuning"] == "1/task, 19 of 19 tasks, 26.2 s (cold) / 1/task, 45 of 45 tasks, 28.3 s (cold)"
     eager, on = group.eager, _line(v7, group.title, "tvm tuning_trials=1").on
     assert eager is not None and on is not None and eager.time_ns and on.time_ns
-    assert tvm["vs eager on / off"].startswith(f"{eager.time_ns / on.time_ns:.2f}x{noisy_mark(on, eager)} / ")
+    assert tvm["vs eager on / off"].startswith(f"{eager.time_ns / on.time_ns:.2f}x{noisy_mark(on, eager)}{busy_mark(on, eager)} / ")
     assert rows["eager"]["fusion speedup (off / on)"] == "no switch" and rows["eager"]["vs eager on / off"] == "1.00x"
     assert rows["onnxruntime provider=cuda"]["time on / off"] == "-"
     assert rows["onnxruntime provider=cuda"]["fusion speedup (off / on)"].startswith(
@@ -100,7 +100,7 @@ def test_one_round_estimates_sort_by_the_smallest_effect() -> None:
 def test_slower_than_eager_lists_the_cells_eager_beat(v7: list[findings.Group]) -> None:
     _, body = findings.slower_than_eager(v7)
     assert {(row[0], row[1]) for row in body} == {(g.title, "tvm tuning_trials=1") for g in v7}
-    shown = [row[2].removesuffix(" noisy") for row in body]  # golden cells at 32x32 are noisy: said beside them
+    shown = [row[2].removesuffix(" busy").removesuffix(" noisy") for row in body]  # golden cells are noisy and busy: said
     assert all(text.endswith("x") and float(text[:-1]) < 1 / 1.05 for text in shown)
 
 
@@ -113,11 +113,12 @@ def test_against_eager_is_each_cells_time_over_its_rounds_as_the_table_shows_it(
     rows = {row[0]: dict(zip(head, row)) for row in body}
     eager, on = group.eager, _line(groups, group.title, "inductor").on
     assert eager is not None and on is not None and eager.time_ns and on.time_ns and eager.median_ns and on.median_ns
-    assert rows["inductor"]["vs eager on / off"].startswith(f"{eager.time_ns / on.time_ns:.2f}x{noisy_mark(on, eager)} / ")
+    marks = noisy_mark(on, eager) + busy_mark(on, eager)
+    assert rows["inductor"]["vs eager on / off"].startswith(f"{eager.time_ns / on.time_ns:.2f}x{marks} / ")
     assert f"{eager.time_ns / on.time_ns:.2f}" != f"{eager.median_ns / on.median_ns:.2f}"  # round 1 alone differs
     report = report_markdown(load(GOLDEN / "v9"))
     speedups = report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")]
-    assert f"| inductor fusion-on | {eager.time_ns / on.time_ns:.2f}x{noisy_mark(on, eager)} |" in speedups
+    assert f"| inductor fusion-on | {eager.time_ns / on.time_ns:.2f}x{marks} |" in speedups
 
 
 def test_fusions_that_launched_no_fewer_kernels_are_listed(v7: list[findings.Group], tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from harness.reporting.view import (
     FusionPair,
     Row,
     bundle_rows,
+    busy_mark,
     fmt_fraction,
     fmt_speedup,
     fused_kernels,
@@ -100,11 +101,28 @@ def test_the_reports_give_each_fusion_speedup_its_interval_and_verdict() -> None
     pairs = fusion_pairs([Row(r) for r in v6.records])
     assert len(pairs) == 2 and all(p.result.rounds == 2 and p.result.interval is not None for p in pairs)
     for pair in pairs:
-        shown = fmt_speedup(pair) + noisy_mark(pair.on, pair.off)
+        shown = fmt_speedup(pair) + noisy_mark(pair.on, pair.off) + busy_mark(pair.on, pair.off)
         assert f"| {md_cell(shown)} |" in markdown(v6) and f"<td>{shown}</td>" in html(v6)
         assert fmt_speedup(pair).endswith(("faster", "slower", "no effect seen"))
     # before rounds: one round, no interval; its cells' samples spread beyond 10% of their mean: said beside it
-    assert "| 1.30x (one round) noisy |" in markdown(load(GOLDEN / "v3"))
+    assert "| 1.30x (one round) noisy busy |" in markdown(load(GOLDEN / "v3"))
+
+
+def test_a_speedup_from_a_cell_timed_beside_other_work_says_so_beside_it() -> None:
+    """resnet50's TVM pair read 0.84x [0.76-0.94], slower, while a test run at the lowest priority
+    took up to 0.8 of a core during its timed calls, and 0.94x [0.80-1.12] with the machine idle:
+    the cells warned of a busy machine, the speedup stood bare."""
+    pair = next(p for p in fusion_pairs([Row(r) for r in load(GOLDEN / "v3").records]) if "1.30x" in fmt_speedup(p))
+    assert busy_mark(pair.on, pair.off) == " busy"
+    quiet = []
+    for row in (pair.on, pair.off):
+        record = row.record.model_copy(deep=True)
+        record.warnings = [line for line in record.warnings if "a busy machine:" not in line]
+        quiet.append(Row(record))
+    assert busy_mark(*quiet) == ""
+    # a further round's warning counts as round 1's does
+    quiet[1].record.warnings.append("round 3: a busy machine: other processes used 0.80 cores during the timed calls")
+    assert busy_mark(*quiet) == " busy"
 
 
 def test_a_speedup_from_a_noisy_cell_says_so_beside_it() -> None:
