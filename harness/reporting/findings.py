@@ -30,17 +30,16 @@ from harness.reporting.view import (
     FusionPair,
     Row,
     bundle_rows,
-    busy_mark,
     cores_mark,
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
     is_slower,
-    noisy_mark,
     over_baseline,
     setting_paired,
     slower_beyond_noise,
     slowest_kernels_by_side,
+    speedup_marks,
     times_faster,
 )
 from harness.stats.intervals import (
@@ -195,7 +194,7 @@ def _against_eager(group: Group, row: Row | None) -> str:
         return "-"
     if apart(row.record, eager.record):
         return "- (ran apart from eager)"
-    mark = noisy_mark(row, eager) + busy_mark(row, eager) + cores_mark(row, eager) if row is not eager else ""
+    mark = speedup_marks(row, eager) if row is not eager else ""
     paired = over_baseline(row, eager, group.paired and eager is group.own_eager) if row is not eager else None
     if paired is not None:
         return paired.text() + mark
@@ -206,7 +205,7 @@ def _against_eager(group: Group, row: Row | None) -> str:
 def _speedup(line: Line) -> str:
     pair = line.pair
     if pair is not None:
-        return pair.result.text() + noisy_mark(pair.on, pair.off) + busy_mark(pair.on, pair.off) + cores_mark(pair.on, pair.off)
+        return pair.result.text() + speedup_marks(pair.on, pair.off)
     if not line.has_switch:
         return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
     if line.both_valid and line.on is not None and line.off is not None:  # then they ran apart

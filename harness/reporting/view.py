@@ -301,6 +301,12 @@ def cores_mark(row: Row, other: Row) -> str:
     return f" (cores busy {format_value(row_cores, 'count')} against {format_value(other_cores, 'count')})"
 
 
+def speedup_marks(row: Row, other: Row) -> str:
+    """What a speedup that sets `row` against `other` carries beside it: `noisy`, `busy` and the cores
+    each kept busy, where they apply (the report's and `findings`' speedups alike)."""
+    return noisy_mark(row, other) + busy_mark(row, other) + cores_mark(row, other)
+
+
 def _noisy(row: Row) -> bool:
     timing = row.metrics.device_time
     if timing is not None and timing.summary.noisy:
@@ -334,8 +340,7 @@ def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[st
         key = (f"{r.model} {r.setting}", r.variant)
         result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
-        texts[key] = ((result.text() if result is not None else format_times(values[key])) + noisy_mark(r, base)
-                      + busy_mark(r, base) + cores_mark(r, base))
+        texts[key] = (result.text() if result is not None else format_times(values[key])) + speedup_marks(r, base)
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
     table = [[g, v, texts[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
@@ -489,7 +494,7 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
     body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off),
-             fmt_speedup(p) + noisy_mark(p.on, p.off) + busy_mark(p.on, p.off) + cores_mark(p.on, p.off),
+             fmt_speedup(p) + speedup_marks(p.on, p.off),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body
