@@ -11,13 +11,16 @@ tunes against an eager one), so it is said as "about", and only from the third c
 A cell that ran but that the run's time budget ended before it had a result (`run --budget-s`
 leaves it out of the bundle for --resume) gets a line of its own, saying how long it ran: that time
 is lost, and --resume runs the cell from its start. The cells the budget never started are counted
-once, at the end of the run.
+once, at the end of the run. A cell of several rounds (harness/run/rounds.py) whose round 1 finished
+but a further round of which the budget kept is written with the rounds that finished, and a line
+of its own says how many of how many it kept.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 
@@ -74,4 +77,15 @@ def ended_by_budget(label: str, ran_s: float, done: int, total: int) -> Text:
     said = Text(f"{'ended':>7}", style=STATUS_STYLE["interrupted"])
     said.append(f" {visible(label)} (ran {ran_s:.1f} s, {done}/{total}): the run's time budget ended before it had a "
                 "result; what it ran is discarded, and --resume runs it again from its start")
+    return said
+
+
+def rounds_cut(label: str, record: dict[str, Any]) -> Text:
+    """`    cut LABEL: ... kept with 1 of its 3 rounds ...`: a cell whose further rounds the budget kept."""
+    rounds = (record.get("metrics") or {}).get("rounds") or []
+    kept = sum(1 for r in rounds if r.get("status") == "valid")
+    said = Text(f"{'cut':>7}", style=STATUS_STYLE["interrupted"])
+    said.append(f" {visible(label)}: the run's time budget ended before its rounds did: kept with {kept} of its "
+                f"{len(rounds)} rounds, and its speedups' intervals are over those; to time all of them again, delete "
+                f"cells/{visible(str(record.get('id')))}.json and cells/{visible(str(record.get('id')))}/ and --resume")
     return said

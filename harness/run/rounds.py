@@ -24,7 +24,10 @@ grouped into units, the cells of one setting, in the order of their first cell; 
 cells' round 1 in the sweep's order (a fusion pair's two cells side by side), then their round 2 in
 the other order, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py),
-each further round's own warnings (`round 2: a busy machine: ...`) and a warning where a round's
+each further round's own warnings (`round 2: a busy machine: ...`), a warning for each further
+round that gave no time (kept as failed, with its reason: its worker failed, or the run's time
+budget ended before it or while it ran, in which case the cell keeps the rounds that finished;
+harness/run/time_budget.py) and a warning where a round's
 median is out of line with the others (more than 1.5x the median of the rounds, or below it by as
 much: `harness.stats.summary.out_of_line`);
 a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
@@ -56,6 +59,8 @@ from harness.stats.thresholds import ROUND_OUT_OF_LINE
 ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round's worker.log
 #: How the warning of rounds whose medians are out of line with the others begins.
 ROUNDS_OUT_OF_LINE = "rounds out of line:"
+#: What the warning of a further round of a valid cell that has no time says of it.
+ROUND_NO_TIME = "gave no time"
 
 
 class FirstRound(pydantic.BaseModel):
@@ -190,7 +195,7 @@ class Rounds:
             complete["metrics"] = {**round_one.metrics, "rounds": [r.recorded() for r in (first, *further)]}
             apart = rounds_warning([first, *further])
             complete["warnings"] = [*complete.get("warnings", []), *self.further_warnings.pop(cell_id, []),
-                                    *([apart] if apart else [])]
+                                    *_no_time_warnings(further, self.expected[cell_id]), *([apart] if apart else [])]
         return complete
 
     def waiting(self) -> list[str]:
@@ -240,6 +245,14 @@ def _warnings_of(done: Finished) -> list[str]:
     if answer is None or answer.status != "valid":
         return []
     return [f"round {done.task.request.timing_round}: {line}" for line in answer.warnings]
+
+
+def _no_time_warnings(further: list[TimingRound], expected: int) -> list[str]:
+    """A warning for each further round of a valid cell that gave no time (its worker failed, or the
+    run's time budget kept it), saying why: the cell's figures over rounds take the others."""
+    return [f"round {r.round} of {expected} {ROUND_NO_TIME} ({r.reason or 'no reason recorded'}): the cell's "
+            "figures over rounds, and the intervals of its speedups, take its other rounds"
+            for r in further if r.status != "valid"]
 
 
 def rounds_warning(rounds: list[TimingRound]) -> str | None:

@@ -517,8 +517,9 @@ def _sweep(
         pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
         folders = {task.cell_id: task.artifacts for task in tasks}
-        by_budget: set[str] = set()  # cells a round of which the budget kept from a result
-        ran_s: dict[str, float] = {}  # how long each cell's rounds ran: lost where the budget ends it
+        by_budget: set[str] = set()  # cells whose round 1 the budget kept from a result
+        rounds_cut: set[str] = set()  # cells a further round of which it kept: they keep the rounds that finished
+        ran_s: dict[str, float] = {}  # how long each cell's rounds ran: lost where the budget ends its round 1
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
                 cell_id = done.task.cell_id
@@ -526,7 +527,7 @@ def _sweep(
                 if done.outcome is not None:
                     ran_s[cell_id] = ran_s.get(cell_id, 0.0) + done.outcome.wall_s
                 if done.skipped:
-                    by_budget.add(cell_id)
+                    (by_budget if done.task.request.timing_round == 1 else rounds_cut).add(cell_id)
                 first = _record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
                 complete = state.finished(done, first)
                 if complete is None:
@@ -544,6 +545,8 @@ def _sweep(
                     complete = {**complete, "wall_s": ran_s[cell_id]}
                 _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
                        pace.left_s() if cell_id not in by_budget else None)
+                if cell_id in rounds_cut:
+                    progress.console.print(cell_line.rounds_cut(by_id[cell_id].config.shown_label, complete))
         except KeyboardInterrupt as exc:
             running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
             why = stopped_by(exc)

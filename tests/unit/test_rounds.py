@@ -212,6 +212,9 @@ def test_a_failed_further_round_keeps_its_reason_and_the_cell_stays_valid(tmp_pa
     assert complete["metrics"]["rounds"][1] == {"round": 2, "status": "failed", "reason": "the executor lost it twice",
                                                 "wall_s": 0.0}
     assert not (tmp_path / "cells" / eager.id / "round-2").exists()  # it never ran: no empty folder is left
+    assert [w for w in complete["warnings"] if rounds.ROUND_NO_TIME in w] == [
+        "round 2 of 2 gave no time (the executor lost it twice): the cell's figures over rounds, and the intervals of "
+        "its speedups, take its other rounds"]
     assert problems(complete, "cell") == []
 
 

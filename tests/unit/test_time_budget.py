@@ -123,10 +123,10 @@ def test_two_jobs_start_what_fits_and_skip_the_rest(tmp_path: Path, monkeypatch:
     assert done[tasks[2].cell_id].skipped and done[tasks[2].cell_id].failure == time_budget.SPENT
 
 
-def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1) -> tuple[int, Path, str]:
+def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1,
+              scenarios: str = "[SingleStream, Offline, Server]") -> tuple[int, Path, str]:
     scenario = tmp_path / "null.yaml"
-    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline, Server]\n"
-                        f"timing: {{rounds: {rounds}}}\n")
+    scenario.write_text(f"models: [resnet18]\nbackends: [null]\nscenarios: {scenarios}\ntiming: {{rounds: {rounds}}}\n")
     shown = io.StringIO()
     code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=budget_s,
                           past_budget=past_budget),  # type: ignore[arg-type]
@@ -184,16 +184,42 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
 
 
-@pytest.mark.slow  # its run starts the system probe, which imports torch
-def test_with_rounds_a_cell_whose_later_round_the_budget_kept_is_left_whole_for_resume(
+class RealFirstRound:
+    """run_here that runs each cell's round 1 for real (the null backend: valid in seconds), taking
+    `first_s` of the fake clock, and fakes every further round as SlowCells does, `further_s` each."""
+
+    def __init__(self, clock: FakeClock, first_s: float, further_s: float) -> None:
+        self.real = executors.run_here
+        self.clock = clock
+        self.first_s = first_s
+        self.further = SlowCells(clock, further_s)
+
+    def __call__(self, task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        if task.request.timing_round > 1:
+            return self.further(task, slot, on_phase, stop, parents)
+        outcome = self.real(task, slot, on_phase, stop, parents)
+        self.clock.now += self.first_s
+        return outcome
+
+
+@pytest.mark.slow  # its run starts the system probe, which imports torch, and a real worker
+def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_that_finished(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
-    slow = SlowCells(clock, 20.0)
-    monkeypatch.setattr(executors, "run_here", slow)
-    monkeypatch.setattr(rounds.Rounds, "why_not_further", lambda self, cell_id: None)  # as if each round 1 were valid
-    code, bundle, _ = _null_run(tmp_path, budget_s=30, past_budget="missing", rounds=2)
-    assert any(label.endswith("round 2") for label in slow.limits), "no further round started"
+    cells = RealFirstRound(clock, first_s=80.0, further_s=50.0)
+    monkeypatch.setattr(executors, "run_here", cells)
+    code, bundle, shown = _null_run(tmp_path, budget_s=100, past_budget="missing", rounds=3, scenarios="[SingleStream]")
+    # round 1 (80 s) fits; round 2 starts with 20 s left and is stopped; round 3 never starts
+    assert list(cells.further.limits.values()) == [20], "a further round started past the budget, or got more than was left"
     order, records = _records(bundle)
-    assert records == {} and not any((bundle / "cells" / c).exists() for c in order)
+    record = records[order[0]]
+    assert code == 0 and record["status"] == "valid", shown
+    kept = [(r["round"], r["status"], r.get("reason")) for r in record["metrics"]["rounds"]]
+    assert kept == [(1, "valid", None), (2, "failed", time_budget.ENDED), (3, "failed", time_budget.SPENT)]
+    assert any(w.startswith(f"round 2 of 3 {rounds.ROUND_NO_TIME} ({time_budget.ENDED})") for w in record["warnings"])
+    assert any(w.startswith(f"round 3 of 3 {rounds.ROUND_NO_TIME} ({time_budget.SPENT})") for w in record["warnings"])
+    assert "kept with 1 of its 3 rounds" in shown and f"delete cells/{order[0]}.json" in shown, shown
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    assert validate(bundle).problems == []
 
 
 def test_a_skipped_finish_is_never_mistaken_for_a_lost_cell(tmp_path: Path) -> None:
