@@ -30,7 +30,6 @@ from harness.reporting.view import (
     FusionPair,
     Row,
     bundle_rows,
-    cores_mark,
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
@@ -260,7 +259,7 @@ def slower_notes(group: Group) -> list[str]:
         split = "; ".join(f"{side} {share}" for side, row in (("on", pair.on), ("off", pair.off))
                           if (share := _kernel_share(row)) is not None)
         notes.append(
-            f"{line.backend}: {pair.result.text()}{cores_mark(pair.on, pair.off)}. "
+            f"{line.backend}: {pair.result.text()}{speedup_marks(pair.on, pair.off)}. "
             f"Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
             + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}" for side, slowest in slowest_kernels_by_side(pair))
             + (f". Time inside kernels: {split}" if split else ""))

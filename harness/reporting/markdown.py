@@ -21,7 +21,6 @@ from harness.reporting.view import (
     baseline_of,
     bundle_rows,
     cells_table,
-    cores_mark,
     fmt_speedup,
     fmt_time_over_rounds,
     fused_kernels,
@@ -33,6 +32,7 @@ from harness.reporting.view import (
     roofline_table,
     setting_paired,
     slowest_kernels_by_side,
+    speedup_marks,
     speedup_table,
     time_split_series,
     valid_rows,
@@ -82,7 +82,7 @@ def markdown(loaded: LoadedBundle) -> str:
     for p in slower:
         on, off = fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off)
         lines += [f"- **{md_cell(p.name)}**: fusion on {on}, off {off}, "
-                  f"speedup {fmt_speedup(p)}{cores_mark(p.on, p.off)}. Fused kernels: "
+                  f"speedup {fmt_speedup(p)}{speedup_marks(p.on, p.off)}. Fused kernels: "
                   + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
                   + "".join(f". Most time with fusion {side}: {md_cell('; '.join(slowest))}"
                             for side, slowest in slowest_kernels_by_side(p))]

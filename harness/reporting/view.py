@@ -55,7 +55,7 @@ TIME_SPLIT_NOTE = (
 SLOWER_NOTE = (
     f"The fusion pairs fusion made slower: slower by their verdict over rounds, or, of one round, a speedup below "
     f"{1 / (1 + SMALLEST_EFFECT):.3f} (a smaller slowdown in one round is within what a rerun moves). `fusionbench "
-    "findings` counts them alike."
+    "findings` counts them alike. Their speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
 )
 SPEEDUP_NOTE = (
     "Speedup = fusion off over fusion on (below 1: fusion made it slower), the geometric mean over the rounds both "
@@ -504,7 +504,8 @@ KERNELS_BY_PAIR_NOTE = (
     "Every fusion pair, slower or not: the fused kernels of its fusion-on cell (each once, with its count; those the "
     "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
     "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its median "
-    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes)."
+    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes). The "
+    "speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
 )
 
 
@@ -514,7 +515,7 @@ def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]
     operator run as several kernels)."""
     head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off",
             "fusion report notes"]
-    body = [[p.name, fmt_speedup(p) + cores_mark(p.on, p.off), "; ".join(fused_kernels(p.on)) or "none reported",
+    body = [[p.name, fmt_speedup(p) + speedup_marks(p.on, p.off), "; ".join(fused_kernels(p.on)) or "none reported",
              "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-", _notes(p)] for p in pairs]
     return head, body
 

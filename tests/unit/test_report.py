@@ -31,10 +31,12 @@ from harness.reporting.view import (
     fmt_speedup,
     fused_kernels,
     fusion_pairs,
+    kernels_by_pair,
     noisy_mark,
     over_baseline,
     setting_paired,
     slowest_kernels,
+    speedup_marks,
     speedup_table,
 )
 from harness.stats.intervals import paired_speedup, unpaired_speedup
@@ -123,6 +125,31 @@ def test_a_speedup_from_a_cell_timed_beside_other_work_says_so_beside_it() -> No
     # a further round's warning counts as round 1's does
     quiet[1].record.warnings.append("round 3: a busy machine: other processes used 0.80 cores during the timed calls")
     assert busy_mark(*quiet) == " busy"
+
+
+def test_a_slower_pairs_speedup_carries_its_marks_in_every_place_it_is_given(tmp_path: Path) -> None:
+    """The fusion table's speedups said `noisy` and `busy`; the same pair's speedup in the section on
+    slowdowns, in `findings`' note on it and in the kernels table stood bare of them."""
+    from harness.reporting import findings
+
+    root = tmp_path / "busy"
+    shutil.copytree(GOLDEN / "v7", root)
+    for path in (root / "cells").glob("*.json"):  # golden v7's slower pair: TVM's Offline cells
+        record = json.loads(path.read_text())
+        if record["config"]["backend"] == "tvm" and record["config"]["scenario"] == "Offline":
+            record["warnings"].append("round 2: a busy machine: other processes used 0.80 cores during the timed calls")
+            path.write_text(json.dumps(record))
+    bundle = load(root)
+    (pair,) = [p for p in fusion_pairs([Row(r) for r in bundle.records]) if p.made_slower]
+    marks = speedup_marks(pair.on, pair.off)
+    assert marks.endswith(" busy"), marks
+    page = markdown(bundle)
+    slower = page[page.index("## Where fusion made things slower"):page.index("## What each pair's fusion ran")]
+    assert f"speedup {fmt_speedup(pair)}{marks}. Fused kernels:" in slower, slower
+    assert kernels_by_pair([pair])[1][0][1] == fmt_speedup(pair) + marks
+    (group,) = [g for g in findings.groups([bundle]) if g.setting.startswith("Offline")]
+    (note,) = findings.slower_notes(group)
+    assert note.startswith(f"tvm tuning_trials=1: {pair.result.text()}{marks}. Fused kernels:"), note
 
 
 def test_a_speedup_from_a_noisy_cell_says_so_beside_it() -> None:
