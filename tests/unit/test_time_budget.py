@@ -124,9 +124,12 @@ def test_two_jobs_start_what_fits_and_skip_the_rest(tmp_path: Path, monkeypatch:
 
 
 def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1,
-              scenarios: str = "[SingleStream, Offline, Server]") -> tuple[int, Path, str]:
+              scenarios: str = "[SingleStream, Offline, Server]", brief: bool = False) -> tuple[int, Path, str]:
+    """A run of the null backend; `brief`: its cells' real workers time and run LoadGen briefly."""
     scenario = tmp_path / "null.yaml"
-    scenario.write_text(f"models: [resnet18]\nbackends: [null]\nscenarios: {scenarios}\ntiming: {{rounds: {rounds}}}\n")
+    timing = f"{{rounds: {rounds}, min_time_s: 0.1, max_warmup_s: 0.5}}" if brief else f"{{rounds: {rounds}}}"
+    scenario.write_text(f"models: [{{name: resnet18, input_size: 32}}]\nbackends: [null]\nscenarios: {scenarios}\n"
+                        f"timing: {timing}\n" + ("loadgen: {min_duration_s: 0.2}\n" if brief else ""))
     shown = io.StringIO()
     code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=budget_s,
                           past_budget=past_budget),  # type: ignore[arg-type]
@@ -207,7 +210,8 @@ def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_t
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
     cells = RealFirstRound(clock, first_s=80.0, further_s=50.0)
     monkeypatch.setattr(executors, "run_here", cells)
-    code, bundle, shown = _null_run(tmp_path, budget_s=100, past_budget="missing", rounds=3, scenarios="[SingleStream]")
+    code, bundle, shown = _null_run(tmp_path, budget_s=100, past_budget="missing", rounds=3, scenarios="[SingleStream]",
+                                    brief=True)
     # round 1 (80 s) fits; round 2 starts with 20 s left and is stopped; round 3 never starts
     assert list(cells.further.limits.values()) == [20], "a further round started past the budget, or got more than was left"
     order, records = _records(bundle)
