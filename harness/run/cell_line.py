@@ -84,8 +84,9 @@ def rounds_cut(label: str, record: dict[str, Any]) -> Text:
     """`    cut LABEL: ... kept with 1 of its 3 rounds ...`: a cell whose further rounds the budget kept."""
     rounds = (record.get("metrics") or {}).get("rounds") or []
     kept = sum(1 for r in rounds if r.get("status") == "valid")
+    cell = visible(str(record.get("id")))
     said = Text(f"{'cut':>7}", style=STATUS_STYLE["interrupted"])
     said.append(f" {visible(label)}: the run's time budget ended before its rounds did: kept with {kept} of its "
                 f"{len(rounds)} rounds, and its speedups' intervals are over those; to time all of them again, delete "
-                f"cells/{visible(str(record.get('id')))}.json and cells/{visible(str(record.get('id')))}/ and --resume")
+                f"cells/{cell}.json and cells/{cell}/ and --resume")
     return said
