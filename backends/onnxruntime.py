@@ -357,7 +357,8 @@ class OrtPrepared(Prepared):
 
     def _profile_session(self, batch: Any) -> None:
         """Run a profiling session of the same graph and options: one run to warm it, then
-        `_PROFILED_RUNS`, each run's nodes with their kernels' times kept for `cpu_kernel_times`;
+        `_PROFILED_RUNS`, each run's nodes with their kernels' times and operator types kept for
+        `cpu_kernel_times`;
         the node executions of the last run and the arena peak ORT reports with each node."""
         ort = _ort()
         session_options = _session_options(ort, self.options)
@@ -376,9 +377,12 @@ class OrtPrepared(Prepared):
         nodes = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith(_KERNEL_TIME)]
         per_run = [sorted((e for e in nodes if float(run["ts"]) <= float(e["ts"]) <= float(run["ts"]) + float(run.get("dur", 0))),
                           key=lambda e: float(e["ts"])) for run in runs]
+        # each node's operator type, as ORT's profiler names it: the kind its time is summed under
+        kinds = {e["name"].removesuffix(_KERNEL_TIME): str(e["args"]["op_name"])
+                 for e in nodes if isinstance(e.get("args"), dict) and e["args"].get("op_name")}
         self._kernel_runs = [
             CpuKernelTimes(calls=tuple((e["name"].removesuffix(_KERNEL_TIME), float(e.get("dur", 0)) * 1e3) for e in in_run),
-                           wall_ns=float(run.get("dur", 0)) * 1e3)
+                           wall_ns=float(run.get("dur", 0)) * 1e3, kinds=kinds)
             for run, in_run in zip(runs, per_run) if float(run.get("dur", 0)) > 0
         ]
         peaks = [int(e["args"]["mem_in_use_peak"]) for e in nodes if "mem_in_use_peak" in e.get("args", {})]

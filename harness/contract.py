@@ -72,6 +72,13 @@ class CpuKernelTimes:
     calls: tuple[tuple[str, float], ...]
     #: The whole profiled call: kernels and the dispatch between them.
     wall_ns: float
+    #: Each kernel's kind where the backend's profiler names one (ONNX Runtime's node type:
+    #: "SkipLayerNormalization", "MatMul"): the harness sums the time by kind, so that fusion on can
+    #: be set against off kind by kind. A kernel not named here is of the kind its name gives
+    #: (harness/measure/kernel_kinds.py): an operator's (eager's aten::linear) as it is, else
+    #: without the numbers a compiler numbers its kernels by (TVM's matmul14 is a matmul,
+    #: Inductor's cpp_fused_gelu_178 a cpp_fused_gelu).
+    kinds: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,16 @@ class Memory(Record):
     worker_start: WorkerStart = "fresh"
 
 
+class KindTime(Record):
+    """One kind of kernel of `Kernels.by_kind` (harness/measure/kernel_kinds.py): how many differently
+    named kernels are of it, and their calls and time per inference together."""
+
+    kind: str
+    kernels: Count
+    calls_per_inference: MeanCount
+    ns_per_inference: Ns
+
+
 class Kernels(Record):
     """Kernels (GPU) or compute dispatches (CPU) per inference, and where the time inside them goes."""
 
@@ -215,6 +225,10 @@ class Kernels(Record):
     top_kernels: list[dict[str, Any]] = []
     kernel_time_ns_per_inference: Ns | None = None
     kernel_time_sum_ns_per_inference: Ns | None = None
+    #: CPU: every kind of kernel the profiled inferences ran, the costliest first, and how the kinds
+    #: were named; empty in GPU cells and in cells written before the kinds were kept.
+    by_kind: list[KindTime] = []
+    kind_method: str | None = None
 
 
 MeanBytes = Annotated[float, Field(ge=0, le=BYTES_MAX)]

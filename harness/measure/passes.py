@@ -9,7 +9,8 @@ rest is launch and host overhead (GPU) or dispatch overhead (CPU). On both, the 
 most time are listed with their calls and time per inference: on the CPU each kernel's median share
 of its profiled inference applied to the timed median, as the share inside kernels is, so that one
 inference the profiler slowed, or a kernel the scheduler preempted in it, does not name a kernel
-longer than the inference.
+longer than the inference. On the CPU every kind of kernel is listed too, with its calls and time
+(harness/measure/kernel_kinds.py), so that fusion on can be set against off kind by kind.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from harness.bundle.cell_record import Kernels
 from harness.contract import CpuKernelTimes, Prepared
 from harness.fusion import FusionReport
+from harness.measure import kernel_kinds
 from harness.measure.plugin_answers import asked
 from harness.stats.summary import median
 
@@ -101,7 +103,8 @@ def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, 
     inside kernels (each at most 1: the backend's clocks may round), and the kernels that take the
     most time, slowest first, each with its calls (the median over the inferences) and its time: the
     median of its share of each inference, applied to `wall_ns` (the timed median; where that is 0,
-    a backend that computes no model, the median of its profiled time)."""
+    a backend that computes no model, the median of its profiled time), and every kind of kernel with
+    its time the same way (harness/measure/kernel_kinds.py)."""
     if not runs:
         return {"kernel_share": None}
     shares: dict[str, list[float]] = {}
@@ -124,6 +127,8 @@ def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, 
         "top_kernels": [{"name": name, "calls_per_inference": called[name],
                          "ns_per_inference": share[name] * wall_ns if wall_ns > 0 else median(spent[name])}
                         for name in by_time],
+        "by_kind": kernel_kinds.by_kind(runs, wall_ns),
+        "kind_method": kernel_kinds.kind_method(runs),
     }
 
 

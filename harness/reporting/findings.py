@@ -39,6 +39,7 @@ from harness.reporting.view import (
     slower_beyond_noise,
     slowest_kernels_by_side,
     speedup_marks,
+    time_moved,
     times_faster,
 )
 from harness.stats.intervals import (
@@ -262,6 +263,7 @@ def slower_notes(group: Group) -> list[str]:
             f"{line.backend}: {pair.result.text()}{speedup_marks(pair.on, pair.off)}. "
             f"Fused kernels: {'; '.join(fused_kernels(pair.on)) or 'none reported'}"
             + "".join(f". Most time with fusion {side}: {'; '.join(slowest)}" for side, slowest in slowest_kernels_by_side(pair))
+            + (f". Time moved by kind (on less off): {'; '.join(moved)}" if (moved := time_moved(pair)) else "")
             + (f". Time inside kernels: {split}" if split else ""))
     return notes
 

@@ -34,6 +34,7 @@ from harness.reporting.view import (
     slowest_kernels_by_side,
     speedup_marks,
     speedup_table,
+    time_moved,
     time_split_series,
     valid_rows,
     validity_grid,
@@ -85,7 +86,8 @@ def markdown(loaded: LoadedBundle) -> str:
                   f"speedup {fmt_speedup(p)}{speedup_marks(p.on, p.off)}. Fused kernels: "
                   + (md_cell("; ".join(fused_kernels(p.on))) or "none reported")
                   + "".join(f". Most time with fusion {side}: {md_cell('; '.join(slowest))}"
-                            for side, slowest in slowest_kernels_by_side(p))]
+                            for side, slowest in slowest_kernels_by_side(p))
+                  + (f". Time moved by kind (on less off): {md_cell('; '.join(moved))}" if (moved := time_moved(p)) else "")]
     if slower:
         lines.append("")
     if pairs:

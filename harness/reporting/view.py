@@ -20,6 +20,7 @@ from harness.bundle.figures_check import BUSY as BUSY_WARNING
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.plain_text import one_line
+from harness.reporting import kind_moves
 from harness.reporting.plots import Series
 from harness.reporting.run_facts import apart
 from harness.scenario.cell_config import CellConfig
@@ -468,6 +469,11 @@ def slowest_kernels(row: Row) -> list[str]:
             for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
 
 
+def time_moved(pair: FusionPair) -> list[str]:
+    """Where the pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py)."""
+    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels)
+
+
 def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
     """("on", ...) and ("off", ...): each side of `pair` that lists its slowest kernels, with them."""
     return [(side, slowest) for side, row in (("on", pair.on), ("off", pair.off)) if (slowest := slowest_kernels(row))]
@@ -504,8 +510,10 @@ KERNELS_BY_PAIR_NOTE = (
     "Every fusion pair, slower or not: the fused kernels of its fusion-on cell (each once, with its count; those the "
     "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
     "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its median "
-    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes). The "
-    "speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
+    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes), and the "
+    "time moved is each kind of kernel's time with fusion on less its time with fusion off, in all and then the "
+    "kinds that moved most: a fused kind's time on one side, the kinds it replaced giving theirs back on the other. "
+    "The speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
 )
 
 
@@ -514,9 +522,10 @@ def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]
     side's fusion report notes (a backend's word on what its kernels are not: folded weights, an
     operator run as several kernels)."""
     head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off",
-            "fusion report notes"]
+            "time moved by kind (on less off)", "fusion report notes"]
     body = [[p.name, fmt_speedup(p) + speedup_marks(p.on, p.off), "; ".join(fused_kernels(p.on)) or "none reported",
-             "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-", _notes(p)] for p in pairs]
+             "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-",
+             "; ".join(time_moved(p)) or "-", _notes(p)] for p in pairs]
     return head, body
 
 

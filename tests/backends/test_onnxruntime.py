@@ -80,6 +80,26 @@ def test_fusion_on_reports_conv_bn_relu(setup, tmp_path: Path) -> None:
     assert 0 < sum(ns for _, ns in times.calls) <= times.wall_ns
 
 
+def test_each_kernel_is_of_its_nodes_operator_type_and_fusion_moves_time_between_kinds(setup, tmp_path: Path) -> None:
+    """ORT's profiler names each node's operator type: the kind a kernel's time is summed under, so
+    that the fused convolutions' time with fusion on is set against the convolutions, batch norms
+    and relus they replaced with fusion off."""
+    from harness.measure.kernel_kinds import KIND_METHOD_NAMED, by_kind, kind_method
+
+    _, _, example, _, _ = setup
+    kinds = {}
+    for fusion in ("on", "off"):
+        (tmp_path / fusion).mkdir()
+        times = _prepare(setup, fusion, tmp_path / fusion).cpu_kernel_times(example)
+        assert set(times.kinds) == {name for name, _ in times.calls}
+        assert kind_method([times]).startswith(KIND_METHOD_NAMED)
+        kinds[fusion] = {k["kind"]: k for k in by_kind([times], times.wall_ns)}
+    assert {"Conv", "BatchNormalization", "Relu"} <= set(kinds["off"])
+    assert kinds["off"]["Conv"]["calls_per_inference"] == 20 and kinds["off"]["Conv"]["kernels"] == 20
+    assert "BatchNormalization" not in kinds["on"]  # folded into the convolutions
+    assert sum(k["calls_per_inference"] for k in kinds["on"].values()) < sum(k["calls_per_inference"] for k in kinds["off"].values())
+
+
 def test_disabling_conv_bn_fusion_keeps_batch_norm(setup, tmp_path: Path) -> None:
     """As a scenario file gives it: one string, the names separated by commas."""
     prepared = _prepare(setup, "on", tmp_path, level="basic", disabled_optimizers="ConvBNFusion, ConvAddFusion")

@@ -152,6 +152,39 @@ def test_a_slower_pairs_speedup_carries_its_marks_in_every_place_it_is_given(tmp
     assert note.startswith(f"tvm tuning_trials=1: {pair.result.text()}{marks}. Fused kernels:"), note
 
 
+def test_a_slower_pair_says_where_its_kernel_time_moved_kind_by_kind_in_every_place_it_is_described(tmp_path: Path) -> None:
+    """Fused kernels and each side's slowest kernels named no counterpart for a fused kernel: the
+    section on slowdowns, the kernels table and `findings` now set each kind's time on against off."""
+    from harness.reporting import findings
+
+    root = tmp_path / "kinds"
+    shutil.copytree(GOLDEN / "v7", root)
+    kinds = {"on": [("fused_conv2d_add_relu", 3, 6e6), ("add", 1, 0.5e6)],
+             "off": [("conv2d", 3, 4e6), ("add", 4, 1.5e6), ("relu", 3, 0.5e6)]}
+    for path in (root / "cells").glob("*.json"):  # golden v7's slower pair: TVM's Offline cells
+        record = json.loads(path.read_text())
+        if record["config"]["backend"] == "tvm" and record["config"]["scenario"] == "Offline":
+            record["metrics"]["kernels"]["by_kind"] = [
+                {"kind": kind, "kernels": calls, "calls_per_inference": calls, "ns_per_inference": ns}
+                for kind, calls, ns in kinds[record["config"]["variant"]["fusion"]]]
+            path.write_text(json.dumps(record))
+    bundle = load(root)
+    (pair,) = [p for p in fusion_pairs([Row(r) for r in bundle.records]) if p.made_slower]
+    moved = ("kernels in all +500 us; fused_conv2d_add_relu +6.00 ms (3 calls on, none off); "
+             "conv2d -4.00 ms (none on, 3 calls off); add -1.00 ms (1 call on, 4 calls off); "
+             "relu -500 us (none on, 3 calls off)")
+    page = markdown(bundle)
+    slower = page[page.index("## Where fusion made things slower"):page.index("## What each pair's fusion ran")]
+    assert f"Time moved by kind (on less off): {md_cell(moved)}" in slower, slower
+    head, body = kernels_by_pair([pair])
+    assert body[0][head.index("time moved by kind (on less off)")] == moved
+    (group,) = [g for g in findings.groups([bundle]) if g.setting.startswith("Offline")]
+    (note,) = findings.slower_notes(group)
+    assert f". Time moved by kind (on less off): {moved}" in note, note
+    # a pair whose cells list no kinds (GPU, or written before kinds were kept) says nothing of them
+    assert "Time moved by kind" not in markdown(load(GOLDEN / "v7"))
+
+
 def test_a_speedup_from_a_noisy_cell_says_so_beside_it() -> None:
     """A speedup over eager of 1,672x from an eager cell whose repetitions flipped between 14 ms and
     1.45 s stood in the table as a figure; the noise was said only among the warnings."""

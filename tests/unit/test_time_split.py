@@ -143,3 +143,36 @@ def test_a_backend_whose_profiler_cannot_tell_leaves_the_share_unmeasured() -> N
     assert cpu_kernel_figures([], 10e6) == {"kernel_share": None}
     split = time_split(10e6, _kernels(**cpu_kernel_figures([], 10e6), kernel_time_method="not measured by this backend"), "cpu")
     assert split["kernel_ns"] is None
+
+
+def test_a_cpu_profile_sums_each_kind_of_kernel_by_the_kind_its_backend_names_or_its_name() -> None:
+    """TVM's matmul14 and matmul18 are one kind, matmul; ONNX Runtime names a node's operator type
+    itself, which wins over its name. Each kind's time is its median share applied to the timed median."""
+    from harness.measure.kernel_kinds import KIND_METHOD_NAME, kind_method
+
+    first = CpuKernelTimes(calls=(("matmul14", 2e6), ("matmul18", 1e6), ("node_17", 1e6), ("aten::add", 0.5e6)),
+                           wall_ns=5e6, kinds={"node_17": "SkipLayerNormalization"})
+    # an inference in which the scheduler took the core from aten::add for 4.5 ms: the medians keep it out
+    slow = CpuKernelTimes(calls=(("matmul14", 6e6), ("matmul18", 3e6), ("node_17", 3e6), ("aten::add", 6e6)),
+                          wall_ns=19.5e6, kinds={"node_17": "SkipLayerNormalization"})
+    figures = cpu_kernel_figures([first, slow, first], 10e6)
+    assert figures["by_kind"] == [
+        {"kind": "matmul", "kernels": 2, "calls_per_inference": 2, "ns_per_inference": pytest.approx(6e6)},
+        {"kind": "SkipLayerNormalization", "kernels": 1, "calls_per_inference": 1, "ns_per_inference": pytest.approx(2e6)},
+        {"kind": "aten::add", "kernels": 1, "calls_per_inference": 1, "ns_per_inference": pytest.approx(1e6)},
+    ]
+    assert figures["kind_method"].startswith("the operator type") and figures["kind_method"].endswith(KIND_METHOD_NAME)
+    assert kind_method([CpuKernelTimes(calls=(("cpp_fused_gelu_178", 1.0),), wall_ns=1.0)]) == KIND_METHOD_NAME
+    assert Kernels.model_validate({"kernels_per_inference": 4, "kernel_count_method": "x", **figures}).by_kind[0].kernels == 2
+
+
+def test_a_kernel_kind_is_its_name_without_the_numbers_a_compiler_numbers_its_kernels_by() -> None:
+    """TVM numbers each part of a fused function's name, Inductor each kernel: kept, each fused
+    kernel was a kind of its own. An operator's name is its kind as it is (aten::log10 is no log)."""
+    from harness.measure.kernel_kinds import kind_of
+
+    names = {"fused_conv2d38_subtract16_add45_tir_sigmoid22": "fused_conv2d_subtract_add_tir_sigmoid",
+             "cpp_fused__softmax_168": "cpp_fused__softmax", "cpp_fused_gelu_view_176": "cpp_fused_gelu_view",
+             "matmul14": "matmul", "conv2d": "conv2d", "aten::log10": "aten::log10", "42": "42"}
+    assert {name: kind_of(name, {}) for name in names} == names
+    assert kind_of("gemm_output_reshape_token_143", {"gemm_output_reshape_token_143": "Gemm"}) == "Gemm"

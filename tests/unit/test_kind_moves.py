@@ -1,0 +1,35 @@
+"""Where a fusion pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py)."""
+
+from __future__ import annotations
+
+from harness.bundle.cell_record import Kernels
+from harness.reporting.kind_moves import moves
+
+
+def _kernels(*kinds: tuple[str, int, float, float]) -> Kernels:
+    return Kernels.model_validate({
+        "kernels_per_inference": sum(calls for _, _, calls, _ in kinds), "kernel_count_method": "cpu dispatches",
+        "by_kind": [{"kind": kind, "kernels": kernels, "calls_per_inference": calls, "ns_per_inference": ns}
+                    for kind, kernels, calls, ns in kinds]})
+
+
+def test_a_fused_kind_is_set_against_the_kinds_it_replaced_the_largest_move_first() -> None:
+    """BERT on ONNX Runtime: SkipLayerNormalization's 24 calls with fusion on replace 48 Adds and 24
+    LayerNormalizations; the MatMuls barely move. In all the kernels took 3.5 ms more."""
+    on = _kernels(("MatMul", 72, 72, 30.1e6), ("SkipLayerNormalization", 24, 24, 6.0e6), ("Add", 25, 25, 0.2e6))
+    off = _kernels(("MatMul", 72, 72, 30.0e6), ("Add", 73, 73, 1.2e6), ("LayerNormalization", 24, 24, 1.6e6))
+    assert moves(on, off) == [
+        "kernels in all +3.50 ms",
+        "SkipLayerNormalization +6.00 ms (24 calls on, none off)",
+        "LayerNormalization -1.60 ms (none on, 24 calls off)",
+        "Add -1.00 ms (25 calls on, 73 calls off)",
+        "MatMul +100 us (72 calls on, 72 calls off)",
+    ]
+
+
+def test_only_the_kinds_that_moved_most_are_named_and_a_side_without_kinds_gives_none() -> None:
+    on = _kernels(*((f"k{i}", 1, 1, float(i) * 1e6) for i in range(1, 7)))
+    off = _kernels(("k1", 1, 1, 1e6))
+    assert [move.split()[0] for move in moves(on, off)] == ["kernels", "k6", "k5", "k4", "k3"]
+    bare = Kernels.model_validate({"kernels_per_inference": 3, "kernel_count_method": "CUDA kernels"})
+    assert moves(on, bare) == [] and moves(None, off) == []
