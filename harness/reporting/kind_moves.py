@@ -5,7 +5,10 @@ A fused kernel has no counterpart of its name on the other side; its kind does n
 kinds it replaced give their time back there. So each kind's time with fusion on less its time with
 fusion off, the largest moves first, says what the fusion cost or saved and where:
 `SkipLayerNormalization +6.1 ms (24 calls on, none off); Add -1.2 ms (24 calls on, 73 off)`. The
-kinds are the CPU profile's (`Kernels.by_kind`, harness/measure/kernel_kinds.py).
+kinds are the CPU profile's (`Kernels.by_kind`, harness/measure/kernel_kinds.py): each kind's share
+of round 1's profiled inferences, applied here to the cell's time over its rounds where it has
+several (the time the fusion table gives it), so that a round 1 the machine slowed does not move
+the kinds of one side alone.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from harness.metric_table import format_value
 KINDS_SHOWN = 4
 
 
-def _kinds(kernels: Kernels | None) -> dict[str, KindTime]:
-    return {k.kind: k for k in kernels.by_kind} if kernels is not None else {}
+def _kinds(kernels: Kernels | None, scale: float) -> dict[str, KindTime]:
+    """The kinds of `kernels`, each time scaled by `scale`."""
+    if kernels is None:
+        return {}
+    return {k.kind: k.model_copy(update={"ns_per_inference": k.ns_per_inference * scale}) for k in kernels.by_kind}
 
 
 def _signed(ns: float) -> str:
@@ -31,11 +37,12 @@ def _calls(kind: KindTime | None) -> str:
     return f"{kind.calls_per_inference:g} call{'' if kind.calls_per_inference == 1 else 's'}"
 
 
-def moves(on: Kernels | None, off: Kernels | None) -> list[str]:
+def moves(on: Kernels | None, off: Kernels | None, scales: tuple[float, float] = (1.0, 1.0)) -> list[str]:
     """The kernel time of fusion on less fusion off's, in all and then for the KINDS_SHOWN kinds that
-    moved most, each with its calls per inference on either side. Empty where either side lists no
+    moved most, each with its calls per inference on either side; `scales`: what each side's kind
+    times are multiplied by (its time over rounds over round 1's). Empty where either side lists no
     kinds (a GPU cell, a backend whose profiler cannot tell, a cell written before kinds were kept)."""
-    with_on, with_off = _kinds(on), _kinds(off)
+    with_on, with_off = _kinds(on, scales[0]), _kinds(off, scales[1])
     if not with_on or not with_off:
         return []
     moved = {kind: (with_on[kind].ns_per_inference if kind in with_on else 0.0)

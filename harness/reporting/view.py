@@ -470,8 +470,15 @@ def slowest_kernels(row: Row) -> list[str]:
 
 
 def time_moved(pair: FusionPair) -> list[str]:
-    """Where the pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py)."""
-    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels)
+    """Where the pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py), each
+    side's kinds applied to its time over rounds (`Row.time_ns`), as the profile applied them to
+    round 1's median."""
+    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels, (_over_round_one(pair.on), _over_round_one(pair.off)))
+
+
+def _over_round_one(row: Row) -> float:
+    """A valid cell's time over its rounds over its round 1 median (1 with one round)."""
+    return (row.time_ns or 1.0) / (row.median_ns or 1.0)
 
 
 def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
@@ -511,8 +518,9 @@ KERNELS_BY_PAIR_NOTE = (
     "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
     "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its median "
     "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes), and the "
-    "time moved is each kind of kernel's time with fusion on less its time with fusion off, in all and then the "
-    "kinds that moved most: a fused kind's time on one side, the kinds it replaced giving theirs back on the other. "
+    "time moved is each kind of kernel's time with fusion on less its time with fusion off (its share applied to "
+    "the cell's time over its rounds), in all and then the kinds that moved most: a fused kind's time on one side, "
+    "the kinds it replaced giving theirs back on the other. "
     "The speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
 )
 
