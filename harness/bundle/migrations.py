@@ -57,6 +57,12 @@ History:
   folder now holds other images is refused. A v9 header upgrades unchanged: its `inputs_sha256`
   is absent (null), which says nothing of its images (a v9 bundle is read, not resumed); cells are
   unchanged.
+- v11: a CPU cell's `metrics.kernels` records each kind of kernel's calls and time per inference
+  (`by_kind`: the operator type its backend's profiler names, else the kernel's name without the
+  numbers a compiler numbers its kernels by, harness/measure/kernel_kinds.py) and how the kinds were
+  named (`kind_method`), from which a report says where a fusion pair's kernel time moved. A v10
+  record upgrades unchanged: it kept no kinds, so `by_kind` is empty and `kind_method` absent
+  (null), and its pairs say nothing of kinds; the header is unchanged.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -106,9 +112,9 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
 HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                  6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged}
+                                  6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged, 10: _unchanged}
 CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged}
+                                6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged, 10: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

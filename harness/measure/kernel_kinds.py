@@ -11,7 +11,8 @@ node type); else an operator's name (`aten::linear`, `mkldnn::_convolution_point
 before `::`) is its own kind; else its name with the number each of its parts ends in taken off:
 one kernel generated many times over is one kind (TVM's matmul14 and matmul18 are matmul,
 fused_conv2d38_subtract16_add45_relu22 is fused_conv2d_subtract_add_relu, Inductor's
-cpp_fused_gelu_176 is cpp_fused_gelu). Each kind's time is taken as each kernel's is
+cpp_fused_gelu_176 is cpp_fused_gelu; an operator whose own name ends in a number, log2 or expm1,
+loses it too: the two numberings cannot be told apart). Each kind's time is taken as each kernel's is
 (harness/measure/passes.py): its median share of the profiled inferences applied to the timed median.
 """
 
@@ -28,6 +29,12 @@ KIND_METHOD_NAMED = "the operator type the backend's profiler names for each ker
 KIND_METHOD_NAME = ("an operator's name (namespace::name) as it is, else the kernel's name without the number each "
                     "of its parts ends in")
 _PART_NUMBER = re.compile(r"\d+$")
+
+
+def named_well(kinds: Any) -> bool:
+    """Whether a backend's `CpuKernelTimes.kinds` is what the contract says: a mapping of kernel
+    names to kinds, each a string."""
+    return isinstance(kinds, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in kinds.items())
 
 
 def kind_of(name: str, kinds: Mapping[str, str]) -> str:

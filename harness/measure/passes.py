@@ -22,9 +22,10 @@ from typing import Any
 
 from harness.bundle.cell_record import Kernels
 from harness.contract import CpuKernelTimes, Prepared
+from harness.errors import BackendFailed
 from harness.fusion import FusionReport
 from harness.measure import kernel_kinds
-from harness.measure.plugin_answers import asked
+from harness.measure.plugin_answers import CONTRACT, asked
 from harness.stats.summary import median
 
 
@@ -94,6 +95,10 @@ def _cpu_profiled_runs(prepared: Prepared, batch: Any, iters: int) -> list[CpuKe
         times = asked(prepared, "cpu_kernel_times", (CpuKernelTimes, type(None)), batch)
         if times is None or times.wall_ns <= 0:
             return []
+        if not kernel_kinds.named_well(times.kinds):
+            raise BackendFailed(f"{type(prepared).__name__}.cpu_kernel_times() returned CpuKernelTimes whose kinds are "
+                                f"{type(times.kinds).__name__} {times.kinds!r:.80}, not a mapping of kernel names to "
+                                f"kinds, each a string ({CONTRACT})")
         runs.append(times)
     return runs
 

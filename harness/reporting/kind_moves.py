@@ -3,8 +3,9 @@ fused kernels and its slowest ones.
 
 A fused kernel has no counterpart of its name on the other side; its kind does not either, but the
 kinds it replaced give their time back there. So each kind's time with fusion on less its time with
-fusion off, the largest moves first, says what the fusion cost or saved and where:
-`SkipLayerNormalization +6.1 ms (24 calls on, none off); Add -1.2 ms (24 calls on, 73 off)`. The
+fusion off, the largest moves first, says what the fusion cost or saved and where (BERT base on
+ONNX Runtime on one thread: `kernels in all +18.7 ms; Gemm +127 ms (72 calls on, none off); MatMul
+-119 ms (12 calls on, 96 calls off); SkipLayerNormalization +11.8 ms (25 calls on, none off); ...`). The
 kinds are the CPU profile's (`Kernels.by_kind`, harness/measure/kernel_kinds.py): each kind's share
 of round 1's profiled inferences, applied here to the cell's time over its rounds where it has
 several (the time the fusion table gives it), so that a round 1 the machine slowed does not move
@@ -49,6 +50,6 @@ def moves(on: Kernels | None, off: Kernels | None, scales: tuple[float, float] =
              - (with_off[kind].ns_per_inference if kind in with_off else 0.0)
              for kind in with_on.keys() | with_off.keys()}
     largest = sorted(moved, key=lambda kind: (-abs(moved[kind]), kind))[:KINDS_SHOWN]
-    return [f"kernels in all {_signed(sum(moved.values()))}",
+    return [f"kernels in all {_signed(sum(moved[kind] for kind in sorted(moved)))}",
             *(f"{kind} {_signed(moved[kind])} ({_calls(with_on.get(kind))} on, {_calls(with_off.get(kind))} off)"
               for kind in largest)]

@@ -56,7 +56,9 @@ TIME_SPLIT_NOTE = (
 SLOWER_NOTE = (
     f"The fusion pairs fusion made slower: slower by their verdict over rounds, or, of one round, a speedup below "
     f"{1 / (1 + SMALLEST_EFFECT):.3f} (a smaller slowdown in one round is within what a rerun moves). `fusionbench "
-    "findings` counts them alike. Their speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
+    "findings` counts them alike. Their speedups carry the fusion table's marks (`noisy`, `busy`, cores busy). On a "
+    "CPU each says where its kernel time moved kind by kind, each side's kinds at its time over its rounds (the "
+    "slowest kernels are at round 1's)."
 )
 SPEEDUP_NOTE = (
     "Speedup = fusion off over fusion on (below 1: fusion made it slower), the geometric mean over the rounds both "
@@ -477,8 +479,8 @@ def time_moved(pair: FusionPair) -> list[str]:
 
 
 def _over_round_one(row: Row) -> float:
-    """A valid cell's time over its rounds over its round 1 median (1 with one round)."""
-    return (row.time_ns or 1.0) / (row.median_ns or 1.0)
+    """A cell's time over its rounds over its round 1 median (1 with one round, or with no median)."""
+    return row.time_ns / row.median_ns if row.time_ns and row.median_ns else 1.0
 
 
 def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
@@ -526,9 +528,9 @@ KERNELS_BY_PAIR_NOTE = (
 
 
 def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
-    """Per fusion pair: its speedup, its fused kernels, each side's slowest kernels and what each
-    side's fusion report notes (a backend's word on what its kernels are not: folded weights, an
-    operator run as several kernels)."""
+    """Per fusion pair: its speedup, its fused kernels, each side's slowest kernels, where its kernel
+    time moved kind by kind (`time_moved`) and what each side's fusion report notes (a backend's word
+    on what its kernels are not: folded weights, an operator run as several kernels)."""
     head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off",
             "time moved by kind (on less off)", "fusion report notes"]
     body = [[p.name, fmt_speedup(p) + speedup_marks(p.on, p.off), "; ".join(fused_kernels(p.on)) or "none reported",

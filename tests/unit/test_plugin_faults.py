@@ -63,6 +63,33 @@ def test_a_prepared_methods_wrong_answer_fails_its_cell_naming_the_method(capsys
         asked(prepared, "profile_figures", (dict,), 0)
 
 
+def test_kernel_kinds_that_are_not_strings_by_name_fail_the_cell_naming_the_method(tmp_path: Path) -> None:
+    """`CpuKernelTimes.kinds` left None (or given as a list) failed the profile pass with an
+    AttributeError in the harness's own code, naming no method."""
+    from harness.measure import passes
+
+    class _Kinds(_Answers):
+        kinds: Any = None
+        dispatch_definition = kernel_time_definition = "one call"
+
+        def cpu_dispatches(self, batch: Any) -> Any:
+            return 1
+
+        def cpu_kernel_times(self, batch: Any) -> Any:
+            return CpuKernelTimes(calls=(("k", 0.5e6),), wall_ns=1e6, kinds=self.kinds)
+
+        def profile_figures(self, batch: Any) -> Any:
+            return {}
+
+    prepared = _Kinds()
+    for wrong in (None, [("k", "conv")], {"k": 3}):
+        prepared.kinds = wrong
+        with pytest.raises(BackendFailed, match=r"^_Kinds\.cpu_kernel_times\(\) returned CpuKernelTimes whose kinds are "):
+            passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
+    prepared.kinds = {"k": "Conv"}
+    assert passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)["by_kind"][0]["kind"] == "Conv"  # type: ignore[arg-type]
+
+
 class _Broken(Backend):
     name = "broken"
     answer: Any = None
