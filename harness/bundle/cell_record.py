@@ -226,7 +226,7 @@ class Kernels(Record):
     kernel_time_ns_per_inference: Ns | None = None
     kernel_time_sum_ns_per_inference: Ns | None = None
     #: CPU: every kind of kernel the profiled inferences ran, the costliest first, and how the kinds
-    #: were named; empty in GPU cells and in cells written before the kinds were kept.
+    #: were named; empty in GPU cells and in cells of schemas before 11.
     by_kind: list[KindTime] = []
     kind_method: str | None = None
 

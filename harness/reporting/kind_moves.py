@@ -42,7 +42,7 @@ def moves(on: Kernels | None, off: Kernels | None, scales: tuple[float, float] =
     """The kernel time of fusion on less fusion off's, in all and then for the KINDS_SHOWN kinds that
     moved most, each with its calls per inference on either side; `scales`: what each side's kind
     times are multiplied by (its time over rounds over round 1's). Empty where either side lists no
-    kinds (a GPU cell, a backend whose profiler cannot tell, a cell written before kinds were kept)."""
+    kinds (a GPU cell, a backend whose profiler cannot tell, a cell of a schema before 11)."""
     with_on, with_off = _kinds(on, scales[0]), _kinds(off, scales[1])
     if not with_on or not with_off:
         return []

@@ -141,7 +141,8 @@ def test_golden_bundles_of_every_version_load_as_the_current_version() -> None:
         assert loaded.version == version
         assert loaded.header["schema_version"] == SCHEMA_VERSION and loaded.header["state"]
         assert len(loaded.cells) == (14 if version >= 7 else 10) and not loaded.missing  # v7 on: TVM's pair added
-        assert {c["status"] for c in loaded.cells} >= {"valid", "failed"}
+        # to v10 the ONNX Runtime cells asking for CUDA on a CPU failed; from v11 they are skipped
+        assert {c["status"] for c in loaded.cells} >= {"valid", "failed" if version <= 10 else "skipped"}
 
 
 def test_cell_ids_from_bundle_json_cannot_name_other_files(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ def cell_data(status: str = "valid", samples: list[int] | None = None, reason: s
     metrics["device_time"]["samples_ns"] = samples or []
     if samples:
         metrics["device_time"]["summary"]["median_ns"] = median(samples)  # as a worker records it
+        metrics["device_time"]["summary"]["noisy"] = False  # the golden cell's own spread is not the samples'
         metrics.pop("first_call_ratio")  # derived from the golden cell's median
     del metrics["rounds"]  # one round: the samples given are the cell's all
     data["config"]["timing"]["rounds"] = 1

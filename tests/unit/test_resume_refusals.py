@@ -128,7 +128,7 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
     assert json.loads((root / "bundle.json").read_text())["state"] == "complete"
 
     monkeypatch.setattr(report, "write_bytes_atomic", write)
-    assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # the golden bundle has failed cells
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 0  # as its run: valid and skipped cells
     assert (root / "report.md").exists() and (root / "report.html").exists()
     assert {"report.md", "report.html"} <= set(manifest.read(Snapshot(root)))
     assert validate(root).ok, validate(root).problems
@@ -332,7 +332,7 @@ def test_a_resume_of_a_complete_bundle_says_so_and_changes_nothing(tmp_path: Pat
     root = tmp_path / "run"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
     before = _snapshot(root)
-    assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # as its run: the golden bundle has failed cells
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 0  # as its run: valid and skipped cells
     out = " ".join(capsys.readouterr().out.split())
     assert "is complete: every cell has its record and the report is written; nothing to resume" in out, out
     assert _snapshot(root) == before
@@ -352,7 +352,7 @@ def test_a_resume_says_its_noise_warning_was_measured_when_the_run_started(
     for name in (report.REPORT_MD, report.REPORT_HTML):  # complete but for its report: the resume writes it
         (root / name).unlink()
     manifest.write(root)
-    assert main(["run", "--resume", str(root), "--no-cache"]) == 1  # as its run: the golden bundle has failed cells
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 0  # as its run: valid and skipped cells
     printed = " ".join(capsys.readouterr().out.split())
     said = " ".join(f"when the run started ({header['created']}), {warning}".split())
     assert printed.count(said) == 2, printed  # before the cells and at the end
