@@ -340,3 +340,18 @@ def test_every_forged_figure_is_rejected_even_with_a_fresh_manifest(tmp_path: Pa
         if validate(root).ok:
             accepted.append(what)
     assert len(forgeries) > 20 and accepted == []
+
+
+def test_a_kind_of_kernel_out_of_its_range_is_a_problem(tmp_path: Path) -> None:
+    """Schema 11's kinds are figures a report sets side by side: a negative time, a kind that is no
+    string or a count that is no count is refused, as any figure out of its range is."""
+    source = next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                  if (json.loads(p.read_text())["metrics"] or {}).get("kernels", {}).get("by_kind"))
+    damages = {"negative time": ("ns_per_inference", -1.0), "kind no string": ("kind", 7),
+               "kernels no count": ("kernels", 2.5)}
+    for what, (key, value) in damages.items():
+        root = tmp_path / what.replace(" ", "-")
+        shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+        edit_json(root / "cells" / source.name, lambda c, k=key, v=value: c["metrics"]["kernels"]["by_kind"][0].update({k: v}))
+        assert not validate(root).ok, what
+    assert validate(GOLDEN / f"v{SCHEMA_VERSION}").ok
