@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,29 +113,43 @@ def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, 
     its time the same way (harness/measure/kernel_kinds.py)."""
     if not runs:
         return {"kernel_share": None}
-    shares: dict[str, list[float]] = {}
-    calls: dict[str, list[int]] = {}
-    spent: dict[str, list[float]] = {}
-    for i, times in enumerate(runs):
-        for name, ns in times.calls:
-            if name not in shares:
-                shares[name], calls[name], spent[name] = [0.0] * len(runs), [0] * len(runs), [0.0] * len(runs)
-            shares[name][i] += ns / times.wall_ns
-            spent[name][i] += ns
-            calls[name][i] += 1
-    called = {name: median(counts) for name, counts in calls.items()}
-    # a kernel most of the profiled inferences did not run (a lazily built cache, say) is none of the inference's
-    share = {name: median(values) for name, values in shares.items() if called[name] > 0}
-    by_time = sorted(share, key=lambda name: (-share[name], -called[name], name))[:TOP_KERNELS]
+    kernels = _summed(runs, wall_ns, lambda name, times: name)
+    kinds = _summed(runs, wall_ns, lambda name, times: kernel_kinds.kind_of(name, times.kinds))
     return {
         "kernel_share": median([min(sum(ns for _, ns in t.calls) / t.wall_ns, 1.0) for t in runs]),
         "profiled_iters": len(runs),
-        "top_kernels": [{"name": name, "calls_per_inference": called[name],
-                         "ns_per_inference": share[name] * wall_ns if wall_ns > 0 else median(spent[name])}
-                        for name in by_time],
-        "by_kind": kernel_kinds.by_kind(runs, wall_ns),
+        "top_kernels": [{"name": name, "calls_per_inference": called, "ns_per_inference": ns}
+                        for name, called, ns, _ in kernels[:TOP_KERNELS]],
+        "by_kind": [{"kind": kind, "kernels": len(names), "calls_per_inference": called, "ns_per_inference": ns}
+                    for kind, called, ns, names in kinds],
         "kind_method": kernel_kinds.kind_method(runs),
     }
+
+
+def _summed(runs: list[CpuKernelTimes], wall_ns: float,
+            key: Callable[[str, CpuKernelTimes], str]) -> list[tuple[str, float, float, set[str]]]:
+    """The profiled inferences' calls summed by `key` (a kernel's name, or its kind), the costliest
+    first: each key with its calls per inference (the median over the inferences), its time per
+    inference (the median of its share of each inference applied to `wall_ns`; where that is 0, the
+    median of its profiled time) and the kernels' names it holds."""
+    shares: dict[str, list[float]] = {}
+    calls: dict[str, list[int]] = {}
+    spent: dict[str, list[float]] = {}
+    names: dict[str, set[str]] = {}
+    for i, times in enumerate(runs):
+        for name, ns in times.calls:
+            at = key(name, times)
+            if at not in shares:
+                shares[at], calls[at], spent[at], names[at] = [0.0] * len(runs), [0] * len(runs), [0.0] * len(runs), set()
+            shares[at][i] += ns / times.wall_ns
+            spent[at][i] += ns
+            calls[at][i] += 1
+            names[at].add(name)
+    called = {at: median(counts) for at, counts in calls.items()}
+    # a kernel most of the profiled inferences did not run (a lazily built cache, say) is none of the inference's
+    share = {at: median(values) for at, values in shares.items() if called[at] > 0}
+    return [(at, called[at], share[at] * wall_ns if wall_ns > 0 else median(spent[at]), names[at])
+            for at in sorted(share, key=lambda at: (-share[at], -called[at], at))]
 
 
 def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:

@@ -84,7 +84,8 @@ def test_each_kernel_is_of_its_nodes_operator_type_and_fusion_moves_time_between
     """ORT's profiler names each node's operator type: the kind a kernel's time is summed under, so
     that the fused convolutions' time with fusion on is set against the convolutions, batch norms
     and relus they replaced with fusion off."""
-    from harness.measure.kernel_kinds import KIND_METHOD_NAMED, by_kind, kind_method
+    from harness.measure.kernel_kinds import KIND_METHOD_NAMED, kind_method
+    from harness.measure.passes import cpu_kernel_figures
 
     _, _, example, _, _ = setup
     kinds = {}
@@ -93,7 +94,7 @@ def test_each_kernel_is_of_its_nodes_operator_type_and_fusion_moves_time_between
         times = _prepare(setup, fusion, tmp_path / fusion).cpu_kernel_times(example)
         assert set(times.kinds) == {name for name, _ in times.calls}
         assert kind_method([times]).startswith(KIND_METHOD_NAMED)
-        kinds[fusion] = {k["kind"]: k for k in by_kind([times], times.wall_ns)}
+        kinds[fusion] = {k["kind"]: k for k in cpu_kernel_figures([times], times.wall_ns)["by_kind"]}
     assert {"Conv", "BatchNormalization", "Relu"} <= set(kinds["off"])
     assert kinds["off"]["Conv"]["calls_per_inference"] == 20 and kinds["off"]["Conv"]["kernels"] == 20
     assert "BatchNormalization" not in kinds["on"]  # folded into the convolutions

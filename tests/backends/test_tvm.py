@@ -91,10 +91,11 @@ def test_each_kernels_time_is_named_as_the_report_names_it(tiny: dict[str, Any])
 def test_fusion_on_and_off_are_set_side_by_side_kind_by_kind(tiny: dict[str, Any]) -> None:
     """TVM numbers its functions (conv2d1, fused_conv2d_subtract_add1_relu): by kind, fusion off's
     convolution and relu stand against fusion on's fused convolution (harness/measure/kernel_kinds.py)."""
-    from harness.measure.kernel_kinds import KIND_METHOD_NAME, by_kind, kind_method
+    from harness.measure.kernel_kinds import KIND_METHOD_NAME, kind_method
+    from harness.measure.passes import cpu_kernel_figures
 
     times = {fusion: tiny[fusion].cpu_kernel_times(tiny["example"]) for fusion in ("on", "off")}
-    kinds = {fusion: {k["kind"] for k in by_kind([t], t.wall_ns)} for fusion, t in times.items()}
+    kinds = {fusion: {k["kind"] for k in cpu_kernel_figures([t], t.wall_ns)["by_kind"]} for fusion, t in times.items()}
     assert {"conv2d", "relu", "matmul"} <= kinds["off"], kinds["off"]
     assert "conv2d" not in kinds["on"] and any(k.startswith("fused_conv2d") and k.endswith("relu") for k in kinds["on"])
     assert kind_method([times["on"]]) == KIND_METHOD_NAME
