@@ -48,6 +48,8 @@ from typing import Self, TextIO
 import pydantic
 from pydantic import ConfigDict
 
+from harness.quick_exit import quick_exit
+
 #: What every worker imports before it measures anything (harness/measure/worker.py's phases).
 PRELOADED = (
     "torch",
@@ -272,4 +274,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    quick_exit(main())  # without the interpreter's teardown: harness/quick_exit.py

@@ -53,6 +53,7 @@ from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
 from harness.measure import cell_model, plugin_answers, protocol, trust
 from harness.measure.protocol import Phase, ProtocolError, WorkerAnswer, WorkerRequest
+from harness.quick_exit import quick_exit
 from harness.scenario.cell_config import CellConfig
 
 
@@ -457,4 +458,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    quick_exit(main())  # without the interpreter's teardown: harness/quick_exit.py

@@ -19,6 +19,7 @@ import pydantic
 from pydantic import ConfigDict
 
 from harness.errors import ConfigError
+from harness.quick_exit import quick_exit
 
 if TYPE_CHECKING:
     from harness.run.probe_answer import ProbeAnswer
@@ -166,4 +167,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    quick_exit(main())  # without the interpreter's teardown: harness/quick_exit.py

@@ -92,6 +92,19 @@ def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> N
     assert "ratio preloaded / fresh" in done.stdout
 
 
+def test_helper_exit_benchmark_times_both_endings_and_writes_its_figures(tmp_path: Path) -> None:
+    out = tmp_path / "helper_exit.json"
+    done = subprocess.run([sys.executable, "benchmarks/helper_exit.py", "--rounds", "1", "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert [len(figures["exit_s"][way]) for way in ("teardown", "quick")] == [1, 1]
+    assert all(seconds > 0 for times in figures["exit_s"].values() for seconds in times)
+    ratio = figures["median_exit_s"]["quick"] / figures["median_exit_s"]["teardown"]
+    assert figures["ratio_quick_to_teardown"] == pytest.approx(ratio)
+    assert done.stdout.splitlines()[-1] == f"ratio quick / teardown: {ratio:.3f}"
+
+
 def test_verdicts_benchmark_runs_a_scenario_twice_and_ends_with_the_agreement_line(tmp_path: Path) -> None:
     """On the example plugin's backend, as the paired benchmark's test: it traces in a fraction of a
     second, with no ONNX export, and the runs' probes import no ONNX Runtime (8 CPU-s less)."""
