@@ -225,8 +225,8 @@ class Kernels(Record):
     top_kernels: list[dict[str, Any]] = []
     kernel_time_ns_per_inference: Ns | None = None
     kernel_time_sum_ns_per_inference: Ns | None = None
-    #: CPU: every kind of kernel the profiled inferences ran, the costliest first, and how the kinds
-    #: were named; empty in GPU cells and in cells of schemas before 11.
+    #: Every kind of kernel the profiled inferences ran, the costliest first, and how the kinds were
+    #: named; empty in cells of schemas before 11 and in GPU cells written before 2026-12-02.
     by_kind: list[KindTime] = []
     kind_method: str | None = None
 

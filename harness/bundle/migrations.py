@@ -62,7 +62,8 @@ History:
   numbers a compiler numbers its kernels by, harness/measure/kernel_kinds.py) and how the kinds were
   named (`kind_method`), from which a report says where a fusion pair's kernel time moved. A v10
   record upgrades unchanged: it kept no kinds, so `by_kind` is empty and `kind_method` absent
-  (null), and its pairs say nothing of kinds; the header is unchanged.
+  (null), and its pairs say nothing of kinds; the header is unchanged. GPU cells fill the same
+  fields from 2026-12-02 on, with no new version (the same shape; one without them says nothing).
 """
 
 from __future__ import annotations

@@ -15,6 +15,17 @@ cpp_fused_gelu_176 is cpp_fused_gelu; an operator whose own name ends in a numbe
 loses it too: the two numberings cannot be told apart). The profile pass (harness/measure/passes.py)
 sums each kind's time as it sums each kernel's: its median share of the profiled inferences applied
 to the timed median.
+
+A GPU's kernels are named by CUPTI, and two more rules come first for them. A C++ kernel's
+demangled signature is the function it instantiates, without its return type, template arguments
+and parameters (`void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
+...>(...)` is at::native::vectorized_elementwise_kernel: every elementwise functor of ATen one kind, as
+a profiler's base name has it; the functor is in the kernel's own name, `top_kernels`). A kernel of
+NVIDIA's libraries named by its configuration (`sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize128x32x8_
+..._execute_kernel__5x_cudnn`) is the library and the operation, the words after the architecture up
+to the first with a number in it (`cudnn xmma_fprop_implicit_gemm`): each tile shape would otherwise
+be a kind. Triton's and TVM's generated kernels (`triton_poi_fused_add_convolution_relu_4`,
+`fused_conv2d1_subtract1_relu1_kernel`) take the numbering rule above.
 """
 
 from __future__ import annotations
@@ -26,9 +37,13 @@ from typing import Any
 from harness.contract import CpuKernelTimes
 
 KIND_METHOD_NAMED = "the operator type the backend's profiler names for each kernel"
-KIND_METHOD_NAME = ("an operator's name (namespace::name) as it is, else the kernel's name without the number each "
-                    "of its parts ends in")
+KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters; a kernel of NVIDIA's "
+                    "libraries named by its configuration, its library and operation; an operator's name "
+                    "(namespace::name) as it is; else the kernel's name without the number each of its parts ends in")
 _PART_NUMBER = re.compile(r"\d+$")
+_ANONYMOUS = "(anonymous namespace)"
+#: The suffix of a kernel of NVIDIA's libraries named by its configuration, and the library it names.
+_LIBRARY_SUFFIX = re.compile(r"_(cudnn|cublas|cublasLt)$")
 
 
 def named_well(kinds: Any) -> bool:
@@ -38,12 +53,18 @@ def named_well(kinds: Any) -> bool:
 
 
 def kind_of(name: str, kinds: Mapping[str, str]) -> str:
-    """`name`'s kind: the one `kinds` gives it; else an operator's name (`aten::add`) as it is;
-    else the name with the number each `_`-separated part ends in taken off, a part that is all
+    """`name`'s kind: the one `kinds` gives it; else a C++ kernel's function (`_function_of`); else
+    a library kernel's library and operation (`_library_operation`); else an operator's name
+    (`aten::add`) as it is; else the name with the number each `_`-separated part ends in taken off, a part that is all
     number left out (a name that is all number is its own kind)."""
     named = kinds.get(name)
     if named:
         return str(named)
+    if "<" in name or "(" in name:
+        return _function_of(name)
+    library = _LIBRARY_SUFFIX.search(name)
+    if library:
+        return _library_operation(name, library)
     if "::" in name:
         return name
     given = name.split("_")
@@ -55,3 +76,37 @@ def kind_method(runs: list[CpuKernelTimes]) -> str:
     """How the kinds of `runs` were named, in words."""
     named = any(times.kinds for times in runs)
     return f"{KIND_METHOD_NAMED}; else {KIND_METHOD_NAME}" if named else KIND_METHOD_NAME
+
+
+def _function_of(signature: str) -> str:
+    """The function a demangled C++ signature names: without what is between angle brackets or
+    parentheses (template arguments, parameters, casts in them) and without its return type, the
+    anonymous namespace kept (`void at::native::(anonymous namespace)::max_pool_forward_nchw<float,
+    int>(...)` is at::native::(anonymous namespace)::max_pool_forward_nchw). A signature whose
+    brackets do not close is its own kind."""
+    text = signature.replace(_ANONYMOUS, "\0")
+    kept, depth = [], 0
+    for char in text:
+        if char in "<(":
+            depth += 1
+        elif char in ">)" and depth:
+            depth -= 1
+        elif depth == 0:
+            kept.append(char)
+    words = "".join(kept).split()
+    if depth or not words:
+        return signature
+    return words[-1].replace("\0", _ANONYMOUS)
+
+
+def _library_operation(name: str, library: re.Match[str]) -> str:
+    """An NVIDIA library kernel's library and operation: the `_`-separated words after the first
+    (the architecture, sm80) up to the first with a digit in it, or the whole name where none is
+    left."""
+    words = name[:library.start()].split("_")[1:]
+    operation = []
+    for word in words:
+        if any(char.isdigit() for char in word):
+            break
+        operation.append(word)
+    return f"{library.group(1)} {'_'.join(operation)}" if operation else name

@@ -80,13 +80,25 @@ TOP_KERNELS = 25
 def top_kernels(timed: list[tuple[str, float]], iters: int) -> list[dict[str, Any]]:
     """The kernels of `iters` profiled inferences that take the most time, slowest first, each with
     its calls and time per inference, from (name, ns) per call."""
-    calls = Counter(name for name, _ in timed)
+    return [{"name": name, "calls_per_inference": called, "ns_per_inference": ns}
+            for name, called, ns, _ in _traced(timed, iters, lambda name: name)[:TOP_KERNELS]]
+
+
+def _traced(timed: list[tuple[str, float]], iters: int,
+            key: Callable[[str], str]) -> list[tuple[str, float, float, set[str]]]:
+    """The calls of `iters` traced inferences, (name, ns) each, summed by `key` (a kernel's name, or
+    its kind), the costliest first: each key with its calls and time per inference and the kernels'
+    names it holds."""
+    calls: Counter[str] = Counter()
     spent: dict[str, float] = {}
+    names: dict[str, set[str]] = {}
     for name, ns in timed:
-        spent[name] = spent.get(name, 0.0) + ns
-    by_time = sorted(calls, key=lambda kernel: (-spent[kernel], -calls[kernel], kernel))[:TOP_KERNELS]
-    return [{"name": name, "calls_per_inference": calls[name] / iters, "ns_per_inference": spent[name] / iters}
-            for name in by_time]
+        at = key(name)
+        calls[at] += 1
+        spent[at] = spent.get(at, 0.0) + ns
+        names.setdefault(at, set()).add(name)
+    return [(at, calls[at] / iters, spent[at] / iters, names[at])
+            for at in sorted(calls, key=lambda at: (-spent[at], -calls[at], at))]
 
 
 def _cpu_profiled_runs(prepared: Prepared, batch: Any, iters: int) -> list[CpuKernelTimes]:
@@ -154,8 +166,10 @@ def _summed(runs: list[CpuKernelTimes], wall_ns: float,
 
 def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:
     """The kernel figures of `iters` profiled inferences from the profiler's trace events: how many
-    kernels, the GPU's busy time, and the kernels that take the most time, each with its calls and
-    time per inference (so a report can say which fused kernel a slower cell spends its time in)."""
+    kernels, the GPU's busy time, the kernels that take the most time, each with its calls and
+    time per inference (so a report can say which fused kernel a slower cell spends its time in),
+    and every kind of kernel with its kernels, calls and time per inference, the costliest first
+    (harness/measure/kernel_kinds.py; a kernel's own time, as the trace gives it)."""
     launched = [e for e in events if e.get("cat") == "kernel"]
     timed = [(e.get("name", "?"), float(e.get("dur", 0)) * 1e3) for e in launched]  # the trace's microseconds, as ns
     intervals = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in launched if "ts" in e]
@@ -164,12 +178,20 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
         "top_kernels": top_kernels(timed, iters),
+        "by_kind": _cuda_kinds(timed, iters),
+        "kind_method": kernel_kinds.KIND_METHOD_NAME,
         "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
         "kernel_time_method": (
             "the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), per inference; kernels that overlap count once"
         ),
         "kernel_time_sum_ns_per_inference": sum(end - start for start, end in intervals) * 1e3 / iters,
     }
+
+
+def _cuda_kinds(timed: list[tuple[str, float]], iters: int) -> list[dict[str, Any]]:
+    """The kinds of the kernels of `iters` traced inferences, from (name, ns) per call."""
+    return [{"kind": kind, "kernels": len(names), "calls_per_inference": called, "ns_per_inference": ns}
+            for kind, called, ns, names in _traced(timed, iters, lambda name: kernel_kinds.kind_of(name, {}))]
 
 
 def busy_us(intervals: list[tuple[float, float]]) -> float:

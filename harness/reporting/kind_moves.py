@@ -6,9 +6,9 @@ kinds it replaced give their time back there. So each kind's time with fusion on
 fusion off, the largest moves first, says what the fusion cost or saved and where (BERT base on
 ONNX Runtime on one thread: `kernels in all +18.7 ms; Gemm +127 ms (72 calls on, none off); MatMul
 -119 ms (12 calls on, 96 calls off); SkipLayerNormalization +11.8 ms (25 calls on, none off); ...`). The
-kinds are the CPU profile's (`Kernels.by_kind`, harness/measure/kernel_kinds.py): each kind's share
-of round 1's profiled inferences, applied here to the cell's time over its rounds where it has
-several (the time the fusion table gives it), so that a round 1 the machine slowed does not move
+kinds are the profile pass's (`Kernels.by_kind`, harness/measure/kernel_kinds.py): on the CPU each
+kind's share of round 1's profiled inferences, on a GPU its traced time, scaled here to the cell's
+time over its rounds where it has several (the time the fusion table gives it), so that a round 1 the machine slowed does not move
 the kinds of one side alone.
 """
 
@@ -42,7 +42,8 @@ def moves(on: Kernels | None, off: Kernels | None, scales: tuple[float, float] =
     """The kernel time of fusion on less fusion off's, in all and then for the KINDS_SHOWN kinds that
     moved most, each with its calls per inference on either side; `scales`: what each side's kind
     times are multiplied by (its time over rounds over round 1's). Empty where either side lists no
-    kinds (a GPU cell, a backend whose profiler cannot tell, a cell of a schema before 11)."""
+    kinds (a backend whose profiler cannot tell, a cell of a schema before 11, a GPU cell written
+    before 2026-12-02)."""
     with_on, with_off = _kinds(on, scales[0]), _kinds(off, scales[1])
     if not with_on or not with_off:
         return []

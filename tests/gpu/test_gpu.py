@@ -56,6 +56,9 @@ timing: {min_time_s: 1}
         assert m["math_mode"]["effective"] == "ieee" and m["math_mode"]["torch"]["cudnn_conv_fp32_precision"] == "ieee"
         assert m["kernels"]["kernel_count_method"].startswith("CUDA kernels")
         assert m["kernels"]["kernels_per_inference"] > 10
+        # every kernel in one kind or another: the kinds' calls are the kernels'
+        kinds = m["kernels"]["by_kind"]
+        assert sum(k["calls_per_inference"] for k in kinds) == pytest.approx(m["kernels"]["kernels_per_inference"])
         assert 0 < m["time_split"]["kernel_ns"] <= m["time_split"]["wall_ns"] * 1.05
         assert m["memory"]["torch_max_allocated_bytes"] > 25e6 * 4  # resnet50 weights alone are ~100 MB
         assert m["memory"]["nvml_process_peak_bytes"] or m["memory"]["nvml_device_used_delta_bytes"]
@@ -64,6 +67,7 @@ timing: {min_time_s: 1}
         assert all("gpu_before" in r["beside"] for r in m["device_time"]["repetitions"])
     eager, inductor = (cells[(b, "SingleStream", "on", "off", "fp32")]["metrics"] for b in ("eager", "inductor"))
     assert eager["kernels"]["kernels_per_inference"] > inductor["kernels"]["kernels_per_inference"]
+    assert any(k["kind"].startswith("triton_") for k in inductor["kernels"]["by_kind"]), inductor["kernels"]["by_kind"]
     offline = cells[("eager", "Offline", "on", "off", "fp32")]["metrics"]
     assert offline["loadgen"]["sut"]["batches_in_flight"] == 2 and offline["loadgen"]["sut"]["gathered_batches"] == 0
 

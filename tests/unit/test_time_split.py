@@ -176,3 +176,68 @@ def test_a_kernel_kind_is_its_name_without_the_numbers_a_compiler_numbers_its_ke
              "matmul14": "matmul", "conv2d": "conv2d", "aten::log10": "aten::log10", "42": "42"}
     assert {name: kind_of(name, {}) for name in names} == names
     assert kind_of("gemm_output_reshape_token_143", {"gemm_output_reshape_token_143": "Gemm"}) == "Gemm"
+
+
+#: Kernel names as CUPTI gave them on an H200 (docs/results/bundles/gpu-h200-2026-11-28-*), and their kinds.
+CUDA_KINDS = {
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >"
+    "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)": "at::native::vectorized_elementwise_kernel",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)": "at::native::vectorized_elementwise_kernel",
+    "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, int>(int, float const*, long, long, long, int, "
+    "int, int, int, int, int, int, int, int, int, float*, long*)": "at::native::(anonymous namespace)::max_pool_forward_nchw",
+    "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, false, true, "
+    "true, false, 7, false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+    "cublasGemvTensorStridedBatched<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>,"
+    " cublasGemvTensorStridedBatched<float>, float>)": "internal::gemvx::kernel",
+    "void elemWiseRNNcell<float, float, float, (cudnnRNNMode_t)2, (cudnnRNNBiasMode_t)2>(int, int, int, int, int, bool, "
+    "float const*, float*)": "elemWiseRNNcell",
+    "void onnxruntime::cuda::_UnaryElementWise<float, float, onnxruntime::cuda::OP_Relu<float>, 256, 4>(float const*, "
+    "float*, onnxruntime::cuda::OP_Relu<float>, long)": "onnxruntime::cuda::_UnaryElementWise",
+    "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x32x8_stage3_warpsize2x2x1_g1_ffma_aligna4_"
+    "alignc4_execute_kernel__5x_cudnn": "cudnn xmma_fprop_implicit_gemm",
+    "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize256x64x8_stage3_warpsize2x2x1_g1_ffma_aligna4_"
+    "alignc4_execute_kernel__5x_cudnn": "cudnn xmma_fprop_implicit_gemm",
+    "sm80_xmma_gemm_cf32cf32_f32f32_cf32_tn_n_tilesize32x64x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_execute_kernel__5x_"
+    "cublas": "cublas xmma_gemm",
+    "triton_poi_fused_add_convolution_relu_4": "triton_poi_fused_add_convolution_relu",
+    "triton_poi_fused_add_convolution_relu_10": "triton_poi_fused_add_convolution_relu",
+    "fused_conv2d1_subtract1_divide1_multiply1_add2_relu1_kernel": "fused_conv2d_subtract_divide_multiply_add_relu_kernel",
+    "conv2d8_kernel": "conv2d_kernel",
+}
+
+
+def test_a_gpu_kernel_kind_is_its_function_its_library_operation_or_its_name_without_numbers() -> None:
+    """A C++ kernel's kind is its function (every ATen elementwise functor one kind); a library
+    kernel named by its tile shapes is its library and operation; Triton's and TVM's kernels lose
+    their numbers. A signature whose brackets do not close is its own kind."""
+    from harness.measure.kernel_kinds import kind_of
+
+    assert {name: kind_of(name, {}) for name in CUDA_KINDS} == CUDA_KINDS
+    assert kind_of("void broken<int(", {}) == "void broken<int("
+    assert kind_of("sm90_1x_cudnn", {}) == "sm90_1x_cudnn"  # no operation word: the name as it is
+
+
+def test_a_gpu_trace_sums_each_kind_of_kernel_over_the_inferences() -> None:
+    """Two traced inferences, each with three Triton kernels of one kind (two differently numbered),
+    two cuDNN convolutions of two tile shapes and an ATen fill: each kind's kernels, calls and time
+    per inference, the costliest first; every kernel in one kind."""
+    names = list(CUDA_KINDS)
+    fill, conv_a, conv_b, add_4, add_10 = names[1], names[6], names[7], names[9], names[10]
+    events = []
+    for i in range(2):
+        t = i * 1000.0
+        events += [{"cat": "kernel", "name": name, "ts": t + 10 * k, "dur": dur}
+                   for k, (name, dur) in enumerate([(fill, 1.0), (conv_a, 30.0), (add_4, 4.0), (conv_b, 50.0),
+                                                    (add_10, 5.0), (add_4, 4.0)])]
+        events.append({"cat": "cpu_op", "name": "aten::conv2d", "ts": t, "dur": 200.0})
+    figures = cuda_kernel_figures(events, iters=2)
+    assert figures["by_kind"] == [
+        {"kind": "cudnn xmma_fprop_implicit_gemm", "kernels": 2, "calls_per_inference": 2, "ns_per_inference": 80e3},
+        {"kind": "triton_poi_fused_add_convolution_relu", "kernels": 2, "calls_per_inference": 3, "ns_per_inference": 13e3},
+        {"kind": "at::native::vectorized_elementwise_kernel", "kernels": 1, "calls_per_inference": 1,
+         "ns_per_inference": 1e3},
+    ]
+    assert sum(k["calls_per_inference"] for k in figures["by_kind"]) == figures["kernels_per_inference"] == 6
+    assert figures["kind_method"].startswith("a C++ kernel's function")
+    assert Kernels.model_validate({"kernel_count_method": "x", **figures}).by_kind[1].kernels == 2
