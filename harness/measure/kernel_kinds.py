@@ -1,4 +1,4 @@
-"""What kind each of a CPU cell's kernels is, so that its profile pass sums the kernel time by kind.
+"""What kind each of a cell's kernels is, so that its profile pass sums the kernel time by kind.
 
 A fused kernel replaces several: ONNX Runtime's SkipLayerNormalization stands for two Adds and a
 LayerNormalization, TVM's fused_conv2d_add_relu for a conv2d, an add and a relu. Set fusion on
@@ -12,9 +12,10 @@ before `::`) is its own kind; else its name with the number each of its parts en
 one kernel generated many times over is one kind (TVM's matmul14 and matmul18 are matmul,
 fused_conv2d38_subtract16_add45_relu22 is fused_conv2d_subtract_add_relu, Inductor's
 cpp_fused_gelu_176 is cpp_fused_gelu; an operator whose own name ends in a number, log2 or expm1,
-loses it too: the two numberings cannot be told apart). The profile pass (harness/measure/passes.py)
+loses it too: the two numberings cannot be told apart), and without its parts that are numbers,
+tile shapes or hashes (`128x64`, `0xeca0...`). On the CPU the profile pass (harness/measure/passes.py)
 sums each kind's time as it sums each kernel's: its median share of the profiled inferences applied
-to the timed median.
+to the timed median; on a GPU the trace's durations.
 
 A GPU's kernels are named by CUPTI, and two more rules come first for them. A C++ kernel's
 demangled signature is the function it instantiates, without its return type, template arguments
@@ -22,9 +23,11 @@ and parameters (`void at::native::vectorized_elementwise_kernel<4, at::native::C
 ...>(...)` is at::native::vectorized_elementwise_kernel: every elementwise functor of ATen one kind, as
 a profiler's base name has it; the functor is in the kernel's own name, `top_kernels`). A kernel of
 NVIDIA's libraries named by its configuration (`sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize128x32x8_
-..._execute_kernel__5x_cudnn`) is the library and the operation, the words after the architecture up
-to the first with a number in it (`cudnn xmma_fprop_implicit_gemm`): each tile shape would otherwise
-be a kind. Triton's and TVM's generated kernels (`triton_poi_fused_add_convolution_relu_4`,
+..._execute_kernel__5x_cudnn`; its first word an architecture, sm80 or ampere, or a family, cutlass or
+nvjet, or its last the library) is the library where its last word names one, and the operation, the
+words after the architecture up to the first with a number in it (`cudnn xmma_fprop_implicit_gemm`;
+TensorRT's, which names no library, `xmma_fprop_implicit_gemm`): each tile shape would otherwise be
+a kind. Triton's and TVM's generated kernels (`triton_poi_fused_add_convolution_relu_4`,
 `fused_conv2d1_subtract1_relu1_kernel`) take the numbering rule above.
 """
 
@@ -39,11 +42,19 @@ from harness.contract import CpuKernelTimes
 KIND_METHOD_NAMED = "the operator type the backend's profiler names for each kernel"
 KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters; a kernel of NVIDIA's "
                     "libraries named by its configuration, its library and operation; an operator's name "
-                    "(namespace::name) as it is; else the kernel's name without the number each of its parts ends in")
+                    "(namespace::name) as it is; else the kernel's name without the number each of its parts ends "
+                    "and without its parts that are numbers, tile shapes or hashes")
 _PART_NUMBER = re.compile(r"\d+$")
+#: A part of a name that is a number: a count, a tile shape (128x64, 64x6), a hash (0xeca0...).
+_NUMBER_PART = re.compile(r"\d*|\d+(x\d+)+|0x[0-9a-fA-F]+")
 _ANONYMOUS = "(anonymous namespace)"
-#: The suffix of a kernel of NVIDIA's libraries named by its configuration, and the library it names.
-_LIBRARY_SUFFIX = re.compile(r"_(cudnn|cublas|cublasLt)$")
+#: The suffix of a kernel of NVIDIA's libraries that names the library.
+_LIBRARY_SUFFIX = re.compile(r"_(cudnn|cublasLt|cublas)$")
+#: The first part of a kernel of NVIDIA's libraries named by its configuration: the architecture
+#: it was built for (sm80, ampere) or the kernel family (cutlass3x, nvjet).
+_LIBRARY_FIRST = re.compile(r"sm\d+|ampere|volta|turing|hopper|blackwell|cutlass\w*|nvjet")
+_ARCHITECTURE = re.compile(r"sm\d+|ampere|volta|turing|hopper|blackwell")
+_CLOSING = {"<": ">", "(": ")"}
 
 
 def named_well(kinds: Any) -> bool:
@@ -55,21 +66,21 @@ def named_well(kinds: Any) -> bool:
 def kind_of(name: str, kinds: Mapping[str, str]) -> str:
     """`name`'s kind: the one `kinds` gives it; else a C++ kernel's function (`_function_of`); else
     a library kernel's library and operation (`_library_operation`); else an operator's name
-    (`aten::add`) as it is; else the name with the number each `_`-separated part ends in taken off, a part that is all
-    number left out (a name that is all number is its own kind)."""
+    (`aten::add`) as it is; else the name with the number each `_`-separated part ends in taken
+    off, a part that is a number, a tile shape or a hash left out (a name that is nothing else is
+    its own kind)."""
     named = kinds.get(name)
     if named:
         return str(named)
     if "<" in name or "(" in name:
         return _function_of(name)
-    library = _LIBRARY_SUFFIX.search(name)
-    if library:
-        return _library_operation(name, library)
+    operation = _library_operation(name)
+    if operation:
+        return operation
     if "::" in name:
         return name
-    given = name.split("_")
-    kept = [_PART_NUMBER.sub("", part) for part in given]
-    return "_".join(part for part, was in zip(kept, given) if part or not was) or name
+    kept = [_PART_NUMBER.sub("", part) for part in name.split("_") if not _NUMBER_PART.fullmatch(part) or not part]
+    return "_".join(kept).rstrip("_") or name
 
 
 def kind_method(runs: list[CpuKernelTimes]) -> str:
@@ -82,31 +93,43 @@ def _function_of(signature: str) -> str:
     """The function a demangled C++ signature names: without what is between angle brackets or
     parentheses (template arguments, parameters, casts in them) and without its return type, the
     anonymous namespace kept (`void at::native::(anonymous namespace)::max_pool_forward_nchw<float,
-    int>(...)` is at::native::(anonymous namespace)::max_pool_forward_nchw). A signature whose
-    brackets do not close is its own kind."""
+    int>(...)` is at::native::(anonymous namespace)::max_pool_forward_nchw). Each bracket closes
+    the one it opened (`<(1>0)>`). A signature whose brackets do not close is its own kind."""
     text = signature.replace(_ANONYMOUS, "\0")
-    kept, depth = [], 0
+    kept, opened = [], []
     for char in text:
-        if char in "<(":
-            depth += 1
-        elif char in ">)" and depth:
-            depth -= 1
-        elif depth == 0:
+        if char in _CLOSING:
+            opened.append(_CLOSING[char])
+        elif opened and char == opened[-1]:
+            opened.pop()
+        elif not opened:
             kept.append(char)
     words = "".join(kept).split()
-    if depth or not words:
+    if opened or not words:
         return signature
     return words[-1].replace("\0", _ANONYMOUS)
 
 
-def _library_operation(name: str, library: re.Match[str]) -> str:
-    """An NVIDIA library kernel's library and operation: the `_`-separated words after the first
-    (the architecture, sm80) up to the first with a digit in it, or the whole name where none is
-    left."""
-    words = name[:library.start()].split("_")[1:]
-    operation = []
-    for word in words:
-        if any(char.isdigit() for char in word):
+def _library_operation(name: str) -> str | None:
+    """A kernel of NVIDIA's libraries named by its configuration (its first part an architecture or
+    a kernel family, or its last the library: `sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize128x32x8_
+    ..._cudnn`): the library where its suffix names one, and the operation, the parts after its
+    architecture up to the first with a digit in it (`cudnn xmma_fprop_implicit_gemm`); None for
+    another kernel, or where no such part is left."""
+    library = _LIBRARY_SUFFIX.search(name)
+    parts = name[:library.start()].split("_") if library else name.split("_")
+    if not library and not _LIBRARY_FIRST.fullmatch(parts[0]):
+        return None
+    first = bool(_LIBRARY_FIRST.fullmatch(parts[0]))  # an architecture or a family: not the operation
+    family = parts[:1] if first and not _ARCHITECTURE.fullmatch(parts[0]) else []
+    operation: list[str] = []
+    for part in parts[1:] if first else parts:
+        if _ARCHITECTURE.fullmatch(part) and not operation:
+            continue
+        if any(char.isdigit() for char in part) or not part:
             break
-        operation.append(word)
-    return f"{library.group(1)} {'_'.join(operation)}" if operation else name
+        operation.append(part)
+    if not operation:
+        return None
+    words = "_".join(family + operation)
+    return f"{library.group(1)} {words}" if library else words

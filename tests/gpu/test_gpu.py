@@ -56,9 +56,11 @@ timing: {min_time_s: 1}
         assert m["math_mode"]["effective"] == "ieee" and m["math_mode"]["torch"]["cudnn_conv_fp32_precision"] == "ieee"
         assert m["kernels"]["kernel_count_method"].startswith("CUDA kernels")
         assert m["kernels"]["kernels_per_inference"] > 10
-        # every kernel in one kind or another: the kinds' calls are the kernels'
+        # kinds, not instantiations or tile shapes: no template, parameter list or tile in a kind's name,
+        # and some kind holds several differently named kernels (ATen's elementwise functors, Triton's numbering)
         kinds = m["kernels"]["by_kind"]
-        assert sum(k["calls_per_inference"] for k in kinds) == pytest.approx(m["kernels"]["kernels_per_inference"])
+        assert not [k["kind"] for k in kinds if any(mark in k["kind"] for mark in ("<", "(", "tilesize"))], kinds
+        assert any(k["kernels"] >= 2 for k in kinds), kinds
         assert 0 < m["time_split"]["kernel_ns"] <= m["time_split"]["wall_ns"] * 1.05
         assert m["memory"]["torch_max_allocated_bytes"] > 25e6 * 4  # resnet50 weights alone are ~100 MB
         assert m["memory"]["nvml_process_peak_bytes"] or m["memory"]["nvml_device_used_delta_bytes"]

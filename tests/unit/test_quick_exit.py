@@ -30,6 +30,25 @@ def test_the_output_is_flushed_the_code_kept_and_the_teardown_skipped() -> None:
     assert (done.returncode, done.stdout, done.stderr) == (3, "the answer", "a note")
 
 
+def test_the_c_librarys_output_is_flushed_and_a_failed_flush_is_not_success() -> None:
+    """A native library's printf into a pipe sits in the C library's buffer until it is flushed;
+    standard output closed under the process makes the flush fail: exit 120, as Python's exit."""
+    printf = ("import ctypes\n"
+              "from harness.quick_exit import quick_exit\n"
+              "ctypes.CDLL(None).printf(b'from C')\n"
+              "quick_exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", printf], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "from C")
+    closed = ("import io, os, sys\n"
+              "from harness.quick_exit import quick_exit\n"
+              "sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)))  # buffered, whatever -u says\n"
+              "print('lost')\n"
+              "os.close(1)\n"
+              "quick_exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", closed], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 120
+
+
 @pytest.mark.slow  # each imports torch
 @pytest.mark.parametrize(("module", "args", "code"), [
     # no backends, no system: the probe's answer alone

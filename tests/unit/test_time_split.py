@@ -204,18 +204,30 @@ CUDA_KINDS = {
     "triton_poi_fused_add_convolution_relu_10": "triton_poi_fused_add_convolution_relu",
     "fused_conv2d1_subtract1_divide1_multiply1_add2_relu1_kernel": "fused_conv2d_subtract_divide_multiply_add_relu_kernel",
     "conv2d8_kernel": "conv2d_kernel",
+    # names of the kinds other cells give (TensorRT's, cuBLAS's on Hopper, CUTLASS's): no tile shape or hash in a kind
+    "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4_warpsize2x2x1_g1_"
+    "tensor16x8x8_t1r3s3": "xmma_fprop_implicit_gemm",
+    "nvjet_tst_128x64_64x6_1x1_v_bz_coopB_TNT": "nvjet_tst",
+    "ampere_sgemm_128x64_nn": "sgemm",
+    "cutlass3x_sm90_tensorop_s64x128x8tf32gemm_f32_f32_f32_f32_f32_128x128x32_1x2x1_0_tnn_align4_warpspecialized_"
+    "cooperative_epi_tma": "cutlass3x_tensorop",
+    "cutlass_80_simt_sgemm_64x64_8x5_tn_align1": "cutlass_simt_sgemm_tn_align",
+    "__myl_AddMulTanh_0xeca0d4f1c2b3a44": "__myl_AddMulTanh",
 }
 
 
 def test_a_gpu_kernel_kind_is_its_function_its_library_operation_or_its_name_without_numbers() -> None:
     """A C++ kernel's kind is its function (every ATen elementwise functor one kind); a library
     kernel named by its tile shapes is its library and operation; Triton's and TVM's kernels lose
-    their numbers. A signature whose brackets do not close is its own kind."""
+    their numbers, and any kernel its tile shapes and hashes. A signature whose brackets do not
+    close is its own kind; each bracket closes the one it opened."""
     from harness.measure.kernel_kinds import kind_of
 
     assert {name: kind_of(name, {}) for name in CUDA_KINDS} == CUDA_KINDS
     assert kind_of("void broken<int(", {}) == "void broken<int("
-    assert kind_of("sm90_1x_cudnn", {}) == "sm90_1x_cudnn"  # no operation word: the name as it is
+    assert kind_of("void pick<(1>0), int>(int)", {}) == "pick"
+    assert kind_of("ampere_128x64_nn", {}) == "ampere_nn"  # no operation word: the numbering rule
+    assert kind_of("winograd_fprop_4x4_cudnn", {}) == "cudnn winograd_fprop"  # the library named by the last word alone
 
 
 def test_a_gpu_trace_sums_each_kind_of_kernel_over_the_inferences() -> None:
