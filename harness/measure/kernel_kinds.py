@@ -43,7 +43,7 @@ KIND_METHOD_NAMED = "the operator type the backend's profiler names for each ker
 KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters; a kernel of NVIDIA's "
                     "libraries named by its configuration, its library and operation; an operator's name "
                     "(namespace::name) as it is; else the kernel's name without the number each of its parts ends "
-                    "and without its parts that are numbers, tile shapes or hashes")
+                    "in, and without its parts that are numbers, tile shapes or hashes")
 _PART_NUMBER = re.compile(r"\d+$")
 #: A part of a name that is a number: a count, a tile shape (128x64, 64x6), a hash (0xeca0...).
 _NUMBER_PART = re.compile(r"\d*|\d+(x\d+)+|0x[0-9a-fA-F]+")
