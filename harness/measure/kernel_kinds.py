@@ -50,10 +50,11 @@ _NUMBER_PART = re.compile(r"\d*|\d+(x\d+)+|0x[0-9a-fA-F]+")
 _ANONYMOUS = "(anonymous namespace)"
 #: The suffix of a kernel of NVIDIA's libraries that names the library.
 _LIBRARY_SUFFIX = re.compile(r"_(cudnn|cublasLt|cublas)$")
-#: The first part of a kernel of NVIDIA's libraries named by its configuration: the architecture
-#: it was built for (sm80, ampere) or the kernel family (cutlass3x, nvjet).
-_LIBRARY_FIRST = re.compile(r"sm\d+|ampere|volta|turing|hopper|blackwell|cutlass\w*|nvjet")
+#: The architecture a kernel of NVIDIA's libraries was built for (sm80, ampere).
 _ARCHITECTURE = re.compile(r"sm\d+|ampere|volta|turing|hopper|blackwell")
+#: The first part of a kernel of NVIDIA's libraries named by its configuration: its architecture
+#: or its kernel family (cutlass3x, nvjet).
+_LIBRARY_FIRST = re.compile(rf"{_ARCHITECTURE.pattern}|cutlass\w*|nvjet")
 _CLOSING = {"<": ">", "(": ")"}
 
 
@@ -118,9 +119,9 @@ def _library_operation(name: str) -> str | None:
     another kernel, or where no such part is left."""
     library = _LIBRARY_SUFFIX.search(name)
     parts = name[:library.start()].split("_") if library else name.split("_")
-    if not library and not _LIBRARY_FIRST.fullmatch(parts[0]):
-        return None
     first = bool(_LIBRARY_FIRST.fullmatch(parts[0]))  # an architecture or a family: not the operation
+    if not library and not first:
+        return None
     family = parts[:1] if first and not _ARCHITECTURE.fullmatch(parts[0]) else []
     operation: list[str] = []
     for part in parts[1:] if first else parts:

@@ -77,15 +77,25 @@ def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> 
 TOP_KERNELS = 25
 
 
-def top_kernels(timed: list[tuple[str, float]], iters: int) -> list[dict[str, Any]]:
-    """The kernels of `iters` profiled inferences that take the most time, slowest first, each with
-    its calls and time per inference, from (name, ns) per call."""
+#: A profile's calls summed by a key (a kernel's name, or its kind), the costliest first: each key with
+#: its calls and time per inference and the names of the kernels it holds.
+Summed = list[tuple[str, float, float, set[str]]]
+
+
+def _top_kernels(by_name: Summed) -> list[dict[str, Any]]:
+    """`Kernels.top_kernels` from a profile's calls summed by kernel name: the TOP_KERNELS costliest."""
     return [{"name": name, "calls_per_inference": called, "ns_per_inference": ns}
-            for name, called, ns, _ in _traced(timed, iters, lambda name: name)[:TOP_KERNELS]]
+            for name, called, ns, _ in by_name[:TOP_KERNELS]]
+
+
+def _by_kind(by_kind: Summed) -> list[dict[str, Any]]:
+    """`Kernels.by_kind` from a profile's calls summed by kind: every kind, with its kernels."""
+    return [{"kind": kind, "kernels": len(names), "calls_per_inference": called, "ns_per_inference": ns}
+            for kind, called, ns, names in by_kind]
 
 
 def _traced(timed: list[tuple[str, float]], iters: int,
-            key: Callable[[str], str]) -> list[tuple[str, float, float, set[str]]]:
+            key: Callable[[str], str]) -> Summed:
     """The calls of `iters` traced inferences, (name, ns) each, summed by `key` (a kernel's name, or
     its kind), the costliest first: each key with its calls and time per inference and the kernels'
     names it holds."""
@@ -125,21 +135,17 @@ def cpu_kernel_figures(runs: list[CpuKernelTimes], wall_ns: float) -> dict[str, 
     its time the same way (harness/measure/kernel_kinds.py)."""
     if not runs:
         return {"kernel_share": None}
-    kernels = _summed(runs, wall_ns, lambda name, times: name)
-    kinds = _summed(runs, wall_ns, lambda name, times: kernel_kinds.kind_of(name, times.kinds))
     return {
         "kernel_share": median([min(sum(ns for _, ns in t.calls) / t.wall_ns, 1.0) for t in runs]),
         "profiled_iters": len(runs),
-        "top_kernels": [{"name": name, "calls_per_inference": called, "ns_per_inference": ns}
-                        for name, called, ns, _ in kernels[:TOP_KERNELS]],
-        "by_kind": [{"kind": kind, "kernels": len(names), "calls_per_inference": called, "ns_per_inference": ns}
-                    for kind, called, ns, names in kinds],
+        "top_kernels": _top_kernels(_summed(runs, wall_ns, lambda name, times: name)),
+        "by_kind": _by_kind(_summed(runs, wall_ns, lambda name, times: kernel_kinds.kind_of(name, times.kinds))),
         "kind_method": kernel_kinds.kind_method(runs),
     }
 
 
 def _summed(runs: list[CpuKernelTimes], wall_ns: float,
-            key: Callable[[str, CpuKernelTimes], str]) -> list[tuple[str, float, float, set[str]]]:
+            key: Callable[[str, CpuKernelTimes], str]) -> Summed:
     """The profiled inferences' calls summed by `key` (a kernel's name, or its kind), the costliest
     first: each key with its calls per inference (the median over the inferences), its time per
     inference (the median of its share of each inference applied to `wall_ns`; where that is 0, the
@@ -177,8 +183,8 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
         "kernels_per_inference": len(launched) / iters,
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
-        "top_kernels": top_kernels(timed, iters),
-        "by_kind": _cuda_kinds(timed, iters),
+        "top_kernels": _top_kernels(_traced(timed, iters, lambda name: name)),
+        "by_kind": _by_kind(_traced(timed, iters, lambda name: kernel_kinds.kind_of(name, {}))),
         "kind_method": kernel_kinds.KIND_METHOD_NAME,
         "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
         "kernel_time_method": (
@@ -186,12 +192,6 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
         ),
         "kernel_time_sum_ns_per_inference": sum(end - start for start, end in intervals) * 1e3 / iters,
     }
-
-
-def _cuda_kinds(timed: list[tuple[str, float]], iters: int) -> list[dict[str, Any]]:
-    """The kinds of the kernels of `iters` traced inferences, from (name, ns) per call."""
-    return [{"kind": kind, "kernels": len(names), "calls_per_inference": called, "ns_per_inference": ns}
-            for kind, called, ns, names in _traced(timed, iters, lambda name: kernel_kinds.kind_of(name, {}))]
 
 
 def busy_us(intervals: list[tuple[float, float]]) -> float:
