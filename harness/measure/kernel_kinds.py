@@ -48,6 +48,8 @@ _PART_NUMBER = re.compile(r"\d+$")
 #: A part of a name that is a number: a count, a tile shape (128x64, 64x6), a hash (0xeca0...).
 _NUMBER_PART = re.compile(r"\d*|\d+(x\d+)+|0x[0-9a-fA-F]+")
 _ANONYMOUS = "(anonymous namespace)"
+#: How Nsight Compute's demangler writes the anonymous namespace.
+_UNNAMED = "<unnamed>"
 #: The suffix of a kernel of NVIDIA's libraries that names the library.
 _LIBRARY_SUFFIX = re.compile(r"_(cudnn|cublasLt|cublas)$")
 #: The architecture a kernel of NVIDIA's libraries was built for (sm80, ampere).
@@ -95,8 +97,10 @@ def _function_of(signature: str) -> str:
     parentheses (template arguments, parameters, casts in them) and without its return type, the
     anonymous namespace kept (`void at::native::(anonymous namespace)::max_pool_forward_nchw<float,
     int>(...)` is at::native::(anonymous namespace)::max_pool_forward_nchw). Each bracket closes
-    the one it opened (`<(1>0)>`). A signature whose brackets do not close is its own kind."""
-    text = signature.replace(_ANONYMOUS, "\0")
+    the one it opened (`<(1>0)>`). The anonymous namespace is one word whichever demangler wrote it
+    (Nsight Compute's `at::<unnamed>::max_pool_forward_nchw` is at::(anonymous namespace)::max_pool_forward_nchw).
+    A signature whose brackets do not close is its own kind."""
+    text = signature.replace(_ANONYMOUS, "\0").replace(_UNNAMED, "\0")
     kept, opened = [], []
     for char in text:
         if char in _CLOSING:

@@ -213,6 +213,9 @@ CUDA_KINDS = {
     "cooperative_epi_tma": "cutlass3x_tensorop",
     "cutlass_80_simt_sgemm_64x64_8x5_tn_align1": "cutlass_simt_sgemm_tn_align",
     "__myl_AddMulTanh_0xeca0d4f1c2b3a44": "__myl_AddMulTanh",
+    # Nsight Compute's demangler names the anonymous namespace otherwise
+    "void at::<unnamed>::max_pool_forward_nchw<float, int>(T2, const T1 *, long, long, long, int, int, int, int, int, int,"
+    " int, int, int, int, T1 *, long *)": "at::(anonymous namespace)::max_pool_forward_nchw",
 }
 
 
