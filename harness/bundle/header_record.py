@@ -122,6 +122,7 @@ class Node(Part):
     executor: str | None = None
     cpu: Cpu | None = None
     gpus: list[str | None] = []  # the GPUs' names
+    boot_id: str | None = None  # the machine's start (harness/run/system.py `boot_id`); absent before 2026-12-02
 
 
 class Harness(Part):

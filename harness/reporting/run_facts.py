@@ -99,13 +99,28 @@ def ran_on(cell: CellRecord) -> tuple[str | None, str]:
 
 def apart(a: CellRecord, b: CellRecord) -> str:
     """Why two cells of one bundle ran where their times cannot be set side by side (another share of
-    the machine, or other hardware where both recorded theirs), in words; empty where they can."""
+    the machine, other hardware where both recorded theirs, or two starts of the machine), in words;
+    empty where they can."""
     (hardware_a, share_a), (hardware_b, share_b) = ran_on(a), ran_on(b)
     if share_a != share_b:
         return f"one ran on {share_a}, the other on {share_b}"
     if hardware_a is not None and hardware_b is not None and hardware_a != hardware_b:
         return f"one ran on {hardware_a}, the other on {hardware_b}"
-    return ""
+    return other_boots(read_as(Node, a.node), read_as(Node, b.node))
+
+
+def other_boots(a: Node | None, b: Node | None) -> str:
+    """Why two cells ran on two starts of the machine (both recorded their `boot_id`, and they
+    differ), in words; empty where they did not or cannot tell. A resume after a restart, or on
+    another machine of the same kind, ran its cells there: a VM started again was 1.75 times slower
+    on the same models (docs/metrics.md), a change no interval over rounds sees. Cells of a Ray run
+    on two of its machines are left to the hardware's check, as before (`machines`)."""
+    if a is None or b is None or not a.boot_id or not b.boot_id or a.boot_id == b.boot_id:
+        return ""
+    if a.executor == b.executor == "ray" and a.hostname != b.hostname:
+        return ""
+    return (f"they ran on two starts of the machine (boot {a.boot_id[:8]} and {b.boot_id[:8]}): a resume after a "
+            "restart, or on another machine of its kind; run them again in one start (--only)")
 
 
 def machines(nodes: dict[str, Any] | None) -> str:

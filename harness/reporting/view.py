@@ -79,9 +79,10 @@ SPEEDUP_NOTE = (
     "its work (or a thread pool's size) beside fusion's effect."
 )
 APART_NOTE = (
-    "Not set side by side: cells that ran on another share of the machine or on other hardware than their "
-    "counterpart (a 1-core slot's time beside the whole machine's is no speedup); each cell's `node` says where "
-    "it ran, and its own figures stand in the cells table."
+    "Not set side by side: cells that ran on another share of the machine, on other hardware or on another start "
+    "of the machine than their counterpart (a 1-core slot's time beside the whole machine's is no speedup, nor is "
+    "one of a VM started again, which may run slower as a whole); each cell's `node` says where it ran, and its "
+    "own figures stand in the cells table."
 )
 AGREEMENT_NOTE = (
     "LoadGen's figure per batch (SingleStream and MultiStream: median query latency, against the device-timing "

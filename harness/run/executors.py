@@ -103,15 +103,15 @@ class Executor(Protocol):
 
 @functools.cache
 def _machine() -> dict[str, Any]:
-    from harness.run.system import cpu_info, gpu_info
+    from harness.run.system import boot_id, cpu_info, gpu_info
 
     cpu = cpu_info()
     return {"cpu": {k: cpu.get(k) for k in ("model", "logical_cores", "memory_bytes")},
-            "gpus": [g.get("name") for g in gpu_info().get("gpus") or []]}
+            "gpus": [g.get("name") for g in gpu_info().get("gpus") or []], "boot_id": boot_id()}
 
 
 def node_info(slot: Slot | None, executor: str = "local") -> dict[str, Any]:
-    """Where a cell ran: the machine (hostname, CPU, GPUs) and the slot it was given."""
+    """Where a cell ran: the machine (hostname, CPU, GPUs, this start of it) and the slot it was given."""
     import socket
 
     return {"hostname": socket.gethostname(), "executor": executor, "slot": slot.record() if slot else None,

@@ -1,14 +1,16 @@
 """What a `--resume` is refused for once the bundle is open: cells that would not be comparable with
 the ones it holds, run on other inputs, another software stack, another share of the machine or
 other versions of their backends' libraries. Each is a ConfigError naming what differs and what
-to do, raised before a cell runs and leaving the bundle as it was."""
+to do, raised before a cell runs and leaving the bundle as it was. A resume on another start of
+the machine is allowed, and warned of (`another_boot`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from harness.bundle.cell_record import CellRecord
+from harness.bundle.cell_record import CellRecord, read_as
+from harness.bundle.header_record import Node
 from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
@@ -99,3 +101,21 @@ def other_versions(bundle: Bundle, timed: list[CellRecord], probe: ProbeAnswer) 
                          for library, (was, here) in changed.items())
         raise ConfigError(f"--resume {bundle.root}: {said}: its cells would have run on two versions; install the "
                           "versions it ran with, or start a new run")
+
+
+def another_boot(timed: list[CellRecord], here: str | None) -> str:
+    """The warning for a resume on another start of the machine than some of the bundle's timed
+    cells ran on (their `node.boot_id` against `here`, this start's), or empty. It is allowed, as a
+    resume on a machine of the same kind is; the report sets no cell of this start beside one of
+    those (harness/reporting/run_facts.py `other_boots`)."""
+    if here is None:
+        return ""
+    nodes = [read_as(Node, record.node) for record in timed]
+    earlier = sorted({node.boot_id for node in nodes if node is not None and node.boot_id and node.boot_id != here})
+    if not earlier:
+        return ""
+    count = sum(1 for node in nodes if node is not None and node.boot_id in earlier)
+    return (f"{count} of the bundle's timed cells ran on another start of the machine (boot "
+            f"{', '.join(boot[:8] for boot in earlier)}; this is {here[:8]}): a restart since, or another machine of "
+            "its kind, which may run slower or faster as a whole; the report sets no cell of this start beside one of "
+            "those (fusion pairs, speedups over the baseline): run such cells again in one start with --only")

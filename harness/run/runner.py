@@ -40,7 +40,7 @@ from harness.run.preloaded_parents import PreloadedParents
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.summary import fusion_summary, skipped_lines, summary_table, time_line
-from harness.run.system import container_info, harness_info
+from harness.run.system import boot_id, container_info, harness_info
 from harness.scenario import advice
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, only_text, select
@@ -195,11 +195,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         slots.check_thread_counts(_ray_cores(device, request), scenario.env,
                                   "--executor ray (a GPU cell claims one core)" if device == "cuda"
                                   else f"--cpus-per-cell {request.cpus_per_cell}")
+    other_boot = ""
     if bundle is not None and not all_finished:
         timed = resume_refusals.measured(bundle)
         resume_refusals.another_share(bundle, timed, _shares_given(executor, request, device))
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
             resume_refusals.other_versions(bundle, timed, probe)
+            other_boot = resume_refusals.another_boot(timed, boot_id())
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -240,6 +242,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         noise_warning = f"when the run started ({bundle.header.get('created')}), {noise_warning}"
     if noise_warning:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
+    if other_boot:
+        console.print(Text(f"fusionbench: warning: {other_boot}", style="yellow"))
     try:
         deadline = time_budget.deadline_in(request.budget_s)
         bundle.update_header(executor=executor.record())

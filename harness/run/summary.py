@@ -100,7 +100,7 @@ def fusion_summary(records: list[CellRecord], resumed: list[Any] | None) -> Tabl
                         "at that confidence, or one round: `timing: {rounds: N}` gives an interval; in red where "
                         "fusion made the cell slower by its verdict, or by more than 5% in one round)",
                   caption=(f"{len(apart)} pair(s) not set side by side: their cells ran on other shares of the "
-                           "machine or other hardware (report.md says which)") if apart else None)
+                           "machine, other hardware or two starts of it (report.md says which)") if apart else None)
     for column in head:
         table.add_column(column)
     for row, pair in zip(body, pairs):

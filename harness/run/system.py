@@ -47,6 +47,20 @@ def packages() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id(path: Path = BOOT_ID) -> str | None:
+    """This start of the machine: Linux's boot id, new at each boot of the kernel (a container
+    reads its host's), or None where there is none to read. Two cells of one machine that differ
+    in it ran on either side of a restart, which a VM may come back from as a slower machine."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
 def cpu_info() -> dict[str, Any]:
     import psutil
 

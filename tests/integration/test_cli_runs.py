@@ -1,7 +1,8 @@
 """The real CLI on small sweeps of its own: a sweep in which some cells fail or are skipped while
 the others still run, a bad option refused before anything is written, Ctrl-C and SIGTERM
 mid-run then resume, image-folder inputs and `--fresh-workers` (one run), markup-like text
-printed as it is, a GPU bundle not resumed without a GPU, and `--resume --only`. (Kept apart from
+printed as it is, a GPU bundle not resumed without a GPU, and `--resume --only` (and a resume's
+warning where cells ran on another start of the machine). (Kept apart from
 test_cli_end_to_end.py, whose tests share one smoke run, so that pytest-xdist can run the two
 modules side by side.)"""
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION
 from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
 from tests.run_processes import workers_of
@@ -281,8 +283,16 @@ def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> No
     assert "1 cell(s) of the bundle not run yet" in done.stdout.replace("\n", " ")
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert fusionbench("validate", str(bundle)).returncode == 0
+    assert "another start of the machine" not in done.stdout.replace("\n", " ")
+    # the cell that ran as if on an earlier start of the machine: the resume says so, and runs
+    [finished] = cells_of(bundle).values()
+    finished["node"]["boot_id"] = "b" * 36
+    (bundle / "cells" / f"{finished['id']}.json").write_text(json.dumps(finished))
+    manifest.write(bundle)
     done = fusionbench("run", "--resume", str(bundle))
     assert done.returncode == 0 and "1 to run" in done.stdout, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert f"warning: 1 of the bundle's timed cells ran on another start of the machine (boot {'b' * 8}; this is " in said, said
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["valid", "valid"]
 

@@ -356,3 +356,25 @@ def test_a_resume_says_its_noise_warning_was_measured_when_the_run_started(
     printed = " ".join(capsys.readouterr().out.split())
     said = " ".join(f"when the run started ({header['created']}), {warning}".split())
     assert printed.count(said) == 2, printed  # before the cells and at the end
+
+
+def test_a_resume_on_another_start_of_the_machine_is_warned_of_not_refused(tmp_path: Path) -> None:
+    """The timed cells' boot ids against this start's: the warning counts the cells of other starts
+    and names them; none where every cell ran on this start, or none recorded one (older bundles)."""
+    from harness.bundle.cell_record import CellRecord
+    from harness.run.resume_refusals import another_boot
+
+    records = [CellRecord.model_validate(json.loads(p.read_text()))
+               for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))]
+    timed = [r for r in records if r.status in ("valid", "invalid")]
+    assert len(timed) >= 3
+    assert another_boot(timed, "c" * 36) == "", "the golden bundle's cells record no boot id"
+    booted = [r.model_copy(update={"node": {**(r.node or {}), "boot_id": ("a" if i else "b") * 36}})
+              for i, r in enumerate(timed)]
+    assert another_boot(booted, "a" * 36).startswith(
+        f"1 of the bundle's timed cells ran on another start of the machine (boot {'b' * 8}; this is {'a' * 8})")
+    warning = another_boot(booted, "c" * 36)
+    assert warning.startswith(f"{len(timed)} of the bundle's timed cells ran on another start of the machine "
+                              f"(boot {'a' * 8}, {'b' * 8}; this is {'c' * 8})"), warning
+    assert "run such cells again in one start with --only" in warning
+    assert another_boot(booted, None) == ""

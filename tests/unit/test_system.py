@@ -77,3 +77,19 @@ def test_harness_info_in_this_checkout() -> None:
         pytest.skip("the harness is not running from a git checkout")
     info = system.harness_info()
     assert len(info["git_sha"]) == 40 and isinstance(info["git_dirty"], bool)
+
+
+def test_the_boot_id_names_this_start_of_the_machine(tmp_path) -> None:
+    """Linux's boot id, the same for every read within one boot; None where there is none to read."""
+    from harness.run.executors import node_info
+
+    if sys.platform == "linux":
+        here = system.boot_id()
+        assert here is not None and len(here) == 36 and here == system.boot_id()
+        assert node_info(None)["boot_id"] == here
+    written = tmp_path / "boot_id"
+    written.write_text("0b7c2f1e-9d1a-4c55-a2f3-6c1d2e3f4a5b\n")
+    assert system.boot_id(written) == "0b7c2f1e-9d1a-4c55-a2f3-6c1d2e3f4a5b"
+    written.write_text("")
+    assert system.boot_id(written) is None
+    assert system.boot_id(tmp_path / "absent") is None
