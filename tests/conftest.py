@@ -14,12 +14,14 @@
   `./run.sh test` without it runs everything.
 - Backends' artifact caches go to a temporary directory, not the user's ~/.cache; the container
   image tests keep the machine's image build cache (FUSIONBENCH_IMAGE_CACHE: base layer, wheelhouse).
-- Each pytest-xdist worker runs on a share of the machine's cores of its own (one each on 2 cores),
-  and so does everything it starts (affinity is inherited; torch, OpenMP and a cell's worker size
-  their thread pools by it). Two workers that each ran two threads on the same two cores waited on
-  each other at every parallel operator: the suite models' run took 76 s alone and 290 s beside the
-  other worker. A module marked `whole_machine` (parallel runs on cores of their own, Ray with 2 CPUs,
-  a probe pinned to each core in turn) gets every core back for its duration.
+- Each pytest-xdist worker runs on a share of the machine's cores (one core on 2 cores, which two
+  workers share: `pytest_xdist_auto_num_workers` below), and so does everything it starts
+  (affinity is inherited; torch, OpenMP and a cell's worker size their thread pools by it). Two
+  workers that each ran two threads on the same two cores waited on each other at every parallel
+  operator: the suite models' run took 76 s alone and 290 s beside the other worker; two
+  single-threaded workers on one core take turns instead. A module marked `whole_machine`
+  (parallel runs on cores of their own, Ray with 2 CPUs, a probe pinned to each core in turn) gets
+  every core back for its duration.
 - Every run's machine-noise probe takes 4 x 0.2 s instead of 4 x 1.5 s (FUSIONBENCH_NOISE_PROBE_S):
   about 5 s less per `fusionbench run`, dozens of which the integration tests start; the probe's
   own tests call it with their own durations.
@@ -50,13 +52,16 @@ WHOLE_MACHINE = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffi
 
 
 def _share_of_the_cores() -> frozenset[int] | None:
-    """This xdist worker's own cores (`gwK` takes the K-th slot of as many as there are workers, cut
-    as `--jobs` cuts the machine: harness/run/slots.py), or None: not an xdist worker, a single
-    worker, or fewer cores than workers."""
+    """This xdist worker's own cores: the machine cut into as many slots as there are workers, or
+    as it has physical cores where there are more workers (as `--jobs` cuts it:
+    harness/run/slots.py), `gwK` taking slot K modulo their number; or None: not an xdist worker, or
+    a single one, or a machine of one core."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if worker is None or count < 2 or len(WHOLE_MACHINE) < count:
+    cores = sorted(WHOLE_MACHINE)
+    shares = min(count, len(slots.physical_cores(cores)))
+    if worker is None or shares < 2:
         return None
-    return frozenset(slots.plan(count, "cpu", sorted(WHOLE_MACHINE), [])[int(worker.removeprefix("gw"))].cpus)
+    return frozenset(slots.plan(shares, "cpu", cores, [])[int(worker.removeprefix("gw")) % shares].cpus)
 
 
 SHARE = _share_of_the_cores()
@@ -95,6 +100,21 @@ def _cuda_reason() -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA device visible to torch on this machine"
     return None
+
+
+#: pytest-xdist's workers (`-n auto`, pyproject.toml): the whole suite's tests wait a third of their time
+#: (a helper's start, a time limit running out, Ray, a pip install): four workers on 2 cores, two
+#: to a core, ran it in 13.7 minutes where two took 22.2, the idle CPU time from 30% to 8%
+#: (docs/results/cpu-2core-amd-2026-12-02-suite-time.md). The quick tier hardly waits, and four
+#: workers' starts cost it more than they give back.
+WORKERS, QUICK_WORKERS = 4, 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # the count asked for there: xdist's own hook reads it
+    return QUICK_WORKERS if config.getoption("--quick") else WORKERS
 
 
 #: The folders the quick tier leaves out whole: every test there runs the CLI, a backend or a GPU.
@@ -140,7 +160,7 @@ def _longest_first(items: list[pytest.Item]) -> None:
     """Order the modules so that the long ones start first: tests/integration, tests/backends and
     tests/gpu, then the modules that hold a `slow` test, then the rest; each module's own order, and
     the folders' order within a rank, kept. pytest-xdist (`--dist loadscope --no-loadscope-reorder`,
-    pyproject.toml) hands the two workers whole modules in this order, so the many short unit
+    pyproject.toml) hands the workers whole modules in this order, so the many short unit
     modules fill in at the end instead of a long end-to-end module starting last and running alone."""
     slow_modules = {item.fspath for item in items if "slow" in item.keywords}
 

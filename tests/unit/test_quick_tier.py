@@ -33,17 +33,26 @@ def test_every_folder_it_leaves_out_exists() -> None:
 
 
 def test_each_xdist_worker_gets_a_share_of_the_cores_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two workers on four cores take two each, disjoint; no share (the whole machine) outside
-    xdist, for a single worker, or with fewer cores than workers."""
+    """Two workers on four cores take two each, disjoint; more workers than cores take a core each
+    in turn (the suite's four on the project's two: two workers a core, one waiting while the other
+    computes); no share (the whole machine) outside xdist, for a single worker, or on one core."""
     monkeypatch.setattr(conftest, "WHOLE_MACHINE", frozenset({0, 1, 2, 3}))
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-    shares = []
-    for worker in ("gw0", "gw1"):
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
-        shares.append(conftest._share_of_the_cores())
-    assert shares == [frozenset({0, 1}), frozenset({2, 3})]
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "5")
-    assert conftest._share_of_the_cores() is None
+
+    def shares(count: int) -> list[frozenset[int] | None]:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(count))
+        found = []
+        for index in range(count):
+            monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
+            found.append(conftest._share_of_the_cores())
+        return found
+
+    assert shares(2) == [frozenset({0, 1}), frozenset({2, 3})]
+    assert shares(6) == [frozenset({core}) for core in (0, 1, 2, 3, 0, 1)]
+    monkeypatch.setattr(conftest, "WHOLE_MACHINE", frozenset({0, 1}))
+    assert shares(4) == [frozenset({0}), frozenset({1}), frozenset({0}), frozenset({1})]
+    monkeypatch.setattr(conftest, "WHOLE_MACHINE", frozenset({0}))
+    assert shares(4) == [None] * 4
+    monkeypatch.setattr(conftest, "WHOLE_MACHINE", frozenset({0, 1, 2, 3}))
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
     assert conftest._share_of_the_cores() is None
     monkeypatch.delenv("PYTEST_XDIST_WORKER")
