@@ -166,3 +166,21 @@ def test_tvm_design_space_order_benchmark_gives_a_fused_task_its_anchors_structu
     assert metaschedule.startswith("MetaSchedule order: ") and backend.startswith("backend order: "), done.stdout
     # With the design spaces sorted, every candidate has the same structure fused and alone.
     assert backend.startswith("backend order: 0 of 3 candidates in other structures"), done.stdout
+
+
+def test_ort_skip_layer_norm_benchmark_times_the_fused_kind_beside_its_parts(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "skip_layer_norm.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/ort_skip_layer_norm.py", "--tokens", "4", "--hidden", "32", "--rounds", "2",
+         "--calls", "3", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert {kind: len(times) for kind, times in figures["per_call_ms"].items()} == {"fused": 2, "parts": 2, "floor": 2}
+    assert figures["max_abs_err"] < 1e-4  # the two graphs compute the same
+    medians = figures["median_ms"]
+    ratio = (medians["fused"] - medians["floor"]) / (medians["parts"] - medians["floor"])
+    assert figures["ratio_fused_to_parts"] == pytest.approx(ratio)
+    assert done.stdout.splitlines()[-1] == f"ratio fused / parts, the floor taken off: {ratio:.2f}"
