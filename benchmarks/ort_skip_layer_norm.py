@@ -1,14 +1,14 @@
 """ONNX Runtime's fused SkipLayerNormalization against the Add, Add and LayerNormalization it
 replaces, on the CPU, side by side in one run.
 
-BERT base's shape by default (128 tokens, hidden 768): three one-input graphs, each built here
-and run with graph optimisation off (so nothing is fused or unfused behind our back) on
-`--threads` intra-op threads: `fused` (one SkipLayerNormalization node: input + skip + bias, then
-the layer norm), `parts` (Add of the bias, Add of the skip, LayerNormalization) and `floor` (one
-Identity: what a session call costs without the work, in both of the others too). Each round times
-`--calls` calls of each graph, the order alternating by round, so a drift of the machine hits
-both. It checks that the two graphs agree, then prints each graph's median, min and max per call
-over the rounds, and the ratio fused / parts of the medians, each with the floor taken off.
+BERT base's shape by default (128 tokens, hidden 768): three graphs, each built here and run with
+graph optimisation off (so nothing is fused or unfused behind our back) on `--threads` intra-op
+threads: `fused` (one SkipLayerNormalization node: input + skip + bias, then the layer norm),
+`parts` (Add of the bias, Add of the skip, LayerNormalization) and `floor` (one Identity: what a
+session call costs without the work, in both of the others too). Each round times `--calls` calls
+of each graph, the order alternating by round, so a drift of the machine hits both. It checks that
+the two graphs agree, then prints each graph's median, min and max per call over the rounds, and
+the ratio fused / parts of the medians, each with the floor taken off.
 
 Usage: .venv/bin/python benchmarks/ort_skip_layer_norm.py [--tokens 128] [--hidden 768]
            [--threads 1] [--rounds 15] [--calls 200] [--json OUT]
@@ -36,18 +36,20 @@ def model_bytes(kind: str, tokens: int, hidden: int) -> bytes:
     shape = [1, tokens, hidden]
     inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name in ("x", "skip")]
     output = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
-    rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float32), name)
-               for name in ("gamma", "beta", "bias")]
-    if kind == "fused":
-        nodes = [helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y"],
-                                  domain="com.microsoft", epsilon=EPSILON)]
-    elif kind == "parts":
-        nodes = [helper.make_node("Add", ["x", "bias"], ["biased"]), helper.make_node("Add", ["biased", "skip"], ["summed"]),
-                 helper.make_node("LayerNormalization", ["summed", "gamma", "beta"], ["y"], axis=-1, epsilon=EPSILON)]
+    if kind == "floor":
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], kind, inputs[:1], [output])
     else:
-        nodes, weights = [helper.make_node("Identity", ["x"], ["y"])], []
-    graph = helper.make_graph(nodes, kind, inputs if kind != "floor" else inputs[:1], [output], weights)
+        rng = np.random.default_rng(0)  # the same weights in both graphs
+        weights = [numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float32), name)
+                   for name in ("gamma", "beta", "bias")]
+        if kind == "fused":
+            nodes = [helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y"],
+                                      domain="com.microsoft", epsilon=EPSILON)]
+        else:
+            nodes = [helper.make_node("Add", ["x", "bias"], ["biased"]),
+                     helper.make_node("Add", ["biased", "skip"], ["summed"]),
+                     helper.make_node("LayerNormalization", ["summed", "gamma", "beta"], ["y"], axis=-1, epsilon=EPSILON)]
+        graph = helper.make_graph(nodes, kind, inputs, [output], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 10  # what onnxruntime reads (onnx writes its own newest)
     serialised: bytes = model.SerializeToString()
