@@ -15,7 +15,8 @@ which would otherwise stop the relu after it from fusing). Then `relax.get_defau
 of the target runs: on CPU `LegalizeOps` -> `FoldConstant` -> `FuseOps` -> `FuseTIR` -> lowering; on
 CUDA the same plus the dlight default GPU schedules (Matmul, GEMV, Reduction, GeneralReduction,
 Fallback), rebuilt from TVM's own CUDA pipeline stages with one change: dlight's Matmul rule
-raises, instead of declining, on some convolutions fused with hardswish or SiLU at batch 8
+raises, instead of declining, on a squeeze-and-excitation block's second convolution fused with
+its gate (a hard sigmoid or a sigmoid) and the product with the block's input, at batch 8
 (mobilenet_v3_small, efficientnet_b0: "consumers of the cache-write stage that are not properly
 inlined"), which stopped the whole build; guarded, it declines and the next rule schedules the
 function. The CUDA target is built from the compute capability torch reports (no TVM device
