@@ -127,6 +127,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "tests/backends, tests/gpu and tests marked slow)")
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under `--quick`, the folders it leaves out whole are not even imported: their modules import
+    torch, torchvision and TVM at collection, which cost each of its workers seconds to deselect."""
+    if config.getoption("--quick") and collection_path.parent == REPO / "tests" and collection_path.name in NOT_QUICK:
+        return True
+    return None
+
+
 def _folder(item: pytest.Item) -> str:
     """The folder of tests/ the item's module is in (unit, contract, integration, ...)."""
     return Path(str(item.fspath)).relative_to(REPO / "tests").parts[0]
