@@ -125,10 +125,10 @@ case "${1:-}" in
     test)
         shift
         cd "$root"
-        # The suite starts hundreds of Python processes that import the harness, and four test workers
-        # that import every test module through pytest's assertion rewriting: with
-        # PYTHONDONTWRITEBYTECODE set (as many container images and CI machines set it), each compiled
-        # them from source again. Here they are compiled once, into the tree's __pycache__ (ignored by git).
+        # The suite's test workers import every test module through pytest's assertion rewriting, and
+        # its runs start Python processes that import the harness: with PYTHONDONTWRITEBYTECODE set (as
+        # container images and CI machines often set it), each compiled them from source again. Here
+        # they are compiled once, into the tree's __pycache__ folders (which git ignores).
         unset PYTHONDONTWRITEBYTECODE
         exec "$run_python" -m pytest "$@"
         ;;
