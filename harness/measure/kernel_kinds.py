@@ -21,11 +21,16 @@ A GPU's kernels are named by CUPTI, and two more rules come first for them. A C+
 demangled signature is the function it instantiates, without its return type, template arguments
 and parameters (`void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
 ...>(...)` is at::native::vectorized_elementwise_kernel: every elementwise functor of ATen one kind, as
-a profiler's base name has it; the functor is in the kernel's own name, `top_kernels`). A kernel of
+a profiler's base name has it; the functor is in the kernel's own name, `top_kernels`), except a
+launcher that only wraps the kernel its first template argument names (CUTLASS's `cutlass::Kernel`,
+`cutlass::Kernel2`, `cutlass::device_kernel`), whose kind is that argument's (`void
+cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(...)` is cutlass_simt_sgemm: otherwise
+every CUTLASS kernel, a GEMM or a convolution, would be one kind). A kernel of
 NVIDIA's libraries named by its configuration (`sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize128x32x8_
 ..._execute_kernel__5x_cudnn`; its first word an architecture, sm80 or ampere, or a family, cutlass or
 nvjet, or its last the library) is the library where its last word names one, and the operation, the
-words after the architecture up to the first with a number in it (`cudnn xmma_fprop_implicit_gemm`;
+words after the architecture (a family's may be a bare number: cutlass_80_...) up to the first with a
+number in it (`cudnn xmma_fprop_implicit_gemm`, `cutlass_simt_sgemm`;
 TensorRT's, which names no library, `xmma_fprop_implicit_gemm`): each tile shape would otherwise be
 a kind. Triton's and TVM's generated kernels (`triton_poi_fused_add_convolution_relu_4`,
 `fused_conv2d1_subtract1_relu1_kernel`) take the numbering rule above.
@@ -40,7 +45,8 @@ from typing import Any
 from harness.contract import CpuKernelTimes
 
 KIND_METHOD_NAMED = "the operator type the backend's profiler names for each kernel"
-KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters; a kernel of NVIDIA's "
+KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters (a CUTLASS launcher's: "
+                    "the kind of the kernel its first template argument names); a kernel of NVIDIA's "
                     "libraries named by its configuration, its library and operation; an operator's name "
                     "(namespace::name) as it is; else the kernel's name without the number each of its parts ends "
                     "in, and without its parts that are numbers, tile shapes or hashes")
@@ -58,6 +64,8 @@ _ARCHITECTURE = re.compile(r"sm\d+|ampere|volta|turing|hopper|blackwell")
 #: or its kernel family (cutlass3x, nvjet).
 _LIBRARY_FIRST = re.compile(rf"{_ARCHITECTURE.pattern}|cutlass\w*|nvjet")
 _CLOSING = {"<": ">", "(": ")"}
+#: Functions that only launch the kernel their first template argument names (CUTLASS 2's and 3's).
+_LAUNCHERS = frozenset({"cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel"})
 
 
 def named_well(kinds: Any) -> bool:
@@ -67,7 +75,8 @@ def named_well(kinds: Any) -> bool:
 
 
 def kind_of(name: str, kinds: Mapping[str, str]) -> str:
-    """`name`'s kind: the one `kinds` gives it; else a C++ kernel's function (`_function_of`); else
+    """`name`'s kind: the one `kinds` gives it; else a C++ kernel's function (`_function_of`), a
+    CUTLASS launcher's being the kind of the kernel its first template argument names; else
     a library kernel's library and operation (`_library_operation`); else an operator's name
     (`aten::add`) as it is; else the name with the number each `_`-separated part ends in taken
     off, a part that is a number, a tile shape or a hash left out (a name that is nothing else is
@@ -76,7 +85,9 @@ def kind_of(name: str, kinds: Mapping[str, str]) -> str:
     if named:
         return str(named)
     if "<" in name or "(" in name:
-        return _function_of(name)
+        function = _function_of(name)
+        launched = _first_template_argument(name) if function in _LAUNCHERS else None
+        return kind_of(launched, {}) if launched else function
     operation = _library_operation(name)
     if operation:
         return operation
@@ -115,6 +126,25 @@ def _function_of(signature: str) -> str:
     return words[-1].replace("\0", _ANONYMOUS)
 
 
+def _first_template_argument(signature: str) -> str | None:
+    """The first argument between the outermost angle brackets of a demangled signature, as written
+    (`cutlass_80_simt_sgemm_64x64_8x5_tn_align1` of `void cutlass::Kernel2<cutlass_80_...>(...)`),
+    or None where there is none or its brackets do not close."""
+    start = signature.find("<")
+    if start < 0:
+        return None
+    opened: list[str] = []
+    for index in range(start + 1, len(signature)):
+        char = signature[index]
+        if char in _CLOSING:
+            opened.append(_CLOSING[char])
+        elif opened and char == opened[-1]:
+            opened.pop()
+        elif not opened and char in ",>":
+            return signature[start + 1:index].strip() or None
+    return None
+
+
 def _library_operation(name: str) -> str | None:
     """A kernel of NVIDIA's libraries named by its configuration (its first part an architecture or
     a kernel family, or its last the library: `sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize128x32x8_
@@ -129,8 +159,8 @@ def _library_operation(name: str) -> str | None:
     family = parts[:1] if first and not _ARCHITECTURE.fullmatch(parts[0]) else []
     operation: list[str] = []
     for part in parts[1:] if first else parts:
-        if _ARCHITECTURE.fullmatch(part) and not operation:
-            continue
+        if not operation and (_ARCHITECTURE.fullmatch(part) or (family and part.isdigit())):
+            continue  # the architecture, which a family may write as a bare number (cutlass_80_...)
         if any(char.isdigit() for char in part) or not part:
             break
         operation.append(part)

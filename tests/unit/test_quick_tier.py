@@ -28,6 +28,28 @@ def test_the_quick_tier_leaves_out_real_runs_and_slow_tests() -> None:
         assert not _quick(_Item(f"{folder}/test_x.py"))
 
 
+class _Config:
+    def __init__(self, quick: bool) -> None:
+        self.quick = quick
+
+    def getoption(self, name: str) -> bool:
+        assert name == "--quick"
+        return self.quick
+
+
+def test_the_quick_tier_does_not_even_import_the_folders_it_leaves_out() -> None:
+    """Under `--quick` the folders directly under tests/ that it leaves out are not collected (their
+    modules import torch, torchvision and TVM); a folder of that name elsewhere, a module, and every
+    folder without `--quick` are left to pytest."""
+    tests = REPO / "tests"
+    for folder in NOT_QUICK:
+        assert conftest.pytest_ignore_collect(tests / folder, _Config(True)) is True  # type: ignore[arg-type]
+        assert conftest.pytest_ignore_collect(tests / folder, _Config(False)) is None  # type: ignore[arg-type]
+        assert conftest.pytest_ignore_collect(tests / "unit" / folder, _Config(True)) is None  # type: ignore[arg-type]
+    for kept in (tests / "unit", tests / "contract", tests / "unit" / "test_stats.py"):
+        assert conftest.pytest_ignore_collect(kept, _Config(True)) is None  # type: ignore[arg-type]
+
+
 def test_every_folder_it_leaves_out_exists() -> None:
     assert all((REPO / "tests" / folder).is_dir() for folder in NOT_QUICK)
 

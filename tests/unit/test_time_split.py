@@ -211,7 +211,16 @@ CUDA_KINDS = {
     "ampere_sgemm_128x64_nn": "sgemm",
     "cutlass3x_sm90_tensorop_s64x128x8tf32gemm_f32_f32_f32_f32_f32_128x128x32_1x2x1_0_tnn_align4_warpspecialized_"
     "cooperative_epi_tma": "cutlass3x_tensorop",
-    "cutlass_80_simt_sgemm_64x64_8x5_tn_align1": "cutlass_simt_sgemm_tn_align",
+    "cutlass_80_simt_sgemm_64x64_8x5_tn_align1": "cutlass_simt_sgemm",
+    # CUTLASS's launchers take the kind of the kernel they launch (CUPTI's and Nsight Compute's parameters)
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)":
+    "cutlass_simt_sgemm",
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(T1::Params)": "cutlass_simt_sgemm",
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x128_16x3_"
+    "nn_align4::Params)": "cutlass_tensorop",
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GemmShape<128, 128, 32>, float> >"
+    "(cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GemmShape<128, 128, 32>, float>::Params)":
+    "cutlass::gemm::kernel::GemmUniversal",
     "__myl_AddMulTanh_0xeca0d4f1c2b3a44": "__myl_AddMulTanh",
     # Nsight Compute's demangler names the anonymous namespace otherwise
     "void at::<unnamed>::max_pool_forward_nchw<float, int>(T2, const T1 *, long, long, long, int, int, int, int, int, int,"
@@ -220,7 +229,8 @@ CUDA_KINDS = {
 
 
 def test_a_gpu_kernel_kind_is_its_function_its_library_operation_or_its_name_without_numbers() -> None:
-    """A C++ kernel's kind is its function (every ATen elementwise functor one kind); a library
+    """A C++ kernel's kind is its function (every ATen elementwise functor one kind), a CUTLASS
+    launcher's the kernel it launches (a GEMM's kind is not a convolution's); a library
     kernel named by its tile shapes is its library and operation; Triton's and TVM's kernels lose
     their numbers, and any kernel its tile shapes and hashes. A signature whose brackets do not
     close is its own kind; each bracket closes the one it opened."""
@@ -229,6 +239,8 @@ def test_a_gpu_kernel_kind_is_its_function_its_library_operation_or_its_name_wit
     assert {name: kind_of(name, {}) for name in CUDA_KINDS} == CUDA_KINDS
     assert kind_of("void broken<int(", {}) == "void broken<int("
     assert kind_of("void pick<(1>0), int>(int)", {}) == "pick"
+    assert kind_of("void cutlass::Kernel2<>(int)", {}) == "cutlass::Kernel2"  # a launcher that names no kernel
+    assert kind_of("void other::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(int)", {}) == "other::Kernel2"
     assert kind_of("ampere_128x64_nn", {}) == "ampere_nn"  # no operation word: the numbering rule
     assert kind_of("winograd_fprop_4x4_cudnn", {}) == "cudnn winograd_fprop"  # the library named by the last word alone
 
