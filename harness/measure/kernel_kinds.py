@@ -86,7 +86,7 @@ def kind_of(name: str, kinds: Mapping[str, str]) -> str:
         return str(named)
     if "<" in name or "(" in name:
         function = _function_of(name)
-        launched = _first_template_argument(name) if function in _LAUNCHERS else None
+        launched = _first_template_argument(name, function) if function in _LAUNCHERS else None
         return kind_of(launched, {}) if launched else function
     operation = _library_operation(name)
     if operation:
@@ -126,13 +126,15 @@ def _function_of(signature: str) -> str:
     return words[-1].replace("\0", _ANONYMOUS)
 
 
-def _first_template_argument(signature: str) -> str | None:
-    """The first argument between the outermost angle brackets of a demangled signature, as written
-    (`cutlass_80_simt_sgemm_64x64_8x5_tn_align1` of `void cutlass::Kernel2<cutlass_80_...>(...)`),
-    or None where there is none or its brackets do not close."""
-    start = signature.find("<")
-    if start < 0:
+def _first_template_argument(signature: str, function: str) -> str | None:
+    """The first template argument of `function` in a demangled signature, as written
+    (`cutlass_80_simt_sgemm_64x64_8x5_tn_align1` of `void cutlass::Kernel2<cutlass_80_...>(...)`;
+    not of a return type's template before it), or None where there is none or its brackets do not
+    close."""
+    found = signature.find(f"{function}<")
+    if found < 0:
         return None
+    start = found + len(function)
     opened: list[str] = []
     for index in range(start + 1, len(signature)):
         char = signature[index]

@@ -241,6 +241,8 @@ def test_a_gpu_kernel_kind_is_its_function_its_library_operation_or_its_name_wit
     assert kind_of("void pick<(1>0), int>(int)", {}) == "pick"
     assert kind_of("void cutlass::Kernel2<>(int)", {}) == "cutlass::Kernel2"  # a launcher that names no kernel
     assert kind_of("void other::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(int)", {}) == "other::Kernel2"
+    assert kind_of("std::enable_if<true, void>::type cutlass::Kernel<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(int)",
+                   {}) == "cutlass_simt_sgemm"  # the launcher's argument, not its return type's
     assert kind_of("ampere_128x64_nn", {}) == "ampere_nn"  # no operation word: the numbering rule
     assert kind_of("winograd_fprop_4x4_cudnn", {}) == "cudnn winograd_fprop"  # the library named by the last word alone
 
