@@ -212,7 +212,8 @@ CUDA_KINDS = {
     "cutlass3x_sm90_tensorop_s64x128x8tf32gemm_f32_f32_f32_f32_f32_128x128x32_1x2x1_0_tnn_align4_warpspecialized_"
     "cooperative_epi_tma": "cutlass3x_tensorop",
     "cutlass_80_simt_sgemm_64x64_8x5_tn_align1": "cutlass_simt_sgemm",
-    # CUTLASS's launchers take the kind of the kernel they launch (CUPTI's and Nsight Compute's parameters)
+    # CUTLASS's launchers take the kind of the kernel they launch: the first two as the H200 bundles recorded them
+    # (CUPTI's parameters, Nsight Compute's), the others written as CUTLASS 2 and 3 name their kernels
     "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)":
     "cutlass_simt_sgemm",
     "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(T1::Params)": "cutlass_simt_sgemm",
