@@ -52,7 +52,12 @@ Options (scenario file, `options:`):
   process may run on, as many as torch and ONNX Runtime run). TVM's own last guess is half the
   machine's logical CPUs on x86 (it takes every core for two hardware threads), which gave TVM one
   thread on a 2-core VM without SMT where every other backend ran two
-  (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md)
+  (docs/results/cpu-2core-amd-2026-12-01-tvm-threads.md). TVM's pool pins its threads, the
+  calling thread among them, to the machine's first cores whatever this process's affinity: a
+  process given core 1 of two (`taskset -c 1`, a test worker's share) ran its
+  kernels, and everything after them, on core 0. Where this process may run on fewer CPUs than the
+  machine has, the pool is left unpinned (TVM_BIND_THREADS=0, as a `--jobs` slot sets it) unless
+  TVM_BIND_THREADS is set; on the whole machine TVM pins as it always does.
 
 Limits, checked on TVM 0.27: fp32 only (the importer gives conv2d and linear float32 outputs
 whatever the input dtype, so fp16 models do not import). A budget of a few trials a task is a
@@ -106,6 +111,8 @@ REPORT_FILE = "fusion_report.json"
 CACHE_LAYOUT = "tvm-relax-v2"
 #: The variables TVM sizes its thread pool by, the first one set winning.
 _POOL_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
+#: Whether TVM's pool pins its threads to cores ("0": it does not), read when the pool is made.
+BIND_VARIABLE = "TVM_BIND_THREADS"
 #: tvm.runtime.from_dlpack refuses tensors whose data is not aligned this much (the generated
 #: code may assume it).
 _ALIGNMENT = 64
@@ -243,10 +250,13 @@ def size_thread_pool(threads: int) -> int | None:
     OMP_NUM_THREADS, else half the logical CPUs on x86 (it takes every core for two hardware
     threads). With `threads` 0 a count the cell was given stays (a `--jobs` slot's OMP_NUM_THREADS,
     or a scenario's `env:`), and only that last guess is replaced: one thread per core this process
-    may run on. The variable is set before the backend runs a kernel, and MetaSchedule's runner
-    process inherits it."""
+    may run on. Where this process may run on fewer CPUs than the machine has, the pool is also
+    left unpinned (TVM_BIND_THREADS=0, unless set). The variables are set before the backend runs a
+    kernel, and MetaSchedule's runner process inherits them."""
     if threads or _given_pool_threads() is None:
         os.environ["TVM_NUM_THREADS"] = str(threads or process_cores())
+    if process_cores() < (os.cpu_count() or 1):  # pinned, the pool would leave this process's cores
+        os.environ.setdefault(BIND_VARIABLE, "0")
     return pool_threads(threads)
 
 

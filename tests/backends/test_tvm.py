@@ -183,6 +183,56 @@ def test_a_thread_count_the_cell_was_given_stays_and_keys_its_own_tuning(monkeyp
     assert tvm_backend.size_thread_pool(0) is None  # no number: TVM's own reading of it, not checked
 
 
+def test_a_process_on_fewer_cores_than_the_machine_leaves_tvms_pool_unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TVM's pool pins its threads to the machine's first cores whatever the process's affinity:
+    confined to some of the machine's cores, the backend leaves it unpinned; a TVM_BIND_THREADS
+    given stays; on the whole machine TVM pins as it always did."""
+    from backends import tvm as tvm_backend
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.delenv("TVM_BIND_THREADS", raising=False)
+    monkeypatch.setattr(tvm_backend, "process_cores", lambda: 4)
+    tvm_backend.size_thread_pool(0)
+    assert "TVM_BIND_THREADS" not in os.environ
+    monkeypatch.setattr(tvm_backend, "process_cores", lambda: 2)
+    tvm_backend.size_thread_pool(0)
+    assert os.environ["TVM_BIND_THREADS"] == "0"
+    monkeypatch.setenv("TVM_BIND_THREADS", "1")
+    tvm_backend.size_thread_pool(0)
+    assert os.environ["TVM_BIND_THREADS"] == "1"
+
+
+def test_a_process_confined_to_a_later_core_keeps_it_through_tvms_compile_and_call() -> None:
+    """Given the machine's last core alone (`taskset -c 1` on two), a process's thread ran on core 0
+    after TVM made its pool, and every test after it in a pytest worker given a core of its own."""
+    import subprocess
+    import sys
+
+    from tests.conftest import WHOLE_MACHINE
+
+    if len(WHOLE_MACHINE) < 2:
+        pytest.skip("one core: no later core to confine the process to")
+    code = f"""
+import os, tempfile
+from pathlib import Path
+os.sched_setaffinity(0, {{{max(WHOLE_MACHINE)}}})
+import torch
+from backends.tvm import TVMBackend
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+example = torch.randn(1, 3, 16, 16)
+work = Path(tempfile.mkdtemp())
+prepared = TVMBackend().prepare(model, example, device="cpu", dtype="fp32",
+                                variant=TVMBackend.variant("on", {{"tuning_trials": 0}}), workdir=work, cache_dir=work / "cache")
+prepared(example)
+print(sorted(os.sched_getaffinity(0)))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_BIND_THREADS", "TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [f"[{max(WHOLE_MACHINE)}]"], done.stdout
+
+
 def test_unaligned_input_is_still_computed_right(tiny: dict[str, Any]) -> None:
     x = tiny["example"]
     storage = torch.empty(x.numel() + 1)
