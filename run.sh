@@ -25,12 +25,16 @@ nvidia_index="https://pypi.nvidia.com"
 # The modules the harness imports (pyproject.toml's dependencies; docker only for --container).
 required_modules="torch torchvision mlperf_loadgen pydantic yaml psutil rich numpy jsonschema"
 
+case "${FUSIONBENCH_GPU_STACK:-auto}" in
+    on | off | auto) ;;
+    *) echo "fusionbench: FUSIONBENCH_GPU_STACK must be on, off or auto" >&2; exit 2 ;;
+esac
+
 gpu_stack() {
     case "${FUSIONBENCH_GPU_STACK:-auto}" in
         on) return 0 ;;
         off) return 1 ;;
-        auto) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' ;;
-        *) echo "fusionbench: FUSIONBENCH_GPU_STACK must be on, off or auto" >&2; exit 2 ;;
+        *) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' ;;
     esac
 }
 
@@ -103,14 +107,20 @@ if [ "${1:-}" = "--install-plan" ]; then
 fi
 
 if [ "${FUSIONBENCH_NO_VENV:-0}" = 1 ]; then
+    if ! command -v "$python" >/dev/null 2>&1; then
+        echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs \$PYTHON as it is, and there is no $python (PYTHON names the Python to use)" >&2
+        exit 2
+    fi
+    # what is missing, named as pip installs it (mlcommons-loadgen gives mlperf_loadgen, PyYAML yaml)
     missing="$("$python" - $required_modules <<'EOF'
 import importlib.util, sys
-print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
+package = {"mlperf_loadgen": "mlcommons-loadgen", "yaml": "PyYAML"}
+print(" ".join(package.get(m, m) for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
 EOF
 )"
     if [ -n "$missing" ]; then
         echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs $python as it is, and it lacks: $missing" >&2
-        echo "  add them from wheels: $python -m pip install --no-index --find-links WHEEL_DIR PACKAGE ..." >&2
+        echo "  add them from wheels: $python -m pip install --no-index --find-links WHEEL_DIR -r WHEEL_DIR/requirements.txt" >&2
         echo "  (gathered on a machine with network by: ./run.sh wheels WHEEL_DIR --python-version $("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'))" >&2
         exit 2
     fi

@@ -167,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
         "(FUSIONBENCH_NO_VENV=1)",
         description="Download, for the target's Python version, the harness's small packages (LoadGen, pydantic, "
         "PyYAML, psutil, rich, jsonschema) and each --backend's runtime, at the locks' versions, with what they need, "
-        "into DIR with a SHA256SUMS file; then print what to run there. The target's Python must bring torch, "
+        "into DIR with the list of what to install there (requirements.txt) and a SHA256SUMS file of both; then print "
+        "what to run there. The target's Python must bring torch, "
         "torchvision and numpy.",
     )
     wheels.add_argument("dest", type=path_argument, metavar="DIR", help="the folder to fill (made if missing)")

@@ -6,10 +6,11 @@ That Python brings torch, torchvision and numpy (a GPU machine's image does); wh
 needs beside them is small: LoadGen, pydantic, PyYAML, psutil, rich and jsonschema, and, per
 backend asked for, its runtime (ONNX Runtime with the exporter's onnx and onnxscript; apache-tvm).
 Each is pinned to requirements.lock's version (requirements-gpu.lock's for onnxruntime-gpu), and so
-is every dependency the lock pins; pip resolves the rest for the target's Python. The folder gets a
-SHA256SUMS file, so that the copy can be checked on the far side (`sha256sum -c SHA256SUMS`) before
-`pip install --no-index --find-links DIR ...` installs from it, taking from it only what that
-Python lacks.
+is every dependency the lock pins; pip resolves the rest for the target's Python. The folder gets
+the list of what to install (requirements.txt) and a SHA256SUMS file of it and the wheels, so that
+the copy can be checked on the far side (`sha256sum -c SHA256SUMS`) before `pip install --no-index
+--find-links DIR -r DIR/requirements.txt` installs from it, taking from it only what that Python
+lacks: the folder says how it is installed, whatever became of the lines `wheels` printed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ HARNESS_PACKAGES = ("mlcommons_loadgen", "pydantic", "PyYAML", "psutil", "rich",
 #: A backend's packages; "onnxruntime" is the CPU build or, for a GPU machine, onnxruntime-gpu.
 BACKEND_PACKAGES = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tvm": ("apache-tvm",)}
 SUMS_FILE = "SHA256SUMS"
+#: The folder's own list of what to install there: `name==version`, a line each.
+REQUIREMENTS_FILE = "requirements.txt"
 _VERSION = re.compile(r"^3\.(\d{1,2})$")
 _GLIBC = re.compile(r"^2\.(\d{1,2})$")
 
@@ -112,27 +115,31 @@ def constraints_text(repo: Path) -> str:
 
 
 def write_sums(dest: Path) -> list[Path]:
-    """SHA256SUMS of every wheel in `dest`, in `sha256sum -c`'s format; the wheels, sorted."""
-    wheels = sorted(dest.glob("*.whl"))
-    (dest / SUMS_FILE).write_text("".join(f"{file_sha256(wheel)}  {wheel.name}\n" for wheel in wheels))
-    return wheels
+    """SHA256SUMS of every wheel in `dest` and of its requirements.txt where it has one, in
+    `sha256sum -c`'s format; the files it lists, sorted."""
+    listed = sorted(path for path in dest.iterdir()
+                    if path.is_file() and (path.suffix == ".whl" or path.name == REQUIREMENTS_FILE))
+    (dest / SUMS_FILE).write_text("".join(f"{file_sha256(path)}  {path.name}\n" for path in listed))
+    return listed
 
 
 def gather(repo: Path, dest: Path, backends: Sequence[str], target: Target,
            run: Callable[[list[str]], int] | None = None) -> list[str]:
-    """Download the wheels into `dest` and list them in its SHA256SUMS; returns the requirements
-    to install there. `run` runs pip (its output shown) and returns its exit status."""
+    """Download the wheels into `dest`, write what to install there in its requirements.txt and list
+    both in its SHA256SUMS; returns those requirements. `run` runs pip (its output shown) and returns its exit status."""
     wanted = requirements(repo, backends, target)
     if dest.exists() and not dest.is_dir():
         raise ConfigError(f"{dest} is a file; give a folder for the wheels")
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / SUMS_FILE).unlink(missing_ok=True)  # an earlier gather's: listed again only once this one is done
+    for earlier in (SUMS_FILE, REQUIREMENTS_FILE):  # an earlier gather's: written again only once this one is done
+        (dest / earlier).unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="fusionbench-wheels-") as scratch:
         constraints = Path(scratch) / "constraints.txt"
         constraints.write_text(constraints_text(repo))
         status = (run or _run_pip)(download_command(dest, wanted, constraints, target))
     if status != 0:
         raise WheelsError(f"pip download exited {status} (its message is above); nothing in {dest} is listed in {SUMS_FILE}")
+    (dest / REQUIREMENTS_FILE).write_text("".join(f"{requirement}\n" for requirement in wanted))
     write_sums(dest)
     return wanted
 
@@ -147,6 +154,7 @@ def install_lines(dest: Path, wanted: Sequence[str]) -> list[str]:
     lines = [f"(cd {folder} && sha256sum -c --quiet {SUMS_FILE})"]
     if any(requirement.startswith("onnxruntime-gpu==") for requirement in wanted):
         lines.append("python3 -m pip uninstall -y onnxruntime   # the CPU build: both install the onnxruntime module")
-    lines.append(f"python3 -m pip install --no-index --find-links {folder} {' '.join(wanted)}")
+    requirements_file = shlex.quote(str(dest / REQUIREMENTS_FILE))
+    lines.append(f"python3 -m pip install --no-index --find-links {folder} -r {requirements_file}")
     lines.append("FUSIONBENCH_NO_VENV=1 ./run.sh gpu-check   # or any scenario file")
     return lines

@@ -65,10 +65,23 @@ def test_without_a_venv_missing_packages_are_named(tmp_path: Path) -> None:
     # PYTHONPATH emptied: on a machine that adds the packages by it, the bare Python would find them
     done = run_sh("backends", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": str(bare / "bin" / "python"), "PYTHONPATH": ""})
     assert done.returncode == 2
-    assert "lacks: torch torchvision mlperf_loadgen pydantic yaml" in done.stderr
-    assert "--no-index --find-links" in done.stderr
+    # named as pip installs them, as the wheels folder's list does
+    assert "lacks: torch torchvision mlcommons-loadgen pydantic PyYAML" in done.stderr
+    assert "--no-index --find-links WHEEL_DIR -r WHEEL_DIR/requirements.txt" in done.stderr
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"  # venv.create made the bare one of this Python
     assert f"./run.sh wheels WHEEL_DIR --python-version {version}" in done.stderr
+
+
+def test_without_a_venv_a_python_that_is_not_there_is_named_once() -> None:
+    done = run_sh("models", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": "/nonexistent/python3"})
+    assert done.returncode == 2
+    assert done.stderr == ("fusionbench: FUSIONBENCH_NO_VENV=1 runs $PYTHON as it is, and there is no "
+                           "/nonexistent/python3 (PYTHON names the Python to use)\n")
+
+
+def test_a_gpu_stack_setting_that_is_not_one_is_refused_in_one_line() -> None:
+    done = run_sh("models", env={"FUSIONBENCH_GPU_STACK": "bogus"})
+    assert (done.returncode, done.stderr) == (2, "fusionbench: FUSIONBENCH_GPU_STACK must be on, off or auto\n")
 
 
 def test_without_a_venv_the_current_python_runs_the_checkout() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -75,9 +76,10 @@ def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path
     assert f"pydantic-core=={PINS['pydantic-core']}\n" in constraints[0], "a dependency the lock pins is held to it"
     assert "torch==" not in constraints[0] and "nvidia-cublas==" not in constraints[0], "the target's torch is its own"
     assert "numpy==" not in constraints[0], "the target's numpy is its own (a 3.10 target has none of numpy 2.4)"
+    assert (tmp_path / "out" / "requirements.txt").read_text().splitlines() == wanted, "the folder says what to install"
     sums = (tmp_path / "out" / offline_wheels.SUMS_FILE).read_text().splitlines()
     assert [line.split("  ")[1] for line in sums] == ["psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl",
-                                                      "pydantic-2.14.3-py3-none-any.whl"]
+                                                      "pydantic-2.14.3-py3-none-any.whl", "requirements.txt"]
     checked = subprocess.run(["sha256sum", "-c", offline_wheels.SUMS_FILE], cwd=tmp_path / "out",
                              capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -86,9 +88,11 @@ def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path
 def test_a_failed_download_says_so_and_lists_nothing_as_checked(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / offline_wheels.SUMS_FILE).write_text("an earlier gather's list\n")
+    (tmp_path / "out" / offline_wheels.REQUIREMENTS_FILE).write_text("rich==1.0\n")
     with pytest.raises(WheelsError, match="pip download exited 1"):
         offline_wheels.gather(REPO, tmp_path / "out", [], Target(), run=lambda command: 1)
     assert not (tmp_path / "out" / offline_wheels.SUMS_FILE).exists(), "an earlier list would vouch for this folder"
+    assert not (tmp_path / "out" / offline_wheels.REQUIREMENTS_FILE).exists(), "an earlier list would be installed from it"
 
 
 def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: Path) -> None:
@@ -101,7 +105,7 @@ def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: 
 def test_a_folder_name_with_spaces_or_quotes_stays_one_word_in_the_instructions() -> None:
     lines = offline_wheels.install_lines(Path("/carry/my wheels's"), ["pydantic==2.14.3"])
     assert lines[0].startswith("(cd '/carry/my wheels'\"'\"'s' && ")
-    assert "--find-links '/carry/my wheels'\"'\"'s' pydantic" in lines[1]
+    assert lines[1].endswith("--find-links '/carry/my wheels'\"'\"'s' -r '/carry/my wheels'\"'\"'s/requirements.txt'")
 
 
 def test_a_target_of_another_python_than_pips_is_told_apart() -> None:
@@ -114,7 +118,7 @@ def test_the_instructions_check_the_copy_and_swap_the_cpu_onnxruntime_for_the_gp
     lines = offline_wheels.install_lines(Path("/carry/wheels"), ["pydantic==2.14.3", "onnxruntime-gpu==1.31.1"])
     assert lines[0] == "(cd /carry/wheels && sha256sum -c --quiet SHA256SUMS)"
     assert lines[1].startswith("python3 -m pip uninstall -y onnxruntime ")
-    assert lines[2] == "python3 -m pip install --no-index --find-links /carry/wheels pydantic==2.14.3 onnxruntime-gpu==1.31.1"
+    assert lines[2] == "python3 -m pip install --no-index --find-links /carry/wheels -r /carry/wheels/requirements.txt"
 
 
 def _wheel(folder: Path, name: str, version: str) -> None:
@@ -139,6 +143,16 @@ def test_the_command_gathers_with_the_real_pip_from_an_index_and_prints_what_to_
     gathered = sorted(path.name for path in (tmp_path / "out").glob("*.whl"))
     assert len(gathered) == len(offline_wheels.HARNESS_PACKAGES) and f"pydantic-{PINS['pydantic']}-py3-none-any.whl" in gathered
     assert "sha256sum -c --quiet SHA256SUMS" in done.stdout and "--no-index --find-links" in done.stdout
+    # the far side: the folder alone (another path, no index) installs what its list names, at the lock's versions
+    carried = tmp_path / "carried"
+    shutil.copytree(tmp_path / "out", carried)
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+                                "--find-links", str(carried), "-r", str(carried / "requirements.txt"),
+                                "--target", str(tmp_path / "site")],
+                               capture_output=True, text=True, env={**os.environ, "PIP_FIND_LINKS": ""}, timeout=120,
+                               check=False)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (tmp_path / "site" / f"pydantic-{PINS['pydantic']}.dist-info").is_dir()
     missing = subprocess.run([sys.executable, "-m", "harness.cli", "wheels", str(tmp_path / "none"), "--backend", "tvm"],
                              capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
     assert missing.returncode == 2 and "pip download exited 1" in missing.stderr

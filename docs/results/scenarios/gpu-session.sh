@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A GPU session on a machine without network whose Python brings torch (FUSIONBENCH_NO_VENV=1), run
+# from the repository's root there: the GPU scenarios that have not run yet, in the order given,
+# within a time budget, each left resumable by the next session where the budget ran out.
+#
+# Here, where PyPI answers, gather the wheels (the folder lists what to install, with their sums):
+#   ./run.sh wheels .whl/w --python-version 3.12 --gpu --backend onnxruntime --backend tvm
+# and, where the copy to that machine takes files of at most N bytes, split the larger wheels:
+#   mkdir -p .whl/parts && (cd .whl/w && for w in onnxruntime_gpu-*.whl apache_tvm-*.whl; do
+#     split -b 52000000 "$w" "../parts/$w.part" && rm "$w"; done)
+# There:
+#   docs/results/scenarios/gpu-session.sh install WHEELS [PARTS]
+#       join PARTS/NAME.whl.part?? into WHEELS/NAME.whl, check WHEELS/SHA256SUMS, replace the CPU
+#       build of ONNX Runtime by the GPU one where the list asks for it, install WHEELS/requirements.txt
+#   docs/results/scenarios/gpu-session.sh run OUT SECONDS SCENARIO [SCENARIO ...]
+#       run each scenario with --budget-s what is left of SECONDS (less MARGIN_S, 60 by default, for
+#       the probe before the cells and the report after them); a bundle of that scenario in OUT that
+#       is not complete is resumed instead; then validate each bundle
+# The CUDA libraries of torch's wheels are put on LD_LIBRARY_PATH, since ONNX Runtime's CUDA
+# provider looks for them there (docs/results/gpu-h200-2026-11-28.md). $PYTHON is the Python
+# (default python3), as for run.sh.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+python="${PYTHON:-python3}"
+margin_s="${MARGIN_S:-60}"
+
+usage() {
+    sed -n '11,18p' "${BASH_SOURCE[0]}" >&2
+    exit 2
+}
+
+install_wheels() {
+    local wheels="$1" parts="${2:-}"
+    [ -d "$wheels" ] || { echo "gpu-session: $wheels is not a folder of wheels" >&2; exit 2; }
+    if [ -n "$parts" ]; then
+        [ -d "$parts" ] || { echo "gpu-session: $parts is not a folder of parts" >&2; exit 2; }
+        local first name
+        for first in "$parts"/*.whl.partaa; do
+            [ -e "$first" ] || { echo "gpu-session: no NAME.whl.partaa in $parts" >&2; exit 2; }
+            name="$(basename "${first%.partaa}")"
+            cat "$parts/$name".part?? > "$wheels/$name.joining"
+            mv "$wheels/$name.joining" "$wheels/$name"
+            echo "joined $name from $(ls "$parts/$name".part?? | wc -l) parts"
+        done
+    fi
+    (cd "$wheels" && sha256sum -c --quiet SHA256SUMS)
+    if grep -q '^onnxruntime-gpu==' "$wheels/requirements.txt"; then
+        "$python" -m pip uninstall -y onnxruntime  # the CPU build: both install the onnxruntime module
+    fi
+    "$python" -m pip install --disable-pip-version-check --no-index --find-links "$wheels" -r "$wheels/requirements.txt"
+}
+
+cuda_library_path() {
+    "$python" - <<'EOF'
+import glob, os, site
+folders = []
+for packages in site.getsitepackages():
+    folders += sorted(glob.glob(os.path.join(packages, "nvidia", "*", "lib")))
+print(":".join(folders + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]))
+EOF
+}
+
+# The bundle in OUT that a run of SCENARIO started and did not complete, if any.
+unfinished_bundle() {
+    "$python" - "$1" "$2" <<'EOF'
+import json, sys
+from pathlib import Path
+import yaml
+out, scenario = Path(sys.argv[1]), Path(sys.argv[2])
+name = yaml.safe_load(scenario.read_text()).get("name") or scenario.stem
+for header in sorted(out.glob("*/bundle.json")):
+    try:
+        bundle = json.loads(header.read_text())
+    except (OSError, ValueError):
+        continue
+    if bundle.get("scenario", {}).get("name") == name and bundle.get("state") != "complete":
+        print(header.parent)
+        break
+EOF
+}
+
+run_scenarios() {
+    local out="$1" seconds="$2"
+    shift 2
+    [ $# -gt 0 ] || usage
+    mkdir -p "$out"
+    export FUSIONBENCH_NO_VENV=1 LD_LIBRARY_PATH
+    LD_LIBRARY_PATH="$(cuda_library_path)"
+    local deadline=$((SECONDS + seconds)) scenario left bundle status=0
+    for scenario in "$@"; do
+        left=$((deadline - SECONDS - margin_s))
+        if [ "$left" -lt 60 ]; then
+            echo "gpu-session: ${left}s left, under a minute: $scenario and those after it not started"
+            break
+        fi
+        bundle="$(unfinished_bundle "$out" "$scenario")"
+        if [ -n "$bundle" ]; then
+            echo "== resuming $bundle ($scenario), budget ${left}s"
+            "$root/run.sh" run --resume "$bundle" --budget-s "$left" || status=$?
+        else
+            echo "== $scenario, budget ${left}s"
+            "$root/run.sh" run "$scenario" --budget-s "$left" --out "$out" || status=$?
+        fi
+    done
+    for bundle in "$out"/*/; do
+        [ -f "$bundle/bundle.json" ] && { "$root/run.sh" validate "$bundle" || status=$?; }
+    done
+    return "$status"
+}
+
+case "${1:-}" in
+    install) shift; [ $# -ge 1 ] && [ $# -le 2 ] || usage; install_wheels "$@" ;;
+    run) shift; [ $# -ge 3 ] || usage; [[ "$2" =~ ^[0-9]+$ ]] || usage; run_scenarios "$@" ;;
+    *) usage ;;
+esac
