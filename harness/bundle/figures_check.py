@@ -59,10 +59,10 @@ from harness.stats import warmup
 from harness.stats.summary import NOISY_CV, summarize_ns
 from harness.stats.thresholds import (
     AGREEMENT_LIMIT,
-    BUSY_OTHERS_CORES,
     DRIFT_LIMIT,
-    STOLEN_SHARE,
     WARMUP_TOLERANCE,
+    busy_machine,
+    shared_machine,
 )
 
 # How each warning of harness/measure/trust.py begins.
@@ -389,12 +389,12 @@ def _implied_warnings(cell: dict[str, Any]) -> list[tuple[str, str]]:
     cpu = [c if isinstance(c, dict) else {} for c in beside]
     wall = sum(number(c.get("wall_s")) or 0 for c in cpu)
     if wall > 0:
-        others = sum(number(c.get("other_processes_cpu_s")) or 0 for c in cpu) / wall
-        stolen = sum(number(c.get("stolen_cpu_s")) or 0 for c in cpu) / wall / max(number(cpu[0].get("cpus")) or 1, 1)
-        if others > BUSY_OTHERS_CORES:
-            implied.append((BUSY, f"other processes used {others:.2f} cores during its timed calls"))
-        if stolen > STOLEN_SHARE:
-            implied.append((SHARED, f"the hypervisor took {stolen:.0%} of the CPUs during its timed calls"))
+        others_s, stolen_s = (sum(number(c.get(field)) or 0 for c in cpu) for field in ("other_processes_cpu_s", "stolen_cpu_s"))
+        cpus = max(int(number(cpu[0].get("cpus")) or 1), 1)
+        if busy_machine(others_s, wall, cpus, len(cpu)):
+            implied.append((BUSY, f"other processes used {others_s / wall:.2f} cores during its timed calls"))
+        if shared_machine(stolen_s, wall, cpus, len(cpu)):
+            implied.append((SHARED, f"the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during its timed calls"))
     if lookup(metrics, "latency_agreement", "within") is False:
         implied.append((DISAGREE, "its LoadGen figure and device time are not within the limit"))
     chosen = lookup(cell, "environment", "allocator")

@@ -41,7 +41,7 @@ from harness.metric_table import format_duration_ns as duration  # one format fo
 from harness.metric_table import percentile_of
 from harness.scenario.rules import rule
 from harness.stats.summary import NOISY_CV
-from harness.stats.thresholds import AGREEMENT_LIMIT, BUSY_OTHERS_CORES, DRIFT_LIMIT, STOLEN_SHARE
+from harness.stats.thresholds import AGREEMENT_LIMIT, DRIFT_LIMIT, busy_machine, shared_machine
 
 MODEL_SLOWER_LIMIT = 0.03
 
@@ -203,12 +203,13 @@ def _machine(repetitions: list[Repetition]) -> list[str]:
     cpu = [b.get("cpu") or {} for b in beside]
     wall = sum(c.get("wall_s", 0) for c in cpu)
     if wall > 0:
-        others = sum(c.get("other_processes_cpu_s", 0) for c in cpu) / wall
-        stolen = sum(c.get("stolen_cpu_s", 0) for c in cpu) / wall / max(cpu[0].get("cpus", 1), 1)
-        if others > BUSY_OTHERS_CORES:
-            found.append(f"a busy machine: other processes used {others:.2f} cores during the timed calls")
-        if stolen > STOLEN_SHARE:
-            found.append(f"a shared machine: the hypervisor took {stolen:.0%} of the CPUs during the timed calls")
+        others_s, stolen_s = (sum(c.get(field, 0) for c in cpu) for field in ("other_processes_cpu_s", "stolen_cpu_s"))
+        cpus = max(cpu[0].get("cpus", 1), 1)
+        if busy_machine(others_s, wall, cpus, len(cpu)):
+            found.append(f"a busy machine: other processes used {others_s / wall:.2f} cores during the timed calls")
+        if shared_machine(stolen_s, wall, cpus, len(cpu)):
+            found.append(f"a shared machine: the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during the "
+                         "timed calls")
     gpu = [state for b in beside for state in (b.get("gpu_before"), b.get("gpu_after")) if state]
     slowed = slowdowns(gpu)
     if slowed:

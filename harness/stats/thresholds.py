@@ -12,3 +12,25 @@ WARMUP_TOLERANCE = 0.02  # two consecutive warm-up windows' medians agree this c
 WARMUP_WINDOW_S = 0.1  # a warm-up window lasts about this long,
 WARMUP_MAX_WINDOW = 50  # and holds at most this many calls (one, for a model slower than the window)
 ROUND_OUT_OF_LINE = 1.5  # a round's median this many times the median of the cell's rounds, or below it by as much
+#: /proc counts CPU time in clock ticks (USER_HZ: 100 a second on Linux), and a region's reading can be
+#: off by about a tick for each CPU's counter and two for this process's own (harness/measure/activity.py).
+PROC_TICK_S = 0.01
+
+
+def _beyond_ticks(cpu_s: float, ticks_a_region: int, regions: int) -> float:
+    """`cpu_s` less the most the ticks can have added to it over `regions` regions read apart."""
+    return max(cpu_s - ticks_a_region * regions * PROC_TICK_S, 0.0)
+
+
+def busy_machine(others_s: float, wall_s: float, cpus: int, regions: int) -> bool:
+    """Whether other processes' CPU time beside the timed calls (`regions` regions of `wall_s` in
+    all, read on a machine of `cpus` CPUs) says a busy machine: over `BUSY_OTHERS_CORES` even once
+    what the tick alone can add is taken off it. One tick over a region of 30 ms reads as a third of
+    a core; such a region says nothing either way."""
+    return wall_s > 0 and _beyond_ticks(others_s, cpus + 2, regions) / wall_s > BUSY_OTHERS_CORES
+
+
+def shared_machine(stolen_s: float, wall_s: float, cpus: int, regions: int) -> bool:
+    """Whether the time the hypervisor took from the CPUs beside the timed calls is over
+    `STOLEN_SHARE` of them, once what the tick alone can add (one a CPU a region) is taken off it."""
+    return wall_s > 0 and _beyond_ticks(stolen_s, cpus, regions) / wall_s / max(cpus, 1) > STOLEN_SHARE

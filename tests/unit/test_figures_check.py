@@ -397,6 +397,29 @@ def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
     assert allocator.warnings(record)[0].startswith("allocator steady asked for but not in effect")
 
 
+@pytest.mark.parametrize(("wall_s", "others_s", "stolen_s", "said"), [
+    (0.0075, 0.0075, 0.0, False),  # a kernel tick over a region of 7.5 ms: "1.00 cores", which the tick alone can read
+    (0.0075, 0.0, 0.01, False),  # a stolen tick over it: "7% of the CPUs"
+    (1.0, 0.3, 0.1, True),  # 0.3 cores and 5% over a second: the tick cannot read that much
+])
+def test_both_judges_leave_a_busy_or_shared_machine_unsaid_where_the_tick_alone_could_read_it(
+        wall_s: float, others_s: float, stolen_s: float, said: bool) -> None:
+    """The MMoE cells of the global-analysis suite timed four repetitions of 7 to 45 ms, where one
+    tick of /proc's CPU time read as a third of a core to a whole one: each warned of a busy machine,
+    and every speedup from them carried `busy`. A reading is judged once what the tick can add is off it."""
+    from harness.bundle.cell_record import Metrics
+    from harness.measure import trust
+
+    cpu = {"wall_s": wall_s, "other_processes_cpu_s": others_s, "stolen_cpu_s": stolen_s, "cpus": 2}
+    metrics = {"device_time": {"samples_ns": [], "summary": {"n": 8, "median_ns": 1e6, "cv": 0.01},
+                               "repetitions": [{"when": f"repetition {i}", "n": 2, "median_ns": 1e6, "beside": {"cpu": cpu}}
+                                               for i in range(4)]}}
+    said_by_worker = [line for line in trust.warnings(Metrics.model_validate(metrics))
+                      if line.startswith((figures_check.BUSY, figures_check.SHARED))]
+    implied = [stem for stem, _ in figures_check._implied_warnings({"metrics": metrics, "environment": {}})]
+    assert bool(said_by_worker) == said and len(said_by_worker) == len(implied) == 2 * said, (said_by_worker, implied)
+
+
 def test_a_gpu_time_split_made_by_the_worker_passes() -> None:
     """The GPU's split (kernel time from the profiler) as harness/measure/passes.py makes it."""
     from harness.bundle.cell_record import Kernels
