@@ -335,7 +335,8 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
         return 0
     table = Table(title=f"Backends (device: {answer.device})")
     for column in ("backend", "available", "reason", "versions"):
-        table.add_column(column)
+        # a reason ends with the file and line to look at: folded onto more lines, never cut short
+        table.add_column(column, overflow="fold")
     for name, report in answer.backends.items():
         versions = ", ".join(f"{k} {v}" for k, v in (report.versions or {}).items())
         # a plugin's name, reason and versions are its own text: shown as written, never read as markup

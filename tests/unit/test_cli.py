@@ -92,6 +92,22 @@ def test_backends_shows_a_plugins_text_as_written(capsys: pytest.CaptureFixture[
     assert "mypkg[gpu]" in shown and "[/opt/x]" in shown and "mypkg 1[2]" in shown
 
 
+def test_backends_shows_a_long_reason_to_its_file_and_line(capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin that failed to import ends its reason with the file and line; the table cut it short."""
+    from harness.run import probe
+    from harness.run.probe_answer import ProbeAnswer
+
+    where = "/work/site-packages/a_plugin_with_a_long_name/very/deep/folder/structure/backend_module.py:20"
+    answer = ProbeAnswer(device="cpu", backends={"myplugin": {
+        "available": False, "reason": f"ImportError: cannot import name 'Thing' from 'somewhere' (at {where})",
+        "versions": {"torch": "2.14.1+cu130", "fusionbench-myplugin": "0.0.1"}}})
+    monkeypatch.setattr(probe, "run_probe", lambda *a, **k: answer)
+    assert main(["backends", "--device", "cpu"]) == 0
+    shown = "".join(line.strip(" │┃") for line in capsys.readouterr().out.splitlines())
+    assert "backend_module.py:20" in shown and "…" not in shown
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [
