@@ -1,7 +1,9 @@
 """`run --dry-run`: what a scenario file would run here, and nothing run or written.
 
-The file is read and checked as a run reads it, `--device`, `--rounds` and `--only` applied; the
-backends are asked whether they can run here by the same probe a run starts with (without the
+The file is read and checked as a run reads it, `--device`, `--rounds` and `--only` applied, and
+the options as a run checks them before its probe (`--jobs` against the cores; `--out` and
+`--cache-dir` writable, nothing left made); a Ray cluster is not reached. The backends are asked
+whether they can run here by the same probe a run starts with (without the
 system description and the noise probe: seconds, not a minute), which also resolves `device:
 auto`; each cell is listed with whether it would run, or why it would be skipped. The time is a
 floor, said as one: LoadGen's minimum duration for each cell that would run;
@@ -17,7 +19,7 @@ from rich.text import Text
 from harness.errors import ConfigError
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import slots
+from harness.run import preflight, slots
 from harness.run.probe import run_probe
 from harness.run.runner import RunRequest, checked_inputs, warn_of, with_overrides
 from harness.run.skips import skip_reason
@@ -36,6 +38,12 @@ def dry_run(request: RunRequest, console: Console) -> int:
     warn_of(scenario, console, request.executor)
     checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
     slots.check_jobs(request.jobs, scenario.env, scenario.device)
+    if request.jobs > 1 and request.executor == "local":  # refused as the run refuses it, before the probe
+        cores = slots.usable_cores()
+        slots.check_cores(request.jobs, cores, slots.physical_cores(cores))
+    if request.cache_dir is not None:
+        preflight.could_write(request.cache_dir, "--cache-dir")
+    preflight.could_write(request.out_dir)
     names = sorted({b.name for b in scenario.backends})
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
     probe = run_probe(scenario.device, names, with_system=False)

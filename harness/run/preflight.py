@@ -91,6 +91,36 @@ def inputs_sha256(scenario: ScenarioFile, folder: str | None) -> str | None:
     return digest.hexdigest()
 
 
+def could_write(out_dir: Path, option: str = "--out") -> None:
+    """Refuse, as `writable` would, a folder a run could not write its files in, and leave behind
+    nothing it made to find out (`run --dry-run`)."""
+    made = folders_to_make(out_dir)
+    try:
+        writable(out_dir, option)
+    finally:
+        remove_if_left_empty(made)
+
+
+def folders_to_make(path: Path) -> list[Path]:
+    """The folders `path.mkdir(parents=True)` would make, deepest first."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing.append(folder)
+    return missing
+
+
+def remove_if_left_empty(folders: list[Path]) -> None:
+    """Remove those of `folders` (deepest first, as `folders_to_make` lists them) that are still
+    empty: what a run refused after `writable` made them leaves nothing behind."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (the bundle is in it), or gone
+            return
+
+
 def writable(out_dir: Path, option: str = "--out") -> Path:
     """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`.
     Never inside a bundle (a run there would add files its manifest does not list): refused before

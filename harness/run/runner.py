@@ -158,9 +158,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     ray_executor = _reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.
+    # A refusal after this (the probe's, a device the machine lacks) leaves no folder it made either.
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
+        closing.callback(preflight.remove_if_left_empty, preflight.folders_to_make(request.cache_dir))
         preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
+        closing.callback(preflight.remove_if_left_empty, preflight.folders_to_make(request.out_dir))
         preflight.writable(request.out_dir)
         if scenario.device != "auto":
             preflight.check_room(request.out_dir, len(select(expand(resolved, scenario.device), request.only or {})))

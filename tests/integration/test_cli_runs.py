@@ -264,12 +264,13 @@ def test_a_new_run_on_cuda_is_refused_on_a_machine_without_one(tmp_path: Path) -
 
     scenario = tmp_path / "gpu.yaml"
     scenario.write_text("device: cuda\nmodels: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
-    out = tmp_path / "results"
+    out = tmp_path / "results" / "today"
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out)],
                           capture_output=True, text=True, timeout=900, cwd=REPO, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"device cuda: torch sees no CUDA device on this machine; run {scenario} on a machine with a GPU" in done.stderr
-    assert list(out.iterdir()) == []  # no bundle
+    # no bundle, and not the folders the run made for it on its way to the refusal
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu.yaml"]
 
 
 def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> None:

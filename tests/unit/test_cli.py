@@ -92,6 +92,38 @@ def test_backends_shows_a_plugins_text_as_written(capsys: pytest.CaptureFixture[
     assert "mypkg[gpu]" in shown and "[/opt/x]" in shown and "mypkg 1[2]" in shown
 
 
+def test_a_run_refused_before_its_probe_leaves_none_of_the_folders_it_made(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--out` and `--cache-dir` are made before the probe is asked; a refusal there left them, empty."""
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text("device: cpu\nmodels: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    (tmp_path / "kept").mkdir()
+    monkeypatch.setenv("FUSIONBENCH_NOISE_PROBE_S", "abc")
+    assert main(["run", str(scenario), "--out", str(tmp_path / "results" / "today"),
+                 "--cache-dir", str(tmp_path / "kept" / "cache" / "fb")]) == 2
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "one.yaml"]
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--jobs", "99"], "--jobs 99: each cell needs a core of its own"),
+    (["--cache-dir", "{tmp}/a-file/cache"], "--cache-dir {tmp}/a-file/cache: cannot create it"),
+    (["--out", "{tmp}/a-file/results"], "--out {tmp}/a-file/results: cannot create it"),
+])
+def test_a_dry_run_refuses_the_options_the_run_would_refuse_before_asking_the_backends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], options: list[str],
+        said: str) -> None:
+    """`--dry-run --jobs 99` listed the cells and exited 0 where the run itself is refused."""
+    from harness.run import plan
+
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text("device: cpu\nmodels: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: pytest.fail("the backends were asked"))
+    assert main(["run", str(scenario), "--dry-run", *(o.format(tmp=tmp_path) for o in options)]) == 2
+    assert said.format(tmp=tmp_path) in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "one.yaml"]
+
+
 def test_backends_shows_a_long_reason_to_its_file_and_line(capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A plugin that failed to import ends its reason with the file and line; the table cut it short."""
