@@ -23,6 +23,7 @@ import harness
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
+from harness.cli.parser import OneLineParser
 from harness.cli.path_argument import path_argument
 from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import one_line, visible
@@ -40,7 +41,7 @@ def default_cache_dir() -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fusionbench",
         description="Measure what kernel fusion does to vision models, backend by backend, under MLPerf LoadGen.",
         epilog="Examples: fusionbench run scenarios/smoke.yaml | fusionbench validate results/RUN | "
@@ -242,6 +243,13 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
 
     if not args.run_args:
         raise ConfigError("container needs what `fusionbench run` takes, e.g. scenarios/offline.yaml")
+    # What the run in the image would refuse at once, refused here: before an engine is started or an
+    # image built (minutes, gigabytes), not after.
+    run_args = _parser().command("run").parse_args(args.run_args)
+    if run_args.scenario is not None:
+        from harness.scenario import loading
+
+        loading.load(run_args.scenario)
     from harness.run.system import SOURCE_ROOT
 
     repo = SOURCE_ROOT

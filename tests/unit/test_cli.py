@@ -270,6 +270,28 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(argv: list
     assert exited.value.code == 2 and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["run", "scenarios/smoke.yaml", "--dryrun"],
+     "fusionbench run: error: unrecognized arguments: --dryrun (did you mean '--dry-run'"),
+    (["compare", "--treshold", "0.1", "a", "b"],
+     "fusionbench compare: error: unrecognized arguments: --treshold b (did you mean '--threshold'?)"),
+    (["vaidate", "results/x"], "fusionbench: error: argument COMMAND: invalid choice: 'vaidate'"),
+    (["--dry-run", "scenarios/smoke.yaml"], "(a scenario file follows `run`: fusionbench run scenarios/smoke.yaml [OPTIONS])"),
+    (["pack", "results/x"], "fusionbench pack: error: the following arguments are required: --org"),
+    (["run", "scenarios/smoke.yaml", "--device", "gpu"], "fusionbench run: error: argument --device: invalid choice: 'gpu'"),
+])
+def test_a_mistake_in_the_arguments_is_one_line_with_the_nearest_name(argv: list[str], said: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse printed its usage first (up to seven lines) and suggested nothing for `--dryrun`."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and len(err.splitlines()) == 1 and said in err, err
+    assert err.rstrip().endswith("--help` says what it takes")
+    if argv[0] == "vaidate":
+        assert "(did you mean 'validate'?)" in err
+
+
 def test_schema_never_writes_into_a_bundle_and_run_names_an_out_that_is_a_file(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, repo: Path) -> None:
     import shutil

@@ -290,6 +290,27 @@ def test_the_cli_reports_a_missing_engine_with_exit_2(tmp_path: Path) -> None:
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize("run_args, said", [
+    (["scenarios/no-such.yaml"], "scenarios/no-such.yaml: no such scenario file"),
+    (["scenarios"], "scenarios: is a directory, not a scenario file"),
+    (["scenarios/smoke.yaml", "--dryrun"], "fusionbench run: error: unrecognized arguments: --dryrun"),
+])
+def test_what_the_run_in_the_image_would_refuse_is_refused_before_an_engine_is_asked(
+        run_args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt scenario or option surfaced inside the container, once an engine was started and the
+    image built (minutes and gigabytes the first time)."""
+    from harness.cli.main import main
+    from harness.container import launcher
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(launcher, "launch", lambda *a, **k: pytest.fail("an engine was asked"))
+    try:
+        code = main(["container", "cpu", *run_args])
+    except SystemExit as exited:
+        code = exited.code
+    assert code == 2 and said in capsys.readouterr().err
+
+
 def test_a_locally_built_image_is_identified_by_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     layers = ["sha256:" + c * 64 for c in "ab"]

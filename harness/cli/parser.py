@@ -1,0 +1,69 @@
+"""The command line's parser: a mistake in the arguments is one line on standard error, with the
+nearest option or command where one is close, and exit 2. argparse's own prints the usage first
+(up to seven lines of it), and suggests nothing: `--dryrun` got no `--dry-run`."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from harness.did_you_mean import closest
+from harness.plain_text import visible
+
+_UNRECOGNIZED = "unrecognized arguments: "
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
+_SCENARIO_SUFFIXES = (".yaml", ".yml")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line; its subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._given: list[str] = []
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)  # what a hint looks through
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        owner = self._command_parser() if message.startswith(_UNRECOGNIZED) else self
+        self.exit(2, f"{owner.prog}: error: {visible(message)}{owner._hint(message)}; "
+                     f"`{owner.prog} --help` says what it takes\n")
+
+    def command(self, name: str) -> OneLineParser:
+        """The parser of one of this parser's commands (`run`)."""
+        return self._commands()[name]
+
+    def _commands(self) -> dict[str, OneLineParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def _command_parser(self) -> OneLineParser:
+        """The parser of the command the arguments name (arguments it did not take are reported by
+        the top-level parser), else this one."""
+        commands = self._commands()
+        named = next((word for word in self._given if word in commands), None)
+        return commands[named] if named is not None else self
+
+    def _options(self) -> list[str]:
+        return [option for action in self._actions for option in action.option_strings]
+
+    def _hint(self, message: str) -> str:
+        if message.startswith(_UNRECOGNIZED):
+            words = message.removeprefix(_UNRECOGNIZED).split()
+            hints = [closest(word.split("=")[0], self._options()) for word in words if word.startswith("-")]
+            return "".join(hint for hint in hints if hint)
+        chosen = _INVALID_CHOICE.search(message)
+        if chosen is None or not self._commands():
+            return ""
+        word = chosen.group(1)
+        if word.endswith(_SCENARIO_SUFFIXES):
+            return f" (a scenario file follows `run`: {self.prog} run {word} [OPTIONS])"
+        return closest(word, list(self._commands()))
