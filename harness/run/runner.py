@@ -288,8 +288,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
         for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all
+            log = bundle.root / "cells" / record.id / "worker.log"  # a failure's traceback is there, not in the reason
             console.print(Text(f"  {visible(record.config.shown_label)}: {record.status}: "
-                               f"{one_line(record.reasons[0]) if record.reasons else 'no reason recorded'}"),
+                               f"{one_line(record.reasons[0]) if record.reasons else 'no reason recorded'}"
+                               + (f" (its log: {visible(log)})" if record.status == "failed" and log.is_file() else "")),
                           soft_wrap=True)  # one line each, whole, to grep and to copy
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))

@@ -59,6 +59,9 @@ def _model_and_input() -> tuple[object, object]:
 def _backend(name: str) -> Backend:
     backend = registry.load(name)()
     available = backend.availability("cpu")
+    # a plugin's stub that returns nothing fails here, saying what to return, not with an AttributeError
+    assert isinstance(available, Availability), (
+        f"{name}: availability('cpu') returned {type(available).__name__}; it returns an Availability (harness/contract.py)")
     if not available.ok:
         pytest.skip(f"{name} cannot run on this machine's CPU: {available.reason}")
     return backend
@@ -98,7 +101,9 @@ def test_registration_and_static_answers(name: str) -> None:
     backend = cls()
     for device in ("cpu", "cuda"):
         available = backend.availability(device)
-        assert isinstance(available, Availability)
+        assert isinstance(available, Availability), (
+            f"{name}: availability({device!r}) returned {type(available).__name__}; it returns an Availability "
+            "(harness/contract.py)")
         if not available.ok:
             assert len(available.reason) > 10, f"{name} on {device}: a refusal needs a reason a user can act on"
     if backend.availability("cpu").ok:

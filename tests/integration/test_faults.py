@@ -122,6 +122,10 @@ def test_the_other_cells_complete_with_correct_figures_and_none_is_lost(sweep, f
     closing = done.stdout[done.stdout.rindex("failed or invalid:"):]
     assert closing.count(": failed: ") + closing.count(": invalid: ") == sum(
         c["status"] in ("failed", "invalid") for c in cells_of(bundle).values()) >= 5, closing
+    # a failed cell's line names the log that holds its traceback
+    raised = next(cell_id for cell_id, c in cells_of(bundle).items() if c["config"]["backend"] == "fault_raise")
+    log = bundle / "cells" / raised / "worker.log"
+    assert f"(its log: {log})" in " ".join(closing.split()) and "RuntimeError" in log.read_text(), closing
     header = json.loads((bundle / "bundle.json").read_text())
     cells = cells_of(bundle)
     assert len(cells) == len(header["cells"]) == 7  # faults injected: 6; cells lost: 0
