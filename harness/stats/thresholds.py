@@ -17,20 +17,22 @@ ROUND_OUT_OF_LINE = 1.5  # a round's median this many times the median of the ce
 PROC_TICK_S = 0.01
 
 
-def _beyond_ticks(cpu_s: float, ticks_a_region: int, regions: int) -> float:
-    """`cpu_s` less the most the ticks can have added to it over `regions` regions read apart."""
-    return max(cpu_s - ticks_a_region * regions * PROC_TICK_S, 0.0)
+def _more_than_ticks(cpu_s: float, ticks_a_region: int, regions: int) -> bool:
+    """Whether `cpu_s`, read over `regions` regions apart, is more than the ticks alone can read
+    where nothing ran."""
+    return cpu_s > ticks_a_region * regions * PROC_TICK_S
 
 
 def busy_machine(others_s: float, wall_s: float, cpus: int, regions: int) -> bool:
     """Whether other processes' CPU time beside the timed calls (`regions` regions of `wall_s` in
-    all, read on a machine of `cpus` CPUs) says a busy machine: over `BUSY_OTHERS_CORES` even once
-    what the tick alone can add is taken off it. One tick over a region of 30 ms reads as a third of
-    a core; such a region says nothing either way."""
-    return wall_s > 0 and _beyond_ticks(others_s, cpus + 2, regions) / wall_s > BUSY_OTHERS_CORES
+    all, read on a machine of `cpus` CPUs) says a busy machine: over `BUSY_OTHERS_CORES` of a core,
+    and more than the tick alone can read (a tick a CPU and two for this process, each region). One
+    tick over a region of 30 ms reads as a third of a core; a reading that small says nothing."""
+    return wall_s > 0 and others_s / wall_s > BUSY_OTHERS_CORES and _more_than_ticks(others_s, cpus + 2, regions)
 
 
 def shared_machine(stolen_s: float, wall_s: float, cpus: int, regions: int) -> bool:
-    """Whether the time the hypervisor took from the CPUs beside the timed calls is over
-    `STOLEN_SHARE` of them, once what the tick alone can add (one a CPU a region) is taken off it."""
-    return wall_s > 0 and _beyond_ticks(stolen_s, cpus, regions) / wall_s / max(cpus, 1) > STOLEN_SHARE
+    """Whether the hypervisor took over `STOLEN_SHARE` of the CPUs beside the timed calls, in a
+    reading more than the tick alone can give (one a CPU, each region)."""
+    return (wall_s > 0 and stolen_s / wall_s / max(cpus, 1) > STOLEN_SHARE
+            and _more_than_ticks(stolen_s, cpus, regions))
