@@ -228,8 +228,9 @@ class Metric:
         return self.decorate(cell, text)
 
 
-#: The timed repetitions' wall time, in all, under which `cpu_cores` is none: at the kernel's 10 ms tick a
-#: region of 50 ms reads 0 or 8 cores alike.
+#: The timed repetitions' wall time, in all, under which `cpu_cores` is none, and a busy or shared machine
+#: is not judged (harness/stats/thresholds.py): at the kernel's 10 ms tick a region of 50 ms reads 0 or 8
+#: cores alike.
 CORES_MIN_WALL_S = 1.0
 
 

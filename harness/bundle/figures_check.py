@@ -391,9 +391,9 @@ def _implied_warnings(cell: dict[str, Any]) -> list[tuple[str, str]]:
     if wall > 0:
         others_s, stolen_s = (sum(number(c.get(field)) or 0 for c in cpu) for field in ("other_processes_cpu_s", "stolen_cpu_s"))
         cpus = max(int(number(cpu[0].get("cpus")) or 1), 1)
-        if busy_machine(others_s, wall, cpus, len(cpu)):
+        if busy_machine(others_s, wall):
             implied.append((BUSY, f"other processes used {others_s / wall:.2f} cores during its timed calls"))
-        if shared_machine(stolen_s, wall, cpus, len(cpu)):
+        if shared_machine(stolen_s, wall, cpus):
             implied.append((SHARED, f"the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during its timed calls"))
     if lookup(metrics, "latency_agreement", "within") is False:
         implied.append((DISAGREE, "its LoadGen figure and device time are not within the limit"))

@@ -205,9 +205,9 @@ def _machine(repetitions: list[Repetition]) -> list[str]:
     if wall > 0:
         others_s, stolen_s = (sum(c.get(field, 0) for c in cpu) for field in ("other_processes_cpu_s", "stolen_cpu_s"))
         cpus = max(cpu[0].get("cpus", 1), 1)
-        if busy_machine(others_s, wall, cpus, len(cpu)):
+        if busy_machine(others_s, wall):
             found.append(f"a busy machine: other processes used {others_s / wall:.2f} cores during the timed calls")
-        if shared_machine(stolen_s, wall, cpus, len(cpu)):
+        if shared_machine(stolen_s, wall, cpus):
             found.append(f"a shared machine: the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during the "
                          "timed calls")
     gpu = [state for b in beside for state in (b.get("gpu_before"), b.get("gpu_after")) if state]
