@@ -120,6 +120,10 @@ EOF
 )"
     if [ -n "$missing" ]; then
         echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs $python as it is, and it lacks: $missing" >&2
+        case " $missing " in
+            *" torch "* | *" torchvision "* | *" numpy "*)
+                echo "  torch, torchvision and numpy are that Python's own (a GPU machine's image has them); the wheels add the rest" >&2 ;;
+        esac
         echo "  add them from wheels: $python -m pip install --no-index --find-links WHEEL_DIR -r WHEEL_DIR/requirements.txt" >&2
         echo "  (gathered on a machine with network by: ./run.sh wheels WHEEL_DIR --python-version $("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'))" >&2
         exit 2

@@ -40,7 +40,7 @@ def default_cache_dir() -> Path:
     return Path(base) / "fusionbench"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> OneLineParser:
     parser = OneLineParser(
         prog="fusionbench",
         description="Measure what kernel fusion does to vision models, backend by backend, under MLPerf LoadGen.",

@@ -39,14 +39,16 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     why_not = _why_torch_sees_no_cuda()
     if why_not:
         raise ConfigError(f"gpu-check needs an NVIDIA GPU that torch can see ({why_not})")
-    made_here = preflight.folders_to_make(out_dir)
+    folders = preflight.MadeFolders()
+    folders.note(out_dir)
     preflight.writable(out_dir)  # made, unless inside a bundle: refused then, nothing made
     before = {p.name for p in out_dir.iterdir()}
     try:
         code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,
                               budget_s=budget_s, command=command), console)
-    finally:  # a run refused before its bundle leaves no folder this made for it
-        preflight.remove_if_left_empty(made_here)
+    except BaseException:  # refused before its bundle, say: no folder made for it is left, empty
+        folders.remove_left_empty()
+        raise
     # the bundle the run made (a new --cache-dir inside --out is a new folder too)
     made = [p for p in out_dir.iterdir() if p.name not in before and (p / "bundle.json").is_file()]
     if len(made) != 1:

@@ -38,9 +38,8 @@ def dry_run(request: RunRequest, console: Console) -> int:
     warn_of(scenario, console, request.executor)
     checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
     slots.check_jobs(request.jobs, scenario.env, scenario.device)
-    if request.jobs > 1 and request.executor == "local":  # refused as the run refuses it, before the probe
-        cores = slots.usable_cores()
-        slots.check_cores(request.jobs, cores, slots.physical_cores(cores))
+    if request.executor == "local":  # refused as the run refuses it, before the probe
+        slots.check_jobs_fit_here(request.jobs)
     if request.cache_dir is not None:
         preflight.could_write(request.cache_dir, "--cache-dir")
     preflight.could_write(request.out_dir)

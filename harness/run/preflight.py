@@ -94,31 +94,41 @@ def inputs_sha256(scenario: ScenarioFile, folder: str | None) -> str | None:
 def could_write(out_dir: Path, option: str = "--out") -> None:
     """Refuse, as `writable` would, a folder a run could not write its files in, and leave behind
     nothing it made to find out (`run --dry-run`)."""
-    made = folders_to_make(out_dir)
+    made = MadeFolders()
     try:
+        made.note(out_dir)
         writable(out_dir, option)
     finally:
-        remove_if_left_empty(made)
+        made.remove_left_empty()
 
 
-def folders_to_make(path: Path) -> list[Path]:
-    """The folders `path.mkdir(parents=True)` would make, deepest first."""
-    missing = []
-    for folder in (path, *path.parents):
-        if folder.exists() or folder.is_symlink():
-            break
-        missing.append(folder)
-    return missing
+class MadeFolders:
+    """The folders a run is about to make (`--out`, `--cache-dir`): where it is refused before its
+    bundle is made, those it made are removed again, if still empty, so that the refusal leaves
+    nothing behind. A folder that was there before is never among them."""
 
+    def __init__(self) -> None:
+        self._folders: list[Path] = []  # deepest first, for each path noted
 
-def remove_if_left_empty(folders: list[Path]) -> None:
-    """Remove those of `folders` (deepest first, as `folders_to_make` lists them) that are still
-    empty: what a run refused after `writable` made them leaves nothing behind."""
-    for folder in folders:
-        try:
-            folder.rmdir()
-        except OSError:  # not empty (the bundle is in it), or gone
-            return
+    def note(self, path: Path) -> None:
+        """Note the folders `path.mkdir(parents=True)` is about to make (call it before)."""
+        path = path.absolute()
+        for folder in (path, *path.parents):
+            if folder.exists() or folder.is_symlink():
+                break
+            if folder.name != "..":  # `a/../b` makes a and b: `a/..` is a, made when it is
+                self._folders.append(folder)
+
+    def remove_left_empty(self) -> None:
+        """Remove the noted folders still empty, each path's deepest first: a folder with anything
+        in it (a bundle, another run's) stays, and so do the folders above it."""
+        for folder in self._folders:
+            try:
+                folder.rmdir()
+            except FileNotFoundError:  # never made (its mkdir failed), or gone
+                continue
+            except OSError:  # not empty
+                return
 
 
 def writable(out_dir: Path, option: str = "--out") -> Path:

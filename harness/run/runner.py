@@ -149,21 +149,24 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
             resume_refusals.another_stack(bundle, container_info())
     # before the probe and the folders, as the other refusals here
     slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
-    if request.jobs > 1 and request.executor == "local":
-        cores = slots.usable_cores()
-        slots.check_cores(request.jobs, cores, slots.physical_cores(cores))
+    if request.executor == "local":
+        slots.check_jobs_fit_here(request.jobs)
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
                                    bundle)
     ray_executor = _reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.
-    # A refusal after this (the probe's, a device the machine lacks) leaves no folder it made either.
+    # A refusal from here to the bundle's making (the probe's, a device the machine lacks) leaves no
+    # folder it made either.
+    made = preflight.MadeFolders()
+    refused = closing.enter_context(ExitStack())
+    refused.callback(made.remove_left_empty)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
-        closing.callback(preflight.remove_if_left_empty, preflight.folders_to_make(request.cache_dir))
+        made.note(request.cache_dir)
         preflight.writable(request.cache_dir, "--cache-dir")
     if bundle is None:
-        closing.callback(preflight.remove_if_left_empty, preflight.folders_to_make(request.out_dir))
+        made.note(request.out_dir)
         preflight.writable(request.out_dir)
         if scenario.device != "auto":
             preflight.check_room(request.out_dir, len(select(expand(resolved, scenario.device), request.only or {})))
@@ -238,6 +241,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
         bundle.drop_manifest()
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
+    refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
     noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")
@@ -288,10 +292,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
         for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all
-            log = bundle.root / "cells" / record.id / "worker.log"  # a failure's traceback is there, not in the reason
+            log = bundle.root / record.log if record.log else None  # a failure's traceback is there, not in the reason
             console.print(Text(f"  {visible(record.config.shown_label)}: {record.status}: "
                                f"{one_line(record.reasons[0]) if record.reasons else 'no reason recorded'}"
-                               + (f" (its log: {visible(log)})" if record.status == "failed" and log.is_file() else "")),
+                               + (f" (its log: {visible(log)})" if record.status == "failed" and log and log.is_file()
+                                  else "")),
                           soft_wrap=True)  # one line each, whole, to grep and to copy
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))

@@ -89,6 +89,13 @@ def check_cores(jobs: int, cores: list[int], physical: list[tuple[int, ...]]) ->
                           + (f" ({len(cores)} logical CPUs)" if len(cores) != len(physical) else ""))
 
 
+def check_jobs_fit_here(jobs: int) -> None:
+    """`check_cores` for this machine's usable cores: what a local run asks before its probe."""
+    if jobs > 1:
+        cores = usable_cores()
+        check_cores(jobs, cores, physical_cores(cores))
+
+
 def check_thread_counts(cores: int, env: Sequence[str], option: str) -> None:
     """ConfigError where the scenario's `env:` asks for more OpenMP/MKL threads than a slot of
     `cores` cores runs: the slot's count replaced it without a word (FUSIONBENCH_CPUS and the others

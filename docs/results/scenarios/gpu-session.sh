@@ -15,7 +15,7 @@
 #   docs/results/scenarios/gpu-session.sh run OUT SECONDS SCENARIO [SCENARIO ...]
 #       run each scenario with --budget-s what is left of SECONDS (less MARGIN_S, 60 by default, for
 #       the probe before the cells and the report after them); a bundle of that scenario in OUT that
-#       is not complete is resumed instead; then validate each bundle
+#       is complete leaves it out, one that is not is resumed instead; then validate each bundle
 # The CUDA libraries of torch's wheels are put on LD_LIBRARY_PATH, since ONNX Runtime's CUDA
 # provider looks for them there (docs/results/gpu-h200-2026-11-28.md). $PYTHON is the Python
 # (default python3), as for run.sh.
@@ -26,7 +26,7 @@ python="${PYTHON:-python3}"
 margin_s="${MARGIN_S:-60}"
 
 usage() {
-    sed -n '11,18p' "${BASH_SOURCE[0]}" >&2
+    sed -n '/^# There:/,/^# The CUDA libraries/p' "${BASH_SOURCE[0]}" | sed '$d' >&2
     exit 2
 }
 
@@ -61,50 +61,61 @@ print(":".join(folders + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split
 EOF
 }
 
-# The bundle in OUT that a run of SCENARIO started and did not complete, if any.
-unfinished_bundle() {
+# "complete BUNDLE" or "unfinished BUNDLE" for the newest bundle in OUT of SCENARIO's run, else nothing.
+bundle_of() {
     "$python" - "$1" "$2" <<'EOF'
 import json, sys
 from pathlib import Path
 import yaml
 out, scenario = Path(sys.argv[1]), Path(sys.argv[2])
-name = yaml.safe_load(scenario.read_text()).get("name") or scenario.stem
-for header in sorted(out.glob("*/bundle.json")):
+name = (yaml.safe_load(scenario.read_text()) or {}).get("name") or scenario.stem
+for header in sorted(out.glob("*/bundle.json"), reverse=True):  # run ids begin with the time: newest first
     try:
         bundle = json.loads(header.read_text())
     except (OSError, ValueError):
         continue
-    if bundle.get("scenario", {}).get("name") == name and bundle.get("state") != "complete":
-        print(header.parent)
+    if bundle.get("scenario", {}).get("name") == name:
+        print("complete" if bundle.get("state") == "complete" else "unfinished", header.parent)
         break
 EOF
 }
 
 run_scenarios() {
-    local out="$1" seconds="$2"
+    local out="$1" seconds=$((10#$2))
     shift 2
     [ $# -gt 0 ] || usage
+    [[ "$margin_s" =~ ^[0-9]+$ ]] || { echo "gpu-session: MARGIN_S=$margin_s: give whole seconds" >&2; exit 2; }
     mkdir -p "$out"
     export FUSIONBENCH_NO_VENV=1 LD_LIBRARY_PATH
     LD_LIBRARY_PATH="$(cuda_library_path)"
-    local deadline=$((SECONDS + seconds)) scenario left bundle status=0
+    local deadline=$((SECONDS + seconds)) scenario left found status=0
     for scenario in "$@"; do
-        left=$((deadline - SECONDS - margin_s))
+        left=$((deadline - SECONDS - 10#$margin_s))
         if [ "$left" -lt 60 ]; then
             echo "gpu-session: ${left}s left, under a minute: $scenario and those after it not started"
             break
         fi
-        bundle="$(unfinished_bundle "$out" "$scenario")"
-        if [ -n "$bundle" ]; then
-            echo "== resuming $bundle ($scenario), budget ${left}s"
-            "$root/run.sh" run --resume "$bundle" --budget-s "$left" || status=$?
-        else
-            echo "== $scenario, budget ${left}s"
-            "$root/run.sh" run "$scenario" --budget-s "$left" --out "$out" || status=$?
+        if ! found="$(bundle_of "$out" "$scenario")"; then
+            echo "gpu-session: $scenario: not read (above); the next one" >&2
+            status=2
+            continue
         fi
+        case "$found" in
+            complete\ *)
+                echo "== $scenario: complete in ${found#complete }, left out" ;;
+            unfinished\ *)
+                echo "== resuming ${found#unfinished } ($scenario), budget ${left}s"
+                "$root/run.sh" run --resume "${found#unfinished }" --budget-s "$left" || status=$? ;;
+            *)
+                echo "== $scenario, budget ${left}s"
+                "$root/run.sh" run "$scenario" --budget-s "$left" --out "$out" || status=$? ;;
+        esac
     done
+    local bundle
     for bundle in "$out"/*/; do
-        [ -f "$bundle/bundle.json" ] && { "$root/run.sh" validate "$bundle" || status=$?; }
+        if [ -f "$bundle/bundle.json" ]; then
+            "$root/run.sh" validate "$bundle" || status=$?
+        fi
     done
     return "$status"
 }

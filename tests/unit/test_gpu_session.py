@@ -1,0 +1,106 @@
+"""docs/results/scenarios/gpu-session.sh, the script a GPU session without network runs: wheels
+carried in parts joined, checked and installed from the folder's own list; scenarios run in turn
+within a budget, a complete bundle left out and an unfinished one resumed. Its `run` step is tried
+against a stand-in run.sh that says what it was asked; the harness's runs are tested elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.container import offline_wheels
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path("docs/results/scenarios/gpu-session.sh")
+
+
+def session(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(root / SCRIPT), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHON": sys.executable, **(env or {})}, check=False)
+
+
+def _wheel(folder: Path, name: str, version: str, padding: int = 0) -> Path:
+    stem = f"{name.replace('-', '_')}-{version}"
+    path = folder / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr(f"{stem}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        wheel.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{stem}.dist-info/RECORD", "")
+        wheel.writestr(f"{name.replace('-', '_')}_data.bin", os.urandom(padding))  # big enough to split
+    return path
+
+
+@pytest.fixture
+def carried(tmp_path: Path) -> tuple[Path, Path]:
+    """A wheels folder as `fusionbench wheels` leaves it, its larger wheel then split into parts."""
+    wheels, parts = tmp_path / "w", tmp_path / "parts"
+    wheels.mkdir()
+    parts.mkdir()
+    _wheel(wheels, "small-one", "1.0")
+    big = _wheel(wheels, "big-one", "2.0", padding=300_000)
+    (wheels / offline_wheels.REQUIREMENTS_FILE).write_text("small-one==1.0\nbig-one==2.0\n")
+    offline_wheels.write_sums(wheels)
+    data = big.read_bytes()
+    for i, start in enumerate(range(0, len(data), 100_000)):
+        (parts / f"{big.name}.parta{'abcdef'[i]}").write_bytes(data[start:start + 100_000])
+    big.unlink()
+    return wheels, parts
+
+
+@pytest.mark.slow
+def test_install_joins_the_parts_checks_them_and_installs_the_folders_list(carried: tuple[Path, Path],
+                                                                            tmp_path: Path) -> None:
+    wheels, parts = carried
+    done = session(REPO, "install", str(wheels), str(parts), env={"PIP_TARGET": str(tmp_path / "site")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "joined big_one-2.0-py3-none-any.whl from 4 parts" in done.stdout
+    assert {p.name for p in (tmp_path / "site").glob("*.dist-info")} == {"big_one-2.0.dist-info", "small_one-1.0.dist-info"}
+
+
+def test_a_part_cut_short_fails_the_sums_and_installs_nothing(carried: tuple[Path, Path], tmp_path: Path) -> None:
+    wheels, parts = carried
+    last = sorted(parts.iterdir())[-1]
+    last.write_bytes(last.read_bytes()[:-1])
+    done = session(REPO, "install", str(wheels), str(parts), env={"PIP_TARGET": str(tmp_path / "site")})
+    assert done.returncode != 0 and "FAILED" in done.stdout + done.stderr
+    assert not (tmp_path / "site").exists()
+
+
+def _bundle(out: Path, run_id: str, name: str, state: str) -> Path:
+    (out / run_id).mkdir(parents=True)
+    (out / run_id / "bundle.json").write_text(json.dumps({"scenario": {"name": name}, "state": state}))
+    return out / run_id
+
+
+def test_run_leaves_out_a_complete_bundle_resumes_an_unfinished_one_and_starts_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / SCRIPT.parent).mkdir(parents=True)
+    shutil.copy(REPO / SCRIPT, root / SCRIPT)
+    asked = tmp_path / "asked.txt"
+    (root / "run.sh").write_text(f'#!/bin/bash\necho "$*" >> {asked}\n')  # stands in for the harness
+    (root / "run.sh").chmod(0o755)
+    scenarios = []
+    for name in ("done", "half", "new"):
+        scenarios.append(tmp_path / f"{name}.yaml")
+        scenarios[-1].write_text(f"models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\nname: {name}\n")
+    out = tmp_path / "out"
+    complete = _bundle(out, "20261204-010000-done", "done", "complete")
+    _bundle(out, "20261203-010000-half", "half", "complete")  # an older start: the newer one is resumed
+    half = _bundle(out, "20261204-020000-half", "half", "interrupted")
+    done = session(root, "run", str(out), "0600", *map(str, scenarios), env={"MARGIN_S": "60"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = asked.read_text().splitlines()
+    assert lines[0] == f"run --resume {half} --budget-s {lines[0].rsplit(' ', 1)[1]}"
+    assert 500 <= int(lines[0].rsplit(" ", 1)[1]) <= 540, "600 s (read in base 10) less the 60 s margin"
+    assert lines[1].startswith(f"run {scenarios[2]} --budget-s ") and lines[1].endswith(f"--out {out}")
+    assert all(not line.startswith(f"run {scenarios[0]}") for line in lines), "a complete bundle is left out"
+    assert f"complete in {complete}" in done.stdout
+    assert sorted(line for line in lines if line.startswith("validate")) == sorted(
+        f"validate {path}/" for path in out.iterdir())

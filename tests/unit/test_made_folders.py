@@ -1,0 +1,58 @@
+"""The folders a refused run made for `--out` and `--cache-dir` are removed again, if still empty,
+and nothing that was there before the run ever is (harness/run/preflight.py `MadeFolders`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.run.preflight import MadeFolders
+
+
+def made(*paths: Path) -> MadeFolders:
+    folders = MadeFolders()
+    for path in paths:
+        folders.note(path)
+        path.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def test_what_was_made_and_left_empty_goes_and_what_was_there_stays(tmp_path: Path) -> None:
+    (tmp_path / "yours").mkdir()  # empty, and the user's: never removed
+    folders = made(tmp_path / "yours" / "results" / "today", tmp_path / "cache" / "fb")
+    folders.remove_left_empty()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["yours"]
+
+
+def test_a_folder_with_anything_in_it_stays_with_the_folders_above_it(tmp_path: Path) -> None:
+    folders = made(tmp_path / "results" / "today")
+    (tmp_path / "results" / "today" / "a-bundle").mkdir()  # another run's, say
+    folders.remove_left_empty()
+    assert (tmp_path / "results" / "today" / "a-bundle").is_dir()
+
+
+def test_a_path_through_dot_dot_is_taken_as_the_folders_it_makes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    folders = made(Path("a") / ".." / "b" / "c")
+    assert (tmp_path / "b" / "c").is_dir() and (tmp_path / "a").is_dir()  # mkdir made a, then b
+    folders.remove_left_empty()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_exists_or_is_a_link_is_not_noted(tmp_path: Path) -> None:
+    (tmp_path / "target").mkdir()
+    os.symlink(tmp_path / "gone", tmp_path / "dangling")  # a link to nothing: mkdir would fail on it, not make it
+    folders = made(tmp_path / "target")
+    folders.note(tmp_path / "dangling")
+    folders.remove_left_empty()
+    assert (tmp_path / "target").is_dir() and (tmp_path / "dangling").is_symlink()
+
+
+def test_a_folder_never_made_does_not_keep_the_ones_above_it(tmp_path: Path) -> None:
+    folders = MadeFolders()
+    folders.note(tmp_path / "results" / "today")
+    (tmp_path / "results").mkdir()  # the mkdir of `today` failed after its parent was made
+    folders.remove_left_empty()
+    assert list(tmp_path.iterdir()) == []
