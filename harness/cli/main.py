@@ -13,7 +13,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -29,6 +29,9 @@ from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrup
 from harness.plain_text import one_line, visible
 from harness.scenario.cells import ONLY_KEYS
 from harness.scenario.schema import MAX_ROUNDS
+
+if TYPE_CHECKING:
+    from harness.run.runner import RunRequest
 
 DEVICES = ("auto", "cpu", "cuda")
 MAX_BUDGET_S = 7 * 86_400
@@ -190,7 +193,20 @@ def _parser() -> OneLineParser:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from harness.run.runner import RunRequest, run
+    from harness.run.runner import run
+
+    request = _run_request(args)
+    if args.dry_run:
+        from harness.run.plan import dry_run
+
+        return dry_run(request, console)
+    return run(request, console)
+
+
+def _run_request(args: argparse.Namespace) -> RunRequest:
+    """`run`'s options as a request, once checked against each other (ConfigError otherwise): what
+    needs neither the scenario file nor the machine."""
+    from harness.run.runner import RunRequest
     from harness.scenario.cells import parse_only
 
     if args.scenario is None and args.resume is None:
@@ -215,18 +231,13 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     only = parse_only(args.only) if args.only is not None else None  # "" is refused, not every cell
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve().parent:
         raise ConfigError(f"--out {args.out}: a resume writes into the bundle it resumes ({args.resume}); give no --out")
-    request = RunRequest(
+    return RunRequest(
         scenario_path=args.scenario, device=args.device, rounds=args.rounds, only=only,
         out_dir=args.out or Path("results"), resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,
         budget_s=args.budget_s, past_budget="missing", command=("fusionbench", *args.argv),
     )
-    if args.dry_run:
-        from harness.run.plan import dry_run
-
-        return dry_run(request, console)
-    return run(request, console)
 
 
 def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
@@ -246,6 +257,8 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
     # What the run in the image would refuse at once, refused here: before an engine is started or an
     # image built (minutes, gigabytes), not after.
     run_args = _parser().command("run").parse_args(args.run_args)
+    run_args.argv = ["run", *args.run_args]
+    _run_request(run_args)
     if run_args.scenario is not None:
         from harness.scenario import loading
 

@@ -294,6 +294,8 @@ def test_the_cli_reports_a_missing_engine_with_exit_2(tmp_path: Path) -> None:
     (["scenarios/no-such.yaml"], "scenarios/no-such.yaml: no such scenario file"),
     (["scenarios"], "scenarios: is a directory, not a scenario file"),
     (["scenarios/smoke.yaml", "--dryrun"], "fusionbench run: error: unrecognized arguments: --dryrun"),
+    (["scenarios/smoke.yaml", "--budget-s", "0"], "--budget-s must be a number of seconds above 0"),
+    (["scenarios/smoke.yaml", "--only", ""], "--only"),
 ])
 def test_what_the_run_in_the_image_would_refuse_is_refused_before_an_engine_is_asked(
         run_args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
