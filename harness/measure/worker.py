@@ -133,7 +133,8 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
         answer.reasons.append(f"{clock.current}: {exc}")
     except BaseException as exc:  # any other failure: a bug or a crash in a library; keep the traceback in the log
         traceback.print_exc()
-        answer.reasons.append(f"{clock.current}: {type(exc).__name__}: {exc}")
+        where = plugin_answers.where_raised(exc, registry.package_of(cell.backend))  # the backend's own line first
+        answer.reasons.append(f"{clock.current}: {type(exc).__name__}: {exc}{where}")
     else:
         answer.reasons = _invalid_reasons(metrics) if request.timing_round == 1 else []
         answer.status = "invalid" if answer.reasons else "valid"

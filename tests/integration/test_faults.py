@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -91,6 +92,8 @@ def test_each_fault_gets_its_status_and_reason(sweep, backend: str) -> None:
     status, reason = EXPECTED[backend]
     assert cell["status"] == status, (cell["status"], cell["reasons"])
     assert reason in cell["reasons"][0], cell["reasons"]
+    if backend == "fault_raise":  # where the backend's own code raised, as `backends` says of a plugin's import
+        assert re.search(r" \(at /\S+/fusionbench_faults/\S+\.py:\d+\)$", cell["reasons"][0]), cell["reasons"]
 
 
 def test_memory_was_stopped_near_its_limit(sweep) -> None:
