@@ -98,7 +98,10 @@ def test_exception_in_prepare_fails_the_cell_naming_the_phase(
 ) -> None:
     answer = run(tmp_path, cell_for("raising"), monkeypatch)
     assert answer["status"] == "failed"
-    assert answer["reasons"] == ["prepare: RuntimeError: compiler exploded"]
+    # and where the backend raised it (its traceback is in the worker's log)
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if 'raise RuntimeError("compiler exploded")' in text)
+    assert answer["reasons"] == [f"prepare: RuntimeError: compiler exploded (at {__file__}:{line})"]
     assert {"import", "build", "reference", "prepare"} <= set(answer["phases_s"])
     assert answer["environment"]["backend_versions"] == {"fake": "1"}
 
