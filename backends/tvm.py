@@ -253,9 +253,10 @@ def size_thread_pool(threads: int) -> int | None:
     may run on. Where this process may run on fewer CPUs than the machine has, the pool is also
     left unpinned (TVM_BIND_THREADS=0, unless set). The variables are set before the backend runs a
     kernel, and MetaSchedule's runner process inherits them."""
+    cores = process_cores()
     if threads or _given_pool_threads() is None:
-        os.environ["TVM_NUM_THREADS"] = str(threads or process_cores())
-    if process_cores() < (os.cpu_count() or 1):  # pinned, the pool would leave this process's cores
+        os.environ["TVM_NUM_THREADS"] = str(threads or cores)
+    if cores < (os.cpu_count() or 1):  # pinned, the pool would leave this process's cores
         os.environ.setdefault(BIND_VARIABLE, "0")
     return pool_threads(threads)
 
