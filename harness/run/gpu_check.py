@@ -40,8 +40,7 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     if why_not:
         raise ConfigError(f"gpu-check needs an NVIDIA GPU that torch can see ({why_not})")
     folders = preflight.MadeFolders()
-    folders.note(out_dir)
-    preflight.writable(out_dir)  # made, unless inside a bundle: refused then, nothing made
+    preflight.writable(out_dir, made=folders)  # made, unless inside a bundle: refused then, nothing made
     before = {p.name for p in out_dir.iterdir()}
     try:
         code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,

@@ -96,8 +96,7 @@ def could_write(out_dir: Path, option: str = "--out") -> None:
     nothing it made to find out (`run --dry-run`)."""
     made = MadeFolders()
     try:
-        made.note(out_dir)
-        writable(out_dir, option)
+        writable(out_dir, option, made)
     finally:
         made.remove_left_empty()
 
@@ -108,36 +107,41 @@ class MadeFolders:
     nothing behind. A folder that was there before is never among them."""
 
     def __init__(self) -> None:
-        self._folders: list[Path] = []  # deepest first, for each path noted
+        self._chains: list[list[Path]] = []  # for each path noted, the folders it made, deepest first
 
     def note(self, path: Path) -> None:
-        """Note the folders `path.mkdir(parents=True)` is about to make (call it before)."""
+        """Note the folders `path.mkdir(parents=True)` is about to make (`writable` calls it before)."""
         path = path.absolute()
+        chain = []
         for folder in (path, *path.parents):
             if folder.exists() or folder.is_symlink():
                 break
             if folder.name != "..":  # `a/../b` makes a and b: `a/..` is a, made when it is
-                self._folders.append(folder)
+                chain.append(folder)
+        self._chains.append(chain)
 
     def remove_left_empty(self) -> None:
         """Remove the noted folders still empty, each path's deepest first: a folder with anything
-        in it (a bundle, another run's) stays, and so do the folders above it."""
-        for folder in self._folders:
-            try:
-                folder.rmdir()
-            except FileNotFoundError:  # never made (its mkdir failed), or gone
-                continue
-            except OSError:  # not empty
-                return
+        in it (a bundle, the probe's cache) stays, and so do the folders above it on that path."""
+        for chain in self._chains:
+            for folder in chain:
+                try:
+                    folder.rmdir()
+                except FileNotFoundError:  # never made (its mkdir failed), or gone
+                    continue
+                except OSError:  # not empty
+                    break
 
 
-def writable(out_dir: Path, option: str = "--out") -> Path:
+def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = None) -> Path:
     """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`.
     Never inside a bundle (a run there would add files its manifest does not list): refused before
-    anything is made."""
+    anything is made. The folders it makes are noted in `made`, where given."""
     output_path(out_dir, [], option)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{option} {out_dir}: a file, not a directory; give a directory")
+    if made is not None:
+        made.note(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

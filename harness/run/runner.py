@@ -163,11 +163,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     refused = closing.enter_context(ExitStack())
     refused.callback(made.remove_left_empty)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
-        made.note(request.cache_dir)
-        preflight.writable(request.cache_dir, "--cache-dir")
+        preflight.writable(request.cache_dir, "--cache-dir", made)
     if bundle is None:
-        made.note(request.out_dir)
-        preflight.writable(request.out_dir)
+        preflight.writable(request.out_dir, made=made)
         if scenario.device != "auto":
             preflight.check_room(request.out_dir, len(select(expand(resolved, scenario.device), request.only or {})))
         console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")

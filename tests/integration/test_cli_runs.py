@@ -270,7 +270,7 @@ def test_a_new_run_on_cuda_is_refused_on_a_machine_without_one(tmp_path: Path) -
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"device cuda: torch sees no CUDA device on this machine; run {scenario} on a machine with a GPU" in done.stderr
     # no bundle, and not the folders the run made for it on its way to the refusal
-    assert [p.name for p in tmp_path.iterdir()] == ["gpu.yaml"]
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu.yaml"], sorted(map(str, tmp_path.rglob("*")))
 
 
 def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> None:

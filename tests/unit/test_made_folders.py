@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.preflight import MadeFolders
+from harness.run.preflight import MadeFolders, writable
 
 
 def made(*paths: Path) -> MadeFolders:
+    """The folders `writable` made for `paths`, as a run's --out and --cache-dir."""
     folders = MadeFolders()
     for path in paths:
-        folders.note(path)
-        path.mkdir(parents=True, exist_ok=True)
+        writable(path, made=folders)
     return folders
 
 
@@ -56,3 +56,14 @@ def test_a_folder_never_made_does_not_keep_the_ones_above_it(tmp_path: Path) -> 
     (tmp_path / "results").mkdir()  # the mkdir of `today` failed after its parent was made
     folders.remove_left_empty()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_one_path_keeps_stops_the_removal_on_that_path_only(tmp_path: Path) -> None:
+    """The run's probe writes its compiled loop into a new --cache-dir: that folder stays, and the
+    empty --out folders noted after it went too (they stayed, with the cache noted first)."""
+    folders = made(tmp_path / "cache" / "fb", tmp_path / "results" / "today")
+    (tmp_path / "cache" / "fb" / "machine").mkdir()
+    folders.remove_left_empty()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "cache", "cache/fb", "cache/fb/machine"]
+
