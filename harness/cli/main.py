@@ -258,11 +258,14 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
     # image built (minutes, gigabytes), not after.
     run_args = _parser().command("run").parse_args(args.run_args)
     run_args.argv = ["run", *args.run_args]
-    _run_request(run_args)
+    request = _run_request(run_args)
     if run_args.scenario is not None:
         from harness.scenario import loading
 
         loading.load(run_args.scenario)
+    from harness.run.runner import check_selection
+
+    check_selection(request)
     from harness.run.system import SOURCE_ROOT
 
     repo = SOURCE_ROOT

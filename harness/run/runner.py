@@ -122,6 +122,16 @@ def _refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict
                           f"{only_text(bundle.header.get('only') or {})}")
 
 
+def check_selection(request: RunRequest) -> None:
+    """Refuse an `--only` that matches no cell of the scenario (or of the bundle to resume) before
+    anything starts: `--container` asks it on the host, before an engine is asked or an image built."""
+    if not request.only:
+        return
+    with ExitStack() as closing:
+        bundle, resolved, scenario = _open_or_plan(request, closing)
+        _refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only, bundle)
+
+
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved, scenario = _open_or_plan(request, closing)
     names = sorted({b.name for b in scenario.backends})

@@ -296,6 +296,8 @@ def test_the_cli_reports_a_missing_engine_with_exit_2(tmp_path: Path) -> None:
     (["scenarios/smoke.yaml", "--dryrun"], "fusionbench run: error: unrecognized arguments: --dryrun"),
     (["scenarios/smoke.yaml", "--budget-s", "0"], "--budget-s must be a number of seconds above 0"),
     (["scenarios/smoke.yaml", "--only", ""], "--only"),
+    (["scenarios/smoke.yaml", "--only", "model=resnet50"], "--only model=resnet50 matches no cell of this scenario"),
+    (["scenarios/smoke.yaml", "--only", "backend=tvm,model=vgg11"], "--only model=vgg11 matches no cell"),
 ])
 def test_what_the_run_in_the_image_would_refuse_is_refused_before_an_engine_is_asked(
         run_args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
