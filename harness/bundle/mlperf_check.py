@@ -6,6 +6,10 @@ the files its bundle keeps (everything `pack` copies into a submission is checke
   layer exists), `good` and `top1_percent` are scored again from the log (an older bundle's
   `good` is only held to `top1_percent`, and a note says so); accuracy.txt must say the same, and
   the run's summary and detail logs must be there.
+- Against the user's own labels (`validate --labels VAL_MAP`, `Reference`): the labels a bundle
+  keeps are its own word, so a score forged together with them is consistent; given the labels
+  file of the data set, each accuracy run's kept labels must be its first lines and its log must
+  score `good` against them too.
 - Compliance: only the tests the cell's config asked for, each with the checks its test makes.
   Each test's validity and metric are read again from its own detail log; its performance check
   is made again against the cell's performance run (itself checked against its logs by
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from harness.bundle.files import CELLS
@@ -52,9 +57,20 @@ _REQUESTED = {"min_duration": "requested_min_duration_ms", "max_duration": "requ
 LABELS_KEPT_FROM = 4
 
 
-def problems(files: Snapshot, cell: dict[str, Any], version: int = LABELS_KEPT_FROM) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Reference:
+    """A labels file from outside the bundle (`validate --labels`): `where` names it, `labels` its
+    (image, class) pairs in its order, line k LoadGen's sample k as in the run that read it."""
+
+    where: str
+    labels: list[tuple[str, int]]
+
+
+def problems(files: Snapshot, cell: dict[str, Any], version: int = LABELS_KEPT_FROM,
+             reference: Reference | None = None) -> tuple[list[str], list[str]]:
     """(problems, notes) of `cell`'s accuracy, compliance and user.conf against its files; `version`:
-    the schema version the cell was written with."""
+    the schema version the cell was written with; `reference`: labels to score its accuracy run
+    against as well."""
     lines: list[str] = []
     notes: list[str] = []
     metrics, loadgen_config = cell["metrics"], cell["config"].get("loadgen") or {}
@@ -69,6 +85,8 @@ def problems(files: Snapshot, cell: dict[str, Any], version: int = LABELS_KEPT_F
         responses, accuracy_lines, accuracy_notes = _accuracy(files, base, where, record, version)
         lines += accuracy_lines
         notes += accuracy_notes
+        if reference is not None and responses is not None:
+            lines += _against(files, f"{base}/{record['log_dir']}", where, record, responses, reference)
     outcomes = metrics.get("compliance") or {}
     if outcomes and not metrics.get("loadgen"):
         return [*lines, f"{where}: compliance tests recorded without the performance run they are checked against"], notes
@@ -133,6 +151,35 @@ def _accuracy(files: Snapshot, base: str, where: str, record: dict[str, Any], ve
     if first != accuracy.summary_line(record):
         lines.append(f"{where}: accuracy {accuracy.summary_line(record)!r} but {folder}/{ACCURACY_TXT} says {first[:80]!r}")
     return responses, lines, notes
+
+
+def _against(files: Snapshot, folder: str, where: str, record: dict[str, Any], responses: list[dict[str, Any]],
+             reference: Reference) -> list[str]:
+    """An accuracy run held to `reference`: the labels it keeps must be the reference's first lines,
+    and its log must score its `good` against the reference as well."""
+    classes = [label for _, label in reference.labels]
+    lines = []
+    labels_file = record.get("labels")
+    if labels_file:
+        try:
+            kept = accuracy.parse_labels(_read_text(files, f"{folder}/{labels_file}", MAX_LABELS_BYTES),
+                                         f"{folder}/{labels_file}")
+        except HarnessError:
+            kept = None  # _accuracy said so already
+        if kept is not None and len(kept) > len(classes):
+            lines.append(f"{folder}/{labels_file}: {len(kept)} samples, {reference.where} lists {len(classes)}")
+        elif kept is not None and kept != classes[:len(kept)]:
+            k = next(i for i, (a, b) in enumerate(zip(kept, classes, strict=False)) if a != b)
+            lines.append(f"{folder}/{labels_file}: sample {k} is class {kept[k]}, {reference.where} says "
+                         f"{classes[k]} ({reference.labels[k][0]})")
+    try:
+        scored = accuracy.score_entries(responses, classes, f"{folder}/{ACCURACY_LOG}")
+    except HarnessError as exc:
+        return [*lines, f"{exc} (against {reference.where})"]
+    if scored["good"] != record["good"]:
+        lines.append(f"{where}: accuracy good {record['good']} but its log scores {scored['good']} against "
+                     f"{reference.where} ({scored['top1_percent']:.3f}%)")
+    return lines
 
 
 def _distinct_samples(responses: list[dict[str, Any]], where: str) -> int:

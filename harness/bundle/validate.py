@@ -12,7 +12,8 @@ Six layers, each reported one problem per line as `<file>: <what is wrong>`:
 4. LoadGen: each cell's validity, scenario, metric, results and settings are read again from its
    own detail and summary logs and must match (`harness.bundle.loadgen_check`);
 5. MLPerf: each cell's accuracy, compliance verdicts and user.conf are derived again from the
-   files the bundle keeps (`harness.bundle.mlperf_check`);
+   files the bundle keeps (`harness.bundle.mlperf_check`), and its accuracy against the data set's
+   own labels file where one is given (`--labels`);
 6. figures: every figure a cell computed from others is computed again, and each cell must be one
    its bundle's scenario expands to (`harness.bundle.figures_check`).
 
@@ -47,6 +48,7 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     cells: int = 0
     files: int = 0
+    accuracy_runs: int = 0  # cells with an accuracy record
     loaded: LoadedBundle | None = None  # the bundle as read, where it could be read at all
 
     @property
@@ -54,12 +56,14 @@ class Verdict:
         return not self.problems
 
 
-def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool = False) -> Verdict:
+def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool = False,
+             reference: mlperf_check.Reference | None = None) -> Verdict:
     """Every problem of the bundle at `source` (a path, or the snapshot a resume opened it with).
     Raises BundleError only when it is no bundle at all (no directory, no bundle.json),
     SchemaVersionError when it is newer than this harness. `integrity=False` skips the first
     layer: for a run that was killed, whose manifest is gone. `resuming`: the bundle is about to be
-    completed, so cells without a record are notes."""
+    completed, so cells without a record are notes. `reference`: a labels file from outside the
+    bundle that every accuracy run is scored against too (`validate --labels`)."""
     files = source if isinstance(source, Snapshot) else Snapshot(source)
     check_root(files.root)
     verdict = Verdict()
@@ -92,9 +96,11 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
         verdict.problems += traffic_check.log_problems(files, cell)
         raw = loaded.raw_cells.get(cell["id"])
         written = raw.get("schema_version") if isinstance(raw, dict) else None
-        found, notes = mlperf_check.problems(files, cell, written if isinstance(written, int) else loaded.version)
+        found, notes = mlperf_check.problems(files, cell, written if isinstance(written, int) else loaded.version,
+                                             reference)
         verdict.problems += found
         verdict.notes += notes
+        verdict.accuracy_runs += cell["metrics"].get("accuracy") is not None
     verdict.problems += figures_check.problems(loaded)
     verdict.problems += header_record.problems(loaded.header, HEADER)  # upgraded: the typed header and cells
     for cell in loaded.cells:

@@ -21,7 +21,7 @@ from harness.bundle.confine import output_path
 from harness.bundle.reader import LoadedBundle
 from harness.bundle.validate import Verdict, validate
 from harness.cli.path_argument import path_argument
-from harness.errors import BundleError
+from harness.errors import BundleError, ConfigError, HarnessError
 from harness.plain_text import visible
 
 EXIT_PROBLEMS = 1
@@ -31,6 +31,9 @@ _PROBLEMS_SHOWN = 5
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     check = sub.add_parser("validate", help="check a bundle: checksums, schema, consistency, LoadGen logs")
     check.add_argument("run_dir", type=path_argument, metavar="RUN_DIR")
+    check.add_argument("--labels", type=path_argument, metavar="VAL_MAP",
+                       help="score every accuracy run again against this labels file of the data set "
+                            "(val_map.txt's layout), not only against the labels the bundle keeps")
 
     diff = sub.add_parser("compare", help="compare two bundles cell by cell (exit 1 on a regression or an unpaired valid cell)")
     diff.add_argument("a", type=path_argument, metavar="A", help="the baseline bundle")
@@ -85,7 +88,16 @@ def _as_read(verdict: Verdict, root: Path) -> LoadedBundle:
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    verdict = validate(args.run_dir)
+    reference = None
+    if args.labels is not None:
+        from harness.bundle.mlperf_check import Reference
+        from harness.models.labels import read_labels
+
+        try:
+            reference = Reference(visible(args.labels), read_labels(args.labels))
+        except HarnessError as exc:
+            raise ConfigError(f"--labels: {exc}") from None
+    verdict = validate(args.run_dir, reference=reference)
     where = visible(args.run_dir)
     for line in verdict.problems:
         print(f"{where}: {visible(line)}")
@@ -94,7 +106,9 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     if verdict.problems:
         print(f"fusionbench: {where}: INVALID, {len(verdict.problems)} problem(s)", file=sys.stderr)
         return EXIT_PROBLEMS
-    console.print(Text(f"{where}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked)"))
+    against = "" if reference is None else f"; {verdict.accuracy_runs} accuracy run(s) scored against {reference.where}"
+    console.print(Text(f"{where}: valid ({verdict.cells} cell(s), {verdict.files} file(s) checked{against})"),
+                  soft_wrap=True)  # one line, whole, to grep
     return 0
 
 

@@ -120,6 +120,8 @@ def test_accuracy_run_scores_the_models_own_answers_end_to_end(tmp_path: Path) -
     assert text == "accuracy=75.000%, good=24, total=32\n"
     validated = fusionbench("validate", str(bundle))
     assert validated.returncode == 0, validated.stdout + validated.stderr
+    against = fusionbench("validate", str(bundle), "--labels", str(folder / "val_map.txt"))
+    assert against.returncode == 0 and "1 accuracy run(s) scored against" in against.stdout, against.stdout + against.stderr
     # A forger who makes the record and accuracy.txt agree on a better score is caught by the labels kept.
     cell["metrics"]["accuracy"].update(top1_percent=100.0, good=32)
     cell_file.write_text(json.dumps(cell))
@@ -127,3 +129,14 @@ def test_accuracy_run_scores_the_models_own_answers_end_to_end(tmp_path: Path) -
     manifest.write(bundle)
     forged = fusionbench("validate", str(bundle))
     assert forged.returncode == 1 and "its log scores 24 against its labels" in forged.stdout, forged.stdout
+    # One who forges the kept labels too (each the class the model answered) is consistent within the
+    # bundle; only the data set's own labels file finds it.
+    (cell_file.with_suffix("") / "loadgen/accuracy/labels.txt").write_text("".join(f"{a}\n" for a in answers))
+    manifest.write(bundle)
+    assert fusionbench("validate", str(bundle)).returncode == 0
+    caught = fusionbench("validate", str(bundle), "--labels", str(folder / "val_map.txt"))
+    assert caught.returncode == 1, caught.stdout + caught.stderr
+    assert f"labels.txt: sample 0 is class {answers[0]}, " in caught.stdout, caught.stdout
+    assert "but its log scores 24 against" in caught.stdout and "(75.000%)" in caught.stdout, caught.stdout
+    bad = fusionbench("validate", str(bundle), "--labels", str(folder))
+    assert bad.returncode == 2 and bad.stderr.startswith("fusionbench: error: --labels:"), bad.stderr
