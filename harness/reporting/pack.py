@@ -327,7 +327,9 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         f"# Source\n\nThe results were measured by FusionBench {harness.get('version')}, git commit "
         f"{harness.get('git_sha')} (uncommitted changes: {harness.get('git_dirty')}), bundle {loaded.name} "
         f"(schema version {loaded.version}). Each result's README.md gives the command; the bundle's "
-        "bundle.json holds the scenario it ran.\n").encode()
+        "bundle.json holds the scenario it ran.\n"
+        + "".join(f"\nSystem {name}: the submitter's --system-info replaced what the bundle captured: "
+                  f"{'; '.join(lines)}.\n" for name, lines in sorted(packed.replaced.items()))).encode()
 
     for rel in files:
         problem = check_path(rel)  # every part is a checked name; this holds should one ever not be

@@ -57,16 +57,21 @@ def read_system_info(path: Path) -> dict[str, str]:
         raise ConfigError(f"--system-info {shown}: {', '.join(unknown)} are not MLPerf system fields")
     fixed = sorted(set(data) & set(PACK_FIELDS))
     if fixed:
-        raise ConfigError(f"--system-info {shown}: {', '.join(fixed)} come from pack's own arguments")
+        raise ConfigError(f"--system-info {shown}: {_fields(fixed, 'comes', 'come')} from pack's own arguments")
     bad = sorted(key for key, value in data.items() if not isinstance(value, str))
     if bad:
-        raise ConfigError(f"--system-info {shown}: {', '.join(bad)} must be strings")
+        raise ConfigError(f"--system-info {shown}: {_fields(bad, 'is', 'are')} not a string")
     unsafe = sorted(key for key, value in data.items() if has_unsafe(value))
     if unsafe:
-        raise ConfigError(f"--system-info {shown}: {', '.join(unsafe)} hold control or bidirectional characters")
+        raise ConfigError(f"--system-info {shown}: {_fields(unsafe, 'holds', 'hold')} control or bidirectional characters")
     if "system_type" in data and data["system_type"] not in SYSTEM_TYPES:
         raise ConfigError(f"--system-info {shown}: system_type {data['system_type']!r}; allowed: {', '.join(SYSTEM_TYPES)}")
     return data
+
+
+def _fields(keys: list[str], one: str, many: str) -> str:
+    """`keys` and the verb that agrees with them: "cooling is", "cooling, hw_notes are"."""
+    return f"{', '.join(keys)} {one if len(keys) == 1 else many}"
 
 
 def captured(header: dict[str, Any], cell: CellRecord) -> dict[str, str]:
@@ -129,6 +134,13 @@ def describe(header: dict[str, Any], cell: CellRecord, info: dict[str, str], *, 
     submitter's file replaced with another value (`host_processor_core_count 2 -> 64`): said, since
     a system JSON of 64 cores for a 2-core machine's figures went out in silence."""
     found = captured(header, cell)
+    # What the bundle captured reaches the submission as it is: a control or bidirectional character
+    # there (a forged or damaged bundle.json) is refused as it is in the submitter's own file.
+    unsafe = sorted(key for key, value in found.items() if key not in info and has_unsafe(value))
+    if unsafe:
+        raise ConfigError(f"the system the bundle captured for {cell.config.shown_label}: "
+                          f"{_fields(unsafe, 'holds', 'hold')} control or bidirectional characters "
+                          f"({visible(found[unsafe[0]])}); give {'it' if len(unsafe) == 1 else 'them'} in --system-info")
     values = {**found, **info, "division": division, "submitter": org, "status": status, "system_name": name}
     described = {key: values.get(key, "") for key in SYSTEM_FIELDS}
     empty = [key for key in SYSTEM_FIELDS if not described[key] and key not in ("hw_notes", "sw_notes")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -109,8 +110,10 @@ def test_the_system_leaves_what_it_cannot_know_empty_and_lists_it(tmp_path: Path
 
 @pytest.mark.parametrize(("info", "words"), [
     ({"colour": "red"}, "colour are not MLPerf system fields"),
-    ({"submitter": "Other"}, "submitter come from pack's own arguments"),
-    ({"cooling": 3}, "cooling must be strings"),
+    ({"submitter": "Other"}, "submitter comes from pack's own arguments"),
+    ({"submitter": "Other", "status": "x"}, "status, submitter come from pack's own arguments"),
+    ({"cooling": 3}, "cooling is not a string"),
+    ({"cooling": "air\u202e"}, "cooling holds control or bidirectional characters"),
     ({"system_type": "laptop"}, "system_type 'laptop'"),
     ([1, 2], "expected a JSON object"),
 ])
@@ -250,7 +253,6 @@ def test_closed_division_says_first_that_several_batch_sizes_split_a_system(tmp_
 def test_an_interrupted_bundles_cells_never_run_are_listed_as_left_out(tmp_path: Path) -> None:
     """An interrupted run packed three results of six and named only the interrupted cell: the two
     cells never run were missing from the tree with no word."""
-    import shutil
 
     root = tmp_path / "bundle"
     shutil.copytree(MLPERF, root)
@@ -274,4 +276,27 @@ def test_a_captured_field_the_system_info_replaces_is_said(tmp_path: Path) -> No
     assert packed.replaced == {"box_eager-fusion-on_fp32": ["host_processor_core_count '2' -> '64'"]}
     system = json.loads((tmp_path / "sub/open/Acme/systems/box_eager-fusion-on_fp32.json").read_text())
     assert system["host_processor_core_count"] == "64"  # the submitter's word stands, said
+    source = (tmp_path / "sub/open/Acme/src/README.md").read_text()  # in the tree too, not only on the terminal
+    assert "System box_eager-fusion-on_fp32: the submitter's --system-info replaced what the bundle captured: " \
+           "host_processor_core_count '2' -> '64'." in source
     assert pack(load(MLPERF), tmp_path / "sub2", org="Acme", system_info=SYSTEM_INFO).replaced == {}
+    assert "replaced" not in (tmp_path / "sub2/open/Acme/src/README.md").read_text()
+
+
+def test_a_captured_field_with_control_characters_is_refused_unless_the_system_info_gives_it(tmp_path: Path) -> None:
+    """A bundle.json whose CPU model held an escape sequence and a right-to-left mark: validate
+    passed it (a description, no figure) and pack wrote it into the system JSON as it was."""
+    root = tmp_path / "bundle"
+    shutil.copytree(MLPERF, root)
+    header = json.loads((root / "bundle.json").read_text())
+    header["system"]["cpu"]["model"] = "AMD \x1b[2J\x1b[31mEVIL\u202e"
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    with pytest.raises(ConfigError, match=r"host_processor_model_name holds control or bidirectional characters "
+                                          r"\(AMD \\x1b\[2J.*\); give it in --system-info"):
+        pack(load(root), tmp_path / "sub", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    assert not (tmp_path / "sub").exists()
+    info = {**SYSTEM_INFO, "host_processor_model_name": "AMD EPYC"}
+    pack(load(root), tmp_path / "sub", org="Acme", system_base="box", system_info=info)
+    system = json.loads((tmp_path / "sub/open/Acme/systems/box_eager-fusion-on_fp32.json").read_text())
+    assert system["host_processor_model_name"] == "AMD EPYC"
