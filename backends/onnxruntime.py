@@ -4,12 +4,13 @@ Fusion is ONNX Runtime's own graph optimisation; fusion on and off differ by fus
 - `fusion: on`  -> the optimisation level (default "all": ConvBNFusion, FusedConv, NCHWc
   convolutions with fused sums and activations on CPU, ...).
 - `fusion: off` -> the same level with every fusing transformer left out (`FUSING_TRANSFORMERS`,
-  by name), so constant folding, eliminations and the other rewrites still run. Two more are left
-  out, and the cell records them (`rewrites`): NchwcTransformer, the CPU layout rewrite, fuses
-  sums and activations into its convolutions as it converts them and cannot be kept without
-  those fusions; TransposeOptimizer moves transposes through element-wise operators, after which
-  the optimised graph no longer matches the exported one node for node (the fusion report would
-  count a moved transpose as a fusion; it removes 2 of convnext_tiny's 46 transposes).
+  by name), so constant folding, eliminations and the other rewrites still run. Three layout
+  rewrites are left out too, and the cell records what was (`rewrites`): NchwcTransformer, the CPU
+  layout rewrite, fuses sums and activations into its convolutions as it converts them and cannot
+  be kept without those fusions; NhwcTransformer does the same to the NHWC convolutions it makes
+  (quantized and fp16 graphs); TransposeOptimizer moves transposes through element-wise operators,
+  after which the optimised graph no longer matches the exported one node for node (the fusion
+  report would count a moved transpose as a fusion; it removes 2 of convnext_tiny's 46 transposes).
   `level: disable` with fusion off is the earlier "everything off": the export as it is.
 
 Options (scenario file, `options:`):
@@ -64,16 +65,22 @@ class OnnxRuntimeOptions(BackendOptions):
     disabled_optimizers: Annotated[list[str], BeforeValidator(_names)] = Field(default_factory=list)
     provider: Literal["auto", "cpu", "cuda", "tensorrt"] = "auto"
     intra_op_threads: int = Field(0, ge=0, le=4096)
-# ONNX Runtime 1.31's graph transformers and rewrite rules that fuse operators (onnxruntime/core/
-# optimizer/graph_transformer_utils.cc), left out for fusion off; the last two are explained above.
+# ONNX Runtime 1.31's graph transformers and rewrite rules that fuse operators, left out for fusion
+# off, and the three layout rewrites explained above. ORT takes a name it does not have without a
+# word, so a fuser missing here ran in every fusion-off cell: ConvAddActivationFusion did (Conv, Add,
+# Relu as one FusedConv with fusion off, 1.31.1). A test holds this list to every name ending in
+# "Fusion" that the installed library holds.
 FUSING_TRANSFORMERS = (
-    "ConvBNFusion", "ConvAddFusion", "ConvMulFusion", "ConvActivationFusion", "GemmActivationFusion",
-    "MatMulAddFusion", "MatmulBNFusion", "MatMulScaleFusion", "MatmulTransposeFusion", "GemmSumFusion",
-    "GemmTransposeFusion", "FuseReluClip", "PadFusion", "DivMulFusion", "NotWhereFusion", "ReshapeFusion",
-    "GeluFusion", "FastGeluFusion", "QuickGeluFusion", "BiasGeluFusion", "LayerNormFusion",
-    "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "AttentionFusion", "EmbedLayerNormFusion",
+    "ConvBNFusion", "ConvAddFusion", "ConvMulFusion", "ConvActivationFusion", "ConvAddActivationFusion",
+    "GemmActivationFusion", "MatMulActivationFusion", "MatMulAddFusion", "MatmulBNFusion", "MatMulScaleFusion",
+    "MatmulTransposeFusion", "GemmSumFusion", "GemmTransposeFusion", "FuseReluClip", "PadFusion", "DivMulFusion",
+    "NotWhereFusion", "ReshapeFusion", "GeluFusion", "FastGeluFusion", "QuickGeluFusion", "BiasGeluFusion",
+    "LayerNormFusion", "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion",
+    "AttentionFusion", "GroupQueryAttentionFusion", "GroupQueryAttentionPreNormFusion", "EmbedLayerNormFusion",
     "BiasSoftmaxFusion", "BiasDropoutFusion", "GatherSliceToSplitFusion", "GatherToSliceFusion",
-    "LabelEncoderFusion", "NchwcTransformer", "TransposeOptimizer",
+    "SliceConcatToSpaceToDepthFusion", "LabelEncoderFusion", "DynamicQuantizeMatMulFusion",
+    "MatMulIntegerToFloatFusion", "DQMatMulNBitsFusion", "MatMulNBitsMlpFusion", "MatMulNBitsQkvFusion",
+    "NchwcTransformer", "TransposeOptimizer", "NhwcTransformer",
 )
 _NUMPY_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
 #: How ONNX Runtime's profiler names a node's kernel event: the node's name, then this.

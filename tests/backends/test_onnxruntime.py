@@ -240,3 +240,45 @@ def test_ort_tensorrt_provider_runs_tf32_cells_only() -> None:
     assert not refused.ok and "no TF32 switch" in refused.reason
     assert backend.supports(backend.variant("on", {"provider": "tensorrt"}), "tf32", "cuda").ok
     assert backend.supports(Variant("on"), "tf32", "cuda").ok
+
+
+def test_every_fuser_the_installed_library_names_is_left_out_for_fusion_off() -> None:
+    """ORT takes a transformer name it does not have without a word, so a fuser missing from the
+    list ran in every fusion-off cell (ConvAddActivationFusion, 1.31.1). The library holds each
+    transformer's name as a string of its own."""
+    import onnxruntime
+
+    from backends.onnxruntime import FUSING_TRANSFORMERS
+
+    libraries = list((Path(onnxruntime.__file__).parent / "capi").glob("onnxruntime_pybind11_state*"))
+    assert libraries, "no ONNX Runtime library to read"
+    named = set()
+    for library in libraries:
+        named |= {m.decode() for m in re.findall(rb"(?<=\x00)([A-Z][A-Za-z0-9]{2,80}Fusion)(?=\x00)", library.read_bytes())}
+    assert "ConvAddActivationFusion" in named and len(named) >= 20, sorted(named)  # the scan itself works
+    assert named <= set(FUSING_TRANSFORMERS), sorted(named - set(FUSING_TRANSFORMERS))
+
+
+def test_fusion_off_keeps_a_conv_its_sum_and_its_activation_apart(tmp_path: Path) -> None:
+    """Conv, Add of the input, Relu: ConvAddActivationFusion made them one FusedConv with fusion off,
+    where fusion on (NCHWc first) ran five kernels and no fusion."""
+    from backends.onnxruntime import OnnxRuntimeBackend
+
+    class ConvAddRelu(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return torch.relu(self.conv(x) + x)
+
+    torch.manual_seed(0)
+    model, example = ConvAddRelu().eval(), torch.randn(2, 8, 16, 16)
+    backend = OnnxRuntimeBackend()
+    off = backend.prepare(model, example, device="cpu", dtype="fp32", variant=backend.variant("off", {}),
+                          workdir=tmp_path, cache_dir=tmp_path / "cache")
+    report = off.fusion_report()
+    assert report.fusions == 0, [k.ops for k in report.kernels]
+    assert sorted(k.ops[0] for k in report.kernels) == ["onnx.Add", "onnx.Conv", "onnx.Relu"]
+    with torch.no_grad():
+        assert compare(off(example), model(example), "fp32")["ok"]
