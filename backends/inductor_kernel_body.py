@@ -14,6 +14,12 @@ assignment does arithmetic on its data: one that is neither a load, nor a plain 
 variable, nor a choice between values (`tl.where`, `? :`, `blendv`: how a concatenation or a
 padding picks its source). Arithmetic on indices and constants alone (`tmp0 = x1`,
 `tmp2 = tmp0 >= tmp1`, the masks of a concatenation) moves no data, and does not count.
+
+The steps themselves bound what a kernel's name may claim (`steps`): a kernel of one arithmetic
+step ran one operator, however many its name lists: the classifier's bias added in
+`cpp_fused_addmm_hardswish_mean_view` is `tmp2 = tmp0 + tmp1` alone. (Whether a kernel reduces
+says less than it seems: Inductor writes a mean over four values as three additions and a
+division, with no accumulator.)
 """
 
 from __future__ import annotations
@@ -32,10 +38,12 @@ _TEMPLATE_NAME = re.compile(r"^triton_tem_")
 _TEMPLATE_BODY = re.compile(r"micro_gemm|MicroGemm")
 
 
-def computes(body: str) -> bool:
-    """Whether the kernel's source does arithmetic on the data it reads, rather than only loading,
-    choosing and storing."""
+def steps(body: str) -> set[str]:
+    """The arithmetic steps the kernel's source does on the data it reads (each distinct right-hand
+    side once: Inductor's C++ repeats a loop's statements for its tail), not its loads, choices and
+    stores."""
     data: set[str] = set()
+    found: set[str] = set()
     for name, value in _ASSIGNMENT.findall(body):
         value = value.strip()
         if _READ.search(value):
@@ -46,8 +54,14 @@ def computes(body: str) -> bool:
         data.add(name)
         if _BARE_VARIABLE.match(value) or _CHOICE.search(value):
             continue
-        return True
-    return False
+        found.add(value)
+    return found
+
+
+def computes(body: str) -> bool:
+    """Whether the kernel's source does arithmetic on the data it reads, rather than only loading,
+    choosing and storing."""
+    return bool(steps(body))
 
 
 def is_template(kernel: str, body: str) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backends.inductor_code import LAYOUT_COPY, PART_OF_TENSOR_OP, kernel_calls, ops_from_kernel_name, ops_run
-from backends.inductor_kernel_body import computes
+from backends.inductor_kernel_body import computes, steps
 from harness.fusion import is_tensor_op, kernel_mapping
+from harness.fusion.ops import classify
 
 VOCAB = {"_native_batch_norm_legit_no_training", "add", "relu", "max_pool2d_with_indices", "mean", "addmm", "view",
          "convolution", "clone"}
@@ -174,6 +175,45 @@ def test_what_counts_as_computing_in_a_kernels_source() -> None:
     # an alias, a constant, index arithmetic: no data is computed
     assert not computes("tmp0 = tl.load(in_ptr0 + (x0))\ntmp1 = tmp0\ntmp2 = tl.full([1], 0, tl.int32)\nx0 = xindex % 64")
     assert not computes(TRITON_CAT) and not computes(CPP_PAD)
+
+
+# The classifier's bias, added after the library's matrix multiply (resnet18's and mobilenet_v3_small's
+# last kernels): one step, vectorised, then the same statement for the loop's tail.
+CPP_BIAS_ONLY = """
+extern "C" void kernel(float* in_out_ptr0, const float* in_ptr0)
+{
+    for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(992L); x1+=static_cast<int64_t>(8L))
+    {
+        auto tmp0 = at::vec::Vectorized<float>::loadu(in_out_ptr0 + static_cast<int64_t>(x1), static_cast<int64_t>(8));
+        auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x1), static_cast<int64_t>(8));
+        auto tmp2 = tmp0 + tmp1;
+        tmp2.store(in_out_ptr0 + static_cast<int64_t>(x1));
+    }
+    for(int64_t x1=static_cast<int64_t>(992L); x1<static_cast<int64_t>(1000L); x1+=static_cast<int64_t>(1L))
+    {
+        auto tmp0 = in_out_ptr0[static_cast<int64_t>(x1)];
+        auto tmp1 = in_ptr0[static_cast<int64_t>(x1)];
+        auto tmp2 = tmp0 + tmp1;
+        in_out_ptr0[static_cast<int64_t>(x1)] = tmp2;
+    }
+}
+"""
+
+
+def test_a_kernel_of_one_step_beside_a_tensor_operators_bias_ran_the_bias_alone() -> None:
+    """Named after the mean and the hardswish whose results reach the classifier through the library
+    call, the kernel only adds its bias: it was counted as a fusion, one too many for resnet18 (21
+    where its code fuses 20) and for mobilenet_v3_small (54 where it fuses 53)."""
+    assert steps(CPP_BIAS_ONLY) == {"tmp0 + tmp1"}
+    named = ("aten.addmm", "aten.hardswish", "aten.mean", "aten.view")
+    ran = ops_run("cpp_fused_addmm_hardswish_mean_view_16", named, CPP_BIAS_ONLY)
+    assert ran == ("aten.addmm" + PART_OF_TENSOR_OP, "aten.view")
+    assert classify(ran) == "single"
+    # two steps (the bias, then relu): the name stands
+    assert ops_run("cpp_fused_convolution_relu_1", ("aten.convolution", "aten.relu"), CPP_BN_RELU) \
+        == ("aten.convolution" + PART_OF_TENSOR_OP, "aten.relu")
+    # one step with no tensor operator named: which operator it was is not known, the name stands
+    assert ops_run("cpp_fused_add_mean_4", ("aten.add", "aten.mean"), CPP_BIAS_ONLY) == ("aten.add", "aten.mean")
 
 
 def test_a_concatenation_that_only_copies_is_the_concatenation() -> None:
