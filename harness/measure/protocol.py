@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pydantic
@@ -100,6 +101,13 @@ class WorkerRequest:
         except pydantic.ValidationError as exc:
             raise ProtocolError(f"WorkerRequest: the cell's config is not one this version reads: {exc}") from None
         return cls(cell=cell, **data)
+
+
+def partial_answer_path(answer_file: str | Path) -> Path:
+    """Where a worker keeps its answer as it stands at the end of each phase: what the parent
+    records of a worker killed before its answer (a time or memory limit, a crash)."""
+    answer = Path(answer_file)
+    return answer.with_name(f"{answer.stem}.partial{answer.suffix}")
 
 
 @dataclass

@@ -29,9 +29,10 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from harness import allocator, artifact_cache, contract, registry
 from harness.bundle.cell_record import (
@@ -58,13 +59,15 @@ from harness.scenario.cell_config import CellConfig
 
 
 class PhaseClock:
-    """Times each phase and tells the parent which one is running."""
+    """Times each phase and tells the parent which one is running; `ended` is called as each phase
+    ends (the worker keeps its answer so far: `checkpoint`)."""
 
-    def __init__(self, phase_file: Path) -> None:
+    def __init__(self, phase_file: Path, ended: Callable[[], None] = lambda: None) -> None:
         self.phase_file = phase_file
         self.started = time.monotonic()  # the worker's start, on the clock of the parent's time limit
         self.durations_s: dict[str, float] = {}
         self.current = "start"
+        self.ended = ended
 
     @contextmanager
     def phase(self, phase: Phase) -> Iterator[None]:
@@ -79,6 +82,7 @@ class PhaseClock:
             yield
         finally:
             self.durations_s[phase.name] = time.perf_counter() - start
+            self.ended()
 
     def move(self, seconds: float, source: Phase, target: Phase) -> None:
         """Record `seconds` of the ended phase `source` as `target`'s instead (none: nothing recorded)."""
@@ -96,8 +100,8 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     from harness.measure.memory import current_rss_bytes
 
     cell = request.cell
-    clock = PhaseClock(Path(request.phase_file))
     answer = WorkerAnswer()
+    clock = PhaseClock(Path(request.phase_file), lambda: checkpoint(answer, clock, request.answer_file))
     metrics = answer.metrics
     try:
         with clock.phase(protocol.IMPORT):
@@ -142,6 +146,20 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                            + allocator.warnings(answer.environment.get("allocator")))
     answer.phases_s = clock.durations_s
     return answer
+
+
+def checkpoint(answer: WorkerAnswer, clock: PhaseClock, answer_file: str) -> None:
+    """Keep the answer as it stands, the phases that ended with it, where the parent finds it
+    should the worker be killed before it answers (`protocol.partial_answer_path`): a cell stopped
+    by its time limit in LoadGen keeps the device timing it had measured. Between phases, never
+    inside a timed one."""
+    if not answer_file:
+        return
+    answer.phases_s = dict(clock.durations_s)
+    try:
+        write_bytes_atomic(protocol.partial_answer_path(answer_file), answer.to_json().encode())
+    except (OSError, ValueError, TypeError) as exc:  # a record of the way: the measurement goes on
+        print(f"fusionbench worker: the answer so far was not kept after {clock.current}: {exc}", file=sys.stderr)
 
 
 def _timing_batches(torch: Any, samples: list[Any], batch: int) -> list[Any]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.bundle.cell_record import WorkerStart
-from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest, partial_answer_path
 from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_environment
 from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
@@ -51,6 +51,8 @@ class WorkerOutcome:
     #: The worker's resident memory when it was killed for exceeding the limit, else None.
     memory_exceeded_bytes: int | None = None
     memory_limit_bytes: int | None = None
+    #: Without an answer: what the worker had kept of it as its last phase ended (`worker.checkpoint`).
+    partial: WorkerAnswer | None = None
 
     def failure_reason(self, timeout_s: float) -> str:
         """Why a worker produced no answer."""
@@ -203,8 +205,23 @@ def run_worker(
                 with log_path.open("a") as log_file:
                     log_file.write(f"\nfusionbench: the worker's answer is unreadable: {exc}\n")
                 answer = None
+        partial = _partial(answer_file, log_path) if answer is None else None
         return WorkerOutcome(answer, proc.returncode, timed_out, last_phase, time.monotonic() - start,
-                             memory_exceeded_bytes=memory_exceeded, memory_limit_bytes=memory_limit_bytes)
+                             memory_exceeded_bytes=memory_exceeded, memory_limit_bytes=memory_limit_bytes,
+                             partial=partial)
+
+
+def _partial(answer_file: Path, log_path: Path) -> WorkerAnswer | None:
+    """The answer a worker that never answered kept as its last phase ended, if any."""
+    path = partial_answer_path(answer_file)
+    if not path.exists():
+        return None
+    try:
+        return WorkerAnswer.from_json(path.read_text())
+    except (OSError, ProtocolError) as exc:
+        with log_path.open("a") as log_file:
+            log_file.write(f"\nfusionbench: what the worker kept of its answer is unreadable: {exc}\n")
+        return None
 
 
 def tree_rss_bytes(pid: int) -> int:

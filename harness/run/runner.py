@@ -631,9 +631,10 @@ def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
                       log_tail=log_tail(log_path))
         return record
     record["wall_s"] = outcome.wall_s
-    if outcome.answer is None:
-        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], metrics={},
-                      log_tail=log_tail(log_path))
+    if outcome.answer is None:  # killed: what it measured in the phases that ended stays
+        kept = outcome.partial.record() if outcome.partial is not None else {"metrics": {}}
+        record.update({**kept, "status": "failed", "reasons": [outcome.failure_reason(task.timeout_s)], "warnings": [],
+                       "log_tail": log_tail(log_path)})
     else:
         record.update(outcome.answer.record())
         if record["status"] == "failed":

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from harness.bundle.cell_record import Metrics
+from harness.measure import protocol
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.measure.worker import die_with_parent
+from harness.measure.worker import PhaseClock, checkpoint, die_with_parent
 
 
 def main() -> None:
@@ -32,6 +33,13 @@ def main() -> None:
             time.sleep(600)
         Path(request.artifact_dir).mkdir(parents=True, exist_ok=True)
         (Path(request.artifact_dir) / "pids").write_text(f"{os.getpid()} {child}")
+        time.sleep(600)
+    elif behaviour == "measured_then_hang":  # its timing ended and was kept; then LoadGen never returns
+        answer = WorkerAnswer(metrics=Metrics(prepare_s=1.5))
+        clock = PhaseClock(Path(request.phase_file), lambda: checkpoint(answer, clock, request.answer_file))
+        with clock.phase(protocol.TIMING):
+            pass
+        Path(request.phase_file).write_text(protocol.LOADGEN.name)
         time.sleep(600)
     elif behaviour == "exit":
         print("giving up", file=sys.stderr, flush=True)

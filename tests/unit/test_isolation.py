@@ -138,6 +138,18 @@ def test_segfault_is_named(fake, tmp_path: Path) -> None:
     assert "fake worker starting segfault" in log_tail(log)
 
 
+def test_a_worker_killed_by_its_time_limit_leaves_what_its_ended_phases_measured(fake, tmp_path: Path) -> None:
+    """A cell stopped in LoadGen by its time limit kept no figure (`metrics: {}`), though its device
+    timing had ended: the worker keeps its answer as each phase ends, and the parent reads it."""
+    outcome, _, _ = fake("measured_then_hang", tmp_path, timeout_s=3)
+    assert outcome.timed_out and outcome.answer is None
+    assert outcome.failure_reason(3) == "time limit of 3 s exceeded (in phase loadgen)"
+    assert outcome.partial is not None and outcome.partial.metrics.prepare_s == 1.5
+    assert set(outcome.partial.phases_s) == {"timing"}
+    nothing_kept, _, _ = fake("segfault", tmp_path)  # killed before any phase ended: nothing
+    assert nothing_kept.answer is None and nothing_kept.partial is None
+
+
 @pytest.mark.slow
 def test_hang_is_killed_with_its_children(fake, tmp_path: Path) -> None:
     outcome, _, phases = fake("hang", tmp_path, timeout_s=3)
