@@ -163,6 +163,9 @@ def _loadgen(cell: Record, text: str) -> str:
     if percentile and at(cell, ("metrics", "loadgen", "metric", "unit")) == "ns":
         # LoadGen's early-stopping estimate, not the percentile its summary's first lines give
         text = f"{percentile}{' (early stopping)' if 'early_stopping' in name else ''} {text}"
+    p99, bound = (_number(at(cell, ("metrics", "loadgen", "metric", key))) for key in ("latency_p99_ns", "target_latency_ns"))
+    if p99 is not None and bound:  # Server: the rate counts only with its p99 within the bound
+        text += f", p99 {format_duration_ns(p99)} {'within' if p99 <= bound else 'over'} {format_duration_ns(bound)}"
     validity = at(cell, ("metrics", "loadgen", "validity"))
     return text if validity in (None, "VALID") else f"{text} ({validity})"
 

@@ -125,6 +125,19 @@ def test_the_loadgen_figure_names_its_percentile_and_its_validity(scenario: str)
     assert figure(LOADGEN, loadgen_cell(rule.metric_name, rule.metric_unit, 3.2e6, "INVALID")).endswith(" (INVALID)")
 
 
+def test_a_server_figure_says_its_p99_against_its_bound() -> None:
+    """The rate counts only with its p99 within the bound; a Server cell that met it and one that
+    missed it by 500x read alike (`9.57 samples/s (INVALID)`)."""
+    rule = RULES["Server"]
+    missed = loadgen_cell(rule.metric_name, rule.metric_unit, 9.57, "INVALID")
+    missed["metrics"]["loadgen"]["metric"].update(latency_p99_ns=40.5e9, target_latency_ns=80e6,
+                                                  scheduled_samples_per_s=39.6)
+    assert figure(LOADGEN, missed) == "9.57 samples/s, p99 40.5 s over 80.0 ms (INVALID)"
+    met = loadgen_cell(rule.metric_name, rule.metric_unit, 120.0)
+    met["metrics"]["loadgen"]["metric"].update(latency_p99_ns=21.3e6, target_latency_ns=50e6)
+    assert figure(LOADGEN, met) == "120 samples/s, p99 21.3 ms within 50.0 ms"
+
+
 def test_device_time_carries_its_spread_and_correctness_its_verdict() -> None:
     cell = {"metrics": {"device_time": {"summary": {"median_ns": 1.62e6, "cv": 0.004, "noisy": False}},
                         "correctness": {"ok": False, "max_abs_error": 0.5}}}
