@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -232,7 +233,9 @@ class LoadGenSettings(_Strict):
     )
     max_query_count: int | None = Field(None, ge=1, le=10**9)
     samples_per_query: int = Field(8, ge=1, le=4096, description="MultiStream: samples in each query")
-    target_qps: float | Literal["auto"] = Field(
+    # the bounds are the validator's (its message names both forms); the schema file says them too
+    target_qps: Annotated[float, WithJsonSchema({"type": "number", "exclusiveMinimum": 0, "maximum": 1e9})] \
+        | Literal["auto"] = Field(
         "auto", description="Server: Poisson arrival rate; auto = target_qps_fraction of measured capacity"
     )
     target_qps_fraction: float = Field(0.5, gt=0, le=1)
@@ -341,9 +344,11 @@ def _each_once(values: list[Any]) -> list[Any]:
     return values
 
 
+BatchSize = Annotated[int, Field(ge=1, le=65536)]
 BatchList = Annotated[
-    list[Annotated[int, Field(ge=1, le=65536)]], Field(min_length=1), AfterValidator(_each_once),
-    BeforeValidator(_as_list, json_schema_input_type=Union[int, list[int]]),
+    list[BatchSize], Field(min_length=1), AfterValidator(_each_once),
+    # the schema file says the bounds too: editors and CI check a file against it
+    BeforeValidator(_as_list, json_schema_input_type=Union[BatchSize, Annotated[list[BatchSize], Field(min_length=1)]]),
 ]
 
 

@@ -31,6 +31,21 @@ def test_committed_schema_is_current(repo: Path) -> None:
     assert committed == json_schema(), "regenerate with: fusionbench schema --out scenarios/scenario.schema.json"
 
 
+@pytest.mark.parametrize("settings", [
+    "batch_sizes: {cpu: [-4]}", "batch_sizes: {cpu: 0}", "batch_sizes: {cpu: []}", "batch_sizes: {cuda: [65537]}",
+    "loadgen: {target_qps: -5}", "loadgen: {target_qps: 0}",
+])
+def test_the_schema_file_refuses_what_the_loader_refuses(settings: str) -> None:
+    """An editor or a CI check that read the schema file took batch -4 and target_qps -5, which the
+    harness refuses: the bounds were in the validators, not in the schema generated from them."""
+    text = f"models: [resnet18]\nbackends: [eager]\nscenarios: [Offline, Server]\n{settings}\n"
+    assert list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(text)))
+    with pytest.raises(Exception, match="batch_sizes|target_qps"):
+        scenario_file.parse(text.encode(), "s.yaml")
+    good = "models: [resnet18]\nbackends: [eager]\nscenarios: [Server]\nbatch_sizes: {cpu: 4}\nloadgen: {target_qps: 40}\n"
+    assert not list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(good)))
+
+
 @pytest.mark.parametrize("kind", ["bundle", "cell"])
 def test_committed_bundle_schemas_are_the_generated_ones(repo: Path, kind: str) -> None:
     committed = json.loads((repo / "docs" / "schemas" / f"{kind}.schema.json").read_text())
