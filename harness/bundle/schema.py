@@ -528,5 +528,14 @@ def lines_of(validator: Any, record: Any, where: str) -> list[str]:
         while error.context:  # a nullable record (anyOf: the record, null): say what is wrong deepest inside it
             error = max(error.context, key=lambda inner: len(inner.absolute_path))
         location = "/".join(str(part) for part in error.absolute_path) or "(top)"
-        lines.append(f"{where}: {location}: {error.message[:200]}")
+        said = PATTERNS_IN_WORDS.get(error.schema.get("pattern")) if error.validator == "pattern" else None
+        message = f"{str(error.instance)[:100]!r} is not {said}" if said else error.message[:200]
+        lines.append(f"{where}: {location}: {message}")
     return lines
+
+
+#: What a pattern of the records asks for, in words: the pattern itself said nothing to a reader.
+PATTERNS_IN_WORDS = {
+    INNER_PATH: "a path inside the bundle (relative, without '..', a backslash or a control character)",
+    HEX16: "16 hexadecimal digits",
+}

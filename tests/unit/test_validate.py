@@ -355,3 +355,17 @@ def test_a_kind_of_kernel_out_of_its_range_is_a_problem(tmp_path: Path) -> None:
         edit_json(root / "cells" / source.name, lambda c, k=key, v=value: c["metrics"]["kernels"]["by_kind"][0].update({k: v}))
         assert not validate(root).ok, what
     assert validate(GOLDEN / f"v{SCHEMA_VERSION}").ok
+
+
+def test_a_path_that_leaves_the_bundle_is_said_in_words_not_as_its_pattern(tmp_path: Path) -> None:
+    """A `log_dir` of `../x` was refused as "does not match '^(?!/)(?!.*(^|/)\\.\\.(/|$))...'"."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "mlperf", root)
+    cell_file = next((root / "cells").glob("*.json"))
+    cell = json.loads(cell_file.read_text())
+    cell["metrics"]["accuracy"]["log_dir"] = "../x"
+    cell_file.write_text(json.dumps(cell))
+    manifest.write(root)
+    said = [line for line in validate(root).problems if "log_dir" in line]
+    assert said and all("'../x' is not a path inside the bundle (relative, without '..'" in line for line in said), said
+    assert not any("does not match" in line for line in said), said
