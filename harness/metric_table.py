@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
@@ -49,6 +49,14 @@ def _takes_unit(value: float, step: int) -> bool:
     """`value` (in a unit `step` times the one below) is written in this unit: it is 1 or more, or
     the unit below would write it as `step` or more (999,960 ns is 1.00 ms, not 1,000 us)."""
     return abs(value) >= 1 or round(abs(value) * step) >= step
+
+
+def format_per_core(chunk_ms: Mapping[str, float]) -> str:
+    """`core 0 1.2 ms, core 1 1.3 ms, ..., core 10 ...`: in the cores' order (JSON keeps them as
+    text, which put core 10 before core 2)."""
+    ordered = sorted(chunk_ms.items(), key=lambda item: (not str(item[0]).isdigit(), int(item[0]) if str(item[0]).isdigit() else 0,
+                                                         str(item[0])))
+    return ", ".join(f"core {core} {ms:.1f} ms" for core, ms in ordered)
 
 
 def format_duration_ns(ns: float) -> str:

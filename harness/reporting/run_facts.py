@@ -9,7 +9,7 @@ from typing import Any
 from harness.bundle.cell_record import CellRecord, read_as
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
-from harness.metric_table import format_times
+from harness.metric_table import format_per_core, format_times
 
 
 def library_versions(loaded: LoadedBundle) -> dict[str, str]:
@@ -156,5 +156,5 @@ def machine_noise(noise: Any) -> str:
     cores = lookup(noise, "core_chunk_ms")
     if isinstance(cores, dict) and cores and all(isinstance(ms, (int, float)) and not isinstance(ms, bool)
                                                   for ms in cores.values()):
-        text += "; median chunk by core: " + ", ".join(f"core {core} {ms:.1f} ms" for core, ms in cores.items())
+        text += "; median chunk by core: " + format_per_core(cores)
     return text

@@ -36,7 +36,7 @@ from typing import Any, Callable, NamedTuple
 
 from harness.measure import core_latency
 from harness.measure.machine_speed import pinned
-from harness.metric_table import format_times
+from harness.metric_table import format_per_core, format_times
 from harness.stats.summary import percentile
 
 NOISY_FLOOR = 0.03
@@ -195,7 +195,7 @@ def _warning(noise: NoiseFloor) -> str:
         said.append(f"a fixed compute loop has a CV of {noise.compute_cv:.0%} and a memory-bound one {noise.memory_cv:.0%}")
     spread = noise.pinned_spread
     if spread is not None and spread > STEP_FLOOR:
-        cores = ", ".join(f"core {core} {ms:.1f} ms" for core, ms in (noise.core_chunk_ms or {}).items())
+        cores = format_per_core(noise.core_chunk_ms or {})
         said.append(
             f"the same loop pinned to each core in turn spans {format_times(spread)} (10th to 90th percentile; "
             f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "

@@ -240,3 +240,10 @@ def test_cpu_cores_busy_is_the_process_cpu_time_over_the_wall_time_of_a_second_o
                      {"wall_s": True, "process_cpu_s": 1.0}, {"wall_s": float("nan"), "process_cpu_s": 1.0},
                      {"wall_s": -9.0, "process_cpu_s": 1.0}, "2.0")
     assert cores.value(hostile) == 1.5
+
+
+def test_per_core_figures_are_in_the_cores_order() -> None:
+    """A bundle keeps them under text keys, and `compare` listed core 10 and 11 before core 2."""
+    chunks = {str(core): 1.0 + core / 10 for core in (0, 1, 10, 11, 2, 3)}
+    assert metric_table.format_per_core(chunks) == ("core 0 1.0 ms, core 1 1.1 ms, core 2 1.2 ms, core 3 1.3 ms, "
+                                                    "core 10 2.0 ms, core 11 2.1 ms")
