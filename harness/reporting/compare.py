@@ -342,7 +342,7 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
 
 def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> None:
     """Label `pair` by its device time: the ratio of the medians (over the rounds where a cell has
-    several) and a test pointing the same way: t on the rounds' medians where either cell has two
+    several) and a test pointing the same way: t on the logs of the rounds' medians where either cell has two
     rounds or more (`rounds_t_test`), else the rank test on the samples of one process a side."""
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     if not samples_a or not samples_b:  # the rank test takes any sizes (exact when small) but not none

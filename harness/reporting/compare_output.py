@@ -36,7 +36,7 @@ class Judged:
 
 def _rules(threshold: float) -> dict[str, Judged]:
     """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
-    said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a test agreeing (t on the rounds' medians, "
+    said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a test agreeing (t on the logs of the rounds' medians, "
                          "or Mann-Whitney U on one process's samples a side)",
             "ratio": f"one figure a side: B/A beyond {percent(threshold)}", "exact": "one figure a side: any change"}
     return {m.name: Judged(m.label, m.definition, m.better or "neither", m.rule,
@@ -111,7 +111,7 @@ def to_markdown(comparison: Comparison) -> str:
         "# FusionBench comparison", "",
         f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ",
         f"A difference counts when B/A is beyond {percent(c.threshold)} either way and a test agrees, p < {c.alpha:g} "
-        "the same way: Student's t on the rounds' medians where a cell was timed over several rounds, else a "
+        "the same way: Student's t on the logs of the rounds' medians where a cell was timed over several rounds, else a "
         "Mann-Whitney U test on the raw device-timing samples.", "",
     ]
     packages = [row for row in c.systems if row[0].startswith(PACKAGE)]
@@ -148,7 +148,7 @@ def to_markdown(comparison: Comparison) -> str:
         lines += [f"| {md_cell(name)} | {g.pairs} | {g.geomean_ratio:.3f} |" for name, g in geomeans.items()]
         lines.append("")
     lines += ["## Cells", "", ("Device time: the median batch time of each side's timing samples; of a cell timed over several "
-                          "rounds, the median of its rounds' medians, and p from Student's t on the rounds' medians (the variation "
+                          "rounds, the median of its rounds' medians, and p from Student's t on the logs of the rounds' medians (the variation "
                           "between processes is in it; the samples of one process are not independent draws of another's); "
                           "with one round a side, p from the Mann-Whitney U test on the samples."), "",
               "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
