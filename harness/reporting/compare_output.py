@@ -148,8 +148,9 @@ def to_markdown(comparison: Comparison) -> str:
         lines += [f"| {md_cell(name)} | {g.pairs} | {g.geomean_ratio:.3f} |" for name, g in geomeans.items()]
         lines.append("")
     lines += ["## Cells", "", ("Device time: the median batch time of each side's timing samples; of a cell timed over several "
-                          "rounds, the median of its rounds' medians, and p from Student's t on the logs of the rounds' medians (the variation "
-                          "between processes is in it; the samples of one process are not independent draws of another's); "
+                          "rounds, the median of its rounds' medians, and p from Student's t on the logs of the rounds' "
+                          "medians (the variation between processes is in it; the samples of one process are not "
+                          "independent draws of another's); "
                           "with one round a side, p from the Mann-Whitney U test on the samples."), "",
               "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
     order = {label: i for i, label in enumerate(LABELS)}
