@@ -193,7 +193,9 @@ def test_a_file_given_with_resume_that_differs_only_in_its_rounds_says_so_and_au
             bundle, _, scenario = _open_or_plan(request, closing)
             assert scenario.timing.rounds == 2 and bundle.device == "cpu"
     file.write_text(yaml.safe_dump({**stored, "timing": {**stored["timing"], "rounds": 1, "min_iters": 11}}))
-    with ExitStack() as closing, pytest.raises(ConfigError, match="differs from the scenario stored in .*; resume without"):
+    # the settings apart are named (it said only that the file differs)
+    with ExitStack() as closing, pytest.raises(ConfigError, match="differs from the scenario stored in .* in "
+                                                                  r"timing\.min_iters; resume without"):
         _open_or_plan(RunRequest(file, rounds=2, resume=root), closing)
 
 
