@@ -259,26 +259,57 @@ def test_every_fuser_the_installed_library_names_is_left_out_for_fusion_off() ->
     assert named <= set(FUSING_TRANSFORMERS), sorted(named - set(FUSING_TRANSFORMERS))
 
 
-def test_fusion_off_keeps_a_conv_its_sum_and_its_activation_apart(tmp_path: Path) -> None:
-    """Conv, Add of the input, Relu: ConvAddActivationFusion made them one FusedConv with fusion off,
-    where fusion on (NCHWc first) ran five kernels and no fusion."""
-    from backends.onnxruntime import OnnxRuntimeBackend
+class ConvAddRelu(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
 
-    class ConvAddRelu(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+    def forward(self, x: Any) -> Any:
+        return torch.relu(self.conv(x) + x)
 
-        def forward(self, x: Any) -> Any:
-            return torch.relu(self.conv(x) + x)
 
+class SplitHeads(torch.nn.Module):
+    """Attention's q, k, v taken from one transposed tensor (swin_b, ViT)."""
+
+    def forward(self, x: Any) -> Any:
+        qkv = x.reshape(2, 16, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        return qkv[0] * qkv[1] + qkv[2]
+
+
+@pytest.mark.parametrize(("model", "shape", "kernels"), [
+    # ConvAddActivationFusion made these one FusedConv with fusion off, where fusion on (NCHWc first) ran
+    # five kernels and no fusion
+    (ConvAddRelu, (2, 8, 16, 16), ["onnx.Add", "onnx.Conv", "onnx.Relu"]),
+    # ORT names its transpose optimizer after the provider: it moved the transpose past the three
+    # Gathers with fusion off, a "fusion" of each (swin_b's fusion-off cell counted 72)
+    (SplitHeads, (2, 16, 96), ["onnx.Add", "onnx.Gather", "onnx.Gather", "onnx.Gather", "onnx.Mul", "onnx.Reshape",
+                               "onnx.Transpose"]),
+])
+def test_fusion_off_changes_nothing_a_fuser_or_a_layout_rewrite_would(
+        model: Any, shape: tuple[int, ...], kernels: list[str], tmp_path: Path, capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rewrite ORT made is in its log: none may be a fuser's or a layout rewrite's."""
+    import backends.onnxruntime as ort_backend
+
+    made = ort_backend._session_options
+
+    def logging_each_rewrite(ort: Any, options: Any) -> Any:
+        session_options = made(ort, options)
+        session_options.log_severity_level = 1  # info: what each graph transformer changed
+        return session_options
+
+    monkeypatch.setattr(ort_backend, "_session_options", logging_each_rewrite)
     torch.manual_seed(0)
-    model, example = ConvAddRelu().eval(), torch.randn(2, 8, 16, 16)
-    backend = OnnxRuntimeBackend()
-    off = backend.prepare(model, example, device="cpu", dtype="fp32", variant=backend.variant("off", {}),
+    module, example = model().eval(), torch.randn(*shape)
+    backend = ort_backend.OnnxRuntimeBackend()
+    off = backend.prepare(module, example, device="cpu", dtype="fp32", variant=backend.variant("off", {}),
                           workdir=tmp_path, cache_dir=tmp_path / "cache")
+    log = capfd.readouterr().err
+    assert "Applying graph transformer" in log or "GraphTransformer" in log, log[-2000:]  # the log is read
+    changed = set(re.findall(r"GraphTransformer (\S+) modified: 1", log))
+    assert not {name for name in changed if re.search("Fusion|Fuse|Transpose|Nchwc|Nhwc|Layout", name)}, changed
     report = off.fusion_report()
     assert report.fusions == 0, [k.ops for k in report.kernels]
-    assert sorted(k.ops[0] for k in report.kernels) == ["onnx.Add", "onnx.Conv", "onnx.Relu"]
+    assert sorted(k.ops[0] for k in report.kernels) == kernels
     with torch.no_grad():
-        assert compare(off(example), model(example), "fp32")["ok"]
+        assert compare(off(example), module(example), "fp32")["ok"]
