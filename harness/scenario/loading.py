@@ -94,6 +94,7 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         if node is not None:
             _check_size(node, where)
             _check_text(node, where)
+            _check_no_blank_backend(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -192,6 +193,21 @@ def _check_text(root: yaml.Node, where: str) -> None:
             raise ConfigError(f"{where}:{node.start_mark.line + 1}: \"{visible(node.value)[:80]}\" holds a control or "
                               "bidirectional character; write the text without it")
         stack.extend(_children(node))
+
+
+def _check_no_blank_backend(root: yaml.Node, where: str) -> None:
+    """Refuse an entry of `backends` left blank (`- ` or `- ~`): YAML reads it as null, which names
+    the null backend, so a blank line ran the null backend's cells with no word. The null backend
+    is written `null`."""
+    if not isinstance(root, yaml.MappingNode):
+        return
+    for key, value in root.value:
+        if not (isinstance(key, yaml.ScalarNode) and key.value == "backends" and isinstance(value, yaml.SequenceNode)):
+            continue
+        for index, item in enumerate(value.value):
+            if isinstance(item, yaml.ScalarNode) and item.tag == "tag:yaml.org,2002:null" and item.value in ("", "~"):
+                raise ConfigError(f"{where}:{item.start_mark.line + 1}: backends[{index}]: an empty entry; name a "
+                                  "backend (the null backend is written `null`)")
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -111,3 +111,13 @@ def test_fusion_off_of_a_backend_with_no_switch_is_refused(tmp_path: Path, capsy
     text = f"models: [resnet18]\nbackends:\n  - {{name: '{backend}', fusion: [on, off]}}\nscenarios: [Offline]\n"
     _, message = refused(tmp_path, capsys, text)
     assert f"{backend} has no fusion switch: fusion off would run the same code as on; leave `fusion` out" in message
+
+
+@pytest.mark.parametrize("blank", ["  - ", "  - ~"])
+def test_a_blank_backends_entry_is_refused_not_run_as_the_null_backend(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], blank: str) -> None:
+    """YAML reads a blank entry as null, which named the null backend: its cells ran with no word."""
+    path, said = refused(tmp_path, capsys, f"models: [resnet18]\nbackends:\n  - eager\n{blank}\nscenarios: [Offline]\n")
+    assert f"{path}:4: backends[1]: an empty entry; name a backend (the null backend is written `null`)" in said
+    (tmp_path / "named.yaml").write_text("models: [resnet18]\nbackends:\n  - eager\n  - null\nscenarios: [Offline]\n")
+    assert [b.name for b in loading.load(tmp_path / "named.yaml").backends] == ["eager", "null"]
