@@ -81,8 +81,8 @@ FUSING_TRANSFORMERS = (
     "SliceConcatToSpaceToDepthFusion", "LabelEncoderFusion", "DynamicQuantizeMatMulFusion",
     "MatMulIntegerToFloatFusion", "DQMatMulNBitsFusion", "MatMulNBitsMlpFusion", "MatMulNBitsQkvFusion",
     "NchwcTransformer", "TransposeOptimizer", "NhwcTransformer",
-    # the transpose optimizer as ORT names it in a session: after the provider (it moved a transpose
-    # past three Gathers in fusion-off cells under the plain name alone; swin_b's 72 "fusions" off)
+    # the transpose optimizer as ORT names it in a session, after the provider: under the plain name
+    # alone it still moved transposes past Gathers with fusion off (swin_b's cell counted 79 fusions)
     *(f"TransposeOptimizer_{provider}" for provider in PROVIDERS.values()),
 )
 _NUMPY_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}

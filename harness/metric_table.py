@@ -54,8 +54,10 @@ def _takes_unit(value: float, step: int) -> bool:
 def format_per_core(chunk_ms: Mapping[str, float]) -> str:
     """`core 0 1.2 ms, core 1 1.3 ms, ..., core 10 ...`: in the cores' order (JSON keeps them as
     text, which put core 10 before core 2)."""
-    ordered = sorted(chunk_ms.items(), key=lambda item: (not str(item[0]).isdigit(), int(item[0]) if str(item[0]).isdigit() else 0,
-                                                         str(item[0])))
+    def order(core: str) -> tuple[bool, int, str]:
+        return (not core.isdigit(), int(core) if core.isdigit() else 0, core)
+
+    ordered = sorted(chunk_ms.items(), key=lambda item: order(str(item[0])))
     return ", ".join(f"core {core} {ms:.1f} ms" for core, ms in ordered)
 
 
