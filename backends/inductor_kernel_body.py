@@ -30,6 +30,7 @@ import re
 _ASSIGNMENT = re.compile(r"\b(tmp\w*)\s*=(?!=)\s*([^;\n]+)")
 _VARIABLE = re.compile(r"\btmp\w*\b")
 _BARE_VARIABLE = re.compile(r"^tmp\w*$")
+_BUFFER = re.compile(r"\b(?:in_out_ptr|in_ptr|out_ptr)\d+\b")
 _READ = re.compile(r"load|^\w*ptr\d+\s*\[|^\[&\]")
 _CHOICE = re.compile(r"\btl\.where\(|\?|blendv|\bwhere\(")
 # A template kernel computes its matrix multiply or convolution itself (Triton's `triton_tem_`
@@ -39,22 +40,24 @@ _TEMPLATE_BODY = re.compile(r"micro_gemm|MicroGemm")
 
 
 def steps(body: str) -> set[str]:
-    """The arithmetic steps the kernel's source does on the data it reads (each distinct right-hand
-    side once: Inductor's C++ repeats a loop's statements for its tail), not its loads, choices and
-    stores."""
-    data: set[str] = set()
+    """The arithmetic steps the kernel's source does on the data it reads, not its loads, choices
+    and stores: each right-hand side with the buffers its operands were read from, once. Inductor's
+    C++ repeats a loop's statements for its tail, on the same buffers (one step); a kernel that adds
+    three linear layers' biases does `tmp0 + tmp1` on three pairs of buffers (three)."""
+    data: dict[str, frozenset[str]] = {}  # each variable read or computed from memory: the buffers behind it
     found: set[str] = set()
     for name, value in _ASSIGNMENT.findall(body):
         value = value.strip()
         if _READ.search(value):
-            data.add(name)
+            data[name] = frozenset(_BUFFER.findall(value))
             continue
-        if not any(variable in data for variable in _VARIABLE.findall(value)):
+        operands = [variable for variable in _VARIABLE.findall(value) if variable in data]
+        if not operands:
             continue  # indices and constants
-        data.add(name)
+        data[name] = frozenset().union(*(data[variable] for variable in operands))
         if _BARE_VARIABLE.match(value) or _CHOICE.search(value):
             continue
-        found.add(value)
+        found.add(f"{value} on {','.join(sorted(data[name]))}")
     return found
 
 

@@ -204,7 +204,7 @@ def test_a_kernel_of_one_step_beside_a_tensor_operators_bias_ran_the_bias_alone(
     """Named after the mean and the hardswish whose results reach the classifier through the library
     call, the kernel only adds its bias: it was counted as a fusion, one too many for resnet18 (21
     where its code fuses 20) and for mobilenet_v3_small (54 where it fuses 53)."""
-    assert steps(CPP_BIAS_ONLY) == {"tmp0 + tmp1"}
+    assert steps(CPP_BIAS_ONLY) == {"tmp0 + tmp1 on in_out_ptr0,in_ptr0"}  # the loop and its tail: one step
     named = ("aten.addmm", "aten.hardswish", "aten.mean", "aten.view")
     ran = ops_run("cpp_fused_addmm_hardswish_mean_view_16", named, CPP_BIAS_ONLY)
     assert ran == ("aten.addmm" + PART_OF_TENSOR_OP, "aten.view")
@@ -214,6 +214,13 @@ def test_a_kernel_of_one_step_beside_a_tensor_operators_bias_ran_the_bias_alone(
         == ("aten.convolution" + PART_OF_TENSOR_OP, "aten.relu")
     # one step with no tensor operator named: which operator it was is not known, the name stands
     assert ops_run("cpp_fused_add_mean_4", ("aten.add", "aten.mean"), CPP_BIAS_ONLY) == ("aten.add", "aten.mean")
+    # the same addition on three pairs of buffers (BERT's query, key and value biases in one kernel):
+    # three steps, a fusion, not one bias
+    three = "\n".join(f"auto tmp0 = in_out_ptr{i}[x0];\nauto tmp1 = in_ptr{i}[x1];\nauto tmp2 = tmp0 + tmp1;" for i in range(3))
+    assert len(steps(three)) == 3
+    named = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.addmm", "aten.transpose", "aten.view")
+    assert classify(ops_run("cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_transpose_view_1", named,
+                            three)) != "single"
 
 
 def test_a_concatenation_that_only_copies_is_the_concatenation() -> None:
