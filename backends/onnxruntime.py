@@ -66,20 +66,22 @@ class OnnxRuntimeOptions(BackendOptions):
     provider: Literal["auto", "cpu", "cuda", "tensorrt"] = "auto"
     intra_op_threads: int = Field(0, ge=0, le=4096)
 # ONNX Runtime 1.31's graph transformers and rewrite rules that fuse operators, left out for fusion
-# off, and the three layout rewrites explained above. ORT takes a name it does not have without a
-# word, so a fuser missing here ran in every fusion-off cell: ConvAddActivationFusion did (Conv, Add,
-# Relu as one FusedConv with fusion off, 1.31.1). A test holds this list to every name ending in
-# "Fusion" that the installed library holds.
+# off, and the three layout rewrites explained above, by the names a session gives them (some carry
+# their level: GeluFusionL1, GeluFusionL2). ORT takes a name it does not have without a word, so a
+# fuser missing here ran in every fusion-off cell: ConvAddActivationFusion did (Conv, Add, Relu as
+# one FusedConv with fusion off, 1.31.1), and GeluFusionL2. A test holds this list to every
+# transformer a session of the installed ORT applies.
 FUSING_TRANSFORMERS = (
     "ConvBNFusion", "ConvAddFusion", "ConvMulFusion", "ConvActivationFusion", "ConvAddActivationFusion",
     "GemmActivationFusion", "MatMulActivationFusion", "MatMulAddFusion", "MatmulBNFusion", "MatMulScaleFusion",
     "MatmulTransposeFusion", "GemmSumFusion", "GemmTransposeFusion", "FuseReluClip", "PadFusion", "DivMulFusion",
-    "NotWhereFusion", "ReshapeFusion", "GeluFusion", "FastGeluFusion", "QuickGeluFusion", "BiasGeluFusion",
-    "LayerNormFusion", "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion",
+    "NotWhereFusion", "ReshapeFusion", "GeluFusion", "GeluFusionL1", "GeluFusionL2", "FastGeluFusion", "QuickGeluFusion",
+    "BiasGeluFusion", "LayerNormFusion", "LayerNormFusionL1", "LayerNormFusionL2", "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion",
     "AttentionFusion", "GroupQueryAttentionFusion", "GroupQueryAttentionPreNormFusion", "EmbedLayerNormFusion",
     "BiasSoftmaxFusion", "BiasDropoutFusion", "GatherSliceToSplitFusion", "GatherToSliceFusion",
     "SliceConcatToSpaceToDepthFusion", "LabelEncoderFusion", "DynamicQuantizeMatMulFusion",
-    "MatMulIntegerToFloatFusion", "DQMatMulNBitsFusion", "MatMulNBitsMlpFusion", "MatMulNBitsQkvFusion",
+    "MatMulIntegerToFloatFusion", "DQMatMulNBitsFusion", "MatMulNBitsFusion", "MatMulNBitsMlpFusion",
+    "MatMulNBitsQkvFusion",
     "NchwcTransformer", "TransposeOptimizer", "NhwcTransformer",
     # the transpose optimizer as ORT names it in a session, after the provider: under the plain name
     # alone it still moved transposes past Gathers with fusion off (swin_b's cell counted 79 fusions)
