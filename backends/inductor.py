@@ -339,16 +339,35 @@ def _reported_isas() -> list[str]:
 ISA_FILE = "fusionbench-vector-isa-check.json"
 
 
+_ATTENTION_REWRITES = "torch._inductor.fx_passes.fuse_attention"
+
+
+def _is_attention_rewrite(entry: Any) -> bool:
+    """Whether a pattern entry is one of Inductor's attention rewrites: its check closes over a
+    search function (or check) of `fuse_attention`."""
+    for cell in getattr(getattr(entry, "extra_check", None), "__closure__", None) or ():
+        try:
+            if getattr(cell.cell_contents, "__module__", None) == _ATTENTION_REWRITES:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
 @contextlib.contextmanager
 def _unfused_lowering() -> Iterator[None]:
-    """One operator per kernel: realize every lowered FX node, forbid scheduler fusion, and flush
-    the C++ kernel group after every node. Patches Inductor internals, checked to exist first."""
+    """One operator per kernel: realize every lowered FX node, forbid scheduler fusion, flush the
+    C++ kernel group after every node, and apply none of the attention rewrites, which put a
+    matmul, a softmax and a matmul into one `_scaled_dot_product_..._attention` call (BERT's 12
+    attentions ran so with fusion off). Patches Inductor internals, checked to exist first."""
     from torch._inductor import ir
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.graph import GraphLowering
+    from torch._inductor.pattern_matcher import ReplacementPatternEntry
     from torch._inductor.scheduler import Scheduler
 
-    for owner, attribute in ((GraphLowering, "run_node"), (Scheduler, "can_fuse"), (CppScheduling, "ready_to_flush")):
+    for owner, attribute in ((GraphLowering, "run_node"), (Scheduler, "can_fuse"), (CppScheduling, "ready_to_flush"),
+                             (ReplacementPatternEntry, "apply")):
         if not callable(getattr(owner, attribute, None)):
             raise BackendFailed(
                 f"inductor fusion=off needs {owner.__name__}.{attribute}, which this torch does not have"
@@ -361,10 +380,16 @@ def _unfused_lowering() -> Iterator[None]:
             result.realize()
         return result
 
+    replace = ReplacementPatternEntry.apply
+
+    def replace_unless_attention(self: Any, match: Any, graph: Any, node: Any) -> Any:
+        return None if _is_attention_rewrite(self) else replace(self, match, graph, node)
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(GraphLowering, "run_node", run_node_realized))
         stack.enter_context(mock.patch.object(Scheduler, "can_fuse", lambda self, *args, **kwargs: False))
         stack.enter_context(mock.patch.object(CppScheduling, "ready_to_flush", lambda self: True))
+        stack.enter_context(mock.patch.object(ReplacementPatternEntry, "apply", replace_unless_attention))
         yield
 
 

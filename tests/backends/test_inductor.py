@@ -299,3 +299,36 @@ def test_an_lstm_is_compiled_not_left_to_eager(tmp_path: Path) -> None:
             assert torch.allclose(prepared(example), reference, atol=1e-5)
         finally:
             prepared.close()
+
+
+def test_fusion_off_runs_attention_as_its_matmuls_and_softmax(tmp_path: Path) -> None:
+    """Inductor's attention rewrite put BERT's matmul, softmax and matmul into one
+    `_scaled_dot_product_flash_attention_for_cpu` call with fusion off, counted as no fusion (an
+    independent reading of the generated code found it)."""
+    transformers = pytest.importorskip("transformers")
+    from backends.inductor import InductorBackend
+
+    config = transformers.BertConfig(attn_implementation="eager", hidden_size=64, num_hidden_layers=1,
+                                     num_attention_heads=4, intermediate_size=128, vocab_size=100)
+
+    class Bert(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = transformers.BertModel(config, add_pooling_layer=False)
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            return self.bert(input_ids=tokens).last_hidden_state
+
+    torch.manual_seed(0)
+    model, tokens = Bert().eval(), torch.randint(0, 100, (1, 16))
+    backend = InductorBackend()
+    ops = {}
+    for fusion in ("on", "off"):
+        prepared = backend.prepare(model, tokens, device="cpu", dtype="fp32", variant=backend.variant(fusion, {}),
+                                   workdir=tmp_path / fusion, cache_dir=tmp_path / "cache")
+        ops[fusion] = [op for kernel in prepared.fusion_report().kernels for op in kernel.ops]
+        with torch.no_grad():
+            assert compare(prepared(tokens), model(tokens), "fp32")["ok"]
+    assert any("scaled_dot_product" in op for op in ops["on"]), ops["on"]  # the rewrite is Inductor's fusion
+    assert not any("scaled_dot_product" in op for op in ops["off"]), ops["off"]
+    assert ops["off"].count("aten.bmm") == 2 and "aten._softmax" in ops["off"], ops["off"]
