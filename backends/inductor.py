@@ -142,8 +142,10 @@ class InductorBackend(Backend):
         per_graph = [kernel_calls(source, aten) for source in sources]
         if watching:
             kernels, note = watch.attribute(per_graph)
-        else:
-            kernels, note = [group for groups in per_graph for group in groups], ""
+        else:  # nothing folded into weights: freezing off, or fusion off (freezing without its folding)
+            kernels = [group for groups in per_graph for group in groups]
+            note = ("no operator was folded into weights at compile time ("
+                    + ("freezing off" if not options.freezing else "fusion off: freezing without its folding") + ")")
         _remember_isa(device)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
@@ -438,5 +440,5 @@ class InductorPrepared(Prepared):
         return FusionReport(
             kernels=tuple(self.kernels),
             source=f"inductor generated wrapper code ({self.graphs} graph{'s' if self.graphs != 1 else ''})",
-            notes=self.folding_note or "no operator was folded into weights at compile time (freezing off)",
+            notes=self.folding_note,
         )
