@@ -53,7 +53,7 @@ from unittest import mock
 from backends import inductor_toolchain, torch_kernel_time
 from backends.inductor_code import kernel_calls
 from backends.inductor_folding import FoldWatch
-from backends.inductor_freezing import freezing_without_fusion
+from backends.inductor_freezing import closure_contents, freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.errors import BackendFailed
@@ -347,13 +347,8 @@ _ATTENTION_REWRITES = "torch._inductor.fx_passes.fuse_attention"
 def _is_attention_rewrite(entry: Any) -> bool:
     """Whether a pattern entry is one of Inductor's attention rewrites: its check closes over a
     search function (or check) of `fuse_attention`."""
-    for cell in getattr(getattr(entry, "extra_check", None), "__closure__", None) or ():
-        try:
-            if getattr(cell.cell_contents, "__module__", None) == _ATTENTION_REWRITES:
-                return True
-        except ValueError:  # an empty cell
-            continue
-    return False
+    return any(getattr(content, "__module__", None) == _ATTENTION_REWRITES
+               for content in closure_contents(getattr(entry, "extra_check", None)))
 
 
 @contextlib.contextmanager

@@ -33,14 +33,20 @@ def _never(match: Any) -> bool:
     return False
 
 
-def _closure_names(function: Any) -> set[str]:
-    names = set()
+def closure_contents(function: Any) -> list[Any]:
+    """What `function` closes over (nothing where it is no closure): how a pattern entry's check
+    says which rewrite it belongs to."""
+    contents = []
     for cell in getattr(function, "__closure__", None) or ():
         try:
-            names.add(getattr(cell.cell_contents, "__name__", ""))
+            contents.append(cell.cell_contents)
         except ValueError:  # an empty cell
             continue
-    return names
+    return contents
+
+
+def _closure_names(function: Any) -> set[str]:
+    return {getattr(content, "__name__", "") for content in closure_contents(function)}
 
 
 def _is_onednn_epilogue(entry: Any) -> bool:

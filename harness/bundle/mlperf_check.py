@@ -82,11 +82,11 @@ def problems(files: Snapshot, cell: dict[str, Any], version: int = LABELS_KEPT_F
         lines.append(f"{where}: an accuracy record, yet its config asks for no accuracy run")
     responses = None
     if record is not None:
-        responses, accuracy_lines, accuracy_notes = _accuracy(files, base, where, record, version)
+        responses, kept, accuracy_lines, accuracy_notes = _accuracy(files, base, where, record, version)
         lines += accuracy_lines
         notes += accuracy_notes
         if reference is not None and responses is not None:
-            lines += _against(files, f"{base}/{record['log_dir']}", where, record, responses, reference)
+            lines += _against(f"{base}/{record['log_dir']}", where, record, responses, kept, reference)
     outcomes = metrics.get("compliance") or {}
     if outcomes and not metrics.get("loadgen"):
         return [*lines, f"{where}: compliance tests recorded without the performance run they are checked against"], notes
@@ -117,7 +117,9 @@ def _responses(files: Snapshot, rel: str) -> list[dict[str, Any]]:
 
 
 def _accuracy(files: Snapshot, base: str, where: str, record: dict[str, Any], version: int
-              ) -> tuple[list[dict[str, Any]] | None, list[str], list[str]]:
+              ) -> tuple[list[dict[str, Any]] | None, list[int] | None, list[str], list[str]]:
+    """(the accuracy log's responses, the labels kept beside it, problems, notes); the responses
+    are None where the files cannot be read."""
     folder = f"{base}/{record['log_dir']}"
     lines: list[str] = []
     notes: list[str] = []
@@ -132,7 +134,7 @@ def _accuracy(files: Snapshot, base: str, where: str, record: dict[str, Any], ve
         scored = accuracy.score_entries(responses, labels, f"{folder}/{ACCURACY_LOG}") if labels is not None else None
         distinct = _distinct_samples(responses, f"{folder}/{ACCURACY_LOG}")
     except HarnessError as exc:  # BundleError, and a damaged log or labels file
-        return None, [f"{exc} (the cell's accuracy cannot be checked)"], []
+        return None, None, [f"{exc} (the cell's accuracy cannot be checked)"], []
     if record["total"] != distinct:
         lines.append(f"{where}: accuracy total {record['total']} but its log answers {distinct} distinct samples")
     if record["good"] > record["total"]:
@@ -150,28 +152,23 @@ def _accuracy(files: Snapshot, base: str, where: str, record: dict[str, Any], ve
     first = text.splitlines()[0] if text.strip() else ""
     if first != accuracy.summary_line(record):
         lines.append(f"{where}: accuracy {accuracy.summary_line(record)!r} but {folder}/{ACCURACY_TXT} says {first[:80]!r}")
-    return responses, lines, notes
+    return responses, labels, lines, notes
 
 
-def _against(files: Snapshot, folder: str, where: str, record: dict[str, Any], responses: list[dict[str, Any]],
+def _against(folder: str, where: str, record: dict[str, Any], responses: list[dict[str, Any]], kept: list[int] | None,
              reference: Reference) -> list[str]:
-    """An accuracy run held to `reference`: the labels it keeps must be the reference's first lines,
-    and its log must score its `good` against the reference as well."""
+    """An accuracy run held to `reference`: the labels it keeps (`kept`, None in a bundle of an
+    older harness) must be the reference's first lines, and its log must score its `good` against
+    the reference as well."""
     classes = [label for _, label in reference.labels]
     lines = []
-    labels_file = record.get("labels")
-    if labels_file:
-        try:
-            kept = accuracy.parse_labels(_read_text(files, f"{folder}/{labels_file}", MAX_LABELS_BYTES),
-                                         f"{folder}/{labels_file}")
-        except HarnessError:
-            kept = None  # _accuracy said so already
-        if kept is not None and len(kept) > len(classes):
-            lines.append(f"{folder}/{labels_file}: {len(kept)} samples, {reference.where} lists {len(classes)}")
-        elif kept is not None and kept != classes[:len(kept)]:
-            k = next(i for i, (a, b) in enumerate(zip(kept, classes, strict=False)) if a != b)
-            lines.append(f"{folder}/{labels_file}: sample {k} is class {kept[k]}, {reference.where} says "
-                         f"{classes[k]} ({reference.labels[k][0]})")
+    labels_file = f"{folder}/{record.get('labels')}"
+    if kept is not None and len(kept) > len(classes):
+        lines.append(f"{labels_file}: {len(kept)} samples, {reference.where} lists {len(classes)}")
+    elif kept is not None and kept != classes[:len(kept)]:
+        k = next(i for i, (a, b) in enumerate(zip(kept, classes, strict=False)) if a != b)
+        lines.append(f"{labels_file}: sample {k} is class {kept[k]}, {reference.where} says "
+                     f"{classes[k]} ({reference.labels[k][0]})")
     try:
         scored = accuracy.score_entries(responses, classes, f"{folder}/{ACCURACY_LOG}")
     except HarnessError as exc:

@@ -59,6 +59,7 @@ from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_noise, machine_share
 from harness.reporting.view import FusionPair, Row, bundle_rows, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
+from harness.scenario.differences import differences
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, u_test_method
 
@@ -276,16 +277,8 @@ def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: s
     """What two cells of one name were measured with apart (`inputs.samples 8 in A, 16 in B`): every
     setting of their recorded configs that differs (the first three and "and 5 more" hid the
     LoadGen profile behind the inputs)."""
-    found: list[str] = []
-
-    def walk(mine: Any, theirs: Any, path: str) -> None:
-        if isinstance(mine, dict) and isinstance(theirs, dict):
-            for key in sorted(set(mine) | set(theirs)):
-                walk(mine.get(key), theirs.get(key), f"{path}.{key}" if path else key)
-        elif mine != theirs:
-            found.append(f"{path} {json.dumps(mine)} in {side}, {json.dumps(theirs)} in {other_side}")
-
-    walk(cell.config.recorded(), other.config.recorded(), "")
+    found = [f"{path} {json.dumps(mine)} in {side}, {json.dumps(theirs)} in {other_side}"
+             for path, mine, theirs in differences(cell.config.recorded(), other.config.recorded())]
     unpaired_by = tuple(f"{part}.{key} " for part, key in LEFT_OUT_OF_ID)  # cells apart in these still pair (pairing_key)
     return "; ".join(f for f in found if not f.startswith(unpaired_by))
 

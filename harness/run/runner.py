@@ -44,6 +44,7 @@ from harness.run.system import boot_id, container_info, harness_info
 from harness.scenario import advice
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, only_text, select
+from harness.scenario.differences import differences
 from harness.scenario.schema import Limits, ScenarioFile
 
 if TYPE_CHECKING:
@@ -479,18 +480,11 @@ def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, store
     if same(given.model_copy(update={"name": stored.name})):  # a file's name is its stem unless it names itself
         raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its name "
                           f"({given.name or path.stem!r} against {stored.name!r}); resume without the file")
-    apart = _settings_apart(scenario_file.resolved(given, path.stem), bundle.stored_scenario)
+    apart = [setting or "(the whole file)"
+             for setting, _, _ in differences(scenario_file.resolved(given, path.stem), bundle.stored_scenario)]
     shown = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
     raise ConfigError(f"{path} differs from the scenario stored in {request.resume}" + (f" in {shown}" if shown else "")
                       + "; resume without the file to finish the stored one")
-
-
-def _settings_apart(mine: Any, theirs: Any, path: str = "") -> list[str]:
-    """The settings (dotted) in which two resolved scenarios differ."""
-    if isinstance(mine, dict) and isinstance(theirs, dict):
-        return [apart for key in sorted(set(mine) | set(theirs))
-                for apart in _settings_apart(mine.get(key), theirs.get(key), f"{path}.{key}" if path else str(key))]
-    return [] if mine == theirs else [path or "(the whole file)"]
 
 
 def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
