@@ -35,6 +35,7 @@ from harness.bundle.cell_record import (
     SutFigures,
     TimeSplit,
 )
+from harness.bundle.figures_check import BUSY, DISAGREE, SHARED  # the words validate and the reports look for
 from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.metric_table import format_duration_ns as duration  # one format for every duration shown
@@ -154,7 +155,7 @@ def warnings(metrics: Metrics) -> list[str]:
     agreement = metrics.latency_agreement
     found += _tail(metrics.loadgen, agreement.within if agreement is not None else None)
     if agreement is not None and agreement.within is False:
-        found.append(f"LoadGen and device timing disagree by {agreement.gap or 0:+.0%} (limit "
+        found.append(f"{DISAGREE} by {agreement.gap or 0:+.0%} (limit "
                      f"{agreement.limit or 0:.0%}): {agreement.why}")
     return found
 
@@ -208,9 +209,9 @@ def _machine(repetitions: list[Repetition]) -> list[str]:
         others_s, stolen_s = (sum(c.get(field, 0) for c in cpu) for field in ("other_processes_cpu_s", "stolen_cpu_s"))
         cpus = max(cpu[0].get("cpus", 1), 1)
         if busy_machine(others_s, wall):
-            found.append(f"a busy machine: other processes used {others_s / wall:.2f} cores during the timed calls")
+            found.append(f"{BUSY} other processes used {others_s / wall:.2f} cores during the timed calls")
         if shared_machine(stolen_s, wall, cpus):
-            found.append(f"a shared machine: the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during the "
+            found.append(f"{SHARED} the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during the "
                          "timed calls")
     gpu = [state for b in beside for state in (b.get("gpu_before"), b.get("gpu_after")) if state]
     slowed = slowdowns(gpu)
