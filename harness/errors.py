@@ -13,6 +13,9 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 #: The reader of standard output went away (`| head`): what was left to print was not printed (128 + SIGPIPE).
 EXIT_BROKEN_PIPE = 141
+#: A run whose every cell was skipped (a backend not installed here, a GPU backend on a CPU): it
+#: measured nothing, so a script or CI gate must not read it as a pass.
+EXIT_NOTHING_MEASURED = 4
 
 
 class Terminated(KeyboardInterrupt):

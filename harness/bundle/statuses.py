@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 STATUSES = ("valid", "invalid", "failed", "skipped", "interrupted")
 #: A resumed run does not run these cells again.
 FINISHED = ("valid", "invalid", "failed", "skipped")
@@ -10,3 +12,8 @@ MEASURED = ("valid", "invalid")
 #: These make a run exit 1 and `compare` call a regression.
 BAD = ("failed", "invalid")
 STATES = ("running", "interrupted", "complete", "unrecorded")
+
+
+def nothing_measured(statuses: Sequence[str]) -> bool:
+    """Cells ran and every one was skipped: the run exits 4, not 0, so that no script reads it as a pass."""
+    return bool(statuses) and all(status == "skipped" for status in statuses)

@@ -26,9 +26,9 @@ from harness import allocator, registry
 from harness.bundle.header_record import BackendReport
 from harness.bundle.manifest import MANIFEST
 from harness.bundle.reader import load, lookup
-from harness.bundle.statuses import BAD
+from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
-from harness.errors import ConfigError, OutputError, interrupted_exit_code, stopped_by
+from harness.errors import EXIT_NOTHING_MEASURED, ConfigError, OutputError, interrupted_exit_code, stopped_by
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
@@ -140,11 +140,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bundle is not None and all_finished and _left_complete(bundle):
         if request.only:  # a typo in --only is refused here too, as on any resume
             _refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
-        failed = sum(1 for record in bundle.records() if record.status in BAD)
+        kept = [record.status for record in bundle.records()]
+        failed, empty = sum(1 for status in kept if status in BAD), nothing_measured(kept)
         console.print(Text(f"fusionbench: {visible(bundle.root)} is complete: every cell has its record and the "
                            "report is written; nothing to resume (the bundle is left as it was)"
-                           + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")))
-        return 1 if failed else 0  # the run's own exit code
+                           + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")
+                           + ("; it measured nothing: every cell was skipped" if empty else "")))
+        return 1 if failed else EXIT_NOTHING_MEASURED if empty else 0  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
         warn_of(scenario, console, request.executor)
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
@@ -310,6 +312,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
         return 1
+    if nothing_measured([r.status for r in records]):
+        console.print(Text(f"nothing measured: every cell run ({len(records)}) was skipped, each for its reason above",
+                           style="red"))
+        return EXIT_NOTHING_MEASURED
     return 0
 
 

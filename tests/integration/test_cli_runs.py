@@ -101,6 +101,12 @@ def test_skipped_cells_do_not_stop_the_sweep(tmp_path: Path) -> None:
     # each cell's line says how far the run is, for a log that shows no bar: the skipped ones are written first
     counts = re.findall(r"^ *(valid|skipped|failed) resnet18 .*\(\d+\.\d s, (\d)/3\)", done.stdout, re.MULTILINE)
     assert [n for _, n in counts] == ["1", "2", "3"] and [s for s, _ in counts] == ["skipped", "skipped", "valid"], done.stdout
+    # a run that skipped every cell measured nothing: not a pass for a script or a CI gate
+    done = fusionbench("run", str(scenario), "--out", str(tmp_path / "none"), "--device", "cpu", "--only", "backend=tensorrt")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "nothing measured: every cell run (1) was skipped, each for its reason above" in done.stdout.replace("\n", " ")
+    done = fusionbench("run", "--resume", str(only_bundle(tmp_path / "none")))  # complete: left as it was, the run's code
+    assert done.returncode == 4 and "it measured nothing: every cell was skipped" in done.stdout.replace("\n", " "), done.stdout
 
 
 def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path: Path) -> None:
