@@ -34,6 +34,7 @@ from harness.reporting.view import (
     kernels_by_pair,
     noisy_mark,
     over_baseline,
+    roofline_table,
     setting_paired,
     slowest_kernels,
     speedup_marks,
@@ -602,3 +603,24 @@ def test_the_report_says_the_loadgen_profile_and_what_an_mlperf_run_overrode() -
             "not an official run") in markdown(load(GOLDEN / "mlperf"))
     assert "<td>LoadGen profile</td><td>dev: the harness&#x27;s own short settings, not MLPerf&#x27;s (pack takes no " \
            "cell of it)</td>" in html(load(GOLDEN / f"v{SCHEMA_VERSION}"))
+
+
+def test_the_roofline_sets_each_cell_at_its_time_over_rounds_with_the_peaks_it_was_bound_by() -> None:
+    """BERT base on ONNX Runtime (docs/results/bundles/cpu-2core-amd-2026-12-02-ort-bert-kinds): fusion
+    on's round 1 ran while the machine was slow, 134 ms against 77.6 ms over its five rounds. The
+    record's fraction is round 1's; the report's is the cell's time over its rounds, as its fusion
+    table gives the time."""
+    medians = [133.9e6, 75.0e6, 77.6e6, 72.0e6, 77.9e6]
+    rounds = [{"round": i, "status": "valid", "median_ns": m, "n": 1, "cv": 0.0,
+               **({"samples_ns": [round(m)]} if i > 1 else {})} for i, m in enumerate(medians, 1)]
+    timing = {"samples_ns": [round(medians[0])], "summary": {"n": 1, "median_ns": medians[0], "cv": 0.0}}
+    roofline = {"flops": 22347251712, "compulsory_bytes": 435969024, "peak_flops_per_s": 159351669198.8255,
+                "peak_bytes_per_s": 55564038905.1459, "time_bound_ns": 140238579.39082518, "measured_ns": medians[0],
+                "fraction_of_bound": 140238579.39082518 / medians[0], "bound_by": "compute"}
+    row = Row(cell_record(metrics={"device_time": timing, "rounds": rounds, "roofline": roofline}))
+    head, (line,) = roofline_table([row])
+    cells = dict(zip(head, line))
+    assert cells["measured"] == "77.6 ms" and cells["fraction of bound"] == "1.807 above roof"
+    assert cells["peaks"] == "159 GFLOP/s, 55.6 GB/s"
+    one_round = Row(cell_record(metrics={"device_time": timing, "roofline": roofline}))
+    assert dict(zip(head, roofline_table([one_round])[1][0]))["fraction of bound"] == "1.047 above roof"
