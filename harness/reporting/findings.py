@@ -24,6 +24,7 @@ from harness import metric_table
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_times
 from harness.plain_text import one_line
+from harness.reporting import kind_moves
 from harness.reporting.run_facts import apart, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.view import (
@@ -390,8 +391,8 @@ def no_fewer_kernels(all_groups: list[Group]) -> tuple[list[str], list[list[str]
     many kernels as fusion off, or more: fusions of graph nodes that are not fusions of kernels (a
     fused node that still runs its parts as kernels of their own), or fusions paid for with kernels
     of another kind (layout reorders)."""
-    head = ["model and setting", "backend", "fusions (fusion on)", "kernels/inf on / off", "DRAM/inf on / off",
-            "fusion speedup (off / on)"]
+    head = ["model and setting", "backend", "fusions (fusion on)", "kernels/inf on / off",
+            "kinds run more often (calls on, off)", "DRAM/inf on / off", "fusion speedup (off / on)"]
     body = []
     for group in all_groups:
         for line in group.lines:
@@ -402,8 +403,9 @@ def no_fewer_kernels(all_groups: list[Group]) -> tuple[list[str], list[list[str]
             on, off = pair.on.kernels, pair.off.kernels
             if report is None or report.fusion_count == 0 or on is None or off is None or on < off:
                 continue
+            added = kind_moves.calls_added(pair.on.metrics.kernels, pair.off.metrics.kernels)
             body.append([group.title, line.backend, fusions_by_class(pair.on), _on_off(line, "kernels_per_inference"),
-                         _on_off(line, "dram_bytes"), _speedup(line)])
+                         "; ".join(added) or "-", _on_off(line, "dram_bytes"), _speedup(line)])
     return head, body
 
 

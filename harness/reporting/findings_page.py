@@ -47,8 +47,9 @@ SLOWER_THAN_EAGER_NOTE = (
 )
 NO_FEWER_KERNELS_NOTE = ("Pairs whose fusion-on cell reports fusions yet launches as many kernels as fusion off, or more "
                          "(on a CPU: dispatches): the fused nodes still run their parts as kernels of their own, or the "
-                         "fused graph adds kernels of another kind, such as layout reorders. A fusion count alone would "
-                         "call these fusions; the kernels say what ran.")
+                         "fused graph adds kernels of another kind, such as layout reorders: the kinds fusion on ran more "
+                         "calls of say which, where both cells list their kinds. A fusion count alone would call these "
+                         "fusions; the kernels say what ran.")
 
 
 def _sections(bundles: list[LoadedBundle]) -> tuple[list[findings.Group], bool]:
