@@ -27,6 +27,11 @@ class Part(BaseModel):
 
 class Cpu(Part):
     model: str | None = None
+    #: x86's vendor, family, model and stepping, or Arm's implementer, part, variant and revision
+    #: (absent before 2026-12-04)
+    identity: str | None = None
+    #: the vector extensions /proc/cpuinfo lists of those kernels are chosen by (absent before 2026-12-04)
+    vector_extensions: list[str] | None = None
     architecture: str | None = None
     logical_cores: Count | None = None
     physical_cores: Count | None = None

@@ -478,7 +478,9 @@ def _facts(header: BundleHeader) -> list[tuple[str, object]]:
     gpu, container = system.gpu or Gpus(), system.container or Container()
     return [
         ("harness version", header.harness.version), ("harness git sha", header.harness.git_sha),
-        ("device", header.device), ("CPU", cpu.model), ("logical cores", cpu.logical_cores),
+        ("device", header.device), ("CPU", cpu.model), ("CPU identity", cpu.identity),
+        ("CPU vector extensions", " ".join(cpu.vector_extensions) if cpu.vector_extensions is not None else None),
+        ("logical cores", cpu.logical_cores),
         ("memory bytes", cpu.memory_bytes), ("OS kernel", opsys.kernel),
         ("Python", python.version), ("torch", torch.version),
         ("CUDA (torch build)", torch.cuda_build), ("cuDNN", torch.cudnn),

@@ -44,7 +44,10 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("scenario file", str(h.scenario_file)),
         ("LoadGen profile", loadgen_profile(loaded.header)),
         ("device", h.device),
-        ("CPU", f"{cpu.model}, {cpu.logical_cores} logical cores"),
+        ("CPU", f"{cpu.model}, {cpu.logical_cores} logical cores"
+                + (f" ({cpu.identity})" if cpu.identity else "")
+                + (f"; vector extensions {' '.join(cpu.vector_extensions) or 'none'}" if cpu.vector_extensions is not None
+                   else "")),
         ("GPU", ", ".join(str(g.name) for g in gpus) or "none"),
         ("libraries", libraries or "-"),
         ("harness", f"{harness.version} {harness.git_sha or ''}{' (dirty)' if harness.git_dirty else ''}"),

@@ -61,19 +61,49 @@ def boot_id(path: Path = BOOT_ID) -> str | None:
     return text or None
 
 
+#: The instruction-set extensions a backend's kernels are chosen by (oneDNN, MLAS and LLVM pick AVX2,
+#: AVX-512 or AMX code, NEON or SVE): two machines of one model name may differ in them (a VM hides some).
+VECTOR_EXTENSIONS = frozenset({
+    "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl",
+    "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+    "asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm", "sme",
+})
+
+
+def cpu_identity(cpuinfo: str) -> dict[str, Any]:
+    """The first processor of /proc/cpuinfo: its model name, what tells one generation from another
+    under a name a VM may shorten ("AMD EPYC": x86's vendor, family, model and stepping; Arm's
+    implementer, part and variant) and its vector extensions. None for what it does not say."""
+    first: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if first:
+                break
+            continue
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip(), value.strip())
+    x86 = ("vendor_id", "cpu family", "model", "stepping")
+    arm = ("CPU implementer", "CPU part", "CPU variant", "CPU revision")
+    fields = next((names for names in (x86, arm) if all(first.get(n) for n in names)), None)
+    flags = (first.get("flags") or first.get("Features") or "").split()
+    return {
+        "model": first.get("model name"),
+        "identity": ", ".join(f"{name} {first[name]}" for name in fields) if fields else None,
+        "vector_extensions": sorted(VECTOR_EXTENSIONS.intersection(flags)) if flags else None,
+    }
+
+
 def cpu_info() -> dict[str, Any]:
     import psutil
 
-    model = platform.processor() or ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        identity = cpu_identity(Path("/proc/cpuinfo").read_text())
     except OSError:
-        pass
+        identity = {}
     return {
-        "model": model,
+        "model": identity.get("model") or platform.processor() or "",
+        "identity": identity.get("identity"),
+        "vector_extensions": identity.get("vector_extensions"),
         "architecture": platform.machine(),
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),

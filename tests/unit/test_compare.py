@@ -193,6 +193,13 @@ def test_system_differences_list_what_changed() -> None:
     assert ("package torch", "2.11.0", "2.14.1") in rows and ("package onnx", "1.0", "-") in rows
     assert ("package tvm", "-", "0.27") in rows
     assert system_differences(a, a) == []
+    # one model name, two generations: Zen 3 with AVX2 against Zen 4 with AVX-512
+    milan, genoa = ({"cpu": {"model": "AMD EPYC", "identity": f"vendor_id AuthenticAMD, cpu family 25, model {m}, stepping 1",
+                             "vector_extensions": ext}} for m, ext in ((1, ["avx2", "fma"]), (17, ["avx2", "avx512f", "fma"])))
+    assert system_differences(header(system=milan), header(system=genoa)) == [
+        ("CPU identity", "vendor_id AuthenticAMD, cpu family 25, model 1, stepping 1",
+         "vendor_id AuthenticAMD, cpu family 25, model 17, stepping 1"),
+        ("CPU vector extensions", "avx2 fma", "avx2 avx512f fma")]
     other_images = system_differences(header(inputs_sha256="a" * 64), header(inputs_sha256="b" * 64))
     assert other_images == [("input images (SHA-256)", "a" * 12, "b" * 12)]
     # synthetic inputs record no digest: shown as "-", as a package one run lacks (it printed Python's "None")

@@ -93,3 +93,22 @@ def test_the_boot_id_names_this_start_of_the_machine(tmp_path) -> None:
     written.write_text("")
     assert system.boot_id(written) is None
     assert system.boot_id(tmp_path / "absent") is None
+
+
+def test_the_cpu_is_told_apart_by_its_generation_and_vector_extensions_where_its_name_is_not() -> None:
+    """A VM names its CPU "AMD EPYC" whichever generation it is, and hides extensions the host has:
+    oneDNN, MLAS and LLVM choose AVX2, AVX-512 or AMX kernels by them, so two runs under one name can
+    time different code. An x86 and an Arm /proc/cpuinfo, as each writes it (its first processor)."""
+    x86 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+           "stepping\t: 1\nflags\t\t: fpu sse sse2 sse4_1 sse4_2 avx f16c fma avx2 sha_ni\n\n"
+           "processor\t: 1\nvendor_id\t: GenuineIntel\nflags\t\t: avx512f amx_tile\n")
+    assert system.cpu_identity(x86) == {
+        "model": "AMD EPYC", "identity": "vendor_id AuthenticAMD, cpu family 25, model 1, stepping 1",
+        "vector_extensions": ["avx", "avx2", "f16c", "fma", "sse4_1", "sse4_2"]}
+    arm = ("processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd evtstrm aes sve asimddp bf16 i8mm\n"
+           "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x1\nCPU part\t: 0xd40\nCPU revision\t: 1\n")
+    assert system.cpu_identity(arm) == {
+        "model": None, "identity": "CPU implementer 0x41, CPU part 0xd40, CPU variant 0x1, CPU revision 1",
+        "vector_extensions": ["asimd", "asimddp", "bf16", "i8mm", "sve"]}
+    assert system.cpu_identity("") == {"model": None, "identity": None, "vector_extensions": None}
+    assert system.cpu_identity("processor\t: 0\nflags\t\t: fpu sse\n")["vector_extensions"] == []  # none of them
