@@ -195,16 +195,24 @@ def bound(costs: ModelCosts, peaks: dict[str, Any] | None, dtype: str, measured_
     return figures
 
 
-def _best_seconds(run: Any, synchronize: Any) -> float:
+def _seconds(run: Any, synchronize: Any) -> list[float]:
+    """Each of `PEAK_REPEATS` timed runs, after one untimed: the peak is the best, and their spread
+    says whether the probe met a steady machine (a probe that met other work reads the peak low)."""
     run()
     synchronize()
-    best = float("inf")
+    seconds = []
     for _ in range(PEAK_REPEATS):
         start = time.perf_counter()
         run()
         synchronize()
-        best = min(best, time.perf_counter() - start)
-    return best
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def _rates(work: float, seconds: list[float]) -> dict[str, float]:
+    """The rates of runs of `work` (FLOPs or bytes) each: the lowest, the median and the best."""
+    rates = sorted(work / s for s in seconds)
+    return {"min": rates[0], "median": rates[len(rates) // 2], "max": rates[-1]}
 
 
 def measure_peaks(device: str) -> dict[str, Any]:
@@ -217,21 +225,25 @@ def measure_peaks(device: str) -> dict[str, Any]:
 
     n = PEAK_MATMUL_N[device]
     flops: dict[str, float] = {}
+    spread: dict[str, dict[str, float]] = {}
     for name in TORCH_DTYPES:
         if device == "cpu" and name != "fp32":
             continue  # half precision matmul on CPU is emulated on most machines: no meaningful peak
         dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)
-        flops[name] = 2 * n**3 / _best_seconds(lambda a=a, b=b: torch.mm(a, b), synchronize)
+        spread[name] = _rates(2 * n**3, _seconds(lambda a=a, b=b: torch.mm(a, b), synchronize))
+        flops[name] = spread[name]["max"]
     source = torch.empty(PEAK_COPY_BYTES[device] // 4, device=device, dtype=torch.float32).fill_(1.0)
     target = torch.empty_like(source)
-    copy_s = _best_seconds(lambda: target.copy_(source), synchronize)
+    spread["copy"] = _rates(2 * PEAK_COPY_BYTES[device], _seconds(lambda: target.copy_(source), synchronize))
     source = target = None  # freed before the caller measures anything else
     return {
         "device": device,
         "flops_per_s": flops,
-        "bytes_per_s": 2 * PEAK_COPY_BYTES[device] / copy_s,
+        "bytes_per_s": spread["copy"]["max"],
+        # each dtype's FLOP/s and the copy's bytes/s over the runs (absent before 2026-12-04)
+        "spread": spread,
         "method": (
             f"best of {PEAK_REPEATS}: {n}x{n} matmul per dtype ({'TF32 off' if device == 'cuda' else 'fp32 only'}), "
             f"{PEAK_COPY_BYTES[device] >> 20} MiB copy (read + write)"

@@ -10,6 +10,7 @@ from harness.bundle.cell_record import CellRecord, read_as
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_per_core, format_times
+from harness.plain_text import one_line, visible
 
 
 def library_versions(loaded: LoadedBundle) -> dict[str, str]:
@@ -55,6 +56,7 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("schema", f"written as version {loaded.version}"),
         # As recorded: the typed record would read a `true` where a figure belongs as 1.0; this says "not measured".
         ("machine noise", machine_noise(lookup(loaded.header, "system", "machine_noise"))),
+        ("peaks (roofline)", peaks(lookup(loaded.header, "system", "peaks"))),
         *([("machines", spread)] if (spread := machines(h.nodes)) else []),
     ]
 
@@ -137,6 +139,33 @@ def machines(nodes: dict[str, Any] | None) -> str:
     if len(kinds) == 1:
         return f"{spread}, all {next(iter(kinds))}"
     return f"{spread} of {len(kinds)} different kinds: each cell's `node` says where it ran; compare them with care"
+
+
+def peaks(probed: Any) -> str:
+    """The probe's peaks the roofline's bounds were taken at (each the best of its runs), with the
+    lowest and the median of its runs where recorded: a best far above them says the probe met other
+    work, and a low best alike reads every cell of the run closer to its roof."""
+    if not isinstance(probed, dict):
+        return "not measured"
+    if probed.get("error"):
+        return f"not measured: {one_line(str(probed['error']))}"
+    flops = probed.get("flops_per_s")
+    rates = [(f"{visible(str(dtype))} matmul", dtype, rate, "GFLOP/s") for dtype, rate in
+             sorted(flops.items() if isinstance(flops, dict) else [], key=lambda item: str(item[0]))]
+    parts = []
+    for name, key, best, unit in [*rates, ("copy", "copy", probed.get("bytes_per_s"), "GB/s")]:
+        if not _number(best):
+            continue
+        text = f"{name} {best / 1e9:.3g} {unit}"
+        runs = lookup(probed, "spread", key)
+        if isinstance(runs, dict) and _number(runs.get("min")) and _number(runs.get("median")):
+            text += f" (its runs' lowest {runs['min'] / 1e9:.3g}, median {runs['median'] / 1e9:.3g})"
+        parts.append(text)
+    return "; ".join(parts) or "not measured"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def machine_noise(noise: Any) -> str:

@@ -21,7 +21,7 @@ from harness.bundle.validate import validate
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown, md_cell
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
-from harness.reporting.run_facts import machine_noise
+from harness.reporting.run_facts import machine_noise, peaks
 from harness.reporting.view import (
     FusionPair,
     Row,
@@ -231,6 +231,20 @@ def test_the_machine_noise_line_gives_the_pinned_spread_where_measured() -> None
     assert machine_noise({**older, "cross_core_ns": [52.0, 61.2, 330.0]}).endswith(
         "; a round trip between two cores 52 / 61 / 330 ns (10th / 50th / 90th)")
     assert "round trip" not in machine_noise({**older, "cross_core_ns": [52.0, True, 330.0]})
+
+
+def test_the_peaks_line_gives_each_peak_with_the_lowest_and_median_of_its_runs() -> None:
+    """The roofline's bounds come from the probe's peaks; a probe that met other work reads them low,
+    and every cell closer to its roof: the line says how steady the probe's runs were."""
+    probed = {"flops_per_s": {"fp32": 159e9}, "bytes_per_s": 55.6e9,
+              "spread": {"fp32": {"min": 98e9, "median": 151e9, "max": 159e9},
+                         "copy": {"min": 50.1e9, "median": 54e9, "max": 55.6e9}}}
+    assert peaks(probed) == ("fp32 matmul 159 GFLOP/s (its runs' lowest 98, median 151); "
+                             "copy 55.6 GB/s (its runs' lowest 50.1, median 54)")
+    assert peaks({**probed, "spread": None}) == "fp32 matmul 159 GFLOP/s; copy 55.6 GB/s"  # before 2026-12-04
+    assert peaks({"error": "no torch\x1b[31m"}) == "not measured: no torch\\x1b[31m"
+    assert peaks({"flops_per_s": {"fp\u202e32": 1e9, "bf16": True}, "bytes_per_s": "fast"}) == "fp\\u202e32 matmul 1 GFLOP/s"
+    assert peaks(None) == "not measured"
 
 
 def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
