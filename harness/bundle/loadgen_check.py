@@ -2,10 +2,13 @@
 
 The record must say what the logs say. From the detail log: the validity, the headline metric,
 every `result_*` entry and every setting (`effective_*`, `requested_*`) the record keeps, and the
-scenario. From the summary log: the scenario, the mode, `Result is`, and every figure it prints
-(percentiles, mean, min, max, rates), each against the record's entry of the same meaning. A
-forger who edits a record and re-hashes the manifest must therefore edit both logs as well,
-consistently, line by line.
+scenario; and the log must agree with itself: LoadGen's validity is every one of its conditions
+met (minimum duration, minimum queries, early stopping, Server's latency bound), so a log that
+says VALID beside an unmet condition was edited. From the summary log: the scenario, the mode,
+`Result is`, whether each condition was satisfied, and every figure it prints (percentiles, mean,
+min, max, rates, the early-stopping estimates that are SingleStream's and MultiStream's headline
+latency), each against the record's entry of the same meaning. A forger who edits a record and
+re-hashes the manifest must therefore edit both logs as well, consistently, line by line.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import math
 from typing import Any
 
 from harness.bundle.files import CELLS
-from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_detail, parse_summary
+from harness.bundle.loadgen_log import CONDITIONS, DETAIL, SUMMARY, parse_detail, parse_summary, unmet_conditions
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import number, printed_step
 from harness.errors import BundleError
@@ -44,6 +47,8 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     except ValueError as exc:  # a damaged log line
         return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
     lines += _against_detail(where, rel, loadgen, parsed, cell["config"]["scenario"])
+    lines += _validity_against_conditions(rel, parsed)
+    lines += _bound_against_its_condition(rel, parsed)
     if cell["status"] == "valid" and parsed["validity"] == "VALID" and parsed["invalid_reasons"]:
         lines.append(f"{where}: status valid, yet its LoadGen run logged an error ({_shown('; '.join(parsed['invalid_reasons']))}): "
                      "a run MLPerf's checker refuses")
@@ -77,6 +82,36 @@ def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[
     return lines
 
 
+def _validity_against_conditions(rel: str, parsed: dict[str, Any]) -> list[str]:
+    """LoadGen writes VALID exactly where every condition it judged was met."""
+    validity, results = parsed["validity"], parsed["results"]
+    if validity not in ("VALID", "INVALID") or not any(key in results for key, _, _ in CONDITIONS):
+        return []  # no verdict, or a log of no conditions: nothing to hold it to
+    unmet = unmet_conditions(results)
+    if validity == "VALID" and unmet:
+        return [f"{rel}/{DETAIL}: result_validity VALID, yet {'; '.join(unmet)}: "
+                "LoadGen calls a run VALID only with every condition met"]
+    if validity == "INVALID" and not unmet:
+        return [f"{rel}/{DETAIL}: result_validity INVALID, yet every condition it logs was met"]
+    return []
+
+
+def _bound_against_its_condition(rel: str, parsed: dict[str, Any]) -> list[str]:
+    """Server's latency condition is its target percentile's latency within the bound (LoadGen's
+    own rule), all three in the same log: the one must say what the other two do."""
+    results, settings = parsed["results"], parsed["settings"]
+    met, bound = results.get("result_perf_constraints_met"), number(settings.get("effective_target_latency_ns"))
+    percentile = number(settings.get("effective_target_latency_percentile"))
+    if not isinstance(met, bool) or bound is None or percentile is None:
+        return []
+    key = f"result_{percentile * 100:.2f}_percentile_latency_ns"
+    latency = number(results.get(key))
+    if latency is None or (latency <= bound) == met:
+        return []
+    return [f"{rel}/{DETAIL}: result_perf_constraints_met {met}, yet {key} {latency:.0f} is "
+            f"{'within' if latency <= bound else 'over'} effective_target_latency_ns {bound:.0f}"]
+
+
 def _against_summary(where: str, rel: str, loadgen: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     lines = []
     for what, logged, recorded in (("scenario", summary["scenario"], loadgen["scenario"]),
@@ -85,6 +120,9 @@ def _against_summary(where: str, rel: str, loadgen: dict[str, Any], summary: dic
         if logged != recorded:
             lines.append(f"{where}: LoadGen {what} {_shown(recorded)} but its summary log says {_shown(logged)}")
     results = loadgen.get("results") or {}
+    for key, met in sorted(summary["conditions"].items()):
+        if key in results and results[key] is not met:
+            lines.append(f"{where}: LoadGen {_shown(key)} {_shown(results[key])} but its summary log says {_shown(met)}")
     for key, text in sorted(summary["figures"].items()):
         logged = number(text)
         if logged is None:

@@ -15,6 +15,21 @@ SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
 
 
+#: The conditions LoadGen's validity is made of (VALID where every one is met), each as
+#: its detail log key, the reason an unmet one gives, and the summary log's label for it.
+CONDITIONS = (
+    ("result_min_duration_met", "min duration not met", "Min duration satisfied"),
+    ("result_min_queries_met", "min queries not met", "Min queries satisfied"),
+    ("early_stopping_met", "early stopping not met", "Early stopping satisfied"),
+    ("result_perf_constraints_met", "performance constraints (latency bound) not met", "Performance constraints satisfied"),
+)
+
+
+def unmet_conditions(entries: dict[str, Any]) -> list[str]:
+    """The reasons of the conditions a detail log's entries say were not met (absent: not judged)."""
+    return [reason for key, reason, _ in CONDITIONS if entries.get(key) is False]
+
+
 def parse_logs(outdir: Path, scenario: str) -> dict[str, Any]:
     """Validity, the scenario's metric and the latency percentiles from LoadGen's detail log."""
     detail_path = outdir / DETAIL
@@ -46,12 +61,7 @@ def parse_detail(text: str, scenario: str) -> dict[str, Any]:
         entries[key] = value
     results = {k: v for k, v in entries.items() if k.startswith(("result_", "early_stopping_"))}
     validity = entries.get("result_validity", "MISSING")
-    reasons = [name for name, met in (
-        ("min duration not met", entries.get("result_min_duration_met")),
-        ("min queries not met", entries.get("result_min_queries_met")),
-        ("early stopping not met", entries.get("early_stopping_met")),
-        ("performance constraints (latency bound) not met", entries.get("result_perf_constraints_met")),
-    ) if met is False]
+    reasons = unmet_conditions(entries)
     if entries.get("result_invalid_reason"):
         reasons.append(str(entries["result_invalid_reason"]))
     reasons += errors
@@ -72,6 +82,14 @@ def parse_detail(text: str, scenario: str) -> dict[str, Any]:
 
 _SUMMARY_LINE = re.compile(r"^\s*(?:\* )?([A-Za-z0-9 ./()%-]*?[A-Za-z0-9)])\s*:\s*(.*?)\s*$")
 _PERCENTILE = re.compile(r"^(\d+\.\d\d) percentile latency \(ns\)$")
+_ESTIMATE = re.compile(r"^Early stopping \d+(?:\.\d+)?th percentile estimate$")
+# The detail keys of the early-stopping estimates a summary prints, in the order LoadGen (6.0.17)
+# prints them: SingleStream's at its own percentile, then at the 99th (with 662 queries or more);
+# MultiStream's at its percentile. The first is each scenario's headline latency; both are in ns,
+# whatever `early_stopping_latency_ms` says.
+_ESTIMATES = {"SingleStream": ("early_stopping_latency_ss", "early_stopping_latency_ms"),
+              "MultiStream": ("early_stopping_latency_ms",)}
+_MET = {label: key for key, _, label in CONDITIONS}
 # Summary labels -> detail keys, where the summary prints a figure the detail log also records.
 _SAMPLE_STATS = {"Min latency (ns)": "result_min_latency_ns", "Max latency (ns)": "result_max_latency_ns",
                  "Mean latency (ns)": "result_mean_latency_ns"}
@@ -85,10 +103,14 @@ _RATES = {"Samples per second": "result_samples_per_second",
 
 
 def parse_summary(text: str) -> dict[str, Any]:
-    """The summary log's scenario, mode, result (`VALID`/`INVALID`) and figures: `figures` maps
-    the detail log's key (`result_90.00_percentile_latency_ns`, ...) to the text the summary gives."""
+    """The summary log's scenario, mode, result (`VALID`/`INVALID`), figures and conditions:
+    `figures` maps the detail log's key (`result_90.00_percentile_latency_ns`,
+    `early_stopping_latency_ss`, ...) to the text the summary gives, `conditions` a condition's
+    detail key (`result_min_duration_met`, ...) to whether the summary says it was met."""
     fields: dict[str, str] = {}
     figures: dict[str, str] = {}
+    conditions: dict[str, bool] = {}
+    estimates = 0
     per_query = False
     for line in text.splitlines():
         if line.strip().startswith("Per-query latency"):
@@ -107,4 +129,12 @@ def parse_summary(text: str) -> dict[str, Any]:
             figures[(_QUERY_STATS if per_query else _SAMPLE_STATS)[label]] = value
         elif label in _RATES:
             figures[_RATES[label]] = value
-    return {"scenario": fields.get("Scenario"), "mode": fields.get("Mode"), "validity": fields.get("Result is"), "figures": figures}
+        elif label in _MET:
+            conditions.setdefault(_MET[label], value == "Yes")
+        elif _ESTIMATE.match(label):
+            keys = _ESTIMATES.get(fields.get("Scenario", ""), ())
+            if estimates < len(keys):
+                figures[keys[estimates]] = value
+            estimates += 1
+    return {"scenario": fields.get("Scenario"), "mode": fields.get("Mode"), "validity": fields.get("Result is"),
+            "figures": figures, "conditions": conditions}

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from harness.bundle import manifest
+from harness.bundle import loadgen_check, manifest
+from harness.bundle.loadgen_log import parse_detail
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.validate import validate
 from harness.cli.main import main
@@ -217,6 +218,58 @@ def test_a_forgery_of_record_and_detail_log_is_caught_by_the_summary_log(bundle:
     edit_json(record, lambda c: c["metrics"]["loadgen"]["results"].update({key: forged}))
     problems = validate(bundle).problems
     assert problems == [f"cells/{record.name}: LoadGen '{key}' '{forged}' but its summary log says '{value}'"]
+
+
+def _set_detail(detail: Path, key: str, value: Any) -> None:
+    """The detail log with `key`'s entry set to `value`, its line otherwise as LoadGen wrote it."""
+    lines = detail.read_text().splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        record = json.loads(line[len(":::MLLOG "):]) if line.startswith(":::MLLOG ") else {}
+        if record.get("key") == key:
+            lines[number] = ":::MLLOG " + json.dumps({**record, "value": value}) + "\n"
+    detail.write_text("".join(lines))
+
+
+def test_a_forged_headline_latency_is_caught_by_the_summary_logs_estimate(bundle: Path) -> None:
+    """SingleStream's metric is LoadGen's early-stopping estimate, which the summary log prints too:
+    halved in the record and its detail log and re-hashed, the summary still tells the truth."""
+    record, logs = _logs(bundle, "SingleStream")
+    key = "early_stopping_latency_ss"
+    value = json.loads(record.read_text())["metrics"]["loadgen"]["results"][key]
+    forged = value // 2
+    _set_detail(logs / "mlperf_log_detail.txt", key, forged)
+
+    def change(cell: dict[str, Any]) -> None:
+        cell["metrics"]["loadgen"]["results"][key] = forged
+        cell["metrics"]["loadgen"]["metric"]["value"] = float(forged)
+    edit_json(record, change)
+    assert validate(bundle).problems == [f"cells/{record.name}: LoadGen '{key}' '{forged}' but its summary log says '{value}'"]
+
+
+def test_a_detail_log_called_valid_beside_an_unmet_condition_is_a_problem(bundle: Path) -> None:
+    """LoadGen's validity is every condition met: a log (and record) with one condition turned unmet
+    but still VALID was edited, as is a summary that says a condition the record denies."""
+    record, logs = _logs(bundle, "SingleStream")
+    _set_detail(logs / "mlperf_log_detail.txt", "result_min_duration_met", False)
+    edit_json(record, lambda c: c["metrics"]["loadgen"]["results"].update(result_min_duration_met=False))
+    problems = validate(bundle).problems
+    assert any("result_validity VALID, yet min duration not met" in line for line in problems), problems
+    assert f"cells/{record.name}: LoadGen 'result_min_duration_met' 'False' but its summary log says 'True'" in problems
+
+
+def test_a_server_log_whose_latency_condition_disagrees_with_its_p99_is_a_problem(tmp_path: Path) -> None:
+    """Server's latency condition is its p99 within the bound, all three in one detail log."""
+    lines = [(":::MLLOG " + json.dumps({"key": key, "value": value, "metadata": {}})) for key, value in (
+        ("effective_scenario", "Server"), ("effective_target_latency_ns", 200_000_000),
+        ("effective_target_latency_percentile", 0.99), ("result_validity", "VALID"),
+        ("result_perf_constraints_met", True), ("result_min_duration_met", True), ("result_min_queries_met", True),
+        ("early_stopping_met", True), ("result_99.00_percentile_latency_ns", 7_033_619_245))]
+    parsed = parse_detail("\n".join(lines), "Server")
+    assert loadgen_check._bound_against_its_condition("logs", parsed) == [
+        "logs/mlperf_log_detail.txt: result_perf_constraints_met True, yet result_99.00_percentile_latency_ns "
+        "7033619245 is over effective_target_latency_ns 200000000"]
+    parsed["results"]["result_99.00_percentile_latency_ns"] = 150_000_000
+    assert loadgen_check._bound_against_its_condition("logs", parsed) == []
 
 
 def test_a_summary_log_figure_that_is_not_a_number_is_one_problem(bundle: Path) -> None:
