@@ -91,7 +91,7 @@ def _validity_against_conditions(rel: str, parsed: dict[str, Any]) -> list[str]:
     if validity == "VALID" and unmet:
         return [f"{rel}/{DETAIL}: result_validity VALID, yet {'; '.join(unmet)}: "
                 "LoadGen calls a run VALID only with every condition met"]
-    if validity == "INVALID" and not unmet:
+    if validity == "INVALID" and not unmet and not parsed["invalid_reasons"]:  # no other reason logged either
         return [f"{rel}/{DETAIL}: result_validity INVALID, yet every condition it logs was met"]
     return []
 
