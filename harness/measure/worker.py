@@ -59,19 +59,23 @@ from harness.scenario.cell_config import CellConfig
 
 
 class PhaseClock:
-    """Times each phase and tells the parent which one is running; `ended` is called as each phase
-    ends (the worker keeps its answer so far: `checkpoint`)."""
+    """Times each phase and tells the parent which one is running; `keep` is called as each phase
+    begins and as it ends, outside its timed region (the worker keeps its answer so far:
+    `checkpoint`). As it begins, for the figures worked out between phases from those that ended
+    (the compile time less the toolchain's, the first call's time, the device timing once both its
+    halves ended, the roofline, the math mode): a worker killed in the next phase keeps them too."""
 
-    def __init__(self, phase_file: Path, ended: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, phase_file: Path, keep: Callable[[], None] = lambda: None) -> None:
         self.phase_file = phase_file
         self.started = time.monotonic()  # the worker's start, on the clock of the parent's time limit
         self.durations_s: dict[str, float] = {}
         self.current = "start"
-        self.ended = ended
+        self.keep = keep
 
     @contextmanager
     def phase(self, phase: Phase) -> Iterator[None]:
         """Time `phase`, one of `protocol.PHASES` (the parent groups them by kind)."""
+        self.keep()
         self.current = phase.name
         try:
             self.phase_file.write_text(phase.name)
@@ -82,7 +86,7 @@ class PhaseClock:
             yield
         finally:
             self.durations_s[phase.name] = time.perf_counter() - start
-            self.ended()
+            self.keep()
 
     def move(self, seconds: float, source: Phase, target: Phase) -> None:
         """Record `seconds` of the ended phase `source` as `target`'s instead (none: nothing recorded)."""
@@ -151,8 +155,9 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
 def checkpoint(answer: WorkerAnswer, clock: PhaseClock, answer_file: str) -> None:
     """Keep the answer as it stands, the phases that ended with it, where the parent finds it
     should the worker be killed before it answers (`protocol.partial_answer_path`): a cell stopped
-    by its time limit in LoadGen keeps the device timing it had measured. Between phases, never
-    inside a timed one."""
+    by its memory limit in the memory pass keeps its device timing. The device timing is kept once
+    both its halves ended: one stopped in LoadGen keeps its compile and first-call times and its
+    correctness, not half a device timing. Between phases, never inside a timed one."""
     if not answer_file:
         return
     answer.phases_s = dict(clock.durations_s)

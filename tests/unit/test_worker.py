@@ -3,6 +3,8 @@ the cell invalid, a good backend produces every metric. LoadGen runs for real, b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,8 @@ from harness.bundle.cell_record import Metrics
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport
 from harness.measure import trust
-from harness.measure.protocol import WorkerRequest
-from harness.measure.worker import run_cell
+from harness.measure.protocol import Phase, WorkerAnswer, WorkerRequest, partial_answer_path
+from harness.measure.worker import PhaseClock, run_cell
 from harness.scenario.cell_config import CellConfig
 from tests.cell_configs import cell_config
 
@@ -252,3 +254,42 @@ def test_the_toolchains_one_time_work_is_moved_out_of_the_compile_time(
     too_much = answer(5.0, "too-much")
     assert too_much["status"] == "failed"
     assert too_much["reasons"][0].startswith("prepare: 5.000 s of prepare reported as toolchain: outside its 0.3"), too_much
+
+
+def test_a_worker_killed_in_any_phase_keeps_every_figure_worked_out_before_it(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the parent reads of a worker killed in each phase (`checkpoint`'s file, as the phase
+    runs) holds every figure set before the phase began, also those worked out between phases: a
+    cell stopped by its memory limit in the memory pass lost its finished device timing and
+    roofline, one stopped in its first call its compile time, one stopped in memory_traffic its
+    math mode."""
+    monkeypatch.chdir(tmp_path)
+    answer_file = tmp_path / "answer.json"
+    kept: dict[str, WorkerAnswer] = {}
+    timed = PhaseClock.phase
+
+    @contextmanager
+    def phase(clock: PhaseClock, which: Phase) -> Iterator[None]:
+        with timed(clock, which):
+            partial = partial_answer_path(answer_file)
+            kept[which.name] = WorkerAnswer.from_json(partial.read_text()) if partial.exists() else WorkerAnswer()
+            yield
+
+    monkeypatch.setattr(PhaseClock, "phase", phase)
+    request = WorkerRequest(cell=cell_for("eager"), artifact_dir=str(tmp_path / "artifacts"),
+                            phase_file=str(tmp_path / "phase"), answer_file=str(answer_file))
+    final = run_cell(request)
+    assert final.status == "valid", final.reasons
+    whole = final.metrics.recorded()
+    expected_before = {"first_call": {"prepare_s", "prepare_cache"}, "correctness": {"first_call_s"},
+                       "memory": {"device_time", "first_call_ratio", "latency_agreement", "roofline"},
+                       "memory_traffic": {"math_mode", "rewrites"}}
+    for name, figures in expected_before.items():
+        metrics = kept[name].metrics.recorded()
+        assert figures <= set(metrics), (name, sorted(metrics))
+    assert kept["memory"].metrics.recorded()["device_time"] == whole["device_time"]
+    assert kept["correctness"].metrics.recorded()["first_call_s"] == whole["first_call_s"]
+    for name, partial in kept.items():  # only phases that ended, and no figure the whole answer lacks
+        assert name not in partial.phases_s and set(partial.phases_s) < set(final.phases_s), name
+        assert set(partial.metrics.recorded()) <= set(whole), name
