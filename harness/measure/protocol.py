@@ -18,7 +18,9 @@ from typing import Any, Literal, get_args
 
 import pydantic
 
-from harness.bundle.cell_record import Metrics, WorkerStart
+from harness.bundle.cell_record import Metrics, Seconds, WorkerStart
+from harness.bundle.safe_json import parse_json
+from harness.errors import BundleError
 from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS
 from harness.scenario.cell_config import CellConfig
 
@@ -130,10 +132,13 @@ class WorkerAnswer:
             metrics = Metrics.model_validate(data.pop("metrics", {}))
         except pydantic.ValidationError as exc:
             raise ProtocolError(f"WorkerAnswer: metrics this version cannot read: {exc}") from None
-        answer = cls(metrics=metrics, **data)
-        if answer.status not in STATUSES:
-            raise ProtocolError(f"WorkerAnswer: status {answer.status!r} is not one of {', '.join(STATUSES)}")
-        return answer
+        if data.get("status", "failed") not in STATUSES:
+            raise ProtocolError(f"WorkerAnswer: status {data['status']!r} is not one of {', '.join(STATUSES)}")
+        try:
+            typed = _AnswerFields.model_validate({k: v for k, v in data.items() if k != "status"})
+        except pydantic.ValidationError as exc:
+            raise ProtocolError(f"WorkerAnswer: fields this version cannot read: {exc}") from None
+        return cls(metrics=metrics, **{**data, **typed.model_dump(exclude_unset=True)})
 
     def record(self) -> dict[str, Any]:
         """The fields the parent merges into the cell's record."""
@@ -141,12 +146,25 @@ class WorkerAnswer:
         return {**record, "metrics": self.metrics.recorded()}
 
 
+class _AnswerFields(pydantic.BaseModel):
+    """A `WorkerAnswer`'s fields besides its status and metrics, typed as the cell record types
+    them (harness/bundle/cell_record.py `CellRecord`): an answer the bundle could not hold is refused."""
+
+    reasons: list[str] = []
+    environment: dict[str, Any] = {}
+    warnings: list[str] = []
+    phases_s: dict[str, Seconds] = {}
+    version: int = PROTOCOL_VERSION
+
+
 def _read(text: str, record: type) -> dict[str, Any]:
+    """`text` parsed as the bundle parses what it reads (finite numbers, no repeated key, bounded
+    nesting: what a cell record holds), as an object of `record`'s version and keys."""
     kind = record.__name__
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ProtocolError(f"{kind}: not JSON: {exc}") from None
+        data = parse_json(text, kind)
+    except BundleError as exc:
+        raise ProtocolError(f"not JSON a cell record can hold: {exc}") from None
     if not isinstance(data, dict):
         raise ProtocolError(f"{kind}: not a JSON object")
     version = data.get("version")

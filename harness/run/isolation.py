@@ -28,6 +28,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.bundle.cell_record import WorkerStart
+from harness.bundle.safe_json import MAX_JSON_BYTES
+from harness.errors import HarnessError
+from harness.files.regular_file import read_regular
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest, partial_answer_path
 from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_environment
 from harness.run.scratch import scratch_dir
@@ -198,29 +201,27 @@ def run_worker(
                 raise
         last_phase = _read_phase(phase_file) if phase_file.exists() else last_phase
         answer = None
-        if not timed_out and memory_exceeded is None and answer_file.exists():
-            try:
-                answer = WorkerAnswer.from_json(answer_file.read_text())
-            except (OSError, ProtocolError) as exc:
-                with log_path.open("a") as log_file:
-                    log_file.write(f"\nfusionbench: the worker's answer is unreadable: {exc}\n")
-                answer = None
-        partial = _partial(answer_file, log_path) if answer is None else None
+        if not timed_out and memory_exceeded is None:
+            answer = _answer(answer_file, log_path, "the worker's answer")
+        partial = _answer(partial_answer_path(answer_file), log_path,
+                          "what the worker kept of its answer") if answer is None else None
         return WorkerOutcome(answer, proc.returncode, timed_out, last_phase, time.monotonic() - start,
                              memory_exceeded_bytes=memory_exceeded, memory_limit_bytes=memory_limit_bytes,
                              partial=partial)
 
 
-def _partial(answer_file: Path, log_path: Path) -> WorkerAnswer | None:
-    """The answer a worker that never answered kept as its last phase ended, if any."""
-    path = partial_answer_path(answer_file)
-    if not path.exists():
+def _answer(path: Path, log_path: Path, what: str) -> WorkerAnswer | None:
+    """The answer the worker left at `path`, if any: a regular file no larger than a cell record
+    the bundle reads, that parses as one. A link, a FIFO or a device in its place is refused
+    unread (a link could name another cell's answer, a FIFO would hold the run), said in the log."""
+    if not os.path.lexists(path):
         return None
     try:
-        return WorkerAnswer.from_json(path.read_text())
-    except (OSError, ProtocolError) as exc:
+        data = read_regular(path, what, max_bytes=MAX_JSON_BYTES)
+        return WorkerAnswer.from_json(data.decode())
+    except (HarnessError, ProtocolError, UnicodeDecodeError) as exc:
         with log_path.open("a") as log_file:
-            log_file.write(f"\nfusionbench: what the worker kept of its answer is unreadable: {exc}\n")
+            log_file.write(f"\nfusionbench: {what} is unreadable: {exc}\n")
         return None
 
 

@@ -33,7 +33,7 @@ from harness.measure.protocol import WorkerRequest
 from harness.plain_text import one_line, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.reporting.run_facts import share
-from harness.run import cell_line, preflight, resumable, resume_refusals, rounds, skips, slots, time_budget
+from harness.run import cell_line, kept_answer, preflight, resumable, resume_refusals, rounds, skips, slots, time_budget
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.run.preloaded_parents import PreloadedParents
@@ -642,9 +642,8 @@ def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
         return record
     record["wall_s"] = outcome.wall_s
     if outcome.answer is None:  # killed: what it measured in the phases that ended stays
-        kept = outcome.partial.record() if outcome.partial is not None else {"metrics": {}}
-        record.update({**kept, "status": "failed", "reasons": [outcome.failure_reason(task.timeout_s)], "warnings": [],
-                       "log_tail": log_tail(log_path)})
+        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], warnings=[])
+        record.update({**kept_answer.kept(outcome.partial, record, log_path), "log_tail": log_tail(log_path)})
     else:
         record.update(outcome.answer.record())
         if record["status"] == "failed":

@@ -41,6 +41,10 @@ def main() -> None:
             pass
         Path(request.phase_file).write_text(protocol.LOADGEN.name)
         time.sleep(600)
+    elif behaviour.startswith("partial_"):  # a hostile or torn answer so far in its place, then a crash
+        hostile_partial(behaviour.removeprefix("partial_"), protocol.partial_answer_path(request.answer_file),
+                        Path(request.artifact_dir).parent)
+        os._exit(3)
     elif behaviour == "exit":
         print("giving up", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -62,6 +66,25 @@ def main() -> None:
                    "modules": sorted(sys.modules), "stdin": os.read(0, 10).decode()}
         Path(request.answer_file).write_text(WorkerAnswer(status="valid", environment=process).to_json())
         print(json.dumps(process))
+
+
+def hostile_partial(kind: str, path: Path, elsewhere: Path) -> None:
+    """What a killed worker leaves in place of its answer so far: a FIFO (no writer: a reader that
+    waits on it waits for ever), a link to another cell's answer, NaN, a field of the wrong type,
+    or more than a cell record may hold."""
+    kept = WorkerAnswer(metrics=Metrics(prepare_s=1.5), phases_s={"prepare": 1.5})
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        other = elsewhere / "other-cell.partial.json"
+        other.write_text(WorkerAnswer(metrics=Metrics(prepare_s=7.0), phases_s={"prepare": 7.0}).to_json())
+        path.symlink_to(other)
+    elif kind == "nan":
+        path.write_text(kept.to_json().replace('"prepare": 1.5', '"prepare": NaN'))
+    elif kind == "typed":
+        path.write_text(kept.to_json().replace('"phases_s": {"prepare": 1.5}', '"phases_s": "several"'))
+    elif kind == "large":
+        path.write_text(WorkerAnswer(environment={"junk": "x" * 4096}).to_json())
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from harness import registry
 from harness.bundle.cell_record import Metrics
 from harness.measure.preloaded import ForkOrder, ParentReply, other_threads, why_not_fork
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
+from harness.run import isolation
 from harness.run.isolation import WorkerOutcome, log_tail, run_worker, worker_environment
 from harness.run.preloaded_parents import PreloadedParent, PreloadedParents
 from harness.run.system import SOURCE_ROOT
@@ -139,8 +140,8 @@ def test_segfault_is_named(fake, tmp_path: Path) -> None:
 
 
 def test_a_worker_killed_by_its_time_limit_leaves_what_its_ended_phases_measured(fake, tmp_path: Path) -> None:
-    """A cell stopped in LoadGen by its time limit kept no figure (`metrics: {}`), though its device
-    timing had ended: the worker keeps its answer as each phase ends, and the parent reads it."""
+    """A cell stopped in LoadGen by its time limit kept no figure (`metrics: {}`), though its timing
+    phase had ended: the worker keeps its answer as each phase ends, and the parent reads it."""
     outcome, _, _ = fake("measured_then_hang", tmp_path, timeout_s=3)
     assert outcome.timed_out and outcome.answer is None
     assert outcome.failure_reason(3) == "time limit of 3 s exceeded (in phase loadgen)"
@@ -148,6 +149,22 @@ def test_a_worker_killed_by_its_time_limit_leaves_what_its_ended_phases_measured
     assert set(outcome.partial.phases_s) == {"timing"}
     nothing_kept, _, _ = fake("segfault", tmp_path)  # killed before any phase ended: nothing
     assert nothing_kept.answer is None and nothing_kept.partial is None
+
+
+@pytest.mark.timeout(120)  # the FIFO held the run for ever
+@pytest.mark.parametrize("kind", ["fifo", "link", "nan", "typed", "large"])
+def test_a_hostile_or_torn_answer_so_far_is_refused_unread_or_unused(
+    fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """What a killed worker left in place of its answer so far: a FIFO held the run for ever, a link
+    to another cell's answer gave that cell's figures, NaN ended the run with a traceback when the
+    record was written, a field of the wrong type wrote a record the bundle refuses, and a file of
+    any size was read whole. Each is refused, said in the log, and the cell keeps nothing."""
+    monkeypatch.setattr(isolation, "MAX_JSON_BYTES", 2048)  # "large" holds 4 KiB
+    outcome, log, _ = fake(f"partial_{kind}", tmp_path)
+    assert outcome.answer is None and outcome.returncode == 3
+    assert outcome.partial is None, outcome.partial
+    assert "fusionbench: what the worker kept of its answer is unreadable" in log_tail(log)
 
 
 @pytest.mark.slow

@@ -1,0 +1,50 @@
+"""What a failed cell's record keeps of the answer its killed worker kept (harness/run/kept_answer.py),
+as the runner records it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.bundle.cell_record import CellRecord, Metrics
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.measure.protocol import WorkerAnswer, WorkerRequest
+from harness.run.executors import CellTask, Finished
+from harness.run.isolation import WorkerOutcome
+from harness.run.runner import _record
+from tests.cell_configs import cell_config
+
+
+def recorded(tmp_path: Path, partial: WorkerAnswer | None) -> dict[str, Any]:
+    """The record of a cell whose worker exited in its correctness phase, having kept `partial`."""
+    config = cell_config()
+    artifacts = tmp_path / "cells" / "0123456789abcdef"
+    artifacts.mkdir(parents=True)
+    task = CellTask(cell_id="0123456789abcdef", label=config.shown_label,
+                    request=WorkerRequest(cell=config, artifact_dir=str(artifacts)), artifacts=artifacts,
+                    timeout_s=60, memory_limit_bytes=None, env_names=[], scratch_env={}, device="cpu")
+    outcome = WorkerOutcome(None, 3, False, "correctness", 2.0, partial=partial)
+    base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
+    return _record(base, Finished(task, outcome))
+
+
+def test_the_figures_of_the_phases_that_ended_are_kept(tmp_path: Path) -> None:
+    partial = WorkerAnswer(status="valid", reasons=["x"], warnings=["y"], metrics=Metrics(prepare_s=1.5),
+                           phases_s={"prepare": 1.5}, environment={"pid": 7})
+    record = recorded(tmp_path, partial)
+    assert record["status"] == "failed" and record["warnings"] == []  # the partial's own say nothing
+    assert record["reasons"] == ["worker exited with code 3 without an answer (in phase correctness)"]
+    assert (record["metrics"], record["phases_s"], record["environment"]) == ({"prepare_s": 1.5}, {"prepare": 1.5},
+                                                                             {"pid": 7})
+    CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
+
+
+def test_an_answer_so_far_the_bundle_would_refuse_is_not_recorded(tmp_path: Path) -> None:
+    """A compile time that is not its phase's: written, the record ended the run when it was read
+    back (exit 2, "not a cell record this harness reads"); it is left out, said in the log."""
+    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0), phases_s={"prepare": 1.5})
+    record = recorded(tmp_path, partial)
+    assert record["status"] == "failed" and record["metrics"] == {} and "phases_s" not in record
+    CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
+    assert "what the worker kept of its answer is not recorded" in record["log_tail"]
+    assert "metrics.prepare_s 999 is not the prepare phase's 1.5" in record["log_tail"]
