@@ -39,6 +39,7 @@ from harness.run.system import SOURCE_ROOT
 
 POLL_S = 0.1
 LOG_TAIL_LINES = 40
+MAX_PHASE_BYTES = 256  # a phase's name
 MIB = 1 << 20
 #: A cell's worker: a fresh Python, or forked by a preloaded parent (harness/run/preloaded_parents.py).
 Started = subprocess.Popen[bytes] | ForkedWorker
@@ -182,7 +183,7 @@ def run_worker(
                         pass
                     if stop is not None and stop.is_set():
                         raise KeyboardInterrupt
-                    phase = _read_phase(phase_file)
+                    phase = _read_phase(phase_file, last_phase)
                     if phase != last_phase:
                         last_phase = phase
                         on_phase(phase)
@@ -199,7 +200,7 @@ def run_worker(
             except BaseException:  # Ctrl-C or an error in the parent: never leave a worker behind
                 _kill_group(proc)
                 raise
-        last_phase = _read_phase(phase_file) if phase_file.exists() else last_phase
+        last_phase = _read_phase(phase_file, last_phase)
         answer = None
         if not timed_out and memory_exceeded is None:
             answer = _answer(answer_file, log_path, "the worker's answer")
@@ -243,11 +244,15 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def _read_phase(phase_file: Path) -> str:
+def _read_phase(phase_file: Path, last: str) -> str:
+    """The phase the worker says it is in ("start" where it says none), or `last`, the one it said
+    before, where the file is missing or not a regular file: a FIFO in its place held the parent,
+    and with it the cell's time limit, for ever."""
     try:
-        return phase_file.read_text().strip() or "start"
-    except OSError:
-        return "start"
+        text = read_regular(phase_file, "the phase file", max_bytes=MAX_PHASE_BYTES).decode(errors="replace")
+    except HarnessError:
+        return last
+    return text.strip() or "start"
 
 
 def _kill_group(proc: Started) -> None:

@@ -45,6 +45,10 @@ def main() -> None:
         hostile_partial(behaviour.removeprefix("partial_"), protocol.partial_answer_path(request.answer_file),
                         Path(request.artifact_dir).parent)
         os._exit(3)
+    elif behaviour == "phase_fifo":  # a FIFO where the parent reads the phase, then a hang
+        Path(request.phase_file).unlink()
+        os.mkfifo(request.phase_file)
+        time.sleep(600)
     elif behaviour == "exit":
         print("giving up", file=sys.stderr, flush=True)
         sys.exit(3)

@@ -167,6 +167,16 @@ def test_a_hostile_or_torn_answer_so_far_is_refused_unread_or_unused(
     assert "fusionbench: what the worker kept of its answer is unreadable" in log_tail(log)
 
 
+@pytest.mark.timeout(120)
+def test_a_fifo_in_place_of_the_phase_file_holds_neither_the_parent_nor_the_time_limit(fake, tmp_path: Path) -> None:
+    """The parent read the phase file ten times a second with a plain read: a FIFO there, with no
+    writer, held it for ever, and the worker's time limit with it."""
+    outcome, _, phases = fake("phase_fifo", tmp_path, timeout_s=3)
+    assert outcome.timed_out and 3 <= outcome.wall_s < 30
+    assert outcome.failure_reason(3) == f"time limit of 3 s exceeded (in phase {outcome.last_phase})"
+    assert outcome.last_phase in ("start", "prepare") and phases in ([], ["prepare"])  # the last it said, if read
+
+
 @pytest.mark.slow
 def test_hang_is_killed_with_its_children(fake, tmp_path: Path) -> None:
     outcome, _, phases = fake("hang", tmp_path, timeout_s=3)
