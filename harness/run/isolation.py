@@ -70,7 +70,8 @@ class WorkerOutcome:
                 name = signal.Signals(-self.returncode).name
             except ValueError:
                 name = f"signal {-self.returncode}"
-            hint = "; the kernel's out-of-memory killer sends SIGKILL" if name == "SIGKILL" else ""
+            hint = ("; SIGKILL comes from the kernel's out-of-memory killer or from another process"
+                    if name == "SIGKILL" else "")
             return f"worker killed by {name} (in phase {self.last_phase}{hint})"
         return f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})"
 
