@@ -1,7 +1,9 @@
-"""What the record of a cell whose worker never answered keeps of the answer it kept as its phases
-ended (`worker.checkpoint`, read by harness/run/isolation.py): the figures, unless the record they
-make is one the bundle would refuse (a figure that disagrees with the phase it comes from); then
-none, said in the cell's log, so a run never writes a record it cannot read back."""
+"""What a cell's record keeps of its worker's answer, so that a run never writes a record it cannot
+read back (a figure that disagrees with the phase it comes from ended the run with exit 2 as the
+bundle was read): of the answer a killed worker kept as its phases ended (`worker.checkpoint`, read
+by harness/run/isolation.py), the figures unless the record they make is refused, then none; of a
+whole answer the bundle would refuse, nothing, the cell failed with the first refusal as its
+reason. Either way the refusals are said in the cell's log."""
 
 from __future__ import annotations
 
@@ -25,3 +27,16 @@ def kept(partial: WorkerAnswer | None, record: dict[str, Any], log_path: Path) -
             log_file.write(f"\nfusionbench: what the worker kept of its answer is not recorded: {'; '.join(refused)[:2000]}\n")
         return {"metrics": {}}
     return fields
+
+
+def answered(answer: WorkerAnswer, record: dict[str, Any], log_path: Path) -> dict[str, Any]:
+    """The fields `record` takes of a worker's whole answer; where the record they make is refused,
+    a failed cell's instead, keeping no figure, its reason the first refusal."""
+    fields = answer.record()
+    refused = problems({**record, **fields, "schema_version": SCHEMA_VERSION}, "the record")
+    if not refused:
+        return fields
+    with log_path.open("a") as log_file:
+        log_file.write(f"\nfusionbench: the worker's answer is not recorded: {'; '.join(refused)[:2000]}\n")
+    return {"status": "failed", "reasons": [f"the worker's answer makes a record this harness refuses: {refused[0][:500]}"],
+            "warnings": [], "metrics": {}}

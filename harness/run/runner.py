@@ -645,7 +645,7 @@ def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
         record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], warnings=[])
         record.update({**kept_answer.kept(outcome.partial, record, log_path), "log_tail": log_tail(log_path)})
     else:
-        record.update(outcome.answer.record())
+        record.update(kept_answer.answered(outcome.answer, record, log_path))
         if record["status"] == "failed":
             record["log_tail"] = log_tail(log_path)
     return record

@@ -15,15 +15,16 @@ from harness.run.runner import _record
 from tests.cell_configs import cell_config
 
 
-def recorded(tmp_path: Path, partial: WorkerAnswer | None) -> dict[str, Any]:
-    """The record of a cell whose worker exited in its correctness phase, having kept `partial`."""
+def recorded(tmp_path: Path, partial: WorkerAnswer | None, answer: WorkerAnswer | None = None) -> dict[str, Any]:
+    """The record of a cell whose worker exited in its correctness phase, having kept `partial`, or
+    whose worker gave `answer`."""
     config = cell_config()
     artifacts = tmp_path / "cells" / "0123456789abcdef"
     artifacts.mkdir(parents=True)
     task = CellTask(cell_id="0123456789abcdef", label=config.shown_label,
                     request=WorkerRequest(cell=config, artifact_dir=str(artifacts)), artifacts=artifacts,
                     timeout_s=60, memory_limit_bytes=None, env_names=[], scratch_env={}, device="cpu")
-    outcome = WorkerOutcome(None, 3, False, "correctness", 2.0, partial=partial)
+    outcome = WorkerOutcome(answer, 3 if answer is None else 0, False, "correctness", 2.0, partial=partial)
     base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
     return _record(base, Finished(task, outcome))
 
@@ -48,3 +49,19 @@ def test_an_answer_so_far_the_bundle_would_refuse_is_not_recorded(tmp_path: Path
     CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
     assert "what the worker kept of its answer is not recorded" in record["log_tail"]
     assert "metrics.prepare_s 999 is not the prepare phase's 1.5" in record["log_tail"]
+
+
+def test_a_whole_answer_the_bundle_would_refuse_fails_its_cell_and_not_the_run(tmp_path: Path) -> None:
+    """Written as it came, such a record ended the run as the bundle was read back (exit 2, every other
+    cell of the sweep unrun); now its cell fails, keeping no figure, and says why."""
+    answer = WorkerAnswer(status="valid", metrics=Metrics(prepare_s=999.0), phases_s={"prepare": 1.5})
+    record = recorded(tmp_path, None, answer)
+    assert record["status"] == "failed" and record["metrics"] == {} and "phases_s" not in record
+    [reason] = record["reasons"]
+    assert reason.startswith("the worker's answer makes a record this harness refuses: ") and reason.endswith(
+        "metrics.prepare_s 999 is not the prepare phase's 1.5"), reason
+    CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
+    assert "the worker's answer is not recorded" in record["log_tail"]
+    fine = recorded(tmp_path / "fine", None, WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5),
+                                                          phases_s={"prepare": 1.5}))
+    assert fine["status"] == "valid" and fine["metrics"] == {"prepare_s": 1.5}
