@@ -97,7 +97,7 @@ def test_a_spent_budget_skips_the_cells_left_saying_so(tmp_path: Path) -> None:
     scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n")
     code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=1e-9),
                Console(file=io.StringIO()))
-    assert code == 0
+    assert code == 4  # nothing measured: not a pass
     bundle = next((tmp_path / "out").iterdir())
     cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
     assert len(cells) == 2

@@ -154,7 +154,8 @@ def test_gpu_checks_budget_records_the_cell_it_ended_and_those_it_never_started_
     monkeypatch.setattr(executors, "run_here", slow)
     code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="skipped")
     order, records = _records(bundle)
-    assert code == 0 and [records[c]["status"] for c in order] == ["skipped"] * 3
+    # the budget ended before any cell finished: nothing measured, which the exit code says (4, not 0)
+    assert code == 4 and [records[c]["status"] for c in order] == ["skipped"] * 3
     assert records[order[0]]["reasons"] == [time_budget.ENDED] and list(slow.limits.values()) == [30]
     assert records[order[0]]["wall_s"] == 30.0 and f"skipped {slow_label(slow, 0)} (30.0 s" in shown  # it ran: not 0.0 s
     assert all(records[c]["reasons"] == [time_budget.SPENT] for c in order[1:])
