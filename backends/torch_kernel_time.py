@@ -18,19 +18,20 @@ from typing import Any, Callable
 from unittest import mock
 
 from harness.contract import CpuKernelTimes
+from harness.fusion.ops import is_view_op
 
 DEFINITION = ("one inference under torch.profiler: the operators that compute and generated kernels (outermost "
               "only; allocations and views not counted), each timed; their share of the call applied to the timed median")
-_NOT_KERNELS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::as_strided", "aten::view",
-                "aten::_reshape_alias", "aten::reshape", "aten::detach", "aten::t", "aten::transpose",
-                "aten::permute", "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
-                "aten::resize_", "aten::lift_fresh", "aten::alias", "aten::set_")
+# Allocations and the like; the views are harness/fusion/ops.py's, as eager's dispatch count leaves them out.
+_NOT_KERNELS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::_reshape_alias", "aten::resize_",
+                "aten::lift_fresh", "aten::set_")
 
 
 def _is_kernel(name: str, generated_prefix: str) -> bool:
     if generated_prefix and name.startswith(generated_prefix):
         return True
-    return "::" in name and not name.startswith(("autograd::", "profiler::")) and name not in _NOT_KERNELS
+    return ("::" in name and not name.startswith(("autograd::", "profiler::")) and name not in _NOT_KERNELS
+            and not is_view_op(name))
 
 
 def kernel_times(run: Callable[[], Any], generated: dict[Any, list[str]] | None = None,

@@ -33,3 +33,24 @@ def test_a_batched_matmul_counts_its_matrix_multiply_and_not_the_view_of_its_res
     prepared = _prepared(Project().eval(), example, tmp_path)
     assert prepared.cpu_dispatches(example) == 1
     assert [k.kernel for k in prepared.fusion_report().kernels] == ["aten.mm"]
+
+
+def test_the_profile_counts_the_kernels_the_dispatch_count_counts(tmp_path: Path) -> None:
+    """The profile pass (`cpu_kernel_times`: the kinds table, the slowest kernels, the kernel share)
+    leaves out views by the same list as the dispatch count: it counted `aten::_unsafe_view` (a
+    reshape's result after its copy), `aten::flatten` and `aten::chunk` as kernels, against its own
+    definition (views not counted), where the dispatch count leaves them out."""
+    import torch
+
+    class Views(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            copied = x.permute(0, 2, 1).reshape(2, -1)  # not viewable: clone, then _unsafe_view
+            first, second = x.chunk(2, dim=1)
+            return copied.sum() + torch.flatten(x, 1).sum() + first.sum() + second.sum()
+
+    example = torch.randn(2, 4, 6)
+    prepared = _prepared(Views().eval(), example, tmp_path)
+    profiled = [name.replace("::", ".") for name, _ in prepared.cpu_kernel_times(example).calls]
+    dispatched = [k.kernel for k in prepared.fusion_report().kernels]
+    assert profiled == dispatched == ["aten.clone", "aten.sum", "aten.sum", "aten.add", "aten.sum", "aten.add",
+                                      "aten.sum", "aten.add"], profiled
