@@ -7,7 +7,8 @@ per backend, model and fusion setting: status, the math mode read back after the
 per inference, LoadGen's figure, the device-timing median and its CV, and the gap between the
 two, each as the run's summary and the report write it (harness/metric_table.py). Backends that
 could not run are listed with the reason (a package missing, no CUDA provider, ...). Exit 0 when
-every cell that could run is valid, 1 otherwise, 2 without a GPU.
+every cell that could run is valid, 1 otherwise, 4 when no cell was measured (every one skipped:
+the budget spent before any ended), 2 without a GPU.
 """
 
 from __future__ import annotations

@@ -161,3 +161,17 @@ def test_the_table_names_every_command_and_only_these_codes() -> None:
     held = {command for command, _, _ in CASES}
     assert held >= {"validate", "compare", "report", "findings", "pack", "schema", "models", "backends", "run", "gpu-check",
                     "container"}
+
+
+def test_the_other_pages_that_give_a_runs_exit_code_say_a_run_that_measured_nothing_exits_4() -> None:
+    """The table's 0 is every cell valid or skipped, one at least valid; the README's list of codes,
+    the backend guide (a plugin that fails to load) and gpu-check's help said 0 for a run whose every
+    cell was skipped after code 4 was added."""
+    root = DOCS.parents[1]
+    readme = " ".join((root / "README.md").read_text().split())
+    assert "The exit code is 0 when every cell is valid or skipped, one at least valid," in readme
+    guide = " ".join((root / "docs" / "adding_a_backend.md").read_text().split())
+    assert "4 (nothing measured) where every cell was skipped" in guide and "the run exits 0" not in guide
+    from harness.run import gpu_check
+
+    assert "4 when no cell was measured" in " ".join((gpu_check.__doc__ or "").split())

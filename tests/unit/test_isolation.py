@@ -139,6 +139,14 @@ def test_segfault_is_named(fake, tmp_path: Path) -> None:
     assert "fake worker starting segfault" in log_tail(log)
 
 
+def test_a_sigkill_is_not_blamed_on_the_oom_killer_alone() -> None:
+    """A review's stray `kill -9` was read as an out-of-memory kill with none in the kernel's log:
+    the reason names both senders."""
+    killed = WorkerOutcome(None, -signal.SIGKILL, False, "timing", 1.0)
+    assert killed.failure_reason(60) == ("worker killed by SIGKILL (in phase timing; SIGKILL comes from the "
+                                         "kernel's out-of-memory killer or from another process)")
+
+
 def test_a_worker_killed_by_its_time_limit_leaves_what_its_ended_phases_measured(fake, tmp_path: Path) -> None:
     """A cell stopped in LoadGen by its time limit kept no figure (`metrics: {}`), though its timing
     phase had ended: the worker keeps its answer as each phase ends, and the parent reads it."""
