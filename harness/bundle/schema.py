@@ -72,7 +72,7 @@ def _system() -> dict[str, Any]:
                 "sm_clock_max_mhz": _nullable(_num(10**6))})
     return _obj({
         "cpu": _obj({"model": _TEXT, "identity": _TEXT,
-                     "vector_extensions": _nullable({"type": "array", "items": {"type": "string"}}),
+                     "vector_extensions": _nullable(_STRINGS),
                      "architecture": _TEXT, "logical_cores": count, "physical_cores": count,
                      "usable_cores": count, "memory_bytes": _nullable(_int(BYTES_MAX))}),
         "gpu": _obj({"available": {"type": "boolean"}, "reason": {"type": "string"}, "driver": _TEXT,

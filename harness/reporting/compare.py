@@ -56,7 +56,7 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
-from harness.reporting.run_facts import hardware, machine_noise, machine_share
+from harness.reporting.run_facts import hardware, machine_noise, machine_share, other_cpus
 from harness.reporting.view import FusionPair, Row, bundle_rows, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.scenario.differences import differences
@@ -298,6 +298,9 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
     where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
     if where_a and where_b and where_a != where_b:
         return f"ran on different hardware: A {where_a}, B {where_b}"
+    cpus = other_cpus(read_as(Node, cell_a.node), read_as(Node, cell_b.node))
+    if cpus is not None:
+        return f"ran on different hardware: A {cpus[0]}, B {cpus[1]}"
     share_a, share_b = machine_share(cell_a), machine_share(cell_b)
     if share_a != share_b:
         return f"ran on different shares of the machine: A {share_a}, B {share_b}"

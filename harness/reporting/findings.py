@@ -21,11 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from harness import metric_table
+from harness.bundle.cell_record import read_as
+from harness.bundle.header_record import Node
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_times
 from harness.plain_text import one_line
 from harness.reporting import kind_moves
-from harness.reporting.run_facts import apart, ran_on
+from harness.reporting.run_facts import apart, other_cpus, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.view import (
     FusionPair,
@@ -165,7 +167,8 @@ def _with_eager_from_elsewhere(group: Group, every: list[Group]) -> Group:
     for other in every:
         eager = other.own_eager
         if (other.bundle != group.bundle and (other.model, other.setting) == (group.model, group.setting)
-                and eager is not None and where == {ran_on(eager.record)}):
+                and eager is not None and where == {ran_on(eager.record)}
+                and all(other_cpus(read_as(Node, row.record.node), read_as(Node, eager.record.node)) is None for row in rows)):
             return replace(group, borrowed=(eager, other.bundle))
     return group
 

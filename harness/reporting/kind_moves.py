@@ -57,15 +57,16 @@ def moves(on: Kernels | None, off: Kernels | None, scales: tuple[float, float] =
 
 
 def calls_added(on: Kernels | None, off: Kernels | None) -> list[str]:
-    """The kinds fusion on runs more calls of than fusion off, the most added first, each with its calls
-    on either side: what a pair whose fusions launched no fewer kernels ran instead (BERT base on ONNX
-    Runtime: `Reshape +144 (192 on, 48 off)`, the reshapes around each Gemm of MatMulAddFusion). Empty
-    where either side lists no kinds."""
+    """The kinds fusion on runs more calls of than fusion off, the KINDS_SHOWN most added first, each
+    with its calls on either side, then how many more: what a pair whose fusions launched no fewer
+    kernels ran instead (BERT base on ONNX Runtime: `Reshape +144 (192 on, 48 off)`, the reshapes
+    around each Gemm of MatMulAddFusion). Empty where either side lists no kinds."""
     with_on, with_off = _kinds(on, 1.0), _kinds(off, 1.0)
     if not with_on or not with_off:
         return []
     added = {kind: with_on[kind].calls_per_inference
              - (with_off[kind].calls_per_inference if kind in with_off else 0.0) for kind in with_on}
     grown = sorted((kind for kind in added if added[kind] > 0), key=lambda kind: (-added[kind], kind))
+    more = [f"{len(grown) - KINDS_SHOWN} more kinds"] if len(grown) > KINDS_SHOWN else []  # one table cell
     return [f"{kind} +{added[kind]:g} ({with_on[kind].calls_per_inference:g} on, "
-            f"{with_off[kind].calls_per_inference if kind in with_off else 0:g} off)" for kind in grown]
+            f"{with_off[kind].calls_per_inference if kind in with_off else 0:g} off)" for kind in grown[:KINDS_SHOWN]] + more

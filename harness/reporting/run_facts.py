@@ -111,7 +111,28 @@ def apart(a: CellRecord, b: CellRecord) -> str:
         return f"one ran on {share_a}, the other on {share_b}"
     if hardware_a is not None and hardware_b is not None and hardware_a != hardware_b:
         return f"one ran on {hardware_a}, the other on {hardware_b}"
-    return other_boots(read_as(Node, a.node), read_as(Node, b.node))
+    node_a, node_b = read_as(Node, a.node), read_as(Node, b.node)
+    cpus = other_cpus(node_a, node_b)
+    if cpus is not None:
+        return f"one ran on {cpus[0]}, the other on {cpus[1]}"
+    return other_boots(node_a, node_b)
+
+
+def other_cpus(a: Node | None, b: Node | None) -> tuple[str, str] | None:
+    """Each side's CPU in words where the two differ in what one model name hides (a VM's "AMD EPYC"
+    of two generations, or one that hides vector extensions the other offers); None where they do
+    not or cannot tell: identity and extensions are compared only where both sides recorded them
+    (cells since 2026-12-04), so a run resumed across that date keeps its pairs."""
+    cpu_a, cpu_b = (node.cpu if node is not None else None for node in (a, b))
+    if cpu_a is None or cpu_b is None:
+        return None
+    if cpu_a.identity and cpu_b.identity and cpu_a.identity != cpu_b.identity:
+        return f"a CPU of {visible(cpu_a.identity)}", f"a CPU of {visible(cpu_b.identity)}"
+    extensions_a, extensions_b = cpu_a.vector_extensions, cpu_b.vector_extensions
+    if extensions_a is not None and extensions_b is not None and set(extensions_a) != set(extensions_b):
+        said_a, said_b = (visible(" ".join(sorted(e))) or "none" for e in (extensions_a, extensions_b))
+        return f"a CPU with the vector extensions {said_a}", f"a CPU with the vector extensions {said_b}"
+    return None
 
 
 def other_boots(a: Node | None, b: Node | None) -> str:

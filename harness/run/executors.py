@@ -106,7 +106,7 @@ def _machine() -> dict[str, Any]:
     from harness.run.system import boot_id, cpu_info, gpu_info
 
     cpu = cpu_info()
-    return {"cpu": {k: cpu.get(k) for k in ("model", "logical_cores", "memory_bytes")},
+    return {"cpu": {k: cpu.get(k) for k in ("model", "identity", "vector_extensions", "logical_cores", "memory_bytes")},
             "gpus": [g.get("name") for g in gpu_info().get("gpus") or []], "boot_id": boot_id()}
 
 

@@ -21,10 +21,7 @@ def kept(partial: WorkerAnswer | None, record: dict[str, Any], log_path: Path) -
     if partial is None:
         return {"metrics": {}}
     fields = {k: v for k, v in partial.record().items() if k not in ("status", "reasons", "warnings")}
-    refused = problems({**record, **fields, "schema_version": SCHEMA_VERSION}, "the record")
-    if refused:
-        with log_path.open("a") as log_file:
-            log_file.write(f"\nfusionbench: what the worker kept of its answer is not recorded: {'; '.join(refused)[:2000]}\n")
+    if _refusals(record, fields, log_path, "what the worker kept of its answer"):
         return {"metrics": {}}
     return fields
 
@@ -33,10 +30,17 @@ def answered(answer: WorkerAnswer, record: dict[str, Any], log_path: Path) -> di
     """The fields `record` takes of a worker's whole answer; where the record they make is refused,
     a failed cell's instead, keeping no figure, its reason the first refusal."""
     fields = answer.record()
-    refused = problems({**record, **fields, "schema_version": SCHEMA_VERSION}, "the record")
+    refused = _refusals(record, fields, log_path, "the worker's answer")
     if not refused:
         return fields
-    with log_path.open("a") as log_file:
-        log_file.write(f"\nfusionbench: the worker's answer is not recorded: {'; '.join(refused)[:2000]}\n")
     return {"status": "failed", "reasons": [f"the worker's answer makes a record this harness refuses: {refused[0][:500]}"],
             "warnings": [], "metrics": {}}
+
+
+def _refusals(record: dict[str, Any], fields: dict[str, Any], log_path: Path, what: str) -> list[str]:
+    """Why the bundle would refuse `record` with `fields`, each said in the cell's log; none: it takes them."""
+    refused = problems({**record, **fields, "schema_version": SCHEMA_VERSION}, "the record")
+    if refused:
+        with log_path.open("a") as log_file:
+            log_file.write(f"\nfusionbench: {what} is not recorded: {'; '.join(refused)[:2000]}\n")
+    return refused

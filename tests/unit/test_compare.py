@@ -301,6 +301,25 @@ def test_cells_that_ran_on_different_hardware_are_never_paired() -> None:
     assert same.verdict == "not significant"
 
 
+
+def test_cells_on_two_generations_under_one_cpu_name_are_never_paired() -> None:
+    """A VM calls Zen 3 and Zen 4 alike "AMD EPYC", and may hide AVX-512 the host has: oneDNN and MLAS
+    run other kernels there. Cells that recorded their CPU's identity (since 2026-12-04) are paired
+    only on the same one; a cell that did not record it is paired as before."""
+    def on(identity: str | None, extensions: list[str] | None) -> CellRecord:
+        cpu = {"model": "AMD EPYC", "logical_cores": 2, "identity": identity, "vector_extensions": extensions}
+        return cell(samples=[100] * 20, node={"hostname": "n", "cpu": cpu, "gpus": []})
+
+    milan, genoa = (f"vendor_id AuthenticAMD, cpu family 25, model {m}, stepping 1" for m in (1, 17))
+    pair = compare_cells(on(milan, ["avx2"]), on(genoa, ["avx2", "avx512f"]), 0.05, 0.01)
+    assert pair.verdict == "not comparable" and pair.why == f"ran on different hardware: A a CPU of {milan}, B a CPU of {genoa}"
+    masked = compare_cells(on(genoa, ["avx2"]), on(genoa, ["avx2", "avx512f"]), 0.05, 0.01)
+    assert masked.verdict == "not comparable" and "B a CPU with the vector extensions avx2 avx512f" in masked.why
+    for older in (on(None, None), cell(samples=[100] * 20, node={"hostname": "n", "cpu": {"model": "AMD EPYC", "logical_cores": 2}})):
+        assert compare_cells(older, on(genoa, ["avx2"]), 0.05, 0.01).verdict == "not significant"
+    assert compare_cells(on(genoa, ["avx2"]), on(genoa, ["avx2"]), 0.05, 0.01).verdict == "not significant"
+
+
 def test_a_run_over_machines_of_different_kinds_says_so() -> None:
     from harness.reporting.run_facts import machines
 

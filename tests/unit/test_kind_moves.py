@@ -56,3 +56,7 @@ def test_the_kinds_fusion_on_runs_more_often_are_named_the_most_added_first() ->
     assert calls_added(on, off) == ["Reshape +144 (192 on, 48 off)", "Gemm +72 (72 on, 0 off)",
                                     "SkipLayerNormalization +25 (25 on, 0 off)", "FusedMatMul +12 (12 on, 0 off)"]
     assert calls_added(on, Kernels.model_validate({"kernels_per_inference": 3, "kernel_count_method": "x"})) == []
+    # a TVM pair adds dozens of fused kinds: the four that grew most, and how many more, in one table cell
+    many = _kernels(*((f"fused_{i}", 1, 10 + i, 1e6) for i in range(6)))
+    assert calls_added(many, off) == ["fused_5 +15 (15 on, 0 off)", "fused_4 +14 (14 on, 0 off)",
+                                      "fused_3 +13 (13 on, 0 off)", "fused_2 +12 (12 on, 0 off)", "2 more kinds"]

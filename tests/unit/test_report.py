@@ -638,3 +638,20 @@ def test_the_roofline_sets_each_cell_at_its_time_over_rounds_with_the_peaks_it_w
     assert cells["peaks"] == "159 GFLOP/s, 55.6 GB/s"
     one_round = Row(cell_record(metrics={"device_time": timing, "roofline": roofline}))
     assert dict(zip(head, roofline_table([one_round])[1][0]))["fraction of bound"] == "1.047 above roof"
+
+
+def test_cells_of_one_bundle_on_two_cpu_generations_are_set_apart() -> None:
+    """A run resumed on another VM of the same name ("AMD EPYC", one Zen 3 and one Zen 4) ran its
+    cells on two CPUs: their pairs are not set side by side. Cells that recorded no identity (before
+    2026-12-04) are paired as before."""
+    from harness.reporting.run_facts import apart
+
+    a, b = load(GOLDEN / f"v{SCHEMA_VERSION}").records[:2]
+
+    def on(record: CellRecordModel, identity: str | None) -> CellRecordModel:
+        node = {**record.node, "cpu": {**record.node["cpu"], "identity": identity}}
+        return record.model_copy(update={"node": node})
+
+    zen3, zen4 = (f"vendor_id AuthenticAMD, cpu family 25, model {m}, stepping 1" for m in (1, 17))
+    assert apart(on(a, zen3), on(b, zen4)) == f"one ran on a CPU of {zen3}, the other on a CPU of {zen4}"
+    assert apart(on(a, zen3), on(b, None)) == apart(a, b) == ""
