@@ -8,9 +8,9 @@ fusion made the model slower, the fused kernels, the kernels the time went to (G
 of time inside kernels on and off. Across models, per backend: how many models fusion made
 faster, slower or left unchanged (a verdict needs rounds and an effect of `SMALLEST_EFFECT`, 5%, at
 least: harness/stats/intervals.py; a one-round pair is sorted by its point estimate against the same 5%
-and says so), the range of fusions per model, and which models
-a backend ran slower than eager, and the pairs whose fusions launched no fewer kernels than
-fusion off (fusions of graph nodes, not of kernels).
+and says so), the range of fusions per model, and the pairs whose fusions launched no fewer
+kernels than fusion off (fusions of graph nodes, not of kernels). Which cells ran slower or faster
+than eager, and why by operator class, is findings_eager.py's.
 
 Latency is the device-timing median per batch (over the rounds where a cell has several), as in
 the report (harness/reporting/view.py), whose rows and pairs this reuses.
@@ -36,7 +36,6 @@ from harness.reporting.view import (
     fmt_time_over_rounds,
     fused_kernels,
     fusions_by_class,
-    is_slower,
     over_baseline,
     setting_paired,
     slower_beyond_noise,
@@ -71,7 +70,7 @@ class Line:
 
     @property
     def both_valid(self) -> bool:
-        return self.on is not None and self.off is not None and _valid(self.on) and _valid(self.off)
+        return self.on is not None and self.off is not None and is_valid(self.on) and is_valid(self.off)
 
     @property
     def pair(self) -> FusionPair | None:
@@ -109,7 +108,7 @@ class Group:
     def own_eager(self) -> Row | None:
         """Eager's valid cell in this bundle, checked against itself."""
         for line in self.lines:
-            if line.backend == BASELINE and line.on is not None and _valid(line.on) and line.on.checked_against_eager:
+            if line.backend == BASELINE and line.on is not None and is_valid(line.on) and line.on.checked_against_eager:
                 return line.on
         return None
 
@@ -122,7 +121,7 @@ class Group:
     def eager_note(self) -> str:
         """Where `eager` came from, where not from this bundle: said beside the model's table (nothing
         where no cell here gave a time to set against it)."""
-        if self.own_eager is not None or not any(_valid(row) for line in self.lines for row in (line.on, line.off) if row):
+        if self.own_eager is not None or not any(is_valid(row) for line in self.lines for row in (line.on, line.off) if row):
             return ""
         if self.borrowed is not None:
             return (f"vs eager: eager's cell from {self.borrowed[1]}, the same model and setting on the same hardware "
@@ -130,7 +129,8 @@ class Group:
         return "vs eager: no valid eager cell of this model and setting on the same hardware in these bundles."
 
 
-def _valid(row: Row) -> bool:
+def is_valid(row: Row) -> bool:
+    """A cell that gave a figure: valid, with a median."""
     return row.status == "valid" and row.median_ns is not None
 
 
@@ -158,7 +158,7 @@ def groups(bundles: list[LoadedBundle]) -> list[Group]:
 def _with_eager_from_elsewhere(group: Group, every: list[Group]) -> Group:
     """`group` with eager's cell borrowed from another bundle's group of its model and setting,
     where it has none of its own and that one ran where its cells did (hardware and share)."""
-    rows = [row for line in group.lines for row in (line.on, line.off) if row is not None and _valid(row)]
+    rows = [row for line in group.lines for row in (line.on, line.off) if row is not None and is_valid(row)]
     if group.own_eager is not None or not rows:
         return group
     where = {ran_on(row.record) for row in rows}
@@ -182,7 +182,7 @@ def _status(row: Row | None) -> str:
 
 
 def _side(row: Row | None, column: str) -> str:
-    if row is None or not _valid(row):
+    if row is None or not is_valid(row):
         return "-"
     return row.figure(column)
 
@@ -192,9 +192,11 @@ def _on_off(line: Line, column: str) -> str:
     return on if not line.has_switch else f"{on} / {_side(line.off, column)}"
 
 
-def _against_eager(group: Group, row: Row | None) -> str:
+def against_eager(group: Group, row: Row | None) -> str:
+    """`row` against its group's eager cell as the tables show it: the paired rounds' speedup with its
+    interval and verdict where they pair, else one estimate; `-` where there is none to give."""
     eager = group.eager
-    if row is None or not _valid(row) or eager is None or not row.checked_against_eager:
+    if row is None or not is_valid(row) or eager is None or not row.checked_against_eager:
         return "-"
     if apart(row.record, eager.record):
         return "- (ran apart from eager)"
@@ -211,10 +213,10 @@ def _speedup(line: Line) -> str:
     if pair is not None:
         return pair.result.text() + speedup_marks(pair.on, pair.off)
     if not line.has_switch:
-        return "no switch" if line.on is not None and _valid(line.on) else _status(line.on)
+        return "no switch" if line.on is not None and is_valid(line.on) else _status(line.on)
     if line.both_valid and line.on is not None and line.off is not None:  # then they ran apart
         return f"not set side by side: {apart(line.on.record, line.off.record)}"
-    broken = [(side, _status(row)) for side, row in (("on", line.on), ("off", line.off)) if row is None or not _valid(row)]
+    broken = [(side, _status(row)) for side, row in (("on", line.on), ("off", line.off)) if row is None or not is_valid(row)]
     if len(broken) == 2 and broken[0][1] == broken[1][1]:
         return broken[0][1]  # both sides alike (TensorRT skipped on a CPU): said once
     return "; ".join(f"{side} {status}" for side, status in broken)
@@ -241,14 +243,14 @@ def model_table(group: Group, gpu: bool) -> tuple[list[str], list[list[str]]]:
             "vs eager on / off", *(f"{metric_table.label(name)} on / off" for name in memory), "tuning"]
     body = []
     for line in group.lines:
-        fusions = fusions_by_class(line.on) if line.on is not None and _valid(line.on) else "-"
-        valid_on, valid_off = (row is not None and _valid(row) for row in (line.on, line.off))
+        fusions = fusions_by_class(line.on) if line.on is not None and is_valid(line.on) else "-"
+        valid_on, valid_off = (row is not None and is_valid(row) for row in (line.on, line.off))
         times = fmt_time_over_rounds(line.on) if valid_on and line.on is not None else "-"
         if line.has_switch:
             times += " / " + (fmt_time_over_rounds(line.off) if valid_off and line.off is not None else "-")
-        against = _against_eager(group, line.on)
+        against = against_eager(group, line.on)
         if line.has_switch:
-            against += f" / {_against_eager(group, line.off)}"
+            against += f" / {against_eager(group, line.off)}"
         body.append([line.backend, fusions, _on_off(line, "kernels_per_inference"), times, _speedup(line), against,
                      *(_on_off(line, name) for name in memory), _tuning(line)])
     return head, body
@@ -345,7 +347,7 @@ def fusion_counts(all_groups: list[Group], backend: str) -> list[tuple[Group, in
     counts = []
     for group in all_groups:
         for line in group.lines:
-            if line.backend == backend and line.on is not None and _valid(line.on) and line.on.metrics.fusion_report:
+            if line.backend == backend and line.on is not None and is_valid(line.on) and line.on.metrics.fusion_report:
                 counts.append((group, line.on.metrics.fusion_report.fusion_count))
     return counts
 
@@ -365,28 +367,6 @@ def fusion_range(all_groups: list[Group], backend: str) -> str:
     if low[1] == high[1]:
         return f"{low[1]} in each of {over}" if len(counts) > 1 else f"{low[1]} in {over}"
     return f"{low[1]} ({low[0].title}) to {high[1]} ({high[0].title}), over {over}"
-
-
-def slower_than_eager(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:
-    """Every valid cell (fusion on) that ran slower than eager on its model and setting: by its verdict
-    over the rounds where the bundle's rounds took turns by setting (`over_baseline`), else by more
-    than the smallest effect (its time over rounds against eager's: one estimate, no verdict)."""
-    head = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)"]
-    body = []
-    for group in all_groups:
-        eager = group.eager
-        if eager is None:
-            continue
-        for line in group.lines:
-            on = line.on
-            if line.backend == BASELINE or on is None or not _valid(on) or not on.checked_against_eager:
-                continue
-            paired = over_baseline(on, eager, group.paired and eager is group.own_eager)
-            faster = times_faster(on, eager)
-            if is_slower(paired) if paired is not None else faster is not None and slower_beyond_noise(faster):
-                title = group.title + (f" (eager from {group.borrowed[1]})" if group.own_eager is None and group.borrowed else "")
-                body.append([title, line.backend, _against_eager(group, on), _against_eager(group, line.off)])
-    return head, body
 
 
 def no_fewer_kernels(all_groups: list[Group]) -> tuple[list[str], list[list[str]]]:

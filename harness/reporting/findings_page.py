@@ -7,7 +7,7 @@ from html import escape
 from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
-from harness.reporting import findings
+from harness.reporting import findings, findings_eager
 from harness.reporting.html import STYLE, html_table
 from harness.reporting.markdown import md_cell, md_table
 from harness.reporting.plots import Series, bar_chart
@@ -43,8 +43,15 @@ SLOWER_THAN_EAGER_NOTE = (
     "Cells that ran slower than eager on the same model and setting, fusion on (and off beside it): by their verdict "
     "over the paired rounds where the bundle's cells of a setting took turns round by round (runs since 2026-12-01), "
     "else by more than 5% in one estimate, each cell's time over its rounds against eager's (their rounds ran at "
-    "different times, so they do not pair)."
+    "different times, so they do not pair). Beside each, why: the cell's kernel time per inference less eager's, in "
+    "all and for the four operator classes that differ most (convolution, matrix multiply, attention, normalization, "
+    "element-wise and reductions, data movement, other: each side's kinds of kernel summed by class, a fused kernel "
+    "in its anchor's class, so TVM's fused_conv2d_add_relu is convolution time, its add and relu included: "
+    "docs/metrics.md, \"Operator classes\"), each side's figure beside; `-` where either cell lists no kinds "
+    "(bundles written before kinds were kept, a profiler that cannot tell)."
 )
+FASTER_THAN_EAGER_NOTE = ("Cells that ran faster than eager on the same model and setting, fusion on, by the same "
+                          "rules, with the same kernel time by operator class beside them.")
 NO_FEWER_KERNELS_NOTE = ("Pairs whose fusion-on cell reports fusions yet launches as many kernels as fusion off, or more "
                          "(on a CPU: dispatches): the fused nodes still run their parts as kernels of their own, or the "
                          "fused graph adds kernels of another kind, such as layout reorders: the kinds fusion on ran more "
@@ -62,7 +69,10 @@ def markdown(bundles: list[LoadedBundle]) -> str:
     lines = ["# FusionBench findings", "", INTRO, ""]  # the notes are our own text: their code spans stay code
     lines += [f"- **{md_cell(name)}**: {md_cell(text)}" for name, text in findings.facts(bundles)] + [""]
     lines += ["## Across models", "", SUMMARY_NOTE, "", *md_table(*findings.summary_table(all_groups))]
-    lines += ["## Slower than eager", "", SLOWER_THAN_EAGER_NOTE, "", *md_table(*findings.slower_than_eager(all_groups))]
+    lines += ["## Slower than eager", "", SLOWER_THAN_EAGER_NOTE, "",
+              *md_table(*findings_eager.slower_than_eager(all_groups))]
+    lines += ["## Faster than eager", "", FASTER_THAN_EAGER_NOTE, "",
+              *md_table(*findings_eager.faster_than_eager(all_groups))]
     lines += ["## Fusions that launched no fewer kernels", "", NO_FEWER_KERNELS_NOTE, "",
               *md_table(*findings.no_fewer_kernels(all_groups))]
     lines += ["## Per model", "", SPEEDUP_NOTE, ""]
@@ -94,7 +104,9 @@ def html(bundles: list[LoadedBundle]) -> str:
             + "<figcaption>Below the dashed line, the estimate is below 1; the verdict in the model's table says whether "
                "fusion made the model slower on that backend.</figcaption></figure>")
     parts += ["<h2>Slower than eager</h2>", f"<p>{escape(SLOWER_THAN_EAGER_NOTE)}</p>",
-              html_table(*findings.slower_than_eager(all_groups))]
+              html_table(*findings_eager.slower_than_eager(all_groups))]
+    parts += ["<h2>Faster than eager</h2>", f"<p>{escape(FASTER_THAN_EAGER_NOTE)}</p>",
+              html_table(*findings_eager.faster_than_eager(all_groups))]
     parts += ["<h2>Fusions that launched no fewer kernels</h2>", f"<p>{escape(NO_FEWER_KERNELS_NOTE)}</p>",
               html_table(*findings.no_fewer_kernels(all_groups))]
     parts += ["<h2>Per model</h2>", f"<p>{escape(SPEEDUP_NOTE)}</p>"]

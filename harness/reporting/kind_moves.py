@@ -21,14 +21,15 @@ from harness.metric_table import format_value
 KINDS_SHOWN = 4
 
 
-def _kinds(kernels: Kernels | None, scale: float) -> dict[str, KindTime]:
+def scaled_kinds(kernels: Kernels | None, scale: float) -> dict[str, KindTime]:
     """The kinds of `kernels`, each time scaled by `scale`."""
     if kernels is None:
         return {}
     return {k.kind: k.model_copy(update={"ns_per_inference": k.ns_per_inference * scale}) for k in kernels.by_kind}
 
 
-def _signed(ns: float) -> str:
+def signed_ns(ns: float) -> str:
+    """A difference of times with its sign: `+1.20 ms`, `-350 us`."""
     return ("+" if ns >= 0 else "-") + format_value(abs(ns), "ns")
 
 
@@ -44,15 +45,15 @@ def moves(on: Kernels | None, off: Kernels | None, scales: tuple[float, float] =
     times are multiplied by (its time over rounds over round 1's). Empty where either side lists no
     kinds (a backend whose profiler cannot tell, a cell of a schema before 11, a GPU cell written
     before 2026-12-02)."""
-    with_on, with_off = _kinds(on, scales[0]), _kinds(off, scales[1])
+    with_on, with_off = scaled_kinds(on, scales[0]), scaled_kinds(off, scales[1])
     if not with_on or not with_off:
         return []
     moved = {kind: (with_on[kind].ns_per_inference if kind in with_on else 0.0)
              - (with_off[kind].ns_per_inference if kind in with_off else 0.0)
              for kind in with_on.keys() | with_off.keys()}
     largest = sorted(moved, key=lambda kind: (-abs(moved[kind]), kind))[:KINDS_SHOWN]
-    return [f"kernels in all {_signed(sum(moved[kind] for kind in sorted(moved)))}",
-            *(f"{kind} {_signed(moved[kind])} ({_calls(with_on.get(kind))} on, {_calls(with_off.get(kind))} off)"
+    return [f"kernels in all {signed_ns(sum(moved[kind] for kind in sorted(moved)))}",
+            *(f"{kind} {signed_ns(moved[kind])} ({_calls(with_on.get(kind))} on, {_calls(with_off.get(kind))} off)"
               for kind in largest)]
 
 
@@ -61,7 +62,7 @@ def calls_added(on: Kernels | None, off: Kernels | None) -> list[str]:
     with its calls on either side, then how many more: what a pair whose fusions launched no fewer
     kernels ran instead (BERT base on ONNX Runtime: `Reshape +144 (192 on, 48 off)`, the reshapes
     around each Gemm of MatMulAddFusion). Empty where either side lists no kinds."""
-    with_on, with_off = _kinds(on, 1.0), _kinds(off, 1.0)
+    with_on, with_off = scaled_kinds(on, 1.0), scaled_kinds(off, 1.0)
     if not with_on or not with_off:
         return []
     added = {kind: with_on[kind].calls_per_inference

@@ -69,7 +69,8 @@ def markdown(loaded: LoadedBundle) -> str:
     _, _, speedups = speedup_table(rows, baseline, setting_paired(loaded))
     lines += [f"## Speedup over {md_cell(baseline)}", "",
               SPEEDUP_OVER_NOTE.format(baseline=md_cell(baseline.capitalize())), "",  # our text: its code spans stay
-              *md_table(["model and setting", "backend / variant", "speedup"], speedups)]
+              *md_table(["model and setting", "backend / variant", "speedup",
+                         f"kernel time against {baseline} by operator class"], speedups)]
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
               *md_table(*fusion_table(pairs))]

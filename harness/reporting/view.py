@@ -20,7 +20,7 @@ from harness.bundle.figures_check import BUSY as BUSY_WARNING
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times, format_value
 from harness.plain_text import one_line
-from harness.reporting import kind_moves
+from harness.reporting import class_moves, kind_moves
 from harness.reporting.plots import Series
 from harness.reporting.run_facts import apart
 from harness.scenario.cell_config import CellConfig
@@ -274,7 +274,11 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
                      "not a figure. `busy` where either cell warned of a busy machine (other processes took CPU "
                      "during its timed calls): the figure holds their work too. `(cores busy A against B)` where "
                      "the two CPU cells kept cores busy half a core apart or more: unequal terms (a thread pool "
-                     "smaller than the cores, or work that does not spread over them), said beside the figure.")
+                     "smaller than the cores, or work that does not spread over them), said beside the figure. "
+                     "Kernel time by operator class: the cell's kernel time per inference less the baseline's, in "
+                     "all and for the four classes that differ most (each side's kinds of kernel summed by class, a "
+                     "fused kernel in its anchor's class: docs/metrics.md, \"Operator classes\"); `-` where either "
+                     "cell lists no kinds.")
 
 
 def noisy_mark(*rows: Row) -> str:
@@ -336,19 +340,22 @@ def _beside_baseline(rows: list[Row], baseline: str) -> list[tuple[Row, Row]]:
 
 def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[str], list[Series], list[list[str]]]:
     """Each cell's speedup over the baseline's cell of its model and setting (`over_baseline` where the
-    rounds pair, else `times_faster`): the bar chart's groups and series, and the table's rows."""
+    rounds pair, else `times_faster`): the bar chart's groups and series, and the table's rows (each
+    with where its kernel time differs from the baseline's by operator class, `classes_against`)."""
     others = [(r, base) for r, base in _beside_baseline(rows, baseline) if not apart(r.record, base.record)]
     groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r, _ in others))
     variants = list(dict.fromkeys(r.variant for r, _ in others))
     values: dict[tuple[str, str], float] = {}
     texts: dict[tuple[str, str], str] = {}
+    by_class: dict[tuple[str, str], str] = {}
     for r, base in others:
         key = (f"{r.model} {r.setting}", r.variant)
         result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
         texts[key] = (result.text() if result is not None else format_times(values[key])) + speedup_marks(r, base)
+        by_class[key] = "; ".join(classes_against(r, base)) or "-"
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
-    table = [[g, v, texts[(g, v)]] for g in groups for v in variants if (g, v) in values]
+    table = [[g, v, texts[(g, v)], by_class[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
 
 
@@ -479,6 +486,14 @@ def time_moved(pair: FusionPair) -> list[str]:
     side's kinds applied to its time over rounds (`Row.time_ns`), as the profile applied them to
     round 1's median."""
     return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels, (_over_round_one(pair.on), _over_round_one(pair.off)))
+
+
+def classes_against(row: Row, base: Row) -> list[str]:
+    """Where `row`'s kernel time differs from its baseline's cell (eager's), by operator class
+    (harness/reporting/class_moves.py), each side's kinds applied to its time over rounds; empty
+    where either lists no kinds."""
+    return class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
+                               (_over_round_one(row), _over_round_one(base)))
 
 
 def _over_round_one(row: Row) -> float:
