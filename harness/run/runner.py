@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,12 +141,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         if request.only:  # a typo in --only is refused here too, as on any resume
             _refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
         kept = [record.status for record in bundle.records()]
-        failed, empty = sum(1 for status in kept if status in BAD), nothing_measured(kept)
+        failed = sum(1 for status in kept if status in BAD)
         console.print(Text(f"fusionbench: {visible(bundle.root)} is complete: every cell has its record and the "
                            "report is written; nothing to resume (the bundle is left as it was)"
                            + (f"; {failed} cell(s) failed or invalid, as its report says" if failed else "")
-                           + ("; it measured nothing: every cell was skipped" if empty else "")))
-        return 1 if failed else EXIT_NOTHING_MEASURED if empty else 0  # the run's own exit code
+                           + ("; it measured nothing: every cell was skipped" if nothing_measured(kept) else "")))
+        return _exit_code(kept)  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
         warn_of(scenario, console, request.executor)
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
@@ -311,12 +311,19 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                           soft_wrap=True)  # one line each, whole, to grep and to copy
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
-        return 1
-    if nothing_measured([r.status for r in records]):
+    statuses = [r.status for r in records]
+    if not bad and nothing_measured(statuses):
         console.print(Text(f"nothing measured: every cell run ({len(records)}) was skipped, each for its reason above",
                            style="red"))
-        return EXIT_NOTHING_MEASURED
-    return 0
+    return _exit_code(statuses)
+
+
+def _exit_code(statuses: Sequence[str]) -> int:
+    """A run's exit code by its cells' statuses (a run and a resume of its complete bundle alike): 1
+    where one failed or is invalid, 4 where every one was skipped, else 0."""
+    if any(status in BAD for status in statuses):
+        return 1
+    return EXIT_NOTHING_MEASURED if nothing_measured(statuses) else 0
 
 
 def _ray_cores(device: str, request: RunRequest) -> int:
