@@ -4,7 +4,7 @@ harness that ran them, how its cells ended, and the machine's own noise floor.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from harness.bundle.cell_record import CellRecord, read_as
 from harness.bundle.header_record import Cpu, Gpus, Node
@@ -185,29 +185,28 @@ def peaks(probed: Any) -> str:
     return "; ".join(parts) or "not measured"
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
+    """A figure as a bundle holds one: an int or a float, never a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def machine_noise(noise: Any) -> str:
     compute, memory = lookup(noise, "compute_cv"), lookup(noise, "memory_cv")
-    if not all(isinstance(cv, (int, float)) and not isinstance(cv, bool) for cv in (compute, memory)):
+    if not all(_number(cv) for cv in (compute, memory)):
         return "not measured"
     text = (f"a fixed compute loop's CV {compute:.1%}, a memory-bound one's {memory:.1%} "
             "(the floor no figure of this run can go below)")
     spread = lookup(noise, "pinned_spread")
-    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
+    if _number(spread):
         text += f"; pinned to each core in turn, its chunks span {format_times(spread)} (10th to 90th percentile)"
     cross = lookup(noise, "cross_core_ns")
-    if isinstance(cross, list) and len(cross) == 3 and all(
-            isinstance(ns, (int, float)) and not isinstance(ns, bool) for ns in cross):
+    if isinstance(cross, list) and len(cross) == 3 and all(_number(ns) for ns in cross):
         text += f"; a round trip between two cores {cross[0]:.0f} / {cross[1]:.0f} / {cross[2]:.0f} ns (10th / 50th / 90th)"
     if not lookup(noise, "warning"):
         return text
     # The run's warning says these figures again in other words (the console's line): said once here.
     text += "; beyond a steady machine's, as the run warned: no figure measured here can be steadier"
     cores = lookup(noise, "core_chunk_ms")
-    if isinstance(cores, dict) and cores and all(isinstance(ms, (int, float)) and not isinstance(ms, bool)
-                                                  for ms in cores.values()):
+    if isinstance(cores, dict) and cores and all(_number(ms) for ms in cores.values()):
         text += "; median chunk by core: " + format_per_core(cores)
     return text
