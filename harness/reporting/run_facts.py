@@ -155,11 +155,18 @@ def machines(nodes: dict[str, Any] | None) -> str:
     nodes = nodes or {}
     if len(nodes) < 2:
         return ""
-    kinds = {hardware(read_as(Node, node)) for node in nodes.values()}
+    typed = [read_as(Node, raw) for raw in nodes.values()]
+    kinds: list[Node | None] = []  # one machine of each kind: the same hardware, and no CPU that `other_cpus` tells apart
+    for node in typed:
+        if not any(hardware(kind) == hardware(node) and other_cpus(kind, node) is None for kind in kinds):
+            kinds.append(node)
     spread = f"{len(nodes)} machines ({', '.join(sorted(map(str, nodes)))})"
-    if len(kinds) == 1:
-        return f"{spread}, all {next(iter(kinds))}"
-    return f"{spread} of {len(kinds)} different kinds: each cell's `node` says where it ran; compare them with care"
+    if len(kinds) > 1:
+        return f"{spread} of {len(kinds)} different kinds: each cell's `node` says where it ran; compare them with care"
+    # The CPU's identity (what one model name hides) is said where every machine recorded it.
+    identities = {node.cpu.identity if node is not None and node.cpu is not None else None for node in typed}
+    identity = next(iter(identities)) if len(identities) == 1 else None
+    return f"{spread}, all {hardware(kinds[0])}" + (f" ({visible(identity)})" if identity else "")
 
 
 def peaks(probed: Any) -> str:

@@ -328,6 +328,17 @@ def test_a_run_over_machines_of_different_kinds_says_so() -> None:
     assert "all EPYC x8, H100" in machines({"a": node, "b": node})
     mixed = machines({"a": node, "b": {**node, "gpus": ["H200"]}})
     assert "2 machines (a, b) of 2 different kinds" in mixed
+    # One model name over two generations of CPU, or one that hides vector extensions: two kinds.
+    milan, genoa = "vendor_id AuthenticAMD, cpu family 25, model 1", "vendor_id AuthenticAMD, cpu family 25, model 17"
+    def with_cpu(identity: str | None, extensions: list[str] | None) -> dict[str, Any]:
+        return {**node, "cpu": {**node["cpu"], "identity": identity, "vector_extensions": extensions}}
+    assert "of 2 different kinds" in machines({"a": with_cpu(milan, ["avx2"]), "b": with_cpu(genoa, ["avx2"])})
+    assert "of 2 different kinds" in machines({"a": with_cpu(genoa, ["avx2"]), "b": with_cpu(genoa, ["avx2", "avx512f"])})
+    assert f"all EPYC x8, H100 ({genoa})" in machines({"a": with_cpu(genoa, ["avx2"]), "b": with_cpu(genoa, ["avx2"])})
+    # A node that recorded no identity (an older harness) is not told apart by it.
+    for older_first in (True, False):
+        pair = [("a", node), ("b", with_cpu(genoa, ["avx2"]))][:: 1 if older_first else -1]
+        assert machines(dict(pair)).endswith("all EPYC x8, H100")
 
 
 def copy_of(name: str, tmp_path: Path) -> Path:
