@@ -60,6 +60,25 @@ def test_weights_the_forward_does_not_read_are_not_compulsory() -> None:
     assert costs.weight_bytes == (8 * 3 * 3 * 3 + 8) * 4 + 4 * 8 * 4  # conv, and norm's weight, bias, mean, var
 
 
+def test_an_embedding_table_counts_the_rows_looked_up_and_a_table_read_whole_counts_whole() -> None:
+    """BERT base's word embeddings are 93.8 MB, of which a batch of 128 tokens reads 128 rows: the
+    least traffic is the distinct rows looked up. A table another operator reads whole (a tied
+    output layer) is read whole."""
+
+    class Lookup(torch.nn.Module):
+        def __init__(self, tied: bool) -> None:
+            super().__init__()
+            self.table, self.tied = torch.nn.Embedding(1000, 16), tied
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            hidden = self.table(tokens)
+            return hidden @ self.table.weight.t() if self.tied else hidden
+
+    tokens = torch.tensor([[3, 7, 3, 999], [7, 0, 0, 5]])  # 5 distinct rows of 16 floats
+    assert model_costs(Lookup(tied=False).eval(), tokens).weight_bytes == 5 * 16 * 4
+    assert model_costs(Lookup(tied=True).eval(), tokens).weight_bytes == 1000 * 16 * 4
+
+
 def test_the_peaks_keep_the_spread_of_their_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A peak is the best of its runs; their lowest and median are kept beside it, so that a probe
     that met other work shows (the 2-core VM's fp32 peak read 45 to 245 GFLOP/s over its bundles,
