@@ -199,9 +199,12 @@ def _gap(cell: Record, text: str) -> str:
 
 
 def _correctness(cell: Record, text: str) -> str:
-    """FAIL beside an error outside the tolerance; without an error figure, n/a where the output was
-    not compared (the null backend) and FAIL where it could not be (NaN, a wrong shape)."""
+    """FAIL beside an error outside the tolerance, the first call's or the check's after timing;
+    without an error figure, n/a where the output was not compared (the null backend) and FAIL
+    where it could not be (NaN, a wrong shape)."""
     ok = at(cell, ("metrics", "correctness", "ok"))
+    if ok and at(cell, ("metrics", "correctness", "after_timing", "ok")) is False:
+        ok = False
     if text == MISSING:
         return MISSING if ok is None else ("n/a" if ok else "FAIL")
     return text if ok is not False else f"{text} FAIL"

@@ -78,8 +78,8 @@ class Record(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 
-class Correctness(Record):
-    """The first call's output against eager's (harness/measure/correctness.py)."""
+class CorrectnessCheck(Record):
+    """One batch's output against eager's on the same batch (harness/measure/correctness.py)."""
 
     ok: bool
     reason: str = ""
@@ -91,6 +91,15 @@ class Correctness(Record):
     cosine_similarity: Annotated[float, Field(ge=-1.0001, le=1.0001)] | None = None
     rtol: float | None = None
     min_cosine: float | None = None
+    samples: list[Count] | None = None  # the sample indices of the batch compared, in its order
+
+
+class Correctness(CorrectnessCheck):
+    """The first call's output against eager's, and `after_timing` the timed callable's once more
+    after its last timed call, on other samples (absent before 2026-12-04, and for a backend that
+    computes no model)."""
+
+    after_timing: CorrectnessCheck | None = None
 
 
 class TimeSummary(Record):

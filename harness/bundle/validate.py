@@ -209,12 +209,16 @@ def _cell_problems(cell: dict[str, Any]) -> list[str]:
         loadgen = metrics.get("loadgen")
         if not loadgen or loadgen["validity"] != "VALID":
             lines.append("status valid without a VALID LoadGen run")
-        if not (metrics.get("correctness") or {}).get("ok"):
+        correctness = metrics.get("correctness") or {}
+        if not correctness.get("ok"):
             lines.append("status valid without a passed correctness check")
+        if isinstance(correctness.get("after_timing"), dict) and not correctness["after_timing"].get("ok"):
+            lines.append("status valid with a failed correctness check after timing")
     timing = metrics.get("device_time")
     if timing and timing["samples_ns"]:
         lines += _summary_problems(timing["summary"], summarize_ns(timing["samples_ns"]))
     lines += _correctness_problems(metrics.get("correctness"))
+    lines += _correctness_problems((metrics.get("correctness") or {}).get("after_timing"), "correctness after timing")
     report = metrics.get("fusion_report")
     if report:
         if report["kernel_count"] != len(report["kernels"]):
@@ -246,17 +250,17 @@ def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> li
     return lines
 
 
-def _correctness_problems(correctness: Any) -> list[str]:
+def _correctness_problems(correctness: Any, name: str = "correctness") -> list[str]:
     """A verdict that contradicts the error and tolerance recorded beside it."""
     if not isinstance(correctness, dict) or "max_abs_error" not in correctness:
         return []
     error, limit = number(correctness.get("max_abs_error")), number(correctness.get("max_abs_error_limit"))
     cosine, minimum = number(correctness.get("cosine_similarity")), number(correctness.get("min_cosine"))
     if error is None or limit is None:
-        return ["correctness: max_abs_error and its limit are not both numbers"]
+        return [f"{name}: max_abs_error and its limit are not both numbers"]
     passes = error <= limit and (cosine is None or minimum is None or cosine >= minimum)
     if bool(correctness.get("ok")) != passes:
-        return [f"correctness: ok is {correctness.get('ok')} but max abs error {error:.3g} against limit {limit:.3g}"
+        return [f"{name}: ok is {correctness.get('ok')} but max abs error {error:.3g} against limit {limit:.3g}"
                 + (f", cosine {cosine:.6f} against {minimum}" if cosine is not None and minimum is not None else "")
                 + f" says {'pass' if passes else 'fail'}"]
     return []

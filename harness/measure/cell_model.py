@@ -13,8 +13,6 @@ from harness.scenario.cell_config import CellConfig
 
 def model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, list[Any], Any]:
     """The cell's model, its input samples and one batch of them (the example every pass calls)."""
-    import torch
-
     from harness.models import zoo
 
     model = zoo.build_model(cell.model.name, pretrained=cell.model.pretrained, seed=cell.seed, device=cell.device,
@@ -24,7 +22,28 @@ def model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, li
         cell.inputs.samples, model=cell.model.name, input_size=cell.input_size, device=cell.device, dtype=cell.dtype,
         seed=cell.seed, folder=folder, labels=getattr(cell.inputs, "labels", None),
     )
-    return model, samples, torch.cat([samples[i % len(samples)] for i in range(cell.batch)])
+    return model, samples, batch_of(samples, example_rows(len(samples), cell.batch))
+
+
+def batch_of(samples: list[Any], rows: list[int]) -> Any:
+    """One batch: the samples `rows` (indices into `samples`), stacked."""
+    import torch
+
+    return torch.cat([samples[row] for row in rows])
+
+
+def example_rows(count: int, batch: int) -> list[int]:
+    """The samples of the example batch: the first `batch`, wrapping round."""
+    return [row % count for row in range(batch)]
+
+
+def later_rows(count: int, batch: int) -> list[int]:
+    """The samples of the batch the timed callable is checked on once more after its timing: the
+    timing's second batch (samples `batch` to `2 * batch - 1`, wrapping round), or where the set
+    holds no more than one batch, the example's samples one row on (the example's own where there
+    is one sample). A callable right on the example alone, or on its first calls alone, fails it."""
+    start = batch if count > batch else 1
+    return [(start + row) % count for row in range(batch)]
 
 
 def backend_arguments(cell: CellConfig, request: WorkerRequest, backend: Any, workdir: Path) -> dict[str, Any]:

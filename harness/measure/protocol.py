@@ -58,6 +58,8 @@ CORRECTNESS = Phase("correctness", "passes")
 TIMING = Phase("timing", "passes")
 LOADGEN = Phase("loadgen", "LoadGen")
 TIMING_AFTER_LOADGEN = Phase("timing_after_loadgen", "passes")
+# The timed callable once more, after its last timed call, on a batch of other samples than the example's.
+CORRECTNESS_AFTER_TIMING = Phase("correctness_after_timing", "passes")
 ACCURACY = Phase("accuracy", "LoadGen")
 # A compliance test runs as a phase named after it (the scenario file's `loadgen.compliance`).
 COMPLIANCE: dict[str, Phase] = {test: Phase(test, "LoadGen") for test in COMPLIANCE_TESTS}
@@ -66,8 +68,8 @@ PROFILE = Phase("profile", "passes")
 MEMORY_TRAFFIC = Phase("memory_traffic", "passes")
 # Every phase a worker times, in the order it runs them: the one list of them.
 PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, ROOFLINE, TUNE, PREPARE, TOOLCHAIN, FIRST_CALL, CORRECTNESS,
-                             TIMING, LOADGEN, TIMING_AFTER_LOADGEN, ACCURACY, *COMPLIANCE.values(), MEMORY, PROFILE,
-                             MEMORY_TRAFFIC)
+                             TIMING, LOADGEN, TIMING_AFTER_LOADGEN, CORRECTNESS_AFTER_TIMING, ACCURACY,
+                             *COMPLIANCE.values(), MEMORY, PROFILE, MEMORY_TRAFFIC)
 
 
 class ProtocolError(ValueError):

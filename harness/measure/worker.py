@@ -5,8 +5,14 @@ limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
 
     build model -> eager reference -> roofline costs (FLOPs, bytes) -> [tune] -> prepare -> first call ->
     correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
-    timing (the other half) -> [LoadGen accuracy run] -> [compliance tests] -> memory ->
-    kernel/fusion profile -> math mode and rewrites -> memory traffic (DRAM bytes, CUDA cells)
+    timing (the other half) -> correctness after timing -> [LoadGen accuracy run] -> [compliance
+    tests] -> memory -> kernel/fusion profile -> math mode and rewrites -> memory traffic (DRAM
+    bytes, CUDA cells)
+
+Correctness is checked twice: the first call on the example, and the timed callable once more after
+its last timed call, on a batch of other samples (`cell_model.later_rows`), each against eager's
+output on the same batch. A backend right on the example or on its first calls only, whose timed
+calls computed something else, fails the second.
 
 torch's math is IEEE fp32 for the eager reference and the cell dtype's from `prepare` on
 (harness/precision.py); after the passes the flags are read back with the backend's own, and a
@@ -39,6 +45,7 @@ from harness.bundle.cell_record import (
     Accuracy,
     ComplianceOutcome,
     Correctness,
+    CorrectnessCheck,
     FusionReportRecord,
     Kernels,
     LoadGenRun,
@@ -234,8 +241,10 @@ def _measure(
     artifacts = Path(request.artifact_dir)
     with clock.phase(protocol.BUILD):
         model, samples, example = cell_model.model_and_samples(cell, request)
+    rows = cell_model.later_rows(len(samples), batch)
     with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
+        later_reference = model(cell_model.batch_of(samples, rows)) if backend.computes_model else None
     with clock.phase(protocol.ROOFLINE):
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
@@ -250,7 +259,8 @@ def _measure(
             if reference is None:
                 metrics.correctness = Correctness(ok=True, note="not checked: the backend computes no model")
             else:
-                metrics.correctness = Correctness.model_validate(correctness.compare(output, reference, dtype))
+                metrics.correctness = Correctness.model_validate(
+                    {**correctness.compare(output, reference, dtype), "samples": cell_model.example_rows(len(samples), batch)})
             del output
         timing = _device_timing(cell, prepared, samples)
         before_loadgen = max(cell.timing.repetitions // 2, 1)
@@ -271,6 +281,13 @@ def _measure(
             for _ in range(cell.timing.repetitions - before_loadgen):
                 timing.repetition("after loadgen")
         metrics.device_time = device_time = timing.result()
+        with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
+            if later_reference is not None and metrics.correctness is not None:
+                output = prepared(cell_model.batch_of(samples, rows))
+                prepared.synchronize()
+                metrics.correctness.after_timing = CorrectnessCheck.model_validate(
+                    {**correctness.compare(output, later_reference, dtype), "samples": rows})
+                del output
         folder = Path(request.input_folder) if request.input_folder else None
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = device_time.summary.median_ns
@@ -302,7 +319,7 @@ def _measure(
         prepared.close()
     # The pass's child (CUDA cells) prepares its own copy of the model: this process's copy, its inputs,
     # the timing's batches and the allocator's cached blocks go first.
-    del model, samples, example, reference, prepared, timing
+    del model, samples, example, reference, later_reference, prepared, timing
     if device == "cuda":
         _release_gpu_memory()
     with clock.phase(protocol.MEMORY_TRAFFIC):
@@ -424,6 +441,8 @@ def _invalid_reasons(metrics: Metrics) -> list[str]:
     reasons = []
     if not correctness.ok:
         reasons.append(f"correctness: {correctness.reason}")
+    if correctness.after_timing is not None and not correctness.after_timing.ok:
+        reasons.append(f"correctness after timing: {correctness.after_timing.reason}")
     reasons += [f"math mode: {problem}" for problem in math_mode.problems]
     if lg.validity != "VALID":
         detail = "; ".join(lg.invalid_reasons) or "no reason given"

@@ -151,6 +151,8 @@ def test_damage_is_found_and_nothing_is_changed(bundle: Path, damage: Callable[[
         (lambda c: c["metrics"]["memory"].update(peak_rss_bytes=10**17), "peak_rss_bytes"),
         (lambda c: c["metrics"]["device_time"]["samples_ns"].__setitem__(0, -3), "samples_ns/0"),
         (lambda c: c["metrics"]["correctness"].update(ok=False), "status valid without a passed correctness check"),
+        (lambda c: c["metrics"]["correctness"].update(after_timing={**c["metrics"]["correctness"], "ok": False}),
+         "status valid with a failed correctness check after timing"),
         (lambda c: c.update(status="exploded"), "status: 'exploded' is not one of"),
         (lambda c: c["metrics"]["fusion_report"].update(kernel_count=999), "kernel_count 999 but"),
         (lambda c: c["metrics"]["loadgen"].update(log_dir="../../../../etc"), "log_dir"),

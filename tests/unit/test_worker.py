@@ -16,7 +16,7 @@ from harness import registry
 from harness.bundle.cell_record import Metrics
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport
-from harness.measure import trust
+from harness.measure import cell_model, trust
 from harness.measure.protocol import PHASES, Phase, WorkerAnswer, WorkerRequest, partial_answer_path
 from harness.measure.worker import PhaseClock, run_cell
 from harness.scenario.cell_config import CellConfig
@@ -57,6 +57,31 @@ class WrongBackend(RaisingBackend):
         return _Wrapped(lambda batch: model(batch) * 1.5)
 
 
+class FirstCallsOnlyBackend(RaisingBackend):
+    """Right on its first call, the one the first check compares; fast and wrong from then on."""
+
+    name = "first-calls-only"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        calls = []
+
+        def call(batch: Any) -> Any:
+            calls.append(1)
+            return model(batch) if len(calls) == 1 else model(batch) * 0
+
+        return _Wrapped(call)
+
+
+class ExampleOnlyBackend(RaisingBackend):
+    """A cache keyed on the input's shape: the example's output for every batch of its size."""
+
+    name = "example-only"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        answer = model(example)
+        return _Wrapped(lambda batch: answer)
+
+
 def cell_for(backend: str, scenario: str = "SingleStream") -> CellConfig:
     timing = {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1, "max_warmup_s": 0.3, "repetitions": 2}
     config = cell_config(scenario, 1 if scenario == "SingleStream" else 2, min_duration_s=0.3, min_query_count=64,
@@ -86,7 +111,8 @@ class NoMathModeBackend(RaisingBackend):
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend, "unprepared": UnpreparedBackend,
-             "no-math-mode": NoMathModeBackend}
+             "no-math-mode": NoMathModeBackend, "first-calls-only": FirstCallsOnlyBackend,
+             "example-only": ExampleOnlyBackend}
     monkeypatch.setattr(registry, "load", lambda name: fakes[name])
 
 
@@ -137,6 +163,29 @@ def test_wrong_outputs_make_the_cell_invalid(tmp_path: Path, fake_registry: None
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["first-calls-only", "example-only"])
+def test_a_timed_callable_right_only_on_the_checked_call_makes_the_cell_invalid(
+    backend: str, tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both were valid, with a max abs error of 0: the one check compared the first call on the
+    example, and the calls that were timed computed something else."""
+    answer = run(tmp_path, cell_for(backend, "Offline"), monkeypatch)
+    assert answer["status"] == "invalid"
+    assert answer["reasons"][0].startswith("correctness after timing: output differs from eager"), answer["reasons"]
+    correctness = answer["metrics"]["correctness"]
+    assert correctness["ok"] and correctness["max_abs_error"] == 0.0 and correctness["samples"] == [0, 1]
+    assert correctness["after_timing"]["samples"] == [2, 3] and not correctness["after_timing"]["ok"]
+    assert "correctness_after_timing" in answer["phases_s"]
+
+
+def test_the_later_check_takes_other_samples_than_the_examples_where_there_are_any() -> None:
+    assert cell_model.example_rows(8, 2) == [0, 1] and cell_model.later_rows(8, 2) == [2, 3]  # the timing's 2nd batch
+    assert cell_model.later_rows(3, 2) == [2, 0]  # wrapping round, as the timing's batches do
+    assert cell_model.later_rows(2, 2) == [1, 0] and cell_model.later_rows(1, 2) == [0, 0]
+    assert cell_model.example_rows(1, 2) == [0, 0]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["SingleStream", "Offline"])
 def test_eager_cell_has_every_metric(
     scenario: str, tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
@@ -145,6 +194,8 @@ def test_eager_cell_has_every_metric(
     assert answer["status"] == "valid", answer["reasons"]
     m = answer["metrics"]
     assert m["correctness"]["ok"] and m["correctness"]["max_abs_error"] == 0.0
+    after = m["correctness"]["after_timing"]
+    assert after["ok"] and after["max_abs_error"] == 0.0 and after["samples"] != m["correctness"]["samples"]
     timing = m["device_time"]
     assert len(timing["samples_ns"]) == timing["summary"]["n"] >= 5 and len(timing["warmup_samples_ns"]) >= 2
     assert all(s > 0 for s in timing["samples_ns"])
