@@ -19,6 +19,10 @@ def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
         return {**result, "ok": False, "reason": f"output is a {type(output).__name__}, not a tensor"}
     if tuple(output.shape) != tuple(reference.shape):
         return {**result, "ok": False, "reason": f"output shape {tuple(output.shape)} != eager's {tuple(reference.shape)}"}
+    if output.dtype != reference.dtype:  # compared in float64 below, a float16 output passed in an fp32 cell
+        return {**result, "ok": False, "reason": (
+            f"output dtype {str(output.dtype).removeprefix('torch.')} != eager's {str(reference.dtype).removeprefix('torch.')} "
+            f"(a {dtype} cell's backend returns its output in that dtype)")}
     out = output.detach().to("cpu", torch.float64).flatten()
     ref = reference.detach().to("cpu", torch.float64).flatten()
     if not bool(torch.isfinite(out).all()):

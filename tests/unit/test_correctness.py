@@ -31,7 +31,17 @@ def test_shape_nan_and_dtype_tolerance() -> None:
     bad[0, 0] = float("nan")
     assert "NaN" in compare(bad, ref, "fp32")["reason"]
     noisy = ref + 0.005 * ref.abs().max()
-    assert not compare(noisy, ref, "fp32")["ok"] and compare(noisy.half(), ref, "fp16")["ok"]
+    assert not compare(noisy, ref, "fp32")["ok"] and compare(noisy.half(), ref.half(), "fp16")["ok"]
+
+
+def test_an_output_in_another_dtype_than_the_cells_fails() -> None:
+    """A float16 output passed an fp32 cell: rounding resnet18's logits to float16 errs 4.9e-4 of
+    their largest, within fp32's 1e-3, so a backend computing in half could be timed as fp32."""
+    ref = torch.randn(2, 1000)
+    for wrong in (ref.half(), ref.double()):
+        result = compare(wrong, ref, "fp32")
+        assert not result["ok"] and result["reason"].startswith(f"output dtype {str(wrong.dtype)[6:]} != eager's float32")
+    assert compare(ref.half(), ref.half(), "fp16")["ok"]
 
 
 def test_a_constant_reference_cannot_vouch_for_anything() -> None:
