@@ -50,3 +50,15 @@ def test_a_constant_reference_cannot_vouch_for_anything() -> None:
     ref = torch.zeros(2, 10)
     result = compare(torch.zeros(2, 10), ref, "fp32")
     assert not result["ok"] and "constant" in result["reason"]
+
+
+def test_a_reference_constant_within_the_tolerance_cannot_vouch_for_anything() -> None:
+    """Only an exactly constant reference was refused: one varying by less than the tolerance let
+    a backend answering a constant pass (max abs error 4.8e-4 against a limit of 5e-3, cosine 0.999999999)."""
+    ref = 5.0 + 1e-3 * torch.rand(2, 10, generator=torch.Generator().manual_seed(0))
+    result = compare(torch.full_like(ref, 5.0005), ref, "fp32")
+    assert not result["ok"] and result["reason"].startswith("eager's output is constant (5.0000")
+    assert "within the tolerance" in result["reason"]
+    assert compare(ref, ref, "bf16")["reason"].startswith("eager's output is constant"), "a constant passes bf16's 5e-2"
+    spread = torch.tensor([[1.0, -1.0, 0.5, 0.25]])  # a constant errs half the range: far outside
+    assert compare(spread.clone(), spread, "bf16")["ok"]
