@@ -114,6 +114,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     answer = WorkerAnswer()
     clock = PhaseClock(Path(request.phase_file), lambda: checkpoint(answer, clock, request.answer_file))
     metrics = answer.metrics
+    round_reasons: list[str] = []
     try:
         with clock.phase(protocol.IMPORT):
             import torch
@@ -141,7 +142,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                 "pid": os.getpid(),
             }
         if request.timing_round > 1:
-            _time_a_round(cell, request, backend, clock, metrics)
+            round_reasons = _time_a_round(cell, request, backend, clock, metrics)
         else:
             _measure(cell, request, backend, clock, metrics, baseline_rss, baseline_device_used)
     except HarnessError as exc:
@@ -151,7 +152,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
         where = plugin_answers.where_raised(exc, registry.package_of(cell.backend))  # the backend's own line first
         answer.reasons.append(f"{clock.current}: {type(exc).__name__}: {exc}{where}")
     else:
-        answer.reasons = _invalid_reasons(metrics) if request.timing_round == 1 else []
+        answer.reasons = _invalid_reasons(metrics) if request.timing_round == 1 else round_reasons
         answer.status = "invalid" if answer.reasons else "valid"
         answer.warnings = (trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
                            + allocator.warnings(answer.environment.get("allocator")))
@@ -380,18 +381,27 @@ def _device_timing(cell: CellConfig, prepared: Any, samples: list[Any]) -> Any:
                         observe=observe, compare=compare)
 
 
-def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: PhaseClock, metrics: Metrics) -> None:
+def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: PhaseClock,
+                  metrics: Metrics) -> list[str]:
     """A further round (harness/run/rounds.py): in this fresh process, the model prepared again (its
     compiled artefacts from the cache the first round filled), then the same device timing as the
-    first round's, warm-up and every repetition, with nothing else measured."""
+    first round's, warm-up and every repetition, with nothing else measured; then the timed
+    callable's output checked as round 1's is after its timing. Returns why the round's time is not
+    to be taken (its prepare may have loaded another artefact than round 1's): a round that gives
+    reasons gives no time."""
     from harness import precision
+    from harness.measure import correctness
 
     workdir = Path.cwd()
     with clock.phase(protocol.BUILD):
         model, samples, example = cell_model.model_and_samples(cell, request)
+    rows = cell_model.later_rows(len(samples), cell.batch)
+    with clock.phase(protocol.REFERENCE):
+        later_reference = model(cell_model.batch_of(samples, rows)) if backend.computes_model else None
     precision.set_torch_math(cell.dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
     prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
+    reasons = []
     try:
         with clock.phase(protocol.FIRST_CALL):
             prepared(example)
@@ -403,8 +413,17 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
             for _ in range(cell.timing.repetitions):
                 timing.repetition(f"round {request.timing_round}")
         metrics.device_time = timing.result()
+        with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
+            if later_reference is not None:
+                output = prepared(cell_model.batch_of(samples, rows))
+                prepared.synchronize()
+                checked = correctness.compare(output, later_reference, cell.dtype)
+                del output
+                if not checked["ok"]:
+                    reasons.append(f"correctness after timing (samples {rows}): {checked['reason']}")
     finally:
         prepared.close()
+    return reasons
 
 
 def _mlperf_runs(cell: CellConfig, prepared: Any, samples: list[Any], folder: Path | None, settings: Any,

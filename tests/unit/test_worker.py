@@ -261,10 +261,23 @@ def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
     assert m["prepare_cache"] == "none" and m["first_call_s"] > 0
     for skipped in ("correctness", "loadgen", "memory", "kernels", "roofline", "first_call_ratio"):
         assert m.get(skipped) is None, skipped
-    assert set(answer["phases_s"]) == {"import", "build", "tune", "prepare", "first_call", "timing"}
+    assert set(answer["phases_s"]) == {"import", "build", "reference", "tune", "prepare", "first_call", "timing",
+                                       "correctness_after_timing"}
+
+
+def test_a_further_round_whose_timed_callable_is_wrong_gives_no_time(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round checked no output, as round 1 had: but its prepare runs again, and a backend's warm
+    cache may hold another artefact than the one round 1 checked (a plugin whose warm prepare
+    answered zeros was timed 3,000 times faster in rounds 2 and 3, both valid)."""
+    monkeypatch.chdir(tmp_path)
     wrong = WorkerRequest(cell=cell_for("wrong"), artifact_dir=str(tmp_path / "wrong"), phase_file=str(tmp_path / "p2"),
                           timing_round=2)
-    assert run_cell(wrong).status == "valid"  # a round checks no output: round 1 did (its cell is only run when valid)
+    answer = run_cell(wrong)
+    assert answer.status == "invalid"  # harness/run/rounds.py records such a round failed, with this reason
+    assert len(answer.reasons) == 1, answer.reasons
+    assert answer.reasons[0].startswith("correctness after timing (samples [1]): output differs from eager")
 
 
 class ToolchainBackend(RaisingBackend):
