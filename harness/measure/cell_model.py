@@ -32,6 +32,16 @@ def batch_of(samples: list[Any], rows: list[int]) -> Any:
     return torch.cat([samples[row] for row in rows])
 
 
+def later_batch(samples: list[Any], rows: list[int]) -> Any:
+    """The batch of `rows` as LoadGen's batches reach the model (harness/measure/sut.py
+    `SampleRing`): a view of consecutive rows of a larger stack, here one sample on from its start.
+    A backend that reads its input from the storage's start, not from the tensor's own offset,
+    computes other samples on every such batch but the first."""
+    import torch
+
+    return torch.cat([samples[(rows[0] - 1) % len(samples)], *(samples[row] for row in rows)])[1:]
+
+
 def example_rows(count: int, batch: int) -> list[int]:
     """The samples of the example batch: the first `batch`, wrapping round."""
     return [row % count for row in range(batch)]

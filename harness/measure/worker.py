@@ -10,9 +10,10 @@ limit, and reads back exactly one JSON answer. Phases, each timed and recorded:
     bytes, CUDA cells)
 
 Correctness is checked twice: the first call on the example, and the timed callable once more after
-its last timed call, on a batch of other samples (`cell_model.later_rows`), each against eager's
-output on the same batch. A backend right on the example or on its first calls only, whose timed
-calls computed something else, fails the second.
+its last timed call, on a batch of other samples (`cell_model.later_rows`) given as LoadGen gives
+its batches (a view at an offset into a larger stack), each against eager's output on the same
+batch. A backend right on the example or on its first calls only, whose timed calls computed
+something else, fails the second.
 
 torch's math is IEEE fp32 for the eager reference and the cell dtype's from `prepare` on
 (harness/precision.py); after the passes the flags are read back with the backend's own, and a
@@ -245,7 +246,7 @@ def _measure(
     rows = cell_model.later_rows(len(samples), batch)
     with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
-        later_reference = model(cell_model.batch_of(samples, rows)) if backend.computes_model else None
+        later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
     with clock.phase(protocol.ROOFLINE):
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
@@ -284,7 +285,7 @@ def _measure(
         metrics.device_time = device_time = timing.result()
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None and metrics.correctness is not None:
-                output = prepared(cell_model.batch_of(samples, rows))
+                output = prepared(cell_model.later_batch(samples, rows))
                 prepared.synchronize()
                 metrics.correctness.after_timing = CorrectnessCheck.model_validate(
                     {**correctness.compare(output, later_reference, dtype), "samples": rows})
@@ -397,7 +398,7 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
         model, samples, example = cell_model.model_and_samples(cell, request)
     rows = cell_model.later_rows(len(samples), cell.batch)
     with clock.phase(protocol.REFERENCE):
-        later_reference = model(cell_model.batch_of(samples, rows)) if backend.computes_model else None
+        later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
     precision.set_torch_math(cell.dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
     prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
@@ -415,7 +416,7 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
         metrics.device_time = timing.result()
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None:
-                output = prepared(cell_model.batch_of(samples, rows))
+                output = prepared(cell_model.later_batch(samples, rows))
                 prepared.synchronize()
                 checked = correctness.compare(output, later_reference, cell.dtype)
                 del output

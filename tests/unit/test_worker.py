@@ -82,6 +82,20 @@ class ExampleOnlyBackend(RaisingBackend):
         return _Wrapped(lambda batch: answer)
 
 
+class StorageStartBackend(RaisingBackend):
+    """A zero-copy bug: reads its input from the storage's start, not from the tensor's offset. Right
+    on the example and the timing's batches (each a tensor of its own), wrong on LoadGen's (views of
+    rows of one stack)."""
+
+    name = "storage-start"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        import torch
+
+        return _Wrapped(lambda batch: model(torch.empty(0, dtype=batch.dtype).set_(
+            batch.untyped_storage(), 0, batch.shape, batch.stride())))
+
+
 def cell_for(backend: str, scenario: str = "SingleStream") -> CellConfig:
     timing = {"warmup_iters": 1, "min_iters": 5, "min_time_s": 0.1, "max_warmup_s": 0.3, "repetitions": 2}
     config = cell_config(scenario, 1 if scenario == "SingleStream" else 2, min_duration_s=0.3, min_query_count=64,
@@ -112,7 +126,7 @@ class NoMathModeBackend(RaisingBackend):
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend, "unprepared": UnpreparedBackend,
              "no-math-mode": NoMathModeBackend, "first-calls-only": FirstCallsOnlyBackend,
-             "example-only": ExampleOnlyBackend}
+             "example-only": ExampleOnlyBackend, "storage-start": StorageStartBackend}
     monkeypatch.setattr(registry, "load", lambda name: fakes[name])
 
 
@@ -163,12 +177,12 @@ def test_wrong_outputs_make_the_cell_invalid(tmp_path: Path, fake_registry: None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["first-calls-only", "example-only"])
+@pytest.mark.parametrize("backend", ["first-calls-only", "example-only", "storage-start"])
 def test_a_timed_callable_right_only_on_the_checked_call_makes_the_cell_invalid(
     backend: str, tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both were valid, with a max abs error of 0: the one check compared the first call on the
-    example, and the calls that were timed computed something else."""
+    """Each was valid, with a max abs error of 0: the one check compared the first call on the
+    example, and the calls that were timed (LoadGen's, for storage-start) computed something else."""
     answer = run(tmp_path, cell_for(backend, "Offline"), monkeypatch)
     assert answer["status"] == "invalid"
     assert answer["reasons"][0].startswith("correctness after timing: output differs from eager"), answer["reasons"]
@@ -183,6 +197,10 @@ def test_the_later_check_takes_other_samples_than_the_examples_where_there_are_a
     assert cell_model.later_rows(3, 2) == [2, 0]  # wrapping round, as the timing's batches do
     assert cell_model.later_rows(2, 2) == [1, 0] and cell_model.later_rows(1, 2) == [0, 0]
     assert cell_model.example_rows(1, 2) == [0, 0]
+    import torch
+
+    batch = cell_model.later_batch([torch.full((1, 2), float(i)) for i in range(4)], [2, 3])
+    assert batch.tolist() == [[2.0, 2.0], [3.0, 3.0]] and batch.storage_offset() == 2  # a view, as LoadGen's are
 
 
 @pytest.mark.slow
