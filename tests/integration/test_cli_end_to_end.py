@@ -120,6 +120,8 @@ def test_every_cell_is_valid_with_loadgen_logs(smoke) -> None:
         assert "Result is : VALID" in summary.read_text()
         assert cell["metrics"]["device_time"]["summary"]["n"] >= 10
         assert cell["metrics"]["correctness"]["ok"]
+        if cell["config"]["backend"] != "null":  # every backend right on a LoadGen-like batch after its timing too
+            assert cell["metrics"]["correctness"]["after_timing"]["ok"], cell["label"]
         assert cell["metrics"]["memory"]["worker_start"] == "preloaded"  # forked: torch was imported once a slot
 
 
