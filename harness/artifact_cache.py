@@ -6,8 +6,9 @@ so two models with different random seeds never share an artifact), and `cached_
 artifact into a temporary directory, seals it with the SHA-256 of every file it holds
 (`.entry.sha256`) and renames it into place, so an interrupted or failed build never leaves an
 entry that a later cell would load. Each use checks the seal: an entry edited, truncated or
-emptied since (a full disk, a copy cut short, a hand), or written before entries were sealed, is
-moved aside and built again, with a one-line warning on standard error and on the cell
+emptied since (a full disk, a copy cut short, a hand), written before entries were sealed, or not
+a directory of its own (a link, to another key's entry or elsewhere, or a file), is moved aside
+(a link removed, never what it points to) and built again, with a one-line warning on standard error and on the cell
 (`repairs`).
 """
 
@@ -73,7 +74,7 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
     call's build is then dropped for that one, but its time was spent: the caller's compile was
     cold, not warm).
     """
-    if path.is_dir():
+    if os.path.lexists(path):
         damage = damage_of(path)
         if damage is None:
             return True
@@ -96,6 +97,12 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
 
 def damage_of(entry: Path) -> str | None:
     """What is wrong with the cache entry `entry` against its seal, or None when it is intact."""
+    # The cache makes each entry a directory of its own: a link there (to another key's entry, say)
+    # would pass its target's seal, and a file there would stop every build of this key.
+    if entry.is_symlink():
+        return "it is a link, not a directory of its own"
+    if not entry.is_dir():
+        return "it is not a directory"
     try:
         lines = (entry / SEAL).read_text().splitlines()
     except FileNotFoundError:
@@ -137,7 +144,10 @@ def _repair(entry: Path, damage: str) -> None:
         os.rename(entry, aside)  # at once: a concurrent reader sees the old entry whole or none
     except OSError:
         return  # another process moved it first
-    shutil.rmtree(aside, ignore_errors=True)
+    if aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        aside.unlink(missing_ok=True)  # a link goes, never what it points to
 
 
 def _seal(directory: Path) -> None:

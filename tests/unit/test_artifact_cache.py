@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,6 +81,21 @@ def _counting_build(calls: list[Path]):
     return build
 
 
+def _link_to_another_entry(entry: Path) -> None:
+    """The entry replaced by a link to an intact entry of another key (a fusion-on library at the
+    fusion-off key): its target's seal holds, so only the link gives it away."""
+    other = entry.parent.parent / "elsewhere" / "other-key"
+    cached_dir(other, lambda tmp: (tmp / "model.onnx").write_bytes(b"another graph"))
+    _replace(entry, lambda: entry.symlink_to(other, target_is_directory=True))
+
+
+def _replace(entry: Path, make: Any) -> None:
+    import shutil
+
+    shutil.rmtree(entry)
+    make()
+
+
 @pytest.mark.parametrize(("damage", "words"), [
     (lambda e: (e / "model.onnx").write_bytes((e / "model.onnx").read_bytes()[:100]), "model.onnx differs from when it was built"),
     (lambda e: (e / "lib" / "kernels.so").unlink(), "lib/kernels.so is missing"),
@@ -87,6 +103,9 @@ def _counting_build(calls: list[Path]):
     (lambda e: (e / ".entry.sha256").unlink(), "written before entries were hashed"),
     (lambda e: (e / ".entry.sha256").write_text("nonsense\n"), "its .entry.sha256 is damaged"),
     (lambda e: (e / "link").symlink_to("/etc/hostname"), "link is a link or special file"),
+    (_link_to_another_entry, "it is a link, not a directory of its own"),
+    (lambda e: _replace(e, lambda: e.symlink_to(e.parent / "gone")), "it is a link, not a directory of its own"),
+    (lambda e: _replace(e, lambda: e.write_text("a file where the entry was")), "it is not a directory"),
 ])
 def test_a_damaged_entry_is_rebuilt_with_one_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      damage, words: str) -> None:
@@ -142,3 +161,17 @@ def test_roofline_costs_are_kept_by_structure_not_weights(tmp_path: Path) -> Non
     strided[0].stride = (2, 2)
     assert cached_costs(strided, x, tmp_path).flops < costs.flops
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_a_link_at_an_entry_is_rebuilt_and_what_it_points_to_is_kept(tmp_path: Path) -> None:
+    """Another key's entry behind a link is never loaded as this key's artifact, nor deleted."""
+    from harness.artifact_cache import damage_of
+
+    calls: list[Path] = []
+    entry = tmp_path / "cache" / "onnx" / "key"
+    cached_dir(entry, _counting_build(calls))
+    _link_to_another_entry(entry)
+    other = tmp_path / "cache" / "elsewhere" / "other-key"
+    assert cached_dir(entry, _counting_build(calls)) is False and len(calls) == 2
+    assert not entry.is_symlink() and (entry / "model.onnx").read_bytes() == b"graph" * 1000
+    assert damage_of(other) is None and (other / "model.onnx").read_bytes() == b"another graph"
