@@ -87,6 +87,11 @@ FUSING_TRANSFORMERS = (
     # alone it still moved transposes past Gathers with fusion off (swin_b's cell counted 79 fusions)
     *(f"TransposeOptimizer_{provider}" for provider in PROVIDERS.values()),
 )
+#: Where ORT's TensorRT provider keeps the engines it builds, in a folder per export (named by the
+#: export's key). The provider names an engine by the graph's file name (model.onnx for every
+#: export), its tensors' names and the library versions, not by its weights or shapes: in one
+#: folder for all, a model at another batch size, input size or seed found the first one's engine.
+ENGINES_FOLDER = "ort-tensorrt-engines"
 _NUMPY_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
 #: How ONNX Runtime's profiler names a node's kernel event: the node's name, then this.
 _KERNEL_TIME = "_kernel_time"
@@ -173,8 +178,9 @@ class OnnxRuntimeBackend(Backend):
             import torch
 
             stream = torch.cuda.current_stream(example.device).cuda_stream
-        providers = _providers(options.provider, example.device.index or 0, stream, cache_dir,
-                               tf32=dtype == "tf32", fp16=dtype == "fp16")
+        providers = _providers(options.provider, example.device.index or 0, stream,
+                               cache_dir / ENGINES_FOLDER / source_path.parent.name, tf32=dtype == "tf32",
+                               fp16=dtype == "fp16")
         if options.provider != "cpu" and hasattr(ort, "preload_dlls"):
             ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* wheels, when torch has not loaded them
         try:
@@ -234,10 +240,11 @@ def _session_options(ort: Any, options: SessionPlan) -> Any:
     return session_options
 
 
-def _providers(provider: str, device_id: int, stream: int | None, cache_dir: Path, *, tf32: bool,
+def _providers(provider: str, device_id: int, stream: int | None, engines: Path, *, tf32: bool,
                fp16: bool) -> list[Any]:
     """The providers list for a session: `stream` is torch's current CUDA stream, on which ORT
-    launches, so the harness's CUDA events and synchronize() see its work."""
+    launches, so the harness's CUDA events and synchronize() see its work. `engines` is where the
+    TensorRT provider keeps its engines: a folder of the export's own (`ENGINES_FOLDER`)."""
     if provider == "cpu":
         return [PROVIDERS["cpu"]]
     cuda = (PROVIDERS["cuda"], {
@@ -245,7 +252,6 @@ def _providers(provider: str, device_id: int, stream: int | None, cache_dir: Pat
     })
     if provider == "cuda":
         return [cuda]
-    engines = cache_dir / "ort-tensorrt-engines"
     engines.mkdir(parents=True, exist_ok=True)
     tensorrt = (PROVIDERS["tensorrt"], {
         "device_id": device_id, "trt_fp16_enable": fp16,

@@ -210,6 +210,44 @@ def test_the_cuda_provider_is_told_the_cells_math_and_torchs_stream(tmp_path: Pa
     assert _providers("cpu", 0, None, tmp_path, tf32=False, fp16=False) == ["CPUExecutionProvider"]
 
 
+def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT's TensorRT provider names an engine by the graph's file name and tensor names, not its
+    weights or shapes: the same model at another batch size, or with other weights, must not find
+    the first one's engine in a folder they share."""
+    import backends.onnxruntime as ort_backend
+
+    engine_folders: list[str] = []
+
+    class Session:
+        def __init__(self, path: str, options: Any, providers: list[Any], **kwargs: Any) -> None:
+            engine_folders.append(providers[0][1]["trt_engine_cache_path"])
+            raise RuntimeError("no GPU here: only the providers were wanted")
+
+    class Stream:
+        cuda_stream = 0
+
+    real = ort_backend._ort()
+    monkeypatch.setattr(ort_backend, "_ort", lambda: type("Ort", (), {
+        "InferenceSession": Session, "SessionOptions": real.SessionOptions,
+        "GraphOptimizationLevel": real.GraphOptimizationLevel}))
+    monkeypatch.setattr(ort_backend, "_checked_options",
+                        lambda variant, device: ort_backend.SessionPlan("all", "tensorrt", 0, ()))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: Stream())
+    backend = ort_backend.OnnxRuntimeBackend()
+
+    def engines(seed: int, batch: int) -> str:
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+        with pytest.raises(BackendFailed, match="no GPU here"):
+            backend.prepare(model, torch.ones(batch, 3, 8, 8), device="cuda", dtype="fp32", variant=Variant("on"),
+                            workdir=tmp_path, cache_dir=tmp_path / "cache")
+        return engine_folders[-1]
+
+    first = engines(seed=0, batch=1)
+    assert engines(seed=0, batch=1) == first  # the same export: its engines are found again
+    assert len({first, engines(seed=0, batch=4), engines(seed=1, batch=1)}) == 3
+
+
 def test_math_mode_is_read_from_the_sessions_provider_options() -> None:
     from backends.onnxruntime import provider_math_mode
 
