@@ -31,7 +31,7 @@ first (`Backend.tune`, timed apart from the compile as `tuning_s`): MetaSchedule
 `tuning_trials` candidate schedules for each kernel, times them here and keeps the fastest in a
 database that the compile applies after FuseTIR (backends/tvm_tuning.py), the same budget per
 kernel for fusion on and off. The database is cached by the model's structure and shapes, target,
-variant and budget: a later cell or run reuses it.
+variant, budget and the versions of TVM and torch: a later cell or run reuses it.
 
 Options (scenario file, `options:`):
 - `opt_level`: the PassContext optimisation level, 0..3 (default 3); it gates TIR lowering passes,
@@ -282,12 +282,16 @@ def _target(device: str, options: TVMOptions) -> Any:
 def _tuning_entry(model: Any, example: Any, target: Any, dtype: str, fusion: str, options: TVMOptions,
                   cache_dir: Path) -> Path:
     """Where the tuning database of this model's structure and shapes, target, variant and budget is
-    kept: the weights do not change a schedule, so a model of other weights reuses it."""
+    kept: the weights do not change a schedule, so a model of other weights reuses it. torch's
+    version is keyed with TVM's: its export is the graph TVM imports, so another torch may give other
+    tasks, which a database tuned on the old ones would leave untuned without a word."""
+    import torch
     import tvm
 
     from backends import tvm_tuning
 
-    key = structure_fingerprint(model, example, tvm=tvm.__version__, target=str(target), dtype=dtype, fusion=fusion,
+    key = structure_fingerprint(model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target),
+                                dtype=dtype, fusion=fusion,
                                 opt_level=options.opt_level, trials=options.tuning_trials,
                                 layout=tvm_tuning.TUNING_LAYOUT,
                                 # keyed only where set, so the databases tuned before the option stay valid

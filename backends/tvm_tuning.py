@@ -40,7 +40,7 @@ then differ by the fused epilogue only.
 Candidates are built in this process (sequentially) and timed by MetaSchedule's local runner in a
 worker process of its own, with a time limit, so a candidate that hangs or crashes fails alone.
 The database and its seal live in the backend's cache folder (harness/artifact_cache.py), keyed by
-the model's structure and shapes, the target, the variant, the budget and TVM's version: a later
+the model's structure and shapes, the target, the variant, the budget and TVM's and torch's versions: a later
 cell or run with the same key reuses it and its tuning takes a fraction of a second.
 """
 

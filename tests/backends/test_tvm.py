@@ -438,6 +438,19 @@ def _runs_per_candidate(cache: Path, model: Any, example: Any, fusion: str, **op
     return [len(record[1][1]) for record in records if tvm_tuning._ran(record)]
 
 
+def test_a_database_tuned_under_another_torch_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's export is the graph TVM imports and tunes: another torch may give other tasks, which
+    a database tuned on the old ones would leave untuned, with the cell saying `cache: warm`."""
+    from backends import tvm as tvm_backend
+
+    model, example = _tiny()
+    options = tvm_backend._checked_options(TVMBackend.variant("on", {"tuning_trials": 1}), "cpu")
+    target = tvm_backend._target("cpu", options)
+    before = tvm_backend._tuning_entry(model, example, target, "fp32", "on", options, Path("/cache")).name
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    assert tvm_backend._tuning_entry(model, example, target, "fp32", "on", options, Path("/cache")).name != before
+
+
 def test_tuning_repeat_times_each_candidate_that_often_in_a_database_of_its_own(tuned: dict[str, Any]) -> None:
     """`tuning_repeat: 3`: MetaSchedule's runner times each candidate 3 times (their mean ranks it),
     into a database keyed apart from the default's one run each; the default keeps the key the
@@ -455,8 +468,8 @@ def test_tuning_repeat_times_each_candidate_that_often_in_a_database_of_its_own(
     assert set(_runs_per_candidate(cache, model, example, "on", tuning_trials=1, tuning_repeat=3)) == {3}
     options = tvm_backend._checked_options(TVMBackend.variant("on", {"tuning_trials": 1}), "cpu")
     target = tvm_backend._target("cpu", options)
-    before = structure_fingerprint(model, example, tvm=tvm.__version__, target=str(target), dtype="fp32", fusion="on",
-                                   opt_level=3, trials=1, layout=tvm_tuning.TUNING_LAYOUT)
+    before = structure_fingerprint(model, example, tvm=tvm.__version__, torch=torch.__version__, target=str(target),
+                                   dtype="fp32", fusion="on", opt_level=3, trials=1, layout=tvm_tuning.TUNING_LAYOUT)
     assert tvm_backend._tuning_entry(model, example, target, "fp32", "on", options, cache).name == before
 
 
