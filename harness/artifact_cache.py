@@ -135,10 +135,16 @@ def repairs() -> list[str]:
     return list(_repairs)
 
 
-def _repair(entry: Path, damage: str) -> None:
+def warn_rebuilt(entry: Path, damage: str) -> None:
+    """Say, on standard error and on the cell (`repairs`), that the cache entry `entry` was damaged
+    and is built again."""
     message = f"cache entry {entry} was damaged ({damage}): rebuilt it"
     print(f"fusionbench: warning: {message}", file=sys.stderr, flush=True)
     _repairs.append(message)
+
+
+def _repair(entry: Path, damage: str) -> None:
+    warn_rebuilt(entry, damage)
     aside = entry.with_name(f".{entry.name}.broken-{os.getpid()}")
     try:
         os.rename(entry, aside)  # at once: a concurrent reader sees the old entry whole or none

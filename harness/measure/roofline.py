@@ -20,7 +20,6 @@ The kernels-per-inference floor is 1: one kernel could compute the whole model.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -168,7 +167,7 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> ModelCosts:
     Hashing the weights instead took a cell 3 s for vgg16 (528 MB) on 2 cores, every time."""
     import torch
 
-    from harness.artifact_cache import structure_fingerprint
+    from harness.artifact_cache import structure_fingerprint, warn_rebuilt
     from harness.files.atomic import write_json_atomic
 
     key = structure_fingerprint(model, example, torch=torch.__version__, modules=repr(model), kind=COSTS_KIND)
@@ -177,9 +176,7 @@ def cached_costs(model: Any, example: Any, cache_dir: Path) -> ModelCosts:
         try:
             return ModelCosts.model_validate(json.loads(path.read_text()))
         except (OSError, ValueError) as exc:  # pydantic's ValidationError among the ValueErrors
-            print(
-                f"fusionbench: warning: cache entry {path} was damaged ({type(exc).__name__}): rebuilt it", file=sys.stderr, flush=True
-            )
+            warn_rebuilt(path, type(exc).__name__)
     costs = model_costs(model, example)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -138,6 +138,7 @@ def test_a_build_that_leaves_a_link_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_damaged_roofline_count_is_rebuilt_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import artifact_cache
     from harness.measure.roofline import cached_costs
 
     model, x = _model(0).eval(), torch.randn(1, 3, 8, 8)  # eval: a forward pass leaves its weights as they are
@@ -146,6 +147,7 @@ def test_a_damaged_roofline_count_is_rebuilt_with_a_warning(tmp_path: Path, caps
     path.write_text('{"flops": "many"')
     assert cached_costs(model, x, tmp_path) == costs
     assert "was damaged" in capsys.readouterr().err
+    assert any(str(path) in line for line in artifact_cache.repairs())  # on the cell too, not only in its log
     assert cached_costs(model, x, tmp_path) == costs and capsys.readouterr().err == ""
 
 
