@@ -87,8 +87,12 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
         try:
             os.rename(tmp, path)
         except OSError:
-            if not path.is_dir():
+            if not os.path.lexists(path):
                 raise
+            damage = damage_of(path)
+            if damage is not None:  # the damaged entry is still there: it could not be moved aside
+                raise BackendFailed(f"cache entry {path} is damaged ({damage}) and could not be moved aside to "
+                                    "be replaced: remove it") from None
             # another process finished the same artifact first: its entry is kept
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -145,15 +149,14 @@ def warn_rebuilt(entry: Path, damage: str) -> None:
 
 def _repair(entry: Path, damage: str) -> None:
     warn_rebuilt(entry, damage)
-    aside = entry.with_name(f".{entry.name}.broken-{os.getpid()}")
+    # A folder of this repair's own: a name of its own could still be taken (by what an earlier
+    # repair of the same pid could not delete), and the damaged entry would then stay and be loaded.
+    aside = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".broken", dir=entry.parent))
     try:
-        os.rename(entry, aside)  # at once: a concurrent reader sees the old entry whole or none
+        os.rename(entry, aside / entry.name)  # at once: a concurrent reader sees the old entry whole or none
     except OSError:
-        return  # another process moved it first
-    if aside.is_dir() and not aside.is_symlink():
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        aside.unlink(missing_ok=True)  # a link goes, never what it points to
+        pass  # another process moved it first, or it cannot be moved (the build's rename then says so)
+    shutil.rmtree(aside, ignore_errors=True)  # a link in it goes, never what it points to
 
 
 def _seal(directory: Path) -> None:

@@ -52,8 +52,7 @@ def test_a_build_that_another_process_finished_first_is_still_a_build(tmp_path: 
 
     def build(tmp: Path) -> None:
         (tmp / "artifact").write_text("mine")
-        entry.mkdir(parents=True)  # the other process's build lands while this one runs
-        (entry / "artifact").write_text("theirs")
+        cached_dir(entry, lambda other: (other / "artifact").write_text("theirs"))  # the other's lands meanwhile
 
     assert cached_dir(entry, build) is False
     assert (entry / "artifact").read_text() == "theirs"
@@ -177,3 +176,37 @@ def test_a_link_at_an_entry_is_rebuilt_and_what_it_points_to_is_kept(tmp_path: P
     assert cached_dir(entry, _counting_build(calls)) is False and len(calls) == 2
     assert not entry.is_symlink() and (entry / "model.onnx").read_bytes() == b"graph" * 1000
     assert damage_of(other) is None and (other / "model.onnx").read_bytes() == b"another graph"
+
+
+def test_a_damaged_entry_is_never_loaded_when_it_cannot_be_moved_aside(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an earlier repair by a process of the same pid could not delete (a kill in its clean-up,
+    a folder it could not read) took the name a repair moved the entry to: the move failed, the
+    damaged entry stayed, and it was loaded as rebuilt. Where it cannot be moved at all, the cell
+    fails saying so."""
+    import os
+
+    from harness import artifact_cache
+    from harness.errors import BackendFailed
+
+    calls: list[Path] = []
+    entry = tmp_path / "cache" / "onnx" / "key"
+    cached_dir(entry, _counting_build(calls))
+    left = entry.with_name(f".key.broken-{os.getpid()}")
+    left.mkdir()
+    (left / "stuck").write_text("what a killed repair left")
+    (entry / "model.onnx").write_bytes(b"damaged")
+    assert cached_dir(entry, _counting_build(calls)) is False
+    assert (entry / "model.onnx").read_bytes() == b"graph" * 1000 and artifact_cache.damage_of(entry) is None
+
+    (entry / "model.onnx").write_bytes(b"damaged")
+    rename = os.rename
+
+    def refusing(src: object, dst: object) -> None:
+        if Path(str(src)) == entry:
+            raise PermissionError(13, "Permission denied")
+        rename(src, dst)
+
+    monkeypatch.setattr(artifact_cache.os, "rename", refusing)
+    with pytest.raises(BackendFailed, match="could not be moved aside"):
+        cached_dir(entry, _counting_build(calls))
