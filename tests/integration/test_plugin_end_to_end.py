@@ -1,5 +1,7 @@
 """The example out-of-tree plugin (examples/fusionbench-torchscript), pip-installed by
-tests/conftest.py, found through its entry point and run through the real CLI."""
+tests/conftest.py, found through its entry point and run through the real CLI. `backends` is
+asked once, for the built-in backends and the plugin alike: each call probes every backend
+(TVM's and ONNX Runtime's imports among them)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from tests.integration.test_cli_end_to_end import cells_of, fusionbench, only_bu
 pytestmark = pytest.mark.slow
 
 
-def test_plugin_is_listed_with_its_versions() -> None:
+def test_backends_lists_the_built_in_backends_and_the_plugin_with_their_versions() -> None:
     done = fusionbench("backends", "--device", "cpu", "--json")
     assert done.returncode == 0, done.stderr
     backends = json.loads(done.stdout)
+    assert backends["device"] == "cpu"
+    assert backends["backends"]["eager"]["available"] and backends["backends"]["eager"]["versions"]["torch"]
     plugin = backends["backends"]["torchscript"]
     assert plugin["available"], plugin
     assert plugin["versions"]["fusionbench-torchscript"] == "0.1.0"
