@@ -1,6 +1,6 @@
 """The real CLI on small sweeps of its own: a sweep in which some cells fail or are skipped while
-the others still run, a bad option refused before anything is written, Ctrl-C and SIGTERM
-mid-run then resume, image-folder inputs and `--fresh-workers` (one run), markup-like text
+the others still run, on image-folder inputs and with `--fresh-workers` (one run), a bad option
+refused before anything is written, Ctrl-C and SIGTERM mid-run then resume, markup-like text
 printed as it is, a GPU bundle not resumed without a GPU, and `--resume --only` (and a resume's
 warning where cells ran on another start of the machine). (Kept apart from
 test_cli_end_to_end.py, whose tests share one smoke run, so that pytest-xdist can run the two
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,10 +34,11 @@ BRIEF = ("timing: {min_time_s: 0.1, max_warmup_s: 0.5, repetitions: 2}\n"
 
 
 @pytest.fixture(scope="module")
-def folder_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def folder_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path, Path]:
     """One eager cell on images from a folder named relative to the scenario file, its worker started
-    as a new Python (`--fresh-workers`): the run of both tests below (a run less than each making its
-    own). Returns the run, its bundle and the images' folder."""
+    as a new Python (`--fresh-workers`), beside two cells this machine skips (TensorRT, and ONNX
+    Runtime's CUDA provider in a CPU run): the run of the three tests below (two runs less than each
+    making its own). Returns the run, its bundle, the images' folder and the scenario file."""
     from PIL import Image
 
     work = tmp_path_factory.mktemp("folder-run")
@@ -46,7 +48,12 @@ def folder_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
         Image.new("RGB", (80, 60), colour).save(images / f"{i}.jpg")
     scenario = work / "folder.yaml"
     scenario.write_text(
-        "models: [{name: resnet18, input_size: 48}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+        "models: [{name: resnet18, input_size: 48}]\n"
+        "backends:\n"
+        "  - eager\n"
+        "  - tensorrt\n"
+        "  - {name: onnxruntime, options: {provider: cuda}}\n"
+        "scenarios: [SingleStream]\n"
         "inputs: {source: folder, path: images, samples: 3}\n"
         "loadgen: {min_duration_s: 0.2}\n" + BRIEF
     )
@@ -54,43 +61,37 @@ def folder_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     # cwd is the repository, not the scenario's folder
     done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu", "--fresh-workers")
     assert done.returncode == 0, done.stdout + done.stderr
-    return done, only_bundle(out), images
+    return done, only_bundle(out), images, scenario
+
+
+def eager_cell(bundle: Path) -> dict[str, Any]:
+    """The one cell of folder_run's bundle that ran (eager's; the other two were skipped)."""
+    (cell,) = (c for c in cells_of(bundle).values() if c["config"]["backend"] == "eager")
+    return cell
 
 
 def test_fresh_workers_start_each_cell_as_a_new_python(folder_run) -> None:
     """The default forks each worker from a preloaded parent (test_cli_end_to_end.py's smoke run
     shows it); --fresh-workers starts each as `python -m harness.measure.worker`, and says so."""
-    _, bundle, _ = folder_run
-    (cell,) = cells_of(bundle).values()
+    _, bundle, _, _ = folder_run
+    cell = eager_cell(bundle)
     assert cell["metrics"]["memory"]["worker_start"] == "fresh" and cell["phases_s"]["import"] > 0.5  # torch, imported
     assert json.loads((bundle / "bundle.json").read_text())["executor"]["worker_start"] == "fresh"
 
 
 def test_image_folder_inputs_relative_to_the_scenario_file(folder_run) -> None:
-    _, bundle, images = folder_run
+    _, bundle, images, _ = folder_run
     header = json.loads((bundle / "bundle.json").read_text())
     assert header["input_folder"] == str(images.resolve())
-    (cell,) = cells_of(bundle).values()
+    cell = eager_cell(bundle)
     assert cell["status"] == "valid" and cell["config"]["inputs"]["path"] == "images"
 
 
-def test_skipped_cells_do_not_stop_the_sweep(tmp_path: Path) -> None:
-    scenario = tmp_path / "mixed.yaml"
-    scenario.write_text(
-        "models: [{name: resnet18, input_size: 32}]\n"
-        "backends:\n"
-        "  - eager\n"
-        "  - tensorrt\n"
-        "  - {name: onnxruntime, options: {provider: cuda}}\n"
-        "scenarios: [SingleStream]\n"
-        "loadgen: {min_duration_s: 0.5}\n"
-        + BRIEF
-    )
-    out = tmp_path / "results"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+def test_skipped_cells_do_not_stop_the_sweep(folder_run, tmp_path: Path) -> None:
+    done, bundle, _, scenario = folder_run
     assert done.returncode == 0, done.stdout + done.stderr
     statuses = {(c["config"]["backend"], c["config"]["variant"]["fusion"], bool(c["config"]["variant"]["options"])): c
-                for c in cells_of(only_bundle(out)).values()}
+                for c in cells_of(bundle).values()}
     assert statuses[("eager", "on", False)]["status"] == "valid"
     skipped = statuses[("tensorrt", "on", False)]
     assert skipped["status"] == "skipped" and "TensorRT runs only on NVIDIA GPUs" in skipped["reasons"][0]
