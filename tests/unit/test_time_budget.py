@@ -16,13 +16,14 @@ from rich.console import Console
 
 from harness.bundle.validate import validate
 from harness.measure.protocol import WorkerRequest
-from harness.run import executors, rounds, time_budget
+from harness.run import executors, rounds, runner, time_budget
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
 from harness.run.runner import RunRequest, run
 from harness.run.slots import Slot
 from harness.scenario.cells import expand
 from harness.scenario.schema import ScenarioFile
+from tests.shared_probe import SharedProbe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,6 +82,18 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
     monkeypatch.setattr(time_budget, "clock", fake)
     return fake
+
+
+@pytest.fixture(scope="module")
+def shared_probe() -> SharedProbe:
+    return SharedProbe()
+
+
+@pytest.fixture
+def one_probe(shared_probe: SharedProbe, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module's runs of the null backend ask the probe the same: it probes once for them all
+    (tests/shared_probe.py); what they check is the budget, which the probe's answer has no part in."""
+    monkeypatch.setattr(runner, "run_probe", shared_probe)
 
 
 def test_serial_starts_no_cell_past_the_budget_and_the_running_one_ends_with_it(
@@ -149,7 +162,7 @@ def _records(bundle: Path) -> tuple[list[str], dict[str, dict[str, Any]]]:
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch
 def test_gpu_checks_budget_records_the_cell_it_ended_and_those_it_never_started_as_skipped(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
     slow = SlowCells(clock, 50.0)
     monkeypatch.setattr(executors, "run_here", slow)
     code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="skipped")
@@ -166,7 +179,7 @@ def test_gpu_checks_budget_records_the_cell_it_ended_and_those_it_never_started_
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch
 def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
     slow = SlowCells(clock, 20.0)
     monkeypatch.setattr(executors, "run_here", slow)
     code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="missing")
@@ -208,7 +221,7 @@ class RealFirstRound:
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch, and a real worker
 def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_that_finished(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
     cells = RealFirstRound(clock, first_s=80.0, further_s=50.0)
     monkeypatch.setattr(executors, "run_here", cells)
     code, bundle, shown = _null_run(tmp_path, budget_s=100, past_budget="missing", rounds=3, scenarios="[SingleStream]",
