@@ -20,9 +20,11 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import BundleError
+from harness.run import runner
 from harness.run.resumable import check_scenario
 from harness.scenario import loading
 from tests.resumable_copies import as_run_here
+from tests.shared_probe import SharedProbe
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -30,6 +32,19 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def shared_probe() -> SharedProbe:
+    return SharedProbe()
+
+
+@pytest.fixture
+def one_probe(shared_probe: SharedProbe, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resumes of the golden bundle that reach the probe ask it the same (the bundle's backends, on
+    the CPU): it probes once for them all (tests/shared_probe.py). What they check is each refusal,
+    made against that answer as against any probe of this machine."""
+    monkeypatch.setattr(runner, "run_probe", shared_probe)
 
 
 def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
@@ -231,7 +246,7 @@ def test_a_file_given_with_resume_that_differs_only_in_its_name_says_so(tmp_path
 
 @pytest.mark.slow
 def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None) -> None:
     """A `--jobs 2` run stopped and resumed serially ran fusion on in a 1-core slot and off on the
     whole machine: the report set the two side by side as a 6.02x speedup, and validate passed."""
     root = _edited(tmp_path, lambda s: None)
@@ -251,7 +266,7 @@ def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refus
 
 @pytest.mark.slow
 def test_a_resume_on_other_versions_of_its_backends_libraries_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None) -> None:
     """A plugin upgraded between a run's start and its resume: fusion on of 0.2.0 was set beside
     fusion off of 0.3.0 with nothing said, validate passed, and the report named 0.3.0 alone."""
     import torch
