@@ -285,11 +285,8 @@ def _measure(
         metrics.device_time = device_time = timing.result()
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None and metrics.correctness is not None:
-                output = prepared(cell_model.later_batch(samples, rows))
-                prepared.synchronize()
                 metrics.correctness.after_timing = CorrectnessCheck.model_validate(
-                    {**correctness.compare(output, later_reference, dtype), "samples": rows})
-                del output
+                    _checked_after_timing(prepared, samples, rows, later_reference, dtype))
         folder = Path(request.input_folder) if request.input_folder else None
         _mlperf_runs(cell, prepared, samples, folder, settings, clock, metrics, artifacts / "loadgen")
         median_ns = device_time.summary.median_ns
@@ -391,7 +388,6 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
     to be taken (its prepare may have loaded another artefact than round 1's): a round that gives
     reasons gives no time."""
     from harness import precision
-    from harness.measure import correctness
 
     workdir = Path.cwd()
     with clock.phase(protocol.BUILD):
@@ -416,15 +412,22 @@ def _time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock:
         metrics.device_time = timing.result()
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None:
-                output = prepared(cell_model.later_batch(samples, rows))
-                prepared.synchronize()
-                checked = correctness.compare(output, later_reference, cell.dtype)
-                del output
+                checked = _checked_after_timing(prepared, samples, rows, later_reference, cell.dtype)
                 if not checked["ok"]:
                     reasons.append(f"correctness after timing (samples {rows}): {checked['reason']}")
     finally:
         prepared.close()
     return reasons
+
+
+def _checked_after_timing(prepared: Any, samples: list[Any], rows: list[int], reference: Any, dtype: str) -> dict[str, Any]:
+    """The timed callable's output on the samples `rows`, given as LoadGen gives a batch, against
+    eager's on them (`reference`): the check after timing of a cell's first round and of each further one."""
+    from harness.measure import correctness
+
+    output = prepared(cell_model.later_batch(samples, rows))
+    prepared.synchronize()
+    return {**correctness.compare(output, reference, dtype), "samples": rows}
 
 
 def _mlperf_runs(cell: CellConfig, prepared: Any, samples: list[Any], folder: Path | None, settings: Any,
