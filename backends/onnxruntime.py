@@ -92,7 +92,7 @@ FUSING_TRANSFORMERS = (
 #: export), its tensors' names and the library versions, not by its weights or shapes: in one
 #: folder for all, a model at another batch size, input size or seed found the first one's engine.
 ENGINES_FOLDER = "ort-tensorrt-engines"
-_NUMPY_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
+_DTYPES = ("fp32", "tf32", "fp16")
 #: How ONNX Runtime's profiler names a node's kernel event: the node's name, then this.
 _KERNEL_TIME = "_kernel_time"
 #: The runs a profiling session times after its first, each a `cpu_kernel_times` answer.
@@ -132,7 +132,7 @@ class OnnxRuntimeBackend(Backend):
         return Availability.yes()
 
     def supports(self, variant: Variant, dtype: str, device: str) -> Availability:
-        if dtype not in _NUMPY_DTYPES:
+        if dtype not in _DTYPES:
             return Availability.no(f"onnxruntime: {dtype} is not supported (fp32, and tf32 and fp16 on cuda)")
         provider = expect(self.name, OnnxRuntimeOptions, variant.options).provider
         if provider == "tensorrt" and dtype == "fp32":
@@ -190,7 +190,7 @@ class OnnxRuntimeBackend(Backend):
         except Exception as exc:  # ORT raises its own exception types (Fail, InvalidGraph, ...)
             raise BackendFailed(f"onnxruntime could not load the exported graph: {type(exc).__name__}: {exc}") from exc
         check_provider(session, PROVIDERS[options.provider])
-        prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example, dtype)
+        prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example)
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
 
@@ -292,7 +292,7 @@ class OrtPrepared(Prepared):
 
     def __init__(
         self, session: Any, source_path: Path, optimized_path: Path, options: SessionPlan,
-        providers: list[Any], example: Any, dtype: str,
+        providers: list[Any], example: Any,
     ) -> None:
         import numpy as np
 
@@ -310,13 +310,15 @@ class OrtPrepared(Prepared):
             import torch
 
             # Bind the input and a preallocated output on the GPU: no host copies in the timed call.
-            with torch.no_grad():
-                reference_shape = tuple(session.run(None, {self.input_name: example.cpu().numpy()})[0].shape)
-            self.output = torch.empty(reference_shape, dtype=example.dtype, device=example.device)
-            self.element_type = np.dtype(_NUMPY_DTYPES[dtype]).type
+            # Each is bound as the element type it has, which need not be the cell's dtype: a language
+            # model's input is its token ids (int64), and its output is float either way.
+            reference = session.run(None, {self.input_name: example.cpu().numpy()})[0]
+            output_dtype = torch.from_numpy(np.empty(0, reference.dtype)).dtype
+            self.output = torch.empty(reference.shape, dtype=output_dtype, device=example.device)
+            self.input_type = example.new_empty(()).cpu().numpy().dtype.type
             self.binding = session.io_binding()
             self.binding.bind_output(
-                self.output_name, "cuda", example.device.index or 0, self.element_type, reference_shape,
+                self.output_name, "cuda", example.device.index or 0, reference.dtype.type, tuple(reference.shape),
                 self.output.data_ptr(),
             )
 
@@ -325,7 +327,7 @@ class OrtPrepared(Prepared):
 
         if self.on_cuda:
             self.binding.bind_input(
-                self.input_name, "cuda", batch.device.index or 0, self.element_type, tuple(batch.shape), batch.data_ptr()
+                self.input_name, "cuda", batch.device.index or 0, self.input_type, tuple(batch.shape), batch.data_ptr()
             )
             self.session.run_with_iobinding(self.binding)
             return self.output

@@ -248,6 +248,54 @@ def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeyp
     assert len({first, engines(seed=0, batch=4), engines(seed=1, batch=1)}) == 3
 
 
+def test_cuda_binding_takes_each_tensors_own_element_type(tmp_path: Path) -> None:
+    """On CUDA the input and output are bound as device buffers with an element type. A language
+    model's input is its token ids (int64) and its output float, whatever the cell's dtype: binding
+    both as the cell's dtype handed ORT int64 ids as float32 and an int64 buffer for the logits.
+    A stand-in session records what is bound (no GPU here: the buffers stay on the CPU)."""
+    import numpy as np
+
+    from backends.onnxruntime import OrtPrepared, SessionPlan
+
+    bound: dict[str, tuple[Any, tuple[int, ...]]] = {}
+
+    class Binding:
+        def bind_input(self, name: str, device: str, index: int, element: Any, shape: tuple[int, ...], pointer: int) -> None:
+            bound["input"] = (element, shape)
+
+        def bind_output(self, name: str, device: str, index: int, element: Any, shape: tuple[int, ...], pointer: int) -> None:
+            bound["output"] = (element, shape)
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    class Session:
+        def get_inputs(self) -> list[Named]:
+            return [Named("input_ids")]
+
+        def get_outputs(self) -> list[Named]:
+            return [Named("logits")]
+
+        def run(self, names: Any, feeds: dict[str, Any]) -> list[Any]:
+            assert feeds["input_ids"].dtype == np.int64
+            return [np.zeros((*feeds["input_ids"].shape, 8), np.float32)]
+
+        def io_binding(self) -> Binding:
+            return Binding()
+
+        def run_with_iobinding(self, binding: Binding) -> None:
+            pass
+
+    ids = torch.randint(0, 100, (2, 16), dtype=torch.int64)
+    prepared = OrtPrepared(Session(), tmp_path / "model.onnx", tmp_path / "optimized.onnx",
+                           SessionPlan("all", "cuda", 0, ()), [], ids)
+    assert bound["output"] == (np.float32, (2, 16, 8))
+    output = prepared(ids)
+    assert bound["input"] == (np.int64, (2, 16))
+    assert output.dtype == torch.float32 and tuple(output.shape) == (2, 16, 8)
+
+
 def test_math_mode_is_read_from_the_sessions_provider_options() -> None:
     from backends.onnxruntime import provider_math_mode
 
