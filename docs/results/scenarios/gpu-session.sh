@@ -8,6 +8,8 @@
 # and, where the copy to that machine takes files of at most N bytes, split the larger wheels:
 #   mkdir -p .whl/parts && (cd .whl/w && for w in onnxruntime_gpu-*.whl apache_tvm-*.whl; do
 #     split -b 52000000 "$w" "../parts/$w.part" && rm "$w"; done)
+# and, where that copy also limits the whole tree, leave out the kept bundles (docs/results/bundles,
+# about 60 MB of the tree's 73), which the runs there do not read: the tree without them is 13 MB.
 # There:
 #   docs/results/scenarios/gpu-session.sh install WHEELS [PARTS]
 #       join PARTS/NAME.whl.part?? into WHEELS/NAME.whl, check WHEELS/SHA256SUMS, replace the CPU
