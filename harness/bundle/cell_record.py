@@ -503,7 +503,7 @@ class Metrics(Record):
 class CellRecord(Record):
     """`cells/<id>.json`: the cell's config, its status and why, what ran where, and its metrics."""
 
-    schema_version: Literal[11]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[12]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     id: Annotated[str, Field(pattern=HEX16)]
     label: str
     status: Status

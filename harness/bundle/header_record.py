@@ -150,7 +150,7 @@ class PlannedCell(Part):
 class BundleHeader(Part):
     """`bundle.json`: what ran, on what, by which harness, and the cells it planned."""
 
-    schema_version: Literal[11]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
+    schema_version: Literal[12]  # harness/bundle/migrations.py SCHEMA_VERSION: a test holds them equal
     run_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,100}$")]
     created: str
     state: State

@@ -64,6 +64,15 @@ History:
   record upgrades unchanged: it kept no kinds, so `by_kind` is empty and `kind_method` absent
   (null), and its pairs say nothing of kinds; the header is unchanged. GPU cells fill the same
   fields from 2026-12-02 on, with no new version (the same shape; one without them says nothing).
+- v12: the fields that v11 records gained after v11's first bundles, now part of the version, so
+  that a v12 record that lacks one is read as the version says. A valid cell whose backend computes
+  the model records the second correctness check, on the timed callable after its last timed call
+  (`metrics.correctness.after_timing`), and each check the samples it compared (`samples`);
+  `validate` finds a v12 valid cell without `after_timing` a problem. A machine's CPU records its
+  identity and vector extensions (`cpu.identity`, `vector_extensions`), a node its machine's boot
+  (`boot_id`), and the roofline's peaks their spread over the runs (`peaks.spread`). A v11
+  record upgrades unchanged: written before some of these or after, it may lack any of them, which
+  says nothing.
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ from typing import Any, Callable
 
 from harness.errors import BundleError, SchemaVersionError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 OLDEST_READABLE = 1
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
@@ -113,9 +122,9 @@ def _unchanged(record: dict[str, Any]) -> dict[str, Any]:
 
 # HEADER_STEPS[n] turns a version-n record into a version-(n+1) one.
 HEADER_STEPS: dict[int, Step] = {1: _header_v1_to_v2, 2: _unchanged, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                  6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged, 10: _unchanged}
+                                  6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged, 10: _unchanged, 11: _unchanged}
 CELL_STEPS: dict[int, Step] = {1: _cell_v1_to_v2, 2: _cell_v2_to_v3, 3: _unchanged, 4: _unchanged, 5: _unchanged,
-                                6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged, 10: _unchanged}
+                                6: _unchanged, 7: _unchanged, 8: _unchanged, 9: _unchanged, 10: _unchanged, 11: _unchanged}
 
 
 def record_version(record: Any, where: str) -> int:

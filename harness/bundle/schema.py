@@ -5,7 +5,7 @@
 reader uses (harness/bundle/cell_record.py `CellRecord`, harness/bundle/header_record.py
 `BundleHeader`) and checked in as docs/schemas/. The versions before it describe the files older
 harnesses wrote: v1 to v3 each built from the one before by explicit additions, the way
-`harness.bundle.migrations` upgrades records, and v4 to v10 as they were generated when the next
+`harness.bundle.migrations` upgrades records, and v4 to v11 as they were generated when the next
 version replaced them (harness/bundle/frozen/). Ranges are what "sane" means in `fusionbench validate`: a figure
 outside them (a negative latency, a 10^30-byte peak) is a problem, whatever produced it.
 `fusionbench schema --file cell --version 2` prints one.
@@ -402,11 +402,21 @@ def _cell_v10() -> dict[str, Any]:
 
 
 def _bundle_v11() -> dict[str, Any]:
+    """As generated from the typed header when v12 replaced it."""
+    return _frozen("bundle-v11.schema.json")
+
+
+def _cell_v11() -> dict[str, Any]:
+    """As generated from the typed cell record when v12 replaced it."""
+    return _frozen("cell-v11.schema.json")
+
+
+def _bundle_v12() -> dict[str, Any]:
     """Generated from the typed header (harness/bundle/header_record.py)."""
     return BundleHeader.model_json_schema(mode="validation")
 
 
-def _cell_v11() -> dict[str, Any]:
+def _cell_v12() -> dict[str, Any]:
     """Generated from the typed record every reader uses: what validate accepts, they can read."""
     return CellRecord.model_json_schema(mode="validation")
 
@@ -414,9 +424,10 @@ def _cell_v11() -> dict[str, Any]:
 _BUILDERS = {("bundle", 1): _bundle_v1, ("bundle", 2): _bundle_v2, ("bundle", 3): _bundle_v3, ("bundle", 4): _bundle_v4,
              ("bundle", 5): _bundle_v5, ("bundle", 6): _bundle_v6, ("bundle", 7): _bundle_v7, ("bundle", 8): _bundle_v8,
              ("bundle", 9): _bundle_v9, ("bundle", 10): _bundle_v10, ("bundle", 11): _bundle_v11,
+             ("bundle", 12): _bundle_v12,
              ("cell", 1): _cell_v1, ("cell", 2): _cell_v2, ("cell", 3): _cell_v3, ("cell", 4): _cell_v4, ("cell", 5): _cell_v5,
              ("cell", 6): _cell_v6, ("cell", 7): _cell_v7, ("cell", 8): _cell_v8, ("cell", 9): _cell_v9,
-             ("cell", 10): _cell_v10, ("cell", 11): _cell_v11}
+             ("cell", 10): _cell_v10, ("cell", 11): _cell_v11, ("cell", 12): _cell_v12}
 
 
 def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:

@@ -148,7 +148,7 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
             verdict.problems.append(f"{where}: device {cell['config']['device']} but the run's is {header['device']}")
         if cell["status"] == "interrupted" and header["state"] == "complete":
             verdict.problems.append(f"{where}: interrupted, yet bundle.json says the run is complete")
-        verdict.problems += [f"{where}: {line}" for line in _cell_problems(cell)]
+        verdict.problems += [f"{where}: {line}" for line in _cell_problems(cell, loaded.version)]
 
 
 def _oversized(cell: Any) -> list[str]:
@@ -170,6 +170,9 @@ def _oversized(cell: Any) -> list[str]:
 MAX_EXPANDED = 20_000
 #: The first schema version whose cells record `variant.graphs` (harness/bundle/migrations.py).
 GRAPHS_RECORDED_FROM = 3
+#: The first schema version whose valid cells, of a backend that computes the model, all record the
+#: check after timing (harness/bundle/migrations.py): a v11 cell may lack it, a v12 one may not.
+AFTER_TIMING_RECORDED_FROM = 12
 
 
 def _unlisted(loaded: LoadedBundle) -> list[str]:
@@ -198,7 +201,7 @@ def _unlisted(loaded: LoadedBundle) -> list[str]:
     return lines
 
 
-def _cell_problems(cell: dict[str, Any]) -> list[str]:
+def _cell_problems(cell: dict[str, Any], version: int) -> list[str]:
     status, metrics = cell["status"], cell["metrics"]
     lines = []
     if status != "valid" and not cell["reasons"]:
@@ -214,6 +217,10 @@ def _cell_problems(cell: dict[str, Any]) -> list[str]:
             lines.append("status valid without a passed correctness check")
         if isinstance(correctness.get("after_timing"), dict) and not correctness["after_timing"].get("ok"):
             lines.append("status valid with a failed correctness check after timing")
+        compared = correctness.get("max_abs_error") is not None  # a backend that computes no model is not compared
+        if compared and version >= AFTER_TIMING_RECORDED_FROM and correctness.get("after_timing") is None:
+            lines.append("status valid without the correctness check after timing, which every valid cell of this "
+                         "schema version records")
     timing = metrics.get("device_time")
     if timing and timing["samples_ns"]:
         lines += _summary_problems(timing["summary"], summarize_ns(timing["samples_ns"]))
