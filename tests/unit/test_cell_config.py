@@ -23,7 +23,7 @@ from tests.cell_configs import cell_config
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
-@pytest.mark.parametrize("name", ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "mlperf"])
+@pytest.mark.parametrize("name", ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "mlperf"])
 def test_a_golden_bundles_scenario_expands_to_the_ids_and_configs_it_recorded(name: str) -> None:
     header = json.loads((GOLDEN / name / "bundle.json").read_text())
     expanded = [c.config.recorded() for c in expand(header["scenario"], header["device"])]

@@ -20,7 +20,7 @@ from harness.scenario.rules import RULES
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
-BUNDLES = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "mlperf")
+BUNDLES = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "mlperf")
 
 
 def _walk(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:

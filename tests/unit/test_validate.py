@@ -62,7 +62,7 @@ def edit_json(path: Path, change: Callable[[dict[str, Any]], None], *, remanifes
 
 
 # Cells of each golden bundle: v7 on add TVM's fusion pair in both scenarios to golden.yaml's 10.
-CELLS = {7: 14, 8: 14, 9: 14, 10: 14, 11: 14}
+CELLS = {7: 14, 8: 14, 9: 14, 10: 14, 11: 14, 12: 14}
 
 
 def fusionbench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -169,6 +169,20 @@ def test_inconsistent_figures_are_found_even_with_a_fresh_manifest(bundle: Path,
         return
     problems = validate(bundle).problems
     assert any(expected in line for line in problems), problems
+
+
+@pytest.mark.parametrize(("version", "required"), [(11, False), (12, True)])
+def test_a_v12_valid_cell_must_keep_its_check_after_timing(tmp_path: Path, version: int, required: bool) -> None:
+    """Dropping the record of the check after timing would hide a failed one. From schema 12 every
+    valid cell of a backend that computes the model records it; a v11 cell may lack it (written
+    before the check), and the null backend's cells compare nothing."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{version}", root)
+    edit_json(cell_files(root)[0], lambda c: c["metrics"]["correctness"].pop("after_timing", None))
+    missing = "status valid without the correctness check after timing"
+    assert any(missing in line for line in validate(root).problems) is required
+    assert cell_files(root, backend="null") and all(json.loads(path.read_text())["metrics"]["correctness"].get("after_timing") is None
+               for path in cell_files(root, backend="null"))
 
 
 @pytest.mark.slow
