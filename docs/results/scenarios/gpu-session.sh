@@ -5,11 +5,12 @@
 #
 # Here, where PyPI answers, gather the wheels (the folder lists what to install, with their sums):
 #   ./run.sh wheels .whl/w --python-version 3.12 --gpu --backend onnxruntime --backend tvm
-# and, where the copy to that machine takes files of at most N bytes, split the larger wheels:
+# and, where the copy to that machine takes at most N bytes at a time, split the larger wheels into
+# parts of N less the tree that goes with each (the tree without the kept bundles, docs/results/
+# bundles, is about 13 MB and the small wheels 6 MB: 45 MB parts for a copy of 64 MiB):
 #   mkdir -p .whl/parts && (cd .whl/w && for w in onnxruntime_gpu-*.whl apache_tvm-*.whl; do
-#     split -b 52000000 "$w" "../parts/$w.part" && rm "$w"; done)
-# and, where that copy also limits the whole tree, leave out the kept bundles (docs/results/bundles,
-# about 60 MB of the tree's 73), which the runs there do not read: the tree without them is 13 MB.
+#     split -b 45000000 "$w" "../parts/$w.part" && rm "$w"; done)
+# The kept bundles (about 60 MB of the tree's 73) are not read by the runs there: leave them out.
 # There:
 #   docs/results/scenarios/gpu-session.sh install WHEELS [PARTS]
 #       join PARTS/NAME.whl.part?? into WHEELS/NAME.whl, check WHEELS/SHA256SUMS, replace the CPU
