@@ -432,6 +432,110 @@ def test_the_build_is_strongly_typed_and_sets_tf32_from_the_dtype(
     assert (out / "engine.plan").read_bytes() == b"plan"
 
 
+# --- the timed call, against a stand-in execution context ---------------------------------------
+
+def test_a_batch_at_an_unaligned_offset_is_computed_not_the_one_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LoadGen's batches, and the check after timing's, are views at an offset into a larger stack:
+    for mmoe_small (samples of 100 floats, 400 bytes) the offset is not 256-byte aligned, and
+    TensorRT refuses such an address (`setTensorAddress` answers false). Ignoring the answer ran the
+    engine on the address set before: the previous batch. A stand-in context that refuses
+    unaligned addresses, and an engine that reads its input where the context points, check that
+    each call computes its own batch (no GPU here: streams and events are stand-ins)."""
+    import backends.tensorrt as tensorrt_backend
+
+    class Mode:
+        INPUT, OUTPUT = "input", "output"
+
+    DataType = types.SimpleNamespace(**{name: name.lower() for name in (
+        "FLOAT", "HALF", "BF16", "INT8", "UINT8", "INT32", "INT64", "BOOL")})
+    trt = types.SimpleNamespace(TensorIOMode=Mode, DataType=DataType)
+    features = 100
+    tensors = {"input": ((1, features), Mode.INPUT), "output": ((1, features), Mode.OUTPUT)}
+    memory: dict[int, torch.Tensor] = {}  # address -> the tensor there, for the stand-in engine to read
+
+    class Context:
+        def __init__(self) -> None:
+            self.addresses: dict[str, int] = {}
+
+        def set_tensor_address(self, name: str, address: int) -> bool:
+            # the input's address only: the output buffers are the backend's own allocations, aligned
+            # by torch's CUDA allocator, not by its CPU one here
+            if name == "input" and address % 256:
+                return False
+            self.addresses[name] = address
+            return True
+
+        def execute_async_v3(self, stream: int) -> bool:  # output = input * 2
+            output = memory[self.addresses["output"]]
+            output.copy_(memory[self.addresses["input"]] * 2)
+            return True
+
+    class Engine:
+        num_io_tensors = len(tensors)
+
+        def get_tensor_name(self, i: int) -> str:
+            return list(tensors)[i]
+
+        def get_tensor_shape(self, name: str) -> tuple[int, ...]:
+            return tensors[name][0]
+
+        def get_tensor_dtype(self, name: str) -> str:
+            return DataType.FLOAT
+
+        def get_tensor_mode(self, name: str) -> str:
+            return tensors[name][1]
+
+        def create_execution_context(self) -> Context:
+            return Context()
+
+    class Stand:  # torch.cuda's Stream and Event
+        cuda_stream = 0
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def record(self, *args: Any) -> None:
+            pass
+
+        def wait_event(self, *args: Any) -> None:
+            pass
+
+    monkeypatch.setattr(tensorrt_backend, "_trt", lambda: trt)
+    monkeypatch.setattr(torch.cuda, "Stream", Stand)
+    monkeypatch.setattr(torch.cuda, "Event", Stand)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *args: Stand())
+    samples = [torch.randn(1, features) for _ in range(4)]
+    example = torch.cat(samples[:1])
+    prepared = tensorrt_backend.TensorRTPrepared(
+        object(), Engine(), example, fusion="on", layer_info="{}", op_types={}, marked_outputs=0, activations=0,
+        plan_bytes=0, tf32_flag=False)
+    output = prepared.output
+    memory[output.data_ptr()] = output
+
+    def call(batch: torch.Tensor) -> torch.Tensor:
+        memory[batch.data_ptr()] = batch
+        for buffer in vars(prepared).values():  # a buffer of the backend's own the batch may be copied to
+            if isinstance(buffer, torch.Tensor):
+                memory.setdefault(buffer.data_ptr(), buffer)
+        return prepared(batch).clone()
+
+    first = _aligned(samples[0])
+    assert torch.equal(call(first), samples[0] * 2)
+    stack = _aligned(torch.cat(samples))  # one 256-aligned stack; its rows 1.. start 400 bytes apart
+    for row in (1, 2, 3):
+        view = stack[row:row + 1]
+        assert view.data_ptr() % 256, "the view should be the unaligned case"
+        assert torch.equal(call(view), samples[row] * 2), f"row {row} computed another batch"
+
+
+def _aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of `tensor` at a 256-byte aligned address (the CPU allocator aligns less)."""
+    size = tensor.numel() * tensor.element_size()
+    raw = torch.empty(size + 256, dtype=torch.uint8)
+    start = -raw.data_ptr() % 256
+    return raw[start:start + size].view(tensor.dtype).view(tensor.shape).copy_(tensor)
+
+
 # --- on a GPU -------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
