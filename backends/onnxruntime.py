@@ -177,8 +177,11 @@ class OnnxRuntimeBackend(Backend):
         if options.provider != "cpu":
             import torch
 
-            stream = torch.cuda.current_stream(example.device).cuda_stream
-        providers = _providers(options.provider, example.device.index or 0, stream,
+            # A stream of ORT's own, ordered with the caller's in each call (OrtPrepared.__call__): ORT
+            # takes a user_compute_stream of 0 (torch's default stream) for none, and then runs on a
+            # stream it makes, non-blocking, which nothing orders with torch's work on the input.
+            stream = torch.cuda.Stream(device=example.device)
+        providers = _providers(options.provider, example.device.index or 0, stream.cuda_stream if stream else None,
                                cache_dir / ENGINES_FOLDER / source_path.parent.name, tf32=dtype == "tf32",
                                fp16=dtype == "fp16")
         if options.provider != "cpu" and hasattr(ort, "preload_dlls"):
@@ -190,7 +193,7 @@ class OnnxRuntimeBackend(Backend):
         except Exception as exc:  # ORT raises its own exception types (Fail, InvalidGraph, ...)
             raise BackendFailed(f"onnxruntime could not load the exported graph: {type(exc).__name__}: {exc}") from exc
         check_provider(session, PROVIDERS[options.provider])
-        prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example)
+        prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example, stream)
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
 
@@ -242,8 +245,9 @@ def _session_options(ort: Any, options: SessionPlan) -> Any:
 
 def _providers(provider: str, device_id: int, stream: int | None, engines: Path, *, tf32: bool,
                fp16: bool) -> list[Any]:
-    """The providers list for a session: `stream` is torch's current CUDA stream, on which ORT
-    launches, so the harness's CUDA events and synchronize() see its work. `engines` is where the
+    """The providers list for a session: `stream` is the CUDA stream ORT launches on (a torch
+    stream the session's calls order with the caller's, so the harness's CUDA events and
+    synchronize() see its work; not 0, which ORT takes for none). `engines` is where the
     TensorRT provider keeps its engines: a folder of the export's own (`ENGINES_FOLDER`)."""
     if provider == "cpu":
         return [PROVIDERS["cpu"]]
@@ -255,7 +259,7 @@ def _providers(provider: str, device_id: int, stream: int | None, engines: Path,
     engines.mkdir(parents=True, exist_ok=True)
     tensorrt = (PROVIDERS["tensorrt"], {
         "device_id": device_id, "trt_fp16_enable": fp16,
-        "trt_engine_cache_enable": True, "trt_engine_cache_path": str(engines),
+        "trt_engine_cache_enable": True, "trt_engine_cache_path": str(engines), "user_compute_stream": str(stream),
     })
     return [tensorrt, cuda]
 
@@ -292,7 +296,7 @@ class OrtPrepared(Prepared):
 
     def __init__(
         self, session: Any, source_path: Path, optimized_path: Path, options: SessionPlan,
-        providers: list[Any], example: Any,
+        providers: list[Any], example: Any, stream: Any = None,
     ) -> None:
         import numpy as np
 
@@ -304,6 +308,7 @@ class OrtPrepared(Prepared):
         self.input_name = session.get_inputs()[0].name
         self.output_name = session.get_outputs()[0].name
         self.on_cuda = options.provider != "cpu"
+        self.stream = stream  # the torch stream the session launches on (GPU providers)
         self._profiled: dict[str, Any] | None = None
         self._kernel_runs: list[CpuKernelTimes] = []
         if self.on_cuda:
@@ -326,10 +331,15 @@ class OrtPrepared(Prepared):
         import torch
 
         if self.on_cuda:
+            # ORT's stream waits for the caller's work (the batch written, the last output read), and
+            # the caller's for ORT's: the buffers are bound by address, outside any stream's order.
+            current = torch.cuda.current_stream(batch.device)
+            self.stream.wait_stream(current)
             self.binding.bind_input(
                 self.input_name, "cuda", batch.device.index or 0, self.input_type, tuple(batch.shape), batch.data_ptr()
             )
             self.session.run_with_iobinding(self.binding)
+            current.wait_stream(self.stream)
             return self.output
         return torch.from_numpy(self.session.run([self.output_name], {self.input_name: batch.numpy()})[0])
 

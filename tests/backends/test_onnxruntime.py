@@ -233,6 +233,7 @@ def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeyp
     monkeypatch.setattr(ort_backend, "_checked_options",
                         lambda variant, device: ort_backend.SessionPlan("all", "tensorrt", 0, ()))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device: Stream())
+    monkeypatch.setattr(torch.cuda, "Stream", lambda **kwargs: Stream())
     backend = ort_backend.OnnxRuntimeBackend()
 
     def engines(seed: int, batch: int) -> str:
@@ -248,11 +249,13 @@ def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeyp
     assert len({first, engines(seed=0, batch=4), engines(seed=1, batch=1)}) == 3
 
 
-def test_cuda_binding_takes_each_tensors_own_element_type(tmp_path: Path) -> None:
+def test_cuda_binding_takes_each_tensors_own_element_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On CUDA the input and output are bound as device buffers with an element type. A language
     model's input is its token ids (int64) and its output float, whatever the cell's dtype: binding
     both as the cell's dtype handed ORT int64 ids as float32 and an int64 buffer for the logits.
-    A stand-in session records what is bound (no GPU here: the buffers stay on the CPU)."""
+    A stand-in session records what is bound (no GPU here: the buffers stay on the CPU).
+    The buffers are bound by address: ORT's stream waits for the caller's (the batch written, the
+    last output read) before the run, and the caller's for ORT's after it."""
     import numpy as np
 
     from backends.onnxruntime import OrtPrepared, SessionPlan
@@ -285,15 +288,64 @@ def test_cuda_binding_takes_each_tensors_own_element_type(tmp_path: Path) -> Non
             return Binding()
 
         def run_with_iobinding(self, binding: Binding) -> None:
-            pass
+            order.append("run")
 
+    order: list[str] = []
+
+    class Stream:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def wait_stream(self, other: Stream) -> None:
+            order.append(f"{self.name} waits for {other.name}")
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *args: Stream("caller"))
     ids = torch.randint(0, 100, (2, 16), dtype=torch.int64)
     prepared = OrtPrepared(Session(), tmp_path / "model.onnx", tmp_path / "optimized.onnx",
-                           SessionPlan("all", "cuda", 0, ()), [], ids)
+                           SessionPlan("all", "cuda", 0, ()), [], ids, Stream("ort"))
     assert bound["output"] == (np.float32, (2, 16, 8))
     output = prepared(ids)
     assert bound["input"] == (np.int64, (2, 16))
     assert output.dtype == torch.float32 and tuple(output.shape) == (2, 16, 8)
+    assert order == ["ort waits for caller", "run", "caller waits for ort"]
+
+
+@pytest.mark.parametrize("provider", ["cuda", "tensorrt"])
+def test_the_gpu_providers_launch_on_a_stream_of_torchs_not_the_default_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str,
+) -> None:
+    """torch's current stream is its default one (handle 0) in a worker, and ORT takes a
+    user_compute_stream of 0 for none: it then launched on a non-blocking stream of its own, which
+    nothing ordered with torch's writes of the batch it reads by address (a gathered Server batch,
+    the check after timing's). Each GPU provider is given a torch stream of the session's own."""
+    import backends.onnxruntime as ort_backend
+
+    given: list[list[Any]] = []
+
+    class Session:
+        def __init__(self, path: str, options: Any, providers: list[Any], **kwargs: Any) -> None:
+            given.append(providers)
+            raise RuntimeError("no GPU here: only the providers were wanted")
+
+    class Stream:
+        def __init__(self, cuda_stream: int = 77, **kwargs: Any) -> None:
+            self.cuda_stream = cuda_stream
+
+    real = ort_backend._ort()
+    monkeypatch.setattr(ort_backend, "_ort", lambda: type("Ort", (), {
+        "InferenceSession": Session, "SessionOptions": real.SessionOptions,
+        "GraphOptimizationLevel": real.GraphOptimizationLevel}))
+    monkeypatch.setattr(ort_backend, "_checked_options",
+                        lambda variant, device: ort_backend.SessionPlan("all", provider, 0, ()))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *args: Stream(0))  # the default stream
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+    with pytest.raises(BackendFailed, match="no GPU here"):
+        ort_backend.OnnxRuntimeBackend().prepare(model, torch.ones(1, 3, 8, 8), device="cuda", dtype="tf32",
+                                                 variant=Variant("on"), workdir=tmp_path, cache_dir=tmp_path / "cache")
+    (providers,) = given
+    assert [(name, options.get("user_compute_stream")) for name, options in providers] == [
+        (name, "77") for name, _ in providers]
 
 
 def test_math_mode_is_read_from_the_sessions_provider_options() -> None:
