@@ -128,13 +128,22 @@ class InductorBackend(Backend):
         patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
                    "layout_optimization": options.layout_optimization,
                    **(hooks if watching else {}), **_isa_settings(device)}
+        mode = compile_mode(options.mode, variant.graphs, device)
+        if variant.graphs == "on" and hasattr(inductor_config.triton, "cudagraph_or_error"):
+            # A graph Inductor declines to capture (an operator it deems unsafe, a CPU tensor) would
+            # otherwise run uncaptured, with a warning only, in a cell that says graphs: on.
+            patches["triton.cudagraph_or_error"] = True
         loaded: list[Any] = []
         with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, unfused, \
                 no_folding, _loaded_modules(loaded), inductor_toolchain.watch() as toolchain, torch.no_grad():
-            mode = compile_mode(options.mode, variant.graphs, device)
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
-            _, sources = run_and_get_code(compiled, example)
+            try:
+                _, sources = run_and_get_code(compiled, example)
+            except Exception as exc:
+                if variant.graphs == "on" and "cudagraph" in str(exc):
+                    raise BackendFailed(f"Inductor would not capture the model in CUDA graphs (graphs: on): {exc}") from exc
+                raise
         if not sources:
             raise BackendFailed("torch.compile produced no Inductor code: Dynamo traced no graph of the model (a module "
                                 "it skips, or a break at every operator), so the whole model ran as eager")

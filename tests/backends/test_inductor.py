@@ -170,6 +170,41 @@ def test_the_compile_mode_follows_the_graphs_setting() -> None:
         compile_mode("reduce-overhead", "off", "cuda")
 
 
+@pytest.mark.parametrize("graphs", ["on", "off"])
+def test_a_graph_inductor_will_not_capture_fails_a_graphs_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graphs: str,
+) -> None:
+    """Inductor's CUDA graph trees skip a graph they deem unsafe with a warning only, and the model
+    then runs uncaptured under a cell that says graphs: on. With graphs on, the compile is asked to
+    raise instead, and the cell fails naming why. (No GPU here: the compile's first call is a
+    stand-in that raises as Inductor does when told to, and records whether it was told to.)"""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.utils as inductor_utils
+
+    from backends.inductor import InductorBackend
+    from harness.errors import BackendFailed
+
+    if not hasattr(inductor_config.triton, "cudagraph_or_error"):
+        pytest.skip("this torch's Inductor cannot be told to fail where it skips CUDA graphs")
+    told: list[bool] = []
+
+    def first_call(compiled, example):
+        told.append(inductor_config.triton.cudagraph_or_error)
+        raise RuntimeError("skipping cudagraphs due to mutated inputs (1 instances)" if told[-1] else "stand-in")
+
+    monkeypatch.setattr(inductor_utils, "run_and_get_code", first_call)
+    backend = InductorBackend()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4)).eval()
+    expected = BackendFailed if graphs == "on" else RuntimeError
+    with pytest.raises(expected) as raised:
+        backend.prepare(model, torch.ones(2, 4), device="cpu", dtype="fp32", variant=backend.variant("on", graphs=graphs),
+                        workdir=tmp_path, cache_dir=tmp_path / "cache")
+    assert told == [graphs == "on"]
+    if graphs == "on":
+        assert "would not capture the model in CUDA graphs" in str(raised.value)
+        assert "mutated inputs" in str(raised.value)
+
+
 class _ConvNeXtBlock(torch.nn.Module):
     """Depthwise conv, then layer norm and an MLP in channels-last through permutes, plus the residual."""
 
