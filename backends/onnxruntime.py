@@ -296,7 +296,7 @@ class OrtPrepared(Prepared):
 
     def __init__(
         self, session: Any, source_path: Path, optimized_path: Path, options: SessionPlan,
-        providers: list[Any], example: Any, stream: Any = None,
+        providers: list[Any], example: Any, stream: Any,
     ) -> None:
         import numpy as np
 
@@ -308,7 +308,7 @@ class OrtPrepared(Prepared):
         self.input_name = session.get_inputs()[0].name
         self.output_name = session.get_outputs()[0].name
         self.on_cuda = options.provider != "cpu"
-        self.stream = stream  # the torch stream the session launches on (GPU providers)
+        self.stream = stream  # the torch stream the session launches on (GPU providers; None on the CPU)
         self._profiled: dict[str, Any] | None = None
         self._kernel_runs: list[CpuKernelTimes] = []
         if self.on_cuda:

@@ -210,30 +210,45 @@ def test_the_cuda_provider_is_told_the_cells_math_and_torchs_stream(tmp_path: Pa
     assert _providers("cpu", 0, None, tmp_path, tf32=False, fp16=False) == ["CPUExecutionProvider"]
 
 
-def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ORT's TensorRT provider names an engine by the graph's file name and tensor names, not its
-    weights or shapes: the same model at another batch size, or with other weights, must not find
-    the first one's engine in a folder they share."""
+#: The handle of the stand-in torch stream `_providers_asked` gives each session (torch's default
+#: stream is 0, which ORT takes for none).
+SESSION_STREAM = 77
+
+
+def _providers_asked(monkeypatch: pytest.MonkeyPatch, provider: str) -> list[list[Any]]:
+    """Stand in for ORT (no GPU here) and for torch's streams, with `provider` the cells' provider:
+    each session made records the providers list it was given, then fails its prepare. The lists,
+    in the order asked."""
     import backends.onnxruntime as ort_backend
 
-    engine_folders: list[str] = []
+    asked: list[list[Any]] = []
 
     class Session:
         def __init__(self, path: str, options: Any, providers: list[Any], **kwargs: Any) -> None:
-            engine_folders.append(providers[0][1]["trt_engine_cache_path"])
+            asked.append(providers)
             raise RuntimeError("no GPU here: only the providers were wanted")
 
     class Stream:
-        cuda_stream = 0
+        def __init__(self, **kwargs: Any) -> None:
+            self.cuda_stream = SESSION_STREAM
 
     real = ort_backend._ort()
     monkeypatch.setattr(ort_backend, "_ort", lambda: type("Ort", (), {
         "InferenceSession": Session, "SessionOptions": real.SessionOptions,
         "GraphOptimizationLevel": real.GraphOptimizationLevel}))
     monkeypatch.setattr(ort_backend, "_checked_options",
-                        lambda variant, device: ort_backend.SessionPlan("all", "tensorrt", 0, ()))
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: Stream())
-    monkeypatch.setattr(torch.cuda, "Stream", lambda **kwargs: Stream())
+                        lambda variant, device: ort_backend.SessionPlan("all", provider, 0, ()))
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    return asked
+
+
+def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT's TensorRT provider names an engine by the graph's file name and tensor names, not its
+    weights or shapes: the same model at another batch size, or with other weights, must not find
+    the first one's engine in a folder they share."""
+    import backends.onnxruntime as ort_backend
+
+    asked = _providers_asked(monkeypatch, "tensorrt")
     backend = ort_backend.OnnxRuntimeBackend()
 
     def engines(seed: int, batch: int) -> str:
@@ -242,7 +257,7 @@ def test_each_export_gets_its_own_tensorrt_engine_folder(tmp_path: Path, monkeyp
         with pytest.raises(BackendFailed, match="no GPU here"):
             backend.prepare(model, torch.ones(batch, 3, 8, 8), device="cuda", dtype="fp32", variant=Variant("on"),
                             workdir=tmp_path, cache_dir=tmp_path / "cache")
-        return engine_folders[-1]
+        return str(asked[-1][0][1]["trt_engine_cache_path"])
 
     first = engines(seed=0, batch=1)
     assert engines(seed=0, batch=1) == first  # the same export: its engines are found again
@@ -320,32 +335,14 @@ def test_the_gpu_providers_launch_on_a_stream_of_torchs_not_the_default_one(
     the check after timing's). Each GPU provider is given a torch stream of the session's own."""
     import backends.onnxruntime as ort_backend
 
-    given: list[list[Any]] = []
-
-    class Session:
-        def __init__(self, path: str, options: Any, providers: list[Any], **kwargs: Any) -> None:
-            given.append(providers)
-            raise RuntimeError("no GPU here: only the providers were wanted")
-
-    class Stream:
-        def __init__(self, cuda_stream: int = 77, **kwargs: Any) -> None:
-            self.cuda_stream = cuda_stream
-
-    real = ort_backend._ort()
-    monkeypatch.setattr(ort_backend, "_ort", lambda: type("Ort", (), {
-        "InferenceSession": Session, "SessionOptions": real.SessionOptions,
-        "GraphOptimizationLevel": real.GraphOptimizationLevel}))
-    monkeypatch.setattr(ort_backend, "_checked_options",
-                        lambda variant, device: ort_backend.SessionPlan("all", provider, 0, ()))
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *args: Stream(0))  # the default stream
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    asked = _providers_asked(monkeypatch, provider)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
     with pytest.raises(BackendFailed, match="no GPU here"):
         ort_backend.OnnxRuntimeBackend().prepare(model, torch.ones(1, 3, 8, 8), device="cuda", dtype="tf32",
                                                  variant=Variant("on"), workdir=tmp_path, cache_dir=tmp_path / "cache")
-    (providers,) = given
+    (providers,) = asked
     assert [(name, options.get("user_compute_stream")) for name, options in providers] == [
-        (name, "77") for name, _ in providers]
+        (name, str(SESSION_STREAM)) for name, _ in providers]
 
 
 def test_math_mode_is_read_from_the_sessions_provider_options() -> None:
