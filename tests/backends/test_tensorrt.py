@@ -519,21 +519,15 @@ def test_a_batch_at_an_unaligned_offset_is_computed_not_the_one_before(monkeypat
                 memory.setdefault(buffer.data_ptr(), buffer)
         return prepared(batch).clone()
 
-    first = _aligned(samples[0])
+    first = tensorrt_backend._aligned_empty(samples[0]).copy_(samples[0])
+    assert first.data_ptr() % 256 == 0
     assert torch.equal(call(first), samples[0] * 2)
-    stack = _aligned(torch.cat(samples))  # one 256-aligned stack; its rows 1.. start 400 bytes apart
+    stack = torch.cat(samples)
+    stack = tensorrt_backend._aligned_empty(stack).copy_(stack)  # its rows 1.. start 400 bytes past 256-aligned
     for row in (1, 2, 3):
         view = stack[row:row + 1]
         assert view.data_ptr() % 256, "the view should be the unaligned case"
         assert torch.equal(call(view), samples[row] * 2), f"row {row} computed another batch"
-
-
-def _aligned(tensor: torch.Tensor) -> torch.Tensor:
-    """A copy of `tensor` at a 256-byte aligned address (the CPU allocator aligns less)."""
-    size = tensor.numel() * tensor.element_size()
-    raw = torch.empty(size + 256, dtype=torch.uint8)
-    start = -raw.data_ptr() % 256
-    return raw[start:start + size].view(tensor.dtype).view(tensor.shape).copy_(tensor)
 
 
 # --- on a GPU -------------------------------------------------------------------------------------
