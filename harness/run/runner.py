@@ -315,6 +315,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if not bad and nothing_measured(statuses):
         console.print(Text(f"nothing measured: every cell run ({len(records)}) was skipped, each for its reason above",
                            style="red"))
+    if not records:  # `--budget-s` spent before any cell had a result: not a pass either
+        console.print(Text("nothing measured: no cell of the bundle has a result yet", style="red"))
+        return EXIT_NOTHING_MEASURED
     return _exit_code(statuses)
 
 

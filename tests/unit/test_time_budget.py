@@ -201,6 +201,19 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
 
 
+@pytest.mark.slow  # its run starts the system probe, which imports torch
+def test_a_run_budget_spent_before_any_cell_had_a_result_exits_4_not_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
+    monkeypatch.setattr(executors, "run_here", SlowCells(clock, 50.0))  # the first cell outlasts the budget
+    code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="missing")
+    assert _records(bundle)[1] == {}, "a cell kept from a result by the budget was recorded"
+    assert code == 4, "a run that measured nothing exited as a pass"
+    assert "3 cell(s) of the bundle not run yet (the time budget was spent)" in shown
+    assert "nothing measured: no cell of the bundle has a result yet" in shown
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    assert validate(bundle).problems == []
+
+
 class RealFirstRound:
     """run_here that runs each cell's round 1 for real (the null backend: valid in seconds), taking
     `first_s` of the fake clock, and fakes every further round as SlowCells does, `further_s` each."""
