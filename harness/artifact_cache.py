@@ -2,7 +2,8 @@
 
 An exported ONNX file or a compiled library is reusable only for the same weights, input shape,
 dtype, library versions and settings. `fingerprint` hashes all of them (the weights by content,
-so two models with different random seeds never share an artifact), and `cached_dir` builds an
+so two models with different random seeds never share an artifact; the version of the library
+that defines the model's class, torchvision's say, since its code is the model's forward), and `cached_dir` builds an
 artifact into a temporary directory, seals it with the SHA-256 of every file it holds
 (`.entry.sha256`) and renames it into place, so an interrupted or failed build never leaves an
 entry that a later cell would load. Each use checks the seal: an entry edited, truncated or
@@ -14,12 +15,14 @@ a directory of its own (a link, to another key's entry or elsewhere, or a file),
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +49,7 @@ def structure_fingerprint(model: Any, example: Any, **settings: Any) -> str:
 def _key(model: Any, example: Any, settings: dict[str, Any], weights: bool) -> str:
     digest = hashlib.sha256()
     digest.update(f"{type(model).__module__}.{type(model).__qualname__}".encode())
+    digest.update(defining_library(type(model).__module__).encode())
     digest.update(f"{tuple(example.shape)}:{example.dtype}".encode())
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
@@ -54,6 +58,20 @@ def _key(model: Any, example: Any, settings: dict[str, Any], weights: bool) -> s
             data = tensor.detach().cpu().contiguous().reshape(-1)
             digest.update(data.view(_same_width_int(data)).numpy().tobytes())
     return digest.hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=None)
+def defining_library(module: str) -> str:
+    """The installed distribution named as the top-level package of `module`, with its version
+    (torchvision's for a torchvision model): its code is the model's forward, so another version
+    may compute otherwise from the same weights and export another graph. "" where none is (a class
+    defined in a script). Asked by name, not through every installed distribution's files, which
+    takes a fifth of a second and would be counted in a cell's prepare time."""
+    top = module.partition(".")[0]
+    try:
+        return f"{top}=={metadata.version(top)}"
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def _same_width_int(tensor: Any) -> Any:

@@ -31,6 +31,27 @@ def test_fingerprint_follows_weights_shape_and_settings() -> None:
     assert fingerprint(model, x, lib="1.0") != base
 
 
+def test_fingerprint_follows_the_version_of_the_library_that_defines_the_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from harness import artifact_cache
+
+    torchvision = pytest.importorskip("torchvision")
+    model, x = torchvision.models.resnet18(num_classes=4), torch.randn(1, 3, 32, 32)
+    assert artifact_cache.defining_library(type(model).__module__) == f"torchvision=={metadata.version('torchvision')}"
+    base = artifact_cache.fingerprint(model, x, lib="1.0")
+    artifact_cache.defining_library.cache_clear()
+    real_version = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1" if name == "torchvision" else real_version(name))
+    try:
+        # the same weights, shapes and settings under another torchvision: its forward may differ
+        assert artifact_cache.fingerprint(model, x, lib="1.0") != base
+    finally:
+        artifact_cache.defining_library.cache_clear()
+    assert artifact_cache.defining_library("a_script_of_ones_own") == ""
+
+
 def test_cached_dir_builds_once(tmp_path: Path) -> None:
     calls = []
 
