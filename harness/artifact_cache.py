@@ -10,7 +10,8 @@ entry that a later cell would load. Each use checks the seal: an entry edited, t
 emptied since (a full disk, a copy cut short, a hand), written before entries were sealed, or not
 a directory of its own (a link, to another key's entry or elsewhere, or a file), is moved aside
 (a link removed, never what it points to) and built again, with a one-line warning on standard error and on the cell
-(`repairs`).
+(`repairs`). What a killed build or repair left (`.partial`, `.broken`) is removed by the next
+build in the same folder.
 """
 
 from __future__ import annotations
@@ -22,15 +23,24 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import dirlock
 from harness.errors import BackendFailed
 
 SEAL = ".entry.sha256"
+PARTIAL = ".partial"  # an entry being built
+BROKEN = ".broken"  # a damaged entry moved aside, removed at once
+#: How old a leftover `.partial` or `.broken` folder must be before a sweep removes it.
+ORPHAN_MIN_AGE_S = 60.0
 _CHUNK = 1 << 20
 _repairs: list[str] = []
+_swept: set[Path] = set()
+_sweeping = threading.Lock()
 
 
 def fingerprint(model: Any, example: Any, **settings: Any) -> str:
@@ -98,7 +108,13 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
             return True
         _repair(path, damage)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    _remove_orphans_once(path.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=PARTIAL, dir=path.parent))
+    try:
+        held = dirlock.lock(tmp)  # while it builds: another process's sweep leaves it alone
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         build(tmp)
         _seal(tmp)
@@ -114,7 +130,41 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
             # another process finished the same artifact first: its entry is kept
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        os.close(held)
     return False
+
+
+def remove_orphans(folder: Path, min_age_s: float = ORPHAN_MIN_AGE_S) -> list[Path]:
+    """Remove what builds and repairs in `folder` left when their process was killed (a cell's
+    time limit, a machine's OOM killer): the `.partial` folders no live build holds and the `.broken`
+    ones, each last changed more than `min_age_s` ago (a build locks its folder a moment after making
+    it). The folders removed; ones this user cannot open are left alone."""
+    removed = []
+    now = time.time()
+    for leftover in sorted([*folder.glob(f".*{PARTIAL}"), *folder.glob(f".*{BROKEN}")]):
+        try:
+            if leftover.is_symlink() or not leftover.is_dir() or now - leftover.stat().st_mtime < min_age_s:
+                continue
+            fd = dirlock.try_lock(leftover, follow_symlink=False)
+        except OSError:
+            continue
+        if fd is None:  # a live build's
+            continue
+        try:
+            shutil.rmtree(leftover, ignore_errors=True)
+        finally:
+            os.close(fd)
+        if not os.path.lexists(leftover):
+            removed.append(leftover)
+    return removed
+
+
+def _remove_orphans_once(folder: Path) -> None:
+    with _sweeping:
+        if folder in _swept:
+            return
+        _swept.add(folder)
+    remove_orphans(folder)
 
 
 def damage_of(entry: Path) -> str | None:
@@ -169,7 +219,7 @@ def _repair(entry: Path, damage: str) -> None:
     warn_rebuilt(entry, damage)
     # A folder of this repair's own: a name of its own could still be taken (by what an earlier
     # repair of the same pid could not delete), and the damaged entry would then stay and be loaded.
-    aside = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".broken", dir=entry.parent))
+    aside = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=BROKEN, dir=entry.parent))
     try:
         os.rename(entry, aside / entry.name)  # at once: a concurrent reader sees the old entry whole or none
     except OSError:

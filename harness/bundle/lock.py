@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness import dirlock
 from harness.errors import ConfigError
-from harness.files import dirlock
 
 _PROC_LOCKS = Path("/proc/locks")
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.files import dirlock
+from harness import dirlock
 
 MIN_AGE_S = 60.0
 _swept: set[str] = set()

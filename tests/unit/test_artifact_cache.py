@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,48 @@ def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
         cached_dir(entry, build)
     assert not entry.exists()
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+_KILLED_BUILD = """
+import sys, time
+from pathlib import Path
+from harness.artifact_cache import cached_dir
+cached_dir(Path(sys.argv[1]), lambda tmp: ((tmp / "half.so").write_bytes(b"k" * 1000), time.sleep(600)))
+"""
+
+
+def test_what_a_killed_build_left_is_removed_by_the_next_build_and_a_live_one_is_left(tmp_path: Path) -> None:
+    """A cell killed mid-build (its time limit, the OOM killer) leaves its `.partial` folder: the
+    next build in the folder removes it, but never a build still running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from harness.artifact_cache import remove_orphans
+
+    folder = tmp_path / "cache" / "relax"
+    builder = subprocess.Popen([sys.executable, "-c", _KILLED_BUILD, str(folder / "big-key")])
+    try:
+        deadline = time.monotonic() + 60
+        while not list(folder.glob(".big-key.*.partial/half.so")):
+            assert builder.poll() is None and time.monotonic() < deadline, "the build never started"
+            time.sleep(0.05)
+        assert remove_orphans(folder, min_age_s=0) == [], "a live build's folder was removed"
+        assert len(list(folder.glob(".big-key.*.partial"))) == 1
+    finally:
+        builder.send_signal(signal.SIGKILL)
+        builder.wait()
+    (left,) = folder.glob(".big-key.*.partial")
+    broken = folder / ".other-key.abc.broken"  # a repair killed between moving an entry aside and removing it
+    broken.mkdir()
+    (broken / "x").write_text("damaged")
+    fresh = folder / ".new-key.def.partial"  # made a moment ago and not yet locked: too young to be taken
+    fresh.mkdir()
+    for old in (left, broken):
+        os.utime(old, (time.time() - 3600, time.time() - 3600))
+    assert cached_dir(folder / "another-key", lambda tmp: (tmp / "lib.so").write_text("built")) is False
+    assert sorted(p.name for p in folder.iterdir()) == [fresh.name, "another-key"]
 
 
 def _counting_build(calls: list[Path]):

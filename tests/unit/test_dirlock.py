@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.files import dirlock
+from harness import dirlock
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from harness.files import dirlock
+from harness import dirlock
 fd = dirlock.try_lock(Path(sys.argv[1]))
 print("held" if fd is not None else "refused", flush=True)
 time.sleep(60)

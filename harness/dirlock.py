@@ -1,8 +1,9 @@
 """An exclusive `flock` on a directory, held through an open file descriptor of it.
 
 The kernel lets the lock go when the descriptor is closed or its process dies, however it dies,
-so a lock never outlives its holder. Used for the bundle a run writes (harness/bundle/lock.py) and
-for a cell's scratch folder (harness/run/scratch.py).
+so a lock never outlives its holder. Used for the bundle a run writes (harness/bundle/lock.py), a
+cell's scratch folder (harness/run/scratch.py) and an artifact cache entry being built
+(harness/artifact_cache.py).
 """
 
 from __future__ import annotations
