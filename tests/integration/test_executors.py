@@ -168,10 +168,13 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
     refused = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray")  # 1 CPU a cell: another share
     assert refused.returncode == 2 and "its cells ran on a slot of 2 core(s) and this resume would run" in refused.stderr, \
         refused.stdout + refused.stderr
-    resumed = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray", "--cpus-per-cell", "2")
-    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the hang now runs into its time limit
+    # The interrupted cell runs again from its start; its call now returns after a second, so that the
+    # resume need not wait out the 60 s limit (a local run's hang meets its limit in test_faults.py).
+    resumed = cli({**faults_env, "FUSIONBENCH_FAULT_HANG_S": "1"}, "run", "--resume", str(bundle), "--executor", "ray",
+                  "--cpus-per-cell", "2")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     cells = {c["config"]["backend"]: c for c in cells_of(bundle).values()}
-    assert cells["null"]["status"] == "valid" and "time limit of 60 s exceeded" in cells["fault_hang"]["reasons"][0]
+    assert cells["null"]["status"] == "valid" and cells["fault_hang"]["status"] == "valid", cells["fault_hang"]["reasons"]
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert cli(faults_env, "validate", str(bundle)).returncode == 0
 
