@@ -10,7 +10,11 @@
 # bundles, is about 13 MB and the small wheels 6 MB: 45 MB parts for a copy of 64 MiB):
 #   mkdir -p .whl/parts && (cd .whl/w && for w in onnxruntime_gpu-*.whl apache_tvm-*.whl; do
 #     split -b 45000000 "$w" "../parts/$w.part" && rm "$w"; done)
-# The kept bundles (about 60 MB of the tree's 73) are not read by the runs there: leave them out.
+# The kept bundles (about 60 MB of the tree's 73) are not read by the runs there: leave them out
+# of the copy and put them back after it (their files stay on disk throughout):
+#   echo /docs/results/bundles/ >> .git/info/exclude && git rm -r --cached -q docs/results/bundles
+#   ... the calls ...
+#   git reset -q -- docs/results/bundles && sed -i '\|^/docs/results/bundles/$|d' .git/info/exclude
 # There:
 #   docs/results/scenarios/gpu-session.sh install WHEELS [PARTS]
 #       join PARTS/NAME.whl.part?? into WHEELS/NAME.whl, check WHEELS/SHA256SUMS, replace the CPU
