@@ -37,7 +37,7 @@ def cell_config(scenario: str = "SingleStream", batch: int = 1, *, backend: str 
 def cell_record(config: CellConfig | None = None, status: str = "valid", reasons: list[str] | None = None,
                 metrics: dict[str, Any] | None = None, **fields: Any) -> CellRecord:
     """A cell record of `config` (default: an eager Offline cell of batch 8) with these metrics,
-    each a whole record of its pass (harness/bundle/cell_record.py), and these other fields."""
+    each a whole record of its pass (a field of harness/bundle/cell_record.py `Metrics`), and these other fields."""
     config = config or cell_config("Offline", 8)
     return CellRecord.model_validate({
         "schema_version": SCHEMA_VERSION, "id": cell_id(config.recorded()), "label": config.label, "status": status,

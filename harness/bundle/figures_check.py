@@ -47,9 +47,9 @@ from typing import Any
 
 from harness import allocator
 from harness.bundle import belonging, loadgen_check, rounds_check, traffic_check
-from harness.bundle.cell_record import MAX_SAMPLES
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.record_base import MAX_SAMPLES
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import MEASURED
 from harness.bundle.tolerance import close, number

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.bundle.cell_record import HEX16, Bytes, Count, model_problems
+from harness.bundle.record_base import HEX16, Bytes, Count, model_problems
 from harness.bundle.statuses import STATES
 
 Spread = Annotated[float, Field(ge=0, le=1e6)]
@@ -121,7 +121,7 @@ class Node(Part):
     """A machine a cell ran on, as the executor saw it (harness/run/executors.py `node_info`): a
     cell's `node`, and each machine of bundle.json's `nodes`. The schema keeps both loose dicts (an
     executor adds its own entries: the slot, Ray's ids), so a reader parses one with
-    harness/bundle/cell_record.py's `read_as`."""
+    harness/bundle/record_base.py's `read_as`."""
 
     hostname: str | None = None
     executor: str | None = None

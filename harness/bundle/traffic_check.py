@@ -2,7 +2,7 @@
 against what the record itself cannot see.
 
 That the total is the read and write bytes together, and that a measured record has all three, the
-typed record checks (harness/bundle/cell_record.py `MemoryTraffic`), which validate reads every cell
+typed record checks (harness/bundle/passes_record.py `MemoryTraffic`), which validate reads every cell
 as. Here: the kernels a record lists move no more than its total; and with the caches flushed
 before each kernel (how harness/measure/memory_traffic.py runs Nsight Compute), every kernel reads
 its inputs from DRAM, so one inference's reads cannot fall below the weights the forward reads and

@@ -4,7 +4,8 @@ Six layers, each reported one problem per line as `<file>: <what is wrong>`:
 1. integrity: MANIFEST.sha256 lists every file with its SHA-256; an edited, missing or added
    file, a link or a special file is a problem (`harness.bundle.manifest`);
 2. schema: bundle.json and every cell against the JSON Schema of the version they were written
-   with (`harness.bundle.schema`), which also bounds every figure to a sane range;
+   with (`harness.bundle.schema`, checked by `harness.bundle.schema_check`), which also bounds every
+   figure to a sane range;
 3. consistency: every cell bundle.json lists has a record (unless the run says it did not
    finish), no record is unlisted, each id is the hash of its config, the scenario hash matches,
    a `valid` cell really is valid, summaries agree with their raw samples, the fusion report's
@@ -30,8 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import cell_record, figures_check, header_record, loadgen_check, manifest, mlperf_check, traffic_check
-from harness.bundle import schema as bundle_schema
+from harness.bundle import (
+    cell_record,
+    figures_check,
+    header_record,
+    loadgen_check,
+    manifest,
+    mlperf_check,
+    record_base,
+    schema_check,
+    traffic_check,
+)
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, check_root, load
 from harness.bundle.snapshot import Snapshot
@@ -81,11 +91,11 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
         return verdict
     verdict.cells = len(loaded.cells)
     verdict.loaded = loaded
-    malformed = bundle_schema.problems(loaded.raw_header, "bundle", loaded.version, HEADER)
+    malformed = schema_check.problems(loaded.raw_header, "bundle", loaded.version, HEADER)
     for cell_id, raw in loaded.raw_cells.items():
         where = f"{CELLS}/{cell_id}.json"
         too_long = _oversized(raw)  # refused before the schema, which would spend seconds on each item
-        malformed += [f"{where}: {line}" for line in too_long] or bundle_schema.problems(raw, "cell", raw["schema_version"],
+        malformed += [f"{where}: {line}" for line in too_long] or schema_check.problems(raw, "cell", raw["schema_version"],
                                                                                          where)
     verdict.problems += malformed
     if malformed:
@@ -152,7 +162,7 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
 
 
 def _oversized(cell: Any) -> list[str]:
-    """The timing lists of a raw cell longer than any this harness records (cell_record.MAX_SAMPLES)."""
+    """The timing lists of a raw cell longer than any this harness records (record_base.MAX_SAMPLES)."""
     metrics = cell.get("metrics") if isinstance(cell, dict) else None
     timing = metrics.get("device_time") if isinstance(metrics, dict) else None
     lists = {f"device_time/{key}": timing.get(key) for key in ("samples_ns", "warmup_samples_ns", "host_samples_ns")
@@ -161,8 +171,8 @@ def _oversized(cell: Any) -> list[str]:
     for index, entry in enumerate(rounds if isinstance(rounds, list) else []):
         if isinstance(entry, dict):
             lists[f"rounds/{index}/samples_ns"] = entry.get("samples_ns")
-    return [f"metrics/{path}: {len(found):,} items, more than the {cell_record.MAX_SAMPLES:,} a timing list holds"
-            for path, found in lists.items() if isinstance(found, list) and len(found) > cell_record.MAX_SAMPLES]
+    return [f"metrics/{path}: {len(found):,} items, more than the {record_base.MAX_SAMPLES:,} a timing list holds"
+            for path, found in lists.items() if isinstance(found, list) and len(found) > record_base.MAX_SAMPLES]
 
 
 #: The most cells a stored scenario may expand to for validate to expand it whole (a hostile header

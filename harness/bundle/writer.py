@@ -21,8 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import lock, manifest
-from harness.bundle import schema as bundle_schema
+from harness.bundle import lock, manifest, schema_check
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.migrations import SCHEMA_VERSION, record_version
@@ -134,7 +133,7 @@ class Bundle:
                 f"{path}: written with schema version {version}; this harness writes {SCHEMA_VERSION} and "
                 "will not mix them in one bundle: run the scenario again instead of resuming"
             )
-        broken = bundle_schema.problems(header, "bundle", version, str(path))
+        broken = schema_check.problems(header, "bundle", version, str(path))
         if broken:
             raise BundleError(f"cannot resume: {broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
         if not (root / CELLS).is_dir():

@@ -28,7 +28,7 @@ from harness.cli.path_argument import path_argument
 from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import one_line, visible
 from harness.scenario.cells import ONLY_KEYS
-from harness.scenario.schema import MAX_ROUNDS
+from harness.scenario.settings import MAX_ROUNDS
 
 if TYPE_CHECKING:
     from harness.run.runner import RunRequest

@@ -36,8 +36,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.bundle.cell_record import LoadGenRun
 from harness.bundle.loadgen_log import parse_logs
+from harness.bundle.loadgen_record import LoadGenRun
 from harness.contract import Prepared
 from harness.errors import HarnessError
 from harness.measure.sut import InlineSUT, SUTTimes

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.bundle.cell_record import Kernels
+from harness.bundle.passes_record import Kernels
 from harness.contract import CpuKernelTimes, Prepared
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport

@@ -18,7 +18,9 @@ from typing import Any, Literal, get_args
 
 import pydantic
 
-from harness.bundle.cell_record import Metrics, Seconds, WorkerStart
+from harness.bundle.cell_record import Metrics
+from harness.bundle.passes_record import WorkerStart
+from harness.bundle.record_base import Seconds
 from harness.bundle.safe_json import parse_json
 from harness.errors import BundleError
 from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS

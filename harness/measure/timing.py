@@ -22,9 +22,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.bundle.cell_record import MAX_SAMPLES, DeviceTime, Repetition, TimeSummary, Warmup
+from harness.bundle.record_base import MAX_SAMPLES
+from harness.bundle.timing_record import DeviceTime, Repetition, TimeSummary, Warmup
 from harness.contract import Prepared
-from harness.scenario.schema import TimingSettings
+from harness.scenario.settings import TimingSettings
 from harness.stats.summary import summarize_ns
 from harness.stats.thresholds import WARMUP_TOLERANCE as STEADY_TOLERANCE
 from harness.stats.warmup import WarmupRule

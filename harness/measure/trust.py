@@ -26,16 +26,11 @@ a GPU that throttled.
 
 from __future__ import annotations
 
-from harness.bundle.cell_record import (
-    DeviceTime,
-    LatencyAgreement,
-    LoadGenRun,
-    Metrics,
-    Repetition,
-    SutFigures,
-    TimeSplit,
-)
+from harness.bundle.cell_record import Metrics
 from harness.bundle.figures_check import BUSY, DISAGREE, SHARED  # the words validate and the reports look for
+from harness.bundle.loadgen_record import LoadGenRun, SutFigures
+from harness.bundle.passes_record import TimeSplit
+from harness.bundle.timing_record import DeviceTime, LatencyAgreement, Repetition
 from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns
 from harness.metric_table import format_duration_ns as duration  # one format for every duration shown

@@ -42,22 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import allocator, artifact_cache, contract, registry
-from harness.bundle.cell_record import (
-    Accuracy,
-    ComplianceOutcome,
-    Correctness,
-    CorrectnessCheck,
-    FusionReportRecord,
-    Kernels,
-    LoadGenRun,
-    MathMode,
-    Memory,
-    MemoryTraffic,
-    Metrics,
-    Roofline,
-    TimeSplit,
-    Tuning,
-)
+from harness.bundle.cell_record import Correctness, CorrectnessCheck, MathMode, Metrics, Tuning
+from harness.bundle.loadgen_record import Accuracy, ComplianceOutcome, LoadGenRun
+from harness.bundle.passes_record import FusionReportRecord, Kernels, Memory, MemoryTraffic, TimeSplit
+from harness.bundle.timing_record import Roofline
 from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
 from harness.measure import cell_model, plugin_answers, protocol, trust

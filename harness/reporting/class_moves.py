@@ -12,7 +12,7 @@ fusion pair's, so that a slow round 1 of one side does not read as a class's tim
 
 from __future__ import annotations
 
-from harness.bundle.cell_record import Kernels
+from harness.bundle.passes_record import Kernels
 from harness.metric_table import format_value
 from harness.reporting.kind_moves import scaled_kinds, signed_ns
 from harness.reporting.op_classes import CLASSES, class_of

@@ -50,9 +50,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import metric_table
-from harness.bundle.cell_record import CellRecord, read_as
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, Node, OperatingSystem, Python, Torch
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.record_base import read_as
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from harness import metric_table
-from harness.bundle.cell_record import read_as
 from harness.bundle.header_record import Node
 from harness.bundle.reader import LoadedBundle
+from harness.bundle.record_base import read_as
 from harness.metric_table import format_times
 from harness.plain_text import one_line
 from harness.reporting import kind_moves

@@ -14,7 +14,7 @@ the machine slowed does not move the kinds of one side alone.
 
 from __future__ import annotations
 
-from harness.bundle.cell_record import Kernels, KindTime
+from harness.bundle.passes_record import Kernels, KindTime
 from harness.metric_table import format_value
 
 #: The kinds a pair's moves name, the largest first.

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.bundle import manifest
-from harness.bundle.cell_record import Accuracy, CellRecord
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.confine import output_path
 from harness.bundle.files import CELLS
+from harness.bundle.loadgen_record import Accuracy
 from harness.bundle.manifest import check_path
 from harness.bundle.mlperf_check import VERIFY
 from harness.bundle.reader import LoadedBundle, lookup

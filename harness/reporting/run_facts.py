@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
-from harness.bundle.cell_record import CellRecord, read_as
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.record_base import read_as
 from harness.metric_table import format_per_core, format_times
 from harness.plain_text import one_line, visible
 

@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import metric_table
-from harness.bundle.cell_record import CellRecord, Metrics, Roofline, TopKernel, read_as
+from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.figures_check import BUSY as BUSY_WARNING
+from harness.bundle.passes_record import TopKernel
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.record_base import read_as
+from harness.bundle.timing_record import Roofline
 from harness.metric_table import format_times, format_value
 from harness.plain_text import one_line
 from harness.reporting import class_moves, kind_moves

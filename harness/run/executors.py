@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.bundle.cell_record import WorkerStart
+from harness.bundle.passes_record import WorkerStart
 from harness.measure.protocol import WorkerRequest
 from harness.run import time_budget
 from harness.run.isolation import WorkerOutcome, run_worker

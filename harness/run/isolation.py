@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.bundle.cell_record import WorkerStart
+from harness.bundle.passes_record import WorkerStart
 from harness.bundle.safe_json import MAX_JSON_BYTES
 from harness.errors import HarnessError
 from harness.files.regular_file import read_regular

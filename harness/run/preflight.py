@@ -18,7 +18,8 @@ from harness.files.regular_file import open_regular
 from harness.models.labels import output_classes, read_labels
 from harness.models.zoo import IMAGE_SUFFIXES, folder_images
 from harness.run.isolation import MIB
-from harness.scenario.schema import FolderInputs, ScenarioFile
+from harness.scenario.schema import ScenarioFile
+from harness.scenario.settings import FolderInputs
 
 ROOM_BASE_BYTES = 16 * MIB
 ROOM_PER_CELL_BYTES = 2 * MIB

@@ -26,7 +26,8 @@ from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.reporting.report import REPORT_HTML, REPORT_MD
 from harness.scenario.loading import resolved
-from harness.scenario.schema import BackendSpec, ModelSpec, ScenarioFile
+from harness.scenario.schema import ScenarioFile
+from harness.scenario.specs import BackendSpec, ModelSpec
 
 #: Keys of a stored scenario that bundles of this schema version lack when they were written before
 #: the key existed. The run reads their absence as the harness that wrote the bundle did (no

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.bundle.cell_record import CellRecord, read_as
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Node
+from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError

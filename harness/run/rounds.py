@@ -48,7 +48,8 @@ from typing import Any
 import pydantic
 from pydantic import ConfigDict
 
-from harness.bundle.cell_record import Metrics, TimingRound
+from harness.bundle.cell_record import Metrics
+from harness.bundle.timing_record import TimingRound
 from harness.metric_table import format_value
 from harness.run.executors import CellTask, Finished
 from harness.run.scratch import scratch_dir

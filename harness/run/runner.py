@@ -45,7 +45,8 @@ from harness.scenario import advice
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, only_text, select
 from harness.scenario.differences import differences
-from harness.scenario.schema import Limits, ScenarioFile
+from harness.scenario.schema import ScenarioFile
+from harness.scenario.settings import Limits
 
 if TYPE_CHECKING:
     from harness.run.ray_executor import RayExecutor

@@ -19,8 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from harness.allocator import UNRECORDED as SYSTEM_ALLOCATOR
 from harness.allocator import Allocator
 from harness.models.catalog import default_input_size
+from harness.scenario.format_base import OptionValue
 from harness.scenario.rules import RULES, ScenarioName
-from harness.scenario.schema import DType, Inputs, ModelSpec, OptionValue, PassSettings, TimingSettings
+from harness.scenario.schema import DType
+from harness.scenario.settings import Inputs, PassSettings, TimingSettings
+from harness.scenario.specs import ModelSpec
 
 OnOff = Literal["on", "off"]
 CellDevice = Literal["cpu", "cuda"]

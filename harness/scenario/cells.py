@@ -17,7 +17,8 @@ from harness.errors import ConfigError
 from harness.models.catalog import all_models
 from harness.scenario.cell_config import CellConfig, CellLoadGen, CellVariant
 from harness.scenario.rules import rule
-from harness.scenario.schema import Inputs, LoadGenSettings, ModelSpec, PassSettings, TimingSettings
+from harness.scenario.settings import Inputs, LoadGenSettings, PassSettings, TimingSettings
+from harness.scenario.specs import ModelSpec
 
 ONLY_KEYS = ("model", "backend", "fusion", "graphs", "scenario", "dtype", "batch")
 

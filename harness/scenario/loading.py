@@ -21,7 +21,8 @@ import yaml
 from harness.errors import ConfigError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
-from harness.scenario.schema import FolderInputs, ScenarioFile, SyntheticInputs
+from harness.scenario.schema import ScenarioFile
+from harness.scenario.settings import FolderInputs, SyntheticInputs
 
 MAX_FILE_BYTES = 1 << 20
 # After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
@@ -279,7 +280,7 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
     return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
 
 
-#: pydantic's names for the branches of a backend option's type (harness/scenario/schema.py `OptionValue`).
+#: pydantic's names for the branches of a backend option's type (harness/scenario/format_base.py `OptionValue`).
 OPTION_TYPES = ("bool", "int", "float", "str")
 #: pydantic's names for a branch of a union in an error's location: a type, never a key of the file.
 _BRANCH = re.compile(r"(bool|int|float|str|none|(literal|list|dict|tuple)\[.*\])")

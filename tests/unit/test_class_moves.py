@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.bundle.cell_record import Kernels
+from harness.bundle.passes_record import Kernels
 from harness.reporting.class_moves import against, class_times
 
 

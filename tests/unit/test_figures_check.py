@@ -425,7 +425,7 @@ def test_both_judges_leave_a_busy_or_shared_machine_unsaid_where_the_tick_alone_
 
 def test_a_gpu_time_split_made_by_the_worker_passes() -> None:
     """The GPU's split (kernel time from the profiler) as harness/measure/passes.py makes it."""
-    from harness.bundle.cell_record import Kernels
+    from harness.bundle.passes_record import Kernels
     from harness.measure.passes import time_split
 
     samples = [1_000_000 + 1000 * i for i in range(21)]

@@ -22,9 +22,10 @@ import pytest
 from pydantic import ValidationError
 
 from harness.bundle import ncu_log, traffic_check
-from harness.bundle.cell_record import MemoryTraffic, read_as
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.ncu_log import CounterLogError, Launch
+from harness.bundle.passes_record import MemoryTraffic
+from harness.bundle.record_base import read_as
 from harness.bundle.validate import validate
 from harness.measure import memory_traffic
 from harness.measure.protocol import WorkerRequest
@@ -252,7 +253,7 @@ def test_validate_bounds_the_listed_kernels_and_the_record_its_total(tmp_path: P
     for hostile in (5, "kernels", {"k": 1}, [None, 3]):  # the schema's finding, never a crash here
         assert traffic_check.problems({"memory_traffic": {**traffic, "top_kernels": hostile}}) == []
     # A total that is not the reads and writes, or a measured record without its figures, is the typed
-    # record's finding, which validate reports once (bundle/cell_record.py MemoryTraffic).
+    # record's finding, which validate reports once (bundle/passes_record.py MemoryTraffic).
     root = tmp_path / "bundle"
     shutil.copytree(GOLDEN, root)
     measured = next(p for p in sorted((root / "cells").glob("*.json")) if json.loads(p.read_text())["status"] == "valid")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.bundle.cell_record import Memory
+from harness.bundle.passes_record import Memory
 from harness.measure.memory import NvmlSampler
 
 

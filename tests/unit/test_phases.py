@@ -14,7 +14,7 @@ from harness.bundle.reader import load
 from harness.measure import protocol
 from harness.measure.protocol import COMPLIANCE, PHASE_KINDS, PHASES, Phase
 from harness.run.summary import OTHER_PHASES, time_by_kind, time_line
-from harness.scenario.schema import LoadGenSettings
+from harness.scenario.settings import LoadGenSettings
 from tests.cell_configs import cell_record
 
 REPO = Path(__file__).resolve().parents[2]

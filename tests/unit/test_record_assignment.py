@@ -1,4 +1,4 @@
-"""A cell record's figures are set as validated (harness/bundle/cell_record.py `Record`): a refused
+"""A cell record's figures are set as validated (harness/bundle/record_base.py `Record`): a refused
 value leaves the record as it was, and a name the record does not declare is refused."""
 
 from __future__ import annotations

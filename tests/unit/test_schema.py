@@ -81,10 +81,10 @@ GOLDEN_CELL = sorted((Path(__file__).resolve().parents[2] / "tests" / "golden" /
 @pytest.mark.parametrize("sample", [-1, True, 1.0, 2.5, "7", None, 10**13 + 1, float("nan"), float("inf"), 5],
                          ids=repr)
 def test_an_array_of_samples_is_judged_as_jsonschema_judges_it(sample: object) -> None:
-    """validate checks arrays of plain scalars in one pass (harness/bundle/schema.py `_validator`):
+    """validate checks arrays of plain scalars in one pass (harness/bundle/schema_check.py `_validator`):
     whatever one item of them is, the problems are word for word jsonschema's own, and none where it
     finds none."""
-    from harness.bundle.schema import lines_of, problems
+    from harness.bundle.schema_check import lines_of, problems
 
     record = json.loads(GOLDEN_CELL.read_text())
     samples = record["metrics"]["device_time"]["samples_ns"]
@@ -131,10 +131,10 @@ def _with(record: object, path: tuple, value: object) -> object:
 
 @pytest.mark.parametrize("version", range(4, SCHEMA_VERSION + 1))
 def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: int) -> None:
-    """validate checks against the schema with its references inlined (harness/bundle/schema.py
+    """validate checks against the schema with its references inlined (harness/bundle/schema_check.py
     `_inlined`): a value of the wrong type or an unknown key anywhere in a golden bundle's header
     and cell gives the problems, word for word, that jsonschema gives on the schema as written."""
-    from harness.bundle.schema import _inlined, lines_of, problems
+    from harness.bundle.schema_check import _inlined, lines_of, problems
 
     golden = Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{version}"
     for kind, path in (("bundle", golden / "bundle.json"), ("cell", sorted((golden / "cells").glob("*.json"))[0])):
@@ -151,7 +151,7 @@ def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: i
 
 
 def test_a_schema_that_refers_to_itself_is_checked_as_written() -> None:
-    from harness.bundle.schema import _inlined
+    from harness.bundle.schema_check import _inlined
 
     recursive = {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
                  "$ref": "#/$defs/node"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.bundle.cell_record import Kernels
+from harness.bundle.passes_record import Kernels
 from harness.contract import CpuKernelTimes
 from harness.measure.passes import busy_us, cpu_kernel_figures, cuda_kernel_figures, time_split
 

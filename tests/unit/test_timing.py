@@ -10,7 +10,7 @@ import pytest
 from harness.contract import Prepared
 from harness.fusion import FusionReport
 from harness.measure.timing import STEADY_TOLERANCE, DeviceTiming
-from harness.scenario.schema import TimingSettings
+from harness.scenario.settings import TimingSettings
 
 
 class FakeClock:

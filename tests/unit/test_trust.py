@@ -9,16 +9,10 @@ from typing import Any
 
 import pytest
 
-from harness.bundle.cell_record import (
-    DeviceTime,
-    LoadGenMetric,
-    LoadGenRun,
-    Metrics,
-    Repetition,
-    SutFigures,
-    TimeSplit,
-    TimeSummary,
-)
+from harness.bundle.cell_record import Metrics
+from harness.bundle.loadgen_record import LoadGenMetric, LoadGenRun, SutFigures
+from harness.bundle.passes_record import TimeSplit
+from harness.bundle.timing_record import DeviceTime, Repetition, TimeSummary
 from harness.measure import activity, gpu_state
 from harness.measure.trust import latency_agreement, overlap_explained, warnings
 

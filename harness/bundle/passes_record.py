@@ -1,0 +1,158 @@
+"""The untimed passes' records, each pass in its own: the memory pass (harness/measure/memory.py),
+the profile pass (harness/measure/passes.py: kernels per inference, where their time goes, the
+fusion report, the time split) and the memory-traffic pass (harness/measure/memory_traffic.py).
+Parts of a cell's `Metrics` (harness/bundle/cell_record.py).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from harness.bundle.record_base import BYTES_MAX, Bytes, Count, MeanCount, Ns, Record, Share, SignedBytes
+
+#: How a cell's worker started: "preloaded" (forked by a parent that had imported torch,
+#: harness/measure/preloaded.py) or "fresh" (a new Python, as every cell was before preloaded parents).
+WorkerStart = Literal["fresh", "preloaded"]
+
+
+class Memory(Record):
+    """Host (and on a GPU, device) memory of the worker (harness/measure/memory.py)."""
+
+    rss_baseline_bytes: Bytes | None = None
+    peak_rss_bytes: Bytes | None = None
+    peak_rss_delta_bytes: Bytes | None = None
+    inference_peak_rss_bytes: Bytes | None = None
+    inference_peak_rss_delta_bytes: SignedBytes | None = None
+    inference_peak_method: str | None = None
+    torch_max_allocated_bytes: Bytes | None = None
+    torch_max_reserved_bytes: Bytes | None = None
+    nvml_process_peak_bytes: Bytes | None = None
+    nvml_device_used_peak_bytes: Bytes | None = None
+    nvml_device_used_delta_bytes: Bytes | None = None
+    #: How the worker started, which moves the host figures (WorkerStart); older records: "fresh".
+    worker_start: WorkerStart = "fresh"
+
+
+class KindTime(Record):
+    """One kind of kernel of `Kernels.by_kind` (harness/measure/kernel_kinds.py): how many differently
+    named kernels are of it, and their calls and time per inference together."""
+
+    kind: str
+    kernels: Count
+    calls_per_inference: MeanCount
+    ns_per_inference: Ns
+
+
+class Kernels(Record):
+    """Kernels (GPU) or compute dispatches (CPU) per inference, and where the time inside them goes."""
+
+    kernels_per_inference: MeanCount | None
+    kernel_count_method: str
+    backend_figures: dict[str, Any] = {}
+    kernel_share: Share | None = None
+    kernel_time_method: str | None = None
+    profiled_iters: Count | None = None
+    top_kernels: list[dict[str, Any]] = []
+    kernel_time_ns_per_inference: Ns | None = None
+    kernel_time_sum_ns_per_inference: Ns | None = None
+    #: Every kind of kernel the profiled inferences ran, the costliest first, and how the kinds were
+    #: named; empty in cells of schemas before 11 and in GPU cells written before 2026-12-02.
+    by_kind: list[KindTime] = []
+    kind_method: str | None = None
+
+
+MeanBytes = Annotated[float, Field(ge=0, le=BYTES_MAX)]
+
+
+class TrafficKernel(Record):
+    """One kernel of `MemoryTraffic.top_kernels`: its launches and the DRAM bytes it moved, per inference."""
+
+    name: str
+    calls_per_inference: MeanCount
+    dram_read_bytes_per_inference: MeanBytes
+    dram_write_bytes_per_inference: MeanBytes
+
+
+class MemoryTraffic(Record):
+    """The DRAM bytes one inference reads and writes, from the GPU's hardware counters
+    (harness/measure/memory_traffic.py), or why none were read: a figure that was not measured is
+    absent with its reason, never zero."""
+
+    dram_read_bytes_per_inference: MeanBytes | None = None
+    dram_write_bytes_per_inference: MeanBytes | None = None
+    dram_bytes_per_inference: MeanBytes | None = None
+    # Kernel launches per inference the counter tool profiled: a count independent of `Kernels`'.
+    kernels_per_inference: MeanCount | None = None
+    profiled_iters: Count | None = None
+    top_kernels: list[TrafficKernel] = []
+    tool: str | None = None
+    # Whether the caches were flushed before each kernel (ncu's `--cache-control all`): then every
+    # kernel reads its inputs from DRAM, and the reads cannot fall below the weights and input.
+    caches_flushed: bool | None = None
+    method: str
+    absent: str | None = None
+
+    @model_validator(mode="after")
+    def _measured_or_why_not(self) -> MemoryTraffic:
+        read, write, total = (self.dram_read_bytes_per_inference, self.dram_write_bytes_per_inference,
+                              self.dram_bytes_per_inference)
+        if self.absent is None:
+            if read is None or write is None or total is None:
+                raise ValueError("memory traffic without its absent reason needs its read, write and total bytes")
+            if abs(read + write - total) > 1.0:
+                raise ValueError("dram_bytes_per_inference is not the read and write bytes together")
+        elif read is not None or write is not None or total is not None or not self.absent.strip():
+            raise ValueError("memory traffic that is absent carries its reason and no figure")
+        return self
+
+
+#: A number as JSON writes one: an int or a float, never a bool or a numeric string.
+Number = Annotated[float, Field(strict=True)]
+
+
+class TopKernel(Record):
+    """One entry of `Kernels.top_kernels` (harness/measure/passes.py): a kernel, its calls per
+    inference and, in bundles that kept it, its time per inference. The schema keeps the entries
+    loose dicts, so a reader parses each with `read_as`."""
+
+    name: str
+    calls_per_inference: Number
+    ns_per_inference: Number | None = None
+
+
+FusionClass = Literal["tensor+element+tensor", "tensor+element", "element", "single"]
+
+
+class FusedKernel(Record):
+    model_config = ConfigDict(extra="allow", validate_assignment=True, regex_engine="python-re", populate_by_name=True)
+
+    kernel: str
+    ops: list[str]
+    fusion_class: FusionClass = Field(alias="class")
+    mapping: str | None = None
+
+
+class FusionReportRecord(Record):
+    """Which operators the backend fused into which kernels (harness/fusion/report.py)."""
+
+    source: str | None = None
+    approximate: bool | None = None
+    notes: str | None = None
+    kernel_count: Count
+    fusion_count: Count
+    kernels_by_class: dict[str, Count] = {}
+    fusions_by_class: dict[str, Count] = {}
+    fusions_by_mapping: dict[str, Count] = {}
+    kernels: list[FusedKernel]
+
+
+class TimeSplit(Record):
+    """Where one inference's wall time goes: kernels and the rest (harness/measure/passes.py)."""
+
+    wall_ns: Ns
+    kernel_ns: Ns | None
+    overhead_ns: Ns | None = None
+    kernel_share: Share | None = None
+    method: str
