@@ -57,8 +57,10 @@ from harness.bundle.record_base import read_as
 from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
+from harness.reporting.cell_rows import Row, bundle_rows, fmt_time_over_rounds
+from harness.reporting.fusion_pairs import FusionPair, fusion_pairs, pairs_apart
 from harness.reporting.run_facts import hardware, machine_noise, machine_share, other_cpus
-from harness.reporting.view import FusionPair, Row, bundle_rows, fmt_time_over_rounds, fusion_pairs, noisy_mark, pairs_apart
+from harness.reporting.speedups import noisy_mark
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.scenario.differences import differences
 from harness.stats.intervals import ONE_ROUND, Interval, Speedup, rounds_t_test
@@ -100,7 +102,7 @@ class Pair:
     p_value: float | None = None
     test: str | None = None  # how p was found: a t test on rounds' medians, or the rank test's "exact" or "normal approximation"
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
-    noisy: bool = False  # a side's timing samples spread beyond 10% of their mean (view.noisy_mark)
+    noisy: bool = False  # a side's timing samples spread beyond 10% of their mean (speedups.noisy_mark)
     machine_moved: bool = False  # the machine's reference loops moved enough to account for a change
 
 

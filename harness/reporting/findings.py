@@ -13,7 +13,7 @@ kernels than fusion off (fusions of graph nodes, not of kernels). Which cells ra
 than eager, and why by operator class, is findings_eager.py's.
 
 Latency is the device-timing median per batch (over the rounds where a cell has several), as in
-the report (harness/reporting/view.py), whose rows and pairs this reuses.
+the report (harness/reporting/cell_rows.py and fusion_pairs.py), whose rows and pairs this reuses.
 """
 
 from __future__ import annotations
@@ -27,23 +27,12 @@ from harness.bundle.record_base import read_as
 from harness.metric_table import format_times
 from harness.plain_text import one_line
 from harness.reporting import kind_moves
+from harness.reporting.cell_rows import Row, bundle_rows, fmt_time_over_rounds, setting_paired
+from harness.reporting.fusion_pairs import FusionPair, fusions_by_class
+from harness.reporting.kernels import fused_kernels, slowest_kernels_by_side, time_moved
 from harness.reporting.run_facts import apart, other_cpus, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
-from harness.reporting.view import (
-    FusionPair,
-    Row,
-    bundle_rows,
-    fmt_time_over_rounds,
-    fused_kernels,
-    fusions_by_class,
-    over_baseline,
-    setting_paired,
-    slower_beyond_noise,
-    slowest_kernels_by_side,
-    speedup_marks,
-    time_moved,
-    times_faster,
-)
+from harness.reporting.speedups import over_baseline, slower_beyond_noise, speedup_marks, times_faster
 from harness.stats.intervals import (
     FASTER,
     FASTER_UNCLEAR,
@@ -98,7 +87,7 @@ class Group:
     lines: tuple[Line, ...]
     named: bool = False
     borrowed: tuple[Row, str] | None = None  # (eager's cell, its bundle)
-    paired: bool = False  # whether the bundle's rounds took turns by setting (`view.setting_paired`)
+    paired: bool = False  # whether the bundle's rounds took turns by setting (`cell_rows.setting_paired`)
 
     @property
     def title(self) -> str:

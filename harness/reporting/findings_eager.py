@@ -12,13 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.reporting.findings import BASELINE, Group, against_eager, is_valid
-from harness.reporting.view import (
-    classes_against,
-    is_slower,
-    over_baseline,
-    slower_beyond_noise,
-    times_faster,
-)
+from harness.reporting.kernels import classes_against
+from harness.reporting.speedups import is_slower, over_baseline, slower_beyond_noise, times_faster
 from harness.stats.intervals import FASTER, FASTER_UNCLEAR, SMALLEST_EFFECT, Speedup
 
 HEAD = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)",

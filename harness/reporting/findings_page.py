@@ -8,11 +8,11 @@ from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
 from harness.reporting import findings, findings_eager
+from harness.reporting.fusion_pairs import SPEEDUP_NOTE
 from harness.reporting.html import STYLE, html_table
 from harness.reporting.markdown import md_cell, md_table
 from harness.reporting.plots import Series, bar_chart
 from harness.reporting.report import write_pages
-from harness.reporting.view import SPEEDUP_NOTE
 from harness.stats.intervals import SMALLEST_EFFECT
 
 FINDINGS_MD = "findings.md"

@@ -7,33 +7,24 @@ from html import escape
 
 from harness import metric_table
 from harness.bundle.reader import LoadedBundle
-from harness.reporting.plots import Point, Series, bar_chart, scatter
-from harness.reporting.run_facts import facts
-from harness.reporting.view import (
+from harness.reporting.baseline_speedups import APART_NOTE, baseline_of, not_side_by_side, speedup_table
+from harness.reporting.cell_rows import bundle_rows, setting_paired, valid_rows
+from harness.reporting.cell_tables import (
     AGREEMENT_NOTE,
-    APART_NOTE,
-    KERNELS_BY_PAIR_NOTE,
     ROOFLINE_NOTE,
-    SLOWER_NOTE,
-    SPEEDUP_NOTE,
     TIME_SPLIT_NOTE,
     agreement_table,
-    baseline_of,
-    bundle_rows,
     cells_table,
-    fusion_pairs,
-    fusion_table,
-    kernels_by_pair,
-    not_side_by_side,
     problems,
     roofline_table,
-    setting_paired,
-    speedup_table,
     time_split_series,
-    valid_rows,
     validity_grid,
     warnings_table,
 )
+from harness.reporting.fusion_pairs import SLOWER_NOTE, SPEEDUP_NOTE, fusion_pairs, fusion_table
+from harness.reporting.kernels import KERNELS_BY_PAIR_NOTE, kernels_by_pair
+from harness.reporting.plots import Point, Series, bar_chart, scatter
+from harness.reporting.run_facts import facts
 
 MEMORY_PLOTS = ("peak_rss", "gpu_peak")  # rows of harness/metric_table.py, a GPU plot only where measured
 STATUS_COLOURS = {"valid": "#c7e9c0", "invalid": "#fdd0a2", "failed": "#fcbba1", "skipped": "#e0e0e0",

@@ -1,4 +1,5 @@
-"""report.md: the report's sections as Markdown tables (harness/reporting/view.py holds what they say)."""
+"""report.md: the report's sections as Markdown tables (cell_tables.py, baseline_speedups.py, fusion_pairs.py
+and kernels.py in harness/reporting/ hold what they say)."""
 
 from __future__ import annotations
 
@@ -7,39 +8,24 @@ from typing import Any
 from harness.bundle.reader import LoadedBundle
 from harness.metric_table import format_value
 from harness.plain_text import visible
-from harness.reporting.run_facts import facts
-from harness.reporting.view import (
+from harness.reporting.baseline_speedups import APART_NOTE, SPEEDUP_OVER_NOTE, baseline_of, not_side_by_side, speedup_table
+from harness.reporting.cell_rows import bundle_rows, fmt_time_over_rounds, setting_paired, valid_rows
+from harness.reporting.cell_tables import (
     AGREEMENT_NOTE,
-    APART_NOTE,
-    KERNELS_BY_PAIR_NOTE,
     ROOFLINE_NOTE,
-    SLOWER_NOTE,
-    SPEEDUP_NOTE,
-    SPEEDUP_OVER_NOTE,
     TIME_SPLIT_NOTE,
     agreement_table,
-    baseline_of,
-    bundle_rows,
     cells_table,
-    fmt_speedup,
-    fmt_time_over_rounds,
-    fused_kernels,
-    fusion_pairs,
-    fusion_table,
-    kernels_by_pair,
-    not_side_by_side,
     problems,
     roofline_table,
-    setting_paired,
-    slowest_kernels_by_side,
-    speedup_marks,
-    speedup_table,
-    time_moved,
     time_split_series,
-    valid_rows,
     validity_grid,
     warnings_table,
 )
+from harness.reporting.fusion_pairs import SLOWER_NOTE, SPEEDUP_NOTE, fmt_speedup, fusion_pairs, fusion_table
+from harness.reporting.kernels import KERNELS_BY_PAIR_NOTE, fused_kernels, kernels_by_pair, slowest_kernels_by_side, time_moved
+from harness.reporting.run_facts import facts
+from harness.reporting.speedups import speedup_marks
 
 _MARKDOWN = str.maketrans({c: "\\" + c for c in "\\|`[]*_~"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
 

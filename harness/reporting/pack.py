@@ -50,7 +50,6 @@ from harness.plain_text import visible_lines
 from harness.reporting import submission_rules
 from harness.reporting.markdown import md_cell
 from harness.reporting.submission_system import describe
-from harness.reporting.view import listed
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("available", "preview", "rdi")
@@ -93,6 +92,11 @@ def system_name(base: str, cell: CellRecord) -> str:
         digest = hashlib.sha256(json.dumps(variant.options, sort_keys=True).encode()).hexdigest()[:8]
         name += f"-{digest}"
     return f"{name}_{_safe(config.dtype)}"
+
+
+def listed(value: Any) -> list[Any]:
+    """`value` where it is a list, else no items (a bundle is read, never trusted to have its shape)."""
+    return value if isinstance(value, list) else []
 
 
 def default_system_base(header: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """`fusionbench report RUN_DIR`: report.md and one self-contained report.html of a bundle, written
-atomically; `view` says what they show, `markdown` and `html` how.
+atomically; `cell_rows`, `cell_tables`, `baseline_speedups`, `fusion_pairs` and `kernels` say what they
+show, `markdown` and `html` how.
 
 Both give the run's facts, LoadGen validity at a glance, every cell's figures, the speedup of
 each backend over eager per model, fusion on against fusion off (and where fusion made a cell

@@ -87,7 +87,8 @@ def summary_table(records: list[CellRecord]) -> Table:
 def fusion_summary(records: list[CellRecord], resumed: list[Any] | None) -> Table | None:
     """Fusion on vs off for every model, backend and setting that ran both, or None; `resumed`: when
     the run was resumed (bundle.json's `resumed`), which tells the pairs whose rounds did not pair."""
-    from harness.reporting.view import fusion_pairs, fusion_pairs_apart, fusion_table, rows_of
+    from harness.reporting.cell_rows import rows_of
+    from harness.reporting.fusion_pairs import fusion_pairs, fusion_pairs_apart, fusion_table
 
     rows = rows_of(records, resumed)
     pairs = fusion_pairs(rows)

@@ -184,7 +184,8 @@ def test_the_runs_fusion_table_is_red_only_where_fusion_made_the_cell_slower() -
     from pathlib import Path
 
     from harness.bundle.reader import load
-    from harness.reporting.view import Row, fusion_pairs
+    from harness.reporting.cell_rows import Row
+    from harness.reporting.fusion_pairs import fusion_pairs
     from harness.run.summary import fusion_summary
 
     records = load(Path(__file__).resolve().parents[1] / "golden" / "v9").records

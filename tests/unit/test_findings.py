@@ -16,7 +16,7 @@ from harness.reporting import findings, findings_eager
 from harness.reporting.findings_page import FINDINGS_HTML, FINDINGS_MD, html, markdown, render
 from harness.reporting.markdown import markdown as report_markdown
 from harness.reporting.markdown import md_cell
-from harness.reporting.view import busy_mark, noisy_mark
+from harness.reporting.speedups import busy_mark, noisy_mark
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = GOLDEN.parents[1]
@@ -321,7 +321,7 @@ def test_vs_eager_takes_its_verdict_from_the_paired_rounds_where_the_bundles_set
     """Inductor against eager, both of one bundle with two rounds: one estimate where the bundle's
     rounds paired a fusion pair's alone, the paired rounds' interval and verdict where every cell of the
     setting took turns; eager borrowed from another bundle never pairs."""
-    from harness.reporting.view import over_baseline
+    from harness.reporting.speedups import over_baseline
 
     golden = load(GOLDEN / "v10")  # written before the rounds of a setting took turns
     group = next(g for g in findings.groups([golden]) if g.setting.startswith("Offline"))

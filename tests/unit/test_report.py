@@ -18,28 +18,16 @@ from harness.bundle.cell_record import CellRecord as CellRecordModel
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import load
 from harness.bundle.validate import validate
+from harness.reporting.baseline_speedups import speedup_table
+from harness.reporting.cell_rows import Row, bundle_rows, setting_paired
+from harness.reporting.cell_tables import fmt_fraction, roofline_table
+from harness.reporting.fusion_pairs import FusionPair, fmt_speedup, fusion_pairs
 from harness.reporting.html import html
+from harness.reporting.kernels import fused_kernels, kernels_by_pair, slowest_kernels
 from harness.reporting.markdown import markdown, md_cell
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.reporting.run_facts import machine_noise, peaks
-from harness.reporting.view import (
-    FusionPair,
-    Row,
-    bundle_rows,
-    busy_mark,
-    fmt_fraction,
-    fmt_speedup,
-    fused_kernels,
-    fusion_pairs,
-    kernels_by_pair,
-    noisy_mark,
-    over_baseline,
-    roofline_table,
-    setting_paired,
-    slowest_kernels,
-    speedup_marks,
-    speedup_table,
-)
+from harness.reporting.speedups import busy_mark, noisy_mark, over_baseline, speedup_marks
 from harness.stats.intervals import paired_speedup, unpaired_speedup
 from tests.cell_configs import cell_record
 
@@ -430,7 +418,7 @@ def test_where_fusion_made_things_slower_lists_only_what_the_verdict_calls_slowe
 def test_a_bundle_whose_every_cell_is_missing_has_a_validity_grid_of_whole_rows() -> None:
     from dataclasses import replace
 
-    from harness.reporting.view import validity_grid
+    from harness.reporting.cell_tables import validity_grid
 
     bundle = load(GOLDEN / f"v{SCHEMA_VERSION}")
     none_run = replace(bundle, cells=[], missing=[c["id"] for c in bundle.cells])

@@ -13,7 +13,8 @@ import pytest
 from harness.bundle.cell_record import CellRecord, problems
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.reporting.view import FusionPair, Row, fmt_speedup, fmt_time_over_rounds
+from harness.reporting.cell_rows import Row, fmt_time_over_rounds
+from harness.reporting.fusion_pairs import FusionPair, fmt_speedup
 from harness.run import rounds
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome

@@ -1,0 +1,164 @@
+"""A bundle's cells as the report reads them: one `Row` per cell, with the figures the report shows
+(its typed record, its start, its time over rounds), and how the bundle's rounds were taken.
+
+Latency here is the device-timing median per batch (docs/metrics.md); "speedup" is a ratio of
+medians of cells that differ only in backend or variant (same model, scenario, batch, dtype).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from harness import metric_table
+from harness.bundle.cell_record import CellRecord, Metrics
+from harness.bundle.reader import LoadedBundle, lookup
+from harness.metric_table import format_value
+from harness.scenario.cell_config import CellConfig
+from harness.stats.intervals import Interval, median_interval
+from harness.stats.summary import median
+
+
+@dataclass(frozen=True)
+class Row:
+    """The figures of one cell that the report uses, read from its typed record, and its start: 0 where
+    it ran in the run's first start, i in its i-th `--resume` (`rows_of`); None where its record does
+    not say when it started."""
+
+    record: CellRecord
+    start: int | None = None
+
+    @property
+    def config(self) -> CellConfig:
+        return self.record.config
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.record.metrics
+
+    @property
+    def model(self) -> str:
+        return self.config.model.name
+
+    @property
+    def backend(self) -> str:
+        return self.config.backend
+
+    @property
+    def fusion(self) -> str:
+        return self.config.variant.fusion
+
+    @property
+    def graphs(self) -> str:
+        return self.config.variant.graphs
+
+    @property
+    def options(self) -> str:
+        """The backend's options as the tables show them: ` key=value` each, sorted."""
+        return self.config.options_label
+
+    @property
+    def variant(self) -> str:
+        return f"{self.config.variant_label}{self.options}"
+
+    @property
+    def setting(self) -> str:
+        """What makes two cells of different backends comparable: scenario, batch, dtype, device, and
+        the input size where it is not the model's own (`input 32`) and pretrained weights where the cell
+        loaded them, so no two settings read alike."""
+        c = self.config
+        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{c.model_detail}"
+
+    @property
+    def pair_key(self) -> str:
+        """The same for two cells that differ in fusion alone: their whole config, fusion aside."""
+        config = self.config
+        either = config.model_copy(update={"variant": config.variant.model_copy(update={"fusion": "on"})})
+        return json.dumps(either.recorded(), sort_keys=True)
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def median_ns(self) -> float | None:
+        timing = self.metrics.device_time
+        return timing.summary.median_ns if timing is not None and timing.summary.median_ns > 0 else None
+
+    @property
+    def round_medians(self) -> dict[int, float]:
+        """The device-time median of each valid round (harness/run/rounds.py) by round number; a cell
+        of one round (or of a bundle from before rounds) has its own median as round 1."""
+        rounds = self.metrics.rounds
+        if not rounds:
+            return {1: self.median_ns} if self.median_ns is not None else {}
+        return {r.round: r.median_ns for r in rounds
+                if r.status == "valid" and r.median_ns is not None and math.isfinite(r.median_ns) and r.median_ns > 0}
+
+    @property
+    def over_rounds(self) -> tuple[float, Interval] | None:
+        """The median of the valid rounds' medians and that median's order-statistics interval
+        (harness/stats/intervals.py), where two or more rounds are valid; else None."""
+        values = list(self.round_medians.values())
+        if len(values) < 2:
+            return None
+        return median(values), median_interval(values)
+
+    @property
+    def time_ns(self) -> float | None:
+        """The cell's device time as the tables show it: the median over its valid rounds where it has
+        two or more, else its median (`fmt_time_over_rounds`)."""
+        over = self.over_rounds
+        return over[0] if over is not None else self.median_ns
+
+    @property
+    def checked_against_eager(self) -> bool:
+        """Whether the cell's output was compared with eager's: only then does it compute the same
+        thing, and only then is its speed a speedup (a backend that computes nothing is not)."""
+        return self.metrics.correctness is not None and self.metrics.correctness.max_abs_error is not None
+
+    @property
+    def kernels(self) -> float | None:
+        return metric_table.value("kernels_per_inference", self.record)
+
+    def figure(self, column: str | tuple[str, ...]) -> str:
+        """A figure of the cell as every table shows it (harness/metric_table.py)."""
+        return metric_table.figure(column, self.record)
+
+
+def valid_rows(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.status == "valid" and r.median_ns is not None]
+
+
+def rows_of(records: list[CellRecord], resumed: list[Any] | None) -> list[Row]:
+    """A row for each cell, with its start: its record's `started` against the times the run was
+    resumed (bundle.json's `resumed`, as the header holds it). A resume runs the cells left, apart
+    from those finished before it, so the rounds of two cells paired only where both ran in one start."""
+    times = [str(when) for when in resumed or []]
+    return [Row(record, None if record.started is None else sum(1 for when in times if when <= record.started))
+            for record in records]
+
+
+def bundle_rows(loaded: LoadedBundle) -> list[Row]:
+    """`rows_of` a bundle's cells."""
+    return rows_of(loaded.records, lookup(loaded.header, "resumed"))
+
+
+def setting_paired(loaded: LoadedBundle) -> bool:
+    """Whether the rounds of every cell of one setting took turns (bundle.json's `rounds_paired`: a
+    run of one cell at a time since 2026-12-01); before, only a fusion pair's did, and `--jobs` above 1
+    and Ray fill the time between one cell's rounds with other cells."""
+    return bool(lookup(loaded.header, "rounds_paired") == "setting")
+
+
+def fmt_time_over_rounds(row: Row) -> str:
+    """A cell's device time: the median over its rounds with its interval and the coverage that
+    interval has (`4.95 ms [4.90-5.10, 75%] over 3 rounds`), or its one median."""
+    over = row.over_rounds
+    if over is None:
+        return format_value(row.median_ns, "ns")
+    middle, interval = over
+    return (f"{format_value(middle, 'ns')} [{format_value(interval.low, 'ns')}-{format_value(interval.high, 'ns')}, "
+            f"{interval.coverage:.0%}] over {len(row.round_medians)} rounds")

@@ -1,0 +1,120 @@
+"""Fusion on against off: the pairs of valid cells that differ in fusion alone (`FusionPair`), those
+whose cells ran apart, the speedup of each with its interval and verdict, and the report's fusion
+table (what the console summary shows too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness import metric_table
+from harness.reporting.cell_rows import Row, fmt_time_over_rounds, valid_rows
+from harness.reporting.run_facts import apart
+from harness.reporting.speedups import is_slower, speedup_marks
+from harness.stats.intervals import SMALLEST_EFFECT, Speedup, paired_speedup, unpaired_speedup
+
+SLOWER_NOTE = (
+    f"The fusion pairs fusion made slower: slower by their verdict over rounds, or, of one round, a speedup below "
+    f"{1 / (1 + SMALLEST_EFFECT):.3f} (a smaller slowdown in one round is within what a rerun moves). `fusionbench "
+    "findings` counts them alike. Their speedups carry the fusion table's marks (`noisy`, `busy`, cores busy). Each "
+    "says where its kernel time moved kind by kind, where both its cells list kinds, each side's kinds at its time over "
+    "its rounds (the slowest kernels are at round 1's)."
+)
+SPEEDUP_NOTE = (
+    "Speedup = fusion off over fusion on (below 1: fusion made it slower), the geometric mean over the rounds both "
+    "cells ran (`timing: {rounds: N}`: fresh processes, on and off alternating, so round i of both met the same "
+    "stretch of the machine). In brackets its confidence interval from those paired rounds (Student's t on their "
+    "logs) and the verdict: faster or slower where the whole interval is above or below 1 and the speedup is at "
+    "least 5% (1.05x, or 1/1.05 = 0.952x), under 5% where the whole interval lies between 1 and 5%, `size "
+    "unclear` where it is on one side of 1 and the speedup is under 5% but the interval reaches past it, else no "
+    "effect seen. `rounds not paired`: the two cells ran in different starts of a resumed run, so no round of one "
+    "met the stretch of the machine a round of the other met; the interval is then the two samples' (Student's t "
+    "on the difference of their mean logs, the variance pooled), wider for the same spread. "
+    "A cell of one round has no interval: its process's placement and the machine's phase are in its figure "
+    "unseen. On and off: each cell's median over its rounds, in brackets that median's interval from the order "
+    "of the rounds' medians and the coverage so few rounds give it (2 rounds: 50%, 3: 75%, 6: 97%) "
+    "(docs/metrics.md, Speedups). `noisy` and `busy`: either cell's timing samples spread beyond 10% of their "
+    "mean, or other processes took CPU during its timed calls (its warnings say which). `(cores busy A against "
+    "B)`: the two CPU cells kept cores busy half a core apart or more, so the speedup holds how far each spread "
+    "its work (or a thread pool's size) beside fusion's effect."
+)
+
+
+@dataclass(frozen=True)
+class FusionPair:
+    on: Row
+    off: Row
+
+    @property
+    def result(self) -> Speedup:
+        """The speedup of fusion on over off (off over on) from the rounds both cells have, with its
+        interval and verdict (harness/stats/intervals.py); one round gives the ratio of the two medians.
+        Where the two cells ran in different starts of a resumed run, their rounds did not pair: the
+        interval is the two samples' (`unpaired_speedup`)."""
+        on, off = self.on.round_medians, self.off.round_medians
+        if None not in (self.on.start, self.off.start) and self.on.start != self.off.start:
+            return unpaired_speedup(list(on.values()), list(off.values()))
+        paired = sorted(set(on) & set(off))
+        return paired_speedup([on[r] for r in paired], [off[r] for r in paired])
+
+    @property
+    def speedup(self) -> float:
+        return self.result.value
+
+    @property
+    def made_slower(self) -> bool:
+        """Fusion made the pair slower: by its verdict where it has rounds, else by more than the
+        smallest effect (a pair of one round at 0.99x is no finding)."""
+        return is_slower(self.result)
+
+    @property
+    def name(self) -> str:
+        graphs = " graphs" if self.on.graphs == "on" else ""
+        return f"{self.on.model} {self.on.backend}{graphs}{self.on.options} {self.on.setting}"
+
+
+def fusion_pairs(rows: list[Row]) -> list[FusionPair]:
+    """Valid cells that differ only in fusion on/off (the whole config alike but fusion) and ran where
+    their times can be set side by side (`run_facts.apart`; `not_side_by_side` names the others)."""
+    return [pair for pair in _alike_in_all_but_fusion(rows) if not apart(pair.on.record, pair.off.record)]
+
+
+def _alike_in_all_but_fusion(rows: list[Row]) -> list[FusionPair]:
+    on = {r.pair_key: r for r in valid_rows(rows) if r.fusion == "on"}
+    return [FusionPair(on[r.pair_key], r) for r in valid_rows(rows) if r.fusion == "off" and r.pair_key in on]
+
+
+def pairs_apart(rows: list[Row]) -> list[tuple[FusionPair, str]]:
+    """The fusion pairs whose cells ran apart (`run_facts.apart`), each with why."""
+    return [(pair, why) for pair in _alike_in_all_but_fusion(rows) if (why := apart(pair.on.record, pair.off.record))]
+
+
+def fusion_pairs_apart(rows: list[Row]) -> list[str]:
+    """The fusion pairs whose cells ran apart, each with why, in words."""
+    return [f"{pair.name}: fusion on and off not set side by side: {why}" for pair, why in pairs_apart(rows)]
+
+
+def fmt_speedup(pair: FusionPair) -> str:
+    """The fusion speedup, its interval over the paired rounds and the verdict: `1.18x [1.09-1.28,
+    95%] faster`, or `1.18x (one round)`."""
+    return pair.result.text()
+
+
+def fusions_by_class(row: Row) -> str:
+    report = row.metrics.fusion_report
+    if report is None:
+        return "0"
+    if not report.fusions_by_class:  # bundles written before fusions were counted by class
+        return str(report.fusion_count)
+    return ", ".join(f"{count} {cls}" for cls, count in report.fusions_by_class.items() if count) or "0"
+
+
+def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
+    """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
+    columns = metric_table.present(metric_table.REPORT_FUSION, [r.record for p in pairs for r in (p.on, p.off)])
+    head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
+            "fusions on (by class)"]
+    body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off),
+             fmt_speedup(p) + speedup_marks(p.on, p.off),
+             *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
+             fusions_by_class(p.on)] for p in pairs]
+    return head, body

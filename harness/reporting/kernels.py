@@ -1,0 +1,116 @@
+"""What the report says of the kernels a cell ran: its fused kernels and the slowest, where a fusion
+pair's kernel time moved kind by kind (harness/reporting/kind_moves.py), where a cell's differs from
+its baseline's by operator class (harness/reporting/class_moves.py), and the table of each fusion
+pair's kernels."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.bundle.cell_record import TopKernel, read_as
+from harness.metric_table import format_value
+from harness.reporting import class_moves, kind_moves
+from harness.reporting.cell_rows import Row
+from harness.reporting.fusion_pairs import FusionPair, fmt_speedup
+from harness.reporting.speedups import speedup_marks
+
+FUSED_KERNELS_SHOWN = 8
+SLOWEST_KERNELS_SHOWN = 3
+
+
+def fused_kernels(row: Row) -> list[str]:
+    """The fused kernels of a cell, each once (a kernel an unrolled loop runs many times gets its
+    count): those the profile timed first, the costliest first, each with its time per inference,
+    then the others in the order they first run; past FUSED_KERNELS_SHOWN, how many more there are."""
+    report = row.metrics.fusion_report
+    counts: dict[str, int] = {}
+    named: dict[str, str] = {}
+    for k in report.kernels if report else []:
+        if k.fusion_class != "single":
+            text = f"{k.kernel} ({' + '.join(k.ops)})"
+            counts[text] = counts.get(text, 0) + 1
+            named[text] = k.kernel
+    # A kernel name several groups share (Inductor's oneDNN calls) has one time for them all: none is shown.
+    groups_named = Counter(named.values())
+    timed = {k.name: ns for k, ns in _timed_kernels(row) if groups_named[k.name] == 1}
+    ordered = sorted(counts, key=lambda text: -timed.get(named[text], -1.0))  # stable: the untimed keep their order
+    shown = [(text if counts[text] == 1 else f"{text} x{counts[text]}")
+             + (f", {format_value(timed[named[text]], 'ns')}" if named[text] in timed else "")
+             for text in ordered[:FUSED_KERNELS_SHOWN]]
+    left = len(ordered) - len(shown)
+    return shown + ([f"and {left} more (the cell's fusion_report)"] if left else [])
+
+
+def _timed_kernels(row: Row) -> list[tuple[TopKernel, float]]:
+    """The kernels the cell's profile lists with their time per inference (`kernels.top_kernels`), each
+    with that time; empty for bundles from before each kernel's time was kept."""
+    kernels = row.metrics.kernels
+    listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
+    return [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]
+
+
+def slowest_kernels(row: Row) -> list[str]:
+    """The kernels a cell spends the most time in, with their time and calls per inference:
+    `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty for bundles written before each kernel's time
+    was kept (`ns_per_inference`: GPU cells first, CPU cells later) and for a backend whose
+    profiler cannot tell."""
+    timed = sorted(_timed_kernels(row), key=lambda kernel_ns: -kernel_ns[1])
+    return [f"{k.name} {format_value(ns, 'ns')} ({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
+            for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
+
+
+def time_moved(pair: FusionPair) -> list[str]:
+    """Where the pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py), each
+    side's kinds applied to its time over rounds (`Row.time_ns`), as the profile applied them to
+    round 1's median."""
+    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels, (_over_round_one(pair.on), _over_round_one(pair.off)))
+
+
+def classes_against(row: Row, base: Row) -> list[str]:
+    """Where `row`'s kernel time differs from its baseline's cell (eager's), by operator class
+    (harness/reporting/class_moves.py), each side's kinds applied to its time over rounds; empty
+    where either lists no kinds."""
+    return class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
+                               (_over_round_one(row), _over_round_one(base)))
+
+
+def _over_round_one(row: Row) -> float:
+    """A cell's time over its rounds over its round 1 median (1 with one round, or with no median)."""
+    return row.time_ns / row.median_ns if row.time_ns and row.median_ns else 1.0
+
+
+def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
+    """("on", ...) and ("off", ...): each side of `pair` that lists its slowest kernels, with them."""
+    return [(side, slowest) for side, row in (("on", pair.on), ("off", pair.off)) if (slowest := slowest_kernels(row))]
+
+
+KERNELS_BY_PAIR_NOTE = (
+    "Every fusion pair, slower or not: the fused kernels of its fusion-on cell (each once, with its count; those the "
+    "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
+    "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its median "
+    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes), and the "
+    "time moved is each kind of kernel's time with fusion on less its time with fusion off (its share applied to "
+    "the cell's time over its rounds), in all and then the kinds that moved most: a fused kind's time on one side, "
+    "the kinds it replaced giving theirs back on the other. "
+    "The speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
+)
+
+
+def kernels_by_pair(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
+    """Per fusion pair: its speedup, its fused kernels, each side's slowest kernels, where its kernel
+    time moved kind by kind (`time_moved`) and what each side's fusion report notes (a backend's word
+    on what its kernels are not: folded weights, an operator run as several kernels)."""
+    head = ["cell", "speedup", "fused kernels (the costliest first)", "most time with fusion on", "most time with fusion off",
+            "time moved by kind (on less off)", "fusion report notes"]
+    body = [[p.name, fmt_speedup(p) + speedup_marks(p.on, p.off), "; ".join(fused_kernels(p.on)) or "none reported",
+             "; ".join(slowest_kernels(p.on)) or "-", "; ".join(slowest_kernels(p.off)) or "-",
+             "; ".join(time_moved(p)) or "-", _notes(p)] for p in pairs]
+    return head, body
+
+
+def _notes(pair: FusionPair) -> str:
+    said = [(side, report.notes) for side, row in (("on", pair.on), ("off", pair.off))
+            if (report := row.metrics.fusion_report) is not None and report.notes]
+    if len(said) == 2 and said[0][1] == said[1][1]:
+        return said[0][1] or "-"
+    return "; ".join(f"{side}: {notes}" for side, notes in said) or "-"
