@@ -7,7 +7,7 @@ rounds and its verdict (faster, slower, under 5%, faster or slower with its size
 seen; harness/stats/intervals.py), whether the two verdicts agree and the two intervals overlap,
 each run's machine-noise probe and wall time, and as its last line `verdicts agree: K of N pairs;
 intervals overlap: M of N` (N: the pairs valid in both runs; a pair of one round has no verdict and
-agrees with nothing). The same table is `compare`'s "Fusion speedups" section (harness/reporting/compare.py).
+agrees with nothing). The same table is `compare`'s "Fusion speedups" section (harness/reporting/fusion_verdicts.py).
 
 Usage: .venv/bin/python benchmarks/verdicts.py SCENARIO [--only KEY=VALUE,...] [--device cpu|cuda]
        [--out DIR] [--json OUT]
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from harness.bundle.reader import load, lookup
-from harness.reporting.compare import fusion_verdicts, verdict_line
+from harness.reporting.fusion_verdicts import fusion_verdicts, verdict_line
 from harness.reporting.run_facts import machine_noise
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ Better = Literal["lower", "higher"]
 # How `compare` judges a figure of two cells:
 # - "rank test": raw samples on both sides; the ratio of medians beyond the threshold and a test
 #   agreeing: t on the logs of the rounds' medians where a cell has several, else the Mann-Whitney U test on the
-#   samples (harness/reporting/compare.py; the name is kept: it is the rule's key in compare's JSON);
+#   samples (harness/reporting/judging.py; the name is kept: it is the rule's key in compare's JSON);
 # - "ratio": one figure a side, no spread to test: B/A beyond the threshold;
 # - "exact": one figure a side that a rerun reproduces (a count): any change counts;
 # - "no": not compared (a check of the cell, not a figure to be better in).

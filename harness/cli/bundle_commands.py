@@ -113,8 +113,9 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from harness.reporting.compare import WORSE, compare
+    from harness.reporting.compare import compare
     from harness.reporting.compare_output import to_json, to_markdown
+    from harness.reporting.judging import WORSE
 
     if not 0 <= args.threshold < 1:
         raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")

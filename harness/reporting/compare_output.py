@@ -14,8 +14,11 @@ from dataclasses import asdict, dataclass
 from harness import metric_table
 from harness.metric_table import format_value
 from harness.plain_text import visible_lines
-from harness.reporting.compare import LABELS, PACKAGE, VERDICTS, Comparison, percent, verdict_line
+from harness.reporting.compare import Comparison
+from harness.reporting.fusion_verdicts import verdict_line
+from harness.reporting.judging import LABELS, VERDICTS, percent
 from harness.reporting.markdown import md_cell
+from harness.reporting.system_differences import PACKAGE
 from harness.stats.summary import EXACT_MAX_SMALLER
 
 #: Packages that differ shown among the systems' differences; more are listed at the end (two

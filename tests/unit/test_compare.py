@@ -18,7 +18,9 @@ from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.metric_table import Metric
-from harness.reporting.compare import Figure, FusionVerdict, compare_cells, system_differences, verdict_line
+from harness.reporting.fusion_verdicts import FusionVerdict, verdict_line
+from harness.reporting.judging import Figure, compare_cells
+from harness.reporting.system_differences import system_differences
 from harness.stats.intervals import paired_speedup
 from harness.stats.summary import geometric_mean, mann_whitney_u, median, summarize_ns
 from tests.bundle_edits import without_backend
@@ -131,19 +133,19 @@ def test_mann_whitney_u_matches_scipy(a: list[int], b: list[int], u: float, p: f
 
 def test_a_cell_only_one_run_has_says_what_the_other_never_ran() -> None:
     """Against a GPU run every CPU cell said "only in A" and "not run in B", as if B had left it out."""
-    from harness.reporting.compare import _not_in, _settings_ran
+    from harness.reporting.pairing import not_in, settings_ran
 
     on_cpu, on_cuda = cell_data(samples=BASE), cell_data(samples=BASE)
     on_cuda["config"]["device"] = "cuda"
     other_model = cell_data(samples=BASE)
     other_model["config"]["model"]["name"] = "mobilenet_v2"
-    assert _not_in(record(on_cpu), _settings_ran([record(on_cuda)]), "B") == "B ran no cell on cpu"
-    assert _not_in(record(on_cpu), _settings_ran([record(other_model)]), "B") == "B ran no cell of resnet18"
+    assert not_in(record(on_cpu), settings_ran([record(on_cuda)]), "B") == "B ran no cell on cpu"
+    assert not_in(record(on_cpu), settings_ran([record(other_model)]), "B") == "B ran no cell of resnet18"
     other_size = cell_data(samples=BASE)
     other_size["config"]["input_size"] = 64
-    assert _not_in(record(on_cpu), _settings_ran([record(other_size)]), "B") == "B ran no cell at input size 32"  # the size it ran at
+    assert not_in(record(on_cpu), settings_ran([record(other_size)]), "B") == "B ran no cell at input size 32"  # the size it ran at
     mixed = [record(on_cuda), record(other_model)]  # each setting somewhere, never together
-    assert _not_in(record(on_cpu), _settings_ran(mixed), "B") == "B ran no cell of these settings together"
+    assert not_in(record(on_cpu), settings_ran(mixed), "B") == "B ran no cell of these settings together"
 
 
 def test_a_cell_the_other_run_listed_but_never_recorded_is_said_to_be_not_run(tmp_path: Path) -> None:

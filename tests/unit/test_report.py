@@ -567,7 +567,7 @@ def test_cells_that_ran_on_two_starts_of_the_machine_are_not_set_side_by_side(tm
 
 def test_compares_fusion_table_says_where_a_pair_ran_apart_not_that_it_was_not_valid(tmp_path: Path) -> None:
     """`compare` showed such a pair as `-`, which its caption reads as "not valid in that bundle"."""
-    from harness.reporting.compare import fusion_verdicts
+    from harness.reporting.fusion_verdicts import fusion_verdicts
 
     golden, root = load(GOLDEN / f"v{SCHEMA_VERSION}"), load(_one_cell_on_a_slot(tmp_path))
     verdicts = fusion_verdicts(golden, root)

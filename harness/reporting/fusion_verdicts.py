@@ -1,0 +1,103 @@
+"""`compare`'s fusion verdicts: each fusion pair (the same cell with fusion on and off, both valid) of either
+bundle, with its speedup, interval and verdict in A and in B (harness/stats/intervals.py), whether the two
+verdicts agree and whether the two intervals overlap. A pair of one round has no verdict: it agrees
+with nothing. They inform, as the other figures do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.bundle.reader import LoadedBundle
+from harness.reporting.cell_rows import bundle_rows
+from harness.reporting.fusion_pairs import FusionPair, fusion_pairs, pairs_apart
+from harness.reporting.pairing import pairing_key
+from harness.stats.intervals import ONE_ROUND, Interval, Speedup
+
+
+@dataclass
+class FusionVerdict:
+    """One fusion pair in both bundles: its speedup in each, None where the pair is not valid there or
+    its cells ran apart there (`apart_a`/`apart_b` say why: `run_facts.apart`)."""
+
+    name: str
+    a: Speedup | None
+    b: Speedup | None
+    apart_a: str = ""
+    apart_b: str = ""
+
+    @property
+    def judged(self) -> bool:
+        """Both bundles gave the pair a verdict (more than one round each)."""
+        return self.a is not None and self.b is not None and ONE_ROUND not in (self.a.verdict, self.b.verdict)
+
+    @property
+    def agree(self) -> bool:
+        return self.judged and self.a is not None and self.b is not None and self.a.verdict == self.b.verdict
+
+    @property
+    def intervals(self) -> tuple[Interval, Interval] | None:
+        """Both bundles' intervals, where both have one (more than one round each)."""
+        a, b = (self.a.interval if self.a else None), (self.b.interval if self.b else None)
+        return None if a is None or b is None else (a, b)
+
+    @property
+    def overlap(self) -> bool:
+        both = self.intervals
+        return both is not None and both[0].overlaps(both[1])
+
+    def shown(self) -> tuple[str, str, str, str]:
+        """A, B, whether the verdicts agree and whether the intervals overlap, as the tables write
+        them: `ran apart` for a side where its cells ran apart, `-` where the pair is not valid, or a
+        question one round cannot answer."""
+        a, b = (s.text() if s is not None else "ran apart" if why else "-"
+                for s, why in ((self.a, self.apart_a), (self.b, self.apart_b)))
+        agree = "yes" if self.agree else "no" if self.judged else "-"
+        overlap = "yes" if self.overlap else "no" if self.intervals else "-"
+        return a, b, agree, overlap
+
+    def recorded(self) -> dict[str, Any]:
+        def side(speedup: Speedup | None) -> dict[str, Any] | None:
+            if speedup is None:
+                return None
+            interval = speedup.interval
+            return {"speedup": speedup.value, "rounds": speedup.rounds, "verdict": speedup.verdict, "shown": speedup.text(),
+                    "paired": speedup.paired,
+                    "interval": None if interval is None else {"low": interval.low, "high": interval.high,
+                                                                 "coverage": interval.coverage}}
+        return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree, "overlap": self.overlap,
+                "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}}
+
+
+def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
+    """Every fusion pair valid in A or B, in A's order, then B's others; a side where the pair's cells
+    ran apart says so."""
+    def pairs(loaded: LoadedBundle) -> tuple[dict[str, FusionPair], dict[str, str]]:
+        rows = bundle_rows(loaded)
+        return ({_pair_id(pair): pair for pair in fusion_pairs(rows)},
+                {_pair_id(pair): why for pair, why in pairs_apart(rows)})
+
+    (in_a, apart_a), (in_b, apart_b) = pairs(a), pairs(b)
+    verdicts = []
+    for key in [*in_a, *(key for key in in_b if key not in in_a)]:
+        pair_a, pair_b = in_a.get(key), in_b.get(key)
+        either = pair_a or pair_b
+        assert either is not None  # the key came from one of them
+        verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None,
+                                      apart_a.get(key, ""), apart_b.get(key, "")))
+    return verdicts
+
+
+def _pair_id(pair: FusionPair) -> str:
+    """The same in both bundles for the same pair: the pairing keys of its two cells."""
+    return f"{pairing_key(pair.on.record)}/{pairing_key(pair.off.record)}"
+
+
+def verdict_line(verdicts: list[FusionVerdict]) -> str:
+    """`verdicts agree: K of N pairs; intervals overlap: M of N`, N the pairs valid in both bundles."""
+    both = [v for v in verdicts if v.a is not None and v.b is not None]
+    unjudged = sum(1 for v in both if not v.judged)
+    line = (f"verdicts agree: {sum(v.agree for v in both)} of {len(both)} pairs; "
+            f"intervals overlap: {sum(v.overlap for v in both)} of {len(both)}")
+    return line + (f" ({unjudged} with one round in a bundle: no verdict)" if unjudged else "")
