@@ -5,8 +5,8 @@ that were skipped, failed or invalid; each a head and rows of plain text, with i
 from __future__ import annotations
 
 from harness import metric_table
-from harness.bundle.cell_record import Roofline
 from harness.bundle.reader import LoadedBundle
+from harness.bundle.timing_record import Roofline
 from harness.metric_table import format_value
 from harness.plain_text import one_line
 from harness.reporting.cell_rows import Row, valid_rows

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.bundle.cell_record import TopKernel, read_as
+from harness.bundle.passes_record import TopKernel
+from harness.bundle.record_base import read_as
 from harness.metric_table import format_value
 from harness.reporting import class_moves, kind_moves
 from harness.reporting.cell_rows import Row

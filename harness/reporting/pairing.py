@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 
-from harness.bundle.cell_record import CellRecord, read_as
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Node
+from harness.bundle.record_base import read_as
 from harness.reporting.run_facts import hardware, machine_share, other_cpus
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.scenario.differences import differences
