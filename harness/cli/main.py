@@ -31,7 +31,7 @@ from harness.scenario.cells import ONLY_KEYS
 from harness.scenario.settings import MAX_ROUNDS
 
 if TYPE_CHECKING:
-    from harness.run.runner import RunRequest
+    from harness.run.run_request import RunRequest
 
 DEVICES = ("auto", "cpu", "cuda")
 MAX_BUDGET_S = 7 * 86_400
@@ -206,7 +206,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _run_request(args: argparse.Namespace) -> RunRequest:
     """`run`'s options as a request, once checked against each other (ConfigError otherwise): what
     needs neither the scenario file nor the machine."""
-    from harness.run.runner import RunRequest
+    from harness.run.run_request import RunRequest
     from harness.scenario.cells import parse_only
 
     if args.scenario is None and args.resume is None:
@@ -263,7 +263,7 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
         from harness.scenario import loading
 
         loading.load(run_args.scenario)
-    from harness.run.runner import check_selection
+    from harness.run.opening import check_selection
 
     check_selection(request)
     from harness.run.system import SOURCE_ROOT

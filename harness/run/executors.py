@@ -3,7 +3,7 @@
 
 An executor takes the cells to run and a function that runs one cell's worker on a slot and
 returns its outcome (the `CellTask`), and hands back each cell's outcome as it finishes, always to
-the main thread: the runner writes the bundle and the progress bar from there, so a parallel run
+the main thread: the sweep (harness/run/sweep.py) writes the bundle and the progress bar from there, so a parallel run
 writes the same bundle, in the same way, as a serial one. Ctrl-C (which only the main thread
 receives) stops every running worker; their cells come back as interrupted.
 """

@@ -35,7 +35,8 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
           scenario: Path = SCENARIO, command: tuple[str, ...] = ("fusionbench", "gpu-check")) -> int:
     """Run the check; return the exit code."""
     from harness.run import preflight
-    from harness.run.runner import RunRequest, run
+    from harness.run.run_request import RunRequest
+    from harness.run.runner import run
 
     why_not = _why_torch_sees_no_cuda()
     if why_not:

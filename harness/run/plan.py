@@ -20,8 +20,9 @@ from harness.errors import ConfigError
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
 from harness.run import preflight, slots
+from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
-from harness.run.runner import RunRequest, checked_inputs, warn_of, with_overrides
+from harness.run.run_request import RunRequest
 from harness.run.skips import skip_reason
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import check_values, expand, select
@@ -36,7 +37,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     stem, only = request.scenario_path.stem, request.only
     warn_of(scenario, console, request.executor)
-    checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
+    preflight.checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
     slots.check_jobs(request.jobs, scenario.env, scenario.device)
     if request.executor == "local":  # refused as the run refuses it, before the probe
         slots.check_jobs_fit_here(request.jobs)

@@ -92,6 +92,16 @@ def inputs_sha256(scenario: ScenarioFile, folder: str | None) -> str | None:
     return digest.hexdigest()
 
 
+def checked_inputs(scenario: ScenarioFile, path: Path) -> tuple[str | None, str | None]:
+    """The scenario's input folder and the digest of what its cells will read (None, None for
+    synthetic inputs); ConfigError, named by the scenario file, where the folder would fail them."""
+    try:
+        folder = input_folder(scenario, path.parent)
+        return folder, inputs_sha256(scenario, folder)
+    except ConfigError as exc:  # named by the file that asks for the folder, as its other errors are
+        raise ConfigError(f"{path}: {exc}") from None
+
+
 def could_write(out_dir: Path, option: str = "--out") -> None:
     """Refuse, as `writable` would, a folder a run could not write its files in, and leave behind
     nothing it made to find out (`run --dry-run`)."""

@@ -65,7 +65,7 @@ ROUND_NO_TIME = "gave no time"
 
 
 class FirstRound(pydantic.BaseModel):
-    """What the rounds read of round 1's cell record (harness/run/runner.py makes it, and the bundle
+    """What the rounds read of round 1's cell record (harness/run/sweep.py makes it, and the bundle
     keeps it as it is, with `metrics.rounds` added once the cell's rounds are in): its status, its
     metrics as recorded, its worker's wall time and log."""
 

@@ -2,7 +2,7 @@
 
 The budget ends at a deadline on `clock`. A cell that would start after it is not started; one
 that starts before it runs at most until it (its time limit is cut to what is left). A cell whose
-cut limit ran out did not fail: the budget ended. Either way the runner records the cell as
+cut limit ran out did not fail: the budget ended. Either way the sweep records the cell as
 skipped with the reason (gpu-check), or leaves it out of the bundle for --resume (`run`). A further
 round of a cell (harness/run/rounds.py) the budget keeps is recorded failed with the reason in a
 cell that keeps its rounds that finished.

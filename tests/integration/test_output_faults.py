@@ -21,7 +21,8 @@ from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError, OutputError
 from harness.run import preflight
-from harness.run.runner import RunRequest, run
+from harness.run.run_request import RunRequest
+from harness.run.runner import run
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

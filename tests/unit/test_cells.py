@@ -148,18 +148,18 @@ def test_a_value_of_only_that_no_cell_has_is_refused_beside_one_that_does() -> N
 def test_a_resume_whose_only_matches_no_cell_the_bundle_planned_is_refused() -> None:
     from types import SimpleNamespace
 
-    from harness.run.runner import _refuse_an_empty_selection
+    from harness.run.opening import refuse_an_empty_selection
 
     scenario = resolved()
     planned = [c.id for c in select(expand(scenario, "cpu"), parse_only("model=resnet18"))]
     bundle = SimpleNamespace(cell_ids=planned, header={"only": {"model": ["resnet18"]}}, root="results/run")
-    _refuse_an_empty_selection(scenario, "cpu", parse_only("backend=eager"), bundle)  # some of them: eager's
+    refuse_an_empty_selection(scenario, "cpu", parse_only("backend=eager"), bundle)  # some of them: eager's
     with pytest.raises(ConfigError, match=r"--only model=mobilenet_v3_small matches no cell of results/run, whose "
                                           r"run chose only model=resnet18"):
-        _refuse_an_empty_selection(scenario, "cpu", parse_only("model=mobilenet_v3_small"), bundle)
-    _refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=64"), None)  # cpu's 8, cuda's 64
+        refuse_an_empty_selection(scenario, "cpu", parse_only("model=mobilenet_v3_small"), bundle)
+    refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=64"), None)  # cpu's 8, cuda's 64
     with pytest.raises(ConfigError, match="--only batch=128 matches no cell"):
-        _refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=128"), None)
+        refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=128"), None)
 
 
 def test_the_runs_summary_tells_apart_cells_of_another_input_size_or_weights() -> None:

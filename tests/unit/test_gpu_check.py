@@ -15,7 +15,8 @@ from rich.console import Console
 
 from harness.bundle.cell_record import CellRecord
 from harness.run.gpu_check import SCENARIO, could_not_run, verdict_table
-from harness.run.runner import RunRequest, run
+from harness.run.run_request import RunRequest
+from harness.run.runner import run
 from tests.cell_configs import cell_config, cell_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +116,7 @@ def test_the_verdicts_are_read_from_the_bundle_the_run_made_not_a_cache_folder_b
 
     out = tmp_path / "results"
 
-    def a_run(request: runner.RunRequest, console: Console) -> int:
+    def a_run(request: RunRequest, console: Console) -> int:
         shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", out / "20261130-000000-gpu-check")
         (out / "zz-cache").mkdir()  # as the run makes a new --cache-dir
         return 1

@@ -16,7 +16,7 @@ from harness.cli.main import main
 from harness.errors import HarnessError
 from harness.models.catalog import CLASSIFICATION_MODELS
 from harness.models.labels import IMAGENET_CLASSES, output_classes, read_labels
-from harness.run import preflight, runner
+from harness.run import preflight, runner, sweep
 from harness.run.probe_answer import ProbeAnswer
 from harness.scenario.schema import ScenarioFile
 from tests.labelled_images import LABELS, draw
@@ -32,11 +32,11 @@ def no_cell_runs(monkeypatch: pytest.MonkeyPatch) -> None:
                                            "backends": {name: {"available": True, "reason": "", "versions": {}}
                                                         for name in backends}})
 
-    def sweep(*args: Any, **kwargs: Any) -> None:
+    def never_swept(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the input folder was accepted and the cells started")
 
     monkeypatch.setattr(runner, "run_probe", probe)
-    monkeypatch.setattr(runner, "_sweep", sweep)
+    monkeypatch.setattr(sweep, "sweep", never_swept)
 
 
 def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], inputs: str) -> str:

@@ -11,7 +11,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
-from harness.run.runner import _record
+from harness.run.sweep import _record
 from tests.cell_configs import cell_config
 
 

@@ -167,7 +167,7 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
 
     from harness.bundle.validate import validate
     from harness.errors import ConfigError
-    from harness.run import runner
+    from harness.run import executor_choice, runner
 
     root = tmp_path / "run"
     shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", root)
@@ -189,7 +189,7 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
                                            "backends": {name: {"available": True, "reason": "", "versions": {}}
                                                         for name in names}})
 
-    monkeypatch.setattr(runner, "_executor", lambda *args: Refusing())
+    monkeypatch.setattr(executor_choice, "local_executor", lambda *args: Refusing())
     monkeypatch.setattr(runner, "run_probe", probe)
     code = main(["run", "--resume", str(root), "--no-cache"])
     err = capsys.readouterr().err

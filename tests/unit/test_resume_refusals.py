@@ -191,7 +191,8 @@ def test_a_file_given_with_resume_that_differs_only_in_its_rounds_says_so_and_au
     import yaml
 
     from harness.errors import ConfigError
-    from harness.run.runner import RunRequest, _open_or_plan
+    from harness.run.opening import open_or_plan
+    from harness.run.run_request import RunRequest
 
     root = _edited(tmp_path, lambda s: None)  # the golden run was of two rounds
     stored = json.loads((root / "bundle.json").read_text())["scenario"]
@@ -205,13 +206,13 @@ def test_a_file_given_with_resume_that_differs_only_in_its_rounds_says_so_and_au
     assert _snapshot(root) == before
     for request in (RunRequest(file, rounds=2, resume=root), RunRequest(None, device="auto", resume=root)):
         with ExitStack() as closing:
-            bundle, _, scenario = _open_or_plan(request, closing)
+            bundle, _, scenario = open_or_plan(request, closing)
             assert scenario.timing.rounds == 2 and bundle.device == "cpu"
     file.write_text(yaml.safe_dump({**stored, "timing": {**stored["timing"], "rounds": 1, "min_iters": 11}}))
     # the settings apart are named (it said only that the file differs)
     with ExitStack() as closing, pytest.raises(ConfigError, match="differs from the scenario stored in .* in "
                                                                   r"timing\.min_iters; resume without"):
-        _open_or_plan(RunRequest(file, rounds=2, resume=root), closing)
+        open_or_plan(RunRequest(file, rounds=2, resume=root), closing)
 
 
 def test_a_bundle_without_its_cells_folder_is_refused_as_such_not_as_read_only(
@@ -231,17 +232,18 @@ def test_a_file_given_with_resume_that_differs_only_in_its_name_says_so(tmp_path
     import yaml
 
     from harness.errors import ConfigError
-    from harness.run.runner import RunRequest, _open_or_plan
+    from harness.run.opening import open_or_plan
+    from harness.run.run_request import RunRequest
 
     root = _edited(tmp_path, lambda s: None)
     stored = json.loads((root / "bundle.json").read_text())["scenario"]
     copy = tmp_path / "copy.yaml"
     copy.write_text(yaml.safe_dump({k: v for k, v in stored.items() if k != "name"}))
     with ExitStack() as closing, pytest.raises(ConfigError, match=r"only in its name \('copy' against 'golden'\)"):
-        _open_or_plan(RunRequest(copy, resume=root), closing)
+        open_or_plan(RunRequest(copy, resume=root), closing)
     (tmp_path / "golden.yaml").write_text(copy.read_text())  # the stored name, from its stem: the same file
     with ExitStack() as closing:
-        _open_or_plan(RunRequest(tmp_path / "golden.yaml", resume=root), closing)
+        open_or_plan(RunRequest(tmp_path / "golden.yaml", resume=root), closing)
 
 
 @pytest.mark.slow

@@ -307,13 +307,14 @@ def test_a_cells_time_is_the_median_over_its_rounds_with_that_medians_interval()
 def test_the_command_lines_rounds_override_the_files_and_are_stored_with_the_scenario(tmp_path: Path) -> None:
     from contextlib import ExitStack
 
-    from harness.run.runner import RunRequest, _open_or_plan
+    from harness.run.opening import open_or_plan
+    from harness.run.run_request import RunRequest
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\ntiming: {rounds: 2}\n")
     with ExitStack() as closing:
-        _, as_filed, typed_as_filed = _open_or_plan(RunRequest(scenario_path=scenario), closing)
-        _, overridden, typed = _open_or_plan(RunRequest(scenario_path=scenario, rounds=5), closing)
+        _, as_filed, typed_as_filed = open_or_plan(RunRequest(scenario_path=scenario), closing)
+        _, overridden, typed = open_or_plan(RunRequest(scenario_path=scenario, rounds=5), closing)
     assert as_filed["timing"]["rounds"] == 2 and overridden["timing"]["rounds"] == 5
     assert typed_as_filed.timing.rounds == 2 and typed.timing.rounds == 5 and typed.name == "s"
     assert {k: v for k, v in overridden["timing"].items() if k != "rounds"} == \

@@ -61,8 +61,8 @@ def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monke
 def test_the_gpus_jobs_hands_out_are_the_ones_this_process_was_given() -> None:
     """A resume has no system description: its GPUs were counted as one ('--jobs 2: ... this machine
     has 1' on an 8-GPU machine); a parent restricted to GPUs 2 and 3 handed out 0 and 1."""
+    from harness.run.executor_choice import slot_gpus
     from harness.run.probe_answer import ProbeAnswer
-    from harness.run.runner import slot_gpus
 
     resumed = ProbeAnswer(device="cuda", cuda_available=True, cuda_devices=8)
     assert slot_gpus(resumed, "cuda", {}) == [str(i) for i in range(8)]
@@ -77,7 +77,7 @@ def test_a_slot_numbers_the_machines_gpus_as_nvml_does_and_the_given_ones_as_the
     """The GPUs a slot is handed are NVML's indices (PCI order); CUDA numbers the fastest first by
     default, so on a machine of mixed GPUs slot 0 ran on another GPU than the one recorded. Those
     this process was given (CUDA_VISIBLE_DEVICES) are read in its own CUDA_DEVICE_ORDER."""
-    from harness.run.runner import slot_gpu_order
+    from harness.run.executor_choice import slot_gpu_order
 
     assert slot_gpu_order({}) == "PCI_BUS_ID"
     assert slot_gpu_order({"CUDA_VISIBLE_DEVICES": "2,3", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}) is None
@@ -137,19 +137,19 @@ def test_the_run_hands_its_slots_the_order_their_gpus_are_numbered_in(monkeypatc
     from contextlib import ExitStack
     from types import SimpleNamespace
 
-    from harness.run import runner
+    from harness.run import executor_choice
     from harness.run.probe_answer import ProbeAnswer
 
     planned: list[dict[str, object]] = []
     monkeypatch.setattr(slots, "plan", lambda *args, **kwargs: planned.append(kwargs) or [])
     monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
-    monkeypatch.setattr(runner, "LocalPool", lambda planned_slots, parents: planned_slots)
+    monkeypatch.setattr(executor_choice, "LocalPool", lambda planned_slots, parents: planned_slots)
     request = SimpleNamespace(jobs=2, fresh_workers=True)
     probe = ProbeAnswer(device="cuda", cuda_devices=2)
     for environ, order in (({}, "PCI_BUS_ID"), ({"CUDA_VISIBLE_DEVICES": "1,0"}, None)):
-        monkeypatch.setattr(runner.os, "environ", environ)
+        monkeypatch.setattr(executor_choice.os, "environ", environ)
         with ExitStack() as closing:
-            runner._executor(request, "cuda", probe, ["eager"], closing)  # type: ignore[arg-type]
+            executor_choice.local_executor(request, "cuda", probe, ["eager"], closing)  # type: ignore[arg-type]
         assert planned.pop()["gpu_order"] == order
 
 

@@ -19,7 +19,8 @@ from harness.measure.protocol import WorkerRequest
 from harness.run import executors, rounds, runner, time_budget
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
-from harness.run.runner import RunRequest, run
+from harness.run.run_request import RunRequest
+from harness.run.runner import run
 from harness.run.slots import Slot
 from harness.scenario.cells import expand
 from harness.scenario.schema import ScenarioFile
@@ -254,7 +255,7 @@ def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_t
 
 
 def test_a_skipped_finish_is_never_mistaken_for_a_lost_cell(tmp_path: Path) -> None:
-    from harness.run.runner import _record
+    from harness.run.sweep import _record
 
     task = _tasks(tmp_path, deadline=0.0)[0]
     record = _record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure=time_budget.SPENT, skipped=True))

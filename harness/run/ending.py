@@ -1,0 +1,114 @@
+"""How a run ends: its bundle closed (`close`: the state it ended in, the machines its cells ran
+on, the checksums and the report), the lines the run ends with on the console (`last_lines`: the
+summary tables of harness/run/summary.py, warnings, the cells not run yet, skipped, failed or
+invalid) and its exit code by its cells' statuses (`exit_code`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from harness.bundle.reader import load
+from harness.bundle.statuses import BAD, nothing_measured
+from harness.bundle.writer import Bundle
+from harness.errors import EXIT_NOTHING_MEASURED
+from harness.plain_text import one_line, visible
+from harness.reporting.report import REPORT_HTML, REPORT_MD, render
+from harness.run.run_request import RunRequest
+from harness.run.summary import fusion_summary, skipped_lines, summary_table, time_line
+
+#: Failed or invalid cells whose first reason the run's last lines give.
+SHOWN_REASONS = 10
+
+
+def close(bundle: Bundle, state: str, console: Console) -> None:
+    """Record how the run ended, checksum the bundle, then add its report (and checksum again:
+    the bundle is complete and valid even if rendering the report fails). A report of an earlier
+    close goes first, and one cut short by Ctrl-C or SIGTERM is removed, so that the checksums
+    cover every file either way; the run then says how to write it."""
+    reports = [bundle.root / REPORT_MD, bundle.root / REPORT_HTML]
+    for path in reports:
+        path.unlink(missing_ok=True)
+    bundle.update_header(state=state, nodes=nodes(bundle.cells()))
+    bundle.write_manifest()
+    try:
+        render(load(bundle.root), bundle.root)
+    except KeyboardInterrupt:
+        for path in reports:
+            path.unlink(missing_ok=True)
+        console.print(Text(f"interrupted while writing the report: the bundle is {state} and valid without "
+                           f"{REPORT_MD} and {REPORT_HTML}; write them with `fusionbench report "
+                           f"{visible(bundle.root)}` (or `fusionbench run --resume {visible(bundle.root)}`)",
+                           style="yellow"))
+        raise
+    bundle.write_manifest()
+
+
+def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every machine the bundle's cells ran on, by hostname, with its CPU and GPUs as the cell saw them."""
+    seen: dict[str, Any] = {}
+    for record in records:
+        node = record.get("node") or {}
+        if node.get("hostname"):
+            seen.setdefault(node["hostname"], {k: node[k] for k in ("cpu", "gpus") if k in node})
+    return seen
+
+
+def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_warning: str | None,
+               console: Console) -> int:
+    """Print what a run ends with, once its bundle is closed (`missing`: the bundle's cells not
+    finished; `noise_warning`: the machine's, as the run said it when it began); return the run's
+    exit code."""
+    records = bundle.records()
+    console.print(summary_table(records))
+    ablation = fusion_summary(records, bundle.header.get("resumed"))
+    if ablation is not None:
+        console.print(ablation)
+    console.print(Text(time_line(records)))
+    if noise_warning:
+        console.print(Text(f"warning: {noise_warning}", style="yellow"))
+    warned = [r for r in records if r.warnings]
+    if warned:
+        console.print(Text(f"{len(warned)} cell(s) have warnings (noise, drift, LoadGen against device timing, a busy "
+                           "machine): see report.md, section Warnings", style="yellow"))
+    bad = [r for r in records if r.status in BAD]
+    console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
+    if missing:
+        causes = [c for c, applies in (("outside --only", bool(request.only)),
+                                        ("the time budget was spent", request.budget_s and request.past_budget == "missing"))
+                  if applies]
+        why = ", or ".join(causes) or "outside --only"
+        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet ({why}): "
+                           f"complete them with --resume {visible(bundle.root)}", style="yellow"))
+    for line in skipped_lines(records, SHOWN_REASONS):
+        console.print(Text(line, style="dim"), soft_wrap=True)  # one line each, whole, to grep and to copy
+    if bad:
+        console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
+        for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all
+            log = bundle.root / record.log if record.log else None  # a failure's traceback is there, not in the reason
+            console.print(Text(f"  {visible(record.config.shown_label)}: {record.status}: "
+                               f"{one_line(record.reasons[0]) if record.reasons else 'no reason recorded'}"
+                               + (f" (its log: {visible(log)})" if record.status == "failed" and log and log.is_file()
+                                  else "")),
+                          soft_wrap=True)  # one line each, whole, to grep and to copy
+        more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
+        console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
+    statuses = [r.status for r in records]
+    if not bad and nothing_measured(statuses):
+        console.print(Text(f"nothing measured: every cell run ({len(records)}) was skipped, each for its reason above",
+                           style="red"))
+    if not records:  # `--budget-s` spent before any cell had a result: not a pass either
+        console.print(Text("nothing measured: no cell of the bundle has a result yet", style="red"))
+        return EXIT_NOTHING_MEASURED
+    return exit_code(statuses)
+
+
+def exit_code(statuses: Sequence[str]) -> int:
+    """A run's exit code by its cells' statuses (a run and a resume of its complete bundle alike): 1
+    where one failed or is invalid, 4 where every one was skipped, else 0."""
+    if any(status in BAD for status in statuses):
+        return 1
+    return EXIT_NOTHING_MEASURED if nothing_measured(statuses) else 0

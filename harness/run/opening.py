@@ -1,0 +1,135 @@
+"""What a run starts from, read and checked before the machine is probed or anything is written:
+a new run's scenario file with what the command line overrides (`with_overrides`), and what it
+sets and will not get said (`warn_of`); or the bundle `--resume` opens, locked, its stored
+scenario the one the run reads, and a scenario file given with it held to that one. An `--only`
+that matches no cell is refused here, and a resume is told whether it has anything left to do."""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from harness.bundle.manifest import MANIFEST
+from harness.bundle.writer import Bundle
+from harness.errors import ConfigError
+from harness.reporting.report import REPORT_HTML, REPORT_MD
+from harness.run import resumable, slots
+from harness.run.run_request import RunRequest
+from harness.scenario import advice
+from harness.scenario import loading as scenario_file
+from harness.scenario.cells import check_values, expand, only_text, select
+from harness.scenario.differences import differences
+from harness.scenario.schema import ScenarioFile
+
+
+def open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None, dict[str, Any], ScenarioFile]:
+    """The bundle to resume (None for a new run), the resolved scenario as the bundle stores it,
+    and the same scenario typed, which the run reads."""
+    if request.resume is not None:
+        bundle = Bundle.open(request.resume)
+        closing.callback(bundle.close)
+        scenario = resumable.check(bundle)
+        if request.device not in (None, "auto", bundle.device):  # auto: the device it runs on, as a resume does
+            raise ConfigError(f"--device {request.device}: {request.resume} was run on {bundle.device}")
+        if request.rounds is not None and request.rounds != scenario.timing.rounds:
+            raise ConfigError(
+                f"--rounds {request.rounds}: {request.resume} was run with {scenario.timing.rounds} round(s)"
+            )
+        if bundle.header.get("artifact_cache") is None and request.cache_dir is not None:
+            # its header says every cell was prepared cold; cells taken from a cache would be warm
+            raise ConfigError(f"{request.resume} was run with --no-cache (every cell prepared cold); "
+                              "resume it with --no-cache")
+        if request.scenario_path is not None:
+            _check_the_file_is_the_stored_one(request, bundle, scenario)
+        return bundle, bundle.stored_scenario, scenario
+    if request.scenario_path is None:
+        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
+    scenario = with_overrides(scenario_file.load(request.scenario_path), request)
+    named = scenario.model_copy(update={"name": scenario.name or request.scenario_path.stem})  # as resolved names it
+    return None, scenario_file.resolved(scenario, request.scenario_path.stem), named
+
+
+def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, stored: ScenarioFile) -> None:
+    """A scenario file given with --resume must be the one the bundle stores, with what the command
+    line overrode then (the device was checked before this; a file whose only difference is the
+    rounds `--rounds` set, or its name, is named so)."""
+    path = request.scenario_path
+    assert path is not None
+    given = with_overrides(scenario_file.load(path), request).model_copy(update={"device": stored.device})
+
+    def same(scenario: ScenarioFile) -> bool:
+        return scenario_file.sha256(scenario_file.resolved(scenario, path.stem)) == bundle.scenario_sha256
+
+    if same(given):
+        return
+    rounds = stored.timing.rounds
+    if same(given.model_copy(update={"timing": given.timing.model_copy(update={"rounds": rounds})})):
+        raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its "
+                          f"rounds: the run had {rounds}; resume with --rounds {rounds}, or without the file")
+    if same(given.model_copy(update={"name": stored.name})):  # a file's name is its stem unless it names itself
+        raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its name "
+                          f"({given.name or path.stem!r} against {stored.name!r}); resume without the file")
+    apart = [setting or "(the whole file)"
+             for setting, _, _ in differences(scenario_file.resolved(given, path.stem), bundle.stored_scenario)]
+    shown = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
+    raise ConfigError(f"{path} differs from the scenario stored in {request.resume}" + (f" in {shown}" if shown else "")
+                      + "; resume without the file to finish the stored one")
+
+
+def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
+    """The scenario with what the command line overrides (`--device`, `--rounds`): the bundle
+    stores it so, and a resume runs it so."""
+    if request.device:
+        scenario = scenario.model_copy(update={"device": request.device})
+    if request.rounds is not None:
+        scenario = scenario.model_copy(update={"timing": scenario.timing.model_copy(update={"rounds": request.rounds})})
+    return scenario
+
+
+def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local") -> None:
+    """Print what the file sets and will not get (harness/scenario/advice.py, `slots.env_warnings`;
+    under Ray the cells' cores are the cluster's, not this machine's)."""
+    cores = len(slots.usable_cores()) if executor == "local" else None
+    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores):
+        console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
+
+
+def refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]],
+                              bundle: Bundle | None) -> None:
+    """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto),
+    check_values's when one of its values matches none, and one when it matches no cell a resumed
+    bundle planned (a run of its own --only)."""
+    cells = [*expand(resolved, "cuda"), *expand(resolved, "cpu")] if device == "auto" else expand(resolved, device)
+    check_values(cells, only)
+    chosen = select(cells, only)
+    if bundle is not None and not set(bundle.cell_ids) & {c.id for c in chosen}:
+        raise ConfigError(f"--only {only_text(only)} matches no cell of {bundle.root}, whose run chose only "
+                          f"{only_text(bundle.header.get('only') or {})}")
+
+
+def check_selection(request: RunRequest) -> None:
+    """Refuse an `--only` that matches no cell of the scenario (or of the bundle to resume) before
+    anything starts: `--container` asks it on the host, before an engine is asked or an image built."""
+    if not request.only:
+        return
+    with ExitStack() as closing:
+        bundle, resolved, scenario = open_or_plan(request, closing)
+        refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only, bundle)
+
+
+def left_complete(bundle: Bundle) -> bool:
+    """A bundle whose run ended complete, its manifest and report written: a resume has nothing to
+    add (it appended a resume date and wrote the manifest again)."""
+    return (bundle.header.get("state") == "complete" and all(bundle.finished(cell_id) for cell_id in bundle.cell_ids)
+            and all((bundle.root / name).is_file() for name in (REPORT_MD, REPORT_HTML, MANIFEST)))
+
+
+def all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) -> bool:
+    """Whether every cell of `bundle` that the request selects is finished: a resume with none to run."""
+    planned = set(bundle.cell_ids)
+    cells = select(expand(resolved, bundle.device), request.only or {})
+    return all(bundle.finished(c.id) for c in cells if c.id in planned)

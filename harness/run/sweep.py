@@ -1,0 +1,179 @@
+"""The sweep: a run's cells handed to its executor and each written into the bundle as it finishes.
+
+A cell that need not run (harness/run/skips.py) is written skipped at once; every other becomes a
+`CellTask` (its worker's request, limits and deadline) and its record is made from what the worker
+answered, or from why it gave no answer (`_record`). The progress bar and the line each cell ends
+with (harness/run/cell_line.py) are drawn here; further rounds are kept apart until each cell's are
+in (harness/run/rounds.py); the time budget's cells are written skipped or left out for --resume,
+and the cells Ctrl-C or SIGTERM stops are written interrupted."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from harness import registry
+from harness.bundle.header_record import BackendReport
+from harness.bundle.reader import lookup
+from harness.bundle.writer import Bundle, utc_now
+from harness.errors import OutputError, stopped_by
+from harness.measure.protocol import WorkerRequest
+from harness.run import cell_line, kept_answer, rounds, skips
+from harness.run.executors import CellTask, Executor, Finished, Serial
+from harness.run.isolation import MIB, log_tail
+from harness.scenario.cells import Cell
+from harness.scenario.settings import Limits
+
+
+def sweep(
+    cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], limits: Limits, env_names: list[str],
+    input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
+    executor: Executor | None = None, keep_past_budget: bool = True,
+) -> None:
+    """Run `cells` on `executor` (one at a time here by default), writing each into the bundle as
+    it finishes. Cells that need not run are written at once; those the time budget (`deadline`)
+    leaves no time for are written skipped, or with `keep_past_budget` false left out of the bundle
+    for --resume."""
+    executor = executor or Serial()
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+        refresh_per_second=2,  # the parent shares the machine with the cell it measures: redraw rarely
+    )
+    running: dict[str, str] = {}  # cell id -> label and phase, of the cells running now
+    began: dict[str, float] = {}  # cell id -> when its first round started (time.monotonic)
+
+    def show(task: CellTask, phase: str) -> None:
+        if phase == "start":
+            pace.started()
+            if task.cell_id not in began:  # its first round: the cell's `started` is now, not when it was planned
+                began[task.cell_id] = time.monotonic()
+                bases[task.cell_id]["started"] = utc_now()
+        running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
+        shown = list(running.values())
+        progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
+
+    with progress:
+        bar = progress.add_task("cells", total=len(cells))
+        tasks: list[CellTask] = []
+        bases: dict[str, dict[str, Any]] = {}
+        for cell in cells:
+            base = {"id": cell.id, "label": cell.label, "config": cell.config.recorded(), "started": utc_now()}
+            skip = skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system")))
+            if skip is not None:
+                skipped = {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
+                _write(bundle, cell.config.shown_label, skipped, progress, bar)
+                continue
+            tasks.append(_task(cell, bundle, input_folder, cache_dir, limits.cell_timeout_s, limits.memory_limit_mib,
+                               env_names, deadline))
+            bases[cell.id] = base
+        by_id = {cell.id: cell for cell in cells}
+        pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
+        state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
+        folders = {task.cell_id: task.artifacts for task in tasks}
+        by_budget: set[str] = set()  # cells whose round 1 the budget kept from a result
+        rounds_cut: set[str] = set()  # cells a further round of which it kept: they keep the rounds that finished
+        ran_s: dict[str, float] = {}  # how long each cell's rounds ran: lost where the budget ends its round 1
+        try:
+            for done in executor.run(rounds.order(tasks, by_id, state), show):
+                cell_id = done.task.cell_id
+                running.pop(cell_id, None)
+                if done.outcome is not None:
+                    ran_s[cell_id] = ran_s.get(cell_id, 0.0) + done.outcome.wall_s
+                if done.skipped:
+                    (by_budget if done.task.request.timing_round == 1 else rounds_cut).add(cell_id)
+                first = _record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
+                complete = state.finished(done, first)
+                if complete is None:
+                    continue
+                if cell_id not in by_budget:
+                    pace.finished()
+                elif not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
+                    shutil.rmtree(folders[cell_id], ignore_errors=True)
+                    progress.advance(bar)
+                    if ran_s.get(cell_id):  # it ran, and that time is lost: said, not left to the end's count
+                        progress.console.print(cell_line.ended_by_budget(by_id[cell_id].config.shown_label, ran_s[cell_id],
+                                                                         *_counted(progress, bar)))
+                    continue
+                if cell_id in by_budget and ran_s.get(cell_id):  # recorded skipped, but it ran: the time it took
+                    complete = {**complete, "wall_s": ran_s[cell_id]}
+                _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
+                       pace.left_s() if cell_id not in by_budget else None)
+                if cell_id in rounds_cut:
+                    progress.console.print(cell_line.rounds_cut(by_id[cell_id].config.shown_label, complete))
+        except KeyboardInterrupt as exc:
+            running.update({cell_id: "" for cell_id in state.waiting()})  # round 1 done, rounds to come
+            why = stopped_by(exc)
+            for cell_id in list(running):  # the cells Ctrl-C or SIGTERM stopped: --resume runs them again
+                ran = time.monotonic() - began[cell_id] if cell_id in began else 0.0
+                bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": [why],
+                                            "metrics": {}, "wall_s": round(ran, 3), "finished": utc_now()})
+            raise
+        finally:
+            state.close()
+        progress.update(bar, description="cells done")
+
+
+def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,
+           left_s: float | None = None) -> None:
+    try:
+        bundle.write_cell(record["id"], record)
+    except OSError as exc:  # disk full, quota, permissions: what is written stays intact
+        raise OutputError(
+            f"could not write cell {label} into {bundle.root}: {exc.strerror or exc}; the cells "
+            f"finished before it are intact: make room, then run --resume {bundle.root}"
+        ) from None
+    progress.advance(bar)
+    progress.console.print(cell_line.line(str(record["status"]), label, record["wall_s"], *_counted(progress, bar),
+                                          record["reasons"], left_s))
+
+
+def _counted(progress: Progress, bar: Any) -> tuple[int, int]:
+    """How many cells of the bar are done, and of how many."""
+    task = next(task for task in progress.tasks if task.id == bar)
+    return int(task.completed), int(task.total or 0)
+
+
+def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,
+          memory_mib: int | None, env_names: list[str], deadline: float | None) -> CellTask:
+    """The cell's task; `deadline` is the end of the run's budget, which the executor applies as the
+    cell starts (it is not started after it, and runs at most until it)."""
+    artifacts = bundle.fresh_artifact_dir(cell.id)
+    request = WorkerRequest(
+        cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
+        cache_dir=str(cache_dir) if cache_dir else None, peaks=lookup(bundle.header, "system", "peaks"),
+    )
+    return CellTask(cell_id=cell.id, label=cell.config.shown_label, request=request, artifacts=artifacts,
+                    timeout_s=timeout_s, memory_limit_bytes=memory_mib * MIB if memory_mib else None,
+                    env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
+                    device=cell.config.device, deadline=deadline)
+
+
+def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
+    """The cell's record from what its worker (or the executor) said, and where it ran."""
+    task, outcome = done.task, done.outcome
+    log_path = task.artifacts / "worker.log"
+    record = {**base, "finished": utc_now(), "log": f"cells/{task.cell_id}/worker.log", "node": done.node}
+    if done.skipped:  # the budget: not started, or stopped; nothing of it is a result, so no log and no folder
+        shutil.rmtree(task.artifacts, ignore_errors=True)
+        return {**base, "finished": utc_now(), "node": done.node, "status": "skipped", "reasons": [done.failure or ""],
+                "metrics": {}, "wall_s": 0.0}
+    if outcome is None:
+        record.update(status="failed", reasons=[done.failure or "the executor lost the cell"], metrics={}, wall_s=0.0,
+                      log_tail=log_tail(log_path))
+        return record
+    record["wall_s"] = outcome.wall_s
+    if outcome.answer is None:  # killed: what it measured in the phases that ended stays
+        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], warnings=[])
+        record.update({**kept_answer.kept(outcome.partial, record, log_path), "log_tail": log_tail(log_path)})
+    else:
+        record.update(kept_answer.answered(outcome.answer, record, log_path))
+        if record["status"] == "failed":
+            record["log_tail"] = log_tail(log_path)
+    return record
