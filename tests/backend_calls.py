@@ -1,5 +1,5 @@
 """A backend's variant of a model prepared as the worker prepares it: `tune`, then `prepare` with
-the same arguments (harness/measure/worker.py), for the tests that call a backend directly."""
+the same arguments (harness/measure/phases.py), for the tests that call a backend directly."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ from pydantic import ConfigDict
 
 from harness.quick_exit import quick_exit
 
-#: What every worker imports before it measures anything (harness/measure/worker.py's phases).
+#: What every worker imports before it measures anything (harness/measure/worker.py and its phases.py).
 PRELOADED = (
     "torch",
     "torchvision",

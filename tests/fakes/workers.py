@@ -15,8 +15,9 @@ from pathlib import Path
 
 from harness.bundle.cell_record import Metrics
 from harness.measure import protocol
+from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.measure.worker import PhaseClock, checkpoint, die_with_parent
+from harness.measure.worker import checkpoint, die_with_parent
 
 
 def main() -> None:

@@ -18,27 +18,29 @@ from harness.scenario.settings import LoadGenSettings
 from tests.cell_configs import cell_record
 
 REPO = Path(__file__).resolve().parents[2]
-WORKER = REPO / "harness" / "measure" / "worker.py"
+#: The worker's modules that time its phases: its entry point (the `import` phase) and the phases after it.
+WORKER = [REPO / "harness" / "measure" / "worker.py", REPO / "harness" / "measure" / "phases.py"]
 
 
 def timed_by_the_worker() -> list[Phase]:
-    """The phases worker.py passes to `clock.phase(...)`, and those `clock.move(seconds, source, target)`
-    records part of another as, resolved against the protocol module."""
+    """The phases worker.py and phases.py pass to `clock.phase(...)`, and those `clock.move(seconds,
+    source, target)` records part of another as, resolved against the protocol module."""
     found: list[Phase] = []
-    for node in ast.walk(ast.parse(WORKER.read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("phase", "move")
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "clock"):
-            continue
-        argument = node.args[-1]
-        if isinstance(argument, ast.Subscript):  # protocol.COMPLIANCE[test]: any compliance test
-            assert ast.unparse(argument.value) == "protocol.COMPLIANCE", ast.unparse(argument)
-            found += COMPLIANCE.values()
-            continue
-        assert isinstance(argument, ast.Attribute) and ast.unparse(argument.value) == "protocol", (
-            f"worker.py line {node.lineno}: clock.phase({ast.unparse(argument)}) names no phase of the protocol")
-        phase = getattr(protocol, argument.attr)
-        assert isinstance(phase, Phase), ast.unparse(argument)
-        found.append(phase)
+    for module in WORKER:
+        for node in ast.walk(ast.parse(module.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("phase", "move")
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "clock"):
+                continue
+            argument = node.args[-1]
+            if isinstance(argument, ast.Subscript):  # protocol.COMPLIANCE[test]: any compliance test
+                assert ast.unparse(argument.value) == "protocol.COMPLIANCE", ast.unparse(argument)
+                found += COMPLIANCE.values()
+                continue
+            assert isinstance(argument, ast.Attribute) and ast.unparse(argument.value) == "protocol", (
+                f"{module.name} line {node.lineno}: clock.phase({ast.unparse(argument)}) names no phase of the protocol")
+            phase = getattr(protocol, argument.attr)
+            assert isinstance(phase, Phase), ast.unparse(argument)
+            found.append(phase)
     return found
 
 

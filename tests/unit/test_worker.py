@@ -17,8 +17,9 @@ from harness.bundle.cell_record import Metrics
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.fusion import FusionReport
 from harness.measure import cell_model, trust
+from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import PHASES, Phase, WorkerAnswer, WorkerRequest, partial_answer_path
-from harness.measure.worker import PhaseClock, run_cell
+from harness.measure.worker import run_cell
 from harness.scenario.cell_config import CellConfig
 from tests.cell_configs import cell_config
 
