@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -89,6 +89,13 @@ INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ
              "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
              "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "XDG_CACHE_HOME", "SSL_CERT_FILE")
 INHERITED_PREFIXES = ("LC_", "FUSIONBENCH_")
+
+
+def passed_on(name: str, named: Sequence[str]) -> bool:
+    """Whether a worker gets the parent's variable `name`, or one the scenario sets under that name
+    (`named`: its `env:`)."""
+    return (name in INHERITED or name.startswith(INHERITED_PREFIXES)
+            or any(item.partition("=")[0] == name for item in named))
 
 
 def worker_environment(

@@ -14,6 +14,7 @@ a run stopped while it is written leaves a bundle that is valid without it, and 
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -26,7 +27,18 @@ from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, interrupted_exit_code
 from harness.plain_text import visible
-from harness.run import ending, executor_choice, opening, preflight, resume_refusals, rounds, slots, sweep, time_budget
+from harness.run import (
+    ending,
+    executor_choice,
+    opening,
+    preflight,
+    resume_refusals,
+    rounds,
+    slots,
+    sweep,
+    time_budget,
+    unseen_environment,
+)
 from harness.run.executors import LocalPool
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
@@ -173,10 +185,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     if other_boot:
         console.print(Text(f"fusionbench: warning: {other_boot}", style="yellow"))
+    env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
+    left_behind = unseen_environment.unseen(os.environ, env_names)
+    if todo and left_behind:
+        console.print(Text(f"fusionbench: warning: {unseen_environment.warning(left_behind)}", style="yellow"),
+                      soft_wrap=True)
     try:
         deadline = time_budget.deadline_in(request.budget_s)
         bundle.update_header(executor=executor.record())
-        env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
         sweep.sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir, console,
                     deadline, executor, keep_past_budget=request.past_budget == "skipped")
     except KeyboardInterrupt as stop:

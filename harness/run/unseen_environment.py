@@ -1,0 +1,34 @@
+"""The variables set where a run starts that can move a figure and that no cell will see.
+
+A cell's worker gets a whitelisted environment (harness/run/isolation.py): `OMP_NUM_THREADS=4
+./run.sh ...` does not reach the cells unless the scenario names the variable in `env:`. A user who
+sets one expects it to count, so the run says, once, which such variables it leaves behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from harness.run.isolation import passed_on
+
+#: The families of variables that change what a library runs or how fast: thread pools and their
+#: placement, the allocator, math modes, compilers' and runtimes' own settings.
+FIGURE_MOVING_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "DNNL_", "ONEDNN_", "TORCH", "PYTORCH_",
+                          "TRITON_", "CUDA_", "CUBLAS", "CUDNN_", "NVIDIA_TF32_OVERRIDE", "ORT_", "TVM_", "MALLOC_")
+FIGURE_MOVING_NAMES = ("LD_PRELOAD", "GLIBC_TUNABLES")
+
+
+def unseen(parent: Mapping[str, str], named: Sequence[str]) -> list[str]:
+    """The names of `parent`'s variables that can move a figure and that a worker of a scenario
+    naming `named` in `env:` would not get, sorted."""
+    return sorted(name for name in parent
+                  if (name in FIGURE_MOVING_NAMES or name.startswith(FIGURE_MOVING_PREFIXES))
+                  and not passed_on(name, named))
+
+
+def warning(names: Sequence[str]) -> str:
+    """The run's one line about `names` (from `unseen`)."""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return (f"{shown} {'is' if len(names) == 1 else 'are'} set here but no cell sees "
+            f"{'it' if len(names) == 1 else 'them'}: a cell's worker gets a whitelisted environment; "
+            "name a variable in the scenario's env: to pass it on")
