@@ -16,6 +16,9 @@ from harness.run.isolation import passed_on
 FIGURE_MOVING_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "DNNL_", "ONEDNN_", "TORCH", "PYTORCH_",
                           "TRITON_", "CUDA_", "CUBLAS", "CUDNN_", "NVIDIA_TF32_OVERRIDE", "ORT_", "TVM_", "MALLOC_")
 FIGURE_MOVING_NAMES = ("LD_PRELOAD", "GLIBC_TUNABLES")
+#: Of those families, the names that only describe a build, as CUDA and PyTorch images set them.
+DESCRIPTIVE = ("CUDA_VERSION", "CUDA_DRIVER_VERSION", "PYTORCH_VERSION", "PYTORCH_BUILD_VERSION",
+               "PYTORCH_BUILD_NUMBER", "TORCH_CUDA_ARCH_LIST")
 
 
 def unseen(parent: Mapping[str, str], named: Sequence[str]) -> list[str]:
@@ -23,7 +26,7 @@ def unseen(parent: Mapping[str, str], named: Sequence[str]) -> list[str]:
     naming `named` in `env:` would not get, sorted."""
     return sorted(name for name in parent
                   if (name in FIGURE_MOVING_NAMES or name.startswith(FIGURE_MOVING_PREFIXES))
-                  and not passed_on(name, named))
+                  and name not in DESCRIPTIVE and not passed_on(name, named))
 
 
 def warning(names: Sequence[str]) -> str:

@@ -29,6 +29,8 @@ def test_the_figure_moving_variables_a_worker_would_not_get_are_named_and_no_oth
     env = worker_environment(shell, named, {}, tmp_path)
     assert not set(names) & set(env) and {"KMP_AFFINITY", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES"} <= set(env)
     assert unseen({"PATH": "/usr/bin", "EDITOR": "vi"}, []) == []
+    assert unseen({"CUDA_VERSION": "13.0", "PYTORCH_VERSION": "2.11", "CUDA_LAUNCH_BLOCKING": "1"}, []) == \
+        ["CUDA_LAUNCH_BLOCKING"], "a name that only describes an image's build was warned of"
 
 
 def test_the_warning_names_the_variables_and_how_to_pass_them_on() -> None:
