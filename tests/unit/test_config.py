@@ -185,11 +185,25 @@ def test_a_file_that_makes_a_cell_twice_is_refused_at_the_entry_that_repeats_it(
     assert problem in error_of(tmp_path, GOOD.replace(*change))
 
 
-def test_the_readmes_scenario_example_loads(tmp_path: Path) -> None:
+def test_the_readmes_scenario_example_loads_and_shows_every_field(tmp_path: Path) -> None:
+    """docs/architecture.md: a new scenario field is shown in the README's example; the example's
+    every field is one the file format has (it loads), and every field of the format is in it but
+    the folder inputs' own, which its comment names."""
+    import yaml
+
+    from harness.scenario.schema import ScenarioFile
+    from harness.scenario.settings import SyntheticInputs
+
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     example = readme.split("## Scenario files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     cells = expand(resolved(load_text(tmp_path, example), "readme"), "cpu")
     assert len({cell.id for cell in cells}) == len(cells) > 10
+    shown = yaml.safe_load(example)
+    assert set(ScenarioFile.model_fields) == set(shown), "a field of the format is not in the README's example"
+    for section in ("loadgen", "timing", "passes", "limits"):
+        fields = ScenarioFile.model_fields[section].annotation.model_fields
+        assert set(fields) == set(shown[section]), f"a field of {section} is not in the README's example"
+    assert set(SyntheticInputs.model_fields) == set(shown["inputs"])
 
 
 def test_the_same_model_at_another_size_or_the_same_backend_with_other_options_is_no_repeat(tmp_path: Path) -> None:
