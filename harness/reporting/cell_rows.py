@@ -1,8 +1,6 @@
 """A bundle's cells as the report reads them: one `Row` per cell, with the figures the report shows
-(its typed record, its start, its time over rounds), and how the bundle's rounds were taken.
-
-Latency here is the device-timing median per batch (docs/metrics.md); "speedup" is a ratio of
-medians of cells that differ only in backend or variant (same model, scenario, batch, dtype).
+(its typed record, its start, its time over rounds: the device-timing median per batch, docs/metrics.md),
+and how the bundle's rounds were taken.
 """
 
 from __future__ import annotations

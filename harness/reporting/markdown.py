@@ -93,5 +93,3 @@ def markdown(loaded: LoadedBundle) -> str:
               *md_table(["model", "backend / variant", "setting", "status", "reasons"], problems(rows))]
     return "\n".join(lines)
 
-
-# --- HTML -------------------------------------------------------------------------------------
