@@ -1,10 +1,12 @@
 """Validate's check that every cell belongs to its bundle: a cell's config is one of the cells
 bundle.json's stored scenario expands to on its device (harness/scenario/cells.py), and its label
-is the one that config gets; a cell moved in from another bundle, or edited into a cell the
+is the one that config gets, and it ran in this bundle's run (not before it was made, not on a
+machine it does not list); a cell moved in from another bundle, or edited into a cell the
 scenario never had, is named."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from harness.bundle.files import CELLS, HEADER
@@ -39,7 +41,33 @@ def problems(loaded: LoadedBundle) -> list[str]:
                          f"scenario expands to on {device}")
         elif cell["label"] != match.label:
             lines.append(f"{where}: label {cell['label']!r} but its config's is {match.label!r}")
+        lines += [f"{where}: {line}" for line in _of_this_run(cell, loaded.header)]
     return lines
+
+
+def _of_this_run(cell: dict[str, Any], header: dict[str, Any]) -> list[str]:
+    """Why a cell of the bundle's own scenario was not run by it: it started before the bundle was
+    made (a cell of an earlier run), or on a machine the bundle does not list (the header lists
+    every machine its cells ran on, from schema 2 on). A cell of a later run on the same machine
+    passes: nothing in a bundle says when its run ended."""
+    lines = []
+    started, created = _instant(cell.get("started")), _instant(header.get("created"))
+    if started is not None and created is not None and started < created:
+        lines.append(f"started {cell['started']}, before its bundle was made ({header['created']}): "
+                     "a cell of an earlier run")
+    nodes, hostname = header.get("nodes"), (cell.get("node") or {}).get("hostname")
+    if isinstance(nodes, dict) and nodes and isinstance(hostname, str) and hostname not in nodes:
+        lines.append(f"ran on {hostname!r}, a machine {HEADER} does not list among its nodes")
+    return lines
+
+
+def _instant(value: Any) -> datetime | None:
+    """An ISO 8601 time with its zone, or None where it is not one."""
+    try:
+        instant = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return instant if instant is not None and instant.tzinfo is not None else None
 
 
 def _same_config(config: dict[str, Any], expanded: dict[str, Any], before_graphs: bool) -> bool:

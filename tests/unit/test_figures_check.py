@@ -328,6 +328,27 @@ def test_a_cell_copied_in_from_another_bundle(v3: Path) -> None:
     )
 
 
+def test_a_cell_of_the_same_scenario_from_another_run_is_named(tmp_path: Path) -> None:
+    """A cell of an earlier run of the same scenario, or of a run on another machine, moved in over
+    this run's own (its config, id and label are this bundle's): each is named."""
+    root = tmp_path / "v12"
+    shutil.copytree(GOLDEN / "v12", root)
+    created = json.loads((root / "bundle.json").read_text())["created"]
+    cells = sorted(p.stem for p in (root / "cells").glob("*.json"))
+    earlier, elsewhere = cells[0], cells[1]
+
+    def an_hour_earlier(cell: dict[str, Any]) -> None:
+        cell["started"], cell["finished"] = "2026-12-04T17:40:00+00:00", "2026-12-04T17:41:00+00:00"
+
+    edit_json(root / "cells" / f"{earlier}.json", an_hour_earlier)
+    problems = forge(root, elsewhere, lambda c: c["node"].update(hostname="gpu-box-7"))
+    assert problems == [
+        f"cells/{earlier}.json: started 2026-12-04T17:40:00+00:00, before its bundle was made ({created}): a cell of an "
+        "earlier run",
+        f"cells/{elsewhere}.json: ran on 'gpu-box-7', a machine bundle.json does not list among its nodes",
+    ], problems
+
+
 def test_a_label_that_is_not_its_configs(v3: Path) -> None:
     label = "resnet18 eager fusion-off SingleStream cpu fp32 b1"
     edit_json(v3 / "bundle.json", lambda h: next(e for e in h["cells"] if e["id"] == EAGER_SINGLE).update(label=label))
