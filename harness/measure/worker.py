@@ -107,7 +107,7 @@ def recorded_environment() -> dict[str, str]:
 
 
 def _invalid_reasons(metrics: Metrics) -> list[str]:
-    """Why a cell that ran every pass is invalid (each pass ran, or `_measure` raised)."""
+    """Why a cell that ran every pass is invalid (each pass ran, or `phases.measure` raised)."""
     correctness, math_mode, lg = metrics.correctness, metrics.math_mode, metrics.loadgen
     if correctness is None or math_mode is None or lg is None:
         raise HarnessError("the cell finished without its correctness, math mode or LoadGen record")

@@ -91,11 +91,15 @@ INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ
 INHERITED_PREFIXES = ("LC_", "FUSIONBENCH_")
 
 
+def inherited(name: str) -> bool:
+    """Whether a worker gets the parent's variable `name` whatever the scenario names."""
+    return name in INHERITED or name.startswith(INHERITED_PREFIXES)
+
+
 def passed_on(name: str, named: Sequence[str]) -> bool:
     """Whether a worker gets the parent's variable `name`, or one the scenario sets under that name
     (`named`: its `env:`)."""
-    return (name in INHERITED or name.startswith(INHERITED_PREFIXES)
-            or any(item.partition("=")[0] == name for item in named))
+    return inherited(name) or any(item.partition("=")[0] == name for item in named)
 
 
 def worker_environment(
@@ -105,7 +109,7 @@ def worker_environment(
     passes the parent's value on, "NAME=value" sets it), then each of `scratch` (variable -> a
     folder name, made under `workdir`: the backend's caches, fresh for every cell); the harness's
     source root last on PYTHONPATH."""
-    env = {k: v for k, v in parent.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+    env = {k: v for k, v in parent.items() if inherited(k)}
     for item in named:
         name, sep, value = item.partition("=")
         if sep:

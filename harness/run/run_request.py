@@ -1,6 +1,7 @@
 """What one `fusionbench run` asks for (`RunRequest`): the scenario file or the bundle to resume,
 what the command line overrides and where and how the cells run. The command line
-(harness/cli/main.py), `gpu-check` and `run --dry-run` make one; harness/run/runner.py runs it."""
+(harness/cli/main.py: `run`, `run --dry-run`, and `container`, which checks a run's options before
+an image is built) and `gpu-check` make one; harness/run/runner.py runs it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class RunRequest:
+    """One run's options, checked against each other; what needs the scenario file or the machine
+    is checked when the run starts."""
+
     scenario_path: Path | None
     device: str | None = None
     #: Overrides the scenario's `timing.rounds` (harness/run/rounds.py); None: the file's.

@@ -88,7 +88,7 @@ def sweep(
                     ran_s[cell_id] = ran_s.get(cell_id, 0.0) + done.outcome.wall_s
                 if done.skipped:
                     (by_budget if done.task.request.timing_round == 1 else rounds_cut).add(cell_id)
-                first = _record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
+                first = finished_record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
                 complete = state.finished(done, first)
                 if complete is None:
                     continue
@@ -155,7 +155,7 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
                     device=cell.config.device, deadline=deadline)
 
 
-def _record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
+def finished_record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
     """The cell's record from what its worker (or the executor) said, and where it ran."""
     task, outcome = done.task, done.outcome
     log_path = task.artifacts / "worker.log"

@@ -31,7 +31,7 @@ OFFLINE_QUERY_FACTOR = 1.1
 
 
 class HintSettings(Protocol):
-    """The LoadGen settings a hint reads: the scenario file's (schema.LoadGenSettings) or a cell's
+    """The LoadGen settings a hint reads: the scenario file's (settings.LoadGenSettings) or a cell's
     (cell_config.CellLoadGen)."""
 
     @property

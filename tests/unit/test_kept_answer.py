@@ -11,7 +11,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
-from harness.run.sweep import _record
+from harness.run.sweep import finished_record
 from tests.cell_configs import cell_config
 
 
@@ -26,7 +26,7 @@ def recorded(tmp_path: Path, partial: WorkerAnswer | None, answer: WorkerAnswer 
                     timeout_s=60, memory_limit_bytes=None, env_names=[], scratch_env={}, device="cpu")
     outcome = WorkerOutcome(answer, 3 if answer is None else 0, False, "correctness", 2.0, partial=partial)
     base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
-    return _record(base, Finished(task, outcome))
+    return finished_record(base, Finished(task, outcome))
 
 
 def test_the_figures_of_the_phases_that_ended_are_kept(tmp_path: Path) -> None:

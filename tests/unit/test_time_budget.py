@@ -255,12 +255,12 @@ def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_t
 
 
 def test_a_skipped_finish_is_never_mistaken_for_a_lost_cell(tmp_path: Path) -> None:
-    from harness.run.sweep import _record
+    from harness.run.sweep import finished_record
 
     task = _tasks(tmp_path, deadline=0.0)[0]
-    record = _record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure=time_budget.SPENT, skipped=True))
+    record = finished_record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure=time_budget.SPENT, skipped=True))
     assert record["status"] == "skipped" and record["reasons"] == [time_budget.SPENT] and "log" not in record
-    lost = _record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure="the Ray worker died twice"))
+    lost = finished_record({"id": task.cell_id}, Finished(task, None, {"hostname": "h"}, failure="the Ray worker died twice"))
     assert lost["status"] == "failed"
 
 
