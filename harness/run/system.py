@@ -177,11 +177,22 @@ def gpu_info() -> dict[str, Any]:
         pynvml.nvmlInit()
     except Exception as exc:  # no NVIDIA driver here: say so in the bundle
         return {"available": False, "reason": f"NVML: {exc}"}
+    # A GPU this user may not open, one fallen off the bus, a driver that answers only some calls
+    # (WSL2, vGPU): what cannot be read is recorded with NVML's reason, never a failed probe (which
+    # would stop a CPU run too).
     try:
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as exc:
+            return {"available": False, "reason": f"NVML: {exc}"}
         gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            gpu: dict[str, Any] = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
+        for i in range(count):
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                gpu: dict[str, Any] = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
+            except pynvml.NVMLError as exc:
+                gpus.append({"index": i, "name": None, "reason": f"NVML: {exc}"})
+                continue
             for key, read in _NVML_READERS.items():
                 try:
                     gpu[key] = read(pynvml, h)
@@ -190,12 +201,20 @@ def gpu_info() -> dict[str, Any]:
             gpus.append(gpu)
         return {
             "available": True,
-            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
-            "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
+            "driver": _nvml_or_none(lambda: _text(pynvml.nvmlSystemGetDriverVersion()), pynvml.NVMLError),
+            "cuda_driver_version": _nvml_or_none(pynvml.nvmlSystemGetCudaDriverVersion, pynvml.NVMLError),
             "gpus": gpus,
         }
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_or_none(read: Callable[[], Any], error: type[Exception]) -> Any:
+    """What `read` gives, or None where NVML refuses it (`error`)."""
+    try:
+        return read()
+    except error:
+        return None
 
 
 def _text(value: Any) -> str:

@@ -59,6 +59,37 @@ def test_gpu_info_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     assert system.gpu_info() == {"available": False, "reason": "NVML: NVML Shared Library Not Found"}
 
 
+def test_a_gpu_nvml_will_not_open_is_recorded_with_its_reason_and_the_others_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU this user may not open (or fallen off the bus) raised out of the probe: the run stopped
+    with exit 2, a CPU run too. Now that GPU is recorded with NVML's reason and the others read."""
+    nvml = fake_pynvml()
+    nvml.nvmlDeviceGetCount = lambda: 2
+
+    def handle(i):
+        if i == 1:
+            raise nvml.NVMLError("Insufficient Permissions")
+        return f"h{i}"
+
+    def no_driver_version():
+        raise nvml.NVMLError("Unknown Error")
+
+    nvml.nvmlDeviceGetHandleByIndex = handle
+    nvml.nvmlSystemGetDriverVersion = no_driver_version
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    info = system.gpu_info()
+    assert info["available"] and info["driver"] is None and info["cuda_driver_version"] == 13000
+    first, second = info["gpus"]
+    assert first["name"] == "NVIDIA H100 80GB HBM3" and first["memory_bytes"] == 80 * 2**30
+    assert second == {"index": 1, "name": None, "reason": "NVML: Insufficient Permissions"}
+
+    def no_count():
+        raise nvml.NVMLError("GPU is lost")
+
+    nvml.nvmlDeviceGetCount = no_count
+    assert system.gpu_info() == {"available": False, "reason": "NVML: GPU is lost"}
+
+
 def test_describe_has_every_section() -> None:
     described = system.describe()
     assert set(described) == {"os", "python", "cpu", "torch", "gpu", "container", "packages"}
