@@ -70,6 +70,25 @@ VECTOR_EXTENSIONS = frozenset({
 })
 
 
+#: Arm's cores by (implementer, part) as /proc/cpuinfo writes them, which names no model on Arm:
+#: the server cores (Graviton 2 to 4, Grace, Ampere Altra) and the common client ones.
+ARM_CORES = {
+    ("0x41", "0xd08"): "Arm Cortex-A72", ("0x41", "0xd0b"): "Arm Cortex-A76", ("0x41", "0xd0c"): "Arm Neoverse-N1",
+    ("0x41", "0xd40"): "Arm Neoverse-V1", ("0x41", "0xd41"): "Arm Cortex-A78", ("0x41", "0xd44"): "Arm Cortex-X1",
+    ("0x41", "0xd49"): "Arm Neoverse-N2", ("0x41", "0xd4f"): "Arm Neoverse-V2", ("0x41", "0xd8e"): "Arm Neoverse-N3",
+    ("0x41", "0xd84"): "Arm Neoverse-V3", ("0xc0", "0xac3"): "Ampere-1", ("0x61", "0x022"): "Apple M1 Icestorm",
+    ("0x61", "0x023"): "Apple M1 Firestorm",
+}
+
+
+def _arm_model(implementer: str | None, part: str | None) -> str | None:
+    """A name for an Arm core, whose /proc/cpuinfo has no model name: from ARM_CORES, else its
+    implementer and part as written; None where it says neither (not Arm)."""
+    if not implementer or not part:
+        return None
+    return ARM_CORES.get((implementer.lower(), part.lower())) or f"Arm CPU (implementer {implementer}, part {part})"
+
+
 def cpu_identity(cpuinfo: str) -> dict[str, Any]:
     """The first processor of /proc/cpuinfo: its model name, what tells one generation from another
     under a name a VM may shorten ("AMD EPYC": x86's vendor, family, model and stepping; Arm's
@@ -87,7 +106,7 @@ def cpu_identity(cpuinfo: str) -> dict[str, Any]:
     fields = next((names for names in (x86, arm) if all(first.get(n) for n in names)), None)
     flags = (first.get("flags") or first.get("Features") or "").split()
     return {
-        "model": first.get("model name"),
+        "model": first.get("model name") or _arm_model(first.get("CPU implementer"), first.get("CPU part")),
         "identity": ", ".join(f"{name} {first[name]}" for name in fields) if fields else None,
         "vector_extensions": sorted(VECTOR_EXTENSIONS.intersection(flags)) if flags else None,
     }

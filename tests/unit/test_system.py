@@ -138,8 +138,10 @@ def test_the_cpu_is_told_apart_by_its_generation_and_vector_extensions_where_its
         "vector_extensions": ["avx", "avx2", "f16c", "fma", "sse4_1", "sse4_2"]}
     arm = ("processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd evtstrm aes sve asimddp bf16 i8mm\n"
            "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x1\nCPU part\t: 0xd40\nCPU revision\t: 1\n")
-    assert system.cpu_identity(arm) == {
-        "model": None, "identity": "CPU implementer 0x41, CPU part 0xd40, CPU variant 0x1, CPU revision 1",
+    assert system.cpu_identity(arm) == {  # Arm names no model: the core is named from its implementer and part
+        "model": "Arm Neoverse-V1", "identity": "CPU implementer 0x41, CPU part 0xd40, CPU variant 0x1, CPU revision 1",
         "vector_extensions": ["asimd", "asimddp", "bf16", "i8mm", "sve"]}
     assert system.cpu_identity("") == {"model": None, "identity": None, "vector_extensions": None}
+    unknown = arm.replace("0xd40", "0xfff")
+    assert system.cpu_identity(unknown)["model"] == "Arm CPU (implementer 0x41, part 0xfff)"
     assert system.cpu_identity("processor\t: 0\nflags\t\t: fpu sse\n")["vector_extensions"] == []  # none of them
