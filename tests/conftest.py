@@ -38,6 +38,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import cpu_topology
 from harness.container import image_build
 from harness.run import slots
 from tests import pip_sites
@@ -58,7 +59,7 @@ def _share_of_the_cores() -> frozenset[int] | None:
     a single one, or a machine of one core."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     cores = sorted(WHOLE_MACHINE)
-    shares = min(count, len(slots.physical_cores(cores)))
+    shares = min(count, len(cpu_topology.physical_cores(cores)))
     if worker is None or shares < 2:
         return None
     return frozenset(slots.plan(shares, "cpu", cores, [])[int(worker.removeprefix("gw")) % shares].cpus)
@@ -197,3 +198,10 @@ def _whole_machine_where_marked(request: pytest.FixtureRequest) -> Iterator[None
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def whole_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process read as bound to every CPU of the machine, as the golden bundle's cells were: a
+    resume of it is held to that share, and a pytest-xdist worker runs on a part of it (`SHARE`)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(os.cpu_count() or 1)))

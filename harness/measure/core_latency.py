@@ -21,7 +21,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+
+from harness.cpu_topology import physical_cores, siblings
 
 ROUND_TRIPS = 2000
 _ONE_AT_A_TIME = threading.Lock()  # the C side keeps its state in globals
@@ -119,12 +122,23 @@ def load(cache_dir: Path) -> ctypes.CDLL | None:
     return lib
 
 
+def pair(cpus: list[int], siblings_of: Callable[[int], set[int]] = siblings) -> tuple[int, int] | None:
+    """The two usable CPUs to time: the first of each of the first two physical cores (two SMT
+    siblings share their caches, and a pool's threads hand off between cores; on a machine that
+    numbers siblings next to each other, CPUs 0 and 1 were one core), else two siblings of the one
+    core there is; None with fewer than two CPUs."""
+    groups = physical_cores(cpus, siblings_of)
+    if len(groups) >= 2:
+        return groups[0][0], groups[1][0]
+    return (groups[0][0], groups[0][1]) if groups and len(groups[0]) >= 2 else None
+
+
 def measure(lib: ctypes.CDLL | None) -> float | None:
-    """The fastest of three mean round trips between the first two usable cores, in ns."""
+    """The fastest of three mean round trips between the first two usable physical cores (`pair`), in ns."""
     if lib is None:
         return None
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
+    cores = pair(sorted(os.sched_getaffinity(0)))
+    if cores is None:
         return None
     with _ONE_AT_A_TIME:
         trips = [lib.round_trip_ns(cores[0], cores[1], ROUND_TRIPS) for _ in range(3)]

@@ -20,7 +20,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness import allocator, artifact_cache, registry
+from harness import allocator, artifact_cache, cgroup_limits, registry
 from harness.bundle.cell_record import Metrics
 from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
@@ -62,6 +62,8 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                 "torch_threads": torch.get_num_threads(),
                 "torch_interop_threads": torch.get_num_interop_threads(),
                 "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "cpu_quota": cgroup_limits.cpu_quota(),
+                "memory_limit_bytes": cgroup_limits.memory_limit_bytes(),
                 "variables": recorded_environment(),
                 "allocator": allocator.record(cell.allocator, dict(os.environ)),
                 "pid": os.getpid(),

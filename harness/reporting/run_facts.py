@@ -85,16 +85,34 @@ def hardware(node: Node | None) -> str | None:
     return f"{node.cpu.model} x{node.cpu.logical_cores}, {gpus}"
 
 
-def share(cores: int | None) -> str:
-    """A share of the machine in words: a slot of `cores` cores, or (None) the whole machine."""
-    return f"a slot of {cores} core(s)" if cores else "the whole machine"
+def share(cores: int | None, usable: int | None = None, logical: int | None = None,
+          quota: float | None = None) -> str:
+    """A share of the machine in words: a slot of `cores` cores; else (None) the whole machine, or
+    the `usable` of its `logical` CPUs the process was bound to where those are fewer (a cpuset
+    container, taskset, a batch scheduler's allocation), under a cgroup `quota` of CPUs' worth where
+    that is less than they are (`docker --cpus`, a Kubernetes limit)."""
+    if cores:
+        return f"a slot of {cores} core(s)"
+    bound = usable and logical and usable < logical
+    words = f"{usable} of the machine's {logical} CPUs" if bound else "the whole machine"
+    if quota is not None and quota < (usable or logical or float("inf")):
+        words += f" under a CPU quota of {quota:g}"
+    return words
 
 
 def machine_share(cell: CellRecord) -> str:
-    """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), or the whole machine."""
-    slot = cell.node.get("slot") if isinstance(cell.node, dict) else None
+    """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), else those its
+    worker was bound to (`environment.cpu_affinity`) against the machine's and its cgroup's CPU
+    quota (`environment.cpu_quota`), or the whole machine."""
+    node = cell.node if isinstance(cell.node, dict) else {}
+    environment = cell.environment if isinstance(cell.environment, dict) else {}
+    slot, cpu = node.get("slot"), node.get("cpu")
     cpus = slot.get("cpus") if isinstance(slot, dict) else None
-    return share(len(cpus) if isinstance(cpus, list) else None)
+    affinity, quota = environment.get("cpu_affinity"), environment.get("cpu_quota")
+    logical = cpu.get("logical_cores") if isinstance(cpu, dict) else None
+    return share(len(cpus) if isinstance(cpus, list) else None, len(affinity) if isinstance(affinity, list) else None,
+                 logical if isinstance(logical, int) else None,
+                 float(quota) if isinstance(quota, (int, float)) and not isinstance(quota, bool) and quota > 0 else None)
 
 
 def ran_on(cell: CellRecord) -> tuple[str | None, str]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
+from harness import cgroup_limits
 from harness.bundle.writer import Bundle
 from harness.reporting.run_facts import share
 from harness.run import slots
@@ -47,7 +48,7 @@ def local_executor(request: RunRequest, device: str, probe: ProbeAnswer, backend
     if request.jobs == 1:
         return Serial(parents)
     return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ),
-                                quota=slots.cpu_quota(), gpu_order=slot_gpu_order(os.environ)), parents)
+                                quota=cgroup_limits.cpu_quota(), gpu_order=slot_gpu_order(os.environ)), parents)
 
 
 def ray_cores(device: str, request: RunRequest) -> int:
@@ -60,12 +61,14 @@ def ray_cores(device: str, request: RunRequest) -> int:
 def shares_given(executor: Executor, request: RunRequest, device: str) -> set[str]:
     """The shares of the machine the cells of this start get, as a cell's record says one
     (`machine_share`): each `--jobs` slot's cores (equal in physical cores, not always in logical
-    CPUs), Ray's claimed cores, or the whole machine."""
+    CPUs), Ray's claimed cores, or the whole machine, or the CPUs this process is bound to where
+    they are fewer, under its cgroup's CPU quota where that is less (its cells' workers inherit both)."""
     if isinstance(executor, LocalPool):
         return {share(len(slot.cpus)) for slot in executor.slots}
     if request.executor == "ray":
         return {share(ray_cores(device, request))}
-    return {share(None)}
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {share(None, usable, os.cpu_count(), cgroup_limits.cpu_quota())}
 
 
 def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> list[str]:

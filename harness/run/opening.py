@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from harness import cgroup_limits
 from harness.bundle.manifest import MANIFEST
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
@@ -90,11 +91,15 @@ def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
     return scenario
 
 
-def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local") -> None:
+def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local", jobs: int = 1) -> None:
     """Print what the file sets and will not get (harness/scenario/advice.py, `slots.env_warnings`;
-    under Ray the cells' cores are the cluster's, not this machine's)."""
+    under Ray the cells' cores are the cluster's, not this machine's), and, one cell at a time,
+    threads a cgroup's CPU quota will throttle (`slots.quota_warning`)."""
     cores = len(slots.usable_cores()) if executor == "local" else None
-    for line in advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores):
+    lines = advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores)
+    if cores is not None and jobs == 1:
+        lines += filter(None, [slots.quota_warning(scenario.env, os.environ, cores, cgroup_limits.cpu_quota())])
+    for line in lines:
         console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
 
 

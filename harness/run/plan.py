@@ -36,7 +36,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
                           "what it has and `validate` what it lacks)")
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     stem, only = request.scenario_path.stem, request.only
-    warn_of(scenario, console, request.executor)
+    warn_of(scenario, console, request.executor, request.jobs)
     preflight.checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
     slots.check_jobs(request.jobs, scenario.env, scenario.device)
     if request.executor == "local":  # refused as the run refuses it, before the probe

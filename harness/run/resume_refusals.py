@@ -72,8 +72,8 @@ def another_share(bundle: Bundle, timed: list[CellRecord], offered: set[str]) ->
     if ran and not ran <= offered:
         raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
                           f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
-                          "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell), so that its times "
-                          "can be set side by side")
+                          "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell) and on the CPUs it "
+                          "was bound to (taskset, a container's cpuset), so that its times can be set side by side")
 
 
 def other_versions(bundle: Bundle, timed: list[CellRecord], probe: ProbeAnswer) -> None:

@@ -70,7 +70,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                            + ("; it measured nothing: every cell was skipped" if nothing_measured(kept) else "")))
         return ending.exit_code(kept)  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
-        opening.warn_of(scenario, console, request.executor)
+        opening.warn_of(scenario, console, request.executor, request.jobs)
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # open_or_plan refused a new run without one

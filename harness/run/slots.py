@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cpu_topology import physical_cores, siblings
 from harness.errors import ConfigError
 
 
@@ -131,40 +132,23 @@ def env_warnings(env: Sequence[str], environ: Mapping[str, str], cores: int | No
     return found
 
 
-def siblings(cpu: int) -> set[int]:
-    """The logical CPUs that share `cpu`'s physical core (its SMT siblings, itself included), as
-    Linux lists them; {cpu} where it does not say."""
-    try:
-        text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
-        found: set[int] = set()
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            found.update(range(int(low), int(high or low) + 1))
-        return found | {cpu}
-    except (OSError, ValueError):
-        return {cpu}
-
-
-def physical_cores(cpus: list[int], siblings_of: Callable[[int], set[int]] = siblings) -> list[tuple[int, ...]]:
-    """`cpus` grouped by physical core (the usable siblings of each), in the order of their first CPU."""
-    usable, seen = set(cpus), set[int]()
-    groups: list[tuple[int, ...]] = []
-    for cpu in sorted(cpus):
-        if cpu not in seen:
-            group = tuple(sorted(siblings_of(cpu) & usable))
-            seen.update(group)
-            groups.append(group)
-    return groups
-
-
-def cpu_quota(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
-    """The CPUs' worth this process's cgroup may use (`docker --cpus`, a Kubernetes limit), or None
-    without a quota: the affinity mask still lists every core of the host."""
-    try:
-        quota, period = cpu_max.read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
+def quota_warning(env: Sequence[str], environ: Mapping[str, str], usable: int, quota: float | None) -> str | None:
+    """What a run one cell at a time says where its cgroup's CPU `quota` (`docker --cpus 2` on a
+    64-core host) is below the `usable` CPUs and the scenario's `env:` sets no OpenMP thread count
+    within it: each library then runs a thread per usable CPU, which the quota throttles; a `--jobs`
+    slot sets its threads by the quota itself."""
+    if quota is None or quota >= usable:
         return None
+    within = max(int(quota), 1)
+    for item in env:
+        name, given, value = item.partition("=")
+        asked = _count(value if given else environ.get(name))
+        if name == "OMP_NUM_THREADS" and asked is not None and asked <= within:
+            return None
+    return (f"this process's cgroup allows {quota:g} CPUs' worth and {usable} CPUs are usable: a cell's libraries "
+            f"run a thread per usable CPU, and the quota throttles them (each parallel region waits for the "
+            f"slowest); set env: [OMP_NUM_THREADS={within}, MKL_NUM_THREADS={within}] in the scenario, or bind "
+            f"the run to {within} core(s) (taskset)")
 
 
 def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
@@ -180,7 +164,7 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
         raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
     physical = physical_cores(cores, siblings_of)
     if quota is not None and jobs > quota:
-        raise ConfigError(f"--jobs {jobs}: this process may use {quota:g} CPUs' worth (its cgroup's cpu.max), though "
+        raise ConfigError(f"--jobs {jobs}: this process may use {quota:g} CPUs' worth (its cgroup's CPU quota), though "
                           f"{len(cores)} are listed; give at most {max(int(quota), 1)}")
     check_cores(jobs, cores, physical)
     share = len(physical) // jobs
@@ -195,6 +179,30 @@ LOCK_DIR = Path(tempfile.gettempdir()) / "fusionbench-cores"
 CLAIM_POLL_S = 0.2
 
 
+def _shared_folder(lock_dir: Path) -> None:
+    """The lock folder, made open to every user as /tmp is (sticky): the claims of one user's cells
+    and another's on one node must see each other, and a root run's folder (0755 by its umask)
+    refused every later user's lock file."""
+    try:
+        lock_dir.mkdir(parents=True)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"the cores' lock folder {lock_dir} cannot be made: {exc.strerror}") from exc
+    os.chmod(lock_dir, 0o1777)  # the umask took the others' write bit
+
+
+def _lock_file(path: Path) -> int:
+    """A file to flock for one core, opened read-only (flock needs no more), so a file another user
+    made is usable too; a clear error where the folder is not open to this user."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"the core lock {path} cannot be opened: {exc.strerror}; its folder was made by another "
+                          f"user before it was made open to all: `chmod 1777 {path.parent}` (as its owner, or root) "
+                          "once no run uses it") from exc
+
+
 @contextmanager
 def claimed(count: int, lock_dir: Path = LOCK_DIR) -> Iterator[Slot]:
     """`count` of this machine's usable cores no other cell holds, for as long as the block runs:
@@ -203,11 +211,11 @@ def claimed(count: int, lock_dir: Path = LOCK_DIR) -> Iterator[Slot]:
     cores = usable_cores()
     if count > len(cores):
         raise ConfigError(f"a cell asks for {count} cores and {len(cores)} are usable on this node")
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    _shared_folder(lock_dir)
     while True:
         held: list[tuple[int, int]] = []
         for core in cores:
-            fd = os.open(lock_dir / f"core-{core}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            fd = _lock_file(lock_dir / f"core-{core}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -668,6 +668,16 @@ def test_a_valid_cell_whose_counterpart_was_interrupted_or_ran_unlike_it_is_unpa
     assert b_with(lambda c: c.update(node=in_a_slot)) == [  # a --jobs cell against a whole-machine one
         f"{label}: valid in both, but ran on different shares of the machine: A the whole machine, "
         "B a slot of 2 core(s)"]
+    bound = {**a.cells[first]["environment"], "cpu_affinity": [1]}  # `taskset -c 1` on the golden's 2 CPUs
+    assert b_with(lambda c: c.update(environment=bound)) == [
+        f"{label}: valid in both, but ran on different shares of the machine: A the whole machine, "
+        "B 1 of the machine's 2 CPUs"]
+    quota = {**a.cells[first]["environment"], "cpu_quota": 0.5}  # `docker --cpus 0.5`
+    assert b_with(lambda c: c.update(environment=quota)) == [
+        f"{label}: valid in both, but ran on different shares of the machine: A the whole machine, "
+        "B the whole machine under a CPU quota of 0.5"]
+    loose = {**a.cells[first]["environment"], "cpu_quota": 4.0}  # more than its 2 CPUs: no bound, the same share
+    assert b_with(lambda c: c.update(environment=loose)) == []
 
 
 @pytest.mark.parametrize(("threshold", "shown"), [(0.05, "5%"), (0.025, "2.5%"), (0.001, "0.1%")])

@@ -129,3 +129,19 @@ def test_a_compiler_that_hangs_or_a_library_that_will_not_load_gives_no_figure(
     readonly.write_text("not a directory")
     monkeypatch.undo()
     assert core_latency.load(readonly / "cache") is None  # mkdir under a file: OSError, not a crash
+
+
+def test_the_round_trip_is_timed_between_two_physical_cores_not_two_threads_of_one() -> None:
+    """On a machine that numbers a core's SMT siblings next to each other (0 and 1 one core), the
+    first two usable CPUs shared their caches: the figure was an L1 hand-off, not the one a
+    thread pool pays between cores."""
+    def adjacent(cpu: int) -> set[int]:
+        return {cpu - cpu % 2, cpu - cpu % 2 + 1}
+
+    def apart(cpu: int) -> set[int]:
+        return {cpu % 4, cpu % 4 + 4}
+
+    assert core_latency.pair([0, 1, 2, 3], adjacent) == (0, 2)
+    assert core_latency.pair([0, 1, 2, 3, 4, 5, 6, 7], apart) == (0, 1)
+    assert core_latency.pair([1, 4, 5], apart) == (1, 4) and core_latency.pair([0, 4], apart) == (0, 4)  # one core: its siblings
+    assert core_latency.pair([3], apart) is None and core_latency.pair([], apart) is None

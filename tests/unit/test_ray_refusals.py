@@ -159,7 +159,7 @@ def test_sigterm_while_the_run_waits_for_the_cluster_gives_143_and_leaves_nothin
 
 @pytest.mark.slow
 def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
     """An executor that refuses only once its cells are handed to it (a cluster lost since it was
     joined): the bundle is closed `interrupted`, valid and resumable, not left `running`."""
     import json

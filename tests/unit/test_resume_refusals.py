@@ -7,6 +7,7 @@ resume writes it."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -248,7 +249,7 @@ def test_a_file_given_with_resume_that_differs_only_in_its_name_says_so(tmp_path
 
 @pytest.mark.slow
 def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, whole_machine: None) -> None:
     """A `--jobs 2` run stopped and resumed serially ran fusion on in a 1-core slot and off on the
     whole machine: the report set the two side by side as a 6.02x speedup, and validate passed."""
     root = _edited(tmp_path, lambda s: None)
@@ -267,8 +268,25 @@ def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refus
 
 
 @pytest.mark.slow
+def test_a_resume_bound_to_fewer_cpus_than_its_cells_had_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run on the whole machine resumed under `taskset -c 0` (or in a cpuset container) read as
+    the same share: the resumed cells' threads had one core where the others had two, and the
+    report set them side by side."""
+    root = _edited(tmp_path, lambda s: None)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the golden cells' machine: CPUs 0 and 1 of 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--resume {root}: its cells ran on the whole machine and this resume would run its cells on 1 of the "
+            "machine's 2 CPUs; resume with the options it ran with") in err, err
+    assert _snapshot(root) == before, "a refused resume changed the bundle"
+
+
+@pytest.mark.slow
 def test_a_resume_on_other_versions_of_its_backends_libraries_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, whole_machine: None) -> None:
     """A plugin upgraded between a run's start and its resume: fusion on of 0.2.0 was set beside
     fusion off of 0.3.0 with nothing said, validate passed, and the report named 0.3.0 alone."""
     import torch

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import cpu_topology
 from harness.errors import ConfigError
 from harness.run import slots
 
@@ -58,6 +59,47 @@ def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monke
             pass
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, to claim as root and then as another user")
+def test_a_root_runs_core_locks_do_not_lock_out_a_later_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray node where root ran first: its lock folder (0755) and files (0644) refused the next
+    user's cells with PermissionError out of `claimed`."""
+    import shutil
+    import tempfile
+
+    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
+    outer = Path(tempfile.mkdtemp(prefix="fusionbench-test-locks-"))  # /tmp: a folder every user may enter
+    try:
+        os.chmod(outer, 0o755)
+        folder = outer / "cores"
+        with slots.claimed(1, folder):
+            pass
+        assert folder.stat().st_mode & 0o7777 == 0o1777, oct(folder.stat().st_mode)
+
+        def as_nobody() -> str:
+            """A claim of three cores by user nobody, this process's effective user for its span."""
+            monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1, 2])
+            os.setegid(65534)
+            os.seteuid(65534)
+            try:
+                with slots.claimed(3, folder) as slot:
+                    return f"claimed {slot.cpus}"
+            except ConfigError as exc:
+                return f"ConfigError {exc}"
+            finally:
+                os.seteuid(0)
+                os.setegid(0)
+
+        assert as_nobody() == "claimed (0, 1, 2)"  # root's core-0 file, and files of its own for 1 and 2
+        os.chmod(folder, 0o755)  # a folder an older harness made
+        for lock in folder.iterdir():
+            if lock.name != "core-0.lock":
+                lock.unlink()
+        answer = as_nobody()
+        assert answer.startswith("ConfigError the core lock") and f"chmod 1777 {folder}" in answer, answer
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
+
+
 def test_the_gpus_jobs_hands_out_are_the_ones_this_process_was_given() -> None:
     """A resume has no system description: its GPUs were counted as one ('--jobs 2: ... this machine
     has 1' on an 8-GPU machine); a parent restricted to GPUs 2 and 3 handed out 0 and 1."""
@@ -103,7 +145,7 @@ def test_slots_are_cut_by_physical_core_never_splitting_a_cores_smt_siblings() -
     assert planned[0].environment()["OMP_NUM_THREADS"] == "4"
     with pytest.raises(ConfigError, match="each cell needs a core of its own and 4 are usable here \\(8 logical CPUs\\)"):
         slots.plan(5, "cpu", list(range(8)), [], siblings_of=smt)
-    assert slots.physical_cores([0, 1, 4], smt) == [(0, 4), (1,)]  # a sibling outside the usable set is not counted
+    assert cpu_topology.physical_cores([0, 1, 4], smt) == [(0, 4), (1,)]  # a sibling outside the usable set is not counted
 
 
 def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets_and_keep_fewer_threads() -> None:
@@ -120,13 +162,8 @@ def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets_and_keep_fe
         "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "FUSIONBENCH_CPUS": "0,1,2,3", "TVM_BIND_THREADS": "0"}
 
 
-def test_a_cgroup_cpu_quota_bounds_the_jobs(tmp_path: Path) -> None:
+def test_a_cgroup_cpu_quota_bounds_the_jobs() -> None:
     """`docker --cpus 4` on a 64-core host: the affinity mask lists 64, and 16 jobs were planned."""
-    cpu_max = tmp_path / "cpu.max"
-    cpu_max.write_text("400000 100000\n")
-    assert slots.cpu_quota(cpu_max) == 4.0
-    cpu_max.write_text("max 100000\n")
-    assert slots.cpu_quota(cpu_max) is None and slots.cpu_quota(tmp_path / "absent") is None
     assert [len(s.cpus) for s in slots.plan(4, "cpu", list(range(64)), [], quota=4.0)] == [1, 1, 1, 1]  # not 16 each
     assert slots.plan(2, "cpu", list(range(64)), [], quota=4.0)[1].environment()["OMP_NUM_THREADS"] == "2"
     with pytest.raises(ConfigError, match=r"--jobs 16: this process may use 4 CPUs' worth .* give at most 4"):
@@ -170,7 +207,7 @@ def test_a_run_with_jobs_refuses_more_threads_than_its_slots_have(tmp_path: Path
     # the machine's first two CPUs as the run's, whatever core the test worker is pinned to (no cell
     # runs: the refusal comes as the slots are cut)
     cpus = list(range(os.cpu_count() or 1))[:2]
-    if len(slots.physical_cores(cpus)) < 2:
+    if len(cpu_topology.physical_cores(cpus)) < 2:
         pytest.skip(f"--jobs 2 needs two physical cores; CPUs {cpus} are one")
     monkeypatch.setattr(slots, "usable_cores", lambda: cpus)
     scenario = tmp_path / "s.yaml"
@@ -184,7 +221,7 @@ def test_more_jobs_than_cores_is_refused_before_the_probe(tmp_path: Path, capsys
     """`--jobs 3` on two cores was refused after the system probe (8 s), the output folder made."""
     from harness.cli.main import main
 
-    jobs = len(slots.physical_cores(slots.usable_cores())) + 1
+    jobs = len(cpu_topology.physical_cores(slots.usable_cores())) + 1
     scenario = tmp_path / "s.yaml"
     scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
     assert main(["run", str(scenario), "--jobs", str(jobs), "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
@@ -205,3 +242,33 @@ def test_what_the_env_asks_for_and_will_not_get_is_said() -> None:
                      "waiting for another at every parallel region"]
     assert env_warnings(["OMP_NUM_THREADS=2", "HOME"], {"HOME": "/root"}, 2) == []
     assert env_warnings(["OMP_NUM_THREADS=8"], {}, None) == [], "on Ray the cores are the cluster's nodes'"
+
+
+def test_a_serial_run_under_a_cpu_quota_below_its_cpus_is_told_to_set_its_threads() -> None:
+    """`docker --cpus 2` on a 64-core host, one cell at a time: torch ran 64 threads on 2 CPUs'
+    worth, each parallel region waiting on throttled threads, and nothing was said (a `--jobs` slot
+    sets its threads by the quota)."""
+    from harness.run.slots import quota_warning
+
+    found = quota_warning([], {}, 64, 2.0)
+    assert found is not None and found.startswith("this process's cgroup allows 2 CPUs' worth and 64 CPUs are usable")
+    assert "OMP_NUM_THREADS=2, MKL_NUM_THREADS=2" in found
+    assert quota_warning([], {}, 64, None) is None and quota_warning([], {}, 2, 4.0) is None
+    assert quota_warning(["OMP_NUM_THREADS=2"], {}, 64, 2.5) is None  # the scenario set it within the quota
+    assert quota_warning(["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "1"}, 64, 2.0) is None  # passed on from the shell
+    assert quota_warning(["OMP_NUM_THREADS=8"], {}, 64, 2.0) is not None
+    assert "OMP_NUM_THREADS=1," in (quota_warning([], {}, 2, 0.5) or "")  # never zero threads
+
+
+@pytest.mark.slow
+def test_a_run_under_a_cpu_quota_says_so_as_it_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import cgroup_limits
+    from harness.cli.main import main
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda: 0.5)
+    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
+    assert main(["run", str(scenario), "--dry-run", "--device", "cpu"]) == 0
+    assert "this process's cgroup allows 0.5 CPUs' worth and 2 CPUs are usable" in " ".join(capsys.readouterr().out.split())
