@@ -3,6 +3,8 @@ drift, a busy or shared machine, a throttling GPU; and the readers behind them (
 
 from __future__ import annotations
 
+import os
+import shutil
 import types
 from pathlib import Path
 from typing import Any
@@ -211,6 +213,51 @@ def test_activity_reads_busy_threads_others_and_steal_from_proc(tmp_path: Path) 
     assert used["process_cpu_s"] == 1.0 and used["other_processes_cpu_s"] == 0.5 and used["stolen_cpu_s"] == 0.1
     assert activity.snapshot(tmp_path / "nothing") is None
     assert "unavailable" in activity.compare(None, after)
+
+
+def test_other_processes_are_counted_on_the_cells_own_cpus_only(tmp_path: Path) -> None:
+    """A worker that may run on CPUs 2 and 3 of four (a cpuset container, a `--jobs` slot): the whole
+    host's busy time less the worker's own read the work on CPUs 0 and 1, which the cell never
+    touches, as a busy machine, and the time stolen there as the cell's."""
+    from harness.stats.thresholds import busy_machine
+
+    def fake_proc(name: str, per_cpu: list[tuple[int, int]], own_ticks: int, cpu2: str = "") -> Path:
+        root = tmp_path / name
+        fields = lambda utime: " ".join(["S"] + ["0"] * 10 + [str(utime), "0"] + ["0"] * 23 + ["2"])  # noqa: E731
+        for tid, ticks in (("101", own_ticks), ("102", 0)):
+            (root / "self" / "task" / tid).mkdir(parents=True)
+            (root / "self" / "task" / tid / "stat").write_text(f"{tid} (python) {fields(ticks)}")
+        (root / "self" / "stat").write_text(f"101 (python) {fields(own_ticks)}")
+        lines = [f"cpu{n} {user} 0 0 1000 0 0 0 {steal} 0 0" for n, (user, steal) in enumerate(per_cpu)]
+        if cpu2:
+            lines[2] = cpu2
+        total = [sum(ticks[k] for ticks in per_cpu) for k in (0, 1)]
+        (root / "stat").write_text("\n".join([f"cpu  {total[0]} 0 0 4000 0 0 0 {total[1]} 0 0", *lines, "intr 1 2"]))
+        return root
+
+    # over one second other processes kept CPUs 0 and 1 busy (and had 50 ticks stolen on CPU 0); on the
+    # cell's CPUs its own 150 ticks and 5 of another process's, 4 stolen
+    idle, busy = [(0, 0)] * 4, [(100, 50), (100, 0), (80, 0), (75, 4)]
+
+    def used(allowed: dict[int, set[int]], cpu2: str = "") -> dict[str, Any]:
+        shutil.rmtree(tmp_path)
+        before = activity.snapshot(fake_proc("before", idle, 0, cpu2), lambda tid: allowed[tid])
+        after = activity.snapshot(fake_proc("after", busy, 150, cpu2), lambda tid: allowed[tid])
+        assert before is not None and after is not None
+        object.__setattr__(after, "wall_ns", before.wall_ns + 1_000_000_000)
+        return activity.compare(before, after)
+
+    own = used({0: {2, 3}, 101: {2, 3}, 102: {2, 3}})
+    assert (own["other_processes_cpu_s"], own["stolen_cpu_s"], own["cpus"]) == (0.05, 0.04, 2)
+    assert not busy_machine(own["other_processes_cpu_s"], own["wall_s"])
+    # a pool that pins each thread to a core of its own (TVM's) pins this thread too: the cell's CPUs
+    # are where any of its threads may run
+    assert used({0: {2}, 101: {2}, 102: {3}}) == own
+    # per-CPU lines that cannot be read: the whole machine, as /proc/stat's first line counts it
+    whole = used({0: {2, 3}, 101: {2, 3}, 102: {2, 3}}, cpu2="cpu2 1 2")
+    assert (whole["other_processes_cpu_s"], whole["stolen_cpu_s"], whole["cpus"]) == (2.05, 0.54, os.cpu_count())
+    assert busy_machine(whole["other_processes_cpu_s"], whole["wall_s"])
+    assert used({0: {2, 7}, 101: {2, 3}, 102: {2, 3}})["cpus"] == os.cpu_count()  # a CPU /proc/stat does not list
 
 
 def test_gpu_state_reads_clocks_and_names_the_slowdowns() -> None:
