@@ -29,13 +29,14 @@ class Slot:
     cpus: tuple[int, ...] = ()
     gpu: str | None = None  # an index or UUID as CUDA_VISIBLE_DEVICES takes it
     gpu_order: str | None = None  # CUDA_DEVICE_ORDER that `gpu` is an index in; None: the worker's
+    threads: int | None = None  # the OpenMP/MKL threads it runs where fewer than its CPUs (a quota's share); None: one a CPU
 
     def environment(self, given: Mapping[str, str] | None = None) -> dict[str, str]:
         """What the slot sets in its cell's environment, over `given` (the worker's otherwise): a
         thread count `given` holds below the slot's cores is kept (fewer threads, as asked)."""
         env: dict[str, str] = {}
         if self.cpus:
-            cores = len(self.cpus)
+            cores = self.threads or len(self.cpus)
             env.update({name: str(min(cores, _count((given or {}).get(name)) or cores)) for name in THREAD_COUNTS})
             env.update(FUSIONBENCH_CPUS=",".join(map(str, self.cpus)),
                        # TVM's thread pool pins its threads to cores of the whole machine (and widened the
@@ -49,7 +50,8 @@ class Slot:
         return env
 
     def record(self) -> dict[str, object]:
-        return {"index": self.index, "cpus": list(self.cpus), "gpu": self.gpu, "gpu_order": self.gpu_order}
+        return {"index": self.index, "cpus": list(self.cpus), "gpu": self.gpu, "gpu_order": self.gpu_order,
+                "threads": self.threads}
 
 
 def usable_cores() -> list[int]:
@@ -168,11 +170,15 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
                           f"{len(cores)} are listed; give at most {max(int(quota), 1)}")
     check_cores(jobs, cores, physical)
     share = len(physical) // jobs
+    threads = None
     if quota is not None:  # as many cores as the quota's share: more threads than that only wait for it
         share = min(share, max(int(quota // jobs), 1))
-    return [Slot(index=k, cpus=tuple(sorted(cpu for group in physical[k * share:(k + 1) * share] for cpu in group)),
-                 gpu=gpus[k] if device == "cuda" else None, gpu_order=gpu_order if device == "cuda" else None)
-            for k in range(jobs)]
+        threads = max(int(quota // jobs), 1)  # a core's SMT siblings are CPUs too: two threads a core overran it
+    slot_cpus = [tuple(sorted(cpu for group in physical[k * share:(k + 1) * share] for cpu in group)) for k in range(jobs)]
+    return [Slot(index=k, cpus=cpus, gpu=gpus[k] if device == "cuda" else None,
+                 gpu_order=gpu_order if device == "cuda" else None,
+                 threads=threads if threads is not None and threads < len(cpus) else None)
+            for k, cpus in enumerate(slot_cpus)]
 
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "fusionbench-cores"

@@ -168,6 +168,15 @@ def test_a_cgroup_cpu_quota_bounds_the_jobs() -> None:
     assert slots.plan(2, "cpu", list(range(64)), [], quota=4.0)[1].environment()["OMP_NUM_THREADS"] == "2"
     with pytest.raises(ConfigError, match=r"--jobs 16: this process may use 4 CPUs' worth .* give at most 4"):
         slots.plan(16, "cpu", list(range(64)), [], quota=4.0)
+    def smt(cpu: int) -> set[int]:
+        return {cpu % 32, cpu % 32 + 32}
+
+    # `docker --cpus 4` on 32 cores of two threads each: a slot of 2 physical cores is 4 CPUs, and ran 4
+    # threads on a quota's share of 2
+    planned = slots.plan(2, "cpu", list(range(64)), [], siblings_of=smt, quota=4.0)
+    assert [s.cpus for s in planned] == [(0, 1, 32, 33), (2, 3, 34, 35)] and [s.threads for s in planned] == [2, 2]
+    assert planned[0].environment()["OMP_NUM_THREADS"] == "2" and planned[0].record()["threads"] == 2
+    assert slots.plan(2, "cpu", list(range(64)), [], siblings_of=smt)[0].threads is None  # no quota: one a CPU
 
 
 def test_the_run_hands_its_slots_the_order_their_gpus_are_numbered_in(monkeypatch: pytest.MonkeyPatch) -> None:
