@@ -189,17 +189,29 @@ def measure(duration_s: float = DURATION_S, cache_dir: Path | None = None) -> No
     )
 
 
+def _unequal(core_chunk_ms: dict[str, float] | None) -> float | None:
+    """The slowest core's median chunk over the fastest's where that is above `STEP_FLOOR`: cores
+    of unequal speed for the whole pass (a hybrid CPU's performance and efficiency cores), not
+    cores whose speed steps from moment to moment."""
+    medians = [ms for ms in (core_chunk_ms or {}).values() if ms > 0]
+    ratio = max(medians) / min(medians) if len(medians) >= 2 else None
+    return ratio if ratio is not None and ratio > STEP_FLOOR else None
+
+
 def _warning(noise: NoiseFloor) -> str:
     said = []
     if max(noise.compute_cv, noise.memory_cv) > NOISY_FLOOR:
         said.append(f"a fixed compute loop has a CV of {noise.compute_cv:.0%} and a memory-bound one {noise.memory_cv:.0%}")
-    spread = noise.pinned_spread
+    spread, unequal = noise.pinned_spread, _unequal(noise.core_chunk_ms)
     if spread is not None and spread > STEP_FLOOR:
         cores = format_per_core(noise.core_chunk_ms or {})
         said.append(
             f"the same loop pinned to each core in turn spans {format_times(spread)} (10th to 90th percentile; "
-            f"median chunk {cores}): a cell whose threads share out the work waits for whichever core is "
-            "slow at the moment"
+            f"median chunk {cores}): "
+            + (f"its cores' medians differ up to {format_times(unequal)}, cores of unequal speed (a hybrid CPU's "
+               "performance and efficiency cores, or cores the host gives less of), and a cell whose threads share "
+               "out the work waits for the slowest" if unequal is not None else
+               "a cell whose threads share out the work waits for whichever core is slow at the moment")
         )
     cross = noise.cross_core_ns
     if cross and cross[0] > 0 and cross[2] / cross[0] > CROSS_CORE_FLOOR:
@@ -209,4 +221,6 @@ def _warning(noise: NoiseFloor) -> str:
         )
     if not said:
         return ""
+    if unequal is not None and len(said) == 1 and spread is not None and spread > STEP_FLOOR:
+        return f"this machine's cores are unequal: {said[0]}; a multi-threaded figure here is paced by the slowest"
     return f"this machine's own speed varies: {'; '.join(said)}; no figure measured here can be steadier"

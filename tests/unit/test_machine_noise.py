@@ -81,6 +81,14 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
     stepping = replace(quiet, pinned_spread=1.7, core_chunk_ms={"0": 20.0, "1": 34.0})
     warning = stepping.warning
     assert "spans 1.70x" in warning and "core 1 34.0 ms" in warning and "a fixed compute loop" not in warning
+    assert warning.startswith("this machine's cores are unequal") and "differ up to 1.70x" in warning
+    steps = replace(quiet, pinned_spread=1.7).warning  # alike medians: each core's speed steps from moment to moment
+    assert steps.startswith("this machine's own speed varies") and "whichever core is slow at the moment" in steps
+    # a hybrid laptop's performance and efficiency cores, and nothing else: no claim that its speed varies
+    hybrid = replace(quiet, pinned_spread=1.9, core_chunk_ms={"0": 10.0, "1": 10.1, "2": 19.0, "3": 19.2})
+    assert hybrid.warning.startswith("this machine's cores are unequal") and "varies" not in hybrid.warning
+    noisy_hybrid = replace(hybrid, compute_cv=0.2).warning
+    assert noisy_hybrid.startswith("this machine's own speed varies") and "cores of unequal speed" in noisy_hybrid
     assert stepping.recorded()["warning"] == warning
     assert replace(quiet, pinned_spread=None, core_chunk_ms=None).warning == ""
     assert replace(quiet, cross_core_ns=[52.0, 60.0, 70.0]).warning == ""
