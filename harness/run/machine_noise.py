@@ -224,3 +224,25 @@ def _warning(noise: NoiseFloor) -> str:
     if unequal is not None and len(said) == 1 and spread is not None and spread > STEP_FLOOR:
         return f"this machine's cores are unequal: {said[0]}; a multi-threaded figure here is paced by the slowest"
     return f"this machine's own speed varies: {'; '.join(said)}; no figure measured here can be steadier"
+
+
+def unequal_slots(slot_cpus: list[tuple[int, ...]], core_chunk_ms: Any) -> str:
+    """What a `--jobs` run says where its slots' cores ran the pinned loop at unequal speeds (by
+    over `STEP_FLOOR`: a hybrid CPU's performance and efficiency cores in different slots), from the
+    probe's `core_chunk_ms` (the first `MAX_CORES` cores); "" where they are alike or not known.
+    The report pairs fusion on with off and each backend with eager whichever slots they ran in."""
+    if not isinstance(core_chunk_ms, dict) or len(slot_cpus) < 2:
+        return ""
+    speeds = {}
+    for index, cpus in enumerate(slot_cpus):
+        known = [float(core_chunk_ms[str(cpu)]) for cpu in cpus
+                 if isinstance(core_chunk_ms.get(str(cpu)), (int, float)) and core_chunk_ms[str(cpu)] > 0]
+        if known:
+            speeds[index] = statistics.median(known)
+    if len(speeds) < 2 or max(speeds.values()) / min(speeds.values()) <= STEP_FLOOR:
+        return ""
+    shown = ", ".join(f"slot {index} {ms:.1f} ms" for index, ms in speeds.items())
+    return (f"the --jobs slots' cores are unequal: the probe's pinned loop took {shown} a chunk (the median of "
+            f"each slot's cores), {format_times(max(speeds.values()) / min(speeds.values()))} apart; a cell's time "
+            "depends on the slot it drew, and the report sets cells of two slots side by side; run with --jobs 1, "
+            "or bind the run to cores of one kind (taskset)")

@@ -30,6 +30,7 @@ from harness.plain_text import visible
 from harness.run import (
     ending,
     executor_choice,
+    machine_noise,
     opening,
     preflight,
     resume_refusals,
@@ -186,6 +187,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
     if other_boot:
         console.print(Text(f"fusionbench: warning: {other_boot}", style="yellow"))
+    unequal = machine_noise.unequal_slots([slot.cpus for slot in executor.slots] if isinstance(executor, LocalPool)
+                                          else [], lookup(bundle.header, "system", "machine_noise", "core_chunk_ms"))
+    if unequal:
+        console.print(Text(f"fusionbench: warning: {unequal}", style="yellow"))
     env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
     left_behind = unseen_environment.unseen(os.environ, env_names)
     if todo and left_behind:

@@ -154,3 +154,17 @@ def test_the_probe_runs_each_pass_for_the_seconds_the_environment_gives_and_refu
         with pytest.raises(ConfigError, match=NOISE_PROBE_VARIABLE):
             noise_probe_s({NOISE_PROBE_VARIABLE: bad})
     assert "for 0.05 s" in machine_noise.measure(0.05).method
+
+
+def test_jobs_slots_on_cores_of_unequal_speed_are_said() -> None:
+    """`--jobs 2` on a hybrid CPU: one slot on performance cores, one on efficiency cores; fusion on
+    drew one and off the other, and the report set them side by side as a fusion speedup."""
+    hybrid = {"0": 10.0, "1": 10.2, "2": 19.0, "3": 19.4}
+    said = machine_noise.unequal_slots([(0, 1), (2, 3)], hybrid)
+    assert said.startswith("the --jobs slots' cores are unequal: the probe's pinned loop took slot 0 10.1 ms, "
+                           "slot 1 19.2 ms a chunk") and "1.90x apart" in said, said
+    assert machine_noise.unequal_slots([(0, 2), (1, 3)], hybrid) == ""  # each slot one of each kind: alike
+    assert machine_noise.unequal_slots([(0, 1)], hybrid) == ""  # one slot
+    assert machine_noise.unequal_slots([(0, 1), (2, 3)], None) == ""  # no pinned pass recorded
+    assert machine_noise.unequal_slots([(0, 1), (20, 21)], hybrid) == ""  # a slot past the cores sampled
+    assert machine_noise.unequal_slots([(0, 1), (2, 3)], {"0": 10.0, "1": "x", "2": -1, "3": 10.5}) == ""
