@@ -38,7 +38,7 @@ _NAMED_SCHEMAS = ("properties", "patternProperties", "dependentSchemas")
 _DATA = ("enum", "const", "default", "examples")
 
 
-def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+def inlined(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with every `{"$ref": "#/$defs/NAME"}` replaced by that definition, and no `$defs`:
     the same rules, which jsonschema checks without resolving a reference at each of a record's
     nested objects (a fifth of its time on a cell). A reference with siblings, to anywhere else or
@@ -80,7 +80,7 @@ def _validator(kind: str, version: int) -> Any:
     Its `items` keyword checks an array of plain scalars (a cell's thousands of timing samples) in
     one pass, and hands the array to the keyword as jsonschema has it the moment any item might fail,
     so the problems found, and their words, are jsonschema's own: the pass took half of validate's
-    time on a bundle of 14 cells. The schema it checks has its references inlined (`_inlined`)."""
+    time on a bundle of 14 cells. The schema it checks has its references inlined (`inlined`)."""
     import jsonschema
     from jsonschema import validators
 
@@ -93,7 +93,7 @@ def _validator(kind: str, version: int) -> Any:
         yield from every_item(validator, items, instance, parent)
 
     checker = validators.extend(jsonschema.Draft202012Validator, {"items": items})
-    return checker(_inlined(schema(kind, version)))
+    return checker(inlined(schema(kind, version)))
 
 
 def problems(record: Any, kind: str, version: int, where: str) -> list[str]:

@@ -79,7 +79,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
         where = plugin_answers.where_raised(exc, registry.package_of(cell.backend))  # the backend's own line first
         answer.reasons.append(f"{clock.current}: {type(exc).__name__}: {exc}{where}")
     else:
-        answer.reasons = _invalid_reasons(metrics) if request.timing_round == 1 else round_reasons
+        answer.reasons = invalid_reasons(metrics) if request.timing_round == 1 else round_reasons
         answer.status = "invalid" if answer.reasons else "valid"
         answer.warnings = (trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
                            + allocator.warnings(answer.environment.get("allocator")))
@@ -108,7 +108,7 @@ def recorded_environment() -> dict[str, str]:
     return dict(sorted(os.environ.items()))
 
 
-def _invalid_reasons(metrics: Metrics) -> list[str]:
+def invalid_reasons(metrics: Metrics) -> list[str]:
     """Why a cell that ran every pass is invalid (each pass ran, or `phases.measure` raised)."""
     correctness, math_mode, lg = metrics.correctness, metrics.math_mode, metrics.loadgen
     if correctness is None or math_mode is None or lg is None:

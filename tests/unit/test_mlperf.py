@@ -255,13 +255,13 @@ def test_a_cell_whose_valid_loadgen_run_logged_an_error_is_invalid_with_it() -> 
 
     from harness.bundle.cell_record import CellRecord
     from harness.bundle.migrations import SCHEMA_VERSION
-    from harness.measure.worker import _invalid_reasons
+    from harness.measure.worker import invalid_reasons
 
     golden = Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}" / "cells"
     record = next(r for r in (CellRecord.model_validate_json(Path(p).read_text()) for p in sorted(glob.glob(f"{golden}/*.json")))
                   if r.status == "valid")
-    assert _invalid_reasons(record.metrics) == []
+    assert invalid_reasons(record.metrics) == []
     assert record.metrics.loadgen is not None
     record.metrics.loadgen.invalid_reasons = ["error_invalid_config: Multiple conf files are used."]
-    assert _invalid_reasons(record.metrics) == [
+    assert invalid_reasons(record.metrics) == [
         "loadgen: VALID, yet LoadGen logged an error (error_invalid_config: Multiple conf files are used.)"]

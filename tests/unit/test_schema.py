@@ -132,14 +132,14 @@ def _with(record: object, path: tuple, value: object) -> object:
 @pytest.mark.parametrize("version", range(4, SCHEMA_VERSION + 1))
 def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: int) -> None:
     """validate checks against the schema with its references inlined (harness/bundle/schema_check.py
-    `_inlined`): a value of the wrong type or an unknown key anywhere in a golden bundle's header
+    `inlined`): a value of the wrong type or an unknown key anywhere in a golden bundle's header
     and cell gives the problems, word for word, that jsonschema gives on the schema as written."""
-    from harness.bundle.schema_check import _inlined, lines_of, problems
+    from harness.bundle.schema_check import inlined, lines_of, problems
 
     golden = Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{version}"
     for kind, path in (("bundle", golden / "bundle.json"), ("cell", sorted((golden / "cells").glob("*.json"))[0])):
         written = bundle_schema(kind, version)
-        assert "$defs" in written and "$defs" not in _inlined(written) and '"$ref"' not in json.dumps(_inlined(written))
+        assert "$defs" in written and "$defs" not in inlined(written) and '"$ref"' not in json.dumps(inlined(written))
         plain = jsonschema.Draft202012Validator(written)
         record = _shortened(json.loads(path.read_text()))
         damages = _damaged(record)[::11]  # every eleventh, spread through the record
@@ -151,15 +151,15 @@ def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: i
 
 
 def test_a_schema_that_refers_to_itself_is_checked_as_written() -> None:
-    from harness.bundle.schema_check import _inlined
+    from harness.bundle.schema_check import inlined
 
     recursive = {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
                  "$ref": "#/$defs/node"}
-    assert _inlined(recursive) is recursive
+    assert inlined(recursive) is recursive
     elsewhere = {"properties": {"a": {"$ref": "other.json#/a"}}}
-    assert _inlined(elsewhere) is elsewhere
+    assert inlined(elsewhere) is elsewhere
     flat = {"$defs": {"n": {"type": "integer"}}, "properties": {"$ref": {"$ref": "#/$defs/n"}}, "default": {"$ref": "x"}}
-    assert _inlined(flat) == {"properties": {"$ref": {"type": "integer"}}, "default": {"$ref": "x"}}
+    assert inlined(flat) == {"properties": {"$ref": {"type": "integer"}}, "default": {"$ref": "x"}}
 
 
 def test_a_version_without_its_builder_says_where_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
