@@ -66,6 +66,9 @@ class Accuracy(Record):
 
 
 class ComplianceChecks(BaseModel):
+    """Which of a compliance test's checks passed: its performance run's, and its accuracy
+    comparison's where the test has one (null where it has none)."""
+
     model_config = ConfigDict(extra="forbid")
 
     performance: bool

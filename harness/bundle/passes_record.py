@@ -126,6 +126,9 @@ FusionClass = Literal["tensor+element+tensor", "tensor+element", "element", "sin
 
 
 class FusedKernel(Record):
+    """One kernel of the fusion report: its name, the operators it runs, their fusion class and the
+    mapping classes they combine (docs/metrics.md)."""
+
     model_config = ConfigDict(extra="allow", validate_assignment=True, regex_engine="python-re", populate_by_name=True)
 
     kernel: str

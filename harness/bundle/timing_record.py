@@ -44,6 +44,9 @@ class TimeSummary(Record):
 
 
 class Warmup(Record):
+    """The warm-up before the timed calls: how many calls, whether two windows in a row agreed
+    (`steady`) within `tolerance`, and how long it took (harness/stats/warmup.py)."""
+
     calls: Count
     steady: bool
     tolerance: float | None = None
