@@ -13,7 +13,7 @@ machine's, not the model's: they tell a drift of the machine from a drift of the
   some chunks, while a slow core slows them all. Linux only (CPU affinity).
 - memory: a sum over `MEMORY_BYTES` (beyond the caches a core has to itself), `CHUNKS` times,
   the fastest. Its buffer is made by `prepare()`, before the worker reads its baseline memory.
-- cross-core: the round trip of a cache line between the first two usable cores
+- cross-core: the round trip of a cache line between the first two usable physical cores
   (harness/measure/core_latency.py), which a thread pool pays on every operator it splits.
 
 A drift is put down to the machine only when one loop moved the same way as the figures, by at
@@ -88,7 +88,7 @@ def _cores() -> dict[str, float] | None:
 def read() -> dict[str, Any]:
     """`cores_ms`: each core's fastest chunk by core number (None without CPU affinity);
     `memory_ms`: the memory loop's fastest (None before `prepare()`); `cross_core_ns`: the round
-    trip between the first two cores (None before `prepare()`, without a C compiler or a second core)."""
+    trip between the first two physical cores (None before `prepare()`, without a C compiler or a second core)."""
     sweep = _sweep
     return {"cores_ms": _cores(), "memory_ms": _fastest_ns(sweep.sum) / 1e6 if sweep is not None else None,
             "cross_core_ns": core_latency.measure(_ping_pong)}

@@ -40,6 +40,9 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     clock = PhaseClock(Path(request.phase_file), lambda: checkpoint(answer, clock, request.answer_file))
     metrics = answer.metrics
     round_reasons: list[str] = []
+    # the CPUs this worker was given, read before `import torch`: libgomp under OMP_PROC_BIND, OMP_PLACES
+    # or GOMP_CPU_AFFINITY pins this (main) thread to its first place as it loads
+    given = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     try:
         with clock.phase(protocol.IMPORT):
             import torch
@@ -61,7 +64,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
                 "backend_versions": {str(name): str(version) for name, version in backend.versions().items()},
                 "torch_threads": torch.get_num_threads(),
                 "torch_interop_threads": torch.get_num_interop_threads(),
-                "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "cpu_affinity": given,
                 "cpu_quota": cgroup_limits.cpu_quota(),
                 "memory_limit_bytes": cgroup_limits.memory_limit_bytes(),
                 "variables": recorded_environment(),

@@ -14,7 +14,7 @@ import json
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Node
 from harness.bundle.record_base import read_as
-from harness.reporting.run_facts import hardware, machine_share, other_cpus
+from harness.reporting.run_facts import hardware, machine_share, other_cpus, quota_recorded
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.scenario.differences import differences
 
@@ -46,7 +46,8 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
     cpus = other_cpus(read_as(Node, cell_a.node), read_as(Node, cell_b.node))
     if cpus is not None:
         return f"ran on different hardware: A {cpus[0]}, B {cpus[1]}"
-    share_a, share_b = machine_share(cell_a), machine_share(cell_b)
+    with_quota = quota_recorded(cell_a) and quota_recorded(cell_b)
+    share_a, share_b = machine_share(cell_a, with_quota), machine_share(cell_b, with_quota)
     if share_a != share_b:
         return f"ran on different shares of the machine: A {share_a}, B {share_b}"
     return ""

@@ -100,19 +100,27 @@ def share(cores: int | None, usable: int | None = None, logical: int | None = No
     return words
 
 
-def machine_share(cell: CellRecord) -> str:
+def quota_recorded(cell: CellRecord) -> bool:
+    """Whether the cell's record says its cgroup's CPU quota, none included (cells from before
+    2026-12-04 do not: their quota is unknown, not absent)."""
+    return isinstance(cell.environment, dict) and "cpu_quota" in cell.environment
+
+
+def machine_share(cell: CellRecord, with_quota: bool = True) -> str:
     """The cores a cell had: its slot's (`--jobs`, or the ones a Ray task claimed), else those its
-    worker was bound to (`environment.cpu_affinity`) against the machine's and its cgroup's CPU
-    quota (`environment.cpu_quota`), or the whole machine."""
+    worker was bound to (`environment.cpu_affinity`) against the machine's and, `with_quota`, its
+    cgroup's CPU quota (`environment.cpu_quota`), or the whole machine. Two cells are held to the
+    quota only where both recorded it (`quota_recorded`)."""
     node = cell.node if isinstance(cell.node, dict) else {}
     environment = cell.environment if isinstance(cell.environment, dict) else {}
     slot, cpu = node.get("slot"), node.get("cpu")
     cpus = slot.get("cpus") if isinstance(slot, dict) else None
     affinity, quota = environment.get("cpu_affinity"), environment.get("cpu_quota")
     logical = cpu.get("logical_cores") if isinstance(cpu, dict) else None
+    held = (float(quota) if with_quota and isinstance(quota, (int, float)) and not isinstance(quota, bool)
+            and 0 < quota < 1e9 else None)  # not NaN, inf, or an integer float() overflows on (10**400)
     return share(len(cpus) if isinstance(cpus, list) else None, len(affinity) if isinstance(affinity, list) else None,
-                 logical if isinstance(logical, int) else None,
-                 float(quota) if isinstance(quota, (int, float)) and not isinstance(quota, bool) and quota > 0 else None)
+                 logical if isinstance(logical, int) and not isinstance(logical, bool) else None, held)
 
 
 def ran_on(cell: CellRecord) -> tuple[str | None, str]:

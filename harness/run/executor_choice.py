@@ -58,17 +58,18 @@ def ray_cores(device: str, request: RunRequest) -> int:
     return cell_needs(device, request.cpus_per_cell)[0]
 
 
-def shares_given(executor: Executor, request: RunRequest, device: str) -> set[str]:
+def shares_given(executor: Executor, request: RunRequest, device: str, with_quota: bool = True) -> set[str]:
     """The shares of the machine the cells of this start get, as a cell's record says one
     (`machine_share`): each `--jobs` slot's cores (equal in physical cores, not always in logical
     CPUs), Ray's claimed cores, or the whole machine, or the CPUs this process is bound to where
-    they are fewer, under its cgroup's CPU quota where that is less (its cells' workers inherit both)."""
+    they are fewer, under its cgroup's CPU quota where that is less and `with_quota` (its cells'
+    workers inherit both)."""
     if isinstance(executor, LocalPool):
         return {share(len(slot.cpus)) for slot in executor.slots}
     if request.executor == "ray":
         return {share(ray_cores(device, request))}
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {share(None, usable, os.cpu_count(), cgroup_limits.cpu_quota())}
+    return {share(None, usable, os.cpu_count(), cgroup_limits.cpu_quota() if with_quota else None)}
 
 
 def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> list[str]:

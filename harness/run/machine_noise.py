@@ -15,7 +15,7 @@ pinned chunks (90th over 10th percentile) and each core's median show it; above 
 warning says so, since a cell whose threads share out an operator's work waits for whichever of
 its cores is slow at the moment.
 
-Last, the round trip of a cache line between the first two usable cores
+Last, the round trip of a cache line between the first two usable physical cores
 (harness/measure/core_latency.py), sampled as long as each pass runs: a thread pool pays it on every
 operator it splits, and a host that moves its virtual CPUs between nearby and distant physical
 cores makes it step (about 50 and 330 ns on the 2-core AMD VM). Its 10th, 50th and 90th
@@ -138,7 +138,7 @@ def _cores_measure(work: Callable[[], Any], duration_s: float) -> PinnedCores:
 
 
 def _cross_core(duration_s: float, cache_dir: Path | None) -> list[float] | None:
-    """10th, 50th and 90th percentiles of the round trip between the first two cores (ns), sampled
+    """10th, 50th and 90th percentiles of the round trip between the first two physical cores (ns), sampled
     for `duration_s`; None without a C compiler or a second core. The loop is compiled into
     `cache_dir` the first time, or into a temporary folder each time where there is none."""
     folder = tempfile.TemporaryDirectory(prefix="fusionbench-probe-") if cache_dir is None else nullcontext(str(cache_dir))
@@ -184,7 +184,7 @@ def measure(duration_s: float = DURATION_S, cache_dir: Path | None = None) -> No
             f"single-threaded: a 64x64 fp32 matmul (L1) and a sum over 64 MiB, each timed in ~{CHUNK_S * 1e3:.0f} ms "
             f"chunks for {duration_s:g} s, CV of the chunks; then the matmul pinned to each core in turn for "
             f"{duration_s:g} s, each core's median chunk and the 90th over 10th percentile of all; then the "
-            f"round trip between the first two cores for {duration_s:g} s, its 10th, 50th and 90th percentiles"
+            f"round trip between the first two physical cores for {duration_s:g} s, its 10th, 50th and 90th percentiles"
         ),
     )
 

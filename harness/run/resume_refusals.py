@@ -62,13 +62,15 @@ def measured(bundle: Bundle) -> list[CellRecord]:
     return [record for record in bundle.records() if record.status in MEASURED]
 
 
-def another_share(bundle: Bundle, timed: list[CellRecord], offered: set[str]) -> None:
+def another_share(bundle: Bundle, timed: list[CellRecord], offered: set[str], with_quota: bool = True) -> None:
     """A resume whose cells would run on another share of the machine than the measured cells ran
     on is refused: within one bundle the report pairs fusion on with off and every cell with eager,
     and a 1-core slot's time beside the whole machine's is no speedup (a serial resume of a `--jobs 2`
     run set one at 6x). Only cells with a time count (`timed`: `measured`), each where its record says
-    where it ran (a Ray task lost twice records no slot)."""
-    ran = {machine_share(record) for record in timed if isinstance(record.node, dict) and record.node.get("cpu")}
+    where it ran (a Ray task lost twice records no slot); held to the CPU quota `with_quota` (every
+    such cell recorded its own: `quota_recorded`), as `offered` is."""
+    ran = {machine_share(record, with_quota) for record in timed
+           if isinstance(record.node, dict) and record.node.get("cpu")}
     if ran and not ran <= offered:
         raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
                           f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "

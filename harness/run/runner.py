@@ -27,6 +27,7 @@ from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, interrupted_exit_code
 from harness.plain_text import visible
+from harness.reporting.run_facts import quota_recorded
 from harness.run import (
     ending,
     executor_choice,
@@ -140,7 +141,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     other_boot = ""
     if bundle is not None and not all_finished:
         timed = resume_refusals.measured(bundle)
-        resume_refusals.another_share(bundle, timed, executor_choice.shares_given(executor, request, device))
+        with_quota = all(quota_recorded(record) for record in timed)  # older cells: the quota unknown, not held to
+        resume_refusals.another_share(bundle, timed, executor_choice.shares_given(executor, request, device, with_quota),
+                                      with_quota)
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
             resume_refusals.other_versions(bundle, timed, probe)
             other_boot = resume_refusals.another_boot(timed, boot_id())

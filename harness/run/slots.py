@@ -189,24 +189,42 @@ def _shared_folder(lock_dir: Path) -> None:
     """The lock folder, made open to every user as /tmp is (sticky): the claims of one user's cells
     and another's on one node must see each other, and a root run's folder (0755 by its umask)
     refused every later user's lock file."""
-    try:
-        lock_dir.mkdir(parents=True)
-    except FileExistsError:
+    if lock_dir.is_dir():
         return
+    try:  # made apart and renamed into place open to all: no user finds it half made
+        lock_dir.parent.mkdir(parents=True, exist_ok=True)
+        making = Path(tempfile.mkdtemp(prefix=f".{lock_dir.name}-", dir=lock_dir.parent))
+        os.chmod(making, 0o1777)  # mkdtemp's 0700
     except OSError as exc:
         raise ConfigError(f"the cores' lock folder {lock_dir} cannot be made: {exc.strerror}") from exc
-    os.chmod(lock_dir, 0o1777)  # the umask took the others' write bit
+    try:
+        making.rename(lock_dir)
+    except OSError as exc:  # another claim made it first (it holds a lock file by now), or it cannot be
+        making.rmdir()
+        if not lock_dir.is_dir():
+            raise ConfigError(f"the cores' lock folder {lock_dir} cannot be made: {exc.strerror}") from exc
 
 
 def _lock_file(path: Path) -> int:
     """A file to flock for one core, opened read-only (flock needs no more), so a file another user
     made is usable too; a clear error where the folder is not open to this user."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        while True:
+            try:  # an existing file without O_CREAT: fs.protected_regular refuses O_CREAT on another user's file
+                return os.open(path, os.O_RDONLY)  # in a sticky folder it does not own, whoever opens it
+            except FileNotFoundError:
+                pass
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue  # another claim made it first
+            os.fchmod(fd, 0o644)  # readable by every user whatever this one's umask (027, 077)
+            return fd
     except OSError as exc:
-        raise ConfigError(f"the core lock {path} cannot be opened: {exc.strerror}; its folder was made by another "
-                          f"user before it was made open to all: `chmod 1777 {path.parent}` (as its owner, or root) "
-                          "once no run uses it") from exc
+        raise ConfigError(f"the core lock {path} cannot be opened: {exc.strerror}; the folder or the file was made by "
+                          "another user before they were made open to all (an older harness, a strict umask): "
+                          f"`chmod 1777 {path.parent} && chmod 644 {path.parent}/*` as their owner, or root, once no "
+                          "run uses them") from exc
 
 
 @contextmanager

@@ -672,12 +672,21 @@ def test_a_valid_cell_whose_counterpart_was_interrupted_or_ran_unlike_it_is_unpa
     assert b_with(lambda c: c.update(environment=bound)) == [
         f"{label}: valid in both, but ran on different shares of the machine: A the whole machine, "
         "B 1 of the machine's 2 CPUs"]
-    quota = {**a.cells[first]["environment"], "cpu_quota": 0.5}  # `docker --cpus 0.5`
+    # the golden's cells are older than the quota's record: A's cell says it had none from here on
+    none = {**a.cells[first]["environment"], "cpu_quota": None}
+    a = replace(a, cells=[{**c, "environment": none} if i == first else c for i, c in enumerate(a.cells)])
+    quota = {**none, "cpu_quota": 0.5}  # `docker --cpus 0.5`
     assert b_with(lambda c: c.update(environment=quota)) == [
         f"{label}: valid in both, but ran on different shares of the machine: A the whole machine, "
         "B the whole machine under a CPU quota of 0.5"]
-    loose = {**a.cells[first]["environment"], "cpu_quota": 4.0}  # more than its 2 CPUs: no bound, the same share
+    loose = {**none, "cpu_quota": 4.0}  # more than its 2 CPUs: no bound, the same share
     assert b_with(lambda c: c.update(environment=loose)) == []
+    for hostile in (10 ** 400, float("nan"), float("inf"), "2", True, -1):  # none of them a quota: no bound, no raise
+        environment = {**none, "cpu_quota": hostile}
+        assert b_with(lambda c, given=environment: c.update(environment=given)) == []
+    unknown = {k: v for k, v in none.items() if k != "cpu_quota"}  # a cell from before quotas were recorded
+    a = replace(a, cells=[{**c, "environment": unknown} if i == first else c for i, c in enumerate(a.cells)])
+    assert b_with(lambda c: c.update(environment=quota)) == [], "a quota one side did not record is not held to"
 
 
 @pytest.mark.parametrize(("threshold", "shown"), [(0.05, "5%"), (0.025, "2.5%"), (0.001, "0.1%")])

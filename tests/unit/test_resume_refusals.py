@@ -284,6 +284,30 @@ def test_a_resume_bound_to_fewer_cpus_than_its_cells_had_is_refused(
     assert _snapshot(root) == before, "a refused resume changed the bundle"
 
 
+def test_a_resume_under_a_cpu_quota_is_held_to_it_only_where_the_cells_recorded_theirs() -> None:
+    """A bundle started before cells recorded their quota, in `docker --cpus 2` on 4 CPUs, resumed in
+    the same container: its cells read as the whole machine, the resume as under a quota of 2, and
+    it was refused."""
+    from harness.bundle.cell_record import CellRecord
+    from harness.reporting.run_facts import share
+    from harness.run.resume_refusals import another_share
+
+    template = json.loads(next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                               if json.loads(p.read_text())["status"] == "valid").read_text())
+    template["node"]["cpu"]["logical_cores"] = 4
+    template["environment"] = {**template["environment"], "cpu_affinity": [0, 1, 2, 3]}
+    template["environment"].pop("cpu_quota", None)
+    older = CellRecord.model_validate(template)
+    bundle = runner.Bundle.__new__(runner.Bundle)
+    bundle.root = Path("/run")
+    another_share(bundle, [older], {share(None, 4, 4)}, with_quota=False)  # the quota left out of both sides
+    with pytest.raises(Exception, match="ran on the whole machine and this resume would run its cells on the whole "
+                                        "machine under a CPU quota of 2"):
+        another_share(bundle, [older], {share(None, 4, 4, 2.0)})
+    recorded = CellRecord.model_validate({**template, "environment": {**template["environment"], "cpu_quota": 2.0}})
+    another_share(bundle, [recorded], {share(None, 4, 4, 2.0)})  # the same quota, recorded: the same share
+
+
 @pytest.mark.slow
 def test_a_resume_on_other_versions_of_its_backends_libraries_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, whole_machine: None) -> None:

@@ -4,8 +4,11 @@ claimed on a node so that no two cells hold the same one."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,45 +62,81 @@ def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monke
             pass
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, to claim as root and then as another user")
-def test_a_root_runs_core_locks_do_not_lock_out_a_later_user(monkeypatch: pytest.MonkeyPatch) -> None:
+def _claim_as(uid: int, count: int, folder: Path, monkeypatch: pytest.MonkeyPatch, cores: list[int]) -> str:
+    """A claim of `count` of `cores` by user `uid`, this process's effective user for its span."""
+    monkeypatch.setattr(slots, "usable_cores", lambda: cores)
+    os.setegid(uid)
+    os.seteuid(uid)
+    try:
+        with slots.claimed(count, folder) as slot:
+            return f"claimed {slot.cpus}"
+    except ConfigError as exc:
+        return f"ConfigError {exc}"
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder under /tmp every user may enter, for a lock folder two users share."""
+    outer = Path(tempfile.mkdtemp(prefix="fusionbench-test-locks-"))
+    os.chmod(outer, 0o755)
+    yield outer
+    shutil.rmtree(outer, ignore_errors=True)
+
+
+AS_ROOT = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                             reason="needs root, to claim as root and then as another user")
+
+
+@AS_ROOT
+def test_a_root_runs_core_locks_do_not_lock_out_a_later_user(open_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ray node where root ran first: its lock folder (0755) and files (0644) refused the next
     user's cells with PermissionError out of `claimed`."""
-    import shutil
-    import tempfile
+    folder = open_folder / "cores"
+    assert _claim_as(0, 1, folder, monkeypatch, [0, 1]) == "claimed (0,)"
+    assert folder.stat().st_mode & 0o7777 == 0o1777, oct(folder.stat().st_mode)
+    assert [p.name for p in open_folder.iterdir()] == ["cores"]  # nothing left of its making
+    assert _claim_as(65534, 3, folder, monkeypatch, [0, 1, 2]) == "claimed (0, 1, 2)"  # root's core-0, its own 1 and 2
+    os.chmod(folder, 0o755)  # a folder an older harness made
+    for lock in folder.iterdir():
+        if lock.name != "core-0.lock":
+            lock.unlink()
+    answer = _claim_as(65534, 3, folder, monkeypatch, [0, 1, 2])
+    assert answer.startswith("ConfigError the core lock") and f"chmod 1777 {folder}" in answer, answer
 
-    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
-    outer = Path(tempfile.mkdtemp(prefix="fusionbench-test-locks-"))  # /tmp: a folder every user may enter
+
+@AS_ROOT
+def test_a_core_lock_made_under_a_strict_umask_is_usable_by_another_user(
+        open_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """root with umask 077 (a hardened host) made core-0.lock 0600: no other user could open it."""
+    old = os.umask(0o077)
     try:
-        os.chmod(outer, 0o755)
-        folder = outer / "cores"
-        with slots.claimed(1, folder):
-            pass
-        assert folder.stat().st_mode & 0o7777 == 0o1777, oct(folder.stat().st_mode)
-
-        def as_nobody() -> str:
-            """A claim of three cores by user nobody, this process's effective user for its span."""
-            monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1, 2])
-            os.setegid(65534)
-            os.seteuid(65534)
-            try:
-                with slots.claimed(3, folder) as slot:
-                    return f"claimed {slot.cpus}"
-            except ConfigError as exc:
-                return f"ConfigError {exc}"
-            finally:
-                os.seteuid(0)
-                os.setegid(0)
-
-        assert as_nobody() == "claimed (0, 1, 2)"  # root's core-0 file, and files of its own for 1 and 2
-        os.chmod(folder, 0o755)  # a folder an older harness made
-        for lock in folder.iterdir():
-            if lock.name != "core-0.lock":
-                lock.unlink()
-        answer = as_nobody()
-        assert answer.startswith("ConfigError the core lock") and f"chmod 1777 {folder}" in answer, answer
+        assert _claim_as(0, 1, open_folder / "cores", monkeypatch, [0]) == "claimed (0,)"
     finally:
-        shutil.rmtree(outer, ignore_errors=True)
+        os.umask(old)
+    assert _claim_as(65534, 1, open_folder / "cores", monkeypatch, [0]) == "claimed (0,)"
+
+
+def _protected_regular() -> int:
+    try:
+        return int(Path("/proc/sys/fs/protected_regular").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or _protected_regular() == 0,
+                    reason="needs root and fs.protected_regular 1 or 2 (systemd's default; this machine's is 0)")
+def test_a_claim_opens_a_lock_file_another_user_made_in_the_sticky_folder(
+        open_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fs.protected_regular refuses O_CREAT on an existing file of a sticky world-writable folder
+    that neither the opener nor the folder's owner owns, root included: root made the folder and
+    core-0, nobody core-1, and root's next claim of two cores was refused."""
+    folder = open_folder / "cores"
+    assert _claim_as(0, 1, folder, monkeypatch, [0]) == "claimed (0,)"
+    assert _claim_as(65534, 2, folder, monkeypatch, [0, 1]) == "claimed (0, 1)"
+    assert _claim_as(0, 2, folder, monkeypatch, [0, 1]) == "claimed (0, 1)"
 
 
 def test_the_gpus_jobs_hands_out_are_the_ones_this_process_was_given() -> None:

@@ -3,6 +3,10 @@ the cell invalid, a good backend produces every metric. LoadGen runs for real, b
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -388,3 +392,33 @@ def test_the_answer_is_kept_outside_the_phase_it_times(tmp_path: Path) -> None:
         pass
     assert calls == ["start", PHASES[0].name]
     assert clock.durations_s[PHASES[0].name] < 0.1, clock.durations_s
+
+
+_BOUND_WORKER = """
+import json, os, sys
+given = sorted(os.sched_getaffinity(0))
+from harness import registry
+from harness.measure.protocol import WorkerRequest
+from harness.measure.worker import run_cell
+from tests.unit.test_worker import RaisingBackend, cell_for
+registry.load = lambda name: RaisingBackend
+folder = sys.argv[1]
+request = WorkerRequest(cell=cell_for("raising"), artifact_dir=folder + "/a", phase_file=folder + "/p")
+print(json.dumps([given, run_cell(request).record()["environment"]["cpu_affinity"]]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to be given, to see one taken away")
+@pytest.mark.parametrize("variable", ["OMP_PROC_BIND=true", "GOMP_CPU_AFFINITY=0-1"])
+def test_a_worker_records_the_cpus_it_was_given_not_those_openmp_bound_it_to(variable: str, tmp_path: Path) -> None:
+    """A scenario with `env: [OMP_PROC_BIND=true]`: OpenMP, loaded by `import torch`, binds the
+    worker's main thread to its first place, the cell recorded CPU 0 alone, read as "1 of the
+    machine's 2 CPUs", and the run's own resume was refused as another share."""
+    repo = Path(__file__).resolve().parents[2]
+    name, _, value = variable.partition("=")
+    done = subprocess.run([sys.executable, "-c", _BOUND_WORKER, str(tmp_path)], cwd=repo, capture_output=True, text=True,
+                          env={**os.environ, name: value, "PYTHONPATH": str(repo)}, timeout=300)
+    given, recorded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert recorded == given and len(given) >= 2, (variable, given, recorded, done.stderr[-2000:])
