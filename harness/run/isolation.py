@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness import cgroup_limits
 from harness.bundle.passes_record import WorkerStart
 from harness.bundle.safe_json import MAX_JSON_BYTES
 from harness.errors import HarnessError
@@ -71,9 +72,19 @@ class WorkerOutcome:
             except ValueError:
                 name = f"signal {-self.returncode}"
             hint = ("; SIGKILL comes from the kernel's out-of-memory killer or from another process"
-                    if name == "SIGKILL" else "")
+                    + _cgroup_memory_hint() if name == "SIGKILL" else "")
             return f"worker killed by {name} (in phase {self.last_phase}{hint})"
         return f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})"
+
+
+def _cgroup_memory_hint() -> str:
+    """Where this process's cgroups limit its memory, what that limit does to a worker (a container's
+    `--memory`, a batch job's allocation): the kernel kills the worker at it, with no figure kept."""
+    limit = cgroup_limits.memory_limit_bytes()
+    if limit is None:
+        return ""
+    return (f"; this process's cgroup may hold {limit / MIB:.0f} MiB and the kernel kills a worker over it: "
+            f"`limits: {{memory_limit_mib: N}}` below that stops the worker first and says its peak")
 
 
 def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:

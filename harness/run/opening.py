@@ -99,8 +99,22 @@ def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local", j
     lines = advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores)
     if cores is not None and jobs == 1:
         lines += filter(None, [slots.quota_warning(scenario.env, os.environ, cores, cgroup_limits.cpu_quota())])
+    if cores is not None:
+        lines += filter(None, [memory_limit_warning(scenario.limits.memory_limit_mib, jobs,
+                                                    cgroup_limits.memory_limit_bytes())])
     for line in lines:
         console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
+
+
+def memory_limit_warning(limit_mib: int | None, jobs: int, cgroup_bytes: int | None) -> str:
+    """What a run says where the scenario's `limits.memory_limit_mib`, for each of `jobs` workers at
+    once, is more than this process's cgroups let it hold: the kernel kills a worker there first,
+    and its cell fails with SIGKILL and no peak, not with the limit it was given."""
+    if limit_mib is None or cgroup_bytes is None or limit_mib * jobs * (1 << 20) <= cgroup_bytes:
+        return ""
+    return (f"limits.memory_limit_mib {limit_mib}{f' for each of {jobs} jobs' if jobs > 1 else ''} is more than the "
+            f"{cgroup_bytes / (1 << 20):.0f} MiB this process's cgroup may hold: the kernel kills a worker before that "
+            "limit is reached, and its cell fails with SIGKILL and no peak; give a limit within the cgroup's")
 
 
 def refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]],

@@ -96,3 +96,15 @@ def test_this_machine_reads_without_error() -> None:
     quota, memory = cgroup_limits.cpu_quota(), cgroup_limits.memory_limit_bytes()
     assert quota is None or quota > 0
     assert memory is None or memory > 0
+
+
+def test_a_memory_limit_above_the_cgroups_is_said_as_the_run_starts() -> None:
+    """`limits: {memory_limit_mib: 16384}` in a `docker --memory 8g` container: the kernel killed the
+    worker at 8 GiB, the cell failed with SIGKILL, and the limit it was given never acted."""
+    from harness.run.opening import memory_limit_warning
+
+    said = memory_limit_warning(16384, 1, 8 << 30)
+    assert said.startswith("limits.memory_limit_mib 16384 is more than the 8192 MiB this process's cgroup may hold")
+    assert memory_limit_warning(4096, 2, 8 << 30) == ""  # two workers of 4 GiB: within it
+    assert "for each of 3 jobs" in memory_limit_warning(4096, 3, 8 << 30)
+    assert memory_limit_warning(None, 1, 8 << 30) == "" and memory_limit_warning(16384, 1, None) == ""

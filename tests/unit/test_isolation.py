@@ -139,12 +139,22 @@ def test_segfault_is_named(fake, tmp_path: Path) -> None:
     assert "fake worker starting segfault" in log_tail(log)
 
 
-def test_a_sigkill_is_not_blamed_on_the_oom_killer_alone() -> None:
+def test_a_sigkill_is_not_blamed_on_the_oom_killer_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A review's stray `kill -9` was read as an out-of-memory kill with none in the kernel's log:
-    the reason names both senders."""
+    the reason names both senders. Under a cgroup memory limit (`docker --memory 8g`) it says the
+    limit, and how to have the harness stop the worker first, with its peak."""
+    from harness import cgroup_limits
+
+    monkeypatch.setattr(cgroup_limits, "memory_limit_bytes", lambda: None)
     killed = WorkerOutcome(None, -signal.SIGKILL, False, "timing", 1.0)
     assert killed.failure_reason(60) == ("worker killed by SIGKILL (in phase timing; SIGKILL comes from the "
                                          "kernel's out-of-memory killer or from another process)")
+    monkeypatch.setattr(cgroup_limits, "memory_limit_bytes", lambda: 8 << 30)
+    assert killed.failure_reason(60).endswith(
+        "from another process; this process's cgroup may hold 8192 MiB and the kernel kills a worker over it: "
+        "`limits: {memory_limit_mib: N}` below that stops the worker first and says its peak)")
+    segfault = WorkerOutcome(None, -signal.SIGSEGV, False, "timing", 1.0)
+    assert "cgroup" not in segfault.failure_reason(60)
 
 
 def test_a_worker_killed_by_its_time_limit_leaves_what_its_ended_phases_measured(fake, tmp_path: Path) -> None:
