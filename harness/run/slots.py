@@ -228,29 +228,34 @@ def _lock_file(path: Path) -> int:
 
 
 @contextmanager
-def claimed(count: int, lock_dir: Path = LOCK_DIR) -> Iterator[Slot]:
-    """`count` of this machine's usable cores no other cell holds, for as long as the block runs:
-    one lock file per core, held with flock (released by the kernel if the holder dies). On a Ray
-    node the scheduler already reserved the cores' worth (`num_cpus`); this says which ones."""
-    cores = usable_cores()
-    if count > len(cores):
-        raise ConfigError(f"a cell asks for {count} cores and {len(cores)} are usable on this node")
+def claimed(count: int, lock_dir: Path = LOCK_DIR, siblings_of: Callable[[int], set[int]] = siblings) -> Iterator[Slot]:
+    """`count` of this machine's usable physical cores (each with its usable SMT siblings) no other
+    cell holds, for as long as the block runs: one lock file per physical core, named by its first
+    CPU, held with flock (released by the kernel if the holder dies). On a Ray node the scheduler
+    already reserved the cores' worth (`num_cpus`, which counts logical CPUs); this says which
+    ones, and a cell that would share a core with another through its siblings waits instead, as
+    `--jobs` slots never share one."""
+    physical = physical_cores(usable_cores(), siblings_of)
+    if count > len(physical):
+        logical = sum(len(group) for group in physical)
+        raise ConfigError(f"a cell asks for {count} cores and {len(physical)} are usable on this node"
+                          + (f" ({logical} logical CPUs)" if logical != len(physical) else ""))
     _shared_folder(lock_dir)
     while True:
-        held: list[tuple[int, int]] = []
-        for core in cores:
-            fd = _lock_file(lock_dir / f"core-{core}.lock")
+        held: list[tuple[tuple[int, ...], int]] = []
+        for group in physical:
+            fd = _lock_file(lock_dir / f"core-{group[0]}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
                 continue
-            held.append((core, fd))
+            held.append((group, fd))
             if len(held) == count:
                 break
         if len(held) == count:
             try:
-                yield Slot(index=held[0][0], cpus=tuple(core for core, _ in held))
+                yield Slot(index=held[0][0][0], cpus=tuple(sorted(cpu for group, _ in held for cpu in group)))
             finally:
                 for _, fd in held:
                     os.close(fd)

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,6 +60,35 @@ def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monke
     with pytest.raises(ConfigError, match="asks for 3 cores and 2 are usable"):
         with slots.claimed(3, tmp_path):
             pass
+
+
+def test_a_claim_takes_whole_physical_cores_so_no_two_cells_share_one(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray on a node of 2 cores with 2 threads each (CPUs 0 and 2 one core, 1 and 3 the other): the
+    third single-CPU cell claimed CPU 2, the sibling of the first cell's CPU 0, and the two timed
+    each other through the core they shared."""
+    def smt(cpu: int) -> set[int]:
+        return {cpu % 2, cpu % 2 + 2}
+
+    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1, 2, 3])
+    with slots.claimed(1, tmp_path, smt) as first, slots.claimed(1, tmp_path, smt) as second:
+        assert (first.cpus, second.cpus) == ((0, 2), (1, 3))
+        assert first.environment()["OMP_NUM_THREADS"] == "2"
+        waited: list[tuple[int, ...]] = []
+        third = threading.Thread(target=lambda: waited.append(_claim(tmp_path, smt)))
+        third.start()
+        time.sleep(3 * slots.CLAIM_POLL_S)
+        assert waited == [], "a third cell took a sibling of a held core"
+    third.join(timeout=10)
+    assert waited == [(0, 2)]
+    with pytest.raises(ConfigError, match=r"asks for 3 cores and 2 are usable on this node \(4 logical CPUs\)"):
+        with slots.claimed(3, tmp_path, smt):
+            pass
+
+
+def _claim(folder: Path, siblings_of: Callable[[int], set[int]]) -> tuple[int, ...]:
+    with slots.claimed(1, folder, siblings_of) as slot:
+        return slot.cpus
 
 
 def _claim_as(uid: int, count: int, folder: Path, monkeypatch: pytest.MonkeyPatch, cores: list[int]) -> str:
