@@ -229,12 +229,13 @@ def _lock_file(path: Path) -> int:
 
 @contextmanager
 def claimed(count: int, lock_dir: Path = LOCK_DIR, siblings_of: Callable[[int], set[int]] = siblings) -> Iterator[Slot]:
-    """`count` of this machine's usable physical cores (each with its usable SMT siblings) no other
-    cell holds, for as long as the block runs: one lock file per physical core, named by its first
-    CPU, held with flock (released by the kernel if the holder dies). On a Ray node the scheduler
+    """`count` of this machine's usable physical cores no other cell holds, for as long as the block
+    runs, as a slot of the first CPU of each: one lock file per physical core, named by that CPU,
+    held with flock (released by the kernel if the holder dies). On a Ray node the scheduler
     already reserved the cores' worth (`num_cpus`, which counts logical CPUs); this says which
-    ones, and a cell that would share a core with another through its siblings waits instead, as
-    `--jobs` slots never share one."""
+    ones. A claimed core's SMT siblings stay idle, held by the lock: a cell that would share a core
+    with another through them waits instead, as `--jobs` slots never share one, and the cell runs
+    `count` threads on `count` CPUs, as Ray reserved."""
     physical = physical_cores(usable_cores(), siblings_of)
     if count > len(physical):
         logical = sum(len(group) for group in physical)
@@ -255,7 +256,7 @@ def claimed(count: int, lock_dir: Path = LOCK_DIR, siblings_of: Callable[[int], 
                 break
         if len(held) == count:
             try:
-                yield Slot(index=held[0][0][0], cpus=tuple(sorted(cpu for group, _ in held for cpu in group)))
+                yield Slot(index=held[0][0][0], cpus=tuple(sorted(group[0] for group, _ in held)))
             finally:
                 for _, fd in held:
                     os.close(fd)
