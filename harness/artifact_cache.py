@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from harness import dirlock
 from harness.errors import BackendFailed
+from harness.files.atomic import umask
 
 SEAL = ".entry.sha256"
 PARTIAL = ".partial"  # an entry being built
@@ -103,13 +104,19 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
     cold, not warm).
     """
     if os.path.lexists(path):
+        _refuse_unreadable(path)
         damage = damage_of(path)
         if damage is None:
             return True
         _repair(path, damage)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_orphans_once(path.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=PARTIAL, dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphans_once(path.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=PARTIAL, dir=path.parent))
+    except PermissionError as exc:
+        raise BackendFailed(f"the artifact cache folder {path.parent} is not writable by this user ({exc.strerror}; "
+                            f"{_owner(path.parent)}): give --cache-dir a folder of your own, or make the shared one "
+                            "group-writable (setgid folders and umask 002 for every user of it)") from None
     try:
         held = dirlock.lock(tmp)  # while it builds: another process's sweep leaves it alone
     except BaseException:
@@ -118,6 +125,7 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
     try:
         build(tmp)
         _seal(tmp)
+        os.chmod(tmp, 0o777 & ~umask())  # mkdtemp's 0700 would hide the entry from every other user of the cache
         try:
             os.rename(tmp, path)
         except OSError:
@@ -132,6 +140,24 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
         shutil.rmtree(tmp, ignore_errors=True)
         os.close(held)
     return False
+
+
+def _owner(path: Path) -> str:
+    try:
+        uid = path.stat().st_uid
+    except OSError:
+        return "its owner unknown"
+    return f"owned by uid {uid}, this process runs as uid {os.geteuid()}"
+
+
+def _refuse_unreadable(entry: Path) -> None:
+    """BackendFailed where the entry is a folder this user may not read (another user's entry, made
+    0700): it is not damaged, and moving it aside would fail in a folder this user cannot write."""
+    if entry.is_symlink() or not entry.is_dir():
+        return
+    if not os.access(entry, os.R_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        raise BackendFailed(f"cache entry {entry} cannot be read by this user ({_owner(entry)}): give --cache-dir a "
+                            f"folder of your own, or have its owner run `chmod -R a+rX {entry.parent}`")
 
 
 def remove_orphans(folder: Path, min_age_s: float = ORPHAN_MIN_AGE_S) -> list[Path]:
@@ -216,10 +242,15 @@ def warn_rebuilt(entry: Path, damage: str) -> None:
 
 
 def _repair(entry: Path, damage: str) -> None:
-    warn_rebuilt(entry, damage)
     # A folder of this repair's own: a name of its own could still be taken (by what an earlier
     # repair of the same pid could not delete), and the damaged entry would then stay and be loaded.
-    aside = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=BROKEN, dir=entry.parent))
+    try:
+        aside = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=BROKEN, dir=entry.parent))
+    except OSError as exc:
+        raise BackendFailed(f"cache entry {entry} is damaged ({damage}) and cannot be moved aside: {entry.parent} is "
+                            f"not writable here ({exc.strerror}; {_owner(entry.parent)}); remove it, or give "
+                            "--cache-dir a folder of your own") from None
+    warn_rebuilt(entry, damage)
     try:
         os.rename(entry, aside / entry.name)  # at once: a concurrent reader sees the old entry whole or none
     except OSError:

@@ -68,7 +68,17 @@ def output_path(out: Path, bundles: Iterable[Path], option: str = "--out", *, ma
             raise ConfigError(f"{option} {visible(out)} is inside the bundle {visible(bundle)}: a command that reads a "
                               "bundle never writes into it; give a path outside it")
     for folder in (resolved, *resolved.parents):
-        if folder != allowed and (folder / "bundle.json").is_file() and (folder / "cells").is_dir():
+        if folder != allowed and _is_bundle(folder):
             raise ConfigError(f"{option} {visible(out)} is inside the bundle {visible(folder)}: no command writes into a "
                               "bundle but the run that made it; give a path outside it")
     return resolved
+
+
+def _is_bundle(folder: Path) -> bool:
+    """Whether `folder` holds a bundle; False where this user cannot look into it (another user's
+    0700 home, say): pathlib's is_file raises PermissionError there, and the caller's own write then
+    says plainly that the path is not writable, naming the option, not a bundle.json it never asked for."""
+    try:
+        return (folder / "bundle.json").is_file() and (folder / "cells").is_dir()
+    except PermissionError:
+        return False

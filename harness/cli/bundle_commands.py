@@ -173,6 +173,10 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
     out = output_path(args.out or args.run_dir, [args.run_dir], may_be=args.run_dir)
     inside = out == args.run_dir.resolve()
+    if inside and out.is_dir() and not os.access(out, os.W_OK | os.X_OK,
+                                                  effective_ids=os.access in os.supports_effective_ids):
+        raise ConfigError(f"{visible(args.run_dir)}: this user may not write into the bundle (another user's run), "
+                          "where its report goes; give --out DIR for a report of its own")
     # Into the bundle: as its one writer, so that no run or resume starts on it meanwhile (its
     # manifest, written below, would then list a bundle still being written)
     held = lock.hold(out, "write its report") if inside and out.is_dir() else None  # not a folder: the reading below says what it is

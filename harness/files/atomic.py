@@ -19,7 +19,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     try:
         # mkstemp makes the file 0600; a file written in place would get 0666 less the umask, as a
         # bundle's logs do: a bundle shared with another user must be readable whole.
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -35,7 +35,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _umask() -> int:
+def umask() -> int:
     """The process's umask: from /proc (Linux), which reads it without changing it; elsewhere by
     setting it and setting it back at once."""
     try:

@@ -149,8 +149,12 @@ def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = No
     Never inside a bundle (a run there would add files its manifest does not list): refused before
     anything is made. The folders it makes are noted in `made`, where given."""
     output_path(out_dir, [], option)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{option} {out_dir}: a file, not a directory; give a directory")
+    try:
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ConfigError(f"{option} {out_dir}: a file, not a directory; give a directory")
+    except PermissionError as exc:  # a folder on its way this user may not enter (another user's 0700 home)
+        raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror}: a folder on its way is closed to "
+                          "this user); give a folder of your own") from None
     if made is not None:
         made.note(out_dir)
     try:

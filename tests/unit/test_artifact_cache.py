@@ -274,3 +274,61 @@ def test_a_damaged_entry_is_never_loaded_when_it_cannot_be_moved_aside(tmp_path:
     monkeypatch.setattr(artifact_cache.os, "rename", refusing)
     with pytest.raises(BackendFailed, match="could not be moved aside"):
         cached_dir(entry, _counting_build(calls))
+
+
+def test_an_entry_is_as_readable_as_the_umask_lets_a_plain_folder_be(tmp_path: Path) -> None:
+    """Every entry was built in a mkdtemp folder (0700) and renamed into place as it was: private to
+    whoever built it, whatever the umask, so a cache shared with another user failed its cells."""
+    old = os.umask(0o022)
+    try:
+        cached_dir(tmp_path / "cache" / "key", lambda tmp: (tmp / "artifact").write_text("compiled"))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "cache" / "key").stat().st_mode & 0o777 == 0o755
+
+
+def _as_nobody(work: Any) -> Any:
+    """`work()` with user nobody as this process's effective user."""
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        return work()
+    except Exception as exc:  # the test reads what was raised
+        return exc
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, to build as root and read as another user")
+def test_another_users_cache_is_used_where_readable_and_refused_in_one_line_where_not() -> None:
+    """A cache root had used (`--cache-dir` on a shared folder): a non-root user's ONNX Runtime and TVM
+    cells failed with a PermissionError traceback, after a warning that the entry was damaged."""
+    import shutil
+    import tempfile
+
+    from harness.errors import BackendFailed
+
+    outer = Path(tempfile.mkdtemp(prefix="fusionbench-test-cache-"))  # /tmp: a folder every user may enter
+    try:
+        os.chmod(outer, 0o755)
+        cache = outer / "cache"
+        old = os.umask(0o022)
+        try:
+            cached_dir(cache / "shared", lambda tmp: (tmp / "artifact").write_text("compiled"))
+        finally:
+            os.umask(old)
+        old = os.umask(0o077)
+        try:
+            cached_dir(cache / "private", lambda tmp: (tmp / "artifact").write_text("compiled"))
+        finally:
+            os.umask(old)
+        built: list[Path] = []
+        assert _as_nobody(lambda: cached_dir(cache / "shared", built.append)) is True and built == []  # a hit
+        refused = _as_nobody(lambda: cached_dir(cache / "private", built.append))
+        assert isinstance(refused, BackendFailed) and "cannot be read by this user (owned by uid 0" in str(refused)
+        closed = _as_nobody(lambda: cached_dir(cache / "new", built.append))  # root's 0755 folder
+        assert isinstance(closed, BackendFailed) and "is not writable by this user" in str(closed), closed
+        assert built == [] and (cache / "private" / "artifact").read_text() == "compiled"  # nothing moved aside
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)

@@ -67,3 +67,4 @@ def test_a_folder_one_path_keeps_stops_the_removal_on_that_path_only(tmp_path: P
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
         "cache", "cache/fb", "cache/fb/machine"]
 
+
