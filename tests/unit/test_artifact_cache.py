@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from harness.artifact_cache import cached_dir, fingerprint
+from tests.another_user import AS_ROOT, acting_as
 
 torch = pytest.importorskip("torch")
 
@@ -287,20 +288,7 @@ def test_an_entry_is_as_readable_as_the_umask_lets_a_plain_folder_be(tmp_path: P
     assert (tmp_path / "cache" / "key").stat().st_mode & 0o777 == 0o755
 
 
-def _as_nobody(work: Any) -> Any:
-    """`work()` with user nobody as this process's effective user."""
-    os.setegid(65534)
-    os.seteuid(65534)
-    try:
-        return work()
-    except Exception as exc:  # the test reads what was raised
-        return exc
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-
-
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, to build as root and read as another user")
+@AS_ROOT
 def test_another_users_cache_is_used_where_readable_and_refused_in_one_line_where_not() -> None:
     """A cache root had used (`--cache-dir` on a shared folder): a non-root user's ONNX Runtime and TVM
     cells failed with a PermissionError traceback, after a warning that the entry was damaged."""
@@ -324,11 +312,12 @@ def test_another_users_cache_is_used_where_readable_and_refused_in_one_line_wher
         finally:
             os.umask(old)
         built: list[Path] = []
-        assert _as_nobody(lambda: cached_dir(cache / "shared", built.append)) is True and built == []  # a hit
-        refused = _as_nobody(lambda: cached_dir(cache / "private", built.append))
-        assert isinstance(refused, BackendFailed) and "cannot be read by this user (owned by uid 0" in str(refused)
-        closed = _as_nobody(lambda: cached_dir(cache / "new", built.append))  # root's 0755 folder
-        assert isinstance(closed, BackendFailed) and "is not writable by this user" in str(closed), closed
+        with acting_as():
+            assert cached_dir(cache / "shared", built.append) is True and built == []  # a hit
+            with pytest.raises(BackendFailed, match=r"cannot be read by this user \(owned by uid 0"):
+                cached_dir(cache / "private", built.append)
+            with pytest.raises(BackendFailed, match="is not writable by this user"):  # root's 0755 folder
+                cached_dir(cache / "new", built.append)
         assert built == [] and (cache / "private" / "artifact").read_text() == "compiled"  # nothing moved aside
     finally:
         shutil.rmtree(outer, ignore_errors=True)

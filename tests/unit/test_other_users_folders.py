@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,22 +15,11 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.main import main
 from harness.errors import ConfigError
 from harness.run.preflight import writable
+from tests.another_user import AS_ROOT, acting_as
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                                reason="needs root, to make folders as root and act as another user")
-
-
-def as_nobody(work: Callable[[], Any]) -> Any:
-    """`work()` with user nobody as this process's effective user."""
-    os.setegid(65534)
-    os.seteuid(65534)
-    try:
-        return work()
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
+pytestmark = AS_ROOT
 
 
 @pytest.fixture
@@ -48,8 +36,8 @@ def test_an_out_inside_a_folder_closed_to_this_user_is_named_as_not_writable(roo
     gave (pathlib's is_file raises where a folder on the way is closed)."""
     closed = roots_folder / "home"
     closed.mkdir(mode=0o700)
-    with pytest.raises(ConfigError) as refused:
-        as_nobody(lambda: writable(closed / "out"))
+    with pytest.raises(ConfigError) as refused, acting_as():
+        writable(closed / "out")
     assert str(refused.value) == (f"--out {closed / 'out'}: not writable (Permission denied: a folder on its way is "
                                   "closed to this user); give a folder of your own"), refused.value
 
@@ -60,7 +48,8 @@ def test_a_report_of_another_users_bundle_asks_for_an_out_of_its_own(
     of its own, named as the problem."""
     bundle = roots_folder / "run"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", bundle)
-    assert as_nobody(lambda: main(["report", str(bundle)])) == 2
+    with acting_as():
+        assert main(["report", str(bundle)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"{bundle}: this user may not write into the bundle (another user's run), where its report goes; give " \
            "--out DIR for a report of its own" in err, err

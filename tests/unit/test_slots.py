@@ -16,6 +16,7 @@ import pytest
 from harness import cpu_topology
 from harness.errors import ConfigError
 from harness.run import slots
+from tests.another_user import AS_ROOT, acting_as
 
 
 def test_plan_cuts_the_cores_into_disjoint_sets_and_gives_each_gpu_job_a_gpu() -> None:
@@ -92,18 +93,13 @@ def _claim(folder: Path, siblings_of: Callable[[int], set[int]]) -> tuple[int, .
 
 
 def _claim_as(uid: int, count: int, folder: Path, monkeypatch: pytest.MonkeyPatch, cores: list[int]) -> str:
-    """A claim of `count` of `cores` by user `uid`, this process's effective user for its span."""
+    """A claim of `count` of `cores` by user `uid`."""
     monkeypatch.setattr(slots, "usable_cores", lambda: cores)
-    os.setegid(uid)
-    os.seteuid(uid)
     try:
-        with slots.claimed(count, folder) as slot:
+        with acting_as(uid), slots.claimed(count, folder) as slot:
             return f"claimed {slot.cpus}"
     except ConfigError as exc:
         return f"ConfigError {exc}"
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
 
 
 @pytest.fixture
@@ -113,10 +109,6 @@ def open_folder() -> Iterator[Path]:
     os.chmod(outer, 0o755)
     yield outer
     shutil.rmtree(outer, ignore_errors=True)
-
-
-AS_ROOT = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                             reason="needs root, to claim as root and then as another user")
 
 
 @AS_ROOT
