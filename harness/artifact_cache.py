@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from harness import dirlock
 from harness.errors import BackendFailed
-from harness.files.atomic import umask
+from harness.file_modes import plain_folder_mode
 
 SEAL = ".entry.sha256"
 PARTIAL = ".partial"  # an entry being built
@@ -125,7 +125,7 @@ def cached_dir(path: Path, build: Callable[[Path], None]) -> bool:
     try:
         build(tmp)
         _seal(tmp)
-        os.chmod(tmp, 0o777 & ~umask())  # mkdtemp's 0700 would hide the entry from every other user of the cache
+        os.chmod(tmp, plain_folder_mode())  # mkdtemp's 0700 would hide the entry from every other user of the cache
         try:
             os.rename(tmp, path)
         except OSError:

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.file_modes import plain_file_mode
+
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -19,7 +21,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     try:
         # mkstemp makes the file 0600; a file written in place would get 0666 less the umask, as a
         # bundle's logs do: a bundle shared with another user must be readable whole.
-        os.fchmod(fd, 0o666 & ~umask())
+        os.fchmod(fd, plain_file_mode())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -33,20 +35,6 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-
-
-def umask() -> int:
-    """The process's umask: from /proc (Linux), which reads it without changing it; elsewhere by
-    setting it and setting it back at once."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
