@@ -16,6 +16,7 @@ showing each break as a code.
 from __future__ import annotations
 
 import re
+import shlex
 
 # C0 and C1 controls (tab and newline apart), DEL, the bidirectional marks, embeddings, overrides
 # and isolates, the line and paragraph separators, and the byte-order mark.
@@ -50,3 +51,9 @@ def visible_lines(text: str) -> str:
 def has_unsafe(text: str) -> bool:
     """Whether `text` holds a character `visible_lines` would rewrite."""
     return _IN_TEXT.search(text) is not None
+
+
+def shell_word(text: object) -> str:
+    """`text` (a path) as one word a shell reads back as it is, for a command line to copy: quoted
+    where it holds a space, a quote or another character the shell would act on; then `visible`."""
+    return visible(shlex.quote(str(text)))

@@ -31,6 +31,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, ConfigError
 from harness.files.atomic import write_json_atomic
+from harness.plain_text import shell_word
 
 # A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
 
@@ -137,7 +138,7 @@ class Bundle:
         if broken:
             raise BundleError(f"cannot resume: {broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
         if not (root / CELLS).is_dir():
-            raise BundleError(f"cannot resume {root}: it has no {CELLS}/ folder; see `fusionbench validate {root}`")
+            raise BundleError(f"cannot resume {root}: it has no {CELLS}/ folder; see `fusionbench validate {shell_word(root)}`")
         if not os.access(root, os.W_OK) or not os.access(path, os.W_OK) or not os.access(root / CELLS, os.W_OK):
             raise ConfigError(f"cannot resume {root}: it is read-only here (the bundle and its cells/ must be writable)")
         return header

@@ -22,7 +22,7 @@ from harness.bundle.reader import LoadedBundle
 from harness.bundle.validate import Verdict, validate
 from harness.cli.path_argument import path_argument
 from harness.errors import BundleError, ConfigError, HarnessError
-from harness.plain_text import visible
+from harness.plain_text import shell_word, visible
 
 EXIT_PROBLEMS = 1
 _PROBLEMS_SHOWN = 5
@@ -76,7 +76,7 @@ def trusted(root: Path) -> LoadedBundle:
     if not verdict.ok:
         shown = "; ".join(verdict.problems[:_PROBLEMS_SHOWN])
         more = f" (and {len(verdict.problems) - _PROBLEMS_SHOWN} more)" if len(verdict.problems) > _PROBLEMS_SHOWN else ""
-        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {root}`")
+        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {shell_word(root)}`")
     return _as_read(verdict, root)
 
 
@@ -159,7 +159,7 @@ def trusted_but_its_report(root: Path) -> LoadedBundle:
     if left:
         shown = "; ".join(left[:_PROBLEMS_SHOWN])
         more = f" (and {len(left) - _PROBLEMS_SHOWN} more)" if len(left) > _PROBLEMS_SHOWN else ""
-        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {root}`")
+        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {shell_word(root)}`")
     for line in verdict.problems:  # what an interrupted write left behind
         name = manifest.file_of(line)
         if name is not None and name.endswith(".tmp") and ours(name):

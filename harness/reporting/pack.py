@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import re
+import shlex
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,7 +152,7 @@ def readme(cell: CellRecord, header: dict[str, Any], run: str) -> str:
     lines = [
         f"# {md_cell(cell.config.shown_label)}", "",
         f"Run by FusionBench {md_cell(lookup(header, 'harness', 'version'))} (git {md_cell(lookup(header, 'harness', 'git_sha'))}).",
-        f"Command: {md_cell(' '.join(map(str, header.get('command') or [])))}", "",
+        f"Command: {md_cell(shlex.join(map(str, header.get('command') or [])))}", "",
         f"- Weights: {weights}. Inputs: {inputs}.",
         "- LoadGen: the mlperf profile (LoadGen's mlperf.conf and the user.conf beside this file)"
         + (f", with overrides {json.dumps(overrides, sort_keys=True)}: not an official run." if overrides else "."),

@@ -15,7 +15,7 @@ from harness.bundle.reader import load
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle
 from harness.errors import EXIT_NOTHING_MEASURED
-from harness.plain_text import one_line, visible
+from harness.plain_text import one_line, shell_word, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run.run_request import RunRequest
 from harness.run.summary import fusion_summary, skipped_lines, summary_table, time_line
@@ -41,7 +41,7 @@ def close(bundle: Bundle, state: str, console: Console) -> None:
             path.unlink(missing_ok=True)
         console.print(Text(f"interrupted while writing the report: the bundle is {state} and valid without "
                            f"{REPORT_MD} and {REPORT_HTML}; write them with `fusionbench report "
-                           f"{visible(bundle.root)}` (or `fusionbench run --resume {visible(bundle.root)}`)",
+                           f"{shell_word(bundle.root)}` (or `fusionbench run --resume {shell_word(bundle.root)}`)",
                            style="yellow"))
         raise
     bundle.write_manifest()
@@ -82,7 +82,7 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
                   if applies]
         why = ", or ".join(causes) or "outside --only"
         console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet ({why}): "
-                           f"complete them with --resume {visible(bundle.root)}", style="yellow"))
+                           f"complete them with --resume {shell_word(bundle.root)}", style="yellow"))
     for line in skipped_lines(records, SHOWN_REASONS):
         console.print(Text(line, style="dim"), soft_wrap=True)  # one line each, whole, to grep and to copy
     if bad:

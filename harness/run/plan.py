@@ -45,6 +45,8 @@ def dry_run(request: RunRequest, console: Console) -> int:
         preflight.could_write(request.cache_dir, "--cache-dir")
     preflight.could_write(request.out_dir)
     names = sorted({b.name for b in scenario.backends})
+    if request.executor == "local":
+        preflight.build_folders(names, request.cache_dir)
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
     probe = run_probe(scenario.device, names, with_system=False)
     resolved = scenario_file.resolved(scenario, stem)

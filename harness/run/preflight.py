@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from harness.bundle.confine import output_path
@@ -17,6 +18,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.files.regular_file import open_regular
 from harness.models.labels import output_classes, read_labels
 from harness.models.zoo import IMAGE_SUFFIXES, folder_images
+from harness.plain_text import visible
 from harness.run.isolation import MIB
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs
@@ -168,6 +170,48 @@ def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = No
     except OSError as exc:
         raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror})") from None
     return out_dir
+
+
+#: Backends that build shared libraries in the run's temporary folder (each cell's scratch, under
+#: TMPDIR) or in its cache and then load them: Inductor's C++ kernels, TVM's model and tuning candidates.
+LOADS_BUILT_LIBRARIES = ("inductor", "tvm")
+
+
+def _noexec(path: Path) -> Path | None:
+    """The nearest existing folder at or above `path` where it lies on a file system mounted noexec
+    (a library built there cannot be mapped executable); else None."""
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return folder if os.statvfs(folder).f_flag & getattr(os, "ST_NOEXEC", 0) else None
+    except OSError:
+        return None
+
+
+def build_folders(backends: list[str], cache_dir: Path | None, temporary: Path | None = None) -> None:
+    """ConfigError where a backend of `backends` would build a shared library it cannot then use:
+    on a file system mounted noexec (a hardened host's /tmp), the temporary folder (TMPDIR: every
+    cell's scratch, Inductor's kernels, TVM's tuning candidates) or the cache (TVM's model.so, the
+    cross-core probe); or, for Inductor, under a TMPDIR with a space, which its C++ build splits
+    its command at. Each failed every such cell, one by one, with the library's own error."""
+    needing = [name for name in backends if name in LOADS_BUILT_LIBRARIES]
+    if not needing:
+        return
+    temporary = temporary or Path(tempfile.gettempdir())
+    if "inductor" in needing and any(character.isspace() for character in str(temporary)):
+        raise ConfigError(f"the temporary folder (TMPDIR) {visible(temporary)} has a space in its path, and Inductor's "
+                          "C++ build splits its command at spaces (every inductor cell would fail); set TMPDIR to a "
+                          "folder whose path has none")
+    places = [(temporary, "the temporary folder (TMPDIR)", "set TMPDIR to a folder on a file system mounted with exec, "
+               "e.g. TMPDIR=$HOME/tmp")]
+    if cache_dir is not None:
+        places.append((cache_dir, "--cache-dir", "give a --cache-dir on a file system mounted with exec"))
+    for path, what, fix in places:
+        mount = _noexec(path)
+        if mount is not None:
+            raise ConfigError(f"{what} {visible(path)} is on a file system mounted noexec ({visible(mount)}): "
+                              f"{', '.join(needing)} build shared libraries there and could not load them; {fix}")
 
 
 def check_room(path: Path, cells: int, resuming: bool = False) -> None:

@@ -24,6 +24,7 @@ from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
+from harness.plain_text import shell_word
 from harness.reporting.report import REPORT_HTML, REPORT_MD
 from harness.scenario.loading import resolved
 from harness.scenario.schema import ScenarioFile
@@ -54,7 +55,7 @@ def check(bundle: Bundle) -> ScenarioFile:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(f"cannot resume {bundle.root}: it fails validation: {problems[0]}{more}; "
-                          f"see `fusionbench validate {bundle.root}`")
+                          f"see `fusionbench validate {shell_word(bundle.root)}`")
     return scenario
 
 

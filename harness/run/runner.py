@@ -26,7 +26,7 @@ from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, interrupted_exit_code
-from harness.plain_text import visible
+from harness.plain_text import shell_word, visible
 from harness.reporting.run_facts import quota_recorded
 from harness.run import (
     ending,
@@ -101,6 +101,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     refused.callback(made.remove_left_empty)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
         preflight.writable(request.cache_dir, "--cache-dir", made)
+    if request.executor == "local":  # a noexec TMPDIR or cache would fail them too (Ray's are the nodes')
+        preflight.build_folders(names, request.cache_dir)
     if bundle is None:
         preflight.writable(request.out_dir, made=made)
         if scenario.device != "auto":
@@ -206,7 +208,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                     deadline, executor, keep_past_budget=request.past_budget == "skipped")
     except KeyboardInterrupt as stop:
         ending.close(bundle, "interrupted", console)
-        console.print(Text(f"interrupted: finished cells are kept; complete with --resume {visible(bundle.root)}", style="yellow"))
+        console.print(Text(f"interrupted: finished cells are kept; complete with --resume {shell_word(bundle.root)}", style="yellow"))
         return interrupted_exit_code(stop)
     except ConfigError:  # refused once the bundle was made (an executor's late check): resumable, never `running`
         ending.close(bundle, "interrupted", console)

@@ -24,6 +24,7 @@ from harness.bundle.reader import lookup
 from harness.bundle.writer import Bundle, utc_now
 from harness.errors import OutputError, stopped_by
 from harness.measure.protocol import WorkerRequest
+from harness.plain_text import shell_word
 from harness.run import cell_line, kept_answer, rounds, skips
 from harness.run.executors import CellTask, Executor, Finished, Serial
 from harness.run.isolation import MIB, log_tail
@@ -127,7 +128,7 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
     except OSError as exc:  # disk full, quota, permissions: what is written stays intact
         raise OutputError(
             f"could not write cell {label} into {bundle.root}: {exc.strerror or exc}; the cells "
-            f"finished before it are intact: make room, then run --resume {bundle.root}"
+            f"finished before it are intact: make room, then run --resume {shell_word(bundle.root)}"
         ) from None
     progress.advance(bar)
     progress.console.print(cell_line.line(str(record["status"]), label, record["wall_s"], *_counted(progress, bar),

@@ -4,6 +4,7 @@ without a virtual environment (a machine without network whose Python has the pa
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import venv
@@ -22,6 +23,11 @@ def run_sh(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
                           env={**os.environ, **(env or {})}, cwd=REPO)
 
 
+def words(plan: str) -> list[str]:
+    """The plan's commands as the shell would read them (run.sh quotes a path with a space)."""
+    return [word for line in plan.splitlines() if not line.startswith("#") for word in shlex.split(line)]
+
+
 def fake_nvidia_smi(tmp_path: Path, listing: str) -> str:
     (tmp_path / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{listing}'\n")
     (tmp_path / "nvidia-smi").chmod(0o755)
@@ -35,14 +41,14 @@ def test_a_gpu_host_gets_onnxruntime_gpu_and_tensorrt_from_their_lock(tmp_path: 
     plan = done.stdout
     assert plan.startswith("# GPU stack: yes")
     assert "requirements-gpu.lock" in plan and "--extra-index-url https://pypi.nvidia.com" in plan
-    assert "-r " + str(REPO / "requirements.lock") not in plan, "the CPU onnxruntime must not be installed beside the GPU one"
+    assert str(REPO / "requirements.lock") not in words(plan), "the CPU onnxruntime must not be installed beside the GPU one"
 
 
 def test_a_host_without_a_gpu_gets_the_plain_lock(tmp_path: Path) -> None:
     path = fake_nvidia_smi(tmp_path, "")  # nvidia-smi present, no GPU listed
     done = run_sh("--install-plan", env={"PATH": path, "FUSIONBENCH_VENV": str(tmp_path / "venv")})
     assert done.stdout.startswith("# GPU stack: no")
-    assert str(REPO / "requirements.lock") in done.stdout and "requirements-gpu.lock" not in done.stdout
+    assert str(REPO / "requirements.lock") in words(done.stdout) and "requirements-gpu.lock" not in done.stdout
     forced = run_sh("--install-plan", env={"PATH": path, "FUSIONBENCH_GPU_STACK": "on"})
     assert forced.stdout.startswith("# GPU stack: yes")
 
@@ -178,7 +184,8 @@ def test_the_plan_for_an_environment_that_matches_the_locks_says_nothing_is_inst
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
     assert "installs nothing now" not in run_sh("--install-plan", env=env).stdout  # no stamp: it would install
-    wanted = subprocess.run(["bash", "-c", f"cat {REPO}/requirements.lock {REPO}/pyproject.toml | sha256sum | cut -d' ' -f1"],
+    locks = f"{shlex.quote(str(REPO / 'requirements.lock'))} {shlex.quote(str(REPO / 'pyproject.toml'))}"
+    wanted = subprocess.run(["bash", "-c", f"cat {locks} | sha256sum | cut -d' ' -f1"],
                             capture_output=True, text=True, check=True).stdout
     (tmp_path / "venv" / ".fusionbench-lock").write_text(wanted)
     plan = run_sh("--install-plan", env=env).stdout

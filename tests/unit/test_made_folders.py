@@ -68,3 +68,35 @@ def test_a_folder_one_path_keeps_stops_the_removal_on_that_path_only(tmp_path: P
         "cache", "cache/fb", "cache/fb/machine"]
 
 
+
+
+def test_a_build_folder_a_compiler_cannot_use_is_refused_before_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hardened host's noexec TMPDIR failed every Inductor cell (`failed to map segment from shared
+    object`) and tuned TVM with no candidate that ran; a TMPDIR with a space failed every Inductor
+    cell (its C++ build splits its command at spaces)."""
+    from harness.errors import ConfigError
+    from harness.run.preflight import build_folders
+
+    build_folders(["eager", "inductor", "tvm"], tmp_path, tmp_path)  # an ordinary folder: nothing said
+    build_folders(["eager", "onnxruntime"], None, tmp_path / "a b")  # no backend that builds a library
+    with pytest.raises(ConfigError, match=r"\(TMPDIR\) .*a b has a space in its path, and Inductor's C\+\+ build"):
+        build_folders(["inductor"], None, tmp_path / "a b")
+    build_folders(["tvm"], None, tmp_path / "a b")  # TVM quotes its paths
+
+    real = os.statvfs
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+
+    class Flags:
+        def __init__(self, flags: int) -> None:
+            self.f_flag = flags
+
+    monkeypatch.setattr(os, "statvfs", lambda path: Flags(os.ST_NOEXEC) if Path(path) == noexec
+                        else Flags(real(path).f_flag))
+    with pytest.raises(ConfigError, match=rf"the temporary folder \(TMPDIR\) {noexec}/not-yet is on a file system "
+                                          rf"mounted noexec \({noexec}\): inductor, tvm build shared libraries there"):
+        build_folders(["eager", "inductor", "tvm"], None, noexec / "not-yet")
+    with pytest.raises(ConfigError, match="--cache-dir .* mounted noexec .*give a --cache-dir on a file system mounted"):
+        build_folders(["tvm"], noexec, tmp_path)
+    build_folders(["eager"], noexec, noexec)  # eager builds nothing

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -151,9 +152,11 @@ def _fake_ncu(tmp_path: Path, behaviour: str) -> Path:
     to its --log-file, as the real one does after profiling the child."""
     log_text = {"counts": LOG, "refused": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
                 "NVIDIA GPU Performance Counters on the target device 0.\n"}.get(behaviour, "")
-    script = tmp_path / "ncu"
-    script.write_text(f"""#!{sys.executable}
-import json, sys, time
+    script, body = tmp_path / "ncu", tmp_path / "ncu.py"
+    # a shell script that runs the body: a `#!` line holding the interpreter's path is split at a
+    # space in it (a checkout under "/my bench/")
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(body))} "$@"\n')
+    body.write_text(f"""import json, sys, time
 from pathlib import Path
 args = sys.argv[1:]
 if args == ["--version"]:

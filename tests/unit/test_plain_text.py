@@ -153,3 +153,15 @@ def test_a_scenario_string_with_an_escape_or_override_is_refused(tmp_path: Path,
         err = capsys.readouterr().err
         assert "holds a control or bidirectional character" in err and ":3:" in err and not has_unsafe(err)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_path_in_a_command_to_copy_is_one_shell_word() -> None:
+    """`complete with --resume /tmp/résultats run/...`: pasted into a shell, the path was two words."""
+    import shlex
+
+    from harness.plain_text import shell_word
+
+    assert shell_word("/tmp/run-1/x_y.z") == "/tmp/run-1/x_y.z"  # nothing to quote: as it was
+    for path in ("/tmp/résultats run/20261204-smoke", "/tmp/it's here", "/tmp/$HOME;rm"):
+        assert shlex.split(shell_word(path)) == [path]
+    assert "\\x1b" in shell_word("/tmp/a\x1b[31mred") or "\\u001b" in shell_word("/tmp/a\x1b[31mred")
