@@ -199,6 +199,11 @@ def tune(legalized: Any, target: Any, trials_per_task: int, out: Path, scratch: 
             cost_model="random", task_scheduler="round-robin")
     summary = {"tasks": len(contexts), "trials_per_task": trials_per_task}
     (out / "tuning.json").write_text(json.dumps(summary))
+    # Not one candidate that ran: a database of failures, which was cached and reused as tuned (a
+    # noexec scratch folder, where no candidate's library can be loaded, made every one fail).
+    if database_summary(out)["tasks_tuned"] == 0:
+        raise BackendFailed(f"tvm: none of the {len(contexts) * trials_per_task} tuning candidates ran (built and "
+                            f"loaded in {scratch}; the worker's log has MetaSchedule's reasons); nothing was cached")
 
 
 def task_seed(mod: Any) -> int:

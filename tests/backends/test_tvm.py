@@ -414,6 +414,27 @@ def test_tuning_records_its_budget_tasks_trials_and_database(tuned: dict[str, An
     assert tuned["off"].tasks > tuned["on"].tasks  # fusion off: more, smaller kernels, each tuned as much
 
 
+def test_a_tuning_in_which_no_candidate_ran_fails_and_caches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A noexec scratch folder: no candidate's library could be loaded, every trial failed, and the
+    cell was valid with `tasks_tuned: 0`, its database of failures cached and reused as tuned."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+
+    from backends import tvm_tuning
+
+    @derived_object
+    class Failing(PyBuilder):  # type: ignore[misc]
+        def build(self, build_inputs: list[Any]) -> list[Any]:
+            return [BuilderResult(None, "OSError: failed to map segment from shared object") for _ in build_inputs]
+
+    monkeypatch.setattr(tvm_tuning, "_in_process_builder", lambda folder: Failing())
+    model, example = _tiny()
+    with pytest.raises(BackendFailed, match=r"tvm: none of the \d+ tuning candidates ran .*nothing was cached"):
+        _tune(model, example, tmp_path / "cache", "on", tuning_trials=1)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.name == "tuning.json"], "the failed tuning was cached"
+
+
 def test_a_second_tuning_reuses_the_database_whatever_the_weights(tuned: dict[str, Any]) -> None:
     again = _tune(tuned["model"], tuned["example"], tuned["cache"], "on", tuning_trials=1)
     assert again.cache == "warm" and again.database_sha256 == tuned["on"].database_sha256
