@@ -220,10 +220,12 @@ def _preload(backends: Sequence[str]) -> None:
 
 
 def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence[str] = ()) -> int:
+    from harness.measure import worker
     from harness.measure.worker import bind_to_slot, die_with_parent
 
     die_with_parent(runner_pid)
     bind_to_slot(os.environ.get("FUSIONBENCH_CPUS"))
+    worker.handed_cpus = worker.given_cpus()  # before the imports: torch's OpenMP may bind this thread
     for module in PRELOADED:
         importlib.import_module(module)
     _preload(backends)

@@ -40,9 +40,7 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
     clock = PhaseClock(Path(request.phase_file), lambda: checkpoint(answer, clock, request.answer_file))
     metrics = answer.metrics
     round_reasons: list[str] = []
-    # the CPUs this worker was given, read before `import torch`: libgomp under OMP_PROC_BIND, OMP_PLACES
-    # or GOMP_CPU_AFFINITY pins this (main) thread to its first place as it loads
-    given = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    given = given_cpus()
     try:
         with clock.phase(protocol.IMPORT):
             import torch
@@ -155,6 +153,23 @@ def die_with_parent(parent_pid: int | None) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
+
+
+#: The CPUs a preloaded parent was given, read before its imports (`given_cpus`, set by
+#: harness/measure/preloaded.py's `serve`); a worker it forks runs this module as __main__ and reads
+#: them from the imported one.
+handed_cpus: list[int] | None = None
+
+
+def given_cpus() -> list[int] | None:
+    """The CPUs this worker was given, as they were before `import torch`: libgomp under
+    OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY pins the main thread to its first place as it
+    loads. A fresh worker reads them here, before its import; one forked from a preloaded parent,
+    which imported torch before the fork, gets those its parent read before its imports."""
+    handed = getattr(sys.modules.get("harness.measure.worker"), "handed_cpus", None)  # this module's, imported
+    if isinstance(handed, list):
+        return list(handed)
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def bind_to_slot(cpus: str | None) -> None:

@@ -237,26 +237,28 @@ def claimed(count: int, lock_dir: Path = LOCK_DIR, siblings_of: Callable[[int], 
     with another through them waits instead, as `--jobs` slots never share one, and the cell runs
     `count` threads on `count` CPUs, as Ray reserved."""
     physical = physical_cores(usable_cores(), siblings_of)
-    if count > len(physical):
-        logical = sum(len(group) for group in physical)
-        raise ConfigError(f"a cell asks for {count} cores and {len(physical)} are usable on this node"
-                          + (f" ({logical} logical CPUs)" if logical != len(physical) else ""))
+    logical = sum(len(group) for group in physical)
+    if count > logical:
+        raise ConfigError(f"a cell asks for {count} cores and {logical} are usable on this node")
+    cores = min(count, len(physical))  # more CPUs than physical cores: every core, and siblings for the rest
     _shared_folder(lock_dir)
     while True:
         held: list[tuple[tuple[int, ...], int]] = []
-        for group in physical:
-            fd = _lock_file(lock_dir / f"core-{group[0]}.lock")
+        for group in physical:  # the lock named by the core's first CPU, usable here or not: one name a core
+            fd = _lock_file(lock_dir / f"core-{min(siblings_of(group[0]) | set(group))}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
                 continue
             held.append((group, fd))
-            if len(held) == count:
+            if len(held) == cores:
                 break
-        if len(held) == count:
+        if len(held) == cores:
+            # one CPU of each held core, then their siblings, until `count`
+            ranked = sorted((rank, cpu) for group, _ in held for rank, cpu in enumerate(group))
             try:
-                yield Slot(index=held[0][0][0], cpus=tuple(sorted(group[0] for group, _ in held)))
+                yield Slot(index=held[0][0][0], cpus=tuple(sorted(cpu for _, cpu in ranked[:count])))
             finally:
                 for _, fd in held:
                     os.close(fd)

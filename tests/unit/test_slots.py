@@ -82,9 +82,24 @@ def test_a_claim_takes_whole_physical_cores_so_no_two_cells_share_one(tmp_path: 
         assert waited == [], "a third cell took a sibling of a held core"
     third.join(timeout=10)
     assert waited == [(0,)]
-    with pytest.raises(ConfigError, match=r"asks for 3 cores and 2 are usable on this node \(4 logical CPUs\)"):
-        with slots.claimed(3, tmp_path, smt):
+    with slots.claimed(3, tmp_path, smt) as wide:  # more than the 2 physical cores: both, and a sibling
+        assert wide.cpus == (0, 1, 2)
+    with pytest.raises(ConfigError, match=r"asks for 5 cores and 4 are usable on this node"):
+        with slots.claimed(5, tmp_path, smt):
             pass
+    # a claimant bound to CPUs 2 and 3 (taskset) names its cores' locks as one with the whole node does
+    monkeypatch.setattr(slots, "usable_cores", lambda: [2, 3])
+    with slots.claimed(2, tmp_path, smt) as bound:
+        assert bound.cpus == (2, 3) and sorted(p.name for p in tmp_path.glob("core-*.lock")) == ["core-0.lock",
+                                                                                                 "core-1.lock"]
+        monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1, 2, 3])
+        got: list[tuple[int, ...]] = []
+        other = threading.Thread(target=lambda: got.append(_claim(tmp_path, smt)))
+        other.start()
+        time.sleep(3 * slots.CLAIM_POLL_S)
+        assert got == [], "a claimant with the whole node took a core the bound one holds"
+    other.join(timeout=10)
+    assert got == [(0,)]
 
 
 def _claim(folder: Path, siblings_of: Callable[[int], set[int]]) -> tuple[int, ...]:

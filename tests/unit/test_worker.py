@@ -423,3 +423,37 @@ def test_a_worker_records_the_cpus_it_was_given_not_those_openmp_bound_it_to(var
                           env={**os.environ, name: value, "PYTHONPATH": str(repo)}, timeout=300)
     given, recorded = json.loads(done.stdout.strip().splitlines()[-1])
     assert recorded == given and len(given) >= 2, (variable, given, recorded, done.stderr[-2000:])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2,
+                    reason="needs two CPUs to be given, to see one taken away")
+@pytest.mark.parametrize("start", ["fresh", "preloaded"])
+def test_the_cpus_a_worker_records_do_not_depend_on_how_it_started(
+        start: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preloaded parent imported torch under `OMP_PROC_BIND=true` before it forked: its main
+    thread was bound to CPU 0, every forked worker inherited it and recorded one CPU, and the run's
+    own resume was refused as another share."""
+    from harness.run.isolation import run_worker
+    from harness.run.preloaded_parents import PreloadedParents
+    from tests.cell_configs import cell_config
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    share = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))  # every CPU, whatever a pytest-xdist worker's share is
+    try:
+        given = sorted(os.sched_getaffinity(0))
+        parents = PreloadedParents() if start == "preloaded" else None
+        try:
+            outcome = run_worker(WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path / "a")), timeout_s=120,
+                                 log_path=tmp_path / "log", module="tests.affinity_worker",
+                                 env_names=["OMP_PROC_BIND=true"], parents=parents)
+        finally:
+            if parents is not None:
+                parents.close()
+    finally:
+        os.sched_setaffinity(0, share)
+    assert outcome.answer is not None, (tmp_path / "log").read_text()[-2000:]
+    assert outcome.answer.environment["cpu_affinity"] == given, start
+
