@@ -97,11 +97,10 @@ def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local", j
     threads a cgroup's CPU quota will throttle (`slots.quota_warning`)."""
     cores = len(slots.usable_cores()) if executor == "local" else None
     lines = advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores)
-    if cores is not None and jobs == 1:
-        lines += filter(None, [slots.quota_warning(scenario.env, os.environ, cores, cgroup_limits.cpu_quota())])
-    if cores is not None:
-        lines += filter(None, [memory_limit_warning(scenario.limits.memory_limit_mib, jobs,
-                                                    cgroup_limits.memory_limit_bytes())])
+    if cores is not None:  # this machine's cgroups: the cells' own only when they run here
+        quota = slots.quota_warning(scenario.env, os.environ, cores, cgroup_limits.cpu_quota()) if jobs == 1 else None
+        memory = memory_limit_warning(scenario.limits.memory_limit_mib, jobs, cgroup_limits.memory_limit_bytes())
+        lines += [line for line in (quota, memory) if line]
     for line in lines:
         console.print(Text(f"fusionbench: warning: {line}", style="yellow"))
 

@@ -172,8 +172,8 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
     share = len(physical) // jobs
     threads = None
     if quota is not None:  # as many cores as the quota's share: more threads than that only wait for it
-        share = min(share, max(int(quota // jobs), 1))
-        threads = max(int(quota // jobs), 1)  # a core's SMT siblings are CPUs too: two threads a core overran it
+        threads = max(int(quota // jobs), 1)  # and as many threads: a core's SMT siblings are CPUs the quota counts
+        share = min(share, threads)
     slot_cpus = [tuple(sorted(cpu for group in physical[k * share:(k + 1) * share] for cpu in group)) for k in range(jobs)]
     return [Slot(index=k, cpus=cpus, gpu=gpus[k] if device == "cuda" else None,
                  gpu_order=gpu_order if device == "cuda" else None,
@@ -245,7 +245,7 @@ def claimed(count: int, lock_dir: Path = LOCK_DIR, siblings_of: Callable[[int], 
     while True:
         held: list[tuple[tuple[int, ...], int]] = []
         for group in physical:  # the lock named by the core's first CPU, usable here or not: one name a core
-            fd = _lock_file(lock_dir / f"core-{min(siblings_of(group[0]) | set(group))}.lock")
+            fd = _lock_file(lock_dir / f"core-{min(siblings_of(group[0]))}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
