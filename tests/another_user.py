@@ -4,8 +4,11 @@ the harness on the same machine (folders, lock files and cache entries root made
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +29,25 @@ def acting_as(uid: int = NOBODY) -> Iterator[None]:
     finally:
         os.seteuid(0)
         os.setegid(0)
+
+
+@contextmanager
+def root_folder_every_user_may_enter() -> Iterator[Path]:
+    """A folder root makes under /tmp (0755: every user may enter and read it, only root write),
+    removed after the block; tmp_path's folders are closed to other users."""
+    folder = Path(tempfile.mkdtemp(prefix="fusionbench-test-users-"))
+    try:
+        os.chmod(folder, 0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def under_umask(mask: int) -> Iterator[None]:
+    """This process's umask `mask` for the block, the one before it after."""
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness.artifact_cache import cached_dir, fingerprint
-from tests.another_user import AS_ROOT, acting_as
+from tests.another_user import AS_ROOT, acting_as, root_folder_every_user_may_enter, under_umask
 
 torch = pytest.importorskip("torch")
 
@@ -280,11 +280,8 @@ def test_a_damaged_entry_is_never_loaded_when_it_cannot_be_moved_aside(tmp_path:
 def test_an_entry_is_as_readable_as_the_umask_lets_a_plain_folder_be(tmp_path: Path) -> None:
     """Every entry was built in a mkdtemp folder (0700) and renamed into place as it was: private to
     whoever built it, whatever the umask, so a cache shared with another user failed its cells."""
-    old = os.umask(0o022)
-    try:
+    with under_umask(0o022):
         cached_dir(tmp_path / "cache" / "key", lambda tmp: (tmp / "artifact").write_text("compiled"))
-    finally:
-        os.umask(old)
     assert (tmp_path / "cache" / "key").stat().st_mode & 0o777 == 0o755
 
 
@@ -292,25 +289,15 @@ def test_an_entry_is_as_readable_as_the_umask_lets_a_plain_folder_be(tmp_path: P
 def test_another_users_cache_is_used_where_readable_and_refused_in_one_line_where_not() -> None:
     """A cache root had used (`--cache-dir` on a shared folder): a non-root user's ONNX Runtime and TVM
     cells failed with a PermissionError traceback, after a warning that the entry was damaged."""
-    import shutil
-    import tempfile
 
     from harness.errors import BackendFailed
 
-    outer = Path(tempfile.mkdtemp(prefix="fusionbench-test-cache-"))  # /tmp: a folder every user may enter
-    try:
-        os.chmod(outer, 0o755)
+    with root_folder_every_user_may_enter() as outer:
         cache = outer / "cache"
-        old = os.umask(0o022)
-        try:
+        with under_umask(0o022):
             cached_dir(cache / "shared", lambda tmp: (tmp / "artifact").write_text("compiled"))
-        finally:
-            os.umask(old)
-        old = os.umask(0o077)
-        try:
+        with under_umask(0o077):
             cached_dir(cache / "private", lambda tmp: (tmp / "artifact").write_text("compiled"))
-        finally:
-            os.umask(old)
         built: list[Path] = []
         with acting_as():
             assert cached_dir(cache / "shared", built.append) is True and built == []  # a hit
@@ -319,5 +306,3 @@ def test_another_users_cache_is_used_where_readable_and_refused_in_one_line_wher
             with pytest.raises(BackendFailed, match="is not writable by this user"):  # root's 0755 folder
                 cached_dir(cache / "new", built.append)
         assert built == [] and (cache / "private" / "artifact").read_text() == "compiled"  # nothing moved aside
-    finally:
-        shutil.rmtree(outer, ignore_errors=True)

@@ -3,9 +3,7 @@ named in one line, with what to do, never a traceback or a file the user never g
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.main import main
 from harness.errors import ConfigError
 from harness.run.preflight import writable
-from tests.another_user import AS_ROOT, acting_as
+from tests.another_user import AS_ROOT, acting_as, root_folder_every_user_may_enter
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -25,10 +23,8 @@ pytestmark = AS_ROOT
 @pytest.fixture
 def roots_folder() -> Iterator[Path]:
     """A folder root made under /tmp (0755: every user may enter and read it, only root write)."""
-    folder = Path(tempfile.mkdtemp(prefix="fusionbench-test-roots-"))
-    os.chmod(folder, 0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with root_folder_every_user_may_enter() as folder:
+        yield folder
 
 
 def test_an_out_inside_a_folder_closed_to_this_user_is_named_as_not_writable(roots_folder: Path) -> None:

@@ -4,8 +4,6 @@ claimed on a node so that no two cells hold the same one."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +14,7 @@ import pytest
 from harness import cpu_topology
 from harness.errors import ConfigError
 from harness.run import slots
-from tests.another_user import AS_ROOT, acting_as
+from tests.another_user import AS_ROOT, acting_as, root_folder_every_user_may_enter, under_umask
 
 
 def test_plan_cuts_the_cores_into_disjoint_sets_and_gives_each_gpu_job_a_gpu() -> None:
@@ -75,10 +73,7 @@ def test_a_claim_takes_whole_physical_cores_so_no_two_cells_share_one(tmp_path: 
     with slots.claimed(1, tmp_path, smt) as first, slots.claimed(1, tmp_path, smt) as second:
         assert (first.cpus, second.cpus) == ((0,), (1,))  # CPUs 2 and 3 idle: their cores are held
         assert first.environment()["OMP_NUM_THREADS"] == "1"  # one thread a claimed core, as Ray reserved
-        waited: list[tuple[int, ...]] = []
-        third = threading.Thread(target=lambda: waited.append(_claim(tmp_path, smt)))
-        third.start()
-        time.sleep(3 * slots.CLAIM_POLL_S)
+        third, waited = _claim_in_the_background(tmp_path, smt)
         assert waited == [], "a third cell took a sibling of a held core"
     third.join(timeout=10)
     assert waited == [(0,)]
@@ -93,18 +88,26 @@ def test_a_claim_takes_whole_physical_cores_so_no_two_cells_share_one(tmp_path: 
         assert bound.cpus == (2, 3) and sorted(p.name for p in tmp_path.glob("core-*.lock")) == ["core-0.lock",
                                                                                                  "core-1.lock"]
         monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1, 2, 3])
-        got: list[tuple[int, ...]] = []
-        other = threading.Thread(target=lambda: got.append(_claim(tmp_path, smt)))
-        other.start()
-        time.sleep(3 * slots.CLAIM_POLL_S)
+        other, got = _claim_in_the_background(tmp_path, smt)
         assert got == [], "a claimant with the whole node took a core the bound one holds"
     other.join(timeout=10)
     assert got == [(0,)]
 
 
-def _claim(folder: Path, siblings_of: Callable[[int], set[int]]) -> tuple[int, ...]:
-    with slots.claimed(1, folder, siblings_of) as slot:
-        return slot.cpus
+def _claim_in_the_background(folder: Path, siblings_of: Callable[[int], set[int]]
+                             ) -> tuple[threading.Thread, list[tuple[int, ...]]]:
+    """A claim of one core in a thread of its own, given time to take one, and the list its
+    CPUs land in once it has."""
+    got: list[tuple[int, ...]] = []
+
+    def claim() -> None:
+        with slots.claimed(1, folder, siblings_of) as slot:
+            got.append(slot.cpus)
+
+    thread = threading.Thread(target=claim)
+    thread.start()
+    time.sleep(3 * slots.CLAIM_POLL_S)
+    return thread, got
 
 
 def _claim_as(uid: int, count: int, folder: Path, monkeypatch: pytest.MonkeyPatch, cores: list[int]) -> str:
@@ -120,10 +123,8 @@ def _claim_as(uid: int, count: int, folder: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.fixture
 def open_folder() -> Iterator[Path]:
     """A folder under /tmp every user may enter, for a lock folder two users share."""
-    outer = Path(tempfile.mkdtemp(prefix="fusionbench-test-locks-"))
-    os.chmod(outer, 0o755)
-    yield outer
-    shutil.rmtree(outer, ignore_errors=True)
+    with root_folder_every_user_may_enter() as folder:
+        yield folder
 
 
 @AS_ROOT
@@ -147,11 +148,8 @@ def test_a_root_runs_core_locks_do_not_lock_out_a_later_user(open_folder: Path, 
 def test_a_core_lock_made_under_a_strict_umask_is_usable_by_another_user(
         open_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """root with umask 077 (a hardened host) made core-0.lock 0600: no other user could open it."""
-    old = os.umask(0o077)
-    try:
+    with under_umask(0o077):
         assert _claim_as(0, 1, open_folder / "cores", monkeypatch, [0]) == "claimed (0,)"
-    finally:
-        os.umask(old)
     assert _claim_as(65534, 1, open_folder / "cores", monkeypatch, [0]) == "claimed (0,)"
 
 
