@@ -40,15 +40,29 @@ def test_the_figures_of_the_phases_that_ended_are_kept(tmp_path: Path) -> None:
     CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
 
 
-def test_an_answer_so_far_the_bundle_would_refuse_is_not_recorded(tmp_path: Path) -> None:
+def test_a_figure_of_the_answer_so_far_the_bundle_would_refuse_is_left_out_alone(tmp_path: Path) -> None:
     """A compile time that is not its phase's: written, the record ended the run when it was read
-    back (exit 2, "not a cell record this harness reads"); it is left out, said in the log."""
-    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0), phases_s={"prepare": 1.5})
+    back (exit 2, "not a cell record this harness reads"). It is left out, said in the log; the
+    figures beside it, its phases and its environment are kept (one bad figure dropped them all)."""
+    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0, first_call_s=0.25), phases_s={"prepare": 1.5},
+                           environment={"pid": 7})
+    record = recorded(tmp_path, partial)
+    assert record["status"] == "failed"
+    assert (record["metrics"], record["phases_s"], record["environment"]) == ({"first_call_s": 0.25}, {"prepare": 1.5},
+                                                                             {"pid": 7})
+    CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
+    assert "of what the worker kept of its answer, metrics prepare_s is not recorded" in record["log_tail"]
+    assert "metrics.prepare_s 999 is not the prepare phase's 1.5" in record["log_tail"]
+
+
+def test_an_answer_so_far_refused_without_its_figures_is_not_recorded(tmp_path: Path) -> None:
+    """Phases the record refuses (a negative time) take every field of the answer so far with them."""
+    partial = WorkerAnswer(metrics=Metrics(first_call_s=0.25), phases_s={"prepare": 1.5})
+    partial.phases_s = {"prepare": -1.0}  # as a worker of another build could have written it
     record = recorded(tmp_path, partial)
     assert record["status"] == "failed" and record["metrics"] == {} and "phases_s" not in record
     CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
-    assert "what the worker kept of its answer is not recorded" in record["log_tail"]
-    assert "metrics.prepare_s 999 is not the prepare phase's 1.5" in record["log_tail"]
+    assert "of what the worker kept of its answer, all of it is not recorded" in record["log_tail"]
 
 
 def test_a_whole_answer_the_bundle_would_refuse_fails_its_cell_and_not_the_run(tmp_path: Path) -> None:
