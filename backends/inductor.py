@@ -440,6 +440,15 @@ class InductorPrepared(Prepared):
     def rewrites(self) -> dict[str, Any]:
         return dict(self.rewrite_record)
 
+    def close(self) -> None:
+        """Let go of the compiled model: Dynamo's cache entry, on the model class's code, holds the
+        compiled graph and, frozen, the model's weights (on a GPU, through the memory pass's child)."""
+        import torch
+
+        self.compiled = None
+        self.wrappers = []
+        torch._dynamo.reset()
+
     def fusion_report(self) -> FusionReport:
         return FusionReport(
             kernels=tuple(self.kernels),

@@ -440,6 +440,8 @@ class TVMPrepared(Prepared):
         #: The functions the instrumented VM called in its last inference: the same in every inference
         #: of the cell's shape, so the profile pass's figures share it.
         self._last_calls: list[tuple[str, int]] | None = None
+        # Device 0 is torch's too: a cell sees its slot's GPU alone (CUDA_VISIBLE_DEVICES,
+        # harness/run/slots.py), a serial run the first, and the harness never sets another current.
         self.tvm_device = tvm.cuda(0) if device == "cuda" else tvm.cpu(0)
         self.vm = relax.VirtualMachine(module, self.tvm_device)
         self._main = self.vm["main"]

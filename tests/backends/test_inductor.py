@@ -371,3 +371,24 @@ def test_fusion_off_runs_attention_as_its_matmuls_and_softmax(tmp_path: Path) ->
     assert any("scaled_dot_product" in op for op in ops["on"]), ops["on"]  # the rewrite is Inductor's fusion
     assert not any("scaled_dot_product" in op for op in ops["off"]), ops["off"]
     assert ops["off"].count("aten.bmm") == 2 and "aten._softmax" in ops["off"], ops["off"]
+
+
+def test_close_lets_go_of_the_models_weights(tmp_path: Path) -> None:
+    """Dynamo's cache entry, kept on the model class's code, held the compiled graph and the frozen
+    weights after the cell was done with them: on a GPU, through the memory pass's child, which
+    prepares a copy of its own."""
+    import gc
+    import weakref
+
+    from backends.inductor import InductorBackend
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
+    example = torch.randn(2, 3, 16, 16)
+    weights = [weakref.ref(parameter) for parameter in model.parameters()]
+    prepared = InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant("on"),
+                                         workdir=tmp_path, cache_dir=tmp_path)
+    prepared(example)
+    del model
+    prepared.close()
+    gc.collect()
+    assert [weight() for weight in weights] == [None] * len(weights)
