@@ -23,6 +23,7 @@ import harness
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
+from harness.cli.os_error_line import os_error_line
 from harness.cli.parser import OneLineParser
 from harness.cli.path_argument import path_argument
 from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
@@ -487,8 +488,6 @@ def main(argv: list[str] | None = None) -> int:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:  # a path the command reads or writes: the environment, not a bug
-        out = getattr(args, "out", None)  # a write that failed after its file opened names no file: the output's
-        where = exc.filename if exc.filename is not None else f"--out {out}" if out else "writing the output"
-        print(f"fusionbench: error: {visible(where)}: {visible(exc.strerror or exc)}", file=sys.stderr)
+        print(f"fusionbench: error: {os_error_line(exc, getattr(args, 'out', None))}", file=sys.stderr)
         return ConfigError.exit_code
 

@@ -50,3 +50,20 @@ def test_a_report_of_another_users_bundle_asks_for_an_out_of_its_own(
     assert f"{bundle}: this user may not write into the bundle (another user's run), where its report goes; give " \
            "--out DIR for a report of its own" in err, err
     assert ".tmp" not in err
+
+
+@pytest.mark.parametrize("command", ["report", "findings"])
+def test_an_out_the_user_may_not_make_is_named_with_what_to_do(
+        roots_folder: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report RUN --out /root/rep` said only `/root/rep: Permission denied`."""
+    bundle = roots_folder / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", bundle)
+    closed = roots_folder / "home"
+    closed.mkdir(mode=0o700)
+    assert main([command, str(bundle), "--out", str(tmp_path / "rep")]) == 0  # its lazy imports, from root's Python
+    capsys.readouterr()
+    with acting_as():
+        assert main([command, str(bundle), "--out", str(closed / "rep")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err == (f"fusionbench: error: --out {closed / 'rep'}: this user may not write there (Permission denied at "
+                   f"{closed / 'rep'}); give a folder of your own"), err

@@ -1,0 +1,29 @@
+"""The one line a command's OSError is said in: a path it reads or writes, the environment's
+doing, not a bug (harness/cli/main.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.plain_text import visible
+
+
+def os_error_line(exc: OSError, out: Any) -> str:
+    """What went wrong with which path; `out`: the command's `--out`, if it has one. Where making
+    `--out` was refused, the line names the option and what to do, not only the folder refused."""
+    if isinstance(exc, PermissionError) and out and _on_the_way_to(exc.filename, Path(out)):
+        return (f"--out {visible(out)}: this user may not write there ({visible(exc.strerror)} at "
+                f"{visible(exc.filename)}); give a folder of your own")
+    # a write that failed after its file opened names no file: the output's
+    where = exc.filename if exc.filename is not None else f"--out {out}" if out else "writing the output"
+    return f"{visible(where)}: {visible(exc.strerror or exc)}"
+
+
+def _on_the_way_to(filename: Any, out: Path) -> bool:
+    """Whether `filename` (an OSError's) is `out` or a folder above it: where making `out` failed."""
+    if not isinstance(filename, str):
+        return False
+    failed = Path(os.path.abspath(filename))
+    return failed == Path(os.path.abspath(out)) or failed in Path(os.path.abspath(out)).parents
