@@ -41,10 +41,32 @@ import pytest
 from harness import cpu_topology
 from harness.container import image_build
 from harness.run import slots
+from harness.run.preflight import noexec_mount
 from tests import pip_sites
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "examples" / "fusionbench-torchscript"
+#: Where the suite's temporary files go where TMPDIR's folder is mounted noexec
+#: (`_temporary_folder_with_exec`): the checkout's file system runs its .venv, so it is mounted with exec.
+EXEC_TEMPORARY = REPO / ".test-tmp"
+
+
+def _temporary_folder_with_exec() -> Path | None:
+    """A hardened host mounts /tmp noexec, where the suite's stand-in tools (ncu, nvidia-smi, pip)
+    cannot be run, the libraries it builds cannot be loaded and the harness refuses Inductor and
+    TVM runs (harness/run/preflight.py): ten tests of the quick tier failed there. The suite's
+    temporary files, tmp_path included, then go to `EXEC_TEMPORARY` (TMPDIR, which its xdist
+    workers and every process it starts inherit). Returns the noexec folder left, or None."""
+    default = Path(tempfile.gettempdir())
+    if noexec_mount(default) is None:
+        return None
+    EXEC_TEMPORARY.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(EXEC_TEMPORARY)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    return default
+
+
+NOEXEC_TEMPORARY = _temporary_folder_with_exec()
 _session_dir = Path(tempfile.mkdtemp(prefix="fusionbench-tests-"))
 
 
@@ -87,6 +109,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(image_build.IMAGE_CACHE_VARIABLE, str(image_build.default_build_cache()))
     os.environ["XDG_CACHE_HOME"] = str(_session_dir / "cache")
     os.environ.setdefault("FUSIONBENCH_NOISE_PROBE_S", "0.2")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if NOEXEC_TEMPORARY is None:
+        return None
+    return f"temporary folder: {EXEC_TEMPORARY} ({NOEXEC_TEMPORARY}, TMPDIR's, is mounted noexec)"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -177,7 +177,7 @@ def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = No
 LOADS_BUILT_LIBRARIES = ("inductor", "tvm")
 
 
-def _noexec(path: Path) -> Path | None:
+def noexec_mount(path: Path) -> Path | None:
     """The nearest existing folder at or above `path` where it lies on a file system mounted noexec
     (a library built there cannot be mapped executable); else None."""
     folder = path
@@ -208,7 +208,7 @@ def build_folders(backends: list[str], cache_dir: Path | None, temporary: Path |
     if cache_dir is not None:
         places.append((cache_dir, "--cache-dir", "give a --cache-dir on a file system mounted with exec"))
     for path, what, fix in places:
-        mount = _noexec(path)
+        mount = noexec_mount(path)
         if mount is not None:
             raise ConfigError(f"{what} {visible(path)} is on a file system mounted noexec ({visible(mount)}): "
                               f"{', '.join(needing)} build shared libraries there and could not load them; {fix}")

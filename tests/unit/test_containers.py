@@ -114,7 +114,7 @@ def test_arguments_are_mapped_into_the_mounts(tmp_path: Path, monkeypatch: pytes
     assert container_arguments(["--resume", str(results / "sub" / "run-1"), "--no-cache"], REPO, results) == [
         "run", "--resume", "/work/results/sub/run-1", "--no-cache"]  # a resume writes into its bundle: no --out
     with pytest.raises(Exception, match="must be inside the repository"):
-        container_arguments([str(tmp_path / "elsewhere.yaml")], REPO, results)
+        container_arguments([str(Path(os.path.abspath(os.sep)) / "elsewhere" / "elsewhere.yaml")], REPO, results)
     with pytest.raises(Exception, match=f"must be under the results directory .*; name its folder with --out {tmp_path}$"):
         container_arguments(["--resume", str(tmp_path / "other")], REPO, results)  # how, said: it was not
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.run import machine_noise
+from tests.built_code import needs_exec
 from tests.conftest import WHOLE_MACHINE
 
 pytestmark = pytest.mark.whole_machine  # each core in turn: tests/conftest.py
@@ -102,6 +103,7 @@ def test_cores_stepping_between_speeds_are_named_in_the_warning() -> None:
 )
 def test_the_cross_core_round_trip_is_sampled_into_three_percentiles(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    needs_exec(tmp_path)
     low, middle, high = machine_noise._cross_core(0.05, None) or (0.0, 0.0, 0.0)
     assert 0 < low <= middle <= high < 1e6
     # With the run's artifact cache, the loop is compiled there once and found there by the next run.

@@ -99,6 +99,7 @@ def test_describe_has_every_section() -> None:
 
 def test_harness_info_outside_git(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setattr(system, "SOURCE_ROOT", tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # tmp_path may lie in a checkout (.test-tmp)
     info = system.harness_info()
     assert info["git_sha"] is None and info["git_dirty"] is None and info["version"]
 
