@@ -98,7 +98,7 @@ def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local", j
     cores = len(slots.usable_cores()) if executor == "local" else None
     lines = advice.warnings(scenario, scenario.device) + slots.env_warnings(scenario.env, os.environ, cores)
     if cores is not None:  # this machine's cgroups: the cells' own only when they run here
-        quota = slots.quota_warning(scenario.env, os.environ, cores, cgroup_limits.cpu_quota()) if jobs == 1 else None
+        quota = slots.quota_warning(scenario.env, os.environ, cores, cgroup_limits.cpu_quota()) if jobs == 1 else ""
         memory = memory_limit_warning(scenario.limits.memory_limit_mib, jobs, cgroup_limits.memory_limit_bytes())
         lines += [line for line in (quota, memory) if line]
     for line in lines:

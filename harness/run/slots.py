@@ -99,14 +99,26 @@ def check_jobs_fit_here(jobs: int) -> None:
         check_cores(jobs, cores, physical_cores(cores))
 
 
-def check_thread_counts(cores: int, env: Sequence[str], option: str) -> None:
-    """ConfigError where the scenario's `env:` asks for more OpenMP/MKL threads than a slot of
-    `cores` cores runs: the slot's count replaced it without a word (FUSIONBENCH_CPUS and the others
-    a slot sets are refused for that in `check_jobs`)."""
+def _thread_counts(env: Sequence[str], environ: Mapping[str, str]) -> list[tuple[str, str, int | None]]:
+    """Each OpenMP/MKL thread count the scenario's `env:` asks for: its name, its value as `NAME=VALUE`
+    gives it or, for a NAME alone, as this shell sets it (none where it sets none: nothing is passed),
+    and the count it makes (None: no number, which the libraries ignore)."""
+    counts = []
     for item in env:
-        name, _, value = item.partition("=")
-        asked = _count(value)
-        if name in THREAD_COUNTS and asked is not None and asked > cores:
+        name, given, value = item.partition("=")
+        if name in THREAD_COUNTS and (given or name in environ):
+            shown = value if given else environ[name]
+            counts.append((name, shown, _count(shown)))
+    return counts
+
+
+def check_thread_counts(cores: int, env: Sequence[str], option: str, environ: Mapping[str, str]) -> None:
+    """ConfigError where the scenario's `env:` asks for more OpenMP/MKL threads than a slot of
+    `cores` cores runs, as `NAME=VALUE` or a NAME passed on from `environ`, this shell: the slot's
+    count replaced it without a word (FUSIONBENCH_CPUS and the others a slot sets are refused for
+    that in `check_jobs`)."""
+    for name, _, asked in _thread_counts(env, environ):
+        if asked is not None and asked > cores:
             raise ConfigError(f"{option}: the scenario's env sets {name}={asked}, more threads than a slot's {cores} "
                               f"core(s) runs; give at most {cores} (fewer are kept), or give each cell more cores")
 
@@ -117,36 +129,28 @@ def env_warnings(env: Sequence[str], environ: Mapping[str, str], cores: int | No
     is no number (the libraries ignore it), or one above the `cores` the run may use (threads then
     share cores, each waiting for another at every parallel region; None: the cells run elsewhere,
     on a Ray cluster's nodes, whose cores this machine cannot count)."""
-    found = []
-    for item in env:
-        name, given, value = item.partition("=")
-        if not given and name not in environ:
-            found.append(f"env: {name} is not set in this shell: nothing is passed to the cells")
-            continue
-        value = value if given else environ[name]
-        if name in THREAD_COUNTS:
-            asked = _count(value)
-            if asked is None:
-                found.append(f"env: {name}={value} is no number of threads: the libraries ignore it")
-            elif cores is not None and asked > cores:
-                found.append(f"env: {name}={asked}, more threads than the {cores} core(s) the run may use: they share "
-                             "them, each waiting for another at every parallel region")
+    found = [f"env: {name} is not set in this shell: nothing is passed to the cells"
+             for name, given, _ in (item.partition("=") for item in env) if not given and name not in environ]
+    for name, value, asked in _thread_counts(env, environ):
+        if asked is None:
+            found.append(f"env: {name}={value} is no number of threads: the libraries ignore it")
+        elif cores is not None and asked > cores:
+            found.append(f"env: {name}={asked}, more threads than the {cores} core(s) the run may use: they share "
+                         "them, each waiting for another at every parallel region")
     return found
 
 
-def quota_warning(env: Sequence[str], environ: Mapping[str, str], usable: int, quota: float | None) -> str | None:
+def quota_warning(env: Sequence[str], environ: Mapping[str, str], usable: int, quota: float | None) -> str:
     """What a run one cell at a time says where its cgroup's CPU `quota` (`docker --cpus 2` on a
     64-core host) is below the `usable` CPUs and the scenario's `env:` sets no OpenMP thread count
     within it: each library then runs a thread per usable CPU, which the quota throttles; a `--jobs`
-    slot sets its threads by the quota itself."""
+    slot sets its threads by the quota itself. "" where there is nothing to say."""
     if quota is None or quota >= usable:
-        return None
+        return ""
     within = max(int(quota), 1)
-    for item in env:
-        name, given, value = item.partition("=")
-        asked = _count(value if given else environ.get(name))
-        if name == "OMP_NUM_THREADS" and asked is not None and asked <= within:
-            return None
+    if any(name == "OMP_NUM_THREADS" and asked is not None and asked <= within
+           for name, _, asked in _thread_counts(env, environ)):
+        return ""
     return (f"this process's cgroup allows {quota:g} CPUs' worth and {usable} CPUs are usable: a cell's libraries "
             f"run a thread per usable CPU, and the quota throttles them (each parallel region waits for the "
             f"slowest); set env: [OMP_NUM_THREADS={within}, MKL_NUM_THREADS={within}] in the scenario, or bind "

@@ -275,10 +275,19 @@ def test_the_run_hands_its_slots_the_order_their_gpus_are_numbered_in(monkeypatc
 def test_a_thread_count_above_the_slots_cores_is_refused_not_replaced() -> None:
     """`env: [OMP_NUM_THREADS=8]` with --jobs 2 on two cores ran with 1 and recorded 1, without a
     word, where FUSIONBENCH_CPUS and the others a slot sets are refused."""
-    slots.check_thread_counts(4, ["OMP_NUM_THREADS=4", "MKL_NUM_THREADS=1", "KMP_BLOCKTIME=0"], "--jobs 2")
+    slots.check_thread_counts(4, ["OMP_NUM_THREADS=4", "MKL_NUM_THREADS=1", "KMP_BLOCKTIME=0"], "--jobs 2", {})
     with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets MKL_NUM_THREADS=8, more threads than a "
                                           "slot's 4 core"):
-        slots.check_thread_counts(4, ["OMP_NUM_THREADS=2", "MKL_NUM_THREADS=8"], "--jobs 2")
+        slots.check_thread_counts(4, ["OMP_NUM_THREADS=2", "MKL_NUM_THREADS=8"], "--jobs 2", {})
+
+
+def test_a_thread_count_passed_on_from_the_shell_is_held_to_the_slots_cores_too() -> None:
+    """`env: [OMP_NUM_THREADS]` with OMP_NUM_THREADS=8 in the shell was replaced by the slot's count
+    without a word: only a count written in the scenario was read."""
+    slots.check_thread_counts(4, ["OMP_NUM_THREADS"], "--jobs 2", {"OMP_NUM_THREADS": "4"})
+    slots.check_thread_counts(4, ["OMP_NUM_THREADS"], "--jobs 2", {})  # not set: nothing is passed
+    with pytest.raises(ConfigError, match="--jobs 2: the scenario's env sets OMP_NUM_THREADS=8, more threads"):
+        slots.check_thread_counts(4, ["OMP_NUM_THREADS"], "--jobs 2", {"OMP_NUM_THREADS": "8"})
 
 
 @pytest.mark.slow
@@ -333,13 +342,13 @@ def test_a_serial_run_under_a_cpu_quota_below_its_cpus_is_told_to_set_its_thread
     from harness.run.slots import quota_warning
 
     found = quota_warning([], {}, 64, 2.0)
-    assert found is not None and found.startswith("this process's cgroup allows 2 CPUs' worth and 64 CPUs are usable")
+    assert found.startswith("this process's cgroup allows 2 CPUs' worth and 64 CPUs are usable")
     assert "OMP_NUM_THREADS=2, MKL_NUM_THREADS=2" in found
-    assert quota_warning([], {}, 64, None) is None and quota_warning([], {}, 2, 4.0) is None
-    assert quota_warning(["OMP_NUM_THREADS=2"], {}, 64, 2.5) is None  # the scenario set it within the quota
-    assert quota_warning(["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "1"}, 64, 2.0) is None  # passed on from the shell
-    assert quota_warning(["OMP_NUM_THREADS=8"], {}, 64, 2.0) is not None
-    assert "OMP_NUM_THREADS=1," in (quota_warning([], {}, 2, 0.5) or "")  # never zero threads
+    assert quota_warning([], {}, 64, None) == "" and quota_warning([], {}, 2, 4.0) == ""
+    assert quota_warning(["OMP_NUM_THREADS=2"], {}, 64, 2.5) == ""  # the scenario set it within the quota
+    assert quota_warning(["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "1"}, 64, 2.0) == ""  # passed on from the shell
+    assert quota_warning(["OMP_NUM_THREADS=8"], {}, 64, 2.0) != ""
+    assert "OMP_NUM_THREADS=1," in quota_warning([], {}, 2, 0.5)  # never zero threads
 
 
 @pytest.mark.slow
