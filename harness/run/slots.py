@@ -185,7 +185,9 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
             for k, cpus in enumerate(slot_cpus)]
 
 
-LOCK_DIR = Path(tempfile.gettempdir()) / "fusionbench-cores"
+#: The node's core locks: always /tmp's, not TMPDIR's, so that runs with different TMPDIRs (two
+#: users', a job scheduler's per-job one) claim the same node's cores against each other.
+LOCK_DIR = Path("/tmp/fusionbench-cores")
 CLAIM_POLL_S = 0.2
 
 

@@ -363,3 +363,14 @@ def test_a_run_under_a_cpu_quota_says_so_as_it_starts(
     monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
     assert main(["run", str(scenario), "--dry-run", "--device", "cpu"]) == 0
     assert "this process's cgroup allows 0.5 CPUs' worth and 2 CPUs are usable" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_core_locks_are_the_nodes_whatever_tmpdir_says(tmp_path: Path) -> None:
+    """Two runs with different TMPDIRs (two users', a scheduler's per-job one) kept their core locks
+    in two folders and claimed the same cores without seeing each other."""
+    import subprocess
+    import sys
+
+    said = subprocess.run([sys.executable, "-c", "from harness.run import slots; print(slots.LOCK_DIR)"],
+                          env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, check=True)
+    assert said.stdout.strip() == "/tmp/fusionbench-cores"
