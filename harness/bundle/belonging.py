@@ -1,7 +1,7 @@
 """Validate's check that every cell belongs to its bundle: a cell's config is one of the cells
 bundle.json's stored scenario expands to on its device (harness/scenario/cells.py), and its label
-is the one that config gets, and it ran in this bundle's run (not before it was made, not on a
-machine it does not list); a cell moved in from another bundle, or edited into a cell the
+is the one that config gets, and it ran in this bundle's run (not before it was made, not after
+its run ended, not on a machine it does not list); a cell moved in from another bundle, or edited into a cell the
 scenario never had, is named."""
 
 from __future__ import annotations
@@ -47,14 +47,18 @@ def problems(loaded: LoadedBundle) -> list[str]:
 
 def _of_this_run(cell: dict[str, Any], header: dict[str, Any]) -> list[str]:
     """Why a cell of the bundle's own scenario was not run by it: it started before the bundle was
-    made (a cell of an earlier run), or on a machine the bundle does not list (the header lists
-    every machine its cells ran on, from schema 2 on). A cell of a later run on the same machine
-    passes: nothing in a bundle says when its run ended."""
+    made (a cell of an earlier run) or after its run last closed it (`ended`: a cell of a later run,
+    its result put in place of this run's), or on a machine the bundle does not list (the header
+    lists every machine its cells ran on, from schema 2 on). A bundle closed before 2026-12-05
+    keeps no end, and a cell of a later run on the same machine passes there."""
     lines = []
-    started, created = _instant(cell.get("started")), _instant(header.get("created"))
+    started, created, ended = (_instant(cell.get("started")), _instant(header.get("created")),
+                               _instant(header.get("ended")))
     if started is not None and created is not None and started < created:
         lines.append(f"started {cell['started']}, before its bundle was made ({header['created']}): "
                      "a cell of an earlier run")
+    if started is not None and ended is not None and started > ended:
+        lines.append(f"started {cell['started']}, after its run ended ({header['ended']}): a cell of a later run")
     nodes, hostname = header.get("nodes"), (cell.get("node") or {}).get("hostname")
     if isinstance(nodes, dict) and nodes and isinstance(hostname, str) and hostname not in nodes:
         lines.append(f"ran on {hostname!r}, a machine {HEADER} does not list among its nodes")

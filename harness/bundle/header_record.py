@@ -171,6 +171,9 @@ class BundleHeader(Part):
     backends: dict[str, BackendReport]
     cells: list[PlannedCell]
     resumed: list[str] | None = None
+    #: When the run last closed the bundle (complete or interrupted): every cell it ran started
+    #: before then; None while a run or a resume is under way, and in bundles before 2026-12-05
+    ended: str | None = None
     executor: dict[str, Any] | None = None
     nodes: dict[str, Any] | None = None
     #: Whose rounds took turns (harness/run/rounds.py): "setting", every cell of one model and

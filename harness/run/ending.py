@@ -13,7 +13,7 @@ from rich.text import Text
 
 from harness.bundle.reader import load
 from harness.bundle.statuses import BAD, nothing_measured
-from harness.bundle.writer import Bundle
+from harness.bundle.writer import Bundle, utc_now
 from harness.errors import EXIT_NOTHING_MEASURED
 from harness.plain_text import one_line, shell_word, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
@@ -32,7 +32,7 @@ def close(bundle: Bundle, state: str, console: Console) -> None:
     reports = [bundle.root / REPORT_MD, bundle.root / REPORT_HTML]
     for path in reports:
         path.unlink(missing_ok=True)
-    bundle.update_header(state=state, nodes=nodes(bundle.cells()))
+    bundle.update_header(state=state, ended=utc_now(), nodes=nodes(bundle.cells()))
     bundle.write_manifest()
     try:
         render(load(bundle.root), bundle.root)

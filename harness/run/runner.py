@@ -181,7 +181,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         cells = [c for c in cells if c.id in planned]
         preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
         bundle.drop_manifest()
-        bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running")
+        bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running", ended=None)
     refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))

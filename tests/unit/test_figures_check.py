@@ -349,6 +349,26 @@ def test_a_cell_of_the_same_scenario_from_another_run_is_named(tmp_path: Path) -
     ], problems
 
 
+def test_a_cell_of_a_later_run_put_in_place_of_this_runs_is_named(tmp_path: Path) -> None:
+    """A cell run again later and copied over this run's (its result the better one) passed: a bundle
+    kept no end. One closed since 2026-12-05 says when its run ended (`ended`); a bundle without it
+    still passes such a cell."""
+    root = tmp_path / "v12"
+    shutil.copytree(GOLDEN / "v12", root)
+    later = sorted(p.stem for p in (root / "cells").glob("*.json"))[0]
+
+    def the_next_day(cell: dict[str, Any]) -> None:
+        cell["started"], cell["finished"] = "2026-12-05T09:00:00+00:00", "2026-12-05T09:01:00+00:00"
+
+    edit_json(root / "cells" / f"{later}.json", the_next_day)
+    assert validate(root).problems == []  # the bundle keeps no end
+    started = [json.loads(p.read_text())["started"] for p in (root / "cells").glob("*.json") if p.stem != later]
+    edit_json(root / "bundle.json", lambda h: h.update(ended=max(started)))
+    problems = forge(root, later, lambda c: None)
+    assert problems == [f"cells/{later}.json: started 2026-12-05T09:00:00+00:00, after its run ended ({max(started)}): "
+                        "a cell of a later run"], problems
+
+
 def test_a_label_that_is_not_its_configs(v3: Path) -> None:
     label = "resnet18 eager fusion-off SingleStream cpu fp32 b1"
     edit_json(v3 / "bundle.json", lambda h: next(e for e in h["cells"] if e["id"] == EAGER_SINGLE).update(label=label))
