@@ -228,7 +228,7 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
     if args.executor == "ray":  # refused here, before the scenario is even read
         from harness.run.ray_executor import check_options
 
-        check_options(args.address, args.ray_connect_timeout_s)
+        check_options(args.address, args.ray_connect_timeout_s, args.cpus_per_cell)
     only = parse_only(args.only) if args.only is not None else None  # "" is refused, not every cell
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve().parent:
         raise ConfigError(f"--out {args.out}: a resume writes into the bundle it resumes ({args.resume}); give no --out")

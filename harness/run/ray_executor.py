@@ -104,9 +104,12 @@ def _node(slot: Slot) -> dict[str, Any]:
             "ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()], "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
-def check_options(address: str | None, connect_timeout_s: float | None) -> None:
+def check_options(address: str | None, connect_timeout_s: float | None, cpus_per_cell: int = 1) -> None:
     """Refuse (ConfigError) an `--address` Ray could not read (it takes HOST:PORT, ray://HOST:PORT,
-    auto or local) and a connect timeout that is not a positive number of seconds."""
+    auto or local), a connect timeout that is not a positive number of seconds and fewer than one
+    CPU a cell."""
+    if cpus_per_cell < 1:
+        raise ConfigError(f"--cpus-per-cell {cpus_per_cell}: give 1 or more")
     if connect_timeout_s is not None and not 0 < connect_timeout_s < float("inf"):
         raise ConfigError(f"--ray-connect-timeout-s {connect_timeout_s:g}: give a number of seconds above 0")
     if address is None or address in ("auto", "local"):
@@ -144,9 +147,7 @@ class RayExecutor:
     run the cells; a run calls both before it makes its bundle."""
 
     def __init__(self, address: str | None, cpus_per_cell: int = 1, connect_timeout_s: float | None = None) -> None:
-        if cpus_per_cell < 1:
-            raise ConfigError(f"--cpus-per-cell {cpus_per_cell}: give 1 or more")
-        check_options(address, connect_timeout_s)
+        check_options(address, connect_timeout_s, cpus_per_cell)
         self.address = address
         self.cpus_per_cell = cpus_per_cell
         self.connect_timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s

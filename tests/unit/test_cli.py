@@ -104,6 +104,7 @@ def test_a_run_refused_before_its_probe_leaves_none_of_the_folders_it_made(tmp_p
     (["--jobs", "99"], "--jobs 99: each cell needs a core of its own"),
     (["--cache-dir", "{tmp}/a-file/cache"], "--cache-dir {tmp}/a-file/cache: cannot create it"),
     (["--out", "{tmp}/a-file/results"], "--out {tmp}/a-file/results: cannot create it"),
+    (["--executor", "ray", "--cpus-per-cell", "0"], "--cpus-per-cell 0: give 1 or more"),
 ])
 def test_a_dry_run_refuses_the_options_the_run_would_refuse_before_asking_the_backends(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], options: list[str],
