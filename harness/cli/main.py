@@ -61,7 +61,7 @@ def _parser() -> OneLineParser:
                      help=f"override the file's timing.rounds (1 to {MAX_ROUNDS}): time each cell in N fresh processes, "
                      "for a confidence interval and a verdict on every fusion speedup (docs/metrics.md)")
     run.add_argument(
-        "--only", metavar="KEY=VALUE,...",
+        "--only", metavar="KEY=VALUE,...", action="append",
         help=f"run only matching cells; keys: {', '.join(ONLY_KEYS)} "
         "(repeat a key to allow several values: model=resnet18,model=vgg11)",
     )
@@ -229,7 +229,10 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
         from harness.run.ray_executor import check_options
 
         check_options(args.address, args.ray_connect_timeout_s, args.cpus_per_cell)
-    only = parse_only(args.only) if args.only is not None else None  # "" is refused, not every cell
+    if args.only is not None and len(args.only) > 1:  # the last one alone counted: the others' cells ran too
+        raise ConfigError(f"--only is given {len(args.only)} times; give it once, its KEY=VALUE pairs joined by commas "
+                          f"(--only {','.join(args.only)})")
+    only = parse_only(args.only[0]) if args.only is not None else None  # "" is refused, not every cell
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve().parent:
         raise ConfigError(f"--out {args.out}: a resume writes into the bundle it resumes ({args.resume}); give no --out")
     return RunRequest(
