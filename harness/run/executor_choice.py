@@ -47,8 +47,24 @@ def local_executor(request: RunRequest, device: str, probe: ProbeAnswer, backend
         closing.callback(parents.close)
     if request.jobs == 1:
         return Serial(parents)
-    return LocalPool(slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ),
-                                quota=cgroup_limits.cpu_quota(), gpu_order=slot_gpu_order(os.environ)), parents)
+    return LocalPool(local_slots(request, device, probe), parents)
+
+
+def local_slots(request: RunRequest, device: str, probe: ProbeAnswer) -> list[slots.Slot]:
+    """The `--jobs` slots of this machine (ConfigError where it cannot cut them)."""
+    return slots.plan(request.jobs, device, slots.usable_cores(), slot_gpus(probe, device, os.environ),
+                      quota=cgroup_limits.cpu_quota(), gpu_order=slot_gpu_order(os.environ))
+
+
+def check_thread_counts(request: RunRequest, device: str, env: list[str], cut: list[slots.Slot]) -> None:
+    """ConfigError where the scenario's `env:` asks for more threads than a cell's cores run: the
+    smallest of the `--jobs` slots `cut` (a hybrid CPU's differ), or the cores a Ray task claims."""
+    if cut and cut[0].cpus:
+        slots.check_thread_counts(min(slot.threads or len(slot.cpus) for slot in cut), env, f"--jobs {request.jobs}",
+                                  os.environ)
+    elif request.executor == "ray":  # a CPU cell's claimed cores, a GPU cell's one
+        slots.check_thread_counts(ray_cores(device, request), env, "--executor ray (a GPU cell claims one core)"
+                                  if device == "cuda" else f"--cpus-per-cell {request.cpus_per_cell}", os.environ)
 
 
 def ray_cores(device: str, request: RunRequest) -> int:

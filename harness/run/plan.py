@@ -1,14 +1,14 @@
 """`run --dry-run`: what a scenario file would run here, and nothing run or written.
 
-The file is read and checked as a run reads it, `--device`, `--rounds` and `--only` applied, and
-the options as a run checks them before its probe (`--jobs` against the cores; `--out` and
-`--cache-dir` writable, nothing left made); a Ray cluster is not reached. The backends are asked
-whether they can run here by the same probe a run starts with (without the
-system description and the noise probe: seconds, not a minute), which also resolves `device:
-auto`; each cell is listed with whether it would run, or why it would be skipped. The time is a
-floor, said as one: LoadGen's minimum duration for each cell that would run;
-preparing (compiling, tuning), the other passes and any further rounds come on top, and vary by
-backend and model from seconds to many minutes."""
+The file is read and checked as a run reads it, `--device`, `--rounds` and `--only` applied, and the
+options as a run checks them before its probe (`--jobs` against the cores; `--out` and `--cache-dir`
+writable, nothing left made) and once its probe has answered (the slots `--jobs` cuts, an `env:`
+thread count above a cell's cores); a Ray cluster is not reached. The backends are asked whether
+they can run here by the same probe a run starts with (without the system description and the noise
+probe: seconds, not a minute), which also resolves `device: auto`; each cell is listed with whether
+it would run, or why it would be skipped. The time is a floor, said as one: LoadGen's minimum
+duration for each cell that would run; preparing (compiling, tuning), the other passes and any
+further rounds come on top, and vary by backend and model from seconds to many minutes."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rich.text import Text
 from harness.errors import ConfigError
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import preflight, slots
+from harness.run import executor_choice, preflight, slots
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
 from harness.run.run_request import RunRequest
@@ -49,6 +49,10 @@ def dry_run(request: RunRequest, console: Console) -> int:
         preflight.build_folders(names, request.cache_dir)
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
     probe = run_probe(scenario.device, names, with_system=False)
+    # as the run refuses them once its probe has answered: `--jobs` slots this machine cannot cut,
+    # an `env:` thread count above a cell's cores
+    cut = executor_choice.local_slots(request, probe.device, probe) if request.executor == "local" and request.jobs > 1 else []
+    executor_choice.check_thread_counts(request, probe.device, scenario.env, cut)
     resolved = scenario_file.resolved(scenario, stem)
     every = expand(resolved, probe.device)
     if only:

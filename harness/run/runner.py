@@ -133,13 +133,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                       and probe.available(c.config.backend)})
     executor = (ray_executor if ray_executor is not None
                 else executor_choice.local_executor(request, device, probe, running, closing))
-    if isinstance(executor, LocalPool) and executor.slots[0].cpus:  # the smallest slot (a hybrid CPU's differ)
-        slots.check_thread_counts(min(slot.threads or len(slot.cpus) for slot in executor.slots), scenario.env,
-                                  f"--jobs {request.jobs}", os.environ)
-    elif request.executor == "ray":  # a CPU cell's claimed cores, a GPU cell's one
-        slots.check_thread_counts(executor_choice.ray_cores(device, request), scenario.env,
-                                  "--executor ray (a GPU cell claims one core)" if device == "cuda"
-                                  else f"--cpus-per-cell {request.cpus_per_cell}", os.environ)
+    executor_choice.check_thread_counts(request, device, scenario.env,
+                                        executor.slots if isinstance(executor, LocalPool) else [])
     other_boot = ""
     if bundle is not None and not all_finished:
         timed = resume_refusals.measured(bundle)

@@ -308,6 +308,29 @@ def test_a_run_with_jobs_refuses_more_threads_than_its_slots_have(tmp_path: Path
     assert not any((tmp_path / "out").glob("*/bundle.json"))
 
 
+@pytest.mark.parametrize("options, said", [
+    (["--jobs", "2"], "--jobs 2: the scenario's env sets OMP_NUM_THREADS=4096, more threads than a slot's"),
+    (["--executor", "ray"], "--cpus-per-cell 1: the scenario's env sets OMP_NUM_THREADS=4096, more threads than a slot's 1"),
+])
+def test_a_dry_run_refuses_more_threads_than_a_cell_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], options: list[str],
+                                                         said: str) -> None:
+    """`--dry-run` listed the cells and exited 0 where the run, once its probe answered, is refused."""
+    from harness.cli.main import main
+    from harness.run import plan
+    from harness.run.probe_answer import ProbeAnswer
+
+    cpus = list(range(os.cpu_count() or 1))[:2]
+    if "--jobs" in options and len(cpu_topology.physical_cores(cpus)) < 2:
+        pytest.skip(f"--jobs 2 needs two physical cores; CPUs {cpus} are one")
+    monkeypatch.setattr(slots, "usable_cores", lambda: cpus)
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(device="cpu"))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\nenv: [OMP_NUM_THREADS=4096]\n")
+    assert main(["run", str(scenario), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "out"), *options]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_more_jobs_than_cores_is_refused_before_the_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--jobs 3` on two cores was refused after the system probe (8 s), the output folder made."""
     from harness.cli.main import main
