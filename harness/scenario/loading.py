@@ -199,16 +199,28 @@ def _check_text(root: yaml.Node, where: str) -> None:
 def _check_no_blank_backend(root: yaml.Node, where: str) -> None:
     """Refuse an entry of `backends` left blank (`- ` or `- ~`): YAML reads it as null, which names
     the null backend, so a blank line ran the null backend's cells with no word. The null backend
-    is written `null`."""
+    is written `null`; within an entry, `{name: 'null'}`, quoted (unquoted, YAML's null was refused
+    as "Input should be a valid string")."""
     if not isinstance(root, yaml.MappingNode):
         return
     for key, value in root.value:
         if not (isinstance(key, yaml.ScalarNode) and key.value == "backends" and isinstance(value, yaml.SequenceNode)):
             continue
         for index, item in enumerate(value.value):
-            if isinstance(item, yaml.ScalarNode) and item.tag == "tag:yaml.org,2002:null" and item.value in ("", "~"):
+            if _is_null(item) and item.value in ("", "~"):
                 raise ConfigError(f"{where}:{item.start_mark.line + 1}: backends[{index}]: an empty entry; name a "
                                   "backend (the null backend is written `null`)")
+            fields = item.value if isinstance(item, yaml.MappingNode) else []
+            name = next((name for field, name in fields if isinstance(field, yaml.ScalarNode) and field.value == "name"),
+                        None)
+            if name is not None and _is_null(name):
+                said = "an empty name" if name.value in ("", "~") else f"YAML reads an unquoted {name.value} as no name"
+                raise ConfigError(f"{where}:{name.start_mark.line + 1}: backends[{index}].name: {said}; name a backend "
+                                  "(the null backend's name is quoted within an entry: {name: 'null', ...})")
+
+
+def _is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -121,3 +121,18 @@ def test_a_blank_backends_entry_is_refused_not_run_as_the_null_backend(
     assert f"{path}:4: backends[1]: an empty entry; name a backend (the null backend is written `null`)" in said
     (tmp_path / "named.yaml").write_text("models: [resnet18]\nbackends:\n  - eager\n  - null\nscenarios: [Offline]\n")
     assert [b.name for b in loading.load(tmp_path / "named.yaml").backends] == ["eager", "null"]
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("null", "YAML reads an unquoted null as no name"), ("~", "an empty name"), ("", "an empty name")])
+def test_an_entrys_name_left_null_says_how_to_name_the_null_backend(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, said: str) -> None:
+    """`- null` runs the null backend, and `{name: null, models: [resnet18]}` was refused as "Input
+    should be a valid string", which says neither what was wrong nor what to write."""
+    path, line = refused(tmp_path, capsys, f"models: [resnet18, vgg11]\nbackends:\n  - eager\n"
+                                           f"  - {{name: {name}, models: [resnet18]}}\nscenarios: [Offline]\n")
+    assert line == (f"fusionbench: error: {path}:4: backends[1].name: {said}; name a backend (the null backend's name "
+                    "is quoted within an entry: {name: 'null', ...})")
+    (tmp_path / "named.yaml").write_text("models: [resnet18, vgg11]\nbackends:\n  - eager\n"
+                                         "  - {name: 'null', models: [resnet18]}\nscenarios: [Offline]\n")
+    assert [b.name for b in loading.load(tmp_path / "named.yaml").backends] == ["eager", "null"]
