@@ -25,7 +25,7 @@ from harness.did_you_mean import closest
 from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
 from harness.models.catalog import all_models, input_size_refusal
 from harness.scenario.format_base import StrictModel, as_list, each_once
-from harness.scenario.rules import ScenarioName
+from harness.scenario.rules import RULES, ScenarioName
 from harness.scenario.settings import FolderInputs, Inputs, Limits, LoadGenSettings, PassSettings, SyntheticInputs, TimingSettings
 from harness.scenario.specs import BackendSpec, ModelSpec
 
@@ -187,6 +187,23 @@ class ScenarioFile(StrictModel):
                                      f"graphs {graphs}{' ' + options if backend.options else ''}, on {model}")
                 made[key] = i
         return backends
+
+    @field_validator("loadgen")
+    @classmethod
+    def _max_queries_reach_the_least(cls, loadgen: LoadGenSettings, info: ValidationInfo) -> LoadGenSettings:
+        """A `max_query_count` below the queries a scenario runs at least (`min_query_count`, by default
+        the scenario's own: 100 SingleStream queries) made every cell of it INVALID, min queries not
+        met, without a word; given both, the settings' own check refused it."""
+        scenarios = info.data.get("scenarios")
+        if scenarios is None or loadgen.max_query_count is None:
+            return loadgen  # refused already, or no maximum
+        for name in scenarios:
+            least = RULES[name].min_queries(loadgen.min_query_count)
+            if loadgen.max_query_count < least:
+                raise ValueError(f"max_query_count {loadgen.max_query_count} is below the {least} queries {name} runs at "
+                                 f"least (min_query_count{'' if loadgen.min_query_count else ', by default'}): every "
+                                 f"{name} cell would be INVALID; give max_query_count {least} or more")
+        return loadgen
 
     @field_validator("loadgen")
     @classmethod

@@ -136,3 +136,16 @@ def test_an_entrys_name_left_null_says_how_to_name_the_null_backend(
     (tmp_path / "named.yaml").write_text("models: [resnet18, vgg11]\nbackends:\n  - eager\n"
                                          "  - {name: 'null', models: [resnet18]}\nscenarios: [Offline]\n")
     assert [b.name for b in loading.load(tmp_path / "named.yaml").backends] == ["eager", "null"]
+
+
+def test_a_max_query_count_below_the_scenarios_least_is_refused(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`max_query_count: 5` with SingleStream (100 queries at least by default) loaded without a word
+    and every cell was INVALID, min queries not met; given with a min_query_count above it, refused."""
+    text = "models: [resnet18]\nbackends: [null]\nscenarios: [Offline, SingleStream]\nloadgen: {max_query_count: 5}\n"
+    path, line = refused(tmp_path, capsys, text)
+    assert line == (f"fusionbench: error: {path}:4: loadgen: max_query_count 5 is below the 100 queries SingleStream runs "
+                    "at least (min_query_count, by default): every SingleStream cell would be INVALID; give "
+                    "max_query_count 100 or more")
+    (tmp_path / "offline.yaml").write_text(text.replace("Offline, SingleStream", "Offline"))  # Offline's least is 1
+    assert loading.load(tmp_path / "offline.yaml").loadgen.max_query_count == 5
