@@ -128,6 +128,9 @@ def parse_only(text: str) -> dict[str, set[str]]:
             raise ConfigError(f"--only: {item!r} is not KEY=VALUE; keys: {', '.join(ONLY_KEYS)}")
         if key not in ONLY_KEYS:
             raise ConfigError(f"--only: unknown key {key!r}; keys: {', '.join(ONLY_KEYS)}")
+        if "=" in value or any(ch.isspace() for ch in value):  # no name or number holds one
+            raise ConfigError(f"--only: {item!r} is not one KEY=VALUE; join the pairs with commas, no spaces "
+                              "(model=resnet18,backend=eager)")
         selected.setdefault(key, set()).add(value)
     if not selected:  # an unset shell variable, say: running every cell instead would surprise
         raise ConfigError(f"--only {text!r}: give at least one KEY=VALUE; keys: {', '.join(ONLY_KEYS)}")

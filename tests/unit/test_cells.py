@@ -68,6 +68,11 @@ def test_only_selects_and_rejects() -> None:
         parse_only("modle=resnet18")
     with pytest.raises(ConfigError, match="not KEY=VALUE"):
         parse_only("resnet18")
+    # pairs joined by a space were one value, "resnet18 backend=eager": it matched no cell, and the
+    # refusal listed resnet18 among the model values there are
+    for spaced in ("model=resnet18 backend=eager", "model=resnet18 vgg11"):
+        with pytest.raises(ConfigError, match="is not one KEY=VALUE; join the pairs with commas, no spaces"):
+            parse_only(spaced)
     with pytest.raises(ConfigError, match="matches no cell"):
         select(cells, parse_only("model=vgg11"))
     for empty in ("", ",", " , "):  # an unset shell variable: every cell would run instead
