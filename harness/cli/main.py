@@ -87,7 +87,8 @@ def _parser() -> OneLineParser:
     run.add_argument("--fresh-workers", action="store_true",
                      help="local: start each cell's worker as a new Python (about 5 s of imports a cell on "
                      "2 cores) instead of forking it from a parent that imported torch once")
-    run.add_argument("--address", metavar="ADDR", help="ray: the cluster to join (default: start a local Ray instance)")
+    run.add_argument("--address", metavar="ADDR", help="ray: the cluster to join (default: RAY_ADDRESS, else the cluster "
+                     "the last `ray start` on this machine made, else a local Ray instance)")
     run.add_argument("--cpus-per-cell", type=int, default=1, metavar="N",
                      help="ray: cores a CPU cell reserves and is bound to (default: 1)")
     run.add_argument("--ray-connect-timeout-s", type=float, metavar="S",

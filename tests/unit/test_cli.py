@@ -28,6 +28,10 @@ def test_help_lists_commands() -> None:
     run_help = fusionbench("run", "--help").stdout
     for option in ("--device", "--only", "--out", "--resume"):
         assert option in run_help
+    # as docs/cli.md says it, and as Ray picks it: it said "start a local Ray instance", which a run
+    # does only where neither RAY_ADDRESS nor an earlier `ray start` names a cluster
+    assert "(default: RAY_ADDRESS, else the cluster the last `ray start` on this machine made, else a local Ray " \
+           "instance)" in " ".join(run_help.split())
 
 
 def test_models_and_family_filter(capsys: pytest.CaptureFixture[str]) -> None:
