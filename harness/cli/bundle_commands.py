@@ -120,6 +120,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if not 0 <= args.threshold < 1:
         raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")
     out = output_path(args.out, [args.a, args.b]) if args.out else None
+    if out is not None:
+        _replaceable_comparison(out)
     if args.a.resolve() == args.b.resolve():  # every figure "same" and exit 0: a typo's pass
         raise BundleError(f"{args.a} is given as both A and B; compare sets two runs side by side")
     a, b = trusted(args.a), trusted(args.b)
@@ -139,6 +141,25 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         worse = sum(comparison.counts()[label] for label in WORSE)
         print(f"fusionbench: {worse} cell(s) of B regressed or newly failed against A (listed above)", file=sys.stderr)
     return EXIT_PROBLEMS if unpaired or comparison.worse else 0
+
+
+#: How a file `compare --out` wrote begins: as Markdown, as JSON.
+_COMPARISON_STARTS = (b"# FusionBench comparison\n", b'{\n "a": ')
+
+
+def _replaceable_comparison(out: Path) -> None:
+    """ConfigError unless `out` is free for a comparison: absent, not a regular file, or a comparison
+    an earlier compare wrote (written again). Any other file was replaced without a word: a scenario file given as
+    --out by a slip of the shell's completion was lost."""
+    if out.is_dir():
+        raise ConfigError(f"--out {visible(out)}: a directory; give the path of the file to write")
+    if not out.is_file():  # absent, or a device or pipe (/dev/stdout), which holds nothing to lose
+        return
+    with out.open("rb") as existing:
+        start = existing.read(64)
+    if not start.startswith(_COMPARISON_STARTS):
+        raise ConfigError(f"--out {visible(out)}: a file compare did not write is there, and would be replaced; give "
+                          "another path, or remove it first")
 
 
 def trusted_but_its_report(root: Path) -> LoadedBundle:

@@ -335,3 +335,23 @@ def test_a_write_that_fails_after_its_file_opened_names_the_output(capsys: pytes
     golden = repo / "tests" / "golden"
     assert main(["compare", str(golden / "v9"), str(golden / "v10"), "--out", "/dev/full"]) == 2
     assert "fusionbench: error: --out /dev/full: No space left on device" in capsys.readouterr().err  # was "?: ..."
+
+
+def test_compare_replaces_only_a_comparison_it_wrote(capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path) -> None:
+    """`compare A B --out s.yaml` replaced the scenario file without a word."""
+    golden = repo / "tests" / "golden"
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18]\n")
+    assert main(["compare", str(golden / "v9"), str(golden / "v10"), "--out", str(scenario)]) == 2
+    assert scenario.read_text() == "models: [resnet18]\n"
+    assert (f"fusionbench: error: --out {scenario}: a file compare did not write is there, and would be replaced; give "
+            "another path, or remove it first") in " ".join(capsys.readouterr().err.split())
+    assert main(["compare", str(golden / "v9"), str(golden / "v10"), "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path}: a directory; give the path of the file to write" in capsys.readouterr().err
+    for name, options in (("cmp.md", []), ("cmp.json", ["--format", "json"])):
+        written = []
+        for _ in range(2):  # written, then written again over itself
+            main(["compare", str(golden / "v9"), str(golden / "v10"), "--out", str(tmp_path / name), *options])
+            written.append((tmp_path / name).read_text())
+            assert "error" not in capsys.readouterr().err
+        assert written[0] == written[1] and len(written[0]) > 100
