@@ -12,10 +12,13 @@ from harness.plain_text import visible
 
 def os_error_line(exc: OSError, out: Any) -> str:
     """What went wrong with which path; `out`: the command's `--out`, if it has one. Where making
-    `--out` was refused, the line names the option and what to do, not only the folder refused."""
+    `--out` was refused, or `--out` is a folder where a file is written, the line names the option
+    and what to do, not only the path."""
     if isinstance(exc, PermissionError) and out and _on_the_way_to(exc.filename, Path(out)):
         return (f"--out {visible(out)}: this user may not write there ({visible(exc.strerror)} at "
                 f"{visible(exc.filename)}); give a folder of your own")
+    if isinstance(exc, IsADirectoryError) and out and _on_the_way_to(exc.filename, Path(out)):
+        return f"--out {visible(out)}: a directory; give the path of the file to write"
     # a write that failed after its file opened names no file: the output's
     where = exc.filename if exc.filename is not None else f"--out {out}" if out else "writing the output"
     return f"{visible(where)}: {visible(exc.strerror or exc)}"

@@ -355,3 +355,9 @@ def test_compare_replaces_only_a_comparison_it_wrote(capsys: pytest.CaptureFixtu
             written.append((tmp_path / name).read_text())
             assert "error" not in capsys.readouterr().err
         assert written[0] == written[1] and len(written[0]) > 100
+
+
+def test_schema_out_at_a_folder_is_named_as_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`schema --out DIR` said only `DIR: Is a directory`."""
+    assert main(["schema", "--out", str(tmp_path)]) == 2
+    assert f"fusionbench: error: --out {tmp_path}: a directory; give the path of the file to write" in capsys.readouterr().err
