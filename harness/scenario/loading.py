@@ -282,6 +282,13 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
         message = "Input should be " + " or ".join(wanted)
     elif first["type"] == "missing":
         message = "required, but missing"
+    elif first["type"] == "model_type":  # pydantic names its class: "a valid dictionary or instance of LoadGenSettings"
+        shown = repr(first["input"])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        given = "nothing" if first["input"] is None else f"{_yaml_kind(first['input'])} {shown}"
+        message = f"should be a mapping of keys to values (KEY: VALUE), not {given}"
+        if loc and loc[0] == "models" and len(loc) == 2:
+            message = f"should be a model's name, or a mapping with its name: (name: resnet18), not {given}"
     else:
         message = first["msg"].removeprefix("Value error, ")
         item = re.match(r"\[(\d+)\] ", message)
@@ -290,6 +297,19 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
             field = _dotted(loc)
     line = _line_of(node, loc)
     return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
+
+
+def _yaml_kind(value: object) -> str:
+    """What YAML read a value as, in the file's words."""
+    if isinstance(value, bool):
+        return "the boolean"
+    if isinstance(value, (int, float)):
+        return "the number"
+    if isinstance(value, str):
+        return "the text"
+    if isinstance(value, list):
+        return "the list"
+    return "the value"
 
 
 #: pydantic's names for the branches of a backend option's type (harness/scenario/format_base.py `OptionValue`).

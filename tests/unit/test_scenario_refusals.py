@@ -149,3 +149,18 @@ def test_a_max_query_count_below_the_scenarios_least_is_refused(tmp_path: Path,
                     "max_query_count 100 or more")
     (tmp_path / "offline.yaml").write_text(text.replace("Offline, SingleStream", "Offline"))  # Offline's least is 1
     assert loading.load(tmp_path / "offline.yaml").loadgen.max_query_count == 5
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\nloadgen:\n",
+     "4: loadgen: should be a mapping of keys to values (KEY: VALUE), not nothing"),
+    ("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\ntiming: 5\n",
+     "4: timing: should be a mapping of keys to values (KEY: VALUE), not the number 5"),
+    ("models:\n  - 123\nbackends: [eager]\nscenarios: [Offline]\n",
+     "2: models[0]: should be a model's name, or a mapping with its name: (name: resnet18), not the number 123"),
+])
+def test_a_part_that_is_no_mapping_is_said_in_the_files_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str) -> None:
+    """It said "Input should be a valid dictionary or instance of LoadGenSettings": a class of the harness's."""
+    path, message = refused(tmp_path, capsys, text)
+    assert message == f"fusionbench: error: {path}:{said}"
