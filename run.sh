@@ -153,7 +153,7 @@ case "${1:-}" in
         shift
         exec "$run_python" -m harness.cli container "$@"
         ;;
-    *.yaml | *.yml | --resume | --resume=*)
+    *.[yY][aA][mM][lL] | *.[yY][mM][lL] | --resume | --resume=*)
         exec "$run_python" -m harness.cli run "$@"
         ;;
     *)

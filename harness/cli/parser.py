@@ -64,6 +64,6 @@ class OneLineParser(argparse.ArgumentParser):
         if chosen is None or not self._commands():
             return ""
         word = chosen.group(1)
-        if word.endswith(_SCENARIO_SUFFIXES):
+        if word.lower().endswith(_SCENARIO_SUFFIXES):
             return f" (a scenario file follows `run`: {self.prog} run {word} [OPTIONS])"
         return closest(word, list(self._commands()))

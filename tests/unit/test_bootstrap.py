@@ -190,3 +190,13 @@ def test_the_plan_for_an_environment_that_matches_the_locks_says_nothing_is_inst
     (tmp_path / "venv" / ".fusionbench-lock").write_text(wanted)
     plan = run_sh("--install-plan", env=env).stdout
     assert f"# {tmp_path / 'venv'} matches the locks: ./run.sh installs nothing now" in plan, plan
+
+
+def test_a_scenario_file_named_in_capitals_is_run(tmp_path: Path) -> None:
+    """`./run.sh Tiny.YAML` went to the CLI as a command, refused as no command."""
+    scenario = tmp_path / "Tiny.YAML"
+    scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    done = run_sh(str(scenario), "--dry-run", "--device", "cpu",
+                  env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr
+    assert "resnet18" in done.stdout

@@ -289,6 +289,7 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(argv: list
      "fusionbench compare: error: unrecognized arguments: --treshold b (did you mean '--threshold'?)"),
     (["vaidate", "results/x"], "fusionbench: error: argument COMMAND: invalid choice: 'vaidate'"),
     (["--dry-run", "scenarios/smoke.yaml"], "(a scenario file follows `run`: fusionbench run scenarios/smoke.yaml [OPTIONS])"),
+    (["Tiny.YAML"], "(a scenario file follows `run`: fusionbench run Tiny.YAML [OPTIONS])"),
     (["pack", "results/x"], "fusionbench pack: error: the following arguments are required: --org"),
     (["run", "scenarios/smoke.yaml", "--device", "gpu"], "fusionbench run: error: argument --device: invalid choice: 'gpu'"),
 ])
