@@ -143,9 +143,11 @@ def only_text(only: dict[str, Any]) -> str:
 
 
 def select(cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
-    """Cells matching every key of `only` (any of the values given for a key)."""
+    """Cells matching every key of `only` (any of the values given for a key); ConfigError where none
+    does."""
     chosen = [c for c in cells if all(c.field(k) in values for k, values in only.items())]
     if only and not chosen:
+        check_values(cells, only)  # a value no cell has, named with the values there are
         raise ConfigError(f"--only {only_text(only)} matches no cell of this scenario")
     return chosen
 

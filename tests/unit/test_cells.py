@@ -150,6 +150,17 @@ def test_a_value_of_only_that_no_cell_has_is_refused_beside_one_that_does() -> N
         check_values(cells, parse_only("batch=8,batch=64"))
 
 
+def test_a_selection_of_nothing_names_the_values_there_are() -> None:
+    """`run --resume RUN --only model=resnet50` said only that it matched no cell (a new run's
+    check named the values; a resume's selection did not)."""
+    cells = expand(resolved(), "cpu")
+    with pytest.raises(ConfigError, match=r"--only model=resnet50 matches no cell of this scenario \(did you mean "
+                                          r"'resnet18'\?\); its model values: mobilenet_v3_small, resnet18"):
+        select(cells, parse_only("model=resnet50"))
+    with pytest.raises(ConfigError, match=r"^--only scenario=SingleStream, batch=8 matches no cell of this scenario$"):
+        select(cells, parse_only("scenario=SingleStream,batch=8"))  # each value is some cell's; together, none
+
+
 def test_a_resume_whose_only_matches_no_cell_the_bundle_planned_is_refused() -> None:
     from types import SimpleNamespace
 
