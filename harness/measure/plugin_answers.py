@@ -5,6 +5,7 @@ not iterable", naming nothing)."""
 
 from __future__ import annotations
 
+import json
 import site
 import sys
 import sysconfig
@@ -33,11 +34,17 @@ def asked(prepared: Any, method: str, returns: tuple[type, ...], *args: Any) -> 
 
 
 def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> Any:
-    """`value`, which `owner.<method>()` returned, where it is one of `returns` (a bool is no int);
-    BackendFailed naming the method otherwise."""
+    """`value`, which `owner.<method>()` returned, where it is one of `returns` (a bool is no int)
+    and, a dict, JSON (the cell records it as it is); BackendFailed naming the method otherwise."""
     wrong = wrong_answer(owner, method, value, returns)
     if wrong:
         raise BackendFailed(wrong)
+    if isinstance(value, dict):  # else the worker dies writing its answer, naming nothing
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise BackendFailed(f"{type(owner).__name__}.{method}() returned a dict that is not JSON: {exc} "
+                                f"({CONTRACT})") from None
     return value
 
 

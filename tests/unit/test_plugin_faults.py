@@ -262,3 +262,22 @@ def test_a_frame_of_an_installed_package_may_be_the_plugins_but_never_the_harnes
     assert _not_the_plugins(Path(__file__).resolve().parents[2] / "harness" / "run" / "probe.py")
     installed = Path(torch.__file__).resolve()
     assert installed.is_relative_to(Path(sysconfig.get_paths()["purelib"]).resolve()) and not _not_the_plugins(installed)
+
+
+def test_a_dict_answer_that_is_not_json_fails_its_cell_naming_the_method() -> None:
+    """A `rewrites()` that recorded a torch object (`{"memory_format": torch.channels_last}`) passed
+    the type check, and the worker died writing its answer: the cell failed as "worker exited with
+    code 1 without an answer (in phase memory_traffic)", naming neither the method nor its phase."""
+
+    class Objects(_Answers):
+        def rewrites(self) -> Any:
+            return {"memory_format": object()}
+
+        def math_mode(self) -> Any:
+            return {"tf32": False, "setting": {1, 2}}
+
+    with pytest.raises(BackendFailed, match=r"^Objects\.rewrites\(\) returned a dict that is not JSON: "
+                                            r"Object of type object is not JSON serializable \(harness/contract\.py\)$"):
+        asked(Objects(), "rewrites", (dict,))
+    with pytest.raises(BackendFailed, match=r"^Objects\.math_mode\(\) returned a dict that is not JSON: "):
+        asked(Objects(), "math_mode", (dict,))
