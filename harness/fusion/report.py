@@ -18,6 +18,14 @@ class KernelGroup:
     kernel: str
     ops: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # ("aten.relu") without its comma is one string, which would be counted letter by letter
+        if isinstance(self.ops, str):
+            raise TypeError(f"KernelGroup {self.kernel!r}: ops is a str; give a tuple of operator names: ({self.ops!r},)")
+        for op in self.ops:
+            if not isinstance(op, str):
+                raise TypeError(f"KernelGroup {self.kernel!r}: ops holds {op!r} ({type(op).__name__}), not an operator name")
+
     @property
     def fusion_class(self) -> str:
         return classify(self.ops)
@@ -31,6 +39,11 @@ class FusionReport:
     source: str  # how it was obtained, e.g. "inductor generated code"
     approximate: bool = False
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        for kernel in self.kernels:
+            if not isinstance(kernel, KernelGroup):
+                raise TypeError(f"FusionReport: kernels holds {kernel!r} ({type(kernel).__name__}), not a KernelGroup")
 
     @property
     def fusions(self) -> int:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from harness.fusion import FusionReport, KernelGroup, classify, is_view_op, op_name
 
 
@@ -39,3 +41,15 @@ def test_aten_views_are_not_counted_as_fused_operators() -> None:
     assert classify(["onnx.MatMul", "onnx.Transpose"]) == "tensor+element"  # ORT executes Transpose
     report = FusionReport(kernels=(KernelGroup("k", ("aten.native_layer_norm", "aten.permute")),), source="test")
     assert report.fusions == 0 and report.to_json()["kernels"][0]["ops"] == ["aten.native_layer_norm", "aten.permute"]
+
+
+def test_a_group_whose_ops_are_one_string_is_refused_not_counted_letter_by_letter() -> None:
+    """`KernelGroup(name, ("aten.relu"))`, the one-element tuple without its comma, was recorded as a
+    fusion of 9 operators ("a", "t", "e", ...): a fusion-off cell read as fused in every kernel, valid."""
+    with pytest.raises(TypeError, match=r"^KernelGroup 'k0': ops is a str; give a tuple of operator names"):
+        KernelGroup("k0", ("aten.relu"))
+    with pytest.raises(TypeError, match=r"^KernelGroup 'k0': ops holds 3 \(int\), not an operator name"):
+        KernelGroup("k0", ("aten.relu", 3))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^FusionReport: kernels holds 'k0' \(str\), not a KernelGroup"):
+        FusionReport(kernels=("k0", "k1"), source="test")  # type: ignore[arg-type]
+    assert FusionReport(kernels=(KernelGroup("k0", ("aten.relu",)),), source="test").fusions == 0
