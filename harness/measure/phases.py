@@ -180,7 +180,7 @@ def measure(
             precision.math_record(dtype, device, precision.torch_math_state(), plugin_answers.asked(prepared, "math_mode", (dict,))))
         metrics.rewrites = plugin_answers.asked(prepared, "rewrites", (dict,))
     finally:
-        prepared.close()
+        plugin_answers.close(prepared)
     # The pass's child (CUDA cells) prepares its own copy of the model: this process's copy, its inputs,
     # the timing's batches and the allocator's cached blocks go first.
     del model, samples, example, reference, later_reference, prepared, timing
@@ -281,7 +281,7 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
                 if not checked["ok"]:
                     reasons.append(f"correctness after timing (samples {rows}): {checked['reason']}")
     finally:
-        prepared.close()
+        plugin_answers.close(prepared)
     return reasons
 
 

@@ -33,6 +33,19 @@ def asked(prepared: Any, method: str, returns: tuple[type, ...], *args: Any) -> 
     return returned(prepared, method, value, returns)
 
 
+def close(prepared: Any) -> None:
+    """`prepared.close()`, called in the `finally` after a cell's passes: where they raised, their
+    failure stays the cell's reason and a close that raises too is only printed to the worker's log;
+    where they did not, a close that raises fails the cell naming the method."""
+    failing = sys.exc_info()[1] is not None  # in a `finally`, the exception it is passing on
+    try:
+        prepared.close()
+    except Exception as exc:
+        traceback.print_exc()
+        if not failing:
+            raise BackendFailed(raised(prepared, "close", exc)) from None
+
+
 def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> Any:
     """`value`, which `owner.<method>()` returned, where it is one of `returns` (a bool is no int)
     and, a dict, JSON (the cell records it as it is); BackendFailed naming the method otherwise."""

@@ -281,3 +281,18 @@ def test_a_dict_answer_that_is_not_json_fails_its_cell_naming_the_method() -> No
         asked(Objects(), "rewrites", (dict,))
     with pytest.raises(BackendFailed, match=r"^Objects\.math_mode\(\) returned a dict that is not JSON: "):
         asked(Objects(), "math_mode", (dict,))
+
+
+def test_a_close_that_raises_fails_its_cell_naming_the_method(capsys: pytest.CaptureFixture[str]) -> None:
+    """After passes that ended well, a close that raised failed the cell in the name of the last
+    phase ("profile: AttributeError: ..."), naming no method."""
+    from harness.measure.plugin_answers import close
+
+    class Closing(_Answers):
+        def close(self) -> None:
+            raise AttributeError("'Closing' object has no attribute 'session'")
+
+    with pytest.raises(BackendFailed, match=r"^Closing\.close\(\) raised AttributeError: "
+                                            r"'Closing' object has no attribute 'session' \(at "):
+        close(Closing())
+    assert "no attribute 'session'" in capsys.readouterr().err

@@ -127,11 +127,27 @@ class NoMathModeBackend(RaisingBackend):
         return _NoMathMode(model)
 
 
+class _LosesItsSession(_Wrapped):
+    def __call__(self, batch: Any) -> Any:
+        raise RuntimeError("the runtime lost its session")
+
+    def close(self) -> None:
+        self.session.release()  # type: ignore[attr-defined]  # never made: the call failed first
+
+
+class LosesItsSessionBackend(RaisingBackend):
+    name = "loses-its-session"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        return _LosesItsSession(model)
+
+
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     fakes = {"raising": RaisingBackend, "wrong": WrongBackend, "eager": EagerBackend, "unprepared": UnpreparedBackend,
              "no-math-mode": NoMathModeBackend, "first-calls-only": FirstCallsOnlyBackend,
-             "example-only": ExampleOnlyBackend, "storage-start": StorageStartBackend}
+             "example-only": ExampleOnlyBackend, "storage-start": StorageStartBackend,
+             "loses-its-session": LosesItsSessionBackend}
     monkeypatch.setattr(registry, "load", lambda name: fakes[name])
 
 
@@ -161,6 +177,16 @@ def test_a_prepare_that_returns_no_prepared_fails_the_cell_naming_the_method(
     answer = run(tmp_path, cell_for("unprepared"), monkeypatch)
     assert answer["status"] == "failed"
     assert answer["reasons"] == ["prepare: UnpreparedBackend.prepare() returned ResNet; it returns Prepared (harness/contract.py)"]
+
+
+def test_a_close_that_raises_after_a_failure_leaves_the_failure_the_cells_reason(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The close's AttributeError took the place of the first call's error as the cell's reason."""
+    answer = run(tmp_path, cell_for("loses-its-session"), monkeypatch)
+    assert answer["status"] == "failed"
+    assert answer["reasons"][0].startswith("first_call: RuntimeError: the runtime lost its session"), answer["reasons"]
+    assert "has no attribute 'session'" in capsys.readouterr().err  # the close's traceback, for the worker's log
 
 
 @pytest.mark.slow
