@@ -156,12 +156,16 @@ def math_record(dtype: str, device: str, torch_state: Mapping[str, Any],
         record["problems"] = []
         return record
     paths = _torch_uses_tf32(torch_state, device)
-    if "tf32" in backend_state:
-        paths["backend library"] = bool(backend_state["tf32"])
+    problems = []
+    library_tf32 = backend_state.get("tf32")
+    if isinstance(library_tf32, bool):
+        paths["backend library"] = library_tf32
+    elif "tf32" in backend_state:  # "0" read as a truth value would be TF32 on, None off
+        problems.append(f"the backend's math_mode() gave tf32 as {library_tf32!r} ({type(library_tf32).__name__}), "
+                        "not a bool: whether its library ran TF32 is not known")
     on = [path for path, used in paths.items() if used]
     off = [path for path, used in paths.items() if not used]
     effective = "tf32" if not off else "ieee" if not on else "mixed"
-    problems = []
     if effective != precision.math:
         problems.append(f"asked for IEEE fp32, but TF32 was allowed in: {', '.join(on)}" if precision.math == "ieee"
                         else f"asked for TF32, but it was off in: {', '.join(off)}")

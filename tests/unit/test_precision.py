@@ -57,6 +57,18 @@ def test_a_backend_library_that_kept_tf32_makes_an_fp32_cell_wrong() -> None:
     assert any("unreadable" in problem for problem in unreadable["problems"])
 
 
+def test_a_backend_tf32_that_is_not_a_bool_is_a_problem_not_read_as_on_or_off() -> None:
+    """`{"tf32": "0"}` (ONNX Runtime's option as its session gives it, a string) was read as TF32 on and
+    an fp32 cell called invalid for it; `{"tf32": None}` (a library that would not say) as IEEE, valid."""
+    set_torch_math("fp32")
+    for given in ("0", None):
+        record = math_record("fp32", "cpu", torch_math_state(), {"tf32": given})
+        assert record["effective"] == "ieee", record
+        assert record["problems"] == [f"the backend's math_mode() gave tf32 as {given!r} ({type(given).__name__}), "
+                                      "not a bool: whether its library ran TF32 is not known"]
+    assert math_record("fp32", "cpu", torch_math_state(), {"tf32": False})["problems"] == []
+
+
 def test_an_environment_override_that_forces_tf32_off_fails_a_tf32_cell(monkeypatch: pytest.MonkeyPatch) -> None:
     set_torch_math("tf32")
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
