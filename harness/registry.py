@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.contract import Backend
 from harness.did_you_mean import closest
 from harness.errors import ConfigError
+from harness.options import BackendOptions
 
 GROUP = "fusionbench.backends"
 DISTRIBUTION = "fusionbench"
@@ -133,4 +134,8 @@ def load(name: str) -> type[Backend]:
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")
     if cls.name != name:
         raise ConfigError(f"backend {eps[name].value} is registered as {name!r} but calls itself {cls.name!r}")
+    options = cls.options_model
+    if not (isinstance(options, type) and issubclass(options, BackendOptions)):  # else a typo in `options:` passes
+        raise ConfigError(f"backend {eps[name].value} has an options_model, {getattr(options, '__name__', options)}, "
+                          "that is not a harness.options.BackendOptions subclass (which refuses unknown keys and wrong types)")
     return cls

@@ -200,3 +200,22 @@ def test_a_scenario_file_named_in_capitals_is_run(tmp_path: Path) -> None:
                   env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr
     assert "resnet18" in done.stdout
+
+
+@pytest.mark.parametrize("base", ["pydantic.BaseModel", "object"])
+def test_an_options_model_that_is_not_backend_options_makes_the_backend_fail_to_load(
+    base: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain pydantic model let a scenario's typo through (`channel_last: true` ran with the default,
+    the cell labelled `channel_last=True`); a dataclass stopped the scenario's loading with a traceback."""
+    _plugin_metadata(tmp_path, "fb-loose", registry.GROUP, "loose = fb_loose:Loose")
+    (tmp_path / "fb_loose.py").write_text(
+        "import pydantic\n\nfrom harness.contract import Backend\n\n\n"
+        f"class LooseOptions({base}):\n    channels_last: bool = False\n\n\n"
+        "class Loose(Backend):\n    name = 'loose'\n    options_model = LooseOptions\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("loose")
+    assert str(refused.value) == (
+        "backend fb_loose:Loose has an options_model, LooseOptions, that is not a harness.options.BackendOptions "
+        "subclass (which refuses unknown keys and wrong types)")
