@@ -38,6 +38,14 @@ def _name_only(value: Any) -> Any:
     return {"name": value} if isinstance(value, str) else value
 
 
+def _entries(value: Any) -> Any:
+    """`models: resnet18` (or one mapping) is a one-entry list, as `dtypes: fp32` is; a key left
+    empty is refused in words, not as "Input should be a valid list"."""
+    if value is None:
+        raise ValueError("empty; list at least one entry")
+    return [value] if isinstance(value, (str, dict)) else value
+
+
 def _backend_name_only(value: Any) -> Any:
     """As `_name_only`; a bare `- null` is YAML's null, and can only mean the null backend."""
     return _name_only("null" if value is None else value)
@@ -76,14 +84,20 @@ class ScenarioFile(StrictModel):
         list[DType], BeforeValidator(as_list, json_schema_input_type=Union[DType, list[DType]]),
         AfterValidator(each_once),
     ] = Field(["fp32"], min_length=1)
-    models: list[
-        Annotated[ModelSpec, BeforeValidator(_name_only, json_schema_input_type=Union[str, ModelSpec])]
+    models: Annotated[
+        list[Annotated[ModelSpec, BeforeValidator(_name_only, json_schema_input_type=Union[str, ModelSpec])]],
+        BeforeValidator(_entries, json_schema_input_type=Union[
+            str, ModelSpec, Annotated[list[Union[str, ModelSpec]], Field(min_length=1, max_length=1000)]]),
     ] = Field(min_length=1, max_length=1000)
-    backends: list[
-        Annotated[
-            BackendSpec,
-            BeforeValidator(_backend_name_only, json_schema_input_type=Union[str, BackendSpec, None]),
-        ]
+    backends: Annotated[
+        list[
+            Annotated[
+                BackendSpec,
+                BeforeValidator(_backend_name_only, json_schema_input_type=Union[str, BackendSpec, None]),
+            ]
+        ],
+        BeforeValidator(_entries, json_schema_input_type=Union[
+            str, BackendSpec, Annotated[list[Union[str, BackendSpec, None]], Field(min_length=1, max_length=100)]]),
     ] = Field(min_length=1, max_length=100)
     scenarios: Annotated[
         list[ScenarioName],

@@ -383,3 +383,17 @@ def test_batch_sizes_take_one_value_a_device_and_say_they_are_per_device(tmp_pat
     assert error_of(tmp_path, head + "batch_sizes: [8]\n").endswith(
         ":4: batch_sizes: batch sizes are given per device: {cpu: [8], cuda: [8]} (or one of the two)")
     assert "{cpu: 16, cuda: 16}" in error_of(tmp_path, head + "batch_sizes: 16\n")
+
+
+def test_one_model_or_backend_may_stand_alone_and_an_empty_key_is_named(tmp_path: Path) -> None:
+    """`models: resnet18` was refused ("Input should be a valid list") where `dtypes: fp32` is taken
+    as one item; an empty `models:` said the same, not that it names nothing."""
+    one = load_text(tmp_path, "models: resnet18\nbackends: eager\nscenarios: Offline\n")
+    assert [m.name for m in one.models] == ["resnet18"] and [b.name for b in one.backends] == ["eager"]
+    mapping = load_text(tmp_path, "models: {name: resnet18, input_size: 64}\nbackends: {name: eager}\nscenarios: Offline\n")
+    assert mapping.models[0].input_size == 64 and mapping.backends[0].name == "eager"
+    assert error_of(tmp_path, "models:\nbackends: [eager]\nscenarios: Offline\n").endswith(
+        ":1: models: empty; list at least one entry")
+    assert error_of(tmp_path, "models: [resnet18]\nbackends:\nscenarios: Offline\n").endswith(
+        ":2: backends: empty; list at least one entry")
+    assert "models: List should have at least 1 item" in error_of(tmp_path, "models: []\nbackends: [eager]\nscenarios: Offline\n")
