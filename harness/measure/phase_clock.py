@@ -37,10 +37,14 @@ class PhaseClock:
         except OSError:
             pass  # the progress display is a convenience; measurement goes on
         start = time.perf_counter()
+        ended = False
         try:
             yield
+            ended = True
         finally:
             self.durations_s[phase.name] = time.perf_counter() - start
+            if ended:  # a failure between phases (math_mode() after the profile) is not one in it
+                self.current = f"after {phase.name}"
             self.keep()
 
     def move(self, seconds: float, source: Phase, target: Phase) -> None:
