@@ -18,8 +18,9 @@ from harness.measure.protocol import WorkerAnswer
 def kept(partial: WorkerAnswer | None, record: dict[str, Any], log_path: Path) -> dict[str, Any]:
     """The fields of `partial` that `record` (the failed cell's, its status and reasons set) takes:
     all of them, or where the record they make is refused, those it takes without the figures
-    (top-level metrics) it refuses, each figure tried alone, then together; `{"metrics": {}}` where
-    there is no partial answer or even its fields without figures are refused."""
+    (top-level metrics) it refuses, each figure tried beside those taken until no more is taken
+    (a derived figure once its sources are); `{"metrics": {}}` where there is no partial answer or
+    even its fields without figures are refused."""
     if partial is None:
         return {"metrics": {}}
     fields = {k: v for k, v in partial.record().items() if k not in ("status", "reasons", "warnings")}
@@ -28,10 +29,17 @@ def kept(partial: WorkerAnswer | None, record: dict[str, Any], log_path: Path) -
         return fields
     bare = {**fields, "metrics": {}}
     figures = fields["metrics"]
-    taken = {name: value for name, value in figures.items() if not _refusals(record, {**bare, "metrics": {name: value}})}
+    taken: dict[str, Any] = {}
+    grew = True
+    while grew:  # a figure derived from others (first_call_ratio) is taken once they are
+        grew = False
+        for name, value in figures.items():
+            if name not in taken and not _refusals(record, {**bare, "metrics": {**taken, name: value}}):
+                taken[name] = value
+                grew = True
     salvaged = {**bare, "metrics": taken}
-    if _refusals(record, salvaged):  # each figure taken alone, refused together (or without any)
-        salvaged = bare if not _refusals(record, bare) else {"metrics": {}}
+    if _refusals(record, salvaged):  # even without any figure
+        salvaged = {"metrics": {}}
     left_out = sorted(set(figures) - set(salvaged["metrics"]))
     _say(log_path, f"of what the worker kept of its answer, {_which(left_out, salvaged)} not recorded", refused)
     return salvaged

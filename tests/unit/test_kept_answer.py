@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.timing_record import DeviceTime, TimeSummary
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
@@ -53,6 +54,18 @@ def test_a_figure_of_the_answer_so_far_the_bundle_would_refuse_is_left_out_alone
     CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
     assert "of what the worker kept of its answer, metrics prepare_s is not recorded" in record["log_tail"]
     assert "metrics.prepare_s 999 is not the prepare phase's 1.5" in record["log_tail"]
+
+
+def test_a_figure_derived_from_others_stays_when_another_is_left_out(tmp_path: Path) -> None:
+    """The first call's ratio to the device-time median is refused alone (it needs both); a bad
+    compile time beside them took it with it, though the record takes it with its sources."""
+    timing = DeviceTime(samples_ns=[], summary=TimeSummary(n=10, median_ns=1e6, mean_ns=1e6))
+    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0, first_call_s=0.25, device_time=timing,
+                                           first_call_ratio=250.0), phases_s={"prepare": 1.5})
+    record = recorded(tmp_path, partial)
+    assert set(record["metrics"]) == {"first_call_s", "device_time", "first_call_ratio"}
+    CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
+    assert "of what the worker kept of its answer, metrics prepare_s is not recorded" in record["log_tail"]
 
 
 def test_an_answer_so_far_refused_without_its_figures_is_not_recorded(tmp_path: Path) -> None:
