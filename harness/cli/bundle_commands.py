@@ -148,8 +148,8 @@ _COMPARISON_STARTS = (b"# FusionBench comparison\n", b'{\n "a": ')
 
 
 def _replaceable_comparison(out: Path) -> None:
-    """ConfigError unless `out` is free for a comparison: absent, not a regular file, or a comparison
-    an earlier compare wrote (written again). Any other file was replaced without a word: a scenario file given as
+    """ConfigError unless `out` is free for a comparison: absent, not a regular file, empty (`mktemp`'s),
+    or a comparison an earlier compare wrote (written again). Any other file was replaced without a word: a scenario file given as
     --out by a slip of the shell's completion was lost."""
     if out.is_dir():
         raise ConfigError(f"--out {visible(out)}: a directory; give the path of the file to write")
@@ -157,7 +157,7 @@ def _replaceable_comparison(out: Path) -> None:
         return
     with out.open("rb") as existing:
         start = existing.read(64)
-    if not start.startswith(_COMPARISON_STARTS):
+    if start and not start.startswith(_COMPARISON_STARTS):  # an empty file holds nothing to lose
         raise ConfigError(f"--out {visible(out)}: a file compare did not write is there, and would be replaced; give "
                           "another path, or remove it first")
 

@@ -362,3 +362,13 @@ def test_schema_out_at_a_folder_is_named_as_one(capsys: pytest.CaptureFixture[st
     """`schema --out DIR` said only `DIR: Is a directory`."""
     assert main(["schema", "--out", str(tmp_path)]) == 2
     assert f"fusionbench: error: --out {tmp_path}: a directory; give the path of the file to write" in capsys.readouterr().err
+
+
+def test_compare_writes_over_an_empty_file(capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path) -> None:
+    """An empty file holds nothing to lose: `--out "$(mktemp)"` was refused as a file compare did not write."""
+    golden = repo / "tests" / "golden"
+    made = tmp_path / "tmp.Xk3"
+    made.touch()
+    assert main(["compare", str(golden / "v9"), str(golden / "v10"), "--out", str(made)]) in (0, 1)
+    assert "error" not in capsys.readouterr().err
+    assert made.read_text().startswith("# FusionBench comparison\n")
