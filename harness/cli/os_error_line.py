@@ -12,11 +12,13 @@ from harness.plain_text import visible
 
 def os_error_line(exc: OSError, out: Any) -> str:
     """What went wrong with which path; `out`: the command's `--out`, if it has one. Where making
-    `--out` was refused, or `--out` is a folder where a file is written, the line names the option
-    and what to do, not only the path."""
-    if isinstance(exc, PermissionError) and out and _on_the_way_to(exc.filename, Path(out)):
+    `--out` or writing a file into it was refused, or `--out` is a folder where a file is written,
+    the line names the option and what to do, not only the path."""
+    if isinstance(exc, PermissionError) and out and (_on_the_way_to(exc.filename, Path(out))
+                                                     or _written_in(exc.filename, Path(out))):
+        at = out if _written_in(exc.filename, Path(out)) else exc.filename  # not a temporary file of its own
         return (f"--out {visible(out)}: this user may not write there ({visible(exc.strerror)} at "
-                f"{visible(exc.filename)}); give a folder of your own")
+                f"{visible(at)}); give a folder of your own")
     if isinstance(exc, IsADirectoryError) and out and _on_the_way_to(exc.filename, Path(out)):
         return f"--out {visible(out)}: a directory; give the path of the file to write"
     # a write that failed after its file opened names no file: the output's
@@ -30,3 +32,11 @@ def _on_the_way_to(filename: Any, out: Path) -> bool:
         return False
     failed = Path(os.path.abspath(filename))
     return failed == Path(os.path.abspath(out)) or failed in Path(os.path.abspath(out)).parents
+
+
+def _written_in(filename: Any, out: Path) -> bool:
+    """Whether `filename` (an OSError's) is a file in the folder `out`, as the report's (or its
+    temporary file) is: where writing into an `--out` folder that exists failed."""
+    if not isinstance(filename, str):
+        return False
+    return Path(os.path.abspath(filename)).parent == Path(os.path.abspath(out))

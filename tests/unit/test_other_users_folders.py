@@ -67,3 +67,21 @@ def test_an_out_the_user_may_not_make_is_named_with_what_to_do(
     err = " ".join(capsys.readouterr().err.split())
     assert err == (f"fusionbench: error: --out {closed / 'rep'}: this user may not write there (Permission denied at "
                    f"{closed / 'rep'}); give a folder of your own"), err
+
+
+@pytest.mark.parametrize("command", ["report", "findings"])
+def test_an_out_folder_the_user_may_not_write_into_is_named_with_what_to_do(
+        roots_folder: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report RUN --out DIR`, DIR root's: it said `DIR/.report.md.45prots0.tmp: Permission denied`,
+    a temporary file of its own, named as the problem."""
+    bundle = roots_folder / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", bundle)
+    shared = roots_folder / "shared"
+    shared.mkdir()
+    assert main([command, str(bundle), "--out", str(tmp_path / "rep")]) == 0  # its lazy imports, from root's Python
+    capsys.readouterr()
+    with acting_as():
+        assert main([command, str(bundle), "--out", str(shared)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err == (f"fusionbench: error: --out {shared}: this user may not write there (Permission denied at "
+                   f"{shared}); give a folder of your own"), err
