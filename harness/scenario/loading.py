@@ -289,6 +289,8 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
         message = f"should be a mapping of keys to values (KEY: VALUE), not {given}"
         if loc and loc[0] == "models" and len(loc) == 2:
             message = f"should be a model's name, or a mapping with its name: (name: resnet18), not {given}"
+        if loc and loc[0] == "backends" and len(loc) == 2:
+            message = f"should be a backend's name, or a mapping with its name: (name: eager), not {given}"
     else:
         message = first["msg"].removeprefix("Value error, ")
         item = re.match(r"\[(\d+)\] ", message)

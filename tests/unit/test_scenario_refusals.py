@@ -158,6 +158,8 @@ def test_a_max_query_count_below_the_scenarios_least_is_refused(tmp_path: Path,
      "4: timing: should be a mapping of keys to values (KEY: VALUE), not the number 5"),
     ("models:\n  - 123\nbackends: [eager]\nscenarios: [Offline]\n",
      "2: models[0]: should be a model's name, or a mapping with its name: (name: resnet18), not the number 123"),
+    ("models: [resnet18]\nbackends:\n  - 5\nscenarios: [Offline]\n",  # `- eager` is an entry: not a mapping alone
+     "3: backends[0]: should be a backend's name, or a mapping with its name: (name: eager), not the number 5"),
 ])
 def test_a_part_that_is_no_mapping_is_said_in_the_files_words(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str) -> None:
