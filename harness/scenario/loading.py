@@ -200,22 +200,29 @@ def _check_no_blank_backend(root: yaml.Node, where: str) -> None:
     """Refuse an entry of `backends` left blank (`- ` or `- ~`): YAML reads it as null, which names
     the null backend, so a blank line ran the null backend's cells with no word. The null backend
     is written `null`; within an entry, `{name: 'null'}`, quoted (unquoted, YAML's null was refused
-    as "Input should be a valid string")."""
+    as "Input should be a valid string"), as in one entry standing alone; and standing alone itself
+    `[null]` or `'null'` (`backends: null` was refused as empty)."""
     if not isinstance(root, yaml.MappingNode):
         return
     for key, value in root.value:
-        if not (isinstance(key, yaml.ScalarNode) and key.value == "backends" and isinstance(value, yaml.SequenceNode)):
+        if not (isinstance(key, yaml.ScalarNode) and key.value == "backends"):
             continue
-        for index, item in enumerate(value.value):
-            if _is_null(item) and item.value in ("", "~"):
-                raise ConfigError(f"{where}:{item.start_mark.line + 1}: backends[{index}]: an empty entry; name a "
+        if _is_null(value) and value.value not in ("", "~"):  # blank: the schema names it empty
+            raise ConfigError(f"{where}:{value.start_mark.line + 1}: backends: YAML reads an unquoted {value.value} "
+                              "as nothing; the null backend alone is written [null] or 'null'")
+        # one entry standing alone (`backends: {name: ...}`) as in a list
+        items = value.value if isinstance(value, yaml.SequenceNode) else [value]
+        for index, item in enumerate(items):
+            entry = f"backends[{index}]" if isinstance(value, yaml.SequenceNode) else "backends"
+            if isinstance(value, yaml.SequenceNode) and _is_null(item) and item.value in ("", "~"):
+                raise ConfigError(f"{where}:{item.start_mark.line + 1}: {entry}: an empty entry; name a "
                                   "backend (the null backend is written `null`)")
             fields = item.value if isinstance(item, yaml.MappingNode) else []
             name = next((name for field, name in fields if isinstance(field, yaml.ScalarNode) and field.value == "name"),
                         None)
             if name is not None and _is_null(name):
                 said = "an empty name" if name.value in ("", "~") else f"YAML reads an unquoted {name.value} as no name"
-                raise ConfigError(f"{where}:{name.start_mark.line + 1}: backends[{index}].name: {said}; name a backend "
+                raise ConfigError(f"{where}:{name.start_mark.line + 1}: {entry}.name: {said}; name a backend "
                                   "(the null backend's name is quoted within an entry: {name: 'null', ...})")
 
 

@@ -138,6 +138,22 @@ def test_an_entrys_name_left_null_says_how_to_name_the_null_backend(
     assert [b.name for b in loading.load(tmp_path / "named.yaml").backends] == ["eager", "null"]
 
 
+@pytest.mark.parametrize(("backends", "said"), [
+    ("{name: null, models: [resnet18]}", "2: backends.name: YAML reads an unquoted null as no name; name a backend "
+                                         "(the null backend's name is quoted within an entry: {name: 'null', ...})"),
+    ("null", "2: backends: YAML reads an unquoted null as nothing; the null backend alone is written [null] or 'null'"),
+])
+def test_the_null_backend_standing_alone_says_how_to_name_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], backends: str, said: str) -> None:
+    """One entry may stand alone (`backends: eager`); `{name: null, ...}` alone was refused as "Input
+    should be a valid string", and `backends: null` as empty, as a list's entries no longer are."""
+    path, line = refused(tmp_path, capsys, f"models: [resnet18]\nbackends: {backends}\nscenarios: [Offline]\n")
+    assert line == f"fusionbench: error: {path}:{said}"
+    for named in ("'null'", "[null]", "{name: 'null'}"):
+        (tmp_path / "named.yaml").write_text(f"models: [resnet18]\nbackends: {named}\nscenarios: [Offline]\n")
+        assert [b.name for b in loading.load(tmp_path / "named.yaml").backends] == ["null"]
+
+
 def test_a_max_query_count_below_the_scenarios_least_is_refused(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """`max_query_count: 5` with SingleStream (100 queries at least by default) loaded without a word
