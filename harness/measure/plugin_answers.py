@@ -54,7 +54,7 @@ def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> 
         raise BackendFailed(wrong)
     if isinstance(value, dict):  # else the worker dies writing its answer, naming nothing
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)  # as the bundle writes it: no NaN or infinity
         except (TypeError, ValueError) as exc:
             raise BackendFailed(f"{type(owner).__name__}.{method}() returned a dict that is not JSON: {exc} "
                                 f"({CONTRACT})") from None

@@ -296,3 +296,16 @@ def test_a_close_that_raises_fails_its_cell_naming_the_method(capsys: pytest.Cap
                                             r"'Closing' object has no attribute 'session' \(at "):
         close(Closing())
     assert "no attribute 'session'" in capsys.readouterr().err
+
+
+def test_a_dict_answer_holding_a_nan_fails_its_cell_naming_the_method() -> None:
+    """`json.dumps` writes NaN, which no cell record holds: the worker's answer (and the answer so far)
+    was unreadable, every figure of the cell lost, and its reason named neither the method nor the value."""
+
+    class NotANumber(_Answers):
+        def rewrites(self) -> Any:
+            return {"folded_share": float("nan")}
+
+    with pytest.raises(BackendFailed, match=r"^NotANumber\.rewrites\(\) returned a dict that is not JSON: "
+                                            r"Out of range float values are not JSON compliant"):
+        asked(NotANumber(), "rewrites", (dict,))
