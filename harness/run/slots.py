@@ -67,7 +67,8 @@ GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
 def _count(text: str | None) -> int | None:
-    return int(text) if text is not None and text.strip().isdigit() and int(text) > 0 else None
+    # ASCII digits alone: str.isdigit takes "²" (which int() refuses) and "٣", which the libraries ignore
+    return int(text) if text is not None and text.strip().isascii() and text.strip().isdigit() and int(text) > 0 else None
 
 
 def check_jobs(jobs: int, env: Sequence[str] = (), device: str = "auto") -> None:

@@ -290,6 +290,13 @@ def test_a_thread_count_passed_on_from_the_shell_is_held_to_the_slots_cores_too(
         slots.check_thread_counts(4, ["OMP_NUM_THREADS"], "--jobs 2", {"OMP_NUM_THREADS": "8"})
 
 
+def test_a_thread_count_of_digits_int_cannot_read_is_no_number() -> None:
+    """`OMP_NUM_THREADS=²` (a digit to str.isdigit) ended the run with int()'s ValueError and a traceback."""
+    assert slots.env_warnings(["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "²"}, 4) == [
+        "env: OMP_NUM_THREADS=² is no number of threads: the libraries ignore it"]
+    slots.check_thread_counts(1, ["MKL_NUM_THREADS=٣"], "--jobs 2", {})  # an Arabic-Indic 3: none to the libraries
+
+
 @pytest.mark.slow
 def test_a_run_with_jobs_refuses_more_threads_than_its_slots_have(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
