@@ -100,7 +100,7 @@ def checkpoint(answer: WorkerAnswer, clock: PhaseClock, answer_file: str) -> Non
     try:
         write_bytes_atomic(protocol.partial_answer_path(answer_file), answer.to_json().encode())
     except (OSError, ValueError, TypeError) as exc:  # a record of the way: the measurement goes on
-        print(f"fusionbench worker: the answer so far was not kept after {clock.current}: {exc}", file=sys.stderr)
+        print(f"fusionbench worker: the answer so far was not kept ({clock.current}): {exc}", file=sys.stderr)
 
 
 def recorded_environment() -> dict[str, str]:

@@ -101,5 +101,8 @@ def test_a_machine_that_sped_up_during_the_attempt_is_valid_on_the_retune(tmp_pa
     # The first retune is hinted with the calls' median, not LoadGen's average of 25 ms. It is VALID
     # unless the 5 ms sleeps themselves ran slower in the first attempt than in the second by more
     # than the hint's headroom (1.2 x LoadGen's 1.1 = 1.32x): once, in a CI run on a busy 2-core
-    # machine, the first retune was INVALID too and the second, hinted 5.19 ms, VALID.
-    assert result["attempts"][1]["hint_latency_ns"] < 10 * MS, result["attempts"]
+    # machine, the first retune was INVALID too and the second, hinted 5.19 ms, VALID. A busy machine
+    # only lengthens the sleeps (in another CI run, four test workers on two cores, the first
+    # retune's hint, the calls' median, was 12.7 ms), so the bound sits between that and the
+    # average's 25 ms, which a busy machine lengthens too.
+    assert result["attempts"][1]["hint_latency_ns"] < 20 * MS, result["attempts"]

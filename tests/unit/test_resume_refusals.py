@@ -66,7 +66,8 @@ def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
 
 @pytest.mark.parametrize(("edit", "field", "why"), [
     (lambda s: s.update(limits="x"), "scenario.limits", "not a mapping"),
-    (lambda s: s.update(models="resnet18"), "scenario.models", "Input should be a valid list"),
+    # a file may say `models: resnet18`; a run stores the list
+    (lambda s: s.update(models="resnet18"), "scenario.models", '"resnet18" is not what a run stores there'),
     (lambda s: s.update(models=["resnet18"]), "scenario.models[0]", "is not what a run stores there"),
     (lambda s: s["limits"].update(cell_timeout_s="900"), "scenario.limits.cell_timeout_s", "Input should be a valid number"),
     (lambda s: s["timing"].pop("min_iters"), "scenario.timing.min_iters", "missing"),
