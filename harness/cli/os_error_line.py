@@ -14,9 +14,9 @@ def os_error_line(exc: OSError, out: Any) -> str:
     """What went wrong with which path; `out`: the command's `--out`, if it has one. Where making
     `--out` or writing a file into it was refused, or `--out` is a folder where a file is written,
     the line names the option and what to do, not only the path."""
-    if isinstance(exc, PermissionError) and out and (_on_the_way_to(exc.filename, Path(out))
-                                                     or _written_in(exc.filename, Path(out))):
-        at = out if _written_in(exc.filename, Path(out)) else exc.filename  # not a temporary file of its own
+    written_in = bool(out) and _written_in(exc.filename, Path(out))
+    if isinstance(exc, PermissionError) and out and (written_in or _on_the_way_to(exc.filename, Path(out))):
+        at = out if written_in else exc.filename  # not a temporary file of its own
         return (f"--out {visible(out)}: this user may not write there ({visible(exc.strerror)} at "
                 f"{visible(at)}); give a folder of your own")
     if isinstance(exc, IsADirectoryError) and out and _on_the_way_to(exc.filename, Path(out)):

@@ -294,10 +294,9 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         given = "nothing" if first["input"] is None else f"{_yaml_kind(first['input'])} {shown}"
         message = f"should be a mapping of keys to values (KEY: VALUE), not {given}"
-        if loc and loc[0] == "models" and len(loc) == 2:
-            message = f"should be a model's name, or a mapping with its name: (name: resnet18), not {given}"
-        if loc and loc[0] == "backends" and len(loc) == 2:
-            message = f"should be a backend's name, or a mapping with its name: (name: eager), not {given}"
+        if len(loc) == 2 and loc[0] in _NAMED_ENTRIES:  # an entry a name alone stands for
+            whose, example = _NAMED_ENTRIES[loc[0]]
+            message = f"should be a {whose} name, or a mapping with its name: (name: {example}), not {given}"
     else:
         message = first["msg"].removeprefix("Value error, ")
         item = re.match(r"\[(\d+)\] ", message)
@@ -306,6 +305,10 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
             field = _dotted(loc)
     line = _line_of(node, loc)
     return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
+
+
+#: The lists whose entries are a name or a mapping with its name: whose name, and an example.
+_NAMED_ENTRIES = {"models": ("model's", "resnet18"), "backends": ("backend's", "eager")}
 
 
 def _yaml_kind(value: object) -> str:
