@@ -110,11 +110,14 @@ def _phase(worker: psutil.Process) -> str:
 
 
 def _ray_run(env: dict[str, str], work: Path, backends: str, limits: str = "", *options: str) -> subprocess.Popen[str]:
-    """A CLI run of `backends` on a local Ray instance, in the background (`options`: the CLI's own)."""
+    """A CLI run of `backends` on a local Ray instance, in the background (`options`: the CLI's own).
+
+    One thread a cell, as test_faults.py's scenarios have: two threads on cores the suite's other
+    tests keep busy wait for each other at every operator (an inference took 121 ms, 5 ms alone)."""
     (work / "sweep.yaml").write_text(
         f"models: [{{name: resnet18, input_size: 32}}]\nbackends: [{backends}]\nscenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.3}\ntiming: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n"
-        f"{limits}")
+        f"env: [OMP_NUM_THREADS=1]\n{limits}")
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(work / "sweep.yaml"), "--out",
                              str(work / "out"), "--executor", "ray", *options],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -144,10 +147,11 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
     # One cell at a time (both of Ray's 2 CPUs a cell), in the scenario's order: the hang starts once the
     # null cell is written, so its time limit never races the null cell's start-up (which took over
     # 20 s once, side by side with it on a loaded machine, and the hang's record came first). The
-    # limit is the null cell's too: at 20 s it ran out in the null cell's LoadGen phase once, in the
-    # whole suite on a slow start of the 2-core VM (2 s alone), and a failed null cell left no timed
-    # cell for the resume to be refused by.
-    run = _ray_run(faults_env, tmp_path, "null, fault_hang", "limits: {cell_timeout_s: 60}\n", "--cpus-per-cell", "2")
+    # limit is the null cell's and the resumed cell's too, and only a cell gone wrong meets it (the
+    # SIGTERM ends the hang, and the resume's call returns after a second): at 20 s it ran out in the
+    # null cell's LoadGen phase once, in the whole suite on a slow start of the 2-core VM (2 s alone),
+    # and at 60 s in the resumed cell's, whose inference took 121 ms there against 5 ms alone.
+    run = _ray_run(faults_env, tmp_path, "null, fault_hang", "limits: {cell_timeout_s: 300}\n", "--cpus-per-cell", "2")
     try:
         deadline = time.monotonic() + 180
         written: set[str] = set()
@@ -169,7 +173,7 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
     assert refused.returncode == 2 and "its cells ran on a slot of 2 core(s) and this resume would run" in refused.stderr, \
         refused.stdout + refused.stderr
     # The interrupted cell runs again from its start; its call now returns after a second, so that the
-    # resume need not wait out the 60 s limit (a local run's hang meets its limit in test_faults.py).
+    # resume need not wait out its time limit (a local run's hang meets its limit in test_faults.py).
     resumed = cli({**faults_env, "FUSIONBENCH_FAULT_HANG_S": "1"}, "run", "--resume", str(bundle), "--executor", "ray",
                   "--cpus-per-cell", "2")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
