@@ -13,7 +13,8 @@ from harness.plain_text import visible
 def os_error_line(exc: OSError, out: Any) -> str:
     """What went wrong with which path; `out`: the command's `--out`, if it has one. Where making
     `--out` or writing a file into it was refused, or `--out` is a folder where a file is written,
-    the line names the option and what to do, not only the path."""
+    the line names the option and what to do, not only the path. Paths are compared with their
+    links followed: a command writes where `--out` resolves to, and a user may give a link."""
     written_in = bool(out) and _written_in(exc.filename, Path(out))
     if isinstance(exc, PermissionError) and out and (written_in or _on_the_way_to(exc.filename, Path(out))):
         at = out if written_in else exc.filename  # not a temporary file of its own
@@ -30,8 +31,8 @@ def _on_the_way_to(filename: Any, out: Path) -> bool:
     """Whether `filename` (an OSError's) is `out` or a folder above it: where making `out` failed."""
     if not isinstance(filename, str):
         return False
-    failed = Path(os.path.abspath(filename))
-    return failed == Path(os.path.abspath(out)) or failed in Path(os.path.abspath(out)).parents
+    failed, wanted = Path(os.path.realpath(filename)), Path(os.path.realpath(out))
+    return failed == wanted or failed in wanted.parents
 
 
 def _written_in(filename: Any, out: Path) -> bool:
@@ -39,4 +40,4 @@ def _written_in(filename: Any, out: Path) -> bool:
     temporary file) is: where writing into an `--out` folder that exists failed."""
     if not isinstance(filename, str):
         return False
-    return Path(os.path.abspath(filename)).parent == Path(os.path.abspath(out))
+    return Path(os.path.realpath(filename)).parent == Path(os.path.realpath(out))

@@ -69,15 +69,19 @@ def test_an_out_the_user_may_not_make_is_named_with_what_to_do(
                    f"{closed / 'rep'}); give a folder of your own"), err
 
 
+@pytest.mark.parametrize("linked", [False, True], ids=["folder", "link-to-folder"])
 @pytest.mark.parametrize("command", ["report", "findings"])
 def test_an_out_folder_the_user_may_not_write_into_is_named_with_what_to_do(
-        roots_folder: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+        roots_folder: Path, tmp_path: Path, command: str, linked: bool, capsys: pytest.CaptureFixture[str]) -> None:
     """`report RUN --out DIR`, DIR root's: it said `DIR/.report.md.45prots0.tmp: Permission denied`,
-    a temporary file of its own, named as the problem."""
+    a temporary file of its own, named as the problem; and so it still did where DIR is a link to
+    such a folder (the command writes where the link resolves to)."""
     bundle = roots_folder / "run"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", bundle)
-    shared = roots_folder / "shared"
-    shared.mkdir()
+    (roots_folder / "shared").mkdir()
+    shared = roots_folder / "link" if linked else roots_folder / "shared"
+    if linked:
+        shared.symlink_to(roots_folder / "shared")
     assert main([command, str(bundle), "--out", str(tmp_path / "rep")]) == 0  # its lazy imports, from root's Python
     capsys.readouterr()
     with acting_as():
