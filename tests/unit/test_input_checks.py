@@ -254,3 +254,30 @@ def test_a_fifo_named_like_an_image_is_refused_not_waited_on(tmp_path: Path, cap
     error = refused(tmp_path, capsys, "{source: folder, path: images, samples: 3}")  # after the two drawn
     assert error == f"inputs.path: cannot read what the cells read: {images / 'a.png'}: not a regular file (a FIFO, " \
                     "device, socket or directory); refused"
+
+
+@pytest.mark.parametrize("damage", ["not-an-image", "cut-short"])
+def test_an_image_that_cannot_be_read_is_refused_before_any_cell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str) -> None:
+    """A file named .png that is text, or a PNG cut short, passed the checks (and the dry run), and
+    failed every cell after it built its model ("cannot read image")."""
+    images = draw(tmp_path / "images", 3)
+    broken = images / "ILSVRC2012_val_00000002.png"
+    broken.write_bytes(b"not an image\n" if damage == "not-an-image" else broken.read_bytes()[:-30])
+    error = refused(tmp_path, capsys, "{source: folder, path: images, labels: val_map.txt}")
+    assert error.startswith(f"inputs.path: 1 of the images the cells read cannot be read as images, the first {broken} ("), \
+        error
+    (tmp_path / "s.yaml").write_text(SCENARIO + "inputs: {source: folder, path: images, labels: val_map.txt}\n")
+    assert main(["run", str(tmp_path / "s.yaml"), "--dry-run", "--device", "cpu"]) == 2  # the dry run as the run
+    assert "cannot be read as images" in capsys.readouterr().err
+
+
+def test_an_unreadable_image_past_the_samples_the_cells_read_is_not_checked(tmp_path: Path) -> None:
+    images = draw(tmp_path / "images", 3)
+    (images / "ILSVRC2012_val_00000003.png").write_bytes(b"never read")
+    scenario = ScenarioFile.model_validate({"models": ["resnet18"], "backends": ["eager"], "scenarios": ["Offline"],
+                                            "inputs": {"source": "folder", "path": "images", "samples": 2}})
+    preflight.readable_images(scenario, str(images))  # refuses nothing
+    (images / "ILSVRC2012_val_00000001.png").write_bytes(b"read")
+    with pytest.raises(HarnessError, match="1 of the images the cells read cannot be read as images"):
+        preflight.readable_images(scenario, str(images))
