@@ -52,8 +52,8 @@ def _of_this_run(cell: dict[str, Any], header: dict[str, Any]) -> list[str]:
     lists every machine its cells ran on, from schema 2 on). A bundle closed before 2026-12-05
     keeps no end, and a cell of a later run on the same machine passes there."""
     lines = []
-    started, created, ended = (_instant(cell.get("started")), _instant(header.get("created")),
-                               _instant(header.get("ended")))
+    started, created, ended = (instant(cell.get("started")), instant(header.get("created")),
+                               instant(header.get("ended")))
     if started is not None and created is not None and started < created:
         lines.append(f"started {cell['started']}, before its bundle was made ({header['created']}): "
                      "a cell of an earlier run")
@@ -65,13 +65,13 @@ def _of_this_run(cell: dict[str, Any], header: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _instant(value: Any) -> datetime | None:
+def instant(value: Any) -> datetime | None:
     """An ISO 8601 time with its zone, or None where it is not one."""
     try:
-        instant = datetime.fromisoformat(value) if isinstance(value, str) else None
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:
         return None
-    return instant if instant is not None and instant.tzinfo is not None else None
+    return moment if moment is not None and moment.tzinfo is not None else None
 
 
 def _same_config(config: dict[str, Any], expanded: dict[str, Any], before_graphs: bool) -> bool:

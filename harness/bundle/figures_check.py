@@ -19,7 +19,9 @@ are absent is skipped, so every golden bundle still validates):
 - memory_traffic: the total from the reads and writes, and the reads against the roofline's
   compulsory reads (harness/bundle/traffic_check.py);
 - math_mode: the requested math from the dtype, the effective mode and whether there are
-  problems from the torch and backend settings read back (harness/precision.py `math_record`);
+  problems from the torch and backend settings read back (harness/precision.py `math_record`; a
+  cell started before 2026-12-05T01:01Z, or with no start recorded, by that day's rule: a backend's
+  tf32 that is not a bool read as its truth value, where it is a problem since);
   a `valid` cell has no problem and ran the math its dtype asks for; an `invalid` one gives each
   problem as a reason (harness/measure/worker.py);
 - environment.allocator: the setting from the config, the tunables from the worker's variables,
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from datetime import datetime, timezone
 from typing import Any
 
 from harness import allocator
@@ -68,6 +71,9 @@ from harness.stats.thresholds import (
 # How each warning of harness/measure/trust.py begins.
 NOISE, WARMUP, DRIFT = "noisy:", "the warm-up did not settle", "drift:"
 BUSY, SHARED, DISAGREE = "a busy machine:", "a shared machine:", "LoadGen and device timing disagree"
+#: Cells started before this read a backend's non-bool tf32 as its truth value (harness/precision.py
+#: has made it a problem of the cell since).
+TF32_NOT_BOOL_A_PROBLEM = datetime(2026, 12, 5, 1, 1, 22, tzinfo=timezone.utc)
 _RATIO = 1e9  # a ratio (CV, gap, share) is compared at the precision of nanoseconds, as validate's CV
 
 
@@ -330,6 +336,8 @@ def _math_mode(cell: dict[str, Any]) -> list[str]:
         lines.append(f"math_mode: requested {requested} but a {precision.name} cell asks for {precision.math}")
     torch_state, backend_state = record.get("torch"), record.get("backend")
     if isinstance(torch_state, dict) and isinstance(backend_state, dict):
+        if "tf32" in backend_state and not isinstance(backend_state["tf32"], bool) and _before(cell, TF32_NOT_BOOL_A_PROBLEM):
+            backend_state = {**backend_state, "tf32": bool(backend_state["tf32"])}  # as the harness then read it
         again = math_record(precision.name, str(config.get("device")), torch_state, backend_state)
         if effective != again["effective"]:
             lines.append(f"math_mode: effective {effective} but the settings read back say {again['effective']}")
@@ -347,6 +355,12 @@ def _math_mode(cell: dict[str, Any]) -> list[str]:
         if missing:
             lines.append(f"invalid without giving its math mode's problems as reasons ({'; '.join(missing)})")
     return lines
+
+
+def _before(cell: dict[str, Any], moment: datetime) -> bool:
+    """Whether the cell started before `moment`, or records no start (written before starts were)."""
+    started = belonging.instant(cell.get("started"))
+    return cell.get("started") is None or (started is not None and started < moment)
 
 
 def _allocator(cell: dict[str, Any]) -> list[str]:

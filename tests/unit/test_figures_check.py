@@ -250,6 +250,28 @@ def test_tf32_settings_recorded_as_ieee(v3: Path) -> None:
     )
 
 
+def _started(moment: str) -> Callable[[dict[str, Any]], None]:
+    def change(cell: dict[str, Any]) -> None:
+        cell["started"] = moment
+
+    return change
+
+
+@pytest.mark.parametrize("tf32", [None, 0])
+def test_a_non_bool_backend_tf32_in_a_cell_of_before_2026_12_05_is_read_as_the_harness_then_read_it(v3: Path, tf32: Any) -> None:
+    """The harness read a backend's tf32 as its truth value then, and recorded no problem of it: None
+    and 0 read as TF32 off (v3's cells started on 2026-11-23), as 2 minutes before the change."""
+    assert forge(v3, EAGER_SINGLE, _math(backend={"tf32": tf32})) == []
+    assert forge(v3, EAGER_SINGLE, _started("2026-12-05T00:59:00+00:00")) == []
+
+
+@pytest.mark.parametrize("tf32", [None, 0, "0"])
+def test_a_non_bool_backend_tf32_in_a_cell_started_since_must_be_its_problem(v3: Path, tf32: Any) -> None:
+    only_lines(forge(v3, EAGER_SINGLE, both(_math(backend={"tf32": tf32}), _started("2026-12-05T01:02:00+00:00"))),
+               EAGER_SINGLE,
+               f"math_mode: no problems, yet the settings read back say: the backend's math_mode() gave tf32 as {tf32!r}")
+
+
 def steady_bundle(root: Path) -> Path:
     """The v3 golden bundle as if its scenario had asked for the steady allocator on glibc: each
     cell's config, id, file and folder follow, and each records the allocator as the worker does."""
