@@ -149,6 +149,17 @@ def test_warnings_name_noise_drift_the_machine_and_the_gpu() -> None:
     assert warnings(measured(device_time={"summary": {"cv": 0.01}})) == []
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_busy_machine_says_why_it_costs_a_cell_of_several_threads_more(threads: int) -> None:
+    busy = [{"tid": 100 + i, "name": "python", "cpu_s": 0.9, "last_cpu": i} for i in range(threads)]
+    beside = {"cpu": {"wall_s": 1.0, "other_processes_cpu_s": 0.8, "stolen_cpu_s": 0.0, "cpus": 2, "busy_threads": busy}}
+    (found,) = warnings(measured(device_time={"summary": {"cv": 0.01}, "repetitions": [
+        {"when": "before loadgen", "median_ns": 10e6, "beside": beside}]}))
+    assert found.startswith("a busy machine: other processes used 0.80 cores during the timed calls")
+    assert ("2 of its threads ran the calls, and each operator waits for the slowest of them" in found) is (threads == 2)
+    assert ("OMP_NUM_THREADS=1" in found) is (threads == 2)
+
+
 def speed(before_ms: float, after_ms: float, memory_ms: float = 10.0) -> dict[str, Any]:
     def read(ms: float) -> dict[str, Any]:
         return {"cores_ms": {"0": ms, "1": ms}, "memory_ms": memory_ms}
