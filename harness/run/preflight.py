@@ -8,6 +8,7 @@ ConfigError that names what to fix.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import shutil
 import tempfile
@@ -216,11 +217,32 @@ def noexec_mount(path: Path) -> Path | None:
         return None
 
 
+def executable_mapping_refused(path: Path) -> str | None:
+    """Why a file made at or above `path` (its nearest existing folder) cannot be mapped executable,
+    as a built library is loaded (the loader maps it PROT_EXEC), where the mount's flags do not say
+    so: a security policy refuses it (SELinux, for one). None where it can be, or where no file can
+    be made there to try (what makes the run fail then is said by the checks of its own)."""
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder) as handle:
+            handle.write(bytes(mmap.PAGESIZE))
+            handle.flush()
+            mmap.mmap(handle.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_EXEC).close()
+    except PermissionError as exc:
+        return exc.strerror or type(exc).__name__
+    except OSError:
+        return None
+    return None
+
+
 def build_folders(backends: list[str], cache_dir: Path | None, temporary: Path | None = None) -> None:
     """ConfigError where a backend of `backends` would build a shared library it cannot then use:
     on a file system mounted noexec (a hardened host's /tmp), the temporary folder (TMPDIR: every
     cell's scratch, Inductor's kernels, TVM's tuning candidates) or the cache (TVM's model.so, the
-    cross-core probe); or, for Inductor, under a TMPDIR with a space, which its C++ build splits
+    cross-core probe), or where a security policy refuses to map a file there executable though
+    the mount allows it; or, for Inductor, under a TMPDIR with a space, which its C++ build splits
     its command at. Each failed every such cell, one by one, with the library's own error."""
     needing = [name for name in backends if name in LOADS_BUILT_LIBRARIES]
     if not needing:
@@ -231,14 +253,20 @@ def build_folders(backends: list[str], cache_dir: Path | None, temporary: Path |
                           "C++ build splits its command at spaces (every inductor cell would fail); set TMPDIR to a "
                           "folder whose path has none")
     places = [(temporary, "the temporary folder (TMPDIR)", "set TMPDIR to a folder on a file system mounted with exec, "
-               "e.g. TMPDIR=$HOME/tmp")]
+               "e.g. TMPDIR=$HOME/tmp", "set TMPDIR to a folder where the policy lets libraries load, e.g. TMPDIR=$HOME/tmp")]
     if cache_dir is not None:
-        places.append((cache_dir, "--cache-dir", "give a --cache-dir on a file system mounted with exec"))
-    for path, what, fix in places:
+        places.append((cache_dir, "--cache-dir", "give a --cache-dir on a file system mounted with exec",
+                       "give a --cache-dir where the policy lets libraries load"))
+    for path, what, fix, policy_fix in places:
+        building = f"{', '.join(needing)} build shared libraries there and could not load them"
         mount = noexec_mount(path)
         if mount is not None:
-            raise ConfigError(f"{what} {visible(path)} is on a file system mounted noexec ({visible(mount)}): "
-                              f"{', '.join(needing)} build shared libraries there and could not load them; {fix}")
+            raise ConfigError(f"{what} {visible(path)} is on a file system mounted noexec ({visible(mount)}): {building}; {fix}")
+        refused = executable_mapping_refused(path)
+        if refused is not None:
+            raise ConfigError(f"{what} {visible(path)}: a file there cannot be mapped executable ({refused}), though its "
+                              f"file system is not mounted noexec: a security policy (SELinux, for one) refuses it, and "
+                              f"{building}; {policy_fix}")
 
 
 def check_room(path: Path, cells: int, resuming: bool = False) -> None:

@@ -4,6 +4,9 @@ and nothing that was there before the run ever is (harness/run/preflight.py `Mad
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -100,3 +103,46 @@ def test_a_build_folder_a_compiler_cannot_use_is_refused_before_the_run(
     with pytest.raises(ConfigError, match="--cache-dir .* mounted noexec .*give a --cache-dir on a file system mounted"):
         build_folders(["tvm"], noexec, tmp_path)
     build_folders(["eager"], noexec, noexec)  # eager builds nothing
+
+
+@pytest.fixture
+def noexec_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs mounted noexec (root only): the kernel refuses to map a file there executable,
+    as a security policy (SELinux) refuses it where the mount allows it."""
+    folder = tmp_path / "noexec-tmpfs"
+    folder.mkdir()
+    mount = shutil.which("mount")
+    if os.geteuid() != 0 or mount is None or subprocess.run(
+            [mount, "-t", "tmpfs", "-o", "noexec,size=1m", "tmpfs", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_folder_where_a_file_cannot_be_mapped_executable_is_refused_though_its_mount_allows_it(
+        noexec_tmpfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SELinux refuses to map a temporary file executable on a mount whose flags allow it: statvfs says
+    nothing, and every Inductor cell failed loading its kernels. The refusal here is the kernel's own
+    (a noexec tmpfs); only the mount's flags are read as if it allowed exec."""
+    from harness.errors import ConfigError
+    from harness.run.preflight import build_folders, executable_mapping_refused
+
+    assert executable_mapping_refused(tmp_path) is None
+    assert executable_mapping_refused(tmp_path / "not" / "yet") is None  # tried in the nearest folder there is
+    assert executable_mapping_refused(noexec_tmpfs / "not-yet") == "Operation not permitted"
+    real = os.statvfs
+
+    class Flags:
+        def __init__(self, flags: int) -> None:
+            self.f_flag = flags
+
+    monkeypatch.setattr(os, "statvfs", lambda path: Flags(real(path).f_flag & ~os.ST_NOEXEC))
+    with pytest.raises(ConfigError, match=rf"the temporary folder \(TMPDIR\) {noexec_tmpfs}: a file there cannot be mapped "
+                                          r"executable \(Operation not permitted\), though its file system is not mounted "
+                                          r"noexec: a security policy .* inductor build shared libraries there"):
+        build_folders(["inductor"], None, noexec_tmpfs)
+    with pytest.raises(ConfigError, match=r"--cache-dir .*cannot be mapped executable.*give a --cache-dir where the policy"):
+        build_folders(["tvm"], noexec_tmpfs / "cache", tmp_path)
+    build_folders(["eager", "onnxruntime"], noexec_tmpfs, noexec_tmpfs)  # neither builds a library
