@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.preflight import noexec_mount
+from harness.run.preflight import executable_mapping_refused, noexec_mount
 
 
 def needs_exec(folder: Path) -> None:
-    """Skip the test where `folder` lies on a file system mounted noexec."""
+    """Skip the test where `folder` lies on a file system mounted noexec, or where a security policy
+    refuses to map a file there executable."""
     mount = noexec_mount(folder)
     if mount is not None:
         pytest.skip(f"{folder} is on a file system mounted noexec ({mount}): a library built there cannot be loaded")
+    refused = executable_mapping_refused(folder)
+    if refused is not None:
+        pytest.skip(f"a file in {folder} cannot be mapped executable ({refused}): a library built there cannot be loaded")

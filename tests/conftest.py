@@ -41,7 +41,7 @@ import pytest
 from harness import cpu_topology
 from harness.container import image_build
 from harness.run import slots
-from harness.run.preflight import noexec_mount
+from harness.run.preflight import executable_mapping_refused, noexec_mount
 from tests import pip_sites
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def _temporary_folder_with_exec() -> Path | None:
     temporary files, tmp_path included, then go to `EXEC_TEMPORARY` (TMPDIR, which its xdist
     workers and every process it starts inherit). Returns the noexec folder left, or None."""
     default = Path(tempfile.gettempdir())
-    if noexec_mount(default) is None:
+    if noexec_mount(default) is None and executable_mapping_refused(default) is None:  # a policy (SELinux) too
         return None
     EXEC_TEMPORARY.mkdir(exist_ok=True)
     os.environ["TMPDIR"] = str(EXEC_TEMPORARY)
@@ -114,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str | None:
     if NOEXEC_TEMPORARY is None:
         return None
-    return f"temporary folder: {EXEC_TEMPORARY} ({NOEXEC_TEMPORARY}, TMPDIR's, is mounted noexec)"
+    return f"temporary folder: {EXEC_TEMPORARY} ({NOEXEC_TEMPORARY}, TMPDIR's, cannot run what is built there)"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
