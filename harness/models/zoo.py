@@ -169,7 +169,7 @@ def _from_folder(folder: Path, count: int, model: str, size: int, device: str, d
         try:
             with Image.open(file) as image:
                 tensor = transform(image.convert("RGB"))
-        except OSError as exc:
-            raise HarnessError(f"cannot read image {file}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - PIL picks its decoder by the file's contents: any error is the file's
+            raise HarnessError(f"cannot read image {file}: {str(exc) or type(exc).__name__}") from None
         samples.append(tensor.unsqueeze(0).to(device=device, dtype=torch_dtype(dtype)).contiguous())
     return samples

@@ -96,28 +96,40 @@ def inputs_sha256(scenario: ScenarioFile, folder: str | None) -> str | None:
 
 
 def readable_images(scenario: ScenarioFile, folder: str | None) -> None:
-    """Refuse an image the cells read that is not one: its header unreadable, or (for a PNG) its
-    data failing its checksums, as a file named .png that holds something else, or one cut short,
-    does; each cell would fail on it after building its model. The pixels are not decoded, so a
-    folder of 50,000 images is checked in seconds; a JPEG whose data is damaged past its header
-    still fails its cells. Run after `inputs_sha256`, which refuses what is not a regular file."""
+    """Refuse an image the cells read that they could not: a file named .png that holds something
+    else, or one cut short past its pixels; each cell would fail on it after building its model.
+    Run after `inputs_sha256`, which refuses what is not a regular file."""
     inputs = scenario.inputs
     if folder is None or not isinstance(inputs, FolderInputs):
         return
-    from PIL import Image
-
-    bad: list[tuple[Path, str]] = []
-    for file in folder_images(Path(folder), inputs.samples, inputs.labels):
-        try:
-            with Image.open(file) as image:
-                image.verify()
-        # verify raises SyntaxError for a bad chunk; an image past PIL's pixel bound fails the cells too
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-            bad.append((file, str(exc) or type(exc).__name__))
+    bad = [(file, why) for file in folder_images(Path(folder), inputs.samples, inputs.labels)
+           if (why := unreadable_image(file)) is not None]
     if bad:
         first, why = bad[0]
         raise ConfigError(f"inputs.path: {len(bad)} of the images the cells read cannot be read as images, the first "
                           f"{visible(str(first))} ({visible(why)})")
+
+
+def unreadable_image(file: Path) -> str | None:
+    """Why the cells could not read `file` as the image they read, or None. `verify` checks the
+    header and a PNG's chunks without decoding the pixels (a folder of 50,000 images in seconds);
+    where it fails, the image is decoded whole as the cells decode it, since a PNG missing its end
+    or with a bad checksum may still decode (and the cells read it). PIL picks its decoder by what
+    the file holds, whatever its name, so any error it raises comes of the file and refuses it."""
+    from PIL import Image
+
+    try:
+        with Image.open(file) as image:
+            image.verify()
+        return None
+    except Exception:  # noqa: BLE001 - not yet a refusal: decoded whole below
+        pass
+    try:
+        with Image.open(file) as image:
+            image.convert("RGB")
+        return None
+    except Exception as exc:  # noqa: BLE001 - a hostile file's error is its refusal, said in one line
+        return str(exc) or type(exc).__name__
 
 
 def checked_inputs(scenario: ScenarioFile, path: Path) -> tuple[str | None, str | None]:

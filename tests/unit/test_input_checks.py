@@ -7,6 +7,8 @@ model, or never."""
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from harness.cli.main import main
 from harness.errors import HarnessError
 from harness.models.catalog import CLASSIFICATION_MODELS
 from harness.models.labels import IMAGENET_CLASSES, output_classes, read_labels
+from harness.models.zoo import make_samples
 from harness.run import preflight, runner, sweep
 from harness.run.probe_answer import ProbeAnswer
 from harness.scenario.schema import ScenarioFile
@@ -256,20 +259,58 @@ def test_a_fifo_named_like_an_image_is_refused_not_waited_on(tmp_path: Path, cap
                     "device, socket or directory); refused"
 
 
-@pytest.mark.parametrize("damage", ["not-an-image", "cut-short"])
+def _png(width: int, height: int) -> bytes:
+    """A PNG's signature, header and end: `width` x `height` pixels of RGB, with no pixel data."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+#: A DDS header (what PIL decodes by, whatever the file's name) whose pixel format PIL does not know:
+#: its open raised NotImplementedError, out of the run as a traceback.
+DDS_UNKNOWN_FORMAT = bytes.fromhex(
+    "444453207c0000000ff500002000000020000000600000000000000000003f0000000000000000000000000000cc0000000000"
+    "0000009a000000000000000000a60000000000000000000000200000009900000000000000180000000000ff0000ff0000ff00"
+    "0000000000001000000000000000000000000000000000000000")
+
+
+@pytest.mark.parametrize("damage", ["not-an-image", "cut-short", "unknown-dds-format", "decompression-bomb"])
 def test_an_image_that_cannot_be_read_is_refused_before_any_cell(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str) -> None:
     """A file named .png that is text, or a PNG cut short, passed the checks (and the dry run), and
-    failed every cell after it built its model ("cannot read image")."""
+    failed every cell after it built its model ("cannot read image"); a file that PIL reads as
+    another format it cannot decode, or a PNG past PIL's bound on pixels, raised out of the run."""
     images = draw(tmp_path / "images", 3)
     broken = images / "ILSVRC2012_val_00000002.png"
-    broken.write_bytes(b"not an image\n" if damage == "not-an-image" else broken.read_bytes()[:-30])
+    broken.write_bytes({"not-an-image": b"not an image\n", "cut-short": broken.read_bytes()[:-30],
+                        "unknown-dds-format": DDS_UNKNOWN_FORMAT, "decompression-bomb": _png(100_000, 100_000)}[damage])
     error = refused(tmp_path, capsys, "{source: folder, path: images, labels: val_map.txt}")
     assert error.startswith(f"inputs.path: 1 of the images the cells read cannot be read as images, the first {broken} ("), \
         error
     (tmp_path / "s.yaml").write_text(SCENARIO + "inputs: {source: folder, path: images, labels: val_map.txt}\n")
     assert main(["run", str(tmp_path / "s.yaml"), "--dry-run", "--device", "cpu"]) == 2  # the dry run as the run
     assert "cannot be read as images" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["no-end", "bad-checksum"])
+def test_a_png_that_fails_its_checks_but_decodes_is_read_as_the_cells_read_it(tmp_path: Path, damage: str) -> None:
+    """A PNG missing its end chunk, or with a chunk's checksum wrong, fails PIL's verify, yet decodes,
+    and the cells read it: the check refused the whole run for it."""
+    images = draw(tmp_path / "images", 2)
+    damaged = images / "ILSVRC2012_val_00000002.png"
+    data = damaged.read_bytes()
+    damaged.write_bytes(data[:-12] if damage == "no-end" else data[:-13] + bytes([data[-13] ^ 0xFF]) + data[-12:])  # IDAT's CRC
+    from PIL import Image
+
+    with pytest.raises(Exception), Image.open(damaged) as image:  # noqa: B017 - PIL's error differs by damage
+        image.verify()
+    scenario = ScenarioFile.model_validate({"models": ["resnet18"], "backends": ["eager"], "scenarios": ["Offline"],
+                                            "inputs": {"source": "folder", "path": "images", "samples": 2}})
+    preflight.readable_images(scenario, str(images))  # refuses nothing
+    samples = make_samples(2, model="resnet18", input_size=32, device="cpu", dtype="fp32", folder=images)
+    assert [tuple(sample.shape) for sample in samples] == [(1, 3, 32, 32)] * 2
 
 
 def test_an_unreadable_image_past_the_samples_the_cells_read_is_not_checked(tmp_path: Path) -> None:
