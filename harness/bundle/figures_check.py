@@ -20,8 +20,8 @@ are absent is skipped, so every golden bundle still validates):
   compulsory reads (harness/bundle/traffic_check.py);
 - math_mode: the requested math from the dtype, the effective mode and whether there are
   problems from the torch and backend settings read back (harness/precision.py `math_record`; a
-  cell started before 2026-12-05T01:01Z, or with no start recorded, by that day's rule: a backend's
-  tf32 that is not a bool read as its truth value, where it is a problem since);
+  cell started before 2026-12-05 01:01:22 UTC, by its start or else its bundle's making, by that
+  day's rule: a backend's tf32 that is not a bool read as its truth value, a problem since);
   a `valid` cell has no problem and ran the math its dtype asks for; an `invalid` one gives each
   problem as a reason (harness/measure/worker.py);
 - environment.allocator: the setting from the config, the tunables from the worker's variables,
@@ -85,15 +85,16 @@ def problems(loaded: LoadedBundle) -> list[str]:
     for cell in loaded.cells:
         raw = loaded.raw_cells.get(cell["id"])
         version = raw.get("schema_version") if isinstance(raw, dict) else None
-        found = (cell_problems(cell, peaks) + _loadgen_figure(loaded.files, cell)
+        found = (cell_problems(cell, peaks, loaded.header.get("created")) + _loadgen_figure(loaded.files, cell)
                  + rounds_check.problems(cell, version if isinstance(version, int) else loaded.version, loaded.root))
         lines += [f"{CELLS}/{cell['id']}.json: {line}" for line in found]
     return lines
 
 
-def cell_problems(cell: dict[str, Any], peaks: Any = None) -> list[str]:
+def cell_problems(cell: dict[str, Any], peaks: Any = None, created: Any = None) -> list[str]:
     """What in one cell record disagrees with the figures it is computed from; `peaks`: the ones
-    bundle.json's system recorded, which the worker set its roofline against."""
+    bundle.json's system recorded, which the worker set its roofline against; `created`: when its
+    bundle was made (bundle.json's), the cell's start where it records none."""
     metrics, config = cell["metrics"], cell["config"]
     timing = metrics.get("device_time") if isinstance(metrics.get("device_time"), dict) else {}
     found = timing.get("samples_ns")
@@ -107,7 +108,7 @@ def cell_problems(cell: dict[str, Any], peaks: Any = None) -> list[str]:
     lines += _agreement(cell, derived)
     wall = _wall_ns(metrics, derived)
     lines += _time_split(metrics, wall) + _roofline(metrics, wall, config.get("dtype"), peaks)
-    lines += traffic_check.problems(metrics) + _math_mode(cell) + _allocator(cell) + _warnings(cell)
+    lines += traffic_check.problems(metrics) + _math_mode(cell, created) + _allocator(cell) + _warnings(cell)
     return lines
 
 
@@ -325,7 +326,7 @@ def _roofline(metrics: dict[str, Any], wall: float | None, dtype: Any, peaks: An
     return lines
 
 
-def _math_mode(cell: dict[str, Any]) -> list[str]:
+def _math_mode(cell: dict[str, Any], created: Any) -> list[str]:
     record, config = cell["metrics"].get("math_mode"), cell["config"]
     precision = PRECISIONS.get(str(config.get("dtype")))
     if not isinstance(record, dict) or precision is None:
@@ -336,7 +337,7 @@ def _math_mode(cell: dict[str, Any]) -> list[str]:
         lines.append(f"math_mode: requested {requested} but a {precision.name} cell asks for {precision.math}")
     torch_state, backend_state = record.get("torch"), record.get("backend")
     if isinstance(torch_state, dict) and isinstance(backend_state, dict):
-        if "tf32" in backend_state and not isinstance(backend_state["tf32"], bool) and _before(cell, TF32_NOT_BOOL_A_PROBLEM):
+        if "tf32" in backend_state and not isinstance(backend_state["tf32"], bool) and _before(cell, created, TF32_NOT_BOOL_A_PROBLEM):
             backend_state = {**backend_state, "tf32": bool(backend_state["tf32"])}  # as the harness then read it
         again = math_record(precision.name, str(config.get("device")), torch_state, backend_state)
         if effective != again["effective"]:
@@ -357,10 +358,12 @@ def _math_mode(cell: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _before(cell: dict[str, Any], moment: datetime) -> bool:
-    """Whether the cell started before `moment`, or records no start (written before starts were)."""
-    started = belonging.instant(cell.get("started"))
-    return cell.get("started") is None or (started is not None and started < moment)
+def _before(cell: dict[str, Any], created: Any, moment: datetime) -> bool:
+    """Whether the cell started before `moment`: by its start, else by its bundle's making (`created`),
+    else (a record of before either was kept) it did. A time that is not one reads as not before."""
+    given = cell.get("started") if cell.get("started") is not None else created
+    started = belonging.instant(given)
+    return given is None or (started is not None and started < moment)
 
 
 def _allocator(cell: dict[str, Any]) -> list[str]:

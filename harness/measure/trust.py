@@ -201,13 +201,15 @@ def _threads_wait(cpu: list[dict[str, Any]]) -> str:
     """Why a busy machine costs a cell that runs its calls on several threads more than its share:
     each operator ends when its slowest thread does, and one thread held up by another process holds
     up the call (a resnet18 call of two threads took 121 ms on cores the test suite kept busy, 5 ms
-    alone). The threads counted are those busy in the timed calls (harness/measure/activity.py)."""
+    alone). The threads counted are those busy in the timed calls (harness/measure/activity.py): the
+    model's and any other of the process's (none beside the device timing's calls but the worker's)."""
     threads = max((len(c.get("busy_threads") or []) for c in cpu), default=0)
     if threads < 2:
         return ""
-    return (f"; {threads} of its threads ran the calls, and each operator waits for the slowest of them, so a "
-            "thread held up by another process holds up the call: one thread a cell (env: [OMP_NUM_THREADS=1]) "
-            "or idle cores measure the model, not the machine's other work")
+    return (f"; {threads} of its threads were busy during the calls, and an operator run on several waits for the "
+            "slowest of them, so a thread held up by another process holds up the call: one thread a cell (env: "
+            "[OMP_NUM_THREADS=1] for torch and TVM, a backend's own option for its library, as onnxruntime's "
+            "intra_op_threads: 1) or idle cores measure the model, not the machine's other work")
 
 
 def _machine(repetitions: list[Repetition]) -> list[str]:

@@ -238,14 +238,21 @@ def executable_mapping_refused(path: Path) -> str | None:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:
-        with tempfile.TemporaryFile(dir=folder) as handle:
-            handle.write(bytes(mmap.PAGESIZE))
-            handle.flush()
-            mmap.mmap(handle.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_EXEC).close()
-    except PermissionError as exc:
-        return exc.strerror or type(exc).__name__
+        handle = tempfile.TemporaryFile(dir=folder)
     except OSError:
         return None
+    with handle:
+        try:
+            handle.write(bytes(mmap.PAGESIZE))
+            handle.flush()
+        except OSError:
+            return None
+        try:  # private, as the loader maps a library
+            mmap.mmap(handle.fileno(), mmap.PAGESIZE, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC).close()
+        except PermissionError as exc:
+            return exc.strerror or type(exc).__name__
+        except OSError:
+            return None
     return None
 
 

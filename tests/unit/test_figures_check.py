@@ -265,6 +265,21 @@ def test_a_non_bool_backend_tf32_in_a_cell_of_before_2026_12_05_is_read_as_the_h
     assert forge(v3, EAGER_SINGLE, _started("2026-12-05T00:59:00+00:00")) == []
 
 
+def test_a_cell_without_its_start_is_dated_by_its_bundle(v3: Path) -> None:
+    """A start deleted from a cell of a bundle made since does not take the cell back to the old rule."""
+    def unstarted(cell: dict[str, Any]) -> None:
+        del cell["started"]
+
+    assert forge(v3, EAGER_SINGLE, both(_math(backend={"tf32": None}), unstarted)) == []  # v3 made on 2026-11-23
+    header = json.loads((v3 / "bundle.json").read_text())
+    header["created"] = "2026-12-06T00:00:00+00:00"
+    (v3 / "bundle.json").write_text(json.dumps(header))
+    # the header re-hashed by an edit of nothing; its other cells now start before it (belonging's lines)
+    problems = [line for line in forge(v3, EAGER_SINGLE, lambda cell: None) if "math_mode" in line]
+    assert problems == [f"cells/{EAGER_SINGLE}.json: math_mode: no problems, yet the settings read back say: the backend's "
+                        "math_mode() gave tf32 as None (NoneType), not a bool: whether its library ran TF32 is not known"]
+
+
 @pytest.mark.parametrize("tf32", [None, 0, "0"])
 def test_a_non_bool_backend_tf32_in_a_cell_started_since_must_be_its_problem(v3: Path, tf32: Any) -> None:
     only_lines(forge(v3, EAGER_SINGLE, both(_math(backend={"tf32": tf32}), _started("2026-12-05T01:02:00+00:00"))),

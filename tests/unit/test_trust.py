@@ -156,7 +156,8 @@ def test_a_busy_machine_says_why_it_costs_a_cell_of_several_threads_more(threads
     (found,) = warnings(measured(device_time={"summary": {"cv": 0.01}, "repetitions": [
         {"when": "before loadgen", "median_ns": 10e6, "beside": beside}]}))
     assert found.startswith("a busy machine: other processes used 0.80 cores during the timed calls")
-    assert ("2 of its threads ran the calls, and each operator waits for the slowest of them" in found) is (threads == 2)
+    assert ("2 of its threads were busy during the calls, and an operator run on several waits for the slowest"
+            in found) is (threads == 2)
     assert ("OMP_NUM_THREADS=1" in found) is (threads == 2)
 
 
