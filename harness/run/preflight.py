@@ -217,12 +217,18 @@ def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = No
 LOADS_BUILT_LIBRARIES = ("inductor", "tvm")
 
 
-def noexec_mount(path: Path) -> Path | None:
-    """The nearest existing folder at or above `path` where it lies on a file system mounted noexec
-    (a library built there cannot be mapped executable); else None."""
+def _nearest_existing(path: Path) -> Path:
+    """`path`, or the nearest folder above it that exists: where a folder the run will make lies."""
     folder = path
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
+    return folder
+
+
+def noexec_mount(path: Path) -> Path | None:
+    """The nearest existing folder at or above `path` where it lies on a file system mounted noexec
+    (a library built there cannot be mapped executable); else None."""
+    folder = _nearest_existing(path)
     try:
         return folder if os.statvfs(folder).f_flag & getattr(os, "ST_NOEXEC", 0) else None
     except OSError:
@@ -234,11 +240,8 @@ def executable_mapping_refused(path: Path) -> str | None:
     as a built library is loaded (the loader maps it PROT_EXEC), where the mount's flags do not say
     so: a security policy refuses it (SELinux, for one). None where it can be, or where no file can
     be made there to try (what makes the run fail then is said by the checks of its own)."""
-    folder = path
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
     try:
-        handle = tempfile.TemporaryFile(dir=folder)
+        handle = tempfile.TemporaryFile(dir=_nearest_existing(path))
     except OSError:
         return None
     with handle:

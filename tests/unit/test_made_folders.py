@@ -14,6 +14,13 @@ import pytest
 from harness.run.preflight import MadeFolders, writable
 
 
+class Flags:
+    """What os.statvfs gives, as far as the noexec check reads it."""
+
+    def __init__(self, flags: int) -> None:
+        self.f_flag = flags
+
+
 def made(*paths: Path) -> MadeFolders:
     """The folders `writable` made for `paths`, as a run's --out and --cache-dir."""
     folders = MadeFolders()
@@ -91,10 +98,6 @@ def test_a_build_folder_a_compiler_cannot_use_is_refused_before_the_run(
     noexec = tmp_path / "noexec"
     noexec.mkdir()
 
-    class Flags:
-        def __init__(self, flags: int) -> None:
-            self.f_flag = flags
-
     monkeypatch.setattr(os, "statvfs", lambda path: Flags(os.ST_NOEXEC) if Path(path) == noexec
                         else Flags(real(path).f_flag))
     with pytest.raises(ConfigError, match=rf"the temporary folder \(TMPDIR\) {noexec}/not-yet is on a file system "
@@ -133,10 +136,6 @@ def test_a_folder_where_a_file_cannot_be_mapped_executable_is_refused_though_its
     assert executable_mapping_refused(tmp_path / "not" / "yet") is None  # tried in the nearest folder there is
     assert executable_mapping_refused(noexec_tmpfs / "not-yet") == "Operation not permitted"
     real = os.statvfs
-
-    class Flags:
-        def __init__(self, flags: int) -> None:
-            self.f_flag = flags
 
     monkeypatch.setattr(os, "statvfs", lambda path: Flags(real(path).f_flag & ~os.ST_NOEXEC))
     with pytest.raises(ConfigError, match=rf"the temporary folder \(TMPDIR\) {noexec_tmpfs}: a file there cannot be mapped "
