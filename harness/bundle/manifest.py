@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -50,10 +51,15 @@ def bundle_files(root: Path) -> tuple[list[str], list[str]]:
     return sorted(files), sorted(others)
 
 
-def write(root: Path) -> None:
-    """Write `root`'s manifest: every regular file but the manifest itself and temporary files."""
+def write(root: Path, coming: Mapping[str, bytes] | None = None) -> None:
+    """Write `root`'s manifest: every regular file but the manifest itself and temporary files.
+    `coming`: files about to be written, by their relative path, listed with the SHA-256 of the
+    bytes given rather than of what the path holds now (or lacks)."""
+    coming = coming or {}
     files, _ = bundle_files(root)
-    lines = [f"{sha256_file(root / rel)}  {rel}\n" for rel in files if rel != MANIFEST and not rel.endswith(".tmp")]
+    listed = sorted({*(rel for rel in files if rel != MANIFEST and not rel.endswith(".tmp")), *coming})
+    lines = [f"{hashlib.sha256(coming[rel]).hexdigest() if rel in coming else sha256_file(root / rel)}  {rel}\n"
+             for rel in listed]
     write_bytes_atomic(root / MANIFEST, "".join(lines).encode())
 
 

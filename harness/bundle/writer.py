@@ -30,7 +30,7 @@ from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, ConfigError
-from harness.files.atomic import write_json_atomic
+from harness.files.atomic import json_bytes, write_bytes_atomic, write_json_atomic
 from harness.plain_text import shell_word
 
 # A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
@@ -146,6 +146,16 @@ class Bundle:
     def update_header(self, **fields: Any) -> None:
         self.header.update(fields)
         write_json_atomic(self.root / HEADER, self.header)
+
+    def seal(self, **fields: Any) -> None:
+        """Update bundle.json as `update_header` does, the manifest written first, listing the new
+        bundle.json: a stop or a full disk between the two leaves bundle.json as it was (`running`,
+        which `--resume` takes without its manifest), never a state the run ended in with no
+        manifest, which nothing could resume or read."""
+        self.header.update(fields)
+        data = json_bytes(self.header)
+        manifest.write(self.root, {HEADER: data})
+        write_bytes_atomic(self.root / HEADER, data)
 
     def cell_path(self, cell_id: str) -> Path:
         return self.root / CELLS / f"{cell_id}.json"

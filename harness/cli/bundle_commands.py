@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from rich.console import Console
 from rich.text import Text
@@ -74,10 +75,22 @@ def trusted(root: Path) -> LoadedBundle:
     """The bundle at `root`, after it passed validate; BundleError naming its problems otherwise."""
     verdict = validate(root)
     if not verdict.ok:
-        shown = "; ".join(verdict.problems[:_PROBLEMS_SHOWN])
-        more = f" (and {len(verdict.problems) - _PROBLEMS_SHOWN} more)" if len(verdict.problems) > _PROBLEMS_SHOWN else ""
-        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {shell_word(root)}`")
+        _refuse(root, verdict.problems)
     return _as_read(verdict, root)
+
+
+def _refuse(root: Path, problems: list[str]) -> NoReturn:
+    """BundleError for a bundle that fails validation with `problems`: the first of them, or, where
+    a process is running or resuming it (its checksums are written as it ends), that process."""
+    from harness.bundle.lock import holder_pid
+
+    holder = holder_pid(root) if root.is_dir() else None
+    if holder is not None and holder != os.getpid():  # `report RUN_DIR` holds it to write into it
+        raise BundleError(f"{root}: pid {holder} is running or resuming this bundle, which is checksummed as the run "
+                          "ends; wait for it to end, or stop it")
+    shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+    more = f" (and {len(problems) - _PROBLEMS_SHOWN} more)" if len(problems) > _PROBLEMS_SHOWN else ""
+    raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {shell_word(root)}`")
 
 
 def _as_read(verdict: Verdict, root: Path) -> LoadedBundle:
@@ -178,9 +191,7 @@ def trusted_but_its_report(root: Path) -> LoadedBundle:
     verdict = validate(root)
     left = [line for line in verdict.problems if not ours(manifest.file_of(line))]
     if left:
-        shown = "; ".join(left[:_PROBLEMS_SHOWN])
-        more = f" (and {len(left) - _PROBLEMS_SHOWN} more)" if len(left) > _PROBLEMS_SHOWN else ""
-        raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {shell_word(root)}`")
+        _refuse(root, left)
     for line in verdict.problems:  # what an interrupted write left behind
         name = manifest.file_of(line)
         if name is not None and name.endswith(".tmp") and ours(name):

@@ -73,8 +73,9 @@ def _parser() -> OneLineParser:
     run.add_argument("--resume", type=path_argument, metavar="RUN_DIR", help="finish the cells a bundle is missing")
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
-        "--cache-dir", type=path_argument, default=default_cache_dir(),
-        help="where backends keep exported and compiled artifacts between runs (default: %(default)s)",
+        "--cache-dir", type=path_argument,
+        help=f"where backends keep exported and compiled artifacts between runs (default: {default_cache_dir()}; a "
+             "resume of a run made with --no-cache: none)",
     )
     cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
     run.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -238,7 +239,9 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
         raise ConfigError(f"--out {args.out}: a resume writes into the bundle it resumes ({args.resume}); give no --out")
     return RunRequest(
         scenario_path=args.scenario, device=args.device, rounds=args.rounds, only=only,
-        out_dir=args.out or Path("results"), resume=args.resume, cache_dir=None if args.no_cache else args.cache_dir,
+        out_dir=args.out or Path("results"), resume=args.resume,
+        cache_dir=None if args.no_cache else args.cache_dir or default_cache_dir(),
+        cache_chosen=args.no_cache or args.cache_dir is not None,
         executor=args.executor, jobs=args.jobs, address=args.address, cpus_per_cell=args.cpus_per_cell,
         ray_connect_timeout_s=args.ray_connect_timeout_s, fresh_workers=args.fresh_workers,
         budget_s=args.budget_s, past_budget="missing", command=("fusionbench", *args.argv),

@@ -87,12 +87,15 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
     """The `fusionbench run` arguments as the container sees them: the scenario file relative to
     the mounted repository, bundles under the mounted results directory, the cache mounted."""
     out: list[str] = []
+    resumed: Path | None = None
+    chosen = False  # --cache-dir given (--no-cache is kept in `out`)
     rest = iter(split_options(args))
     for arg in rest:
         if arg in ("--out", "--cache-dir"):
+            chosen = chosen or arg == "--cache-dir"
             next(rest, None)  # replaced by the mounts below
         elif arg == "--resume":
-            run_dir = Path(next(rest, "")).resolve()
+            run_dir = resumed = Path(next(rest, "")).resolve()
             if not run_dir.is_relative_to(results):
                 raise ConfigError(f"--resume {run_dir}: in a container a bundle must be under the results directory {results}; "
                                   f"name its folder with --out {run_dir.parent}")
@@ -104,9 +107,27 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
             out.append(path.relative_to(repo).as_posix())
         else:
             out.append(arg)
-    no_cache = "--no-cache" in out
+    no_cache = "--no-cache" in out or (resumed is not None and not chosen and _made_without_the_cache(resumed))
     into = [] if "--resume" in out else ["--out", RESULTS_MOUNT]  # a resume writes into its bundle
-    return ["run", *out, *into, *([] if no_cache else ["--cache-dir", CACHE_MOUNT])]
+    return ["run", *out, *into, *(["--no-cache"] if no_cache and "--no-cache" not in out else []),
+            *([] if no_cache else ["--cache-dir", CACHE_MOUNT])]
+
+
+def _made_without_the_cache(run_dir: Path) -> bool:
+    """Whether the bundle at `run_dir` says its run was made with `--no-cache` (bundle.json's
+    `artifact_cache` null): its resume, given neither cache option, runs without the cache, as a
+    resume outside a container does. A bundle that cannot be read so is left to the run inside,
+    which refuses it with the reason."""
+    from harness.bundle.files import HEADER
+    from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
+    from harness.bundle.snapshot import Snapshot
+    from harness.errors import BundleError
+
+    try:
+        header = parse_json(Snapshot(run_dir).text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
+    except (BundleError, OSError, ValueError):
+        return False
+    return isinstance(header, dict) and "artifact_cache" in header and header["artifact_cache"] is None
 
 
 def _option(args: list[str], name: str) -> str | None:

@@ -37,5 +37,10 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def json_bytes(data: Any) -> bytes:
+    """`data` as the harness writes JSON files: indented, keys sorted, strict (no NaN)."""
+    return (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
+    write_bytes_atomic(path, json_bytes(data))

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.bundle.reader import load
-from harness.bundle.statuses import BAD, nothing_measured
+from harness.bundle.statuses import BAD, FINISHED, nothing_measured
 from harness.bundle.writer import Bundle, utc_now
-from harness.errors import EXIT_NOTHING_MEASURED
+from harness.errors import EXIT_NOTHING_MEASURED, OutputError
 from harness.plain_text import one_line, shell_word, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run.run_request import RunRequest
@@ -27,24 +27,34 @@ SHOWN_REASONS = 10
 def close(bundle: Bundle, state: str, console: Console) -> None:
     """Record how the run ended, checksum the bundle, then add its report (and checksum again:
     the bundle is complete and valid even if rendering the report fails). A report of an earlier
-    close goes first, and one cut short by Ctrl-C or SIGTERM is removed, so that the checksums
-    cover every file either way; the run then says how to write it."""
+    close goes first, and one cut short (Ctrl-C, SIGTERM, a full disk) is removed, so that the
+    checksums cover every file either way; the run then says how to write it. A disk that fills up
+    before the bundle is sealed leaves it `running`, which `--resume` completes (OutputError)."""
     reports = [bundle.root / REPORT_MD, bundle.root / REPORT_HTML]
-    for path in reports:
-        path.unlink(missing_ok=True)
-    bundle.update_header(state=state, ended=utc_now(), nodes=nodes(bundle.cells()))
-    bundle.write_manifest()
     try:
-        render(load(bundle.root), bundle.root)
-    except KeyboardInterrupt:
         for path in reports:
             path.unlink(missing_ok=True)
-        console.print(Text(f"interrupted while writing the report: the bundle is {state} and valid without "
-                           f"{REPORT_MD} and {REPORT_HTML}; write them with `fusionbench report "
-                           f"{shell_word(bundle.root)}` (or `fusionbench run --resume {shell_word(bundle.root)}`)",
-                           style="yellow"))
+        bundle.seal(state=state, ended=utc_now(), nodes=nodes(bundle.cells()))
+    except OSError as exc:
+        raise OutputError(f"could not close {bundle.root}: {exc.strerror or exc}; its finished cells are intact: "
+                          f"make room, then run --resume {shell_word(bundle.root)}") from None
+    try:
+        render(load(bundle.root), bundle.root)
+        bundle.write_manifest()
+    except BaseException as exc:
+        for path in reports:
+            path.unlink(missing_ok=True)
+        if not isinstance(exc, (KeyboardInterrupt, OSError)):
+            raise  # a bug: its traceback, the bundle valid without its report
+        how = ("interrupted while writing the report" if isinstance(exc, KeyboardInterrupt)
+               else f"could not write the report ({exc.strerror or exc})")
+        line = (f"{how}: the bundle is {state} and valid without {REPORT_MD} and {REPORT_HTML}; write them "
+                f"with `fusionbench report {shell_word(bundle.root)}` (or `fusionbench run --resume "
+                f"{shell_word(bundle.root)}`)")
+        if isinstance(exc, OSError):
+            raise OutputError(line) from None
+        console.print(Text(line, style="yellow"))
         raise
-    bundle.write_manifest()
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -77,11 +87,12 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
     bad = [r for r in records if r.status in BAD]
     console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
     if missing:
-        causes = [c for c, applies in (("outside --only", bool(request.only)),
+        # a new run's bundle holds only the cells its --only chose
+        causes = [c for c, applies in (("outside --only", bool(request.only) and request.resume is not None),
                                         ("the time budget was spent", request.budget_s and request.past_budget == "missing"))
                   if applies]
-        why = ", or ".join(causes) or "outside --only"
-        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet ({why}): "
+        why = f" ({', or '.join(causes)})" if causes else ""
+        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet{why}: "
                            f"complete them with --resume {shell_word(bundle.root)}", style="yellow"))
     for line in skipped_lines(records, SHOWN_REASONS):
         console.print(Text(line, style="dim"), soft_wrap=True)  # one line each, whole, to grep and to copy
@@ -96,11 +107,11 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
                           soft_wrap=True)  # one line each, whole, to grep and to copy
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
-    statuses = [r.status for r in records]
+    statuses = [r.status for r in records if r.status in FINISHED]  # `interrupted`: a stop's, to run again
     if not bad and nothing_measured(statuses):
-        console.print(Text(f"nothing measured: every cell run ({len(records)}) was skipped, each for its reason above",
+        console.print(Text(f"nothing measured: every cell run ({len(statuses)}) was skipped, each for its reason above",
                            style="red"))
-    if not records:  # `--budget-s` spent before any cell had a result: not a pass either
+    if not statuses:  # `--budget-s` spent before any cell had a result: not a pass either
         console.print(Text("nothing measured: no cell of the bundle has a result yet", style="red"))
         return EXIT_NOTHING_MEASURED
     return exit_code(statuses)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -40,10 +41,10 @@ def open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None
             raise ConfigError(
                 f"--rounds {request.rounds}: {request.resume} was run with {scenario.timing.rounds} round(s)"
             )
-        if bundle.header.get("artifact_cache") is None and request.cache_dir is not None:
+        if bundle.header.get("artifact_cache") is None and request.cache_dir is not None and request.cache_chosen:
             # its header says every cell was prepared cold; cells taken from a cache would be warm
             raise ConfigError(f"{request.resume} was run with --no-cache (every cell prepared cold); "
-                              "resume it with --no-cache")
+                              "resume it without --cache-dir")
         if request.scenario_path is not None:
             _check_the_file_is_the_stored_one(request, bundle, scenario)
         return bundle, bundle.stored_scenario, scenario
@@ -52,6 +53,14 @@ def open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     named = scenario.model_copy(update={"name": scenario.name or request.scenario_path.stem})  # as resolved names it
     return None, scenario_file.resolved(scenario, request.scenario_path.stem), named
+
+
+def as_its_run(request: RunRequest, bundle: Bundle | None) -> RunRequest:
+    """The request, for a resume of a run made with `--no-cache` whose command line chose no cache,
+    without the cache, as its run."""
+    if bundle is None or request.cache_chosen or bundle.header.get("artifact_cache") is not None:
+        return request
+    return replace(request, cache_dir=None)
 
 
 def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, stored: ScenarioFile) -> None:
@@ -119,14 +128,21 @@ def memory_limit_warning(limit_mib: int | None, jobs: int, cgroup_bytes: int | N
 def refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[str, set[str]],
                               bundle: Bundle | None) -> None:
     """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto),
-    check_values's when one of its values matches none, and one when it matches no cell a resumed
-    bundle planned (a run of its own --only)."""
+    check_values's when one of its values matches none, and one when it, or one of its values,
+    matches no cell a resumed bundle planned (a run of its own --only)."""
     cells = [*expand(resolved, "cuda"), *expand(resolved, "cpu")] if device == "auto" else expand(resolved, device)
     check_values(cells, only)
     chosen = select(cells, only)
-    if bundle is not None and not set(bundle.cell_ids) & {c.id for c in chosen}:
-        raise ConfigError(f"--only {only_text(only)} matches no cell of {bundle.root}, whose run chose only "
-                          f"{only_text(bundle.header.get('only') or {})}")
+    if bundle is None:
+        return
+    whose = f"{bundle.root}, whose run chose only {only_text(bundle.header.get('only') or {})}"
+    if not set(bundle.cell_ids) & {c.id for c in chosen}:
+        raise ConfigError(f"--only {only_text(only)} matches no cell of {whose}")
+    planned = [c for c in cells if c.id in set(bundle.cell_ids)]
+    for key, values in only.items():  # beside a value that matches, one of the scenario's alone was dropped
+        outside = sorted(values - {c.field(key) for c in planned})
+        if outside:
+            raise ConfigError(f"--only {key}={outside[0]} matches no cell of {whose}")
 
 
 def check_selection(request: RunRequest) -> None:

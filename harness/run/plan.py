@@ -49,6 +49,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
         preflight.build_folders(names, request.cache_dir)
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
     probe = run_probe(scenario.device, names, with_system=False)
+    preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, request.scenario_path, None)
     # as the run refuses them once its probe has answered: `--jobs` slots this machine cannot cut,
     # an `env:` thread count above a cell's cores
     cut = executor_choice.local_slots(request, probe.device, probe) if request.executor == "local" and request.jobs > 1 else []

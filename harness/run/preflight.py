@@ -156,11 +156,13 @@ def could_write(out_dir: Path, option: str = "--out") -> None:
 
 class MadeFolders:
     """The folders a run is about to make (`--out`, `--cache-dir`): where it is refused before its
-    bundle is made, those it made are removed again, if still empty, so that the refusal leaves
-    nothing behind. A folder that was there before is never among them."""
+    bundle is made, those it made are removed again, if still empty once what the run put in them
+    is gone (`fills`: the noise probe's cache), so that the refusal leaves nothing behind. A folder
+    that was there before is never among them, nor is anything in it removed."""
 
     def __init__(self) -> None:
         self._chains: list[list[Path]] = []  # for each path noted, the folders it made, deepest first
+        self._fills: list[Path] = []
 
     def note(self, path: Path) -> None:
         """Note the folders `path.mkdir(parents=True)` is about to make (`writable` calls it before)."""
@@ -173,9 +175,19 @@ class MadeFolders:
                 chain.append(folder)
         self._chains.append(chain)
 
+    def fills(self, path: Path) -> None:
+        """Note `path`, which the run is about to make inside a noted folder or not at all: removed
+        with the folders, where one of them holds it."""
+        self._fills.append(path.absolute())
+
     def remove_left_empty(self) -> None:
-        """Remove the noted folders still empty, each path's deepest first: a folder with anything
-        in it (a bundle, the probe's cache) stays, and so do the folders above it on that path."""
+        """Remove what the run put into the noted folders it made (`fills`), then those still empty,
+        each path's deepest first: a folder with anything else in it stays, and so do the folders
+        above it on that path."""
+        made = {folder for chain in self._chains for folder in chain}
+        for path in self._fills:
+            if made & {path, *path.parents}:
+                shutil.rmtree(path, ignore_errors=True)
         for chain in self._chains:
             for folder in chain:
                 try:
@@ -233,6 +245,19 @@ def noexec_mount(path: Path) -> Path | None:
         return folder if os.statvfs(folder).f_flag & getattr(os, "ST_NOEXEC", 0) else None
     except OSError:
         return None
+
+
+def check_a_gpu_is_seen(device: str, cuda_available: bool, scenario_path: Path | None, resume: Path | None) -> None:
+    """Refuse a run on cuda where torch sees no CUDA device (`device`, `cuda_available`: the probe's
+    answer): every cell would be skipped and the bundle marked complete (exit 0), and a later
+    --resume on a GPU would find nothing left to run. `run --dry-run` refuses it as the run does."""
+    if device != "cuda" or cuda_available:
+        return
+    if resume is not None:
+        raise ConfigError(f"--resume {resume}: the bundle was run on cuda and torch sees no CUDA device on "
+                          "this machine; resume it on a machine with a GPU")
+    raise ConfigError(f"device cuda: torch sees no CUDA device on this machine; run {scenario_path} on a "
+                      "machine with a GPU, or here with --device cpu")
 
 
 def executable_mapping_refused(path: Path) -> str | None:

@@ -111,7 +111,8 @@ def probe(device: str, backends: list[str], with_system: bool, noise_s: float,
         "cuda_devices": len(torch_info.get("devices") or []),
         "backends": {name: _backend_report(name, resolved) for name in backends},
     }
-    if with_system:
+    # a run on cuda where torch sees no GPU is refused on this answer: nothing more to measure
+    if with_system and (resolved != "cuda" or answer["cuda_available"]):
         from harness.measure.machine_speed import CACHE_FOLDER
         from harness.run import machine_noise
 

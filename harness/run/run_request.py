@@ -25,6 +25,9 @@ class RunRequest:
     #: Backends' persistent artifact cache (exported graphs, compiled libraries); None: a fresh
     #: one per cell, so every prepare is cold.
     cache_dir: Path | None = None
+    #: Whether the command line chose `cache_dir` (`--cache-dir`, `--no-cache`); where it did not, a
+    #: resume of a run made with `--no-cache` runs without the cache, as its run did.
+    cache_chosen: bool = True
     #: Seconds the sweep may take (harness/run/time_budget.py): a cell that would start after it is
     #: not started, and one that starts before it gets at most what is left; the local executors
     #: only. None: no budget.

@@ -26,6 +26,7 @@ from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, interrupted_exit_code
+from harness.measure.machine_speed import CACHE_FOLDER
 from harness.plain_text import shell_word, visible
 from harness.reporting.run_facts import quota_recorded
 from harness.run import (
@@ -59,6 +60,7 @@ def run(request: RunRequest, console: Console) -> int:
 
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     bundle, resolved, scenario = opening.open_or_plan(request, closing)
+    request = opening.as_its_run(request, bundle)
     names = sorted({b.name for b in scenario.backends})
     all_finished = bundle is not None and opening.all_finished(bundle, resolved, request)
     if bundle is not None and all_finished and opening.left_complete(bundle):
@@ -101,6 +103,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     refused.callback(made.remove_left_empty)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
         preflight.writable(request.cache_dir, "--cache-dir", made)
+        made.fills(request.cache_dir / CACHE_FOLDER)  # the noise probe's loop, built there
     if request.executor == "local":  # a noexec TMPDIR or cache would fail them too (Ray's are the nodes')
         preflight.build_folders(names, request.cache_dir)
     if bundle is None:
@@ -116,14 +119,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None,
                           cache_dir=request.cache_dir)
     device = probe.device
-    if not all_finished and device == "cuda" and not probe.cuda_available:
-        # every cell would be skipped here and the bundle marked complete (exit 0), and a later
-        # --resume on a GPU would find nothing left to run
-        if bundle is not None:
-            raise ConfigError(f"--resume {bundle.root}: the bundle was run on cuda and torch sees no CUDA device on "
-                              "this machine; resume it on a machine with a GPU")
-        raise ConfigError(f"device cuda: torch sees no CUDA device on this machine; run {request.scenario_path} on a "
-                          "machine with a GPU, or here with --device cpu")
+    if not all_finished:
+        preflight.check_a_gpu_is_seen(device, probe.cuda_available, request.scenario_path,
+                                      bundle.root if bundle else None)
     cells = select(expand(resolved, device), request.only or {})
     if ray_executor is not None and not all_finished:
         ray_executor.join(device)

@@ -81,6 +81,7 @@ def sweep(
         by_budget: set[str] = set()  # cells whose round 1 the budget kept from a result
         rounds_cut: set[str] = set()  # cells a further round of which it kept: they keep the rounds that finished
         ran_s: dict[str, float] = {}  # how long each cell's rounds ran: lost where the budget ends its round 1
+        left = 0  # cells the budget left out of the bundle: through the bar, not done
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
                 cell_id = done.task.cell_id
@@ -97,6 +98,7 @@ def sweep(
                     pace.finished()
                 elif not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
                     shutil.rmtree(folders[cell_id], ignore_errors=True)
+                    left += 1
                     progress.advance(bar)
                     if ran_s.get(cell_id):  # it ran, and that time is lost: said, not left to the end's count
                         progress.console.print(cell_line.ended_by_budget(by_id[cell_id].config.shown_label, ran_s[cell_id],
@@ -118,7 +120,7 @@ def sweep(
             raise
         finally:
             state.close()
-        progress.update(bar, description="cells done")
+        progress.update(bar, description=f"cells through, {left} of them left by the time budget" if left else "cells done")
 
 
 def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,

@@ -272,12 +272,18 @@ def test_a_new_run_on_cuda_is_refused_on_a_machine_without_one(tmp_path: Path) -
     scenario = tmp_path / "gpu.yaml"
     scenario.write_text("device: cuda\nmodels: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
     out = tmp_path / "results" / "today"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    refusal = f"device cuda: torch sees no CUDA device on this machine; run {scenario} on a machine with a GPU"
+    no_gpu = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out), "--cache-dir",
+                           str(tmp_path / "new" / "cache")], capture_output=True, text=True, timeout=900, cwd=REPO, env=no_gpu)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"device cuda: torch sees no CUDA device on this machine; run {scenario} on a machine with a GPU" in done.stderr
-    # no bundle, and not the folders the run made for it on its way to the refusal
+    assert refusal in done.stderr
+    # no bundle, and not the folders the run made for it on its way to the refusal, nor a noise probe's cache in them
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.yaml"], sorted(map(str, tmp_path.rglob("*")))
+    # the dry run refuses it as the run does (it listed every cell as one to run, exit 0)
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--dry-run"], capture_output=True,
+                          text=True, timeout=900, cwd=REPO, env=no_gpu)
+    assert done.returncode == 2 and refusal in done.stderr, done.stdout + done.stderr
 
 
 def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> None:
@@ -288,7 +294,7 @@ def test_resume_with_only_leaves_the_other_missing_cells_missing(null_run) -> No
         cell.unlink()
     done = fusionbench("run", "--resume", str(bundle), "--only", "scenario=SingleStream")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 cell(s) of the bundle not run yet" in done.stdout.replace("\n", " ")
+    assert "1 cell(s) of the bundle not run yet (outside --only): complete" in done.stdout.replace("\n", " ")
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert fusionbench("validate", str(bundle)).returncode == 0
     assert "another start of the machine" not in done.stdout.replace("\n", " ")

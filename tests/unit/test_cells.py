@@ -173,6 +173,10 @@ def test_a_resume_whose_only_matches_no_cell_the_bundle_planned_is_refused() -> 
     with pytest.raises(ConfigError, match=r"--only model=mobilenet_v3_small matches no cell of results/run, whose "
                                           r"run chose only model=resnet18"):
         refuse_an_empty_selection(scenario, "cpu", parse_only("model=mobilenet_v3_small"), bundle)
+    # beside a value that matches, one of the scenario's that the bundle did not plan was dropped without a word
+    with pytest.raises(ConfigError, match=r"^--only model=mobilenet_v3_small matches no cell of results/run, whose "
+                                          r"run chose only model=resnet18$"):
+        refuse_an_empty_selection(scenario, "cpu", parse_only("model=resnet18,model=mobilenet_v3_small"), bundle)
     refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=64"), None)  # cpu's 8, cuda's 64
     with pytest.raises(ConfigError, match="--only batch=128 matches no cell"):
         refuse_an_empty_selection(scenario, "auto", parse_only("batch=8,batch=128"), None)

@@ -4,6 +4,7 @@ user, devices and environment (a fake Docker client here; a real build runs wher
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -113,6 +114,15 @@ def test_arguments_are_mapped_into_the_mounts(tmp_path: Path, monkeypatch: pytes
         "--out", "/work/results", "--cache-dir", "/work/cache"]
     assert container_arguments(["--resume", str(results / "sub" / "run-1"), "--no-cache"], REPO, results) == [
         "run", "--resume", "/work/results/sub/run-1", "--no-cache"]  # a resume writes into its bundle: no --out
+    # a resume keeps its run's --no-cache where neither cache option is given, as outside a container
+    for cache, given, expected in ((None, [], ["--no-cache"]), ("/work/cache", [], ["--cache-dir", "/work/cache"]),
+                                   (None, ["--cache-dir", str(tmp_path)], ["--cache-dir", "/work/cache"])):
+        (results / "run-2").mkdir(parents=True, exist_ok=True)
+        (results / "run-2" / "bundle.json").write_text(json.dumps({"artifact_cache": cache, "state": "complete"}))
+        assert container_arguments(["--resume", str(results / "run-2"), *given], REPO, results) == [
+            "run", "--resume", "/work/results/run-2", *expected], (cache, given)
+    (results / "run-2" / "bundle.json").write_text("not JSON")  # left to the run inside, which says why
+    assert container_arguments(["--resume", str(results / "run-2")], REPO, results)[-2:] == ["--cache-dir", "/work/cache"]
     with pytest.raises(Exception, match="must be inside the repository"):
         container_arguments([str(Path(os.path.abspath(os.sep)) / "elsewhere" / "elsewhere.yaml")], REPO, results)
     with pytest.raises(Exception, match=f"must be under the results directory .*; name its folder with --out {tmp_path}$"):

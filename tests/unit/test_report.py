@@ -452,6 +452,33 @@ def test_a_report_into_a_bundle_another_process_writes_is_refused_and_one_elsewh
         os.close(held)
 
 
+def test_reading_a_bundle_a_run_is_writing_names_the_run_not_its_missing_manifest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --out`, `compare` and `findings` on a live run said "MANIFEST.sha256: missing"."""
+    from harness.cli.main import main
+
+    root = tmp_path / "run"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "state": "running"}))
+    (root / "MANIFEST.sha256").unlink()  # as a run or resume leaves it while it writes cells
+    holding = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); "
+               "print('held', flush=True); time.sleep(120)")  # as a run holds its bundle (harness/bundle/lock.py)
+    run = subprocess.Popen([sys.executable, "-c", holding, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "held\n"
+        for command in (["report", str(root), "--out", str(tmp_path / "r")], ["compare", str(GOLDEN / f"v{SCHEMA_VERSION}"),
+                        str(root)], ["findings", str(root), "--out", str(tmp_path / "f")]):
+            assert main(command) == 2, command
+            err = capsys.readouterr().err
+            assert f"{root}: pid {run.pid} is running or resuming this bundle" in err and "MANIFEST" not in err, err
+    finally:
+        run.kill()
+        run.wait()
+    assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 2  # no run has it: its problems, as before
+    assert "MANIFEST.sha256" in capsys.readouterr().err
+
+
 def test_an_out_that_is_a_file_is_refused_by_name(tmp_path: Path) -> None:
     afile = tmp_path / "report.txt"
     afile.write_text("keep me")

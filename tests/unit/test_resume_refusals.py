@@ -181,8 +181,28 @@ def test_a_bundle_run_with_no_cache_is_resumed_only_with_no_cache(tmp_path: Path
     manifest.write(root)
     before = _snapshot(root)
     assert main(["run", "--resume", str(root), "--cache-dir", str(tmp_path / "cache")]) == 2
-    assert f"{root} was run with --no-cache (every cell prepared cold); resume it with --no-cache" in capsys.readouterr().err
+    assert f"{root} was run with --no-cache (every cell prepared cold); resume it without --cache-dir" in capsys.readouterr().err
     assert _snapshot(root) == before and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.slow
+def test_a_bundle_run_with_no_cache_resumed_with_neither_cache_option_runs_without_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_probe: None, whole_machine: None) -> None:
+    """The README says a resume keeps `--no-cache`; it was refused unless --no-cache was given again."""
+    root = _edited(tmp_path, lambda s: None)  # one cell deleted: the resume would run it
+    as_run_here(root)
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "artifact_cache": None}))
+    manifest.write(root)
+    caches: list[object] = []
+
+    def no_cell_run(todo: list[Any], *args: Any, **kwargs: Any) -> None:
+        caches.append(args[5])  # the cache the cells would be given: the run's choice, not a cell's
+        assert len(todo) == 1
+
+    monkeypatch.setattr(runner.sweep, "sweep", no_cell_run)
+    main(["run", "--resume", str(root)])
+    assert caches == [None]
 
 
 def test_a_file_given_with_resume_that_differs_only_in_its_rounds_says_so_and_auto_is_the_bundles_device(

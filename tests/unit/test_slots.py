@@ -310,9 +310,13 @@ def test_a_run_with_jobs_refuses_more_threads_than_its_slots_have(tmp_path: Path
     monkeypatch.setattr(slots, "usable_cores", lambda: cpus)
     scenario = tmp_path / "s.yaml"
     scenario.write_text("models: [resnet18]\nbackends: [null]\nscenarios: [Offline]\nenv: [OMP_NUM_THREADS=4096]\n")
-    assert main(["run", str(scenario), "--jobs", "2", "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    cache = tmp_path / "new" / "cache"
+    assert main(["run", str(scenario), "--jobs", "2", "--device", "cpu", "--out", str(tmp_path / "out"),
+                 "--cache-dir", str(cache)]) == 2
     assert "--jobs 2: the scenario's env sets OMP_NUM_THREADS=4096, more threads than a slot's" in capsys.readouterr().err
     assert not any((tmp_path / "out").glob("*/bundle.json"))
+    # the cache folder the run made goes with the noise probe's loop it built there (it stayed)
+    assert not (tmp_path / "new").exists(), sorted(map(str, (tmp_path / "new").rglob("*")))
 
 
 @pytest.mark.parametrize("options, said", [

@@ -138,7 +138,8 @@ def test_two_jobs_start_what_fits_and_skip_the_rest(tmp_path: Path, monkeypatch:
 
 
 def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1,
-              scenarios: str = "[SingleStream, Offline, Server]", brief: bool = False) -> tuple[int, Path, str]:
+              scenarios: str = "[SingleStream, Offline, Server]", brief: bool = False,
+              only: dict[str, set[str]] | None = None) -> tuple[int, Path, str]:
     """A run of the null backend; `brief`: its cells' real workers time and run LoadGen briefly."""
     scenario = tmp_path / "null.yaml"
     timing = f"{{rounds: {rounds}, min_time_s: 0.1, max_warmup_s: 0.5}}" if brief else f"{{rounds: {rounds}}}"
@@ -146,7 +147,7 @@ def _null_run(tmp_path: Path, budget_s: float, past_budget: str, rounds: int = 1
                         f"timing: {timing}\n" + ("loadgen: {min_duration_s: 0.2}\n" if brief else ""))
     shown = io.StringIO()
     code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=budget_s,
-                          past_budget=past_budget),  # type: ignore[arg-type]
+                          past_budget=past_budget, only=only),  # type: ignore[arg-type]
                Console(file=shown, width=300))
     return code, next((tmp_path / "out").iterdir()), shown.getvalue()
 
@@ -206,12 +207,35 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
 def test_a_run_budget_spent_before_any_cell_had_a_result_exits_4_not_0(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
     monkeypatch.setattr(executors, "run_here", SlowCells(clock, 50.0))  # the first cell outlasts the budget
-    code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="missing")
+    # a new run's bundle holds only what --only chose: none of its cells is missing for being outside it
+    code, bundle, shown = _null_run(tmp_path, budget_s=30, past_budget="missing",
+                                    only={"backend": {"null"}})
     assert _records(bundle)[1] == {}, "a cell kept from a result by the budget was recorded"
     assert code == 4, "a run that measured nothing exited as a pass"
-    assert "3 cell(s) of the bundle not run yet (the time budget was spent)" in shown
+    assert "3 cell(s) of the bundle not run yet (the time budget was spent): complete" in shown
+    assert "cells done" not in shown and "cells through, 3 of them left by the time budget" in shown  # the bar's 3/3
     assert "nothing measured: no cell of the bundle has a result yet" in shown
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    assert validate(bundle).problems == []
+
+
+@pytest.mark.slow  # its run starts the system probe, which imports torch
+def test_a_resume_whose_budget_ran_no_cell_of_a_bundle_holding_only_interrupted_cells_exits_4(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
+    """The record a Ctrl-C leaves (`interrupted`) is no result: the resume exited 0 with nothing measured."""
+
+    def stopped(task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(executors, "run_here", stopped)
+    code, bundle, _ = _null_run(tmp_path, budget_s=30, past_budget="missing")
+    assert code == 130 and {r["status"] for r in _records(bundle)[1].values()} == {"interrupted"}
+    monkeypatch.setattr(executors, "run_here", SlowCells(clock, 50.0))  # the first cell outlasts the budget
+    shown = io.StringIO()
+    resumed = run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=30,
+                             past_budget="missing"), Console(file=shown, width=400))
+    assert resumed == 4, "a resume that measured nothing exited as a pass"
+    assert "nothing measured: no cell of the bundle has a result yet" in shown.getvalue()
     assert validate(bundle).problems == []
 
 

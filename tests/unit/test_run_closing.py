@@ -1,0 +1,116 @@
+"""How a run closes its bundle (harness/run/ending.py): a stop (Ctrl-C, SIGTERM) or a full disk at
+any file the close writes leaves a bundle that `--resume` completes, never one marked as ended
+with no manifest, which nothing could resume or read; a full disk there exits 3, as one during
+the cells does."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.validate import validate
+from harness.cli.main import main
+from harness.files import atomic
+from harness.reporting import report
+from harness.run import ending
+
+pytestmark = pytest.mark.slow
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def _finished_without_its_report(tmp_path: Path, name: str) -> Path:
+    """The golden bundle, every cell finished, its report removed: a resume runs no cell and closes it."""
+    root = tmp_path / name
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    for report_name in (report.REPORT_MD, report.REPORT_HTML):
+        (root / report_name).unlink()
+    from harness.bundle import manifest
+
+    manifest.write(root)
+    return root
+
+
+def _writes_of_a_resume(root: Path, monkeypatch: pytest.MonkeyPatch,
+                        fault: Callable[[int, Path], BaseException | None], *, while_closing: bool,
+                        landed: bool = True) -> int:
+    """Resume `root` with `fault(k, path)` asked at the k-th file written into it, counting those of
+    the close alone where `while_closing`, and raise what it returns: once the write has landed (the
+    file is in place, the next not begun), or where not `landed`, in its stead. Returns the resume's
+    exit code."""
+    replace = os.replace
+    close = ending.close
+    counting = {"on": not while_closing, "k": 0}
+
+    def counted(src: Any, dst: Any) -> None:
+        raised = None
+        if counting["on"] and Path(dst).parent == root:
+            counting["k"] += 1
+            raised = fault(counting["k"], Path(dst))
+        if raised is None or landed:
+            replace(src, dst)
+        if raised is not None:
+            raise raised
+
+    def closing(*args: Any, **kwargs: Any) -> None:
+        counting["on"] = True
+        close(*args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "replace", counted)
+    monkeypatch.setattr(ending, "close", closing)
+    try:
+        return main(["run", "--resume", str(root), "--no-cache"])
+    finally:
+        monkeypatch.setattr(atomic.os, "replace", replace)
+        monkeypatch.setattr(ending, "close", close)
+
+
+def _completes(root: Path) -> None:
+    """A resume of `root` finishes it: exit 0 (its cells are valid or skipped), complete, valid, its report written."""
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 0
+    assert json.loads((root / "bundle.json").read_text())["state"] == "complete"
+    assert validate(root).ok, validate(root).problems
+    assert (root / report.REPORT_MD).is_file() and (root / report.REPORT_HTML).is_file()
+
+
+def test_a_stop_after_any_file_a_resume_writes_leaves_a_bundle_that_a_resume_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Closing wrote bundle.json's final state, then its manifest: a stop between the two left a
+    bundle `complete` with no manifest, which validate, report and --resume all refused."""
+    written: list[str] = []
+    root = _finished_without_its_report(tmp_path, "counted")
+    assert _writes_of_a_resume(root, monkeypatch, lambda k, path: written.append(path.name), while_closing=False) == 0
+    assert written.count("bundle.json") >= 2 and "MANIFEST.sha256" in written, written  # running, then its end
+    for k in range(1, len(written) + 1):
+        root = _finished_without_its_report(tmp_path, f"stopped-{k}")
+        code = _writes_of_a_resume(root, monkeypatch, lambda at, path, k=k: KeyboardInterrupt() if at == k else None,
+                                   while_closing=False)
+        assert code == 130, (k, written[k - 1])
+        _completes(root)
+    capsys.readouterr()
+
+
+def test_a_full_disk_at_any_file_the_close_writes_exits_3_and_a_resume_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """It exited 2, which says nothing was written, with a bundle `--resume` refused."""
+    written: list[str] = []
+    root = _finished_without_its_report(tmp_path, "counted")
+    assert _writes_of_a_resume(root, monkeypatch, lambda k, path: written.append(path.name), while_closing=True) == 0
+    capsys.readouterr()
+    for k in range(1, len(written) + 1):
+        root = _finished_without_its_report(tmp_path, f"full-{k}")
+
+        def full(at: int, path: Path, k: int = k) -> OSError | None:
+            return OSError(errno.ENOSPC, "No space left on device", str(path)) if at == k else None
+
+        assert _writes_of_a_resume(root, monkeypatch, full, while_closing=True, landed=False) == 3, (k, written[k - 1])
+        err = capsys.readouterr().err
+        assert "No space left on device" in err and f"--resume {root}" in err and "Traceback" not in err, err
+        _completes(root)
