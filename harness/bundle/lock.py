@@ -34,15 +34,31 @@ def hold(root: Path, then: str = "resume") -> int:
 def holder_pid(root: Path) -> int | None:
     """The pid holding a flock on `root`, as /proc/locks lists it, or None where it cannot be told."""
     try:
-        inode = os.stat(root).st_ino
+        stat = os.stat(root)
         lines = _PROC_LOCKS.read_text().splitlines()
     except OSError:
         return None
+    # the device's major and minor in hex, then the inode: another file system's inode of that number is not it
+    where = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
     for line in lines:
         fields = line.split()
         # "1: FLOCK  ADVISORY  WRITE 4242 00:2e:131077 0 EOF"; a blocked waiter's line has "->" after the number
-        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK":
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK" or fields[3] != "WRITE":
             continue
-        if fields[5].rsplit(":", 1)[-1] == str(inode) and fields[4].isdigit():
+        if fields[5] == where and fields[4].isdigit() and int(fields[4]) > 0:  # 0: a holder outside this pid namespace
             return int(fields[4])
     return None
+
+
+def writer_pid(root: Path) -> int | None:
+    """The pid of another process writing the bundle at `root` (a run, a resume, a report into it),
+    or None where none holds its lock or the holder cannot be told."""
+    try:
+        fd = dirlock.try_lock(root)
+    except OSError:
+        return None
+    if fd is not None:  # free: no writer
+        os.close(fd)
+        return None
+    holder = holder_pid(root)
+    return holder if holder != os.getpid() else None

@@ -81,13 +81,13 @@ def trusted(root: Path) -> LoadedBundle:
 
 def _refuse(root: Path, problems: list[str]) -> NoReturn:
     """BundleError for a bundle that fails validation with `problems`: the first of them, or, where
-    a process is running or resuming it (its checksums are written as it ends), that process."""
-    from harness.bundle.lock import holder_pid
+    another process is writing it (its checksums are written as it ends), that process."""
+    from harness.bundle.lock import writer_pid
 
-    holder = holder_pid(root) if root.is_dir() else None
-    if holder is not None and holder != os.getpid():  # `report RUN_DIR` holds it to write into it
-        raise BundleError(f"{root}: pid {holder} is running or resuming this bundle, which is checksummed as the run "
-                          "ends; wait for it to end, or stop it")
+    holder = writer_pid(root) if root.is_dir() else None
+    if holder is not None:
+        raise BundleError(f"{root}: pid {holder} is writing this bundle (a run, a resume or a report into it), which is "
+                          "checksummed as it ends; wait for it to end, or stop it")
     shown = "; ".join(problems[:_PROBLEMS_SHOWN])
     more = f" (and {len(problems) - _PROBLEMS_SHOWN} more)" if len(problems) > _PROBLEMS_SHOWN else ""
     raise BundleError(f"{root} fails validation: {shown}{more}; see `fusionbench validate {shell_word(root)}`")

@@ -44,6 +44,11 @@ def default_cache_dir() -> Path:
     return Path(base) / "fusionbench"
 
 
+def _escaped(path: Path) -> str:
+    """`path` as argparse's help shows it as written (it formats help with %)."""
+    return str(path).replace("%", "%%")
+
+
 def _parser() -> OneLineParser:
     parser = OneLineParser(
         prog="fusionbench",
@@ -74,7 +79,7 @@ def _parser() -> OneLineParser:
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
         "--cache-dir", type=path_argument,
-        help=f"where backends keep exported and compiled artifacts between runs (default: {default_cache_dir()}; a "
+        help=f"where backends keep exported and compiled artifacts between runs (default: {_escaped(default_cache_dir())}; a "
              "resume of a run made with --no-cache: none)",
     )
     cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")

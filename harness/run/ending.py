@@ -6,15 +6,17 @@ invalid) and its exit code by its cells' statuses (`exit_code`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.text import Text
 
+from harness.bundle import manifest
 from harness.bundle.reader import load
 from harness.bundle.statuses import BAD, FINISHED, nothing_measured
 from harness.bundle.writer import Bundle, utc_now
-from harness.errors import EXIT_NOTHING_MEASURED, OutputError
+from harness.errors import EXIT_NOTHING_MEASURED, BundleError, OutputError
 from harness.plain_text import one_line, shell_word, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run.run_request import RunRequest
@@ -36,25 +38,50 @@ def close(bundle: Bundle, state: str, console: Console) -> None:
             path.unlink(missing_ok=True)
         bundle.seal(state=state, ended=utc_now(), nodes=nodes(bundle.cells()))
     except OSError as exc:
-        raise OutputError(f"could not close {bundle.root}: {exc.strerror or exc}; its finished cells are intact: "
-                          f"make room, then run --resume {shell_word(bundle.root)}") from None
+        raise OutputError(f"could not close {bundle.root}: {exc.strerror or exc}; its finished cells are intact: once "
+                          f"it can be written (room made, rights given), run --resume {shell_word(bundle.root)}") from None
     try:
         render(load(bundle.root), bundle.root)
+    except BaseException as exc:
+        _without_its_report(bundle, state, exc, console)
+    try:
         bundle.write_manifest()
     except BaseException as exc:
-        for path in reports:
-            path.unlink(missing_ok=True)
-        if not isinstance(exc, (KeyboardInterrupt, OSError)):
-            raise  # a bug: its traceback, the bundle valid without its report
-        how = ("interrupted while writing the report" if isinstance(exc, KeyboardInterrupt)
-               else f"could not write the report ({exc.strerror or exc})")
-        line = (f"{how}: the bundle is {state} and valid without {REPORT_MD} and {REPORT_HTML}; write them "
-                f"with `fusionbench report {shell_word(bundle.root)}` (or `fusionbench run --resume "
-                f"{shell_word(bundle.root)}`)")
-        if isinstance(exc, OSError):
-            raise OutputError(line) from None
-        console.print(Text(line, style="yellow"))
+        if not _manifest_lists(bundle.root, REPORT_MD, REPORT_HTML):  # its write never landed
+            _without_its_report(bundle, state, exc, console)
+        if isinstance(exc, OSError):  # landed, then the folder's fsync failed: the bundle is whole
+            raise OutputError(f"could not close {bundle.root}: {exc.strerror or exc}; the bundle is {state} and "
+                              "valid") from None
         raise
+
+
+def _without_its_report(bundle: Bundle, state: str, exc: BaseException, console: Console) -> NoReturn:
+    """Leave the bundle, sealed as `state`, valid without its report, which `exc` cut short (the
+    manifest of the seal lists none), and raise: Ctrl-C and SIGTERM as they are, saying how to
+    write the report; OSError (a full disk) as OutputError, which says it; anything else, a bug,
+    as it is."""
+    for path in (bundle.root / REPORT_MD, bundle.root / REPORT_HTML):
+        path.unlink(missing_ok=True)
+    if not isinstance(exc, (KeyboardInterrupt, OSError)):
+        raise exc  # a bug: its traceback, the bundle valid without its report
+    how = ("interrupted while writing the report" if isinstance(exc, KeyboardInterrupt)
+           else f"could not write the report ({exc.strerror or exc})")
+    line = (f"{how}: the bundle is {state} and valid without {REPORT_MD} and {REPORT_HTML}; write them "
+            f"with `fusionbench report {shell_word(bundle.root)}` (or `fusionbench run --resume "
+            f"{shell_word(bundle.root)}`)")
+    if isinstance(exc, OSError):
+        raise OutputError(line) from None
+    console.print(Text(line, style="yellow"))
+    raise exc
+
+
+def _manifest_lists(root: Path, *names: str) -> bool:
+    """Whether the manifest in `root` lists each of `names` (false where it cannot be read)."""
+    try:
+        listed = manifest.parse((root / manifest.MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, BundleError):
+        return False
+    return all(name in listed for name in names)
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:

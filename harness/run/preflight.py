@@ -171,14 +171,17 @@ class MadeFolders:
         for folder in (path, *path.parents):
             if folder.exists() or folder.is_symlink():
                 break
-            if folder.name != "..":  # `a/../b` makes a and b: `a/..` is a, made when it is
+            # `a/../b` makes a and b (`a/..` is a, made when it is); with no `a`, b is not there as written, yet
+            # may be, and is then not made here
+            if folder.name != ".." and not os.path.lexists(os.path.normpath(folder)):
                 chain.append(folder)
         self._chains.append(chain)
 
     def fills(self, path: Path) -> None:
         """Note `path`, which the run is about to make inside a noted folder or not at all: removed
-        with the folders, where one of them holds it."""
-        self._fills.append(path.absolute())
+        with the folders, where one of them holds it. One there already is not the run's: never noted."""
+        if not (os.path.lexists(path) or os.path.lexists(os.path.normpath(path.absolute()))):
+            self._fills.append(path.absolute())
 
     def remove_left_empty(self) -> None:
         """Remove what the run put into the noted folders it made (`fills`), then those still empty,

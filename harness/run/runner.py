@@ -173,8 +173,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         planned = set(bundle.cell_ids)
         cells = [c for c in cells if c.id in planned]
         preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
-        bundle.drop_manifest()
+        # `running` first: a stop between the two leaves a stale manifest, which a killed run's state forgives
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running", ended=None)
+        bundle.drop_manifest()
     refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))

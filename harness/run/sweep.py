@@ -120,7 +120,7 @@ def sweep(
             raise
         finally:
             state.close()
-        progress.update(bar, description=f"cells through, {left} of them left by the time budget" if left else "cells done")
+        progress.update(bar, description=f"{left} cell(s) left for --resume by the time budget" if left else "cells done")
 
 
 def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,

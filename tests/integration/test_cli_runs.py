@@ -278,7 +278,7 @@ def test_a_new_run_on_cuda_is_refused_on_a_machine_without_one(tmp_path: Path) -
                            str(tmp_path / "new" / "cache")], capture_output=True, text=True, timeout=900, cwd=REPO, env=no_gpu)
     assert done.returncode == 2, done.stdout + done.stderr
     assert refusal in done.stderr
-    # no bundle, and not the folders the run made for it on its way to the refusal, nor a noise probe's cache in them
+    # no bundle, and not the folders the run made for it on its way to the refusal (it skips the noise probe)
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.yaml"], sorted(map(str, tmp_path.rglob("*")))
     # the dry run refuses it as the run does (it listed every cell as one to run, exit 0)
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--dry-run"], capture_output=True,

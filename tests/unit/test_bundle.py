@@ -227,3 +227,48 @@ def test_a_run_id_is_one_the_header_accepts_whatever_the_scenarios_name(name: st
 
     pattern = BundleHeader.model_fields["run_id"].metadata[0].pattern
     assert re.fullmatch(pattern, new_run_id(name)), new_run_id(name)
+
+
+def test_the_lock_holder_is_the_writer_of_this_folder_on_its_own_device(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/locks was matched by inode alone: another file system's file of that inode number, or a
+    shared lock on it, named an unrelated process as the bundle's writer; a holder outside this pid
+    namespace reads as pid 0."""
+    import os
+
+    from harness.bundle import lock
+
+    root = tmp_path / "run"
+    root.mkdir()
+    stat = os.stat(root)
+    here = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    other = f"{os.major(stat.st_dev) + 1:02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    locks = tmp_path / "locks"
+    monkeypatch.setattr(lock, "_PROC_LOCKS", locks)
+    for lines, holder in ((f"1: FLOCK  ADVISORY  WRITE 4242 {other} 0 EOF", None),
+                          (f"1: FLOCK  ADVISORY  READ  4242 {here} 0 EOF", None),
+                          (f"1: FLOCK  ADVISORY  WRITE 0 {here} 0 EOF", None),
+                          (f"1: FLOCK  ADVISORY  WRITE 4242 {other} 0 EOF\n2: FLOCK  ADVISORY  WRITE 77 {here} 0 EOF", 77)):
+        locks.write_text(lines + "\n")
+        assert lock.holder_pid(root) == holder, lines
+    assert lock.writer_pid(root) is None  # the lock is free (whatever /proc/locks says): nobody writes it
+
+
+def test_validate_says_what_a_running_bundle_whose_checksums_do_not_match_is(tmp_path: Path) -> None:
+    """A stop as a run closed left `running` with a manifest of its final bundle.json: "bundle.json:
+    edited" read as tampering."""
+    import shutil
+
+    from harness.bundle import manifest
+    from harness.bundle.validate import validate
+
+    root = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}", root)
+    manifest.write(root)
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "state": "running"}))
+    verdict = validate(root)
+    assert "bundle.json: edited (its SHA-256 differs from MANIFEST.sha256)" in verdict.problems
+    assert any("the run is running: a run killed, or stopped as it wrote its checksums" in n for n in verdict.notes)
+    (root / "bundle.json").write_text(json.dumps({**header, "state": "complete", "name": "x"}))
+    assert not any("stopped as it wrote its checksums" in n for n in validate(root).notes)  # tampered: no excuse

@@ -19,6 +19,17 @@ def fusionbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+def test_run_help_shows_a_default_cache_folder_with_a_percent_sign(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse formats help with %: a cache folder under `/tmp/100%x` raised a TypeError with its traceback."""
+    from harness.cli.main import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", "/tmp/100%x")
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--help"])
+    assert done.value.code == 0 and "/tmp/100%x/fusionbench" in " ".join(capsys.readouterr().out.split())
+
+
 @pytest.mark.slow
 def test_help_lists_commands() -> None:
     done = fusionbench("--help")

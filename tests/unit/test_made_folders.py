@@ -80,6 +80,29 @@ def test_a_folder_one_path_keeps_stops_the_removal_on_that_path_only(tmp_path: P
 
 
 
+def test_what_the_run_put_in_a_folder_it_made_goes_with_it_and_never_what_was_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fills`: the noise probe's loop in a --cache-dir the run made went with a refusal. Through
+    `new/..` with no `new`, a cache that was there read as made, and went, the user's loop with it."""
+    folders = made(tmp_path / "cache" / "fb")
+    folders.fills(tmp_path / "cache" / "fb" / "machine")
+    (tmp_path / "cache" / "fb" / "machine").mkdir()
+    (tmp_path / "cache" / "fb" / "machine" / "loop.so").write_bytes(b"built by the probe")
+    folders.remove_left_empty()
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine" / "machine").mkdir(parents=True)
+    (tmp_path / "mine" / "machine" / "loop.so").write_bytes(b"the user's")
+    through = Path("new") / ".." / "mine"
+    folders = made(through)
+    folders.fills(through / "machine")
+    assert (tmp_path / "new").is_dir()  # mkdir made it on its way
+    folders.remove_left_empty()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "mine", "mine/machine", "mine/machine/loop.so"]
+
+
+
 def test_a_build_folder_a_compiler_cannot_use_is_refused_before_the_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hardened host's noexec TMPDIR failed every Inductor cell (`failed to map segment from shared

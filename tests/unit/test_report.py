@@ -471,7 +471,7 @@ def test_reading_a_bundle_a_run_is_writing_names_the_run_not_its_missing_manifes
                         str(root)], ["findings", str(root), "--out", str(tmp_path / "f")]):
             assert main(command) == 2, command
             err = capsys.readouterr().err
-            assert f"{root}: pid {run.pid} is running or resuming this bundle" in err and "MANIFEST" not in err, err
+            assert f"{root}: pid {run.pid} is writing this bundle" in err and "MANIFEST" not in err, err
     finally:
         run.kill()
         run.wait()

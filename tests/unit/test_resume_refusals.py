@@ -201,7 +201,7 @@ def test_a_bundle_run_with_no_cache_resumed_with_neither_cache_option_runs_witho
         assert len(todo) == 1
 
     monkeypatch.setattr(runner.sweep, "sweep", no_cell_run)
-    main(["run", "--resume", str(root)])
+    assert main(["run", "--resume", str(root)]) == 0  # the cell left unrun: `interrupted`, the other results kept
     assert caches == [None]
 
 

@@ -73,17 +73,23 @@ def _writes_of_a_resume(root: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def _completes(root: Path) -> None:
-    """A resume of `root` finishes it: exit 0 (its cells are valid or skipped), complete, valid, its report written."""
+    """`root`, as a fault left it, is valid, or `running` (a killed run's, its manifest missing or
+    out of date); a resume of it finishes it: exit 0 (its cells are valid or skipped), complete,
+    valid, its report written."""
+    state = json.loads((root / "bundle.json").read_text())["state"]
+    assert state == "running" or validate(root).ok, (state, validate(root).problems)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 0
     assert json.loads((root / "bundle.json").read_text())["state"] == "complete"
     assert validate(root).ok, validate(root).problems
     assert (root / report.REPORT_MD).is_file() and (root / report.REPORT_HTML).is_file()
 
 
-def test_a_stop_after_any_file_a_resume_writes_leaves_a_bundle_that_a_resume_completes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("landed", [True, False], ids=["after-the-write", "instead-of-it"])
+def test_a_stop_at_any_file_a_resume_writes_leaves_a_bundle_that_a_resume_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], landed: bool) -> None:
     """Closing wrote bundle.json's final state, then its manifest: a stop between the two left a
-    bundle `complete` with no manifest, which validate, report and --resume all refused."""
+    bundle `complete` with no manifest, which validate, report and --resume all refused; so did a
+    stop as a resume began, between dropping the manifest and writing `running`."""
     written: list[str] = []
     root = _finished_without_its_report(tmp_path, "counted")
     assert _writes_of_a_resume(root, monkeypatch, lambda k, path: written.append(path.name), while_closing=False) == 0
@@ -91,7 +97,7 @@ def test_a_stop_after_any_file_a_resume_writes_leaves_a_bundle_that_a_resume_com
     for k in range(1, len(written) + 1):
         root = _finished_without_its_report(tmp_path, f"stopped-{k}")
         code = _writes_of_a_resume(root, monkeypatch, lambda at, path, k=k: KeyboardInterrupt() if at == k else None,
-                                   while_closing=False)
+                                   while_closing=False, landed=landed)
         assert code == 130, (k, written[k - 1])
         _completes(root)
     capsys.readouterr()

@@ -213,7 +213,7 @@ def test_a_run_budget_spent_before_any_cell_had_a_result_exits_4_not_0(
     assert _records(bundle)[1] == {}, "a cell kept from a result by the budget was recorded"
     assert code == 4, "a run that measured nothing exited as a pass"
     assert "3 cell(s) of the bundle not run yet (the time budget was spent): complete" in shown
-    assert "cells done" not in shown and "cells through, 3 of them left by the time budget" in shown  # the bar's 3/3
+    assert "cells done" not in shown and "3 cell(s) left for --resume by the time budget" in shown  # the bar's 3/3
     assert "nothing measured: no cell of the bundle has a result yet" in shown
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert validate(bundle).problems == []
