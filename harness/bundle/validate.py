@@ -44,7 +44,6 @@ from harness.bundle import (
 )
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, check_root, load
-from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, SchemaVersionError
@@ -80,9 +79,6 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
     verdict = Verdict()
     if integrity:
         verdict.problems += manifest.problems(files)
-        if verdict.problems and _state(files) == "running":
-            verdict.notes.append(f"{HEADER}: the run is running: a run killed, or stopped as it wrote its checksums, "
-                                 "leaves them missing or out of date; where no process runs it, finish it with --resume")
     else:  # no manifest to check (a killed run), but a link still leads out of the bundle
         verdict.problems += manifest.links_and_special_files(files)
     verdict.files = len(files.walk()[0])
@@ -95,6 +91,9 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
         return verdict
     verdict.cells = len(loaded.cells)
     verdict.loaded = loaded
+    if integrity and verdict.problems and loaded.header.get("state") == "running":  # so far the manifest's alone
+        verdict.notes.append(f"{HEADER}: the run is running: a run killed, or stopped as it wrote its checksums, "
+                             "leaves them missing or out of date; where no process runs it, finish it with --resume")
     malformed = schema_check.problems(loaded.raw_header, "bundle", loaded.version, HEADER)
     for cell_id, raw in loaded.raw_cells.items():
         where = f"{CELLS}/{cell_id}.json"
@@ -120,16 +119,6 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
     for cell in loaded.cells:
         verdict.problems += cell_record.problems(cell, f"{CELLS}/{cell['id']}.json")
     return verdict
-
-
-def _state(files: Snapshot) -> str | None:
-    """The run's state as bundle.json says it, or None where it cannot be read so."""
-    try:
-        header = parse_json(files.text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
-    except (BundleError, ValueError):
-        return None
-    state = header.get("state") if isinstance(header, dict) else None
-    return state if isinstance(state, str) else None
 
 
 def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None:
