@@ -25,7 +25,7 @@ from harness import allocator
 from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
-from harness.errors import ConfigError, interrupted_exit_code
+from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.machine_speed import CACHE_FOLDER
 from harness.plain_text import shell_word, visible
 from harness.reporting.run_facts import quota_recorded
@@ -204,8 +204,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         ending.close(bundle, "interrupted", console)
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {shell_word(bundle.root)}", style="yellow"))
         return interrupted_exit_code(stop)
-    except ConfigError:  # refused once the bundle was made (an executor's late check): resumable, never `running`
-        ending.close(bundle, "interrupted", console)
+    except ConfigError as refusal:  # refused once the bundle was made (an executor's late check): resumable, never `running`
+        try:
+            ending.close(bundle, "interrupted", console)
+        except OutputError as closing:  # both said: the refusal is what to fix, the close what it left
+            raise OutputError(f"{refusal}; then {closing}") from None
         raise
     missing = [cell for cell in bundle.cell_ids if not bundle.finished(cell)]
     ending.close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later

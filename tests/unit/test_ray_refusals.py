@@ -158,14 +158,20 @@ def test_sigterm_while_the_run_waits_for_the_cluster_gives_143_and_leaves_nothin
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("disk_full", [False, True], ids=["closed", "disk-full-as-it-closes"])
 def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
+        disk_full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        whole_machine: None) -> None:
     """An executor that refuses only once its cells are handed to it (a cluster lost since it was
-    joined): the bundle is closed `interrupted`, valid and resumable, not left `running`."""
+    joined): the bundle is closed `interrupted`, valid and resumable, not left `running`. Where the
+    disk fills up as it closes, the run says both, the refusal first, and exits 3 with the bundle
+    `running`, which `--resume` takes."""
+    import errno
     import json
     import shutil
 
     from harness.bundle.validate import validate
+    from harness.bundle.writer import Bundle
     from harness.errors import ConfigError
     from harness.run import executor_choice, runner
 
@@ -189,10 +195,24 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
                                            "backends": {name: {"available": True, "reason": "", "versions": {}}
                                                         for name in names}})
 
+    def no_room(self: Bundle, **fields: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(executor_choice, "local_executor", lambda *args: Refusing())
     monkeypatch.setattr(runner, "run_probe", probe)
+    if disk_full:
+        monkeypatch.setattr(Bundle, "seal", no_room)
     code = main(["run", "--resume", str(root), "--no-cache"])
     err = capsys.readouterr().err
-    assert code == 2 and "the cluster went away" in err and "Traceback" not in err, err
-    assert json.loads((root / "bundle.json").read_text())["state"] == "interrupted"
-    assert validate(root).ok, validate(root).problems
+    assert "Traceback" not in err, err
+    state = json.loads((root / "bundle.json").read_text())["state"]
+    if disk_full:
+        assert code == 3, err
+        said = " ".join(err.split())
+        assert said.index("the cluster went away") < said.index("could not close"), err
+        assert "No space left on device" in said and f"--resume {root}" in said, err
+        assert state == "running"
+    else:
+        assert code == 2 and "the cluster went away" in err, err
+        assert state == "interrupted"
+        assert validate(root).ok, validate(root).problems
