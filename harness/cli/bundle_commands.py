@@ -21,8 +21,9 @@ from rich.text import Text
 from harness.bundle.confine import output_path
 from harness.bundle.reader import LoadedBundle
 from harness.bundle.validate import Verdict, validate
-from harness.cli.path_argument import path_argument
+from harness.cli.path_argument import file_path_argument, path_argument
 from harness.errors import BundleError, ConfigError, HarnessError
+from harness.files.output_file import check_replaceable, write_output
 from harness.plain_text import shell_word, visible
 
 EXIT_PROBLEMS = 1
@@ -42,7 +43,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     diff.add_argument("--threshold", type=float, default=0.05,
                       help="smallest relative change of the median that counts (default: 0.05)")
     diff.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
-    diff.add_argument("--out", type=path_argument, help="write the comparison to this file as well")
+    diff.add_argument("--out", type=file_path_argument, help="write the comparison to this file as well")
     diff.add_argument("--allow-missing", action="store_true",
                       help="exit 0 even when a cell valid in one bundle has no counterpart to judge it by (missing, "
                            "skipped or interrupted in the other, or valid there but of another or no recorded math mode, "
@@ -134,7 +135,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")
     out = output_path(args.out, [args.a, args.b]) if args.out else None
     if out is not None:
-        _replaceable_comparison(out)
+        check_replaceable(out, "compare", lambda start: start.startswith(_COMPARISON_STARTS))
     if args.a.resolve() == args.b.resolve():  # every figure "same" and exit 0: a typo's pass
         raise BundleError(f"{args.a} is given as both A and B; compare sets two runs side by side")
     a, b = trusted(args.a), trusted(args.b)
@@ -144,7 +145,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     comparison = compare(a, b, threshold=args.threshold)
     text = to_json(comparison) if args.format == "json" else to_markdown(comparison)
     if out is not None:
-        out.write_text(text)
+        write_output(args.out, out, text)
     sys.stdout.write(text)
     unpaired = comparison.unpaired and not args.allow_missing
     if unpaired:
@@ -158,21 +159,6 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 #: How a file `compare --out` wrote begins: as Markdown, as JSON.
 _COMPARISON_STARTS = (b"# FusionBench comparison\n", b'{\n "a": ')
-
-
-def _replaceable_comparison(out: Path) -> None:
-    """ConfigError unless `out` is free for a comparison: absent, not a regular file, empty (`mktemp`'s),
-    or a comparison an earlier compare wrote (written again). Any other file was replaced without a word: a scenario file given as
-    --out by a slip of the shell's completion was lost."""
-    if out.is_dir():
-        raise ConfigError(f"--out {visible(out)}: a directory; give the path of the file to write")
-    if not out.is_file():  # absent, or a device or pipe (/dev/stdout), which holds nothing to lose
-        return
-    with out.open("rb") as existing:
-        start = existing.read(64)
-    if start and not start.startswith(_COMPARISON_STARTS):  # an empty file holds nothing to lose
-        raise ConfigError(f"--out {visible(out)}: a file compare did not write is there, and would be replaced; give "
-                          "another path, or remove it first")
 
 
 def trusted_but_its_report(root: Path) -> LoadedBundle:
@@ -207,7 +193,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     inside = out == args.run_dir.resolve()
     if inside and out.is_dir() and not os.access(out, os.W_OK | os.X_OK,
                                                   effective_ids=os.access in os.supports_effective_ids):
-        raise ConfigError(f"{visible(args.run_dir)}: this user may not write into the bundle (another user's run), "
+        raise ConfigError(f"{visible(args.run_dir)}: this user may not write into the bundle (its folder is read-only to this user), "
                           "where its report goes; give --out DIR for a report of its own")
     # Into the bundle: as its one writer, so that no run or resume starts on it meanwhile (its
     # manifest, written below, would then list a bundle still being written)
@@ -254,7 +240,7 @@ def cmd_pack(args: argparse.Namespace, console: Console) -> int:
     loaded = trusted(args.run_dir)
     out = args.out or Path(f"{loaded.name}-{checked_name(args.org, '--org')}-submission")
     packed = pack(loaded, out, org=args.org, division=args.division, status=args.status, system_base=args.system_name,
-                  system_info=info)
+                  system_info=info, option="--out" if args.out else "the default --out")
     console.print(Text(f"packed {packed.results} result(s) of {len(packed.systems)} system(s) into {visible(packed.tree)}"))
     console.print(Text(f"tarball: {visible(packed.tarball)}"))
     for line in packed.left_out:

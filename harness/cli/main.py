@@ -13,7 +13,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -21,11 +21,12 @@ from rich.text import Text
 
 import harness
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.cli import standard_output
 from harness.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
 from harness.cli.bundle_commands import add_parsers as add_bundle_parsers
 from harness.cli.os_error_line import os_error_line
 from harness.cli.parser import OneLineParser
-from harness.cli.path_argument import path_argument
+from harness.cli.path_argument import file_path_argument, path_argument
 from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import one_line, visible
 from harness.scenario.cells import ONLY_KEYS
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 DEVICES = ("auto", "cpu", "cuda")
 MAX_BUDGET_S = 7 * 86_400
+#: What every file `schema --out` writes holds: a file without it, there already, is not replaced.
+_JSON_SCHEMA = b'"$schema": "https://json-schema.org/'
 
 
 def default_cache_dir() -> Path:
@@ -196,7 +199,7 @@ def _parser() -> OneLineParser:
                         help="scenario file (default), bundle.json, or cells/<id>.json")
     schema.add_argument("--version", type=int, default=None,
                         help=f"bundle schema version (default: {SCHEMA_VERSION}, the one this harness writes)")
-    schema.add_argument("--out", type=path_argument, help="write it to this file instead")
+    schema.add_argument("--out", type=file_path_argument, help="write it to this file instead")
     return parser
 
 
@@ -443,50 +446,45 @@ def _cmd_schema(args: argparse.Namespace, console: Console) -> int:
     text = json.dumps(document, indent=2) + "\n"
     if args.out:
         from harness.bundle.confine import output_path
+        from harness.files.output_file import check_replaceable, write_output
 
-        output_path(args.out, [])  # never into a bundle: its manifest would no longer hold
-        args.out.write_text(text)
+        out = output_path(args.out, [])  # never into a bundle: its manifest would no longer hold
+        check_replaceable(out, "schema", lambda start: start.startswith(b"{") and _JSON_SCHEMA in start)
+        write_output(args.out, out, text)
     else:
         sys.stdout.write(text)
     return 0
 
 
-class _Console(Console):
-    def __init__(self, *args: Any, keep_going: bool = False, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.keep_going = keep_going
-
-    def on_broken_pipe(self) -> None:
-        """Rich's own answer is exit 1, which says a cell failed. A run goes on with its output
-        discarded (stopping it would leave its bundle `running`); any other command stops, and
-        `main` answers 141."""
-        if not self.keep_going:
-            raise BrokenPipeError
-        self.quiet = True
-        _discard_stdout()
-
-
-def _discard_stdout() -> None:
-    """Standard output from here on goes nowhere: its reader went away, and nothing left to print
-    or flush at exit may fail on it again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as given, for the bundle's record
+    if args.command is None:  # `fusionbench $CMD` with CMD unset: a mistake, not a pass
+        print("fusionbench: error: no command given; `fusionbench --help` lists them", file=sys.stderr)
+        return ConfigError.exit_code
     keep_going = args.command in ("run", "gpu-check")
-    console = _Console(highlight=False, keep_going=keep_going)
+    signal.signal(signal.SIGTERM, terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
+    try:
+        with standard_output.guarded(keep_going):
+            return _command(args, keep_going)
+    except standard_output.Failed as exc:
+        print(f"fusionbench: error: {exc}", file=sys.stderr)
+        standard_output.discard()  # what its buffer holds would fail again at exit
+        return ConfigError.exit_code
+    except BrokenPipeError:  # `fusionbench models | head`: the reader has what it wanted
+        standard_output.discard()
+        return EXIT_BROKEN_PIPE
+
+
+def _command(args: argparse.Namespace, keep_going: bool) -> int:
+    """Run the command `args` name; its exit code, an expected error's said in one line."""
+    console = standard_output.OutputConsole(highlight=False, keep_going=keep_going)
     if not console.is_terminal:  # logs and CI: do not squeeze tables to 80 columns
-        console = _Console(highlight=False, width=160, keep_going=keep_going)
+        console = standard_output.OutputConsole(highlight=False, width=160, keep_going=keep_going)
     commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
                 "container": _cmd_container, "engine": _cmd_engine, "image": _cmd_image, "gpu-check": _cmd_gpu_check,
                 "wheels": _cmd_wheels,
                 **BUNDLE_COMMANDS}
-    if args.command is None:
-        _parser().print_help()
-        return 0
-    signal.signal(signal.SIGTERM, terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
     try:
         return commands[args.command](args, console)
     except HarnessError as exc:
@@ -496,10 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         print("fusionbench: interrupted", file=sys.stderr)
         return interrupted_exit_code(stop)
-    except BrokenPipeError:  # `fusionbench models | head`: the reader has what it wanted
-        _discard_stdout()
-        return EXIT_BROKEN_PIPE
     except OSError as exc:  # a path the command reads or writes: the environment, not a bug
+        if isinstance(exc, BrokenPipeError):
+            raise
         print(f"fusionbench: error: {os_error_line(exc, getattr(args, 'out', None))}", file=sys.stderr)
         return ConfigError.exit_code
-

@@ -22,8 +22,9 @@ def os_error_line(exc: OSError, out: Any) -> str:
                 f"{visible(at)}); give a folder of your own")
     if isinstance(exc, IsADirectoryError) and out and _on_the_way_to(exc.filename, Path(out)):
         return f"--out {visible(out)}: a directory; give the path of the file to write"
-    # a write that failed after its file opened names no file: the output's
-    where = exc.filename if exc.filename is not None else f"--out {out}" if out else "writing the output"
+    # a write that failed after its file opened names no file: the output's (harness/files/output_file.py names it)
+    where = (f"--out {out}" if out and exc.filename in (None, str(out)) else exc.filename if exc.filename is not None
+             else "writing the output")
     return f"{visible(where)}: {visible(exc.strerror or exc)}"
 
 

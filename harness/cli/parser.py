@@ -1,6 +1,8 @@
 """The command line's parser: a mistake in the arguments is one line on standard error, with the
 nearest option or command where one is close, and exit 2. argparse's own prints the usage first
-(up to seven lines of it), and suggests nothing: `--dryrun` got no `--dry-run`."""
+(up to seven lines of it), and suggests nothing: `--dryrun` got no `--dry-run`. An option that takes
+one value is refused when given twice (argparse kept the last without a word: `pack --org A --org B`
+packed as B)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,19 @@ from harness.plain_text import visible
 _UNRECOGNIZED = "unrecognized arguments: "
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
 _SCENARIO_SUFFIXES = (".yaml", ".yml")
+_GIVEN = "_options_given"  # the namespace's record of the single-value options given, while it is parsed
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's `store`, refusing a second value for the same option."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given: dict[str, Any] = vars(namespace).setdefault(_GIVEN, {})
+        if self.dest in given and option_string is not None:
+            raise argparse.ArgumentError(self, f"given twice ({given[self.dest]}, then {values}); give it once")
+        given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -24,11 +39,15 @@ class OneLineParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._given: list[str] = []
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         self._given = list(sys.argv[1:] if args is None else args)  # what a hint looks through
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        vars(parsed).pop(_GIVEN, None)
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         owner = self._command_parser() if message.startswith(_UNRECOGNIZED) else self

@@ -252,10 +252,11 @@ def _refuse_one_place_for_two(results: list[tuple[str, CellRecord]]) -> None:
 
 
 def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", status: str = "rdi",
-         system_base: str | None = None, system_info: dict[str, str] | None = None) -> Packed:
-    """Write the submission tree at `out` (which must not exist) and `out`.tar.gz beside it."""
+         system_base: str | None = None, system_info: dict[str, str] | None = None, option: str = "--out") -> Packed:
+    """Write the submission tree at `out` (which must not exist) and `out`.tar.gz beside it;
+    `option`: how a refusal names `out` (the user gave no `--out`: "the default --out")."""
     org = checked_name(org, "--org")
-    base = checked_name(system_base, "--system-name") if system_base else default_system_base(loaded.header)
+    base = checked_name(system_base, "--system-name") if system_base is not None else default_system_base(loaded.header)
     if division not in DIVISIONS:
         raise ConfigError(f"--division {division!r}; allowed: {', '.join(DIVISIONS)}")
     if status not in STATUSES:
@@ -265,9 +266,9 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
     for given in named:  # as named: resolving would follow a dangling link
         if given.is_symlink():
             raise ConfigError(f"{given} is a symbolic link; pack writes a new directory and tarball, never through a link")
-    out = output_path(out, [loaded.root])
+    out = output_path(out, [loaded.root], option)
     if not out.name:
-        raise ConfigError(f"--out {out}: give a new directory to create, not the file system's root")
+        raise ConfigError(f"{option} {out}: give a new directory to create, not the file system's root")
     tarball = out.with_name(out.name + ".tar.gz")
     for path in (out, tarball):
         if path.exists() or path.is_symlink():

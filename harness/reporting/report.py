@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
 from harness.errors import ConfigError
-from harness.files.atomic import write_bytes_atomic
+from harness.files.atomic import write_files_atomic
 from harness.plain_text import visible_lines
 from harness.reporting.html import html
 from harness.reporting.markdown import markdown
@@ -34,14 +34,11 @@ def render(loaded: LoadedBundle, out_dir: Path) -> list[Path]:
 
 
 def write_pages(out_dir: Path, pages: dict[str, str]) -> list[Path]:
-    """Write each page (file name: text) into `out_dir`, atomically, every control or bidirectional
-    character shown as its code; return their paths."""
+    """Write the pages (file name: text) into `out_dir`, every control or bidirectional character
+    shown as its code, all or none (a full disk at the second leaves the first as it was); return
+    their paths."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: a file, not a directory; give a directory for the pages")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in pages.items():
-        path = out_dir / name
-        write_bytes_atomic(path, visible_lines(text).encode("utf-8"))
-        written.append(path)
-    return written
+    files = {out_dir / name: visible_lines(text).encode("utf-8") for name, text in pages.items()}
+    write_files_atomic(files)
+    return list(files)

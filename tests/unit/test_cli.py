@@ -275,7 +275,8 @@ def test_a_run_never_writes_into_a_bundle(capsys: pytest.CaptureFixture[str], tm
     bundle = tmp_path / "earlier"
     shutil.copytree(repo / "tests" / "golden" / f"v{SCHEMA_VERSION}", bundle)
     for inside in (bundle, bundle / "cells" / "more"):
-        argv = ["run", str(repo / "scenarios" / "smoke.yaml"), "--out", str(tmp_path / "results"), option, str(inside)]
+        elsewhere = [] if option == "--out" else ["--out", str(tmp_path / "results")]
+        argv = ["run", str(repo / "scenarios" / "smoke.yaml"), *elsewhere, option, str(inside)]
         assert main(argv) == 2
         assert f"{option} {inside} is inside the bundle {bundle}" in capsys.readouterr().err.replace("\n", "")
     assert validate(bundle).ok and not (bundle / "cells" / "more").exists() and not (tmp_path / "results").exists()

@@ -47,7 +47,7 @@ def test_a_report_of_another_users_bundle_asks_for_an_out_of_its_own(
     with acting_as():
         assert main(["report", str(bundle)]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert f"{bundle}: this user may not write into the bundle (another user's run), where its report goes; give " \
+    assert f"{bundle}: this user may not write into the bundle (its folder is read-only to this user), where its report goes; give " \
            "--out DIR for a report of its own" in err, err
     assert ".tmp" not in err
 
