@@ -80,6 +80,14 @@ class BundleError(HarnessError):
     exit_code = 2
 
 
+class BundleUnreadable(BundleError):
+    """A file or folder of a result bundle that this user may not read, or that the system failed to
+    read: a fact about where the bundle lies, not about what it holds, so no command calls the bundle
+    invalid, or a file of it missing, for it."""
+
+    exit_code = 2
+
+
 class SchemaVersionError(BundleError):
     """A bundle was written by a newer schema than this harness can read."""
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness.bundle.manifest import check_path
-from harness.errors import BundleError, ConfigError
+from harness.errors import BundleError, BundleUnreadable, ConfigError
 from harness.files.regular_file import read_regular
 from harness.plain_text import visible
 
@@ -48,8 +48,9 @@ def inner_path(root: Path, rel: object, where: str) -> Path:
 
 def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of the regular file at `path`; BundleError naming `where` for a missing file, a
-    link, a FIFO or other special file (refused without waiting on it), or one over `max_bytes`."""
-    return read_regular(path, where, max_bytes=max_bytes, error=BundleError)
+    link, a FIFO or other special file (refused without waiting on it), or one over `max_bytes`;
+    BundleUnreadable for one this user may not read, or the system fails to read."""
+    return read_regular(path, where, max_bytes=max_bytes, error=BundleError, unreadable=BundleUnreadable)
 
 
 def output_path(out: Path, bundles: Iterable[Path], option: str = "--out", *, may_be: Path | None = None) -> Path:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from harness.errors import BundleError
+from harness.errors import BundleError, BundleUnreadable
 from harness.files.atomic import write_bytes_atomic
 
 MANIFEST = "MANIFEST.sha256"
@@ -35,20 +36,43 @@ def sha256_file(path: Path) -> str:
 
 def bundle_files(root: Path) -> tuple[list[str], list[str]]:
     """(regular files, other entries) under `root`, as sorted relative paths, without following
-    links. Symbolic links and special files are "other": a bundle never holds them."""
+    links. Symbolic links and special files are "other": a bundle never holds them.
+    BundleUnreadable naming a folder this user may not list, or an entry it may not look at: what
+    lies there is unseen, not missing."""
     files: list[str] = []
     others: list[str] = []
-    for directory, subdirs, names in os.walk(root, followlinks=False):
+
+    def unlisted(exc: OSError) -> None:
+        if not isinstance(exc, (FileNotFoundError, NotADirectoryError)):  # not a folder gone or replaced meanwhile
+            raise _unreadable(root, Path(exc.filename), exc)
+
+    for directory, subdirs, names in os.walk(root, onerror=unlisted, followlinks=False):
         base = Path(directory)
         for name in list(subdirs):
-            if (base / name).is_symlink():
+            if stat.S_ISLNK(_mode(root, base / name)):
                 others.append((base / name).relative_to(root).as_posix())
                 subdirs.remove(name)
         for name in names:
             path = base / name
             rel = path.relative_to(root).as_posix()
-            (files if path.is_file() and not path.is_symlink() else others).append(rel)
+            (files if stat.S_ISREG(_mode(root, path)) else others).append(rel)
     return sorted(files), sorted(others)
+
+
+def _mode(root: Path, path: Path) -> int:
+    """The mode of `path` itself (a link not followed); 0 for one gone meanwhile, which then reads
+    as no regular file."""
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:  # a folder this user may list but not enter
+        raise _unreadable(root, path, exc) from None
+
+
+def _unreadable(root: Path, path: Path, exc: OSError) -> BundleUnreadable:
+    rel = path.relative_to(root).as_posix()
+    return BundleUnreadable(f"{rel if rel != '.' else 'its folder'}: unreadable ({exc.strerror})")
 
 
 def write(root: Path, coming: Mapping[str, bytes] | None = None) -> None:

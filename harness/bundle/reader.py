@@ -24,7 +24,7 @@ from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
-from harness.errors import BundleError
+from harness.errors import BundleError, BundleUnreadable
 
 _CELL_ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -96,13 +96,17 @@ def cell_ids(header: dict[str, Any], where: str = HEADER) -> list[str]:
 
 
 def check_root(root: Path) -> None:
-    """BundleError unless `root` is a folder with a bundle.json, saying which it is not."""
-    if not root.exists():
-        raise BundleError(f"{root}: no such file or directory")
-    if not root.is_dir():
-        raise BundleError(f"{root}: not a directory")
-    if not (root / HEADER).exists():
-        raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+    """BundleError unless `root` is a folder with a bundle.json, saying which it is not;
+    BundleUnreadable where this user may not look into it."""
+    try:
+        if not root.exists():
+            raise BundleError(f"{root}: no such file or directory")
+        if not root.is_dir():
+            raise BundleError(f"{root}: not a directory")
+        if not (root / HEADER).exists():
+            raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+    except PermissionError as exc:  # a folder closed to this user, its own or one above: pathlib's tests raise there
+        raise BundleUnreadable(f"{root}: unreadable ({exc.strerror})") from None
 
 
 def load(source: Path | Snapshot) -> LoadedBundle:

@@ -8,6 +8,11 @@ bundle names stays inside it), and its bytes are kept; every later hash or read 
 them. A file over KEEP_BYTES, or beyond KEEP_TOTAL_BYTES kept in all, is hashed as it is streamed
 and not kept: no reader takes a file that large, and a hostile bundle cannot fill the memory.
 
+A file or folder the system would not let this user read is kept too, as what it said
+(`unreadable`), and asked for again is refused again without another try: a reader that turns a
+refusal into a problem line of its own cannot hide that the bundle was not read whole, and a refusal
+is said once.
+
 A snapshot is of the bundle as it was read: a run that writes to the bundle afterwards reads what it
 wrote from its own records (`harness.bundle.writer.Bundle`), not from here.
 """
@@ -19,7 +24,8 @@ from pathlib import Path
 
 from harness.bundle.confine import MAX_FILE_BYTES, inner_path, read_bytes
 from harness.bundle.manifest import bundle_files, sha256_file
-from harness.errors import BundleError
+from harness.errors import BundleError, BundleUnreadable
+from harness.files.regular_file import refused
 
 #: The largest file a snapshot keeps: the largest any reader of a bundle takes.
 KEEP_BYTES = MAX_FILE_BYTES
@@ -36,20 +42,41 @@ class Snapshot:
         self._kept_bytes = 0
         self._digests: dict[str, str] = {}
         self._walked: tuple[list[str], list[str]] | None = None
+        self._unlisted: BundleUnreadable | None = None  # the walk's refusal
+        self._unread: dict[str, BundleUnreadable] = {}  # each file's refusal, by its relative path
+
+    @property
+    def unreadable(self) -> list[str]:
+        """One line per folder or file of the bundle the system would not let this user read, as
+        it was asked for: the walk's first, then the files' in the order they were read."""
+        return [str(exc) for exc in (self._unlisted, *self._unread.values()) if exc is not None]
 
     def walk(self) -> tuple[list[str], list[str]]:
-        """(regular files, other entries) as sorted relative paths: `manifest.bundle_files`, once."""
+        """(regular files, other entries) as sorted relative paths: `manifest.bundle_files`, once.
+        BundleUnreadable, kept, naming a folder this user may not list."""
+        if self._unlisted is not None:
+            raise self._unlisted
         if self._walked is None:
-            self._walked = bundle_files(self.root)
+            try:
+                self._walked = bundle_files(self.root)
+            except BundleUnreadable as exc:
+                self._unlisted = exc
+                raise
         return self._walked
 
     def read(self, rel: str, where: str | None = None, *, max_bytes: int) -> bytes:
         """The bytes of the regular file `rel`; BundleError naming `where` (default: `rel`) for a
         missing file, a link, a special file or one over `max_bytes`, as `confine.read_bytes` says it."""
         label = where or rel
+        if rel in self._unread:
+            raise self._unread[rel]
         data = self._kept.get(rel)
         if data is None:
-            data = read_bytes(self.root / rel, label, max_bytes=max_bytes)
+            try:
+                data = read_bytes(self.root / rel, label, max_bytes=max_bytes)
+            except BundleUnreadable as exc:
+                self._unread[rel] = exc
+                raise
             self._keep(rel, data)
         elif len(data) > max_bytes:
             raise BundleError(f"{label}: {len(data)} bytes, over the {max_bytes}-byte limit for this file")  # as read_bytes says it
@@ -77,7 +104,8 @@ class Snapshot:
 
     def sha256(self, rel: str) -> str:
         """The SHA-256 of the regular file `rel`, from the bytes kept or read now (and kept); a file
-        too large to keep is hashed as it streams. BundleError when it cannot be read."""
+        too large to keep is hashed as it streams. BundleError when it cannot be read (BundleUnreadable,
+        kept, where the system would not let this user read it)."""
         digest = self._digests.get(rel)
         if digest is not None:
             return digest
@@ -85,11 +113,13 @@ class Snapshot:
         if data is None:
             try:
                 data = self.read(rel, max_bytes=KEEP_BYTES)
+            except BundleUnreadable:
+                raise
             except BundleError:
                 if not (self.root / rel).is_file():
                     raise
                 data = None  # over KEEP_BYTES: hashed below as it streams
-        digest = hashlib.sha256(data).hexdigest() if data is not None else _streamed(self.root, rel)
+        digest = hashlib.sha256(data).hexdigest() if data is not None else self._streamed(rel)
         self._digests[rel] = digest
         return digest
 
@@ -98,9 +128,12 @@ class Snapshot:
             self._kept[rel] = data
             self._kept_bytes += len(data)
 
-
-def _streamed(root: Path, rel: str) -> str:
-    try:
-        return sha256_file(root / rel)
-    except OSError as exc:
-        raise BundleError(f"{rel}: unreadable ({exc.strerror})") from None
+    def _streamed(self, rel: str) -> str:
+        """The SHA-256 of a file too large to keep, read as it streams (it opened a moment ago)."""
+        try:
+            return sha256_file(self.root / rel)
+        except OSError as exc:
+            if not refused(exc):
+                raise BundleError(f"{rel}: unreadable ({exc.strerror})") from None
+            self._unread[rel] = BundleUnreadable(f"{rel}: unreadable ({exc.strerror})")
+            raise self._unread[rel] from None

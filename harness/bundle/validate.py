@@ -20,9 +20,12 @@ Six layers, each reported one problem per line as `<file>: <what is wrong>`:
 
 Reading is read-only and bounded (`harness.bundle.reader`), every path a bundle names is confined
 to it (`harness.bundle.confine`), and each file is read once (`harness.bundle.snapshot`): the bytes
-the manifest's hash is taken of are the bytes the later layers read. A file that cannot be read at
-all is one problem line, and the checks that need it are skipped. The verdict hands on the bundle
-as read (`Verdict.loaded`), so a command that validates before it reads reads nothing again.
+the manifest's hash is taken of are the bytes the later layers read. A file that cannot be used at
+all (a FIFO, one over its size limit) is one problem line, and the checks that need it are skipped.
+A file or folder this user may not read, or the system fails to read, says nothing of the bundle:
+it is no problem line but a refusal of the whole (BundleUnreadable), naming it, for no verdict
+can be given on files not read. The verdict hands on the bundle as read (`Verdict.loaded`), so a
+command that validates before it reads reads nothing again.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, check_root, load
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
-from harness.errors import BundleError, SchemaVersionError
+from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
 from harness.stats.summary import summarize_ns
 
 
@@ -70,12 +73,30 @@ def validate(source: Path | Snapshot, *, integrity: bool = True, resuming: bool 
              reference: mlperf_check.Reference | None = None) -> Verdict:
     """Every problem of the bundle at `source` (a path, or the snapshot a resume opened it with).
     Raises BundleError only when it is no bundle at all (no directory, no bundle.json),
-    SchemaVersionError when it is newer than this harness. `integrity=False` skips the first
-    layer: for a run that was killed, whose manifest is gone. `resuming`: the bundle is about to be
-    completed, so cells without a record are notes. `reference`: a labels file from outside the
-    bundle that every accuracy run is scored against too (`validate --labels`)."""
+    BundleUnreadable when this user cannot read a folder or file of it (the line names the bundle
+    and the first, with a count of the others), SchemaVersionError when it is newer than this
+    harness. `integrity=False` skips the first layer: for a run that was killed, whose manifest is
+    gone. `resuming`: the bundle is about to be completed, so cells without a record are notes.
+    `reference`: a labels file from outside the bundle that every accuracy run is scored against too
+    (`validate --labels`)."""
     files = source if isinstance(source, Snapshot) else Snapshot(source)
     check_root(files.root)
+    try:
+        verdict = _verdict(files, integrity, resuming, reference)
+    except BundleUnreadable as exc:  # a folder not listed: nothing under it was seen
+        raise _unread(files.root, files.unreadable or [str(exc)]) from None
+    if files.unreadable:  # a layer took a file it could not read for a problem of its own
+        raise _unread(files.root, files.unreadable)
+    return verdict
+
+
+def _unread(root: Path, unreadable: list[str]) -> BundleUnreadable:
+    """The refusal of the bundle at `root`, of which `unreadable` could not be read."""
+    more = f" (and {len(unreadable) - 1} more unreadable)" if len(unreadable) > 1 else ""
+    return BundleUnreadable(f"{root}: {unreadable[0]}{more}")
+
+
+def _verdict(files: Snapshot, integrity: bool, resuming: bool, reference: mlperf_check.Reference | None) -> Verdict:
     verdict = Verdict()
     if integrity:
         verdict.problems += manifest.problems(files)

@@ -29,7 +29,7 @@ from harness.bundle.reader import check_root
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
-from harness.errors import BundleError, ConfigError
+from harness.errors import BundleError, BundleUnreadable, ConfigError
 from harness.files.atomic import json_bytes, write_bytes_atomic, write_json_atomic
 from harness.plain_text import shell_word
 
@@ -110,6 +110,8 @@ class Bundle:
         """An existing bundle of this schema version, to resume; locked before anything is read."""
         try:
             check_root(root)
+        except BundleUnreadable:
+            raise  # a bundle, perhaps, that this user may not look into
         except BundleError as exc:
             raise ConfigError(f"{exc}; --resume takes a result bundle") from None
         path = root / HEADER

@@ -7,11 +7,12 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import SchemaVersionError
+from tests.another_user import acting_as, root_folder_every_user_may_enter
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -348,6 +350,36 @@ def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     assert any(f"the run is interrupted: 1 of {listed} listed cell(s) have no record" in note for note in verdict.notes)
     edit_json(root / "bundle.json", lambda h: h.update(state="complete"))
     assert any(f"1 of {listed} listed cell(s) have no record" in line for line in validate(root).problems)
+
+
+@contextlib.contextmanager
+def as_a_user_who_is_not_root() -> Iterator[None]:
+    """The block as a user to whom a file's permissions apply: nobody where the tests run as root
+    (whom no permission stops), else the user running them."""
+    with acting_as() if os.geteuid() == 0 else contextlib.nullcontext():
+        yield
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("closed", ["cells", "bundle.json"])
+def test_a_bundle_this_user_cannot_read_is_refused_naming_what_it_cannot_read(closed: str) -> None:
+    """A user who could not list cells/ got `validate` exit 1, INVALID, and 64 lines calling the
+    files there "listed in MANIFEST.sha256 but missing"; an unreadable bundle.json was named twice.
+    Files that were never read say nothing of the bundle: every command that reads it refuses it,
+    exit 2, in one line naming the bundle and what could not be read."""
+    with root_folder_every_user_may_enter() as folder:
+        root = folder / "bundle"
+        shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+        commands = [["validate", str(root)], ["compare", str(root), str(GOLDEN / "v11")],
+                    ["report", str(root), "--out", str(folder / "report")]]
+        for argv in commands:  # their lazy imports, from root's Python, which another user may not read
+            fusionbench(*argv)
+        (root / closed).chmod(0)
+        with as_a_user_who_is_not_root():
+            said = [fusionbench(*argv) for argv in commands]
+    for done in said:
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert done.stderr == f"fusionbench: error: {root}: {closed}: unreadable (Permission denied)\n", done.stderr
 
 
 @pytest.mark.slow
