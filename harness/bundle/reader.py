@@ -24,7 +24,7 @@ from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
-from harness.errors import BundleError, BundleUnreadable
+from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
 
 _CELL_ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -111,10 +111,19 @@ def check_root(root: Path) -> None:
 
 def load(source: Path | Snapshot) -> LoadedBundle:
     """The bundle at `source` (a path, or the snapshot validate read it through); BundleError (one
-    line, naming the file) when it cannot be read."""
+    line, naming the file) when it cannot be read; SchemaVersionError naming the bundle and its file
+    when it is newer than this harness (a command given several bundles refuses the whole command
+    for it, so the line must say which)."""
     files = source if isinstance(source, Snapshot) else Snapshot(source)
+    check_root(files.root)
+    try:
+        return _read(files)
+    except SchemaVersionError as exc:
+        raise SchemaVersionError(f"{files.root}: {exc}") from None
+
+
+def _read(files: Snapshot) -> LoadedBundle:
     root = files.root
-    check_root(root)
     raw_header = parse_json(files.text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
     version = record_version(raw_header, HEADER)
     header = upgraded_header(raw_header)

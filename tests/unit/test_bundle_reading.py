@@ -135,6 +135,42 @@ def test_schema_versions_this_harness_cannot_read_are_refused(version, error, wo
         upgraded_header({"schema_version": version})
 
 
+def _newer(root: Path, rel: str) -> str:
+    """The record `rel` of the bundle at `root` as a harness of the next schema version writes it,
+    the manifest re-hashed (so that only its version is refused); what the refusal then says."""
+    record = json.loads((root / rel).read_text())
+    (root / rel).write_text(json.dumps({**record, "schema_version": SCHEMA_VERSION + 1}))
+    manifest.write(root)
+    return f"{root}: {rel}: schema version {SCHEMA_VERSION + 1} is newer than this harness reads ({SCHEMA_VERSION})"
+
+
+def test_a_newer_record_is_refused_naming_its_bundle_and_its_file(tmp_path: Path) -> None:
+    """`bundle.json: schema version 13 is newer ...` named no bundle, and a command reads several."""
+    header, cell = tmp_path / "header", tmp_path / "cell"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", header)
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", cell)
+    for root, rel in ((header, "bundle.json"), (cell, f"cells/{sorted((cell / 'cells').glob('*.json'))[0].name}")):
+        said = _newer(root, rel)
+        with pytest.raises(SchemaVersionError) as refused:
+            load(root)
+        assert str(refused.value).startswith(said), refused.value
+
+
+@pytest.mark.slow
+def test_compare_and_findings_say_which_of_their_bundles_is_newer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare A NEW` and `findings A B NEW` exited 2 with `bundle.json: schema version 13 is newer
+    than this harness reads (12)`: the user could not tell which bundle."""
+    from harness.cli.main import main
+
+    newer = tmp_path / "newer"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", newer)
+    said = _newer(newer, "bundle.json")
+    older = [str(GOLDEN / f"v{SCHEMA_VERSION - 1}"), str(GOLDEN / f"v{SCHEMA_VERSION - 2}")]
+    for argv in (["compare", older[0], str(newer)], ["findings", *older, str(newer), "--out", str(tmp_path / "found")]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"fusionbench: error: {said}; upgrade FusionBench\n"
+
+
 def test_golden_bundles_of_every_version_load_as_the_current_version() -> None:
     for version in range(1, SCHEMA_VERSION + 1):
         loaded = load(GOLDEN / f"v{version}")
