@@ -462,7 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # `fusionbench $CMD` with CMD unset: a mistake, not a pass
         print("fusionbench: error: no command given; `fusionbench --help` lists them", file=sys.stderr)
         return ConfigError.exit_code
-    keep_going = args.command in ("run", "gpu-check")
+    # a run (in the image too) goes on past its standard output: its bundle is its result; a dry
+    # run's list is all it gives
+    dry = getattr(args, "dry_run", False) or "--dry-run" in (getattr(args, "run_args", None) or [])
+    keep_going = args.command in ("run", "gpu-check", "container") and not dry
     signal.signal(signal.SIGTERM, terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
     try:
         with standard_output.guarded(keep_going):

@@ -2,7 +2,7 @@
 nearest option or command where one is close, and exit 2. argparse's own prints the usage first
 (up to seven lines of it), and suggests nothing: `--dryrun` got no `--dry-run`. An option that takes
 one value is refused when given twice (argparse kept the last without a word: `pack --org A --org B`
-packed as B)."""
+packed as B), and an option is named whole (`--ou` is no `--out`: its nearest name is suggested)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line; its subcommands' parsers are of this class too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # whole option names only: `--ou X` passed the container's check as --out, and the launcher,
+        # which rewrites --out by its name, then gave the run in the image a second one
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self._given: list[str] = []
         self.register("action", None, _StoreOnce)

@@ -1,9 +1,9 @@
 """The one file a command writes where its `--out` names it (`compare --out`, `schema --out`): a
 file already there is replaced only where it is empty or one the command itself wrote (how such a
 file begins), since any other was replaced without a word (a scenario file given as `--out` by a
-slip of the shell's completion was lost); a regular file is written atomically; a device or a pipe
-(`/dev/stdout`, a process substitution) is written as named, where its link leads nowhere a file
-could be made. A failed write is named by the path."""
+slip of the shell's completion was lost); a new file is written atomically, one there in place; a
+device or a pipe (`/dev/stdout`, a process substitution) is written as named, where its link leads
+nowhere a file could be made. A failed write is named by the path."""
 
 from __future__ import annotations
 
@@ -35,16 +35,19 @@ def check_replaceable(out: Path, command: str, ours: Callable[[bytes], bool]) ->
 
 def write_output(given: Path, resolved: Path, text: str) -> None:
     """Write `text` to `--out` (`given` as the user gave it, `resolved` as confine.output_path
-    resolved it): a device or a pipe through the name given (`/dev/stdout` resolves to a pipe's
-    name under /proc, which no open finds), anything else atomically where it resolves to."""
+    resolved it): a new file atomically; a file there already in place, as itself (its mode, its
+    hard links, a folder this user may not write in around a file it may); a device or a pipe
+    through the name given (`/dev/stdout` resolves to a pipe's name under /proc, which no open
+    finds)."""
     data = text.encode("utf-8")
-    if given.exists() and not given.is_file():
-        try:
-            with given.open("wb") as stream:
-                stream.write(data)
-        except OSError as exc:
-            if exc.filename is not None or exc.errno is None:
-                raise
-            raise OSError(exc.errno, exc.strerror, str(given)) from None
+    if not given.exists():
+        write_bytes_atomic(resolved, data)
         return
-    write_bytes_atomic(resolved, data)
+    target = resolved if given.is_file() else given
+    try:
+        with target.open("wb") as stream:
+            stream.write(data)
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(given)) from None  # a write that failed once open names no file

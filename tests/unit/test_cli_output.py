@@ -184,3 +184,31 @@ def test_no_command_is_a_mistake(capsys: pytest.CaptureFixture[str]) -> None:
     """`fusionbench $CMD` with CMD unset printed the help and exited 0: a script's pass."""
     assert main([]) == 2
     assert "fusionbench: error: no command given; `fusionbench --help` lists them" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_dry_run_stops_at_a_full_standard_output() -> None:
+    """A dry run's list is all it gives: it went on as a run does, and exited 0 having printed nothing."""
+    with open("/dev/full", "w") as full:
+        done = _cli("run", "scenarios/smoke.yaml", "--dry-run", "--device", "cpu", stdout=full)
+    assert done.returncode == 2 and "standard output: No space left on device" in done.stderr, done.stderr
+
+
+def test_a_file_there_already_is_written_as_itself(tmp_path: Path) -> None:
+    """`compare --out` over its own earlier file: renamed over, it lost its mode and its hard links."""
+    a, b = _two_copies(tmp_path)
+    out = tmp_path / "cmp.md"
+    out.write_text("# FusionBench comparison\nearlier\n")
+    out.chmod(0o600)
+    link = tmp_path / "linked.md"
+    os.link(out, link)
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    assert out.stat().st_mode & 0o777 == 0o600 and link.read_text() == out.read_text() != "# FusionBench comparison\nearlier\n"
+
+
+def test_an_option_is_named_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--ou X` was taken for --out, except by the container launcher, which rewrites --out by its name."""
+    with pytest.raises(SystemExit) as exited:
+        main(["compare", str(GOLDEN), str(GOLDEN), "--ou", str(tmp_path / "x.md")])
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --ou" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
