@@ -279,9 +279,18 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
         from harness.scenario import loading
 
         loading.load(run_args.scenario)
+    from harness.run import preflight, slots
     from harness.run.opening import check_selection
 
     check_selection(request)
+    slots.check_jobs(request.jobs)
+    if request.executor == "local":  # the image runs on this machine's cores
+        slots.check_jobs_fit_here(request.jobs)
+    # the folders mounted into the image: never a bundle (the run inside sees only its mount, not
+    # the bundle around it), never a file; checked leaving nothing made
+    preflight.could_write(request.out_dir)
+    if request.cache_dir is not None:
+        preflight.could_write(request.cache_dir, "--cache-dir")
     from harness.run.system import SOURCE_ROOT
 
     repo = SOURCE_ROOT

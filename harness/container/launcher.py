@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
                 raise ConfigError(f"--resume {run_dir}: in a container a bundle must be under the results directory {results}; "
                                   f"name its folder with --out {run_dir.parent}")
             out += ["--resume", f"{RESULTS_MOUNT}/{run_dir.relative_to(results).as_posix()}"]
-        elif arg.endswith((".yaml", ".yml")) and not arg.startswith("-"):
+        elif arg.lower().endswith((".yaml", ".yml")) and not arg.startswith("-"):  # as run.sh takes it
             path = Path(arg).resolve()
             if not path.is_relative_to(repo):
                 raise ConfigError(f"{arg}: in a container the scenario file must be inside the repository {repo}")
@@ -118,6 +118,13 @@ def _made_without_the_cache(run_dir: Path) -> bool:
     `artifact_cache` null): its resume, given neither cache option, runs without the cache, as a
     resume outside a container does. A bundle that cannot be read so is left to the run inside,
     which refuses it with the reason."""
+    header = _stored_header(run_dir)
+    return header is not None and "artifact_cache" in header and header["artifact_cache"] is None
+
+
+def _stored_header(run_dir: Path) -> dict[str, Any] | None:
+    """The bundle.json of the bundle at `run_dir` as stored (bounded, a regular file only), or None
+    where it cannot be read so: the run inside then refuses the bundle with the reason."""
     from harness.bundle.files import HEADER
     from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
     from harness.bundle.snapshot import Snapshot
@@ -126,8 +133,41 @@ def _made_without_the_cache(run_dir: Path) -> bool:
     try:
         header = parse_json(Snapshot(run_dir).text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
     except (BundleError, OSError, ValueError):
-        return False
-    return isinstance(header, dict) and "artifact_cache" in header and header["artifact_cache"] is None
+        return None
+    return header if isinstance(header, dict) else None
+
+
+#: The harness's own settings a run reads from its environment, passed into the image as they are here.
+HARNESS_VARIABLES = ("FUSIONBENCH_NOISE_PROBE_S", "FUSIONBENCH_NCU")
+
+
+def passed_variables(args: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` the run in the image gets, as a native run would see them: the
+    harness's own settings (HARNESS_VARIABLES), and each the scenario's `env:` names without a
+    value (`NAME` passes the value where the run starts; the run's whitelist keeps every other
+    variable from the cells, here as natively). The scenario is the file `args` name, or the one
+    the bundle they resume stores; one that cannot be read passes none (the run inside refuses it)."""
+    named = [*HARNESS_VARIABLES, *_named_variables(args)]
+    return {name: environ[name] for name in named if name in environ}
+
+
+def _named_variables(args: list[str]) -> list[str]:
+    """The names a scenario's `env:` passes on from where the run starts (its items without `=`)."""
+    rest = split_options(args)
+    resumed = _option(rest, "--resume")
+    if resumed is not None:
+        header = _stored_header(Path(resumed))
+        scenario = header.get("scenario") if header is not None else None
+        env = scenario.get("env") if isinstance(scenario, dict) else None
+    else:
+        from harness.scenario import loading
+
+        path = next((a for a in rest if a.lower().endswith((".yaml", ".yml")) and not a.startswith("-")), None)
+        try:
+            env = loading.load(Path(path)).env if path is not None else None
+        except (HarnessError, OSError):
+            env = None
+    return [item for item in env or [] if isinstance(item, str) and "=" not in item]
 
 
 def _option(args: list[str], name: str) -> str | None:
@@ -236,8 +276,11 @@ def _build_from_dockerfile(client: Any, repo: Path, kind: str, write: Callable[[
     return client.images.get(tag)
 
 
-def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Path, cache: Path) -> dict[str, Any]:
-    """The keyword arguments of `containers.run` for a cell run (kept apart so tests read them)."""
+def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Path, cache: Path,
+                environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The keyword arguments of `containers.run` for a cell run (kept apart so tests read them);
+    `environ` (default: this process's) gives the variables `passed_variables` passes in. The
+    cache is mounted only where the run uses it (not under --no-cache)."""
     from docker.types import DeviceRequest
 
     digests = image.attrs.get("RepoDigests") or []
@@ -254,13 +297,17 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
         "HOME": "/tmp",
         # The mounted checkout belongs to another user inside: let git read its commit anyway.
         "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": REPO_MOUNT,
+        **passed_variables(args, os.environ if environ is None else environ),
     }
+    command = container_arguments(args, repo, results)
+    volumes = {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(results): {"bind": RESULTS_MOUNT, "mode": "rw"}}
+    if uses_cache(command):
+        volumes[str(cache)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     request: dict[str, Any] = {
         "image": image.id,
-        "command": container_arguments(args, repo, results),
+        "command": command,
         "user": invoking_user(),
-        "volumes": {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(results): {"bind": RESULTS_MOUNT, "mode": "rw"},
-                    str(cache): {"bind": CACHE_MOUNT, "mode": "rw"}},
+        "volumes": volumes,
         "working_dir": REPO_MOUNT,
         "environment": environment,
         "network_mode": "none",
@@ -331,9 +378,29 @@ class HostPaths:
 
 def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: Path, cache: Path,
                   write: Callable[[str], object]) -> int:
+    from harness.run.preflight import MadeFolders
+
     image = ensure_image(client, repo, kind, write, cache=image_build.default_build_cache())
-    results.mkdir(parents=True, exist_ok=True)
-    cache.mkdir(parents=True, exist_ok=True)
+    # A folder that is not there is made before it is mounted (the engine would make it root's);
+    # a dry run writes nothing, so those it made go again, as a native dry run leaves none.
+    made = MadeFolders()
+    for folder in (results, cache) if uses_cache(container_arguments(args, repo, results)) else (results,):
+        made.note(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run_container(client, kind, image, args, repo, results, cache, write)
+    finally:
+        if "--dry-run" in args:
+            made.remove_left_empty()
+
+
+def uses_cache(command: list[str]) -> bool:
+    """Whether the run `command` (the container's) uses the artifact cache."""
+    return "--no-cache" not in command
+
+
+def _run_container(client: Any, kind: str, image: Any, args: list[str], repo: Path, results: Path, cache: Path,
+                   write: Callable[[str], object]) -> int:
     container = client.containers.run(**run_request(kind, image, args, repo, results, cache))
     lines = HostPaths(write, {RESULTS_MOUNT: results, CACHE_MOUNT: cache})
     shown = 0  # bytes of the container's output written so far

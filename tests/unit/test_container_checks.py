@@ -1,0 +1,93 @@
+"""`container` as a native run: what the run would refuse is refused on the host before an engine is
+asked (an `--out` inside a bundle, which the run in the image, seeing only its mount, wrote into;
+`--jobs 0`; a file as `--out`); the scenario file is found by its suffix in any case, as run.sh finds
+it; the harness's own settings and the variables the scenario's `env:` passes on reach the run in
+the image; a dry run leaves no folder, and a run under --no-cache mounts no cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.validate import validate
+from harness.cli.main import main
+from harness.container.launcher import container_arguments, launch, passed_variables, run_request
+from harness.errors import ConfigError
+from tests.unit.test_containers import FakeClient, FakeImage
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}"
+
+
+@pytest.mark.parametrize("option", ["--out", "--cache-dir"])
+def test_a_folder_inside_a_bundle_is_refused_before_an_engine_is_asked(option: str, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The run in the image sees its mount alone: it wrote a bundle into the bundle around it (exit 0),
+    which `validate` then called invalid."""
+    bundle = tmp_path / "earlier"
+    shutil.copytree(GOLDEN, bundle)
+    argv = ["container", "cpu", str(REPO / "scenarios" / "smoke.yaml"), option, str(bundle / "inner")]
+    if option == "--cache-dir":
+        argv += ["--out", str(tmp_path / "results")]
+    assert main(argv) == 2
+    assert f"{option} {bundle / 'inner'} is inside the bundle {bundle}" in " ".join(capsys.readouterr().err.split())
+    assert validate(bundle).ok and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--jobs", "0"], "--jobs 0"),
+    (["--out", "FILE"], "a file, not a directory"),
+])
+def test_what_the_run_would_refuse_at_once_is_refused_on_the_host(options: list[str], said: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`--jobs 0` started the engine and looked the image up before the run inside refused it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("")
+    assert main(["container", "cpu", str(REPO / "scenarios" / "smoke.yaml"), "--no-cache", *options]) == 2
+    assert said in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+
+
+def test_a_scenario_named_in_capitals_is_found_in_the_image(tmp_path: Path) -> None:
+    """run.sh takes `SMOKE.YAML` for a scenario; the launcher did not, and the run inside found no such file."""
+    shouting = tmp_path / "SMOKE.YAML"
+    shutil.copy(REPO / "scenarios" / "smoke.yaml", shouting)
+    with pytest.raises(ConfigError, match="must be inside the repository"):  # seen as a scenario file, as run.sh sees it
+        container_arguments([str(shouting)], REPO, tmp_path)
+
+
+def test_the_harness_settings_and_the_scenarios_env_reach_the_run_in_the_image(tmp_path: Path) -> None:
+    """FUSIONBENCH_NOISE_PROBE_S=0.2 was silently dropped (and =abc, which a native run refuses, ran)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((REPO / "scenarios" / "smoke.yaml").read_text() + "env: [OMP_NUM_THREADS, MY_FLAG=1]\n")
+    environ = {"FUSIONBENCH_NOISE_PROBE_S": "0.2", "OMP_NUM_THREADS": "3", "MY_FLAG": "from-host", "HOME": "/root",
+               "KMP_AFFINITY": "compact"}
+    assert passed_variables([str(scenario)], environ) == {"FUSIONBENCH_NOISE_PROBE_S": "0.2", "OMP_NUM_THREADS": "3"}
+    request = run_request("cpu", FakeImage(), [str(REPO / "scenarios" / "smoke.yaml")], REPO, tmp_path, tmp_path / "c",
+                          environ)
+    assert request["environment"]["FUSIONBENCH_NOISE_PROBE_S"] == "0.2" and "OMP_NUM_THREADS" not in request["environment"]
+    # a resume: the scenario its bundle stores
+    bundle = tmp_path / "run"
+    shutil.copytree(GOLDEN, bundle)
+    header = json.loads((bundle / "bundle.json").read_text())
+    header["scenario"]["env"] = ["OMP_NUM_THREADS"]
+    (bundle / "bundle.json").write_text(json.dumps(header))
+    assert passed_variables(["--resume", str(bundle)], environ)["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_dry_run_leaves_no_folder_and_no_cache_mounts_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry run in the image made its --out and the cache folder; --no-cache still made and mounted the cache."""
+    monkeypatch.chdir(REPO)
+    client = FakeClient(has_image=True)
+    out, cache = tmp_path / "new" / "results", tmp_path / "cache"
+    launch("cpu", ["scenarios/smoke.yaml", "--dry-run", "--out", str(out)], repo=REPO, cache=cache,
+           make_client=lambda: client, write=lambda text: None)
+    assert list(tmp_path.iterdir()) == []
+    launch("cpu", ["scenarios/smoke.yaml", "--no-cache", "--out", str(out)], repo=REPO, cache=cache,
+           make_client=lambda: client, write=lambda text: None)
+    assert str(cache) not in client.runs[-1]["volumes"] and not cache.exists() and out.is_dir()
