@@ -187,7 +187,7 @@ def _parser() -> OneLineParser:
         "torchvision and numpy.",
     )
     wheels.add_argument("dest", type=path_argument, metavar="DIR", help="the folder to fill (made if missing)")
-    wheels.add_argument("--python-version", default="3.12", help="the target's CPython version (default: 3.12)")
+    wheels.add_argument("--python-version", default="3.12", help="the target's CPython version, 3.10 or newer (default: 3.12)")
     wheels.add_argument("--glibc", default="2.28",
                         help="the target's glibc (`ldd --version`): newer wheels would not install there (default: 2.28)")
     wheels.add_argument("--backend", action="append", default=[], choices=("onnxruntime", "tvm"),

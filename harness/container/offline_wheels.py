@@ -11,12 +11,21 @@ the list of what to install (requirements.txt) and a SHA256SUMS file of it and t
 the copy can be checked on the far side (`sha256sum -c SHA256SUMS`) before `pip install --no-index
 --find-links DIR -r DIR/requirements.txt` installs from it, taking from it only what that Python
 lacks: the folder says how it is installed, whatever became of the lines `wheels` printed.
+
+pip downloads into a folder inside it (`.gathering`), seeded with the wheels already there so that
+none is downloaded twice; only once pip has succeeded do the wheels join the folder and its two
+lists change. A gather that fails (no network, no wheel for that Python) leaves the folder as the
+last one that succeeded left it, its lists still true of it, and what pip saved waiting in
+`.gathering` for the next try (pip's `--find-links DIR` does not look into it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +36,7 @@ from pathlib import Path
 from harness.container.package_lock import gpu_pins, native_pins, normalise
 from harness.container.wheelhouse import file_sha256, linux_platforms
 from harness.errors import ConfigError, HarnessError
+from harness.files.atomic import write_files_atomic
 
 #: What run.sh's FUSIONBENCH_NO_VENV=1 checks for beside torch, torchvision and numpy, as packages.
 HARNESS_PACKAGES = ("mlcommons_loadgen", "pydantic", "PyYAML", "psutil", "rich", "jsonschema")
@@ -35,13 +45,18 @@ BACKEND_PACKAGES = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tvm":
 SUMS_FILE = "SHA256SUMS"
 #: The folder's own list of what to install there: `name==version`, a line each.
 REQUIREMENTS_FILE = "requirements.txt"
+#: Where pip downloads, inside the folder, until the gather has succeeded.
+STAGING_FOLDER = ".gathering"
+#: The oldest CPython the harness runs on (pyproject.toml's requires-python): wheels for an older
+#: one would install a harness that cannot start there.
+OLDEST_PYTHON_MINOR = 10
 _VERSION = re.compile(r"^3\.(\d{1,2})$")
 _GLIBC = re.compile(r"^2\.(\d{1,2})$")
 
 
 class WheelsError(HarnessError):
-    """pip could not gather the wheels (no network, no wheel for that Python): the folder may hold
-    some of them, and none is listed in SHA256SUMS."""
+    """pip could not gather the wheels (no network, no wheel for that Python): the folder is as the
+    last gather that succeeded left it, and what pip saved waits in its `.gathering` folder."""
 
     exit_code = 2
 
@@ -58,6 +73,9 @@ class Target:
     def __post_init__(self) -> None:
         if not _VERSION.match(self.python_version):
             raise ConfigError(f"--python-version {self.python_version!r}: a CPython 3 version such as 3.12")
+        if int(self.python_version.split(".")[1]) < OLDEST_PYTHON_MINOR:
+            raise ConfigError(f"--python-version {self.python_version}: the harness runs on CPython "
+                              f"3.{OLDEST_PYTHON_MINOR} or newer (pyproject.toml's requires-python)")
         if not _GLIBC.match(self.glibc):
             raise ConfigError(f"--glibc {self.glibc!r}: a glibc version such as 2.28 (`ldd --version` there says it)")
 
@@ -119,29 +137,68 @@ def write_sums(dest: Path) -> list[Path]:
     `sha256sum -c`'s format; the files it lists, sorted."""
     listed = sorted(path for path in dest.iterdir()
                     if path.is_file() and (path.suffix == ".whl" or path.name == REQUIREMENTS_FILE))
-    (dest / SUMS_FILE).write_text("".join(f"{file_sha256(path)}  {path.name}\n" for path in listed))
+    (dest / SUMS_FILE).write_text(_sums_text({path.name: file_sha256(path) for path in listed}))
     return listed
+
+
+def _sums_text(digests: dict[str, str]) -> str:
+    return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests))
 
 
 def gather(repo: Path, dest: Path, backends: Sequence[str], target: Target,
            run: Callable[[list[str]], int] | None = None) -> list[str]:
     """Download the wheels into `dest`, write what to install there in its requirements.txt and list
-    both in its SHA256SUMS; returns those requirements. `run` runs pip (its output shown) and returns its exit status."""
+    both in its SHA256SUMS; returns those requirements. `run` runs pip (its output shown) and returns
+    its exit status. Where pip fails, `dest` is left as it was (WheelsError)."""
     wanted = requirements(repo, backends, target)
     if dest.exists() and not dest.is_dir():
         raise ConfigError(f"{dest} is a file; give a folder for the wheels")
-    dest.mkdir(parents=True, exist_ok=True)
-    for earlier in (SUMS_FILE, REQUIREMENTS_FILE):  # an earlier gather's: written again only once this one is done
-        (dest / earlier).unlink(missing_ok=True)
+    staging = dest / STAGING_FOLDER
+    staging.mkdir(parents=True, exist_ok=True)
+    _seed(staging, dest)
     with tempfile.TemporaryDirectory(prefix="fusionbench-wheels-") as scratch:
         constraints = Path(scratch) / "constraints.txt"
         constraints.write_text(constraints_text(repo))
-        status = (run or _run_pip)(download_command(dest, wanted, constraints, target))
+        status = (run or _run_pip)(download_command(staging, wanted, constraints, target))
     if status != 0:
-        raise WheelsError(f"pip download exited {status} (its message is above); nothing in {dest} is listed in {SUMS_FILE}")
-    (dest / REQUIREMENTS_FILE).write_text("".join(f"{requirement}\n" for requirement in wanted))
-    write_sums(dest)
+        earlier = (f"{dest} and its {SUMS_FILE} are as the last gather that succeeded left them"
+                   if (dest / SUMS_FILE).exists() else f"nothing in {dest} is listed in {SUMS_FILE}")
+        raise WheelsError(f"pip download exited {status} (its message is above); {earlier}; what pip saved waits "
+                          f"in {staging} for the next try")
+    _take_in(staging, dest)
+    _write_lists(dest, wanted)
     return wanted
+
+
+def _seed(staging: Path, dest: Path) -> None:
+    """The wheels `dest` holds, linked into `staging` (copied where the file system has no links),
+    so that pip, which skips a file its --dest has, downloads none of them again."""
+    for wheel in dest.glob("*.whl"):
+        if wheel.is_file() and not (staging / wheel.name).exists():
+            try:
+                os.link(wheel, staging / wheel.name)
+            except OSError:
+                shutil.copy2(wheel, staging / wheel.name)
+
+
+def _take_in(staging: Path, dest: Path) -> None:
+    """Move what pip left in `staging` into `dest`, then remove `staging`. A wheel linked there from
+    `dest` is only unlinked: rename(2) between two links of one file does nothing."""
+    for wheel in list(staging.iterdir()):  # listed first: entries renamed away while read may be skipped
+        there = dest / wheel.name
+        if there.exists() and there.samefile(wheel):
+            wheel.unlink()
+        else:
+            os.replace(wheel, there)
+    staging.rmdir()
+
+
+def _write_lists(dest: Path, wanted: Sequence[str]) -> None:
+    """requirements.txt and SHA256SUMS, both new or (a full disk, a stop) both as they were."""
+    listed = "".join(f"{requirement}\n" for requirement in wanted).encode()
+    digests = {path.name: file_sha256(path) for path in dest.glob("*.whl") if path.is_file()}
+    digests[REQUIREMENTS_FILE] = hashlib.sha256(listed).hexdigest()
+    write_files_atomic({dest / REQUIREMENTS_FILE: listed, dest / SUMS_FILE: _sums_text(digests).encode()})
 
 
 def _run_pip(command: list[str]) -> int:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,18 @@ def test_a_target_that_is_not_a_cpython_3_and_glibc_version_is_refused(field: st
         Target(**{field: value})
 
 
+@pytest.mark.parametrize("version", ["3.0", "3.9"])
+def test_a_python_older_than_the_harness_runs_on_is_refused_before_pip_runs(tmp_path: Path, version: str) -> None:
+    with pytest.raises(ConfigError, match=f"--python-version {version}: the harness runs on CPython 3.10 or newer"):
+        Target(python_version=version)
+    Target(python_version="3.10")
+
+
+def test_the_oldest_python_is_pyprojects() -> None:
+    requires = re.search(r'^requires-python = ">=3\.(\d+)"$', (REPO / "pyproject.toml").read_text(), re.M)
+    assert requires is not None and int(requires.group(1)) == offline_wheels.OLDEST_PYTHON_MINOR
+
+
 def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path: Path) -> None:
     seen: list[list[str]] = []
     constraints: list[str] = []
@@ -62,8 +75,9 @@ def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path
     def fake_pip(command: list[str]) -> int:
         seen.append(command)
         constraints.append(Path(command[command.index("--constraint") + 1]).read_text())
-        (tmp_path / "out" / "pydantic-2.14.3-py3-none-any.whl").write_bytes(b"wheel one")
-        (tmp_path / "out" / "psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"wheel two")
+        dest = Path(command[command.index("--dest") + 1])
+        (dest / "pydantic-2.14.3-py3-none-any.whl").write_bytes(b"wheel one")
+        (dest / "psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"wheel two")
         return 0
 
     wanted = offline_wheels.gather(REPO, tmp_path / "out", ["tvm"], Target("3.13", "2.31"), run=fake_pip)
@@ -80,19 +94,58 @@ def test_pip_is_asked_for_binary_wheels_of_the_target_held_to_the_locks(tmp_path
     sums = (tmp_path / "out" / offline_wheels.SUMS_FILE).read_text().splitlines()
     assert [line.split("  ")[1] for line in sums] == ["psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl",
                                                       "pydantic-2.14.3-py3-none-any.whl", "requirements.txt"]
-    checked = subprocess.run(["sha256sum", "-c", offline_wheels.SUMS_FILE], cwd=tmp_path / "out",
+    assert _sums_check(tmp_path / "out").returncode == 0
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+        "SHA256SUMS", "psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl", "pydantic-2.14.3-py3-none-any.whl",
+        "requirements.txt"], "the folder pip downloaded into is gone once its wheels have joined the others"
+
+
+def _sums_check(folder: Path) -> subprocess.CompletedProcess[str]:
+    checked = subprocess.run(["sha256sum", "-c", offline_wheels.SUMS_FILE], cwd=folder,
                              capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    return checked
 
 
-def test_a_failed_download_says_so_and_lists_nothing_as_checked(tmp_path: Path) -> None:
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / offline_wheels.SUMS_FILE).write_text("an earlier gather's list\n")
-    (tmp_path / "out" / offline_wheels.REQUIREMENTS_FILE).write_text("rich==1.0\n")
-    with pytest.raises(WheelsError, match="pip download exited 1"):
+def _download(wheels: dict[str, bytes], status: int = 0) -> Callable[[list[str]], int]:
+    """A pip that saves `wheels` in its --dest, then exits `status`."""
+    def fake_pip(command: list[str]) -> int:
+        for name, content in wheels.items():
+            (Path(command[command.index("--dest") + 1]) / name).write_bytes(content)
+        return status
+    return fake_pip
+
+
+def test_a_failed_download_leaves_the_last_gather_that_succeeded_as_it_was(tmp_path: Path) -> None:
+    """A failed gather (`--python-version` pip had no wheel for) deleted the folder's SHA256SUMS and
+    requirements.txt, and what pip had saved lay beside wheels the lists did not name."""
+    out = tmp_path / "out"
+    offline_wheels.gather(REPO, out, [], Target(), run=_download({"rich-1.0-py3-none-any.whl": b"earlier"}))
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    with pytest.raises(WheelsError, match=f"pip download exited 1 .*{out} and its SHA256SUMS are as the last gather "
+                                          f"that succeeded left them; what pip saved waits in {out}/.gathering"):
+        offline_wheels.gather(REPO, out, ["tvm"], Target(), run=_download({"psutil-9-py3-none-any.whl": b"new"}, 1))
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == before
+    assert _sums_check(out).returncode == 0
+    assert (out / offline_wheels.STAGING_FOLDER / "psutil-9-py3-none-any.whl").read_bytes() == b"new"
+    # the next try takes what the failed one saved, and the earlier wheels, without downloading them again
+    seen: list[str] = []
+
+    def pip_that_looks(command: list[str]) -> int:
+        seen.extend(sorted(path.name for path in Path(command[command.index("--dest") + 1]).iterdir()))
+        return 0
+
+    wanted = offline_wheels.gather(REPO, out, ["tvm"], Target(), run=pip_that_looks)
+    assert seen == ["psutil-9-py3-none-any.whl", "rich-1.0-py3-none-any.whl"]
+    assert (out / offline_wheels.REQUIREMENTS_FILE).read_text().splitlines() == wanted
+    assert _sums_check(out).returncode == 0 and not (out / offline_wheels.STAGING_FOLDER).exists()
+
+
+def test_a_failed_first_download_says_nothing_is_listed(tmp_path: Path) -> None:
+    with pytest.raises(WheelsError, match=f"nothing in {tmp_path / 'out'} is listed in SHA256SUMS"):
         offline_wheels.gather(REPO, tmp_path / "out", [], Target(), run=lambda command: 1)
-    assert not (tmp_path / "out" / offline_wheels.SUMS_FILE).exists(), "an earlier list would vouch for this folder"
-    assert not (tmp_path / "out" / offline_wheels.REQUIREMENTS_FILE).exists(), "an earlier list would be installed from it"
+    assert not (tmp_path / "out" / offline_wheels.SUMS_FILE).exists()
+    assert not (tmp_path / "out" / offline_wheels.REQUIREMENTS_FILE).exists()
 
 
 def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: Path) -> None:
