@@ -192,7 +192,9 @@ def _parser() -> OneLineParser:
                         help="the target's glibc (`ldd --version`): newer wheels would not install there (default: 2.28)")
     wheels.add_argument("--backend", action="append", default=[], choices=("onnxruntime", "tvm"),
                         help="add a backend's runtime (repeat for several)")
-    wheels.add_argument("--gpu", action="store_true", help="the target has an NVIDIA GPU: onnxruntime-gpu for onnxruntime")
+    wheels.add_argument("--gpu", action="store_true",
+                        help="the target has an NVIDIA GPU: onnxruntime-gpu in place of onnxruntime for --backend "
+                        "onnxruntime; nothing else changes (the target's torch brings CUDA)")
 
     schema = sub.add_parser("schema", help="print the JSON Schema of scenario files or of a bundle's files")
     schema.add_argument("--file", choices=("scenario", "bundle", "cell"), default="scenario",
@@ -426,6 +428,9 @@ def _cmd_wheels(args: argparse.Namespace, console: Console) -> int:
     from harness.run.system import SOURCE_ROOT
 
     target = offline_wheels.Target(python_version=args.python_version, glibc=args.glibc, gpu=args.gpu)
+    unused = offline_wheels.gpu_changes_nothing(args.backend, target)
+    if unused:
+        console.print(Text(f"note: {unused}", style="yellow"))
     wanted = offline_wheels.gather(SOURCE_ROOT, args.dest, args.backend, target)
     console.print(Text(f"{visible(args.dest)}: the wheels for CPython {target.python_version} on Linux x86_64 (glibc "
                        f"{target.glibc}), listed in {offline_wheels.SUMS_FILE}. There, from this checkout:"))

@@ -112,6 +112,15 @@ def requirements(repo: Path, backends: Sequence[str], target: Target) -> list[st
     return wanted
 
 
+def gpu_changes_nothing(backends: Sequence[str], target: Target) -> str | None:
+    """Where --gpu is given without --backend onnxruntime, what it does (nothing), to be said before
+    the download: one who meant to gather onnxruntime-gpu learns it here, not on the target."""
+    if not target.gpu or "onnxruntime" in backends:
+        return None
+    return ("--gpu gathers onnxruntime-gpu in place of onnxruntime for --backend onnxruntime and changes nothing "
+            "else (the target's torch brings CUDA); without --backend onnxruntime these are the wheels any target gets")
+
+
 def download_command(dest: Path, wanted: Sequence[str], constraints: Path, target: Target) -> list[str]:
     """pip download of `wanted` and what they need, binary wheels for the target only, every
     dependency the locks pin held to its version (`constraints`)."""

@@ -210,3 +210,23 @@ def test_the_command_gathers_with_the_real_pip_from_an_index_and_prints_what_to_
                              capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
     assert missing.returncode == 2 and "pip download exited 1" in missing.stderr
     assert not (tmp_path / "none" / "SHA256SUMS").exists()
+
+
+def test_gpu_without_onnxruntime_says_before_the_download_that_it_changes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`wheels DIR --gpu` gathered the same wheels as without it, without a word."""
+    from harness.cli.main import main
+
+    said_before_pip: list[str] = []
+
+    def fake_pip(command: list[str]) -> int:
+        said_before_pip.append(" ".join(capsys.readouterr().out.split()))
+        return 0
+
+    monkeypatch.setattr(offline_wheels, "_run_pip", fake_pip)
+    assert main(["wheels", str(tmp_path / "out"), "--gpu", "--backend", "tvm"]) == 0
+    assert "note: --gpu gathers onnxruntime-gpu in place of onnxruntime for --backend onnxruntime and changes nothing " \
+           "else" in said_before_pip[0]
+    assert main(["wheels", str(tmp_path / "out"), "--gpu", "--backend", "onnxruntime"]) == 0
+    assert "note: --gpu" not in said_before_pip[1]
+    assert offline_wheels.gpu_changes_nothing([], Target()) is None
