@@ -66,11 +66,17 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+#: The legacy manylinux tags, each with the glibc 2.x it needs (PEP 600: manylinux_2_17, _2_12, _2_5).
+LEGACY_TAGS = (("manylinux2014_x86_64", 17), ("manylinux2010_x86_64", 12), ("manylinux1_x86_64", 5))
+
+
 def linux_platforms(glibc_minor: int) -> list[str]:
     """The Linux x86_64 wheel tags that install with glibc 2.`glibc_minor`, newest first (pip
-    download takes the list as it is; it does not widen one tag to the older ones)."""
+    download takes the list as it is; it does not widen one tag to the older ones). A legacy tag
+    is offered only where that glibc is as new as the one it stands for."""
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(glibc_minor, 4, -1)]
-    return platforms + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    legacy = [tag for tag, needs in LEGACY_TAGS if glibc_minor >= needs]
+    return platforms + legacy + ["linux_x86_64"]
 
 
 def gather(lock: Path, wheelhouse: Path) -> None:

@@ -155,6 +155,20 @@ def test_a_file_in_place_of_the_folder_is_refused_before_any_download(tmp_path: 
     assert (tmp_path / "out").read_text() == "notes"
 
 
+@pytest.mark.parametrize(("glibc", "legacy"), [
+    ("2.28", ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]),
+    ("2.17", ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]),
+    ("2.16", ["manylinux2010_x86_64", "manylinux1_x86_64"]), ("2.12", ["manylinux2010_x86_64", "manylinux1_x86_64"]),
+    ("2.11", ["manylinux1_x86_64"]), ("2.5", ["manylinux1_x86_64"]), ("2.4", [])])
+def test_a_legacy_manylinux_tag_is_offered_only_to_a_glibc_as_new_as_it_needs(glibc: str, legacy: list[str]) -> None:
+    """`--glibc 2.12` was offered manylinux2014 wheels, which need glibc 2.17."""
+    platforms = Target(glibc=glibc).platforms()
+    minor = int(glibc.split(".")[1])
+    assert [tag for tag in platforms if not tag.startswith("manylinux_2_")] == [*legacy, "linux_x86_64"]
+    assert [tag for tag in platforms if tag.startswith("manylinux_2_")] == [
+        f"manylinux_2_{m}_x86_64" for m in range(minor, 4, -1)]
+
+
 def test_a_folder_name_with_spaces_or_quotes_stays_one_word_in_the_instructions() -> None:
     lines = offline_wheels.install_lines(Path("/carry/my wheels's"), ["pydantic==2.14.3"])
     assert lines[0].startswith("(cd '/carry/my wheels'\"'\"'s' && ")
