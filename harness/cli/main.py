@@ -175,7 +175,8 @@ def _parser() -> OneLineParser:
         "(default /var/lib/fusionbench-engine).",
     )
     engine.add_argument("action", choices=("start", "stop", "status"))
-    engine.add_argument("--purge", action="store_true", help="stop: also delete the engine's images and data")
+    engine.add_argument("--purge", action="store_true", help="stop: also delete the engine's images and data "
+                        "(those a stopped one left, after a plain stop)")
 
     wheels = sub.add_parser(
         "wheels", help="gather here the wheels a machine without network needs to run with its own torch "

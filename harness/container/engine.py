@@ -21,6 +21,8 @@ changed itself; where something else is there, it says so and leaves it.
   nothing there, so what changed meanwhile is another tool's, and is named, not touched.
 - `stop --purge` deletes what the engine wrote in the data root the state file recorded (its data
   folder and log; the root itself where nothing else is left in it), never a root named anew.
+  After a plain `stop` (no state file left) it deletes what a stopped engine of the project's own
+  left in the root the environment names, and only that (harness/container/engine_data.py).
 
 The state of an engine this started (its dockerd, the processes below it, its paths, the host's
 network as it was) is a JSON file in its run directory; `stop` acts only on that engine.
@@ -41,16 +43,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.container.engine_data import DEFAULT_ROOT, LOG_NAME, ROOT_MARKER, in_use, left_by_own_engine, owns_data
+from harness.container.engine_data import purge as purge_data
 from harness.container.host_folders import system_folder
 from harness.container.host_network import HostNetwork, Runner, read_host_network, run_command
 from harness.container.host_processes import Process, descendants, mounts_under, process
 from harness.errors import HarnessError
 
 ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
-DEFAULT_ROOT = Path("/var/lib/fusionbench-engine")
-#: Left in a root an engine started in with an empty slate (no `data` folder, or the default root):
-#: its `data` and log are the engine's, which a purge may remove.
-ROOT_MARKER = ".fusionbench-engine"
 DEFAULT_RUN_DIR = Path("/run/fusionbench-engine")
 DEFAULT_SOCKET = Path("/var/run/docker.sock")
 START_TIMEOUT_S = 60.0
@@ -98,7 +98,7 @@ class EnginePaths:
 
     @property
     def log_file(self) -> Path:
-        return self.root / "dockerd.log"
+        return self.root / LOG_NAME
 
     def dockerd_command(self, dockerd: str) -> list[str]:
         return [dockerd, "--data-root", str(self.root / "data"), "--exec-root", str(self.run_dir / "exec"),
@@ -163,12 +163,6 @@ def answers(socket: Path | None, timeout_s: float = 5.0) -> str | None:
             client.close()
     except Exception:  # noqa: BLE001 - any failure to reach it means it does not answer
         return None
-
-
-def owns_data(root: Path) -> bool:
-    """Whether `data` (and the log) in `root` are an engine's: the default root, a root an engine
-    started in with no `data` folder (it left its marker), or one with none yet."""
-    return (root / ROOT_MARKER).exists() or root == DEFAULT_ROOT or not (root / "data").exists()
 
 
 def read_state(paths: EnginePaths) -> EngineState | None:
@@ -329,10 +323,11 @@ def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, 
          timeout_s: float = STOP_TIMEOUT_S, purge: bool = False) -> bool:
     """Stop the engine `start` started, with what runs below it and what it mounted; return whether
     there was one. Its socket goes only where no engine answers on it; the host's network is
-    compared, not changed."""
+    compared, not changed. With `purge` and no engine recorded, the images a stopped one left go."""
     state = read_state(paths)
     if state is None:
-        write(f"fusionbench: no engine started by fusionbench is running ({paths.state_file} is absent); nothing to stop\n")
+        none = f"fusionbench: no engine started by fusionbench is running ({paths.state_file} is absent)"
+        write(f"{none}; {_purge_left(paths.root) if purge else 'nothing to stop'}\n")
         return False
     own = state.paths(paths)
     dockerd = state.dockerd()
@@ -364,28 +359,28 @@ def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, 
                 f"not removed: {own.root / 'data'} was there before an engine first started in {own.root}, so it may "
                 "not be the engine's; remove it yourself if it is")
         else:
-            kept = _purged(own)
+            kept = purge_data(own.root)
     what = (f"Docker engine stopped (PID {state.pid})" if was_running
             else f"the engine fusionbench started (dockerd PID {state.pid}) was no longer running; cleaned up after it")
     write(f"fusionbench: {what}; {'; '.join(said) or 'nothing else was left'}; images {kept}\n")
     return True
 
 
-def _purged(own: EnginePaths) -> str:
-    """Remove what the engine writes in its root (the daemon's data folder, its log), and the root
-    only where nothing else is left in it: a root named anew (`FUSIONBENCH_ENGINE_ROOT=$HOME`) may
-    hold files that are not the engine's, and a purge deleted them with it."""
-    shutil.rmtree(own.root / "data", ignore_errors=True)
-    own.log_file.unlink(missing_ok=True)
-    (own.root / ROOT_MARKER).unlink(missing_ok=True)
-    try:
-        own.root.rmdir()  # only when empty
-    except OSError:
-        others = sorted(p.name for p in own.root.iterdir()) if own.root.is_dir() else []
-        if others:
-            return (f"removed ({own.root / 'data'}); {own.root} kept for what else it holds, which is not the "
-                    f"engine's ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})")
-    return f"removed ({own.root})"
+def _purge_left(root: Path) -> str:
+    """`stop --purge` after a plain `stop`: what a stopped engine of the project's own left in `root`
+    (engine_data.left_by_own_engine) removed, said; EngineError while a dockerd still works there."""
+    why = unsafe_root(root)
+    if why:
+        return f"nothing to stop; {root / 'data'} not removed: {why}"
+    if not left_by_own_engine(root):
+        if not (root / "data").exists():
+            return f"nothing to stop, and no images in {root / 'data'} to remove"
+        return (f"nothing to stop; {root / 'data'} not removed: no engine of fusionbench's own left it ({root} has "
+                f"no {ROOT_MARKER}); remove it yourself if it is an engine's")
+    busy = in_use(root)
+    if busy:
+        raise EngineError(f"{root / 'data'} is not removed: {busy}")
+    return f"the images a stopped one left are {purge_data(root)}"
 
 
 def status(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write,

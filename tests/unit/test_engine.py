@@ -307,6 +307,66 @@ def test_a_data_folder_that_was_there_before_the_engine_is_never_purged(tmp_path
     assert f"not removed: {home / 'data'} was there before an engine first started in {home}" in said
 
 
+def _engine_root(folder: Path) -> Path:
+    """A root as an engine of the project's own leaves it: its marker, its images, its log."""
+    (folder / "data" / "image").mkdir(parents=True)
+    (folder / engine.ROOT_MARKER).touch()
+    (folder / "dockerd.log").write_text("log")
+    return folder
+
+
+def test_purge_after_a_plain_stop_removes_the_images_the_stopped_engine_left(tmp_path: Path, quiet_network: None) -> None:
+    """`engine stop` said "images kept in ROOT/data (--purge removes them)"; `engine stop --purge`
+    then said "nothing to stop" and left them, since the first stop had removed the state file."""
+    paths = paths_in(tmp_path)
+    root = _engine_root(paths.root)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _record(paths, os.getpid())
+    paths.state_file.write_text(json.dumps({**json.loads(paths.state_file.read_text()), "pid": gone.pid}))
+    said: list[str] = []
+    engine.stop(paths, write=said.append, run=FakeRunner())
+    assert f"kept in {root / 'data'} (--purge removes them)" in said[-1] and (root / "data" / "image").is_dir()
+    assert engine.stop(paths, write=said.append, run=FakeRunner(), purge=True) is False
+    assert not root.exists()
+    assert said[-1] == (f"fusionbench: no engine started by fusionbench is running ({paths.state_file} is absent); "
+                        f"the images a stopped one left are removed ({root})\n")
+    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    assert said[-1].endswith(f"nothing to stop, and no images in {root / 'data'} to remove\n")
+
+
+def test_purge_with_no_engine_recorded_spares_a_data_folder_no_engine_of_its_own_left(tmp_path: Path) -> None:
+    paths = paths_in(tmp_path)
+    home = paths.root  # FUSIONBENCH_ENGINE_ROOT=$HOME over a home with a `data` folder of its own
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "thesis.tex").write_text("years")
+    said: list[str] = []
+    engine.stop(paths, write=said.append, run=FakeRunner(), purge=True)
+    assert (home / "data" / "thesis.tex").read_text() == "years"
+    assert (f"{home / 'data'} not removed: no engine of fusionbench's own left it ({home} has no "
+            f"{engine.ROOT_MARKER})") in said[-1]
+
+
+@pytest.mark.parametrize("flag", ["--data-root", "--data-root="])
+def test_purge_with_no_engine_recorded_refuses_while_a_dockerd_works_in_the_data(tmp_path: Path, flag: str) -> None:
+    paths = paths_in(tmp_path)
+    root = _engine_root(paths.root)
+    words = [f"{flag}{root / 'data'}"] if flag.endswith("=") else [flag, str(root / "data")]
+    # a process whose command line is a dockerd's: named dockerd, with the data root among its options
+    daemon = subprocess.Popen(["dockerd", "-c", "import time; time.sleep(60)", *words], executable=sys.executable)
+    try:
+        deadline = time.monotonic() + 10
+        while b"dockerd" not in Path(f"/proc/{daemon.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(EngineError, match=f"{root / 'data'} is not removed: a dockerd \\(PID {daemon.pid}\\) runs "
+                                              "with its images there; stop that engine first"):
+            engine.stop(paths, write=lambda _: None, run=FakeRunner(), purge=True)
+        assert (root / "data" / "image").is_dir() and (root / engine.ROOT_MARKER).exists()
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
 def test_status_looks_where_docker_host_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "answers", lambda socket, timeout_s=5.0: "27.5.1" if socket is None else None)
     said: list[str] = []
