@@ -8,13 +8,15 @@
 #   ./run.sh --container cpu|cuda scenarios/offline.yaml [...]  run a scenario inside the reproducible image
 #   ./run.sh engine start|stop|status                          a Docker engine of its own where none runs (Linux, root)
 #   ./run.sh wheels DIR --python-version 3.12 [--gpu] [--backend ...]  the wheels a machine without network needs (FUSIONBENCH_NO_VENV=1)
-#   ./run.sh --install-plan                                     print what the bootstrap would install, install nothing
+#   ./run.sh --install-plan                                     print what the bootstrap would install (under
+#                                                               FUSIONBENCH_NO_VENV=1: what that Python lacks), install nothing
 #   ./run.sh <fusionbench command> ...                          any other CLI command (backends, models, ...)
 #
 # Where `nvidia-smi -L` lists a GPU, the GPU stack (requirements-gpu.lock: onnxruntime-gpu in place
 # of onnxruntime, TensorRT) is installed too; FUSIONBENCH_GPU_STACK=on|off overrides the detection.
 # FUSIONBENCH_NO_VENV=1 uses $PYTHON (default python3) as it is, installing nothing: for a machine
-# without network whose Python already has torch, with the small packages added from wheels.
+# without network whose Python already has torch, with the small packages added from wheels
+# (0 or unset: the virtual environment; any other value is refused, never read as either).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +30,11 @@ required_modules="torch torchvision mlperf_loadgen pydantic yaml psutil rich num
 case "${FUSIONBENCH_GPU_STACK:-auto}" in
     on | off | auto) ;;
     *) echo "fusionbench: FUSIONBENCH_GPU_STACK must be on, off or auto" >&2; exit 2 ;;
+esac
+# `true` or `yes` was read as 0: the venv was made (torch downloaded) where $PYTHON was meant
+case "${FUSIONBENCH_NO_VENV:-0}" in
+    0 | 1) ;;
+    *) echo "fusionbench: FUSIONBENCH_NO_VENV must be 1 (run \$PYTHON as it is) or 0 (the virtual environment)" >&2; exit 2 ;;
 esac
 
 gpu_stack() {
@@ -95,8 +102,42 @@ prepare_venv() {
     echo "fusionbench: environment ready" >&2
 }
 
+# The packages $python lacks of those the harness imports, named as pip installs them
+# (mlcommons-loadgen gives mlperf_loadgen, PyYAML yaml); empty where it has them all.
+missing_packages() {
+    "$python" - $required_modules <<'EOF'
+import importlib.util, sys
+package = {"mlperf_loadgen": "mlcommons-loadgen", "yaml": "PyYAML"}
+print(" ".join(package.get(m, m) for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
+EOF
+}
+
+# --install-plan under FUSIONBENCH_NO_VENV=1: that mode installs nothing, so the plan says what a run checks.
+no_venv_plan() {
+    echo "# FUSIONBENCH_NO_VENV=1: ./run.sh installs nothing; it runs $python as it is, with this checkout on PYTHONPATH"
+    if ! command -v "$python" >/dev/null 2>&1; then
+        echo "# there is no $python (PYTHON names the Python to use): a run stops there"
+        return
+    fi
+    local missing
+    missing="$(missing_packages)"
+    if [ -n "$missing" ]; then
+        echo "# $python lacks: $missing (a run stops there; ./run.sh wheels DIR gathers them on a machine with network)"
+    else
+        echo "# $python has every package the harness imports"
+    fi
+}
+
 dry_run=0
 if [ "${1:-}" = "--install-plan" ]; then
+    if [ $# -gt 1 ]; then
+        echo "fusionbench: --install-plan takes no other argument (given: ${*:2})" >&2
+        exit 2
+    fi
+    if [ "${FUSIONBENCH_NO_VENV:-0}" = 1 ]; then
+        no_venv_plan
+        exit 0
+    fi
     dry_run=1
     if gpu_stack; then echo "# GPU stack: yes"; else echo "# GPU stack: no"; fi
     if venv_current; then
@@ -111,13 +152,7 @@ if [ "${FUSIONBENCH_NO_VENV:-0}" = 1 ]; then
         echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs \$PYTHON as it is, and there is no $python (PYTHON names the Python to use)" >&2
         exit 2
     fi
-    # what is missing, named as pip installs it (mlcommons-loadgen gives mlperf_loadgen, PyYAML yaml)
-    missing="$("$python" - $required_modules <<'EOF'
-import importlib.util, sys
-package = {"mlperf_loadgen": "mlcommons-loadgen", "yaml": "PyYAML"}
-print(" ".join(package.get(m, m) for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
-EOF
-)"
+    missing="$(missing_packages)"
     if [ -n "$missing" ]; then
         echo "fusionbench: FUSIONBENCH_NO_VENV=1 runs $python as it is, and it lacks: $missing" >&2
         case " $missing " in

@@ -90,6 +90,46 @@ def test_a_gpu_stack_setting_that_is_not_one_is_refused_in_one_line() -> None:
     assert (done.returncode, done.stderr) == (2, "fusionbench: FUSIONBENCH_GPU_STACK must be on, off or auto\n")
 
 
+@pytest.mark.parametrize("value", ["true", "yes", "2"])
+def test_a_no_venv_setting_that_is_not_1_or_0_is_refused_before_any_install(tmp_path: Path, value: str) -> None:
+    """`FUSIONBENCH_NO_VENV=true` was read as 0: the virtual environment was made, torch downloaded."""
+    # a PYTHON that makes no venv: where the setting were read as 0, the bootstrap stops at once, downloading nothing
+    done = run_sh("models", env={"FUSIONBENCH_NO_VENV": value, "FUSIONBENCH_VENV": str(tmp_path / "venv"),
+                                 "PYTHON": "/nonexistent/python3"})
+    assert (done.returncode, done.stderr) == (2, "fusionbench: FUSIONBENCH_NO_VENV must be 1 (run $PYTHON as it is) "
+                                                 "or 0 (the virtual environment)\n")
+    assert not (tmp_path / "venv").exists()
+
+
+@pytest.mark.parametrize("value", ["0", ""])
+def test_a_no_venv_setting_of_0_or_nothing_is_the_virtual_environment(tmp_path: Path, value: str) -> None:
+    done = run_sh("--install-plan", env={"FUSIONBENCH_NO_VENV": value, "FUSIONBENCH_VENV": str(tmp_path / "venv")})
+    assert done.returncode == 0, done.stderr
+    plan = words(done.stdout)
+    assert plan[plan.index("venv") - 1:plan.index("venv") + 2] == ["-m", "venv", str(tmp_path / "venv")], done.stdout
+
+
+def test_the_install_plan_refuses_an_argument_it_would_ignore(tmp_path: Path) -> None:
+    done = run_sh("--install-plan", "--bogus", env={"FUSIONBENCH_VENV": str(tmp_path / "venv")})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "fusionbench: --install-plan takes no other argument (given: --bogus)\n"
+
+
+def test_the_install_plan_without_a_venv_says_it_installs_nothing_and_what_the_python_lacks(tmp_path: Path) -> None:
+    """`FUSIONBENCH_NO_VENV=1 ./run.sh --install-plan` printed a plan to make a venv, which that mode never makes."""
+    ready = run_sh("--install-plan", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": sys.executable})
+    assert ready.returncode == 0, ready.stderr
+    assert ready.stdout == (f"# FUSIONBENCH_NO_VENV=1: ./run.sh installs nothing; it runs {sys.executable} as it is, "
+                            f"with this checkout on PYTHONPATH\n# {sys.executable} has every package the harness imports\n")
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)
+    lacking = run_sh("--install-plan", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": str(bare / "bin" / "python"),
+                                            "PYTHONPATH": ""})
+    assert lacking.returncode == 0 and "lacks: torch torchvision mlcommons-loadgen pydantic PyYAML" in lacking.stdout
+    absent = run_sh("--install-plan", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": "/nonexistent/python3"})
+    assert "# there is no /nonexistent/python3 (PYTHON names the Python to use)" in absent.stdout
+
+
 def test_without_a_venv_the_current_python_runs_the_checkout() -> None:
     done = run_sh("models", "--family", "resnet", env={"FUSIONBENCH_NO_VENV": "1", "PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr
