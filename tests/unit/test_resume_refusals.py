@@ -129,14 +129,15 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
     for name in (report.REPORT_MD, report.REPORT_HTML):  # complete with its report, a resume leaves it be
         (root / name).unlink()
     manifest.write(root)
-    write = report.write_bytes_atomic
+    write = report.write_files_atomic
 
-    def cut_short(path: Path, data: bytes) -> None:
-        if path.name == report.REPORT_HTML:  # report.md is written; Ctrl-C lands before report.html
-            raise KeyboardInterrupt
-        write(path, data)
+    def cut_short(files: dict[Path, bytes]) -> None:
+        for path, data in files.items():
+            if path.name == report.REPORT_HTML:  # report.md is written; Ctrl-C lands before report.html
+                raise KeyboardInterrupt
+            write({path: data})
 
-    monkeypatch.setattr(report, "write_bytes_atomic", cut_short)
+    monkeypatch.setattr(report, "write_files_atomic", cut_short)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 130
     printed = " ".join(capsys.readouterr().out.split())  # as one line, whatever the console wrapped
     assert "interrupted while writing the report" in printed and f"fusionbench report {root}" in printed, printed
@@ -144,7 +145,7 @@ def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
     assert validate(root).ok, validate(root).problems
     assert json.loads((root / "bundle.json").read_text())["state"] == "complete"
 
-    monkeypatch.setattr(report, "write_bytes_atomic", write)
+    monkeypatch.setattr(report, "write_files_atomic", write)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 0  # as its run: valid and skipped cells
     assert (root / "report.md").exists() and (root / "report.html").exists()
     assert {"report.md", "report.html"} <= set(manifest.read(Snapshot(root)))
