@@ -269,7 +269,7 @@ def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_container(args: argparse.Namespace, console: Console) -> int:
-    from harness.container.launcher import launch
+    from harness.container.launcher import launch, made_without_the_cache
 
     if not args.run_args:
         raise ConfigError("container needs what `fusionbench run` takes, e.g. scenarios/offline.yaml")
@@ -292,7 +292,9 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
     # the folders mounted into the image: never a bundle (the run inside sees only its mount, not
     # the bundle around it), never a file; checked leaving nothing made
     preflight.could_write(request.out_dir)
-    if request.cache_dir is not None:
+    # a resume of a run made with --no-cache runs without the cache, as natively: none is mounted
+    without = request.resume is not None and not request.cache_chosen and made_without_the_cache(request.resume)
+    if request.cache_dir is not None and not without:
         preflight.could_write(request.cache_dir, "--cache-dir")
     from harness.run.system import SOURCE_ROOT
 

@@ -368,7 +368,9 @@ def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, 
 
 def _purge_left(root: Path) -> str:
     """`stop --purge` after a plain `stop`: what a stopped engine of the project's own left in `root`
-    (engine_data.left_by_own_engine) removed, said; EngineError while a dockerd still works there."""
+    (engine_data.left_by_own_engine) removed, said; EngineError while a dockerd still works there.
+    The root is taken with its links resolved: a dockerd and the mount table name the folder itself."""
+    root = Path(os.path.realpath(root))
     why = unsafe_root(root)
     if why:
         return f"nothing to stop; {root / 'data'} not removed: {why}"

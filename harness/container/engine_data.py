@@ -54,29 +54,41 @@ def in_use(root: Path, proc: Path = PROC) -> str | None:
 
 
 def dockerd_working_in(data: Path, proc: Path = PROC) -> Process | None:
-    """A running process named dockerd whose `--data-root` is `data`, or None."""
+    """A running process named dockerd whose `--data-root` is `data`, or None; both with their links
+    resolved (a root named through a link is the same folder)."""
+    data = Path(os.path.realpath(data))
     for entry in proc.iterdir():
-        if entry.name.isdigit() and _data_root(entry / "cmdline") == data:
+        if entry.name.isdigit() and _data_root(entry) == data:
             found = process(int(entry.name), proc)
             if found is not None and found.running(proc):
                 return found
     return None
 
 
-def _data_root(cmdline: Path) -> Path | None:
-    """The `--data-root` of the dockerd whose command line this is, or None for another process."""
+def _data_root(entry: Path) -> Path | None:
+    """The `--data-root` of the dockerd whose /proc entry this is, its links resolved (a relative
+    one from the dockerd's own working folder), or None for another process."""
     try:
-        words = [word.decode(errors="replace") for word in cmdline.read_bytes().split(b"\0") if word]
+        words = [word.decode(errors="replace") for word in (entry / "cmdline").read_bytes().split(b"\0") if word]
     except OSError:
         return None
     if not words or Path(words[0]).name != "dockerd":
         return None
+    named = None
     for index, word in enumerate(words[1:], start=1):
         if word.startswith("--data-root="):
-            return Path(os.path.abspath(word.removeprefix("--data-root=")))
-        if word == "--data-root" and index + 1 < len(words):
-            return Path(os.path.abspath(words[index + 1]))
-    return None
+            named = word.removeprefix("--data-root=")
+        elif word == "--data-root" and index + 1 < len(words):
+            named = words[index + 1]
+        if named is not None:
+            break
+    if named is None:
+        return None
+    try:
+        cwd = os.readlink(entry / "cwd")
+    except OSError:
+        cwd = os.getcwd()
+    return Path(os.path.realpath(os.path.join(cwd, named)))
 
 
 def purge(root: Path) -> str:

@@ -107,13 +107,13 @@ def container_arguments(args: list[str], repo: Path, results: Path) -> list[str]
             out.append(path.relative_to(repo).as_posix())
         else:
             out.append(arg)
-    no_cache = "--no-cache" in out or (resumed is not None and not chosen and _made_without_the_cache(resumed))
+    no_cache = "--no-cache" in out or (resumed is not None and not chosen and made_without_the_cache(resumed))
     into = [] if "--resume" in out else ["--out", RESULTS_MOUNT]  # a resume writes into its bundle
     return ["run", *out, *into, *(["--no-cache"] if no_cache and "--no-cache" not in out else []),
             *([] if no_cache else ["--cache-dir", CACHE_MOUNT])]
 
 
-def _made_without_the_cache(run_dir: Path) -> bool:
+def made_without_the_cache(run_dir: Path) -> bool:
     """Whether the bundle at `run_dir` says its run was made with `--no-cache` (bundle.json's
     `artifact_cache` null): its resume, given neither cache option, runs without the cache, as a
     resume outside a container does. A bundle that cannot be read so is left to the run inside,
@@ -288,6 +288,8 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
     labels = (image.attrs.get("Config") or {}).get("Labels") or {}
     base = labels.get("io.fusionbench.base") or f"registry {REGISTRY_BASE}"
     environment = {
+        # first: a name the scenario passes on never replaces the launcher's own below (HOME, the image record)
+        **passed_variables(args, os.environ if environ is None else environ),
         "FUSIONBENCH_IMAGE": recipe_tag(image, repo, kind),
         "FUSIONBENCH_IMAGE_ID": image.id,
         "FUSIONBENCH_IMAGE_DIGEST": digests[0] if digests else image.id,
@@ -297,7 +299,6 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
         "HOME": "/tmp",
         # The mounted checkout belongs to another user inside: let git read its commit anyway.
         "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": REPO_MOUNT,
-        **passed_variables(args, os.environ if environ is None else environ),
     }
     command = container_arguments(args, repo, results)
     volumes = {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(results): {"bind": RESULTS_MOUNT, "mode": "rw"}}

@@ -15,6 +15,7 @@ import pytest
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.validate import validate
 from harness.cli.main import main
+from harness.container import launcher
 from harness.container.launcher import container_arguments, launch, passed_variables, run_request
 from harness.errors import ConfigError
 from tests.unit.test_containers import FakeClient, FakeImage
@@ -91,3 +92,35 @@ def test_a_dry_run_leaves_no_folder_and_no_cache_mounts_none(tmp_path: Path, mon
     launch("cpu", ["scenarios/smoke.yaml", "--no-cache", "--out", str(out)], repo=REPO, cache=cache,
            make_client=lambda: client, write=lambda text: None)
     assert str(cache) not in client.runs[-1]["volumes"] and not cache.exists() and out.is_dir()
+
+
+def test_a_name_the_scenario_passes_on_never_replaces_the_launchers_own(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env: [HOME, FUSIONBENCH_IMAGE_ID]` gave the run the host's HOME, which its user cannot
+    write, and a false image record."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((REPO / "scenarios" / "smoke.yaml").read_text() + "env: [HOME, FUSIONBENCH_IMAGE_ID]\n")
+    monkeypatch.chdir(REPO)
+    host = {"HOME": "/root", "FUSIONBENCH_IMAGE_ID": "sha256:host"}
+    assert passed_variables([str(scenario)], host) == host  # what the scenario asks for ...
+    monkeypatch.setattr(launcher, "passed_variables", lambda args, environ: host)
+    request = run_request("cpu", FakeImage(), ["scenarios/smoke.yaml"], REPO, tmp_path, tmp_path / "c", host)
+    # ... and what the run in the image gets
+    assert request["environment"]["HOME"] == "/tmp" and request["environment"]["FUSIONBENCH_IMAGE_ID"] == FakeImage.id
+
+
+def test_a_resume_of_a_run_made_without_the_cache_asks_nothing_of_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """It runs without the cache, none mounted: a default cache folder that cannot be made refused it."""
+    results = tmp_path / "results"
+    bundle = results / "run"
+    shutil.copytree(GOLDEN, bundle)
+    header = json.loads((bundle / "bundle.json").read_text())
+    header["artifact_cache"] = None
+    (bundle / "bundle.json").write_text(json.dumps(header))
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    launched: list[list[str]] = []
+    monkeypatch.setattr("harness.container.launcher.launch", lambda kind, args, **_: launched.append(args) or 0)
+    assert main(["container", "cpu", "--resume", str(bundle)]) == 0, capsys.readouterr().err
+    assert launched == [["--resume", str(bundle)]]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -347,21 +348,34 @@ def test_purge_with_no_engine_recorded_spares_a_data_folder_no_engine_of_its_own
             f"{engine.ROOT_MARKER})") in said[-1]
 
 
-@pytest.mark.parametrize("flag", ["--data-root", "--data-root="])
+@pytest.mark.parametrize("flag", ["--data-root", "--data-root=", "through-a-link", "relative"])
 def test_purge_with_no_engine_recorded_refuses_while_a_dockerd_works_in_the_data(tmp_path: Path, flag: str) -> None:
+    """Also where the root is named through a link, or the dockerd named its data root relative to
+    its own folder: compared as written, both purged the images of a dockerd still running."""
+    real = _engine_root(tmp_path / "real")
     paths = paths_in(tmp_path)
-    root = _engine_root(paths.root)
-    words = [f"{flag}{root / 'data'}"] if flag.endswith("=") else [flag, str(root / "data")]
+    paths.root.symlink_to(real)  # the root the environment names: the engine's, through a link
+    data = real / "data"
+    cwd = None
+    if flag == "--data-root=":
+        words = [f"--data-root={data}"]
+    elif flag == "relative":
+        words, cwd = ["--data-root", "data"], real
+    else:
+        words = ["--data-root", str(data)]
+    if flag != "through-a-link":
+        paths = replace(paths, root=real)
     # a process whose command line is a dockerd's: named dockerd, with the data root among its options
-    daemon = subprocess.Popen(["dockerd", "-c", "import time; time.sleep(60)", *words], executable=sys.executable)
+    daemon = subprocess.Popen(["dockerd", "-c", "import time; time.sleep(60)", *words], executable=sys.executable,
+                              cwd=cwd)
     try:
         deadline = time.monotonic() + 10
         while b"dockerd" not in Path(f"/proc/{daemon.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
             time.sleep(0.02)
-        with pytest.raises(EngineError, match=f"{root / 'data'} is not removed: a dockerd \\(PID {daemon.pid}\\) runs "
+        with pytest.raises(EngineError, match=f"is not removed: a dockerd \\(PID {daemon.pid}\\) runs "
                                               "with its images there; stop that engine first"):
             engine.stop(paths, write=lambda _: None, run=FakeRunner(), purge=True)
-        assert (root / "data" / "image").is_dir() and (root / engine.ROOT_MARKER).exists()
+        assert (data / "image").is_dir() and (real / engine.ROOT_MARKER).exists()
     finally:
         daemon.kill()
         daemon.wait()
