@@ -302,7 +302,7 @@ def run_request(kind: str, image: Any, args: list[str], repo: Path, results: Pat
     }
     command = container_arguments(args, repo, results)
     volumes = {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(results): {"bind": RESULTS_MOUNT, "mode": "rw"}}
-    if uses_cache(command):
+    if "--no-cache" not in command:
         volumes[str(cache)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     request: dict[str, Any] = {
         "image": image.id,
@@ -382,27 +382,25 @@ def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: 
     from harness.run.preflight import MadeFolders
 
     image = ensure_image(client, repo, kind, write, cache=image_build.default_build_cache())
-    # A folder that is not there is made before it is mounted (the engine would make it root's);
-    # a dry run writes nothing, so those it made go again, as a native dry run leaves none.
+    request = run_request(kind, image, args, repo, results, cache)
+    # The folders mounted read-write that are not there are made before the run (the engine would
+    # make them root's); a dry run writes nothing, so those it made go again, as a native dry run
+    # leaves none.
     made = MadeFolders()
-    for folder in (results, cache) if uses_cache(container_arguments(args, repo, results)) else (results,):
-        made.note(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+    for host, mount in request["volumes"].items():
+        if mount["mode"] == "rw":
+            made.note(Path(host))
+            Path(host).mkdir(parents=True, exist_ok=True)
     try:
-        return _run_container(client, kind, image, args, repo, results, cache, write)
+        return _run_container(client, request, results, cache, write)
     finally:
         if "--dry-run" in args:
             made.remove_left_empty()
 
 
-def uses_cache(command: list[str]) -> bool:
-    """Whether the run `command` (the container's) uses the artifact cache."""
-    return "--no-cache" not in command
-
-
-def _run_container(client: Any, kind: str, image: Any, args: list[str], repo: Path, results: Path, cache: Path,
+def _run_container(client: Any, request: dict[str, Any], results: Path, cache: Path,
                    write: Callable[[str], object]) -> int:
-    container = client.containers.run(**run_request(kind, image, args, repo, results, cache))
+    container = client.containers.run(**request)
     lines = HostPaths(write, {RESULTS_MOUNT: results, CACHE_MOUNT: cache})
     shown = 0  # bytes of the container's output written so far
     try:
