@@ -2,7 +2,8 @@
 nearest option or command where one is close, and exit 2. argparse's own prints the usage first
 (up to seven lines of it), and suggests nothing: `--dryrun` got no `--dry-run`. An option that takes
 one value is refused when given twice (argparse kept the last without a word: `pack --org A --org B`
-packed as B), and an option is named whole (`--ou` is no `--out`: its nearest name is suggested)."""
+packed as B), an option is named whole (`--ou` is no `--out`: its nearest name is suggested), and an
+optional positional may follow the options (`image build --no-cache cpu`)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,25 @@ class OneLineParser(argparse.ArgumentParser):
         self._given = list(sys.argv[1:] if args is None else args)  # what a hint looks through
         parsed, rest = super().parse_known_args(args, namespace)
         vars(parsed).pop(_GIVEN, None)
-        return parsed, rest
+        return parsed, self._take_late_positional(parsed, rest)
+
+    def _take_late_positional(self, parsed: argparse.Namespace, rest: list[str]) -> list[str]:
+        """An optional positional given after an option (`image build --no-cache cpu`): argparse
+        matches it to nothing once the positional before it has its word, and leaves the word over
+        as unrecognized. It is taken here, as it would be in front of the option."""
+        for action in self._actions:
+            if action.option_strings or action.nargs != "?" or getattr(parsed, action.dest) != action.default:
+                continue
+            word = next((word for word in rest if not word.startswith("-")), None)
+            if word is None or rest.index(word) != 0:
+                return rest
+            try:
+                self._check_value(action, word)
+            except argparse.ArgumentError as error:
+                self.error(str(error))
+            setattr(parsed, action.dest, self._get_values(action, [word]))
+            return rest[1:]
+        return rest
 
     def error(self, message: str) -> NoReturn:
         owner = self._command_parser() if message.startswith(_UNRECOGNIZED) else self

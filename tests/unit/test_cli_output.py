@@ -4,7 +4,7 @@ standard output (`>&-`) is no traceback; a report's two pages are both written o
 failure named by the page, never by its temporary file; `--out` of a file command (`compare`,
 `schema`) is a device or pipe written as named (`/dev/stdout`), never a folder's path (`cmp/`), a
 `~` the shell did not expand, or someone else's file; an option that takes one value is refused
-when given twice; no command is a mistake."""
+when given twice; an optional positional may follow the options; no command is a mistake."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli import standard_output
-from harness.cli.main import main
+from harness.cli.main import _parser, main
 from harness.files.atomic import write_files_atomic
 from harness.reporting.report import REPORT_HTML, REPORT_MD
 
@@ -212,3 +212,27 @@ def test_an_option_is_named_whole(tmp_path: Path, capsys: pytest.CaptureFixture[
         main(["compare", str(GOLDEN), str(GOLDEN), "--ou", str(tmp_path / "x.md")])
     assert exited.value.code == 2
     assert "unrecognized arguments: --ou" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
+
+
+@pytest.mark.parametrize(("argv", "kind"), [
+    (["image", "build", "--no-cache", "cpu"], "cpu"),
+    (["image", "build", "cuda", "--no-cache"], "cuda"),
+    (["image", "verify", "--source", "debian", "cpu"], "cpu"),
+])
+def test_an_optional_positional_may_follow_the_options(argv: list[str], kind: str) -> None:
+    """`image build --no-cache cpu` was refused as `unrecognized arguments: cpu`: argparse gives the
+    optional kind nothing once the action has its word and an option follows."""
+    parsed = _parser().parse_args(argv)
+    assert (parsed.action, parsed.kind) == (argv[1], kind)
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "build", "--no-cache", "gpu"], "argument kind: invalid choice: 'gpu'"),
+    (["image", "build", "--no-cache", "cpu", "extra"], "unrecognized arguments: extra"),
+    (["image", "build", "--bogus", "cpu"], "unrecognized arguments: --bogus cpu"),
+])
+def test_a_late_positional_is_still_checked(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert f"fusionbench image: error: {said}" in capsys.readouterr().err
