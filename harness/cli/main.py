@@ -339,7 +339,7 @@ def _cmd_image(args: argparse.Namespace, console: Console) -> int:
         keep = image_prune.KEEP_RECENT if args.keep is None else args.keep
         keep_days = image_prune.KEEP_DAYS if args.keep_days is None else args.keep_days
         if keep < 0 or not 0 <= keep_days < 100_000:  # nan and inf fail this too
-            raise ConfigError("--keep and --keep-days take a number of 0 or more")
+            raise ConfigError("--keep takes a whole number of 0 or more, --keep-days a number of days from 0 to under 100000")
         image_prune.prune(connect(), SOURCE_ROOT, image_build.default_build_cache(), sys.stdout.write, keep=keep,
                           keep_days=keep_days, dry_run=args.dry_run)
         return 0

@@ -18,6 +18,7 @@ from harness.plain_text import visible
 
 _UNRECOGNIZED = "unrecognized arguments: "
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
+_QUOTED = re.compile(r"'([^']*)'")
 _SCENARIO_SUFFIXES = (".yaml", ".yml")
 _GIVEN = "_options_given"  # the namespace's record of the single-value options given, while it is parsed
 
@@ -102,9 +103,11 @@ class OneLineParser(argparse.ArgumentParser):
             hints = [closest(word.split("=")[0], self._options()) for word in words if word.startswith("-")]
             return "".join(hint for hint in hints if hint)
         chosen = _INVALID_CHOICE.search(message)
-        if chosen is None or not self._commands():
+        if chosen is None:
             return ""
         word = chosen.group(1)
+        if not self._commands():  # a positional's choices (`engine statsu`)
+            return closest(word, _QUOTED.findall(message[chosen.end():]))
         if word.lower().endswith(_SCENARIO_SUFFIXES):
             return f" (a scenario file follows `run`: {self.prog} run {word} [OPTIONS])"
         return closest(word, list(self._commands()))

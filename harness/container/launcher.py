@@ -210,7 +210,8 @@ def _client(make_client: Callable[[], Any]) -> Any:
     except Exception as exc:  # the SDK raises DockerException, requests' and socket errors alike
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise ContainerError(
-            f"no Docker engine is reachable ({first}); run natively instead: ./run.sh SCENARIO.yaml"
+            f"no Docker engine is reachable ({first}); start one of fusionbench's own with ./run.sh engine start "
+            "(Linux, root), or run natively instead: ./run.sh SCENARIO.yaml"
         ) from None
     return client
 

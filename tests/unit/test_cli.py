@@ -304,6 +304,8 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(argv: list
     (["Tiny.YAML"], "(a scenario file follows `run`: fusionbench run Tiny.YAML [OPTIONS])"),
     (["pack", "results/x"], "fusionbench pack: error: the following arguments are required: --org"),
     (["run", "scenarios/smoke.yaml", "--device", "gpu"], "fusionbench run: error: argument --device: invalid choice: 'gpu'"),
+    (["engine", "statsu"], "'status') (did you mean 'status', 'start'?)"),
+    (["image", "biuld", "cpu"], "(did you mean 'build'?)"),
 ])
 def test_a_mistake_in_the_arguments_is_one_line_with_the_nearest_name(argv: list[str], said: str,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:

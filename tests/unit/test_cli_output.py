@@ -236,3 +236,9 @@ def test_a_late_positional_is_still_checked(argv: list[str], said: str, capsys: 
         _parser().parse_args(argv)
     assert exited.value.code == 2
     assert f"fusionbench image: error: {said}" in capsys.readouterr().err
+
+
+def test_image_prune_states_the_limits_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--keep-days 1e5` was refused as not "a number of 0 or more", which it is."""
+    assert main(["image", "prune", "--keep-days", "1e5"]) == 2
+    assert "--keep-days a number of days from 0 to under 100000" in capsys.readouterr().err

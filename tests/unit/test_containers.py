@@ -280,7 +280,7 @@ def test_without_an_engine_one_line_says_so_and_nothing_is_created(tmp_path: Pat
         launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "results")], repo=REPO, cache=tmp_path / "cache",
                make_client=no_engine)
     message = str(raised.value)
-    assert "\n" not in message and message.startswith("no Docker engine is reachable") and "./run.sh" in message
+    assert "\n" not in message and message.startswith("no Docker engine is reachable") and "./run.sh engine start" in message
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 
