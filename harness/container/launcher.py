@@ -141,6 +141,9 @@ def _stored_header(run_dir: Path) -> dict[str, Any] | None:
 HARNESS_VARIABLES = ("FUSIONBENCH_NOISE_PROBE_S", "FUSIONBENCH_NCU")
 
 
+_HOST_TOOLKIT = ("CUDA_HOME", "CUDA_PATH")
+
+
 def passed_variables(args: list[str], environ: Mapping[str, str]) -> dict[str, str]:
     """The variables of `environ` the run in the image gets, as a native run would see them: the
     harness's own settings (HARNESS_VARIABLES), and each the scenario's `env:` names without a
@@ -149,6 +152,17 @@ def passed_variables(args: list[str], environ: Mapping[str, str]) -> dict[str, s
     the bundle they resume stores; one that cannot be read passes none (the run inside refuses it)."""
     named = [*HARNESS_VARIABLES, *_named_variables(args)]
     return {name: environ[name] for name in named if name in environ}
+
+
+def left_behind(args: list[str], environ: Mapping[str, str]) -> list[str]:
+    """The variables of `environ` that can move a figure and that the run in the image does not get
+    (`OMP_NUM_THREADS=4 ./run.sh --container cpu ...` with no `env: [OMP_NUM_THREADS]`, or a
+    CUDA_VISIBLE_DEVICES, which a native worker inherits), as a native run names those its cells do
+    not get; not the host's CUDA toolkit's folder, which the image has its own of."""
+    from harness.run.unseen_environment import moves_figures
+
+    passed = passed_variables(args, environ)
+    return sorted(name for name in environ if moves_figures(name) and name not in passed and name not in _HOST_TOOLKIT)
 
 
 def _named_variables(args: list[str]) -> list[str]:
@@ -384,6 +398,11 @@ def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: 
 
     image = ensure_image(client, repo, kind, write, cache=image_build.default_build_cache())
     request = run_request(kind, image, args, repo, results, cache)
+    unseen = left_behind(args, os.environ) if "--dry-run" not in args else []
+    if unseen:
+        from harness.run.unseen_environment import warning
+
+        write(f"fusionbench: warning: {warning(unseen, 'the run in the image gets only the variables the scenario names')}\n")
     # The folders mounted read-write that are not there are made before the run (the engine would
     # make them root's); a dry run writes nothing, so those it made go again, as a native dry run
     # leaves none.

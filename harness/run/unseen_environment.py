@@ -21,17 +21,23 @@ DESCRIPTIVE = ("CUDA_VERSION", "CUDA_DRIVER_VERSION", "PYTORCH_VERSION", "PYTORC
                "PYTORCH_BUILD_NUMBER", "TORCH_CUDA_ARCH_LIST")
 
 
+WORKER = "a cell's worker gets a whitelisted environment"
+
+
+def moves_figures(name: str) -> bool:
+    """Whether a variable of this name can move a figure (not one that only describes a build)."""
+    return (name in FIGURE_MOVING_NAMES or name.startswith(FIGURE_MOVING_PREFIXES)) and name not in DESCRIPTIVE
+
+
 def unseen(parent: Mapping[str, str], named: Sequence[str]) -> list[str]:
     """The names of `parent`'s variables that can move a figure and that a worker of a scenario
     naming `named` in `env:` would not get, sorted."""
-    return sorted(name for name in parent
-                  if (name in FIGURE_MOVING_NAMES or name.startswith(FIGURE_MOVING_PREFIXES))
-                  and name not in DESCRIPTIVE and not passed_on(name, named))
+    return sorted(name for name in parent if moves_figures(name) and not passed_on(name, named))
 
 
-def warning(names: Sequence[str]) -> str:
-    """The run's one line about `names` (from `unseen`)."""
+def warning(names: Sequence[str], why: str = WORKER) -> str:
+    """The run's one line about `names` (from `unseen`); `why` says where they stop."""
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return (f"{shown} {'is' if len(names) == 1 else 'are'} set here but no cell sees "
-            f"{'it' if len(names) == 1 else 'them'}: a cell's worker gets a whitelisted environment; "
+            f"{'it' if len(names) == 1 else 'them'}: {why}; "
             "name a variable in the scenario's env: to pass it on")

@@ -2,7 +2,8 @@
 asked (an `--out` inside a bundle, which the run in the image, seeing only its mount, wrote into;
 `--jobs 0`; a file as `--out`); the scenario file is found by its suffix in any case, as run.sh finds
 it; the harness's own settings and the variables the scenario's `env:` passes on reach the run in
-the image; a dry run leaves no folder, and a run under --no-cache mounts no cache."""
+the image, and those that would move a figure and do not are named; a dry run leaves no folder,
+and a run under --no-cache mounts no cache."""
 
 from __future__ import annotations
 
@@ -124,3 +125,26 @@ def test_a_resume_of_a_run_made_without_the_cache_asks_nothing_of_the_cache(
     monkeypatch.setattr("harness.container.launcher.launch", lambda kind, args, **_: launched.append(args) or 0)
     assert main(["container", "cpu", "--resume", str(bundle)]) == 0, capsys.readouterr().err
     assert launched == [["--resume", str(bundle)]]
+
+
+def test_a_variable_that_would_move_a_figure_and_stays_on_the_host_is_named(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OMP_NUM_THREADS=4 ./run.sh --container cpu ...` ran without it and said nothing, where a
+    native run names the variables its cells do not get."""
+    scenario = "scenarios/smoke.yaml"
+    monkeypatch.setattr(launcher, "_named_variables", lambda args: ["KMP_AFFINITY"])  # its env: (the file must be in the repository)
+    for name, value in {"OMP_NUM_THREADS": "4", "CUDA_VISIBLE_DEVICES": "1", "KMP_AFFINITY": "compact",
+                        "CUDA_HOME": "/usr/local/cuda", "CUDA_VERSION": "13.0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(REPO)
+    client, said = FakeClient(has_image=True), []
+    launch("cpu", [scenario, "--out", str(tmp_path / "r")], repo=REPO, cache=tmp_path / "c",
+           make_client=lambda: client, write=said.append)
+    warned = [line for line in "".join(said).splitlines() if line.startswith("fusionbench: warning: ")]
+    assert len(warned) == 1 and warned[0].startswith("fusionbench: warning: CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS are "
+                                                     "set here but no cell sees them: the run in the image"), said
+    assert "OMP_NUM_THREADS" not in client.runs[-1]["environment"]
+    said.clear()
+    launch("cpu", [scenario, "--out", str(tmp_path / "r"), "--dry-run"], repo=REPO, cache=tmp_path / "c",
+           make_client=lambda: client, write=said.append)
+    assert "warning" not in "".join(said)  # a dry run runs no cell, as natively
