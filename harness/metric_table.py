@@ -114,6 +114,26 @@ def format_ratio(ratio: float) -> str:
     return _three_figures(ratio)
 
 
+#: The decimal prefixes a rate is written with (FLOP/s, B/s): the one that puts 1 to 999 before the point.
+_SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si_scale(value: float) -> tuple[float, str]:
+    """The decimal prefix (its factor and letter) that writes `value` with 1 to 999 before the point:
+    50.5e12 FLOP/s is 50.5 TFLOP/s, not 5.05e+04 GFLOP/s; below 1,000, no prefix."""
+    for scale, prefix in _SI_PREFIXES:
+        if _takes_unit(value / scale, 1000):
+            return scale, prefix
+    return 1.0, ""
+
+
+def format_si(value: float, unit: str) -> str:
+    """A rate or an amount in a decimal unit, three significant figures under the prefix that fits:
+    173 GFLOP/s, 50.5 TFLOP/s, 4.06 TB/s, 33.8 GB/s; never an exponent."""
+    scale, prefix = si_scale(value)
+    return f"{format_ratio(value / scale)} {prefix}{unit}"
+
+
 def format_times(ratio: float) -> str:
     """How many times another figure: 1.04x, 12.3x, 1,520x (a speedup, wherever it is shown)."""
     return f"{format_ratio(ratio)}x"

@@ -108,16 +108,18 @@ def roofline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
         if roof is None:
             continue
         fraction = roof.time_bound_ns / r.time_ns if roof.time_bound_ns and r.time_ns else roof.fraction_of_bound
-        body.append([r.model, r.variant, r.setting, f"{roof.flops / 1e9:.3g}", f"{roof.compulsory_bytes / 1e6:.3g}",
+        body.append([r.model, r.variant, r.setting, metric_table.format_ratio(roof.flops / 1e9),
+                     metric_table.format_ratio(roof.compulsory_bytes / 1e6),
                      _peaks(roof), format_value(roof.time_bound_ns, "ns"), roof.bound_by or "-",
                      format_value(r.time_ns, "ns"), fmt_fraction(fraction), r.figure("kernels_per_inference")])
     return head, body
 
 
 def _peaks(roof: Roofline) -> str:
-    """The probe's peaks a cell's bound was taken at: `159 GFLOP/s, 55.6 GB/s`."""
-    flops = f"{roof.peak_flops_per_s / 1e9:.3g} GFLOP/s" if roof.peak_flops_per_s else None
-    copy = f"{roof.peak_bytes_per_s / 1e9:.3g} GB/s" if roof.peak_bytes_per_s else None
+    """The probe's peaks a cell's bound was taken at: `159 GFLOP/s, 55.6 GB/s`, an H200's `50.5 TFLOP/s,
+    4.06 TB/s` (never an exponent)."""
+    flops = metric_table.format_si(roof.peak_flops_per_s, "FLOP/s") if roof.peak_flops_per_s else None
+    copy = metric_table.format_si(roof.peak_bytes_per_s, "B/s") if roof.peak_bytes_per_s else None
     return ", ".join(part for part in (flops, copy) if part) or "-"
 
 

@@ -10,7 +10,7 @@ from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
-from harness.metric_table import format_per_core, format_times
+from harness.metric_table import format_per_core, format_ratio, format_si, format_times, si_scale
 from harness.plain_text import one_line, visible
 
 
@@ -205,16 +205,17 @@ def peaks(probed: Any) -> str:
     if probed.get("error"):
         return f"not measured: {one_line(str(probed['error']))}"
     flops = probed.get("flops_per_s")
-    rates = [(f"{visible(str(dtype))} matmul", dtype, rate, "GFLOP/s") for dtype, rate in
+    rates = [(f"{visible(str(dtype))} matmul", dtype, rate, "FLOP/s") for dtype, rate in
              sorted(flops.items() if isinstance(flops, dict) else [], key=lambda item: str(item[0]))]
     parts = []
-    for name, key, best, unit in [*rates, ("copy", "copy", probed.get("bytes_per_s"), "GB/s")]:
-        if not _number(best):
+    for name, key, best, unit in [*rates, ("copy", "copy", probed.get("bytes_per_s"), "B/s")]:
+        if not _number(best) or best <= 0:
             continue
-        text = f"{name} {best / 1e9:.3g} {unit}"
+        text = f"{name} {format_si(best, unit)}"  # an H200's 50.5 TFLOP/s, never 5.05e+04 GFLOP/s
         runs = lookup(probed, "spread", key)
         if isinstance(runs, dict) and _number(runs.get("min")) and _number(runs.get("median")):
-            text += f" (its runs' lowest {runs['min'] / 1e9:.3g}, median {runs['median'] / 1e9:.3g})"
+            scale, _ = si_scale(best)  # the runs in the best's unit, which the line names once
+            text += f" (its runs' lowest {format_ratio(runs['min'] / scale)}, median {format_ratio(runs['median'] / scale)})"
         parts.append(text)
     return "; ".join(parts) or "not measured"
 

@@ -227,12 +227,30 @@ def test_the_peaks_line_gives_each_peak_with_the_lowest_and_median_of_its_runs()
     probed = {"flops_per_s": {"fp32": 159e9}, "bytes_per_s": 55.6e9,
               "spread": {"fp32": {"min": 98e9, "median": 151e9, "max": 159e9},
                          "copy": {"min": 50.1e9, "median": 54e9, "max": 55.6e9}}}
-    assert peaks(probed) == ("fp32 matmul 159 GFLOP/s (its runs' lowest 98, median 151); "
-                             "copy 55.6 GB/s (its runs' lowest 50.1, median 54)")
+    assert peaks(probed) == ("fp32 matmul 159 GFLOP/s (its runs' lowest 98.0, median 151); "
+                             "copy 55.6 GB/s (its runs' lowest 50.1, median 54.0)")
     assert peaks({**probed, "spread": None}) == "fp32 matmul 159 GFLOP/s; copy 55.6 GB/s"  # before 2026-12-04
     assert peaks({"error": "no torch\x1b[31m"}) == "not measured: no torch\\x1b[31m"
-    assert peaks({"flops_per_s": {"fp\u202e32": 1e9, "bf16": True}, "bytes_per_s": "fast"}) == "fp\\u202e32 matmul 1 GFLOP/s"
+    assert peaks({"flops_per_s": {"fp\u202e32": 1e9, "bf16": True}, "bytes_per_s": "fast"}) == "fp\\u202e32 matmul 1.00 GFLOP/s"
     assert peaks(None) == "not measured"
+
+
+def test_a_gpus_peaks_are_written_under_their_prefix_never_as_an_exponent() -> None:
+    """The H200's run (docs/results/bundles/gpu-h200-2026-12-04-inductor-layout) read its peaks as
+    `bf16 matmul 7.72e+05 GFLOP/s` and `copy 4.06e+03 GB/s`, in its facts and in every roofline row:
+    an exponent where the metric table writes three figures under the unit that fits."""
+    probed = {"flops_per_s": {"bf16": 7.72e14, "fp32": 5.05e13}, "bytes_per_s": 4.06e12,
+              "spread": {"fp32": {"min": 5.01e13, "median": 5.03e13, "max": 5.05e13},
+                         "copy": {"min": 3.87e12, "median": 4.01e12, "max": 4.06e12}}}
+    assert peaks(probed) == ("bf16 matmul 772 TFLOP/s; fp32 matmul 50.5 TFLOP/s (its runs' lowest 50.1, median 50.3); "
+                             "copy 4.06 TB/s (its runs' lowest 3.87, median 4.01)")
+    roofline = {"flops": 1.16e14, "compulsory_bytes": 1.5e12, "peak_flops_per_s": 5.05e13, "peak_bytes_per_s": 4.06e12,
+                "time_bound_ns": 2.3e6, "measured_ns": 4.75e6, "fraction_of_bound": 0.484, "bound_by": "compute"}
+    timing = {"samples_ns": [4750000], "summary": {"n": 1, "median_ns": 4.75e6, "cv": 0.0}}
+    head, (line,) = roofline_table([Row(cell_record(metrics={"device_time": timing, "roofline": roofline}))])
+    cells = dict(zip(head, line))
+    assert (cells["peaks"], cells["GFLOP/batch"], cells["compulsory MB"]) == ("50.5 TFLOP/s, 4.06 TB/s", "116,000", "1,500,000")
+    assert "e+" not in " ".join(line)
 
 
 def test_hostile_labels_are_escaped(tmp_path: Path) -> None:
