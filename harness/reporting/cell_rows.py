@@ -66,8 +66,7 @@ class Row:
         """What makes two cells of different backends comparable: scenario, batch, dtype, device, and
         the input size where it is not the model's own (`input 32`) and pretrained weights where the cell
         loaded them, so no two settings read alike."""
-        c = self.config
-        return f"{c.scenario} b{c.batch} {c.dtype} {c.device}{c.model_detail}"
+        return setting_of(self.config)
 
     @property
     def pair_key(self) -> str:
@@ -124,6 +123,27 @@ class Row:
     def figure(self, column: str | tuple[str, ...]) -> str:
         """A figure of the cell as every table shows it (harness/metric_table.py)."""
         return metric_table.figure(column, self.record)
+
+
+def setting_of(config: CellConfig) -> str:
+    """`Row.setting` of a cell of this config, recorded or not."""
+    return f"{config.scenario} b{config.batch} {config.dtype} {config.device}{config.model_detail}"
+
+
+def planned_configs(loaded: LoadedBundle) -> list[CellConfig]:
+    """The configs of the cells bundle.json lists with no record (a run interrupted or stopped by its
+    budget before them): those its stored scenario expands to under their ids or planned labels, so a
+    page can say they were not run rather than leave them out. [] where it expands to none of them."""
+    if not loaded.missing:
+        return []
+    from harness.scenario.cells import expand  # the zoo's list: read only where cells are missing
+
+    try:
+        cells = expand(loaded.header["scenario"], str(loaded.header["device"]))
+    except (LookupError, TypeError, AttributeError, ValueError):
+        return []
+    ids, labels = set(loaded.missing), set(loaded.missing_labels)  # ids of schema 7 and before hashed the rounds
+    return [cell.config for cell in cells if cell.id in ids or cell.config.label in labels]
 
 
 def valid_rows(rows: list[Row]) -> list[Row]:

@@ -27,12 +27,13 @@ from harness.bundle.record_base import read_as
 from harness.metric_table import format_times
 from harness.plain_text import one_line
 from harness.reporting import kind_moves
-from harness.reporting.cell_rows import Row, bundle_rows, fmt_time_over_rounds, setting_paired
+from harness.reporting.cell_rows import Row, bundle_rows, fmt_time_over_rounds, planned_configs, setting_of, setting_paired
 from harness.reporting.fusion_pairs import FusionPair, fusions_by_class
 from harness.reporting.kernels import fused_kernels, slowest_kernels_by_side, time_moved
 from harness.reporting.run_facts import apart, other_cpus, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.speedups import over_baseline, slower_beyond_noise, speedup_marks, times_faster
+from harness.scenario.cell_config import CellConfig
 from harness.stats.intervals import (
     FASTER,
     FASTER_UNCLEAR,
@@ -56,6 +57,7 @@ class Line:
     backend: str
     on: Row | None
     off: Row | None
+    off_listed: bool = False  # bundle.json lists a fusion-off cell that has no record (the run stopped first)
 
     @property
     def both_valid(self) -> bool:
@@ -70,8 +72,9 @@ class Line:
 
     @property
     def has_switch(self) -> bool:
-        """Whether the backend ran fusion off here at all (eager has no switch)."""
-        return self.off is not None
+        """Whether the backend has fusion off here at all (eager has no switch): a cell of it ran, or was
+        listed and never run."""
+        return self.off is not None or self.off_listed
 
 
 @dataclass(frozen=True)
@@ -123,21 +126,26 @@ def is_valid(row: Row) -> bool:
     return row.status == "valid" and row.median_ns is not None
 
 
-def _label(row: Row) -> str:
-    graphs = " graphs" if row.graphs == "on" else ""
-    return f"{row.backend}{graphs}{row.options}"
+def _label(config: CellConfig) -> str:
+    graphs = " graphs" if config.variant.graphs == "on" else ""
+    return f"{config.backend}{graphs}{config.options_label}"
 
 
 def groups(bundles: list[LoadedBundle]) -> list[Group]:
-    """Every model and setting of the bundles, in the order first met, one line per backend."""
-    found: dict[tuple[str, str, str], dict[str, dict[str, Row]]] = {}
+    """Every model and setting of the bundles, in the order first met, one line per backend; a cell
+    bundle.json lists with no record (an interrupted run) is on its line as not run (None), never left
+    out: a TVM pair whose fusion-off cell never ran read `no switch`, and left the summary's counts."""
+    found: dict[tuple[str, str, str], dict[str, dict[str, Row | None]]] = {}
     paired = {loaded.name: setting_paired(loaded) for loaded in bundles}
     for loaded in bundles:
         for row in bundle_rows(loaded):
             lines = found.setdefault((row.model, row.setting, loaded.name), {})
-            lines.setdefault(_label(row), {})[row.fusion] = row
+            lines.setdefault(_label(row.config), {})[row.fusion] = row
+        for config in planned_configs(loaded):
+            lines = found.setdefault((config.model.name, setting_of(config), loaded.name), {})
+            lines.setdefault(_label(config), {}).setdefault(config.variant.fusion, None)
     seen = [(model, setting) for model, setting, _ in found]
-    made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"))
+    made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"), "off" in sides)
                                                 for label, sides in lines.items()), seen.count((model, setting)) > 1,
                   paired=paired[bundle])
             for (model, setting, bundle), lines in found.items()]

@@ -355,3 +355,30 @@ def test_slower_and_faster_than_eager_say_where_the_kernel_time_differs_by_opera
     assert {row[why] for row in findings_eager.slower_than_eager(findings.groups([load(GOLDEN / "v7")]))[1]} == {"-"}
     page = markdown([load(GOLDEN / "v11")])
     assert "## Faster than eager" in page and md_cell(inductor[why]) in page
+
+
+def test_a_cell_the_run_listed_and_never_ran_is_shown_not_run_never_left_out(tmp_path: Path) -> None:
+    """An interrupted run (docs/results/bundles/gpu-h200-2026-11-28-lstm: 3 of 7 cells not run) kept
+    TVM's fusion-on cells and not their fusion-off ones: the page read TVM `no switch` beside its 21
+    fusions, and the summary left TVM out, as if it had no fusion switch. The pair is not run, and
+    counted among the pairs with no figure."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v7", root)
+    header = json.loads((root / "bundle.json").read_text())
+    off = [cell["id"] for cell in header["cells"] if cell["label"].startswith("resnet18 tvm fusion-off")]
+    assert len(off) == 2
+    for cell_id in off:
+        shutil.rmtree(root / "cells" / cell_id)
+        (root / "cells" / f"{cell_id}.json").unlink()
+    loaded = load(root)
+    assert sorted(loaded.missing) == sorted(off)
+    groups = findings.groups([loaded])
+    for group in groups:
+        line = _line(groups, group.title, "tvm tuning_trials=1")
+        assert line.has_switch and line.off is None
+        head, body = findings.model_table(group, gpu=False)
+        row = dict(zip(head, next(r for r in body if r[0] == "tvm tuning_trials=1")))
+        assert row["fusion speedup (off / on)"] == "off not run"
+        assert row["kernels/inf on / off"] == "23 / -"
+    summary = {row[0]: row for row in findings.summary_table(groups)[1]}
+    assert summary["tvm tuning_trials=1"][8] == f"2 ({', '.join(group.title for group in groups)})"
