@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, OperatingSystem, Python, Torch
+from harness.metric_table import format_bytes
 from harness.plain_text import one_line
 
 
@@ -43,7 +44,7 @@ def _facts(header: BundleHeader) -> list[tuple[str, object]]:
         ("device", header.device), ("CPU", cpu.model), ("CPU identity", cpu.identity),
         ("CPU vector extensions", " ".join(cpu.vector_extensions) if cpu.vector_extensions is not None else None),
         ("logical cores", cpu.logical_cores),
-        ("memory bytes", cpu.memory_bytes), ("OS kernel", opsys.kernel),
+        ("memory", _memory(cpu.memory_bytes)), ("OS kernel", opsys.kernel),
         ("Python", python.version), ("torch", torch.version),
         ("CUDA (torch build)", torch.cuda_build), ("cuDNN", torch.cudnn),
         ("GPU driver", gpu.driver), ("in a container", container.in_container),
@@ -55,6 +56,12 @@ def _facts(header: BundleHeader) -> list[tuple[str, object]]:
         # how the cells shared the machine (--jobs, Ray): cells of other shares are never paired
         ("executor", _executor(header.executor)),
     ]
+
+
+def _memory(count: int | None) -> str | None:
+    """The machine's memory in binary units, and in bytes: two VMs of one kind can differ by a few
+    hundred KiB, which `23.5 GiB` alone would hide, and 25276059648 alone does not read."""
+    return None if count is None else f"{format_bytes(count)} ({count:,} bytes)"
 
 
 def _gpus(header: BundleHeader) -> str | None:

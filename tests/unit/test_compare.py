@@ -212,6 +212,10 @@ def test_system_differences_list_what_changed() -> None:
     assert system_differences(serial, jobs) == [("executor", "local", "local, 2 jobs")]
     ray = header(executor={"name": "ray", "address": None, "cpus_per_cell": 1})
     assert system_differences(jobs, ray) == [("executor", "local, 2 jobs", "ray, 1 CPU(s) a cell")]
+    # memory in binary units and in bytes: 25276059648 read as nothing, and 23.5 GiB alone hid the difference
+    assert system_differences(header(system={"cpu": {"memory_bytes": 25_276_059_648}}),
+                              header(system={"cpu": {"memory_bytes": 25_276_510_208}})) == [
+        ("memory", "23.5 GiB (25,276,059,648 bytes)", "23.5 GiB (25,276,510,208 bytes)")]
 
 
 def test_two_images_differ_by_the_layers_that_differ() -> None:
