@@ -61,7 +61,7 @@ def returned(owner: Any, method: str, value: Any, returns: tuple[type, ...]) -> 
     return value
 
 
-def raised(owner: Any, method: str, exc: Exception) -> str:
+def raised(owner: Any, method: str, exc: BaseException) -> str:
     """What is said of a plugin's method that raised `exc`, with where (in the plugin's own package first)."""
     package = type(owner).__module__.split(".")[0]
     return f"{type(owner).__name__}.{method}() raised {type(exc).__name__}: {exc}{where_raised(exc, package)}"

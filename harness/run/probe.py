@@ -48,24 +48,25 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
     def unavailable(why: str) -> dict[str, Any]:
         return {"available": False, "reason": f"backend {name!r} {why}", "versions": {}}
 
-    # a broken plugin must not take the run down: it is reported as unavailable, saying where it broke
+    # a broken plugin must not take the run down: it is reported as unavailable, saying where it
+    # broke; a `sys.exit` in its code is its fault too, not the probe's end
     try:
         backend = registry.load(name)()
     except ConfigError as exc:  # the registry's own refusal: its words say what is wrong
         return unavailable(f"failed to load: {exc}")
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return unavailable(f"failed to load: {type(exc).__name__}: {exc}"
                            f"{plugin_answers.where_raised(exc, registry.package_of(name))}")
     try:
         availability = backend.availability(device)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return unavailable(plugin_answers.raised(backend, "availability", exc))
     wrong = plugin_answers.wrong_answer(backend, "availability", availability, (Availability,), "an Availability")
     if wrong:
         return unavailable(wrong)
     try:
         versions = backend.versions() if availability.ok else {}
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return unavailable(plugin_answers.raised(backend, "versions", exc))
     wrong = plugin_answers.wrong_answer(backend, "versions", versions, (Mapping,), "a dict")
     if wrong:
@@ -153,17 +154,29 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
         )
     except subprocess.TimeoutExpired:  # the machine's fault, not a finding about results: exit 2, as bad input
         raise ConfigError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None
+    tail = " | ".join(done.stderr.strip().splitlines()[-15:]) or "no output"
     if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-15:]) or "no output"
         raise ConfigError(f"the system probe failed (exit {done.returncode}): {tail}")
-    return ProbeAnswer.model_validate_json(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    try:
+        return ProbeAnswer.model_validate_json(lines[-1] if lines else "")
+    except pydantic.ValidationError as exc:  # it ended (a plugin's os._exit(0)) without a whole answer
+        raise ConfigError(f"the system probe gave no answer (exit 0): {exc.errors()[0]['msg']}; "
+                          f"standard error: {tail[-500:]}") from None
 
 
 def main() -> int:
     request = ProbeRequest.model_validate_json(sys.argv[1])
     noise_s = request.noise_s if request.noise_s is not None else 0.0
     cache_dir = Path(request.cache_dir) if request.cache_dir is not None else None
-    print(json.dumps(probe(request.device, request.backends, request.with_system, noise_s, cache_dir)))
+    # the answer goes to the standard output the parent reads; what a backend or its library prints
+    # there, from Python or C, goes to standard error instead of into the answer
+    sys.stdout.flush()
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    answer = json.dumps(probe(request.device, request.backends, request.with_system, noise_s, cache_dir))
+    with os.fdopen(answer_fd, "w") as out:
+        out.write(answer + "\n")
     return 0
 
 

@@ -41,3 +41,56 @@ def test_a_probe_that_dies_or_hangs_is_the_environments_fault_exit_2(monkeypatch
     with pytest.raises(ConfigError, match=r"the system probe failed \(exit 139\): no output") as info:
         probe.run_probe("cpu", ["null"], with_system=False)
     assert info.value.exit_code == 2
+
+
+#: A probe whose one backend writes to standard output from Python and from C (as a library's
+#: banner does), then ends the process with sys.exit(0): its answer was cut into by the writes
+#: (a pydantic traceback) or never written (IndexError), and `backends`, `run` and `run --dry-run`
+#: ended in a traceback.
+_NOISY_PROBE = """
+import os, sys
+from harness import registry
+from harness.contract import Availability, Backend
+from harness.run import probe
+
+class Noisy(Backend):
+    name = "noisy"
+    def availability(self, device):
+        sys.stdout.write("noisy: loading...")
+        sys.stdout.flush()
+        os.write(1, b"libnoisy banner")
+        return Availability.yes()
+    def versions(self):
+        sys.exit(0)
+    def prepare(self, *args, **kwargs):
+        raise AssertionError
+
+registry.load = lambda name: Noisy
+sys.argv = ["probe", sys.argv[1]]
+probe.main()
+"""
+
+
+@pytest.mark.slow
+def test_a_backend_that_prints_or_calls_sys_exit_leaves_the_probes_answer_whole() -> None:
+    request = ProbeRequest(device="cpu", backends=["noisy"], with_system=False, noise_s=None).model_dump_json()
+    done = subprocess.run([sys.executable, "-c", _NOISY_PROBE, request], capture_output=True, text=True, timeout=300,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = ProbeAnswer.model_validate_json(done.stdout)
+    report = answer.backends["noisy"]
+    assert not report.available
+    assert report.reason is not None and report.reason.startswith("backend 'noisy' Noisy.versions() raised SystemExit: 0")
+    assert "noisy: loading...libnoisy banner" in done.stderr
+
+
+def test_a_probe_that_ends_without_an_answer_is_exit_2_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend's os._exit(0) ends the probe with exit 0 and nothing on its standard output."""
+    from harness.errors import ConfigError
+    from harness.run import probe
+
+    for stdout in ("", "libnoisy banner{\"device\""):
+        monkeypatch.setattr(subprocess, "run", lambda *a, _out=stdout, **k: subprocess.CompletedProcess(a, 0, _out, ""))
+        with pytest.raises(ConfigError, match=r"^the system probe gave no answer \(exit 0\): ") as info:
+            probe.run_probe("cpu", ["null"], with_system=False)
+        assert info.value.exit_code == 2
