@@ -40,6 +40,18 @@ class ProbeRequest(pydantic.BaseModel):
     cache_dir: str | None = None  # the run's artifact cache (None: --no-cache)
 
 
+#: What the probe writes to its standard error before it asks a backend something, so that a probe
+#: that hangs or dies there (a plugin's `availability` that sleeps, or crashes the process) is said as
+#: that backend's, not only as the probe's; the parent leaves these lines out of what it shows.
+ASKING = "fusionbench probe: asking "
+#: Its last such line once every backend has answered.
+ANSWERED = "no backend: each answered"
+
+
+def _asking(name: str, method: str) -> None:
+    print(f"{ASKING}backend {name!r} {method}", file=sys.stderr, flush=True)
+
+
 def _backend_report(name: str, device: str) -> dict[str, Any]:
     from harness import registry
     from harness.contract import Availability
@@ -50,6 +62,7 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
 
     # a broken plugin must not take the run down: it is reported as unavailable, saying where it
     # broke; a `sys.exit` in its code is its fault too, not the probe's end
+    _asking(name, "(loading it)")
     try:
         backend = registry.load(name)()
     except ConfigError as exc:  # the registry's own refusal: its words say what is wrong
@@ -57,6 +70,7 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
     except (Exception, SystemExit) as exc:
         return unavailable(f"failed to load: {type(exc).__name__}: {exc}"
                            f"{plugin_answers.where_raised(exc, registry.package_of(name))}")
+    _asking(name, f"{type(backend).__name__}.availability()")
     try:
         availability = backend.availability(device)
     except (Exception, SystemExit) as exc:
@@ -64,6 +78,7 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
     wrong = plugin_answers.wrong_answer(backend, "availability", availability, (Availability,), "an Availability")
     if wrong:
         return unavailable(wrong)
+    _asking(name, f"{type(backend).__name__}.versions()")
     try:
         versions = backend.versions() if availability.ok else {}
     except (Exception, SystemExit) as exc:
@@ -112,6 +127,7 @@ def probe(device: str, backends: list[str], with_system: bool, noise_s: float,
         "cuda_devices": len(torch_info.get("devices") or []),
         "backends": {name: _backend_report(name, resolved) for name in backends},
     }
+    print(f"{ASKING}{ANSWERED}", file=sys.stderr, flush=True)
     # a run on cuda where torch sees no GPU is refused on this answer: nothing more to measure
     if with_system and (resolved != "cuda" or answer["cuda_available"]):
         from harness.measure.machine_speed import CACHE_FOLDER
@@ -152,17 +168,29 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
             text=True,
             timeout=PROBE_TIMEOUT_S,
         )
-    except subprocess.TimeoutExpired:  # the machine's fault, not a finding about results: exit 2, as bad input
-        raise ConfigError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s") from None
-    tail = " | ".join(done.stderr.strip().splitlines()[-15:]) or "no output"
+    except subprocess.TimeoutExpired as exc:  # the machine's fault, not a finding about results: exit 2, as bad input
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        hung = _while(stderr)
+        raise ConfigError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s"
+                          + (f"{hung}, which had not returned (a backend's availability() and versions() are cheap)"
+                             if hung else "")) from None
+    said = [line for line in done.stderr.strip().splitlines() if not line.startswith(ASKING)]
+    tail = " | ".join(said[-15:]) or "no output"
     if done.returncode != 0:
-        raise ConfigError(f"the system probe failed (exit {done.returncode}): {tail}")
+        raise ConfigError(f"the system probe failed (exit {done.returncode}){_while(done.stderr)}: {tail}")
     lines = done.stdout.strip().splitlines()
     try:
         return ProbeAnswer.model_validate_json(lines[-1] if lines else "")
     except pydantic.ValidationError as exc:  # it ended (a plugin's os._exit(0)) without a whole answer
-        raise ConfigError(f"the system probe gave no answer (exit 0): {exc.errors()[0]['msg']}; "
-                          f"standard error: {tail[-500:]}") from None
+        raise ConfigError(f"the system probe gave no answer (exit 0){_while(done.stderr)}: "
+                          f"{exc.errors()[0]['msg']}; standard error: {tail[-500:]}") from None
+
+
+def _while(stderr: str) -> str:
+    """` while asking backend 'x' availability()`: what the probe was last asking, from its standard
+    error (`ASKING`); "" where it asked no backend or had its answers from them all."""
+    asked = [line[len(ASKING):] for line in stderr.splitlines() if line.startswith(ASKING)]
+    return f" while asking {asked[-1]}" if asked and asked[-1] != ANSWERED else ""
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,3 +95,32 @@ def test_a_probe_that_ends_without_an_answer_is_exit_2_not_a_traceback(monkeypat
         with pytest.raises(ConfigError, match=r"^the system probe gave no answer \(exit 0\): ") as info:
             probe.run_probe("cpu", ["null"], with_system=False)
         assert info.value.exit_code == 2
+
+
+def test_a_probe_that_hangs_or_dies_in_a_backend_names_the_backend_and_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's availability() that never returned held `backends` and `run` for 300 s, then said
+    only that the probe did not answer, naming no backend."""
+    from harness.errors import ConfigError
+    from harness.run import probe
+
+    asked = (f"{probe.ASKING}backend 'eager' EagerBackend.versions()\n"
+             f"{probe.ASKING}backend 'slow' Slow.availability()\n")
+
+    def hangs(*args: Any, **kwargs: Any) -> Any:
+        raise subprocess.TimeoutExpired(args[0], probe.PROBE_TIMEOUT_S, output=b"", stderr=asked.encode())
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    with pytest.raises(ConfigError, match=r"^the system probe did not answer within 300 s while asking backend 'slow' "
+                                          r"Slow\.availability\(\), which had not returned") as info:
+        probe.run_probe("cpu", ["eager", "slow"], with_system=False)
+    assert info.value.exit_code == 2
+    died = subprocess.CompletedProcess([], -11, "", asked + "Fatal Python error: Segmentation fault\n")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: died)
+    with pytest.raises(ConfigError, match=r"^the system probe failed \(exit -11\) while asking backend 'slow' "
+                                          r"Slow\.availability\(\): Fatal Python error: Segmentation fault$"):
+        probe.run_probe("cpu", ["eager", "slow"], with_system=False)
+    # past the backends (the system's description), nothing is said of them
+    answered = f"{probe.ASKING}{probe.ANSWERED}\n"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess([], 1, "", asked + answered))
+    with pytest.raises(ConfigError, match=r"^the system probe failed \(exit 1\): no output$"):
+        probe.run_probe("cpu", ["eager", "slow"], with_system=False)
