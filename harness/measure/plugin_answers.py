@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from harness.contract import Availability
 from harness.errors import BackendFailed
 
 #: Where the contract says what each method returns.
@@ -117,3 +118,19 @@ def wrong_answer(owner: Any, method: str, value: Any, returns: tuple[type, ...],
         return None
     expected = expected or " or ".join("None" if kind is type(None) else kind.__name__ for kind in returns)
     return f"{type(owner).__name__}.{method}() returned {type(value).__name__}; it returns {expected} ({CONTRACT})"
+
+
+def wrong_availability(owner: Any, method: str, value: Any) -> str | None:
+    """What is said of `value`, which `owner.<method>()` (`availability` or `supports`) returned, where
+    it is no Availability, one whose `ok` is no bool or `reason` no str (an int reason ended the
+    probe in a traceback), or a "no" without a reason (its cells were skipped saying nothing); None
+    where it is a proper answer."""
+    wrong = wrong_answer(owner, method, value, (Availability,), "an Availability")
+    if wrong:
+        return wrong
+    if not (isinstance(value.ok, bool) and isinstance(value.reason, str)):
+        return (f"{type(owner).__name__}.{method}() returned an Availability whose ok is {type(value.ok).__name__} "
+                f"and reason {type(value.reason).__name__}; ok is a bool, reason a str ({CONTRACT})")
+    if not value.ok and not value.reason.strip():
+        return f"{type(owner).__name__}.{method}() said no without a reason: give Availability.no(why) ({CONTRACT})"
+    return None

@@ -54,7 +54,6 @@ def _asking(name: str, method: str) -> None:
 
 def _backend_report(name: str, device: str) -> dict[str, Any]:
     from harness import registry
-    from harness.contract import Availability
     from harness.measure import plugin_answers
 
     def unavailable(why: str) -> dict[str, Any]:
@@ -75,7 +74,7 @@ def _backend_report(name: str, device: str) -> dict[str, Any]:
         availability = backend.availability(device)
     except (Exception, SystemExit) as exc:
         return unavailable(plugin_answers.raised(backend, "availability", exc))
-    wrong = plugin_answers.wrong_answer(backend, "availability", availability, (Availability,), "an Availability")
+    wrong = plugin_answers.wrong_availability(backend, "availability", availability)
     if wrong:
         return unavailable(wrong)
     _asking(name, f"{type(backend).__name__}.versions()")

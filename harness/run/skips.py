@@ -8,7 +8,6 @@ from typing import Any
 from harness import precision, registry
 from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import lookup
-from harness.contract import Availability
 from harness.errors import BackendFailed
 from harness.measure import plugin_answers
 from harness.models.zoo import missing_requirement
@@ -62,5 +61,4 @@ def _refusal(backend: Any, variant: Any, dtype: str, device: str) -> str | None:
         support = backend.supports(variant, dtype, device)
     except Exception as exc:
         return plugin_answers.raised(backend, "supports", exc)
-    return (plugin_answers.wrong_answer(backend, "supports", support, (Availability,), "an Availability")
-            or (None if support.ok else support.reason))
+    return plugin_answers.wrong_availability(backend, "supports", support) or (None if support.ok else support.reason)

@@ -309,3 +309,29 @@ def test_a_dict_answer_holding_a_nan_fails_its_cell_naming_the_method() -> None:
     with pytest.raises(BackendFailed, match=r"^NotANumber\.rewrites\(\) returned a dict that is not JSON: "
                                             r"Out of range float values are not JSON compliant"):
         asked(NotANumber(), "rewrites", (dict,))
+
+
+def test_an_availability_of_wrong_field_types_or_a_no_without_reason_is_said_naming_the_method(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An availability() of Availability("no", 5) ended `backends` and `run` in a pydantic traceback
+    (the probe's answer held an int reason), and one of Availability.no("") skipped the backend's
+    cells with an empty reason; supports() likewise."""
+    monkeypatch.setattr(registry, "load", lambda name: _Broken)
+    monkeypatch.setattr(_Broken, "availability", lambda self, device: Availability("no", 5))  # type: ignore[arg-type]
+    assert _backend_report("broken", "cpu")["reason"] == (
+        "backend 'broken' _Broken.availability() returned an Availability whose ok is str and reason int; ok is a "
+        "bool, reason a str (harness/contract.py)")
+    monkeypatch.setattr(_Broken, "availability", lambda self, device: Availability.no(" "))
+    assert _backend_report("broken", "cpu") == {
+        "available": False, "versions": {}, "reason": "backend 'broken' _Broken.availability() said no without a "
+                                                      "reason: give Availability.no(why) (harness/contract.py)"}
+    cell = expand(resolved(), "cpu")[0]
+    available = {cell.config.backend: BackendReport(available=True, reason="")}
+    monkeypatch.setattr(_Broken, "answer", Availability.no(""))
+    assert skip_reason(cell, available, []) == (
+        "_Broken.supports() said no without a reason: give Availability.no(why) (harness/contract.py)")
+    monkeypatch.setattr(_Broken, "answer", Availability(False, None))  # type: ignore[arg-type]
+    assert skip_reason(cell, available, []) == (
+        "_Broken.supports() returned an Availability whose ok is bool and reason NoneType; ok is a bool, reason a "
+        "str (harness/contract.py)")
