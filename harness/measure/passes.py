@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.bundle.passes_record import Kernels
+from harness.bundle.record_base import COUNT_MAX
 from harness.contract import CpuKernelTimes, Prepared
 from harness.errors import BackendFailed
 from harness.fusion import FusionReport
-from harness.measure import kernel_kinds
+from harness.measure import kernel_kinds, plugin_answers
 from harness.measure.plugin_answers import CONTRACT, asked
 from harness.stats.summary import median
 
@@ -38,6 +39,11 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
         result.update(_cuda_kernels(prepared, batch, iters, workdir))
     else:
         count = asked(prepared, "cpu_dispatches", (int, type(None)), batch)
+        if count is not None and not 0 <= count <= COUNT_MAX:  # else the cell failed in a pydantic error naming no method
+            raise BackendFailed(f"{type(prepared).__name__}.cpu_dispatches() returned {count:.3g}; it returns the "
+                                f"compute dispatches of one inference, 0 to {COUNT_MAX:.0e}, or None ({CONTRACT})")
+        for definition in ("dispatch_definition", "kernel_time_definition"):
+            plugin_answers.attribute(prepared, definition, (str,))
         runs = _cpu_profiled_runs(prepared, batch, iters)
         method = prepared.kernel_time_definition or "not measured by this backend"
         if runs:
@@ -116,6 +122,8 @@ def _cpu_profiled_runs(prepared: Prepared, batch: Any, iters: int) -> list[CpuKe
     runs = []
     for _ in range(iters):
         times = asked(prepared, "cpu_kernel_times", (CpuKernelTimes, type(None)), batch)
+        if times is not None:
+            plugin_answers.kernel_times_fault(prepared, times)
         if times is None or times.wall_ns <= 0:
             return []
         if not kernel_kinds.named_well(times.kinds):

@@ -6,6 +6,7 @@ not iterable", naming nothing)."""
 from __future__ import annotations
 
 import json
+import math
 import site
 import sys
 import sysconfig
@@ -134,3 +135,32 @@ def wrong_availability(owner: Any, method: str, value: Any) -> str | None:
     if not value.ok and not value.reason.strip():
         return f"{type(owner).__name__}.{method}() said no without a reason: give Availability.no(why) ({CONTRACT})"
     return None
+
+
+def attribute(owner: Any, name: str, kinds: tuple[type, ...]) -> Any:
+    """`owner.<name>`, a class attribute the contract types (`dispatch_definition`, a str), where it
+    is one of `kinds` (a bool is no number); BackendFailed naming the attribute otherwise."""
+    value = getattr(owner, name)
+    if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+        return value
+    expected = " or ".join(kind.__name__ for kind in kinds)
+    raise BackendFailed(f"{type(owner).__name__}.{name} is {type(value).__name__} {value!r:.60}; it is a {expected} "
+                        f"({CONTRACT})")
+
+
+def _time_ns(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def kernel_times_fault(owner: Any, times: Any) -> None:
+    """BackendFailed naming `cpu_kernel_times` where the CpuKernelTimes it returned holds a time that
+    is no finite number (NaN, a str), a kernel's below 0 or one that is no (name, nanoseconds) pair:
+    they failed the cell in a pydantic error or a TypeError naming no method."""
+    said = f"{type(owner).__name__}.cpu_kernel_times() returned CpuKernelTimes"
+    if not _time_ns(times.wall_ns):
+        raise BackendFailed(f"{said} whose wall_ns is {times.wall_ns!r:.40}, not a finite number of nanoseconds ({CONTRACT})")
+    for call in times.calls:
+        if not (isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str) and _time_ns(call[1])
+                and call[1] >= 0):
+            raise BackendFailed(f"{said} whose calls hold {call!r:.80}: each is (kernel name, nanoseconds), "
+                                f"a finite time of 0 or more ({CONTRACT})")

@@ -335,3 +335,44 @@ def test_an_availability_of_wrong_field_types_or_a_no_without_reason_is_said_nam
     assert skip_reason(cell, available, []) == (
         "_Broken.supports() returned an Availability whose ok is bool and reason NoneType; ok is a bool, reason a "
         "str (harness/contract.py)")
+
+
+def test_a_profile_answer_out_of_range_fails_its_cell_naming_the_method(tmp_path: Path) -> None:
+    """A cpu_dispatches() of -3, a cpu_kernel_times() holding NaN, a negative or a str time, or a
+    dispatch_definition that is no str failed the cell later in a pydantic ValidationError "for
+    Kernels" (at pydantic/main.py) or a TypeError in the harness's code, naming no method."""
+    from harness.measure import passes
+
+    class _Values(_Answers):
+        dispatch_definition = kernel_time_definition = "one call"
+        count: Any = 1
+        times: Any = CpuKernelTimes(calls=(("k", 0.5e6),), wall_ns=1e6)
+
+        def cpu_dispatches(self, batch: Any) -> Any:
+            return self.count
+
+        def cpu_kernel_times(self, batch: Any) -> Any:
+            return self.times
+
+        def profile_figures(self, batch: Any) -> Any:
+            return {}
+
+    prepared = _Values()
+    assert passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)["kernels_per_inference"] == 1  # type: ignore[arg-type]
+    for count in (-3, 10**40):
+        prepared.count = count
+        with pytest.raises(BackendFailed, match=r"^_Values\.cpu_dispatches\(\) returned (-3|1e\+40); it returns the compute "
+                                                r"dispatches of one inference, 0 to 1e\+08, or None"):
+            passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
+    prepared.count = 1
+    for calls, wall_ns, said in (((("k", float("nan")),), 1e6, r"whose calls hold \('k', nan\)"),
+                                 ((("k", -5.0),), 1e6, r"whose calls hold \('k', -5\.0\)"),
+                                 ((("k", "500"),), 1e6, r"whose calls hold \('k', '500'\)"),
+                                 ((("k", 5.0),), float("inf"), r"whose wall_ns is inf")):
+        prepared.times = CpuKernelTimes(calls=calls, wall_ns=wall_ns)  # type: ignore[arg-type]
+        with pytest.raises(BackendFailed, match=rf"^_Values\.cpu_kernel_times\(\) returned CpuKernelTimes {said}"):
+            passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
+    prepared.times = None
+    prepared.dispatch_definition = 5  # type: ignore[assignment]
+    with pytest.raises(BackendFailed, match=r"^_Values\.dispatch_definition is int 5; it is a str"):
+        passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
