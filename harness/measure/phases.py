@@ -34,12 +34,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pydantic
+
 from harness import contract
 from harness.bundle.cell_record import Correctness, CorrectnessCheck, MathMode, Metrics, Tuning
 from harness.bundle.loadgen_record import Accuracy, ComplianceOutcome, LoadGenRun
 from harness.bundle.passes_record import FusionReportRecord, Kernels, Memory, MemoryTraffic, TimeSplit
 from harness.bundle.timing_record import Roofline
-from harness.errors import HarnessError
+from harness.errors import BackendFailed, HarnessError
 from harness.measure import cell_model, plugin_answers, protocol, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import WorkerRequest
@@ -215,8 +217,11 @@ def _tune(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, ex
         tuning = plugin_answers.returned(backend, "tune", backend.tune(
             model, example, **cell_model.backend_arguments(cell, request, backend, workdir)), (contract.Tuning, type(None)))
     if tuning is not None:
-        metrics.tuning = Tuning.model_validate({**dataclasses.asdict(tuning),
-                                                "tuning_s": clock.durations_s[protocol.TUNE.name]})
+        try:
+            metrics.tuning = Tuning.model_validate({**dataclasses.asdict(tuning),
+                                                    "tuning_s": clock.durations_s[protocol.TUNE.name]})
+        except pydantic.ValidationError as exc:  # else a pydantic dump naming no method
+            raise BackendFailed(plugin_answers.refused(backend, "tune() returned a Tuning", exc)) from None
 
 
 def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any, example: Any, workdir: Path,
@@ -227,9 +232,17 @@ def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any,
     with clock.phase(protocol.PREPARE):
         prepared = plugin_answers.returned(backend, "prepare", backend.prepare(
             model, example, **cell_model.backend_arguments(cell, request, backend, workdir)), (contract.Prepared,))
-    clock.move(prepared.toolchain_s, protocol.PREPARE, protocol.TOOLCHAIN)
+    toolchain_s = plugin_answers.attribute(prepared, "toolchain_s", (int, float))
+    if not 0 <= toolchain_s <= clock.durations_s[protocol.PREPARE.name]:  # NaN too
+        raise BackendFailed(f"{type(prepared).__name__}.toolchain_s is {toolchain_s!r}: the seconds of prepare() spent on "
+                            f"the machine's one-time work, from 0 to the {clock.durations_s[protocol.PREPARE.name]:.3f} s "
+                            f"prepare() took ({plugin_answers.CONTRACT})")
+    clock.move(toolchain_s, protocol.PREPARE, protocol.TOOLCHAIN)
     metrics.prepare_s = clock.durations_s[protocol.PREPARE.name]
-    metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words
+    try:
+        metrics.prepare_cache = prepared.prepare_cache  # validated on assignment: one of the four words
+    except pydantic.ValidationError as exc:
+        raise BackendFailed(plugin_answers.refused(prepared, "prepare_cache is a value", exc)) from None
     return prepared
 
 

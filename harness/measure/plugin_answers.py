@@ -164,3 +164,11 @@ def kernel_times_fault(owner: Any, times: Any) -> None:
                 and call[1] >= 0):
             raise BackendFailed(f"{said} whose calls hold {call!r:.80}: each is (kernel name, nanoseconds), "
                                 f"a finite time of 0 or more ({CONTRACT})")
+
+
+def refused(owner: Any, what: str, error: Any) -> str:
+    """What is said of a plugin's answer (`what`: "tune() returned a Tuning") that
+    the cell's record refuses with pydantic's `error`: each field, what it must be and the value."""
+    fields = "; ".join(f"{'.'.join(map(str, problem['loc'])) or 'value'}: {problem['msg']} (not {problem['input']!r:.40})"
+                       for problem in error.errors())
+    return f"{type(owner).__name__}.{what} the cell cannot record: {fields} ({CONTRACT})"

@@ -376,3 +376,44 @@ def test_a_profile_answer_out_of_range_fails_its_cell_naming_the_method(tmp_path
     prepared.dispatch_definition = 5  # type: ignore[assignment]
     with pytest.raises(BackendFailed, match=r"^_Values\.dispatch_definition is int 5; it is a str"):
         passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
+
+
+def test_a_tuning_or_a_prepare_cache_the_record_refuses_fails_its_cell_naming_the_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Tuning with a negative count or a cache of "hot", and a prepare_cache of "hot", failed the
+    cell with pydantic's whole dump ("ValidationError: 1 validation error for Metrics ... at
+    pydantic/main.py"), naming neither the plugin's class nor the method."""
+    from harness.contract import Tuning
+    from harness.measure.protocol import WorkerRequest
+    from harness.measure.worker import run_cell
+    from tests.unit.test_worker import ToolchainBackend, cell_for
+
+    class _Odd(ToolchainBackend):
+        reported = 0.0
+        tuning: Any = None
+
+        def tune(self, *args: Any, **kwargs: Any) -> Any:
+            return self.tuning
+
+    monkeypatch.setattr(registry, "load", lambda name: _Odd)
+    monkeypatch.chdir(tmp_path)
+
+    def reason(folder: str) -> str:
+        request = WorkerRequest(cell=cell_for("toolchain"), artifact_dir=str(tmp_path / folder),
+                                phase_file=str(tmp_path / f"{folder}.phase"), timing_round=2)
+        answer = run_cell(request).record()
+        assert answer["status"] == "failed", answer
+        return str(answer["reasons"][0])
+
+    monkeypatch.setattr(_Odd, "tuning", Tuning(tuned=True, trials=-2, cache="hot"))  # type: ignore[arg-type]
+    assert reason("tune") == (
+        "after tune: _Odd.tune() returned a Tuning the cell cannot record: trials: Input should be greater than or "
+        "equal to 0 (not -2); cache: Input should be 'cold', 'warm' or 'none' (not 'hot') (harness/contract.py)")
+    monkeypatch.setattr(_Odd, "tuning", None)
+    from tests.unit import test_worker
+
+    monkeypatch.setattr(test_worker._Wrapped, "prepare_cache", "hot", raising=False)
+    assert reason("cache") == (
+        "after prepare: _Wrapped.prepare_cache is a value the cell cannot record: prepare_cache: Input should be 'cold', 'warm', "
+        "'none' or 'unknown' (not 'hot') (harness/contract.py)")

@@ -366,9 +366,12 @@ def test_the_toolchains_one_time_work_is_moved_out_of_the_compile_time(
     assert moved["metrics"]["prepare_s"] == phases["prepare"] and 0.1 <= phases["prepare"] < 0.3
     none = answer(0.0, "none")
     assert "toolchain" not in none["phases_s"] and none["metrics"]["prepare_s"] >= 0.3
-    too_much = answer(5.0, "too-much")
-    assert too_much["status"] == "failed"
-    assert too_much["reasons"][0].startswith("after prepare: 5.000 s of prepare reported as toolchain: outside its 0.3"), too_much
+    # a NaN or a str failed it as "nan s of prepare reported as toolchain" or a TypeError, naming no attribute
+    for reported, said in ((5.0, "5.0: the seconds of prepare() spent"), (float("nan"), "nan: the seconds"),
+                           ("0.1", "str '0.1'; it is a int or float")):
+        wrong = answer(reported, f"wrong-{reported}")  # type: ignore[arg-type]
+        assert wrong["status"] == "failed"
+        assert wrong["reasons"][0].startswith(f"after prepare: _Wrapped.toolchain_s is {said}"), wrong["reasons"]
 
 
 def test_a_worker_killed_in_any_phase_keeps_every_figure_worked_out_before_it(
