@@ -138,4 +138,31 @@ def load(name: str) -> type[Backend]:
     if not (isinstance(options, type) and issubclass(options, BackendOptions)):  # else a typo in `options:` passes
         raise ConfigError(f"backend {eps[name].value} has an options_model, {getattr(options, '__name__', options)}, "
                           "that is not a harness.options.BackendOptions subclass (which refuses unknown keys and wrong types)")
+    wrong = scratch_env_fault(cls.scratch_env)
+    if wrong:
+        raise ConfigError(f"backend {eps[name].value} has a scratch_env {wrong}")
     return cls
+
+
+#: Variables a worker needs as the harness sets them: a backend's scratch folder in their place lost
+#: the plugin itself (PYTHONPATH: "unknown backend" in a worker of a backend the probe had found).
+RESERVED_VARIABLES = ("PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+                      "NVIDIA_VISIBLE_DEVICES")
+
+
+def scratch_env_fault(scratch_env: object) -> str:
+    """What is wrong with a backend's `scratch_env` (variable -> the name of a folder of the cell's
+    own), "" where nothing is: a folder given as a path (absolute, or with a `/` or `..`) is no longer
+    the cell's own, and its first round found what other cells left there (a compiler cache made its
+    prepare warm); a variable the harness sets (RESERVED_VARIABLES, FUSIONBENCH_*) is not the backend's."""
+    if not isinstance(scratch_env, dict):
+        return f"that is {type(scratch_env).__name__}, not a dict of variable names to folder names"
+    for variable, folder in scratch_env.items():
+        if not (isinstance(variable, str) and variable and "=" not in variable and "\0" not in variable):
+            return f"variable {variable!r} that is no environment variable's name"
+        if variable in RESERVED_VARIABLES or variable.startswith("FUSIONBENCH_"):
+            return f"variable {variable!r} that the harness sets for every worker: name a variable of your library's"
+        if not (isinstance(folder, str) and folder not in ("", ".", "..") and "/" not in folder and "\0" not in folder):
+            return (f"folder {folder!r} for {variable}: give a folder's name alone (no '/', no '..'), which "
+                    "the harness places in the cell's own scratch folder")
+    return ""

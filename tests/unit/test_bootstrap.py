@@ -259,3 +259,31 @@ def test_an_options_model_that_is_not_backend_options_makes_the_backend_fail_to_
     assert str(refused.value) == (
         "backend fb_loose:Loose has an options_model, LooseOptions, that is not a harness.options.BackendOptions "
         "subclass (which refuses unknown keys and wrong types)")
+
+
+@pytest.mark.parametrize(("scratch_env", "said"), [
+    ({"MYLIB_CACHE": "/tmp/mylib"}, "folder '/tmp/mylib' for MYLIB_CACHE: give a folder's name alone"),
+    ({"MYLIB_CACHE": "../mylib"}, "folder '../mylib' for MYLIB_CACHE: give a folder's name alone"),
+    ({"PYTHONPATH": "mylib"}, "variable 'PYTHONPATH' that the harness sets for every worker"),
+    ({"FUSIONBENCH_CPUS": "mylib"}, "variable 'FUSIONBENCH_CPUS' that the harness sets for every worker"),
+])
+def test_a_scratch_env_that_is_not_a_folder_of_the_cells_own_makes_the_backend_fail_to_load(
+    scratch_env: dict[str, str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An absolute or `..` folder was shared by every cell (the second cell's compile found the first's
+    cache: `prepare_cache` warm in its first round); PYTHONPATH made the workers lose the plugin
+    ("unknown backend 'mine'" for a backend the probe had found)."""
+    _plugin_metadata(tmp_path, "fb-scratch", registry.GROUP, "scratchy = fb_scratch:Scratchy")
+    (tmp_path / "fb_scratch.py").write_text(
+        "from harness.contract import Backend\n\n\n"
+        f"class Scratchy(Backend):\n    name = 'scratchy'\n    scratch_env = {scratch_env!r}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fb_scratch", raising=False)  # the module of the parameters before
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("scratchy")
+    assert str(refused.value).startswith(f"backend fb_scratch:Scratchy has a scratch_env {said}")
+    (tmp_path / "fb_scratch.py").write_text(
+        "from harness.contract import Backend\n\n\n"
+        "class Scratchy(Backend):\n    name = 'scratchy'\n    scratch_env = {'MYLIB_CACHE': 'mylib-cache'}\n")
+    del sys.modules["fb_scratch"]
+    assert registry.load("scratchy").scratch_env == {"MYLIB_CACHE": "mylib-cache"}
