@@ -93,6 +93,19 @@ def fusion_pairs_apart(rows: list[Row]) -> list[str]:
     return [f"{pair.name}: fusion on and off not set side by side: {why}" for pair, why in pairs_apart(rows)]
 
 
+#: Beside the speedup of a pair whose two fusion reports list the same kernels, each running the same
+#: operators: the backend's switch changed no fusion (a plugin that ignores `variant.fusion`, or a
+#: model with nothing to fuse), so the speedup is the two cells' noise, which stood as fusion's effect.
+SAME_KERNELS_MARK = " (the same kernels on and off: not fusion's effect)"
+
+
+def same_kernels_mark(pair: FusionPair) -> str:
+    """SAME_KERNELS_MARK where both cells' fusion reports list the same kernels with the same operators; "" otherwise."""
+    on, off = pair.on.metrics.fusion_report, pair.off.metrics.fusion_report
+    same = on is not None and off is not None and on.kernels == off.kernels
+    return SAME_KERNELS_MARK if same else ""
+
+
 def fmt_speedup(pair: FusionPair) -> str:
     """The fusion speedup, its interval over the paired rounds and the verdict: `1.18x [1.09-1.28,
     95%] faster`, or `1.18x (one round)`."""
@@ -114,7 +127,7 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     head = ["model backend setting", "on", "off", "speedup", *(f"{metric_table.label(c)} on / off" for c in columns),
             "fusions on (by class)"]
     body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off),
-             fmt_speedup(p) + speedup_marks(p.on, p.off),
+             fmt_speedup(p) + speedup_marks(p.on, p.off) + same_kernels_mark(p),
              *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body

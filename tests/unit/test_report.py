@@ -688,3 +688,17 @@ def test_cells_of_one_bundle_on_two_cpu_generations_are_set_apart() -> None:
     zen3, zen4 = (f"vendor_id AuthenticAMD, cpu family 25, model {m}, stepping 1" for m in (1, 17))
     assert apart(on(a, zen3), on(b, zen4)) == f"one ran on a CPU of {zen3}, the other on a CPU of {zen4}"
     assert apart(on(a, zen3), on(b, None)) == apart(a, b) == ""
+
+
+def test_a_pair_whose_fusion_reports_are_the_same_on_and_off_says_its_speedup_is_not_fusions() -> None:
+    """A plugin that ignored `variant.fusion` ran the same code for both cells; the fusion table set
+    1.30x (one round) beside it as fusion's effect, with nothing to say that no fusion was switched."""
+    from harness.reporting.fusion_pairs import SAME_KERNELS_MARK, fusion_table
+
+    pair = next(p for p in fusion_pairs([Row(r) for r in load(GOLDEN / "v3").records]) if "1.30x" in fmt_speedup(p))
+    _, body = fusion_table([pair])
+    assert SAME_KERNELS_MARK not in body[0][3]
+    off = pair.off.record.model_copy(deep=True)
+    off.metrics.fusion_report = pair.on.record.metrics.fusion_report
+    _, body = fusion_table([FusionPair(pair.on, Row(off))])
+    assert body[0][3].endswith(SAME_KERNELS_MARK), body[0][3]
