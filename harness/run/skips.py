@@ -34,16 +34,17 @@ def skip_reason(cell: Cell, backends: Mapping[str, BackendReport], capabilities:
     missing = missing_requirement(config.model.name)
     if missing:
         return missing
-    # a plugin's own fault is its cells' reason, not the run's end
+    # a plugin's own fault is its cells' reason, not the run's end: its sys.exit too, which ended the
+    # run with exit 0, its bundle left running and no cell recorded
     try:
         backend = registry.load(config.backend)()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return f"backend {config.backend!r} could not be made: {type(exc).__name__}: {exc}"
     try:
         variant = backend.variant(config.variant.fusion, config.variant.options, config.variant.graphs)
     except BackendFailed:
         return None  # options the scenario loader let through and the backend refuses: the cell fails, saying so
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return f"backend {config.backend!r} could not make the cell's variant: {type(exc).__name__}: {exc}"
     if variant.graphs == "on":
         if config.device != "cuda":
@@ -59,6 +60,6 @@ def _refusal(backend: Any, variant: Any, dtype: str, device: str) -> str | None:
     said as the cells' reason: it stopped the run with a traceback and left its bundle running."""
     try:
         support = backend.supports(variant, dtype, device)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return plugin_answers.raised(backend, "supports", exc)
     return plugin_answers.wrong_availability(backend, "supports", support) or (None if support.ok else support.reason)

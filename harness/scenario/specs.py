@@ -92,7 +92,7 @@ class BackendSpec(StrictModel):
             return options  # the name itself was refused
         try:
             backend = registry.load(name)
-        except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+        except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
             return options
         why = problem(backend.options_model, options)
         if why is not None:
@@ -107,7 +107,7 @@ class BackendSpec(StrictModel):
             return self
         try:
             backend = registry.load(self.name)
-        except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+        except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
             return self
         if not backend.fusion_switch:
             raise ValueError(f"{self.name} has no fusion switch: fusion off would run the same code as on; "

@@ -417,3 +417,18 @@ def test_a_tuning_or_a_prepare_cache_the_record_refuses_fails_its_cell_naming_th
     assert reason("cache") == (
         "after prepare: _Wrapped.prepare_cache is a value the cell cannot record: prepare_cache: Input should be 'cold', 'warm', "
         "'none' or 'unknown' (not 'hot') (harness/contract.py)")
+
+
+def test_a_supports_that_calls_sys_exit_is_its_cells_reason_not_the_runs_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supports() that called sys.exit(0) ended `run` with exit 0, its bundle left running with no
+    cell recorded, and `run --dry-run` with exit 0 and no table."""
+    monkeypatch.setattr(registry, "load", lambda name: _Broken)
+    cell = expand(resolved(), "cpu")[0]
+    available = {cell.config.backend: BackendReport(available=True, reason="")}
+
+    def exits(self: Any, variant: Any, dtype: str, device: str) -> Any:
+        sys.exit(0)
+
+    monkeypatch.setattr(_Broken, "supports", exits)
+    assert skip_reason(cell, available, []) == (
+        f"_Broken.supports() raised SystemExit: 0 (at {Path(__file__).resolve()}:{exits.__code__.co_firstlineno + 1})")
