@@ -61,8 +61,10 @@ class BackendSpec(StrictModel):
         ["off"], min_length=1,
         description="CUDA graphs on, off, or both: the whole inference replayed as one graph (GPU; backends that have it)",
     )
+    # validate_default: an entry without `options:` is checked too, so a backend option with no
+    # default stops the file's loading, not each of its cells at run time
     options: dict[str, OptionValue] = Field(
-        default_factory=dict, description="backend-specific settings, checked by the backend"
+        default_factory=dict, validate_default=True, description="backend-specific settings, checked by the backend"
     )
     models: list[str] | None = Field(
         None, min_length=1,

@@ -182,3 +182,30 @@ def test_a_part_that_is_no_mapping_is_said_in_the_files_words(
     """It said "Input should be a valid dictionary or instance of LoadGenSettings": a class of the harness's."""
     path, message = refused(tmp_path, capsys, text)
     assert message == f"fusionbench: error: {path}:{said}"
+
+
+@pytest.mark.parametrize("entry", ["needs", "{name: needs, fusion: [on, off]}"])
+def test_a_backend_option_without_a_default_is_asked_for_when_the_file_loads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, entry: str) -> None:
+    """An entry without `options:` was never checked against its backend's options model: a plugin's
+    option with no default let the file load, `run --dry-run` said each cell would run, and each
+    cell failed at run time ("tune: needs options: level: Field required")."""
+    from harness import registry
+    from harness.contract import Backend
+    from harness.options import BackendOptions
+
+    class NeedsOptions(BackendOptions):
+        level: int
+
+    class Needs(Backend):
+        name = "needs"
+        options_model = NeedsOptions
+
+    load, names = registry.load, registry.names
+    monkeypatch.setattr(registry, "load", lambda name: Needs if name == "needs" else load(name))
+    monkeypatch.setattr(registry, "names", lambda: sorted([*names(), "needs"]))
+    path, message = refused(tmp_path, capsys, f"models: [resnet18]\nbackends: [eager, {entry}]\nscenarios: [Offline]\n")
+    assert message == f"fusionbench: error: {path}:2: backends[1].options: needs: level: Field required (allowed: level)"
+    given = tmp_path / "given.yaml"
+    given.write_text("models: [resnet18]\nbackends: [{name: needs, options: {level: 1}}]\nscenarios: [Offline]\n")
+    assert loading.load(given).backends[0].options == {"level": 1}
