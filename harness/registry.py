@@ -129,6 +129,9 @@ def load(name: str) -> type[Backend]:
     eps = _entry_points()
     if name not in eps:
         raise ConfigError(unknown(name))
+    unmet = unmet_requirement(eps[name])
+    if unmet:
+        raise ConfigError(f"backend {eps[name].value}: {unmet}")
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")
@@ -165,4 +168,31 @@ def scratch_env_fault(scratch_env: object) -> str:
         if not (isinstance(folder, str) and folder not in ("", ".", "..") and "/" not in folder and "\0" not in folder):
             return (f"folder {folder!r} for {variable}: give a folder's name alone (no '/', no '..'), which "
                     "the harness places in the cell's own scratch folder")
+    return ""
+
+
+def unmet_requirement(ep: EntryPoint) -> str:
+    """Where the package that registers `ep` requires a FusionBench (its `Requires-Dist: fusionbench...`)
+    that this harness is not: what to do; "" otherwise. Plugins are installed with `--no-deps` (the
+    guide's commands), so pip never checks it: a plugin made for a later contract was listed as
+    available and its cells failed in a TypeError of their own."""
+    from harness import __version__
+
+    dist = getattr(ep, "dist", None)
+    if dist is None or _built_in(ep):
+        return ""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # a bare Python without it (FUSIONBENCH_NO_VENV=1): pip's own check is all there is
+        return ""
+    for line in dist.requires or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() != DISTRIBUTION or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
+            continue
+        if not requirement.specifier.contains(__version__, prereleases=True):
+            return (f"{_distribution_name(ep)} {dist.version} requires fusionbench{requirement.specifier}, and this harness "
+                    f"is {__version__}: install a version of {_distribution_name(ep)} made for it")
     return ""

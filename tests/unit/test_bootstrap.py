@@ -287,3 +287,27 @@ def test_a_scratch_env_that_is_not_a_folder_of_the_cells_own_makes_the_backend_f
         "class Scratchy(Backend):\n    name = 'scratchy'\n    scratch_env = {'MYLIB_CACHE': 'mylib-cache'}\n")
     del sys.modules["fb_scratch"]
     assert registry.load("scratchy").scratch_env == {"MYLIB_CACHE": "mylib-cache"}
+
+
+@pytest.mark.parametrize(("requires", "loads"), [("fusionbench>=9.0", False), ("fusionbench>=0.1", True),
+                                                 ("fusionbench>=9.0; python_version < '3'", True)])
+def test_a_plugin_made_for_another_fusionbench_fails_to_load_saying_which(
+    requires: str, loads: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `--no-deps`, as the guide says, a plugin requiring fusionbench>=9.0 was listed as
+    available and its cells failed in "prepare() missing 1 required keyword-only argument"."""
+    _plugin_metadata(tmp_path, "fb-future", registry.GROUP, "future = fb_future:Future")
+    with (tmp_path / "fb_future-0.1.dist-info" / "METADATA").open("a") as metadata:
+        metadata.write(f"Requires-Dist: {requires}\nRequires-Dist: torch>=2.11\n")
+    (tmp_path / "fb_future.py").write_text(
+        "from harness.contract import Backend\n\n\nclass Future(Backend):\n    name = 'future'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if loads:
+        assert registry.load("future").name == "future"
+        return
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("future")
+    from harness import __version__
+
+    assert str(refused.value) == ("backend fb_future:Future: fb-future 0.1 requires fusionbench>=9.0, and this harness "
+                                  f"is {__version__}: install a version of fb-future made for it")
