@@ -24,6 +24,8 @@ from harness.options import BackendOptions
 GROUP = "fusionbench.backends"
 DISTRIBUTION = "fusionbench"
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+#: FusionBench's own top-level packages (pyproject.toml's packages): a plugin's of the same name is hidden by them.
+OWN_PACKAGES = ("harness", "backends")
 
 
 def source_entry_points(pyproject: Path = PYPROJECT) -> list[EntryPoint]:
@@ -132,6 +134,10 @@ def load(name: str) -> type[Backend]:
     unmet = unmet_requirement(eps[name])
     if unmet:
         raise ConfigError(f"backend {eps[name].value}: {unmet}")
+    top = eps[name].module.split(".")[0]
+    if top in OWN_PACKAGES and not _built_in(eps[name]):  # else "No module named 'backends.mine'"
+        raise ConfigError(f"backend {eps[name].value} lies in a package named {top!r}, as FusionBench's own is, "
+                          f"which Python finds instead: rename the plugin's package ({_package(eps[name])})")
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")

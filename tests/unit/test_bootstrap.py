@@ -311,3 +311,19 @@ def test_a_plugin_made_for_another_fusionbench_fails_to_load_saying_which(
 
     assert str(refused.value) == ("backend fb_future:Future: fb-future 0.1 requires fusionbench>=9.0, and this harness "
                                   f"is {__version__}: install a version of fb-future made for it")
+
+
+def test_a_plugin_in_a_package_named_as_fusionbenchs_own_is_told_to_rename_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin whose package is `backends` (FusionBench's built-ins' own) failed to load as "No module
+    named 'backends.mine'", which said nothing of the clash."""
+    _plugin_metadata(tmp_path, "fb-mine", registry.GROUP, "mine = backends.mine:Mine")
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "backends" / "mine.py").write_text("raise AssertionError('never found')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("mine")
+    assert str(refused.value).startswith(
+        "backend backends.mine:Mine lies in a package named 'backends', as FusionBench's own is, which Python finds "
+        "instead: rename the plugin's package (fb-mine 0.1 (backends.mine:Mine, in ")
