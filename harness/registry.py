@@ -150,6 +150,10 @@ def load(name: str) -> type[Backend]:
     wrong = scratch_env_fault(cls.scratch_env)
     if wrong:
         raise ConfigError(f"backend {eps[name].value} has a scratch_env {wrong}")
+    # ("mylib") without its comma is one str: the preloaded parent imported "m", "y", ... and said nothing
+    if not (isinstance(cls.preload, (tuple, list)) and all(isinstance(module, str) for module in cls.preload)):
+        raise ConfigError(f"backend {eps[name].value} has a preload that is {type(cls.preload).__name__} "
+                          f"{cls.preload!r:.60}, not a tuple of module names: ({cls.preload!r:.40},)")
     return cls
 
 

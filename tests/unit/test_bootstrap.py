@@ -327,3 +327,17 @@ def test_a_plugin_in_a_package_named_as_fusionbenchs_own_is_told_to_rename_it(
     assert str(refused.value).startswith(
         "backend backends.mine:Mine lies in a package named 'backends', as FusionBench's own is, which Python finds "
         "instead: rename the plugin's package (fb-mine 0.1 (backends.mine:Mine, in ")
+
+
+def test_a_preload_given_as_one_str_makes_the_backend_fail_to_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`preload = ("mylib")`, the comma left out, is a str: the preloaded parent imported "m", "y", ...,
+    each failing, and no line of the run said so."""
+    _plugin_metadata(tmp_path, "fb-preload", registry.GROUP, "preloading = fb_preload:Preloading")
+    (tmp_path / "fb_preload.py").write_text(
+        "from harness.contract import Backend\n\n\n"
+        "class Preloading(Backend):\n    name = 'preloading'\n    preload = ('mylib')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.ConfigError) as refused:
+        registry.load("preloading")
+    assert str(refused.value) == ("backend fb_preload:Preloading has a preload that is str 'mylib', not a tuple of "
+                                  "module names: ('mylib',)")
