@@ -23,6 +23,7 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
+from harness.scenario.yaml_numbers import check_numbers
 
 MAX_FILE_BYTES = 1 << 20
 # After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
@@ -95,6 +96,7 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         if node is not None:
             _check_size(node, where)
             _check_text(node, where)
+            check_numbers(node, where)
             _check_no_blank_backend(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:

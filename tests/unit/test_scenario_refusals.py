@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness.cli.main import main
+from harness.errors import ConfigError
 from harness.run import runner
 from harness.scenario import loading
 
@@ -209,3 +210,28 @@ def test_a_backend_option_without_a_default_is_asked_for_when_the_file_loads(
     given = tmp_path / "given.yaml"
     given.write_text("models: [resnet18]\nbackends: [{name: needs, options: {level: 1}}]\nscenarios: [Offline]\n")
     assert loading.load(given).backends[0].options == {"level": 1}
+
+
+@pytest.mark.parametrize(("setting", "said"), [
+    ("batch_sizes: {cpu: [016, 032]}", "5: batch_sizes.cpu[0]: YAML reads 016 as 14 (a leading 0 makes it octal); "
+                                       "write 14 if that is meant, or 16 without the 0"),
+    ("inputs: {seed: 0777}", "5: inputs.seed: YAML reads 0777 as 511"),
+    ("limits: {cell_timeout_s: 1:30}", "5: limits.cell_timeout_s: YAML reads 1:30 as 90 (numbers joined by ':' are one "
+                                       "number in base 60); write 90 if that is meant, or '1:30' quoted"),
+    ("loadgen:\n  min_duration_s: 1:00.5", "6: loadgen.min_duration_s: YAML reads 1:00.5 as 60.5"),
+])
+def test_a_number_yaml_reads_as_octal_or_base_60_is_refused_naming_what_it_reads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, said: str) -> None:
+    """`batch_sizes: {cpu: [016, 032]}` ran batches 14 and 26, and `cell_timeout_s: 1:30` gave 90
+    seconds, without a word: YAML 1.1 reads a leading 0 as octal and `:` as base 60."""
+    path, line = refused(tmp_path, capsys, HEAD + "description: '016'\n" + setting + "\n")
+    assert line.startswith(f"fusionbench: error: {path}:{said}"), line
+
+
+def test_numbers_yaml_reads_as_written_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "batch_sizes: {cpu: [0x10, 1_6, 0]}\ninputs: {seed: 0}\ndescription: '1:30 at 016'\n")
+    with pytest.raises(ConfigError, match=r"cpu\[2\]: Input should be greater than or equal to 1"):
+        loading.load(path)  # a plain 0 is zero, not octal
+    path.write_text(HEAD + "batch_sizes: {cpu: [0x10, 1_8]}\ninputs: {seed: 0}\ndescription: '1:30 at 016'\n")
+    assert loading.load(path).batch_sizes.cpu == [16, 18]

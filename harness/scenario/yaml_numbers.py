@@ -1,0 +1,63 @@
+"""Numbers YAML 1.1 (PyYAML's) reads otherwise than a reader of the file does.
+
+A leading 0 makes an integer octal (`batch_sizes: {cpu: [016, 032]}` ran batches 14 and 26), and
+digits joined by `:` are a number in base 60 (`cell_timeout_s: 1:30` is 90): both loaded without a
+word, so such a number is refused, naming the value YAML reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from harness.errors import ConfigError
+
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_OCTAL = re.compile(r"[-+]?0[0-7_]+")
+
+
+def check_numbers(root: yaml.Node, where: str) -> None:
+    """Refuse an unquoted octal (`016`) or base-60 (`1:30`) number anywhere in the document,
+    naming the file, the line, the key and the value YAML 1.1 reads it as."""
+    for path, node in _walk(root):
+        if not isinstance(node, yaml.ScalarNode) or node.style is not None or node.tag not in (_INT, _FLOAT):
+            continue
+        text = node.value
+        read = yaml.safe_load(text)
+        if _OCTAL.fullmatch(text):
+            why, instead = "a leading 0 makes it octal", f"{int(text.replace('_', ''), 10)} without the 0"
+        elif ":" in text:
+            why, instead = "numbers joined by ':' are one number in base 60", f"'{text}' quoted where a text is meant"
+        else:
+            continue
+        field = _dotted(path) or "(top level)"
+        raise ConfigError(f"{where}:{node.start_mark.line + 1}: {field}: YAML reads {text} as {read} ({why}); "
+                          f"write {read} if that is meant, or {instead}")
+
+
+def _walk(root: yaml.Node) -> Iterator[tuple[tuple[Any, ...], yaml.Node]]:
+    """Every node once (an alias's by the first path to it), with its path of keys and indices."""
+    seen: set[int] = set()
+    stack: list[tuple[tuple[Any, ...], yaml.Node]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield path, node
+        if isinstance(node, yaml.MappingNode):
+            for key, value in reversed(node.value):
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                stack.append(((*path, name), value))
+                stack.append(((*path, name), key))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(((*path, i), item) for i, item in reversed(list(enumerate(node.value))))
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else str(part))
+                   for i, part in enumerate(path))
