@@ -23,7 +23,7 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
-from harness.scenario.yaml_numbers import check_numbers
+from harness.scenario.yaml_numbers import check_numbers, node_at, number_hint
 
 MAX_FILE_BYTES = 1 << 20
 # After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
@@ -305,9 +305,14 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
         if item:  # a list's check that names the item it refuses (`[1] repeats ...`): point at that item
             loc, message = (*loc, int(item.group(1))), message[item.end():]
             field = _dotted(loc)
-    line = _line_of(node, loc)
+    at, line = node_at(node, loc)
+    if first["type"] in _NUMBER_REFUSALS:  # `1e3` is text to YAML 1.1: say so, not just "a valid number"
+        message += number_hint(first["input"], at, whole=first["type"].startswith("int"))
     return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
 
+
+#: pydantic's refusals of a value that is no number (a union's branches say theirs as one).
+_NUMBER_REFUSALS = ("float_type", "int_type", "float_parsing", "int_parsing", "literal_error")
 
 #: The lists whose entries are a name or a mapping with its name: whose name, and an example.
 _NAMED_ENTRIES = {"models": ("model's", "resnet18"), "backends": ("backend's", "eager")}
@@ -361,28 +366,6 @@ def _dotted(loc: tuple[Any, ...]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the deepest YAML node on the error's path."""
-    if node is None:
-        return None
-    best = node.start_mark.line + 1
-    for part in loc:
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    child = value
-                    best = key.start_mark.line + 1
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            child = node.value[part]
-            best = child.start_mark.line + 1
-        if child is None:
-            break
-        node = child
-    return int(best) if best is not None else None
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:

@@ -2,7 +2,9 @@
 
 A leading 0 makes an integer octal (`batch_sizes: {cpu: [016, 032]}` ran batches 14 and 26), and
 digits joined by `:` are a number in base 60 (`cell_timeout_s: 1:30` is 90): both loaded without a
-word, so such a number is refused, naming the value YAML reads.
+word, so such a number is refused, naming the value YAML reads. The other way round, an exponent
+without a dot and a signed power (`1e3`, `1.5e3`) is text to YAML 1.1, refused by a number field as
+"Input should be a valid number"; `number_hint` says why and what to write.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from harness.errors import ConfigError
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 _OCTAL = re.compile(r"[-+]?0[0-7_]+")
+#: What Python reads as a number and YAML 1.1 as text (its floats need a dot and a signed exponent).
+_NUMBER_AS_TEXT = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+")
 
 
 def check_numbers(root: yaml.Node, where: str) -> None:
@@ -37,6 +41,47 @@ def check_numbers(root: yaml.Node, where: str) -> None:
         field = _dotted(path) or "(top level)"
         raise ConfigError(f"{where}:{node.start_mark.line + 1}: {field}: YAML reads {text} as {read} ({why}); "
                           f"write {read} if that is meant, or {instead}")
+
+
+def number_hint(given: Any, node: yaml.Node | None, whole: bool = False) -> str:
+    """What to add to a number field's refusal of `given` (the value at `node`; `whole`: a field of
+    whole numbers): why YAML read an unquoted `1e3` as text, and how to write it; "" for anything else."""
+    if not (isinstance(given, str) and isinstance(node, yaml.ScalarNode) and node.style is None
+            and _NUMBER_AS_TEXT.fullmatch(given)):
+        return ""
+    try:
+        value = float(given)
+    except ValueError:
+        return ""
+    mantissa, _, power = given.replace("E", "e").partition("e")
+    written = f"{mantissa if '.' in mantissa else mantissa + '.0'}e{power if power[0] in '+-' else '+' + power}"
+    if whole:
+        written = f"{value:.0f}" if value.is_integer() and abs(value) < 1e16 else "a whole number"
+    elif value.is_integer() and abs(value) < 1e16:
+        written = f"{value:.0f} or {written}"
+    return f"; YAML reads {given} as text, not a number (an exponent needs a dot and a sign): write {written}"
+
+
+def node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, int | None]:
+    """The deepest node on an error's path and the 1-based line it is said at (a key's own line for
+    a mapping's value); (None, None) without a document."""
+    if root is None:
+        return None, None
+    node, line = root, root.start_mark.line + 1
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    child, line = value, key.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+            line = child.start_mark.line + 1
+        if child is None:
+            return None, line
+        node = child
+    return node, line
 
 
 def _walk(root: yaml.Node) -> Iterator[tuple[tuple[Any, ...], yaml.Node]]:

@@ -330,6 +330,22 @@ def test_a_number_is_a_number_as_written(tmp_path: Path, setting: str, problem: 
     assert message.endswith(problem), message
 
 
+@pytest.mark.parametrize(("setting", "problem"), [
+    # "Input should be a valid number" said nothing of why a number was no number
+    ("loadgen: {min_duration_s: 1e3}", ":10: loadgen.min_duration_s: Input should be a valid number; YAML reads 1e3 "
+                                       "as text, not a number (an exponent needs a dot and a sign): write 1000 or 1.0e+3"),
+    ("loadgen: {target_qps: 2.5E2}", ":10: loadgen.target_qps: Input should be a valid number or 'auto'; YAML reads "
+                                     "2.5E2 as text, not a number (an exponent needs a dot and a sign): write 250 or 2.5e+2"),
+    ("inputs: {samples: 1e2}", ":10: inputs.samples: Input should be a valid integer; YAML reads 1e2 as text, not a "
+                               "number (an exponent needs a dot and a sign): write 100"),
+    ("loadgen: {min_duration_s: 5e-1}", "write 5.0e-1"),
+    ("loadgen: {min_duration_s: '1e3'}", ":10: loadgen.min_duration_s: Input should be a valid number"),  # quoted: text
+])
+def test_a_number_yaml_reads_as_text_says_why_and_how_to_write_it(tmp_path: Path, setting: str, problem: str) -> None:
+    message = error_of(tmp_path, GOOD + setting + "\n")
+    assert message.endswith(problem), message
+
+
 def test_numbers_and_yaml_booleans_still_load_where_they_belong(tmp_path: Path) -> None:
     scenario = load_text(tmp_path, GOOD + "loadgen: {min_duration_s: 10, target_qps: 5}\nlimits: {cell_timeout_s: 60}\n"
                          "timing: {rounds: 2}\n")
