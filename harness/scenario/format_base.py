@@ -12,7 +12,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 
 def as_list(value: Any) -> Any:
-    """Let a single value stand for a one-item list (`dtypes: fp32`)."""
+    """Let a single value stand for a one-item list (`dtypes: fp32`). A key left empty (`scenarios:`)
+    is refused in words: as a one-item list of nothing it was refused at an item `[0]` the file lacks."""
+    if value is None:
+        raise ValueError("empty; list at least one entry")
     return value if isinstance(value, list) else [value]
 
 

@@ -235,3 +235,18 @@ def test_numbers_yaml_reads_as_written_still_load(tmp_path: Path) -> None:
         loading.load(path)  # a plain 0 is zero, not octal
     path.write_text(HEAD + "batch_sizes: {cpu: [0x10, 1_8]}\ninputs: {seed: 0}\ndescription: '1:30 at 016'\n")
     assert loading.load(path).batch_sizes.cpu == [16, 18]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("models: [resnet18]\nbackends: [eager]\nscenarios:\n", "3: scenarios: empty; list at least one entry"),
+    (HEAD + "dtypes:\n", "4: dtypes: empty; list at least one entry"),
+    (HEAD + "batch_sizes: {cpu: }\n", "4: batch_sizes.cpu: empty; list at least one entry"),
+    ("models: [resnet18]\nbackends:\n  - {name: inductor, fusion: }\nscenarios: [Offline]\n",
+     "3: backends[0].fusion: empty; list at least one entry"),
+])
+def test_a_list_left_empty_is_said_empty_not_refused_at_an_item_it_lacks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str) -> None:
+    """`scenarios:` left blank was refused as "scenarios[0]: Input should be 'SingleStream', ...": an
+    item the file does not have, as if a value had been misspelt (models and backends said "empty")."""
+    path, line = refused(tmp_path, capsys, text)
+    assert line == f"fusionbench: error: {path}:{said}"
