@@ -255,6 +255,14 @@ def json_schema() -> dict[str, Any]:
     schema = ScenarioFile.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "FusionBench scenario file"
-    # Model names are a closed set: spell it out, so editors can complete them.
-    schema["$defs"]["ModelSpec"]["properties"]["name"]["enum"] = sorted(all_models())
+    # Model names are a closed set: spell it out, so editors can complete them, and a check refuses
+    # a misspelt one in every place a file names a model, not only in `{name: ...}`: the bare
+    # `models: [ResNet18]` (or `models: ResNet18`) and a backend's `models:` passed the schema file.
+    names = sorted(all_models())
+    schema["$defs"]["ModelSpec"]["properties"]["name"]["enum"] = names
+    models = schema["properties"]["models"]["anyOf"]
+    only = schema["$defs"]["BackendSpec"]["properties"]["models"]["anyOf"]
+    for branch in [*models, *models[-1]["items"]["anyOf"], *(b["items"] for b in only if b.get("type") == "array")]:
+        if branch == {"type": "string"}:
+            branch["enum"] = names
     return schema

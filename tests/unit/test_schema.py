@@ -46,6 +46,21 @@ def test_the_schema_file_refuses_what_the_loader_refuses(settings: str) -> None:
     assert not list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(good)))
 
 
+@pytest.mark.parametrize(("models", "backends"), [
+    ("[ResNet18]", "[eager]"), ("ResNet18", "eager"), ("[resnet18, {name: vgg11}, resnt50]", "[eager]"),
+    ("[resnet18]", "[{name: eager, models: [ResNet18]}]"),
+])
+def test_the_schema_file_refuses_a_misspelt_model_however_it_is_named(models: str, backends: str) -> None:
+    """The schema spelt out the model names in `{name: ...}` only: `models: [ResNet18]` and a
+    backend's `models: [ResNet18]` passed it, and failed only when the harness read the file."""
+    text = f"models: {models}\nbackends: {backends}\nscenarios: [Offline]\n"
+    assert list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(text)))
+    with pytest.raises(Exception, match="unknown model|not in the file's models"):
+        scenario_file.parse(text.encode(), "s.yaml")
+    good = "models: [resnet18, {name: vgg11}]\nbackends: [{name: eager, models: [vgg11]}]\nscenarios: [Offline]\n"
+    assert not list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(good)))
+
+
 @pytest.mark.parametrize("kind", ["bundle", "cell"])
 def test_committed_bundle_schemas_are_the_generated_ones(repo: Path, kind: str) -> None:
     committed = json.loads((repo / "docs" / "schemas" / f"{kind}.schema.json").read_text())
