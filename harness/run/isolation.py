@@ -37,6 +37,7 @@ from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_
 from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
 from harness.run.system import SOURCE_ROOT
+from harness.scenario.schema import WORKER_ENVIRONMENT
 
 POLL_S = 0.1
 LOG_TAIL_LINES = 40
@@ -134,7 +135,7 @@ def worker_environment(
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(SOURCE_ROOT) not in paths:
         env["PYTHONPATH"] = os.pathsep.join([*paths, str(SOURCE_ROOT)])
-    env["PYTHONUNBUFFERED"] = "1"
+    env.update(WORKER_ENVIRONMENT)
     return env
 
 

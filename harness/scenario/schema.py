@@ -51,6 +51,10 @@ def _backend_name_only(value: Any) -> Any:
     return _name_only("null" if value is None else value)
 
 
+#: What every cell's worker is given whatever the scenario's `env:` says (harness/run/isolation.py).
+WORKER_ENVIRONMENT = {"PYTHONUNBUFFERED": "1"}
+
+
 BatchSize = Annotated[int, Field(ge=1, le=65536)]
 BatchList = Annotated[
     list[BatchSize], Field(min_length=1), AfterValidator(each_once),
@@ -132,6 +136,29 @@ class ScenarioFile(StrictModel):
         if info.data.get("allocator") == "steady" and ALLOCATOR_VARIABLE in names:  # refused at the entry
             raise ValueError(f"[{names.index(ALLOCATOR_VARIABLE)}] sets {ALLOCATOR_VARIABLE}, which allocator: steady "
                              "(the default) sets itself; add allocator: system to pass your own")
+        return env
+
+    @field_validator("env")
+    @classmethod
+    def _not_set_by_the_harness(cls, env: list[str], info: ValidationInfo) -> list[str]:
+        """`env: [PYTHONUNBUFFERED=0]` or, running inductor, `[TORCHINDUCTOR_CACHE_DIR=/fast/disk]`
+        loaded and the worker got the harness's own value: the cell's record showed the variable,
+        not the file's value, without a word."""
+        names = [item.partition("=")[0] for item in env]
+        for i, name in enumerate(names):
+            if name in WORKER_ENVIRONMENT:
+                raise ValueError(f"[{i}] sets {name}, which the harness sets to {WORKER_ENVIRONMENT[name]} in every "
+                                 "cell's worker: the worker would not get yours; leave it out")
+        for backend in dict.fromkeys(b.name for b in info.data.get("backends") or ()):
+            try:
+                own = registry.load(backend).scratch_env
+            except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+                continue
+            for i, name in enumerate(names):
+                if name in own:
+                    raise ValueError(f"[{i}] sets {name}, which {backend} points at a fresh folder of each cell's "
+                                     "own (its caches, kept from round to round): its cells would not get yours; "
+                                     "leave it out")
         return env
 
     @field_validator("baseline")

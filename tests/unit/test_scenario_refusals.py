@@ -250,3 +250,21 @@ def test_a_list_left_empty_is_said_empty_not_refused_at_an_item_it_lacks(
     item the file does not have, as if a value had been misspelt (models and backends said "empty")."""
     path, line = refused(tmp_path, capsys, text)
     assert line == f"fusionbench: error: {path}:{said}"
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ("[PYTHONUNBUFFERED=0]", "env[0]: sets PYTHONUNBUFFERED, which the harness sets to 1 in every cell's worker"),
+    ("[OMP_NUM_THREADS=1, TORCHINDUCTOR_CACHE_DIR=/fast/disk]",
+     "env[1]: sets TORCHINDUCTOR_CACHE_DIR, which inductor points at a fresh folder of each cell's own"),
+    ("[TRITON_CACHE_DIR]", "env[0]: sets TRITON_CACHE_DIR, which inductor points at"),
+])
+def test_a_variable_the_harness_sets_itself_is_refused_in_env(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], env: str, said: str) -> None:
+    """The worker got the harness's value (PYTHONUNBUFFERED=1, inductor's cache in the cell's own
+    folder) over the file's, and the cell's record showed the variable without a word."""
+    path, line = refused(tmp_path, capsys, HEAD + f"env: {env}\n")
+    assert line.startswith(f"fusionbench: error: {path}:4: {said}"), line
+    assert line.endswith("leave it out")
+    own = env.replace("PYTHONUNBUFFERED=0", "FOO=1")
+    (tmp_path / "eager.yaml").write_text(HEAD.replace("eager, inductor", "eager") + f"env: {own}\n")
+    assert loading.load(tmp_path / "eager.yaml").env, "a backend's cache variable is the file's own where it does not run"
