@@ -199,9 +199,6 @@ def _oversized(cell: Any) -> list[str]:
             for path, found in lists.items() if isinstance(found, list) and len(found) > record_base.MAX_SAMPLES]
 
 
-#: The most cells a stored scenario may expand to for validate to expand it whole (a hostile header
-#: could name a product of lists far beyond any real run).
-MAX_EXPANDED = 20_000
 #: The first schema version whose cells record `variant.graphs` (harness/bundle/migrations.py).
 GRAPHS_RECORDED_FROM = 3
 #: The first schema version whose valid cells, of a backend that computes the model, all record the
@@ -213,13 +210,14 @@ def _unlisted(loaded: LoadedBundle) -> list[str]:
     """The cells the stored scenario expands to on the run's device (within its `--only`) that
     bundle.json does not list: a cell deleted with its record and entry would hide a failure.
     (A listed cell that is none of the scenario's is the figures check's finding.)"""
-    from harness.scenario.cells import cell_id, expand, planned_cells
+    from harness.scenario.cells import cell_id, expand
+    from harness.scenario.schema import MAX_CELLS, planned_cells
 
     header = loaded.header
     scenario, device, only = header["scenario"], header["device"], header.get("only") or {}
     try:
-        if planned_cells(scenario, device) > MAX_EXPANDED:
-            return [f"{HEADER}: its scenario expands to more than {MAX_EXPANDED} cells: not a run this harness checks"]
+        if planned_cells(scenario, device) > MAX_CELLS:
+            return [f"{HEADER}: its scenario expands to more than {MAX_CELLS} cells: not a run this harness checks"]
         cells = [c for c in expand(scenario, device) if all(c.field(k) in set(v) for k, v in only.items())]
     except (LookupError, TypeError, AttributeError, ValueError):
         return []  # a scenario that does not expand is the figures check's finding

@@ -112,13 +112,6 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
     return cells
 
 
-def planned_cells(resolved: dict[str, Any], device: str) -> int:
-    """How many cells `expand` would give, at most, counted without building them."""
-    variants = sum(len(b["fusion"]) * len(b.get("graphs", ["off"])) for b in resolved["backends"])
-    batches = max((len(resolved["batch_sizes"][device]), 1))
-    return len(resolved["models"]) * variants * len(resolved["scenarios"]) * len(resolved["dtypes"]) * batches
-
-
 def parse_only(text: str) -> dict[str, set[str]]:
     """`model=resnet18,backend=eager,model=vgg11` -> {"model": {...}, "backend": {...}}."""
     selected: dict[str, set[str]] = {}

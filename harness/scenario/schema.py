@@ -15,7 +15,7 @@ import json
 from itertools import product
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from harness import registry
 from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
@@ -275,6 +275,32 @@ class ScenarioFile(StrictModel):
             raise ValueError(f"profile mlperf: MultiStream queries have {MLPERF_SAMPLES_PER_QUERY} samples; "
                              f"samples_per_query is {loadgen.samples_per_query}")
         return loadgen
+
+    @model_validator(mode="after")
+    def _cells_a_run_may_have(self) -> ScenarioFile:
+        """A file of more than MAX_CELLS cells loaded and ran, and `validate` then refused its
+        bundle ("expands to more than 20000 cells"), and with it report, compare and --resume."""
+        data = self.model_dump(mode="json")
+        for device in ("cpu", "cuda"):
+            cells = planned_cells(data, device)
+            if cells > MAX_CELLS:
+                raise ValueError(f"makes up to {cells} cells on {device} (models x backend variants x scenarios x "
+                                 f"dtypes x batch sizes), more than the {MAX_CELLS} a run may have: split it into "
+                                 "several files")
+        return self
+
+
+#: The most cells a scenario may make on a device (`planned_cells`): a file that makes more is refused
+#: as it is read, and `validate` refuses a bundle whose stored scenario makes more (a hostile header
+#: could name a product of lists far beyond any real run).
+MAX_CELLS = 20_000
+
+
+def planned_cells(resolved: dict[str, Any], device: str) -> int:
+    """How many cells `expand` would give, at most, counted without building them."""
+    variants = sum(len(b["fusion"]) * len(b.get("graphs", ["off"])) for b in resolved["backends"])
+    batches = max((len(resolved["batch_sizes"][device]), 1))
+    return len(resolved["models"]) * variants * len(resolved["scenarios"]) * len(resolved["dtypes"]) * batches
 
 
 def json_schema() -> dict[str, Any]:

@@ -268,3 +268,17 @@ def test_a_variable_the_harness_sets_itself_is_refused_in_env(
     own = env.replace("PYTHONUNBUFFERED=0", "FOO=1")
     (tmp_path / "eager.yaml").write_text(HEAD.replace("eager, inductor", "eager") + f"env: {own}\n")
     assert loading.load(tmp_path / "eager.yaml").env, "a backend's cache variable is the file's own where it does not run"
+
+
+def test_a_file_of_more_cells_than_validate_checks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """1,000 input sizes x 3 dtypes x 7 batch sizes loaded, listed 21,000 cells in the dry run and
+    ran; `validate` then refused the bundle ("expands to more than 20000 cells"), and with it
+    `report`, `compare` and `--resume`."""
+    sizes = "".join(f"  - {{name: resnet18, input_size: {size}}}\n" for size in range(32, 1032))
+    text = f"models:\n{sizes}backends: ['null']\nscenarios: [Offline]\ndtypes: [fp32, bf16, fp16, tf32]\n"
+    path, line = refused(tmp_path, capsys, text + "batch_sizes: {cpu: [1, 2, 3, 4, 5, 6]}\n")
+    assert line == (f"fusionbench: error: {path}:1: (top level): makes up to 24000 cells on cpu (models x backend "
+                    "variants x scenarios x dtypes x batch sizes), more than the 20000 a run may have: split it into "
+                    "several files")
+    (tmp_path / "most.yaml").write_text(text + "batch_sizes: {cpu: [1, 2, 3, 4, 5]}\n")  # 20,000: the most
+    assert len(loading.load(tmp_path / "most.yaml").models) == 1000
