@@ -23,7 +23,7 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
-from harness.scenario.yaml_numbers import check_numbers, node_at, number_hint
+from harness.scenario.yaml_numbers import check_numbers, dotted, node_at, number_hint, walk
 
 MAX_FILE_BYTES = 1 << 20
 # After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
@@ -97,6 +97,7 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
             _check_size(node, where)
             _check_text(node, where)
             check_numbers(node, where)
+            _check_keys(node, where)
             _check_no_blank_backend(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
@@ -196,6 +197,24 @@ def _check_text(root: yaml.Node, where: str) -> None:
             raise ConfigError(f"{where}:{node.start_mark.line + 1}: \"{visible(node.value)[:80]}\" holds a control or "
                               "bidirectional character; write the text without it")
         stack.extend(_children(node))
+
+
+#: What YAML reads a plain key as, by its tag, where that is no text.
+_KEY_READ_AS = {"bool": "a boolean", "int": "a number", "float": "a number", "timestamp": "a date", "null": "nothing"}
+
+
+def _check_keys(root: yaml.Node, where: str) -> None:
+    """Refuse a key YAML reads as no text (`on:` is the boolean true, `~:` nothing, `1:` a number):
+    every key of the format is a name, and such a key was said as `loadgen[1]: Keys should be
+    strings`, a list's item the file lacks, or at line 1 for `~`."""
+    for path, node in walk(root):
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag not in ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"):
+                read = _KEY_READ_AS.get(key.tag.rpartition(":")[2], "no text")
+                raise ConfigError(f"{where}:{key.start_mark.line + 1}: {dotted(path) or '(top level)'}: key "
+                                  f"{visible(key.value)[:80]!r} is read by YAML as {read}; a key is a name: quote it")
 
 
 def _check_no_blank_backend(root: yaml.Node, where: str) -> None:

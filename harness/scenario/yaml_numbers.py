@@ -27,7 +27,7 @@ _NUMBER_AS_TEXT = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+")
 def check_numbers(root: yaml.Node, where: str) -> None:
     """Refuse an unquoted octal (`016`) or base-60 (`1:30`) number anywhere in the document,
     naming the file, the line, the key and the value YAML 1.1 reads it as."""
-    for path, node in _walk(root):
+    for path, node in walk(root):
         if not isinstance(node, yaml.ScalarNode) or node.style is not None or node.tag not in (_INT, _FLOAT):
             continue
         text = node.value
@@ -38,7 +38,7 @@ def check_numbers(root: yaml.Node, where: str) -> None:
             why, instead = "numbers joined by ':' are one number in base 60", f"'{text}' quoted where a text is meant"
         else:
             continue
-        field = _dotted(path) or "(top level)"
+        field = dotted(path) or "(top level)"
         raise ConfigError(f"{where}:{node.start_mark.line + 1}: {field}: YAML reads {text} as {read} ({why}); "
                           f"write {read} if that is meant, or {instead}")
 
@@ -84,7 +84,7 @@ def node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | N
     return node, line
 
 
-def _walk(root: yaml.Node) -> Iterator[tuple[tuple[Any, ...], yaml.Node]]:
+def walk(root: yaml.Node) -> Iterator[tuple[tuple[Any, ...], yaml.Node]]:
     """Every node once (an alias's by the first path to it), with its path of keys and indices."""
     seen: set[int] = set()
     stack: list[tuple[tuple[Any, ...], yaml.Node]] = [((), root)]
@@ -103,6 +103,6 @@ def _walk(root: yaml.Node) -> Iterator[tuple[tuple[Any, ...], yaml.Node]]:
             stack.extend(((*path, i), item) for i, item in reversed(list(enumerate(node.value))))
 
 
-def _dotted(path: tuple[Any, ...]) -> str:
+def dotted(path: tuple[Any, ...]) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else str(part))
                    for i, part in enumerate(path))

@@ -282,3 +282,18 @@ def test_a_file_of_more_cells_than_validate_checks_is_refused(tmp_path: Path, ca
                     "several files")
     (tmp_path / "most.yaml").write_text(text + "batch_sizes: {cpu: [1, 2, 3, 4, 5]}\n")  # 20,000: the most
     assert len(loading.load(tmp_path / "most.yaml").models) == 1000
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (HEAD + "loadgen: {on: 1}\n", "4: loadgen: key 'on' is read by YAML as a boolean; a key is a name: quote it"),
+    (HEAD + "timing:\n  1: 2\n", "5: timing: key '1' is read by YAML as a number; a key is a name: quote it"),
+    (HEAD + "~: 1\n", "4: (top level): key '~' is read by YAML as nothing; a key is a name: quote it"),
+    ("models: [resnet18]\nbackends: [{name: inductor, options: {2024-01-01: 1}}]\nscenarios: [Offline]\n",
+     "2: backends[0].options: key '2024-01-01' is read by YAML as a date; a key is a name: quote it"),
+])
+def test_a_key_yaml_reads_as_no_text_is_said_as_written_at_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str) -> None:
+    """`loadgen: {on: 1}` was refused as `loadgen[1]: Keys should be strings`, an item of a list the
+    file does not have, and `~: 1` at line 1, wherever it stood."""
+    path, line = refused(tmp_path, capsys, text)
+    assert line == f"fusionbench: error: {path}:{said}"
