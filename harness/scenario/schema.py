@@ -38,6 +38,17 @@ def _name_only(value: Any) -> Any:
     return {"name": value} if isinstance(value, str) else value
 
 
+def _as_run(backend: BackendSpec) -> str:
+    """A backend entry's options as its cells run them, each default filled in: `inductor` and
+    `{name: inductor, options: {mode: default}}` make the same cells (as written, where the backend
+    does not load: its cells fail with the reason)."""
+    try:
+        model = registry.load(backend.name).options_model
+        return json.dumps(model.model_validate(backend.options).model_dump(mode="json"), sort_keys=True)
+    except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+        return json.dumps(backend.options, sort_keys=True)
+
+
 def _entries(value: Any) -> Any:
     """`models: resnet18` (or one mapping) is a one-entry list, as `dtypes: fp32` is; a key left
     empty is refused in words, not as "Input should be a valid list"."""
@@ -221,11 +232,14 @@ class ScenarioFile(StrictModel):
                 raise ValueError(f"[{i}] {backend.name}: models {', '.join(unknown)} not in the file's models "
                                  f"({', '.join(names)})")
             options = json.dumps(backend.options, sort_keys=True)
+            settings = _as_run(backend)
             for model, fusion, graphs in product(backend.models or names, backend.fusion, backend.graphs):
-                key = (backend.name, options, fusion, graphs, model)
+                key = (backend.name, settings, fusion, graphs, model)
                 if key in made and made[key] != i:
+                    same = "" if backends[made[key]].options == backend.options else " (the same options once the " \
+                        f"backend's defaults are filled in: {settings})"
                     raise ValueError(f"[{i}] repeats cells of backends[{made[key]}]: {backend.name} fusion {fusion}, "
-                                     f"graphs {graphs}{' ' + options if backend.options else ''}, on {model}")
+                                     f"graphs {graphs}{' ' + options if backend.options else ''}, on {model}{same}")
                 made[key] = i
         return backends
 

@@ -297,3 +297,22 @@ def test_a_key_yaml_reads_as_no_text_is_said_as_written_at_its_line(
     file does not have, and `~: 1` at line 1, wherever it stood."""
     path, line = refused(tmp_path, capsys, text)
     assert line == f"fusionbench: error: {path}:{said}"
+
+
+@pytest.mark.parametrize(("backends", "said"), [
+    ("[inductor, {name: inductor, options: {mode: default}}]",
+     'backends[1]: repeats cells of backends[0]: inductor fusion on, graphs off {"mode": "default"}, on resnet18 (the '
+     'same options once the backend\'s defaults are filled in: {"freezing": true, "layout_optimization": true, '
+     '"mode": "default"})'),
+    ("[{name: tvm, options: {tuning_trials: 0}}, {name: tvm, options: {opt_level: 3, tuning_trials: 0}}]",
+     "backends[1]: repeats cells of backends[0]: tvm fusion on"),
+])
+def test_entries_whose_options_differ_only_by_a_default_are_one_cell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], backends: str, said: str) -> None:
+    """`inductor` beside `{name: inductor, options: {mode: default}}` made two cells, each measuring the
+    same code under its own id, which the report then set side by side as two variants."""
+    path, line = refused(tmp_path, capsys, f"models: [resnet18]\nbackends: {backends}\nscenarios: [Offline]\n")
+    assert line.startswith(f"fusionbench: error: {path}:2: {said}"), line
+    (tmp_path / "other.yaml").write_text("models: [resnet18]\nbackends: [inductor, {name: inductor, options: "
+                                         "{mode: max-autotune}}]\nscenarios: [Offline]\n")
+    assert len(loading.load(tmp_path / "other.yaml").backends) == 2
