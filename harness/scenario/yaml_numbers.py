@@ -19,6 +19,8 @@ from harness.errors import ConfigError
 
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
+#: The longest whole number a file may write: the largest any setting takes has 20 digits.
+MAX_DIGITS = 100
 _OCTAL = re.compile(r"[-+]?0[0-7_]+")
 #: What Python reads as a number and YAML 1.1 as text (its floats need a dot and a signed exponent).
 _NUMBER_AS_TEXT = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+")
@@ -31,6 +33,9 @@ def check_numbers(root: yaml.Node, where: str) -> None:
         if not isinstance(node, yaml.ScalarNode) or node.style is not None or node.tag not in (_INT, _FLOAT):
             continue
         text = node.value
+        if node.tag == _INT and len(text) > MAX_DIGITS:  # over 4,300 digits Python would not read it, nor say where
+            raise ConfigError(f"{where}:{node.start_mark.line + 1}: {dotted(path) or '(top level)'}: a whole number "
+                              f"written in {len(text)} characters; no setting takes one of more than {MAX_DIGITS} digits")
         read = yaml.safe_load(text)
         if _OCTAL.fullmatch(text):
             why, instead = "a leading 0 makes it octal", f"{int(text.replace('_', ''), 10)} without the 0"

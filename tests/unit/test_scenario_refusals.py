@@ -316,3 +316,12 @@ def test_entries_whose_options_differ_only_by_a_default_are_one_cell(
     (tmp_path / "other.yaml").write_text("models: [resnet18]\nbackends: [inductor, {name: inductor, options: "
                                          "{mode: max-autotune}}]\nscenarios: [Offline]\n")
     assert len(loading.load(tmp_path / "other.yaml").backends) == 2
+
+
+def test_a_whole_number_too_long_to_read_is_said_at_its_line_and_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 5,000-digit seed was refused as "invalid YAML value: Exceeds the limit (4300 digits) for
+    integer string conversion", with neither line nor key."""
+    path, line = refused(tmp_path, capsys, HEAD + "inputs:\n  seed: " + "7" * 5000 + "\n")
+    assert line == (f"fusionbench: error: {path}:5: inputs.seed: a whole number written in 5000 characters; no setting "
+                    "takes one of more than 100 digits")
