@@ -23,7 +23,7 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
-from harness.scenario.yaml_numbers import check_numbers, dotted, node_at, number_hint, walk
+from harness.scenario.yaml_numbers import READ_AS, check_numbers, dotted, node_at, number_hint, text_hint, walk
 
 MAX_FILE_BYTES = 1 << 20
 # After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under
@@ -199,10 +199,6 @@ def _check_text(root: yaml.Node, where: str) -> None:
         stack.extend(_children(node))
 
 
-#: What YAML reads a plain key as, by its tag, where that is no text.
-_KEY_READ_AS = {"bool": "a boolean", "int": "a number", "float": "a number", "timestamp": "a date", "null": "nothing"}
-
-
 def _check_keys(root: yaml.Node, where: str) -> None:
     """Refuse a key YAML reads as no text (`on:` is the boolean true, `~:` nothing, `1:` a number):
     every key of the format is a name, and such a key was said as `loadgen[1]: Keys should be
@@ -212,7 +208,7 @@ def _check_keys(root: yaml.Node, where: str) -> None:
             continue
         for key, _ in node.value:
             if isinstance(key, yaml.ScalarNode) and key.tag not in ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"):
-                read = _KEY_READ_AS.get(key.tag.rpartition(":")[2], "no text")
+                read = READ_AS.get(key.tag.rpartition(":")[2], "no text")
                 raise ConfigError(f"{where}:{key.start_mark.line + 1}: {dotted(path) or '(top level)'}: key "
                                   f"{visible(key.value)[:80]!r} is read by YAML as {read}; a key is a name: quote it")
 
@@ -327,6 +323,8 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
     at, line = node_at(node, loc)
     if first["type"] in _NUMBER_REFUSALS:  # `1e3` is text to YAML 1.1: say so, not just "a valid number"
         message += number_hint(first["input"], at, whole=first["type"].startswith("int"))
+    elif first["type"] == "string_type":  # `name: 2024-05-01` is a date to YAML: say so, and to quote it
+        message += text_hint(at)
     return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
 
 

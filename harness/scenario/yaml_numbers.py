@@ -67,6 +67,21 @@ def number_hint(given: Any, node: yaml.Node | None, whole: bool = False) -> str:
     return f"; YAML reads {given} as text, not a number (an exponent needs a dot and a sign): write {written}"
 
 
+#: What YAML reads a plain scalar as, by its tag, where that is no text.
+READ_AS = {"bool": "a boolean", "int": "a number", "float": "a number", "timestamp": "a date", "null": "nothing"}
+
+
+def text_hint(node: yaml.Node | None) -> str:
+    """What to add to a text field's refusal of the value at `node` where YAML read it as something
+    else (`name: 2024-05-01` is a date, `name: 1.5` a number): that, and to quote it; "" otherwise."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:str":
+        return ""
+    kind = READ_AS.get(node.tag.rpartition(":")[2])
+    if kind is None or kind == "nothing":
+        return ""
+    return f"; YAML reads {node.value} as {kind}: quote it ('{node.value}')" if len(node.value) <= 40 else ""
+
+
 def node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, int | None]:
     """The deepest node on an error's path and the 1-based line it is said at (a key's own line for
     a mapping's value); (None, None) without a document."""

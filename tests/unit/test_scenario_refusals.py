@@ -325,3 +325,17 @@ def test_a_whole_number_too_long_to_read_is_said_at_its_line_and_key(
     path, line = refused(tmp_path, capsys, HEAD + "inputs:\n  seed: " + "7" * 5000 + "\n")
     assert line == (f"fusionbench: error: {path}:5: inputs.seed: a whole number written in 5000 characters; no setting "
                     "takes one of more than 100 digits")
+
+
+@pytest.mark.parametrize(("setting", "said"), [
+    ("name: 2024-05-01", "4: name: Input should be a valid string; YAML reads 2024-05-01 as a date: quote it ('2024-05-01')"),
+    ("name: 1.5", "4: name: Input should be a valid string; YAML reads 1.5 as a number: quote it ('1.5')"),
+    ("baseline: yes", "4: baseline: Input should be a valid string; YAML reads yes as a boolean: quote it ('yes')"),
+    ("env: [FOO=1, 12]", "4: env[1]: Input should be a valid string; YAML reads 12 as a number: quote it ('12')"),
+])
+def test_a_text_yaml_reads_as_a_date_number_or_boolean_says_to_quote_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, said: str) -> None:
+    """`name: 2024-05-01` was refused as "Input should be a valid string": the user wrote text, and
+    nothing said that YAML had read a date."""
+    path, line = refused(tmp_path, capsys, HEAD + setting + "\n")
+    assert line == f"fusionbench: error: {path}:{said}"
