@@ -104,6 +104,8 @@ def _compose(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         mark = exc.problem_mark or exc.context_mark
         line = f"{mark.line + 1}:" if mark else ""
         problem = exc.problem or exc.context or "unreadable"
+        if exc.context == "expected a single document in the stream":  # PyYAML says "but found another document"
+            problem = "a second document begins here (---); a scenario file is one document"
         raise ConfigError(f"{where}:{line} invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: invalid YAML: {exc}") from None

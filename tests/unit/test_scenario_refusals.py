@@ -339,3 +339,11 @@ def test_a_text_yaml_reads_as_a_date_number_or_boolean_says_to_quote_it(
     nothing said that YAML had read a date."""
     path, line = refused(tmp_path, capsys, HEAD + setting + "\n")
     assert line == f"fusionbench: error: {path}:{said}"
+
+
+def test_a_second_yaml_document_is_said_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two files pasted into one (a `---` between them) was refused as "invalid YAML: but found
+    another document": PyYAML's half of a sentence."""
+    path, line = refused(tmp_path, capsys, HEAD + "---\n" + HEAD)
+    assert line == (f"fusionbench: error: {path}:4: invalid YAML: a second document begins here (---); a scenario "
+                    "file is one document")
