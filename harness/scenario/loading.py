@@ -23,7 +23,7 @@ from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
-from harness.scenario.yaml_numbers import READ_AS, check_numbers, dotted, node_at, number_hint, text_hint, walk
+from harness.scenario.yaml_forms import READ_AS, check_numbers, dotted, node_at, number_hint, text_hint, walk
 
 MAX_FILE_BYTES = 1 << 20
 # After YAML aliases are expanded: a real scenario file has a few hundred nodes and a depth under

@@ -1,10 +1,10 @@
-"""Numbers YAML 1.1 (PyYAML's) reads otherwise than a reader of the file does.
+"""What YAML 1.1 (PyYAML's) reads otherwise than a reader of the file does, said in the file's words.
 
 A leading 0 makes an integer octal (`batch_sizes: {cpu: [016, 032]}` ran batches 14 and 26), and
 digits joined by `:` are a number in base 60 (`cell_timeout_s: 1:30` is 90): both loaded without a
-word, so such a number is refused, naming the value YAML reads. The other way round, an exponent
-without a dot and a signed power (`1e3`, `1.5e3`) is text to YAML 1.1, refused by a number field as
-"Input should be a valid number"; `number_hint` says why and what to write.
+word, so such a number is refused, naming the value YAML reads (`check_numbers`). The other way
+round, `1e3` is text to YAML 1.1 and `name: 2024-05-01` a date: the field's refusal says why and
+what to write (`number_hint`, `text_hint`). `node_at` and `walk` find a value's node and its line.
 """
 
 from __future__ import annotations
