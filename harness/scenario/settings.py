@@ -24,7 +24,8 @@ class FolderInputs(StrictModel):
     """Images from a folder, passed through the model's own preprocessing."""
 
     source: Literal["folder"]
-    path: str = Field(min_length=1, description="folder of .jpg/.jpeg/.png images, relative to the scenario file")
+    path: str = Field(min_length=1, description="folder of .jpg/.jpeg/.png images, relative to the scenario file",
+                      json_schema_extra={"not": {"pattern": "^~(/|$)"}})  # as `_no_home` refuses it
     samples: int = Field(
         64, ge=1, le=4096,
         description="at most this many images, in name order (in the labels file's order when it is given)",
@@ -34,6 +35,16 @@ class FolderInputs(StrictModel):
         description="a file in the folder with one '<image file> <class index>' per line (ImageNet's "
         "val_map.txt): the images, in LoadGen's sample order, and their classes for the accuracy run",
     )
+
+    @field_validator("path")
+    @classmethod
+    def _no_home(cls, path: str) -> str:
+        # `path: ~/images` was looked for as a folder named `~` beside the scenario file, and refused
+        # as "<scenario's folder>/~/images is not a directory", at no line of the file
+        if path == "~" or path.startswith("~/"):
+            raise ValueError(f"{path!r}: a ~ is not expanded in a scenario file (the folder would be one named ~ "
+                             "beside it); give the path itself, absolute or relative to the scenario file")
+        return path
 
     @field_validator("labels")
     @classmethod

@@ -9,12 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
 from harness.cli.main import main
 from harness.errors import ConfigError
 from harness.run import runner
 from harness.scenario import loading
+from harness.scenario.schema import json_schema
 
 HEAD = "models: [resnet18]\nbackends: [eager, inductor]\nscenarios: [Offline]\n"
 
@@ -347,3 +350,15 @@ def test_a_second_yaml_document_is_said_as_such(tmp_path: Path, capsys: pytest.C
     path, line = refused(tmp_path, capsys, HEAD + "---\n" + HEAD)
     assert line == (f"fusionbench: error: {path}:4: invalid YAML: a second document begins here (---); a scenario "
                     "file is one document")
+
+
+@pytest.mark.parametrize("folder", ["~/images", "~"])
+def test_an_input_folder_beginning_with_a_tilde_is_refused_at_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: str) -> None:
+    """`path: ~/images` was looked for as a folder named `~` beside the scenario file and refused as
+    "<its folder>/~/images is not a directory", at no line; the schema file took it."""
+    text = HEAD + f"inputs: {{source: folder, path: '{folder}'}}\n"
+    path, line = refused(tmp_path, capsys, text)
+    assert line.startswith(f"fusionbench: error: {path}:4: inputs.path: '{folder}': a ~ is not expanded in a "
+                           "scenario file"), line
+    assert list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(text)))
