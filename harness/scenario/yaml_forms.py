@@ -36,13 +36,13 @@ def check_numbers(root: yaml.Node, where: str) -> None:
         if node.tag == _INT and len(text) > MAX_DIGITS:  # over 4,300 digits Python would not read it, nor say where
             raise ConfigError(f"{where}:{node.start_mark.line + 1}: {dotted(path) or '(top level)'}: a whole number "
                               f"written in {len(text)} characters; no setting takes one of more than {MAX_DIGITS} digits")
-        read = yaml.safe_load(text)
         if _OCTAL.fullmatch(text):
             why, instead = "a leading 0 makes it octal", f"{int(text.replace('_', ''), 10)} without the 0"
         elif ":" in text:
             why, instead = "numbers joined by ':' are one number in base 60", f"'{text}' quoted where a text is meant"
         else:
             continue
+        read = yaml.safe_load(text)
         field = dotted(path) or "(top level)"
         raise ConfigError(f"{where}:{node.start_mark.line + 1}: {field}: YAML reads {text} as {read} ({why}); "
                           f"write {read} if that is meant, or {instead}")
