@@ -22,7 +22,7 @@ from harness.allocator import DEFAULT as DEFAULT_ALLOCATOR
 from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
 from harness.did_you_mean import closest
-from harness.mlperf.benchmarks import MLPERF_SAMPLES_PER_QUERY, benchmark_for
+from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S, MLPERF_SAMPLES_PER_QUERY, benchmark_for
 from harness.models.catalog import all_models, input_size_refusal
 from harness.scenario.format_base import StrictModel, as_list, each_once
 from harness.scenario.rules import RULES, ScenarioName
@@ -171,6 +171,22 @@ class ScenarioFile(StrictModel):
                                      "own (its caches, kept from round to round): its cells would not get yours; "
                                      "leave it out")
         return env
+
+    @field_validator("limits")
+    @classmethod
+    def _time_for_loadgen(cls, limits: Limits, info: ValidationInfo) -> Limits:
+        """`cell_timeout_s: 3` beside `min_duration_s: 6` loaded, the dry run said each cell would
+        run, and each was killed in its LoadGen pass ("time limit of 3 s exceeded")."""
+        loadgen = info.data.get("loadgen")
+        if loadgen is None:
+            return limits  # refused already: that error is the one to fix
+        official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.model_fields_set
+        least = MLPERF_MIN_DURATION_S if official else loadgen.min_duration_s  # mlperf.conf's 600 s
+        if limits.cell_timeout_s <= least:
+            raise ValueError(f"cell_timeout_s {limits.cell_timeout_s:g} is not above the {least:g} s LoadGen runs each "
+                             f"cell at least ({'mlperf.conf' if official else 'loadgen.min_duration_s'}): every cell "
+                             "would be stopped in its LoadGen pass; give it well above that")
+        return limits
 
     @field_validator("baseline")
     @classmethod

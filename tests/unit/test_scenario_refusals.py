@@ -362,3 +362,23 @@ def test_an_input_folder_beginning_with_a_tilde_is_refused_at_its_line(
     assert line.startswith(f"fusionbench: error: {path}:4: inputs.path: '{folder}': a ~ is not expanded in a "
                            "scenario file"), line
     assert list(jsonschema.Draft202012Validator(json_schema()).iter_errors(yaml.safe_load(text)))
+
+
+@pytest.mark.parametrize(("setting", "said"), [
+    ("loadgen: {min_duration_s: 6}\nlimits: {cell_timeout_s: 3}",
+     "5: limits: cell_timeout_s 3 is not above the 6 s LoadGen runs each cell at least (loadgen.min_duration_s)"),
+    ("loadgen: {min_duration_s: 6}\nlimits: {cell_timeout_s: 6}", "5: limits: cell_timeout_s 6 is not above the 6 s"),
+    ("loadgen: {profile: mlperf}\ninputs: {samples: 1024}\nlimits: {cell_timeout_s: 300}",
+     "6: limits: cell_timeout_s 300 is not above the 600 s LoadGen runs each cell at least (mlperf.conf)"),
+])
+def test_a_cell_time_limit_below_loadgens_minimum_duration_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, said: str) -> None:
+    """`cell_timeout_s: 3` beside `min_duration_s: 6` loaded, the dry run listed the cell as one
+    that would run, and the run killed it: "time limit of 3 s exceeded (in phase loadgen)"."""
+    text = "models: [resnet18]\nbackends: ['null']\nscenarios: [Offline]\n" + setting + "\n"
+    path, line = refused(tmp_path, capsys, text)
+    assert line.startswith(f"fusionbench: error: {path}:{said}"), line
+    assert line.endswith("every cell would be stopped in its LoadGen pass; give it well above that")
+    (tmp_path / "ok.yaml").write_text(text.replace("cell_timeout_s: 3}", "cell_timeout_s: 60}"))
+    if "cell_timeout_s: 3}" in text:
+        assert loading.load(tmp_path / "ok.yaml").limits.cell_timeout_s == 60
