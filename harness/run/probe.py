@@ -173,7 +173,7 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
         raise ConfigError(f"the system probe did not answer within {PROBE_TIMEOUT_S} s"
                           + (f"{hung}, which had not returned (a backend's availability() and versions() are cheap)"
                              if hung else "")) from None
-    said = [line for line in done.stderr.strip().splitlines() if not line.startswith(ASKING)]
+    said = [kept for line in done.stderr.strip().splitlines() if (kept := line.partition(ASKING)[0])]
     tail = " | ".join(said[-15:]) or "no output"
     if done.returncode != 0:
         raise ConfigError(f"the system probe failed (exit {done.returncode}){_while(done.stderr)}: {tail}")
@@ -187,8 +187,10 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
 
 def _while(stderr: str) -> str:
     """` while asking backend 'x' availability()`: what the probe was last asking, from its standard
-    error (`ASKING`); "" where it asked no backend or had its answers from them all."""
-    asked = [line[len(ASKING):] for line in stderr.splitlines() if line.startswith(ASKING)]
+    error (`ASKING`); "" where it asked no backend or had its answers from them all. A line is read
+    from where ASKING begins: a backend's write with no newline ("loading...") ends up in front of
+    the next one, which named the method before as the one that hung."""
+    asked = [line.partition(ASKING)[2] for line in stderr.splitlines() if ASKING in line]
     return f" while asking {asked[-1]}" if asked and asked[-1] != ANSWERED else ""
 
 

@@ -124,3 +124,26 @@ def test_a_probe_that_hangs_or_dies_in_a_backend_names_the_backend_and_method(mo
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess([], 1, "", asked + answered))
     with pytest.raises(ConfigError, match=r"^the system probe failed \(exit 1\): no output$"):
         probe.run_probe("cpu", ["eager", "slow"], with_system=False)
+
+
+def test_a_backend_write_without_a_newline_leaves_the_hung_method_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's availability() that wrote `loading...` with no newline (its standard output is the
+    probe's standard error) put the next asking line behind it, and a versions() that then hung was
+    said as availability(), the method before it."""
+    from harness.errors import ConfigError
+    from harness.run import probe
+
+    asked = (f"{probe.ASKING}backend 'hang' Hang.availability()\n"
+             f"hangplug: loading...{probe.ASKING}backend 'hang' Hang.versions()\n")
+
+    def hangs(*args: Any, **kwargs: Any) -> Any:
+        raise subprocess.TimeoutExpired(args[0], probe.PROBE_TIMEOUT_S, output=b"", stderr=asked.encode())
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    with pytest.raises(ConfigError, match=r"while asking backend 'hang' Hang\.versions\(\), which had not returned"):
+        probe.run_probe("cpu", ["hang"], with_system=False)
+    died = subprocess.CompletedProcess([], -11, "", asked)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: died)
+    with pytest.raises(ConfigError, match=r"^the system probe failed \(exit -11\) while asking backend 'hang' "
+                                          r"Hang\.versions\(\): hangplug: loading\.\.\.$"):
+        probe.run_probe("cpu", ["hang"], with_system=False)
