@@ -100,9 +100,10 @@ SAME_KERNELS_MARK = " (the same kernels on and off: not fusion's effect)"
 
 
 def same_kernels_mark(pair: FusionPair) -> str:
-    """SAME_KERNELS_MARK where both cells' fusion reports list the same kernels with the same operators; "" otherwise."""
+    """SAME_KERNELS_MARK where both cells' fusion reports list the same kernels with the same operators; "" otherwise,
+    and where they list none (a backend that cannot see its kernels): two empty lists show no kernel alike."""
     on, off = pair.on.metrics.fusion_report, pair.off.metrics.fusion_report
-    same = on is not None and off is not None and on.kernels == off.kernels
+    same = on is not None and off is not None and bool(on.kernels) and on.kernels == off.kernels
     return SAME_KERNELS_MARK if same else ""
 
 
