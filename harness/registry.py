@@ -131,13 +131,14 @@ def load(name: str) -> type[Backend]:
     eps = _entry_points()
     if name not in eps:
         raise ConfigError(unknown(name))
-    unmet = unmet_requirement(eps[name])
-    if unmet:
-        raise ConfigError(f"backend {eps[name].value}: {unmet}")
-    top = eps[name].module.split(".")[0]
-    if top in OWN_PACKAGES and not _built_in(eps[name]):  # else "No module named 'backends.mine'"
-        raise ConfigError(f"backend {eps[name].value} lies in a package named {top!r}, as FusionBench's own is, "
-                          f"which Python finds instead: rename the plugin's package ({_package(eps[name])})")
+    if not _built_in(eps[name]):  # a plugin's package: what it requires, and its name
+        unmet = unmet_requirement(eps[name])
+        if unmet:
+            raise ConfigError(f"backend {eps[name].value}: {unmet}")
+        top = eps[name].module.split(".")[0]
+        if top in OWN_PACKAGES:  # else "No module named 'backends.mine'"
+            raise ConfigError(f"backend {eps[name].value} lies in a package named {top!r}, as FusionBench's own is, "
+                              f"which Python finds instead: rename the plugin's package ({_package(eps[name])})")
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")
@@ -165,9 +166,10 @@ RESERVED_VARIABLES = ("PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV", "
 
 def scratch_env_fault(scratch_env: object) -> str:
     """What is wrong with a backend's `scratch_env` (variable -> the name of a folder of the cell's
-    own), "" where nothing is: a folder given as a path (absolute, or with a `/` or `..`) is no longer
-    the cell's own, and its first round found what other cells left there (a compiler cache made its
-    prepare warm); a variable the harness sets (RESERVED_VARIABLES, FUSIONBENCH_*) is not the backend's."""
+    own), "" where nothing is: the contract asks for a folder's name alone, and a path is refused with
+    it, since an absolute one or one through `..` is no longer the cell's own (its first round found
+    what other cells left there: a compiler cache made its prepare warm); a variable the harness sets
+    (RESERVED_VARIABLES, FUSIONBENCH_*) is not the backend's."""
     if not isinstance(scratch_env, dict):
         return f"that is {type(scratch_env).__name__}, not a dict of variable names to folder names"
     for variable, folder in scratch_env.items():
@@ -182,14 +184,14 @@ def scratch_env_fault(scratch_env: object) -> str:
 
 
 def unmet_requirement(ep: EntryPoint) -> str:
-    """Where the package that registers `ep` requires a FusionBench (its `Requires-Dist: fusionbench...`)
-    that this harness is not: what to do; "" otherwise. Plugins are installed with `--no-deps` (the
+    """Where the package that registers `ep` (a plugin's) requires a FusionBench (its `Requires-Dist:
+    fusionbench...`) that this harness is not: what to do; "" otherwise. Plugins are installed with `--no-deps` (the
     guide's commands), so pip never checks it: a plugin made for a later contract was listed as
     available and its cells failed in a TypeError of their own."""
     from harness import __version__
 
     dist = getattr(ep, "dist", None)
-    if dist is None or _built_in(ep):
+    if dist is None:
         return ""
     try:
         from packaging.requirements import InvalidRequirement, Requirement
