@@ -163,7 +163,7 @@ class ScenarioFile(StrictModel):
         for backend in dict.fromkeys(b.name for b in info.data.get("backends") or ()):
             try:
                 own = registry.load(backend).scratch_env
-            except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+            except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
                 continue
             for i, name in enumerate(names):
                 if name in own:
