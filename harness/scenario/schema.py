@@ -45,7 +45,7 @@ def _as_run(backend: BackendSpec) -> str:
     try:
         model = registry.load(backend.name).options_model
         return json.dumps(model.model_validate(backend.options).model_dump(mode="json"), sort_keys=True)
-    except Exception:  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+    except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
         return json.dumps(backend.options, sort_keys=True)
 
 

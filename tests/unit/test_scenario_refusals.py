@@ -382,3 +382,21 @@ def test_a_cell_time_limit_below_loadgens_minimum_duration_is_refused(
     (tmp_path / "ok.yaml").write_text(text.replace("cell_timeout_s: 3}", "cell_timeout_s: 60}"))
     if "cell_timeout_s: 3}" in text:
         assert loading.load(tmp_path / "ok.yaml").limits.cell_timeout_s == 60
+
+
+def test_a_plugin_whose_load_calls_sys_exit_does_not_end_the_files_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check of repeated entries loads each backend to fill in its options' defaults: a plugin
+    whose import called sys.exit(0) ended `run` there, with exit 0 and nothing said, where the
+    options' and env:'s checks pass it over and its cells are skipped with the reason."""
+    from harness import registry
+
+    def quits(name: str) -> Any:
+        if name == "quits":
+            raise SystemExit(0)
+        return load(name)
+
+    load, names = registry.load, registry.names
+    monkeypatch.setattr(registry, "load", quits)
+    monkeypatch.setattr(registry, "names", lambda: sorted([*names(), "quits"]))
+    text = "models: [resnet18]\nbackends: [eager, quits, {name: quits, options: {level: 1}}]\nscenarios: [Offline]\nenv: [FOO=1]\n"
+    assert [b.name for b in loading.parse(text.encode(), "s.yaml").backends] == ["eager", "quits", "quits"]
