@@ -85,9 +85,19 @@ class _StoredBackend(BackendSpec):
 class _StoredScenario(ScenarioFile):
     """The scenario schema, read from a bundle rather than a file (`_StoredBackend`): a model at an
     input size its forward does not take (written before the file's check) fails its cells again,
-    and the bundle's other cells still run."""
+    and the bundle's other cells still run. Nor do the backends installed here judge it: entries
+    whose options differ only by a default, or an `env:` variable a backend points at its own
+    folder, were cells of their own, and the variable the backend's, when the bundle was written."""
 
     backends: list[_StoredBackend] = Field(min_length=1, max_length=100)  # type: ignore[assignment]
+
+    @classmethod
+    def _options_as_run(cls, backend: BackendSpec) -> str:
+        return json.dumps(backend.options, sort_keys=True)
+
+    @classmethod
+    def _backends_scratch_env(cls, name: str) -> dict[str, str]:
+        return {}
 
     @field_validator("models")
     @classmethod

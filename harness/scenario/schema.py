@@ -38,17 +38,6 @@ def _name_only(value: Any) -> Any:
     return {"name": value} if isinstance(value, str) else value
 
 
-def _as_run(backend: BackendSpec) -> str:
-    """A backend entry's options as its cells run them, each default filled in: `inductor` and
-    `{name: inductor, options: {mode: default}}` make the same cells (as written, where the backend
-    does not load: its cells fail with the reason)."""
-    try:
-        model = registry.load(backend.name).options_model
-        return json.dumps(model.model_validate(backend.options).model_dump(mode="json"), sort_keys=True)
-    except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
-        return json.dumps(backend.options, sort_keys=True)
-
-
 def _entries(value: Any) -> Any:
     """`models: resnet18` (or one mapping) is a one-entry list, as `dtypes: fp32` is; a key left
     empty is refused in words, not as "Input should be a valid list"."""
@@ -136,6 +125,25 @@ class ScenarioFile(StrictModel):
                      "(harness/run/isolation.py): NAME passes this shell's value on, NAME=value sets it"))
     baseline: str = Field("eager", description="the backend the report's speedups are measured against")
 
+    @classmethod
+    def _options_as_run(cls, backend: BackendSpec) -> str:
+        """A backend entry's options as its cells run them, each default filled in: `inductor` and
+        `{name: inductor, options: {mode: default}}` make the same cells (as written, where the backend
+        does not load: its cells fail with the reason)."""
+        try:
+            model = registry.load(backend.name).options_model
+            return json.dumps(model.model_validate(backend.options).model_dump(mode="json"), sort_keys=True)
+        except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+            return json.dumps(backend.options, sort_keys=True)
+
+    @classmethod
+    def _backends_scratch_env(cls, name: str) -> dict[str, str]:
+        """The variables backend `name` points at folders of each cell's own (none where it does not load)."""
+        try:
+            return dict(registry.load(name).scratch_env)
+        except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
+            return {}
+
     @field_validator("env")
     @classmethod
     def _each_variable_once(cls, env: list[str], info: ValidationInfo) -> list[str]:
@@ -161,10 +169,7 @@ class ScenarioFile(StrictModel):
                 raise ValueError(f"[{i}] sets {name}, which the harness sets to {WORKER_ENVIRONMENT[name]} in every "
                                  "cell's worker: the worker would not get yours; leave it out")
         for backend in dict.fromkeys(b.name for b in info.data.get("backends") or ()):
-            try:
-                own = registry.load(backend).scratch_env
-            except (Exception, SystemExit):  # noqa: BLE001 - a plugin that does not load fails its cells, with the reason
-                continue
+            own = cls._backends_scratch_env(backend)
             for i, name in enumerate(names):
                 if name in own:
                     raise ValueError(f"[{i}] sets {name}, which {backend} points at a fresh folder of each cell's "
@@ -248,7 +253,7 @@ class ScenarioFile(StrictModel):
                 raise ValueError(f"[{i}] {backend.name}: models {', '.join(unknown)} not in the file's models "
                                  f"({', '.join(names)})")
             options = json.dumps(backend.options, sort_keys=True)
-            settings = _as_run(backend)
+            settings = cls._options_as_run(backend)
             for model, fusion, graphs in product(backend.models or names, backend.fusion, backend.graphs):
                 key = (backend.name, settings, fusion, graphs, model)
                 if key in made and made[key] != i:

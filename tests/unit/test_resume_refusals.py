@@ -119,6 +119,25 @@ def test_a_backend_missing_here_is_left_to_skip_its_cells() -> None:
         check_scenario(stored, "bundle.json")
 
 
+def test_a_bundle_written_before_the_files_checks_of_installed_backends_still_resumes(tmp_path: Path) -> None:
+    """Entries whose options differ only by a default, and an env: variable a backend points at a
+    folder of its own, loaded before those checks, and their bundles (which validate accepts) were
+    then refused by `run --resume` ("repeats cells of backends[0]"): a killed run could not be
+    finished. The stored scenario is not judged by the backends installed here."""
+    path = tmp_path / "s.yaml"
+    path.write_text("models: [resnet18]\nbackends: [inductor, {name: inductor, options: {mode: max-autotune}}]\n"
+                    "scenarios: [Offline]\nenv: [FOO=1]\n")
+    stored = json.loads(json.dumps(loading.resolved(loading.load(path), "s")))
+    stored["backends"][1]["options"] = {"mode": "default"}
+    stored["env"] = ["TRITON_CACHE_DIR=/fast/disk"]
+    typed = check_scenario(stored, "bundle.json")
+    assert [backend.options for backend in typed.backends] == [{}, {"mode": "default"}]
+    assert typed.env == ["TRITON_CACHE_DIR=/fast/disk"]
+    stored["backends"][1]["options"] = {}  # the same entry twice is the same cells, as written too
+    with pytest.raises(BundleError, match=r"scenario.backends: \[1\] repeats cells of backends\[0\]"):
+        check_scenario(stored, "bundle.json")
+
+
 @pytest.mark.slow
 def test_a_run_stopped_while_writing_the_report_says_so_and_resume_writes_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
