@@ -27,8 +27,8 @@ _NUMBER_AS_TEXT = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+")
 
 
 def check_numbers(root: yaml.Node, where: str) -> None:
-    """Refuse an unquoted octal (`016`) or base-60 (`1:30`) number anywhere in the document,
-    naming the file, the line, the key and the value YAML 1.1 reads it as."""
+    """Refuse an unquoted octal (`016`, not `07`, which is 7 read either way) or base-60 (`1:30`)
+    number anywhere in the document, naming the file, the line, the key and the value YAML 1.1 reads it as."""
     for path, node in walk(root):
         if not isinstance(node, yaml.ScalarNode) or node.style is not None or node.tag not in (_INT, _FLOAT):
             continue
@@ -37,6 +37,8 @@ def check_numbers(root: yaml.Node, where: str) -> None:
             raise ConfigError(f"{where}:{node.start_mark.line + 1}: {dotted(path) or '(top level)'}: a whole number "
                               f"written in {len(text)} characters; no setting takes one of more than {MAX_DIGITS} digits")
         if _OCTAL.fullmatch(text):
+            if int(text.replace("_", ""), 8) == int(text.replace("_", ""), 10):
+                continue  # `02` is 2 read either way: nothing is misread ("write 2, or 2 without the 0")
             why, instead = "a leading 0 makes it octal", f"{int(text.replace('_', ''), 10)} without the 0"
         elif ":" in text:
             why, instead = "numbers joined by ':' are one number in base 60", f"'{text}' quoted where a text is meant"

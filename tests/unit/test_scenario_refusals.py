@@ -238,6 +238,11 @@ def test_numbers_yaml_reads_as_written_still_load(tmp_path: Path) -> None:
         loading.load(path)  # a plain 0 is zero, not octal
     path.write_text(HEAD + "batch_sizes: {cpu: [0x10, 1_8]}\ninputs: {seed: 0}\ndescription: '1:30 at 016'\n")
     assert loading.load(path).batch_sizes.cpu == [16, 18]
+    # a leading 0 that changes nothing (`01` is 1 in octal too) was refused as "YAML reads 01 as 1 ...;
+    # write 1 if that is meant, or 1 without the 0": the same advice twice, for a file read as written
+    path.write_text(HEAD + "batch_sizes: {cpu: [01, 02, 04]}\ninputs: {seed: 00}\ntiming: {warmup_iters: 0_7}\n")
+    loaded = loading.load(path)
+    assert (loaded.batch_sizes.cpu, loaded.inputs.seed, loaded.timing.warmup_iters) == ([1, 2, 4], 0, 7)
 
 
 @pytest.mark.parametrize(("text", "said"), [
