@@ -113,7 +113,7 @@ class ScenarioFile(StrictModel):
     loadgen: LoadGenSettings = LoadGenSettings()
     timing: TimingSettings = TimingSettings()
     passes: PassSettings = PassSettings()
-    limits: Limits = Limits()
+    limits: Limits = Field(Limits(), validate_default=True)  # a file without `limits:` has its time limit too
     allocator: Allocator = Field(
         DEFAULT_ALLOCATOR,  # before env, whose check reads it
         description=("the C library allocator's settings in every worker (harness/allocator.py): steady keeps "
@@ -188,8 +188,9 @@ class ScenarioFile(StrictModel):
         official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.model_fields_set
         least = MLPERF_MIN_DURATION_S if official else loadgen.min_duration_s  # mlperf.conf's 600 s
         if limits.cell_timeout_s <= least:
-            raise ValueError(f"cell_timeout_s {limits.cell_timeout_s:g} is not above the {least:g} s LoadGen runs each "
-                             f"cell at least ({'mlperf.conf' if official else 'loadgen.min_duration_s'}): every cell "
+            default = "" if "cell_timeout_s" in limits.model_fields_set else " (the default)"
+            raise ValueError(f"cell_timeout_s {limits.cell_timeout_s:g}{default} is not above the {least:g} s LoadGen "
+                             f"runs each cell at least ({'mlperf.conf' if official else 'loadgen.min_duration_s'}): every cell "
                              "would be stopped in its LoadGen pass; give it well above that")
         return limits
 

@@ -375,6 +375,8 @@ def test_an_input_folder_beginning_with_a_tilde_is_refused_at_its_line(
     ("loadgen: {min_duration_s: 6}\nlimits: {cell_timeout_s: 6}", "5: limits: cell_timeout_s 6 is not above the 6 s"),
     ("loadgen: {profile: mlperf}\ninputs: {samples: 1024}\nlimits: {cell_timeout_s: 300}",
      "6: limits: cell_timeout_s 300 is not above the 600 s LoadGen runs each cell at least (mlperf.conf)"),
+    # without `limits:` the default 900 s was never checked: each cell was killed at 900 s of 1000
+    ("loadgen: {min_duration_s: 1000}", "1: limits: cell_timeout_s 900 (the default) is not above the 1000 s"),
 ])
 def test_a_cell_time_limit_below_loadgens_minimum_duration_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, said: str) -> None:
