@@ -13,6 +13,8 @@ are read from the checkout's pyproject.toml, the same table `pip install` would 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 
@@ -49,7 +51,31 @@ def _installed() -> bool:
     return True
 
 
+#: The entry points read once for a whole piece of work (`held`), else None: read at each call.
+_held: dict[str, EntryPoint] | None = None
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Within it, the installed backends' entry points are read once: a scenario file's checks
+    ask for its backends a score of times, and a run's skip checks once a cell, and each reading
+    scans every installed package's metadata (about 9 ms); outside it, each call reads them anew,
+    so a package installed meanwhile is found."""
+    global _held
+    outer = _held
+    if outer is None:
+        _held = _read_entry_points()
+    try:
+        yield
+    finally:
+        _held = outer
+
+
 def _entry_points() -> dict[str, EntryPoint]:
+    return _held if _held is not None else _read_entry_points()
+
+
+def _read_entry_points() -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
     declared = list(entry_points(group=GROUP))
     if not _installed():

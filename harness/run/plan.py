@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness import registry
 from harness.errors import ConfigError
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
@@ -64,10 +65,11 @@ def dry_run(request: RunRequest, console: Console) -> int:
     for column in ("cell", "would"):
         table.add_column(column)
     running = 0
-    for cell in cells:
-        why = skip_reason(cell, probe.backends, [])
-        running += why is None
-        table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
+    with registry.held():  # a cell's skip check asks for its backend
+        for cell in cells:
+            why = skip_reason(cell, probe.backends, [])
+            running += why is None
+            table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
     console.print(table)
     loadgen = scenario.loadgen
     official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.model_fields_set

@@ -64,9 +64,12 @@ def sweep(
         bar = progress.add_task("cells", total=len(cells))
         tasks: list[CellTask] = []
         bases: dict[str, dict[str, Any]] = {}
+        with registry.held():  # a cell's skip check asks for its backend
+            skip_reasons = {cell.id: skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system")))
+                            for cell in cells}
         for cell in cells:
             base = {"id": cell.id, "label": cell.label, "config": cell.config.recorded(), "started": utc_now()}
-            skip = skips.skip_reason(cell, backends, skips.gpu_capabilities(bundle.header.get("system")))
+            skip = skip_reasons[cell.id]
             if skip is not None:
                 skipped = {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
                 _write(bundle, cell.config.shown_label, skipped, progress, bar)

@@ -18,6 +18,7 @@ from typing import Any
 import pydantic
 import yaml
 
+from harness import registry
 from harness.errors import ConfigError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
@@ -55,6 +56,11 @@ def load(path: str | Path) -> ScenarioFile:
 
 def parse(raw: bytes, where: str) -> ScenarioFile:
     """Validate the bytes of a scenario file; `where` names it in messages."""
+    with registry.held():  # its checks ask for its backends a score of times
+        return _parse(raw, where)
+
+
+def _parse(raw: bytes, where: str) -> ScenarioFile:
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigError(f"{where}: file is larger than {MAX_FILE_BYTES} bytes, the most a scenario file may have")
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import registry
+from harness.scenario import loading
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -341,3 +342,28 @@ def test_a_preload_given_as_one_str_makes_the_backend_fail_to_load(tmp_path: Pat
         registry.load("preloading")
     assert str(refused.value) == ("backend fb_preload:Preloading has a preload that is str 'mylib', not a tuple of "
                                   "module names: ('mylib',)")
+
+
+def test_the_entry_points_are_read_once_while_held_and_anew_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scenario file's checks asked for its backends a score of times, each a scan of every
+    installed package's metadata: offline.yaml loaded in 96 ms, 21 ms held."""
+    reads = []
+    real = registry._read_entry_points
+    monkeypatch.setattr(registry, "_read_entry_points", lambda: reads.append(1) or real())
+    with registry.held():
+        for name in ("eager", "inductor", "eager"):
+            registry.load(name)
+        with registry.held():  # a piece of work inside another reads nothing more
+            registry.names()
+    assert len(reads) == 1
+    registry.names()
+    registry.names()
+    assert len(reads) == 3  # outside, a package installed meanwhile is found
+
+
+def test_a_scenario_file_reads_the_entry_points_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = []
+    real = registry._read_entry_points
+    monkeypatch.setattr(registry, "_read_entry_points", lambda: reads.append(1) or real())
+    loading.load(REPO / "scenarios" / "offline.yaml")
+    assert len(reads) == 1
