@@ -154,15 +154,15 @@ def passed_variables(args: list[str], environ: Mapping[str, str]) -> dict[str, s
     return {name: environ[name] for name in named if name in environ}
 
 
-def left_behind(args: list[str], environ: Mapping[str, str]) -> list[str]:
-    """The variables of `environ` that can move a figure and that the run in the image does not get
-    (`OMP_NUM_THREADS=4 ./run.sh --container cpu ...` with no `env: [OMP_NUM_THREADS]`, or a
-    CUDA_VISIBLE_DEVICES, which a native worker inherits), as a native run names those its cells do
-    not get; not the host's CUDA toolkit's folder, which the image has its own of."""
+def left_behind(environ: Mapping[str, str], given: Mapping[str, str]) -> list[str]:
+    """The variables of `environ` that can move a figure and that the run in the image, whose
+    environment is `given` (the request's), does not get (`OMP_NUM_THREADS=4 ./run.sh --container
+    cpu ...` with no `env: [OMP_NUM_THREADS]`, or a CUDA_VISIBLE_DEVICES, which a native worker
+    inherits), as a native run names those its cells do not get; not the host's CUDA toolkit's
+    folder, which the image has its own of."""
     from harness.run.unseen_environment import moves_figures
 
-    passed = passed_variables(args, environ)
-    return sorted(name for name in environ if moves_figures(name) and name not in passed and name not in _HOST_TOOLKIT)
+    return sorted(name for name in environ if moves_figures(name) and name not in given and name not in _HOST_TOOLKIT)
 
 
 def _named_variables(args: list[str]) -> list[str]:
@@ -398,7 +398,7 @@ def _run_in_image(client: Any, kind: str, args: list[str], repo: Path, results: 
 
     image = ensure_image(client, repo, kind, write, cache=image_build.default_build_cache())
     request = run_request(kind, image, args, repo, results, cache)
-    unseen = left_behind(args, os.environ) if "--dry-run" not in args else []
+    unseen = left_behind(os.environ, request["environment"]) if "--dry-run" not in args else []
     if unseen:
         from harness.run.unseen_environment import warning
 

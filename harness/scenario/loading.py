@@ -194,17 +194,10 @@ def _check_text(root: yaml.Node, where: str) -> None:
     """Refuse a key or value that holds a control or bidirectional character once its escapes are
     read (`"\\e[31m"`, `"\\u202e"`): no name, option or path needs one, and each would reach a
     terminal or a report."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for _, node in walk(root):
         if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) and has_unsafe(node.value):
             raise ConfigError(f"{where}:{node.start_mark.line + 1}: \"{visible(node.value)[:80]}\" holds a control or "
                               "bidirectional character; write the text without it")
-        stack.extend(_children(node))
 
 
 def _check_keys(root: yaml.Node, where: str) -> None:
@@ -382,15 +375,10 @@ def _user_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union[")) or part in ("str", "ModelSpec", "BackendSpec"):
-            continue  # pydantic's names for union branches and validators, not the user's keys
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+    """A pydantic error's location in the file's words: `backends[0].fusion`, without pydantic's
+    names for union branches and validators, which are not the user's keys."""
+    return dotted(tuple(part for part in loc if isinstance(part, int) or not (
+        str(part).startswith(("function-", "tagged-union[")) or part in ("str", "ModelSpec", "BackendSpec"))))
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
