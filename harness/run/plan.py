@@ -77,7 +77,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
     rounds = scenario.timing.rounds
     console.print(Text(
         f"{running} of {len(cells)} cell(s) would run: at least {_duration(running * duration_s)} of LoadGen's minimum "
-        f"duration ({running} x {duration_s:g} s), plus preparing (compiling, tuning) and the other passes, from "
+        f"duration ({running} x {duration_s:.3g} s), plus preparing (compiling, tuning) and the other passes, from "
         "seconds to many minutes a cell by backend and model"
         + (f", and {rounds - 1} further round(s) a cell, each preparing and timing it again" if rounds > 1 else "")
         + ("; a dtype the GPU's compute capability lacks is found as the run starts (this asks no GPU)"
@@ -87,4 +87,5 @@ def dry_run(request: RunRequest, console: Console) -> int:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    """Three figures, as the figures of the pages: 1.55556 s read "at least 2 s" (beside "1 x 1.55556 s")."""
+    return f"{seconds:.3g} s" if seconds < 120 else f"{seconds / 60:.3g} min"

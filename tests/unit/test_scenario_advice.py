@@ -107,14 +107,16 @@ def test_a_dry_run_lists_what_would_run_and_be_skipped_and_writes_nothing(
     """A user could check a file only by starting it (the cell count came after the probe, as the
     run began) or by an --only that matched nothing."""
     smoke = Path(__file__).resolve().parents[2] / "scenarios" / "smoke.yaml"
+    odd = tmp_path / "smoke.yaml"  # the dry run wrote "at least 2 s ... (1 x 1.55556 s)"
+    odd.write_text(smoke.read_text().replace("min_duration_s: 2", "min_duration_s: 1.55556"))
     out = tmp_path / "out"
-    code = main(["run", str(smoke), "--dry-run", "--device", "cpu", "--out", str(out),
+    code = main(["run", str(odd), "--dry-run", "--device", "cpu", "--out", str(out),
                  "--only", "backend=null,backend=tensorrt"])
     printed = " ".join(capsys.readouterr().out.split())
     assert code == 0 and not out.exists()
     assert "3 cell(s) on cpu" in printed
     assert "resnet18 tensorrt fusion-off Offline cpu fp32 b4 input 32 │ be skipped: TensorRT runs only on NVIDIA GPUs" in printed
-    assert ("1 of 3 cell(s) would run: at least 2 s of LoadGen's minimum duration (1 x 2 s)" in printed
+    assert ("1 of 3 cell(s) would run: at least 1.56 s of LoadGen's minimum duration (1 x 1.56 s)" in printed
             and "nothing was run or written" in printed), printed
     assert main(["run", "--resume", str(tmp_path), "--dry-run"]) == 2
     assert "--dry-run lists the cells of a scenario file" in capsys.readouterr().err
