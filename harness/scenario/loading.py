@@ -259,12 +259,15 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str) -> ConfigError:
     """Every problem pydantic found, one line each at its line of the file: the first is the
     error's message, with how many more follow, and the others its `more` (the CLI prints each)."""
-    # An unknown key is most often a typo, and the cause of the other errors: report it first.
+    # An unknown key is most often a typo, and the cause of the other errors: report it first; the
+    # others in the file's order, where they came in the order of the model's fields.
     errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
-    problems: list[str] = []
-    while errors and len(problems) < MAX_PROBLEMS:  # each found at its line; the rest only counted
-        problem, errors = _first_problem(errors, node, where)
-        problems.append(problem)
+    found: list[tuple[bool, int, str]] = []
+    while errors and len(found) < MAX_PROBLEMS:  # each found at its line; the rest only counted
+        unknown = errors[0]["type"] == "extra_forbidden"
+        problem, line, errors = _first_problem(errors, node, where)
+        found.append((not unknown, line or 0, problem))
+    problems = [problem for _, _, problem in sorted(found, key=lambda f: f[:2])]
     unshown = len({_problem_key(error) for error in errors})
     more = len(problems) - 1 + unshown
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -281,8 +284,8 @@ def _problem_key(error: Any) -> tuple[Any, ...]:
     return loc
 
 
-def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tuple[str, list[Any]]:
-    """The first error in words, and the errors left once those that say the same are taken out."""
+def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tuple[str, int | None, list[Any]]:
+    """The first error in words, its line, and the errors left once those that say the same are taken out."""
     first = errors[0]
     rest = errors[1:]
     raw_loc = tuple(first["loc"])
@@ -326,7 +329,7 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
         message += number_hint(first["input"], at, whole=first["type"].startswith("int"))
     elif first["type"] == "string_type":  # `name: 2024-05-01` is a date to YAML: say so, and to quote it
         message += text_hint(at)
-    return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), rest
+    return (f"{where}:{line}: {field}: {message}" if line else f"{where}: {field}: {message}"), line, rest
 
 
 #: pydantic's refusals of a value that is no number (a union's branches say theirs as one).

@@ -79,6 +79,16 @@ def test_every_problem_of_a_file_is_named_at_its_line_not_only_the_first(tmp_pat
     )
 
 
+def test_the_problems_are_said_in_the_files_order_after_its_unknown_keys(tmp_path: Path) -> None:
+    """They came in the order of the model's fields: a file's line 10 before its line 7."""
+    text = ("models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\nloadgen: {min_duration_s: -1}\n"
+            "timing: {rounds: 0}\ninputs: {samples: -1}\nlimits: {cel_timeout_s: 5}\n")
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text)
+    lines = [int(problem.split(":")[1]) for problem in (str(info.value), *info.value.more)]
+    assert lines == [7, 4, 5, 6], (str(info.value), info.value.more)
+
+
 def test_a_file_of_thousands_of_problems_says_at_most_twenty_lines(tmp_path: Path) -> None:
     text = "models: [resnet18]\nbackends: [eager]\nscenarios: [" + ", ".join(["Sideways"] * 500) + "]\n"
     with pytest.raises(ConfigError) as info:
