@@ -52,7 +52,11 @@ def check_numbers(root: yaml.Node, where: str) -> None:
 
 def number_hint(given: Any, node: yaml.Node | None, whole: bool = False) -> str:
     """What to add to a number field's refusal of `given` (the value at `node`; `whole`: a field of
-    whole numbers): why YAML read an unquoted `1e3` as text, and how to write it; "" for anything else."""
+    whole numbers): why YAML read an unquoted `1e3` as text, and how to write it; that a whole
+    number is written without its point (`64.0`, which the JSON schema lets pass as JSON Schema counts
+    it whole); "" for anything else."""
+    if whole and isinstance(given, float) and given.is_integer() and abs(given) < 1e16:
+        return f"; a whole number is written without a point: {given:.0f}"
     if not (isinstance(given, str) and isinstance(node, yaml.ScalarNode) and node.style is None
             and _NUMBER_AS_TEXT.fullmatch(given)):
         return ""

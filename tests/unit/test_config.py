@@ -350,6 +350,9 @@ def test_a_number_is_a_number_as_written(tmp_path: Path, setting: str, problem: 
                                "number (an exponent needs a dot and a sign): write 100"),
     ("loadgen: {min_duration_s: 5e-1}", "write 5.0e-1"),
     ("loadgen: {min_duration_s: '1e3'}", ":10: loadgen.min_duration_s: Input should be a valid number"),  # quoted: text
+    # the JSON schema lets 64.0 pass (JSON Schema counts it whole); the reader said only "a valid integer"
+    ("inputs: {samples: 64.0}", ":10: inputs.samples: Input should be a valid integer; a whole number is written "
+                                "without a point: 64"),
 ])
 def test_a_number_yaml_reads_as_text_says_why_and_how_to_write_it(tmp_path: Path, setting: str, problem: str) -> None:
     message = error_of(tmp_path, GOOD + setting + "\n")
