@@ -98,6 +98,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str
 def test_registration_and_static_answers(name: str) -> None:
     cls = registry.load(name)
     assert cls.name == name
+    # harness/contract.py asks for lower case: a scenario file, --only and the cell ids write it as registered
+    assert name == name.lower(), f"{name}: a backend's registered name is lower case (harness/contract.py)"
     backend = cls()
     for device in ("cpu", "cuda"):
         available = backend.availability(device)
