@@ -31,7 +31,9 @@ import io
 import json
 import re
 import shlex
+import shutil
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,14 +344,57 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         problem = check_path(rel)  # every part is a checked name; this holds should one ever not be
         if problem:
             raise BundleError(f"pack would write {rel[:80]!r}, which is {problem}; nothing was written")
-    out.mkdir(parents=True)
-    for rel, data in files.items():
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    manifest.write(out)
-    _write_tarball(out, tarball)
+    _write_tree(files, out, tarball)
     return packed
+
+
+def _write_tree(files: dict[str, bytes], out: Path, tarball: Path) -> None:
+    """The tree at `out` and its tarball, both whole or neither: each is written under a hidden
+    name beside its place and moved there last, so a full disk or a Ctrl-C part-way leaves no half
+    tree at `out` (which a second pack refused as existing). An error names the path under `out`
+    (or the tarball) it was writing, never a hidden one."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    hidden: dict[Path, Path] = {}  # hidden path -> the path it becomes
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".packing", dir=out.parent))
+        staged_tarball = staging.with_name(staging.name + ".tar.gz")
+        hidden = {staging: out, staged_tarball: tarball}
+        for rel, data in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        manifest.write(staging)
+        _write_tarball(staging, staged_tarball, out.name)
+        for path in (out, tarball):  # made meanwhile: still never overwritten
+            if path.exists() or path.is_symlink():
+                raise ConfigError(f"{path} already exists; pack never overwrites")
+        staged_tarball.rename(tarball)
+        try:
+            staging.rename(out)
+        except BaseException:
+            tarball.unlink()
+            raise
+    except OSError as exc:
+        raise _named_by(exc, hidden, out) from None
+    finally:
+        for path in hidden:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _named_by(exc: OSError, hidden: dict[Path, Path], out: Path) -> OSError:
+    """`exc`, naming the path it was writing as the user knows it: `out` where the hidden folder
+    could not be made, the place a hidden path becomes where it names one."""
+    if not isinstance(exc.filename, str) or exc.errno is None:
+        return exc
+    failed = Path(exc.filename)
+    named = out if not hidden else None
+    for path, becomes in hidden.items():
+        if failed == path or failed.is_relative_to(path):
+            named = becomes / failed.relative_to(path)
+    return exc if named is None else type(exc)(exc.errno, exc.strerror, str(named))
 
 
 def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str], several: list[str]) -> None:
@@ -374,12 +419,12 @@ def _refuse_closed(results: list[tuple[str, CellRecord]], info: dict[str, str], 
         raise ConfigError("the closed division's rules are not met: " + "; ".join(problems))
 
 
-def _write_tarball(tree: Path, tarball: Path) -> None:
-    """A reproducible tar.gz of `tree`: sorted entries, fixed owner, mode and times."""
+def _write_tarball(tree: Path, tarball: Path, name: str) -> None:
+    """A reproducible tar.gz of `tree`, its entries under `name`/: sorted, fixed owner, mode and times."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for path in sorted(p for p in tree.rglob("*") if p.is_file()):
-            info = tarfile.TarInfo(f"{tree.name}/{path.relative_to(tree).as_posix()}")
+            info = tarfile.TarInfo(f"{name}/{path.relative_to(tree).as_posix()}")
             data = path.read_bytes()
             info.size, info.mode, info.mtime, info.uid, info.gid = len(data), 0o644, 0, 0, 0
             archive.addfile(info, io.BytesIO(data))

@@ -4,6 +4,7 @@ refused with every rule that fails; a reproducible tarball; refusals that write 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -300,3 +301,22 @@ def test_a_captured_field_with_control_characters_is_refused_unless_the_system_i
     pack(load(root), tmp_path / "sub", org="Acme", system_base="box", system_info=info)
     system = json.loads((tmp_path / "sub/open/Acme/systems/box_eager-fusion-on_fp32.json").read_text())
     assert system["host_processor_model_name"] == "AMD EPYC"
+
+
+@pytest.mark.parametrize("stop", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()],
+                         ids=["disk-full", "ctrl-c"])
+def test_a_pack_stopped_part_way_leaves_nothing_and_a_second_pack_goes_through(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: BaseException) -> None:
+    """A full disk while the tarball was written left a tree without its tarball at --out, and a
+    second pack refused it as existing; its files looked like a submission."""
+    def fail(*args: object) -> None:
+        raise stop
+
+    monkeypatch.setattr("harness.reporting.pack._write_tarball", fail)
+    with pytest.raises(type(stop)):
+        pack(load(MLPERF), tmp_path / "sub", org="Acme")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    packed = pack(load(MLPERF), tmp_path / "sub", org="Acme")
+    assert packed.tarball.is_file() and (tmp_path / "sub" / manifest.MANIFEST).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "sub.tar.gz"]
