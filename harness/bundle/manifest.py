@@ -94,7 +94,7 @@ def check_path(rel: str) -> str | None:
     if rel.startswith("/"):
         return "an absolute path"
     if _BAD_CHARACTERS.search(rel):
-        return "holds a backslash or a control character"
+        return "one with a backslash or a control character"
     if any(part in ("", ".", "..") for part in rel.split("/")):
         return "not a plain relative path (empty, '.' or '..' component)"
     return None

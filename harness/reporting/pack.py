@@ -59,7 +59,7 @@ STATUSES = ("available", "preview", "rdi")
 ACCURACY_LOG_LIMIT = 10240  # bytes the checker accepts
 ACCURACY_LOG_KEEP = 4096  # bytes kept from each end of a longer log
 LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # whole: `$` lets a final newline through
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Packed:
 
 def checked_name(value: str, what: str) -> str:
     """A name that becomes a directory: letters, digits, '.', '_', '-'; no path tricks."""
-    if not _NAME.match(value) or value in (".", ".."):
+    if not _NAME.fullmatch(value) or value in (".", ".."):
         raise ConfigError(f"{what} {value!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     return value
 

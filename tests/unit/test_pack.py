@@ -162,6 +162,19 @@ def test_bad_names_are_refused_before_writing(tmp_path: Path, kwargs: dict, word
     assert not (tmp_path / "sub").exists()
 
 
+@pytest.mark.parametrize(("kwargs", "option"), [
+    ({"org": "Acme\n"}, "--org"),
+    ({"org": "Acme", "system_base": "box\n"}, "--system-name"),
+])
+def test_a_name_ending_in_a_newline_is_refused_as_a_bad_name(tmp_path: Path, kwargs: dict, option: str) -> None:
+    """`--org $'Acme\\n'` passed the name check (a regular expression's `$` matches before a final
+    newline) and was refused only later as 'pack would write ..., which is holds a backslash'."""
+    with pytest.raises(ConfigError) as info:
+        pack(load(MLPERF), tmp_path / "sub", **kwargs)
+    assert str(info.value).startswith(f"{option} ") and "use 1-64 letters" in str(info.value)
+    assert not (tmp_path / "sub").exists()
+
+
 def test_pack_never_overwrites(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     with pytest.raises(ConfigError, match="already exists; pack never overwrites"):
