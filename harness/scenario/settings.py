@@ -11,13 +11,16 @@ from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, mo
 
 from harness.scenario.format_base import StrictModel
 
+#: Images a sample library holds at most, all in memory (an accuracy run covers no more).
+MAX_SAMPLES = 4096
+
 
 class SyntheticInputs(StrictModel):
     """Seeded random images of the model's input size."""
 
     source: Literal["synthetic"] = "synthetic"
     seed: int = Field(0, ge=0, le=2**32 - 1)
-    samples: int = Field(64, ge=1, le=4096, description="images in LoadGen's sample library")
+    samples: int = Field(64, ge=1, le=MAX_SAMPLES, description="images in LoadGen's sample library")
 
 
 class FolderInputs(StrictModel):
@@ -27,7 +30,7 @@ class FolderInputs(StrictModel):
     path: str = Field(min_length=1, description="folder of .jpg/.jpeg/.png images, relative to the scenario file",
                       json_schema_extra={"not": {"pattern": "^~(/|$)"}})  # as `_no_home` refuses it
     samples: int = Field(
-        64, ge=1, le=4096,
+        64, ge=1, le=MAX_SAMPLES,
         description="at most this many images, in name order (in the labels file's order when it is given)",
     )
     labels: str | None = Field(
