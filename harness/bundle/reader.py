@@ -21,6 +21,7 @@ import pydantic
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.header_record import BundleHeader
+from harness.bundle.manifest import MANIFEST
 from harness.bundle.migrations import record_version, upgraded_cell, upgraded_header
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
@@ -104,7 +105,10 @@ def check_root(root: Path) -> None:
         if not root.is_dir():
             raise BundleError(f"{root}: not a directory")
         if not (root / HEADER).exists():
-            raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})")
+            packed = (root / MANIFEST).is_file() and any((root / division).is_dir() for division in ("open", "closed"))
+            raise BundleError(f"{root}: not a FusionBench result bundle (no {HEADER})" + (
+                "; it is a submission tree `pack` wrote: give the bundle it was packed from, or check the tree with "
+                "MLPerf's submission checker (docs/submitting.md, section 5)" if packed else ""))
     except PermissionError as exc:  # a folder closed to this user, its own or one above: pathlib's tests raise there
         raise BundleUnreadable(f"{root}: unreadable ({exc.strerror})") from None
 

@@ -334,3 +334,18 @@ def test_a_pack_stopped_part_way_leaves_nothing_and_a_second_pack_goes_through(
     packed = pack(load(MLPERF), tmp_path / "sub", org="Acme")
     assert packed.tarball.is_file() and (tmp_path / "sub" / manifest.MANIFEST).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "sub.tar.gz"]
+
+
+@pytest.mark.parametrize("command", ["validate", "report", "compare"])
+def test_a_submission_tree_given_as_a_bundle_is_named_as_what_it_is(
+        tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate TREE` on the tree pack wrote said only 'not a FusionBench result bundle (no
+    bundle.json)': a submitter checking the tree before sending it learnt neither what to give nor
+    what checks a tree."""
+    from harness.cli.main import main
+
+    tree = pack(load(MLPERF), tmp_path / "sub", org="Acme").tree
+    assert main([command, str(tree), *([str(MLPERF)] if command == "compare" else [])]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{tree}: not a FusionBench result bundle (no bundle.json); it is a submission tree `pack` wrote" in err, err
+    assert "MLPerf's submission checker (docs/submitting.md, section 5)" in err
