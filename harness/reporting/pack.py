@@ -49,7 +49,7 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, ConfigError
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
-from harness.plain_text import visible_lines
+from harness.plain_text import visible, visible_lines
 from harness.reporting import submission_rules
 from harness.reporting.markdown import md_cell
 from harness.reporting.submission_system import describe
@@ -344,15 +344,16 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         problem = check_path(rel)  # every part is a checked name; this holds should one ever not be
         if problem:
             raise BundleError(f"pack would write {rel[:80]!r}, which is {problem}; nothing was written")
-    _write_tree(files, out, tarball)
+    _write_tree(files, out, tarball, option)
     return packed
 
 
-def _write_tree(files: dict[str, bytes], out: Path, tarball: Path) -> None:
+def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) -> None:
     """The tree at `out` and its tarball, both whole or neither: each is written under a hidden
     name beside its place and moved there last, so a full disk or a Ctrl-C part-way leaves no half
     tree at `out` (which a second pack refused as existing). An error names the path under `out`
-    (or the tarball) it was writing, never a hidden one."""
+    (or the tarball) it was writing, never a hidden one; where the user gave no --out (`option`
+    says so) and may not write in the folder, it says to give one."""
     out.parent.mkdir(parents=True, exist_ok=True)
     hidden: dict[Path, Path] = {}  # hidden path -> the path it becomes
     try:
@@ -375,7 +376,11 @@ def _write_tree(files: dict[str, bytes], out: Path, tarball: Path) -> None:
             tarball.unlink()
             raise
     except OSError as exc:
-        raise _named_by(exc, hidden, out) from None
+        named = _named_by(exc, hidden, out)
+        if isinstance(named, PermissionError) and option != "--out":  # the CLI says --out's own (os_error_line)
+            raise ConfigError(f"{option} {visible(out)}: this user may not write there ({named.strerror} at "
+                              f"{visible(named.filename)}); give --out a folder of your own") from None
+        raise named from None
     finally:
         for path in hidden:
             if path.is_dir():

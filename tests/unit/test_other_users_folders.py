@@ -89,3 +89,21 @@ def test_an_out_folder_the_user_may_not_write_into_is_named_with_what_to_do(
     err = " ".join(capsys.readouterr().err.split())
     assert err == (f"fusionbench: error: --out {shared}: this user may not write there (Permission denied at "
                    f"{shared}); give a folder of your own"), err
+
+
+def test_pack_without_out_in_a_folder_the_user_may_not_write_asks_for_an_out(
+        roots_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pack RUN --org Acme` in root's folder said only '<cwd>/<run>-Acme-submission: Permission
+    denied', where `--out` given the same said what to do."""
+    bundle = roots_folder / "run"
+    shutil.copytree(GOLDEN / "mlperf", bundle)
+    assert main(["pack", str(bundle), "--org", "Acme", "--out", str(tmp_path / "tree")]) == 0  # its lazy imports, as root
+    capsys.readouterr()
+    monkeypatch.chdir(roots_folder)
+    with acting_as():
+        assert main(["pack", str(bundle), "--org", "Acme"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    out = roots_folder / "20261123-200653-mlperf-Acme-submission"
+    assert err == (f"fusionbench: error: the default --out {out}: this user may not write there (Permission denied at "
+                   f"{out}); give --out a folder of your own"), err
+    assert sorted(p.name for p in roots_folder.iterdir()) == ["run"]
