@@ -149,7 +149,8 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         if not beyond:
             pair.why = f"within {percent(threshold)} (B/A {pair.ratio:.3f})"
         elif pair.p_value >= alpha:
-            pair.why = f"p = {pair.p_value:.3g} (needs < {alpha:g})"
+            # in words: compare prints Markdown, where a `<` is written `&lt;` (a cell's text may hold a tag)
+            pair.why = f"p = {pair.p_value:.3g}, not below {alpha:g}"
         else:
             pair.why = (f"the test points the other way from the medians (p = {pair.p_value:.3g}, B/A "
                         f"{pair.ratio:.3f}): the two cells' samples differ in shape, not plainly in speed")
