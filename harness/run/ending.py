@@ -5,7 +5,9 @@ invalid) and its exit code by its cells' statuses (`exit_code`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -13,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.bundle import manifest
+from harness.bundle.files import HEADER
 from harness.bundle.reader import load
 from harness.bundle.statuses import BAD, FINISHED, nothing_measured
 from harness.bundle.writer import Bundle, utc_now
@@ -82,6 +85,39 @@ def _manifest_lists(root: Path, *names: str) -> bool:
     except (OSError, UnicodeDecodeError, BundleError):
         return False
     return all(name in listed for name in names)
+
+
+@contextmanager
+def said_if_stopped(bundle: Bundle, console: Console) -> Iterator[None]:
+    """Where a stop (Ctrl-C, SIGTERM) outside the sweep's own handling lands, as a run's bundle
+    closes or once it is closed (a second Ctrl-C in the close of an interrupted sweep, or one
+    while the last lines are printed): say what it left, then let it end the run as a stop."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        line = what_a_stop_left(bundle.root)
+        if line:
+            console.print(Text(line, style="yellow"))
+        raise
+
+
+def what_a_stop_left(root: Path) -> str:
+    """The line a run stopped outside its sweep ends with, from the bundle as it lies on disk:
+    left `running` (its seal had not landed), or closed with its report. Empty where the report
+    was cut short: `_without_its_report` has said so."""
+    try:
+        state = json.loads((root / HEADER).read_bytes()).get("state")
+    except (OSError, ValueError, AttributeError):
+        state = None
+    resume = f"--resume {shell_word(root)}"
+    if state == "running":
+        return (f"stopped before {visible(root)} was closed: its finished cells are kept, but it is left `running`, "
+                f"without its checksums, which `validate` refuses; complete it with {resume} (it runs only the cells "
+                "that have no record)")
+    if not all((root / name).is_file() for name in (REPORT_MD, REPORT_HTML, manifest.MANIFEST)):
+        return ""
+    return (f"stopped once {visible(root)} was closed: it is {state} and valid, with its report"
+            + (f"; complete it with {resume}" if state == "interrupted" else ""))
 
 
 def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -177,6 +177,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running", ended=None)
         bundle.drop_manifest()
     refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
+    closing.enter_context(ending.said_if_stopped(bundle, console))  # a stop the sweep's handling does not catch
     todo = [c for c in cells if not bundle.finished(c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
     noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")

@@ -120,3 +120,39 @@ def test_a_full_disk_at_any_file_the_close_writes_exits_3_and_a_resume_completes
         err = capsys.readouterr().err
         assert "No space left on device" in err and f"--resume {root}" in err and "Traceback" not in err, err
         _completes(root)
+
+
+def test_a_stop_as_the_run_closes_or_once_it_has_closed_says_what_it_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stop in the close before its seal landed left the bundle `running`, which `validate`
+    refuses, and one while the last lines were printed left it complete: either said only
+    `fusionbench: interrupted`, naming no bundle and no --resume."""
+    written: list[str] = []
+    root = _finished_without_its_report(tmp_path, "counted")
+    assert _writes_of_a_resume(root, monkeypatch, lambda k, path: written.append(path.name), while_closing=True) == 0
+    capsys.readouterr()
+    left = []
+    for k in range(1, len(written) + 1):
+        root = _finished_without_its_report(tmp_path, f"stopped-{k}")
+        code = _writes_of_a_resume(root, monkeypatch, lambda at, path, k=k: KeyboardInterrupt() if at == k else None,
+                                   while_closing=True, landed=False)
+        left.append(json.loads((root / "bundle.json").read_text())["state"])
+        assert code == 130, (k, written[k - 1])
+        printed = capsys.readouterr()
+        said = " ".join((printed.out + printed.err).split())
+        if left[-1] == "running":
+            assert "left `running`" in said and f"--resume {root}" in said, (k, said)
+        else:  # the report was cut short: the bundle is valid, and the line says how to write it
+            assert f"fusionbench report {root}" in said, (k, said)
+    assert "running" in left and "complete" in left, left  # the seal's first write, and the report's
+
+    def stopped(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    root = _finished_without_its_report(tmp_path, "last-lines")
+    monkeypatch.setattr(ending, "summary_table", stopped)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 130
+    printed = capsys.readouterr()
+    said = " ".join((printed.out + printed.err).split())
+    assert f"stopped once {root} was closed: it is complete and valid, with its report" in said, said
+    assert validate(root).ok
