@@ -40,7 +40,9 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
 
     why_not = _why_torch_sees_no_cuda()
     if why_not:
-        raise ConfigError(f"gpu-check needs an NVIDIA GPU that torch can see ({why_not})")
+        raise ConfigError(f"gpu-check needs an NVIDIA GPU that torch can see ({why_not}); run it on a machine with "
+                          "one (here, `fusionbench run scenarios/smoke.yaml` checks the harness end to end with the "
+                          "backends a CPU runs)")
     folders = preflight.MadeFolders()
     preflight.writable(out_dir, made=folders)  # made, unless inside a bundle: refused then, nothing made
     before = {p.name for p in out_dir.iterdir()}
@@ -64,18 +66,27 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
 def _why_torch_sees_no_cuda() -> str:
     """Why torch sees no GPU here, or "" when it sees one. Asked in a child process: the parent
     never creates a CUDA context."""
+    import os
     import subprocess
     import sys
 
+    asked = "import torch; print(torch.cuda.is_available(), torch.version.cuda or '-', torch.__version__)"
     try:
-        done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run([sys.executable, "-c", asked], capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return "torch did not say whether it sees one within 300 s: a driver that hangs?"
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no output"
         return f"asking torch failed (exit {done.returncode}): {tail}"
-    return "" if done.stdout.strip().endswith("True") else "torch.cuda.is_available() is False here"
+    said = (done.stdout.strip().splitlines() or [""])[-1].split()
+    if said[:1] == ["True"]:
+        return ""
+    cuda, version = (said + ["-", "?"])[1:3]
+    if cuda == "-":  # no driver would help: the wheel has no CUDA in it
+        return f"torch {version} is a build without CUDA: install its CUDA build"
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return (f"torch.cuda.is_available() is False here: torch {version} (CUDA {cuda}) finds no NVIDIA driver or GPU"
+            + (f", and CUDA_VISIBLE_DEVICES={hidden!r} is set, which hides any not listed" if hidden is not None else ""))
 
 
 def verdict_table(cells: list[CellRecord]) -> Table:

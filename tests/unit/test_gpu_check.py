@@ -139,3 +139,29 @@ def test_a_torch_that_hangs_or_fails_to_answer_is_named(monkeypatch: pytest.Monk
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "ImportError: libcuda"))
     assert gpu_check._why_torch_sees_no_cuda() == "asking torch failed (exit 1): ImportError: libcuda"
 
+
+
+def test_without_a_gpu_the_line_says_why_and_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said `torch.cuda.is_available() is False here` and no more: not whether torch was built
+    without CUDA, that CUDA_VISIBLE_DEVICES hid the GPUs, or what to run instead."""
+    import io
+
+    from rich.console import Console
+
+    from harness.errors import ConfigError
+    from harness.run import gpu_check
+
+    def refusal(answer: str) -> str:
+        monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, answer, ""))
+        with pytest.raises(ConfigError) as refused:
+            gpu_check.check(tmp_path / "out", None, Console(file=io.StringIO()))
+        assert not (tmp_path / "out").exists()
+        return str(refused.value)
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    line = refusal("False 13.0 2.14.1+cu130\n")
+    assert "torch 2.14.1+cu130 (CUDA 13.0) finds no NVIDIA driver or GPU" in line and "CUDA_VISIBLE_DEVICES" not in line
+    assert "run it on a machine with one" in line and "fusionbench run scenarios/smoke.yaml" in line, line
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "CUDA_VISIBLE_DEVICES='' is set, which hides any not listed" in refusal("False 13.0 2.14.1+cu130\n")
+    assert "torch 2.14.1+cpu is a build without CUDA: install its CUDA build" in refusal("False - 2.14.1+cpu\n")
