@@ -2,7 +2,7 @@
 the ones it holds, run on other inputs, another software stack, another share of the machine or
 other versions of their backends' libraries. Each is a ConfigError naming what differs and what
 to do, raised before a cell runs and leaving the bundle as it was. A resume on another start of
-the machine is allowed, and warned of (`another_boot`)."""
+the machine, or under other harness code, is allowed, and warned of (`another_boot`, `another_harness`)."""
 
 from __future__ import annotations
 
@@ -122,3 +122,27 @@ def another_boot(timed: list[CellRecord], here: str | None) -> str:
             f"{', '.join(boot[:8] for boot in earlier)}; this is {here[:8]}): a restart since, or another machine of "
             "its kind, which may run slower or faster as a whole; the report sets no cell of this start beside one of "
             "those (fusion pairs, speedups over the baseline): run such cells again in one start with --only")
+
+
+def another_harness(header: Mapping[str, Any], here: Mapping[str, Any]) -> str:
+    """The warning for a resume whose harness (`here`: harness_info()) is not the one the run started
+    with (bundle.json's `harness`): another version or git commit, or uncommitted changes one time
+    and not the other; or empty. bundle.json keeps the first start's, and the report names it for
+    every cell. Two starts with uncommitted changes on one commit cannot be told apart: not warned."""
+    then = header.get("harness")
+    if not isinstance(then, Mapping):
+        return ""
+
+    def named(harness: Mapping[str, Any]) -> str:
+        return (f"{harness.get('version')} {harness.get('git_sha') or '(no git commit)'}"
+                + (" with uncommitted changes" if harness.get("git_dirty") else ""))
+
+    shas = then.get("git_sha"), here.get("git_sha")
+    other = (then.get("version") != here.get("version") or (all(shas) and shas[0] != shas[1])
+             or (then.get("git_dirty") is not None and here.get("git_dirty") is not None
+                 and bool(then.get("git_dirty")) != bool(here.get("git_dirty"))))
+    if not other:
+        return ""
+    return (f"this resume runs harness {named(here)}; the run started with {named(then)}: the cells it runs may be "
+            "measured by other code than those before, and bundle.json's `harness` and the report name the first "
+            "start's for every cell; for one harness throughout, resume from the checkout the run started in")

@@ -133,7 +133,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 else executor_choice.local_executor(request, device, probe, running, closing))
     executor_choice.check_thread_counts(request, device, scenario.env,
                                         executor.slots if isinstance(executor, LocalPool) else [])
-    other_boot = ""
+    other_boot = other_harness = ""
     if bundle is not None and not all_finished:
         timed = resume_refusals.measured(bundle)
         with_quota = all(quota_recorded(record) for record in timed)  # older cells: the quota unknown, not held to
@@ -142,6 +142,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
             resume_refusals.other_versions(bundle, timed, probe)
             other_boot = resume_refusals.another_boot(timed, boot_id())
+        other_harness = resume_refusals.another_harness(bundle.header, harness_info())
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
             preflight.check_room(request.out_dir, len(cells))
@@ -185,8 +186,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         noise_warning = f"when the run started ({bundle.header.get('created')}), {noise_warning}"
     if noise_warning:
         console.print(Text(f"fusionbench: warning: {noise_warning}", style="yellow"))
-    if other_boot:
-        console.print(Text(f"fusionbench: warning: {other_boot}", style="yellow"))
+    for warning in (other_boot, other_harness):
+        if warning:
+            console.print(Text(f"fusionbench: warning: {warning}", style="yellow"))
     unequal = machine_noise.unequal_slots([slot.cpus for slot in executor.slots] if isinstance(executor, LocalPool)
                                           else [], lookup(bundle.header, "system", "machine_noise", "core_chunk_ms"))
     if unequal:

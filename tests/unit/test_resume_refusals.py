@@ -481,3 +481,38 @@ def test_a_resume_on_another_start_of_the_machine_is_warned_of_not_refused(tmp_p
                               f"(boot {'a' * 8}, {'b' * 8}; this is {'c' * 8})"), warning
     assert "run such cells again in one start with --only" in warning
     assert another_boot(booted, None) == ""
+
+
+def test_a_resume_under_another_harness_is_warned_of() -> None:
+    """A resume from another checkout (another commit, or uncommitted changes one time and not the
+    other) ran the rest of the cells without a word, and bundle.json and the report name the first
+    start's harness for every cell. Two starts with uncommitted changes on one commit say nothing:
+    nothing tells them apart."""
+    from harness.run.resume_refusals import another_harness
+
+    then = {"version": "0.1.0", "git_sha": "a" * 40, "git_dirty": False}
+    assert another_harness({"harness": then}, then) == ""
+    assert another_harness({"harness": {**then, "git_dirty": True}}, {**then, "git_dirty": True}) == ""
+    assert another_harness({}, then) == "" and another_harness({"harness": "x"}, then) == ""
+    said = another_harness({"harness": then}, {**then, "git_sha": "b" * 40})
+    assert f"this resume runs harness 0.1.0 {'b' * 40}; the run started with 0.1.0 {'a' * 40}" in said, said
+    assert "resume from the checkout the run started in" in said
+    assert "with uncommitted changes; the run started" in another_harness({"harness": then}, {**then, "git_dirty": True})
+    assert "runs harness 0.2.0" in another_harness({"harness": then}, {**then, "version": "0.2.0", "git_sha": None})
+
+
+@pytest.mark.slow
+def test_a_resume_from_another_checkout_says_so_as_it_begins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], one_probe: None,
+        whole_machine: None) -> None:
+    root = _edited(tmp_path, lambda s: None)  # one cell deleted: the resume would run it
+    as_run_here(root)
+    header = json.loads((root / "bundle.json").read_text())
+    header["harness"] = {"version": "0.0.1", "git_sha": "f" * 40, "git_dirty": False}  # no checkout here is that
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    monkeypatch.setattr(runner.sweep, "sweep", lambda todo, *args, **kwargs: None)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 0  # the cell left unrun
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"warning: this resume runs harness {runner.harness_info()['version']}" in printed, printed
+    assert f"the run started with 0.0.1 {'f' * 40}" in printed, printed
