@@ -74,8 +74,20 @@ def another_share(bundle: Bundle, timed: list[CellRecord], offered: set[str], wi
     if ran and not ran <= offered:
         raise ConfigError(f"--resume {bundle.root}: its cells ran on {' and '.join(sorted(ran))} and this resume would "
                           f"run its cells on {' or '.join(sorted(offered))}; resume with the options it ran with "
-                          "(bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell) and on the CPUs it "
+                          f"({_options_of(bundle.header.get('executor'))}) and on the CPUs it "
                           "was bound to (taskset, a container's cpuset), so that its times can be set side by side")
+
+
+def _options_of(executor: object) -> str:
+    """The executor options of the run's last start, as bundle.json's `executor` records them."""
+    said = "as bundle.json `executor` records its last start"
+    if isinstance(executor, Mapping) and executor.get("name") == "ray" and isinstance(executor.get("cpus_per_cell"), int):
+        return f"`--executor ray --cpus-per-cell {executor['cpus_per_cell']}`, {said}"
+    if isinstance(executor, Mapping) and executor.get("name") == "local":
+        jobs = executor.get("jobs", 1)
+        if isinstance(jobs, int):
+            return f"`--jobs {jobs}`, {said}" if jobs > 1 else f"no --jobs, one cell at a time, {said}"
+    return "bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell"
 
 
 def other_versions(bundle: Bundle, timed: list[CellRecord], probe: ProbeAnswer) -> None:

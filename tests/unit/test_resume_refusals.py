@@ -299,12 +299,15 @@ def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refus
         if record.get("node"):
             record["node"]["slot"] = {"index": 0, "cpus": [0], "gpu": None, "gpu_order": None}
             path.write_text(json.dumps(record))
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "executor": {**header["executor"], "jobs": 2}}))
     manifest.write(root)
     before = _snapshot(root)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 2
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
     assert (f"--resume {root}: its cells ran on a slot of 1 core(s) and this resume would run its cells on the whole "
-            "machine; resume with the options it ran with") in err, err
+            "machine; resume with the options it ran with (`--jobs 2`, as bundle.json `executor` records its last "
+            "start)") in err, err  # it named bundle.json's field, not the option to give
     assert _snapshot(root) == before, "a refused resume changed the bundle"
 
 
@@ -319,9 +322,9 @@ def test_a_resume_bound_to_fewer_cpus_than_its_cells_had_is_refused(
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     before = _snapshot(root)
     assert main(["run", "--resume", str(root), "--no-cache"]) == 2
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
     assert (f"--resume {root}: its cells ran on the whole machine and this resume would run its cells on 1 of the "
-            "machine's 2 CPUs; resume with the options it ran with") in err, err
+            "machine's 2 CPUs; resume with the options it ran with (no --jobs, one cell at a time") in err, err
     assert _snapshot(root) == before, "a refused resume changed the bundle"
 
 
@@ -340,7 +343,7 @@ def test_a_resume_under_a_cpu_quota_is_held_to_it_only_where_the_cells_recorded_
     template["environment"].pop("cpu_quota", None)
     older = CellRecord.model_validate(template)
     bundle = runner.Bundle.__new__(runner.Bundle)
-    bundle.root = Path("/run")
+    bundle.root, bundle.header = Path("/run"), {}
     another_share(bundle, [older], {share(None, 4, 4)}, with_quota=False)  # the quota left out of both sides
     with pytest.raises(Exception, match="ran on the whole machine and this resume would run its cells on the whole "
                                         "machine under a CPU quota of 2"):
@@ -390,6 +393,7 @@ def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_t
 
     class Stub:
         root = Path("bundle")
+        header: dict[str, Any] = {}  # no executor recorded
 
         def __init__(self, records: list[CellRecord]) -> None:
             self._records = records
