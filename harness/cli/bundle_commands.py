@@ -118,6 +118,12 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     for line in verdict.notes:
         print(f"{where}: note: {visible(line)}", file=sys.stderr)
     if verdict.problems:
+        from harness.bundle.lock import writer_pid
+
+        holder = writer_pid(args.run_dir) if args.run_dir.is_dir() else None
+        if holder is not None:  # the note said "where no process runs it, finish it with --resume"
+            print(f"{where}: note: pid {holder} is writing this bundle now (a run, a resume or a report into it), "
+                  "which is checksummed as it ends: validate it once that has ended", file=sys.stderr)
         print(f"fusionbench: {where}: INVALID, {len(verdict.problems)} problem(s)", file=sys.stderr)
         return EXIT_PROBLEMS
     against = "" if reference is None else f"; {verdict.accuracy_runs} accuracy run(s) scored against {reference.where}"

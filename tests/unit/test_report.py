@@ -490,6 +490,11 @@ def test_reading_a_bundle_a_run_is_writing_names_the_run_not_its_missing_manifes
             assert main(command) == 2, command
             err = capsys.readouterr().err
             assert f"{root}: pid {run.pid} is writing this bundle" in err and "MANIFEST" not in err, err
+        # validate lists the problems as they stand (exit 1), and names the writer, where it said only
+        # "where no process runs it, finish it with --resume"
+        assert main(["validate", str(root)]) == 1
+        err = capsys.readouterr().err
+        assert f"{root}: note: pid {run.pid} is writing this bundle now" in err, err
     finally:
         run.kill()
         run.wait()
