@@ -57,8 +57,13 @@ def sweep(
                 began[task.cell_id] = time.monotonic()
                 bases[task.cell_id]["started"] = utc_now()
         running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
-        shown = list(running.values())
-        progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
+        described()
+
+    def described() -> None:
+        """The bar's text: the cell running, or how many are and the last to move on."""
+        shown = [label for label in running.values() if label]
+        if shown:
+            progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
 
     with progress:
         bar = progress.add_task("cells", total=len(cells))
@@ -89,6 +94,7 @@ def sweep(
             for done in executor.run(rounds.order(tasks, by_id, state), show):
                 cell_id = done.task.cell_id
                 running.pop(cell_id, None)
+                described()  # "2 cells running" stayed on the bar with one left
                 if done.outcome is not None:
                     ran_s[cell_id] = ran_s.get(cell_id, 0.0) + done.outcome.wall_s
                 if done.skipped:
