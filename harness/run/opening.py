@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -88,6 +89,33 @@ def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, store
     shown = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
     raise ConfigError(f"{path} differs from the scenario stored in {request.resume}" + (f" in {shown}" if shown else "")
                       + "; resume without the file to finish the stored one")
+
+
+def file_edited_since(bundle: Bundle, stored: ScenarioFile) -> str:
+    """The warning for a resume given no file whose run's scenario file (bundle.json's
+    `scenario_file`, as the run was given it) now says otherwise than the scenario the bundle
+    stores, or empty: the resume finishes the stored one, as it should, and said nothing of the
+    edit. The device and rounds are the stored ones (the command line may have set them); a file
+    gone, or one that no longer loads, is not the resume's concern."""
+    named = bundle.header.get("scenario_file")
+    if not isinstance(named, str) or not named:
+        return ""
+    path = Path(named)
+    try:
+        if not path.is_file():
+            return ""
+        given = scenario_file.load(path)
+    except (ConfigError, OSError):
+        return ""
+    given = given.model_copy(update={"device": stored.device,
+                                     "timing": given.timing.model_copy(update={"rounds": stored.timing.rounds})})
+    resolved = scenario_file.resolved(given, path.stem)
+    if scenario_file.sha256(resolved) == bundle.scenario_sha256:
+        return ""
+    apart = [setting or "(the whole file)" for setting, _, _ in differences(resolved, bundle.stored_scenario)]
+    shown = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
+    return (f"{named} has changed since the run started" + (f" (in {shown})" if shown else "")
+            + "; this resume finishes the scenario the bundle stores, not the file as it is now (a new run runs that)")
 
 
 def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:

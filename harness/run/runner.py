@@ -75,6 +75,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         return ending.exit_code(kept)  # the run's own exit code
     if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
         opening.warn_of(scenario, console, request.executor, request.jobs)
+    elif request.scenario_path is None and not all_finished:
+        edited = opening.file_edited_since(bundle, scenario)
+        if edited:
+            console.print(Text(f"fusionbench: warning: {edited}", style="yellow"))
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
     if bundle is None:
         assert request.scenario_path is not None  # open_or_plan refused a new run without one

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION
@@ -21,7 +22,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import BundleError
-from harness.run import runner
+from harness.run import resumable, runner
 from harness.run.resumable import check_scenario
 from harness.scenario import loading
 from tests.resumable_copies import as_run_here
@@ -520,3 +521,33 @@ def test_a_resume_from_another_checkout_says_so_as_it_begins(
     printed = " ".join(capsys.readouterr().out.split())
     assert f"warning: this resume runs harness {runner.harness_info()['version']}" in printed, printed
     assert f"the run started with 0.0.1 {'f' * 40}" in printed, printed
+
+
+def test_a_resume_given_no_file_says_its_runs_file_has_changed_since(tmp_path: Path) -> None:
+    """A plain --resume finished the stored scenario, as it should, and said nothing of the file the
+    run was started from having been edited since: the user took the cells it ran for the edit's."""
+    from harness.bundle.writer import Bundle
+    from harness.run import opening
+
+    root = _edited(tmp_path, lambda s: None)
+    header = json.loads((root / "bundle.json").read_text())
+    named = tmp_path / "golden.yaml"
+    named.write_text(yaml.safe_dump(header["scenario"]))  # the file as the run read it
+    header["scenario_file"] = str(named)
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    bundle = Bundle.open(root)
+    try:
+        stored = resumable.check(bundle)
+        assert opening.file_edited_since(bundle, stored) == ""
+        named.write_text(yaml.safe_dump({**header["scenario"], "limits": {**header["scenario"]["limits"],
+                                                                           "cell_timeout_s": 600.0}}))
+        said = opening.file_edited_since(bundle, stored)
+        assert said.startswith(f"{named} has changed since the run started (in limits.cell_timeout_s); this resume "
+                               "finishes the scenario the bundle stores"), said
+        named.write_text("models: [")  # a file that no longer loads, or is gone: not the resume's concern
+        assert opening.file_edited_since(bundle, stored) == ""
+        named.unlink()
+        assert opening.file_edited_since(bundle, stored) == ""
+    finally:
+        bundle.close()
