@@ -44,7 +44,7 @@ from harness.measure.sut import InlineSUT, SUTTimes
 from harness.mlperf import accuracy, compliance, user_conf
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S, benchmark_for
 from harness.scenario.cell_config import CellConfig
-from harness.scenario.rules import hinted_ns, offline_expected_qps, rule, server_target_qps
+from harness.scenario.rules import hinted_ns, offline_expected_qps, overload_s, rule, server_target_qps
 
 MISSING_AUDIT_CONFIG = "no-audit.config"
 ATTEMPTS = 3  # the first run and up to two retunes (docs/metrics.md, LoadGen)
@@ -162,7 +162,7 @@ def settings_for(lg: Any, cell: CellConfig, latency_ns: float, sample_count: int
 
 def run_scenario(
     prepared: Prepared, samples: list[Any], cell: CellConfig, latency_ns: float, outdir: Path,
-    settings: Settings | None = None,
+    settings: Settings | None = None, seconds_left: float | None = None,
 ) -> dict[str, Any]:
     """Run the cell's scenario under LoadGen; return its parsed results.
 
@@ -172,6 +172,10 @@ def run_scenario(
     `ATTEMPTS` runs in all, as a submitter would re-tune; every attempt is recorded and its logs
     kept under `outdir/attempt-N/`. Pass
     `settings` to use them again afterwards (the accuracy and compliance runs).
+
+    `seconds_left` (what the cell's time limit leaves): a Server run whose arrival rate is so far
+    above the measured capacity that answering its queries would outlast it is not started
+    (`HarnessError`, saying so), rather than left to run into the time limit.
     """
     import mlperf_loadgen as lg
 
@@ -180,7 +184,9 @@ def run_scenario(
     for attempt in range(1, ATTEMPTS + 1):
         logdir = outdir / f"attempt-{attempt}"
         logdir.mkdir(parents=True, exist_ok=True)
-        result = _run_once(lg, prepared, samples, cell, settings.hinted(latency_ns, logdir), logdir)
+        hinted = settings.hinted(latency_ns, logdir)
+        _refuse_an_endless_queue(cell, hinted, latency_ns, seconds_left)
+        result = _run_once(lg, prepared, samples, cell, hinted, logdir)
         result["log_dir"] = logdir.relative_to(outdir.parent).as_posix()
         attempts.append({"hint_latency_ns": latency_ns, "validity": result["validity"],
                          "invalid_reasons": result["invalid_reasons"]})
@@ -208,6 +214,25 @@ def run_accuracy(prepared: Prepared, samples: list[Any], cell: CellConfig, setti
     # The labels scored against stay beside the log, so that validate can score it again.
     (outdir / accuracy.LABELS).write_text(accuracy.labels_text(labels))
     return {**scored, "log_dir": outdir.relative_to(outdir.parent.parent).as_posix(), "labels": accuracy.LABELS}
+
+
+def _refuse_an_endless_queue(cell: CellConfig, settings: Any, latency_ns: float, seconds_left: float | None) -> None:
+    """Stop before a run that would outlast the cell's time limit only because its queries arrive
+    faster than the model answers them: it would end as a timed-out cell, whatever LoadGen said of it."""
+    if seconds_left is None or not rule(cell.scenario).arrival_rate_fixed:
+        return
+    qps = float(settings.server_target_qps)
+    least_s = overload_s(qps, settings.min_duration_ms / 1000, int(settings.min_query_count),
+                         int(settings.max_query_count), cell.batch, latency_ns)
+    if least_s is None or least_s <= seconds_left:
+        return
+    capacity = cell.batch * 1e9 / latency_ns
+    raise HarnessError(
+        f"target_qps {qps:g} is {qps / capacity:.3g}x the {capacity:.3g} samples/s the timing pass measured "
+        f"(batch {cell.batch}, {latency_ns / 1e6:.3g} ms a batch): the queries LoadGen issues would queue for the "
+        f"whole run, and answering them takes at least {least_s:.3g} s, beyond the {max(seconds_left, 0):.3g} s the "
+        "cell's time limit leaves (LoadGen would call the run INVALID: latency bound not met); "
+        "lower loadgen.target_qps, or use auto")
 
 
 #: What LoadGen logs (an `error_runtime`) where it stopped a run at the file's maximum: a retune would

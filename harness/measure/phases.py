@@ -142,7 +142,8 @@ def measure(
             speed_before = machine_speed.read()
             before = activity.snapshot()
             settings = loadgen.Settings(cell, len(samples))
-            run = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings)
+            run = loadgen.run_scenario(prepared, samples, cell, hint_ns, artifacts / "loadgen", settings,
+                                       _seconds_left(request, clock))
             beside = activity.compare(before, activity.snapshot())
             beside["machine_speed"] = machine_speed.around(speed_before, machine_speed.read())
             metrics.loadgen = LoadGenRun.model_validate({**run, "beside": beside})

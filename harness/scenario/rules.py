@@ -5,8 +5,9 @@ A row says how a cell's batch is chosen, which LoadGen settings the scenario tak
 the minimum query count LoadGen's early stopping needs, how the LoadGen hint is set, MLPerf's
 headline metric (its recorded name carries its percentile: harness/metric_table.py shows it from
 there), the LoadGen figure that stands for one batch's time (and which device-timing statistic it
-is compared with), and whether an INVALID run that went faster than its hint is run again with
-LoadGen's own measured rate.
+is compared with), whether an INVALID run that went faster than its hint is run again with
+LoadGen's own measured rate, and whether LoadGen issues queries at a fixed rate however fast they
+are answered (Server: a rate above the system's capacity queues for the whole run, `overload_s`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class ScenarioRule:
     fallback_name: str = ""  # the name where a later key gave it (no early-stopping estimate: the plain percentile)
     retune_when_too_fast: bool = True
     batches_in_flight: bool = False  # the system under test may pipeline batches (GPU)
+    arrival_rate_fixed: bool = False  # LoadGen issues queries at the target rate, however fast the system answers
     metric_extras: tuple[tuple[str, str], ...] = ()  # more figures the metric carries: (name, log key)
 
     def batches(self, loadgen: HintSettings, batch_sizes: list[int]) -> list[int]:
@@ -128,6 +130,22 @@ def server_target_qps(loadgen: HintSettings, batch: int, latency_ns: float) -> f
     return float(_given(loadgen.target_qps_fraction, "target_qps_fraction")) * batch * 1e9 / latency_ns
 
 
+def overload_s(target_qps: float, min_duration_s: float, min_query_count: int, max_query_count: int,
+               batch: int, latency_ns: float) -> float | None:
+    """The least time a Server run takes where its arrival rate is above what the system can answer
+    (None where it is not): LoadGen schedules max(min_query_count, target_qps x min_duration)
+    queries (at most max_query_count, where set) whatever the system's speed, the queue grows for
+    the whole run, and every query is answered before the run ends; at `batch` samples per
+    `latency_ns` (every batch full: the best case) that takes this long."""
+    capacity = batch * 1e9 / latency_ns if latency_ns > 0 else math.inf
+    if target_qps <= capacity:
+        return None
+    queries = max(min_query_count, math.ceil(target_qps * min_duration_s))
+    if max_query_count:
+        queries = min(queries, max_query_count)
+    return queries / capacity
+
+
 def _given(value: Any, key: str) -> Any:
     """A scenario's own LoadGen setting, which a cell of that scenario always has."""
     if value is None:
@@ -177,7 +195,7 @@ RULES: dict[str, ScenarioRule] = {rule.name: rule for rule in (
         metric_unit="samples/s", metric_keys=("result_completed_samples_per_sec",),
         batch_figure=None, device_statistic=None,
         not_compared_why="not compared: Server latency includes queueing at the target rate by design",
-        retune_when_too_fast=False,
+        retune_when_too_fast=False, arrival_rate_fixed=True,
         metric_extras=(("scheduled_samples_per_s", "result_scheduled_samples_per_sec"),
                        ("latency_p99_ns", "result_99.00_percentile_latency_ns"),
                        ("target_latency_ns", "effective_target_latency_ns"))),

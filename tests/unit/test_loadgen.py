@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.contract import Prepared
+from harness.errors import HarnessError
 from harness.fusion import FusionReport
 from harness.measure import loadgen
 from harness.scenario import rules
@@ -219,3 +220,21 @@ def test_only_a_run_loadgen_stopped_at_a_maximum_is_not_retuned(error: str, retu
     result = {"scenario": "SingleStream", "invalid_reasons": ["min duration not met", error],
               "results": {"result_min_duration_met": False}}
     assert loadgen._too_fast(result) is retuned
+
+
+def test_a_server_rate_far_above_the_capacity_is_refused_before_it_outlasts_the_time_limit(tmp_path: Path) -> None:
+    """target_qps 20000 on a model of about 300 samples/s ran its LoadGen pass into the cell's time
+    limit ("time limit of 40 s exceeded (in phase loadgen)"): LoadGen schedules its queries at the
+    rate, and each is answered before the run ends. The run is not started where that cannot end in time."""
+    overloaded = cell("Server", 1, target_qps=2000.0, min_query_count=100, min_duration_s=0.1, target_latency_ms=100.0)
+    assert rules.overload_s(2000.0, 0.1, 100, 0, 1, 2e6) == pytest.approx(0.4)  # 200 queries at 500 a second
+    assert rules.overload_s(400.0, 0.1, 100, 0, 1, 2e6) is None  # within the capacity: no queue to outlast anything
+    model = Sleeper(0.002)
+    with pytest.raises(HarnessError, match=r"target_qps 2000 is 4x the 500 samples/s .* at least 0.4 s, beyond the 0.2 s "
+                                           r".*lower loadgen.target_qps, or use auto"):
+        loadgen.run_scenario(model, samples(), overloaded, 2e6, tmp_path / "refused", seconds_left=0.2)
+    assert model.batches == [] and not list((tmp_path / "refused").rglob("mlperf_log_detail.txt"))
+    # With the time to answer every query, LoadGen runs it and calls it INVALID, saying why.
+    result = loadgen.run_scenario(model, samples(), overloaded, 2e6, tmp_path / "run", seconds_left=60.0)
+    assert result["validity"] == "INVALID"
+    assert "performance constraints (latency bound) not met" in result["invalid_reasons"]
