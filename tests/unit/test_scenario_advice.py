@@ -52,10 +52,15 @@ def test_a_query_count_below_early_stoppings_is_named_with_what_follows(tmp_path
                      "MultiStream: expect its cells INVALID (early stopping not met)"]
     assert _warnings(tmp_path, HEAD + "scenarios: [SingleStream]\nloadgen: {min_query_count: 64}\n") == []
     assert len(_warnings(tmp_path, HEAD + "scenarios: [SingleStream]\nloadgen: {min_query_count: 63}\n")) == 1
+    # Server's too: a file of min_query_count 300 ran every Server cell INVALID (early stopping not met) unwarned
+    assert _warnings(tmp_path, HEAD + "scenarios: [Server]\nbatch_sizes: {cpu: [1]}\nloadgen: {min_query_count: 458}\n") == [
+        "loadgen.min_query_count 458 is below the 459 queries LoadGen's early stopping needs for Server: expect its "
+        "cells INVALID (early stopping not met)"]
+    assert _warnings(tmp_path, HEAD + "scenarios: [Server]\nbatch_sizes: {cpu: [1]}\nloadgen: {min_query_count: 459}\n") == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["SingleStream", "MultiStream"])
+@pytest.mark.parametrize("scenario", ["SingleStream", "MultiStream", "Server"])
 def test_the_early_stopping_floors_are_loadgens(tmp_path: Path, scenario: str) -> None:
     """One query fewer than the floor is INVALID for early stopping alone; the floor is VALID."""
     from harness.measure import loadgen
