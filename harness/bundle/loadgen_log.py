@@ -61,7 +61,7 @@ def parse_detail(text: str, scenario: str) -> dict[str, Any]:
         entries[key] = value
     results = {k: v for k, v in entries.items() if k.startswith(("result_", "early_stopping_"))}
     validity = entries.get("result_validity", "MISSING")
-    reasons = unmet_conditions(entries)
+    reasons = [_with_loadgens_advice(reason, entries) for reason in unmet_conditions(entries)]
     if entries.get("result_invalid_reason"):
         reasons.append(str(entries["result_invalid_reason"]))
     reasons += errors
@@ -78,6 +78,18 @@ def parse_detail(text: str, scenario: str) -> dict[str, Any]:
         "loadgen_version": entries.get("loadgen_version"),
         "logs": [SUMMARY, DETAIL],
     }
+
+
+def _with_loadgens_advice(reason: str, entries: dict[str, Any]) -> str:
+    """Early stopping's reason with what LoadGen's `early_stopping_result` says of it (how many
+    queries it processed and how many more it needs): alone, "early stopping not met" beside a
+    latency within its bound gave no clue what to change."""
+    said = entries.get("early_stopping_result")
+    if reason != CONDITIONS[2][1] or not isinstance(said, str):
+        return reason
+    points = [" ".join(point.split()) for point in said.split(" * ")]
+    points = [point for point in points if point and point != "Run unsuccessful."]
+    return f"{reason} ({' '.join(points)})" if points else reason
 
 
 _SUMMARY_LINE = re.compile(r"^\s*(?:\* )?([A-Za-z0-9 ./()%-]*?[A-Za-z0-9)])\s*:\s*(.*?)\s*$")

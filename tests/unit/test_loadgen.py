@@ -238,3 +238,14 @@ def test_a_server_rate_far_above_the_capacity_is_refused_before_it_outlasts_the_
     result = loadgen.run_scenario(model, samples(), overloaded, 2e6, tmp_path / "run", seconds_left=60.0)
     assert result["validity"] == "INVALID"
     assert "performance constraints (latency bound) not met" in result["invalid_reasons"]
+
+
+def test_an_early_stopping_failure_says_what_loadgen_asks_for(tmp_path: Path) -> None:
+    """A Server cell read 'INVALID (early stopping not met)' beside 'p99 33.1 ms within 100 ms', with
+    nothing of what LoadGen's summary said: 500 queries processed, at least 657 more needed."""
+    result = loadgen.run_scenario(Sleeper(0.001), samples(), cell("SingleStream", 1, min_duration_s=0.01, min_query_count=40),
+                                  1e6, tmp_path / "loadgen")
+    assert result["validity"] == "INVALID"
+    assert result["invalid_reasons"] == ["early stopping not met (Only processed 40 queries. Need to process at least 64 "
+                                         "queries for early stopping.)"]
+    assert result["metric"]["name"] == "latency_p90_ns"  # no estimate: the plain percentile, named as such

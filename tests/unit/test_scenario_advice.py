@@ -74,7 +74,9 @@ def test_the_early_stopping_floors_are_loadgens(tmp_path: Path, scenario: str) -
         result = loadgen.run_scenario(Sleeper(0.001), samples(), cell(scenario, 2 if scenario == "MultiStream" else 1,
                                                                         **settings), 1e6, tmp_path / f"lg{count}")
         found[count] = (result["validity"], result["invalid_reasons"])
-    assert found == {floor - 1: ("INVALID", ["early stopping not met"]), floor: ("VALID", [])}, found
+    (reason,) = found[floor - 1][1]  # LoadGen's own account of it beside the condition (a run of 40 queries: at least 64)
+    assert found[floor - 1][0] == "INVALID" and reason.startswith("early stopping not met (") and f"{floor - 1} queries" in reason
+    assert found[floor] == ("VALID", []), found
 
 
 @pytest.mark.parametrize(("text", "device", "over"), [
