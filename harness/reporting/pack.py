@@ -29,6 +29,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import shlex
 import shutil
@@ -48,6 +49,7 @@ from harness.bundle.mlperf_check import VERIFY
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, ConfigError
+from harness.file_modes import plain_folder_mode
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
 from harness.plain_text import visible, visible_lines
 from harness.reporting import submission_rules
@@ -358,6 +360,7 @@ def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) 
     hidden: dict[Path, Path] = {}  # hidden path -> the path it becomes
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".packing", dir=out.parent))
+        os.chmod(staging, plain_folder_mode())  # mkdtemp's 0700 would hide the tree from every other user
         staged_tarball = staging.with_name(staging.name + ".tar.gz")
         hidden = {staging: out, staged_tarball: tarball}
         for rel, data in files.items():

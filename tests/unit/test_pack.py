@@ -349,3 +349,15 @@ def test_a_submission_tree_given_as_a_bundle_is_named_as_what_it_is(
     err = " ".join(capsys.readouterr().err.split())
     assert f"{tree}: not a FusionBench result bundle (no bundle.json); it is a submission tree `pack` wrote" in err, err
     assert "MLPerf's submission checker (docs/submitting.md, section 5)" in err
+
+
+def test_the_tree_gets_the_mode_a_plain_folder_gets(tmp_path: Path) -> None:
+    """The tree is made under a hidden name by mkdtemp, whose 0700 it kept once moved to --out:
+    a colleague on the machine, or the upload job of another user, could not read the submission,
+    while every folder inside it was 0755."""
+    old = os.umask(0o022)
+    try:
+        tree = pack(load(MLPERF), tmp_path / "sub", org="Acme").tree
+    finally:
+        os.umask(old)
+    assert oct(tree.stat().st_mode & 0o777) == oct((tree / "open").stat().st_mode & 0o777) == "0o755"
