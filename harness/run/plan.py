@@ -18,6 +18,7 @@ from rich.text import Text
 
 from harness import registry
 from harness.errors import ConfigError
+from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
 from harness.run import executor_choice, preflight, slots
@@ -77,7 +78,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
     rounds = scenario.timing.rounds
     console.print(Text(
         f"{running} of {len(cells)} cell(s) would run: at least {_duration(running * duration_s)} of LoadGen's minimum "
-        f"duration ({running} x {duration_s:.3g} s), plus preparing (compiling, tuning) and the other passes, from "
+        f"duration ({running} x {format_duration_s(duration_s)}), plus preparing (compiling, tuning) and the other passes, from "
         "seconds to many minutes a cell by backend and model"
         + (f", and {rounds - 1} further round(s) a cell, each preparing and timing it again" if rounds > 1 else "")
         + ("; a dtype the GPU's compute capability lacks is found as the run starts (this asks no GPU)"
@@ -87,5 +88,9 @@ def dry_run(request: RunRequest, console: Console) -> int:
 
 
 def _duration(seconds: float) -> str:
-    """Three figures, as the figures of the pages: 1.55556 s read "at least 2 s" (beside "1 x 1.55556 s")."""
-    return f"{seconds:.3g} s" if seconds < 120 else f"{seconds / 60:.3g} min"
+    """As the pages write a duration (1.55556 s read "at least 2 s"); past two minutes in minutes,
+    whole from 100 on (`:.3g` wrote 1,000 minutes "1e+03 min")."""
+    if seconds < 120:
+        return format_duration_s(seconds)
+    minutes = seconds / 60
+    return f"{minutes:.3g} min" if round(minutes, 1) < 100 else f"{minutes:,.0f} min"

@@ -125,5 +125,11 @@ def test_a_dry_run_lists_what_would_run_and_be_skipped_and_writes_nothing(
     assert "resnet18 tensorrt fusion-off Offline cpu fp32 b4 input 32 │ be skipped: TensorRT runs only on NVIDIA GPUs" in printed
     assert ("1 of 3 cell(s) would run: at least 1.56 s of LoadGen's minimum duration (1 x 1.56 s)" in printed
             and "nothing was run or written" in printed), printed
+    long = tmp_path / "long.yaml"  # three figures by `:.3g` read "at least 1e+03 min ... (1 x 6e+04 s)"
+    long.write_text(smoke.read_text().replace("min_duration_s: 2", "min_duration_s: 60000")
+                    .replace("cell_timeout_s: 300", "cell_timeout_s: 70000"))
+    assert main(["run", str(long), "--dry-run", "--device", "cpu", "--out", str(out), "--only", "backend=null"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "1 of 1 cell(s) would run: at least 1,000 min of LoadGen's minimum duration (1 x 60,000 s)" in printed, printed
     assert main(["run", "--resume", str(tmp_path), "--dry-run"]) == 2
     assert "--dry-run lists the cells of a scenario file" in capsys.readouterr().err
