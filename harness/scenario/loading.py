@@ -33,6 +33,7 @@ MAX_NODES = 20_000
 MAX_DEPTH = 40
 #: The most problems of a file said, a line each (a generated file can hold thousands).
 MAX_PROBLEMS = 20
+_LINES_SOUGHT = 2000  # errors each looked up at its line to order them (a lookup walks the file)
 INPUT_BRANCHES: dict[str, type[pydantic.BaseModel]] = {"synthetic": SyntheticInputs, "folder": FolderInputs}
 
 
@@ -260,8 +261,12 @@ def _describe(exc: pydantic.ValidationError, node: yaml.Node | None, where: str)
     """Every problem pydantic found, one line each at its line of the file: the first is the
     error's message, with how many more follow, and the others its `more` (the CLI prints each)."""
     # An unknown key is most often a typo, and the cause of the other errors: report it first; the
-    # others in the file's order, where they came in the order of the model's fields.
-    errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+    # others in the file's order, where they came in the order of the model's fields. Sorted before
+    # the first MAX_PROBLEMS are taken, so that those are the file's first (a line-1 problem was left
+    # out behind 20 of a list further down); past _LINES_SOUGHT the model's order stands.
+    errors = exc.errors(include_url=False)
+    errors.sort(key=lambda e: (e["type"] != "extra_forbidden",
+                               (node_at(node, _user_path(tuple(e["loc"])))[1] or 0) if len(errors) <= _LINES_SOUGHT else 0))
     found: list[tuple[bool, int, str]] = []
     while errors and len(found) < MAX_PROBLEMS:  # each found at its line; the rest only counted
         unknown = errors[0]["type"] == "extra_forbidden"

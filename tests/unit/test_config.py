@@ -89,6 +89,18 @@ def test_the_problems_are_said_in_the_files_order_after_its_unknown_keys(tmp_pat
     assert lines == [7, 4, 5, 6], (str(info.value), info.value.more)
 
 
+def test_a_file_of_more_problems_than_are_said_says_its_first_lines(tmp_path: Path) -> None:
+    """The twenty said were the model's first twenty, then put in the file's order: a problem on
+    line 1 went unsaid behind twenty of a list further down."""
+    text = ("loadgen: {min_duration_s: -1}\nmodels: [resnet18]\nbackends: [eager]\nscenarios:\n"
+            + "  - Sideways\n" * 25)
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text)
+    assert str(info.value).split(":")[1:3] == ["1", " loadgen.min_duration_s"], str(info.value)
+    lines = [int(problem.split(":")[1]) for problem in (str(info.value), *info.value.more[:-1])]
+    assert lines == [1, *range(5, 24)], lines
+
+
 def test_a_file_of_thousands_of_problems_says_at_most_twenty_lines(tmp_path: Path) -> None:
     text = "models: [resnet18]\nbackends: [eager]\nscenarios: [" + ", ".join(["Sideways"] * 500) + "]\n"
     with pytest.raises(ConfigError) as info:
