@@ -84,19 +84,18 @@ def _check_the_file_is_the_stored_one(request: RunRequest, bundle: Bundle, store
     if same(given.model_copy(update={"name": stored.name})):  # a file's name is its stem unless it names itself
         raise ConfigError(f"{path} differs from the scenario stored in {request.resume} only in its name "
                           f"({given.name or path.stem!r} against {stored.name!r}); resume without the file")
-    apart = [setting or "(the whole file)"
-             for setting, _, _ in differences(scenario_file.resolved(given, path.stem), bundle.stored_scenario)]
-    shown = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
+    shown = _settings_apart(scenario_file.resolved(given, path.stem), bundle.stored_scenario)
     raise ConfigError(f"{path} differs from the scenario stored in {request.resume}" + (f" in {shown}" if shown else "")
                       + "; resume without the file to finish the stored one")
 
 
 def file_edited_since(bundle: Bundle, stored: ScenarioFile) -> str:
     """The warning for a resume given no file whose run's scenario file (bundle.json's
-    `scenario_file`, as the run was given it) now says otherwise than the scenario the bundle
-    stores, or empty: the resume finishes the stored one, as it should, and said nothing of the
-    edit. The device and rounds are the stored ones (the command line may have set them); a file
-    gone, or one that no longer loads, is not the resume's concern."""
+    `scenario_file`, as the run was given it: a relative path is read from the folder the resume
+    runs in) now says otherwise than the scenario the bundle stores, or empty: the resume finishes
+    the stored one, as it should, and said nothing of the edit. The device and rounds are the
+    stored ones (the command line may have set them); a file gone, or one that no longer loads, is
+    not the resume's concern."""
     named = bundle.header.get("scenario_file")
     if not isinstance(named, str) or not named:
         return ""
@@ -112,10 +111,18 @@ def file_edited_since(bundle: Bundle, stored: ScenarioFile) -> str:
     resolved = scenario_file.resolved(given, path.stem)
     if scenario_file.sha256(resolved) == bundle.scenario_sha256:
         return ""
-    apart = [setting or "(the whole file)" for setting, _, _ in differences(resolved, bundle.stored_scenario)]
-    shown = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
-    return (f"{named} has changed since the run started" + (f" (in {shown})" if shown else "")
-            + "; this resume finishes the scenario the bundle stores, not the file as it is now (a new run runs that)")
+    shown = _settings_apart(resolved, bundle.stored_scenario)
+    if not shown:  # the same settings, resolved otherwise (another harness's defaults): nothing the user edited
+        return ""
+    return (f"{named}, as read from here, differs from the scenario the bundle stores (in {shown}): edited since the "
+            "run started, or another file of that name; this resume finishes the stored scenario, not the file (a new "
+            "run runs that)")
+
+
+def _settings_apart(given: dict[str, Any], stored: dict[str, Any]) -> str:
+    """The settings two resolved scenarios differ in, the first five named: "" where none does."""
+    apart = [setting or "(the whole file)" for setting, _, _ in differences(given, stored)]
+    return ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
 
 
 def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:

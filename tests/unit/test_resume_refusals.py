@@ -543,8 +543,9 @@ def test_a_resume_given_no_file_says_its_runs_file_has_changed_since(tmp_path: P
         named.write_text(yaml.safe_dump({**header["scenario"], "limits": {**header["scenario"]["limits"],
                                                                            "cell_timeout_s": 600.0}}))
         said = opening.file_edited_since(bundle, stored)
-        assert said.startswith(f"{named} has changed since the run started (in limits.cell_timeout_s); this resume "
-                               "finishes the scenario the bundle stores"), said
+        assert said.startswith(f"{named}, as read from here, differs from the scenario the bundle stores (in "
+                               "limits.cell_timeout_s): edited since the run started, or another file of that name; "
+                               "this resume finishes the stored scenario"), said
         named.write_text("models: [")  # a file that no longer loads, or is gone: not the resume's concern
         assert opening.file_edited_since(bundle, stored) == ""
         named.unlink()
