@@ -81,7 +81,9 @@ def _why_torch_sees_no_cuda() -> str:
     said = (done.stdout.strip().splitlines() or [""])[-1].split()
     if said[:1] == ["True"]:
         return ""
-    cuda, version = (said + ["-", "?"])[1:3]
+    if len(said) != 3:  # a sitecustomize or a torch that prints on import can cut into the answer
+        return f"torch's answer could not be read ({' '.join(said)[:200] or 'nothing printed'})"
+    cuda, version = said[1:3]
     if cuda == "-":  # no driver would help: the wheel has no CUDA in it
         return f"torch {version} is a build without CUDA: install its CUDA build"
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -165,3 +165,6 @@ def test_without_a_gpu_the_line_says_why_and_what_to_do(tmp_path: Path, monkeypa
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert "CUDA_VISIBLE_DEVICES='' is set, which hides any not listed" in refusal("False 13.0 2.14.1+cu130\n")
     assert "torch 2.14.1+cpu is a build without CUDA: install its CUDA build" in refusal("False - 2.14.1+cpu\n")
+    # an answer cut short was read as a build without CUDA ("torch ? is a build without CUDA")
+    assert "torch's answer could not be read (nothing printed)" in refusal("")
+    assert "torch's answer could not be read (False)" in refusal("False\n")
