@@ -19,9 +19,15 @@ from harness.scenario import loading
 REPO = Path(__file__).resolve().parents[2]
 
 
+#: run.sh's own settings: each test sets those it is about. A suite run as `FUSIONBENCH_NO_VENV=1
+#: ./run.sh test` (a machine whose Python has torch) failed the venv's tests, which inherited it.
+_SETTINGS = ("FUSIONBENCH_NO_VENV", "FUSIONBENCH_VENV", "FUSIONBENCH_GPU_STACK", "PYTHON")
+
+
 def run_sh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    inherited = {name: value for name, value in os.environ.items() if name not in _SETTINGS}
     return subprocess.run(["bash", str(REPO / "run.sh"), *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})}, cwd=REPO)
+                          env={**inherited, **(env or {})}, cwd=REPO)
 
 
 def words(plan: str) -> list[str]:
