@@ -130,6 +130,23 @@ def setting_of(config: CellConfig) -> str:
     return f"{config.scenario} b{config.batch} {config.dtype} {config.device}{config.model_detail}"
 
 
+def missing_shown(loaded: LoadedBundle) -> list[str]:
+    """A label for each cell bundle.json lists with no record, as the run showed it: the shown label
+    (its input size where not the model's own, its options) of the cell its stored scenario expands
+    to under its id, else the label it was planned with. Two cells of one model at two input sizes
+    had the same planned label."""
+    shown = {}
+    if loaded.missing:
+        from harness.scenario.cells import expand
+
+        try:
+            shown = {cell.id: cell.config.shown_label
+                     for cell in expand(loaded.header["scenario"], str(loaded.header["device"]))}
+        except (LookupError, TypeError, AttributeError, ValueError):
+            pass
+    return [shown.get(cell, label) for cell, label in zip(loaded.missing, loaded.missing_labels, strict=True)]
+
+
 def planned_configs(loaded: LoadedBundle) -> list[CellConfig]:
     """The configs of the cells bundle.json lists with no record (a run interrupted or stopped by its
     budget before them): those its stored scenario expands to under their ids or planned labels, so a

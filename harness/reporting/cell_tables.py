@@ -9,7 +9,7 @@ from harness.bundle.reader import LoadedBundle
 from harness.bundle.timing_record import Roofline
 from harness.metric_table import format_value
 from harness.plain_text import one_line
-from harness.reporting.cell_rows import Row, valid_rows
+from harness.reporting.cell_rows import Row, missing_shown, valid_rows
 from harness.reporting.plots import Series
 
 ROOFLINE_NOTE = (
@@ -45,7 +45,7 @@ def validity_grid(loaded: LoadedBundle, rows: list[Row]) -> tuple[list[str], lis
     grid = {(f"{r.model} · {r.variant}", r.setting): r.status for r in rows}
     body = [[line, *[grid.get((line, s), "") for s in settings]] for line in lines]
     columns = settings or ["status"]  # no cell recorded (a run stopped by its budget): the missing row's own column
-    for label in loaded.missing_labels:  # listed, never recorded: each named, as --resume will run it
+    for label in missing_shown(loaded):  # listed, never recorded: each named, as --resume will run it
         body.append([f"{label} (listed)", "not run", *[""] * (len(columns) - 1)])
     return ["model · variant", *columns], body
 

@@ -53,6 +53,7 @@ from harness.file_modes import plain_folder_mode
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
 from harness.plain_text import visible, visible_lines
 from harness.reporting import submission_rules
+from harness.reporting.cell_rows import missing_shown
 from harness.reporting.markdown import md_cell
 from harness.reporting.submission_system import describe
 
@@ -287,7 +288,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             continue
         key = (system_name(base, cell), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
-    for label in loaded.missing_labels:  # an interrupted run's cells never run: left out, said so, not in silence
+    for label in missing_shown(loaded):  # an interrupted run's cells never run: left out, said so, not in silence
         packed.left_out.append(f"{label}: not run (the bundle is {loaded.header_record.state}; "
                                "`fusionbench run --resume` runs it)")
     if not chosen:

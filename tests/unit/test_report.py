@@ -437,12 +437,15 @@ def test_a_bundle_whose_every_cell_is_missing_has_a_validity_grid_of_whole_rows(
     from dataclasses import replace
 
     from harness.reporting.cell_tables import validity_grid
+    from harness.scenario.cells import expand
 
     bundle = load(GOLDEN / f"v{SCHEMA_VERSION}")
     none_run = replace(bundle, cells=[], missing=[c["id"] for c in bundle.cells])
     head, body = validity_grid(none_run, [])
     assert head == ["model · variant", "status"]  # each cell named (it was "14 listed cell(s)"), as --resume will run it
-    assert body == [[f"{planned.label} (listed)", "not run"] for planned in bundle.header_record.cells]
+    shown = {cell.id: cell.config.shown_label for cell in expand(bundle.header["scenario"], bundle.header["device"])}
+    assert body == [[f"{shown[planned.id]} (listed)", "not run"] for planned in bundle.header_record.cells]
+    assert all(" input " in line for line, _ in body), body  # the golden run's models ran at 32, not their own size
     head, body = validity_grid(bundle, [Row(c) for c in bundle.records])
     assert len(head) > 2 and all(len(row) == len(head) for row in body)
 
