@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord, Metrics
@@ -17,6 +17,9 @@ from harness.metric_table import format_value
 from harness.scenario.cell_config import CellConfig
 from harness.stats.intervals import Interval, median_interval
 from harness.stats.summary import median
+
+if TYPE_CHECKING:
+    from harness.scenario.cells import Cell
 
 
 @dataclass(frozen=True)
@@ -135,15 +138,7 @@ def missing_shown(loaded: LoadedBundle) -> list[str]:
     (its input size where not the model's own, its options) of the cell its stored scenario expands
     to under its id, else the label it was planned with. Two cells of one model at two input sizes
     had the same planned label."""
-    shown = {}
-    if loaded.missing:
-        from harness.scenario.cells import expand
-
-        try:
-            shown = {cell.id: cell.config.shown_label
-                     for cell in expand(loaded.header["scenario"], str(loaded.header["device"]))}
-        except (LookupError, TypeError, AttributeError, ValueError):
-            pass
+    shown = {cell.id: cell.config.shown_label for cell in _expanded(loaded)}
     return [shown.get(cell, label) for cell, label in zip(loaded.missing, loaded.missing_labels, strict=True)]
 
 
@@ -151,16 +146,21 @@ def planned_configs(loaded: LoadedBundle) -> list[CellConfig]:
     """The configs of the cells bundle.json lists with no record (a run interrupted or stopped by its
     budget before them): those its stored scenario expands to under their ids or planned labels, so a
     page can say they were not run rather than leave them out. [] where it expands to none of them."""
+    ids, labels = set(loaded.missing), set(loaded.missing_labels)  # ids of schema 7 and before hashed the rounds
+    return [cell.config for cell in _expanded(loaded) if cell.id in ids or cell.config.label in labels]
+
+
+def _expanded(loaded: LoadedBundle) -> list[Cell]:
+    """The cells the bundle's stored scenario expands to, where cells are missing ([] where none is,
+    or where it does not expand)."""
     if not loaded.missing:
         return []
     from harness.scenario.cells import expand  # the zoo's list: read only where cells are missing
 
     try:
-        cells = expand(loaded.header["scenario"], str(loaded.header["device"]))
+        return expand(loaded.header["scenario"], str(loaded.header["device"]))
     except (LookupError, TypeError, AttributeError, ValueError):
         return []
-    ids, labels = set(loaded.missing), set(loaded.missing_labels)  # ids of schema 7 and before hashed the rounds
-    return [cell.config for cell in cells if cell.id in ids or cell.config.label in labels]
 
 
 def valid_rows(rows: list[Row]) -> list[Row]:
