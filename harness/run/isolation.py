@@ -17,6 +17,7 @@ caches); nothing else of the parent's environment reaches it. The cell records w
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +46,16 @@ MAX_PHASE_BYTES = 256  # a phase's name
 MIB = 1 << 20
 #: A cell's worker: a fresh Python, or forked by a preloaded parent (harness/run/preloaded_parents.py).
 Started = subprocess.Popen[bytes] | ForkedWorker
+
+
+#: How `WorkerOutcome.failure_reason` names the phase a worker was stopped in.
+_STOPPED_IN = re.compile(r"in phase ([A-Za-z0-9_]+)[);]")
+
+
+def stopped_in(reason: str) -> str | None:
+    """The phase a cell's worker was stopped in, by its failure reason (`failure_reason`'s words), or None."""
+    found = _STOPPED_IN.search(reason)
+    return found.group(1) if found else None
 
 
 @dataclass

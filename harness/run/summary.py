@@ -11,6 +11,7 @@ from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.measure.protocol import PHASE_KINDS, PHASES
 from harness.plain_text import one_line, visible
+from harness.run.isolation import stopped_in
 
 STATUS_STYLE = {"valid": "green", "invalid": "yellow", "failed": "red", "skipped": "dim", "interrupted": "magenta"}
 # A phase in a record that this harness does not know (a worker of another version): counted on its
@@ -24,10 +25,16 @@ NO_ANSWER = "cells with no answer"
 
 
 def time_by_kind(record: CellRecord) -> dict[str, float]:
-    """Seconds of a cell's worker by kind of phase (harness/measure/protocol.py), unknown phases apart."""
+    """Seconds of a cell's worker by kind of phase (harness/measure/protocol.py), unknown phases apart.
+    A worker stopped in a phase (its time limit, a kill) records only the phases that ended: the rest
+    of its time, up to the stop, is the phase it was stopped in, where it was counted as process
+    start and exit ("40 s: 3 passes, 0 LoadGen" for a cell its limit stopped in LoadGen)."""
     kinds = dict.fromkeys((*PHASE_KINDS, OTHER_PHASES), 0.0)
     for name, seconds in record.phases_s.items():
         kinds[_KIND.get(name, OTHER_PHASES)] += seconds
+    stopped = stopped_in(record.reasons[0]) if record.status == "failed" and record.phases_s and record.reasons else None
+    if stopped in _KIND and stopped not in record.phases_s:
+        kinds[_KIND[stopped]] += max((record.wall_s or 0.0) - sum(record.phases_s.values()), 0.0)
     return kinds
 
 

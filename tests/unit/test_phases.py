@@ -13,6 +13,7 @@ import pytest
 from harness.bundle.reader import load
 from harness.measure import protocol
 from harness.measure.protocol import COMPLIANCE, PHASE_KINDS, PHASES, Phase
+from harness.run.isolation import WorkerOutcome
 from harness.run.summary import OTHER_PHASES, time_by_kind, time_line
 from harness.scenario.settings import LoadGenSettings
 from tests.cell_configs import cell_record
@@ -120,3 +121,28 @@ def test_a_cell_that_gave_no_answer_is_not_taken_for_process_start_and_exit() ->
     assert NO_ANSWER not in time_line([answered])
     skipped = cell_record(wall_s=2.0, phases_s={}, status="skipped", reasons=["not available here"])
     assert NO_ANSWER not in time_line([answered, skipped])
+
+
+@pytest.mark.parametrize("outcome", [
+    WorkerOutcome(None, -9, True, "loadgen", 40.0),  # its time limit
+    WorkerOutcome(None, -9, False, "loadgen", 40.0, memory_exceeded_bytes=2 << 30, memory_limit_bytes=1 << 30),
+    WorkerOutcome(None, -9, False, "loadgen", 40.0),  # a kill
+    WorkerOutcome(None, 3, False, "loadgen", 40.0),  # a crash
+], ids=["time limit", "memory limit", "killed", "crashed"])
+def test_a_cell_stopped_in_a_phase_counts_the_rest_of_its_time_in_that_phase(outcome: WorkerOutcome) -> None:
+    """A cell its time limit stopped in LoadGen said "40 s: 0 compile, 3 passes, 0 LoadGen", and the
+    time line put its LoadGen minutes under process start and exit."""
+    from rich.console import Console
+
+    from harness.run.summary import summary_table
+
+    record = cell_record(status="failed", reasons=[outcome.failure_reason(40.0)], wall_s=40.0,
+                         phases_s={"import": 3.0, "prepare": 1.0, "timing": 3.0})
+    assert time_by_kind(record)["LoadGen"] == 33.0
+    console = Console(width=400, record=True)
+    console.print(summary_table([record]))
+    assert "40 s: 1 compile, 3 passes, 33 LoadGen" in console.export_text()
+    assert "process start and exit 0%" in time_line([record])
+    # a cell that ended with its answer: the rest is process start and exit, as before
+    answered = cell_record(status="failed", reasons=["output differs from eager"], wall_s=40.0, phases_s={"timing": 3.0})
+    assert time_by_kind(answered)["LoadGen"] == 0.0
