@@ -93,7 +93,13 @@ def test_schema_rejects_what_pydantic_rejects() -> None:
                          "scenarios": "Offline"}, schema)
 
 
-GOLDEN_CELL = sorted((Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))[0]
+def golden_cell() -> Path:
+    """A cell of the golden bundle of this harness's schema version: read when a test needs it, so that
+    between a version's bump and its golden bundle only those tests fail, and say why."""
+    cells = sorted((Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+    assert cells, (f"no golden bundle of schema version {SCHEMA_VERSION} in tests/golden/v{SCHEMA_VERSION} "
+                   "(docs/adding_a_metric.md, Bumping the schema version, step 5)")
+    return cells[0]
 
 
 @pytest.mark.parametrize("sample", [-1, True, 1.0, 2.5, "7", None, 10**13 + 1, float("nan"), float("inf"), 5],
@@ -104,7 +110,7 @@ def test_an_array_of_samples_is_judged_as_jsonschema_judges_it(sample: object) -
     finds none."""
     from harness.bundle.schema_check import lines_of, problems
 
-    record = json.loads(GOLDEN_CELL.read_text())
+    record = json.loads(golden_cell().read_text())
     samples = record["metrics"]["device_time"]["samples_ns"]
     assert len(samples) > 10
     samples[len(samples) // 2] = sample
