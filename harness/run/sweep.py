@@ -9,6 +9,7 @@ and the cells Ctrl-C or SIGTERM stops are written interrupted."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Mapping
@@ -126,6 +127,10 @@ def sweep(
                 ran = time.monotonic() - began[cell_id] if cell_id in began else 0.0
                 bundle.write_cell(cell_id, {**bases[cell_id], "status": "interrupted", "reasons": [why],
                                             "metrics": {}, "wall_s": round(ran, 3), "finished": utc_now()})
+            for cell_id, folder in folders.items():  # never started: an empty folder beside no record
+                if bundle.read_cell(cell_id) is None:
+                    with contextlib.suppress(OSError):  # not empty, or gone: left as it is
+                        folder.rmdir()
             raise
         finally:
             state.close()

@@ -1,4 +1,5 @@
-"""The sweep's progress bar: what it says of the cells running as they start and end."""
+"""The sweep: what its progress bar says of the cells running as they start and end, and what a
+stop leaves of the cells it kept from starting."""
 
 from __future__ import annotations
 
@@ -56,3 +57,36 @@ def test_the_bar_says_how_many_cells_run_once_one_has_ended(tmp_path: Path, monk
     sweep.sweep(cells, bundle, backends, Limits(), [], None, None, Console(file=io.StringIO()), executor=_TwoAtOnce())
     labels = [cell.config.shown_label for cell in cells]
     assert said[:3] == [labels[0], f"2 cells running: {labels[1]}", labels[1]], said
+
+
+class _StoppedAfterOne:
+    """An executor stopped (Ctrl-C) once its first cell has started."""
+
+    slots: list[Any] = []
+
+    def run(self, tasks: list[CellTask], on_phase: Any) -> Any:
+        on_phase(tasks[0], "start")
+        (tasks[0].artifacts / "worker.log").write_text("started\n")
+        raise KeyboardInterrupt
+        yield  # a generator, as executors are
+
+
+def test_a_stop_leaves_no_empty_folder_for_the_cells_it_kept_from_starting(tmp_path: Path) -> None:
+    """An interrupted bundle held an empty cells/<id>/ beside no record for every cell not yet started."""
+    from harness.bundle.header_record import BackendReport
+    from harness.bundle.writer import Bundle
+    from harness.run import sweep
+    from harness.scenario.settings import Limits
+
+    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["null"],
+            "scenarios": ["SingleStream", "Offline", "Server"], "batch_sizes": {"cpu": [1]}}
+    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
+    resolved["name"] = "t"
+    cells = expand(resolved, "cpu")
+    bundle = Bundle.create(tmp_path, "run", {"cells": [{"id": c.id, "label": c.label} for c in cells]})
+    with pytest.raises(KeyboardInterrupt):
+        sweep.sweep(cells, bundle, {"null": BackendReport(available=True)}, Limits(), [], None, None,
+                    Console(file=io.StringIO()), executor=_StoppedAfterOne())
+    folders = sorted(p.name for p in (bundle.root / "cells").iterdir() if p.is_dir())
+    stopped = [cell.id for cell in cells if (bundle.read_cell(cell.id) or {}).get("status") == "interrupted"]
+    assert len(stopped) == 1 and folders == stopped, folders  # the started cell's, with its log and its record
