@@ -15,12 +15,14 @@ SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
 
 
+#: The reason an unmet early stopping gives, which LoadGen's own early-stopping words follow.
+EARLY_STOPPING_UNMET = "early stopping not met"
 #: The conditions LoadGen's validity is made of (VALID where every one is met), each as
 #: its detail log key, the reason an unmet one gives, and the summary log's label for it.
 CONDITIONS = (
     ("result_min_duration_met", "min duration not met", "Min duration satisfied"),
     ("result_min_queries_met", "min queries not met", "Min queries satisfied"),
-    ("early_stopping_met", "early stopping not met", "Early stopping satisfied"),
+    ("early_stopping_met", EARLY_STOPPING_UNMET, "Early stopping satisfied"),
     ("result_perf_constraints_met", "performance constraints (latency bound) not met", "Performance constraints satisfied"),
 )
 
@@ -85,7 +87,7 @@ def _with_loadgens_advice(reason: str, entries: dict[str, Any]) -> str:
     queries it processed and how many more it needs): alone, "early stopping not met" beside a
     latency within its bound gave no clue what to change."""
     said = entries.get("early_stopping_result")
-    if reason != CONDITIONS[2][1] or not isinstance(said, str):
+    if reason != EARLY_STOPPING_UNMET or not isinstance(said, str):
         return reason
     points = [" ".join(point.split()) for point in said.split(" * ")]
     points = [point for point in points if point and point != "Run unsuccessful."]
