@@ -52,7 +52,8 @@ def holder_pid(root: Path) -> int | None:
 
 def writer_pid(root: Path) -> int | None:
     """The pid of another process writing the bundle at `root` (a run, a resume, a report into it),
-    or None where none holds its lock or the holder cannot be told."""
+    or None where none holds its lock, the holder cannot be told, or `root` is no folder this user
+    can open (missing, a file)."""
     try:
         fd = dirlock.try_lock(root)
     except OSError:

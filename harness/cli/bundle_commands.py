@@ -85,7 +85,7 @@ def _refuse(root: Path, problems: list[str]) -> NoReturn:
     another process is writing it (its checksums are written as it ends), that process."""
     from harness.bundle.lock import writer_pid
 
-    holder = writer_pid(root) if root.is_dir() else None
+    holder = writer_pid(root)
     if holder is not None:
         raise BundleError(f"{root}: pid {holder} is writing this bundle (a run, a resume or a report into it), which is "
                           "checksummed as it ends; wait for it to end, or stop it")
@@ -120,7 +120,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     if verdict.problems:
         from harness.bundle.lock import writer_pid
 
-        holder = writer_pid(args.run_dir) if args.run_dir.is_dir() else None
+        holder = writer_pid(args.run_dir)
         if holder is not None:  # the note said "where no process runs it, finish it with --resume"
             print(f"{where}: note: pid {holder} is writing this bundle now (a run, a resume or a report into it), "
                   "which is checksummed as it ends: validate it once that has ended", file=sys.stderr)
