@@ -62,8 +62,8 @@ def sweep(
 
     def described() -> None:
         """The bar's text: the cell running, or how many are and the last to move on."""
-        shown = [label for label in running.values() if label]
-        if shown:
+        shown = list(running.values())
+        if shown:  # none once the last has ended: its text stays until the bar's own end
             progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
 
     with progress:
