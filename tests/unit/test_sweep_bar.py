@@ -10,10 +10,29 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness.bundle.header_record import BackendReport
+from harness.bundle.writer import Bundle
+from harness.run import sweep
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import WorkerOutcome
-from harness.scenario.cells import expand
+from harness.scenario.cells import Cell, expand
 from harness.scenario.schema import ScenarioFile
+from harness.scenario.settings import Limits
+
+
+def _planned(tmp_path: Path, scenarios: list[str]) -> tuple[list[Cell], Bundle]:
+    """The null backend's cells of `scenarios` (resnet18 at 32, batch 1), and a new bundle for them."""
+    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["null"], "scenarios": scenarios,
+            "batch_sizes": {"cpu": [1]}}
+    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
+    resolved["name"] = "t"
+    cells = expand(resolved, "cpu")
+    return cells, Bundle.create(tmp_path, "run", {"cells": [{"id": c.id, "label": c.label} for c in cells]})
+
+
+def _sweep(cells: list[Cell], bundle: Bundle, executor: Any) -> None:
+    sweep.sweep(cells, bundle, {"null": BackendReport(available=True)}, Limits(), [], None, None,
+                Console(file=io.StringIO()), executor=executor)
 
 
 class _TwoAtOnce:
@@ -33,11 +52,6 @@ def test_the_bar_says_how_many_cells_run_once_one_has_ended(tmp_path: Path, monk
     """"2 cells running" stayed on the bar when one of the two had ended."""
     from rich.progress import Progress
 
-    from harness.bundle.header_record import BackendReport
-    from harness.bundle.writer import Bundle
-    from harness.run import sweep
-    from harness.scenario.settings import Limits
-
     said: list[str] = []
     update = Progress.update
 
@@ -47,14 +61,8 @@ def test_the_bar_says_how_many_cells_run_once_one_has_ended(tmp_path: Path, monk
         update(self, task, **fields)
 
     monkeypatch.setattr(Progress, "update", noted)
-    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["null"],
-            "scenarios": ["SingleStream", "Offline"], "batch_sizes": {"cpu": [1]}}
-    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
-    resolved["name"] = "t"
-    cells = expand(resolved, "cpu")
-    bundle = Bundle.create(tmp_path, "run", {"cells": [{"id": c.id, "label": c.label} for c in cells]})
-    backends = {"null": BackendReport(available=True)}
-    sweep.sweep(cells, bundle, backends, Limits(), [], None, None, Console(file=io.StringIO()), executor=_TwoAtOnce())
+    cells, bundle = _planned(tmp_path, ["SingleStream", "Offline"])
+    _sweep(cells, bundle, _TwoAtOnce())
     labels = [cell.config.shown_label for cell in cells]
     assert said[:3] == [labels[0], f"2 cells running: {labels[1]}", labels[1]], said
 
@@ -73,20 +81,9 @@ class _StoppedAfterOne:
 
 def test_a_stop_leaves_no_empty_folder_for_the_cells_it_kept_from_starting(tmp_path: Path) -> None:
     """An interrupted bundle held an empty cells/<id>/ beside no record for every cell not yet started."""
-    from harness.bundle.header_record import BackendReport
-    from harness.bundle.writer import Bundle
-    from harness.run import sweep
-    from harness.scenario.settings import Limits
-
-    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["null"],
-            "scenarios": ["SingleStream", "Offline", "Server"], "batch_sizes": {"cpu": [1]}}
-    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
-    resolved["name"] = "t"
-    cells = expand(resolved, "cpu")
-    bundle = Bundle.create(tmp_path, "run", {"cells": [{"id": c.id, "label": c.label} for c in cells]})
+    cells, bundle = _planned(tmp_path, ["SingleStream", "Offline", "Server"])
     with pytest.raises(KeyboardInterrupt):
-        sweep.sweep(cells, bundle, {"null": BackendReport(available=True)}, Limits(), [], None, None,
-                    Console(file=io.StringIO()), executor=_StoppedAfterOne())
+        _sweep(cells, bundle, _StoppedAfterOne())
     folders = sorted(p.name for p in (bundle.root / "cells").iterdir() if p.is_dir())
     stopped = [cell.id for cell in cells if (bundle.read_cell(cell.id) or {}).get("status") == "interrupted"]
     assert len(stopped) == 1 and folders == stopped, folders  # the started cell's, with its log and its record
