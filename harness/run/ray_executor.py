@@ -6,7 +6,9 @@ other cell holds (harness/run/slots.py), binds the worker to them, and runs the 
 point under the same isolation, time and memory limits as a local run (harness/run/isolation.py),
 in a scratch folder of its own; it sends back the worker's outcome, every file the worker wrote
 and where it ran (hostname, Ray node, GPUs, the node's CPU and GPUs). The driver writes them into
-the bundle as tasks finish, so the bundle is the same as a local run's.
+the bundle as tasks finish, so the bundle is the same as a local run's. As it runs, a task tells
+the driver that it started and each phase it begins (`Phases`): a cell waiting in Ray's queue is
+not running, on the bar or when a stop records the cells it stopped.
 
 A task whose Ray worker dies (a node lost, a process killed) is run once more by Ray
 (`max_retries=1`); a second loss fails the cell with the reason, never loses it. Ctrl-C cancels
@@ -83,14 +85,41 @@ class ClusterAnswer:
         return cls(**json.loads(line.removeprefix(_ANSWER)))
 
 
-def run_on_node(task: CellTask, cpus: int) -> NodeResult:
-    """On the node: the cell's worker in a scratch folder, on cores of its own; what came of it."""
+class Phases:
+    """The driver's mailbox for what a cell's task says as it runs (a Ray actor that holds no CPU):
+    that it started, then each phase its worker begins. Ray tells the driver only when a task ends,
+    and a cell queued behind others is not running: a Ctrl-C then recorded it interrupted with the
+    time since it was sent, and the bar counted it running."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[int, str]] = []
+
+    def say(self, key: int, phase: str) -> None:
+        self.said.append((key, phase))
+
+    def take(self) -> list[tuple[int, str]]:
+        said, self.said = self.said, []
+        return said
+
+
+def run_on_node(task: CellTask, cpus: int, phases: Any = None, key: int = 0) -> NodeResult:
+    """On the node: the cell's worker in a scratch folder, on cores of its own; what came of it.
+    Its start and phases are told to `phases` (a `Phases` actor) under `key`: the start before the
+    worker starts, waited for, so that the driver knows of it before it knows the task ended."""
+    import ray
+
+    def say(phase: str) -> None:
+        if phases is not None:
+            phases.say.remote(key, phase)
+
     with scratch_dir("fusionbench-ray-cell-") as scratch:
         request = replace(task.request, artifact_dir=str(scratch))
         with claimed(cpus) as slot:
+            if phases is not None:
+                ray.get(phases.say.remote(key, "start"))
             outcome = run_worker(request, timeout_s=task.timeout_s, log_path=scratch / "worker.log",
                                  memory_limit_bytes=task.memory_limit_bytes, env_names=task.env_names,
-                                 scratch_env=task.scratch_env, slot=slot)
+                                 scratch_env=task.scratch_env, slot=slot, on_phase=say)
         files = {p.relative_to(scratch).as_posix(): p.read_bytes() for p in sorted(scratch.rglob("*")) if p.is_file()}
         return NodeResult(outcome=outcome, files=files, node=_node(slot))
 
@@ -239,25 +268,32 @@ class RayExecutor:
         if not ray.is_initialized():
             self.join(tasks[0].device)
         remote = ray.remote(run_on_node)
-        pending: dict[Any, CellTask] = {}
-        for task in tasks:
+        phases = ray.remote(num_cpus=0)(Phases).remote()
+        pending: dict[Any, tuple[int, CellTask]] = {}
+        for key, task in enumerate(tasks):
             cpus, gpus = cell_needs(task.device, self.cpus_per_cell)
             # All are submitted at once: a further round runs whatever its cell's first round gave.
             sent = replace(task, skip=None)  # the parent's state stays here
             ref = remote.options(num_cpus=cpus, num_gpus=gpus, max_retries=RETRIES,
-                                 retry_exceptions=False).remote(sent, max(1, cpus))
-            pending[ref] = task
-            on_phase(task, "start")
+                                 retry_exceptions=False).remote(sent, max(1, cpus), phases, key)
+            pending[ref] = (key, task)
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_S)
+                running = dict(pending.values())
+                for key, phase in ray.get(phases.take.remote()):  # a task's start is here before its end
+                    if key in running:
+                        on_phase(running[key], phase)
                 for ref in ready:
-                    task = pending.pop(ref)
+                    _, task = pending.pop(ref)
                     yield self._finished(task, ref)
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
+        finally:
+            with contextlib.suppress(Exception):  # noqa: BLE001 - a mailbox Ray lost already is gone
+                ray.kill(phases)
 
     def _finished(self, task: CellTask, ref: Any) -> Finished:
         ray = self.ray

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,10 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
             time.sleep(0.2)
             written = {json.loads(p.read_text())["config"]["backend"] for p in (tmp_path / "out").glob("*/cells/*.json")}
         assert written == {"null"}, written  # the null cell is written; the hanging one is running
+        hang = _worker_of("fault_hang", deadline)
+        while hang.is_running() and not _phase(hang):
+            time.sleep(0.1)
+        time.sleep(1)  # its task said it started before its worker did; the driver reads that every 0.5 s
         run.send_signal(signal.SIGTERM)
         output, _ = run.communicate(timeout=120)
     finally:
@@ -169,6 +174,10 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
     cells = {c["config"]["backend"]: c for c in cells_of(bundle).values()}
     assert cells["null"]["status"] == "valid", cells["null"]["reasons"]
     assert cells["fault_hang"]["status"] == "interrupted"
+    # Both were sent to Ray at once; the hang waited in its queue until the null cell's task ended, and
+    # is recorded as started then, not when it was sent.
+    started = {backend: datetime.fromisoformat(cell["started"]) for backend, cell in cells.items()}
+    assert (started["fault_hang"] - started["null"]).total_seconds() >= int(cells["null"]["wall_s"]), cells
     refused = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray")  # 1 CPU a cell: another share
     assert refused.returncode == 2 and "its cells ran on a slot of 2 core(s) and this resume would run" in refused.stderr, \
         refused.stdout + refused.stderr
