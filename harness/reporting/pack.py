@@ -53,9 +53,10 @@ from harness.file_modes import plain_folder_mode
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
 from harness.plain_text import visible, visible_lines
 from harness.reporting import submission_rules
-from harness.reporting.cell_rows import missing_shown
+from harness.reporting.cell_rows import missing_shown, planned_configs
 from harness.reporting.markdown import md_cell
 from harness.reporting.submission_system import describe
+from harness.scenario.cell_config import CellConfig
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("available", "preview", "rdi")
@@ -88,8 +89,7 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
 
 
-def system_name(base: str, cell: CellRecord) -> str:
-    config = cell.config
+def system_name(base: str, config: CellConfig) -> str:
     variant = config.variant
     name = f"{base}_{_safe(config.backend)}-fusion-{variant.fusion}"
     if variant.graphs == "on":
@@ -236,6 +236,17 @@ def _result_files(bundle: Snapshot, cell: CellRecord) -> dict[str, bytes]:
     return files
 
 
+def _planned_batches(loaded: LoadedBundle, base: str) -> dict[tuple[str, str, str], set[int]]:
+    """The batch sizes the run has or plans for each system, model and scenario: its cells', and
+    those of the cells it has not run yet. A system's `_b<batch>` follows the run, not what has run
+    so far: packed before its second batch size ran, a system was `<name>`, and `<name>_b8` once
+    `--resume` had run it."""
+    planned: dict[tuple[str, str, str], set[int]] = {}
+    for config in [*(cell.config for cell in loaded.records), *planned_configs(loaded)]:
+        planned.setdefault((system_name(base, config), config.model.name, config.scenario), set()).add(config.batch)
+    return planned
+
+
 def _batches(cells: list[CellRecord]) -> list[int]:
     """The batch sizes `cells` ran at, each once: a system takes `_b<batch>` only where they are
     several (two input sizes at one batch were named `_b1` each, which the doc does not say)."""
@@ -286,7 +297,7 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         if why is not None:
             packed.left_out.append(f"{cell.config.shown_label}: {why}")
             continue
-        key = (system_name(base, cell), cell.config.model.name, cell.config.scenario)
+        key = (system_name(base, cell.config), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
     for label in missing_shown(loaded):  # an interrupted run's cells never run: left out, said so, not in silence
         packed.left_out.append(f"{label}: not run (the bundle is {loaded.header_record.state}; "
@@ -296,10 +307,11 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
         raise ConfigError(f"{loaded.root}: no cell is a submission result ({reasons}); docs/submitting.md says how to run one")
 
     results: list[tuple[str, CellRecord]] = []
-    for (system, _model, _scenario), cells in sorted(chosen.items()):
-        batches = _batches(cells)
-        for cell in cells:  # several batch sizes of one system, model and scenario: each a system of its own
-            results.append((system if len(batches) == 1 else f"{system}_b{cell.config.batch}", cell))
+    planned = _planned_batches(loaded, base)
+    for (system, model, scenario), cells in sorted(chosen.items()):
+        # several batch sizes of one system, model and scenario: each a system of its own
+        split = len(planned[(system, model, scenario)]) > 1
+        results.extend((f"{system}_b{cell.config.batch}" if split else system, cell) for cell in cells)
     _refuse_one_place_for_two(results)
     if division == "closed":
         several = [f"{system}: {model} {scenario} ran at batch sizes {', '.join(map(str, _batches(cells)))}, "

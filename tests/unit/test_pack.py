@@ -363,3 +363,24 @@ def test_the_tree_gets_the_mode_a_plain_folder_gets(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert oct(tree.stat().st_mode & 0o777) == oct((tree / "open").stat().st_mode & 0o777) == "0o755"
+
+
+def test_a_systems_batch_suffix_follows_the_runs_plan_not_what_has_run_so_far(tmp_path: Path) -> None:
+    """A run of two batch sizes packed before its second had run named its system `box_...`, and the
+    same result `box_..._b8` once `--resume` had run the second: one result under two names."""
+    from harness.scenario.cells import expand
+
+    root = tmp_path / "bundle"
+    shutil.copytree(MLPERF, root)
+    header = json.loads((root / "bundle.json").read_text())
+    header["scenario"]["batch_sizes"]["cpu"] = [4, 8]
+    planned = expand(header["scenario"], header["device"])
+    ran = {c["id"] for c in header["cells"]}
+    assert {cell.id for cell in planned} > ran  # the cells at batch 8 keep their ids; those at 4 are new
+    header["cells"] = [{"id": cell.id, "label": cell.config.label} for cell in planned]
+    header["state"] = "interrupted"
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    packed = pack(load(root), tmp_path / "sub", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    assert packed.systems == ["box_eager-fusion-on_fp32_b8"], packed.systems
+    assert [line for line in packed.left_out if " b4" in line and "not run" in line], packed.left_out
