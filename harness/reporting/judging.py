@@ -159,7 +159,8 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
 def _samples(cell: CellRecord) -> list[int]:
     """The cell's device-timing samples: round 1's, and those of each further valid round it kept
     (`timing: {rounds: N}`, schema 8 on). The rank test takes them only where neither cell has two
-    valid rounds: samples of several processes are no sample of one distribution."""
+    valid rounds, or where every round of each side gave one median (`rounds_t_test` has no spread
+    to test against): else samples of several processes are no sample of one distribution."""
     samples = metric_table.at(cell, metric_table.metric("device_time").samples)
     pooled = list(samples) if isinstance(samples, list) else []
     for further in (cell.metrics.rounds or [])[1:]:

@@ -501,6 +501,13 @@ def test_rounds_are_tested_on_their_medians_so_a_process_to_process_spread_is_no
     assert pair.verdict == "not significant" and pair.why.startswith("p = "), pair
 
 
+def test_rounds_of_one_median_a_side_are_left_to_the_rank_test_not_to_a_t_of_rounding() -> None:
+    """Three rounds of 1 ms a side against three of 1.2 ms (a coarse clock's medians) read `t test on 3 and 3
+    round(s)' medians`, p = 1e-56: the pooled spread of their logs was rounding, not 0."""
+    pair = compare_cells(_rounds(*[[1_000_000] * 40] * 3), _rounds(*[[1_200_000] * 40] * 3), 0.05, 0.01)
+    assert pair.test == "normal approximation" and pair.verdict == "regressed", pair
+
+
 def test_a_rank_test_pointing_against_the_medians_confirms_no_change() -> None:
     """A's median is 5 ms and B's 6 ms, yet B's samples rank below A's (A's 45% at 100 ms): the
     two-sided test is significant, the other way: B was called `regressed`."""
