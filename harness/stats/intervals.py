@@ -27,7 +27,8 @@ Python: the parent, the report and the tests use it without numpy or scipy.
   unclear" ("slower, ...") where it excludes 1 and the estimate is smaller than the effect but the
   interval reaches past it (`1.04x [1.01-1.07]`: 7% is not ruled out), else "no effect seen"; with one
   round there is no interval and the verdict is "one round". The bounds are written with as many
-  figures as it takes to tell them apart and from 1 (`1.002x [1.0007-1.0033, 95%] under 5%`).
+  figures as it takes to tell them apart and from 1 (`1.00x [1.001-1.003, 95%] under 5%`,
+  `12.3x [12.31-12.34, 95%] faster`).
 """
 
 from __future__ import annotations
@@ -168,17 +169,29 @@ class Speedup:
 
 
 def bounds_text(low: float, high: float) -> tuple[str, str]:
-    """An interval's bounds as the metric table writes ratios, with more decimals where three
-    figures would show two different bounds alike, or a bound that is not 1 as 1."""
+    """An interval's bounds as the metric table writes ratios, with more figures where three
+    would show two different bounds alike, or a bound that is not 1 as 1."""
     shown = format_ratio(low), format_ratio(high)
+    alike = shown[0] == shown[1]
     for decimals in range(3, 9):
         apart = shown[0] != shown[1] or low == high
         off_one = all(text.rstrip("0").rstrip(".") != "1" or bound == 1 for text, bound in zip(shown, (low, high)))
         if apart and off_one:
             break
-        shown = tuple(f"{bound:.{decimals}f}" if 0.01 <= abs(bound) < 10 else format_ratio(bound)
-                      for bound in (low, high))  # type: ignore[assignment]
+        shown = _bound_text(low, decimals, alike), _bound_text(high, decimals, alike)
     return shown
+
+
+def _bound_text(bound: float, decimals: int, alike: bool) -> str:
+    """A bound with `decimals` decimals from 0.01 to 10; beyond, where three figures wrote both bounds
+    alike (`alike`), as many figures as that gives 1.xxx (12.31, 1,520.3, 0.005121): [12.31-12.34]
+    read `12.3-12.3`, as if it had no width."""
+    size = abs(bound)
+    if 0.01 <= size < 10:
+        return f"{bound:.{decimals}f}"
+    if not alike or size == 0 or not math.isfinite(bound):
+        return format_ratio(bound)
+    return f"{bound:,.{max(0, decimals - math.floor(math.log10(size)))}f}"
 
 
 def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:

@@ -164,6 +164,17 @@ def test_a_verdict_needs_an_effect_worth_the_name_and_its_bounds_show_why() -> N
     assert slower.verdict == "slower"
 
 
+def test_bounds_beyond_10x_are_told_apart_too() -> None:
+    """A tight interval above 10 read `12.3x [12.3-12.3, 95%] faster`, as if it had no width: the more decimals
+    that tell bounds apart were given only between 0.01 and 10."""
+    tight = paired_speedup([100.0, 100.0, 100.0], [1231.0, 1231.5, 1232.0])
+    low, high = tight.text().split("[")[1].split(",")[0].split("-")
+    assert tight.interval is not None and low != high, tight.text()
+    assert float(low) == pytest.approx(tight.interval.low, rel=1e-3), tight.text()
+    assert intervals.bounds_text(1520.3, 1521.1) == ("1,520", "1,521")
+    assert intervals.bounds_text(0.00512, 0.005121) == ("0.005120", "0.005121")
+
+
 def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -> None:
     """`1.04x [1.01-1.07, 95%] under 5%` claimed what its interval does not show: 7% is inside it."""
     wide = paired_speedup([1.0] * 5, [1.01, 1.03, 1.04, 1.06, 1.07])
