@@ -168,14 +168,20 @@ class Speedup:
         return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
 
 
+#: Bounds closer than this, relatively, are one value that the logs' arithmetic left apart (three rounds of
+#: 1 ms against three of 1.2 ms gave 1.1999999999999966 and 1.2000000000000026).
+_ROUNDING = 1e-9
+
+
 def bounds_text(low: float, high: float) -> tuple[str, str]:
     """An interval's bounds as the metric table writes ratios, with more figures where three
     would show two different bounds alike, or a bound that is not 1 as 1."""
     shown = format_ratio(low), format_ratio(high)
     alike = shown[0] == shown[1]
-    for decimals in range(3, 9):
-        apart = shown[0] != shown[1] or low == high
-        off_one = all(text.rstrip("0").rstrip(".") != "1" or bound == 1 for text, bound in zip(shown, (low, high)))
+    for decimals in range(3, 9):  # bounds a rounding apart (every round's ratio one value) are one bound
+        apart = shown[0] != shown[1] or math.isclose(low, high, rel_tol=_ROUNDING)
+        off_one = all(text.rstrip("0").rstrip(".") != "1" or math.isclose(bound, 1, rel_tol=_ROUNDING)
+                      for text, bound in zip(shown, (low, high)))
         if apart and off_one:
             break
         shown = _bound_text(low, decimals, alike), _bound_text(high, decimals, alike)

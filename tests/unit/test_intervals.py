@@ -175,6 +175,14 @@ def test_bounds_beyond_10x_are_told_apart_too() -> None:
     assert intervals.bounds_text(0.00512, 0.005121) == ("0.005120", "0.005121")
 
 
+def test_bounds_a_rounding_apart_read_as_one() -> None:
+    """Rounds of one ratio each (a coarse clock's medians) left bounds 1e-15 apart, and their figures were added
+    to the last: `1.20x [1.20000000-1.20000000, 95%] faster (rounds not paired)`."""
+    assert intervals.unpaired_speedup([1e6] * 3, [1.2e6] * 3).text() == "1.20x [1.20-1.20, 95%] faster (rounds not paired)"
+    assert paired_speedup([1e6, 2e6, 3e6], [1.2e6, 2.4e6, 3.6e6]).text() == "1.20x [1.20-1.20, 95%] faster"
+    assert intervals.bounds_text(0.9999999999999998, 1.0000000000000002) == ("1.00", "1.00")
+
+
 def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -> None:
     """`1.04x [1.01-1.07, 95%] under 5%` claimed what its interval does not show: 7% is inside it."""
     wide = paired_speedup([1.0] * 5, [1.01, 1.03, 1.04, 1.06, 1.07])
