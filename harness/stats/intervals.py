@@ -160,11 +160,12 @@ class Speedup:
     paired: bool = True  # False: the two cells' rounds ran at different times (`unpaired_speedup`)
 
     def text(self) -> str:
-        """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`."""
-        if self.interval is None:
-            return f"{format_times(self.value)} ({self.verdict})"
-        low, high = bounds_text(self.interval.low, self.interval.high)
+        """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`, either followed
+        by `(rounds not paired)` where the two cells ran in different starts."""
         apart = "" if self.paired else f" ({UNPAIRED})"
+        if self.interval is None:
+            return f"{format_times(self.value)} ({self.verdict}){apart}"
+        low, high = bounds_text(self.interval.low, self.interval.high)
         return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
 
 

@@ -363,6 +363,9 @@ def test_a_fusion_pair_split_by_a_resume_is_not_paired_by_round_number() -> None
     assert not split.paired and split.value == pytest.approx(unpaired_speedup(on_rounds, off_rounds).value)
     assert split.interval is not None and together.interval is not None
     assert split.text().endswith("(rounds not paired)") and "not paired" not in together.text()
+    # one round a side, split by the resume: the ratio of two starts said nothing of them
+    one = FusionPair(row(on_rounds[:1], 0), row(off_rounds[:1], 1)).result
+    assert one.text() == "1.30x (one round) (rounds not paired)", one.text()
     # a record that does not say when it started (older bundles): paired by round, as before
     assert FusionPair(row(on_rounds, 0), row(off_rounds, 0)).result == together
     unknown = FusionPair(replace(row(on_rounds, 0), start=None), row(off_rounds, 1)).result
