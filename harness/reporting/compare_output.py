@@ -100,12 +100,16 @@ def _fusion(comparison: Comparison) -> list[str]:
         return []
     lines = ["## Fusion speedups", "",
              "Fusion off over on in each bundle, with its confidence interval over the paired rounds and its verdict "
-             "(docs/metrics.md, Speedups); `ran apart` where its cells ran on other shares of the machine or other "
-             "hardware in that bundle (no speedup is taken from them), `-` where the pair is not valid there.", "",
+             "(docs/metrics.md, Speedups); `ran apart` where its cells ran where their times cannot be set side by "
+             "side in that bundle (no speedup is taken from them; listed below with why), `-` where the pair is not "
+             "valid there.", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:
         lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")
-    return [*lines, "", verdict_line(comparison.fusion), ""]
+    # the cell holds two words; the reason (another share, other hardware, another start of the machine) is here
+    apart = [f"- {md_cell(v.name)}, in {side}: {md_cell(why)}" for v in comparison.fusion
+             for side, why in (("A", v.apart_a), ("B", v.apart_b)) if why]
+    return [*lines, "", verdict_line(comparison.fusion), "", *(["Ran apart:", "", *apart, ""] if apart else [])]
 
 
 def to_markdown(comparison: Comparison) -> str:

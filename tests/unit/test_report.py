@@ -632,6 +632,11 @@ def test_compares_fusion_table_says_where_a_pair_ran_apart_not_that_it_was_not_v
     assert pair.shown()[1] == "ran apart" and pair.apart_b == "one ran on a slot of 1 core(s), the other on the whole machine"
     assert pair.recorded()["ran_apart"] == {"a": None, "b": pair.apart_b}
     assert all(v.b is not None for v in verdicts if v is not pair), "the golden bundle's other pairs are valid in both"
+    # the Markdown said `ran apart` and a caption naming shares and hardware only, never why (two boots read alike)
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_markdown
+    shown = to_markdown(compare(golden, root))
+    assert f"- {pair.name}, in B: {md_cell(pair.apart_b)}" in shown, shown
 
 
 def test_a_library_whose_cells_ran_on_two_versions_is_named_with_both(tmp_path: Path) -> None:
