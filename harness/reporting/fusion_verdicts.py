@@ -66,7 +66,9 @@ class FusionVerdict:
                     "paired": speedup.paired,
                     "interval": None if interval is None else {"low": interval.low, "high": interval.high,
                                                                  "coverage": interval.coverage}}
-        return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree, "overlap": self.overlap,
+        # null where the table says `-`: false would read as verdicts that disagree, intervals apart
+        return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree if self.judged else None,
+                "overlap": self.overlap if self.intervals else None,
                 "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}}
 
 

@@ -605,6 +605,9 @@ def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise(
     assert verdict_line([same, flipped, unjudged, missing]) == (
         "verdicts agree: 1 of 3 pairs; intervals overlap: 1 of 3 (1 with one round in a bundle: no verdict)")
     assert flipped.recorded()["b"]["verdict"] == "slower" and missing.recorded()["b"] is None
+    # the JSON said `"agree": false, "overlap": false` where the table says `-`: no verdict, no interval to set apart
+    assert [(v.recorded()["agree"], v.recorded()["overlap"]) for v in (same, flipped, unjudged, missing)] == [
+        (True, True), (False, False), (None, None), (None, None)]
 
 
 @pytest.mark.slow
