@@ -19,7 +19,7 @@ from harness.reporting.fusion_verdicts import verdict_line
 from harness.reporting.judging import LABELS, VERDICTS, percent
 from harness.reporting.markdown import md_cell
 from harness.reporting.system_differences import PACKAGE
-from harness.stats.summary import EXACT_MAX_SMALLER
+from harness.stats.summary import EXACT_MAX_PRODUCT, EXACT_MAX_SMALLER
 
 #: Packages that differ shown among the systems' differences; more are listed at the end (two
 #: machines' images can differ in hundreds, which would push the summary out of sight).
@@ -51,9 +51,11 @@ def to_json(comparison: Comparison) -> str:
     data = {
         "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
         "test": ("where either cell was timed over several rounds, Student's t on the logs of the rounds' medians "
-                 "(two-sided, the variance pooled from both sides' rounds: the variation between processes is in it); "
-                 "else Mann-Whitney U on the device-timing samples (two-sided; exact where neither side has ties and "
-                 f"the smaller has at most {EXACT_MAX_SMALLER} samples, else the normal approximation); each pair's "
+                 "(two-sided, the variance pooled from both sides' rounds: the variation between processes is in it; "
+                 "where every round of each side gave one median, nothing to test against, the rank test below); "
+                 "else Mann-Whitney U on the device-timing samples (two-sided; exact where no two samples of either "
+                 f"side are equal, the smaller side has at most {EXACT_MAX_SMALLER} and the two sizes' product is at "
+                 f"most {EXACT_MAX_PRODUCT:,}, else the normal approximation); each pair's "
                  "`test` says which. A change needs the test below alpha, pointing the way the medians' ratio does, "
                  "and the ratio beyond the threshold either way (B/A above 1 + t or below 1 / (1 + t))"),
         "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,

@@ -634,6 +634,9 @@ def test_the_json_names_the_rank_test_each_pair_got(tmp_path: Path) -> None:
 
     assert u_test_method([1, 2, 3], [4, 5, 6]) == "exact" and u_test_method([1, 1, 2], [3, 4]) == "normal approximation"
     assert u_test_method(list(range(30)), list(range(100, 130))) == "normal approximation"
+    # 20 samples against 1,001 get the normal approximation: the JSON's rule said exact (it left the product out)
+    assert u_test_method(list(range(20)), list(range(100, 1101))) == "normal approximation"
+    assert "product is at most 20,000" in data["test"] and "no two samples of either side are equal" in data["test"]
 
 
 def test_a_backend_one_run_recorded_and_the_other_not_is_a_system_difference() -> None:
