@@ -140,8 +140,9 @@ def to_markdown(comparison: Comparison) -> str:
     lines += ["", "## Summary", "", " · ".join(f"{label}: {counts[label]}" for label in LABELS), ""]
     noisy = [p for p in c.pairs if p.noisy and p.verdict in ("regressed", "improved")]
     if noisy:
+        rounds = " or timed over rounds" if any(max(p.valid_rounds) <= 1 for p in noisy) else ""  # as each why advises
         lines += [f"{len(noisy)} of the improved and regressed pairs rest on noisy cells (their why says which): a "
-                  "guess, not a figure, until rerun or timed over rounds.", ""]
+                  f"guess, not a figure, until rerun{rounds}.", ""]
     machine = [p for p in c.pairs if p.machine_moved and p.verdict in ("regressed", "improved")]
     if machine:
         lines += [f"{len(machine)} of the improved and regressed pairs moved with the machine itself: its reference "

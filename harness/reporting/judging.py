@@ -75,6 +75,7 @@ class Pair:
     ratio: float | None = None  # B/A of the medians; < 1 is faster
     p_value: float | None = None
     test: str | None = None  # how p was found: a t test on rounds' medians, or the rank test's "exact" or "normal approximation"
+    valid_rounds: tuple[int, int] = (0, 0)  # (A, B): the valid rounds each side's device time was taken over
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
     noisy: bool = False  # a side's timing samples spread beyond 10% of their mean (speedups.noisy_mark)
     machine_moved: bool = False  # the machine's reference loops moved enough to account for a change
@@ -124,6 +125,7 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
     pair.ratio = pair.median_b_ns / pair.median_a_ns
     row_a, row_b = Row(cell_a), Row(cell_b)
     rounds_a, rounds_b = list(row_a.round_medians.values()), list(row_b.round_medians.values())
+    pair.valid_rounds = len(rounds_a), len(rounds_b)
     tested = rounds_t_test(rounds_a, rounds_b)
     if tested is not None:  # the variation between processes is in the test
         difference, pair.p_value = tested
@@ -139,7 +141,7 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
         if pair.noisy:  # the verdict stands, said with its caveat: a CI gate may not trust it alone
             sides = " and ".join(side for side, row in (("A", row_a), ("B", row_b)) if noisy_mark(row))
-            rounds = "" if max(len(rounds_a), len(rounds_b)) > 1 else ", or time over rounds (--rounds)"
+            rounds = "" if max(pair.valid_rounds) > 1 else ", or time over rounds (--rounds)"
             pair.why = (f"noisy: {sides}'s timing samples spread beyond 10% of their mean (the cell's warnings say "
                         f"why); rerun on a quieter machine{rounds}")
         said, pair.machine_moved = _machine(cell_a, cell_b, pair.ratio)

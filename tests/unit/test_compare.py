@@ -803,6 +803,37 @@ def test_a_change_from_a_noisy_cell_says_so_beside_its_verdict() -> None:
     assert steady.verdict == "regressed" and not steady.noisy and not steady.why.startswith("noisy")
 
 
+def test_the_summary_advises_rounds_for_noisy_changes_only_where_a_side_had_one() -> None:
+    """Cells of three rounds a side, judged on their rounds' medians, read 'a guess, not a figure, until rerun
+    or timed over rounds' in the summary, where their whys (rightly) advised only a quieter machine."""
+    from harness.reporting.compare import Comparison
+    from harness.reporting.compare_output import to_markdown
+
+    def noisy_rounds(factor: float) -> CellRecord:
+        sides = [[int(v * factor) + i for v in BASE] for i in range(3)]
+        data = cell_data(samples=sides[0])
+        data["config"]["timing"]["rounds"] = 3
+        data["metrics"]["rounds"] = [{"round": i, "status": "valid", "median_ns": median(samples), "cv": 0.2,
+                                      "n": len(samples), **({"samples_ns": samples} if i > 1 else {})}
+                                     for i, samples in enumerate(sides, 1)]
+        return record(data)
+
+    rounds = compare_cells(noisy_rounds(1.0), noisy_rounds(1.5), 0.05, 0.01)
+    assert rounds.verdict == "regressed" and rounds.noisy, rounds
+    assert "time over rounds" not in rounds.why
+    summary = to_markdown(Comparison(a="A", b="B", threshold=0.05, alpha=0.01, pairs=[rounds]))
+    assert "a guess, not a figure, until rerun.\n" in summary, summary
+    one = cell(samples=[v * 4 for v in BASE])
+    assert one.metrics.device_time is not None
+    one.metrics.device_time.summary.noisy = True
+    single = compare_cells(cell(samples=BASE), one, 0.05, 0.01)
+    assert single.noisy and "time over rounds (--rounds)" in single.why
+    summary = to_markdown(Comparison(a="A", b="B", threshold=0.05, alpha=0.01, pairs=[rounds, single]))
+    assert "2 of the improved and regressed pairs rest on noisy cells" in summary
+    assert "until rerun or timed over rounds." in summary
+    assert (rounds.valid_rounds, single.valid_rounds) == ((3, 3), (1, 1))
+
+
 def test_a_change_the_machine_itself_moved_with_says_so() -> None:
     """Three runs of one file minutes apart on the 2-core VM: `compare` called 5 of 6 cells
     regressed (up to 1.29x) where the round trip between the two cores had grown 3x between the
