@@ -33,7 +33,6 @@ it dies with the runner (PR_SET_PDEATHSIG), and its child dies with it.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import runpy
@@ -48,27 +47,8 @@ from typing import Self, TextIO
 import pydantic
 from pydantic import ConfigDict
 
+from harness.measure import start_imports
 from harness.quick_exit import quick_exit
-
-#: What every worker imports before it measures anything (harness/measure/worker.py and its phases.py).
-PRELOADED = (
-    "torch",
-    "torchvision",
-    "numpy",
-    "psutil",
-    "mlperf_loadgen",
-    "harness.measure.worker",
-    "harness.measure.activity",
-    "harness.measure.correctness",
-    "harness.measure.loadgen",
-    "harness.measure.machine_speed",
-    "harness.measure.passes",
-    "harness.measure.roofline",
-    "harness.measure.memory",
-    "harness.measure.timing",
-    "harness.models.zoo",
-    "harness.precision",
-)
 
 
 class _Line(pydantic.BaseModel):
@@ -188,7 +168,7 @@ def _child(order: ForkOrder, channels: tuple[int, int]) -> None:
         os.environ.clear()
         os.environ.update(order.env)
         sys.argv = [order.module, order.request]
-        # The module was imported here already (PRELOADED): runpy would warn so in every worker's log,
+        # The module was imported here already (start_imports): runpy would warn so in every worker's log,
         # where a fresh worker's log has no such line.
         warnings.filterwarnings("ignore", message=r"'.*' found in sys\.modules after import of package", category=RuntimeWarning)
         runpy.run_module(order.module, run_name="__main__", alter_sys=True)  # as `python -m MODULE REQUEST`
@@ -213,10 +193,11 @@ def _preload(backends: Sequence[str]) -> None:
 
     for name in backends:
         try:
-            for module in registry.load(name).preload:
-                importlib.import_module(module)
+            preload = registry.load(name).preload
         except Exception as exc:  # noqa: BLE001 - a broken plugin is its cells' failure, not this parent's
             print(f"preloaded: backend {name!r} not fully preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        start_imports.import_preload(name, preload)
 
 
 def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence[str] = ()) -> int:
@@ -226,8 +207,7 @@ def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence
     die_with_parent(runner_pid)
     bind_to_slot(os.environ.get("FUSIONBENCH_CPUS"))
     worker.handed_cpus = worker.given_cpus()  # before the imports: torch's OpenMP may bind this thread
-    for module in PRELOADED:
-        importlib.import_module(module)
+    start_imports.import_modules()
     _preload(backends)
     _empty_fork()
     refusal = why_not_fork()

@@ -24,7 +24,7 @@ from harness import allocator, artifact_cache, cgroup_limits, registry
 from harness.bundle.cell_record import Metrics
 from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
-from harness.measure import phases, plugin_answers, protocol, trust
+from harness.measure import phases, plugin_answers, protocol, start_imports, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
 from harness.quick_exit import quick_exit
@@ -50,6 +50,8 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
             torch.set_grad_enabled(False)
             precision.set_torch_math("fp32")  # the eager reference is IEEE (fp32 and tf32 cells)
             backend = registry.load(cell.backend)()
+            start_imports.import_modules()  # before the baseline, as a preloaded parent imported them before its fork
+            start_imports.import_preload(cell.backend, backend.preload)
             machine_speed.prepare(Path(request.cache_dir or Path.cwd() / "cache") / machine_speed.CACHE_FOLDER)
             baseline_rss = current_rss_bytes()
             baseline_device_used = None

@@ -455,6 +455,40 @@ def test_a_worker_records_the_cpus_it_was_given_not_those_openmp_bound_it_to(var
     assert recorded == given and len(given) >= 2, (variable, given, recorded, done.stderr[-2000:])
 
 
+_BASELINE_WORKER = """
+import json, sys
+from harness import registry
+from harness.measure import memory
+from harness.measure.protocol import WorkerRequest
+from harness.measure.worker import run_cell
+from tests.unit.test_worker import RaisingBackend, cell_for
+
+class Preloading(RaisingBackend):
+    preload = ("colorsys",)
+
+def baseline():
+    print(json.dumps([m for m in ("torchvision", "mlperf_loadgen", "colorsys") if m not in sys.modules]))
+    raise RuntimeError("the baseline was read: nothing more to see")
+
+registry.load = lambda name: Preloading
+memory.current_rss_bytes = baseline
+folder = sys.argv[1]
+run_cell(WorkerRequest(cell=cell_for("raising"), artifact_dir=folder + "/a", phase_file=folder + "/p"))
+"""
+
+
+@pytest.mark.slow
+def test_a_fresh_worker_reads_its_memory_baseline_after_the_imports_a_preloaded_parent_makes(tmp_path: Path) -> None:
+    """A fresh worker (`--fresh-workers`, Ray) read its baseline before torchvision was imported,
+    which its model's build then did: a fresh resnet18 cell's peak_rss_delta_bytes was 253 MiB, of
+    which torchvision's import was about 170 MiB, where a forked worker's (its parent imported
+    torchvision) was 99 MiB. Its backend's `preload` counted in the delta likewise."""
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _BASELINE_WORKER, str(tmp_path)], cwd=repo, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=300)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr[-2000:]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2,
                     reason="needs two CPUs to be given, to see one taken away")
