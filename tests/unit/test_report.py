@@ -249,7 +249,7 @@ def test_a_gpus_peaks_are_written_under_their_prefix_never_as_an_exponent() -> N
     timing = {"samples_ns": [4750000], "summary": {"n": 1, "median_ns": 4.75e6, "cv": 0.0}}
     head, (line,) = roofline_table([Row(cell_record(metrics={"device_time": timing, "roofline": roofline}))])
     cells = dict(zip(head, line))
-    assert (cells["peaks"], cells["GFLOP/batch"], cells["compulsory MB"]) == ("50.5 TFLOP/s, 4.06 TB/s", "116,000", "1,500,000")
+    assert (cells["peaks"], cells["FLOP/batch"], cells["compulsory bytes"]) == ("50.5 TFLOP/s, 4.06 TB/s", "116 TFLOP", "1.50 TB")
     assert "e+" not in " ".join(line)
 
 
@@ -687,6 +687,23 @@ def test_the_roofline_sets_each_cell_at_its_time_over_rounds_with_the_peaks_it_w
     assert cells["peaks"] == "159 GFLOP/s, 55.6 GB/s"
     one_round = Row(cell_record(metrics={"device_time": timing, "roofline": roofline}))
     assert dict(zip(head, roofline_table([one_round])[1][0]))["fraction of bound"] == "1.047 above roof"
+
+
+def test_the_roofline_gives_a_small_models_work_in_three_figures_under_its_prefix() -> None:
+    """resnet18 and mobilenet_v3_small at input 32 (75.0 and 6.37 MFLOP a batch, 46.8 and 10.2 MB
+    compulsory): in GFLOP with two decimals the first read 0.08 (one figure, 7% off), the second
+    0.00637, and the bytes in MB 46.8 and 10.2; each now reads as the peaks beside it do."""
+    timing = {"samples_ns": [6310685], "summary": {"n": 1, "median_ns": 6310685.0, "cv": 0.0}}
+    figures = {}
+    for flops, compulsory in ((75046912, 46812736), (6367104, 10236160), (167772160, 21086208)):
+        roofline = {"flops": flops, "compulsory_bytes": compulsory, "peak_flops_per_s": 6.79e10,
+                    "peak_bytes_per_s": 2.24e10, "time_bound_ns": 2.09e6, "measured_ns": 6310685.0,
+                    "fraction_of_bound": 0.331, "bound_by": "memory"}
+        head, (line,) = roofline_table([Row(cell_record(metrics={"device_time": timing, "roofline": roofline}))])
+        cells = dict(zip(head, line))
+        figures[flops] = (cells["FLOP/batch"], cells["compulsory bytes"])
+    assert figures == {75046912: ("75.0 MFLOP", "46.8 MB"), 6367104: ("6.37 MFLOP", "10.2 MB"),
+                       167772160: ("168 MFLOP", "21.1 MB")}
 
 
 def test_cells_of_one_bundle_on_two_cpu_generations_are_set_apart() -> None:
