@@ -62,3 +62,17 @@ def test_a_reference_constant_within_the_tolerance_cannot_vouch_for_anything() -
     assert compare(ref, ref, "bf16")["reason"].startswith("eager's output is constant"), "a constant passes bf16's 5e-2"
     spread = torch.tensor([[1.0, -1.0, 0.5, 0.25]])  # a constant errs half the range: far outside
     assert compare(spread.clone(), spread, "bf16")["ok"]
+
+
+def test_an_output_just_outside_the_tolerance_says_its_error_apart_from_the_limit() -> None:
+    """A backend whose outputs were 1.001 times eager's in fp32 (1.001 rounds just above it there)
+    was invalid with 'max abs error 0.00139 (limit 0.00139)': the figures it failed by read as equal."""
+    ref = torch.randn(2, 1000, generator=torch.Generator().manual_seed(0))
+    result = compare(ref * (1 + 1e-3), ref, "fp32")
+    assert not result["ok"] and result["max_abs_error"] > result["max_abs_error_limit"]
+    said = result["reason"].partition("max abs error ")[2].partition(")")[0]  # '0.0038... (limit 0.0038...'
+    error, limit = said.split(" (limit ")
+    assert float(error) > float(limit), result["reason"]
+    near = ref + torch.randn(2, 1000, generator=torch.Generator().manual_seed(1)) * 0.01405  # cosine 0.99989991
+    said = compare(near, ref, "fp32")["reason"]
+    assert said and float(said.partition("cosine similarity ")[2].partition(" ")[0]) < 0.9999, said
