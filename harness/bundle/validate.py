@@ -50,6 +50,7 @@ from harness.bundle.reader import LoadedBundle, check_root, load
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
+from harness.precision import PRECISIONS
 from harness.stats.summary import summarize_ns
 
 
@@ -256,8 +257,10 @@ def _cell_problems(cell: dict[str, Any], version: int) -> list[str]:
     timing = metrics.get("device_time")
     if timing and timing["samples_ns"]:
         lines += _summary_problems(timing["summary"], summarize_ns(timing["samples_ns"]))
-    lines += _correctness_problems(metrics.get("correctness"))
-    lines += _correctness_problems((metrics.get("correctness") or {}).get("after_timing"), "correctness after timing")
+    dtype = cell["config"].get("dtype")
+    lines += _correctness_problems(metrics.get("correctness"), dtype)
+    lines += _correctness_problems((metrics.get("correctness") or {}).get("after_timing"), dtype,
+                                   "correctness after timing")
     report = metrics.get("fusion_report")
     if report:
         if report["kernel_count"] != len(report["kernels"]):
@@ -289,14 +292,27 @@ def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> li
     return lines
 
 
-def _correctness_problems(correctness: Any, name: str = "correctness") -> list[str]:
-    """A verdict that contradicts the error and tolerance recorded beside it."""
+def _correctness_problems(correctness: Any, dtype: Any, name: str = "correctness") -> list[str]:
+    """A verdict that contradicts the error and tolerance recorded beside it, or a tolerance that is
+    not the cell's dtype's (harness/precision.py: one policy, unchanged since the first bundle that
+    records it)."""
     if not isinstance(correctness, dict) or "max_abs_error" not in correctness:
         return []
     error, limit = number(correctness.get("max_abs_error")), number(correctness.get("max_abs_error_limit"))
     cosine, minimum = number(correctness.get("cosine_similarity")), number(correctness.get("min_cosine"))
     if error is None or limit is None:
         return [f"{name}: max_abs_error and its limit are not both numbers"]
+    policy = PRECISIONS.get(dtype) if isinstance(dtype, str) else None
+    rtol, reference = number(correctness.get("rtol")), number(correctness.get("reference_max_abs"))
+    if policy is not None and (rtol is not None and rtol != policy.rtol
+                               or minimum is not None and minimum != policy.min_cosine):
+        return [f"{name}: tolerance rtol {correctness.get('rtol')}, min_cosine {correctness.get('min_cosine')} is not "
+                f"a {dtype} cell's ({policy.rtol}, {policy.min_cosine})"]
+    if rtol is not None and reference is not None:
+        expected = rtol * reference if reference > 0 else rtol
+        if not close(limit, expected, absolute=0.0):
+            return [f"{name}: max_abs_error_limit {limit!r} is not rtol {rtol} times the reference's largest "
+                    f"magnitude {reference!r} ({expected!r})"]
     passes = error <= limit and (cosine is None or minimum is None or cosine >= minimum)
     if bool(correctness.get("ok")) != passes:
         return [f"{name}: ok is {correctness.get('ok')} but max abs error {error:.3g} against limit {limit:.3g}"

@@ -421,8 +421,17 @@ def _forgeries(record: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, An
                ("correctness ok", lambda c: c["metrics"]["correctness"].update(ok=False)),
                ("max abs error", lambda c: c["metrics"]["correctness"].update(
                    max_abs_error=c["metrics"]["correctness"]["max_abs_error_limit"] * 2)),
+               # an error twice the limit, passed by a limit ten times the dtype's, with its rtol or without
+               ("tolerance", lambda c: _loosened(c["metrics"]["correctness"], rtol=True)),
+               ("limit", lambda c: _loosened(c["metrics"]["correctness"], rtol=False)),
                ("status", lambda c: c.update(status="invalid"))]
     return forged
+
+
+def _loosened(check: dict[str, Any], *, rtol: bool) -> None:
+    check.update(max_abs_error=check["max_abs_error_limit"] * 2, max_abs_error_limit=check["max_abs_error_limit"] * 10)
+    if rtol:
+        check.update(rtol=check["rtol"] * 10)
 
 
 @pytest.mark.slow
