@@ -3,7 +3,8 @@
 Host: the worker's peak RSS from its start to the end of the memory pass (`ru_maxrss`; one cell
 per process makes it that cell's) and its delta over the baseline taken before the model was
 built; plus the peak during the memory pass alone, by resetting the kernel's high-water mark (`/proc/self/clear_refs`), so the
-eager reference and the compiler's own peak do not count there.
+eager reference's and the compiler's passing peaks do not count there; what they left resident does
+(the reset sets the mark to the RSS of the moment).
 GPU: `torch.cuda.max_memory_allocated/reserved` over the pass (torch backends), and the NVML
 peak of this process's device memory sampled from a thread (every backend). Inside a container
 NVML may list host PIDs, so the device-wide used-memory delta is kept beside it.
