@@ -4,7 +4,8 @@ The graph keeps one node per eager operator: torch's dynamo exporter runs with i
 off, then only constant folding and the onnxscript rewrites that fuse nothing (cast and
 identity clean-ups) are applied. Batch norm therefore stays a node of its own, and each runtime's
 own fusions (ONNX Runtime's ConvBNFusion, TensorRT's layer fusion) are what the fusion report
-shows. Exports are cached by model weights, input shape, dtype and library versions.
+shows. An operator opset 18 has no node for is written as its parts: SiLU as Sigmoid and Mul, GELU
+as Div, Erf, Add, Mul and Mul. Exports are cached by model weights, input shape, dtype and library versions.
 """
 
 from __future__ import annotations

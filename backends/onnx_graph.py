@@ -18,7 +18,12 @@ attribute and the Add of its fused sum input (4th input) where the walk did not 
 the name is no source tensor, its schema says what it can: Conv, plus BatchNormalization/Add/Mul
 when its weights come from ORT's ConvBnFusion/ConvAddFusion/ConvMulFusion (their initializer names
 say so, unless the NCHWc reorder of the bias renamed it), plus its sum input and activation.
-A node that can be attributed neither way is reported as itself, under its own op type.
+Nodes of the default and Microsoft domains inside the blocked layout (an activation NCHWc did
+not take, or what a fusion made of one: Sigmoid and Mul as one `QuickGelu`) read and write renamed
+tensors too; each renamed tensor is read as the source tensor it holds where the layout says so
+(a ReorderOutput's output, a ReorderInput's input, the tensor an NCHWc node is named after, the
+input of the source Conv an NCHWc Conv runs), and the walk runs between those. A node that can be
+attributed no way is reported as itself, under its own op type.
 """
 
 from __future__ import annotations
@@ -89,21 +94,49 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
                    if node.domain == NCHWC_DOMAIN and node.name.endswith(NCHWC_SUFFIX)
                    and node.name.removesuffix(NCHWC_SUFFIX) in produced}
     held |= set(named_after.values())
+    walks = {}
+    for i, node in enumerate(optimized.graph.node):
+        tensor = named_after.get(node.name)
+        if tensor is not None and node.op_type == "Conv":
+            walks[i] = _walk([tensor], nodes, produced, held - {tensor}, leaves, past_conv=False)
+    holds = _held_source_tensors(optimized, nodes, named_after, walks)
+    held |= set(holds.values())
     groups = []
-    for node in optimized.graph.node:
+    for i, node in enumerate(optimized.graph.node):
         if node.domain == NCHWC_DOMAIN:
-            tensor = named_after.get(node.name)
-            walked = (_walk([tensor], nodes, produced, held - {tensor}, leaves, past_conv=False)
-                      if tensor is not None and node.op_type == "Conv" else set())
+            walked = walks.get(i, set())
             groups.append(KernelGroup(kernel=node.name or node.op_type,
-                                      ops=_nchwc_ops(node, [nodes[i].op_type for i in sorted(walked)])))
+                                      ops=_nchwc_ops(node, [nodes[j].op_type for j in sorted(walked)])))
             continue
-        own = [name for name in node.output if name]
-        covered = _walk(own, nodes, produced, {name for name in node.input if name} | (held - set(own)), leaves,
-                        past_conv=True)
+        own = [holds.get(name, name) for name in node.output if name]
+        covered = _walk(own, nodes, produced, {holds.get(name, name) for name in node.input if name} | (held - set(own)),
+                        leaves, past_conv=True)
         ops = tuple(f"onnx.{nodes[i].op_type}" for i in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
         groups.append(KernelGroup(kernel=node.name or node.op_type, ops=ops))
     return groups
+
+
+def _held_source_tensors(optimized: Any, nodes: list[Any], named_after: dict[str, str],
+                         walks: dict[int, set[int]]) -> dict[str, str]:
+    """Renamed tensor of the NCHWc layout -> the source tensor it holds, where the layout says: a
+    ReorderOutput writes its input under the source name, a ReorderInput reads the source tensor, an
+    NCHWc node computes the tensor it is named after, and an NCHWc Conv reads what the source Conv
+    its walk reached reads (the only sign of a tensor a node between two NCHWc Convs wrote)."""
+    holds: dict[str, str] = {}
+    for node in optimized.graph.node:
+        if node.domain != NCHWC_DOMAIN or not node.output or not node.input:
+            continue
+        if node.op_type == "ReorderOutput":
+            holds.setdefault(node.input[0], node.output[0])
+        elif node.op_type == "ReorderInput":
+            holds.setdefault(node.output[0], node.input[0])
+        elif node.name in named_after:
+            holds.setdefault(node.output[0], named_after[node.name])
+    for i, covered in walks.items():
+        convs = [nodes[j] for j in sorted(covered) if nodes[j].op_type == "Conv" and nodes[j].input]
+        if len(convs) == 1:
+            holds.setdefault(optimized.graph.node[i].input[0], convs[0].input[0])
+    return holds
 
 
 def added_nodes(source: Any, optimized: Any) -> dict[str, int]:

@@ -115,3 +115,33 @@ def test_nodes_that_compute_no_source_tensor_are_counted() -> None:
                         helper.make_node("Sigmoid", ["reorder_token_1"], ["reorder_token_2"], name="sig"),
                         helper.make_node("ReorderOutput", ["reorder_token_2"], ["y"], name="out", domain=nchwc)])
     assert added_nodes(source, optimized) == {}
+
+
+def test_a_fusion_inside_the_nchwc_layout_runs_the_source_nodes_between_the_tensors_it_holds() -> None:
+    """ORT fuses a SiLU (Sigmoid, then Mul) that the NCHWc Conv could not take as its activation into one
+    QuickGelu, which reads and writes renamed blocked tensors: read as its op type alone, efficientnet_b0's
+    49 SiLUs were counted as no fusion (65 fusions where its optimised graph has 114). What the renamed
+    tensors hold comes from the layout: the second Conv reads the first SiLU's output, the ReorderOutput
+    writes the second's."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 3, 3, 3], [0.0] * 81)
+    source = _graph([helper.make_node("Conv", ["x", "w"], ["c1"], name="conv1"),
+                     helper.make_node("Sigmoid", ["c1"], ["s1"], name="sig1"),
+                     helper.make_node("Mul", ["c1", "s1"], ["silu1"], name="silu1"),
+                     helper.make_node("Conv", ["silu1", "w"], ["c2"], name="conv2"),
+                     helper.make_node("Sigmoid", ["c2"], ["s2"], name="sig2"),
+                     helper.make_node("Mul", ["c2", "s2"], ["y"], name="silu2")], (w,))
+    nchwc, ms = "com.microsoft.nchwc", "com.microsoft"
+    optimized = _graph([helper.make_node("ReorderInput", ["x"], ["reorder_token_0"], name="ReorderInput", domain=nchwc),
+                        helper.make_node("Conv", ["reorder_token_0", "w"], ["reorder_token_1"], name="c1_nchwc", domain=nchwc),
+                        helper.make_node("QuickGelu", ["reorder_token_1"], ["reorder_token_2"], name="silu1/QuickGeluFusion/",
+                                         domain=ms, alpha=1.0),
+                        helper.make_node("Conv", ["reorder_token_2", "w"], ["reorder_token_3"], name="c2_nchwc", domain=nchwc),
+                        helper.make_node("QuickGelu", ["reorder_token_3"], ["reorder_token_4"], name="silu2/QuickGeluFusion/",
+                                         domain=ms, alpha=1.0),
+                        helper.make_node("ReorderOutput", ["reorder_token_4"], ["y"], name="ReorderOutput", domain=nchwc)],
+                       (w,))
+    groups = [(g.kernel, g.ops, g.fusion_class) for g in kernel_groups(source, optimized)]
+    silu = (("onnx.Sigmoid", "onnx.Mul"), "element")
+    assert groups == [("ReorderInput", ("onnx.ReorderInput",), "single"), ("c1_nchwc", ("onnx.Conv",), "single"),
+                      ("silu1/QuickGeluFusion/", *silu), ("c2_nchwc", ("onnx.Conv",), "single"),
+                      ("silu2/QuickGeluFusion/", *silu), ("ReorderOutput", ("onnx.ReorderOutput",), "single")]
