@@ -27,7 +27,7 @@ CLASSES = ("tensor+element+tensor", "tensor+element", "element", "single")
 # Operator names (without namespace or overload) that do the heavy lifting.
 _TENSOR_OPS = re.compile(
     r"^(_?convolution\w*|conv\w*|_convolution_pointwise\w*|mkldnn_convolution|cudnn_convolution\w*|"
-    r"mm|addmm|bmm|baddbmm|matmul|linear|_linear_pointwise\w*|gemm|"
+    r"mm|addmm|bmm|baddbmm|matmul|linear|_linear_pointwise\w*|_mkl_linear|gemm|"
     r"_?scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|attention|"
     r"dense|multiheadattention|einsum)$",
     re.IGNORECASE,  # ONNX spells them Conv, Gemm, MatMul

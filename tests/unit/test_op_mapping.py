@@ -20,9 +20,17 @@ from harness.fusion.mapping import fused_mapping_counts, kernel_mapping, mapping
     ("onnx.ReorderInput", "shuffle"), ("relax.conv2d1", "many-to-many"), ("aten.frobnicate", "unknown"),
     ("aten.relu_", "one-to-one"), ("aten.add_.Tensor", "one-to-one"), ("aten.hardswish_", "one-to-one"),
     ("aten.frobnicate_", "unknown"),
+    # the library calls Inductor makes on CPU: MKL's linear (fp32 with freezing) and oneDNN's transposed convolution
+    ("mkl._mkl_linear", "many-to-many"), ("mkldnn._convolution_transpose_pointwise", "many-to-many"),
 ])
 def test_mapping_class(op: str, expected: str) -> None:
     assert mapping_class(op) == expected
+
+
+def test_inductors_cpu_library_calls_are_tensor_operators() -> None:
+    from harness.fusion import is_tensor_op
+
+    assert is_tensor_op("mkl._mkl_linear") and is_tensor_op("mkldnn._convolution_transpose_pointwise")
 
 
 def test_a_kernel_is_described_by_the_classes_it_combines_in_any_order() -> None:
