@@ -42,6 +42,7 @@ sets, the C++ prefix's precompiled header) is timed apart and left out of `prepa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -51,7 +52,7 @@ from typing import Any, Literal
 from unittest import mock
 
 from backends import inductor_toolchain, torch_kernel_time
-from backends.inductor_code import kernel_calls
+from backends.inductor_code import copy_kinds, kernel_calls
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import closure_contents, freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
@@ -435,7 +436,8 @@ class InductorPrepared(Prepared):
                      for module in self.wrappers}
         if not any(generated.values()):
             return None  # the wrapper modules were not found: no honest split
-        return torch_kernel_time.kernel_times(lambda: self(batch), generated, GENERATED_PREFIX)
+        times = torch_kernel_time.kernel_times(lambda: self(batch), generated, GENERATED_PREFIX)
+        return dataclasses.replace(times, kinds=copy_kinds(self.kernels))
 
     def rewrites(self) -> dict[str, Any]:
         return dict(self.rewrite_record)

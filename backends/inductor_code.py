@@ -129,6 +129,22 @@ def ops_run(kernel: str, named: tuple[str, ...], body: str | None) -> tuple[str,
     return ran
 
 
+def copy_kinds(groups: Iterable[KernelGroup]) -> dict[str, str]:
+    """The kind of each generated kernel that computes nothing (`ops_run` left it copies only), named
+    after what it copies (`cpp_fused_layout_copy`, `cpp_fused_cat`), not after the neighbours its
+    name lists: `cpp_fused_relu_0`, the copy of the input into channels-last, was of the kind
+    `cpp_fused_relu`, an element-wise kind that fusion off's relu kernels share, so a pair's time
+    moved by kind set the copy against the relus and the time against eager counted it as
+    element-wise (harness/measure/kernel_kinds.py)."""
+    kinds = {}
+    for group in groups:
+        prefix = _GENERATED_PREFIX.match(group.kernel)
+        copied = [op_name(op) for op in group.ops if not is_view_op(op)]
+        if prefix and copied and all(op == op_name(LAYOUT_COPY) or op in _COPYING for op in copied):
+            kinds[group.kernel] = prefix.group(0).rstrip("_") + "_" + "_".join(copied)
+    return kinds
+
+
 def _kernel_sources(tree: ast.Module) -> dict[str, str]:
     """Each kernel the module defines (`name = async_compile.triton('name', '''...''')`,
     `name = async_compile.cpp_pybinding([...], r'''...''')`), with its source: the longest string

@@ -72,8 +72,9 @@ class CpuKernelTimes:
     calls: tuple[tuple[str, float], ...]
     #: The whole profiled call: kernels and the dispatch between them.
     wall_ns: float
-    #: Each kernel's kind where the backend's profiler names one (ONNX Runtime's node type:
-    #: "SkipLayerNormalization", "MatMul"): the harness sums the time by kind, so that fusion on can
+    #: Each kernel's kind where the backend names one (ONNX Runtime's node type: "SkipLayerNormalization",
+    #: "MatMul"; Inductor's kernel that only copies, after what it copies, where its name lists the
+    #: operators around it): the harness sums the time by kind, so that fusion on can
     #: be set against off kind by kind. A kernel not named here is of the kind its name gives
     #: (harness/measure/kernel_kinds.py): an operator's (eager's aten::linear) as it is, else
     #: without the numbers a compiler numbers its kernels by (TVM's matmul14 is a matmul,

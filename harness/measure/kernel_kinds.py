@@ -6,16 +6,17 @@ against off kernel by kernel and nothing pairs; kind by kind, the time that move
 fusion's gain or loss is: a new kind's time on one side, the kinds it replaced giving theirs back
 on the other.
 
-A kernel's kind is the one its backend's profiler names (`CpuKernelTimes.kinds`: ONNX Runtime's
-node type); else an operator's name (`aten::linear`, `mkldnn::_convolution_pointwise`: a namespace
-before `::`) is its own kind; else its name with the number each of its parts ends in taken off:
-one kernel generated many times over is one kind (TVM's matmul14 and matmul18 are matmul,
-fused_conv2d38_subtract16_add45_relu22 is fused_conv2d_subtract_add_relu, Inductor's
-cpp_fused_gelu_176 is cpp_fused_gelu; an operator whose own name ends in a number, log2 or expm1,
-loses it too: the two numberings cannot be told apart), and without its parts that are numbers,
-tile shapes or hashes (`128x64`, `0xeca0...`). On the CPU the profile pass (harness/measure/passes.py)
-sums each kind's time as it sums each kernel's: its median share of the profiled inferences applied
-to the timed median; on a GPU the trace's durations.
+A kernel's kind is the one its backend names (`CpuKernelTimes.kinds`: ONNX Runtime's node type, as
+its profiler names it; Inductor's generated kernel that only copies, after what it copies,
+`cpp_fused_layout_copy`, where its name lists the operators around it); else an operator's name
+(`aten::linear`, `mkldnn::_convolution_pointwise`: a namespace before `::`) is its own kind; else
+its name with the number each of its parts ends in taken off: one kernel generated many times over
+is one kind (TVM's matmul14 and matmul18 are matmul, fused_conv2d38_subtract16_add45_relu22 is
+fused_conv2d_subtract_add_relu, Inductor's cpp_fused_gelu_176 is cpp_fused_gelu; an operator whose
+own name ends in a number, log2 or expm1, loses it too: the two numberings cannot be told apart),
+and without its parts that are numbers, tile shapes or hashes (`128x64`, `0xeca0...`). On the CPU
+the profile pass (harness/measure/passes.py) sums each kind's time as it sums each kernel's: its
+median share of the profiled inferences applied to the timed median; on a GPU the trace's durations.
 
 A GPU's kernels are named by CUPTI, and two more rules come first for them. A C++ kernel's
 demangled signature is the function it instantiates, without its return type, template arguments
@@ -44,7 +45,8 @@ from typing import Any
 
 from harness.contract import CpuKernelTimes
 
-KIND_METHOD_NAMED = "the operator type the backend's profiler names for each kernel"
+KIND_METHOD_NAMED = ("the kind the backend names for a kernel (ONNX Runtime: the operator type its profiler names; "
+                     "Inductor: a generated kernel that only copies, after what it copies)")
 KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters (a CUTLASS launcher's: "
                     "the kind of the kernel its first template argument names); a kernel of NVIDIA's "
                     "libraries named by its configuration, its library and operation; an operator's name "

@@ -96,6 +96,22 @@ def test_the_generated_kernels_are_timed_under_the_names_the_report_gives_them(p
     assert 0 < sum(ns for _, ns in times.calls) <= times.wall_ns
 
 
+def test_the_layout_copies_are_timed_as_copies_not_as_the_operators_their_names_list(prepared_pair) -> None:
+    """Fusion on copies the input into channels-last in a kernel named after the relu beside it: its time
+    is summed under the kind of a copy (data movement), not that of the relu kernels fusion off runs."""
+    from backends.inductor_code import LAYOUT_COPY
+    from harness.measure.kernel_kinds import kind_of
+    from harness.reporting.op_classes import DATA_MOVEMENT, class_of
+
+    pairs, _, _, _ = prepared_pair
+    prepared, _, times = pairs["on"]
+    copies = {k.kernel for k in prepared.fusion_report().kernels if k.ops == (LAYOUT_COPY,)}
+    timed = {name for name, _ in times.calls}
+    assert copies and copies <= timed
+    assert {class_of(kind_of(name, times.kinds)) for name in copies} == {DATA_MOVEMENT}
+    assert {kind_of(name, times.kinds) for name in timed - copies} & {"cpp_fused_layout_copy"} == set()
+
+
 def test_the_header_the_first_compile_built_is_not_its_compile_time(prepared_pair) -> None:
     """The first compile on a machine builds Inductor's precompiled header and checks the CPU's vector
     sets; the second finds both done. Those seconds are each compile's `toolchain_s`, which the worker

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backends.inductor_code import LAYOUT_COPY, PART_OF_TENSOR_OP, kernel_calls, ops_from_kernel_name, ops_run
+from backends.inductor_code import LAYOUT_COPY, PART_OF_TENSOR_OP, copy_kinds, kernel_calls, ops_from_kernel_name, ops_run
 from backends.inductor_kernel_body import computes, steps
-from harness.fusion import is_tensor_op, kernel_mapping
+from harness.fusion import KernelGroup, is_tensor_op, kernel_mapping
 from harness.fusion.ops import classify
 
 VOCAB = {"_native_batch_norm_legit_no_training", "add", "relu", "max_pool2d_with_indices", "mean", "addmm", "view",
@@ -239,3 +239,21 @@ def test_kernel_name_tokens() -> None:
 def test_no_call_function() -> None:
     with pytest.raises(ValueError, match="no `call` function"):
         kernel_calls("x = 1\n", VOCAB)
+
+
+def test_a_kernel_that_only_copies_is_of_the_kind_of_what_it_copies() -> None:
+    """pattern_conv_bn_relu's fusion-on cell copies its input into channels-last in `cpp_fused_relu_0`
+    and its output back in `cpp_fused_1`: of the kinds `cpp_fused_relu` and `cpp_fused`, the first
+    set against fusion off's relu kernel (`cpp_fused_relu +143 us (1 call on, 1 call off)`) and counted
+    as element-wise time against eager, the second as `other`. Named after what they copy, both
+    are data movement; a kernel that computes keeps the kind its name gives."""
+    from harness.reporting.op_classes import DATA_MOVEMENT, class_of
+
+    groups = [KernelGroup("cpp_fused_relu_0", (LAYOUT_COPY,)),
+              KernelGroup("torch.ops.mkldnn._convolution_pointwise", ("mkldnn._convolution_pointwise", "aten.relu")),
+              KernelGroup("cpp_fused_1", (LAYOUT_COPY,)), KernelGroup("cpp_fused_cat_relu_2", ("aten.cat", "aten.view")),
+              KernelGroup("cpp_fused_relu_3", ("aten.relu",)), KernelGroup("extern_kernels.mm", ("aten.mm",))]
+    kinds = copy_kinds(groups)
+    assert kinds == {"cpp_fused_relu_0": "cpp_fused_layout_copy", "cpp_fused_1": "cpp_fused_layout_copy",
+                     "cpp_fused_cat_relu_2": "cpp_fused_cat"}
+    assert {class_of(kind) for kind in kinds.values()} == {DATA_MOVEMENT}

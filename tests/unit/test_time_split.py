@@ -148,7 +148,7 @@ def test_a_backend_whose_profiler_cannot_tell_leaves_the_share_unmeasured() -> N
 def test_a_cpu_profile_sums_each_kind_of_kernel_by_the_kind_its_backend_names_or_its_name() -> None:
     """TVM's matmul14 and matmul18 are one kind, matmul; ONNX Runtime names a node's operator type
     itself, which wins over its name. Each kind's time is its median share applied to the timed median."""
-    from harness.measure.kernel_kinds import KIND_METHOD_NAME, kind_method
+    from harness.measure.kernel_kinds import KIND_METHOD_NAME, KIND_METHOD_NAMED, kind_method
 
     first = CpuKernelTimes(calls=(("matmul14", 2e6), ("matmul18", 1e6), ("node_17", 1e6), ("aten::add", 0.5e6)),
                            wall_ns=5e6, kinds={"node_17": "SkipLayerNormalization"})
@@ -161,7 +161,7 @@ def test_a_cpu_profile_sums_each_kind_of_kernel_by_the_kind_its_backend_names_or
         {"kind": "SkipLayerNormalization", "kernels": 1, "calls_per_inference": 1, "ns_per_inference": pytest.approx(2e6)},
         {"kind": "aten::add", "kernels": 1, "calls_per_inference": 1, "ns_per_inference": pytest.approx(1e6)},
     ]
-    assert figures["kind_method"].startswith("the operator type") and figures["kind_method"].endswith(KIND_METHOD_NAME)
+    assert figures["kind_method"].startswith(KIND_METHOD_NAMED) and figures["kind_method"].endswith(KIND_METHOD_NAME)
     assert kind_method([CpuKernelTimes(calls=(("cpp_fused_gelu_178", 1.0),), wall_ns=1.0)]) == KIND_METHOD_NAME
     assert Kernels.model_validate({"kernels_per_inference": 4, "kernel_count_method": "x", **figures}).by_kind[0].kernels == 2
 
