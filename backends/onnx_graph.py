@@ -22,8 +22,11 @@ Nodes of the default and Microsoft domains inside the blocked layout (an activat
 not take, or what a fusion made of one: Sigmoid and Mul as one `QuickGelu`) read and write renamed
 tensors too; each renamed tensor is read as the source tensor it holds where the layout says so
 (a ReorderOutput's output, a ReorderInput's input, the tensor an NCHWc node is named after, the
-input of the source Conv an NCHWc Conv runs), and the walk runs between those. A node that can be
-attributed no way is reported as itself, under its own op type.
+outputs of the source node a kept node is named after, the input of the source Conv or batch norm
+an NCHWc Conv runs), and the walk runs between those. The transformer runs a batch norm that
+follows no convolution as a depthwise NCHWc Conv named `<tensor>_bn_nchwc`: it runs that batch
+norm (and its activation), not a convolution. A node that can be attributed no way is reported as
+itself, under its own op type.
 """
 
 from __future__ import annotations
@@ -40,6 +43,20 @@ _FOLDED_BY = {"ConvBnFusion_": "BatchNormalization", "ConvAddFusion_": "Add", "C
 
 
 NCHWC_SUFFIX = "_nchwc"
+#: What the NCHWc transformer adds to the name of a batch norm it runs as a depthwise NCHWc Conv.
+BATCH_NORM_SUFFIX = "_bn"
+
+
+def _named_after(name: str, produced: dict[str, int]) -> str | None:
+    """The source tensor an NCHWc node is named after (`relu_2_nchwc`; a batch norm run as an NCHWc
+    Conv, `getitem_3_bn_nchwc`), or None."""
+    if not name.endswith(NCHWC_SUFFIX):
+        return None
+    tensor = name.removesuffix(NCHWC_SUFFIX)
+    if tensor in produced:
+        return tensor
+    tensor = tensor.removesuffix(BATCH_NORM_SUFFIX)
+    return tensor if name.endswith(BATCH_NORM_SUFFIX + NCHWC_SUFFIX) and tensor in produced else None
 
 
 def _nchwc_ops(node: Any, walked: list[str] | None = None) -> tuple[str, ...]:
@@ -90,16 +107,23 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
     held = ({out for node in optimized.graph.node for out in node.output if out}
             | {t.name for t in optimized.graph.initializer} | {t.name for t in optimized.graph.input})
     # The source tensor each NCHWc node is named after (its own outputs are renamed).
-    named_after = {node.name: node.name.removesuffix(NCHWC_SUFFIX) for node in optimized.graph.node
-                   if node.domain == NCHWC_DOMAIN and node.name.endswith(NCHWC_SUFFIX)
-                   and node.name.removesuffix(NCHWC_SUFFIX) in produced}
+    named_after = {node.name: tensor for node in optimized.graph.node
+                   if node.domain == NCHWC_DOMAIN and (tensor := _named_after(node.name, produced)) is not None}
     held |= set(named_after.values())
+    holds = _layout_holds(optimized, nodes, named_after)
+    held |= set(holds.values())
     walks = {}
     for i, node in enumerate(optimized.graph.node):
         tensor = named_after.get(node.name)
         if tensor is not None and node.op_type == "Conv":
             walks[i] = _walk([tensor], nodes, produced, held - {tensor}, leaves, past_conv=False)
-    holds = _held_source_tensors(optimized, nodes, named_after, walks)
+            # what it reads is what the source node its walk entered by reads: the only sign of a tensor
+            # that a node between two NCHWc Convs wrote under a new name
+            inside = {out for j in walks[i] for out in nodes[j].output}
+            entries = [nodes[j] for j in sorted(walks[i]) if nodes[j].op_type in ("Conv", "BatchNormalization")
+                       and nodes[j].input and nodes[j].input[0] not in inside]
+            if len(entries) == 1 and node.input:
+                holds.setdefault(node.input[0], entries[0].input[0])
     held |= set(holds.values())
     groups = []
     for i, node in enumerate(optimized.graph.node):
@@ -111,31 +135,46 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
         own = [holds.get(name, name) for name in node.output if name]
         covered = _walk(own, nodes, produced, {holds.get(name, name) for name in node.input if name} | (held - set(own)),
                         leaves, past_conv=True)
-        ops = tuple(f"onnx.{nodes[i].op_type}" for i in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
+        ops = tuple(f"onnx.{nodes[j].op_type}" for j in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
         groups.append(KernelGroup(kernel=node.name or node.op_type, ops=ops))
     return groups
 
 
-def _held_source_tensors(optimized: Any, nodes: list[Any], named_after: dict[str, str],
-                         walks: dict[int, set[int]]) -> dict[str, str]:
+def _layout_holds(optimized: Any, nodes: list[Any], named_after: dict[str, str]) -> dict[str, str]:
     """Renamed tensor of the NCHWc layout -> the source tensor it holds, where the layout says: a
     ReorderOutput writes its input under the source name, a ReorderInput reads the source tensor, an
-    NCHWc node computes the tensor it is named after, and an NCHWc Conv reads what the source Conv
-    its walk reached reads (the only sign of a tensor a node between two NCHWc Convs wrote)."""
+    NCHWc node computes the tensor it is named after, and a node the layout kept (a Concat, an
+    activation: its source node's name and op type) reads its source node's inputs and computes its
+    outputs."""
+    by_name = {node.name: node for node in nodes if node.name}
     holds: dict[str, str] = {}
+    blocked: set[str] = set()  # tensors in the blocked layout, as the nodes that write them run
     for node in optimized.graph.node:
-        if node.domain != NCHWC_DOMAIN or not node.output or not node.input:
+        if not node.output or not node.input:
             continue
-        if node.op_type == "ReorderOutput":
+        if node.domain != NCHWC_DOMAIN:
+            if not blocked & set(node.input):
+                continue  # outside the layout: a renamed output there is another rewrite's (a moved transpose)
+            kept = by_name.get(node.name)
+            if kept is not None and kept.op_type == node.op_type:
+                for renamed, out in zip(node.output, kept.output):
+                    if renamed and out and renamed != out:
+                        holds.setdefault(renamed, out)
+                # and reads what its source node reads: the only sign of what a fused node before it
+                # (a QuickGelu feeding a residual Add) wrote
+                for renamed, read in zip(node.input, kept.input):
+                    if renamed in blocked and read and renamed != read:
+                        holds.setdefault(renamed, read)
+            blocked |= set(node.output)
+            continue
+        if node.op_type == "ReorderOutput":  # back to the plain layout, under the source name
             holds.setdefault(node.input[0], node.output[0])
-        elif node.op_type == "ReorderInput":
+            continue
+        blocked |= set(node.output)
+        if node.op_type == "ReorderInput":
             holds.setdefault(node.output[0], node.input[0])
         elif node.name in named_after:
             holds.setdefault(node.output[0], named_after[node.name])
-    for i, covered in walks.items():
-        convs = [nodes[j] for j in sorted(covered) if nodes[j].op_type == "Conv" and nodes[j].input]
-        if len(convs) == 1:
-            holds.setdefault(optimized.graph.node[i].input[0], convs[0].input[0])
     return holds
 
 

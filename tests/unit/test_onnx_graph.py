@@ -145,3 +145,52 @@ def test_a_fusion_inside_the_nchwc_layout_runs_the_source_nodes_between_the_tens
     assert groups == [("ReorderInput", ("onnx.ReorderInput",), "single"), ("c1_nchwc", ("onnx.Conv",), "single"),
                       ("silu1/QuickGeluFusion/", *silu), ("c2_nchwc", ("onnx.Conv",), "single"),
                       ("silu2/QuickGeluFusion/", *silu), ("ReorderOutput", ("onnx.ReorderOutput",), "single")]
+
+
+def _nchwc(op: str, inputs: list, output: str, name: str, **attributes: object) -> object:
+    return helper.make_node(op, inputs, [output], name=name, domain="com.microsoft.nchwc", **attributes)
+
+
+def test_a_batch_norm_the_layout_runs_as_a_conv_runs_the_batch_norm() -> None:
+    """NCHWc runs a batch norm that follows no convolution (DenseNet's, after each Concat) as a
+    depthwise Conv named `<tensor>_bn_nchwc`: read by its schema it was a Conv with its relu, so
+    densenet121's 62 batch norm+relu kernels were counted as tensor+element, and 62 convolutions
+    more than it has. The Concat before it keeps its source node's name: it holds the Concat's output,
+    where the walk from the batch norm stops."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 3, 3, 3], [0.0] * 81)
+    bn = _bn("bn")
+    source = _graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                     helper.make_node("Concat", ["x", "c"], ["cat"], name="concat", axis=1),
+                     helper.make_node("BatchNormalization", ["cat", *(t.name for t in bn)], ["norm"], name="norm"),
+                     helper.make_node("Relu", ["norm"], ["y"], name="relu")], (w, *bn))
+    optimized = _graph([_nchwc("ReorderInput", ["x"], "t0", "ReorderInput"), _nchwc("Conv", ["t0", "w"], "t1", "c_nchwc"),
+                        helper.make_node("Concat", ["t0", "t1"], ["t2"], name="concat", axis=1),
+                        _nchwc("Conv", ["t2", "bn_scale", "bn_B"], "t3", "norm_bn_nchwc", activation="Relu"),
+                        _nchwc("ReorderOutput", ["t3"], "y", "ReorderOutput")], (w,))
+    groups = {g.kernel: (g.ops, g.fusion_class) for g in kernel_groups(source, optimized)}
+    assert groups["norm_bn_nchwc"] == (("onnx.BatchNormalization", "onnx.Relu"), "element")
+    assert groups["concat"] == (("onnx.Concat",), "single")
+
+
+def test_a_fusion_whose_output_only_a_kept_node_reads_runs_what_the_kept_node_reads() -> None:
+    """EfficientNetV2's SiLU before a residual Add: no ReorderOutput and no NCHWc Conv reads the
+    QuickGelu's output, but the Add the layout kept (its source node's name) reads it where its source
+    node reads the SiLU's output; without that the QuickGelu was counted as no fusion and the Add as a
+    fusion of the SiLU's Sigmoid and Mul with itself."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 3, 3, 3], [0.0] * 81)
+    source = _graph([helper.make_node("Conv", ["x", "w"], ["c0"], name="conv0"),
+                     helper.make_node("Conv", ["c0", "w"], ["c1"], name="conv1"),
+                     helper.make_node("Sigmoid", ["c1"], ["s1"], name="sig1"),
+                     helper.make_node("Mul", ["c1", "s1"], ["silu1"], name="silu1"),
+                     helper.make_node("Add", ["silu1", "c0"], ["a"], name="add"),
+                     helper.make_node("Conv", ["a", "w"], ["y"], name="conv2")], (w,))
+    optimized = _graph([_nchwc("ReorderInput", ["x"], "t0", "ReorderInput"), _nchwc("Conv", ["t0", "w"], "t1", "c0_nchwc"),
+                        _nchwc("Conv", ["t1", "w"], "t2", "c1_nchwc"),
+                        helper.make_node("QuickGelu", ["t2"], ["t3"], name="silu1/QuickGeluFusion/", domain="com.microsoft",
+                                         alpha=1.0),
+                        helper.make_node("Add", ["t3", "t1"], ["t4"], name="add"), _nchwc("Conv", ["t4", "w"], "t5", "y_nchwc"),
+                        _nchwc("ReorderOutput", ["t5"], "y", "ReorderOutput")], (w,))
+    groups = {g.kernel: g.ops for g in kernel_groups(source, optimized)}
+    assert groups["silu1/QuickGeluFusion/"] == ("onnx.Sigmoid", "onnx.Mul")
+    assert groups["add"] == ("onnx.Add",)
+    assert groups["y_nchwc"] == ("onnx.Conv",)
