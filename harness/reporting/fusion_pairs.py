@@ -1,12 +1,14 @@
 """Fusion on against off: the pairs of valid cells that differ in fusion alone (`FusionPair`), those
-whose cells ran apart, the speedup of each with its interval and verdict, and the report's fusion
-table (what the console summary shows too)."""
+whose cells ran apart, the speedup of each with its interval and verdict, the report's fusion
+table (what the console summary shows too) and what each backend's fusion off changed."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from harness import metric_table
+from harness.plain_text import visible
 from harness.reporting.cell_rows import Row, fmt_time_over_rounds, valid_rows
 from harness.reporting.run_facts import apart
 from harness.reporting.speedups import is_slower, speedup_marks
@@ -120,6 +122,61 @@ def fusions_by_class(row: Row) -> str:
     if not report.fusions_by_class:  # bundles written before fusions were counted by class
         return str(report.fusion_count)
     return ", ".join(f"{count} {cls}" for cls, count in report.fusions_by_class.items() if count) or "0"
+
+
+SWITCHED_NOTE = (
+    "What fusion off changed besides the kernels, by the rewrites each cell records its backend ran (`rewrites`, "
+    "docs/metrics.md): each setting whose value differs between a pair's two cells, fusion on / off. A fusion "
+    "switch is expected here; any other setting (ONNX Runtime's blocked NCHWc layout on CPU, which comes only with "
+    "its fusions; another schedule database) is in the pair's speedup as well as fusion."
+)
+#: A list setting's names shown at most (the rest counted): ONNX Runtime's fusion off leaves out 30 or so.
+_NAMES_SHOWN = 8
+
+
+def switched(pair: FusionPair) -> dict[str, tuple[object, object]]:
+    """Each rewrite setting the pair's two cells record apart: its value with fusion on and off."""
+    on, off = pair.on.metrics.rewrites or {}, pair.off.metrics.rewrites or {}
+    return {key: (on.get(key), off.get(key)) for key in sorted(on.keys() | off.keys()) if on.get(key) != off.get(key)}
+
+
+def _setting(value: object) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, list):
+        if not value:
+            return "none"
+        shown = ", ".join(visible(item) for item in value[:_NAMES_SHOWN])
+        return shown + (f" and {len(value) - _NAMES_SHOWN} more" if len(value) > _NAMES_SHOWN else "")
+    if isinstance(value, str):
+        return visible(value)
+    return visible(json.dumps(value, sort_keys=True))
+
+
+def switched_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
+    """One line per backend and the settings its fusion off changed, with the models of the pairs it
+    changed those for (a CNN's layout can differ where a transformer's does not). A setting whose
+    values differ from model to model (TVM's schedule database, tuned for each) is said so, once."""
+    groups: dict[tuple[str, tuple[str, ...]], list[dict[str, tuple[object, object]]]] = {}
+    models: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for pair in sorted(pairs, key=lambda p: p.on.backend):
+        apart = switched(pair)
+        key = (pair.on.backend, tuple(apart))
+        groups.setdefault(key, []).append(apart)
+        if pair.on.model not in models.setdefault(key, []):
+            models[key].append(pair.on.model)
+    body = []
+    for (backend, settings), found in groups.items():
+        said = []
+        for setting in settings:
+            values = {json.dumps(apart[setting], sort_keys=True, default=str): apart[setting] for apart in found}
+            if len(values) == 1:
+                on, off = next(iter(values.values()))
+                said.append(f"{visible(setting)}: {_setting(on)} / {_setting(off)}")
+            else:
+                said.append(f"{visible(setting)}: on differs from off, and from pair to pair")
+        body.append([backend, ", ".join(models[(backend, settings)]), "; ".join(said) or "nothing its cells record"])
+    return ["backend", "models", "what fusion off changed (on / off)"], body
 
 
 def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:

@@ -21,7 +21,7 @@ from harness.reporting.cell_tables import (
     validity_grid,
     warnings_table,
 )
-from harness.reporting.fusion_pairs import SLOWER_NOTE, SPEEDUP_NOTE, fusion_pairs, fusion_table
+from harness.reporting.fusion_pairs import SLOWER_NOTE, SPEEDUP_NOTE, SWITCHED_NOTE, fusion_pairs, fusion_table, switched_table
 from harness.reporting.kernels import KERNELS_BY_PAIR_NOTE, kernels_by_pair
 from harness.reporting.plots import Point, Series, bar_chart, scatter
 from harness.reporting.run_facts import facts
@@ -101,6 +101,9 @@ def html(loaded: LoadedBundle) -> str:
     ))
     parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")
     parts.append(html_table(*fusion_table(pairs)))
+    if pairs:
+        parts.append(f"<p>{escape(SWITCHED_NOTE)}</p>")
+        parts.append(html_table(*switched_table(pairs)))
     apart = not_side_by_side(rows, baseline)
     if apart:
         parts.append(f"<p>{escape(APART_NOTE)}</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in apart) + "</ul>")

@@ -22,7 +22,15 @@ from harness.reporting.cell_tables import (
     validity_grid,
     warnings_table,
 )
-from harness.reporting.fusion_pairs import SLOWER_NOTE, SPEEDUP_NOTE, fmt_speedup, fusion_pairs, fusion_table
+from harness.reporting.fusion_pairs import (
+    SLOWER_NOTE,
+    SPEEDUP_NOTE,
+    SWITCHED_NOTE,
+    fmt_speedup,
+    fusion_pairs,
+    fusion_table,
+    switched_table,
+)
 from harness.reporting.kernels import KERNELS_BY_PAIR_NOTE, fused_kernels, kernels_by_pair, slowest_kernels_by_side, time_moved
 from harness.reporting.run_facts import facts
 from harness.reporting.speedups import speedup_marks
@@ -60,6 +68,8 @@ def markdown(loaded: LoadedBundle) -> str:
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
               *md_table(*fusion_table(pairs))]
+    if pairs:
+        lines += [SWITCHED_NOTE, "", *md_table(*switched_table(pairs))]
     apart = not_side_by_side(rows, baseline)
     if apart:
         lines += [APART_NOTE, "", *(f"- {md_cell(line)}" for line in apart), ""]
