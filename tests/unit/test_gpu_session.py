@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.container import offline_wheels
+from harness.scenario import loading
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path("docs/results/scenarios/gpu-session.sh")
@@ -73,27 +74,41 @@ def test_a_part_cut_short_fails_the_sums_and_installs_nothing(carried: tuple[Pat
     assert not (tmp_path / "site").exists()
 
 
-def _bundle(out: Path, run_id: str, name: str, state: str) -> Path:
+def _bundle(out: Path, run_id: str, scenario: Path, state: str, **header: object) -> Path:
+    """A bundle's header as a run of `scenario` (as the file reads now) writes it, `header` over it."""
+    resolved = loading.resolved(loading.load(scenario), scenario.stem)
     (out / run_id).mkdir(parents=True)
-    (out / run_id / "bundle.json").write_text(json.dumps({"scenario": {"name": name}, "state": state}))
+    (out / run_id / "bundle.json").write_text(json.dumps({"scenario": resolved, "scenario_sha256": loading.sha256(resolved),
+                                                          "only": {}, "state": state, **header}))
     return out / run_id
 
 
-def test_run_leaves_out_a_complete_bundle_resumes_an_unfinished_one_and_starts_the_rest(tmp_path: Path) -> None:
+def _stand_in(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository root holding the script, the harness it reads scenario files with, and a run.sh
+    that writes what it was asked to the file returned."""
     root = tmp_path / "repo"
     (root / SCRIPT.parent).mkdir(parents=True)
     shutil.copy(REPO / SCRIPT, root / SCRIPT)
+    (root / "harness").symlink_to(REPO / "harness")
     asked = tmp_path / "asked.txt"
     (root / "run.sh").write_text(f'#!/bin/bash\necho "$*" >> {asked}\n')  # stands in for the harness
     (root / "run.sh").chmod(0o755)
-    scenarios = []
-    for name in ("done", "half", "new"):
-        scenarios.append(tmp_path / f"{name}.yaml")
-        scenarios[-1].write_text(f"models: [resnet18]\nbackends: [eager]\nscenarios: [Offline]\nname: {name}\n")
+    return root, asked
+
+
+def _scenario(tmp_path: Path, name: str, backends: str = "[eager]") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"models: [resnet18]\nbackends: {backends}\nscenarios: [Offline]\nname: {name}\n")
+    return path
+
+
+def test_run_leaves_out_a_complete_bundle_resumes_an_unfinished_one_and_starts_the_rest(tmp_path: Path) -> None:
+    root, asked = _stand_in(tmp_path)
+    scenarios = [_scenario(tmp_path, name) for name in ("done", "half", "new")]
     out = tmp_path / "out"
-    complete = _bundle(out, "20261204-010000-done", "done", "complete")
-    _bundle(out, "20261203-010000-half", "half", "complete")  # an older start: the newer one is resumed
-    half = _bundle(out, "20261204-020000-half", "half", "interrupted")
+    complete = _bundle(out, "20261204-010000-done", scenarios[0], "complete")
+    _bundle(out, "20261203-010000-half", scenarios[1], "complete")  # an older start: the newer one is resumed
+    half = _bundle(out, "20261204-020000-half", scenarios[1], "interrupted")
     done = session(root, "run", str(out), "0600", *map(str, scenarios), env={"MARGIN_S": "60"})
     assert done.returncode == 0, done.stdout + done.stderr
     lines = asked.read_text().splitlines()
@@ -104,3 +119,19 @@ def test_run_leaves_out_a_complete_bundle_resumes_an_unfinished_one_and_starts_t
     assert f"complete in {complete}" in done.stdout
     assert sorted(line for line in lines if line.startswith("validate")) == sorted(
         f"validate {path}/" for path in out.iterdir())
+
+
+def test_run_passes_over_a_complete_bundle_of_only_some_cells_or_of_the_file_before_an_edit(tmp_path: Path) -> None:
+    """A bundle run with --only, or before the file gained cells, is complete for what it stores
+    alone: the file is run (its resume would run the stored scenario and --only, nothing more)."""
+    root, asked = _stand_in(tmp_path)
+    cut, grown = _scenario(tmp_path, "cut", "[eager, inductor]"), _scenario(tmp_path, "grown")
+    out = tmp_path / "out"
+    only = _bundle(out, "20261204-010000-cut", cut, "complete", only={"backend": ["inductor"]})
+    before = _bundle(out, "20261204-010000-grown", grown, "complete")
+    grown.write_text(grown.read_text().replace("[eager]", "[eager, inductor]"))  # a cell added since
+    done = session(root, "run", str(out), "600", str(cut), str(grown))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = asked.read_text().splitlines()
+    assert [line.split(" --budget-s ")[0] for line in lines if line.startswith("run")] == [f"run {cut}", f"run {grown}"]
+    assert f"{only} ran {cut} with --only" in done.stderr and f"{before} stores {grown} as it read before an edit" in done.stderr

@@ -21,8 +21,9 @@
 #       build of ONNX Runtime by the GPU one where the list asks for it, install WHEELS/requirements.txt
 #   docs/results/scenarios/gpu-session.sh run OUT SECONDS SCENARIO [SCENARIO ...]
 #       run each scenario with --budget-s what is left of SECONDS (less MARGIN_S, 60 by default, for
-#       the probe before the cells and the report after them); a bundle of that scenario in OUT that
-#       is complete leaves it out, one that is not is resumed instead; then validate each bundle
+#       the probe before the cells and the report after them); a bundle in OUT of that file's run (as
+#       the file reads now, without --only) that is complete leaves it out, one that is not is resumed
+#       instead; then validate each bundle
 # The CUDA libraries of torch's wheels are put on LD_LIBRARY_PATH, since ONNX Runtime's CUDA
 # provider looks for them there (docs/results/gpu-h200-2026-11-28.md). $PYTHON is the Python
 # (default python3), as for run.sh.
@@ -69,19 +70,35 @@ EOF
 }
 
 # "complete BUNDLE" or "unfinished BUNDLE" for the newest bundle in OUT of SCENARIO's run, else nothing.
+# A bundle is that run's only where it stores the file's scenario as the file now reads and ran all
+# its cells: one run with --only (complete for those cells alone), or of the file before an edit
+# that added cells, would otherwise leave the whole file out as complete (a resume runs the stored
+# scenario and its --only, never the file's other cells). Such a bundle is named and passed over.
 bundle_of() {
-    "$python" - "$1" "$2" <<'EOF'
+    "$python" - "$1" "$2" "$root" <<'EOF'
 import json, sys
 from pathlib import Path
-import yaml
 out, scenario = Path(sys.argv[1]), Path(sys.argv[2])
-name = (yaml.safe_load(scenario.read_text()) or {}).get("name") or scenario.stem
+sys.path.insert(0, sys.argv[3])
+from harness.errors import ConfigError
+from harness.scenario import loading
+try:
+    resolved = loading.resolved(loading.load(scenario), scenario.stem)
+except ConfigError as exc:
+    sys.exit(f"gpu-session: {exc}")
+name, wanted = resolved["name"], loading.sha256(resolved)
 for header in sorted(out.glob("*/bundle.json"), reverse=True):  # run ids begin with the time: newest first
     try:
         bundle = json.loads(header.read_text())
     except (OSError, ValueError):
         continue
-    if bundle.get("scenario", {}).get("name") == name:
+    if bundle.get("scenario", {}).get("name") != name:
+        continue
+    if bundle.get("only"):
+        print(f"gpu-session: {header.parent} ran {scenario} with --only: not its whole run, passed over", file=sys.stderr)
+    elif bundle.get("scenario_sha256") != wanted:
+        print(f"gpu-session: {header.parent} stores {scenario} as it read before an edit: passed over", file=sys.stderr)
+    else:
         print("complete" if bundle.get("state") == "complete" else "unfinished", header.parent)
         break
 EOF
