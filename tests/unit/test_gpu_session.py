@@ -135,3 +135,19 @@ def test_run_passes_over_a_complete_bundle_of_only_some_cells_or_of_the_file_bef
     lines = asked.read_text().splitlines()
     assert [line.split(" --budget-s ")[0] for line in lines if line.startswith("run")] == [f"run {cut}", f"run {grown}"]
     assert f"{only} ran {cut} with --only" in done.stderr and f"{before} stores {grown} as it read before an edit" in done.stderr
+
+
+def test_run_puts_the_nvidia_wheels_lib_folders_of_every_import_path_on_ld_library_path(tmp_path: Path) -> None:
+    """ONNX Runtime's CUDA provider finds CUDA 13's libraries through LD_LIBRARY_PATH: the folders
+    of torch's nvidia-* wheels wherever that Python imports from, PYTHONPATH's too (pip --target)."""
+    root, asked = _stand_in(tmp_path)
+    (root / "run.sh").write_text(f'#!/bin/bash\necho "$LD_LIBRARY_PATH" >> {asked}\n')
+    target = tmp_path / "target"
+    for wheel in ("cu13", "cudnn"):
+        (target / "nvidia" / wheel / "lib").mkdir(parents=True)
+    done = session(root, "run", str(tmp_path / "out"), "600", str(_scenario(tmp_path, "any")),
+                   env={"PYTHONPATH": str(target), "LD_LIBRARY_PATH": "/kept"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    folders = asked.read_text().splitlines()[0].split(":")  # this Python's own nvidia-* wheels among them
+    assert {str(target / "nvidia/cu13/lib"), str(target / "nvidia/cudnn/lib")} <= set(folders[:-1]), folders
+    assert folders[-1] == "/kept", "what LD_LIBRARY_PATH held comes after them"

@@ -59,11 +59,14 @@ install_wheels() {
     "$python" -m pip install --disable-pip-version-check --no-index --find-links "$wheels" -r "$wheels/requirements.txt"
 }
 
+# The lib folders of the nvidia-* wheels (CUDA 13's share nvidia/cu13/lib, cuDNN's nvidia/cudnn/lib)
+# wherever this Python imports from: every folder on its sys.path, not only the system's
+# site-packages, which leave out the user's (pip install --user) and PYTHONPATH's (pip --target).
 cuda_library_path() {
     "$python" - <<'EOF'
-import glob, os, site
+import glob, os, sys
 folders = []
-for packages in site.getsitepackages():
+for packages in dict.fromkeys(os.path.abspath(entry) for entry in sys.path if entry):
     folders += sorted(glob.glob(os.path.join(packages, "nvidia", "*", "lib")))
 print(":".join(folders + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]))
 EOF
