@@ -185,6 +185,13 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
     and every kind of kernel with its kernels, calls and time per inference, the costliest first
     (harness/measure/kernel_kinds.py; a kernel's own time, as the trace gives it)."""
     launched = [e for e in events if e.get("cat") == "kernel"]
+    replays = sum(1 for e in events if e.get("cat") == "cuda_runtime" and str(e.get("name", "")).startswith("cudaGraphLaunch"))
+    if replays and not launched:
+        # CUPTI may leave out the kernels of a graph captured before the profiler started: zero
+        # kernels and a GPU never busy would be read as measured, all of the wall time overhead.
+        return {"kernels_per_inference": None, "profiled_iters": iters, "kernel_count_method": (
+            f"not counted: the profiler (torch.profiler/CUPTI) traced {replays} CUDA graph launch(es) in {iters} "
+            "inference(s) and none of the kernels they replayed")}
     timed = [(e.get("name", "?"), float(e.get("dur", 0)) * 1e3) for e in launched]  # the trace's microseconds, as ns
     intervals = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in launched if "ts" in e]
     return {

@@ -55,6 +55,20 @@ def test_the_trace_gives_each_kernels_calls_and_time_the_slowest_first() -> None
     assert figures["kernel_time_ns_per_inference"] == figures["kernel_time_sum_ns_per_inference"] == 70e3
 
 
+def test_graph_replays_whose_kernels_the_trace_left_out_leave_the_count_and_the_split_unmeasured() -> None:
+    """A CUDA graph's replays traced without their kernels count no kernel, rather than 0 kernels
+    and all of the wall time as launch overhead; a trace without graphs and without kernels (a
+    backend that computes no model) still counts 0."""
+    events = [{"cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": i * 100.0, "dur": 5.0} for i in range(2)]
+    figures = cuda_kernel_figures(events, iters=2)
+    kernels = Kernels.model_validate(figures)
+    assert kernels.kernels_per_inference is None and "2 CUDA graph launch(es)" in kernels.kernel_count_method
+    split = time_split(1e6, kernels, "cuda")
+    assert split["kernel_ns"] is None and split["overhead_ns"] is None
+    assert cuda_kernel_figures([{"cat": "cpu_op", "name": "aten::empty", "ts": 0.0, "dur": 1.0}], iters=2)[
+        "kernels_per_inference"] == 0
+
+
 def test_the_split_reads_the_figures_the_profile_pass_returned() -> None:
     """The worker hands the split what `profile` returned, read once as the cell's `Kernels`."""
     figures = {
