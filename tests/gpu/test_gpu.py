@@ -131,6 +131,8 @@ timing: {min_time_s: 0.5}
     if any(t["absent"] for t in traffic):  # no counters here: each cell says why, with no figure
         for t in traffic:
             assert t["absent"] and t.get("dram_bytes_per_inference") is None, t
+            # the machine's refusal is a skip; the harness's child failing under ncu is a failure
+            assert not t["absent"].startswith("the profiled child") and "the child said" not in t["absent"], t["absent"]
         pytest.skip(f"the GPU's counters were not read here: {traffic[0]['absent']}")
     for cell, t in zip((on, off), traffic):
         roofline = cell["metrics"]["roofline"]
