@@ -7,11 +7,14 @@
 #   ./run.sh wheels .whl/w --python-version 3.12 --gpu --backend onnxruntime --backend tvm
 # and, where the copy to that machine takes at most N bytes at a time, split the larger wheels into
 # parts of N less the tree that goes with each (the tree without the kept bundles, docs/results/
-# bundles, is about 13 MB and the small wheels 6 MB: 45 MB parts for a copy of 64 MiB):
+# bundles, is about 15 MB and the small wheels 6 MB: 45 MB parts for a copy of 64 MiB):
 #   mkdir -p .whl/parts && (cd .whl/w && for w in onnxruntime_gpu-*.whl apache_tvm-*.whl; do
 #     split -b 45000000 "$w" "../parts/$w.part" && rm "$w"; done)
-# The kept bundles (about 60 MB of the tree's 73) are not read by the runs there: leave them out
-# of the copy and put them back after it (their files stay on disk throughout):
+# The kept bundles (about 10 MB of the tree's 25 on 2026-12-05) are not read by the runs there,
+# but for one that `run` is to resume: leave them out of the copy and put them back after it (their
+# files stay on disk throughout). A bundle to resume, excluded so, travels only where the call names
+# it among the ignored paths it carries; `run` looks for it in OUT (docs/results/bundles, say), and
+# where it is not there starts its scenario afresh, every cell and round again:
 #   echo /docs/results/bundles/ >> .git/info/exclude && git rm -r --cached -q docs/results/bundles
 #   ... the calls ...
 #   git reset -q -- docs/results/bundles && sed -i '\|^/docs/results/bundles/$|d' .git/info/exclude
