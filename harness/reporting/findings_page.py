@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
 from harness.reporting import findings, findings_eager
-from harness.reporting.fusion_pairs import SPEEDUP_NOTE
+from harness.reporting.fusion_pairs import SPEEDUP_NOTE, SWITCHED_NOTE, FusionPair, switched_table
 from harness.reporting.html import STYLE, html_table
 from harness.reporting.markdown import md_cell, md_table
 from harness.reporting.plots import Series, bar_chart
@@ -64,11 +64,17 @@ def _sections(bundles: list[LoadedBundle]) -> tuple[list[findings.Group], bool]:
     return all_groups, findings.any_gpu(all_groups)
 
 
+def _pairs(all_groups: list[findings.Group]) -> list[FusionPair]:
+    return [pair for group in all_groups for line in group.lines if (pair := line.pair) is not None]
+
+
 def markdown(bundles: list[LoadedBundle]) -> str:
     all_groups, gpu = _sections(bundles)
     lines = ["# FusionBench findings", "", INTRO, ""]  # the notes are our own text: their code spans stay code
     lines += [f"- **{md_cell(name)}**: {md_cell(text)}" for name, text in findings.facts(bundles)] + [""]
     lines += ["## Across models", "", SUMMARY_NOTE, "", *md_table(*findings.summary_table(all_groups))]
+    if pairs := _pairs(all_groups):
+        lines += [SWITCHED_NOTE, "", *md_table(*switched_table(pairs))]
     lines += ["## Slower than eager", "", SLOWER_THAN_EAGER_NOTE, "",
               *md_table(*findings_eager.slower_than_eager(all_groups))]
     lines += ["## Faster than eager", "", FASTER_THAN_EAGER_NOTE, "",
@@ -92,6 +98,8 @@ def html(bundles: list[LoadedBundle]) -> str:
              html_table(["bundle", "what it is"], [[name, text] for name, text in findings.facts(bundles)])]
     parts += ["<h2>Across models</h2>", f"<p>{escape(SUMMARY_NOTE)}</p>",
               html_table(*findings.summary_table(all_groups))]
+    if fusion_pairs := _pairs(all_groups):
+        parts += [f"<p>{escape(SWITCHED_NOTE)}</p>", html_table(*switched_table(fusion_pairs))]
     pairs = [(group, line) for group in all_groups for line in group.lines if line.pair is not None]
     if pairs:
         backends = list(dict.fromkeys(line.backend for _, line in pairs))

@@ -154,6 +154,9 @@ def test_the_page_holds_every_section_in_markdown_and_html() -> None:
                     "Per model"):
         assert f"## {heading}" in text and f"<h2>{heading}</h2>" in page
     assert md_cell("0.59x [0.57-0.60, 95%] slower") in text and "0.59x [0.57-0.60, 95%] slower" in page
+    # what each backend's fusion off changed besides the kernels, once for all the bundles' pairs
+    switched = "conv_bn_folding: true / false; lowering_inlining: true / false; onednn_epilogues: true / false"
+    assert text.count(md_cell(switched)) == 1 and page.count(switched) == 1
     assert 'id="plot-findings-fusion"' in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
