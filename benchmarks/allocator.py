@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if args.rounds < 1 or args.calls < 2:  # a CV needs two calls
+        parser.error("--rounds must be at least 1 and --calls at least 2")
     if platform.libc_ver()[0] != "glibc":
         sys.exit("the allocator setting is a glibc tunable; this C library is " + (platform.libc_ver()[0] or "unknown"))
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}

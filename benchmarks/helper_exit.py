@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     for round_ in range(args.rounds):
         for way in WAYS if round_ % 2 == 0 else WAYS[::-1]:

@@ -74,6 +74,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if min(args.tokens, args.hidden, args.threads, args.rounds, args.calls) < 1:
+        parser.error("--tokens, --hidden, --threads, --rounds and --calls must be at least 1")
     import onnxruntime as ort
 
     rng = np.random.default_rng(1)

@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     runs: dict[str, list[dict[str, Any]]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory(prefix="fusionbench-worker-start-") as tmp:
         for round_ in range(args.rounds):

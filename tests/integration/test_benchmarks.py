@@ -75,6 +75,23 @@ def test_paired_benchmark_refuses_a_malformed_pair() -> None:
     assert done.returncode == 2 and "is not backend:model" in done.stderr
 
 
+@pytest.mark.parametrize(("script", "arguments", "message"), [
+    ("helper_exit.py", ["--rounds", "0"], "--rounds must be at least 1"),
+    ("worker_start.py", ["--rounds", "0"], "--rounds must be at least 1"),
+    ("ort_skip_layer_norm.py", ["--calls", "0"], "--calls must be at least 1"),
+    ("ort_skip_layer_norm.py", ["--tokens", "0"], "--tokens, --hidden"),
+    ("allocator.py", ["--calls", "1"], "--calls at least 2"),
+    ("allocator.py", ["--rounds", "0"], "--rounds must be at least 1"),
+])
+def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments: list[str], message: str) -> None:
+    """Before anything runs: a round count of 0 ended in a traceback after the work (no median of
+    nothing), a call count of 0 divided by zero, a single call had no CV."""
+    done = subprocess.run([sys.executable, f"benchmarks/{script}", *arguments],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert message in done.stderr.splitlines()[-1], done.stderr
+
+
 def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     scenario = tmp_path / "one-cell.yaml"
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
