@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import allocator
+from harness.models.catalog import all_models
 
 DEFAULT_MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0")
 SETTINGS: tuple[allocator.Allocator, ...] = ("system", "steady")
@@ -69,6 +70,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 2:  # a CV needs two calls
         parser.error("--rounds must be at least 1 and --calls at least 2")
+    unknown = [name for name in args.models.split(",") if name not in all_models()]
+    if unknown:
+        parser.error(f"--models: unknown model {', '.join(map(repr, unknown))}; `fusionbench models` lists the zoo's")
     if platform.libc_ver()[0] != "glibc":
         sys.exit("the allocator setting is a glibc tunable; this C library is " + (platform.libc_ver()[0] or "unknown"))
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}

@@ -126,6 +126,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    unknown = [name for name in args.models.split(",") if name not in all_models()]
+    if unknown:
+        parser.error(f"--models: unknown model {', '.join(map(repr, unknown))}; `fusionbench models` lists the zoo's")
+    if not all(batch.isdigit() and int(batch) >= 1 for batch in args.batches.split(",")):
+        parser.error(f"--batches: {args.batches!r} is not a comma-separated list of batch sizes of at least 1")
     torch.set_grad_enabled(False)
     self_check()
     rows = [measure(name, int(batch), args.seed) for name in args.models.split(",") for batch in args.batches.split(",")]

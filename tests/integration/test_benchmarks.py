@@ -92,6 +92,20 @@ def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments:
     assert message in done.stderr.splitlines()[-1], done.stderr
 
 
+@pytest.mark.parametrize(("script", "arguments", "message"), [
+    ("allocator.py", ["--models", "resnet18,resnet_18"], "--models: unknown model 'resnet_18'"),
+    ("tf32_tolerance.py", ["--models", "resnet_18"], "--models: unknown model 'resnet_18'"),
+    ("tf32_tolerance.py", ["--models", "resnet18", "--batches", "1,x"], "--batches: '1,x' is not"),
+])
+def test_benchmarks_refuse_an_unknown_model_or_batch_in_one_line(script: str, arguments: list[str], message: str) -> None:
+    """Before anything runs: allocator.py timed the models before the bad name and ended in the
+    child's CalledProcessError, tf32_tolerance.py in the zoo's HarnessError or int()'s ValueError."""
+    done = subprocess.run([sys.executable, f"benchmarks/{script}", *arguments],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert message in done.stderr.splitlines()[-1], done.stderr
+
+
 def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     scenario = tmp_path / "one-cell.yaml"
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
