@@ -27,6 +27,7 @@ from backends.null import NullBackend
 from harness.contract import Variant
 from harness.measure import loadgen
 from harness.models import zoo
+from harness.models.catalog import INPUT_SIZE_FLOOR
 from harness.run.system import cpu_info
 from harness.scenario.cell_config import CellConfig
 from harness.scenario.cells import expand
@@ -100,6 +101,8 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, default=10.0, help="LoadGen minimum duration per run")
     parser.add_argument("--input-size", type=int, default=224, help="resnet18's input height and width")
     args = parser.parse_args()
+    if args.duration_s <= 0 or args.input_size < INPUT_SIZE_FLOOR:
+        parser.error(f"--duration-s must be above 0 and --input-size at least {INPUT_SIZE_FLOOR}")
     torch.set_grad_enabled(False)
     with tempfile.TemporaryDirectory(prefix="fusionbench-overhead-") as tmp:
         figures = measure(Path(tmp), args.duration_s, args.input_size)

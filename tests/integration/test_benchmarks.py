@@ -82,6 +82,8 @@ def test_paired_benchmark_refuses_a_malformed_pair() -> None:
     ("ort_skip_layer_norm.py", ["--tokens", "0"], "--tokens, --hidden"),
     ("allocator.py", ["--calls", "1"], "--calls at least 2"),
     ("allocator.py", ["--rounds", "0"], "--rounds must be at least 1"),
+    ("overhead.py", ["--duration-s", "0"], "--duration-s must be above 0"),
+    ("overhead.py", ["--input-size", "8"], "--input-size at least 16"),
 ])
 def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments: list[str], message: str) -> None:
     """Before anything runs: a round count of 0 ended in a traceback after the work (no median of
