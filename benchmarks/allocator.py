@@ -4,7 +4,7 @@ Each model runs eagerly (torchvision, random weights, batch 8, the 64 samples wa
 the harness's timing does) in a fresh process per allocator setting (harness/allocator.py:
 `system`, glibc's defaults, and `steady`), the settings interleaved round after round so a drift
 of the machine hits both. Per process: the median and CV of the timed calls and the page faults
-per call. Printed: each setting's median over the rounds (min, median, max), and the ratio
+per call. Printed: the machine, each setting's median over the rounds (min, median, max), and the ratio
 system / steady of the medians; faults per call say why.
 
 Usage: .venv/bin/python benchmarks/allocator.py [--models resnet18,...] [--rounds 3] [--calls 40] [--json OUT]
@@ -24,6 +24,7 @@ from typing import Any
 
 from harness import allocator
 from harness.models.catalog import all_models
+from harness.run.system import machine_line
 
 DEFAULT_MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0")
 SETTINGS: tuple[allocator.Allocator, ...] = ("system", "steady")
@@ -81,9 +82,10 @@ def main() -> None:
         for _ in range(args.rounds):
             for setting in SETTINGS:
                 runs[model][setting].append(one(model, setting, args.calls))
-    figures: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+    figures: dict[str, Any] = {"machine": machine_line(), "cpus": os.cpu_count(),
                                "libc": " ".join(platform.libc_ver()), "rounds": args.rounds, "calls": args.calls,
                                "models": {}}
+    print(f"machine: {figures['machine']}; {figures['libc']}")
     print(f"{'model':20} {'setting':8} {'median ms (min/median/max of rounds)':38} {'CV in a run':12} "
           f"{'faults/call':>11}")
     for model, by_setting in runs.items():

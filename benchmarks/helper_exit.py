@@ -5,7 +5,7 @@ Each round starts two Pythons that import what a preloaded parent imports first 
 torchvision, numpy), say so on standard output and wait; the benchmark then closes their standard
 input and times from that moment to their exit. One ends as a script does (`sys.exit`, with the
 interpreter's teardown), the other by `quick_exit`; which goes first alternates by round, so a
-drift of the machine hits both. It prints each round's two times, the median, min and max of each
+drift of the machine hits both. It prints the machine, each round's two times, the median, min and max of each
 way over the rounds, and the ratio quick / teardown.
 
 Usage: .venv/bin/python benchmarks/helper_exit.py [--rounds 5] [--json OUT]
@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("teardown", "quick")
@@ -52,13 +54,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    machine = machine_line()
+    print(f"machine: {machine}", flush=True)
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     for round_ in range(args.rounds):
         for way in WAYS if round_ % 2 == 0 else WAYS[::-1]:
             times[way].append(time_to_exit(way))
         print(f"round {round_ + 1}: teardown {times['teardown'][-1]:.3f} s, quick {times['quick'][-1]:.3f} s", flush=True)
     medians = {way: statistics.median(times[way]) for way in WAYS}
-    figures: dict[str, Any] = {"rounds": args.rounds, "exit_s": times, "median_exit_s": medians,
+    figures: dict[str, Any] = {"machine": machine, "rounds": args.rounds, "exit_s": times, "median_exit_s": medians,
                                "ratio_quick_to_teardown": medians["quick"] / medians["teardown"]}
     for way in WAYS:
         print(f"{way:8s}: median {medians[way]:.3f} s (min {min(times[way]):.3f}, max {max(times[way]):.3f})")

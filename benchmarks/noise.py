@@ -1,7 +1,7 @@
 """How noisy the harness's figures are, against its targets, on this machine: a fixed set of cells
 run twice through the real CLI, a minute's work apart.
 
-For each cell it prints, as ratios to the targets (at most 1 meets the target):
+It prints the machine, then for each cell, as ratios to the targets (at most 1 meets the target):
 - the device-time CV: at most 3% for a CPU cell whose median is 10 ms or more; on a GPU at most
   1% for a batch of 32 or more and 3% for batch 1 (launch-bound);
 - the run-to-run spread of the median (same cell, two runs): at most 3%;
@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 CELLS = {
@@ -102,6 +104,8 @@ def main() -> None:
         scenario.write_text(CELLS["quick" if args.quick else args.device])
         first = run_once(scenario, args.device, work / "first")
         second = run_once(scenario, args.device, work / "second")
+    machine = machine_line()
+    print(f"machine: {machine}")
     rows = [ratios(first[label], second[label], args.device) for label in sorted(first) if label in second]
     print(f"{'cell':<58}{'median ms (1st, 2nd)':>22}{'CV/target':>11}{'spread/3%':>11}{'gap/5%':>9}")
     for row in rows:
@@ -111,7 +115,7 @@ def main() -> None:
     met = sum(1 for r in rows if (r["cv_ratio"] or 0) <= 1 and r["spread_ratio"] <= 1 and r["gap_ratio"] <= 1)
     print(f"{met} of {len(rows)} cells meet every target")
     if args.json:
-        args.json.write_text(json.dumps({"device": args.device, "rows": rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"machine": machine, "device": args.device, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

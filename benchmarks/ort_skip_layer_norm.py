@@ -7,7 +7,7 @@ threads: `fused` (one SkipLayerNormalization node: input + skip + bias, then the
 `parts` (Add of the bias, Add of the skip, LayerNormalization) and `floor` (one Identity: what a
 session call costs without the work, in both of the others too). Each round times `--calls` calls
 of each graph, the order alternating by round, so a drift of the machine hits both. It checks that
-the two graphs agree, then prints each graph's median, min and max per call over the rounds, and
+the two graphs agree, then prints the machine, each graph's median, min and max per call over the rounds, and
 the ratio fused / parts of the medians, each with the floor taken off.
 
 Usage: .venv/bin/python benchmarks/ort_skip_layer_norm.py [--tokens 128] [--hidden 768]
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from harness.run.system import machine_line
 
 GRAPHS = ("fused", "parts", "floor")
 EPSILON = 1e-12  # BERT's
@@ -86,6 +88,8 @@ def main() -> None:
     max_abs_err = float(np.abs(fused - parts).max())
     if max_abs_err > 1e-4:
         raise SystemExit(f"ort_skip_layer_norm: the fused and the parts graphs disagree by {max_abs_err:.2e}")
+    machine = machine_line()
+    print(f"machine: {machine}; onnxruntime {ort.__version__}, {args.threads} intra-op thread(s)", flush=True)
     per_call_ms: dict[str, list[float]] = {kind: [] for kind in GRAPHS}
     for round_ in range(args.rounds):
         for kind in GRAPHS if round_ % 2 == 0 else GRAPHS[::-1]:
@@ -100,7 +104,7 @@ def main() -> None:
         print(f"{kind}: {medians[kind]:.4f} ms a call (min {min(times):.4f}, max {max(times):.4f}; {args.rounds} rounds "
               f"of {args.calls} calls)")
     ratio = (medians["fused"] - medians["floor"]) / (medians["parts"] - medians["floor"])
-    figures: dict[str, Any] = {"onnxruntime": ort.__version__, "tokens": args.tokens, "hidden": args.hidden,
+    figures: dict[str, Any] = {"machine": machine, "onnxruntime": ort.__version__, "tokens": args.tokens, "hidden": args.hidden,
                                "threads": args.threads, "rounds": args.rounds, "calls": args.calls,
                                "max_abs_err": max_abs_err, "per_call_ms": per_call_ms, "median_ms": medians,
                                "ratio_fused_to_parts": ratio}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import time
@@ -28,7 +27,7 @@ from harness.contract import Variant
 from harness.measure import loadgen
 from harness.models import zoo
 from harness.models.catalog import INPUT_SIZE_FLOOR
-from harness.run.system import cpu_info
+from harness.run.system import machine_line
 from harness.scenario.cell_config import CellConfig
 from harness.scenario.cells import expand
 from harness.scenario.loading import resolved
@@ -59,7 +58,7 @@ def measure(workdir: Path, duration_s: float, input_size: int = 224) -> dict[str
     """The overhead figures (resnet18's at `input_size` pixels), LoadGen's logs written under `workdir`."""
     samples = zoo.make_samples(64, seed=0, model="resnet18", input_size=input_size,
                                device="cpu", dtype="fp32")
-    figures: dict[str, Any] = {"machine": f"{cpu_info()['model'] or platform.machine()}, {torch.get_num_threads()} torch threads",
+    figures: dict[str, Any] = {"machine": f"{machine_line()}, {torch.get_num_threads()} torch threads",
                                "torch": torch.__version__}
 
     null = NullBackend().prepare(

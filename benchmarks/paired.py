@@ -7,7 +7,7 @@ as the harness's timing does), round after round:
   times it; the speedup is the ratio of the two medians (off / on), as the harness reports it;
 - paired: one fresh process builds both and times them in alternating windows (on, off, on, ...),
   so a drift of the machine hits both; the speedup is the ratio of the two medians over all windows.
-Both time the same number of calls per variant. Printed: each method's speedups over the rounds
+Both time the same number of calls per variant. Printed: the machine, each method's speedups over the rounds
 (min / median / max), their spread (max / min - 1) and the median on and off times over the rounds,
 and the ratio of the two spreads. A spread is over processes a few seconds apart; cells of a real
 run are minutes apart and drift more. The processes run in the caller's environment (glibc's
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PAIRS = "onnxruntime:resnet18,onnxruntime:mobilenet_v3_small"
@@ -144,7 +145,7 @@ def main() -> None:
         args.options[name] = yaml.safe_load(value)
     if min(args.rounds, args.windows, args.calls, args.batch, args.input_size) < 1 or args.rounds < 2:
         parser.error("--rounds must be at least 2, and the other counts at least 1")
-    figures: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+    figures: dict[str, Any] = {"machine": machine_line(), "cpus": os.cpu_count(),
                                "rounds": args.rounds, "windows": args.windows, "calls": args.calls,
                                "batch": args.batch, "input_size": args.input_size, "options": args.options,
                                "pairs": {}}
@@ -152,6 +153,7 @@ def main() -> None:
     for (backend, model), text in zip(pairs, args.pairs.split(","), strict=True):
         if not backend or not model:
             parser.error(f"--pairs: {text!r} is not backend:model")
+    print(f"machine: {figures['machine']}")
     print(f"{'backend model':34} {'method':9} {'speedup off/on (min / median / max of rounds)':48} {'spread':>7}")
     with tempfile.TemporaryDirectory(prefix="fusionbench-paired-cache-") as cache:
         args.cache = Path(cache)

@@ -3,7 +3,7 @@ real CLI: one cell at a time here (the default), on a local Ray instance with on
 (`--cpus-per-cell` = all cores: what Ray adds per cell), and on Ray as many at a time as it has
 room for (`--cpus-per-cell 1`).
 
-Prints, per way: wall time, cells run, cells per hour; Ray's overhead per cell against the serial
+Prints the machine, then per way: wall time, cells run, cells per hour; Ray's overhead per cell against the serial
 run; and the ratio of throughputs. Every run uses the same warm artifact cache (one warm-up run
 first, not counted), so compile time is the cache's, not the first compile's.
 
@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = """
@@ -71,6 +73,8 @@ def main() -> int:
             "ray, 1 CPU a cell": run(scenario, work / "ray-1", cache, "--executor", "ray", "--cpus-per-cell", "1"),
         }
     serial = ways["serial (local, 1 job)"]
+    machine = machine_line()
+    print(f"machine: {machine}")
     print(f"{'way':<40} {'wall s':>8} {'cells':>6} {'cells/hour':>11} {'vs serial':>10}")
     for name, figures in ways.items():
         ratio = figures["cells_per_hour"] / serial["cells_per_hour"] if serial["cells_per_hour"] else 0.0
@@ -81,7 +85,8 @@ def main() -> int:
     overhead = (whole["wall_s"] - serial["wall_s"]) / max(serial["cells_run"], 1)
     print(f"Ray's overhead per cell (one at a time, against serial): {overhead:+.2f} s")
     if args.json:
-        args.json.write_text(json.dumps({"cores": cores, "ways": ways, "ray_overhead_per_cell_s": overhead}, indent=1))
+        args.json.write_text(json.dumps({"machine": machine, "cores": cores, "ways": ways,
+                                               "ray_overhead_per_cell_s": overhead}, indent=1))
     return 0
 
 

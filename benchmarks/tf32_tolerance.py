@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from harness.models import zoo
 from harness.models.catalog import all_models
 from harness.precision import PRECISIONS
+from harness.run.system import machine_line
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "vit_b_16")
 MANTISSA_BITS = 23
@@ -134,7 +134,7 @@ def main() -> None:
     torch.set_grad_enabled(False)
     self_check()
     rows = [measure(name, int(batch), args.seed) for name in args.models.split(",") for batch in args.batches.split(",")]
-    print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+    print(f"machine: {machine_line()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; emulated TF32 against IEEE fp32")
     print(f"{'model':<22}{'batch':>6}{'ops':>6}{'fp32 vs fp64':>14}{'TF32 rne':>11}{'TF32 rz':>11}{'cosine (worst)':>16}")
     for r in rows:

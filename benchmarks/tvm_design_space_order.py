@@ -25,7 +25,6 @@ Usage: .venv/bin/python benchmarks/tvm_design_space_order.py [--model resnet18] 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 from pathlib import Path
@@ -80,6 +79,7 @@ def main() -> int:
 
     from backends import tvm as tvm_backend
     from backends import tvm_tuning
+    from harness.run.system import machine_line
 
     tvm_backend.size_thread_pool(0)  # candidates run on the pool a cell's kernels run on: a thread per core
     tvm_tuning.import_tensor_intrinsics("llvm")
@@ -90,7 +90,7 @@ def main() -> int:
     off_tasks, _ = _tasks(model, example, "off")
     words = [word for word in args.tasks.split(",") if word]
     print(f"{args.model} at batch {args.batch}: {args.trials} candidates a fused task and its anchor alone, "
-          f"each the median of {args.repeat} runs; {platform.processor() or platform.machine()}")
+          f"each the median of {args.repeat} runs; {machine_line()}")
     print(f"{'order':<14}{'fused task':<48}{'#':>2}  {'stages fused / alone':<24}{'fused ms':>10}{'alone ms':>10}"
           f"{'alone/fused':>12}")
     # Fusion off's tasks by seed: a fused task's anchor alone is the first of its seed but itself. A

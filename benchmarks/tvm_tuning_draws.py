@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -126,13 +125,15 @@ def _tuned_and_timed(fusion: str, args: argparse.Namespace, cache: Path) -> tupl
 
 
 def main() -> int:
+    from harness.run.system import machine_line
+
     args = _arguments()
     with tempfile.TemporaryDirectory() as cache_text:
         cache = Path(cache_text)
         on_tasks, on_kernels = _tuned_and_timed("on", args, cache / "on")
         off_tasks, off_kernels = _tuned_and_timed("off", args, cache / "off")
     print(f"x @ W + b: x {args.batch}x{args.tokens}x{args.features}, W {args.features}x{args.hidden}; "
-          f"{args.trials} candidates a task, each timed {args.repeat} time(s); {platform.processor() or platform.machine()}")
+          f"{args.trials} candidates a task, each timed {args.repeat} time(s); {machine_line()}")
     print(f"{'fusion':<7}{'task':<14}{'n':>4}  {'every candidate ms (min / median / max)':<42}"
           f"{'fastest of 2 ms (p10 / p50 / p90)':<36}{'fastest ms':>10}")
     figures: dict[str, Any] = {"shape": [args.batch, args.tokens, args.features, args.hidden], "trials": args.trials,

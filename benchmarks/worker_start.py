@@ -1,7 +1,7 @@
 """Cells' workers forked from a preloaded parent against fresh Pythons, side by side in one run.
 
 Runs the scenario with `fusionbench run` twice a round, the two ways alternating (preloaded first in
-odd rounds, fresh first in even ones, so a drift of the machine hits both), and prints each run's
+odd rounds, fresh first in even ones, so a drift of the machine hits both), and prints the machine, each run's
 wall time and CPU time (the run's and every process it started, waited for), the median of each
 over the rounds, and the ratios preloaded / fresh. The cells are the same both ways; only how each
 worker starts differs (`--fresh-workers`).
@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("preloaded", "fresh")
@@ -55,6 +57,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    machine = machine_line()
+    print(f"machine: {machine}", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory(prefix="fusionbench-worker-start-") as tmp:
         for round_ in range(args.rounds):
@@ -63,7 +67,8 @@ def main() -> None:
                 runs[way].append(run)
                 print(f"round {round_ + 1} {way:9s}: {run['wall_s']:7.1f} s wall, {run['cpu_s']:7.1f} CPU-s "
                       f"(exit {run['exit']})", flush=True)
-    figures: dict[str, Any] = {"scenario": str(args.scenario), "jobs": args.jobs, "rounds": args.rounds, "runs": runs}
+    figures: dict[str, Any] = {"machine": machine, "scenario": str(args.scenario), "jobs": args.jobs, "rounds": args.rounds,
+                               "runs": runs}
     for what in ("wall_s", "cpu_s"):
         medians = {way: statistics.median(run[what] for run in runs[way]) for way in WAYS}
         figures[f"median_{what}"] = medians

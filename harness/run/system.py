@@ -131,6 +131,16 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
+def machine_line(cpu: dict[str, Any] | None = None) -> str:
+    """This machine's CPU in one line, as the benchmarks under benchmarks/ print it beside their
+    ratios: its model and identity (`platform.processor()` is empty on Linux, which left them
+    printing only "x86_64"), the cores this process may use of all, and the architecture."""
+    cpu = cpu if cpu is not None else cpu_info()
+    identity = f" ({cpu['identity']})" if cpu.get("identity") else ""
+    return (f"{cpu.get('model') or 'unknown CPU'}{identity}, {cpu.get('usable_cores')} of {cpu.get('logical_cores')} "
+            f"cores usable, {cpu.get('architecture')}")
+
+
 def container_info() -> dict[str, Any]:
     """Whether this runs in a container, and which image (`./run.sh --container` passes its tag,
     id, digest, layer digests, base and whether it holds TensorRT in the environment:

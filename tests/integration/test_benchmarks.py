@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.precision import PRECISIONS
+from harness.run.system import machine_line
 from harness.stats.intervals import VERDICTS_OF_ROUNDS
 
 pytestmark = pytest.mark.slow
@@ -26,7 +28,7 @@ def test_overhead_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     figures = json.loads(out.read_text())
     assert figures["null_singlestream_p50_ns"] > 0 and figures["null_offline_samples_per_s"] > 0
     assert figures["resnet18_ratio_harness_to_bare"] > 0
-    assert "ratio harness / bare" in done.stdout
+    assert "ratio harness / bare" in done.stdout and f"machine: {machine_line()}, " in done.stdout
 
 
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is a glibc tunable")
@@ -46,7 +48,8 @@ def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None
     for setting in ("system", "steady"):
         faults = figures[setting]["faults_per_call"]
         assert len(faults) == 1 and faults[0] >= 0 and faults[0] * 3 == pytest.approx(round(faults[0] * 3)), (setting, faults)
-    assert "system / steady" in done.stdout
+    assert "system / steady" in done.stdout and f"machine: {machine_line()}; glibc" in done.stdout
+    assert json.loads(out.read_text())["machine"] == machine_line()
 
 
 def test_paired_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
@@ -67,6 +70,7 @@ def test_paired_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     ratio = figures["separate_spread"] / figures["paired_spread"] if figures["paired_spread"] > 0 else float("inf")
     assert figures["separate_spread_over_paired"] == pytest.approx(ratio)
     assert f"spread separate / paired: {ratio:.2f}x" in done.stdout
+    assert done.stdout.splitlines()[0] == f"machine: {machine_line()}" == f"machine: {json.loads(out.read_text())['machine']}"
 
 
 def test_paired_benchmark_refuses_a_malformed_pair() -> None:
@@ -123,6 +127,7 @@ def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> N
     assert all(run["exit"] == 0 and run["cpu_s"] > 0 for runs in figures["runs"].values() for run in runs)
     assert figures["ratio_wall_s"] > 0 and figures["ratio_cpu_s"] > 0
     assert "ratio preloaded / fresh" in done.stdout
+    assert done.stdout.splitlines()[0] == f"machine: {machine_line()}" and figures["machine"] == machine_line()
 
 
 def test_helper_exit_benchmark_times_both_endings_and_writes_its_figures(tmp_path: Path) -> None:
@@ -136,6 +141,7 @@ def test_helper_exit_benchmark_times_both_endings_and_writes_its_figures(tmp_pat
     ratio = figures["median_exit_s"]["quick"] / figures["median_exit_s"]["teardown"]
     assert figures["ratio_quick_to_teardown"] == pytest.approx(ratio)
     assert done.stdout.splitlines()[-1] == f"ratio quick / teardown: {ratio:.3f}"
+    assert done.stdout.splitlines()[0] == f"machine: {machine_line()}" and figures["machine"] == machine_line()
 
 
 def test_verdicts_benchmark_runs_a_scenario_twice_and_ends_with_the_agreement_line(tmp_path: Path) -> None:
@@ -166,6 +172,7 @@ passes: {memory_iters: 1, profile_iters: 1}
     agree, overlap = int(pair["agree"]), int(pair["overlap"])
     assert done.stdout.splitlines()[-1] == f"verdicts agree: {agree} of 1 pairs; intervals overlap: {overlap} of 1"
     assert len(figures["bundles"]) == 2 and "machine noise:" in done.stdout
+    assert f", {machine_line()}; scenario " in done.stdout.splitlines()[0]
 
 
 def test_tvm_tuning_draws_benchmark_pairs_the_fused_kernel_with_its_anchor(tmp_path: Path) -> None:
@@ -184,6 +191,7 @@ def test_tvm_tuning_draws_benchmark_pairs_the_fused_kernel_with_its_anchor(tmp_p
     shared = figures["candidates_ms"]["on matmul+T_add"].keys() & figures["candidates_ms"]["off matmul"].keys()
     assert len(figures["paired_speedups"]) == len(shared) >= 1
     assert figures["speedup_best"] > 0 and figures["vm_speedup"] > 0
+    assert machine_line() in done.stdout
     assert "the same draw on both sides" in done.stdout and "each timed 2 time(s)" in done.stdout and figures["repeat"] == 2
 
 
@@ -199,6 +207,7 @@ def test_tvm_design_space_order_benchmark_gives_a_fused_task_its_anchors_structu
     assert metaschedule.startswith("MetaSchedule order: ") and backend.startswith("backend order: "), done.stdout
     # With the design spaces sorted, every candidate has the same structure fused and alone.
     assert backend.startswith("backend order: 0 of 3 candidates in other structures"), done.stdout
+    assert machine_line() in done.stdout
 
 
 def test_ort_skip_layer_norm_benchmark_times_the_fused_kind_beside_its_parts(tmp_path: Path) -> None:
@@ -217,3 +226,17 @@ def test_ort_skip_layer_norm_benchmark_times_the_fused_kind_beside_its_parts(tmp
     ratio = (medians["fused"] - medians["floor"]) / (medians["parts"] - medians["floor"])
     assert figures["ratio_fused_to_parts"] == pytest.approx(ratio)
     assert done.stdout.splitlines()[-1] == f"ratio fused / parts, the floor taken off: {ratio:.2f}"
+    assert done.stdout.splitlines()[0].startswith(f"machine: {machine_line()}; onnxruntime ")
+    assert figures["machine"] == machine_line()
+
+
+def test_tf32_tolerance_benchmark_measures_a_micro_model_under_both_roundings(tmp_path: Path) -> None:
+    """One convolution (a few seconds): both roundings move the output, by less than the `tf32`
+    tolerance and more than fp32's own error against float64."""
+    out = tmp_path / "tf32.json"
+    done = subprocess.run([sys.executable, "benchmarks/tf32_tolerance.py", "--models", "pattern_conv_bn_relu",
+                           "--batches", "1", "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["rounded_ops"] == 1 and row["fp32_relative_error"] < row["rne_relative_error"] < PRECISIONS["tf32"].rtol
+    assert done.stdout.splitlines()[0].startswith(f"machine: {machine_line()}, torch ")

@@ -146,3 +146,14 @@ def test_the_cpu_is_told_apart_by_its_generation_and_vector_extensions_where_its
     unknown = arm.replace("0xd40", "0xfff")
     assert system.cpu_identity(unknown)["model"] == "Arm CPU (implementer 0x41, part 0xfff)"
     assert system.cpu_identity("processor\t: 0\nflags\t\t: fpu sse\n")["vector_extensions"] == []  # none of them
+
+
+def test_the_benchmarks_machine_line_names_the_cpu_not_only_its_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`platform.processor()` is empty on Linux: the benchmarks that printed it printed "x86_64"."""
+    monkeypatch.setattr(system.platform, "processor", lambda: "")
+    cpu = {"model": "AMD EPYC", "identity": "vendor_id AuthenticAMD, cpu family 25, model 17, stepping 1",
+           "architecture": "x86_64", "logical_cores": 16, "usable_cores": 2}
+    assert system.machine_line(cpu) == ("AMD EPYC (vendor_id AuthenticAMD, cpu family 25, model 17, stepping 1), "
+                                        "2 of 16 cores usable, x86_64")
+    assert system.machine_line({**cpu, "model": "", "identity": None}) == "unknown CPU, 2 of 16 cores usable, x86_64"
+    assert system.machine_line().startswith(system.cpu_info()["model"] or "unknown CPU")
