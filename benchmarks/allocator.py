@@ -71,6 +71,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 2:  # a CV needs two calls
         parser.error("--rounds must be at least 1 and --calls at least 2")
+    if args.rounds == 1:  # a smoke test's count: say so beside figures that look like any other
+        print("allocator: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot "
+              "be told from the machine's noise; give --rounds 2 or more", file=sys.stderr)
     unknown = [name for name in args.models.split(",") if name not in all_models()]
     if unknown:
         parser.error(f"--models: unknown model {', '.join(map(repr, unknown))}; `fusionbench models` lists the zoo's")

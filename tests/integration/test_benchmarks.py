@@ -50,6 +50,7 @@ def test_allocator_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None
         assert len(faults) == 1 and faults[0] >= 0 and faults[0] * 3 == pytest.approx(round(faults[0] * 3)), (setting, faults)
     assert "system / steady" in done.stdout and f"machine: {machine_line()}; glibc" in done.stdout
     assert json.loads(out.read_text())["machine"] == machine_line()
+    assert "warning: one round has no spread" in done.stderr  # --rounds 1: its min, median and max are one figure
 
 
 def test_paired_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
@@ -126,7 +127,7 @@ def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> N
     assert [len(figures["runs"][way]) for way in ("preloaded", "fresh")] == [1, 1]
     assert all(run["exit"] == 0 and run["cpu_s"] > 0 for runs in figures["runs"].values() for run in runs)
     assert figures["ratio_wall_s"] > 0 and figures["ratio_cpu_s"] > 0
-    assert "ratio preloaded / fresh" in done.stdout
+    assert "ratio preloaded / fresh" in done.stdout and "warning: one round has no spread" in done.stderr
     assert done.stdout.splitlines()[0] == f"machine: {machine_line()}" and figures["machine"] == machine_line()
 
 
@@ -141,6 +142,7 @@ def test_helper_exit_benchmark_times_both_endings_and_writes_its_figures(tmp_pat
     ratio = figures["median_exit_s"]["quick"] / figures["median_exit_s"]["teardown"]
     assert figures["ratio_quick_to_teardown"] == pytest.approx(ratio)
     assert done.stdout.splitlines()[-1] == f"ratio quick / teardown: {ratio:.3f}"
+    assert "warning: one round has no spread" in done.stderr
     assert done.stdout.splitlines()[0] == f"machine: {machine_line()}" and figures["machine"] == machine_line()
 
 
@@ -222,6 +224,7 @@ def test_ort_skip_layer_norm_benchmark_times_the_fused_kind_beside_its_parts(tmp
     figures = json.loads(out.read_text())
     assert {kind: len(times) for kind, times in figures["per_call_ms"].items()} == {"fused": 2, "parts": 2, "floor": 2}
     assert figures["max_abs_err"] < 1e-4  # the two graphs compute the same
+    assert "warning" not in done.stderr  # two rounds have a spread
     medians = figures["median_ms"]
     ratio = (medians["fused"] - medians["floor"]) / (medians["parts"] - medians["floor"])
     assert figures["ratio_fused_to_parts"] == pytest.approx(ratio)
