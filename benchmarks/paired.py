@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from harness.errors import HarnessError
 from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,6 +84,8 @@ def _spawn(args: argparse.Namespace, backend: str, model: str, variants: list[st
     # The repository first, then whatever the caller put on the path (a plugin backend's site).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode == 2:  # the harness refused what it was given (the child's one line): no traceback to show
+        sys.exit(f"paired: {backend}:{model}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'exit 2'}")
     if done.returncode != 0:
         sys.exit(f"{backend} {model} {variants}: the timing process failed:\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -123,8 +126,12 @@ def _print_pair(name: str, entry: dict[str, Any]) -> None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         backend, model, variants, windows, calls, batch, size, options, cache = sys.argv[2:11]
-        print(json.dumps(_child(backend, model, variants.split(","), int(windows), int(calls), int(batch), int(size),
-                                json.loads(options), Path(cache))))
+        try:
+            print(json.dumps(_child(backend, model, variants.split(","), int(windows), int(calls), int(batch), int(size),
+                                    json.loads(options), Path(cache))))
+        except HarnessError as error:  # an unknown backend, model or option: expected, so one line (exit 2)
+            print(error, file=sys.stderr)
+            sys.exit(2)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", default=DEFAULT_PAIRS, help="backend:model,... (default: %(default)s)")

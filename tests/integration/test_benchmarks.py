@@ -113,6 +113,19 @@ def test_benchmarks_refuse_an_unknown_model_or_batch_in_one_line(script: str, ar
     assert message in done.stderr.splitlines()[-1], done.stderr
 
 
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--pairs", "nosuch:pattern_conv_bn_relu"], "paired: nosuch:pattern_conv_bn_relu: unknown backend 'nosuch'"),
+    (["--pairs", "eager:resnet_18"], "paired: eager:resnet_18: unknown model 'resnet_18'"),
+    (["--pairs", "eager:pattern_conv_bn_relu", "--option", "bogus=1"], "eager options: unknown option bogus"),
+])
+def test_paired_benchmark_says_what_its_timing_process_refused_in_one_line(arguments: list[str], message: str) -> None:
+    """The harness's refusal in the child, not the child's traceback (17 lines ending in it)."""
+    done = subprocess.run([sys.executable, "benchmarks/paired.py", *arguments, "--input-size", "32"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1].startswith("paired: ") and message in done.stderr.splitlines()[-1], done.stderr
+
+
 def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     scenario = tmp_path / "one-cell.yaml"
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
