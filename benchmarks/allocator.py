@@ -58,7 +58,10 @@ def one(model: str, setting: allocator.Allocator, calls: int) -> dict[str, Any]:
     env.update(item.split("=", 1) for item in allocator.environment(setting))
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     done = subprocess.run([sys.executable, "-c", LOOP, model, str(calls)], env=env, capture_output=True, text=True,
-                          check=True)
+                          check=False)
+    if done.returncode != 0:  # its stderr says why, where CalledProcessError would show the loop's code instead
+        sys.exit(f"allocator: {model} under `{setting}`: the timing process exited {done.returncode}:\n"
+                 f"{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

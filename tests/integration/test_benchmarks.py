@@ -126,6 +126,17 @@ def test_paired_benchmark_says_what_its_timing_process_refused_in_one_line(argum
     assert done.stderr.splitlines()[-1].startswith("paired: ") and message in done.stderr.splitlines()[-1], done.stderr
 
 
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is a glibc tunable")
+def test_allocator_benchmark_shows_why_its_timing_process_failed() -> None:
+    """A model that takes no 224-pixel image (a 1024-feature matmul) fails in the child: its error is
+    shown, where CalledProcessError showed the loop's source and hid the child's stderr."""
+    done = subprocess.run([sys.executable, "benchmarks/allocator.py", "--models", "pattern_matmul_relu", "--rounds", "1",
+                           "--calls", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "CalledProcessError" not in done.stderr, done.stderr[-3000:]
+    assert "allocator: pattern_matmul_relu under `system`: the timing process exited 1:" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+
+
 def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     scenario = tmp_path / "one-cell.yaml"
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream]\n"
