@@ -43,6 +43,10 @@ def _arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if min(args.batch, args.trials, args.repeat) < 1:
         parser.error("--batch, --trials and --repeat must be at least 1")
+    from harness.models.catalog import CLASSIFICATION_MODELS
+
+    if args.model not in CLASSIFICATION_MODELS:
+        parser.error(f"--model: {args.model!r} is no torchvision classification model; `fusionbench models` lists them")
     return args
 
 
