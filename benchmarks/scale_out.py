@@ -57,6 +57,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--quick", action="store_true", help="a tiny sweep instead (seconds)")
     args = parser.parse_args()
+    if not args.quick and not args.scenario.is_file():  # before the warm-up, whose failure read as the serial run's
+        parser.error(f"--scenario: {args.scenario}: no such scenario file")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="fusionbench-scale-out-") as tmp:
         work = Path(tmp)

@@ -104,11 +104,13 @@ def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments:
     ("tf32_tolerance.py", ["--models", "resnet_18"], "--models: unknown model 'resnet_18'"),
     ("tf32_tolerance.py", ["--models", "resnet18", "--batches", "1,x"], "--batches: '1,x' is not"),
     ("tvm_design_space_order.py", ["--model", "resnet_18"], "--model: 'resnet_18' is no torchvision classification model"),
+    ("scale_out.py", ["--scenario", "scenarios/no-such.yaml"], "--scenario: scenarios/no-such.yaml: no such scenario file"),
 ])
-def test_benchmarks_refuse_an_unknown_model_or_batch_in_one_line(script: str, arguments: list[str], message: str) -> None:
+def test_benchmarks_refuse_an_unknown_model_batch_or_scenario_in_one_line(script: str, arguments: list[str], message: str) -> None:
     """Before anything runs: allocator.py timed the models before the bad name and ended in the
     child's CalledProcessError, tf32_tolerance.py in the zoo's HarnessError or int()'s ValueError,
-    tvm_design_space_order.py in torchvision's AttributeError."""
+    tvm_design_space_order.py in torchvision's AttributeError; scale_out.py said its warm-up's refusal
+    of a missing scenario was the serial run's."""
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *arguments],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
