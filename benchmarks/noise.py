@@ -6,6 +6,8 @@ It prints the machine, then for each cell, as ratios to the targets (at most 1 m
   1% for a batch of 32 or more and 3% for batch 1 (launch-bound);
 - the run-to-run spread of the median (same cell, two runs): at most 3%;
 - the gap between LoadGen's figure and the device timing: at most 5%.
+A cell that failed or was skipped in either run (TensorRT without its package) is listed with its
+two statuses, and counted apart from the cells that meet the targets or not.
 
 Usage: .venv/bin/python benchmarks/noise.py [--device cpu|cuda] [--json OUT.json] [--quick]
 (`--quick`: one small cell, seconds instead of minutes: a smoke test of the benchmark itself).
@@ -72,7 +74,11 @@ def run_once(scenario: Path, device: str, out: Path) -> dict[str, dict[str, Any]
         raise SystemExit(f"the run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
     bundle = max((p for p in out.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
     cells = [json.loads(p.read_text()) for p in (bundle / "cells").glob("*.json")]
-    return {c["label"]: c for c in cells if c["status"] in ("valid", "invalid")}
+    return {c["label"]: c for c in cells}
+
+
+def measured(cell: dict[str, Any] | None) -> bool:
+    return cell is not None and cell["status"] in ("valid", "invalid")
 
 
 def ratios(first: dict[str, Any], second: dict[str, Any], device: str) -> dict[str, Any]:
@@ -106,16 +112,24 @@ def main() -> None:
         second = run_once(scenario, args.device, work / "second")
     machine = machine_line()
     print(f"machine: {machine}")
-    rows = [ratios(first[label], second[label], args.device) for label in sorted(first) if label in second]
+    labels = sorted(first.keys() | second.keys())
+    rows = [ratios(first[label], second[label], args.device) for label in labels
+            if measured(first.get(label)) and measured(second.get(label))]
+    # A cell that failed or was skipped in either run has no figures, but is said, not dropped from the count.
+    unmeasured = [{"cell": label, "status": [run[label]["status"] if label in run else "absent" for run in (first, second)]}
+                  for label in labels if not (measured(first.get(label)) and measured(second.get(label)))]
     print(f"{'cell':<58}{'median ms (1st, 2nd)':>22}{'CV/target':>11}{'spread/3%':>11}{'gap/5%':>9}")
     for row in rows:
         cv_ratio = "-" if row["cv_ratio"] is None else f"{row['cv_ratio']:.2f}"
         medians = ", ".join(f"{m:.2f}" for m in row["median_ms"])
         print(f"{row['cell']:<58}{medians:>22}{cv_ratio:>11}{row['spread_ratio']:>11.2f}{row['gap_ratio']:>9.2f}")
     met = sum(1 for r in rows if (r["cv_ratio"] or 0) <= 1 and r["spread_ratio"] <= 1 and r["gap_ratio"] <= 1)
-    print(f"{met} of {len(rows)} cells meet every target")
+    for cell in unmeasured:
+        print(f"{cell['cell']:<58}not measured in both runs ({', '.join(cell['status'])})")
+    print(f"{met} of {len(rows)} cells meet every target" + (f"; {len(unmeasured)} not measured" if unmeasured else ""))
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "device": args.device, "rows": rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"machine": machine, "device": args.device, "rows": rows,
+                                         "not_measured": unmeasured}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ are recorded from full runs in docs/results/, not asserted here)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -271,3 +272,23 @@ def test_tf32_tolerance_benchmark_measures_a_micro_model_under_both_roundings(tm
     [row] = json.loads(out.read_text())["rows"]
     assert row["rounded_ops"] == 1 and row["fp32_relative_error"] < row["rne_relative_error"] < PRECISIONS["tf32"].rtol
     assert done.stdout.splitlines()[0].startswith(f"machine: {machine_line()}, torch ")
+
+
+def test_noise_benchmark_says_which_cells_it_could_not_measure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Its quick sweep, the null backend beside TensorRT (skipped on a CPU): the skipped cell is said
+    and counted, where it left the table and the count without a word."""
+    spec = importlib.util.spec_from_file_location("noise_benchmark", REPO / "benchmarks" / "noise.py")
+    assert spec is not None and spec.loader is not None
+    noise = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(noise)
+    monkeypatch.setitem(noise.CELLS, "quick", noise.CELLS["quick"].replace("backends: [eager]", "backends: [null, tensorrt]"))
+    monkeypatch.setenv("FUSIONBENCH_NOISE_PROBE_S", "0.2")
+    out = tmp_path / "noise.json"
+    monkeypatch.setattr(sys, "argv", ["noise.py", "--quick", "--json", str(out)])
+    noise.main()
+    lines = capsys.readouterr().out.splitlines()
+    figures = json.loads(out.read_text())
+    assert [row["cell"] for row in figures["rows"]] == ["resnet18 null fusion-on Offline cpu fp32 b4"]
+    assert figures["not_measured"] == [{"cell": "resnet18 tensorrt fusion-on Offline cpu fp32 b4", "status": ["skipped", "skipped"]}]
+    assert "not measured in both runs (skipped, skipped)" in lines[-2] and lines[-1].endswith("; 1 not measured")
