@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -91,13 +92,12 @@ def test_paired_benchmark_refuses_a_malformed_pair() -> None:
     ("overhead.py", ["--duration-s", "0"], "--duration-s must be above 0"),
     ("overhead.py", ["--input-size", "8"], "--input-size at least 16"),
 ])
-def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments: list[str], message: str) -> None:
+def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments: list[str], message: str,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Before anything runs: a round count of 0 ended in a traceback after the work (no median of
     nothing), a call count of 0 divided by zero, a single call had no CV."""
-    done = subprocess.run([sys.executable, f"benchmarks/{script}", *arguments],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert message in done.stderr.splitlines()[-1], done.stderr
+    assert message in _refusal(script, arguments, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize(("script", "arguments", "message"), [
@@ -107,15 +107,29 @@ def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments:
     ("tvm_design_space_order.py", ["--model", "resnet_18"], "--model: 'resnet_18' is no torchvision classification model"),
     ("scale_out.py", ["--scenario", "scenarios/no-such.yaml"], "--scenario: scenarios/no-such.yaml: no such scenario file"),
 ])
-def test_benchmarks_refuse_an_unknown_model_batch_or_scenario_in_one_line(script: str, arguments: list[str], message: str) -> None:
+def test_benchmarks_refuse_an_unknown_model_batch_or_scenario_in_one_line(script: str, arguments: list[str], message: str,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Before anything runs: allocator.py timed the models before the bad name and ended in the
     child's CalledProcessError, tf32_tolerance.py in the zoo's HarnessError or int()'s ValueError,
     tvm_design_space_order.py in torchvision's AttributeError; scale_out.py said its warm-up's refusal
     of a missing scenario was the serial run's."""
-    done = subprocess.run([sys.executable, f"benchmarks/{script}", *arguments],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert message in done.stderr.splitlines()[-1], done.stderr
+    assert message in _refusal(script, arguments, monkeypatch, capsys)
+
+
+def _refusal(script: str, arguments: list[str], monkeypatch: pytest.MonkeyPatch,
+             capsys: pytest.CaptureFixture[str]) -> str:
+    """The last line `benchmarks/SCRIPT ARGUMENTS` says as it ends with exit 2, run in this process
+    (as `python benchmarks/SCRIPT`: each refuses before its work, so a process of its own would
+    only add its start): an exception in place of the refusal fails the test as a traceback would."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", [f"benchmarks/{script}", *arguments])
+    monkeypatch.setattr(sys, "path", [str(REPO / "benchmarks"), *sys.path])
+    with pytest.raises(SystemExit) as ended:
+        runpy.run_path(str(REPO / "benchmarks" / script), run_name="__main__")
+    stderr = capsys.readouterr().err
+    assert ended.value.code == 2, stderr[-3000:]
+    return stderr.splitlines()[-1]
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
