@@ -56,6 +56,13 @@ PRECISIONS: dict[str, Precision] = {
 }
 
 
+def max_abs_limit(rtol: float, reference_max_abs: float) -> float:
+    """The largest absolute error an output may have: `rtol` times the reference's largest magnitude,
+    or `rtol` itself where the reference is all zeros. The worker's check and `validate` both hold a
+    cell to it."""
+    return rtol * reference_max_abs if reference_max_abs > 0 else rtol
+
+
 def torch_dtype(name: str) -> Any:
     """The torch dtype of the model's tensors for scenario dtype `name`."""
     import torch

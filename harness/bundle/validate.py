@@ -50,7 +50,7 @@ from harness.bundle.reader import LoadedBundle, check_root, load
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
-from harness.precision import PRECISIONS
+from harness.precision import PRECISIONS, max_abs_limit
 from harness.stats.summary import summarize_ns
 
 
@@ -309,7 +309,7 @@ def _correctness_problems(correctness: Any, dtype: Any, name: str = "correctness
         return [f"{name}: tolerance rtol {correctness.get('rtol')}, min_cosine {correctness.get('min_cosine')} is not "
                 f"a {dtype} cell's ({policy.rtol}, {policy.min_cosine})"]
     if rtol is not None and reference is not None:
-        expected = rtol * reference if reference > 0 else rtol
+        expected = max_abs_limit(rtol, reference)
         if not close(limit, expected, absolute=0.0):
             return [f"{name}: max_abs_error_limit {limit!r} is not rtol {rtol} times the reference's largest "
                     f"magnitude {reference!r} ({expected!r})"]

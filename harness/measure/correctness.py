@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.precision import PRECISIONS
+from harness.precision import PRECISIONS, max_abs_limit
 
 
 def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
     if not bool(torch.isfinite(out).all()):
         return {**result, "ok": False, "reason": "output has NaN or infinite values"}
     ref_max_abs = float(ref.abs().max()) if ref.numel() else 0.0
-    limit = rtol * ref_max_abs if ref_max_abs > 0 else rtol
+    limit = max_abs_limit(rtol, ref_max_abs)
     # A reference so flat that the constant at its middle would pass: any output near it passes.
     if ref.numel() > 1 and _within(*_errors(torch.full_like(ref, float(ref.max() + ref.min()) / 2), ref), limit, min_cosine):
         spread = (f"{float(ref[0]):.3g} everywhere" if bool((ref == ref[0]).all())
