@@ -292,30 +292,33 @@ def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> li
     return lines
 
 
+_CORRECTNESS_FIGURES = ("max_abs_error", "max_abs_error_limit", "rtol", "reference_max_abs", "cosine_similarity",
+                        "min_cosine")
+
+
 def _correctness_problems(correctness: Any, dtype: Any, name: str = "correctness") -> list[str]:
     """A verdict that contradicts the error and tolerance recorded beside it, or a tolerance that is
     not the cell's dtype's (harness/precision.py: one policy, unchanged since the first bundle that
     records it)."""
     if not isinstance(correctness, dict) or "max_abs_error" not in correctness:
         return []
-    error, limit = number(correctness.get("max_abs_error")), number(correctness.get("max_abs_error_limit"))
-    cosine, minimum = number(correctness.get("cosine_similarity")), number(correctness.get("min_cosine"))
-    if error is None or limit is None:
-        return [f"{name}: max_abs_error and its limit are not both numbers"]
+    # The worker writes these six together (harness/measure/correctness.py), in every schema version:
+    # one left out would leave its check undone (a limit raised tenfold passed without its rtol).
+    figures = {key: number(correctness.get(key)) for key in _CORRECTNESS_FIGURES}
+    absent = [key for key, value in figures.items() if value is None]
+    if absent:
+        return [f"{name}: {', '.join(absent)} not a number, where max_abs_error is recorded"]
+    error, limit, rtol, reference, cosine, minimum = (float(value or 0) for value in figures.values())
     policy = PRECISIONS.get(dtype) if isinstance(dtype, str) else None
-    rtol, reference = number(correctness.get("rtol")), number(correctness.get("reference_max_abs"))
-    if policy is not None and (rtol is not None and rtol != policy.rtol
-                               or minimum is not None and minimum != policy.min_cosine):
+    if policy is not None and (rtol != policy.rtol or minimum != policy.min_cosine):
         return [f"{name}: tolerance rtol {correctness.get('rtol')}, min_cosine {correctness.get('min_cosine')} is not "
                 f"a {dtype} cell's ({policy.rtol}, {policy.min_cosine})"]
-    if rtol is not None and reference is not None:
-        expected = max_abs_limit(rtol, reference)
-        if not close(limit, expected, absolute=0.0):
-            return [f"{name}: max_abs_error_limit {limit!r} is not rtol {rtol} times the reference's largest "
-                    f"magnitude {reference!r} ({expected!r})"]
-    passes = error <= limit and (cosine is None or minimum is None or cosine >= minimum)
+    expected = max_abs_limit(rtol, reference)
+    if not close(limit, expected, absolute=0.0):
+        return [f"{name}: max_abs_error_limit {limit!r} is not rtol {rtol} times the reference's largest "
+                f"magnitude {reference!r} ({expected!r})"]
+    passes = error <= limit and cosine >= minimum
     if bool(correctness.get("ok")) != passes:
-        return [f"{name}: ok is {correctness.get('ok')} but max abs error {error:.3g} against limit {limit:.3g}"
-                + (f", cosine {cosine:.6f} against {minimum}" if cosine is not None and minimum is not None else "")
-                + f" says {'pass' if passes else 'fail'}"]
+        return [f"{name}: ok is {correctness.get('ok')} but max abs error {error:.3g} against limit {limit:.3g}, "
+                f"cosine {cosine:.6f} against {minimum} says {'pass' if passes else 'fail'}"]
     return []

@@ -424,15 +424,23 @@ def _forgeries(record: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, An
                # an error twice the limit, passed by a limit ten times the dtype's, with its rtol or without
                ("tolerance", lambda c: _loosened(c["metrics"]["correctness"], rtol=True)),
                ("limit", lambda c: _loosened(c["metrics"]["correctness"], rtol=False)),
+               # the same, with the figure that would show it left out: each check was done only where both were there
+               *((f"limit without {key}", lambda c, key=key: _loosened(c["metrics"]["correctness"], rtol=False, drop=key))
+                 for key in ("rtol", "reference_max_abs")),
+               # a cosine far below the minimum, passed by leaving the minimum out
+               ("min cosine", lambda c: (c["metrics"]["correctness"].update(cosine_similarity=0.5),
+                                         c["metrics"]["correctness"].pop("min_cosine"))),
                ("weight bytes", lambda c: c["metrics"]["roofline"].update(weight_bytes=c["metrics"]["roofline"]["weight_bytes"] * 2)),
                ("status", lambda c: c.update(status="invalid"))]
     return forged
 
 
-def _loosened(check: dict[str, Any], *, rtol: bool) -> None:
+def _loosened(check: dict[str, Any], *, rtol: bool, drop: str | None = None) -> None:
     check.update(max_abs_error=check["max_abs_error_limit"] * 2, max_abs_error_limit=check["max_abs_error_limit"] * 10)
     if rtol:
         check.update(rtol=check["rtol"] * 10)
+    if drop is not None:
+        del check[drop]
 
 
 @pytest.mark.slow
