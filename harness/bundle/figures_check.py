@@ -302,11 +302,16 @@ def _roofline(metrics: dict[str, Any], wall: float | None, dtype: Any, peaks: An
         return []
     expected: dict[str, float | None] = {"arithmetic_intensity_flops_per_byte": flops / moved if moved else None}
     lines = []
-    parts = [number(figures.get(key)) for key in ("weight_bytes", "input_bytes", "output_bytes")]
-    if all(part is not None for part in parts) and sum(part or 0 for part in parts) != moved:
-        # the worker's ModelCosts refuses it; the DRAM check reads the weights and input apart (traffic_check)
+    # the worker's ModelCosts records the three with their sum and refuses another; the DRAM check reads
+    # the weights and input apart (traffic_check), so one left out must not leave the sum unchecked
+    parts = {key: number(figures.get(key)) for key in ("weight_bytes", "input_bytes", "output_bytes")}
+    absent = [key for key, part in parts.items() if part is None]
+    together = sum(part or 0 for part in parts.values())
+    if absent:
+        lines.append(f"roofline: {', '.join(absent)} not a number, where compulsory_bytes is recorded")
+    elif together != moved:
         lines.append(f"roofline: compulsory_bytes {figures['compulsory_bytes']} is not its weight, input and output "
-                     f"bytes together ({sum(part or 0 for part in parts):.0f})")
+                     f"bytes together ({together:.0f})")
     measured = number(figures.get("measured_ns"))
     if "measured_ns" in figures and measured:
         if wall is not None and not close(measured, wall):

@@ -431,6 +431,10 @@ def _forgeries(record: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, An
                ("min cosine", lambda c: (c["metrics"]["correctness"].update(cosine_similarity=0.5),
                                          c["metrics"]["correctness"].pop("min_cosine"))),
                ("weight bytes", lambda c: c["metrics"]["roofline"].update(weight_bytes=c["metrics"]["roofline"]["weight_bytes"] * 2)),
+               # the same, with the part that would show it left out
+               *((f"weight bytes without {key}", lambda c, key=key: (
+                   c["metrics"]["roofline"].update(weight_bytes=c["metrics"]["roofline"]["weight_bytes"] * 2),
+                   c["metrics"]["roofline"].pop(key))) for key in ("input_bytes", "output_bytes")),
                ("status", lambda c: c.update(status="invalid"))]
     return forged
 
