@@ -116,7 +116,8 @@ def run_on_node(task: CellTask, cpus: int, phases: Any = None, key: int = 0) -> 
         request = replace(task.request, artifact_dir=str(scratch))
         with claimed(cpus) as slot:
             if phases is not None:
-                ray.get(phases.say.remote(key, "start"))
+                with contextlib.suppress(ray.exceptions.RayActorError):  # a mailbox lost for good costs no cell
+                    ray.get(phases.say.remote(key, "start"))
             outcome = run_worker(request, timeout_s=task.timeout_s, log_path=scratch / "worker.log",
                                  memory_limit_bytes=task.memory_limit_bytes, env_names=task.env_names,
                                  scratch_env=task.scratch_env, slot=slot, on_phase=say)
@@ -268,7 +269,10 @@ class RayExecutor:
         if not ray.is_initialized():
             self.join(tasks[0].device)
         remote = ray.remote(run_on_node)
-        phases = ray.remote(num_cpus=0)(Phases).remote()
+        # Restarted, its calls retried, where its node is lost: what it held is lost with it, and a
+        # cell whose start it lost is taken as started when it ends.
+        phases = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(Phases).remote()
+        started: set[int] = set()
         pending: dict[Any, tuple[int, CellTask]] = {}
         for key, task in enumerate(tasks):
             cpus, gpus = cell_needs(task.device, self.cpus_per_cell)
@@ -283,9 +287,13 @@ class RayExecutor:
                 running = dict(pending.values())
                 for key, phase in ray.get(phases.take.remote()):  # a task's start is here before its end
                     if key in running:
+                        if phase == "start":
+                            started.add(key)
                         on_phase(running[key], phase)
                 for ref in ready:
-                    _, task = pending.pop(ref)
+                    key, task = pending.pop(ref)
+                    if key not in started:
+                        on_phase(task, "start")
                     yield self._finished(task, ref)
         except BaseException:
             for ref in pending:
