@@ -437,7 +437,7 @@ class InductorPrepared(Prepared):
         if not any(generated.values()):
             return None  # the wrapper modules were not found: no honest split
         times = torch_kernel_time.kernel_times(lambda: self(batch), generated, GENERATED_PREFIX)
-        return dataclasses.replace(times, kinds=copy_kinds(self.kernels))
+        return dataclasses.replace(times, kinds={**times.kinds, **copy_kinds(self.kernels)})
 
     def rewrites(self) -> dict[str, Any]:
         return dict(self.rewrite_record)
