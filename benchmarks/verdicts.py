@@ -8,6 +8,7 @@ seen; harness/stats/intervals.py), whether the two verdicts agree and the two in
 each run's machine-noise probe and wall time, and as its last line `verdicts agree: K of N pairs;
 intervals overlap: M of N` (N: the pairs valid in both runs; a pair of one round has no verdict and
 agrees with nothing). The same table is `compare`'s "Fusion speedups" section (harness/reporting/fusion_verdicts.py).
+Where neither run has a fusion pair it says so and exits 1.
 
 Usage: .venv/bin/python benchmarks/verdicts.py SCENARIO [--only KEY=VALUE,...] [--device cpu|cuda]
        [--out DIR] [--json OUT]
@@ -65,6 +66,11 @@ def main() -> int:
     for i, (loaded, (bundle, wall_s)) in enumerate(zip((first, second), runs), start=1):
         print(f"run {i}: {bundle} ({wall_s:.0f} s); machine noise: "
               f"{machine_noise(lookup(loaded.header, 'system', 'machine_noise'))}")
+    if not verdicts:  # "verdicts agree: 0 of 0 pairs", exit 0, read as a pass
+        print("verdicts: neither run has a fusion pair (a cell with fusion on and off, both valid): nothing to judge; "
+              "give a scenario whose backends run fusion on and off, or see why its cells failed in the bundles above",
+              file=sys.stderr)
+        return 1
     width = max((len(v.name) for v in verdicts), default=4)
     print(f"{'pair':<{width}}  {'run 1':<40}  {'run 2':<40}  agree  overlap")
     for v in verdicts:

@@ -306,3 +306,19 @@ def test_noise_benchmark_says_which_cells_it_could_not_measure(tmp_path: Path, m
     assert [row["cell"] for row in figures["rows"]] == ["resnet18 null fusion-on Offline cpu fp32 b4"]
     assert figures["not_measured"] == [{"cell": "resnet18 tensorrt fusion-on Offline cpu fp32 b4", "status": ["skipped", "skipped"]}]
     assert "not measured in both runs (skipped, skipped)" in lines[-2] and lines[-1].endswith("; 1 not measured")
+
+
+def test_verdicts_benchmark_with_no_fusion_pair_says_so_and_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs whose scenario has no fusion pair (eager beside the null backend: the golden MLPerf
+    bundle stands in for each) printed `verdicts agree: 0 of 0 pairs` and exited 0."""
+    spec = importlib.util.spec_from_file_location("verdicts_benchmark", REPO / "benchmarks" / "verdicts.py")
+    assert spec is not None and spec.loader is not None
+    verdicts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verdicts)
+    monkeypatch.setattr(verdicts, "run_once", lambda *args: (REPO / "tests" / "golden" / "mlperf", 1.0))
+    monkeypatch.setattr(sys, "argv", ["verdicts.py", str(REPO / "scenarios" / "smoke.yaml"), "--json", str(tmp_path / "v.json")])
+    assert verdicts.main() == 1
+    captured = capsys.readouterr()
+    assert "neither run has a fusion pair" in captured.err and "verdicts agree" not in captured.out
+    assert not (tmp_path / "v.json").exists()
