@@ -102,25 +102,21 @@ class Phases:
         return said
 
 
-def run_on_node(task: CellTask, cpus: int, phases: Any = None, key: int = 0) -> NodeResult:
+def run_on_node(task: CellTask, cpus: int, phases: Any, key: int) -> NodeResult:
     """On the node: the cell's worker in a scratch folder, on cores of its own; what came of it.
     Its start and phases are told to `phases` (a `Phases` actor) under `key`: the start before the
     worker starts, waited for, so that the driver knows of it before it knows the task ended."""
     import ray
 
-    def say(phase: str) -> None:
-        if phases is not None:
-            phases.say.remote(key, phase)
-
     with scratch_dir("fusionbench-ray-cell-") as scratch:
         request = replace(task.request, artifact_dir=str(scratch))
         with claimed(cpus) as slot:
-            if phases is not None:
-                with contextlib.suppress(ray.exceptions.RayActorError):  # a mailbox lost for good costs no cell
-                    ray.get(phases.say.remote(key, "start"))
+            with contextlib.suppress(ray.exceptions.RayActorError):  # a mailbox lost for good costs no cell
+                ray.get(phases.say.remote(key, "start"))
             outcome = run_worker(request, timeout_s=task.timeout_s, log_path=scratch / "worker.log",
                                  memory_limit_bytes=task.memory_limit_bytes, env_names=task.env_names,
-                                 scratch_env=task.scratch_env, slot=slot, on_phase=say)
+                                 scratch_env=task.scratch_env, slot=slot,
+                                 on_phase=lambda phase: phases.say.remote(key, phase))
         files = {p.relative_to(scratch).as_posix(): p.read_bytes() for p in sorted(scratch.rglob("*")) if p.is_file()}
         return NodeResult(outcome=outcome, files=files, node=_node(slot))
 
