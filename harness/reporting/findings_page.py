@@ -98,13 +98,12 @@ def html(bundles: list[LoadedBundle]) -> str:
              html_table(["bundle", "what it is"], [[name, text] for name, text in findings.facts(bundles)])]
     parts += ["<h2>Across models</h2>", f"<p>{escape(SUMMARY_NOTE)}</p>",
               html_table(*findings.summary_table(all_groups))]
-    if fusion_pairs := _pairs(all_groups):
-        parts += [f"<p>{escape(SWITCHED_NOTE)}</p>", html_table(*switched_table(fusion_pairs))]
-    pairs = [(group, line) for group in all_groups for line in group.lines if line.pair is not None]
+    pairs = [(group, line, pair) for group in all_groups for line in group.lines if (pair := line.pair) is not None]
     if pairs:
-        backends = list(dict.fromkeys(line.backend for _, line in pairs))
-        titles = list(dict.fromkeys(group.title for group, _ in pairs))
-        speedups = {(group.title, line.backend): line.pair.speedup for group, line in pairs if line.pair is not None}
+        parts += [f"<p>{escape(SWITCHED_NOTE)}</p>", html_table(*switched_table([pair for _, _, pair in pairs]))]
+        backends = list(dict.fromkeys(line.backend for _, line, _ in pairs))
+        titles = list(dict.fromkeys(group.title for group, _, _ in pairs))
+        speedups = {(group.title, line.backend): pair.speedup for group, line, pair in pairs}
         parts.append("<figure>" + bar_chart(
             "Fusion speedup per model (fusion-off median / fusion-on median)", titles,
             [Series(backend, tuple(speedups.get((title, backend)) for title in titles)) for backend in backends],
