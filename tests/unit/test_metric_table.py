@@ -152,6 +152,21 @@ def test_device_time_carries_its_spread_and_correctness_its_verdict() -> None:
     assert figure("max_abs_error", {"metrics": {}}) == "-"
 
 
+def test_the_error_column_shows_the_failed_checks_error_and_names_the_check() -> None:
+    """A cell failing only the check after timing read `0.0e+00 FAIL`: the first call's error, which
+    passed, beside the other check's verdict."""
+    def cell(first: tuple[bool, float | None], after: tuple[bool, float | None]) -> dict[str, Any]:
+        check = [{"ok": ok, **({"max_abs_error": error} if error is not None else {})} for ok, error in (first, after)]
+        return {"metrics": {"correctness": {**check[0], "after_timing": check[1]}}}
+
+    assert figure("max_abs_error", cell((True, 0.0), (False, 0.05))) == "5.0e-02 FAIL (after timing)"
+    assert figure("max_abs_error", cell((False, 0.05), (True, 0.0))) == "5.0e-02 FAIL (first call)"
+    assert figure("max_abs_error", cell((False, 0.05), (False, 0.5))) == "5.0e-01 FAIL (both)"
+    assert figure("max_abs_error", cell((True, 0.0), (False, None))) == "FAIL (after timing)"  # NaN after timing
+    assert figure("max_abs_error", cell((True, 1e-6), (True, 2e-6))) == "2.0e-06"  # the larger, both passing
+    assert figure("max_abs_error", cell((True, 2e-6), (True, None))) == "2.0e-06"
+
+
 def test_the_gpu_memory_column_shows_only_where_a_cell_measured_it() -> None:
     cpu = {"metrics": {"memory": {"peak_rss_bytes": 2**30}}}
     gpu = {"metrics": {"memory": {"peak_rss_bytes": 2**30, "nvml_process_peak_bytes": 3 * 2**30}}}
