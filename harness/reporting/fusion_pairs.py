@@ -130,8 +130,11 @@ SWITCHED_NOTE = (
     "switch is expected here; any other setting (ONNX Runtime's blocked NCHWc layout on CPU, which comes only with "
     "its fusions; another schedule database) is in the pair's speedup as well as fusion."
 )
-#: A list setting's names shown at most (the rest counted): ONNX Runtime's fusion off leaves out 30 or so.
+#: A list or mapping setting's entries shown at most (the rest counted): ONNX Runtime's fusion off leaves out 30 or so.
 _NAMES_SHOWN = 8
+#: The characters of one name or value shown at most (the rest counted): a plugin's setting is any JSON, a pass
+#: pipeline written out whole among them, and a table cell holds it on one line.
+_CHARS_SHOWN = 80
 
 
 def switched(pair: FusionPair) -> dict[str, tuple[object, object]]:
@@ -140,17 +143,25 @@ def switched(pair: FusionPair) -> dict[str, tuple[object, object]]:
     return {key: (on.get(key), off.get(key)) for key in sorted(on.keys() | off.keys()) if on.get(key) != off.get(key)}
 
 
+def _cut(text: str) -> str:
+    return visible(text if len(text) <= _CHARS_SHOWN else f"{text[:_CHARS_SHOWN]}... ({len(text)} characters)")
+
+
 def _setting(value: object) -> str:
+    """A setting's value on one line: a list's or a mapping's first entries, the rest counted, and
+    each entry, or a text, cut to its first characters."""
     if value is None:
         return "not recorded"
+    if isinstance(value, dict):
+        value = [f"{key}: {item if isinstance(item, str) else json.dumps(item, sort_keys=True, default=str)}"
+                 for key, item in sorted(value.items(), key=lambda entry: str(entry[0]))]
     if isinstance(value, list):
         if not value:
             return "none"
-        shown = ", ".join(visible(item) for item in value[:_NAMES_SHOWN])
+        shown = ", ".join(_cut(item if isinstance(item, str) else json.dumps(item, sort_keys=True, default=str))
+                          for item in value[:_NAMES_SHOWN])
         return shown + (f" and {len(value) - _NAMES_SHOWN} more" if len(value) > _NAMES_SHOWN else "")
-    if isinstance(value, str):
-        return visible(value)
-    return visible(json.dumps(value, sort_keys=True))
+    return _cut(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
 def switched_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:

@@ -790,3 +790,24 @@ def test_the_report_says_what_each_backends_fusion_off_changed_besides_the_kerne
     assert switched_table([unrecorded])[1] == [["plugin", "m", "nothing its cells record"]]
     loaded = load(GOLDEN / "v3")
     assert "What fusion off changed besides the kernels" in markdown(loaded)
+
+
+def test_what_fusion_off_changed_cuts_a_long_text_or_mapping_as_it_cuts_a_list() -> None:
+    """A list showed eight names and counted the rest, but a plugin's setting that is a long text (a
+    pass pipeline written out) or a mapping of 60 flags was shown whole: one table cell of 1,671
+    characters."""
+    from harness.reporting.fusion_pairs import switched_table
+
+    pair = next(p for p in fusion_pairs([Row(r) for r in load(GOLDEN / "v3").records]) if "1.30x" in fmt_speedup(p))
+
+    def with_rewrites(row: Row, rewrites: dict) -> Row:
+        record = row.record.model_copy(deep=True)
+        record.metrics.rewrites = rewrites
+        return Row(record)
+
+    on = {"pipeline": "pass;" * 200, "flags": {f"k{i:02}": i for i in range(60)}, "names": ["x" * 100]}
+    off = {"pipeline": "none", "flags": {"k00": [1, 2]}, "names": []}
+    said = switched_table([FusionPair(with_rewrites(pair.on, on), with_rewrites(pair.off, off))])[1][0][2]
+    assert said == ("flags: k00: 0, k01: 1, k02: 2, k03: 3, k04: 4, k05: 5, k06: 6, k07: 7 and 52 more / k00: [1, 2]; "
+                    f"names: {'x' * 80}... (100 characters) / none; "
+                    f"pipeline: {'pass;' * 16}... (1000 characters) / none")
