@@ -10,6 +10,7 @@ or an option could not be used (one line says why).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -137,7 +138,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from harness.reporting.compare_output import to_json, to_markdown
     from harness.reporting.judging import WORSE
 
-    if not 0 <= args.threshold < 1:
+    # -0 passes `0 <=` and was written as `beyond -0%` and `"threshold": -0.0`: refused with the other negatives
+    if not 0 <= args.threshold < 1 or math.copysign(1.0, args.threshold) < 0:
         raise BundleError(f"--threshold {args.threshold}: give a fraction in [0, 1), e.g. 0.05")
     out = output_path(args.out, [args.a, args.b]) if args.out else None
     if out is not None:

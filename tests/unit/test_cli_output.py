@@ -149,6 +149,16 @@ def test_schema_replaces_its_own_file_and_no_other(tmp_path: Path, capsys: pytes
     assert '"title": "CellRecord"' in schema.read_text()
 
 
+@pytest.mark.parametrize("threshold", ["-0.0", "-0", "-0.1", "1", "nan"])
+def test_compare_refuses_a_negative_threshold_negative_zero_among_them(threshold: str, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`--threshold -0.0` passed `0 <= t` and compared, writing `beyond -0%` and `"threshold": -0.0`."""
+    assert main(["compare", str(GOLDEN), str(tmp_path), f"--threshold={threshold}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--threshold {float(threshold)}: give a fraction in [0, 1), e.g. 0.05" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["pack", str(GOLDEN), "--org", "Acme", "--org", "Other"],
     ["compare", str(GOLDEN), str(GOLDEN), "--threshold", "0.5", "--threshold=0.01"],
