@@ -25,6 +25,7 @@ directory must not exist and must lie outside the bundle.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -366,12 +367,13 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
 def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) -> None:
     """The tree at `out` and its tarball, both whole or neither: each is written under a hidden
     name beside its place and moved there last, so a full disk or a Ctrl-C part-way leaves no half
-    tree at `out` (which a second pack refused as existing). An error names the path under `out`
-    (or the tarball) it was writing, never a hidden one; where the user gave no --out (`option`
-    says so) and may not write in the folder, it says to give one."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    tree at `out` (which a second pack refused as existing), nor the folders made to hold it. An error
+    names the path under `out` (or the tarball) it was writing, never a hidden one; where the user gave
+    no --out (`option` says so) and may not write in the folder, it says to give one."""
     hidden: dict[Path, Path] = {}  # hidden path -> the path it becomes
+    made: list[Path] = []  # what this pack made outside the hidden names, undone unless it ends whole
     try:
+        made += _make_folders(out.parent)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".packing", dir=out.parent))
         os.chmod(staging, plain_folder_mode())  # mkdtemp's 0700 would hide the tree from every other user
         staged_tarball = staging.with_name(staging.name + ".tar.gz")
@@ -382,15 +384,11 @@ def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) 
             path.write_bytes(data)
         manifest.write(staging)
         _write_tarball(staging, staged_tarball, out.name)
-        for path in (out, tarball):  # made meanwhile: still never overwritten
-            if path.exists() or path.is_symlink():
-                raise ConfigError(f"{path} already exists; pack never overwrites")
-        staged_tarball.rename(tarball)
-        try:
-            staging.rename(out)
-        except BaseException:
-            tarball.unlink()
-            raise
+        made.append(_claim(tarball, folder=False))
+        made.append(_claim(out, folder=True))
+        staged_tarball.rename(tarball)  # each over its own placeholder
+        staging.rename(out)
+        made = []
     except OSError as exc:
         named = _named_by(exc, hidden, out)
         if isinstance(named, PermissionError) and option != "--out":  # the CLI says --out's own (os_error_line)
@@ -403,6 +401,37 @@ def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) 
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
+        for path in reversed(made):  # the placeholders (or the tarball moved over one), then the folders
+            with contextlib.suppress(OSError):  # a folder someone else has put a file in meanwhile is theirs
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()
+                else:
+                    path.unlink()
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """`folder` and the folders above it that are missing, made; those this call made, outermost first."""
+    made = []
+    for path in reversed([folder, *folder.parents]):
+        if not path.is_dir():
+            with contextlib.suppress(FileExistsError):  # made meanwhile, or a file: the next mkdir says so
+                path.mkdir()
+                made.append(path)
+    return made
+
+
+def _claim(path: Path, *, folder: bool) -> Path:
+    """`path` (the tarball's name, then the tree's) taken by creating an empty file or folder there,
+    refused where something is, a link among them: the rename that follows replaces a file, or an
+    empty folder, made at its name since `pack` looked, without a word."""
+    try:
+        if folder:
+            path.mkdir()
+        else:
+            path.open("xb").close()
+    except FileExistsError:
+        raise ConfigError(f"{path} already exists; pack never overwrites") from None
+    return path
 
 
 def _named_by(exc: OSError, hidden: dict[Path, Path], out: Path) -> OSError:

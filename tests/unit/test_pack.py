@@ -4,6 +4,7 @@ refused with every rule that fails; a reproducible tarball; refusals that write 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -336,6 +337,45 @@ def test_a_pack_stopped_part_way_leaves_nothing_and_a_second_pack_goes_through(
     packed = pack(load(MLPERF), tmp_path / "sub", org="Acme")
     assert packed.tarball.is_file() and (tmp_path / "sub" / manifest.MANIFEST).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "sub.tar.gz"]
+
+
+def test_a_failed_pack_leaves_no_folder_it_made_for_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out a/b/sub on a full disk left a/ and a/b/ behind: made before the hidden-name write, kept
+    when it failed."""
+    def fail(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("harness.reporting.pack._write_tarball", fail)
+    with pytest.raises(OSError):
+        pack(load(MLPERF), tmp_path / "a" / "b" / "sub", org="Acme")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("theirs", ["sub", "sub.tar.gz"])
+def test_what_another_process_makes_at_out_while_pack_writes_is_never_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, theirs: str) -> None:
+    """pack looked for --out and its tarball, then renamed its hidden tree and tarball there: a rename
+    replaces a file, or an empty folder, made at the name in between, without a word. Here another
+    process makes one (as a careful one does: refused where something is) just before the moves."""
+    made: list[Path] = []
+    real_rename = Path.rename
+
+    def rename(self: Path, target: Path) -> Path:
+        if not made:
+            with contextlib.suppress(FileExistsError):
+                (tmp_path / theirs).mkdir() if theirs == "sub" else (tmp_path / theirs).open("xb").close()
+                made.append(tmp_path / theirs)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    try:
+        pack(load(MLPERF), tmp_path / "sub", org="Acme")
+    except ConfigError as refused:
+        assert made and "already exists; pack never overwrites" in str(refused)
+        assert [p.name for p in tmp_path.iterdir()] == [theirs]  # theirs, as they made it, and nothing of pack's
+        assert (tmp_path / theirs).is_dir() or (tmp_path / theirs).read_bytes() == b""
+    else:
+        assert not made, f"pack replaced the {theirs} another process made"
 
 
 @pytest.mark.parametrize("command", ["validate", "report", "compare"])
