@@ -42,12 +42,27 @@ def import_modules() -> None:
         importlib.import_module(module)
 
 
+#: The modules `import_preload` could not import in this process, or in the preloaded parent it was
+#: forked from (a fork keeps this), and how each failed the first time. Python keeps no failed import:
+#: each forked worker ran it again, at its cost, and said the error of a second run of the module's
+#: code, which can be another (a registration it made before failing, refused as made already),
+#: where the first was in the parent's log only, deleted with it.
+_FAILED: dict[str, str] = {}
+
+
 def import_preload(backend: str, modules: Iterable[str]) -> None:
     """Import what a backend asks to have imported before its cells (`Backend.preload`). A module
     that fails to import is the backend's to report: its own import of it fails the cell where it
-    is needed, with the backend's reason, so here it is only said in the log."""
+    is needed, with the backend's reason, so here it is only said in the log: with its first error,
+    and once tried, never again in this process or one forked from it."""
     for module in modules:
+        if module in _FAILED:
+            print(f"backend {backend!r} not fully preloaded: {module}: {_FAILED[module]} "
+                  "(its first import's error, in this process or the preloaded parent; not imported again)",
+                  file=sys.stderr)
+            continue
         try:
             importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - a broken plugin is its cells' failure, reported by the backend
-            print(f"backend {backend!r} not fully preloaded: {module}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            _FAILED[module] = f"{type(exc).__name__}: {exc}"
+            print(f"backend {backend!r} not fully preloaded: {module}: {_FAILED[module]}", file=sys.stderr)
