@@ -32,6 +32,9 @@ from harness.run.isolation import MIB, log_tail
 from harness.scenario.cells import Cell
 from harness.scenario.settings import Limits
 
+#: The bar's text while no cell runs: between one cell's end and the next one's start.
+NONE_RUNNING = "no cell running"
+
 
 def sweep(
     cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], limits: Limits, env_names: list[str],
@@ -61,10 +64,14 @@ def sweep(
         described()
 
     def described() -> None:
-        """The bar's text: the cell running, or how many are and the last to move on."""
+        """The bar's text: the cell running, or how many are and the last to move on, or that none is (an
+        ended cell's label and last phase stayed until the next started: `... loadgen` while its record was
+        written, the next cell waited for a Ray node, or the run ended)."""
         shown = list(running.values())
-        if shown:  # none once the last has ended: its text stays until the bar's own end
-            progress.update(bar, description=shown[0] if len(shown) == 1 else f"{len(shown)} cells running: {shown[-1]}")
+        if len(shown) > 1:
+            progress.update(bar, description=f"{len(shown)} cells running: {shown[-1]}")
+        else:
+            progress.update(bar, description=shown[0] if shown else NONE_RUNNING)
 
     with progress:
         bar = progress.add_task("cells", total=len(cells))

@@ -67,6 +67,47 @@ def test_the_bar_says_how_many_cells_run_once_one_has_ended(tmp_path: Path, monk
     assert said[:3] == [labels[0], f"2 cells running: {labels[1]}", labels[1]], said
 
 
+class _OneAtATime:
+    """An executor that runs each cell through its phases, one after the other, noting the bar's text
+    as each is about to start."""
+
+    slots: list[Any] = []
+
+    def __init__(self, bars: list[Any]) -> None:
+        self.bars = bars  # the sweep's progress bar, once made
+        self.read: list[str] = []
+
+    def run(self, tasks: list[CellTask], on_phase: Any) -> Any:
+        for task in tasks:
+            self.read.append(self.bars[0].tasks[0].description)
+            for phase in ("start", "prepare", "loadgen"):
+                on_phase(task, phase)
+            outcome = WorkerOutcome(answer=None, returncode=1, timed_out=False, last_phase="loadgen", wall_s=0.1)
+            yield Finished(task, outcome, {"hostname": "h"})
+        self.read.append(self.bars[0].tasks[0].description)
+
+
+def test_the_bar_says_no_cell_runs_between_one_cells_end_and_the_next_ones_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ended cell's label and last phase stayed on the bar (`... Offline cpu fp32 b1 input 32 loadgen`)
+    until the next cell started: while its record was written, a Ray node was awaited, or the run ended."""
+    from rich.progress import Progress
+
+    bars: list[Progress] = []
+    made = Progress.__init__
+
+    def kept(self: Progress, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        bars.append(self)
+
+    monkeypatch.setattr(Progress, "__init__", kept)
+    cells, bundle = _planned(tmp_path, ["SingleStream", "Offline"])
+    executor = _OneAtATime(bars)
+    _sweep(cells, bundle, executor)
+    assert executor.read[1:] == ["no cell running", "no cell running"], executor.read
+    assert bars[0].tasks[0].description == "cells done"
+
+
 class _StoppedAfterOne:
     """An executor stopped (Ctrl-C) once its first cell has started."""
 
