@@ -39,6 +39,7 @@ from harness.stats.intervals import (
     FASTER_UNCLEAR,
     NEGLIGIBLE,
     NO_EFFECT,
+    ROUNDS_ALIKE,
     SLOWER,
     SLOWER_UNCLEAR,
     SMALLEST_EFFECT,
@@ -314,7 +315,8 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
             else:
                 bucket = counted.one_round_flat
             unclear = " size unclear" if result.verdict in (FASTER_UNCLEAR, SLOWER_UNCLEAR) else ""
-            bucket.append(f"{group.title} {format_times(result.value)}{unclear}")
+            alike = f" ({result.rounds} {ROUNDS_ALIKE})" if result.verdict == ROUNDS_ALIKE else ""  # counted as one round
+            bucket.append(f"{group.title} {format_times(result.value)}{unclear}{alike}")
     return counted
 
 

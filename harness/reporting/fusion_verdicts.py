@@ -13,7 +13,7 @@ from harness.bundle.reader import LoadedBundle
 from harness.reporting.cell_rows import bundle_rows
 from harness.reporting.fusion_pairs import FusionPair, fusion_pairs, pairs_apart
 from harness.reporting.pairing import pairing_key
-from harness.stats.intervals import ONE_ROUND, Interval, Speedup
+from harness.stats.intervals import NO_INTERVAL, Interval, Speedup
 
 
 @dataclass
@@ -29,8 +29,9 @@ class FusionVerdict:
 
     @property
     def judged(self) -> bool:
-        """Both bundles gave the pair a verdict (more than one round each)."""
-        return self.a is not None and self.b is not None and ONE_ROUND not in (self.a.verdict, self.b.verdict)
+        """Both bundles gave the pair a verdict (more than one round each, not all alike)."""
+        return (self.a is not None and self.b is not None
+                and self.a.verdict not in NO_INTERVAL and self.b.verdict not in NO_INTERVAL)
 
     @property
     def agree(self) -> bool:
@@ -102,4 +103,4 @@ def verdict_line(verdicts: list[FusionVerdict]) -> str:
     unjudged = sum(1 for v in both if not v.judged)
     line = (f"verdicts agree: {sum(v.agree for v in both)} of {len(both)} pairs; "
             f"intervals overlap: {sum(v.overlap for v in both)} of {len(both)}")
-    return line + (f" ({unjudged} with one round in a bundle: no verdict)" if unjudged else "")
+    return line + (f" ({unjudged} with one round, or rounds alike, in a bundle: no verdict)" if unjudged else "")

@@ -105,7 +105,8 @@ def fusion_summary(records: list[CellRecord], resumed: list[Any] | None) -> Tabl
     head, body = fusion_table(pairs)
     table = Table(title="Fusion on vs off (speedup = off / on, the geometric mean over the paired rounds; in "
                         "brackets its confidence interval; the verdict: faster, slower, under 5%, size unclear or no effect seen "
-                        "at that confidence, or one round: `timing: {rounds: N}` gives an interval; in red where "
+                        "at that confidence, or one round: `timing: {rounds: N}` gives an interval (none where every round gives one "
+                        "ratio: rounds alike); in red where "
                         "fusion made the cell slower by its verdict, or by more than 5% in one round)",
                   caption=(f"{len(apart)} pair(s) not set side by side: their cells ran on other shares of the "
                            "machine, other hardware or two starts of it (report.md says which)") if apart else None)

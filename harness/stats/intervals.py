@@ -26,7 +26,12 @@ Python: the parent, the report and the tests use it without numpy or scipy.
   the whole interval lies between 1 and that effect (1/1.05 and 1 for a slowdown), "faster, size
   unclear" ("slower, ...") where it excludes 1 and the estimate is smaller than the effect but the
   interval reaches past it (`1.04x [1.01-1.07]`: 7% is not ruled out), else "no effect seen"; with one
-  round there is no interval and the verdict is "one round". The bounds are written with as many
+  round there is no interval and the verdict is "one round". Rounds whose logs have no spread (every
+  paired round one ratio; unpaired, each side's rounds one median: a coarse clock's medians) have no
+  interval either, and the verdict "rounds alike": their sample deviation of 0 is the clock's
+  resolution, not the spread between processes, and the t interval it gives (no width, "95%") holds
+  the true speedup with a probability nobody knows. `compare` declines its t test on such rounds
+  (`rounds_t_test`) for the same reason. The bounds are written with as many
   figures as it takes to tell them apart and from 1 (`1.00x [1.001-1.003, 95%] under 5%`,
   `12.3x [12.31-12.34, 95%] faster`).
 """
@@ -43,6 +48,10 @@ DEFAULT_CONFIDENCE = 0.95
 #: The smallest speedup or slowdown a verdict calls one: 5%, as `compare` judges a change.
 SMALLEST_EFFECT = 0.05
 FASTER, SLOWER, NO_EFFECT, ONE_ROUND = "faster", "slower", "no effect seen", "one round"
+#: Two rounds or more whose logs have no spread: no interval, as with one round (see the module's docstring).
+ROUNDS_ALIKE = "rounds alike"
+#: The verdicts of a speedup without an interval.
+NO_INTERVAL = (ONE_ROUND, ROUNDS_ALIKE)
 #: What an interval from rounds that did not pair says beside its verdict (`unpaired_speedup`).
 UNPAIRED = "rounds not paired"
 NEGLIGIBLE = f"under {SMALLEST_EFFECT:.0%}"
@@ -155,16 +164,18 @@ class Speedup:
 
     value: float
     rounds: int  # the rounds paired; where they did not pair, the fewer of either cell's
-    interval: Interval | None  # None with one round
+    interval: Interval | None  # None with one round, or rounds alike (NO_INTERVAL)
     verdict: str
     paired: bool = True  # False: the two cells' rounds ran at different times (`unpaired_speedup`)
 
     def text(self) -> str:
-        """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`, either followed
+        """As every table shows it: `1.42x [1.12-1.79, 95%] faster`, `1.31x (one round)`, `1.20x (3 rounds
+        alike)`, each followed
         by `(rounds not paired)` where the two cells ran in different starts."""
         apart = "" if self.paired else f" ({UNPAIRED})"
         if self.interval is None:
-            return f"{format_times(self.value)} ({self.verdict}){apart}"
+            rounds = f"{self.rounds} " if self.verdict == ROUNDS_ALIKE else ""
+            return f"{format_times(self.value)} ({rounds}{self.verdict}){apart}"
         low, high = bounds_text(self.interval.low, self.interval.high)
         return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
 
@@ -215,6 +226,8 @@ def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float 
     if rounds < 2:
         return Speedup(math.exp(centre), rounds, None, ONE_ROUND)
     sd = math.sqrt(sum((v - centre) ** 2 for v in logs) / (rounds - 1))
+    if sd <= _ROUNDING:  # one ratio in every round (the logs' arithmetic leaves them a rounding apart)
+        return Speedup(math.exp(centre), rounds, None, ROUNDS_ALIKE)
     half = student_t_quantile(0.5 + confidence / 2, rounds - 1) * sd / math.sqrt(rounds)
     interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval))
@@ -235,6 +248,8 @@ def unpaired_speedup(on: Sequence[float], off: Sequence[float], confidence: floa
     rounds = min(len(on), len(off))
     if freedom < 1:
         return Speedup(math.exp(centre), rounds, None, ONE_ROUND, paired=False)
+    if standard_error <= _ROUNDING:  # each side's rounds one median
+        return Speedup(math.exp(centre), rounds, None, ROUNDS_ALIKE, paired=False)
     half = student_t_quantile(0.5 + confidence / 2, freedom) * standard_error
     interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval), paired=False)

@@ -603,7 +603,9 @@ def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise(
     assert (flipped.agree, flipped.overlap) == (False, False)
     assert (unjudged.judged, unjudged.agree, unjudged.overlap) == (False, False, False)
     assert verdict_line([same, flipped, unjudged, missing]) == (
-        "verdicts agree: 1 of 3 pairs; intervals overlap: 1 of 3 (1 with one round in a bundle: no verdict)")
+        "verdicts agree: 1 of 3 pairs; intervals overlap: 1 of 3 (1 with one round, or rounds alike, in a bundle: no verdict)")
+    alike = FusionVerdict("m b on/off", paired_speedup([10.0] * 3, [12.0] * 3), paired_speedup([10.0] * 3, [12.0] * 3))
+    assert (alike.judged, alike.agree, alike.overlap) == (False, False, False)  # "faster" twice, from no spread
     assert flipped.recorded()["b"]["verdict"] == "slower" and missing.recorded()["b"] is None
     # the JSON said `"agree": false, "overlap": false` where the table says `-`: no verdict, no interval to set apart
     assert [(v.recorded()["agree"], v.recorded()["overlap"]) for v in (same, flipped, unjudged, missing)] == [

@@ -177,10 +177,29 @@ def test_bounds_beyond_10x_are_told_apart_too() -> None:
 
 def test_bounds_a_rounding_apart_read_as_one() -> None:
     """Rounds of one ratio each (a coarse clock's medians) left bounds 1e-15 apart, and their figures were added
-    to the last: `1.20x [1.20000000-1.20000000, 95%] faster (rounds not paired)`."""
-    assert intervals.unpaired_speedup([1e6] * 3, [1.2e6] * 3).text() == "1.20x [1.20-1.20, 95%] faster (rounds not paired)"
-    assert paired_speedup([1e6, 2e6, 3e6], [1.2e6, 2.4e6, 3.6e6]).text() == "1.20x [1.20-1.20, 95%] faster"
+    to the last: `1.20x [1.20000000-1.20000000, 95%] faster (rounds not paired)`. Such rounds now have no
+    interval (the next test); bounds that close still read as one."""
     assert intervals.bounds_text(0.9999999999999998, 1.0000000000000002) == ("1.00", "1.00")
+    assert intervals.bounds_text(1.1999999999999966, 1.2000000000000026) == ("1.20", "1.20")
+
+
+def test_rounds_alike_have_no_interval_as_compare_has_no_t_test_on_them() -> None:
+    """Three rounds a side of one median each (a coarse clock's) read `1.20x [1.20-1.20, 95%] faster`: an
+    interval of no width said to hold the speedup 95% of the time, from a deviation of 0 that is the
+    clock's resolution, where `compare` declined its t test on the same rounds as a coarse clock's
+    certainty. Neither judges them now."""
+    on, off = [1e6] * 3, [1.2e6] * 3
+    assert intervals.rounds_t_test(on, off) is None
+    unpaired = intervals.unpaired_speedup(on, off)
+    assert unpaired.interval is None and unpaired.verdict == intervals.ROUNDS_ALIKE
+    assert unpaired.text() == "1.20x (3 rounds alike) (rounds not paired)"
+    paired = paired_speedup(on, off)
+    assert paired.interval is None and paired.text() == "1.20x (3 rounds alike)"
+    scaled = paired_speedup([1e6, 2e6, 3e6], [1.2e6, 2.4e6, 3.6e6])  # one ratio, its logs a rounding apart
+    assert scaled.interval is None and scaled.verdict == intervals.ROUNDS_ALIKE
+    spread = paired_speedup([1e6, 1e6, 1e6], [1.2e6, 1.2e6, 1.2000012e6])  # one round a microsecond apart
+    assert spread.interval is not None and spread.verdict == "faster"
+    assert intervals.rounds_t_test([1e6, 1e6, 1e6], [1.2e6, 1.2e6, 1.2000012e6]) is not None
 
 
 def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -> None:
