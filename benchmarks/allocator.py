@@ -26,6 +26,8 @@ from harness import allocator
 from harness.models.catalog import all_models
 from harness.run.system import machine_line
 
+from rounds import warn_if_one_round
+
 DEFAULT_MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0")
 SETTINGS: tuple[allocator.Allocator, ...] = ("system", "steady")
 
@@ -74,9 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 2:  # a CV needs two calls
         parser.error("--rounds must be at least 1 and --calls at least 2")
-    if args.rounds == 1:  # a smoke test's count: say so beside figures that look like any other
-        print("allocator: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot "
-              "be told from the machine's noise; give --rounds 2 or more", file=sys.stderr)
+    warn_if_one_round("allocator", args.rounds)
     unknown = [name for name in args.models.split(",") if name not in all_models()]
     if unknown:
         parser.error(f"--models: unknown model {', '.join(map(repr, unknown))}; `fusionbench models` lists the zoo's")

@@ -24,6 +24,8 @@ from typing import Any
 
 from harness.run.system import machine_line
 
+from rounds import warn_if_one_round
+
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("teardown", "quick")
 ENDINGS = {"teardown": "sys.exit(0)", "quick": "from harness.quick_exit import quick_exit\nquick_exit(0)"}
@@ -54,9 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    if args.rounds == 1:  # a smoke test's count: say so beside figures that look like any other
-        print("helper_exit: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot "
-              "be told from the machine's noise; give --rounds 2 or more", file=sys.stderr)
+    warn_if_one_round("helper_exit", args.rounds)
     machine = machine_line()
     print(f"machine: {machine}", flush=True)
     times: dict[str, list[float]] = {way: [] for way in WAYS}

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from harness.run.system import machine_line
+
+from rounds import warn_if_one_round
 
 GRAPHS = ("fused", "parts", "floor")
 EPSILON = 1e-12  # BERT's
@@ -79,9 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.tokens, args.hidden, args.threads, args.rounds, args.calls) < 1:
         parser.error("--tokens, --hidden, --threads, --rounds and --calls must be at least 1")
-    if args.rounds == 1:  # a smoke test's count: say so beside figures that look like any other
-        print("ort_skip_layer_norm: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot "
-              "be told from the machine's noise; give --rounds 2 or more", file=sys.stderr)
+    warn_if_one_round("ort_skip_layer_norm", args.rounds)
     import onnxruntime as ort
 
     rng = np.random.default_rng(1)

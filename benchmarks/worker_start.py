@@ -25,6 +25,8 @@ from typing import Any
 
 from harness.run.system import machine_line
 
+from rounds import warn_if_one_round
+
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("preloaded", "fresh")
 
@@ -57,9 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    if args.rounds == 1:  # a smoke test's count: say so beside figures that look like any other
-        print("worker_start: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot "
-              "be told from the machine's noise; give --rounds 2 or more", file=sys.stderr)
+    warn_if_one_round("worker_start", args.rounds)
     machine = machine_line()
     print(f"machine: {machine}", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {way: [] for way in WAYS}

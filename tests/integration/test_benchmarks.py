@@ -9,6 +9,7 @@ import runpy
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +116,31 @@ def test_benchmarks_refuse_an_unknown_model_batch_or_scenario_in_one_line(script
     tvm_design_space_order.py in torchvision's AttributeError; scale_out.py said its warm-up's refusal
     of a missing scenario was the serial run's."""
     assert message in _refusal(script, arguments, monkeypatch, capsys)
+
+
+def _benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """benchmarks/NAME.py as a module, its folder first on `sys.path` as `python benchmarks/NAME.py` has it."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_one_round_warning_is_one_function_the_benchmarks_share(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Four scripts wrote its three lines each (`duplicates` flagged them): one said otherwise would
+    have gone unseen, and a fifth would have copied them again."""
+    rounds = _benchmark("rounds", monkeypatch)
+    rounds.warn_if_one_round("allocator", 2)
+    assert capsys.readouterr().err == ""
+    rounds.warn_if_one_round("allocator", 1)
+    assert capsys.readouterr().err == ("allocator: warning: one round has no spread (its min, median and max are one "
+                                       "figure), so the ratio cannot be told from the machine's noise; give --rounds 2 or more\n")
+    copies = [path.name for path in (REPO / "benchmarks").glob("*.py")
+              if path.name != "rounds.py" and "warning: one round has no spread" in path.read_text()]
+    assert copies == []
 
 
 def _refusal(script: str, arguments: list[str], monkeypatch: pytest.MonkeyPatch,
