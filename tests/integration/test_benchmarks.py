@@ -86,6 +86,7 @@ def test_paired_benchmark_refuses_a_malformed_pair() -> None:
 @pytest.mark.parametrize(("script", "arguments", "message"), [
     ("helper_exit.py", ["--rounds", "0"], "--rounds must be at least 1"),
     ("worker_start.py", ["--rounds", "0"], "--rounds must be at least 1"),
+    ("scale_out.py", ["--rounds", "0"], "--rounds must be at least 1"),
     ("ort_skip_layer_norm.py", ["--calls", "0"], "--calls must be at least 1"),
     ("ort_skip_layer_norm.py", ["--tokens", "0"], "--tokens, --hidden"),
     ("allocator.py", ["--calls", "1"], "--calls at least 2"),
@@ -348,3 +349,36 @@ def test_verdicts_benchmark_with_no_fusion_pair_says_so_and_fails(tmp_path: Path
     captured = capsys.readouterr()
     assert "neither run has a fusion pair" in captured.err and "verdicts agree" not in captured.out
     assert not (tmp_path / "v.json").exists()
+
+
+def test_scale_out_benchmark_takes_rounds_and_prints_each_ways_spread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Its runs faked (each a Ray instance and a sweep: minutes): it ran each way once and printed one
+    ratio, which no reader could tell from the machine's noise. Each round's ratio is against the
+    serial run of that round, the order turned round every second round."""
+    scale_out = _benchmark("scale_out", monkeypatch)
+    calls: list[str] = []
+    walls = {"serial": [10.0, 20.0, 12.0], "2": [11.0, 24.0, 15.0], "1": [5.0, 10.0, 8.0]}
+
+    def run(scenario: Path, out: Path, cache: Path, *extra: str) -> dict[str, Any]:
+        way = extra[-1] if extra else "serial"
+        calls.append(f"{out.name} {way}")
+        wall = 1.0 if out.name == "warm-up" else walls[way][int(out.name.split("-")[1]) - 1]
+        return {"wall_s": wall, "cells": 2, "cells_run": 2, "cells_per_hour": 7200 / wall, "statuses": {"valid": 2}}
+
+    monkeypatch.setattr(scale_out, "run", run)
+    monkeypatch.setattr(scale_out.os, "sched_getaffinity", lambda pid: {0, 1})
+    out = tmp_path / "scale_out.json"
+    monkeypatch.setattr(sys, "argv", ["scale_out.py", "--quick", "--rounds", "3", "--json", str(out)])
+    assert scale_out.main() == 0
+    assert calls[:7] == ["warm-up serial", "round-1-0 serial", "round-1-1 2", "round-1-2 1",
+                         "round-2-0 1", "round-2-1 2", "round-2-2 serial"]
+    figures = json.loads(out.read_text())
+    ray_1 = figures["ways"]["ray, 1 CPU a cell"]
+    assert [run["wall_s"] for run in ray_1["rounds"]] == [5.0, 10.0, 8.0] and figures["rounds"] == 3
+    assert ray_1["throughput_ratio_to_serial"] == {"min": 1.5, "median": 2.0, "max": 2.0}
+    assert figures["ray_overhead_per_cell_s"] == {"min": 0.5, "median": 1.5, "max": 2.0}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"machine: {machine_line()}" and "vs serial (min / median / max)" in lines[1]
+    assert lines[4].startswith("ray, 1 CPU a cell") and lines[4].endswith("1.50 /     2.00 /     2.00")
+    assert lines[-1] == "Ray's overhead per cell (one at a time, against serial): median +1.50 s (min +0.50, max +2.00; 3 round(s))"
