@@ -1,7 +1,8 @@
 """How noisy the harness's figures are, against its targets, on this machine: a fixed set of cells
 run twice through the real CLI, a minute's work apart.
 
-It prints the machine, then for each cell, as ratios to the targets (at most 1 meets the target):
+It prints the machine (its GPU too with `--device cuda`), then for each cell, as ratios to the targets (at most 1
+meets the target):
 - the device-time CV: at most 3% for a CPU cell whose median is 10 ms or more; on a GPU at most
   1% for a batch of 32 or more and 3% for batch 1 (launch-bound);
 - the run-to-run spread of the median (same cell, two runs): at most 3%;
@@ -110,7 +111,7 @@ def main() -> None:
         scenario.write_text(CELLS["quick" if args.quick else args.device])
         first = run_once(scenario, args.device, work / "first")
         second = run_once(scenario, args.device, work / "second")
-    machine = machine_line()
+    machine = machine_line(device=args.device)
     print(f"machine: {machine}")
     labels = sorted(first.keys() | second.keys())
     rows = [ratios(first[label], second[label], args.device) for label in labels

@@ -62,7 +62,7 @@ def main() -> int:
     runs = [run_once(args.scenario, root / f"run-{i}", args.only, args.device) for i in (1, 2)]
     first, second = (load(bundle) for bundle, _ in runs)
     verdicts = fusion_verdicts(first, second)
-    print(f"machine: {platform.node()}, {machine_line()}; scenario {args.scenario}")
+    print(f"machine: {platform.node()}, {machine_line(device=first.header['device'])}; scenario {args.scenario}")
     for i, (loaded, (bundle, wall_s)) in enumerate(zip((first, second), runs), start=1):
         print(f"run {i}: {bundle} ({wall_s:.0f} s); machine noise: "
               f"{machine_noise(lookup(loaded.header, 'system', 'machine_noise'))}")

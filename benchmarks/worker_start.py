@@ -60,7 +60,7 @@ def main() -> None:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     warn_if_one_round("worker_start", args.rounds)
-    machine = machine_line()
+    machine = machine_line(device=args.device)
     print(f"machine: {machine}", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory(prefix="fusionbench-worker-start-") as tmp:

@@ -131,14 +131,35 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def machine_line(cpu: dict[str, Any] | None = None) -> str:
-    """This machine's CPU in one line, as the benchmarks under benchmarks/ print it beside their
-    ratios: its model and identity (`platform.processor()` is empty on Linux, which left them
-    printing only "x86_64"), the cores this process may use of all, and the architecture."""
+def machine_line(cpu: dict[str, Any] | None = None, device: str = "cpu", gpu: dict[str, Any] | None = None) -> str:
+    """This machine in one line, as the benchmarks under benchmarks/ print it beside their ratios:
+    its CPU's model and identity (`platform.processor()` is empty on Linux, which left them
+    printing only "x86_64"), the cores this process may use of all, and the architecture; on a
+    CUDA run (`device` "cuda") the GPUs too, as `gpu_info` reads them (`gpu`, where given)."""
     cpu = cpu if cpu is not None else cpu_info()
     identity = f" ({cpu['identity']})" if cpu.get("identity") else ""
-    return (f"{cpu.get('model') or 'unknown CPU'}{identity}, {cpu.get('usable_cores')} of {cpu.get('logical_cores')} "
+    line = (f"{cpu.get('model') or 'unknown CPU'}{identity}, {cpu.get('usable_cores')} of {cpu.get('logical_cores')} "
             f"cores usable, {cpu.get('architecture')}")
+    return line if device != "cuda" else f"{line}; {gpu_line(gpu if gpu is not None else gpu_info())}"
+
+
+def gpu_line(gpu: dict[str, Any]) -> str:
+    """The GPUs a CUDA run here may use, named by NVML (asked rather than torch, so that a benchmark's
+    parent holds no CUDA context beside its cells' workers), or why none is named."""
+    if not gpu.get("available"):
+        return f"no GPU named ({gpu.get('reason') or 'NVML gave no reason'})"
+    gpus = gpu.get("gpus") or []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    # Indices are NVML's where CUDA_DEVICE_ORDER=PCI_BUS_ID, and on a machine of one kind of GPU in any
+    # order; UUIDs or MIG names are not read here, so with them every GPU is named.
+    shown = gpus
+    if visible is not None and all(part.strip().isdigit() for part in visible.split(",") if part.strip()):
+        wanted = [int(part) for part in visible.split(",") if part.strip()]
+        shown = [g for index in wanted for g in gpus if g.get("index") == index]
+    if not shown:
+        return f"no GPU named (NVML sees {len(gpus)}, CUDA_VISIBLE_DEVICES={visible!r})"
+    names = ", ".join(f"{g.get('name') or 'unnamed'} (NVML index {g.get('index')})" for g in shown)
+    return f"GPU{'s' if len(shown) > 1 else ''} {names}, driver {gpu.get('driver') or 'unknown'}"
 
 
 def container_info() -> dict[str, Any]:

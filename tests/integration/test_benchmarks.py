@@ -16,6 +16,7 @@ import pytest
 from harness.precision import PRECISIONS
 from harness.run.system import machine_line
 from harness.stats.intervals import VERDICTS_OF_ROUNDS
+from tests.fakes.nvml import fake_pynvml
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -382,3 +383,24 @@ def test_scale_out_benchmark_takes_rounds_and_prints_each_ways_spread(tmp_path: 
     assert lines[0] == f"machine: {machine_line()}" and "vs serial (min / median / max)" in lines[1]
     assert lines[4].startswith("ray, 1 CPU a cell") and lines[4].endswith("1.50 /     2.00 /     2.00")
     assert lines[-1] == "Ray's overhead per cell (one at a time, against serial): median +1.50 s (min +0.50, max +2.00; 3 round(s))"
+
+
+def _noise_cell(label: str, median_ms: float, warnings: list[str]) -> dict[str, Any]:
+    """A measured cell as a run's bundle keeps it, with what benchmarks/noise.py reads of it."""
+    return {"label": label, "status": "valid", "config": {"batch": 32}, "warnings": warnings,
+            "metrics": {"device_time": {"summary": {"median_ns": median_ms * 1e6, "cv": 0.004}},
+                        "latency_agreement": {"gap": 0.01}}}
+
+
+def test_noise_benchmark_on_the_gpu_names_the_gpu(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Its runs faked, and NVML (tests/unit/test_system.py's fake): a CUDA run printed the CPU alone."""
+    noise = _benchmark("noise", monkeypatch)
+    monkeypatch.setattr(noise, "run_once", lambda *args: {"cell": _noise_cell("cell", 5.0, [])})
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(sys, "argv", ["noise.py", "--device", "cuda"])
+    noise.main()
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"machine: {machine_line(device='cuda')}"
+    assert first.endswith("; GPU NVIDIA H100 80GB HBM3 (NVML index 0), driver 580.65.06")

@@ -4,38 +4,11 @@ exercised on machines without a GPU (the real one runs in tests/gpu)."""
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
 
 from harness.run import system
-
-
-def fake_pynvml() -> types.ModuleType:
-    nvml = types.ModuleType("pynvml")
-
-    class NVMLError(Exception):
-        pass
-
-    nvml.NVMLError = NVMLError
-    nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM = 1, 2
-    nvml.nvmlInit = lambda: None
-    nvml.nvmlShutdown = lambda: None
-    nvml.nvmlDeviceGetCount = lambda: 1
-    nvml.nvmlDeviceGetHandleByIndex = lambda i: f"h{i}"
-    nvml.nvmlDeviceGetName = lambda h: b"NVIDIA H100 80GB HBM3"
-    nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=80 * 2**30, used=2**20)
-    nvml.nvmlDeviceGetMaxClockInfo = lambda h, kind: {1: 1980, 2: 2619}[kind]
-
-    def no_app_clocks(h, kind):
-        raise NVMLError("Not Supported")
-
-    nvml.nvmlDeviceGetApplicationsClock = no_app_clocks
-    nvml.nvmlDeviceGetPowerManagementLimit = lambda h: 700_000
-    nvml.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=b"00000000:19:00.0")
-    nvml.nvmlSystemGetDriverVersion = lambda: "580.65.06"
-    nvml.nvmlSystemGetCudaDriverVersion = lambda: 13000
-    return nvml
+from tests.fakes.nvml import fake_pynvml
 
 
 def test_gpu_info_reads_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,3 +130,28 @@ def test_the_benchmarks_machine_line_names_the_cpu_not_only_its_architecture(mon
                                         "2 of 16 cores usable, x86_64")
     assert system.machine_line({**cpu, "model": "", "identity": None}) == "unknown CPU, 2 of 16 cores usable, x86_64"
     assert system.machine_line().startswith(system.cpu_info()["model"] or "unknown CPU")
+
+
+def test_the_benchmarks_machine_line_names_the_gpu_on_a_cuda_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML faked, nothing else: a benchmark run on the GPU printed the CPU alone, so two runs on
+    two GPUs of one host read as the same machine. The CPU run's line stays as it was."""
+    cpu = {"model": "AMD EPYC", "identity": None, "architecture": "x86_64", "logical_cores": 16, "usable_cores": 16}
+    nvml = fake_pynvml()
+    nvml.nvmlDeviceGetCount = lambda: 2
+    nvml.nvmlDeviceGetName = lambda h: {"h0": b"NVIDIA H100 80GB HBM3", "h1": b"NVIDIA A100-SXM4-40GB"}[h]
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert system.machine_line(cpu) == "AMD EPYC, 16 of 16 cores usable, x86_64"
+    assert system.machine_line(cpu, device="cuda") == (
+        "AMD EPYC, 16 of 16 cores usable, x86_64; GPUs NVIDIA H100 80GB HBM3 (NVML index 0), "
+        "NVIDIA A100-SXM4-40GB (NVML index 1), driver 580.65.06")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # what the run's cells see
+    assert system.machine_line(cpu, device="cuda").endswith("; GPU NVIDIA A100-SXM4-40GB (NVML index 1), driver 580.65.06")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert system.machine_line(cpu, device="cuda").endswith("; no GPU named (NVML sees 2, CUDA_VISIBLE_DEVICES='')")
+
+    def missing() -> None:
+        raise nvml.NVMLError("NVML Shared Library Not Found")
+
+    nvml.nvmlInit = missing
+    assert system.machine_line(cpu, device="cuda").endswith("; no GPU named (NVML: NVML Shared Library Not Found)")
