@@ -94,6 +94,7 @@ def test_paired_benchmark_refuses_a_malformed_pair() -> None:
     ("allocator.py", ["--rounds", "0"], "--rounds must be at least 1"),
     ("overhead.py", ["--duration-s", "0"], "--duration-s must be above 0"),
     ("overhead.py", ["--input-size", "8"], "--input-size at least 16"),
+    ("overhead.py", ["--rounds", "0"], "--rounds must be at least 1"),
 ])
 def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments: list[str], message: str,
                                                          monkeypatch: pytest.MonkeyPatch,
@@ -404,3 +405,51 @@ def test_noise_benchmark_on_the_gpu_names_the_gpu(monkeypatch: pytest.MonkeyPatc
     first = capsys.readouterr().out.splitlines()[0]
     assert first == f"machine: {machine_line(device='cuda')}"
     assert first.endswith("; GPU NVIDIA H100 80GB HBM3 (NVML index 0), driver 580.65.06")
+
+
+def _overhead_round(harness_p50_ns: float, bare_before_ns: float, bare_after_ns: float,
+                    validity: str = "VALID", reasons: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One round's figures as benchmarks/overhead.py's `one_round` gives them, its resnet18 run's
+    validity and reasons as given (the null runs VALID)."""
+    bare = (bare_before_ns + bare_after_ns) / 2
+    return {"null_singlestream_p50_ns": 2_000.0, "null_offline_samples_per_s": 250_000.0, "null_offline_ns_per_sample": 4_000.0,
+            "resnet18_bare_p50_ns_before": bare_before_ns, "resnet18_bare_p50_ns_after": bare_after_ns,
+            "resnet18_bare_p50_ns": bare, "resnet18_harness_singlestream_p50_ns": harness_p50_ns,
+            "resnet18_ratio_harness_to_bare": harness_p50_ns / bare,
+            "null_singlestream_validity": "VALID", "null_singlestream_invalid_reasons": [],
+            "null_offline_validity": "VALID", "null_offline_invalid_reasons": [],
+            "resnet18_harness_validity": validity, "resnet18_harness_invalid_reasons": list(reasons)}
+
+
+def test_overhead_benchmark_prints_each_figures_spread_and_warns_where_it_is_unreliable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its rounds faked (LoadGen and resnet18: seconds each): it printed one p50 a figure, and an
+    INVALID run or a bare loop that moved under the harness's run only as a word in parentheses,
+    or not at all, beside a ratio that read like any other."""
+    overhead = _benchmark("overhead", monkeypatch)
+    rounds = [_overhead_round(10.4e6, 10e6, 10e6),
+              _overhead_round(11e6, 10e6, 12e6, "INVALID", ("min duration not met",)),
+              _overhead_round(10.2e6, 10e6, 10e6)]
+    monkeypatch.setattr(overhead, "measure", lambda workdir, duration_s, input_size, count: overhead.summarise(rounds[:count]))
+    out = tmp_path / "overhead.json"
+    monkeypatch.setattr(sys, "argv", ["overhead.py", "--rounds", "3", "--json", str(out)])
+    overhead.main()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith(f"machine: {machine_line()}, ") and lines[0].endswith("3 round(s): median (min to max)")
+    assert lines[-1] == "ratio harness / bare            :    1.020 (1 to 1.04; target <= 1.05)"
+    assert lines[-2] == "resnet18 eager harness SS p50   :   10.400 ms (10.2 to 11; 2 of 3 VALID)"
+    assert captured.err.splitlines() == [
+        "overhead: warning: resnet18 eager SingleStream: LoadGen called 1 of 3 run(s) INVALID (min duration not met): "
+        "their figures are not ones LoadGen stands behind; give a longer --duration-s",
+        "overhead: warning: resnet18's bare loop moved by up to 18% from before the harness's run to after it in 1 of 3 "
+        "round(s) (over 3%): the ratio harness / bare is against a machine that changed under it; run it on a quiet machine"]
+    figures = json.loads(out.read_text())
+    assert figures["spread"]["resnet18_ratio_harness_to_bare"] == {"min": 1.0, "median": pytest.approx(1.02), "max": 1.04}
+    assert figures["resnet18_ratio_harness_to_bare"] == pytest.approx(1.02) and len(figures["warnings"]) == 2
+
+    monkeypatch.setattr(sys, "argv", ["overhead.py", "--rounds", "1"])  # one clean round: only the one-round warning
+    overhead.main()
+    assert capsys.readouterr().err.splitlines() == [
+        "overhead: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot be told "
+        "from the machine's noise; give --rounds 2 or more"]
