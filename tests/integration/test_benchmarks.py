@@ -175,14 +175,32 @@ def test_paired_benchmark_says_what_its_timing_process_refused_in_one_line(argum
 
 
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is a glibc tunable")
-def test_allocator_benchmark_shows_why_its_timing_process_failed() -> None:
-    """A model that takes no 224-pixel image (a 1024-feature matmul) fails in the child: its error is
-    shown, where CalledProcessError showed the loop's source and hid the child's stderr."""
+def test_allocator_benchmark_shows_why_its_timing_process_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model given an input it does not take (a 224-pixel image to a 1024-feature matmul) fails in
+    the child: its error is shown, where CalledProcessError showed the loop's source and hid the
+    child's stderr."""
+    allocator = _benchmark("allocator", monkeypatch)
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit) as ended:
+        allocator.one("pattern_matmul_relu", "system", 2, 224)
+    said = str(ended.value.code)
+    assert "CalledProcessError" not in said and "allocator: pattern_matmul_relu under `system`: the timing process exited 1:" in said
+    assert said.strip().splitlines()[-1].startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied"), said
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is a glibc tunable")
+def test_allocator_benchmark_feeds_each_model_its_own_input(tmp_path: Path) -> None:
+    """pattern_matmul_relu takes 1024 features: fed a 224-pixel image whatever the model, it failed
+    in its first timing process (the test above), and efficientnet_b1 to b7 were timed at a size they
+    are not run at."""
+    out = tmp_path / "allocator.json"
     done = subprocess.run([sys.executable, "benchmarks/allocator.py", "--models", "pattern_matmul_relu", "--rounds", "1",
-                           "--calls", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and "CalledProcessError" not in done.stderr, done.stderr[-3000:]
-    assert "allocator: pattern_matmul_relu under `system`: the timing process exited 1:" in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+                           "--calls", "2", "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())["models"]["pattern_matmul_relu"]
+    assert figures["input_size"] == 1024 and figures["system_over_steady"] > 0
+    assert done.stdout.splitlines()[-1].startswith("pattern_matmul_relu  system / steady: ")
+    assert done.stdout.splitlines()[-1].endswith("x (input size 1024)")
 
 
 def test_worker_start_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
