@@ -7,8 +7,11 @@ meets the target):
   1% for a batch of 32 or more and 3% for batch 1 (launch-bound);
 - the run-to-run spread of the median (same cell, two runs): at most 3%;
 - the gap between LoadGen's figure and the device timing: at most 5%.
-A cell that failed or was skipped in either run (TensorRT without its package) is listed with its
-two statuses, and counted apart from the cells that meet the targets or not.
+Under each cell, the warnings either run's record carries (noisy, drift, LoadGen against the device
+timing, ...), one a line. A cell that failed or was skipped in either run (TensorRT without its
+package) is listed with its two statuses, and counted apart from the cells that meet the targets or
+not. The last line counts the cells that meet every target, those with warnings and those not
+measured.
 
 Usage: .venv/bin/python benchmarks/noise.py [--device cpu|cuda] [--json OUT.json] [--quick]
 (`--quick`: one small cell, seconds instead of minutes: a smoke test of the benchmark itself).
@@ -25,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.plain_text import one_line
 from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,10 +128,14 @@ def main() -> None:
         cv_ratio = "-" if row["cv_ratio"] is None else f"{row['cv_ratio']:.2f}"
         medians = ", ".join(f"{m:.2f}" for m in row["median_ms"])
         print(f"{row['cell']:<58}{medians:>22}{cv_ratio:>11}{row['spread_ratio']:>11.2f}{row['gap_ratio']:>9.2f}")
+        for warning in row["warnings"]:  # the harness's own word on why a figure may not be trusted, under it
+            print(f"  warning: {one_line(warning)}")
     met = sum(1 for r in rows if (r["cv_ratio"] or 0) <= 1 and r["spread_ratio"] <= 1 and r["gap_ratio"] <= 1)
     for cell in unmeasured:
         print(f"{cell['cell']:<58}not measured in both runs ({', '.join(cell['status'])})")
-    print(f"{met} of {len(rows)} cells meet every target" + (f"; {len(unmeasured)} not measured" if unmeasured else ""))
+    warned = sum(1 for r in rows if r["warnings"])
+    print(f"{met} of {len(rows)} cells meet every target" + (f"; {warned} with warnings" if warned else "")
+          + (f"; {len(unmeasured)} not measured" if unmeasured else ""))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "device": args.device, "rows": rows,
                                          "not_measured": unmeasured}, indent=1) + "\n")

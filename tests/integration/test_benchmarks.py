@@ -471,3 +471,20 @@ def test_overhead_benchmark_prints_each_figures_spread_and_warns_where_it_is_unr
     assert capsys.readouterr().err.splitlines() == [
         "overhead: warning: one round has no spread (its min, median and max are one figure), so the ratio cannot be told "
         "from the machine's noise; give --rounds 2 or more"]
+
+
+def test_noise_benchmark_prints_each_cells_warnings_under_it(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Its runs faked: a cell's warnings (a noisy CV, LoadGen's figure far from the device timing's)
+    were in its JSON only, so its row in the printed table read as clean as any other."""
+    noise = _benchmark("noise", monkeypatch)
+    runs = iter([{"a": _noise_cell("a", 20.0, ["noisy: device-time CV 15% (over 10%)"]), "b": _noise_cell("b", 20.0, [])},
+                 {"a": _noise_cell("a", 20.1, ["drift: the timed repetitions' medians spread 8%"]),
+                  "b": _noise_cell("b", 20.1, [])}])
+    monkeypatch.setattr(noise, "run_once", lambda *args: next(runs))
+    monkeypatch.setattr(sys, "argv", ["noise.py"])
+    noise.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("a ") and lines[3:5] == ["  warning: drift: the timed repetitions' medians spread 8%",
+                                                        "  warning: noisy: device-time CV 15% (over 10%)"]
+    assert lines[5].startswith("b ") and lines[6] == "2 of 2 cells meet every target; 1 with warnings"
