@@ -12,7 +12,7 @@ worse of the two counting in the JSON. The accumulation order of the real kernel
 this measures the operand rounding, which dominates (2^-11 relative per operand against fp32's
 2^-24).
 
-Usage: .venv/bin/python benchmarks/tf32_tolerance.py [--models resnet18,...] [--batches 1,8] [--json OUT]
+Usage: .venv/bin/python benchmarks/tf32_tolerance.py [--models resnet18,...] [--batches 1,8] [--seed 0] [--json OUT]
 """
 
 from __future__ import annotations

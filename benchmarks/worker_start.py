@@ -3,7 +3,7 @@
 Runs the scenario with `fusionbench run` twice a round, the two ways alternating (preloaded first in
 odd rounds, fresh first in even ones, so a drift of the machine hits both), and prints the machine, each run's
 wall time and CPU time (the run's and every process it started, waited for), the median of each
-over the rounds, and the ratios preloaded / fresh. The cells are the same both ways; only how each
+over the rounds with its min and max, and the ratios preloaded / fresh of the medians. The cells are the same both ways; only how each
 worker starts differs (`--fresh-workers`).
 
 Usage: .venv/bin/python benchmarks/worker_start.py [SCENARIO] [--rounds 2] [--jobs 1] [--device cpu]
