@@ -1,8 +1,9 @@
 """Whether timing fusion on and off in one process, interleaved, gives a steadier speedup than
 timing them in separate processes as the harness's cells do, measured side by side in one run.
 
-For each model and backend (random weights, batch 1 by default, the model's samples walked in order
-as the harness's timing does), round after round:
+For each model and backend (random weights, batch 1 by default, at the input size the model
+catalogue gives the model unless `--input-size` gives one, the model's samples walked in order as
+the harness's timing does), round after round:
 - separate: one fresh process builds fusion on and times it, then another builds fusion off and
   times it; the speedup is the ratio of the two medians (off / on), as the harness reports it;
 - paired: one fresh process builds both and times them in alternating windows (on, off, on, ...),
@@ -14,7 +15,8 @@ run are minutes apart and drift more. The processes run in the caller's environm
 default allocator, the backend's default threads), not a cell's whitelisted one.
 
 Usage: .venv/bin/python benchmarks/paired.py [--pairs onnxruntime:resnet18,...] [--rounds 4]
-       [--windows 10] [--calls 10] [--batch 1] [--input-size 224] [--option NAME=VALUE ...] [--json OUT]
+       [--windows 10] [--calls 10] [--batch 1] [--input-size N] [--option NAME=VALUE ...] [--json OUT]
+       (--input-size: every model's; by default each model's own, as the model catalogue gives it)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import yaml
 
 from harness.errors import HarnessError
+from harness.models.catalog import INPUT_SIZE_FLOOR, all_models, default_input_size, input_size_refusal
 from harness.run.system import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,9 +81,17 @@ def _child(backend_name: str, model_name: str, variants: list[str], windows: int
     return {fusion: statistics.median(t) for fusion, t in times.items()}
 
 
+def input_size_of(model: str, asked: int | None) -> int:
+    """The input size `model` is timed at: `asked`, or the one the model catalogue gives it (a 224-pixel
+    image for every model failed pattern_matmul_relu's 1024-feature matmul). A model the zoo lacks gets
+    the floor, unread: the child refuses the model before it makes an input."""
+    return asked if asked is not None else default_input_size(model) or INPUT_SIZE_FLOOR
+
+
 def _spawn(args: argparse.Namespace, backend: str, model: str, variants: list[str]) -> dict[str, float]:
     command = [sys.executable, __file__, "--child", backend, model, ",".join(variants), str(args.windows),
-               str(args.calls), str(args.batch), str(args.input_size), json.dumps(args.options), str(args.cache)]
+               str(args.calls), str(args.batch), str(input_size_of(model, args.input_size)), json.dumps(args.options),
+               str(args.cache)]
     # The repository first, then whatever the caller put on the path (a plugin backend's site).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -104,7 +115,7 @@ def _measure_pair(args: argparse.Namespace, backend: str, model: str) -> dict[st
         medians["separate"].append({**_spawn(args, backend, model, ["on"]), **_spawn(args, backend, model, ["off"])})
         order = list(FUSION) if number % 2 == 0 else list(reversed(FUSION))
         medians["paired"].append(_spawn(args, backend, model, order))
-    entry: dict[str, Any] = {"medians_ns": medians}
+    entry: dict[str, Any] = {"input_size": input_size_of(model, args.input_size), "medians_ns": medians}
     for method, rounds in medians.items():
         entry[method] = [m["off"] / m["on"] for m in rounds]
         entry[f"{method}_spread"] = _spread(entry[method])
@@ -139,7 +150,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=10, help="windows per variant in a process")
     parser.add_argument("--calls", type=int, default=10, help="timed calls per window")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--input-size", type=int, default=224)
+    parser.add_argument("--input-size", type=int, help="every model's input size (default: each model's own)")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="a backend option for both variants, its value read as YAML (repeatable)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -150,7 +161,8 @@ def main() -> None:
         if not sep or not name:
             parser.error(f"--option: {item!r} is not NAME=VALUE")
         args.options[name] = yaml.safe_load(value)
-    if min(args.rounds, args.windows, args.calls, args.batch, args.input_size) < 1 or args.rounds < 2:
+    counts = (args.rounds, args.windows, args.calls, args.batch, *([] if args.input_size is None else [args.input_size]))
+    if min(counts) < 1 or args.rounds < 2:
         parser.error("--rounds must be at least 2, and the other counts at least 1")
     figures: dict[str, Any] = {"machine": machine_line(), "cpus": os.cpu_count(),
                                "rounds": args.rounds, "windows": args.windows, "calls": args.calls,
@@ -160,6 +172,9 @@ def main() -> None:
     for (backend, model), text in zip(pairs, args.pairs.split(","), strict=True):
         if not backend or not model:
             parser.error(f"--pairs: {text!r} is not backend:model")
+        refusal = input_size_refusal(model, args.input_size) if args.input_size is not None and model in all_models() else None
+        if refusal:  # before any process: its child would end in the model's shape error
+            parser.error(f"--input-size: {refusal}")
     print(f"machine: {figures['machine']}")
     print(f"{'backend model':34} {'method':9} {'speedup off/on (min / median / max of rounds)':48} {'spread':>7}")
     with tempfile.TemporaryDirectory(prefix="fusionbench-paired-cache-") as cache:

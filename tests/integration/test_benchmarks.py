@@ -78,6 +78,18 @@ def test_paired_benchmark_runs_and_writes_its_figures(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[0] == f"machine: {machine_line()}" == f"machine: {json.loads(out.read_text())['machine']}"
 
 
+def test_paired_benchmark_times_each_model_at_its_own_input_size(tmp_path: Path) -> None:
+    """Without --input-size: every model was fed a 224-pixel image, and pattern_matmul_relu (1024
+    features) failed in its first timing process with a shape error."""
+    out = tmp_path / "paired.json"
+    done = subprocess.run([sys.executable, "benchmarks/paired.py", "--pairs", "eager:pattern_matmul_relu", "--rounds", "2",
+                           "--windows", "1", "--calls", "1", "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["input_size"] is None and figures["pairs"]["eager:pattern_matmul_relu"]["input_size"] == 1024
+
+
 def test_paired_benchmark_refuses_a_malformed_pair() -> None:
     done = subprocess.run([sys.executable, "benchmarks/paired.py", "--pairs", "resnet18"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -110,6 +122,8 @@ def test_benchmarks_refuse_a_count_too_small_in_one_line(script: str, arguments:
     ("tf32_tolerance.py", ["--models", "resnet18", "--batches", "1,x"], "--batches: '1,x' is not"),
     ("tvm_design_space_order.py", ["--model", "resnet_18"], "--model: 'resnet_18' is no torchvision classification model"),
     ("scale_out.py", ["--scenario", "scenarios/no-such.yaml"], "--scenario: scenarios/no-such.yaml: no such scenario file"),
+    ("paired.py", ["--pairs", "eager:pattern_matmul_relu", "--input-size", "224"],
+     "--input-size: pattern_matmul_relu takes input size 1024 only; input_size is 224"),
 ])
 def test_benchmarks_refuse_an_unknown_model_batch_or_scenario_in_one_line(script: str, arguments: list[str], message: str,
                                                                          monkeypatch: pytest.MonkeyPatch,
