@@ -8,11 +8,13 @@ convolution's alone (its output stage tiled at the inner level, the outer one, n
 another order than the fused function's, so the same draw can give the two sides different loop
 structures. The backend sorts the design spaces (`design_space_key`) before the draws.
 
-For a torchvision model (random weights) at `--batch`, each fused task of fusion on whose anchor is
+For a torchvision model (random weights) at `--batch` and the input size the model catalogue gives
+it (224 pixels for most, 299 for inception_v3), each fused task of fusion on whose anchor is
 a task of fusion off (the same seed; `--tasks` keeps those whose names hold one of its words)
 draws `--trials` candidates on both sides, once with MetaSchedule's order and once with the
 backend's. Each candidate is built and timed on this machine (TVM's time evaluator, the median of
-`--repeat` runs of at least 20 ms), and per task and order it prints each candidate's structure on
+`--repeat` runs of at least 20 ms). After a line naming the model, its batch and input size and
+the machine, per task and order it prints each candidate's structure on
 both sides, the fused time, the anchor's time alone and alone / fused (above 1: the fused function
 is faster; the epilogue fused in is cheap, so a pair that runs the same schedule stays near 1).
 The last lines give, per order, the candidates whose structures differ and the spread of alone /
@@ -83,17 +85,21 @@ def main() -> int:
 
     from backends import tvm as tvm_backend
     from backends import tvm_tuning
+    from harness.models.catalog import CLASSIFICATION_MODELS
     from harness.run.system import machine_line
 
     tvm_backend.size_thread_pool(0)  # candidates run on the pool a cell's kernels run on: a thread per core
     tvm_tuning.import_tensor_intrinsics("llvm")
     torch.manual_seed(0)
     model = getattr(torchvision.models, args.model)(weights=None).eval()
-    example = torch.randn(args.batch, 3, 224, 224)
+    # The size the model is run at (a 224-pixel image for every model took inception_v3's tasks at
+    # another size than a cell's, and vit_h_14 takes 518 pixels only).
+    size = CLASSIFICATION_MODELS[args.model][1]
+    example = torch.randn(args.batch, 3, size, size)
     on_tasks, target = _tasks(model, example, "on")
     off_tasks, _ = _tasks(model, example, "off")
     words = [word for word in args.tasks.split(",") if word]
-    print(f"{args.model} at batch {args.batch}: {args.trials} candidates a fused task and its anchor alone, "
+    print(f"{args.model} at batch {args.batch}, {size}x{size}: {args.trials} candidates a fused task and its anchor alone, "
           f"each the median of {args.repeat} runs; {machine_line()}")
     print(f"{'order':<14}{'fused task':<48}{'#':>2}  {'stages fused / alone':<24}{'fused ms':>10}{'alone ms':>10}"
           f"{'alone/fused':>12}")

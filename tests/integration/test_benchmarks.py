@@ -316,6 +316,27 @@ def test_tvm_design_space_order_benchmark_gives_a_fused_task_its_anchors_structu
     assert machine_line() in done.stdout
 
 
+def test_tvm_design_space_order_benchmark_takes_the_model_at_its_own_input_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its tasks' extraction faked at its first call (the tuning after it takes minutes): every model
+    was compiled from a 224-pixel image, efficientnet_b1's tasks at another size than a cell's (240)."""
+    pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
+    design_space_order = _benchmark("tvm_design_space_order", monkeypatch)
+    shapes = []
+
+    class Stop(Exception):
+        """No further: what the extraction was given is what is tested."""
+
+    def tasks(model: Any, example: Any, fusion: str) -> Any:
+        shapes.append(tuple(example.shape))
+        raise Stop
+
+    monkeypatch.setattr(design_space_order, "_tasks", tasks)
+    monkeypatch.setattr(sys, "argv", ["tvm_design_space_order.py", "--model", "efficientnet_b1"])
+    with pytest.raises(Stop):
+        design_space_order.main()
+    assert shapes == [(1, 3, 240, 240)]
+
+
 def test_ort_skip_layer_norm_benchmark_times_the_fused_kind_beside_its_parts(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     out = tmp_path / "skip_layer_norm.json"
