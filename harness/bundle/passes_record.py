@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from harness.bundle.record_base import BYTES_MAX, Bytes, Count, MeanCount, Ns, Record, Share, SignedBytes
+from harness.fusion.report import counts
 
 #: How a cell's worker started: "preloaded" (forked by a parent that had imported torch,
 #: harness/measure/preloaded.py) or "fresh" (a new Python, as every cell was before preloaded parents).
@@ -149,6 +150,22 @@ class FusionReportRecord(Record):
     fusions_by_class: dict[str, Count] = {}
     fusions_by_mapping: dict[str, Count] = {}
     kernels: list[FusedKernel]
+
+    @model_validator(mode="after")
+    def _counts_are_its_kernels(self) -> FusionReportRecord:
+        """Each count is its kernels' (harness/fusion/report.py `counts`, which the worker wrote it
+        with): one edited apart from the kernels it counts is refused. A count an older record
+        lacks (`fusions_by_class`, `fusions_by_mapping` before schema 3) is not asked for."""
+        derived = counts((k.fusion_class, k.mapping) for k in self.kernels)
+        # the worker writes each kernel's mapping with the totals of them: one left out would leave them unchecked
+        if "fusions_by_mapping" in self.model_fields_set and any(
+                k.mapping is None for k in self.kernels if k.fusion_class != "single"):
+            raise ValueError("fusions_by_mapping is recorded, but not the mapping of each fused kernel it counts")
+        wrong = [f"{key} {getattr(self, key)} but its kernels give {derived[key]}" for key in derived
+                 if key in self.model_fields_set and getattr(self, key) != derived[key]]
+        if wrong:
+            raise ValueError("; ".join(wrong))
+        return self
 
 
 class TimeSplit(Record):

@@ -98,8 +98,11 @@ def kernel_mapping(ops: Iterable[str]) -> str:
 
 def fused_mapping_counts(kernels: Iterable[tuple[str, ...]]) -> dict[str, int]:
     """How many fused kernels (two computing operators or more) combine each set of classes."""
-    counts: Counter[str] = Counter()
-    for ops in kernels:
-        if sum(1 for op in ops if not is_view_op(op)) >= 2:
-            counts[kernel_mapping(ops)] += 1
+    return mapping_counts(kernel_mapping(ops) for ops in kernels if sum(1 for op in ops if not is_view_op(op)) >= 2)
+
+
+def mapping_counts(mappings: Iterable[str]) -> dict[str, int]:
+    """How many of `mappings` (fused kernels' `kernel_mapping`s) are each set of classes, the
+    commonest first."""
+    counts = Counter(mappings)
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.fusion.mapping import fused_mapping_counts, kernel_mapping
+from harness.fusion.mapping import kernel_mapping, mapping_counts
 from harness.fusion.ops import CLASSES, classify
 
 
@@ -47,21 +48,35 @@ class FusionReport:
 
     @property
     def fusions(self) -> int:
-        return sum(1 for k in self.kernels if k.fusion_class != "single")
+        return int(counts((k.fusion_class, None) for k in self.kernels)["fusion_count"])
 
     def to_json(self) -> dict[str, Any]:
-        by_class = Counter(k.fusion_class for k in self.kernels)
+        kernels: list[dict[str, Any]] = [
+            {"kernel": k.kernel, "ops": list(k.ops), "class": k.fusion_class, "mapping": kernel_mapping(k.ops)}
+            for k in self.kernels
+        ]
         return {
             "source": self.source,
             "approximate": self.approximate,
             "notes": self.notes,
-            "kernel_count": len(self.kernels),
-            "fusion_count": self.fusions,
-            "kernels_by_class": {c: by_class.get(c, 0) for c in CLASSES},
-            "fusions_by_class": {c: by_class.get(c, 0) for c in CLASSES if c != "single"},
-            "fusions_by_mapping": fused_mapping_counts(k.ops for k in self.kernels),
-            "kernels": [
-                {"kernel": k.kernel, "ops": list(k.ops), "class": k.fusion_class, "mapping": kernel_mapping(k.ops)}
-                for k in self.kernels
-            ],
+            **counts((k["class"], k["mapping"]) for k in kernels),
+            "kernels": kernels,
         }
+
+
+def counts(kernels: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
+    """A fusion report's counts from its kernels' (class, mapping): `kernel_count`, `fusion_count`
+    (the kernels not `single`), `kernels_by_class`, `fusions_by_class` and `fusions_by_mapping`.
+    `FusionReport.to_json` writes them with it, and validate counts them again with it from the
+    kernels a bundle lists (harness/bundle/passes_record.py), so that one edited apart from its
+    kernels is found."""
+    listed = list(kernels)
+    by_class = Counter(fusion_class for fusion_class, _ in listed)
+    fused = [mapping for fusion_class, mapping in listed if fusion_class != "single"]
+    return {
+        "kernel_count": len(listed),
+        "fusion_count": len(fused),
+        "kernels_by_class": {c: by_class.get(c, 0) for c in CLASSES},
+        "fusions_by_class": {c: by_class.get(c, 0) for c in CLASSES if c != "single"},
+        "fusions_by_mapping": mapping_counts(str(mapping) for mapping in fused),
+    }

@@ -18,6 +18,7 @@ from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import BundleHeader
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.fusion import FusionReport, KernelGroup
 from harness.metric_table import Metric
 from harness.reporting.fusion_verdicts import FusionVerdict, verdict_line
 from harness.reporting.judging import Figure, compare_cells
@@ -399,6 +400,10 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
         metrics["memory_traffic"] = None if figure is None else {
             "method": "counters", "caches_flushed": True, "dram_read_bytes_per_inference": figure / 2,
             "dram_write_bytes_per_inference": figure / 2, "dram_bytes_per_inference": figure}
+        return record(data)
+    if row.name == "fusions":  # the count is its kernels': a report of that many fused kernels
+        kernels = tuple(KernelGroup(f"k{i}", ("aten.convolution", "aten.relu")) for i in range(int(figure or 0)))
+        metrics["fusion_report"] = None if figure is None else FusionReport(kernels=kernels, source="test").to_json()
         return record(data)
     *parents, key = row.path[1:]
     node = metrics

@@ -1,0 +1,96 @@
+"""Figures a cell record derives from others in the same record, each forged in a copy of the
+newest golden bundle whose manifest is then re-hashed: validate counts or subtracts again and
+refuses the forgery (the record's model check, harness/bundle/passes_record.py and cell_record.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.validate import validate
+from tests.unit.test_validate import GOLDEN, edit_json
+
+Change = Callable[[dict[str, Any]], None]
+
+
+def _fused_cell() -> str:
+    """The file name of a valid cell of the newest golden bundle whose fusion report counts fusions."""
+    return next(p.name for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                if json.loads(p.read_text())["status"] == "valid"
+                and (json.loads(p.read_text())["metrics"].get("fusion_report") or {}).get("fusion_count"))
+
+
+def _report(cell: dict[str, Any]) -> dict[str, Any]:
+    report: dict[str, Any] = cell["metrics"]["fusion_report"]
+    return report
+
+
+def _one_fusion_fewer(cell: dict[str, Any]) -> None:
+    _report(cell)["fusion_count"] -= 1
+
+
+def _a_fusion_moved_to_another_class(cell: dict[str, Any]) -> None:
+    by_class = _report(cell)["fusions_by_class"]
+    full = next(key for key, value in by_class.items() if value)
+    by_class[full] -= 1
+    by_class[next(key for key in by_class if key != full)] += 1
+
+
+def _a_fused_kernel_counted_single(cell: dict[str, Any]) -> None:
+    """kernels_by_class still adds up to kernel_count: the one check there was."""
+    by_class = _report(cell)["kernels_by_class"]
+    by_class["single"] += 1
+    by_class[next(key for key, value in by_class.items() if value and key != "single")] -= 1
+
+
+def _a_mapping_counted_twice(cell: dict[str, Any]) -> None:
+    by_mapping = _report(cell)["fusions_by_mapping"]
+    by_mapping[next(iter(by_mapping))] += 1
+
+
+def _a_fused_kernel_called_single_and_every_count_following(cell: dict[str, Any]) -> None:
+    """One fused kernel relabelled `single`, each count made to agree but the count by mapping."""
+    report = _report(cell)
+    kernel = next(k for k in report["kernels"] if k["class"] != "single")
+    report["kernels_by_class"][kernel["class"]] -= 1
+    report["fusions_by_class"][kernel["class"]] -= 1
+    report["kernels_by_class"]["single"] += 1
+    report["fusion_count"] -= 1
+    kernel["class"] = "single"
+
+
+def _mappings_left_out_and_their_count_forged(cell: dict[str, Any]) -> None:
+    """With no kernel's mapping there would be nothing to count fusions_by_mapping from."""
+    report = _report(cell)
+    for kernel in report["kernels"]:
+        kernel.pop("mapping", None)
+    report["fusions_by_mapping"] = {"one-to-one": report["fusion_count"]}
+
+
+FUSION_FORGERIES: dict[str, Change] = {
+    "fusion_count": _one_fusion_fewer,
+    "fusions_by_class": _a_fusion_moved_to_another_class,
+    "kernels_by_class": _a_fused_kernel_counted_single,
+    "fusions_by_mapping": _a_mapping_counted_twice,
+    "a kernel's class": _a_fused_kernel_called_single_and_every_count_following,
+    "the kernels' mappings": _mappings_left_out_and_their_count_forged,
+}
+
+
+@pytest.mark.parametrize("what", FUSION_FORGERIES)
+def test_a_fusion_report_count_forged_apart_from_its_kernels_is_refused(tmp_path: Path, what: str) -> None:
+    """fusion_count 20 made 19, re-hashed, was valid: validate held the counts to kernel_count and
+    kernel_count to the kernels listed, no more."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = _fused_cell()
+    edit_json(root / "cells" / cell, FUSION_FORGERIES[what])
+    problems = validate(root).problems
+    assert any(line.startswith(f"cells/{cell}: metrics/fusion_report:") for line in problems), problems
+
