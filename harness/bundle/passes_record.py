@@ -35,6 +35,27 @@ class Memory(Record):
     #: How the worker started, which moves the host figures (WorkerStart); older records: "fresh".
     worker_start: WorkerStart = "fresh"
 
+    @model_validator(mode="after")
+    def _deltas_are_over_the_baseline(self) -> Memory:
+        """Each RSS delta is its peak over the baseline (`over_baseline`, which the memory pass
+        subtracts with), and comes with both: without them it would be a figure nothing checks."""
+        for delta, peak in (("peak_rss_delta_bytes", "peak_rss_bytes"),
+                            ("inference_peak_rss_delta_bytes", "inference_peak_rss_bytes")):
+            recorded = getattr(self, delta)
+            if recorded is None:
+                continue
+            derived = over_baseline(getattr(self, peak), self.rss_baseline_bytes)
+            if derived is None:
+                raise ValueError(f"{delta} is recorded without {peak} and rss_baseline_bytes")
+            if recorded != derived:
+                raise ValueError(f"{delta} {recorded} but {peak} over rss_baseline_bytes is {derived}")
+        return self
+
+
+def over_baseline(peak: int | None, baseline: int | None) -> int | None:
+    """A peak RSS over the baseline the worker took before it built the model, or None without both."""
+    return None if peak is None or baseline is None else peak - baseline
+
 
 class KindTime(Record):
     """One kind of kernel of `Kernels.by_kind` (harness/measure/kernel_kinds.py): how many differently

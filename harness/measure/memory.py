@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.passes_record import over_baseline
 from harness.contract import Prepared
 
 SAMPLE_INTERVAL_S = 0.005
@@ -84,9 +85,9 @@ def memory_pass(
     result: dict[str, Any] = {
         "rss_baseline_bytes": baseline_rss,
         "peak_rss_bytes": lifetime,
-        "peak_rss_delta_bytes": lifetime - baseline_rss,
+        "peak_rss_delta_bytes": over_baseline(lifetime, baseline_rss),
         "inference_peak_rss_bytes": pass_peak,
-        "inference_peak_rss_delta_bytes": None if pass_peak is None else pass_peak - baseline_rss,
+        "inference_peak_rss_delta_bytes": over_baseline(pass_peak, baseline_rss),
         "inference_peak_method": "VmHWM after clearing it" if reset else "unavailable: /proc/self/clear_refs not writable",
     }
     if device == "cuda":

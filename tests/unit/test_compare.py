@@ -401,6 +401,15 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
             "method": "counters", "caches_flushed": True, "dram_read_bytes_per_inference": figure / 2,
             "dram_write_bytes_per_inference": figure / 2, "dram_bytes_per_inference": figure}
         return record(data)
+    if row.name == "peak_rss":  # a peak comes with its delta over the baseline, never below it, or neither
+        memory = metrics["memory"]
+        if figure is None:
+            memory.update(peak_rss_bytes=None, peak_rss_delta_bytes=None)
+            return record(data)
+        memory["rss_baseline_bytes"] = baseline = min(memory["rss_baseline_bytes"], int(figure))
+        memory.update(peak_rss_bytes=int(figure), peak_rss_delta_bytes=int(figure) - baseline,
+                      inference_peak_rss_delta_bytes=memory["inference_peak_rss_bytes"] - baseline)
+        return record(data)
     if row.name == "fusions":  # the count is its kernels': a report of that many fused kernels
         kernels = tuple(KernelGroup(f"k{i}", ("aten.convolution", "aten.relu")) for i in range(int(figure or 0)))
         metrics["fusion_report"] = None if figure is None else FusionReport(kernels=kernels, source="test").to_json()
@@ -579,7 +588,9 @@ def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path)
     for path in (root / "cells").glob("*.json"):
         record = json.loads(path.read_text())
         if record["status"] == "valid":
-            record["metrics"]["memory"]["peak_rss_bytes"] *= 2
+            memory = record["metrics"]["memory"]
+            memory["peak_rss_delta_bytes"] += memory["peak_rss_bytes"]  # the delta over the baseline grows with it
+            memory["peak_rss_bytes"] *= 2
             path.write_text(json.dumps(record))
             grown += 1
     manifest.write(root)

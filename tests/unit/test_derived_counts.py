@@ -94,3 +94,31 @@ def test_a_fusion_report_count_forged_apart_from_its_kernels_is_refused(tmp_path
     problems = validate(root).problems
     assert any(line.startswith(f"cells/{cell}: metrics/fusion_report:") for line in problems), problems
 
+
+
+def _memory(cell: dict[str, Any]) -> dict[str, Any]:
+    memory: dict[str, Any] = cell["metrics"]["memory"]
+    return memory
+
+
+MEMORY_FORGERIES: dict[str, Change] = {
+    "peak_rss_delta_bytes halved": lambda c: _memory(c).update(peak_rss_delta_bytes=_memory(c)["peak_rss_delta_bytes"] // 2),
+    "inference_peak_rss_delta_bytes halved": lambda c: _memory(c).update(
+        inference_peak_rss_delta_bytes=_memory(c)["inference_peak_rss_delta_bytes"] // 2),
+    # the delta halved, with the baseline that would show it left out
+    "peak_rss_delta_bytes halved without its baseline": lambda c: (
+        _memory(c).update(peak_rss_delta_bytes=_memory(c)["peak_rss_delta_bytes"] // 2), _memory(c).pop("rss_baseline_bytes")),
+}
+
+
+@pytest.mark.parametrize("what", MEMORY_FORGERIES)
+def test_a_memory_delta_forged_apart_from_its_peak_and_baseline_is_refused(tmp_path: Path, what: str) -> None:
+    """An eager cell's peak_rss_delta_bytes halved, re-hashed, was valid: nothing held the deltas
+    (what the build and the inference added to the worker) to the peak and baseline beside them."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if json.loads(p.read_text())["status"] == "valid" and json.loads(p.read_text())["config"]["backend"] == "eager")
+    edit_json(root / "cells" / cell, MEMORY_FORGERIES[what])
+    problems = validate(root).problems
+    assert any(line.startswith(f"cells/{cell}: metrics/memory:") for line in problems), problems
