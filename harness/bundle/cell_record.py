@@ -169,6 +169,16 @@ class CellRecord(Record):
             raise ValueError(f"metrics.prepare_s {prepare_s:.6g} is not the prepare phase's {self.phases_s['prepare']:.6g}")
         return self
 
+    @model_validator(mode="after")
+    def _first_call_is_its_phase(self) -> CellRecord:
+        """The first call's time is the worker's `first_call` phase, as timed (harness/measure/phases.py):
+        `first_call_ratio` is checked against it, so the two halved together would pass without this."""
+        first_call_s = self.metrics.first_call_s
+        if first_call_s is not None and first_call_s != self.phases_s.get("first_call"):
+            raise ValueError(f"metrics.first_call_s {first_call_s:.6g} is not the first_call phase's "
+                             f"{self.phases_s.get('first_call')}")
+        return self
+
 
 def problems(record: Any, where: str) -> list[str]:
     """Where `record` (a cell record, upgraded to the current version) is not a `CellRecord`: what

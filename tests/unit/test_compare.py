@@ -420,7 +420,7 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
         node = node[name]
     node[key] = figure
     if row.name == "first_call_ratio" and figure is not None:  # a derived figure comes with what it derives from
-        metrics["first_call_s"] = figure * metrics["device_time"]["summary"]["median_ns"] / 1e9
+        metrics["first_call_s"] = data["phases_s"]["first_call"] = figure * metrics["device_time"]["summary"]["median_ns"] / 1e9
     if figure is None and parents and key in ("top1_percent", "fusion_count"):  # a required figure: the record it belongs to goes
         metrics[parents[0]] = None
     return record(data)

@@ -122,3 +122,27 @@ def test_a_memory_delta_forged_apart_from_its_peak_and_baseline_is_refused(tmp_p
     edit_json(root / "cells" / cell, MEMORY_FORGERIES[what])
     problems = validate(root).problems
     assert any(line.startswith(f"cells/{cell}: metrics/memory:") for line in problems), problems
+
+
+def _first_call_halved_with_its_ratio(cell: dict[str, Any]) -> None:
+    """The ratio is checked against the time: halving both kept them agreeing."""
+    cell["metrics"]["first_call_s"] /= 2
+    cell["metrics"]["first_call_ratio"] /= 2
+
+
+def _first_call_halved_with_its_ratio_and_phase_left_out(cell: dict[str, Any]) -> None:
+    _first_call_halved_with_its_ratio(cell)
+    cell["phases_s"].pop("first_call")
+
+
+@pytest.mark.parametrize("change", [_first_call_halved_with_its_ratio, _first_call_halved_with_its_ratio_and_phase_left_out])
+def test_a_first_call_forged_apart_from_its_phase_is_refused(tmp_path: Path, change: Change) -> None:
+    """An eager cell's first call made twice as fast, its ratio to the median with it, re-hashed,
+    was valid: the worker records the first_call phase's time as first_call_s, and nothing held them equal."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if json.loads(p.read_text())["status"] == "valid" and json.loads(p.read_text())["config"]["backend"] == "eager")
+    edit_json(root / "cells" / cell, change)
+    problems = validate(root).problems
+    assert any(line.startswith(f"cells/{cell}: (top): Value error, metrics.first_call_s") for line in problems), problems

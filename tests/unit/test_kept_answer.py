@@ -45,12 +45,11 @@ def test_a_figure_of_the_answer_so_far_the_bundle_would_refuse_is_left_out_alone
     """A compile time that is not its phase's: written, the record ended the run when it was read
     back (exit 2, "not a cell record this harness reads"). It is left out, said in the log; the
     figures beside it, its phases and its environment are kept (one bad figure dropped them all)."""
-    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0, first_call_s=0.25), phases_s={"prepare": 1.5},
-                           environment={"pid": 7})
+    phases = {"prepare": 1.5, "first_call": 0.25}
+    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0, first_call_s=0.25), phases_s=phases, environment={"pid": 7})
     record = recorded(tmp_path, partial)
     assert record["status"] == "failed"
-    assert (record["metrics"], record["phases_s"], record["environment"]) == ({"first_call_s": 0.25}, {"prepare": 1.5},
-                                                                             {"pid": 7})
+    assert (record["metrics"], record["phases_s"], record["environment"]) == ({"first_call_s": 0.25}, phases, {"pid": 7})
     CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
     assert "of what the worker kept of its answer, metrics prepare_s is not recorded" in record["log_tail"]
     assert "metrics.prepare_s 999 is not the prepare phase's 1.5" in record["log_tail"]
@@ -61,7 +60,7 @@ def test_a_figure_derived_from_others_stays_when_another_is_left_out(tmp_path: P
     compile time beside them took it with it, though the record takes it with its sources."""
     timing = DeviceTime(samples_ns=[], summary=TimeSummary(n=10, median_ns=1e6, mean_ns=1e6))
     partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0, first_call_s=0.25, device_time=timing,
-                                           first_call_ratio=250.0), phases_s={"prepare": 1.5})
+                                           first_call_ratio=250.0), phases_s={"prepare": 1.5, "first_call": 0.25})
     record = recorded(tmp_path, partial)
     assert set(record["metrics"]) == {"first_call_s", "device_time", "first_call_ratio"}
     CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
