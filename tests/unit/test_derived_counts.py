@@ -146,3 +146,21 @@ def test_a_first_call_forged_apart_from_its_phase_is_refused(tmp_path: Path, cha
     edit_json(root / "cells" / cell, change)
     problems = validate(root).problems
     assert any(line.startswith(f"cells/{cell}: (top): Value error, metrics.first_call_s") for line in problems), problems
+
+
+#: A kept H200 run whose Inductor cell lists the kinds of its kernels (docs/results/bundles).
+GPU_RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "bundles" / "gpu-h200-2026-12-04-lstm-inductor"
+
+
+def test_a_gpu_cells_kernel_count_forged_apart_from_its_kinds_is_refused(tmp_path: Path) -> None:
+    """On a GPU one profiler trace gives the kernels per inference and each kind's calls: a count
+    of 2021 made 1021, the report's kernels/inf, re-hashed, was valid beside kinds adding up to 2021."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GPU_RUN, root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if (json.loads(p.read_text())["metrics"].get("kernels") or {}).get("by_kind"))
+    assert validate(root).ok
+    edit_json(root / "cells" / cell, lambda c: c["metrics"]["kernels"].update(
+        kernels_per_inference=c["metrics"]["kernels"]["kernels_per_inference"] - 1000))
+    problems = validate(root).problems
+    assert any(line.startswith(f"cells/{cell}: kernels: kernels_per_inference") for line in problems), problems
