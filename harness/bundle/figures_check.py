@@ -11,7 +11,8 @@ are absent is skipped, so every golden bundle still validates):
   calls per repetition from the estimate that replay ends with;
 - latency_agreement: the device figure from the samples (median or mean, as the scenario's rule
   says), LoadGen's from the cell's LoadGen results, `gap` from the two, `within` from the gap,
-  the limit and whether batches were in flight (harness/measure/trust.py);
+  the limit and whether batches were in flight (harness/measure/trust.py), and the batches in
+  flight from the config (harness/scenario/rules.py `batches_in_flight`);
 - time_split: `wall_ns` is the samples' median (0 for a backend that computes no model, whose
   correctness names no reference), the kernel time the profile's, overhead and share from them
   (harness/measure/passes.py); roofline: the measured time, the bounds, `bound_by` and the
@@ -59,7 +60,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import MEASURED
 from harness.bundle.tolerance import close, number
 from harness.precision import PRECISIONS, math_record
-from harness.scenario.rules import RULES
+from harness.scenario.rules import RULES, batches_in_flight
 from harness.stats import warmup
 from harness.stats.summary import NOISY_CV, summarize_ns
 from harness.stats.thresholds import (
@@ -107,7 +108,7 @@ def cell_problems(cell: dict[str, Any], peaks: Any = None, created: Any = None) 
     lines = []
     if derived is not None:
         lines += _noisy(timing, derived) + _repetitions(config, timing, samples) + _warmup(config, timing)
-    lines += _agreement(cell, derived)
+    lines += _depth(cell) + _agreement(cell, derived)
     wall = _wall_ns(metrics, derived)
     lines += _time_split(metrics, wall) + _roofline(metrics, wall, config.get("dtype"), peaks)
     lines += traffic_check.problems(metrics) + _math_mode(cell, created) + _allocator(cell) + _warnings(cell)
@@ -212,6 +213,20 @@ def _batch_figure(cell: dict[str, Any]) -> float | None:
         return scenario_rule.ns_per_batch(int(cell["config"]["batch"]), results)
     except (TypeError, ValueError, ZeroDivisionError):  # a result that is no number: the LoadGen layer's finding
         return None
+
+
+def _depth(cell: dict[str, Any]) -> list[str]:
+    """The batches LoadGen's system under test kept in flight, which decide whether its figure may
+    run ahead of the device timing's (`_agreement`), against what the cell's config gives."""
+    recorded, config = lookup(cell, "metrics", "loadgen", "sut", "batches_in_flight"), cell["config"]
+    batch = config.get("batch")
+    if recorded is None or config.get("scenario") not in RULES or not isinstance(batch, int):
+        return []
+    derived = batches_in_flight(str(config["scenario"]), config.get("device") == "cuda", batch)
+    if recorded != derived:
+        return [f"loadgen: sut batches_in_flight {recorded} but a {config['scenario']} cell of batch {batch} on "
+                f"{config.get('device')} keeps {derived}"]
+    return []
 
 
 def _agreement(cell: dict[str, Any], derived: dict[str, Any] | None) -> list[str]:

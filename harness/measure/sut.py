@@ -43,9 +43,7 @@ from typing import Any
 
 from harness.contract import Prepared
 from harness.mlperf.accuracy import response_bytes
-from harness.scenario.rules import rule
-
-OFFLINE_GPU_DEPTH = 2
+from harness.scenario.rules import batches_in_flight
 
 
 @dataclass
@@ -138,8 +136,7 @@ class InlineSUT:
         self.prepared = prepared
         self.samples = samples
         self.batch = batch
-        on_gpu = samples[0].device.type == "cuda"
-        self.depth = OFFLINE_GPU_DEPTH if on_gpu and rule(scenario).batches_in_flight and batch > 1 else 1
+        self.depth = batches_in_flight(scenario, samples[0].device.type == "cuda", batch)
         self.ring = SampleRing(samples, batch, self.depth)
         self.times = SUTTimes(pipelined=self.depth > 1)
         self.error: BaseException | None = None

@@ -211,3 +211,16 @@ assert SCENARIOS == get_args(ScenarioName), "the table and the type name the sam
 
 def rule(scenario: str) -> ScenarioRule:
     return RULES[scenario]
+
+
+#: The batches a system under test keeps in flight where it pipelines them (harness/measure/sut.py).
+PIPELINE_DEPTH = 2
+
+
+def batches_in_flight(scenario: str, on_gpu: bool, batch: int) -> int:
+    """The batches the system under test keeps in flight: PIPELINE_DEPTH on a GPU, for batches of
+    more than one sample, where the scenario's rule lets it pipeline them (Offline); else 1 (on the
+    CPU every call has finished when it returns). The worker runs and records it
+    (`loadgen.sut.batches_in_flight`), and validate derives it again from the cell's config: it
+    decides whether LoadGen running ahead of the device timing is within the limit."""
+    return PIPELINE_DEPTH if on_gpu and rule(scenario).batches_in_flight and batch > 1 else 1

@@ -1,6 +1,7 @@
-"""Figures a cell record derives from others in the same record, each forged in a copy of the
-newest golden bundle whose manifest is then re-hashed: validate counts or subtracts again and
-refuses the forgery (the record's model check, harness/bundle/passes_record.py and cell_record.py)."""
+"""Figures a cell record derives from others in the same record, each forged in a copy of a real
+bundle whose manifest is then re-hashed: validate counts, adds or subtracts again and refuses the
+forgery (the record's model checks, harness/bundle/passes_record.py and cell_record.py, and the
+figures layer, harness/bundle/figures_check.py)."""
 
 from __future__ import annotations
 
@@ -164,3 +165,24 @@ def test_a_gpu_cells_kernel_count_forged_apart_from_its_kinds_is_refused(tmp_pat
         kernels_per_inference=c["metrics"]["kernels"]["kernels_per_inference"] - 1000))
     problems = validate(root).problems
     assert any(line.startswith(f"cells/{cell}: kernels: kernels_per_inference") for line in problems), problems
+
+
+def test_a_disagreement_with_loadgen_laundered_by_batches_in_flight_is_refused(tmp_path: Path) -> None:
+    """A CPU cell whose LoadGen figure ran 7.5% ahead of its device timing (outside the 5% limit),
+    recorded with two batches in flight, `within` true and its warning gone, re-hashed, was valid:
+    with batches in flight only falling behind counts, and the count was taken as recorded, where
+    the config gives it (one on a CPU)."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if json.loads(p.read_text())["metrics"].get("latency_agreement", {}).get("gap", 0) < -0.05)
+
+    def laundered(record: dict[str, Any]) -> None:
+        record["metrics"]["loadgen"]["sut"]["batches_in_flight"] = 2
+        record["metrics"]["latency_agreement"]["within"] = True
+        record["warnings"] = [w for w in record["warnings"] if not w.startswith("LoadGen and device timing disagree")]
+
+    edit_json(root / "cells" / cell, laundered)
+    problems = validate(root).problems
+    assert problems == [f"cells/{cell}: loadgen: sut batches_in_flight 2 but a SingleStream cell of batch 1 on cpu "
+                        "keeps 1"], problems
