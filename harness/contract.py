@@ -165,8 +165,8 @@ class Prepared(abc.ABC):
         call (applied to the timed median: profilers slow what they watch; the rest is dispatch
         overhead: Python, the runtime between kernels) and the kernels that take the most time, so
         a report can say which fused kernel a slower cell spends its time in. Called
-        `passes.profile_iters` times in a row, each call a new inference (the harness takes each
-        kernel's median share over them); on a GPU the harness times kernels itself. Called in the
+        `passes.profile_iters` times in a row, each call a new inference (the harness takes the
+        kernels' median share over them, and each kernel's median time); on a GPU the harness times kernels itself. Called in the
         profile pass, never in a timed one; it may run the model. None where the backend cannot tell."""
         return None
 

@@ -16,7 +16,8 @@ fused_conv2d_subtract_add_relu, Inductor's cpp_fused_gelu_176 is cpp_fused_gelu;
 own name ends in a number, log2 or expm1, loses it too: the two numberings cannot be told apart),
 and without its parts that are numbers, tile shapes or hashes (`128x64`, `0xeca0...`). On the CPU
 the profile pass (harness/measure/passes.py) sums each kind's time as it sums each kernel's: its
-median share of the profiled inferences applied to the timed median; on a GPU the trace's durations.
+part of the time inside kernels, in proportion to its median part of a profiled inference's; on a GPU the trace's
+durations.
 
 A GPU's kernels are named by CUPTI, and two more rules come first for them. A C++ kernel's
 demangled signature is the function it instantiates, without its return type, template arguments

@@ -88,8 +88,8 @@ def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
 KERNELS_BY_PAIR_NOTE = (
     "Every fusion pair, slower or not: the fused kernels of its fusion-on cell (each once, with its count; those the "
     "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
-    "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its median "
-    "share of the profiled inferences applied to the timed median (docs/metrics.md, Where the time goes), and the "
+    "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its part of the "
+    "time inside kernels, in proportion to its median part of a profiled inference's (docs/metrics.md, Where the time goes), and the "
     "time moved is each kind of kernel's time with fusion on less its time with fusion off (its share applied to "
     "the cell's time over its rounds), in all and then the kinds that moved most: a fused kind's time on one side, "
     "the kinds it replaced giving theirs back on the other. "

@@ -7,7 +7,7 @@ fusion off, the largest moves first, says what the fusion cost or saved and wher
 ONNX Runtime on one thread: `kernels in all +18.7 ms; Gemm +127 ms (72 calls on, none off); MatMul
 -119 ms (12 calls on, 96 calls off); SkipLayerNormalization +11.8 ms (25 calls on, none off); ...`). The
 kinds are the profile pass's (`Kernels.by_kind`, harness/measure/kernel_kinds.py): on the CPU each
-kind's share of round 1's profiled inferences, on a GPU its traced time, scaled here to the cell's
+kind's part of round 1's time inside kernels, on a GPU its traced time, scaled here to the cell's
 time over its rounds where it has several (the time the fusion table gives it), so that a round 1
 the machine slowed does not move the kinds of one side alone.
 """
