@@ -54,3 +54,29 @@ def test_the_profile_counts_the_kernels_the_dispatch_count_counts(tmp_path: Path
     dispatched = [k.kernel for k in prepared.fusion_report().kernels]
     assert profiled == dispatched == ["aten.clone", "aten.sum", "aten.sum", "aten.add", "aten.sum", "aten.add",
                                       "aten.sum", "aten.add"], profiled
+
+
+def test_the_profile_counts_no_dropout_in_inference(tmp_path: Path) -> None:
+    """Dropout in inference returns its input: the dispatch count sees nothing, but the profiler
+    records its call, and the profile pass counted it as a kernel (BERT base's eager cell listed 37
+    `aten::dropout` among its kinds, 236 calls against 223 dispatches). In training its mask and
+    product are the operators under it, and still counted."""
+    import torch
+
+    class Dropped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(6, 6)
+            self.drop, self.drop_in_place = torch.nn.Dropout(0.1), torch.nn.Dropout(0.1, inplace=True)
+
+        def forward(self, x: Any) -> Any:
+            return self.drop_in_place(self.drop(self.linear(x)).relu())
+
+    example = torch.randn(2, 6)
+    prepared = _prepared(Dropped().eval(), example, tmp_path)
+    profiled = [name for name, _ in prepared.cpu_kernel_times(example).calls]
+    assert profiled == ["aten::linear", "aten::relu"], profiled
+    assert prepared.cpu_dispatches(example) == 2
+    training = [name for name, _ in _prepared(Dropped().train(), example, tmp_path).cpu_kernel_times(example).calls]
+    assert not any("dropout" in name and "native" not in name for name in training), training
+    assert any("native_dropout" in name or "bernoulli" in name for name in training), training
