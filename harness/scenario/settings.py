@@ -167,7 +167,7 @@ class PassSettings(StrictModel):
     profile_iters: int = Field(
         3, ge=1, le=10_000,
         description="inferences the profile pass profiles: on a GPU the trace its kernels are counted and timed over, "
-        "on the CPU those each kernel's median share of an inference is taken over",
+        "on the CPU those the share in kernels and each kernel's part of it are medians over",
     )
     traffic_iters: int = Field(
         2, ge=0, le=1_000,
