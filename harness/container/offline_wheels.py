@@ -141,15 +141,6 @@ def constraints_text(repo: Path) -> str:
                    if not name.startswith(_TARGETS_OWN))
 
 
-def write_sums(dest: Path) -> list[Path]:
-    """SHA256SUMS of every wheel in `dest` and of its requirements.txt where it has one, in
-    `sha256sum -c`'s format; the files it lists, sorted."""
-    listed = sorted(path for path in dest.iterdir()
-                    if path.is_file() and (path.suffix == ".whl" or path.name == REQUIREMENTS_FILE))
-    (dest / SUMS_FILE).write_text(_sums_text({path.name: file_sha256(path) for path in listed}))
-    return listed
-
-
 def _sums_text(digests: dict[str, str]) -> str:
     return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests))
 

@@ -46,8 +46,7 @@ def carried(tmp_path: Path) -> tuple[Path, Path]:
     parts.mkdir()
     _wheel(wheels, "small-one", "1.0")
     big = _wheel(wheels, "big-one", "2.0", padding=300_000)
-    (wheels / offline_wheels.REQUIREMENTS_FILE).write_text("small-one==1.0\nbig-one==2.0\n")
-    offline_wheels.write_sums(wheels)
+    offline_wheels._write_lists(wheels, ["small-one==1.0", "big-one==2.0"])  # requirements.txt and SHA256SUMS
     data = big.read_bytes()
     for i, start in enumerate(range(0, len(data), 100_000)):
         (parts / f"{big.name}.parta{'abcdef'[i]}").write_bytes(data[start:start + 100_000])
