@@ -69,11 +69,10 @@ class NodeResult:
 @dataclass(frozen=True)
 class ClusterAnswer:
     """The answer of `reach`'s child process (`_probe`), one JSON line: the live nodes' resources
-    (None where not known before joining), `local` for a local instance not yet started, or why
-    not: `refused` (nothing listens at the address) or `error` (Ray failed to join)."""
+    (a local instance not yet started: this machine's; None where not known before joining), or
+    why not: `refused` (nothing listens at the address) or `error` (Ray failed to join)."""
 
     nodes: list[dict[str, float]] | None = None
-    local: bool = False
     refused: str | None = None
     error: str | None = None
 
@@ -331,14 +330,14 @@ def _alive(nodes: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 def _probe(address: str | None, timeout_s: float) -> ClusterAnswer:
     """In the child process of `reach`: where Ray would take `address`, and whether a cluster answers
-    there: `local` with the nodes for a local instance (not started: its resources are this
-    machine's), `refused` with why when nothing listens, else the nodes once joined."""
+    there: the nodes of a local instance (not started: its resources are this machine's),
+    `refused` with why when nothing listens, else the nodes once joined."""
     import socket
 
     ray = ray_module()
     target = address.removeprefix("ray://") if address and address.startswith("ray://") else _bootstrap(address)
     if target is None:
-        return ClusterAnswer(local=True, nodes=_local_node())
+        return ClusterAnswer(nodes=_local_node())
     host, colon, port = target.rpartition(":")
     if colon and port.isdigit():
         try:
