@@ -131,16 +131,16 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def machine_line(cpu: dict[str, Any] | None = None, device: str = "cpu", gpu: dict[str, Any] | None = None) -> str:
+def machine_line(cpu: dict[str, Any] | None = None, device: str = "cpu") -> str:
     """This machine in one line, as the benchmarks under benchmarks/ print it beside their ratios:
     its CPU's model and identity (`platform.processor()` is empty on Linux, which left them
     printing only "x86_64"), the cores this process may use of all, and the architecture; on a
-    CUDA run (`device` "cuda") the GPUs too, as `gpu_info` reads them (`gpu`, where given)."""
+    CUDA run (`device` "cuda") the GPUs too, as `gpu_info` reads them."""
     cpu = cpu if cpu is not None else cpu_info()
     identity = f" ({cpu['identity']})" if cpu.get("identity") else ""
     line = (f"{cpu.get('model') or 'unknown CPU'}{identity}, {cpu.get('usable_cores')} of {cpu.get('logical_cores')} "
             f"cores usable, {cpu.get('architecture')}")
-    return line if device != "cuda" else f"{line}; {gpu_line(gpu if gpu is not None else gpu_info())}"
+    return line if device != "cuda" else f"{line}; {gpu_line(gpu_info())}"
 
 
 def gpu_line(gpu: dict[str, Any]) -> str:
