@@ -28,7 +28,7 @@ def cpu_target(mcpu: str) -> Any:
     return Target({"kind": "llvm", "num-cores": cores})
 
 
-def cuda_target(capability: tuple[int, int], host: Any = None) -> Any:
+def cuda_target(capability: tuple[int, int]) -> Any:
     """The CUDA target of a GPU of this compute capability, LLVM for the host side. The limits are
     the ones `Target.from_device` reads, the same on every GPU from sm_70 on (1024 threads a
     block, 48 KiB of static shared memory, warps of 32)."""
@@ -37,7 +37,7 @@ def cuda_target(capability: tuple[int, int], host: Any = None) -> Any:
     major, minor = capability
     return Target({"kind": "cuda", "arch": f"sm_{major}{minor}", "max_threads_per_block": 1024,
                    "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
-                  host=host if host is not None else cpu_target("host"))
+                  host=cpu_target("host"))
 
 
 def current_cuda_target() -> Any:
