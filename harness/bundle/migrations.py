@@ -163,8 +163,8 @@ def _upgraded(record: Any, steps: dict[int, Step], where: str) -> dict[str, Any]
     return dict(upgraded)
 
 
-def upgraded_header(header: Any, where: str = "bundle.json") -> dict[str, Any]:
-    return _upgraded(header, HEADER_STEPS, where)
+def upgraded_header(header: Any) -> dict[str, Any]:
+    return _upgraded(header, HEADER_STEPS, "bundle.json")
 
 
 def upgraded_cell(cell: Any, where: str) -> dict[str, Any]:
