@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from harness.metric_table import format_ratio, format_times
 
+#: The confidence of a speedup's interval, and of a median's unless `median_interval` is asked another.
 DEFAULT_CONFIDENCE = 0.95
 #: The smallest speedup or slowdown a verdict calls one: 5%, as `compare` judges a change.
 SMALLEST_EFFECT = 0.05
@@ -212,14 +213,12 @@ def _bound_text(bound: float, decimals: int, alike: bool) -> str:
     return f"{bound:,.{max(0, decimals - math.floor(math.log10(size)))}f}"
 
 
-def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:
+def paired_speedup(on: Sequence[float], off: Sequence[float]) -> Speedup:
     """The speedup of fusion on over off from round medians paired by round (see the module's docstring)."""
     if len(on) != len(off) or not on:
         raise ValueError(f"paired rounds need as many on as off, at least one each (got {len(on)} and {len(off)})")
     if any(v <= 0 for v in (*on, *off)):
         raise ValueError("round medians must be positive")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence} outside (0, 1)")
     logs = [math.log(b) - math.log(a) for a, b in zip(on, off)]  # a ratio of extremes would underflow
     rounds = len(logs)
     centre = sum(logs) / rounds
@@ -228,12 +227,12 @@ def paired_speedup(on: Sequence[float], off: Sequence[float], confidence: float 
     sd = math.sqrt(sum((v - centre) ** 2 for v in logs) / (rounds - 1))
     if sd <= _ROUNDING:  # one ratio in every round (the logs' arithmetic leaves them a rounding apart)
         return Speedup(math.exp(centre), rounds, None, ROUNDS_ALIKE)
-    half = student_t_quantile(0.5 + confidence / 2, rounds - 1) * sd / math.sqrt(rounds)
-    interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
+    half = student_t_quantile(0.5 + DEFAULT_CONFIDENCE / 2, rounds - 1) * sd / math.sqrt(rounds)
+    interval = Interval(math.exp(centre - half), math.exp(centre + half), DEFAULT_CONFIDENCE)
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval))
 
 
-def unpaired_speedup(on: Sequence[float], off: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> Speedup:
+def unpaired_speedup(on: Sequence[float], off: Sequence[float]) -> Speedup:
     """The speedup of fusion on over off from round medians that did not pair (see the module's
     docstring): exp(mean log off - mean log on), its interval Student's two-sample t on the logs with
     the variance pooled from each side's rounds, as `rounds_t_test` pools it. With one round on each
@@ -242,16 +241,14 @@ def unpaired_speedup(on: Sequence[float], off: Sequence[float], confidence: floa
         raise ValueError(f"unpaired rounds need at least one on and one off (got {len(on)} and {len(off)})")
     if any(v <= 0 for v in (*on, *off)):
         raise ValueError("round medians must be positive")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence} outside (0, 1)")
     centre, standard_error, freedom = _two_samples_of_logs(on, off)
     rounds = min(len(on), len(off))
     if freedom < 1:
         return Speedup(math.exp(centre), rounds, None, ONE_ROUND, paired=False)
     if standard_error <= _ROUNDING:  # each side's rounds one median
         return Speedup(math.exp(centre), rounds, None, ROUNDS_ALIKE, paired=False)
-    half = student_t_quantile(0.5 + confidence / 2, freedom) * standard_error
-    interval = Interval(math.exp(centre - half), math.exp(centre + half), confidence)
+    half = student_t_quantile(0.5 + DEFAULT_CONFIDENCE / 2, freedom) * standard_error
+    interval = Interval(math.exp(centre - half), math.exp(centre + half), DEFAULT_CONFIDENCE)
     return Speedup(math.exp(centre), rounds, interval, verdict_of(math.exp(centre), interval), paired=False)
 
 
