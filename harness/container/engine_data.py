@@ -39,12 +39,12 @@ def left_by_own_engine(root: Path) -> bool:
     return (root / ROOT_MARKER).exists() or (root == DEFAULT_ROOT and (root / "data").exists())
 
 
-def in_use(root: Path, proc: Path = PROC) -> str | None:
+def in_use(root: Path) -> str | None:
     """Why the `data` folder in `root` cannot be deleted now, or None: a dockerd runs with it as
     its data root (whoever started it), or something is still mounted in it (deleting through a
     mount deletes what it shows)."""
     data = root / "data"
-    running = dockerd_working_in(data, proc)
+    running = dockerd_working_in(data)
     if running is not None:
         return f"a dockerd (PID {running.pid}) runs with its images there; stop that engine first"
     mounted = mounts_under(data)
@@ -53,14 +53,14 @@ def in_use(root: Path, proc: Path = PROC) -> str | None:
     return None
 
 
-def dockerd_working_in(data: Path, proc: Path = PROC) -> Process | None:
+def dockerd_working_in(data: Path) -> Process | None:
     """A running process named dockerd whose `--data-root` is `data`, or None; both with their links
     resolved (a root named through a link is the same folder)."""
     data = Path(os.path.realpath(data))
-    for entry in proc.iterdir():
+    for entry in PROC.iterdir():
         if entry.name.isdigit() and _data_root(entry) == data:
-            found = process(int(entry.name), proc)
-            if found is not None and found.running(proc):
+            found = process(int(entry.name))
+            if found is not None and found.running():
                 return found
     return None
 

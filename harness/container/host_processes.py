@@ -22,16 +22,16 @@ class Process:
     pid: int
     start: int
 
-    def running(self, proc: Path = PROC) -> bool:
+    def running(self) -> bool:
         """Whether this same process (not a later one given its PID) is still there, and not a zombie."""
-        stat = _stat(self.pid, proc)
+        stat = _stat(self.pid)
         return stat is not None and stat[1] == self.start and stat[2] != "Z"
 
 
-def _stat(pid: int, proc: Path = PROC) -> tuple[int, int, str] | None:
+def _stat(pid: int) -> tuple[int, int, str] | None:
     """(parent PID, start time, state) of `pid`, or None where there is no such process."""
     try:
-        text = (proc / str(pid) / "stat").read_text()
+        text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     # The command name is in parentheses and may hold spaces or parentheses itself: split after the last ")".
@@ -42,22 +42,22 @@ def _stat(pid: int, proc: Path = PROC) -> tuple[int, int, str] | None:
         return None
 
 
-def process(pid: int, proc: Path = PROC) -> Process | None:
+def process(pid: int) -> Process | None:
     """The process `pid` names now, or None."""
-    stat = _stat(pid, proc)
+    stat = _stat(pid)
     return None if stat is None else Process(pid, stat[1])
 
 
-def descendants(root: Process, proc: Path = PROC) -> list[Process]:
+def descendants(root: Process) -> list[Process]:
     """Every process below `root` in the process tree now (children, their children, ...), where
     `root` is still that process; none otherwise."""
-    if not root.running(proc):
+    if not root.running():
         return []
     parents: dict[int, list[Process]] = {}
-    for entry in proc.iterdir():
+    for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
-        stat = _stat(int(entry.name), proc)
+        stat = _stat(int(entry.name))
         if stat is not None:
             parents.setdefault(stat[0], []).append(Process(int(entry.name), stat[1]))
     found: list[Process] = []
