@@ -172,7 +172,7 @@ class Prepared(abc.ABC):
 
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         """Figures only this backend's own profiler knows, units in the names (for example
-        `arena_peak_bytes`). Called in the profile pass on every device, after
+        ONNX Runtime's `arena_peak_in_use_bytes`). Called in the profile pass on every device, after
         `cpu_dispatches`, never in a timed one; it may run the model. Default: none.
         """
         return {}
