@@ -55,7 +55,7 @@ def _legend(names: list[str], x: float, y: float) -> list[str]:
 
 
 def bar_chart(title: str, groups: list[str], series: list[Series], y_label: str, *,
-              reference: float | None = None, chart_id: str = "") -> str:
+              chart_id: str, reference: float | None = None) -> str:
     """Grouped vertical bars: one group per `groups` entry, one bar per series in each group.
     `reference` draws a dashed horizontal line (1.0 for a speedup)."""
     width_per_group = max(40, 24 * len(series) + 16)
@@ -103,7 +103,7 @@ def bar_chart(title: str, groups: list[str], series: list[Series], y_label: str,
     return "\n".join(parts)
 
 
-def scatter(title: str, points: list[Point], x_label: str, y_label: str, *, chart_id: str = "") -> str:
+def scatter(title: str, points: list[Point], x_label: str, y_label: str, *, chart_id: str) -> str:
     """Points coloured by series, both axes logarithmic (kernel counts and latencies span decades)."""
     left, top, plot_w, plot_h, legend_w = 70, 40, 520, 320, 200
     width, height = left + plot_w + legend_w, top + plot_h + 60
