@@ -59,7 +59,7 @@ def _named_after(name: str, produced: dict[str, int]) -> str | None:
     return tensor if name.endswith(BATCH_NORM_SUFFIX + NCHWC_SUFFIX) and tensor in produced else None
 
 
-def _nchwc_ops(node: Any, walked: list[str] | None = None) -> tuple[str, ...]:
+def _nchwc_ops(node: Any, walked: list[str]) -> tuple[str, ...]:
     """The op types an NCHWc node runs: `walked` (the source nodes the walk from its tensor
     found, in order) where there is one, else its schema's; plus its sum input's Add and its
     activation where those are not among them."""

@@ -200,7 +200,7 @@ def _preload(backends: Sequence[str]) -> None:
         start_imports.import_preload(name, preload)
 
 
-def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence[str] = ()) -> int:
+def serve(runner_pid: int, commands: TextIO, replies: TextIO, backends: Sequence[str]) -> int:
     from harness.measure import worker
     from harness.measure.worker import bind_to_slot, die_with_parent
 

@@ -152,7 +152,7 @@ def folder_images(folder: Path, count: int, labels: str | None = None) -> list[P
 
 
 def _from_folder(folder: Path, count: int, model: str, size: int, device: str, dtype: str,
-                 labels: str | None = None) -> list[Any]:
+                 labels: str | None) -> list[Any]:
     """The folder's images in name order, or in the labels file's order (LoadGen's sample k is
     its line k, as MLPerf's ImageNet accuracy script reads val_map.txt)."""
     from PIL import Image

@@ -135,7 +135,7 @@ def with_overrides(scenario: ScenarioFile, request: RunRequest) -> ScenarioFile:
     return scenario
 
 
-def warn_of(scenario: ScenarioFile, console: Console, executor: str = "local", jobs: int = 1) -> None:
+def warn_of(scenario: ScenarioFile, console: Console, executor: str, jobs: int) -> None:
     """Print what the file sets and will not get (harness/scenario/advice.py, `slots.env_warnings`;
     under Ray the cells' cores are the cluster's, not this machine's), and, one cell at a time,
     threads a cgroup's CPU quota will throttle (`slots.quota_warning`)."""

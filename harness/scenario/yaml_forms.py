@@ -50,7 +50,7 @@ def check_numbers(root: yaml.Node, where: str) -> None:
                           f"write {read} if that is meant, or {instead}")
 
 
-def number_hint(given: Any, node: yaml.Node | None, whole: bool = False) -> str:
+def number_hint(given: Any, node: yaml.Node | None, whole: bool) -> str:
     """What to add to a number field's refusal of `given` (the value at `node`; `whole`: a field of
     whole numbers): why YAML read an unquoted `1e3` as text, and how to write it; that a whole
     number is written without its point (`64.0`, which the JSON schema lets pass as JSON Schema counts
