@@ -5,11 +5,11 @@ class (one-to-one, many-to-many, ...); `report` is the report a backend returns 
 Part of the plugin API: `from harness.fusion import FusionReport, KernelGroup` is stable.
 """
 
-from harness.fusion.mapping import fused_mapping_counts, kernel_mapping, mapping_class
+from harness.fusion.mapping import kernel_mapping, mapping_class
 from harness.fusion.ops import CLASSES, classify, computing_ops, is_tensor_op, is_view_op, op_name
 from harness.fusion.report import FusionReport, KernelGroup
 
 __all__ = [
-    "CLASSES", "FusionReport", "KernelGroup", "classify", "computing_ops", "fused_mapping_counts", "is_tensor_op",
-    "is_view_op", "kernel_mapping", "mapping_class", "op_name",
+    "CLASSES", "FusionReport", "KernelGroup", "classify", "computing_ops", "is_tensor_op", "is_view_op",
+    "kernel_mapping", "mapping_class", "op_name",
 ]

@@ -96,11 +96,6 @@ def kernel_mapping(ops: Iterable[str]) -> str:
     return "+".join(cls for cls in CLASSES if cls in present)
 
 
-def fused_mapping_counts(kernels: Iterable[tuple[str, ...]]) -> dict[str, int]:
-    """How many fused kernels (two computing operators or more) combine each set of classes."""
-    return mapping_counts(kernel_mapping(ops) for ops in kernels if sum(1 for op in ops if not is_view_op(op)) >= 2)
-
-
 def mapping_counts(mappings: Iterable[str]) -> dict[str, int]:
     """How many of `mappings` (fused kernels' `kernel_mapping`s) are each set of classes, the
     commonest first."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.fusion import FusionReport, KernelGroup
-from harness.fusion.mapping import fused_mapping_counts, kernel_mapping, mapping_class
+from harness.fusion.mapping import kernel_mapping, mapping_class
 
 
 @pytest.mark.parametrize(("op", "expected"), [
@@ -38,12 +38,6 @@ def test_a_kernel_is_described_by_the_classes_it_combines_in_any_order() -> None
     assert kernel_mapping(("onnx.Conv",)) == "many-to-many"
     assert kernel_mapping(("aten.native_layer_norm", "aten.permute")) == "many-to-many"  # a view computes nothing
     assert kernel_mapping(("onnx.MatMul", "onnx.Transpose")) == "many-to-many+shuffle"
-
-
-def test_counts_cover_fused_kernels_only() -> None:
-    kernels = [("aten.convolution", "aten.relu"), ("onnx.Conv", "onnx.BatchNormalization", "onnx.Relu"),
-               ("aten.add", "aten.relu"), ("aten.convolution",), ("aten.gelu", "aten.view")]
-    assert fused_mapping_counts(kernels) == {"many-to-many+one-to-one": 2, "one-to-one": 1}
 
 
 def test_the_report_carries_the_mapping_of_each_kernel_and_the_totals() -> None:
