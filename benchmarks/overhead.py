@@ -45,7 +45,7 @@ from rounds import warn_if_one_round
 TARGET_NS = 5_000
 
 
-def loadgen_cell(scenario: str, batch: int, duration_s: float, input_size: int = 224) -> CellConfig:
+def loadgen_cell(scenario: str, batch: int, duration_s: float, input_size: int) -> CellConfig:
     """The cell LoadGen runs: `scenario` at `batch`, at least `duration_s` and 100 queries long."""
     data = {"models": [{"name": "resnet18", "input_size": input_size}], "backends": ["null"], "scenarios": [scenario],
             "batch_sizes": {"cpu": [batch]}, "loadgen": {"min_duration_s": duration_s, "min_query_count": 100}}
