@@ -8,7 +8,9 @@ they can run here by the same probe a run starts with (without the system descri
 probe: seconds, not a minute), which also resolves `device: auto`; each cell is listed with whether
 it would run, or why it would be skipped. The time is a floor, said as one: LoadGen's minimum
 duration for each cell that would run; preparing (compiling, tuning), the other passes and any
-further rounds come on top, and vary by backend and model from seconds to many minutes."""
+further rounds come on top, and vary by backend and model from seconds to many minutes. With
+`--budget-s`, a last line says whether the budget is below that floor (cells left for --resume for
+certain, and at most how many can finish) or not (whether they all finish depends on preparing)."""
 
 from __future__ import annotations
 
@@ -84,7 +86,22 @@ def dry_run(request: RunRequest, console: Console) -> int:
         + ("; a dtype the GPU's compute capability lacks is found as the run starts (this asks no GPU)"
            if probe.device == "cuda" else "")
         + "; nothing was run or written"))
+    if request.budget_s is not None:
+        console.print(Text(budget_line(request.budget_s, running, duration_s)))
     return 0
+
+
+def budget_line(budget_s: float, running: int, duration_s: float) -> str:
+    """What `--budget-s` makes of the floor: a run starts cells while the budget lasts, so a budget
+    below the floor leaves cells for --resume for certain; one above it may still, by preparing."""
+    budget = f"--budget-s {budget_s:g} ({_duration(budget_s)}) is"
+    if running * duration_s <= budget_s:
+        return (f"{budget} at least this floor: whether every cell finishes within it depends on preparing (compiling, "
+                "tuning), which a dry run cannot tell; a cell still running when it ends is left for --resume")
+    fit = min(int(budget_s // duration_s), running)
+    return (f"{budget} less than this floor: at most {fit} of the {running} cell(s) can finish within it (LoadGen's "
+            "minimum alone), the others are left for --resume, and the cell running when it ends is run again "
+            "from its start")
 
 
 def _duration(seconds: float) -> str:

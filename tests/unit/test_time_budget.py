@@ -301,3 +301,29 @@ def test_ray_refuses_a_budget_it_could_not_keep(tmp_path: Path, capsys: pytest.C
 
     assert main(["run", str(REPO / "scenarios" / "smoke.yaml"), "--executor", "ray", "--budget-s", "60", "--out", str(tmp_path)]) == 2
     assert "--budget-s is for --executor local" in capsys.readouterr().err
+
+
+def test_a_dry_run_says_what_the_budget_makes_of_its_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`--dry-run --budget-s 600` of the vision suite (210 cells, a floor of 35 min) said nothing of
+    the budget: a planner learnt only in the night that 10 minutes could never hold it."""
+    from harness.bundle.header_record import BackendReport
+    from harness.cli.main import main
+    from harness.run import plan
+    from harness.run.probe_answer import ProbeAnswer
+
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(
+        device="cpu", backends={"null": BackendReport(available=True)}))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18, vgg11, alexnet]\nbackends: [null]\nscenarios: [Offline]\n"
+                        "loadgen: {min_duration_s: 10}\n")
+
+    def said(budget_s: str) -> str:
+        assert main(["run", str(scenario), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "out"),
+                     "--budget-s", budget_s]) == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    assert ("--budget-s 25 (25.0 s) is less than this floor: at most 2 of the 3 cell(s) can finish within it"
+            in said("25"))
+    assert "--budget-s 600 (10 min) is at least this floor: whether every cell finishes within it depends on" in said("600")
+    assert not (tmp_path / "out").exists()
