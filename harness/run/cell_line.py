@@ -11,9 +11,10 @@ tunes against an eager one), so it is said as "about", and only from the third c
 A cell that ran but that the run's time budget ended before it had a result (`run --budget-s`
 leaves it out of the bundle for --resume) gets a line of its own, saying how long it ran: that time
 is lost, and --resume runs the cell from its start. The cells the budget never started are counted
-once, at the end of the run. A cell of several rounds (harness/run/rounds.py) whose round 1 finished
-but a further round of which the budget kept is written with the rounds that finished, and a line
-of its own says how many of how many it kept.
+once, at the end of the run. The estimate is of every cell left, the budget aside: where the budget
+ends first, the line says when, and that the rest is for --resume. A cell of several rounds
+(harness/run/rounds.py) whose round 1 finished but a further round of which the budget kept is
+written with the rounds that finished, and a line of its own says how many of how many it kept.
 """
 
 from __future__ import annotations
@@ -62,11 +63,18 @@ def duration(seconds: float) -> str:
 
 
 def line(status: str, label: str, wall_s: float, done: int, total: int, reasons: list[str],
-         left_s: float | None = None) -> Text:
+         left_s: float | None = None, budget_left_s: float | None = None) -> Text:
     """`  valid LABEL (51.1 s, 24/270, about 2 h 10 min left): first reason`; user text is never
-    read as markup."""
+    read as markup. Where the run's time budget (`budget_left_s`, what is left of it) ends before
+    the rest would, the line says so: the rest is not this run's but --resume's."""
     said = Text(f"{status:>7}", style=STATUS_STYLE[status])
-    left = f", about {duration(left_s)} left" if left_s is not None else ""
+    left = ""
+    if left_s is not None:
+        left = f", about {duration(left_s)} left"
+        # said where it reads otherwise ("about 1 min left, the budget ends in 1 min" would not)
+        if budget_left_s is not None and budget_left_s < left_s and duration(budget_left_s) != duration(left_s):
+            ends = f"the budget ends in {duration(budget_left_s)}" if budget_left_s > 0 else "the budget has ended"
+            left += f", {ends}: the rest for --resume"
     why = f": {one_line(reasons[0])}" if reasons else ""
     said.append(f" {visible(label)} ({wall_s:.1f} s, {done}/{total}{left}){why}")
     return said

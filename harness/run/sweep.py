@@ -26,7 +26,7 @@ from harness.bundle.writer import Bundle, utc_now
 from harness.errors import OutputError, stopped_by
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import shell_word
-from harness.run import cell_line, kept_answer, rounds, skips
+from harness.run import cell_line, kept_answer, rounds, skips, time_budget
 from harness.run.executors import CellTask, Executor, Finished, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.scenario.cells import Cell
@@ -124,7 +124,7 @@ def sweep(
                 if cell_id in by_budget and ran_s.get(cell_id):  # recorded skipped, but it ran: the time it took
                     complete = {**complete, "wall_s": ran_s[cell_id]}
                 _write(bundle, by_id[cell_id].config.shown_label, complete, progress, bar,
-                       pace.left_s() if cell_id not in by_budget else None)
+                       pace.left_s() if cell_id not in by_budget else None, time_budget.left_s(deadline))
                 if cell_id in rounds_cut:
                     progress.console.print(cell_line.rounds_cut(by_id[cell_id].config.shown_label, complete))
         except KeyboardInterrupt as exc:
@@ -145,7 +145,7 @@ def sweep(
 
 
 def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,
-           left_s: float | None = None) -> None:
+           left_s: float | None = None, budget_left_s: float | None = None) -> None:
     try:
         bundle.write_cell(record["id"], record)
     except OSError as exc:  # disk full, quota, permissions: what is written stays intact
@@ -155,7 +155,7 @@ def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progres
         ) from None
     progress.advance(bar)
     progress.console.print(cell_line.line(str(record["status"]), label, record["wall_s"], *_counted(progress, bar),
-                                          record["reasons"], left_s))
+                                          record["reasons"], left_s, budget_left_s))
 
 
 def _counted(progress: Progress, bar: Any) -> tuple[int, int]:

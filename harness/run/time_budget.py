@@ -27,6 +27,11 @@ def deadline_in(seconds: float | None) -> float | None:
     return None if seconds is None else clock() + seconds
 
 
+def left_s(deadline: float | None) -> float | None:
+    """Seconds left of the budget (below 0 once it is spent); None for no budget."""
+    return None if deadline is None else deadline - clock()
+
+
 def limit_s(deadline: float | None, own_limit_s: float) -> float | None:
     """The time limit of a cell that starts now: its own, or what is left of the budget where that
     is less; None when the budget is spent."""

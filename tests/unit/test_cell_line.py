@@ -3,6 +3,9 @@ the pace of the cells that ran."""
 
 from __future__ import annotations
 
+import pytest
+
+from harness.run import time_budget
 from harness.run.cell_line import MIN_CELLS_FOR_ESTIMATE, Pace, duration, line
 
 
@@ -43,3 +46,23 @@ def test_the_line_says_the_count_the_time_left_and_the_first_reason_as_plain_tex
     assert said.plain == "  valid resnet18 eager fusion-on Offline cpu fp32 b8 (51.1 s, 24/270, about 2 h 10 min left)"
     said = line("skipped", "[red]m[/red] tensorrt", 0.0, 1, 30, ["TensorRT runs only on NVIDIA GPUs", "more"])
     assert said.plain == "skipped [red]m[/red] tensorrt (0.0 s, 1/30): TensorRT runs only on NVIDIA GPUs"
+
+
+def test_a_budget_that_ends_before_the_rest_is_said_beside_the_estimate() -> None:
+    """Under `--budget-s 1200` the line said "about 2 h 10 min left" with 18 minutes of budget to go:
+    a planner read it as the night's run going on, where the run would stop and leave the rest."""
+    label = "swin_b tvm fusion-on SingleStream cpu fp32 b1"
+    said = line("valid", label, 85.4, 9, 14, [], 7_800, budget_left_s=1_080)
+    assert said.plain.endswith("(85.4 s, 9/14, about 2 h 10 min left, the budget ends in 18 min: the rest for --resume)")
+    said = line("valid", label, 85.4, 9, 14, [], 7_800, budget_left_s=-3)
+    assert said.plain.endswith("(85.4 s, 9/14, about 2 h 10 min left, the budget has ended: the rest for --resume)")
+    # a budget that outlasts the estimate, or one that ends in the same minute, or none: the line as it was
+    assert line("valid", label, 85.4, 9, 14, [], 50, budget_left_s=10).plain.endswith("(85.4 s, 9/14, about 1 min left)")
+    assert line("valid", label, 85.4, 9, 14, [], 600, budget_left_s=1_080).plain.endswith("(85.4 s, 9/14, about 10 min left)")
+    assert line("valid", label, 85.4, 9, 14, [], 600).plain.endswith("(85.4 s, 9/14, about 10 min left)")
+
+
+def test_what_is_left_of_the_budget_is_read_on_its_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time_budget, "clock", lambda: 500.0)
+    assert time_budget.left_s(None) is None
+    assert time_budget.left_s(800.0) == 300.0 and time_budget.left_s(450.0) == -50.0
