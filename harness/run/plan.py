@@ -7,12 +7,14 @@ thread count above a cell's cores); a Ray cluster is not reached. The backends a
 they can run here by the same probe a run starts with (without the system description and the noise
 probe: seconds, not a minute), which also resolves `device: auto`; each cell is listed with whether
 it would run, or why it would be skipped. The time is a floor, said as one: LoadGen's minimum
-duration for each cell that would run; preparing (compiling, tuning), the other passes and any
+duration for each cell that would run (`--jobs N` of them at once); preparing (compiling, tuning), the other passes and any
 further rounds come on top, and vary by backend and model from seconds to many minutes. With
 `--budget-s`, a last line says whether the budget is below that floor (cells left for --resume for
 certain, and at most how many can finish) or not (whether they all finish depends on preparing)."""
 
 from __future__ import annotations
+
+import math
 
 from rich.console import Console
 from rich.table import Table
@@ -78,27 +80,37 @@ def dry_run(request: RunRequest, console: Console) -> int:
     official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.model_fields_set
     duration_s = MLPERF_MIN_DURATION_S if official else loadgen.min_duration_s  # mlperf.conf's 600 s
     rounds = scenario.timing.rounds
+    # `--jobs N` runs N cells at once, so the run's floor is its rounds of N; Ray's room is the
+    # cluster's, which a dry run does not ask: its floor is said in cell time
+    at_once = request.jobs if request.executor == "local" else 1
+    spread = (f", {at_once} at a time" if at_once > 1 else "") + (
+        "; cell time, which the cells Ray runs at once divide" if request.executor != "local" else "")
     console.print(Text(
-        f"{running} of {len(cells)} cell(s) would run: at least {_duration(running * duration_s)} of LoadGen's minimum "
-        f"duration ({running} x {format_duration_s(duration_s)}), plus preparing (compiling, tuning) and the other passes, from "
-        "seconds to many minutes a cell by backend and model"
+        f"{running} of {len(cells)} cell(s) would run: at least {_duration(floor_s(running, duration_s, at_once))} of "
+        f"LoadGen's minimum duration ({running} x {format_duration_s(duration_s)}{spread}), plus preparing (compiling, "
+        "tuning) and the other passes, from seconds to many minutes a cell by backend and model"
         + (f", and {rounds - 1} further round(s) a cell, each preparing and timing it again" if rounds > 1 else "")
         + ("; a dtype the GPU's compute capability lacks is found as the run starts (this asks no GPU)"
            if probe.device == "cuda" else "")
         + "; nothing was run or written"))
     if request.budget_s is not None:
-        console.print(Text(budget_line(request.budget_s, running, duration_s)))
+        console.print(Text(budget_line(request.budget_s, running, duration_s, at_once)))
     return 0
 
 
-def budget_line(budget_s: float, running: int, duration_s: float) -> str:
+def floor_s(running: int, duration_s: float, at_once: int) -> float:
+    """The least wall time `running` cells of LoadGen's minimum `duration_s` take, `at_once` at a time."""
+    return math.ceil(running / at_once) * duration_s
+
+
+def budget_line(budget_s: float, running: int, duration_s: float, at_once: int = 1) -> str:
     """What `--budget-s` makes of the floor: a run starts cells while the budget lasts, so a budget
     below the floor leaves cells for --resume for certain; one above it may still, by preparing."""
     budget = f"--budget-s {budget_s:g} ({_duration(budget_s)}) is"
-    if running * duration_s <= budget_s:
+    if floor_s(running, duration_s, at_once) <= budget_s:
         return (f"{budget} at least this floor: whether every cell finishes within it depends on preparing (compiling, "
                 "tuning), which a dry run cannot tell; a cell still running when it ends is left for --resume")
-    fit = min(int(budget_s // duration_s), running)
+    fit = min(int(budget_s // duration_s) * at_once, running)
     return (f"{budget} less than this floor: at most {fit} of the {running} cell(s) can finish within it (LoadGen's "
             "minimum alone), the others are left for --resume, and the cell running when it ends is run again "
             "from its start")

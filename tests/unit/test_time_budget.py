@@ -327,3 +327,34 @@ def test_a_dry_run_says_what_the_budget_makes_of_its_floor(tmp_path: Path, monke
             in said("25"))
     assert "--budget-s 600 (10 min) is at least this floor: whether every cell finishes within it depends on" in said("600")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_with_jobs_gives_the_floor_of_the_cells_run_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--dry-run --jobs 2` gave the floor of the cells run one after another (16 s for smoke's 8
+    cells of 2 s, where two at a time take 8 s): a "floor" above the run, and --budget-s judged by it."""
+    import os
+
+    from harness import cpu_topology
+    from harness.bundle.header_record import BackendReport
+    from harness.cli.main import main
+    from harness.run import plan, slots
+    from harness.run.probe_answer import ProbeAnswer
+
+    assert plan.floor_s(8, 2.0, 1) == 16.0 and plan.floor_s(8, 2.0, 2) == 8.0 and plan.floor_s(7, 2.0, 2) == 8.0
+    assert "at most 10 of the 12 cell(s) can finish" in plan.budget_line(10, 12, 2.0, 2)
+    assert "is at least this floor" in plan.budget_line(10, 8, 2.0, 2)
+    cpus = list(range(os.cpu_count() or 1))[:2]
+    if len(cpu_topology.physical_cores(cpus)) < 2:
+        pytest.skip(f"--jobs 2 needs two physical cores; CPUs {cpus} are one")
+    monkeypatch.setattr(slots, "usable_cores", lambda: cpus)
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(
+        device="cpu", backends={"null": BackendReport(available=True)}))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [resnet18, vgg11, alexnet]\nbackends: [null]\nscenarios: [Offline]\n"
+                        "loadgen: {min_duration_s: 10}\n")
+    assert main(["run", str(scenario), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "out"),
+                 "--jobs", "2", "--budget-s", "25"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "at least 20.0 s of LoadGen's minimum duration (3 x 10.0 s, 2 at a time)" in said, said
+    assert "--budget-s 25 (25.0 s) is at least this floor" in said, said
