@@ -373,7 +373,7 @@ def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) 
     hidden: dict[Path, Path] = {}  # hidden path -> the path it becomes
     made: list[Path] = []  # what this pack made outside the hidden names, undone unless it ends whole
     try:
-        made += _make_folders(out.parent)
+        _make_folders(out.parent, made)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".packing", dir=out.parent))
         os.chmod(staging, plain_folder_mode())  # mkdtemp's 0700 would hide the tree from every other user
         staged_tarball = staging.with_name(staging.name + ".tar.gz")
@@ -409,15 +409,14 @@ def _write_tree(files: dict[str, bytes], out: Path, tarball: Path, option: str) 
                     path.unlink()
 
 
-def _make_folders(folder: Path) -> list[Path]:
-    """`folder` and the folders above it that are missing, made; those this call made, outermost first."""
-    made = []
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """`folder` and the folders above it that are missing, made, each added to `made` (outermost
+    first) as it is made: a mkdir that fails part-way (a full disk) leaves those above it named."""
     for path in reversed([folder, *folder.parents]):
         if not path.is_dir():
             with contextlib.suppress(FileExistsError):  # made meanwhile, or a file: the next mkdir says so
                 path.mkdir()
                 made.append(path)
-    return made
 
 
 def _claim(path: Path, *, folder: bool) -> Path:

@@ -351,6 +351,23 @@ def test_a_failed_pack_leaves_no_folder_it_made_for_out(tmp_path: Path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_pack_that_fails_making_the_folders_for_out_leaves_none_it_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out a/b/sub where the disk fills between making a/ and a/b/: a/ was left, the folders
+    made so far lost with the list that would have named them."""
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, mode: int = 0o777, parents: bool = False, exist_ok: bool = False) -> None:
+        if self.name == "b":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        real_mkdir(self, mode, parents, exist_ok)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    with pytest.raises(OSError):
+        pack(load(MLPERF), tmp_path / "a" / "b" / "sub", org="Acme")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("theirs", ["sub", "sub.tar.gz"])
 def test_what_another_process_makes_at_out_while_pack_writes_is_never_replaced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, theirs: str) -> None:
