@@ -315,7 +315,7 @@ def tally(all_groups: list[Group], backend: str) -> Tally:
             else:
                 bucket = counted.one_round_flat
             unclear = " size unclear" if result.verdict in (FASTER_UNCLEAR, SLOWER_UNCLEAR) else ""
-            alike = f" ({result.rounds} {ROUNDS_ALIKE})" if result.verdict == ROUNDS_ALIKE else ""  # counted as one round
+            alike = f" ({result.verdict_counted()})" if result.verdict == ROUNDS_ALIKE else ""  # counted as one round
             bucket.append(f"{group.title} {format_times(result.value)}{unclear}{alike}")
     return counted
 

@@ -175,10 +175,14 @@ class Speedup:
         by `(rounds not paired)` where the two cells ran in different starts."""
         apart = "" if self.paired else f" ({UNPAIRED})"
         if self.interval is None:
-            rounds = f"{self.rounds} " if self.verdict == ROUNDS_ALIKE else ""
-            return f"{format_times(self.value)} ({rounds}{self.verdict}){apart}"
+            return f"{format_times(self.value)} ({self.verdict_counted()}){apart}"
         low, high = bounds_text(self.interval.low, self.interval.high)
         return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
+
+    def verdict_counted(self) -> str:
+        """The verdict, with the rounds counted where they are alike (`3 rounds alike`); unpaired, the
+        fewer side may have one round, its one median beside the other side's alike: no count then."""
+        return f"{self.rounds} {self.verdict}" if self.verdict == ROUNDS_ALIKE and self.rounds > 1 else self.verdict
 
 
 #: Bounds closer than this, relatively, are one value that the logs' arithmetic left apart (three rounds of

@@ -202,6 +202,15 @@ def test_rounds_alike_have_no_interval_as_compare_has_no_t_test_on_them() -> Non
     assert intervals.rounds_t_test([1e6, 1e6, 1e6], [1.2e6, 1.2e6, 1.2000012e6]) is not None
 
 
+def test_rounds_alike_beside_one_round_are_not_counted_as_one_round_alike() -> None:
+    """Unpaired, one round on one side and three of one median on the other read `1.20x (1 rounds alike)`:
+    the count is the fewer side's, and one round is not rounds alike."""
+    for on, off in (([1e6], [1.2e6] * 3), ([1e6] * 3, [1.2e6])):
+        result = intervals.unpaired_speedup(on, off)
+        assert result.verdict == intervals.ROUNDS_ALIKE and result.rounds == 1
+        assert result.text() == "1.20x (rounds alike) (rounds not paired)"
+
+
 def test_under_5_percent_is_said_only_where_the_interval_rules_out_5_percent() -> None:
     """`1.04x [1.01-1.07, 95%] under 5%` claimed what its interval does not show: 7% is inside it."""
     wide = paired_speedup([1.0] * 5, [1.01, 1.03, 1.04, 1.06, 1.07])
