@@ -150,16 +150,33 @@ def gpu_line(gpu: dict[str, Any]) -> str:
         return f"no GPU named ({gpu.get('reason') or 'NVML gave no reason'})"
     gpus = gpu.get("gpus") or []
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    # Indices are NVML's where CUDA_DEVICE_ORDER=PCI_BUS_ID, and on a machine of one kind of GPU in any
-    # order; UUIDs or MIG names are not read here, so with them every GPU is named.
-    shown = gpus
-    if visible is not None and all(part.strip().isdigit() for part in visible.split(",") if part.strip()):
-        wanted = [int(part) for part in visible.split(",") if part.strip()]
-        shown = [g for index in wanted for g in gpus if g.get("index") == index]
+    shown = gpus if visible is None else _visible(gpus, visible)
     if not shown:
         return f"no GPU named (NVML sees {len(gpus)}, CUDA_VISIBLE_DEVICES={visible!r})"
     names = ", ".join(f"{g.get('name') or 'unnamed'} (NVML index {g.get('index')})" for g in shown)
     return f"GPU{'s' if len(shown) > 1 else ''} {names}, driver {gpu.get('driver') or 'unknown'}"
+
+
+def _visible(gpus: list[dict[str, Any]], visible: str) -> list[dict[str, Any]]:
+    """The GPUs of `gpus` (NVML's) that CUDA_VISIBLE_DEVICES=`visible` leaves CUDA, in its order, read
+    as torch reads it for CUDA (torch.cuda._parse_visible_devices): each entry's leading digits, the
+    entries before the first without any or that names no GPU, and none at all where one repeats:
+    `-1` hides every GPU, `0,-1,1` leaves 0 (a list of digits alone named every GPU for `-1`).
+    Indices are NVML's where CUDA_DEVICE_ORDER=PCI_BUS_ID, and on a machine of one kind of GPU in any
+    order; UUIDs or MIG names are not read here, so with them every GPU is named."""
+    if visible.startswith(("GPU-", "MIG-")):
+        return gpus
+    by_index = {g.get("index"): g for g in gpus}
+    shown: list[dict[str, Any]] = []
+    for part in visible.split(","):
+        digits = re.match(r"\+?(\d+)", part.strip())
+        index = int(digits.group(1)) if digits else None
+        if index in (g.get("index") for g in shown):
+            return []
+        if index not in by_index:
+            break
+        shown.append(by_index[index])
+    return shown
 
 
 def container_info() -> dict[str, Any]:

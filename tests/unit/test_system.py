@@ -149,6 +149,14 @@ def test_the_benchmarks_machine_line_names_the_gpu_on_a_cuda_run(monkeypatch: py
     assert system.machine_line(cpu, device="cuda").endswith("; GPU NVIDIA A100-SXM4-40GB (NVML index 1), driver 580.65.06")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert system.machine_line(cpu, device="cuda").endswith("; no GPU named (NVML sees 2, CUDA_VISIBLE_DEVICES='')")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # CUDA sees none: the line named both
+    assert system.machine_line(cpu, device="cuda").endswith("; no GPU named (NVML sees 2, CUDA_VISIBLE_DEVICES='-1')")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,-1,0")  # CUDA stops at the first index that is none
+    assert system.machine_line(cpu, device="cuda").endswith("; GPU NVIDIA A100-SXM4-40GB (NVML index 1), driver 580.65.06")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,1")  # a repeat leaves CUDA none
+    assert system.machine_line(cpu, device="cuda").endswith("; no GPU named (NVML sees 2, CUDA_VISIBLE_DEVICES='1,1')")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5a1b,MIG-0c2d")  # not read: every GPU named
+    assert "GPUs NVIDIA H100 80GB HBM3 (NVML index 0), NVIDIA A100" in system.machine_line(cpu, device="cuda")
 
     def missing() -> None:
         raise nvml.NVMLError("NVML Shared Library Not Found")
