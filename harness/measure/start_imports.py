@@ -12,8 +12,10 @@ model and inference add about 80).
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 #: What every worker imports before it measures anything (harness/measure/worker.py and its phases.py).
 MODULES = (
@@ -50,11 +52,28 @@ def import_modules() -> None:
 _FAILED: dict[str, str] = {}
 
 
+class _FailedBefore(importlib.abc.MetaPathFinder):
+    """Refuses a module of `_FAILED` with its first error, so that the backend's own import of it, in
+    this process or a worker forked from it, fails with that error: run again, the module's code
+    fails otherwise (`already registered`), and the cell's reason said that."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname in _FAILED:
+            raise ImportError(f"{fullname}: {_FAILED[fullname]} (its first import's error, in this process or the "
+                              "preloaded parent it was forked from; not imported again)", name=fullname)
+        return None
+
+
+_REFUSER = _FailedBefore()
+
+
 def import_preload(backend: str, modules: Iterable[str]) -> None:
     """Import what a backend asks to have imported before its cells (`Backend.preload`). A module
     that fails to import is the backend's to report: its own import of it fails the cell where it
-    is needed, with the backend's reason, so here it is only said in the log: with its first error,
-    and once tried, never again in this process or one forked from it."""
+    is needed, with the backend's reason and the module's first error (`_FailedBefore`), so here it
+    is only said in the log: with its first error, and once tried, never again in this process or
+    one forked from it."""
     for module in modules:
         if module in _FAILED:
             print(f"backend {backend!r} not fully preloaded: {module}: {_FAILED[module]} "
@@ -66,3 +85,5 @@ def import_preload(backend: str, modules: Iterable[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - a broken plugin is its cells' failure, reported by the backend
             _FAILED[module] = f"{type(exc).__name__}: {exc}"
             print(f"backend {backend!r} not fully preloaded: {module}: {_FAILED[module]}", file=sys.stderr)
+            if _REFUSER not in sys.meta_path:
+                sys.meta_path.insert(0, _REFUSER)
