@@ -40,7 +40,7 @@ from harness.scenario.loading import resolved
 from harness.scenario.schema import ScenarioFile
 from harness.stats.thresholds import DRIFT_LIMIT
 
-from rounds import warn_if_one_round
+from rounds import spread, warn_if_one_round
 
 TARGET_NS = 5_000
 
@@ -128,8 +128,7 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                                "torch": torch.__version__, "rounds": rounds, "spread": {}, "target_ns": TARGET_NS,
                                "target_ratio": 1.05}
     for key in [key for key, value in rounds[0].items() if isinstance(value, (int, float))]:
-        values = [one[key] for one in rounds]
-        figures["spread"][key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
+        figures["spread"][key] = spread([one[key] for one in rounds])
         figures[key] = figures["spread"][key]["median"]
     figures["warnings"] = warnings_of(rounds)
     return figures

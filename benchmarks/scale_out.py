@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from typing import Any
 
 from harness.run.system import machine_line
 
-from rounds import warn_if_one_round
+from rounds import spread, warn_if_one_round
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = """
@@ -56,11 +55,6 @@ def run(scenario: Path, out: Path, cache: Path, *extra: str) -> dict[str, Any]:
     return {"wall_s": wall, "cells": len(cells), "cells_run": len(ran),
             "cells_per_hour": 3600 * len(ran) / wall if ran else 0.0,
             "statuses": {s: sum(c["status"] == s for c in cells) for s in {c["status"] for c in cells}}}
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    """The min, median and max of one figure over the rounds."""
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def summarise(rounds: list[dict[str, dict[str, Any]]], whole: str) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
