@@ -144,6 +144,11 @@ def switched(pair: FusionPair) -> dict[str, tuple[object, object]]:
     return {key: (on.get(key), off.get(key)) for key in sorted(on.keys() | off.keys()) if on.get(key) != off.get(key)}
 
 
+def _text(value: object) -> str:
+    """A text as it is, any other value as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
 def _cut(text: str) -> str:
     return visible(text if len(text) <= _CHARS_SHOWN else f"{text[:_CHARS_SHOWN]}... ({len(text)} characters)")
 
@@ -154,15 +159,13 @@ def _setting(value: object) -> str:
     if value is None:
         return "not recorded"
     if isinstance(value, dict):
-        value = [f"{key}: {item if isinstance(item, str) else json.dumps(item, sort_keys=True, default=str)}"
-                 for key, item in sorted(value.items(), key=lambda entry: str(entry[0]))]
+        value = [f"{key}: {_text(item)}" for key, item in sorted(value.items(), key=lambda entry: str(entry[0]))]
     if isinstance(value, list):
         if not value:
             return "none"
-        shown = ", ".join(_cut(item if isinstance(item, str) else json.dumps(item, sort_keys=True, default=str))
-                          for item in value[:_NAMES_SHOWN])
+        shown = ", ".join(_cut(_text(item)) for item in value[:_NAMES_SHOWN])
         return shown + (f" and {len(value) - _NAMES_SHOWN} more" if len(value) > _NAMES_SHOWN else "")
-    return _cut(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+    return _cut(_text(value))
 
 
 def switched_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
