@@ -20,7 +20,9 @@ are absent is skipped, so every golden bundle still validates):
 - memory_traffic: the total from the reads and writes, and the reads against the roofline's
   compulsory reads (harness/bundle/traffic_check.py);
 - kernels: on a GPU, `kernels_per_inference` as its kinds' calls per inference added up (one
-  trace counts both; on the CPU they are two counts);
+  trace counts both; on the CPU they are two counts); on the CPU, in a cell that split its time in
+  kernels between its kernels (since 2026-12-06), its kinds' times added up to that time
+  (harness/bundle/kernels_check.py);
 - math_mode: the requested math from the dtype, the effective mode and whether there are
   problems from the torch and backend settings read back (harness/precision.py `math_record`; a
   cell started before 2026-12-05 01:01:22 UTC, by its start or else its bundle's making, by that
@@ -52,7 +54,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness import allocator
-from harness.bundle import belonging, loadgen_check, rounds_check, traffic_check
+from harness.bundle import belonging, kernels_check, loadgen_check, rounds_check, traffic_check
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import MAX_SAMPLES
@@ -112,7 +114,7 @@ def cell_problems(cell: dict[str, Any], peaks: Any = None, created: Any = None) 
     wall = _wall_ns(metrics, derived)
     lines += _time_split(metrics, wall) + _roofline(metrics, wall, config.get("dtype"), peaks)
     lines += traffic_check.problems(metrics) + _math_mode(cell, created) + _allocator(cell) + _warnings(cell)
-    return lines + _kernel_calls(cell)
+    return lines + kernels_check.problems(cell, wall)
 
 
 def _differs(recorded: Any, derived: float | None, *, ratio: bool = False) -> bool:
@@ -351,23 +353,6 @@ def _roofline(metrics: dict[str, Any], wall: float | None, dtype: Any, peaks: An
             lines.append(f"roofline: {key} {figures[key]} but its costs and peaks give "
                          f"{'none' if value is None else format(value, '.6g')}")
     return lines
-
-
-def _kernel_calls(cell: dict[str, Any]) -> list[str]:
-    """On a GPU the kernels per inference and each kind's calls are counted from one profiler trace
-    (harness/measure/passes.py `cuda_kernel_figures`), so the kinds' calls add up to the count. On
-    the CPU they are two counts: the backend's dispatches, and the medians of the profiler's calls."""
-    kernels, kinds = cell["metrics"].get("kernels"), lookup(cell, "metrics", "kernels", "by_kind")
-    if cell["config"].get("device") != "cuda" or not isinstance(kernels, dict) or not isinstance(kinds, list) or not kinds:
-        return []  # a GPU cell written before 2026-12-02 lists no kinds
-    count, calls = number(kernels.get("kernels_per_inference")), [number(lookup(k, "calls_per_inference")) for k in kinds]
-    if count is None or None in calls:
-        return []  # not counted (CUDA graphs the profiler did not see into), or the schema's finding
-    total = sum(call or 0.0 for call in calls)
-    if not close(count, total, absolute=0.0):
-        return [f"kernels: kernels_per_inference {kernels['kernels_per_inference']} but its kinds' calls per inference "
-                f"add up to {total:.6g}"]
-    return []
 
 
 def _math_mode(cell: dict[str, Any], created: Any) -> list[str]:

@@ -17,6 +17,11 @@ from harness.fusion.report import counts
 #: harness/measure/preloaded.py) or "fresh" (a new Python, as every cell was before preloaded parents).
 WorkerStart = Literal["fresh", "preloaded"]
 
+#: How a CPU cell's `Kernels.kernel_time_method` ends where its kernels' times (and its kinds') are its
+#: time in kernels split between them, so that they add up to it (harness/measure/passes.py, since
+#: 2026-12-06); before, each was its own median share of an inference, and they added up to less.
+PROPORTIONAL_SPLIT = "split between them in proportion to the median of each one's part of an inference's time in kernels"
+
 
 class Memory(Record):
     """Host (and on a GPU, device) memory of the worker (harness/measure/memory.py)."""

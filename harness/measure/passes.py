@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.bundle.passes_record import Kernels
+from harness.bundle.passes_record import PROPORTIONAL_SPLIT, Kernels
 from harness.bundle.record_base import COUNT_MAX
 from harness.contract import CpuKernelTimes, Prepared
 from harness.errors import BackendFailed
@@ -47,8 +47,7 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
         runs = _cpu_profiled_runs(prepared, batch, iters)
         method = prepared.kernel_time_definition or "not measured by this backend"
         if runs:
-            method += (f"; the kernels' share the median over {len(runs)} profiled inferences, split between them in "
-                       "proportion to the median of each one's part of an inference's time in kernels")
+            method += f"; the kernels' share the median over {len(runs)} profiled inferences, {PROPORTIONAL_SPLIT}"
         result.update(
             {
                 "kernels_per_inference": count,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.passes_record import PROPORTIONAL_SPLIT
 from harness.bundle.validate import validate
 from tests.unit.test_validate import GOLDEN, edit_json
 
@@ -186,3 +187,34 @@ def test_a_disagreement_with_loadgen_laundered_by_batches_in_flight_is_refused(t
     problems = validate(root).problems
     assert problems == [f"cells/{cell}: loadgen: sut batches_in_flight 2 but a SingleStream cell of batch 1 on cpu "
                         "keeps 1"], problems
+
+
+def _split_in_proportion(cell: dict[str, Any]) -> None:
+    """The cell's kernel time method as the profile pass writes it since 2026-12-06 (its kinds
+    already add up to its time in kernels)."""
+    kernels = cell["metrics"]["kernels"]
+    kernels["kernel_time_method"] = kernels["kernel_time_method"].partition(";")[0] + (
+        f"; the kernels' share the median over {kernels['profiled_iters']} profiled inferences, {PROPORTIONAL_SPLIT}")
+
+
+def _first_kind_halved(cell: dict[str, Any]) -> None:
+    cell["metrics"]["kernels"]["by_kind"][0]["ns_per_inference"] /= 2
+
+
+def test_a_cpu_cells_kind_time_forged_apart_from_its_time_in_kernels_is_refused(tmp_path: Path) -> None:
+    """A CPU cell's kinds are its time in kernels split between them: the costliest kind's time
+    halved, re-hashed, was valid, the kinds then adding up to less than the time in kernels the cell
+    states. A cell of the older split, whose kinds added up to less, is read as recorded."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if json.loads(p.read_text())["config"]["backend"] == "inductor")
+    edit_json(root / "cells" / cell, _first_kind_halved)
+    assert validate(root).ok  # the older split: nothing new is said
+    edit_json(root / "cells" / cell, lambda c: c["metrics"]["kernels"]["by_kind"][0].update(
+        ns_per_inference=c["metrics"]["kernels"]["by_kind"][0]["ns_per_inference"] * 2))
+    edit_json(root / "cells" / cell, _split_in_proportion)
+    assert validate(root).ok, validate(root).problems
+    edit_json(root / "cells" / cell, _first_kind_halved)
+    problems = validate(root).problems
+    assert len(problems) == 1 and problems[0].startswith(f"cells/{cell}: kernels: its kinds' ns_per_inference add up to"), problems
