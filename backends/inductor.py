@@ -52,7 +52,7 @@ from typing import Any, Literal
 from unittest import mock
 
 from backends import inductor_toolchain, torch_kernel_time
-from backends.inductor_code import copy_kinds, kernel_calls
+from backends.inductor_code import generated_kinds, kernel_calls
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import closure_contents, freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
@@ -437,7 +437,7 @@ class InductorPrepared(Prepared):
         if not any(generated.values()):
             return None  # the wrapper modules were not found: no honest split
         times = torch_kernel_time.kernel_times(lambda: self(batch), generated, GENERATED_PREFIX)
-        return dataclasses.replace(times, kinds={**times.kinds, **copy_kinds(self.kernels)})
+        return dataclasses.replace(times, kinds={**times.kinds, **generated_kinds(self.kernels)})
 
     def rewrites(self) -> dict[str, Any]:
         return dict(self.rewrite_record)

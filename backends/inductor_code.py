@@ -38,10 +38,11 @@ import re
 from collections.abc import Iterable, Iterator
 
 from backends.inductor_kernel_body import computes, is_template, steps
-from harness.fusion import KernelGroup, is_tensor_op, is_view_op, op_name
+from harness.fusion import PART_OF_TENSOR_OP, KernelGroup, is_part_of_tensor_op, is_tensor_op, is_view_op, op_name
 
 LAYOUT_COPY = "inductor.layout_copy"
-PART_OF_TENSOR_OP = " (bias or layout)"
+#: How a kind names a tensor operator's part a generated kernel runs (`generated_kinds`).
+PART_KIND = "bias"
 
 _GENERATED_PREFIX = re.compile(r"^(cpp|triton_(poi|red|per|tem|for|mix|spl|sca)|triton)_fused_?")
 # Operators that move data without arithmetic: what a kernel that computes nothing may still run.
@@ -123,25 +124,35 @@ def ops_run(kernel: str, named: tuple[str, ...], body: str | None) -> tuple[str,
         copying = tuple(op for op in named if op_name(op) in _COPYING or is_view_op(op))
         return copying if any(not is_view_op(op) for op in copying) else (LAYOUT_COPY,)
     ran = tuple(op + PART_OF_TENSOR_OP if is_tensor_op(op) else op for op in named)
-    parts = [op for op in ran if op.endswith(PART_OF_TENSOR_OP)]
+    parts = [op for op in ran if is_part_of_tensor_op(op)]
     if parts and len(steps(body)) == 1:  # one step: a tensor operator's bias, whatever else the name lists
         return tuple(op for op in ran if op == parts[0] or is_view_op(op))
     return ran
 
 
-def copy_kinds(groups: Iterable[KernelGroup]) -> dict[str, str]:
-    """The kind of each generated kernel that computes nothing (`ops_run` left it copies only), named
-    after what it copies (`cpp_fused_layout_copy`, `cpp_fused_cat`), not after the neighbours its
-    name lists: `cpp_fused_relu_0`, the copy of the input into channels-last, was of the kind
-    `cpp_fused_relu`, an element-wise kind that fusion off's relu kernels share, so a pair's time
-    moved by kind set the copy against the relus and the time against eager counted it as
-    element-wise (harness/measure/kernel_kinds.py)."""
+def generated_kinds(groups: Iterable[KernelGroup]) -> dict[str, str]:
+    """The kind of each generated kernel whose name lists operators it does not run, named after
+    what it runs (harness/measure/kernel_kinds.py):
+    - a kernel that computes nothing (`ops_run` left it copies only) after what it copies
+      (`cpp_fused_layout_copy`, `cpp_fused_cat`), not after the neighbours its name lists:
+      `cpp_fused_relu_0`, the copy of the input into channels-last, was of the kind `cpp_fused_relu`,
+      an element-wise kind that fusion off's relu kernels share, so a pair's time moved by kind set
+      the copy against the relus and the time against eager counted it as element-wise;
+    - a kernel that runs a tensor operator's part (its bias, the operator itself a library call)
+      with `bias` for that part (`cpp_fused_bias_hardswish_mean`, `cpp_fused_bias`): named
+      `cpp_fused_addmm_hardswish_mean_view`, mobilenet_v3_small's kernel after MKL's linear, which
+      adds the bias and runs the hardswish, was of a kind whose time counted as matrix multiply
+      (harness/reporting/op_classes.py), the matrix multiply's own time being `mkl::_mkl_linear`'s.
+    Another kernel's kind is left to its name."""
     kinds = {}
     for group in groups:
         prefix = _GENERATED_PREFIX.match(group.kernel)
-        copied = [op_name(op) for op in group.ops if not is_view_op(op)]
-        if prefix and copied and all(op == op_name(LAYOUT_COPY) or op in _COPYING for op in copied):
-            kinds[group.kernel] = prefix.group(0).rstrip("_") + "_" + "_".join(copied)
+        ran = [PART_KIND if is_part_of_tensor_op(op) else op_name(op) for op in group.ops if not is_view_op(op)]
+        if not prefix or not ran:
+            continue
+        copies = all(op == op_name(LAYOUT_COPY) or op in _COPYING for op in ran)
+        if copies or PART_KIND in ran:
+            kinds[group.kernel] = prefix.group(0).rstrip("_") + "_" + "_".join(dict.fromkeys(ran))
     return kinds
 
 

@@ -73,12 +73,12 @@ class CpuKernelTimes:
     #: The whole profiled call: kernels and the dispatch between them.
     wall_ns: float
     #: Each kernel's kind where the backend names one (ONNX Runtime's node type: "SkipLayerNormalization",
-    #: "MatMul"; Inductor's kernel that only copies, after what it copies, where its name lists the
-    #: operators around it): the harness sums the time by kind, so that fusion on can
-    #: be set against off kind by kind. A kernel not named here is of the kind its name gives
-    #: (harness/measure/kernel_kinds.py): an operator's (eager's aten::linear) as it is, else
-    #: without the numbers a compiler numbers its kernels by (TVM's matmul14 is a matmul,
-    #: Inductor's cpp_fused_gelu_178 a cpp_fused_gelu).
+    #: "MatMul"; Inductor's kernel that only copies, after what it copies, and its kernel that adds a
+    #: library call's bias, after what it runs, where its name lists the operators around it): the
+    #: harness sums the time by kind, so that fusion on can be set against off kind by kind. A kernel
+    #: not named here is of the kind its name gives (harness/measure/kernel_kinds.py): an operator's
+    #: (eager's aten::linear) as it is, else without the numbers a compiler numbers its kernels by
+    #: (TVM's matmul14 is a matmul, Inductor's cpp_fused_gelu_178 a cpp_fused_gelu).
     kinds: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -6,10 +6,19 @@ Part of the plugin API: `from harness.fusion import FusionReport, KernelGroup` i
 """
 
 from harness.fusion.mapping import kernel_mapping, mapping_class
-from harness.fusion.ops import CLASSES, classify, computing_ops, is_tensor_op, is_view_op, op_name
+from harness.fusion.ops import (
+    CLASSES,
+    PART_OF_TENSOR_OP,
+    classify,
+    computing_ops,
+    is_part_of_tensor_op,
+    is_tensor_op,
+    is_view_op,
+    op_name,
+)
 from harness.fusion.report import FusionReport, KernelGroup
 
 __all__ = [
-    "CLASSES", "FusionReport", "KernelGroup", "classify", "computing_ops", "is_tensor_op", "is_view_op",
-    "kernel_mapping", "mapping_class", "op_name",
+    "CLASSES", "PART_OF_TENSOR_OP", "FusionReport", "KernelGroup", "classify", "computing_ops", "is_part_of_tensor_op",
+    "is_tensor_op", "is_view_op", "kernel_mapping", "mapping_class", "op_name",
 ]

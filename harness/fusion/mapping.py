@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from harness.fusion.ops import is_view_op, op_name
+from harness.fusion.ops import is_part_of_tensor_op, is_view_op, op_name
 
 CLASSES = ("many-to-many", "one-to-many", "one-to-one", "shuffle", "reorganize", "unknown")
 
@@ -76,7 +76,11 @@ _TRAILING_DIGITS = re.compile(r"\d+$")
 
 def mapping_class(op: str) -> str:
     """The mapping class of a qualified operator name (`aten.relu`, `onnx.Conv`, `relax.conv2d`); an
-    in-place operator (`aten.relu_`, `aten.add_`: ATen's trailing underscore) maps as its operator."""
+    in-place operator (`aten.relu_`, `aten.add_`: ATen's trailing underscore) maps as its operator;
+    a tensor operator's part run apart from it (`aten.addmm (bias or layout)`: harness/fusion/ops.py)
+    as the bias it adds, each output element from one of the operator's and one of the bias."""
+    if is_part_of_tensor_op(op):
+        return "one-to-one"
     name = op_name(op).lower()
     if name in _CLASS_OF:
         return _CLASS_OF[name]

@@ -15,7 +15,8 @@ Transpose, and TVM's permute_dims, are not views: those runtimes execute them as
 
 A backend that knows a kernel runs only part of a compute-heavy operator (Inductor's kernel that
 adds a convolution's bias, the convolution itself a library call) names that part
-`aten.convolution (bias or layout)`: no tensor operator, counted as an element-wise one.
+`aten.convolution (bias or layout)` (`PART_OF_TENSOR_OP`): no tensor operator, counted as an
+element-wise one (harness/fusion/mapping.py maps it one-to-one).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from __future__ import annotations
 import re
 
 CLASSES = ("tensor+element+tensor", "tensor+element", "element", "single")
+#: How a backend names the part of a tensor operator a kernel runs where the operator itself is a
+#: library call: `aten.addmm (bias or layout)`.
+PART_OF_TENSOR_OP = " (bias or layout)"
 
 # Operator names (without namespace or overload) that do the heavy lifting.
 _TENSOR_OPS = re.compile(
@@ -55,6 +59,11 @@ def op_name(qualified: str) -> str:
 
 def is_tensor_op(name: str) -> bool:
     return bool(_TENSOR_OPS.match(op_name(name)))
+
+
+def is_part_of_tensor_op(name: str) -> bool:
+    """A tensor operator's bias or layout part, which a kernel runs apart from the operator."""
+    return name.endswith(PART_OF_TENSOR_OP)
 
 
 def is_view_op(name: str) -> bool:

@@ -8,7 +8,9 @@ on the other.
 
 A kernel's kind is the one its backend names (`CpuKernelTimes.kinds`: ONNX Runtime's node type, as
 its profiler names it; Inductor's generated kernel that only copies, after what it copies,
-`cpp_fused_layout_copy`, where its name lists the operators around it); else an operator's name
+`cpp_fused_layout_copy`, and one that adds the bias of a matrix multiply or convolution run as a
+library call, after what it runs, `cpp_fused_bias_hardswish_mean`, where its name lists the
+operators around it, `addmm` among them); else an operator's name
 (`aten::linear`, `mkldnn::_convolution_pointwise`: a namespace before `::`) is its own kind; else
 its name with the number each of its parts ends in taken off: one kernel generated many times over
 is one kind (TVM's matmul14 and matmul18 are matmul, fused_conv2d38_subtract16_add45_relu22 is
@@ -47,7 +49,8 @@ from typing import Any
 from harness.contract import CpuKernelTimes
 
 KIND_METHOD_NAMED = ("the kind the backend names for a kernel (ONNX Runtime: the operator type its profiler names; "
-                     "Inductor: a generated kernel that only copies, after what it copies)")
+                     "Inductor: a generated kernel that only copies, after what it copies; one that adds a library "
+                     "call's bias, after what it runs)")
 KIND_METHOD_NAME = ("a C++ kernel's function without its template arguments and parameters (a CUTLASS launcher's: "
                     "the kind of the kernel its first template argument names); a kernel of NVIDIA's "
                     "libraries named by its configuration, its library and operation; an operator's name "

@@ -49,8 +49,9 @@ _WORDS = {
     # four operators in a row ((x - mean) / std * gamma + beta). A bare `norm` (a vector norm) is a reduction.
     NORMALIZATION: (r"(layer|batch|group|instance|rms)(_?norm(alization)?)(\dd)?|[a-z]*normali[sz](ation|e)"
                     r"|subtract_divide_multiply_add"),
-    # Arithmetic, activations, comparisons, casts, reductions and pooling (a reduction over a window).
-    ELEMENTWISE: (r"add|sub|subtract|mul|multiply|div|divide|true_divide|erf|[a-z]*gelu|[a-z]*relu\d*|[a-z]*silu"
+    # Arithmetic, activations, comparisons, casts, reductions and pooling (a reduction over a window); a
+    # tensor operator's bias added apart from it (Inductor's `cpp_fused_bias`, backends/inductor_code.py).
+    ELEMENTWISE: (r"bias|add|sub|subtract|mul|multiply|div|divide|true_divide|erf|[a-z]*gelu|[a-z]*relu\d*|[a-z]*silu"
                   r"|[a-z]*sigmoid|[a-z]*swish|[a-z]*tanh|mish|elu|exp|log|sqrt|rsqrt|pow|power|neg|negative|abs"
                   r"|reciprocal|clip|clamp|where|masked|eq|ne|equal|not|logical|cast|dropout|[a-z]*softmax"
                   r"|mean|sum|max|min|maximum|minimum|amax|amin|argmax|argmin|prod|norm|reduce[a-z]*"

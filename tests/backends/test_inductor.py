@@ -112,6 +112,23 @@ def test_the_layout_copies_are_timed_as_copies_not_as_the_operators_their_names_
     assert {kind_of(name, times.kinds) for name in timed - copies} & {"cpp_fused_layout_copy"} == set()
 
 
+def test_the_classifiers_bias_is_timed_as_element_wise_not_as_the_matrix_multiply(prepared_pair) -> None:
+    """The classifier runs as MKL's linear and a generated kernel named after `addmm` that adds its
+    bias: that kernel's time is element-wise, on both sides, the matrix multiply's `mkl::_mkl_linear`'s."""
+    from harness.fusion import is_part_of_tensor_op
+    from harness.measure.kernel_kinds import kind_of
+    from harness.reporting.op_classes import ELEMENTWISE, MATRIX_MULTIPLY, class_of
+
+    pairs, _, _, _ = prepared_pair
+    for fusion in ("on", "off"):
+        prepared, _, times = pairs[fusion]
+        biases = {k.kernel for k in prepared.fusion_report().kernels if any(is_part_of_tensor_op(op) for op in k.ops)}
+        timed = {name for name, _ in times.calls}
+        assert biases and biases <= timed and any("addmm" in name for name in biases), fusion
+        assert {class_of(kind_of(name, times.kinds)) for name in biases} == {ELEMENTWISE}, fusion
+        assert MATRIX_MULTIPLY in {class_of(kind_of(name, times.kinds)) for name in timed - biases}, fusion
+
+
 def test_the_header_the_first_compile_built_is_not_its_compile_time(prepared_pair) -> None:
     """The first compile on a machine builds Inductor's precompiled header and checks the CPU's vector
     sets; the second finds both done. Those seconds are each compile's `toolchain_s`, which the worker

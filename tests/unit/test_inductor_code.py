@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from backends.inductor_code import LAYOUT_COPY, PART_OF_TENSOR_OP, copy_kinds, kernel_calls, ops_from_kernel_name, ops_run
+from backends.inductor_code import (
+    LAYOUT_COPY,
+    PART_OF_TENSOR_OP,
+    generated_kinds,
+    kernel_calls,
+    ops_from_kernel_name,
+    ops_run,
+)
 from backends.inductor_kernel_body import computes, steps
 from harness.fusion import KernelGroup, is_tensor_op, kernel_mapping
 from harness.fusion.ops import classify
@@ -223,6 +230,44 @@ def test_a_kernel_of_one_step_beside_a_tensor_operators_bias_ran_the_bias_alone(
                             three)) != "single"
 
 
+# mobilenet_v3_small's kernel after MKL's first linear of the classifier (Inductor's CPU code at batch 1,
+# its loop's statements): the bias, then the hardswish; named after the mean before the linear too.
+CPP_BIAS_HARDSWISH = "\n".join((
+    "auto tmp0 = at::vec::Vectorized<float>::loadu(in_out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));",
+    "auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));",
+    "auto tmp2 = tmp0 + tmp1;", "auto tmp3 = static_cast<float>(3.0);", "auto tmp4 = at::vec::Vectorized<float>(tmp3);",
+    "auto tmp5 = tmp2 + tmp4;", "auto tmp6 = at::vec::maximum(tmp5, at::vec::Vectorized<float>(static_cast<float>(0.0)));",
+    "auto tmp7 = static_cast<float>(6.0);", "auto tmp8 = at::vec::Vectorized<float>(tmp7);",
+    "auto tmp9 = at::vec::minimum(tmp6, tmp8);", "auto tmp10 = tmp2 * tmp9;", "auto tmp11 = tmp10 / tmp8;",
+    "tmp11.store(in_out_ptr0 + static_cast<int64_t>(x0));"))
+
+
+def test_a_kernel_that_adds_a_library_calls_bias_is_of_the_kind_of_what_it_runs() -> None:
+    """mobilenet_v3_small on Inductor (CPU, batch 1): the kernels after MKL's linears,
+    `cpp_fused_addmm_hardswish_mean_view_15` (the bias and the hardswish) and `_16` (the bias), and
+    fusion off's `cpp_fused_addmm_164`, were of kinds named after `addmm`, whose time the anchor
+    rule counted as matrix multiply beside `mkl::_mkl_linear`, which runs it; their fusion report
+    mapped the bias `unknown`. Named after what they run, the bias as `bias`, they are element-wise;
+    a template, which runs the matrix multiply itself, keeps the kind its name gives."""
+    from harness.reporting.op_classes import ELEMENTWISE, MATRIX_MULTIPLY, class_of
+
+    named = ("aten.addmm", "aten.hardswish", "aten.mean", "aten.view")
+    linear = KernelGroup("torch.ops.mkl._mkl_linear", ("mkl._mkl_linear",))
+    groups = [linear, KernelGroup("cpp_fused_addmm_hardswish_mean_view_15",
+                                  ops_run("cpp_fused_addmm_hardswish_mean_view_15", named, CPP_BIAS_HARDSWISH)),
+              linear, KernelGroup("cpp_fused_addmm_hardswish_mean_view_16",
+                                  ops_run("cpp_fused_addmm_hardswish_mean_view_16", named, CPP_BIAS_ONLY)),
+              KernelGroup("cpp_fused_addmm_164", ops_run("cpp_fused_addmm_164", ("aten.addmm",), CPP_BIAS_ONLY)),
+              KernelGroup("cpp_fused_addmm_0", ops_run("cpp_fused_addmm_0", ("aten.addmm",), "auto tmp0 = micro_gemm;"))]
+    kinds = generated_kinds(groups)
+    assert kinds == {"cpp_fused_addmm_hardswish_mean_view_15": "cpp_fused_bias_hardswish_mean",
+                     "cpp_fused_addmm_hardswish_mean_view_16": "cpp_fused_bias", "cpp_fused_addmm_164": "cpp_fused_bias"}
+    assert {class_of(kind) for kind in kinds.values()} == {ELEMENTWISE}
+    assert class_of("cpp_fused_addmm") == MATRIX_MULTIPLY  # the template's kind, from its name
+    assert [kernel_mapping(group.ops) for group in groups if group.kernel in kinds] == [
+        "many-to-many+one-to-one", "one-to-one", "one-to-one"]  # the mean its name lists, many-to-many, stays
+
+
 def test_a_concatenation_that_only_copies_is_the_concatenation() -> None:
     named = ("aten.cat", "aten.convolution")
     assert ops_run("triton_poi_fused_cat_convolution_5", named, TRITON_CAT) == ("aten.cat",)
@@ -253,7 +298,7 @@ def test_a_kernel_that_only_copies_is_of_the_kind_of_what_it_copies() -> None:
               KernelGroup("torch.ops.mkldnn._convolution_pointwise", ("mkldnn._convolution_pointwise", "aten.relu")),
               KernelGroup("cpp_fused_1", (LAYOUT_COPY,)), KernelGroup("cpp_fused_cat_relu_2", ("aten.cat", "aten.view")),
               KernelGroup("cpp_fused_relu_3", ("aten.relu",)), KernelGroup("extern_kernels.mm", ("aten.mm",))]
-    kinds = copy_kinds(groups)
+    kinds = generated_kinds(groups)
     assert kinds == {"cpp_fused_relu_0": "cpp_fused_layout_copy", "cpp_fused_1": "cpp_fused_layout_copy",
                      "cpp_fused_cat_relu_2": "cpp_fused_cat"}
     assert {class_of(kind) for kind in kinds.values()} == {DATA_MOVEMENT}

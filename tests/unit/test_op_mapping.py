@@ -22,6 +22,8 @@ from harness.fusion.mapping import kernel_mapping, mapping_class
     ("aten.frobnicate_", "unknown"),
     # the library calls Inductor makes on CPU: MKL's linear (fp32 with freezing) and oneDNN's transposed convolution
     ("mkl._mkl_linear", "many-to-many"), ("mkldnn._convolution_transpose_pointwise", "many-to-many"),
+    # the bias a generated kernel adds after such a call (was unknown: mobilenet_v3_small's last kernel)
+    ("aten.addmm (bias or layout)", "one-to-one"), ("aten.convolution (bias or layout)", "one-to-one"),
 ])
 def test_mapping_class(op: str, expected: str) -> None:
     assert mapping_class(op) == expected
