@@ -6,8 +6,9 @@ the ratio of the medians and a test agreeing, every other figure by its row of t
 
 Labels: improved, regressed, not significant, not comparable (with why), new failure (valid in A,
 failed or invalid in B), fixed (the other way). Two valid cells whose math modes differ (IEEE fp32
-against TF32, or one that did not record it) or that ran on different hardware (or another share of
-it: a `--jobs` slot against the whole machine) are not comparable,
+against TF32, or one that did not record it), that ran on different hardware (or another share of
+it: a `--jobs` slot against the whole machine), or with other thread counts or other values of a
+variable a scenario's `env:` passed on (OMP_NUM_THREADS 1 against none) are not comparable,
 whatever their ids say, and are listed as unpaired with the valid cells whose counterpart is
 missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. A cell
 only one bundle has says what the other never ran (`B ran no cell on cpu`: the first of device,
@@ -32,7 +33,7 @@ from harness.bundle.header_record import BundleHeader, Cpu, Gpus
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.reporting.fusion_verdicts import FusionVerdict, fusion_verdicts
 from harness.reporting.judging import ALPHA, LABELS, VERDICTS, WORSE, Pair, compare_cells
-from harness.reporting.pairing import not_in, pairing_key, settings_apart, settings_ran, unlike_runs
+from harness.reporting.pairing import not_in, pairing_key, passed_variables, settings_apart, settings_ran, unlike_runs
 from harness.reporting.run_facts import machine_noise
 from harness.reporting.system_differences import system_differences
 from harness.stats.summary import geometric_mean
@@ -93,6 +94,8 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                         machines=(_run_machine(a.header_record), _run_machine(b.header_record)),
                         noise=(machine_noise(lookup(a.header, "system", "machine_noise")),
                                machine_noise(lookup(b.header, "system", "machine_noise"))))
+    # what either run's file passed to its workers (`env:`): the threads and their binding, mostly
+    passed = passed_variables(lookup(a.header, "scenario", "env")) | passed_variables(lookup(b.header, "scenario", "env"))
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record
@@ -117,7 +120,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                                        f"{not_in(cell, ran[other_side], other_side)}")
             elif counterpart.status in ("skipped", "interrupted"):
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}, {counterpart.status} in {other_side}")
-            elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart)):
+            elif side == "A" and counterpart.status == "valid" and (unlike := unlike_runs(cell, counterpart, passed)):
                 result.unpaired.append(f"{cell.config.shown_label}: valid in both, but {unlike}")
     def only_in(cell: CellRecord, side: str, other_side: str) -> str:
         """Why a cell of one bundle is in no pair: the other ran one of its name with other settings
@@ -135,7 +138,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
             result.pairs.append(Pair(id=cell.id, label=cell.config.shown_label, backend=cell.config.backend,
                                      verdict="not comparable", why=only_in(cell, "A", "B")))
         else:
-            pair = compare_cells(cell, other, threshold, alpha)
+            pair = compare_cells(cell, other, threshold, alpha, passed)
             rounds = (cell.config.timing.rounds, other.config.timing.rounds)
             if rounds[0] != rounds[1]:
                 pair.why = "; ".join(filter(None, (pair.why, f"timed over {rounds[0]} round(s) in A, {rounds[1]} in B")))

@@ -81,8 +81,10 @@ class Pair:
     machine_moved: bool = False  # the machine's reference loops moved enough to account for a change
 
 
-def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> Pair:
-    """The verdict for one cell present in both bundles."""
+def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float,
+                  passed: frozenset[str] = frozenset()) -> Pair:
+    """The verdict for one cell present in both bundles; `passed` names the variables either run's
+    scenario passed to its cells (`env:`), whose values the two must share to be judged."""
     pair = Pair(id=cell_a.id, label=cell_a.config.shown_label, backend=cell_a.config.backend, verdict="not comparable")
     a, b = cell_a.status, cell_b.status
     if a == "valid" and b in BAD:
@@ -95,7 +97,7 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
         reason_a, reason_b = _first_reason(cell_a), _first_reason(cell_b)
         pair.why = f"both {reason_a}" if reason_a == reason_b else f"A {reason_a}; B {reason_b}"
         return pair
-    unlike = unlike_runs(cell_a, cell_b)
+    unlike = unlike_runs(cell_a, cell_b, passed)
     if unlike:
         pair.why = unlike
         return pair

@@ -2,7 +2,8 @@
 
 A cell pairs with its counterpart by its config's hash less the rounds it was timed over
 (`pairing_key`). Two cells of one config are not comparable where their math modes differ or went
-unrecorded, or where they ran on different hardware or another share of it (`unlike_runs`). A cell
+unrecorded, where they ran on different hardware or another share of it, or with other thread
+counts or other values of a variable a scenario's `env:` passed to its cells (`unlike_runs`). A cell
 with no counterpart says which settings the other bundle ran a cell of its name with
 (`settings_apart`), or what the other never ran (`not_in`).
 """
@@ -10,10 +11,12 @@ with no counterpart says which settings the other bundle ran a cell of its name 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Node
 from harness.bundle.record_base import read_as
+from harness.plain_text import one_line
 from harness.reporting.run_facts import hardware, machine_share, other_cpus, quota_recorded
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.scenario.differences import differences
@@ -33,9 +36,10 @@ def math_mode(cell: CellRecord) -> str:
     return recorded.effective if recorded else "unrecorded"
 
 
-def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
+def unlike_runs(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str] = frozenset()) -> str:
     """Why two cells of one config cannot be set side by side however they ended ("" when they
-    can): their math modes differ or are unrecorded, or they ran on different hardware."""
+    can): their math modes differ or are unrecorded, they ran on different hardware or another
+    share of it, or with other threads or other values of the variables in `passed` (`other_threads`)."""
     mode_a, mode_b = math_mode(cell_a), math_mode(cell_b)
     if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
         return (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
@@ -50,7 +54,55 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord) -> str:
     share_a, share_b = machine_share(cell_a, with_quota), machine_share(cell_b, with_quota)
     if share_a != share_b:
         return f"ran on different shares of the machine: A {share_a}, B {share_b}"
-    return ""
+    threads = other_threads(cell_a, cell_b, passed)
+    return f"ran with other threads or variables: {threads}" if threads else ""
+
+
+#: The thread counts a worker reads back from torch (harness/measure/worker.py): an
+#: `OMP_NUM_THREADS` or `torch.set_num_threads` moves them, and with them every CPU figure.
+_TORCH_THREADS = (("torch_threads", "torch threads"), ("torch_interop_threads", "torch interop threads"))
+
+
+def passed_variables(scenario_env: object) -> frozenset[str]:
+    """The names a stored scenario's `env:` passes to its cells (`NAME` or `NAME=value` each), none
+    where it has no such list (bundles before `env:`)."""
+    if not isinstance(scenario_env, list):
+        return frozenset()
+    return frozenset(item.partition("=")[0] for item in scenario_env if isinstance(item, str))
+
+
+def other_threads(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str]) -> str:
+    """What two cells on one share of one machine ran with apart, in words ("" where nothing): torch's
+    thread counts, where both recorded them, and each variable of `passed` (the names either run's
+    `env:` passed on: `OMP_NUM_THREADS`, `KMP_AFFINITY`, `TVM_NUM_THREADS`, ...) whose value the two
+    workers saw differ, `unset` where one saw none. Neither is in a cell's config, so the two cells
+    share an id: one run on 2 threads against another on 1 read as a speedup or a regression."""
+    environment_a, environment_b = (c.environment if isinstance(c.environment, dict) else {} for c in (cell_a, cell_b))
+    found = []
+    for key, words in _TORCH_THREADS:
+        count_a, count_b = environment_a.get(key), environment_b.get(key)
+        if _is_count(count_a) and _is_count(count_b) and count_a != count_b:
+            found.append(f"{words} A {count_a}, B {count_b}")
+    variables_a, variables_b = (_variables(e) for e in (environment_a, environment_b))
+    for name in sorted(passed):
+        value_a, value_b = variables_a.get(name), variables_b.get(name)
+        if value_a != value_b:
+            found.append(f"{one_line(name)} A {_value(value_a)}, B {_value(value_b)}")
+    return "; ".join(found)
+
+
+def _variables(environment: dict[str, Any]) -> dict[str, Any]:
+    """The variables a worker saw, as its cell recorded them (none where the record has no mapping)."""
+    variables = environment.get("variables")
+    return variables if isinstance(variables, dict) else {}
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _value(value: object) -> str:
+    return "unset" if value is None else one_line(value)
 
 
 def settings_apart(cell: CellRecord, other: CellRecord, side: str, other_side: str) -> str:

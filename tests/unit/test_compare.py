@@ -727,6 +727,41 @@ def test_a_valid_cell_whose_counterpart_was_interrupted_or_ran_unlike_it_is_unpa
     assert b_with(lambda c: c.update(environment=quota)) == [], "a quota one side did not record is not held to"
 
 
+def test_cells_that_ran_on_other_threads_or_with_other_env_values_are_unpaired() -> None:
+    """A run on torch's default threads against one under `OMP_NUM_THREADS=1` (the scenario's `env:`
+    passing the shell's value on, a reproducer's shell without it) shares every cell id: compare
+    judged the thread count as a speed change, said nothing of it, and exited 0 on an improvement."""
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    a = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    first = next(i for i, c in enumerate(a.cells) if c["status"] == "valid" and c["config"]["backend"] == "eager")
+    label = a.records[first].config.shown_label
+    environment = a.cells[first]["environment"]
+
+    def b_with(changed: dict[str, Any], env: list[str] | None = None) -> list[str]:
+        cells = json.loads(json.dumps(a.cells))
+        cells[first]["environment"] = {**environment, **changed}
+        header = {**a.header, "scenario": {**a.header["scenario"], "env": env or []}}
+        return compare(a, replace(a, cells=cells, header=header)).unpaired
+
+    one_thread = {"torch_threads": 1, "variables": {**environment["variables"], "OMP_NUM_THREADS": "1"}}
+    assert b_with(one_thread, ["OMP_NUM_THREADS"]) == [
+        f"{label}: valid in both, but ran with other threads or variables: torch threads A 2, B 1; "
+        "OMP_NUM_THREADS A unset, B 1"]
+    bound = {"variables": {**environment["variables"], "KMP_AFFINITY": "compact"}}  # the same thread count
+    assert b_with(bound, ["KMP_AFFINITY=compact"]) == [
+        f"{label}: valid in both, but ran with other threads or variables: KMP_AFFINITY A unset, B compact"]
+    # a variable no scenario passed on (another checkout's PYTHONPATH, say) is not a setting of the cells
+    elsewhere = {"variables": {**environment["variables"], "PYTHONPATH": "/elsewhere"}}
+    assert b_with(elsewhere) == []
+    assert b_with({"torch_threads": True}) == [], "a count is an integer, never a boolean"
+    pair = next(p for p in compare(a, a).pairs if p.label == label)
+    assert pair.verdict != "not comparable"
+
+
 @pytest.mark.parametrize(("threshold", "shown"), [(0.05, "5%"), (0.025, "2.5%"), (0.001, "0.1%")])
 def test_the_threshold_is_written_as_given_not_rounded_to_a_whole_percent(threshold: float, shown: str) -> None:
     from harness.reporting.compare import Comparison
