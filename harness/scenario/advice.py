@@ -6,6 +6,8 @@ each of it was accepted in silence: a run prints these as warnings before it sta
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.rules import RULES
 from harness.scenario.schema import ScenarioFile
@@ -35,19 +37,26 @@ def _unofficial_mlperf(scenario: ScenarioFile) -> list[str]:
             "mlperf.conf's: the run is not an official one (pack says so, and refuses it for the closed division)"]
 
 
+def _given(settings: BaseModel, key: str) -> bool:
+    """Whether a file gave `key` a value of its own: a setting at its default reads the same left out,
+    and a bundle's stored scenario (`loading.resolved`), run again as a file, gives every default."""
+    default = type(settings).model_fields[key].get_default(call_default_factory=True)
+    return key in settings.model_fields_set and getattr(settings, key) != default
+
+
 def _unread_loadgen_keys(scenario: ScenarioFile) -> list[str]:
     read = {key for name in scenario.scenarios for key in RULES[name].loadgen_keys}
     found = []
     for name, rule in RULES.items():
         for key in rule.loadgen_keys:
-            if key in scenario.loadgen.model_fields_set and key not in read:
+            if _given(scenario.loadgen, key) and key not in read:
                 found.append(f"loadgen.{key} is a {name} setting and this file runs {', '.join(scenario.scenarios)}: "
                              "it is ignored")
     return list(dict.fromkeys(found))
 
 
 def _unread_batch_sizes(scenario: ScenarioFile) -> list[str]:
-    if "batch_sizes" not in scenario.model_fields_set or any(name in _BATCHED for name in scenario.scenarios):
+    if not _given(scenario, "batch_sizes") or any(name in _BATCHED for name in scenario.scenarios):
         return []
     return [f"batch_sizes is read by {' and '.join(_BATCHED)} only and this file runs "
             f"{', '.join(scenario.scenarios)}: it is ignored (SingleStream runs batch 1; MultiStream a query of "

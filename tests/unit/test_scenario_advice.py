@@ -3,6 +3,7 @@ was accepted in silence (a user's first scenario files, 2026-12-01)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,22 @@ def test_batch_sizes_of_a_file_that_runs_no_batched_scenario_are_named(tmp_path:
     found = _warnings(tmp_path, HEAD + "scenarios: [SingleStream]\nbatch_sizes: {cpu: [8, 16]}\n")
     assert len(found) == 1 and found[0].startswith("batch_sizes is read by Server and Offline only")
     assert _warnings(tmp_path, HEAD + "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [8]}\n") == []
+
+
+def test_a_bundles_stored_scenario_run_again_as_a_file_draws_no_warning_of_defaults() -> None:
+    """bundle.json's `scenario` gives every default (`loading.resolved`), so a reproducer running it
+    as a file was told of settings the original file never gave: `loadgen.samples_per_query is a
+    MultiStream setting and this file runs Offline: it is ignored` and three more, and of a
+    SingleStream file the batch sizes."""
+    for scenarios in ("[Offline]", "[SingleStream]", "[SingleStream, Offline]"):
+        file = loading.parse((HEAD + f"scenarios: {scenarios}\n").encode(), "s.yaml")
+        stored = loading.resolved(file, "s")
+        assert advice.warnings(file, "cpu") == []
+        assert advice.warnings(loading.parse(json.dumps(stored).encode(), "bundle.json"), "cpu") == [], scenarios
+    stored = loading.resolved(loading.parse((HEAD + "scenarios: [Offline]\nloadgen: {target_qps: 50}\n").encode(),
+                                            "s.yaml"), "s")
+    assert advice.warnings(loading.parse(json.dumps(stored).encode(), "bundle.json"), "cpu") == [
+        "loadgen.target_qps is a Server setting and this file runs Offline: it is ignored"]
 
 
 def test_an_mlperf_run_whose_settings_the_file_overrides_is_said_to_be_unofficial_before_it_starts(
