@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.rules import RULES
 from harness.scenario.schema import ScenarioFile
 
@@ -30,7 +29,7 @@ def warnings(scenario: ScenarioFile, device: str) -> list[str]:
 def _unofficial_mlperf(scenario: ScenarioFile) -> list[str]:
     """Under the mlperf profile a LoadGen setting the file gives overrides mlperf.conf: the run is
     then no official one, which only `pack` said, after the run."""
-    given = sorted(key for key in OVERRIDABLE if key in scenario.loadgen.model_fields_set)
+    given = sorted(scenario.loadgen.overrides())
     if scenario.loadgen.profile != "mlperf" or not given:
         return []
     return [f"loadgen.{', loadgen.'.join(given)} under profile mlperf {'override' if len(given) > 1 else 'overrides'} "

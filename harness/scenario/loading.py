@@ -20,7 +20,6 @@ import yaml
 
 from harness import registry
 from harness.errors import ConfigError
-from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import has_unsafe, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
@@ -83,8 +82,7 @@ def resolved(scenario: ScenarioFile, default_name: str) -> dict[str, Any]:
     data = scenario.model_dump(mode="json")
     data["name"] = data["name"] or default_name
     if scenario.loadgen.profile == "mlperf":  # what the file set stands over mlperf.conf (user.conf)
-        data["loadgen"]["overrides"] = {field: data["loadgen"][field] for field in sorted(OVERRIDABLE)
-                                        if field in scenario.loadgen.model_fields_set}
+        data["loadgen"]["overrides"] = scenario.loadgen.overrides()
     return data
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
+from harness.mlperf.user_conf import OVERRIDABLE
 from harness.scenario.format_base import StrictModel
 
 #: Images a sample library holds at most, all in memory (an accuracy run covers no more).
@@ -107,6 +108,13 @@ class LoadGenSettings(StrictModel):
     compliance: list[Literal["TEST01", "TEST04"]] = Field(
         [], description="MLPerf compliance tests to run after the performance run (mlperf profile, accuracy on)",
     )
+
+    def overrides(self) -> dict[str, float | int]:
+        """What stands over mlperf.conf under the mlperf profile (user.conf): each LoadGen setting of
+        OVERRIDABLE the file gave a value. A null (no maximum, or the scenario's own minimum) is one
+        the file left to mlperf.conf: user.conf has no word for it, and a cell's overrides no room."""
+        given = ((key, getattr(self, key)) for key in sorted(OVERRIDABLE) if key in self.model_fields_set)
+        return {key: value for key, value in given if value is not None}
 
     @field_validator("target_qps")
     @classmethod

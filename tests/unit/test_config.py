@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
+from harness.scenario import advice
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import expand
 from harness.scenario.loading import resolved
@@ -333,6 +334,21 @@ def test_the_mlperf_profile_records_what_the_file_overrides_and_dev_cells_keep_t
     dev = resolved(load_text(tmp_path, MLPERF), "s")
     (plain,) = expand(dev, "cpu")
     assert not {"profile", "overrides", "accuracy", "compliance"} & set(plain.config.recorded()["loadgen"])
+
+
+def test_an_mlperf_setting_given_as_null_leaves_mlperf_conf_its_own(tmp_path: Path) -> None:
+    """`max_query_count: null` (no maximum, the default) became an override of None, which a cell's
+    overrides refuse: `run` and `run --dry-run` ended with pydantic's traceback (exit 1), and the
+    warning called the run unofficial for it."""
+    text = MLPERF + "loadgen: {profile: mlperf, max_query_count: null, min_query_count: null, min_duration_s: 2}\n"
+    scenario = load_text(tmp_path, text)
+    stored = resolved(scenario, "s")
+    assert stored["loadgen"]["overrides"] == {"min_duration_s": 2.0}
+    (cell,) = expand(stored, "cpu")
+    assert cell.config.loadgen.overrides == {"min_duration_s": 2.0}
+    assert advice.warnings(scenario, "cpu")[0].startswith("loadgen.min_duration_s under profile mlperf overrides")
+    official = load_text(tmp_path, MLPERF + "loadgen: {profile: mlperf, max_duration_s: null}\n")
+    assert resolved(official, "s")["loadgen"]["overrides"] == {} and advice.warnings(official, "cpu") == []
 
 
 @pytest.mark.parametrize(("setting", "problem"), [
