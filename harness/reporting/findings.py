@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from harness import metric_table
 from harness.bundle.header_record import Node
-from harness.bundle.reader import LoadedBundle
+from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
 from harness.metric_table import format_times
 from harness.plain_text import one_line
@@ -30,6 +30,7 @@ from harness.reporting import kind_moves
 from harness.reporting.cell_rows import Row, bundle_rows, fmt_time_over_rounds, planned_configs, setting_of, setting_paired
 from harness.reporting.fusion_pairs import FusionPair, fusions_by_class
 from harness.reporting.kernels import fused_kernels, slowest_kernels_by_side, time_moved
+from harness.reporting.pairing import other_threads, passed_variables
 from harness.reporting.run_facts import apart, other_cpus, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
 from harness.reporting.speedups import over_baseline, slower_beyond_noise, speedup_marks, times_faster
@@ -83,7 +84,8 @@ class Group:
     """One model in one setting, as one bundle measured it; `named` where another bundle measured
     the same model and setting (its title then names the bundle). `borrowed`: eager's cell from
     another bundle, where this one has none of its own and the other ran it on the same hardware
-    and share of it (the vision suite's eager and TVM cells were run as bundles of their own)."""
+    and share of it, with the same threads (the vision suite's eager and TVM cells were run as
+    bundles of their own)."""
 
     model: str
     setting: str
@@ -118,8 +120,9 @@ class Group:
             return ""
         if self.borrowed is not None:
             return (f"vs eager: eager's cell from {self.borrowed[1]}, the same model and setting on the same hardware "
-                    "in another run.")
-        return "vs eager: no valid eager cell of this model and setting on the same hardware in these bundles."
+                    "and threads in another run.")
+        return ("vs eager: no valid eager cell of this model and setting on the same hardware and threads in these "
+                "bundles.")
 
 
 def is_valid(row: Row) -> bool:
@@ -150,12 +153,14 @@ def groups(bundles: list[LoadedBundle]) -> list[Group]:
                                                 for label, sides in lines.items()), seen.count((model, setting)) > 1,
                   paired=paired[bundle])
             for (model, setting, bundle), lines in found.items()]
-    return [_with_eager_from_elsewhere(group, made) for group in made]
+    passed = frozenset().union(*(passed_variables(lookup(loaded.header, "scenario", "env")) for loaded in bundles))
+    return [_with_eager_from_elsewhere(group, made, passed) for group in made]
 
 
-def _with_eager_from_elsewhere(group: Group, every: list[Group]) -> Group:
+def _with_eager_from_elsewhere(group: Group, every: list[Group], passed: frozenset[str]) -> Group:
     """`group` with eager's cell borrowed from another bundle's group of its model and setting,
-    where it has none of its own and that one ran where its cells did (hardware and share)."""
+    where it has none of its own and that one ran where its cells did (hardware and share) and as
+    they did (torch's threads, and the variables `passed`, any bundle's `env:` names: `other_threads`)."""
     rows = [row for line in group.lines for row in (line.on, line.off) if row is not None and is_valid(row)]
     if group.own_eager is not None or not rows:
         return group
@@ -166,7 +171,8 @@ def _with_eager_from_elsewhere(group: Group, every: list[Group]) -> Group:
         eager = other.own_eager
         if (other.bundle != group.bundle and (other.model, other.setting) == (group.model, group.setting)
                 and eager is not None and where == {ran_on(eager.record)}
-                and all(other_cpus(read_as(Node, row.record.node), read_as(Node, eager.record.node)) is None for row in rows)):
+                and all(other_cpus(read_as(Node, row.record.node), read_as(Node, eager.record.node)) is None
+                        and not other_threads(row.record, eager.record, passed) for row in rows)):
             return replace(group, borrowed=(eager, other.bundle))
     return group
 

@@ -22,7 +22,7 @@ INTRO = (
     "What kernel fusion did to each model, backend by backend, from the bundles below. Fusion speedup = fusion off's "
     "median batch time over fusion on's (below 1: fusion made it slower). vs eager = eager's median over the cell's, "
     "same model and setting: eager's cell of the same bundle, else of another bundle that ran it on the same hardware "
-    "(said under the model); with its interval and verdict over the paired rounds where eager's cell is of the same "
+    "and threads (said under the model); with its interval and verdict over the paired rounds where eager's cell is of the same "
     "bundle and the bundle's cells of a setting took turns round by round (runs since 2026-12-01). Kernels per "
     "inference count GPU kernels, or on a CPU each backend's compute dispatches "
     "(docs/metrics.md): compare a backend's on and off, not two backends. A verdict needs rounds "

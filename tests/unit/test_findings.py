@@ -282,6 +282,24 @@ def test_a_backend_run_apart_from_eager_is_set_against_eager_of_the_same_machine
     assert all("no valid eager cell" in g.eager_note for g in elsewhere if g.bundle == "tvm-run-2")
 
 
+def test_eager_of_another_bundle_that_ran_on_other_threads_is_not_borrowed(tmp_path: Path) -> None:
+    """A bundle run under `env: [OMP_NUM_THREADS=1]` borrowed eager's cell of a bundle on torch's two
+    threads: its "vs eager" set one thread against two, on the same machine, with nothing said."""
+    eager = _part(tmp_path, "eager-two-threads", eager=True)
+    tvm = _part(tmp_path, "tvm-one-thread", eager=False)
+    header = json.loads((tvm / "bundle.json").read_text())
+    header["scenario"]["env"] = ["OMP_NUM_THREADS=1"]
+    (tvm / "bundle.json").write_text(json.dumps(header))
+    for path in (tvm / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        cell["environment"].update(torch_threads=1, variables={**cell["environment"]["variables"], "OMP_NUM_THREADS": "1"})
+        path.write_text(json.dumps(cell))
+    apart = [g for g in findings.groups([load(eager), load(tvm)]) if g.bundle == "tvm-one-thread"]
+    assert apart and all(g.borrowed is None for g in apart)
+    assert all("no valid eager cell of this model and setting on the same hardware and threads" in g.eager_note
+               for g in apart)
+
+
 def _with_cores(tmp: Path, cores: dict[tuple[str, str], float]) -> Path:
     """Golden v7 whose cells of (backend, fusion) kept `cores` busy during their timed calls (two
     seconds a repetition); the other cells, two."""
