@@ -1,7 +1,8 @@
 """What a `--resume` is refused for once the bundle is open: cells that would not be comparable with
-the ones it holds, run on other inputs, another software stack, another share of the machine or
-other versions of their backends' libraries. Each is a ConfigError naming what differs and what
-to do, raised before a cell runs and leaving the bundle as it was. A resume on another start of
+the ones it holds, run on other inputs, another software stack, another share of the machine,
+other versions of their backends' libraries or other values of a variable `env:` passes on. Each
+is a ConfigError naming what differs and what to do, raised before a cell runs and leaving the
+bundle as it was. A resume on another start of
 the machine, or under other harness code, is allowed, and warned of (`another_boot`, `another_harness`)."""
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
+from harness.plain_text import one_line
 from harness.reporting.run_facts import machine_share
-from harness.run import preflight
+from harness.run import preflight, slots
 from harness.run.probe_answer import ProbeAnswer
 from harness.scenario.schema import ScenarioFile
 
@@ -116,6 +118,31 @@ def other_versions(bundle: Bundle, timed: list[CellRecord], probe: ProbeAnswer) 
                          for library, (was, here) in changed.items())
         raise ConfigError(f"--resume {bundle.root}: {said}: its cells would have run on two versions; install the "
                           "versions it ran with, or start a new run")
+
+
+def other_variables(bundle: Bundle, timed: list[CellRecord], env: list[str], environ: Mapping[str, str],
+                    slotted: bool) -> None:
+    """A resume whose cells would see another value of a variable the scenario's `env:` passes on from
+    the shell (`NAME`, not `NAME=value`) than its measured cells saw is refused: the first start under
+    `OMP_NUM_THREADS=1` and a resume from a shell without it ran eager on two threads beside the rest
+    on one, and the report set them side by side, with nothing said. `environ` is this shell's; under
+    `slotted` (--jobs) a slot sets the thread counts itself (slots.THREAD_COUNTS), and another slot
+    is `another_share`'s to refuse. Cells that recorded no variables (older records) are not held."""
+    for name in (item for item in env if "=" not in item):
+        if slotted and name in slots.THREAD_COUNTS:
+            continue
+        seen = [record.environment.get("variables") for record in timed]
+        then = {variables.get(name) for variables in seen if isinstance(variables, Mapping)}
+        now = environ.get(name)
+        if then and now not in then:
+            was = " and ".join(sorted(_shown(value) for value in then))
+            raise ConfigError(f"--resume {bundle.root}: {name} was {was} when its cells ran, {_shown(now)} here (the "
+                              "scenario's env: passes this shell's value on): its cells would have run under two "
+                              "values; set it as it was, or start a new run")
+
+
+def _shown(value: object) -> str:
+    return "unset" if value is None else one_line(value)
 
 
 def another_boot(timed: list[CellRecord], here: str | None) -> str:

@@ -145,6 +145,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                                       with_quota)
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
             resume_refusals.other_versions(bundle, timed, probe)
+            resume_refusals.other_variables(bundle, timed, scenario.env, os.environ,
+                                            isinstance(executor, LocalPool) and bool(executor.slots))
             other_boot = resume_refusals.another_boot(timed, boot_id())
         other_harness = resume_refusals.another_harness(bundle.header, harness_info())
     if bundle is None:

@@ -49,6 +49,15 @@ def one_probe(shared_probe: SharedProbe, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(runner, "run_probe", shared_probe)
 
 
+def _refused(root: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """What `run --resume ROOT` said on standard error, on one line, having refused (exit 2) and left
+    the bundle byte for byte as it was."""
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
+    assert _snapshot(root) == before, "a refused resume changed the bundle"
+    return " ".join(capsys.readouterr().err.split())
+
+
 def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
     """The golden bundle with its stored scenario edited, its hashes made to match, and one cell's
     record deleted so that a resume has a cell to run."""
@@ -321,12 +330,9 @@ def test_a_resume_bound_to_fewer_cpus_than_its_cells_had_is_refused(
     root = _edited(tmp_path, lambda s: None)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the golden cells' machine: CPUs 0 and 1 of 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
-    before = _snapshot(root)
-    assert main(["run", "--resume", str(root), "--no-cache"]) == 2
-    err = " ".join(capsys.readouterr().err.split())
+    err = _refused(root, capsys)
     assert (f"--resume {root}: its cells ran on the whole machine and this resume would run its cells on 1 of the "
             "machine's 2 CPUs; resume with the options it ran with (no --jobs, one cell at a time") in err, err
-    assert _snapshot(root) == before, "a refused resume changed the bundle"
 
 
 def test_a_resume_under_a_cpu_quota_is_held_to_it_only_where_the_cells_recorded_theirs() -> None:
@@ -373,6 +379,55 @@ def test_a_resume_on_other_versions_of_its_backends_libraries_is_refused(
     assert (f"--resume {root}: torch 2.0.0 and {local} when the run started, {local} here: its cells would have run "
             "on two versions; install the versions it ran with, or start a new run") in err, err
     assert _snapshot(root) == before, "a refused resume changed the bundle"
+
+
+@pytest.mark.slow
+def test_a_resume_under_another_value_of_a_variable_env_passes_on_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, whole_machine: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env: [OMP_NUM_THREADS]` started under OMP_NUM_THREADS=1 and resumed from a shell without it:
+    the resumed eager cell ran on torch's two threads beside the others' one, exit 0, nothing said,
+    and the report set them side by side."""
+    root = _edited(tmp_path, lambda s: s.update(env=["OMP_NUM_THREADS"]))
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record.get("environment"):  # a measured cell's: a skipped one's worker never started
+            record["environment"]["variables"] = {**record["environment"]["variables"], "OMP_NUM_THREADS": "1"}
+            path.write_text(json.dumps(record))
+    as_run_here(root)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    err = _refused(root, capsys)
+    assert (f"--resume {root}: OMP_NUM_THREADS was 1 when its cells ran, unset here (the scenario's env: passes this "
+            "shell's value on): its cells would have run under two values; set it as it was, or start a new run") in err, err
+
+
+def test_the_variables_a_resume_is_held_to_are_those_env_passes_on_from_the_shell() -> None:
+    """`NAME=value` is the stored scenario's own, the same at every start; a `--jobs` slot sets the
+    thread counts itself; a cell that recorded no variables holds nothing."""
+    from harness.bundle.cell_record import CellRecord
+    from harness.errors import ConfigError
+    from harness.run.resume_refusals import other_variables
+
+    template = json.loads(next(p for p in sorted((GOLDEN / f"v{SCHEMA_VERSION}" / "cells").glob("*.json"))
+                               if json.loads(p.read_text())["status"] == "valid").read_text())
+
+    def seen(variables: dict[str, str] | None) -> CellRecord:
+        environment = {k: v for k, v in template["environment"].items() if k != "variables"}
+        return CellRecord.model_validate({**template, "environment": environment if variables is None
+                                          else {**environment, "variables": variables}})
+
+    bundle = runner.Bundle.__new__(runner.Bundle)
+    bundle.root, bundle.header = Path("/run"), {}
+    one = [seen({"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "compact"})]
+    other_variables(bundle, one, ["OMP_NUM_THREADS", "KMP_AFFINITY"], {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "compact"},
+                    False)
+    other_variables(bundle, one, ["OMP_NUM_THREADS=1"], {}, False)  # set by the file: the shell's is not read
+    other_variables(bundle, one, ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "2"}, True)  # a slot's own count
+    other_variables(bundle, [seen(None)], ["OMP_NUM_THREADS"], {}, False)  # an older record: nothing to hold to
+    with pytest.raises(ConfigError, match="KMP_AFFINITY was compact when its cells ran, scatter here"):
+        other_variables(bundle, one, ["KMP_AFFINITY"], {"KMP_AFFINITY": "scatter"}, True)
+    with pytest.raises(ConfigError, match="OMP_NUM_THREADS was unset when its cells ran, 4 here"):
+        other_variables(bundle, [seen({})], ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "4"}, False)
 
 
 def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_the_run() -> None:
