@@ -1,8 +1,9 @@
 """Validate's fourth layer: a cell's LoadGen figures, read again from LoadGen's own logs.
 
 The record must say what the logs say. From the detail log: the validity, the headline metric,
-every `result_*` entry and every setting (`effective_*`, `requested_*`) the record keeps, and the
-scenario; and the log must agree with itself: LoadGen's validity is every one of its conditions
+every `result_*` entry and every setting (`effective_*`, `requested_*`) the record keeps, the
+scenario, and the samples the system under test counted (the queries LoadGen issued times the
+samples in each) with its batches; and the log must agree with itself: LoadGen's validity is every one of its conditions
 met (minimum duration, minimum queries, early stopping, Server's latency bound), so a log that
 says VALID beside an unmet condition was edited. From the summary log: the scenario, the mode,
 `Result is`, whether each condition was satisfied, and every figure it prints (percentiles, mean,
@@ -52,6 +53,7 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     if cell["status"] == "valid" and parsed["validity"] == "VALID" and parsed["invalid_reasons"]:
         lines.append(f"{where}: status valid, yet its LoadGen run logged an error ({_shown('; '.join(parsed['invalid_reasons']))}): "
                      "a run MLPerf's checker refuses")
+    lines += _sut_against_detail(where, loadgen, parsed, cell["config"]["batch"])
     lines += _against_summary(where, rel, loadgen, parse_summary(texts[SUMMARY]))
     return lines
 
@@ -79,6 +81,27 @@ def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[
                 continue  # a record may keep fewer entries than the log has (older harnesses did)
             elif not _same(kept[key], read[key]):
                 lines.append(f"{where}: LoadGen {_shown(key)} {_shown(kept[key])} but its detail log says {_shown(read[key])}")
+    return lines
+
+
+def _sut_against_detail(where: str, loadgen: dict[str, Any], parsed: dict[str, Any], batch: int) -> list[str]:
+    """The samples the system under test counted (harness/measure/sut.py) are the queries LoadGen's
+    detail log says it issued, times the samples each carries: LoadGen ends its run only once every
+    query is answered. They ran `batch` at a time at the most (a batch is never split across calls,
+    nor a sample repeated in two), and no more batches were gathered than ran."""
+    sut = loadgen.get("sut") or {}
+    samples, batches, gathered = sut.get("samples"), sut.get("batches"), sut.get("gathered_batches")
+    queries = number(parsed["results"].get("result_query_count"))
+    per_query = number(parsed["settings"].get("effective_samples_per_query"))
+    lines = []
+    if samples is not None and queries is not None and per_query is not None and samples != queries * per_query:
+        lines.append(f"{where}: LoadGen sut samples {samples}, but its detail log's {queries:.0f} queries of "
+                     f"{per_query:.0f} samples are {queries * per_query:.0f}")
+    if samples is not None and batches is not None and not math.ceil(samples / batch) <= batches <= samples:
+        lines.append(f"{where}: LoadGen sut batches {batches}, but {samples} samples run {batch} at a time are "
+                     f"{math.ceil(samples / batch)} batches at the fewest and {samples} at the most")
+    if gathered is not None and batches is not None and gathered > batches:
+        lines.append(f"{where}: LoadGen sut gathered_batches {gathered}, more than its {batches} batches")
     return lines
 
 

@@ -197,6 +197,25 @@ def test_a_detail_log_that_no_longer_matches_is_found(bundle: Path) -> None:
     assert any("detail log says 'INVALID'" in line for line in validate(bundle).problems)
 
 
+@pytest.mark.parametrize(("change", "said"), [
+    # ten times the work at the same speed: the throughput the call times imply, ten times over
+    (lambda sut: sut.update(samples=sut["samples"] * 10, batches=sut["batches"] * 10),
+     "LoadGen sut samples 2320, but its detail log's 1 queries of 232 samples are 232"),
+    (lambda sut: sut.update(batches=7), "LoadGen sut batches 7, but 232 samples run 4 at a time are 58 batches at the fewest"),
+    (lambda sut: sut.update(gathered_batches=59), "LoadGen sut gathered_batches 59, more than its 58 batches"),
+])
+def test_the_system_under_tests_own_counts_are_held_to_loadgens_detail_log(tmp_path: Path, change, said: str) -> None:
+    """The samples the system under test counted itself answering are the queries LoadGen issued
+    times the samples in each; an Offline eager cell's 232 samples made 2,320 (and its batches with
+    them), re-hashed, was valid."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    path = next(p for p in cell_files(root) if json.loads(p.read_text())["config"]["scenario"] == "Offline")
+    edit_json(path, lambda c: change(c["metrics"]["loadgen"]["sut"]))
+    problems = validate(root).problems
+    assert len(problems) == 1 and said in problems[0], problems
+
+
 def test_a_valid_cell_whose_loadgen_run_logged_an_error_is_a_problem(bundle: Path) -> None:
     """LoadGen calls a run VALID that logged an error (a second config file read in one process);
     MLPerf's checker refuses it, and so does validate where the cell says valid."""
