@@ -85,7 +85,7 @@ _RATIO = 1e9  # a ratio (CV, gap, share) is compared at the precision of nanosec
 def problems(loaded: LoadedBundle) -> list[str]:
     """Every figure of `loaded` that disagrees with what it is computed from, and every cell that
     is not one of its bundle's: `cells/<id>.json: <what is wrong>`, one a line."""
-    lines = belonging.problems(loaded)
+    lines = belonging.problems(loaded) + rounds_check.pairing(loaded.header, loaded.cells)
     peaks = lookup(loaded.header, "system", "peaks")
     for cell in loaded.cells:
         raw = loaded.raw_cells.get(cell["id"])

@@ -11,18 +11,27 @@ edited must be a problem, not a changed verdict.
   again. One of v7 or before keeps none, and its figures are taken as recorded.
 - No two rounds are the same in every figure: a copied round is not a measurement.
 - Every log a round or the cell names is a file of the bundle.
+- bundle.json's `rounds_paired` (the rounds of each setting took turns, which gives a backend's
+  speedup over the baseline an interval from paired rounds) is held to how the run ran its cells:
+  one at a time on the machine (`pairing`).
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.belonging import instant
+from harness.bundle.files import CELLS, HEADER
 from harness.stats.summary import summarize_ns
 
 #: The first schema version whose further rounds keep their samples (harness/bundle/migrations.py).
 SAMPLES_KEPT_FROM = 8
 _RELATIVE = 1e-9
+#: When the harness began to take turns by setting and say so in `rounds_paired` (9ab5f26): a bundle
+#: made before paired a fusion pair's rounds alone.
+PAIRED_BY_SETTING_FROM = datetime(2026, 12, 1, 12, 45, 54, tzinfo=timezone.utc)
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -91,3 +100,34 @@ def _logs(cell: dict[str, Any], root: Path) -> list[str]:
     named += [(f"round {r.get('round')}'s log", r.get("log")) for r in cell["metrics"].get("rounds") or []]
     return [f"{what} {path} is not a file of the bundle" for what, path in named
             if isinstance(path, str) and not (root / path).is_file()]
+
+
+def pairing(header: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
+    """Where bundle.json says the rounds of each setting took turns (`rounds_paired`), yet the run
+    did not run its cells one at a time on its machine (harness/run/runner.py sets it for a local
+    run of one job alone): a run of `--jobs` above 1 (a cell in a slot) or under Ray ran other cells
+    between one cell's rounds, and a bundle made before the harness took turns by setting paired a
+    fusion pair's rounds alone. Either way the flag would give every backend's speedup over the
+    baseline an interval from rounds that did not pair."""
+    claimed = header.get("rounds_paired")
+    if claimed is None:
+        return []
+    lines = []
+    executor, created = header.get("executor"), instant(header.get("created"))
+    if isinstance(executor, dict) and (executor.get("name") != "local" or executor.get("jobs", 1) != 1):
+        lines.append(f"{HEADER}: rounds_paired {claimed!r}, yet its executor ran {executor.get('name')!r} with "
+                     f"jobs {executor.get('jobs', 1)}: other cells ran between one cell's rounds")
+    if created is not None and created < PAIRED_BY_SETTING_FROM:
+        lines.append(f"{HEADER}: rounds_paired {claimed!r}, yet it was made ({header['created']}) before the "
+                     f"harness took turns by setting ({PAIRED_BY_SETTING_FROM.isoformat()})")
+    for cell in cells:
+        node = cell.get("node")
+        if not isinstance(node, dict):
+            continue
+        slot = node.get("slot")
+        if node.get("executor") not in (None, "local") or slot is not None:
+            ran = (f"in slot {slot.get('index') if isinstance(slot, dict) else slot} of a --jobs run" if slot is not None
+                   else f"under {node.get('executor')!r}")
+            lines.append(f"{CELLS}/{cell['id']}.json: ran {ran}, yet {HEADER} says rounds_paired {claimed!r}: "
+                         "only a run of one cell at a time pairs them")
+    return lines

@@ -162,3 +162,31 @@ def test_a_user_conf_stripped_of_its_overrides_would_pass_as_official_and_is_a_p
         conf.write_text("\n".join(line for line in conf.read_text().splitlines() if line.startswith(("#", "resnet50."))))
     manifest.write(root)
     assert any("sets nothing but the hint" in line and "it would pass as official" in line for line in _problems(root))
+
+
+def _as_two_jobs(header: dict[str, Any]) -> None:
+    header["executor"] = {**header["executor"], "jobs": 2, "slots": [{"index": 0, "cpus": [0], "gpu": None},
+                                                                    {"index": 1, "cpus": [1], "gpu": None}]}
+
+
+@pytest.mark.parametrize(("name", "edit", "said"), [
+    # a --jobs 2 run, which the harness leaves unpaired, given the flag: its header and its cells say how it ran
+    ("v12", _as_two_jobs, "bundle.json: rounds_paired 'setting', yet its executor ran 'local' with jobs 2"),
+    ("v12", lambda h: h["executor"].update(name="ray"), "yet its executor ran 'ray' with jobs 1"),
+    # a bundle from before the harness took turns by setting, given the flag
+    ("v10", lambda h: h.__setitem__("rounds_paired", "setting"), "before the harness took turns by setting"),
+])
+def test_rounds_paired_is_held_to_how_the_run_ran_its_cells(tmp_path: Path, name: str, edit: Any, said: str) -> None:
+    """bundle.json's `rounds_paired` gives every backend's speedup over eager an interval from paired
+    rounds; set on a run whose rounds did not take turns it passed validate, re-hashed."""
+    root = _copy(tmp_path, name)
+    edit_json(root / "bundle.json", edit)
+    assert any(said in line for line in _problems(root))
+
+
+def test_a_cell_that_ran_in_a_slot_is_no_cell_of_a_paired_run(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "v12")
+    path = _cells(root)[0]
+    edit_json(path, lambda c: c["node"].update(slot={"index": 1, "cpus": [1], "gpu": None}))
+    assert f"cells/{path.stem}.json: ran in slot 1 of a --jobs run, yet bundle.json says rounds_paired 'setting'" in \
+        " ".join(_problems(root))
