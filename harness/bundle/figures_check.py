@@ -22,7 +22,8 @@ are absent is skipped, so every golden bundle still validates):
 - kernels: on a GPU, `kernels_per_inference` as its kinds' calls per inference added up (one
   trace counts both; on the CPU they are two counts); on the CPU, in a cell that split its time in
   kernels between its kernels (since 2026-12-06), its kinds' times added up to that time
-  (harness/bundle/kernels_check.py);
+  (harness/bundle/kernels_check.py); each fusion-report kernel's class from its operators
+  (harness/bundle/fusion_check.py);
 - math_mode: the requested math from the dtype, the effective mode and whether there are
   problems from the torch and backend settings read back (harness/precision.py `math_record`; a
   cell started before 2026-12-05 01:01:22 UTC, by its start or else its bundle's making, by that
@@ -54,7 +55,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness import allocator
-from harness.bundle import belonging, kernels_check, loadgen_check, rounds_check, traffic_check
+from harness.bundle import belonging, fusion_check, kernels_check, loadgen_check, rounds_check, traffic_check
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import MAX_SAMPLES
@@ -90,8 +91,11 @@ def problems(loaded: LoadedBundle) -> list[str]:
     for cell in loaded.cells:
         raw = loaded.raw_cells.get(cell["id"])
         version = raw.get("schema_version") if isinstance(raw, dict) else None
-        found = (cell_problems(cell, peaks, loaded.header.get("created")) + _loadgen_figure(loaded.files, cell)
-                 + rounds_check.problems(cell, version if isinstance(version, int) else loaded.version, loaded.root))
+        version = version if isinstance(version, int) else loaded.version
+        created = loaded.header.get("created")
+        found = (cell_problems(cell, peaks, created) + _loadgen_figure(loaded.files, cell)
+                 + rounds_check.problems(cell, version, loaded.root)
+                 + fusion_check.problems(cell, version, _before(cell, created, fusion_check.CLASSIFIER_CHANGED)))
         lines += [f"{CELLS}/{cell['id']}.json: {line}" for line in found]
     return lines
 
