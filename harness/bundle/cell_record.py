@@ -165,8 +165,8 @@ class CellRecord(Record):
         """The compile time is the worker's `prepare` phase, less what the backend measured as its
         one-time work for the machine (the `toolchain` phase, harness/contract.py `Prepared.toolchain_s`)."""
         prepare_s = self.metrics.prepare_s
-        if prepare_s is not None and "prepare" in self.phases_s and prepare_s != self.phases_s["prepare"]:
-            raise ValueError(f"metrics.prepare_s {prepare_s:.6g} is not the prepare phase's {self.phases_s['prepare']:.6g}")
+        if prepare_s is not None and prepare_s != self.phases_s.get("prepare"):
+            raise ValueError(f"metrics.prepare_s {prepare_s:.6g} is not the prepare phase's {self.phases_s.get('prepare')}")
         return self
 
     @model_validator(mode="after")

@@ -150,6 +150,25 @@ def test_a_first_call_forged_apart_from_its_phase_is_refused(tmp_path: Path, cha
     assert any(line.startswith(f"cells/{cell}: (top): Value error, metrics.first_call_s") for line in problems), problems
 
 
+def test_a_compile_time_forged_with_its_phase_left_out_is_refused(tmp_path: Path) -> None:
+    """An Inductor cell's compile time made ten times faster with its prepare phase left out of
+    phases_s, re-hashed, was valid: prepare_s was held to its phase only where the phase was there,
+    though the worker records the two together (harness/measure/phases.py)."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if json.loads(p.read_text())["status"] == "valid" and json.loads(p.read_text())["config"]["backend"] == "inductor")
+
+    def faster(record: dict[str, Any]) -> None:
+        record["metrics"]["prepare_s"] /= 10
+        record["phases_s"].pop("prepare")
+
+    edit_json(root / "cells" / cell, faster)
+    problems = validate(root).problems
+    assert any(line.startswith(f"cells/{cell}: (top): Value error, metrics.prepare_s") and "prepare phase's None" in line
+               for line in problems), problems
+
+
 #: A kept H200 run whose Inductor cell lists the kinds of its kernels (docs/results/bundles).
 GPU_RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "bundles" / "gpu-h200-2026-12-04-lstm-inductor"
 
