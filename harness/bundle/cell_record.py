@@ -152,31 +152,19 @@ class CellRecord(Record):
     metrics: Metrics
 
     @model_validator(mode="after")
-    def _tuning_is_its_phase(self) -> CellRecord:
-        """The tuning time is the worker's `tune` phase (harness/measure/protocol.py), as timed."""
+    def _timed_figures_are_their_phases(self) -> CellRecord:
+        """Three figures are the worker's phases as timed (harness/measure/phases.py): the tuning
+        time the `tune` phase, the compile time the `prepare` phase (less what the backend measured
+        as its one-time work for the machine, the `toolchain` phase, harness/contract.py
+        `Prepared.toolchain_s`), the first call's time the `first_call` phase. Each is held to its
+        phase with the phase left out too: `first_call_ratio` is checked against `first_call_s`, so
+        the two halved together would pass without this."""
         tuning = self.metrics.tuning
-        if tuning is not None and tuning.tuning_s != self.phases_s.get("tune"):
-            raise ValueError(f"metrics.tuning.tuning_s {tuning.tuning_s:.6g} is not the tune phase's "
-                             f"{self.phases_s.get('tune')}")
-        return self
-
-    @model_validator(mode="after")
-    def _compile_time_is_its_phase(self) -> CellRecord:
-        """The compile time is the worker's `prepare` phase, less what the backend measured as its
-        one-time work for the machine (the `toolchain` phase, harness/contract.py `Prepared.toolchain_s`)."""
-        prepare_s = self.metrics.prepare_s
-        if prepare_s is not None and prepare_s != self.phases_s.get("prepare"):
-            raise ValueError(f"metrics.prepare_s {prepare_s:.6g} is not the prepare phase's {self.phases_s.get('prepare')}")
-        return self
-
-    @model_validator(mode="after")
-    def _first_call_is_its_phase(self) -> CellRecord:
-        """The first call's time is the worker's `first_call` phase, as timed (harness/measure/phases.py):
-        `first_call_ratio` is checked against it, so the two halved together would pass without this."""
-        first_call_s = self.metrics.first_call_s
-        if first_call_s is not None and first_call_s != self.phases_s.get("first_call"):
-            raise ValueError(f"metrics.first_call_s {first_call_s:.6g} is not the first_call phase's "
-                             f"{self.phases_s.get('first_call')}")
+        for name, recorded, phase in (("metrics.tuning.tuning_s", None if tuning is None else tuning.tuning_s, "tune"),
+                                      ("metrics.prepare_s", self.metrics.prepare_s, "prepare"),
+                                      ("metrics.first_call_s", self.metrics.first_call_s, "first_call")):
+            if recorded is not None and recorded != self.phases_s.get(phase):
+                raise ValueError(f"{name} {recorded:.6g} is not the {phase} phase's {self.phases_s.get(phase)}")
         return self
 
 
