@@ -56,6 +56,19 @@ class Memory(Record):
                 raise ValueError(f"{delta} {recorded} but {peak} over rss_baseline_bytes is {derived}")
         return self
 
+    @model_validator(mode="after")
+    def _peaks_hold_what_they_include(self) -> Memory:
+        """The worker's lifetime peak RSS is taken after the inference pass, as the larger of the
+        kernel's high-water marks and the baseline (harness/measure/memory.py), so it is at least the
+        pass's peak and the baseline; torch reserves on the device all it allocates. The report's
+        peak RSS lowered under the inference peak recorded beside it, its delta with it, passed."""
+        for low, high in (("inference_peak_rss_bytes", "peak_rss_bytes"), ("rss_baseline_bytes", "peak_rss_bytes"),
+                          ("torch_max_allocated_bytes", "torch_max_reserved_bytes")):
+            below, above = getattr(self, low), getattr(self, high)
+            if below is not None and above is not None and below > above:
+                raise ValueError(f"{high} {above} is below {low} {below}, which it includes")
+        return self
+
 
 def over_baseline(peak: int | None, baseline: int | None) -> int | None:
     """A peak RSS over the baseline the worker took before it built the model, or None without both."""

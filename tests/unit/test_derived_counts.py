@@ -169,6 +169,25 @@ def test_a_compile_time_forged_with_its_phase_left_out_is_refused(tmp_path: Path
                for line in problems), problems
 
 
+def test_a_peak_rss_lowered_under_the_inference_peak_is_refused(tmp_path: Path) -> None:
+    """An Inductor cell's peak RSS (the report's column) of 894 MB made 618 MB, its delta over the
+    baseline made to match, re-hashed, was valid beside the 894 MB its inference pass peaked at:
+    the lifetime peak is taken after that pass and includes it."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    cell = next(p.name for p in sorted((root / "cells").glob("*.json"))
+                if json.loads(p.read_text())["status"] == "valid" and json.loads(p.read_text())["config"]["backend"] == "inductor")
+
+    def lowered(record: dict[str, Any]) -> None:
+        memory = record["metrics"]["memory"]
+        memory.update(peak_rss_bytes=memory["rss_baseline_bytes"] + 1, peak_rss_delta_bytes=1)
+
+    edit_json(root / "cells" / cell, lowered)
+    problems = validate(root).problems
+    assert any(line.startswith(f"cells/{cell}: metrics/memory: Value error, peak_rss_bytes") and
+               "is below inference_peak_rss_bytes" in line for line in problems), problems
+
+
 #: A kept H200 run whose Inductor cell lists the kinds of its kernels (docs/results/bundles).
 GPU_RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "bundles" / "gpu-h200-2026-12-04-lstm-inductor"
 
