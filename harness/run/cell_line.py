@@ -10,11 +10,13 @@ tunes against an eager one), so it is said as "about", and only from the third c
 
 A cell that ran but that the run's time budget ended before it had a result (`run --budget-s`
 leaves it out of the bundle for --resume) gets a line of its own, saying how long it ran: that time
-is lost, and --resume runs the cell from its start. The cells the budget never started are counted
-once, at the end of the run. The estimate is of every cell left, the budget aside: where the budget
-ends first, the line says when, and that the rest is for --resume. A cell of several rounds
-(harness/run/rounds.py) whose round 1 finished but a further round of which the budget kept is
-written with the rounds that finished, and a line of its own says how many of how many it kept.
+is lost, and --resume runs the cell from its start. A cell not started because its twin took longer
+than the budget had left (harness/run/time_budget.py) gets a line of its own too, saying both times.
+The other cells the budget never started are counted once, at the end of the run. The estimate is
+of every cell left, the budget aside: where the budget ends first, the line says when, and that
+the rest is for --resume. A cell of several rounds (harness/run/rounds.py) whose round 1 finished
+but a further round of which the budget kept is written with the rounds that finished, and a line
+of its own says how many of how many it kept.
 """
 
 from __future__ import annotations
@@ -85,6 +87,14 @@ def ended_by_budget(label: str, ran_s: float, done: int, total: int) -> Text:
     said = Text(f"{'ended':>7}", style=STATUS_STYLE["interrupted"])
     said.append(f" {visible(label)} (ran {ran_s:.1f} s, {done}/{total}): the run's time budget ended before it had a "
                 "result; what it ran is discarded, and --resume runs it again from its start")
+    return said
+
+
+def not_started(label: str, reason: str, done: int, total: int) -> Text:
+    """`   left LABEL (4/14): not started: its twin (fusion on) took 803 s, ...`: a cell not started for
+    its twin's time, left for --resume."""
+    said = Text(f"{'left':>7}", style=STATUS_STYLE["interrupted"])
+    said.append(f" {visible(label)} ({done}/{total}): {one_line(reason)}; --resume runs it")
     return said
 
 

@@ -131,10 +131,11 @@ def nodes(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_warning: str | None,
-               console: Console) -> int:
+               budget_cause: str | None, console: Console) -> int:
     """Print what a run ends with, once its bundle is closed (`missing`: the bundle's cells not
-    finished; `noise_warning`: the machine's, as the run said it when it began); return the run's
-    exit code."""
+    finished; `noise_warning`: the machine's, as the run said it when it began; `budget_cause`: why
+    `run --budget-s` left cells for --resume, harness/run/time_budget.py `why_left`); return the
+    run's exit code."""
     records = bundle.records()
     console.print(summary_table(records))
     ablation = fusion_summary(records, bundle.header.get("resumed"))
@@ -151,9 +152,8 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
     console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
     if missing:
         # a new run's bundle holds only the cells its --only chose
-        causes = [c for c, applies in (("outside --only", bool(request.only) and request.resume is not None),
-                                        ("the time budget was spent", request.budget_s and request.past_budget == "missing"))
-                  if applies]
+        causes = (["outside --only"] if request.only and request.resume is not None else []) + (
+            [budget_cause] if budget_cause else [])
         why = f" ({', or '.join(causes)})" if causes else ""
         console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet{why}: "
                            f"complete them with --resume {shell_word(bundle.root)}", style="yellow"))

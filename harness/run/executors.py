@@ -57,6 +57,9 @@ class CellTask:
     #: would start after it is not started, and one that starts before it runs at most until then.
     deadline: float | None = None
     budget_cut: bool = False  # its time limit is what was left of the budget when it started
+    #: Asked just before round 1 starts under a budget: how long the cell's twin (its other fusion
+    #: setting) took to be measured, where it has been (this run or the bundle it resumes), else None.
+    twin_took_s: Callable[[], float | None] | None = field(default=None, repr=False, compare=False)
 
     def skip_reason(self) -> str | None:
         return self.skip() if self.skip is not None else None
@@ -72,12 +75,16 @@ class Finished:
     skipped: bool = False
 
 
-def _within_budget(task: CellTask) -> CellTask | None:
-    """`task` with its time limit cut to what is left of the run's budget as it starts; None when
-    nothing is left."""
+def _within_budget(task: CellTask) -> CellTask | str:
+    """`task` with its time limit cut to what is left of the run's budget as it starts; else why it
+    is not started: nothing is left, or (round 1) less than its twin took."""
     limit_s = time_budget.limit_s(task.deadline, task.timeout_s)
     if limit_s is None:
-        return None
+        return time_budget.SPENT
+    if task.request.timing_round == 1 and task.twin_took_s is not None:
+        short = time_budget.shorter_than_twin(task.deadline, task.twin_took_s(), task.request.cell.variant.fusion)
+        if short is not None:
+            return short
     if limit_s == task.timeout_s:
         return task
     return replace(task, timeout_s=limit_s, budget_cut=True)
@@ -146,8 +153,8 @@ class Serial:
                 yield Finished(planned, None, node_info(None), failure=reason)
                 continue
             task = _within_budget(planned)
-            if task is None:
-                yield Finished(planned, None, node_info(None), failure=time_budget.SPENT, skipped=True)
+            if isinstance(task, str):
+                yield Finished(planned, None, node_info(None), failure=task, skipped=True)
                 continue
             on_phase(task, "start")
             outcome = run_here(task, None, lambda phase, task=task: on_phase(task, phase),  # type: ignore[misc]
@@ -186,8 +193,8 @@ class LocalPool:
                 if reason is not None:
                     return Finished(task, None, node_info(slot), failure=reason)
                 fitted = _within_budget(planned)
-                if fitted is None:
-                    return Finished(planned, None, node_info(slot), failure=time_budget.SPENT, skipped=True)
+                if isinstance(fitted, str):
+                    return Finished(planned, None, node_info(slot), failure=fitted, skipped=True)
                 task = fitted
                 on_phase(task, "start")
                 outcome = run_here(task, slot, lambda phase: on_phase(task, phase), stop, self.parents)

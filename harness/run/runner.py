@@ -207,8 +207,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     try:
         deadline = time_budget.deadline_in(request.budget_s)
         bundle.update_header(executor=executor.record())
-        sweep.sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir, console,
-                    deadline, executor, keep_past_budget=request.past_budget == "skipped")
+        by_twin = sweep.sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir,
+                              console, deadline, executor, keep_past_budget=request.past_budget == "skipped")
     except KeyboardInterrupt as stop:
         ending.close(bundle, "interrupted", console)
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {shell_word(bundle.root)}", style="yellow"))
@@ -221,4 +221,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         raise
     missing = [cell for cell in bundle.cell_ids if not bundle.finished(cell)]
     ending.close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
-    return ending.last_lines(bundle, request, missing, noise_warning, console)
+    left_s = time_budget.left_s(deadline)
+    budget_cause = (time_budget.why_left(by_twin, left_s <= 0)
+                    if left_s is not None and request.past_budget == "missing" else None)
+    return ending.last_lines(bundle, request, missing, noise_warning, budget_cause, console)

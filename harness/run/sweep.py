@@ -5,14 +5,16 @@ A cell that need not run (harness/run/skips.py) is written skipped at once; ever
 answered, or from why it gave no answer (`_record`). The progress bar and the line each cell ends
 with (harness/run/cell_line.py) are drawn here; further rounds are kept apart until each cell's are
 in (harness/run/rounds.py); the time budget's cells are written skipped or left out for --resume,
-and the cells Ctrl-C or SIGTERM stops are written interrupted."""
+and the cells Ctrl-C or SIGTERM stops are written interrupted. The time each cell's round 1 took to
+be measured, of the bundle's kept cells and of this sweep's as they finish, is what its twin (the
+other fusion setting) is held to under the budget (harness/run/time_budget.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from harness import registry
 from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import lookup
+from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle, utc_now
 from harness.errors import OutputError, stopped_by
 from harness.measure.protocol import WorkerRequest
@@ -29,7 +32,7 @@ from harness.plain_text import shell_word
 from harness.run import cell_line, kept_answer, rounds, skips, time_budget
 from harness.run.executors import CellTask, Executor, Finished, Serial
 from harness.run.isolation import MIB, log_tail
-from harness.scenario.cells import Cell
+from harness.scenario.cells import Cell, twin_id
 from harness.scenario.settings import Limits
 
 #: The bar's text while no cell runs: between one cell's end and the next one's start.
@@ -40,12 +43,14 @@ def sweep(
     cells: list[Cell], bundle: Bundle, backends: Mapping[str, BackendReport], limits: Limits, env_names: list[str],
     input_folder: str | None, cache_dir: Path | None, console: Console, deadline: float | None = None,
     executor: Executor | None = None, keep_past_budget: bool = True,
-) -> None:
+) -> int:
     """Run `cells` on `executor` (one at a time here by default), writing each into the bundle as
     it finishes. Cells that need not run are written at once; those the time budget (`deadline`)
     leaves no time for are written skipped, or with `keep_past_budget` false left out of the bundle
-    for --resume."""
+    for --resume. Return how many of these were not started for their twin's time."""
     executor = executor or Serial()
+    kept = bundle.cells()  # a resumed bundle's records: those of cells it finished are kept
+    took_s = {str(r["id"]): float(r["wall_s"]) for r in kept if r.get("status") in MEASURED and r.get("wall_s")}
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,
@@ -87,8 +92,9 @@ def sweep(
                 skipped = {**base, "status": "skipped", "reasons": [skip], "metrics": {}, "wall_s": 0.0, "finished": utc_now()}
                 _write(bundle, cell.config.shown_label, skipped, progress, bar)
                 continue
+            twin = twin_id(cell.config)
             tasks.append(_task(cell, bundle, input_folder, cache_dir, limits.cell_timeout_s, limits.memory_limit_mib,
-                               env_names, deadline))
+                               env_names, deadline, lambda twin=twin: took_s.get(twin)))  # type: ignore[misc]
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
         pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
@@ -98,6 +104,7 @@ def sweep(
         rounds_cut: set[str] = set()  # cells a further round of which it kept: they keep the rounds that finished
         ran_s: dict[str, float] = {}  # how long each cell's rounds ran: lost where the budget ends its round 1
         left = 0  # cells the budget left out of the bundle: through the bar, not done
+        by_twin = 0  # cells not started for their twin's time
         try:
             for done in executor.run(rounds.order(tasks, by_id, state), show):
                 cell_id = done.task.cell_id
@@ -108,18 +115,25 @@ def sweep(
                 if done.skipped:
                     (by_budget if done.task.request.timing_round == 1 else rounds_cut).add(cell_id)
                 first = finished_record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
+                if first is not None and first["status"] in MEASURED:  # what its twin, not started yet, is held to
+                    took_s[cell_id] = float(first["wall_s"])
                 complete = state.finished(done, first)
                 if complete is None:
                     continue
                 if cell_id not in by_budget:
                     pace.finished()
-                elif not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
+                elif complete["reasons"] != [time_budget.SPENT] and not ran_s.get(cell_id):
+                    by_twin += 1  # its round 1's reason: not started for its twin's time
+                if cell_id in by_budget and not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
                     shutil.rmtree(folders[cell_id], ignore_errors=True)
                     left += 1
                     progress.advance(bar)
                     if ran_s.get(cell_id):  # it ran, and that time is lost: said, not left to the end's count
                         progress.console.print(cell_line.ended_by_budget(by_id[cell_id].config.shown_label, ran_s[cell_id],
                                                                          *_counted(progress, bar)))
+                    elif complete["reasons"] != [time_budget.SPENT]:  # not started for its twin's time: said now
+                        progress.console.print(cell_line.not_started(by_id[cell_id].config.shown_label,
+                                                                     complete["reasons"][0], *_counted(progress, bar)))
                     continue
                 if cell_id in by_budget and ran_s.get(cell_id):  # recorded skipped, but it ran: the time it took
                     complete = {**complete, "wall_s": ran_s[cell_id]}
@@ -142,6 +156,7 @@ def sweep(
         finally:
             state.close()
         progress.update(bar, description=f"{left} cell(s) left for --resume by the time budget" if left else "cells done")
+    return by_twin
 
 
 def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,
@@ -165,9 +180,11 @@ def _counted(progress: Progress, bar: Any) -> tuple[int, int]:
 
 
 def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,
-          memory_mib: int | None, env_names: list[str], deadline: float | None) -> CellTask:
+          memory_mib: int | None, env_names: list[str], deadline: float | None,
+          twin_took_s: Callable[[], float | None]) -> CellTask:
     """The cell's task; `deadline` is the end of the run's budget, which the executor applies as the
-    cell starts (it is not started after it, and runs at most until it)."""
+    cell starts (it is not started after it, nor where less is left than `twin_took_s` says its
+    twin took, and runs at most until it)."""
     artifacts = bundle.fresh_artifact_dir(cell.id)
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
@@ -176,7 +193,7 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
     return CellTask(cell_id=cell.id, label=cell.config.shown_label, request=request, artifacts=artifacts,
                     timeout_s=timeout_s, memory_limit_bytes=memory_mib * MIB if memory_mib else None,
                     env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
-                    device=cell.config.device, deadline=deadline)
+                    device=cell.config.device, deadline=deadline, twin_took_s=twin_took_s)
 
 
 def finished_record(base: dict[str, Any], done: Finished) -> dict[str, Any]:

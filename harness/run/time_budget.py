@@ -2,10 +2,16 @@
 
 The budget ends at a deadline on `clock`. A cell that would start after it is not started; one
 that starts before it runs at most until it (its time limit is cut to what is left). A cell whose
-cut limit ran out did not fail: the budget ended. Either way the sweep records the cell as
-skipped with the reason (gpu-check), or leaves it out of the bundle for --resume (`run`). A further
-round of a cell (harness/run/rounds.py) the budget keeps is recorded failed with the reason in a
-cell that keeps its rounds that finished.
+cut limit ran out did not fail: the budget ended. Nor is a cell started whose twin (the cell that
+differs from it in fusion alone, harness/scenario/cells.py `twin_id`) has been measured, in this
+run or in the bundle it resumes, in more time than is left (`shorter_than_twin`): of what the
+bundles kept, the twin's time is the best guess at a cell's (swin_b's TVM cells 803 and 851 s,
+ResNeXt-101's 162 and 155 s, though Inductor's efficientnet_b0 79 and 203 s), and a cell started
+that cannot finish runs for nothing until the budget ends. A cell with no twin measured starts
+while any budget is left, as it always did. Either way the sweep records the cell as skipped with
+the reason (gpu-check), or leaves it out of the bundle for --resume (`run`). A further round of a
+cell (harness/run/rounds.py) the budget keeps is recorded failed with the reason in a cell that
+keeps its rounds that finished; a further round is never held to its twin's time.
 """
 
 from __future__ import annotations
@@ -41,3 +47,26 @@ def limit_s(deadline: float | None, own_limit_s: float) -> float | None:
     if left_s <= 0:
         return None
     return min(own_limit_s, left_s)
+
+
+def shorter_than_twin(deadline: float | None, twin_took_s: float | None, fusion: str) -> str | None:
+    """Why a cell of `fusion` whose twin (the other fusion setting) took `twin_took_s` to be
+    measured is not started now: less than that is left of the budget. None where more is left, or
+    there is no budget, or no twin time to go by."""
+    left_s = None if deadline is None else deadline - clock()
+    if left_s is None or twin_took_s is None or twin_took_s <= left_s:
+        return None
+    other = "off" if fusion == "on" else "on"
+    return (f"not started: its twin (fusion {other}) took {twin_took_s:.0f} s, {max(left_s, 0.0):.0f} s of the "
+            "run's time budget left")
+
+
+def why_left(by_twin: int, spent: bool) -> str | None:
+    """Why a `run --budget-s`'s cells were left for --resume, in the run's last lines: `by_twin` of
+    them not started for their twin's time, and the budget `spent` by the end of the run or not;
+    None where it left none (the cells missing are outside a resume's --only)."""
+    if not by_twin:
+        return "the time budget was spent" if spent else None
+    if not spent:
+        return "the time budget left less than their twin took"
+    return f"the time budget was spent, or left less than their twin took for {by_twin} of them"

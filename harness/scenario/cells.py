@@ -112,6 +112,13 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
     return cells
 
 
+def twin_id(config: CellConfig) -> str:
+    """The id of the cell `config`'s twin: its config with the other fusion setting, all else alike."""
+    other = "off" if config.variant.fusion == "on" else "on"
+    flipped = config.model_copy(update={"variant": config.variant.model_copy(update={"fusion": other})})
+    return cell_id(flipped.recorded())
+
+
 def parse_only(text: str) -> dict[str, set[str]]:
     """`model=resnet18,backend=eager,model=vgg11` -> {"model": {...}, "backend": {...}}."""
     selected: dict[str, set[str]] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from harness.run.isolation import WorkerOutcome
 from harness.run.run_request import RunRequest
 from harness.run.runner import run
 from harness.run.slots import Slot
-from harness.scenario.cells import expand
+from harness.scenario.cells import expand, twin_id
 from harness.scenario.schema import ScenarioFile
 from tests.shared_probe import SharedProbe
 
@@ -358,3 +359,114 @@ def test_a_dry_run_with_jobs_gives_the_floor_of_the_cells_run_at_once(
     said = " ".join(capsys.readouterr().out.split())
     assert "at least 20.0 s of LoadGen's minimum duration (3 x 10.0 s, 2 at a time)" in said, said
     assert "--budget-s 25 (25.0 s) is at least this floor" in said, said
+
+
+def test_a_cell_whose_twin_took_longer_than_is_left_is_not_started_and_a_later_one_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    """A 20-minute budget started swin_b's TVM cell with 509 s left where its twin had taken 803 s:
+    it ran for nothing until the budget ended. A cell with no twin time, or one that fits, still starts."""
+    slow = SlowCells(clock, 10.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    first, second, third = _tasks(tmp_path, deadline=clock.now + 100)
+    tasks = [first, replace(second, twin_took_s=lambda: 150.0), replace(third, twin_took_s=lambda: 90.0)]
+    done = list(executors.Serial().run(tasks, lambda task, phase: None))
+    # the first runs 10 s: 90 s left; the second's twin took 150 s; the third's 90 s, which fits
+    assert list(slow.limits) == [first.label, third.label], "a cell its twin said could not finish was started"
+    assert done[1].skipped and done[1].outcome is None
+    assert done[1].failure == "not started: its twin (fusion off) took 150 s, 90 s of the run's time budget left"
+    assert not done[2].skipped and slow.limits[third.label] == 90
+
+
+def test_two_jobs_hold_a_cell_to_its_twin_by_the_budget_left_as_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 60.0, together=2)
+    monkeypatch.setattr(executors, "run_here", slow)
+    first, second, third = _tasks(tmp_path, deadline=clock.now + 100)
+    # planned with 100 s left, where its twin's 80 s fit, it starts once a slot is free: the first two
+    # cells have taken 30 s each of the fake clock, and one or both of them have counted by then
+    tasks = [first, second, replace(third, twin_took_s=lambda: 80.0)]
+    pool = executors.LocalPool([Slot(index=0, cpus=[0]), Slot(index=1, cpus=[1])])
+    done = {d.task.cell_id: d for d in pool.run(tasks, lambda task, phase: None)}
+    assert sorted(slow.limits) == sorted([first.label, second.label]), "a cell its twin said could not finish was started"
+    assert done[third.cell_id].skipped and done[third.cell_id].failure in (
+        f"not started: its twin (fusion off) took 80 s, {left} s of the run's time budget left" for left in (40, 70))
+
+
+def test_a_further_round_is_not_held_to_its_twins_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    """Round 1 was let start: its further rounds keep what the budget leaves them, as they did."""
+    slow = SlowCells(clock, 10.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    task = _tasks(tmp_path, deadline=clock.now + 100)[0]
+    further = replace(task, request=replace(task.request, timing_round=2), twin_took_s=lambda: 500.0, label="round 2")
+    done = list(executors.Serial().run([further], lambda task, phase: None))
+    assert not done[0].skipped and slow.limits == {"round 2": 100}
+
+
+def test_a_cells_twin_is_the_cell_of_its_other_fusion_setting() -> None:
+    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": [{"name": "onnxruntime", "fusion": ["on", "off"]}],
+            "scenarios": ["SingleStream", "Offline"], "batch_sizes": {"cpu": [1, 2]}}
+    resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
+    resolved["name"] = "t"
+    cells = expand(resolved, "cpu")
+    by_id = {cell.id: cell for cell in cells}
+    for cell in cells:
+        twin = by_id[twin_id(cell.config)]
+        assert twin.config.variant.fusion != cell.config.variant.fusion
+        assert twin.label.replace("fusion-off", "fusion-on") == cell.label.replace("fusion-off", "fusion-on")
+
+
+class TwinTimes:
+    """run_here that runs each cell for real (onnxruntime on a small resnet18: valid in seconds) and
+    says it took `seconds[(fusion, scenario, batch)]` of the fake clock, as its wall time too."""
+
+    def __init__(self, clock: FakeClock, seconds: dict[tuple[str, str, int], float]) -> None:
+        self.real = executors.run_here
+        self.clock = clock
+        self.seconds = seconds
+        self.ran: list[tuple[str, str, int]] = []
+
+    def __call__(self, task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        outcome = self.real(task, slot, on_phase, stop, parents)
+        key = (task.request.cell.variant.fusion, task.request.cell.scenario, task.request.cell.batch)
+        self.ran.append(key)
+        took = min(self.seconds.get(key, 5.0), task.timeout_s)
+        self.clock.now += took
+        return replace(outcome, wall_s=took)
+
+
+@pytest.mark.slow  # its runs start the system probe, which imports torch, and real workers
+def test_run_budget_leaves_a_cell_whose_twin_took_longer_for_resume_saying_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
+    cells = TwinTimes(clock, {("on", "SingleStream", 1): 50, ("on", "Offline", 1): 10, ("on", "Offline", 2): 10,
+                              ("off", "Offline", 1): 30})
+    monkeypatch.setattr(executors, "run_here", cells)
+    scenario = tmp_path / "ort.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [{name: onnxruntime, fusion: [on, off]}]\n"
+                        "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [1, 2]}\n"
+                        "timing: {min_time_s: 0.1, max_warmup_s: 0.5}\nloadgen: {min_duration_s: 0.2}\n")
+    shown = io.StringIO()
+    code = run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out", budget_s=100,
+                          past_budget="missing"), Console(file=shown, width=400))
+    said = shown.getvalue()
+    bundle = next((tmp_path / "out").iterdir())
+    # 70 s for fusion on: 30 left; off SingleStream's twin took 50 (not started), off Offline b1's 10 (runs,
+    # 30 s), and the budget is spent before off Offline b2
+    assert code == 0, said
+    assert cells.ran == [("on", "SingleStream", 1), ("on", "Offline", 1), ("on", "Offline", 2), ("off", "Offline", 1)], said
+    left = [line.strip() for line in said.splitlines() if line.strip().startswith("left")]
+    assert left == ["left resnet18 onnxruntime fusion-off SingleStream cpu fp32 b1 input 32 (4/6): not started: its "
+                    "twin (fusion on) took 50 s, 30 s of the run's time budget left; --resume runs it"], said
+    assert ("2 cell(s) of the bundle not run yet (the time budget was spent, or left less than their twin took for 1 "
+            "of them): complete them with --resume") in said
+    order, records = _records(bundle)
+    assert len(records) == 4 and json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    assert validate(bundle).problems == []
+    clock.now += 1000
+    shown = io.StringIO()
+    resumed = run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=1000,
+                             past_budget="missing"), Console(file=shown, width=400))
+    said = shown.getvalue()
+    assert resumed == 0 and cells.ran[4:] == [("off", "SingleStream", 1), ("off", "Offline", 2)], said
+    assert len(_records(bundle)[1]) == 6 and json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    assert validate(bundle).problems == []
