@@ -5,8 +5,11 @@ A run in the background writes a log, which gets the progress bar only once, whe
 done: these lines are what it has as it goes.
 The estimate is the pace of this start or resume so far (the cells that ran, over the time since
 the first began, so that parallel jobs count once) times the cells left to run; skipped cells,
-written at once, take no part in it. A suite's cells differ tenfold in length (a TVM cell that
-tunes against an eager one), so it is said as "about", and only from the third cell run on.
+written at once, take no part in it. A resume counts the cells its bundle kept that ran among them,
+each at the time its rounds took (`--jobs N`: an Nth of it, as N run at once; on Ray, whose
+cluster decides how many run at once, none), so that its first cell's line has an estimate where
+the bundle kept two or more. A suite's cells differ tenfold in length (a TVM cell that tunes
+against an eager one), so it is said as "about", and only from the third cell run on.
 
 A cell that ran but that the run's time budget ended before it had a result (`run --budget-s`
 leaves it out of the bundle for --resume) gets a line of its own, saying how long it ran: that time
@@ -22,7 +25,7 @@ of its own says how many of how many it kept.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -35,13 +38,15 @@ MIN_CELLS_FOR_ESTIMATE = 3
 
 
 class Pace:
-    """The cells of one start or resume that run (not skipped), and how fast they finish."""
+    """The cells of one start or resume that run (not skipped), and how fast they finish, from the
+    times `kept_s` of the cells that ran before it (a resumed bundle's) on."""
 
-    def __init__(self, to_run: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, to_run: int, clock: Callable[[], float] = time.monotonic, kept_s: Sequence[float] = ()) -> None:
         self.to_run = to_run
         self.ran = 0
         self._clock = clock
         self._since: float | None = None
+        self._kept, self._kept_s = len(kept_s), sum(kept_s)
 
     def started(self) -> None:
         """The first cell starts now."""
@@ -53,9 +58,10 @@ class Pace:
 
     def left_s(self) -> float | None:
         """About how many seconds the cells not yet run will take, or None too early to say."""
-        if self._since is None or self.ran < MIN_CELLS_FOR_ESTIMATE or self.ran >= self.to_run:
+        counted = self.ran + self._kept
+        if self._since is None or counted < MIN_CELLS_FOR_ESTIMATE or self.ran >= self.to_run:
             return None
-        return (self._clock() - self._since) / self.ran * (self.to_run - self.ran)
+        return (self._clock() - self._since + self._kept_s) / counted * (self.to_run - self.ran)
 
 
 def duration(seconds: float) -> str:

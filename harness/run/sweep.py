@@ -7,7 +7,8 @@ with (harness/run/cell_line.py) are drawn here; further rounds are kept apart un
 in (harness/run/rounds.py); the time budget's cells are written skipped or left out for --resume,
 and the cells Ctrl-C or SIGTERM stops are written interrupted. The time each cell's round 1 took to
 be measured, of the bundle's kept cells and of this sweep's as they finish, is what its twin (the
-other fusion setting) is held to under the budget (harness/run/time_budget.py)."""
+other fusion setting) is held to under the budget (harness/run/time_budget.py); the kept cells' times
+start the pace the cells' lines estimate the rest by (harness/run/cell_line.py)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from harness import registry
 from harness.bundle.header_record import BackendReport
 from harness.bundle.reader import lookup
-from harness.bundle.statuses import MEASURED
+from harness.bundle.statuses import BAD, MEASURED
 from harness.bundle.writer import Bundle, utc_now
 from harness.errors import OutputError, stopped_by
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import shell_word
 from harness.run import cell_line, kept_answer, rounds, skips, time_budget
-from harness.run.executors import CellTask, Executor, Finished, Serial
+from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.scenario.cells import Cell, twin_id
 from harness.scenario.settings import Limits
@@ -97,7 +98,7 @@ def sweep(
                                env_names, deadline, lambda twin=twin: took_s.get(twin)))  # type: ignore[misc]
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
-        pace = cell_line.Pace(len(tasks))  # read by show() once the executor starts cells
+        pace = cell_line.Pace(len(tasks), kept_s=_kept_cell_s(kept, executor))  # read by show() once cells start
         state = rounds.Rounds({t.cell_id: by_id[t.cell_id].config.timing.rounds for t in tasks}, bundle.root)
         folders = {task.cell_id: task.artifacts for task in tasks}
         by_budget: set[str] = set()  # cells whose round 1 the budget kept from a result
@@ -157,6 +158,18 @@ def sweep(
             state.close()
         progress.update(bar, description=f"{left} cell(s) left for --resume by the time budget" if left else "cells done")
     return by_twin
+
+
+def _kept_cell_s(kept: list[dict[str, Any]], executor: Executor) -> list[float]:
+    """The time each of a resumed bundle's cells that ran took (all its rounds), as this sweep's
+    pace counts its own: N at a time under `--jobs N`. None on Ray, which runs as many at once as the
+    cluster has room for, a number the run does not know before its cells are under way."""
+    if not isinstance(executor, (Serial, LocalPool)):
+        return []
+    at_once = executor.jobs if isinstance(executor, LocalPool) else 1
+    ran = [r for r in kept if r.get("status") in (*MEASURED, *BAD)]
+    return [sum(float(n.get("wall_s") or 0.0) for n in (r.get("metrics") or {}).get("rounds") or [r]) / at_once
+            for r in ran]
 
 
 def _write(bundle: Bundle, label: str, record: dict[str, Any], progress: Progress, bar: Any,

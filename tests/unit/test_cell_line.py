@@ -36,6 +36,22 @@ def test_the_pace_of_the_cells_that_ran_times_the_cells_left() -> None:
     assert pace.left_s() is None  # nothing left
 
 
+def test_a_resume_paces_its_first_cell_by_the_cells_its_bundle_kept() -> None:
+    """A resume gave no estimate until its third cell, though its bundle held the times of the cells
+    that ran before it."""
+    clock = Clock()
+    pace = Pace(4, clock, kept_s=[40.0, 60.0])
+    pace.started()
+    clock.now += 20
+    pace.finished()
+    assert pace.left_s() == (20 + 100) / 3 * 3  # 40 s a cell over the three, 3 cells to run
+    assert Pace(4, clock, kept_s=[40.0]).left_s() is None  # nothing started
+    lone = Pace(4, clock, kept_s=[40.0])
+    lone.started()
+    lone.finished()
+    assert lone.left_s() is None  # two cells are too few, kept or not
+
+
 def test_durations_read_to_the_minute() -> None:
     assert [duration(s) for s in (0, 29, 91, 3599, 3600, 3_900, 50_400)] == [
         "1 min", "1 min", "2 min", "1 h 00 min", "1 h 00 min", "1 h 05 min", "14 h 00 min"]

@@ -468,5 +468,8 @@ def test_run_budget_leaves_a_cell_whose_twin_took_longer_for_resume_saying_so(
                              past_budget="missing"), Console(file=shown, width=400))
     said = shown.getvalue()
     assert resumed == 0 and cells.ran[4:] == [("off", "SingleStream", 1), ("off", "Offline", 2)], said
+    # the 4 cells kept (100 s) pace the resume: its first cell's line has an estimate
+    first = next(line for line in said.splitlines() if line.strip().startswith("valid"))
+    assert "1/2, about 1 min left)" in first, said
     assert len(_records(bundle)[1]) == 6 and json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert validate(bundle).problems == []
