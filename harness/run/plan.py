@@ -10,11 +10,17 @@ it would run, or why it would be skipped. The time is a floor, said as one: Load
 duration for each cell that would run (`--jobs N` of them at once); preparing (compiling, tuning), the other passes and any
 further rounds come on top, and vary by backend and model from seconds to many minutes. With
 `--budget-s`, a last line says whether the budget is below that floor (cells left for --resume for
-certain, and at most how many can finish) or not (whether they all finish depends on preparing)."""
+certain, and at most how many can finish) or not (whether they all finish depends on preparing).
+
+`run --dry-run --resume RUN_DIR` lists the cells the resume would run (those of the bundle without a
+record, `--only` applied), from the scenario the bundle stores, with the floor and the budget line
+alike. The bundle is opened and checked as a resume opens it (locked while it is read, so a bundle
+another process writes is refused, naming it), and nothing in it is written."""
 
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 
 from rich.console import Console
 from rich.table import Table
@@ -25,21 +31,24 @@ from harness.errors import ConfigError
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import executor_choice, preflight, slots
+from harness.run import executor_choice, opening, preflight, slots
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
+from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
 from harness.run.skips import skip_reason
 from harness.scenario import loading as scenario_file
-from harness.scenario.cells import check_values, expand, select
+from harness.scenario.cells import Cell, check_values, expand, select
+from harness.scenario.schema import ScenarioFile
 
 
 def dry_run(request: RunRequest, console: Console) -> int:
-    """List the cells the request's scenario file (its overrides applied) would run on this
-    machine; exit code 0."""
-    if request.resume is not None or request.scenario_path is None:
-        raise ConfigError("--dry-run lists the cells of a scenario file, not of a bundle to resume (its report lists "
-                          "what it has and `validate` what it lacks)")
+    """List the cells the request's scenario file (its overrides applied), or the resume of its
+    bundle, would run on this machine; exit code 0."""
+    if request.resume is not None:
+        return _dry_resume(request, console)
+    if request.scenario_path is None:
+        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)
     stem, only = request.scenario_path.stem, request.only
     warn_of(scenario, console, request.executor, request.jobs)
@@ -65,8 +74,41 @@ def dry_run(request: RunRequest, console: Console) -> int:
     if only:
         check_values(every, only)
     cells = select(every, only or {})
-    table = Table(title=f"{len(cells)} cell(s) on {probe.device}"
-                        + (f" (device auto: {probe.device} here)" if scenario.device == "auto" else ""))
+    return _listed(cells, probe, scenario, request, console, f"{len(cells)} cell(s) on {probe.device}"
+                   + (f" (device auto: {probe.device} here)" if scenario.device == "auto" else ""))
+
+
+def _dry_resume(request: RunRequest, console: Console) -> int:
+    """`--dry-run --resume`: the bundle's cells without a record (`--only` applied), as the resume
+    would find them, listed as a scenario file's are."""
+    with ExitStack() as closing:
+        bundle, resolved, scenario = opening.open_or_plan(request, closing)
+        assert bundle is not None  # a resume's
+        slots.check_jobs(request.jobs, scenario.env, bundle.device)
+        if request.executor == "local":
+            slots.check_jobs_fit_here(request.jobs)
+        if request.only:
+            opening.refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
+        planned = set(bundle.cell_ids)
+        cells = [c for c in select(expand(resolved, bundle.device), request.only or {}) if c.id in planned]
+        todo = [c for c in cells if not bundle.finished(c.id)]
+        if not todo:
+            console.print(Text(f"fusionbench: each of the {len(cells)} cell(s) of {visible(bundle.root)} has its record: "
+                               "a resume would run none; nothing was run or written"))
+            return 0
+        names = sorted({c.config.backend for c in todo})
+        console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
+        probe = run_probe(bundle.device, names, with_system=False)
+        preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, None, bundle.root)
+        title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
+        return _listed(todo, probe, scenario, request, console, title)
+
+
+def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, request: RunRequest, console: Console,
+            title: str) -> int:
+    """The table of `cells`, each to run or be skipped (with why), the floor on their time and the
+    budget's line; exit code 0."""
+    table = Table(title=title)
     for column in ("cell", "would"):
         table.add_column(column)
     running = 0

@@ -1,0 +1,51 @@
+"""`run --dry-run --resume RUN_DIR`: the cells a resume of the bundle would run, listed as a scenario
+file's are, with the floor on their time and what `--budget-s` makes of it; nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.bundle import manifest
+from harness.bundle.header_record import BackendReport
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.cli.main import main
+from harness.run import plan
+from harness.run.probe_answer import ProbeAnswer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_dry_run_of_a_resume_lists_the_cells_it_would_run_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--dry-run --resume` was refused: a planner with 15 minutes of GPU could not see what a resume
+    would run, nor what its budget would make of it, before spending them."""
+    root = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", root)  # a bundle this harness resumes
+    cells = json.loads((root / "bundle.json").read_text())["cells"]
+    for left in cells[:2]:  # deleted so that they run again
+        (root / "cells" / f"{left['id']}.json").unlink()
+        shutil.rmtree(root / "cells" / left["id"], ignore_errors=True)
+    manifest.write(root)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(
+        device="cpu", backends={"eager": BackendReport(available=True), "null": BackendReport(available=True)}))
+    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", "0.7"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"2 of the {len(cells)} cell(s) of {root} to run on cpu" in said, said
+    assert all(left["label"] in said for left in cells[:2]) and cells[2]["label"] not in said, said
+    assert "2 of 2 cell(s) would run: at least 1.00 s of LoadGen's minimum duration (2 x 500 ms" in said, said
+    assert "--budget-s 0.7 (700 ms) is less than this floor: at most 1 of the 2 cell(s) can finish within it" in said
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before, "a dry run wrote into the bundle"
+
+
+def test_a_dry_run_of_a_complete_bundle_says_a_resume_would_run_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", root)
+    assert main(["run", "--resume", str(root), "--dry-run"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"each of the 14 cell(s) of {root} has its record: a resume would run none" in said, said
