@@ -206,7 +206,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                       soft_wrap=True)
     try:
         deadline = time_budget.deadline_in(request.budget_s)
-        bundle.update_header(executor=executor.record())
+        # a resume in slots or on Ray (allowed where no cell was timed yet) runs other cells between one
+        # cell's rounds: the flag the first start set one cell at a time no longer holds
+        paired = {} if request.executor == "local" and request.jobs == 1 else {"rounds_paired": None}
+        bundle.update_header(executor=executor.record(), **paired)
         by_twin = sweep.sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir,
                               console, deadline, executor, keep_past_budget=request.past_budget == "skipped")
     except KeyboardInterrupt as stop:
