@@ -439,6 +439,12 @@ class InductorPrepared(Prepared):
         times = torch_kernel_time.kernel_times(lambda: self(batch), generated, GENERATED_PREFIX)
         return dataclasses.replace(times, kinds={**times.kinds, **generated_kinds(self.kernels)})
 
+    def cuda_kernel_kinds(self) -> dict[str, str]:
+        """The kinds `generated_kinds` names on the CPU, for the Triton kernels, which CUPTI names as
+        Inductor's wrapper does (`triton_poi_fused_convolution_relu_0`, its bias and relu, the
+        convolution cuDNN's: a `triton_poi_fused_bias_relu`)."""
+        return generated_kinds(self.kernels)
+
     def rewrites(self) -> dict[str, Any]:
         return dict(self.rewrite_record)
 

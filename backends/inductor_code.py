@@ -143,6 +143,8 @@ def generated_kinds(groups: Iterable[KernelGroup]) -> dict[str, str]:
       `cpp_fused_addmm_hardswish_mean_view`, mobilenet_v3_small's kernel after MKL's linear, which
       adds the bias and runs the hardswish, was of a kind whose time counted as matrix multiply
       (harness/reporting/op_classes.py), the matrix multiply's own time being `mkl::_mkl_linear`'s.
+    The same for Triton's kernels on a GPU (`triton_poi_fused_convolution_relu_0`, cuDNN's convolution's
+    bias and relu: `triton_poi_fused_bias_relu`), which CUPTI names as the wrapper does.
     Another kernel's kind is left to its name."""
     kinds = {}
     for group in groups:

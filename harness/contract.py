@@ -170,6 +170,16 @@ class Prepared(abc.ABC):
         profile pass, never in a timed one; it may run the model. None where the backend cannot tell."""
         return None
 
+    def cuda_kernel_kinds(self) -> Mapping[str, str]:
+        """On a GPU, where the harness traces the kernels itself (CUPTI names them), the kind of each
+        kernel whose name does not say what it runs, where the backend knows, by the name CUPTI gives
+        it: as `CpuKernelTimes.kinds` on the CPU (Inductor's Triton kernel that adds the bias of a
+        cuDNN convolution and runs its relu, `triton_poi_fused_convolution_relu_0`, is a
+        `triton_poi_fused_bias_relu`, element-wise; by its name it was a convolution). A kernel not
+        named here is of the kind its name gives (harness/measure/kernel_kinds.py). Called once in
+        the profile pass on a GPU, after `fusion_report`. Default: {} (every kind from its name)."""
+        return {}
+
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         """Figures only this backend's own profiler knows, units in the names (for example
         ONNX Runtime's `arena_peak_in_use_bytes`). Called in the profile pass on every device, after

@@ -19,7 +19,11 @@ own name ends in a number, log2 or expm1, loses it too: the two numberings canno
 and without its parts that are numbers, tile shapes or hashes (`128x64`, `0xeca0...`). On the CPU
 the profile pass (harness/measure/passes.py) sums each kind's time as it sums each kernel's: its
 part of the time inside kernels, in proportion to its median part of a profiled inference's; on a GPU the trace's
-durations.
+durations. On a GPU the harness traces the kernels itself and the backend names kinds by the names
+CUPTI gives them (`Prepared.cuda_kernel_kinds`): Inductor's Triton kernel that adds a cuDNN
+convolution's bias and runs its relu, `triton_poi_fused_convolution_relu_0`, is a
+`triton_poi_fused_bias_relu`, as on the CPU (until 2026-12-06 a `triton_poi_fused_convolution_relu`,
+its time counted as convolution beside cuDNN's, which runs the convolution).
 
 A GPU's kernels are named by CUPTI, and two more rules come first for them. A C++ kernel's
 demangled signature is the function it instantiates, without its return type, template arguments
@@ -37,7 +41,7 @@ words after the architecture (a family's may be a bare number: cutlass_80_...) u
 number in it (`cudnn xmma_fprop_implicit_gemm`, `cutlass_simt_sgemm`;
 TensorRT's, which names no library, `xmma_fprop_implicit_gemm`): each tile shape would otherwise be
 a kind. Triton's and TVM's generated kernels (`triton_poi_fused_add_convolution_relu_4`,
-`fused_conv2d1_subtract1_relu1_kernel`) take the numbering rule above.
+`fused_conv2d1_subtract1_relu1_kernel`) the backend names no kind for take the numbering rule above.
 """
 
 from __future__ import annotations
@@ -105,7 +109,12 @@ def kind_of(name: str, kinds: Mapping[str, str]) -> str:
 
 def kind_method(runs: list[CpuKernelTimes]) -> str:
     """How the kinds of `runs` were named, in words."""
-    named = any(times.kinds for times in runs)
+    return naming(any(times.kinds for times in runs))
+
+
+def naming(named: bool) -> str:
+    """How kinds were named, in words: `named`, where the backend named some (`CpuKernelTimes.kinds`,
+    `Prepared.cuda_kernel_kinds`), the rest from their names."""
     return f"{KIND_METHOD_NAMED}; else {KIND_METHOD_NAME}" if named else KIND_METHOD_NAME
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,18 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
 
 def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> dict[str, Any]:
     """CUDA kernels launched per inference, counted process-wide by the profiler (CUPTI), so
-    every backend's kernels are seen the same way. Memcpy and memset are not kernels."""
+    every backend's kernels are seen the same way, each of the kind the backend names for it
+    (`Prepared.cuda_kernel_kinds`), else of the kind its name gives. Memcpy and memset are not kernels."""
+    kinds = asked(prepared, "cuda_kernel_kinds", (Mapping,))
+    if not kernel_kinds.named_well(kinds):
+        raise BackendFailed(f"{type(prepared).__name__}.cuda_kernel_kinds() returned {kinds!r:.80}, not a mapping of "
+                            f"kernel names to kinds, each a string ({CONTRACT})")
+    return cuda_kernel_figures(_cuda_trace(prepared, batch, iters, workdir), iters, kinds)
+
+
+def _cuda_trace(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> list[dict[str, Any]]:
+    """The profiler's trace events (torch.profiler, CUDA's by CUPTI) of `iters` inferences after one
+    unprofiled."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
@@ -74,9 +85,9 @@ def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> 
             prepared.synchronize()
     trace_path = workdir / "profile_trace.json"
     prof.export_chrome_trace(str(trace_path))
-    events = json.loads(trace_path.read_text()).get("traceEvents", [])
+    events: list[dict[str, Any]] = json.loads(trace_path.read_text()).get("traceEvents", [])
     trace_path.unlink()
-    return cuda_kernel_figures(events, iters)
+    return events
 
 
 #: The kernels a cell lists by the time they take (`Kernels.top_kernels`).
@@ -188,12 +199,14 @@ def _summed(runs: list[CpuKernelTimes], inside_ns: float,
             for at in sorted(part, key=lambda at: (-part[at], -called[at], at))]
 
 
-def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, Any]:
+def cuda_kernel_figures(events: list[dict[str, Any]], iters: int, kinds: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The kernel figures of `iters` profiled inferences from the profiler's trace events: how many
     kernels, the GPU's busy time, the kernels that take the most time, each with its calls and
     time per inference (so a report can say which fused kernel a slower cell spends its time in),
     and every kind of kernel with its kernels, calls and time per inference, the costliest first
-    (harness/measure/kernel_kinds.py; a kernel's own time, as the trace gives it)."""
+    (harness/measure/kernel_kinds.py: the kind `kinds`, the backend's, gives a kernel by its name,
+    else the one its name gives; a kernel's own time, as the trace gives it)."""
+    kinds = kinds or {}
     launched = [e for e in events if e.get("cat") == "kernel"]
     replays = sum(1 for e in events if e.get("cat") == "cuda_runtime" and str(e.get("name", "")).startswith("cudaGraphLaunch"))
     if replays and not launched:
@@ -209,8 +222,8 @@ def cuda_kernel_figures(events: list[dict[str, Any]], iters: int) -> dict[str, A
         "kernel_count_method": "CUDA kernels (trace events of category 'kernel') per inference, torch.profiler/CUPTI",
         "profiled_iters": iters,
         "top_kernels": _top_kernels(_traced(timed, iters, lambda name: name)),
-        "by_kind": _by_kind(_traced(timed, iters, lambda name: kernel_kinds.kind_of(name, {}))),
-        "kind_method": kernel_kinds.KIND_METHOD_NAME,
+        "by_kind": _by_kind(_traced(timed, iters, lambda name: kernel_kinds.kind_of(name, kinds))),
+        "kind_method": kernel_kinds.naming(any(name in kinds for name, _ in timed)),
         "kernel_time_ns_per_inference": busy_us(intervals) * 1e3 / iters,
         "kernel_time_method": (
             "the GPU's busy time: the union of the CUDA kernels' intervals (CUPTI), per inference; kernels that overlap count once"

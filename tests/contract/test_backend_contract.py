@@ -161,6 +161,8 @@ def test_prepare_call_report(name: str, fusion: str, prepared: Callable[[str, st
         assert sum(ns for _, ns in times.calls) <= times.wall_ns
         if backend.computes_model:
             assert times.calls
+    kinds = variant.cuda_kernel_kinds()  # on a GPU, by the names CUPTI gives the kernels
+    assert all(isinstance(kernel, str) and kernel and isinstance(kind, str) and kind for kernel, kind in kinds.items()), kinds
     figures = variant.profile_figures(example)  # units in the names, recorded as JSON
     assert isinstance(figures, dict) and all(isinstance(key, str) and key for key in figures), figures
     json.dumps(figures)

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from harness.fusion import is_part_of_tensor_op
+from harness.reporting.op_classes import CONVOLUTION, ELEMENTWISE, class_of
+
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,6 +130,12 @@ timing: {min_time_s: 0.5}
     for kernel in report["kernels"]:
         if kernel["kernel"].startswith("triton_") and not kernel["kernel"].startswith("triton_tem_"):
             assert kernel["class"] in ("element", "single"), kernel
+    # ...and their time is not the convolutions': each is of the kind of what it runs, as Inductor's
+    # code says (`triton_poi_fused_bias_relu`), where its name made it a convolution beside cuDNN's
+    assert any(is_part_of_tensor_op(op) for kernel in report["kernels"] for op in kernel["ops"])
+    kinds = [kind["kind"] for kind in on["metrics"]["kernels"]["by_kind"]]
+    assert not [kind for kind in kinds if kind.startswith("triton_poi") and class_of(kind) == CONVOLUTION], kinds
+    assert any(kind.startswith("triton_poi_fused_bias") and class_of(kind) == ELEMENTWISE for kind in kinds), kinds
     traffic = [cell["metrics"]["memory_traffic"] for cell in (on, off)]
     if any(t["absent"] for t in traffic):  # no counters here: each cell says why, with no figure
         for t in traffic:

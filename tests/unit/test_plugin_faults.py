@@ -90,6 +90,33 @@ def test_kernel_kinds_that_are_not_strings_by_name_fail_the_cell_naming_the_meth
     assert passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)["by_kind"][0]["kind"] == "Conv"  # type: ignore[arg-type]
 
 
+def test_cuda_kernel_kinds_that_are_not_strings_by_name_fail_the_cell_naming_the_method(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU the kinds come from `cuda_kernel_kinds`, checked as `CpuKernelTimes.kinds` is on the
+    CPU: a wrong answer fails the cell naming the method, not in the harness's own code."""
+    from harness.measure import passes
+
+    class _GpuKinds(_Answers):
+        kinds: Any = None
+
+        def cuda_kernel_kinds(self) -> Any:
+            return self.kinds
+
+        def profile_figures(self, batch: Any) -> Any:
+            return {}
+
+    trace = [{"cat": "kernel", "name": "triton_poi_fused_convolution_relu_0", "ts": 0.0, "dur": 2.0}]
+    monkeypatch.setattr(passes, "_cuda_trace", lambda prepared, batch, iters, workdir: trace)
+    prepared = _GpuKinds()
+    for wrong, said in ((None, "returned NoneType; it returns Mapping"), ({"k": 3}, "returned {'k': 3}, not a mapping")):
+        prepared.kinds = wrong
+        with pytest.raises(BackendFailed, match=rf"^_GpuKinds\.cuda_kernel_kinds\(\) {re.escape(said)}"):
+            passes.profile(prepared, None, 1, "cuda", tmp_path, 1e6)  # type: ignore[arg-type]
+    prepared.kinds = {"triton_poi_fused_convolution_relu_0": "triton_poi_fused_bias_relu"}
+    assert passes.profile(prepared, None, 1, "cuda", tmp_path, 1e6)["by_kind"][0]["kind"] == (  # type: ignore[arg-type]
+        "triton_poi_fused_bias_relu")
+
+
 class _Broken(Backend):
     name = "broken"
     answer: Any = None
@@ -224,7 +251,8 @@ def test_the_guides_skeleton_runs_as_written() -> None:
     assert backend.supports(None, "fp32", "cpu") == Availability.yes() and backend.tune(
         None, None, device="cpu", dtype="fp32", variant=None, workdir=None, cache_dir=None) is None
     prepared = namespace["MyPrepared"]
-    assert (prepared.rewrites(None), prepared.math_mode(None), prepared.profile_figures(None, None)) == ({}, {}, {})
+    assert (prepared.rewrites(None), prepared.math_mode(None), prepared.profile_figures(None, None),
+            prepared.cuda_kernel_kinds(None)) == ({}, {}, {}, {})
 
 
 def test_the_profile_pass_asks_each_method_through_the_check(tmp_path: Any) -> None:
