@@ -40,15 +40,20 @@ _WORDS = {
     # ATen's sdpa and multi-head attention, ONNX Runtime's Attention and MultiHeadAttention.
     ATTENTION: r"\w*attention|sdpa",
     # conv2d, convolution, _convolution_pointwise, Conv, FusedConv, QLinearConv, ConvTranspose; a GPU
-    # library's forward convolution is named as an implicit GEMM (cudnn xmma_fprop_implicit_gemm).
-    CONVOLUTION: r"[a-z]*conv(olution)?(\dd)?(transpose|integer)?|fprop",
-    # linear, addmm, bmm, einsum, TVM's matmul and dense, Gemm, FusedMatMul, MatMulNBits, sgemm.
-    MATRIX_MULTIPLY: r"[a-z]*(matmul|gemm)[a-z0-9]*|a?b?mm|addb?mm|baddbmm|linear|dense|einsum",
+    # library's forward convolution is named as an implicit GEMM (cudnn xmma_fprop_implicit_gemm), or
+    # as cuDNN's older kernels are, `convolve` (implicit_convolve_sgemm, a GEMM word after it,
+    # convolve_common_engine_float_NHWC).
+    CONVOLUTION: r"[a-z]*conv(olution)?(\dd)?(transpose|integer)?|fprop|convolve",
+    # linear, addmm, bmm, einsum, TVM's matmul and dense, Gemm, FusedMatMul, MatMulNBits, sgemm; cuBLAS's
+    # matrix-vector product (internal::gemvx::kernel) and the sum of a split-K GEMM's parts
+    # (cublasLt::splitKreduce_kernel).
+    MATRIX_MULTIPLY: r"[a-z]*(matmul|gemm|gemv)[a-z0-9]*|a?b?mm|addb?mm|baddbmm|linear|dense|einsum|splitkreduce",
     # batch_norm, layer_norm (aten's, TVM's, _native_batch_norm_legit), LayerNormalization,
     # SkipLayerNormalization, GroupNorm; and a batch norm as TVM's Relax decomposes it for inference, its
-    # four operators in a row ((x - mean) / std * gamma + beta). A bare `norm` (a vector norm) is a reduction.
+    # four operators in a row ((x - mean) / std * gamma + beta); cuDNN's batch norm (bn_fw_inf_1C11_kernel_NCHW).
+    # A bare `norm` (a vector norm) is a reduction.
     NORMALIZATION: (r"(layer|batch|group|instance|rms)(_?norm(alization)?)(\dd)?|[a-z]*normali[sz](ation|e)"
-                    r"|subtract_divide_multiply_add"),
+                    r"|subtract_divide_multiply_add|bn"),
     # Arithmetic, activations, comparisons, casts, reductions and pooling (a reduction over a window); a
     # tensor operator's bias added apart from it (Inductor's `cpp_fused_bias`, backends/inductor_code.py).
     ELEMENTWISE: (r"bias|add|sub|subtract|mul|multiply|div|divide|true_divide|erf|[a-z]*gelu|[a-z]*relu\d*|[a-z]*silu"
@@ -57,11 +62,13 @@ _WORDS = {
                   r"|mean|sum|max|min|maximum|minimum|amax|amin|argmax|argmin|prod|norm|reduce[a-z]*"
                   r"|[a-z]*pool(\dd)?|[a-z]*pooling|[a-z]*elementwise"),
     # Reshapes, transposes, copies, concatenation, slicing, indexing and gathers (embedding lookups),
-    # padding, filling, layout reorders (ONNX Runtime's ReorderInput, TVM's layout_transform).
+    # padding, filling, layout reorders (ONNX Runtime's ReorderInput, TVM's layout_transform, cuDNN's
+    # nhwcToNchwKernel).
     DATA_MOVEMENT: (r"reshape|view|transpose|permute|copy|clone|contiguous|cat|concat|concatenate|stack|split"
                     r"|chunk|slice|strided|scatter[a-z]*|gather[a-z]*|take|index|embedding|pad|roll|flatten"
                     r"|squeeze|unsqueeze|expand|broadcast|swapaxes|full|zeros|ones|fill|empty|tile|repeat"
-                    r"|identity|shape|reorder[a-z]*|layout|to|select|narrow|unbind|flip|memcpy[a-z]*"),
+                    r"|identity|shape|reorder[a-z]*|layout|to|select|narrow|unbind|flip|memcpy[a-z]*"
+                    r"|(nchw|nhwc)to(nchw|nhwc)[a-z]*"),
 }
 _PATTERNS = {cls: re.compile(rf"(?<![a-z0-9])({words})(?![a-z0-9])") for cls, words in _WORDS.items()}
 

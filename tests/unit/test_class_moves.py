@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.bundle.passes_record import Kernels
 from harness.reporting.class_moves import against, class_times
 
@@ -49,3 +51,39 @@ def test_a_class_one_side_never_runs_says_none_there_and_each_side_is_scaled_to_
 def test_nothing_is_said_where_either_side_lists_no_kinds() -> None:
     bare = Kernels.model_validate({"kernels_per_inference": 3, "kernel_count_method": "cpu dispatches"})
     assert against(ORT, bare, ("onnxruntime", "eager")) == [] and against(None, EAGER, ("tvm", "eager")) == []
+
+
+# resnet18, batch 32, on an H200 (docs/results/bundles/gpu-h200-2026-12-04-inductor-layout, the kinds of
+# eager's cell and of Inductor's with its channels-last layout, in us): cuDNN picks other convolutions
+# for each, and Inductor's layout adds cuDNN's reorders.
+GPU_EAGER = _kernels(("cudnn xmma_fprop_implicit_gemm", 3234.1e3), ("implicit_convolve_sgemm", 371.8e3),
+                     ("cudnn::bn_fw_inf_1C11_kernel_NCHW", 276.1e3), ("at::native::vectorized_elementwise_kernel", 191.5e3),
+                     ("cublas xmma_gemm", 187.7e3), ("fft2d_r2c_32x32", 138.0e3),
+                     ("at::native::(anonymous namespace)::max_pool_forward_nchw", 103.8e3), ("flip_filter", 38.8e3),
+                     ("fft2d_c2r_32x32", 31.6e3), ("cutlass_simt_sgemm", 7.2e3), ("at::native::reduce_kernel", 5.9e3),
+                     ("cublasLt::splitKreduce_kernel", 2.5e3))
+GPU_INDUCTOR = _kernels(("cudnn xmma_fprop_implicit_gemm", 2211.0e3), ("pointwise_mult_and_sum_complex", 789.5e3),
+                        ("convolve_common_engine_float_NHWC", 435.2e3), ("fft2d_r2c_64x64", 253.3e3),
+                        ("cudnn::engines_precompiled::nhwcToNchwKernel", 214.8e3), ("cublas xmma_gemm", 186.8e3),
+                        ("fft2d_r2c_32x32", 135.7e3), ("cudnn::engines_precompiled::nchwToNhwcKernel", 112.7e3),
+                        ("fft2d_c2r_64x64", 99.3e3), ("triton_poi_fused_convolution_relu", 96.5e3),
+                        ("triton_poi_fused_add_convolution_relu", 65.6e3), ("flip_filter", 52.3e3),
+                        ("triton_poi_fused_convolution_max_pool2d_with_indices_relu", 36.7e3), ("fft2d_c2r_32x32", 31.9e3),
+                        ("triton_poi_fused_convolution", 25.9e3), ("cutlass_simt_sgemm", 7.2e3),
+                        ("triton_per_fused_add_convolution_mean_relu", 3.4e3), ("cublasLt::splitKreduce_kernel", 2.6e3))
+
+
+def test_a_gpu_librarys_kernels_are_set_against_eager_in_the_class_of_what_they_run() -> None:
+    """cuDNN's implicit_convolve_sgemm, eager's first convolution, was a matrix multiply and Inductor's
+    convolve_common_engine_float_NHWC other: the report said Inductor spent 373 us less on matrix
+    multiplies (there is one, the classifier's, on each side) and 837 us more on other kernels, its
+    cuDNN reorders and eager's cuDNN batch norm among them. Each is now in the class of what it runs
+    (Inductor's Triton kinds as recorded, before Inductor named them: their 228 us in its convolution)."""
+    assert class_times(GPU_EAGER)["matrix multiply"] == pytest.approx((187.7 + 7.2 + 2.5) * 1e3)
+    assert against(GPU_INDUCTOR, GPU_EAGER, ("inductor", "eager")) == [
+        "kernels in all +171 us (eager 4.59 ms, inductor 4.76 ms)",
+        "convolution -732 us (eager 3.61 ms, inductor 2.87 ms)",
+        "element-wise and reductions +488 us (eager 301 us, inductor 790 us)",
+        "other +351 us (eager 170 us, inductor 520 us)",
+        "data movement +341 us (eager 38.8 us, inductor 380 us)",
+    ]

@@ -36,6 +36,14 @@ from harness.reporting.op_classes import (
     # Inductor's generated kernels and library calls (golden v11)
     ("mkldnn::_convolution_pointwise_", CONVOLUTION), ("mkl::_mkl_linear", MATRIX_MULTIPLY),
     ("cpp_fused__native_batch_norm_legit_no_training", NORMALIZATION), ("cpp_fused_max_pool2d_with_indices", ELEMENTWISE),
+    # NVIDIA's libraries on a GPU (the H200 bundles of 2026-12-04): cuDNN's older convolutions, a GEMM
+    # word after `convolve` (was matrix multiply) or none (was other); cuBLAS's matrix-vector product,
+    # the LSTM's costliest kind, and a split-K GEMM's sum (were other); cuDNN's batch norm, eager's,
+    # and its layout reorders, Inductor's with its channels-last layout (were other)
+    ("implicit_convolve_sgemm", CONVOLUTION), ("convolve_common_engine_float_NHWC", CONVOLUTION),
+    ("internal::gemvx::kernel", MATRIX_MULTIPLY), ("cublasLt::splitKreduce_kernel", MATRIX_MULTIPLY),
+    ("cudnn::bn_fw_inf_1C11_kernel_NCHW", NORMALIZATION), ("cudnn::engines_precompiled::nhwcToNchwKernel", DATA_MOVEMENT),
+    ("cudnn::engines_precompiled::nchwToNhwcKernel", DATA_MOVEMENT),
 ])
 def test_each_backends_kinds_fall_in_one_class(kind: str, cls: str) -> None:
     assert class_of(kind) == cls
