@@ -406,9 +406,11 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
         if figure is None:
             memory.update(peak_rss_bytes=None, peak_rss_delta_bytes=None)
             return record(data)
-        memory["rss_baseline_bytes"] = baseline = min(memory["rss_baseline_bytes"], int(figure))
+        # the lifetime peak holds the inference pass's peak and the baseline (validate holds it to both)
+        memory["inference_peak_rss_bytes"] = inference = min(memory["inference_peak_rss_bytes"], int(figure))
+        memory["rss_baseline_bytes"] = baseline = min(memory["rss_baseline_bytes"], inference)
         memory.update(peak_rss_bytes=int(figure), peak_rss_delta_bytes=int(figure) - baseline,
-                      inference_peak_rss_delta_bytes=memory["inference_peak_rss_bytes"] - baseline)
+                      inference_peak_rss_delta_bytes=inference - baseline)
         return record(data)
     if row.name == "fusions":  # the count is its kernels': a report of that many fused kernels
         kernels = tuple(KernelGroup(f"k{i}", ("aten.convolution", "aten.relu")) for i in range(int(figure or 0)))

@@ -148,5 +148,5 @@ def test_a_dry_run_lists_what_would_run_and_be_skipped_and_writes_nothing(
     assert main(["run", str(long), "--dry-run", "--device", "cpu", "--out", str(out), "--only", "backend=null"]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "1 of 1 cell(s) would run: at least 1,000 min of LoadGen's minimum duration (1 x 60,000 s)" in printed, printed
-    assert main(["run", "--resume", str(tmp_path), "--dry-run"]) == 2
-    assert "--dry-run lists the cells of a scenario file" in capsys.readouterr().err
+    assert main(["run", "--resume", str(tmp_path), "--dry-run"]) == 2  # no bundle: a resume's dry run reads one
+    assert "not a FusionBench result bundle (no bundle.json); --resume takes a result bundle" in capsys.readouterr().err
