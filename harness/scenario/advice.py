@@ -29,7 +29,7 @@ def warnings(scenario: ScenarioFile, device: str) -> list[str]:
 def _unofficial_mlperf(scenario: ScenarioFile) -> list[str]:
     """Under the mlperf profile a LoadGen setting the file gives overrides mlperf.conf: the run is
     then no official one, which only `pack` said, after the run."""
-    given = sorted(scenario.loadgen.overrides())
+    given = sorted(scenario.loadgen.user_conf())
     if scenario.loadgen.profile != "mlperf" or not given:
         return []
     return [f"loadgen.{', loadgen.'.join(given)} under profile mlperf {'override' if len(given) > 1 else 'overrides'} "

@@ -82,7 +82,7 @@ def resolved(scenario: ScenarioFile, default_name: str) -> dict[str, Any]:
     data = scenario.model_dump(mode="json")
     data["name"] = data["name"] or default_name
     if scenario.loadgen.profile == "mlperf":  # what the file set stands over mlperf.conf (user.conf)
-        data["loadgen"]["overrides"] = scenario.loadgen.overrides()
+        data["loadgen"]["overrides"] = scenario.loadgen.user_conf()
     return data
 
 

@@ -73,6 +73,10 @@ Inputs = Annotated[
 ]
 
 
+#: OVERRIDABLE's keys, as a type.
+OverridableKey = Literal["min_duration_s", "max_duration_s", "min_query_count", "max_query_count"]
+
+
 class LoadGenSettings(StrictModel):
     """What MLPerf LoadGen is told; the expected-latency hints come from the device-timing pass."""
 
@@ -108,8 +112,32 @@ class LoadGenSettings(StrictModel):
     compliance: list[Literal["TEST01", "TEST04"]] = Field(
         [], description="MLPerf compliance tests to run after the performance run (mlperf profile, accuracy on)",
     )
+    # Not dumped: `resolved` writes it, from the settings given, where a run stores the scenario.
+    overrides: dict[OverridableKey, Annotated[float, Field(gt=0, le=1e9)]] | None = Field(
+        None, exclude=True,
+        description="the form a bundle stores (bundle.json's scenario, every default filled in): which of the "
+        "settings above stand over mlperf.conf (profile mlperf), each at its value; those it does not name are "
+        "mlperf.conf's, so a stored scenario run as a file is the same run",
+    )
 
-    def overrides(self) -> dict[str, float | int]:
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_form(cls, given: Any) -> Any:
+        """A stored scenario fills in every LoadGen setting, those mlperf.conf gives too: its
+        `overrides` names the ones the file gave. The others are left out again, as the file left
+        them, so they stay mlperf.conf's (run as given, `min_duration_s: 10.0` became an override
+        and the official run an unofficial one); one that is not at its default was given and is refused."""
+        if not isinstance(given, dict) or not isinstance(given.get("overrides"), dict):
+            return given
+        named = given["overrides"]
+        for key in OVERRIDABLE:
+            default = cls.model_fields[key].default
+            if key in given and key not in named and given[key] != default:
+                raise ValueError(f"{key} {given[key]} is not at its default ({default}) and overrides does not "
+                                 "name it: name it there, or leave it out to keep mlperf.conf's")
+        return {key: value for key, value in given.items() if key in named or key not in OVERRIDABLE}
+
+    def user_conf(self) -> dict[str, float | int]:
         """What stands over mlperf.conf under the mlperf profile (user.conf): each LoadGen setting of
         OVERRIDABLE the file gave a value. A null (no maximum, or the scenario's own minimum) is one
         the file left to mlperf.conf: user.conf has no word for it, and a cell's overrides no room."""
@@ -134,6 +162,13 @@ class LoadGenSettings(StrictModel):
             raise ValueError("max_duration_s is below min_duration_s")
         if self.max_query_count is not None and (self.min_query_count or 1) > self.max_query_count:
             raise ValueError("max_query_count is below min_query_count")
+        if self.overrides is not None:
+            if self.profile != "mlperf":
+                raise ValueError("overrides: only the mlperf profile overrides mlperf.conf")
+            for key, value in sorted(self.overrides.items()):
+                if getattr(self, key) != value:
+                    raise ValueError(f"overrides.{key} is {value:g} where {key} is {getattr(self, key)}: "
+                                     "a stored scenario's overrides are its settings' values")
         return self
 
 

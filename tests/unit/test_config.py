@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -211,7 +212,7 @@ def test_a_file_that_makes_a_cell_twice_is_refused_at_the_entry_that_repeats_it(
 def test_the_readmes_scenario_example_loads_and_shows_every_field(tmp_path: Path) -> None:
     """docs/architecture.md: a new scenario field is shown in the README's example; the example's
     every field is one the file format has (it loads), and every field of the format is in it but
-    the folder inputs' own, which its comment names."""
+    the folder inputs' own and the stored form's `loadgen.overrides` (mlperf only), which its comments name."""
     import yaml
 
     from harness.scenario.schema import ScenarioFile
@@ -225,7 +226,9 @@ def test_the_readmes_scenario_example_loads_and_shows_every_field(tmp_path: Path
     assert set(ScenarioFile.model_fields) == set(shown), "a field of the format is not in the README's example"
     for section in ("loadgen", "timing", "passes", "limits"):
         fields = ScenarioFile.model_fields[section].annotation.model_fields
+        fields = {name: field for name, field in fields.items() if f"{section}.{name}" != "loadgen.overrides"}
         assert set(fields) == set(shown[section]), f"a field of {section} is not in the README's example"
+    assert "stored scenario adds overrides" in example
     assert set(SyntheticInputs.model_fields) == set(shown["inputs"])
 
 
@@ -349,6 +352,28 @@ def test_an_mlperf_setting_given_as_null_leaves_mlperf_conf_its_own(tmp_path: Pa
     assert advice.warnings(scenario, "cpu")[0].startswith("loadgen.min_duration_s under profile mlperf overrides")
     official = load_text(tmp_path, MLPERF + "loadgen: {profile: mlperf, max_duration_s: null}\n")
     assert resolved(official, "s")["loadgen"]["overrides"] == {} and advice.warnings(official, "cpu") == []
+
+
+@pytest.mark.parametrize("loadgen", ["{profile: mlperf}", "{profile: mlperf, min_duration_s: 2, max_query_count: null}"])
+def test_an_mlperf_bundles_stored_scenario_run_as_a_file_is_the_same_run(tmp_path: Path, loadgen: str) -> None:
+    """bundle.json's scenario fills in every LoadGen setting and adds `overrides`: as a file it was
+    refused ("unknown key 'overrides'"), and without that key the official run's stored
+    `min_duration_s: 10.0` became an override: another scenario_sha256, an unofficial run."""
+    stored = resolved(load_text(tmp_path, MLPERF + f"loadgen: {loadgen}\n"), "s")
+    again = load_text(tmp_path, json.dumps(stored), "stored.yaml")
+    assert resolved(again, "s") == stored and scenario_file.sha256(resolved(again, "s")) == scenario_file.sha256(stored)
+    assert [c.config for c in expand(resolved(again, "s"), "cpu")] == [c.config for c in expand(stored, "cpu")]
+    assert advice.warnings(again, "cpu") == advice.warnings(load_text(tmp_path, MLPERF + f"loadgen: {loadgen}\n"), "cpu")
+
+
+@pytest.mark.parametrize(("loadgen", "words"), [
+    ("{profile: dev, overrides: {}}", "only the mlperf profile overrides mlperf.conf"),
+    ("{profile: mlperf, min_duration_s: 2, overrides: {min_duration_s: 3}}", "overrides.min_duration_s is 3 where"),
+    ("{profile: mlperf, min_duration_s: 2, overrides: {}}", "min_duration_s 2 is not at its default (10.0)"),
+    ("{profile: mlperf, overrides: {target_qps: 3}}", "loadgen.overrides.target_qps"),
+])
+def test_a_stored_scenarios_overrides_are_its_settings(tmp_path: Path, loadgen: str, words: str) -> None:
+    assert words in error_of(tmp_path, MLPERF + f"loadgen: {loadgen}\n")
 
 
 @pytest.mark.parametrize(("setting", "problem"), [
