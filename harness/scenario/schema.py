@@ -199,8 +199,10 @@ class ScenarioFile(StrictModel):
     def _baseline_runs(cls, baseline: str, info: ValidationInfo) -> str:
         # A baseline the file does not run left the report without speedups, silently. Only one the
         # file gives is checked (not the default): a file without eager just has no speedup table.
+        # Given at the default, it is the default: a bundle's stored scenario spells every default
+        # out, and that of a file without eager was refused as a file ("'eager' is not run").
         backends = info.data.get("backends")
-        if backends is None:
+        if backends is None or baseline == cls.model_fields["baseline"].default:
             return baseline  # the backends were refused: that error is the one to fix
         names = list(dict.fromkeys(b.name for b in backends))
         if baseline not in names:

@@ -94,6 +94,17 @@ def test_a_baseline_the_file_runs_and_the_default_without_eager_still_load(tmp_p
     assert loading.load(path).baseline == "eager", "the default is not checked: a file without eager has no speedups"
 
 
+
+def test_the_stored_scenario_of_a_file_without_eager_loads_as_a_file(tmp_path: Path) -> None:
+    """bundle.json's scenario spells out the default `baseline: eager`: that of a file without eager
+    was refused as a file ("'eager' is not run by this file"), so the run could not be made again."""
+    path = tmp_path / "s.yaml"
+    path.write_text("models: [resnet18]\nbackends: [inductor, null]\nscenarios: [Offline]\n")
+    stored = loading.resolved(loading.load(path), "s")
+    path.write_text(yaml.safe_dump(stored))
+    again = loading.resolved(loading.load(path), "s")
+    assert again == stored and loading.sha256(again) == loading.sha256(stored)
+
 @pytest.mark.parametrize("value", ["true", "'3'", "3.0", "false"])
 def test_rounds_are_a_whole_number_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
     """`rounds: true` ran one round and `"3"` or `3.0` three: each is refused, as `false` was."""
