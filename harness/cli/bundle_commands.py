@@ -161,7 +161,11 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
               "--allow-missing accepts that", file=sys.stderr)
     if comparison.worse:  # said on standard error as the unpaired cells are, for a CI log that keeps only it
         worse = sum(comparison.counts()[label] for label in WORSE)
-        print(f"fusionbench: {worse} cell(s) of B regressed or newly failed against A (listed above)", file=sys.stderr)
+        # a CI job that keeps only this line took another machine's or torch's figures for a regression
+        apart = comparison.systems_apart()
+        systems = f"; the two systems differ ({apart}: listed above), which may be why" if apart else ""
+        print(f"fusionbench: {worse} cell(s) of B regressed or newly failed against A (listed above){systems}",
+              file=sys.stderr)
     return EXIT_PROBLEMS if unpaired or comparison.worse else 0
 
 

@@ -35,7 +35,7 @@ from harness.reporting.fusion_verdicts import FusionVerdict, fusion_verdicts
 from harness.reporting.judging import ALPHA, LABELS, VERDICTS, WORSE, Pair, compare_cells
 from harness.reporting.pairing import not_in, pairing_key, passed_variables, settings_apart, settings_ran, unlike_runs
 from harness.reporting.run_facts import machine_noise
-from harness.reporting.system_differences import system_differences
+from harness.reporting.system_differences import PACKAGE, system_differences
 from harness.stats.summary import geometric_mean
 
 
@@ -80,6 +80,14 @@ class Comparison:
             if pair.ratio is not None:
                 by_backend.setdefault(pair.backend, []).append(pair.ratio)
         return {name: Geomean(len(r), geometric_mean(r)) for name, r in sorted(by_backend.items())}
+
+    def systems_apart(self) -> str:
+        """What differs between the two runs' systems, in a few words for a line that stands alone
+        (`torch, CPU and 3 more`); empty where nothing does."""
+        facts = [what for what, _, _ in self.systems if not what.startswith(PACKAGE)]
+        shown = facts[:3] or [f"{len(self.systems)} package(s)"]
+        more = len(self.systems) - len(shown) if facts else 0
+        return (", ".join(shown) + (f" and {more} more" if more else "")) if self.systems else ""
 
     @property
     def worse(self) -> bool:

@@ -267,6 +267,22 @@ def test_a_regression_beside_unpaired_cells_is_said_too(tmp_path: Path, capsys: 
     assert "could not be paired" in err and "2 cell(s) of B regressed or newly failed against A" in err, err
 
 
+
+def test_a_regression_between_two_systems_says_they_differ(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The line said a plain regression where B ran on another torch: a CI job that keeps only
+    standard error could not tell the harness's or the model's slowdown from the system's."""
+    from harness.cli.main import main
+
+    slow = slowed(tmp_path, 1.5)
+    header = json.loads((slow / "bundle.json").read_text())
+    header["system"]["torch"]["version"] = "9.9.9"
+    (slow / "bundle.json").write_text(json.dumps(header))
+    manifest.write(slow)
+    assert main(["compare", str(GOLDEN / "v2"), str(slow)]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == ("fusionbench: 2 cell(s) of B regressed or newly failed against A "
+                                                        "(listed above); the two systems differ (torch: listed above), "
+                                                        "which may be why")
+
 @pytest.mark.slow
 def test_cli_exits_1_on_a_regression_and_0_otherwise(tmp_path: Path) -> None:
     slow = slowed(tmp_path, 1.5)
