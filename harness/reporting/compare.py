@@ -17,7 +17,8 @@ has no record (its run was stopped). Per backend, the geometric mean of B/A over
 pairs. The systems' differences (CPU, GPU, driver, library versions, container) come first, since
 a difference between machines explains a difference between figures
 (harness/reporting/system_differences.py). Each fusion pair's verdicts in A and in B are set side by
-side (harness/reporting/fusion_verdicts.py).
+side (harness/reporting/fusion_verdicts.py), but for a pair whose cells ran unlike in A and B, by the
+same rule as the cells' pairs.
 
 This module pairs and labels; harness/reporting/compare_output.py writes the comparison as JSON or
 Markdown.
@@ -97,13 +98,13 @@ class Comparison:
 
 def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha: float = ALPHA) -> Comparison:
     """Pair the cells of `a` (the baseline) and `b` by `pairing_key`, and label each pair."""
+    # what either run's file passed to its workers (`env:`): the threads and their binding, mostly
+    passed = passed_variables(lookup(a.header, "scenario", "env")) | passed_variables(lookup(b.header, "scenario", "env"))
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
-                        systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b),
+                        systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b, passed),
                         machines=(_run_machine(a.header_record), _run_machine(b.header_record)),
                         noise=(machine_noise(lookup(a.header, "system", "machine_noise")),
                                machine_noise(lookup(b.header, "system", "machine_noise"))))
-    # what either run's file passed to its workers (`env:`): the threads and their binding, mostly
-    passed = passed_variables(lookup(a.header, "scenario", "env")) | passed_variables(lookup(b.header, "scenario", "env"))
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record

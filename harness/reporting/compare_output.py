@@ -104,14 +104,17 @@ def _fusion(comparison: Comparison) -> list[str]:
              "Fusion off over on in each bundle, with its confidence interval over the paired rounds and its verdict "
              "(docs/metrics.md, Speedups); `ran apart` where its cells ran where their times cannot be set side by "
              "side in that bundle (no speedup is taken from them; listed below with why), `-` where the pair is not "
-             "valid there.", "",
+             "valid there; `not comparable` where A's cells and B's ran unlike (other math modes, hardware, share, "
+             "torch threads or `env:` values: listed below with why, as unpaired cells are).", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:
         lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")
     # the cell holds two words; the reason (another share, other hardware, another start of the machine) is here
     apart = [f"- {md_cell(v.name)}, in {side}: {md_cell(why)}" for v in comparison.fusion
              for side, why in (("A", v.apart_a), ("B", v.apart_b)) if why]
-    return [*lines, "", verdict_line(comparison.fusion), "", *(["Ran apart:", "", *apart, ""] if apart else [])]
+    unlike = [f"- {md_cell(v.name)}: {md_cell(v.unlike)}" for v in comparison.fusion if v.unlike]
+    return [*lines, "", verdict_line(comparison.fusion), "", *(["Ran apart:", "", *apart, ""] if apart else []),
+            *(["Not comparable, A's cells and B's ran unlike:", "", *unlike, ""] if unlike else [])]
 
 
 def to_markdown(comparison: Comparison) -> str:

@@ -1,7 +1,10 @@
 """`compare`'s fusion verdicts: each fusion pair (the same cell with fusion on and off, both valid) of either
 bundle, with its speedup, interval and verdict in A and in B (harness/stats/intervals.py), whether the two
 verdicts agree and whether the two intervals overlap. A pair of one round has no verdict: it agrees
-with nothing. They inform, as the other figures do.
+with nothing. A pair whose cells ran unlike in A and in B (other math modes, hardware, share, torch
+threads or `env:` values: `pairing.unlike_runs`, the rule compare pairs its cells by) is not set
+against itself: each side's speedup is shown, with why they are not compared. They inform, as the
+other figures do.
 """
 
 from __future__ import annotations
@@ -12,25 +15,27 @@ from typing import Any
 from harness.bundle.reader import LoadedBundle
 from harness.reporting.cell_rows import bundle_rows
 from harness.reporting.fusion_pairs import FusionPair, fusion_pairs, pairs_apart
-from harness.reporting.pairing import pairing_key
+from harness.reporting.pairing import pairing_key, unlike_runs
 from harness.stats.intervals import NO_INTERVAL, Interval, Speedup
 
 
 @dataclass
 class FusionVerdict:
     """One fusion pair in both bundles: its speedup in each, None where the pair is not valid there or
-    its cells ran apart there (`apart_a`/`apart_b` say why: `run_facts.apart`)."""
+    its cells ran apart there (`apart_a`/`apart_b` say why: `run_facts.apart`); `unlike` says why
+    the two bundles' cells of the pair cannot be set side by side (`pairing.unlike_runs`), "" where they can."""
 
     name: str
     a: Speedup | None
     b: Speedup | None
     apart_a: str = ""
     apart_b: str = ""
+    unlike: str = ""
 
     @property
     def judged(self) -> bool:
-        """Both bundles gave the pair a verdict (more than one round each, not all alike)."""
-        return (self.a is not None and self.b is not None
+        """Both bundles gave the pair a verdict (more than one round each, not all alike), of cells that ran alike."""
+        return (self.a is not None and self.b is not None and not self.unlike
                 and self.a.verdict not in NO_INTERVAL and self.b.verdict not in NO_INTERVAL)
 
     @property
@@ -39,9 +44,9 @@ class FusionVerdict:
 
     @property
     def intervals(self) -> tuple[Interval, Interval] | None:
-        """Both bundles' intervals, where both have one (more than one round each)."""
+        """Both bundles' intervals, where both have one (more than one round each) of cells that ran alike."""
         a, b = (self.a.interval if self.a else None), (self.b.interval if self.b else None)
-        return None if a is None or b is None else (a, b)
+        return None if a is None or b is None or self.unlike else (a, b)
 
     @property
     def overlap(self) -> bool:
@@ -51,11 +56,11 @@ class FusionVerdict:
     def shown(self) -> tuple[str, str, str, str]:
         """A, B, whether the verdicts agree and whether the intervals overlap, as the tables write
         them: `ran apart` for a side where its cells ran apart, `-` where the pair is not valid, or a
-        question one round cannot answer."""
+        question one round cannot answer; `not comparable` for both questions where A's and B's cells ran unlike."""
         a, b = (s.text() if s is not None else "ran apart" if why else "-"
                 for s, why in ((self.a, self.apart_a), (self.b, self.apart_b)))
-        agree = "yes" if self.agree else "no" if self.judged else "-"
-        overlap = "yes" if self.overlap else "no" if self.intervals else "-"
+        agree = "yes" if self.agree else "no" if self.judged else "not comparable" if self.unlike else "-"
+        overlap = "yes" if self.overlap else "no" if self.intervals else "not comparable" if self.unlike else "-"
         return a, b, agree, overlap
 
     def recorded(self) -> dict[str, Any]:
@@ -70,12 +75,13 @@ class FusionVerdict:
         # null where the table says `-`: false would read as verdicts that disagree, intervals apart
         return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree if self.judged else None,
                 "overlap": self.overlap if self.intervals else None,
-                "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}}
+                "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}, "unlike": self.unlike or None}
 
 
-def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
+def fusion_verdicts(a: LoadedBundle, b: LoadedBundle, passed: frozenset[str] = frozenset()) -> list[FusionVerdict]:
     """Every fusion pair valid in A or B, in A's order, then B's others; a side where the pair's cells
-    ran apart says so."""
+    ran apart says so, and a pair whose cells ran unlike in A and in B (`unlike_runs`, with `passed`
+    the variables either run's `env:` passed on) says why."""
     def pairs(loaded: LoadedBundle) -> tuple[dict[str, FusionPair], dict[str, str]]:
         rows = bundle_rows(loaded)
         return ({_pair_id(pair): pair for pair in fusion_pairs(rows)},
@@ -87,8 +93,11 @@ def fusion_verdicts(a: LoadedBundle, b: LoadedBundle) -> list[FusionVerdict]:
         pair_a, pair_b = in_a.get(key), in_b.get(key)
         either = pair_a or pair_b
         assert either is not None  # the key came from one of them
+        unlike = "" if pair_a is None or pair_b is None else "; ".join(
+            f"fusion {side}: {why}" for side, cell_a, cell_b in (("on", pair_a.on, pair_b.on), ("off", pair_a.off, pair_b.off))
+            if (why := unlike_runs(cell_a.record, cell_b.record, passed)))
         verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None,
-                                      apart_a.get(key, ""), apart_b.get(key, "")))
+                                      apart_a.get(key, ""), apart_b.get(key, ""), unlike))
     return verdicts
 
 
@@ -98,9 +107,13 @@ def _pair_id(pair: FusionPair) -> str:
 
 
 def verdict_line(verdicts: list[FusionVerdict]) -> str:
-    """`verdicts agree: K of N pairs; intervals overlap: M of N`, N the pairs valid in both bundles."""
-    both = [v for v in verdicts if v.a is not None and v.b is not None]
+    """`verdicts agree: K of N pairs; intervals overlap: M of N`, N the pairs valid in both bundles
+    whose cells ran alike in both; those that ran unlike are counted apart."""
+    valid = [v for v in verdicts if v.a is not None and v.b is not None]
+    both = [v for v in valid if not v.unlike]
     unjudged = sum(1 for v in both if not v.judged)
     line = (f"verdicts agree: {sum(v.agree for v in both)} of {len(both)} pairs; "
             f"intervals overlap: {sum(v.overlap for v in both)} of {len(both)}")
-    return line + (f" ({unjudged} with one round, or rounds alike, in a bundle: no verdict)" if unjudged else "")
+    unlike = len(valid) - len(both)
+    return (line + (f" ({unjudged} with one round, or rounds alike, in a bundle: no verdict)" if unjudged else "")
+            + (f"; {unlike} not compared, their cells ran unlike in A and B (listed below)" if unlike else ""))

@@ -646,6 +646,31 @@ def test_fusion_verdicts_agree_where_both_bundles_judge_alike_and_not_otherwise(
         (True, True), (False, False), (None, None), (None, None)]
 
 
+
+def test_fusion_verdicts_of_cells_that_ran_unlike_in_a_and_b_are_not_set_side_by_side() -> None:
+    """The cells' pairs refuse two runs on other torch thread counts (or env: values, hardware, share,
+    math mode), but "Fusion speedups" set their verdicts side by side: `agree yes` of a run on one
+    thread against one on two."""
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_markdown
+
+    a = load(GOLDEN / "v6")
+    cells = json.loads(json.dumps(a.cells))
+    for cell in cells:
+        if isinstance(cell.get("environment"), dict):
+            cell["environment"]["torch_threads"] = 1
+    comparison = compare(a, replace(a, cells=cells))
+    assert comparison.fusion and all(v.unlike and not v.judged and not v.intervals for v in comparison.fusion)
+    assert comparison.fusion[0].shown()[2:] == ("not comparable", "not comparable")
+    assert comparison.fusion[0].unlike.startswith("fusion on: ran with other threads or variables: torch threads A 2, B 1")
+    assert comparison.fusion[0].recorded()["agree"] is None
+    text = to_markdown(comparison)
+    assert f"; {len(comparison.fusion)} not compared, their cells ran unlike in A and B (listed below)" in text
+    assert all(v.agree and not v.unlike for v in compare(a, a).fusion), "alike runs are still set side by side"
+
 @pytest.mark.slow
 def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles(tmp_path: Path) -> None:
     """Golden v6 ran two rounds: compared with a copy of itself, every pair agrees and overlaps."""
