@@ -37,6 +37,7 @@ from harness.run import (
     preflight,
     resume_refusals,
     rounds,
+    skips,
     slots,
     sweep,
     time_budget,
@@ -122,6 +123,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     else:
         probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None,
                           cache_dir=request.cache_dir)
+    if bundle is not None:  # a plugin its run had and this machine lacks: the package the bundle records
+        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, bundle.header)})
     device = probe.device
     if not all_finished:
         preflight.check_a_gpu_is_seen(device, probe.cuda_available, request.scenario_path,

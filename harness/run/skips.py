@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, distribution
 from typing import Any
 
 from harness import precision, registry
@@ -11,6 +12,7 @@ from harness.bundle.reader import lookup
 from harness.errors import BackendFailed
 from harness.measure import plugin_answers
 from harness.models.zoo import missing_requirement
+from harness.plain_text import shell_word
 from harness.scenario.cells import Cell
 
 
@@ -63,3 +65,34 @@ def _refusal(backend: Any, variant: Any, dtype: str, device: str) -> str | None:
     except (Exception, SystemExit) as exc:
         return plugin_answers.raised(backend, "supports", exc)
     return plugin_answers.wrong_availability(backend, "supports", support) or (None if support.ok else support.reason)
+
+
+def with_plugins_to_install(backends: Mapping[str, BackendReport], header: Mapping[str, Any]) -> dict[str, BackendReport]:
+    """`backends` (this machine's probe), each that no package registers here given, where the
+    bundle's run had it, the packages to install: those its record of the backend names (`versions`)
+    at the version the run's package list (`system.packages`) has, and that are not installed here.
+    A resume's cells of a plugin missing here were skipped as `unknown backend 'torchscript';
+    registered: ...`, which names no package, though the bundle records it."""
+    names = registry.names()
+    return {name: report.model_copy(update={"reason": f"{report.reason}{_to_install(name, header)}"})
+            if not report.available and name not in names else report for name, report in backends.items()}
+
+
+def _to_install(backend: str, header: Mapping[str, Any]) -> str:
+    versions, packages = lookup(header, "backends", backend, "versions"), lookup(header, "system", "packages")
+    if not isinstance(versions, dict) or not isinstance(packages, dict):
+        return ""
+    wanted = sorted(f"{package}=={version}" for package, version in versions.items()
+                    if isinstance(version, str) and packages.get(package) == version and not _installed(package))
+    if not wanted:
+        return ""
+    return (f"; the run that made this bundle had it from {', '.join(w.replace('==', ' ') for w in wanted)}: "
+            f"pip install {' '.join(shell_word(w) for w in wanted)}")
+
+
+def _installed(package: object) -> bool:
+    try:
+        distribution(str(package))
+    except (PackageNotFoundError, ValueError):
+        return False
+    return True

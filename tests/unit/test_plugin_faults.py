@@ -460,3 +460,25 @@ def test_a_supports_that_calls_sys_exit_is_its_cells_reason_not_the_runs_end(mon
     monkeypatch.setattr(_Broken, "supports", exits)
     assert skip_reason(cell, available, []) == (
         f"_Broken.supports() raised SystemExit: 0 (at {Path(__file__).resolve()}:{exits.__code__.co_firstlineno + 1})")
+
+
+def test_a_resumes_plugin_missing_here_names_the_package_its_bundle_recorded() -> None:
+    """A bundle made with a plugin (the torchscript example, say), resumed where it is not installed,
+    skipped its cells as "unknown backend 'torchscript'; registered: ...", though the bundle records the
+    package (the backend's versions and the run's package list)."""
+    from importlib.metadata import version
+
+    from harness.run.skips import with_plugins_to_install
+
+    torch = version("torch")
+    header = {"backends": {"tracer": {"available": True, "reason": "",
+                                      "versions": {"fusionbench-tracer": "0.1.0", "torch": torch}},
+                           "tvm": {"available": True, "reason": "", "versions": {"apache-tvm": "0.1"}}},
+              "system": {"packages": {"fusionbench-tracer": "0.1.0", "torch": torch, "apache-tvm": "0.1"}}}
+    unknown = BackendReport(available=False, reason=f"failed to load: {registry.unknown('tracer')}")
+    not_here = BackendReport(available=False, reason="tvm is not installed")  # registered here: its own reason says
+    said = with_plugins_to_install({"tracer": unknown, "tvm": not_here}, header)
+    assert said["tracer"].reason == (f"{unknown.reason}; the run that made this bundle had it from "
+                                     "fusionbench-tracer 0.1.0: pip install fusionbench-tracer==0.1.0")
+    assert said["tvm"] == not_here
+    assert with_plugins_to_install({"tracer": unknown}, {"backends": {}})["tracer"] == unknown
