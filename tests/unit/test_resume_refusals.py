@@ -613,15 +613,17 @@ def test_a_resume_given_no_file_says_its_runs_file_has_changed_since(tmp_path: P
 
 @pytest.mark.slow
 def test_a_resume_in_slots_of_a_run_that_timed_nothing_says_its_rounds_did_not_take_turns(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A run started one cell at a time (`rounds_paired: setting`) and stopped before any cell was
     timed may be resumed under `--jobs 2`: its cells then ran in slots, the flag stayed, and
     validate called the bundle the resume wrote invalid."""
     from harness import cpu_topology
+    from harness.run import slots
 
     cpus = list(range(os.cpu_count() or 1))[:2]
     if len(cpu_topology.physical_cores(cpus)) < 2:
         pytest.skip(f"--jobs 2 needs two physical cores; CPUs {cpus} are one")
+    monkeypatch.setattr(slots, "usable_cores", lambda: cpus)  # a pytest-xdist worker is bound to one of them
     scenario = tmp_path / "null.yaml"
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [Offline]\n"
                         "timing: {min_time_s: 0.1, max_warmup_s: 0.5}\nloadgen: {min_duration_s: 0.2}\n")
