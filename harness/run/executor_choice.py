@@ -74,12 +74,12 @@ def ray_cores(device: str, request: RunRequest) -> int:
     return cell_needs(device, request.cpus_per_cell)[0]
 
 
-def shares_given(executor: Executor, request: RunRequest, device: str, with_quota: bool) -> set[str]:
+def shares_given(executor: Executor | None, request: RunRequest, device: str, with_quota: bool) -> set[str]:
     """The shares of the machine the cells of this start get, as a cell's record says one
     (`machine_share`): each `--jobs` slot's cores (equal in physical cores, not always in logical
     CPUs), Ray's claimed cores, or the whole machine, or the CPUs this process is bound to where
     they are fewer, under its cgroup's CPU quota where that is less and `with_quota` (its cells'
-    workers inherit both)."""
+    workers inherit both). `executor` is None only for Ray's, which is the option's alone."""
     if isinstance(executor, LocalPool):
         return {share(len(slot.cpus)) for slot in executor.slots}
     if request.executor == "ray":

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness import allocator
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
@@ -43,7 +44,7 @@ from harness.run import (
     time_budget,
     unseen_environment,
 )
-from harness.run.executors import LocalPool
+from harness.run.executors import Executor, LocalPool
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
@@ -98,6 +99,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         opening.refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
                                           bundle)
+    if request.executor == "ray" and bundle is not None and not all_finished:
+        # A Ray cell's share is --cpus-per-cell's, known now: a resume on another is refused before the
+        # cluster is asked, a local instance started and the machine probed (seconds each).
+        _refuse_another_share(bundle, request, None, bundle.device)
     ray_executor = executor_choice.reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.
@@ -142,11 +147,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                                         executor.slots if isinstance(executor, LocalPool) else [])
     other_boot = other_harness = ""
     if bundle is not None and not all_finished:
-        timed = resume_refusals.measured(bundle)
-        with_quota = all(quota_recorded(record) for record in timed)  # older cells: the quota unknown, not held to
-        resume_refusals.another_share(bundle, timed, executor_choice.shares_given(executor, request, device, with_quota),
-                                      with_quota)
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
+            timed = _refuse_another_share(bundle, request, executor, device)
             resume_refusals.other_versions(bundle, timed, probe)
             resume_refusals.other_variables(bundle, timed, scenario.env, os.environ,
                                             isinstance(executor, LocalPool) and bool(executor.slots))
@@ -231,3 +233,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     budget_cause = (time_budget.why_left(by_twin, left_s <= 0)
                     if left_s is not None and request.past_budget == "missing" else None)
     return ending.last_lines(bundle, request, missing, noise_warning, budget_cause, console)
+
+
+def _refuse_another_share(bundle: Bundle, request: RunRequest, executor: Executor | None, device: str) -> list[CellRecord]:
+    """Refuse a resume whose cells would run on another share of the machine than its measured cells
+    ran on (`resume_refusals.another_share`); return those cells."""
+    timed = resume_refusals.measured(bundle)
+    with_quota = all(quota_recorded(record) for record in timed)  # older cells: the quota unknown, not held to
+    resume_refusals.another_share(bundle, timed, executor_choice.shares_given(executor, request, device, with_quota),
+                                  with_quota)
+    return timed

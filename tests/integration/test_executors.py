@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 SWEEP = ("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager, fault_segfault]\n"
          "scenarios: [SingleStream]\nloadgen: {min_duration_s: 0.3}\n"
          "timing: {warmup_iters: 2, min_iters: 10, min_time_s: 0.2, max_warmup_s: 0.5}\n")
+#: What Ray says on stderr when `ray.init` starts a local instance.
+RAY_STARTED = "Started a local Ray instance"
 
 
 def ray_or_skip() -> None:
@@ -181,11 +183,13 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
     refused = cli(faults_env, "run", "--resume", str(bundle), "--executor", "ray")  # 1 CPU a cell: another share
     assert refused.returncode == 2 and "its cells ran on a slot of 2 core(s) and this resume would run" in refused.stderr, \
         refused.stdout + refused.stderr
+    assert RAY_STARTED not in refused.stderr, refused.stderr  # refused before a local instance was started for it
     # The interrupted cell runs again from its start; its call now returns after a second, so that the
     # resume need not wait out its time limit (a local run's hang meets its limit in test_faults.py).
     resumed = cli({**faults_env, "FUSIONBENCH_FAULT_HANG_S": "1"}, "run", "--resume", str(bundle), "--executor", "ray",
                   "--cpus-per-cell", "2")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert RAY_STARTED in resumed.stderr, resumed.stderr  # what the refusal's stderr is read for
     cells = {c["config"]["backend"]: c for c in cells_of(bundle).values()}
     assert cells["null"]["status"] == "valid" and cells["fault_hang"]["status"] == "valid", cells["fault_hang"]["reasons"]
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
