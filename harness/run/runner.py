@@ -99,6 +99,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         opening.refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
                                           bundle)
+    if bundle is not None and not all_finished:
+        # Its cells are its plan's unfinished ones, on the device it started on: a disk too full for
+        # them refuses the resume before the probe and Ray, as a new run's --out is refused.
+        planned = set(bundle.cell_ids)
+        left = [c for c in select(expand(resolved, bundle.device), request.only or {})
+                if c.id in planned and not bundle.finished(c.id)]
+        preflight.check_room(bundle.root, len(left), resuming=True)
     if request.executor == "ray" and bundle is not None and not all_finished:
         # A Ray cell's share is --cpus-per-cell's, known now: a resume on another is refused before the
         # cluster is asked, a local instance started and the machine probed (seconds each).
@@ -184,7 +191,6 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     else:
         planned = set(bundle.cell_ids)
         cells = [c for c in cells if c.id in planned]
-        preflight.check_room(bundle.root, sum(1 for c in cells if not bundle.finished(c.id)), resuming=True)
         # `running` first: a stop between the two leaves a stale manifest, which a killed run's state forgives
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running", ended=None)
         bundle.drop_manifest()

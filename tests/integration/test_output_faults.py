@@ -20,7 +20,7 @@ from rich.console import Console
 from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError, OutputError
-from harness.run import preflight
+from harness.run import preflight, runner
 from harness.run.run_request import RunRequest
 from harness.run.runner import run
 
@@ -106,8 +106,12 @@ def test_a_disk_that_fills_up_mid_run_keeps_finished_cells_and_resumes(tmp_path:
     before = kept.read_bytes()
 
     usage = namedtuple("usage", "total used free")
+    def no_probe(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the machine was probed for a resume the full disk refuses")
+
     with monkeypatch.context() as full:  # a resume on a full disk is refused, pointing at the bundle's file system
         full.setattr(preflight.shutil, "disk_usage", lambda path: usage(10 << 30, 10 << 30, 1 << 20))
+        full.setattr(runner, "run_probe", no_probe)  # before the probe, as a new run's full --out is
         with pytest.raises(ConfigError, match=r"1 cell\(s\) need .*: make room on that file system \(a resumed run"):
             run(RunRequest(scenario_path=None, resume=bundle), Console(file=io.StringIO()))
     assert kept.read_bytes() == before
