@@ -31,7 +31,7 @@ from harness.errors import ConfigError
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import executor_choice, opening, preflight, slots
+from harness.run import executor_choice, opening, preflight, resume_refusals, slots
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
@@ -96,6 +96,7 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
             console.print(Text(f"fusionbench: each of the {len(cells)} cell(s) of {visible(bundle.root)} has its record: "
                                "a resume would run none; nothing was run or written"))
             return 0
+        resume_refusals.backends_gone(bundle, todo)  # as the resume refuses it, before its probe
         names = sorted({c.config.backend for c in todo})
         console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
         probe = run_probe(bundle.device, names, with_system=False)

@@ -1,6 +1,7 @@
 """What a `--resume` is refused for once the bundle is open: cells that would not be comparable with
 the ones it holds, run on other inputs, another software stack, another share of the machine,
-other versions of their backends' libraries or other values of a variable `env:` passes on. Each
+other versions of their backends' libraries or other values of a variable `env:` passes on, or
+without a backend the run had (a plugin not installed here). Each
 is a ConfigError naming what differs and what to do, raised before a cell runs and leaving the
 bundle as it was. A resume on another start of
 the machine, or under other harness code, is allowed, and warned of (`another_boot`, `another_harness`)."""
@@ -10,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness import registry
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Node
+from harness.bundle.reader import lookup
 from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
 from harness.plain_text import one_line
 from harness.reporting.run_facts import machine_share
-from harness.run import preflight, slots
+from harness.run import preflight, skips, slots
 from harness.run.probe_answer import ProbeAnswer
+from harness.scenario.cells import Cell
 from harness.scenario.schema import ScenarioFile
 
 
@@ -57,6 +61,29 @@ def another_stack(bundle: Bundle, here: Mapping[str, Any]) -> None:
                           f"and this resume would run them {stack(here.get('image_id'), here.get('image'))}; bundle.json "
                           "records one software stack: resume it as it started (with or without --container, the same "
                           "image), or start a new run")
+
+
+def backends_gone(bundle: Bundle, left: list[Cell]) -> None:
+    """A resume whose cells to run (`left`) include a backend no installed package registers here,
+    where the run had it when it started (bundle.json `backends.<name>.available`, or a measured cell
+    of it), is refused, naming the package the bundle records: its cells were recorded skipped for
+    good ("unknown backend 'torchscript'; ..."), exit 0 and the bundle complete without them, where
+    a resume under another version of the plugin is refused (`other_versions`). A backend the first
+    start lacked too (tensorrt on a CPU) is not: its cells are skipped with their reason, as then."""
+    registered = set(registry.names())
+    gone = sorted({cell.config.backend for cell in left} - registered)
+    if not gone:
+        return
+    ran = {record.config.backend for record in measured(bundle)}
+    had = [name for name in gone if name in ran or lookup(bundle.header, "backends", name, "available") is True]
+    if not had:
+        return
+    name = had[0]  # once it is installed, a resume names the next
+    count = sum(cell.config.backend == name for cell in left)
+    raise ConfigError(f"--resume {bundle.root}: {count} cell(s) left to run are of backend {name!r}, which the run "
+                      f"had when it started and no package here registers ({registry.unknown(name)}): they would be "
+                      "recorded skipped for good; leave them out with --only, or install it"
+                      + (skips.to_install(name, bundle.header) or " (the package that registers it)"))
 
 
 def measured(bundle: Bundle) -> list[CellRecord]:

@@ -106,6 +106,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         left = [c for c in select(expand(resolved, bundle.device), request.only or {})
                 if c.id in planned and not bundle.finished(c.id)]
         preflight.check_room(bundle.root, len(left), resuming=True)
+        resume_refusals.backends_gone(bundle, left)  # a plugin the run had, not installed here
     if request.executor == "ray" and bundle is not None and not all_finished:
         # A Ray cell's share is --cpus-per-cell's, known now: a resume on another is refused before the
         # cluster is asked, a local instance started and the machine probed (seconds each).

@@ -74,11 +74,14 @@ def with_plugins_to_install(backends: Mapping[str, BackendReport], header: Mappi
     A resume's cells of a plugin missing here were skipped as `unknown backend 'torchscript';
     registered: ...`, which names no package, though the bundle records it."""
     names = registry.names()
-    return {name: report.model_copy(update={"reason": f"{report.reason}{_to_install(name, header)}"})
+    return {name: report.model_copy(update={"reason": f"{report.reason}{to_install(name, header)}"})
             if not report.available and name not in names else report for name, report in backends.items()}
 
 
-def _to_install(backend: str, header: Mapping[str, Any]) -> str:
+def to_install(backend: str, header: Mapping[str, Any]) -> str:
+    """The clause naming the packages the bundle's run had `backend` from and this machine lacks,
+    with their pip line ("; the run that made this bundle had it from ...: pip install ..."), or
+    empty where the bundle records none."""
     versions, packages = lookup(header, "backends", backend, "versions"), lookup(header, "system", "packages")
     if not isinstance(versions, dict) or not isinstance(packages, dict):
         return ""

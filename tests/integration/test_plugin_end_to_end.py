@@ -6,11 +6,17 @@ asked once, for the built-in backends and the plugin alike: each call probes eve
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli_end_to_end import cells_of, fusionbench, only_bundle
+from harness.bundle import manifest
+from tests import pip_sites
+from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +32,10 @@ def test_backends_lists_the_built_in_backends_and_the_plugin_with_their_versions
     assert plugin["versions"]["fusionbench-torchscript"] == "0.1.0"
 
 
-def test_plugin_runs_fusion_on_and_off_through_the_cli(tmp_path: Path) -> None:
-    scenario = tmp_path / "plugin.yaml"
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundle of a run of eager and the plugin, fusion on and off, through the CLI."""
+    scenario = tmp_path_factory.mktemp("plugin") / "plugin.yaml"
     scenario.write_text(
         "models: [{name: resnet18, input_size: 64}]\n"
         "backends:\n"
@@ -41,10 +49,14 @@ def test_plugin_runs_fusion_on_and_off_through_the_cli(tmp_path: Path) -> None:
         # every operator (an eager cell took 30-60 CPU-seconds instead of about 12)
         "env: [OMP_NUM_THREADS=1]\n"
     )
-    out = tmp_path / "results"
+    out = scenario.parent / "results"
     done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    cells = {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells_of(only_bundle(out)).values()}
+    return only_bundle(out)
+
+
+def test_plugin_runs_fusion_on_and_off_through_the_cli(plugin_run: Path) -> None:
+    cells = {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells_of(plugin_run).values()}
     for key, cell in cells.items():
         assert cell["status"] == "valid", (key, cell["reasons"], cell.get("log_tail"))
     on, off = cells[("torchscript", "on")]["metrics"], cells[("torchscript", "off")]["metrics"]
@@ -52,3 +64,40 @@ def test_plugin_runs_fusion_on_and_off_through_the_cli(tmp_path: Path) -> None:
     assert off["fusion_report"]["fusion_count"] == 0
     assert off["kernels"]["kernels_per_inference"] > on["kernels"]["kernels_per_inference"]
     assert cells[("torchscript", "on")]["environment"]["backend_versions"]["fusionbench-torchscript"] == "0.1.0"
+
+
+def test_a_resume_where_the_plugin_is_not_installed_is_refused_naming_its_package(plugin_run: Path,
+                                                                                   tmp_path: Path) -> None:
+    """Resumed in a shell without the plugin, its cells left to run were recorded skipped for good
+    ("unknown backend 'torchscript'; ... pip install fusionbench-torchscript==0.1.0"), exit 0 and the
+    bundle complete, where a resume under another version of it is refused. `run --resume
+    --dry-run` says the same; a resume whose --only leaves the plugin's cells out is not refused."""
+    root = tmp_path / "run"
+    shutil.copytree(plugin_run, root)
+    for cell in cells_of(root).values():
+        if cell["config"]["backend"] in ("torchscript", "eager") and cell["config"]["variant"]["fusion"] == "on":
+            (root / "cells" / f"{cell['id']}.json").unlink()
+            shutil.rmtree(root / "cells" / cell["id"])
+    manifest.write(root)
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    site = str(pip_sites.shared_dir() / "plugin-site")  # type: ignore[operator]
+    without = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != site)}
+
+    def resume(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness.cli", "run", "--resume", str(root), *args],
+                              capture_output=True, text=True, timeout=300, cwd=REPO, env=without)
+
+    for args in ((), ("--dry-run",)):
+        done = resume(*args)
+        assert done.returncode == 2, (args, done.stdout + done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert (f"--resume {root}: 1 cell(s) left to run are of backend 'torchscript', which the run had when it "
+                "started and no package here registers (unknown backend 'torchscript'; registered: ") in done.stderr
+        assert done.stderr.rstrip().endswith(
+            "the run that made this bundle had it from fusionbench-torchscript 0.1.0: pip install "
+            "fusionbench-torchscript==0.1.0"), done.stderr
+        assert {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()} == before, args
+    done = resume("--only", "backend=eager", "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 of 1 cell(s) would run" in " ".join(done.stdout.split()), done.stdout

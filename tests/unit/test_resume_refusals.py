@@ -639,3 +639,43 @@ def test_a_resume_in_slots_of_a_run_that_timed_nothing_says_its_rounds_did_not_t
     assert main(["run", "--resume", str(root), "--jobs", "2"]) == 0, capsys.readouterr().err
     assert json.loads((root / "bundle.json").read_text())["rounds_paired"] is None
     assert validate(root).ok, validate(root).problems
+
+
+def test_a_resume_is_refused_only_for_a_backend_its_run_had_and_no_package_registers_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin the run had (available at its first start, or with a measured cell), not installed
+    where it is resumed: its cells left to run were recorded skipped for good, exit 0. One the first
+    start lacked too keeps being skipped with its reason; cells --only leaves out are not held."""
+    from harness import registry
+    from harness.bundle.cell_record import CellRecord
+    from harness.errors import ConfigError
+    from harness.run.resume_refusals import backends_gone
+    from harness.scenario.cells import expand
+
+    golden = GOLDEN / f"v{SCHEMA_VERSION}"
+    header = json.loads((golden / "bundle.json").read_text())
+    cells = expand(header["scenario"], "cpu")
+    null = [cell for cell in cells if cell.config.backend == "null"]
+    timed = [CellRecord.model_validate(record) for record in (json.loads(p.read_text()) for p in golden.glob("cells/*.json"))
+             if record["config"]["backend"] == "null" and record["status"] == "valid"]
+    assert null and timed
+    registered = registry._read_entry_points()
+    monkeypatch.setattr(registry, "_read_entry_points", lambda: {k: v for k, v in registered.items() if k != "null"})
+
+    def bundle(available: bool, records: list[CellRecord]) -> runner.Bundle:
+        made = runner.Bundle.__new__(runner.Bundle)
+        made.root = Path("/run")
+        made.header = {**header, "backends": {**header["backends"], "null": {"available": available, "reason": "no"}}}
+        made.records = lambda: records  # type: ignore[method-assign]
+        return made
+
+    with pytest.raises(ConfigError, match=f"^--resume /run: {len(null)} cell\\(s\\) left to run are of backend 'null', "
+                                          "which the run had when it started and no package here registers \\(unknown "
+                                          "backend 'null'; registered: eager, .*\\): they would be recorded skipped for "
+                                          "good; leave them out with --only, or install it \\(the package that "
+                                          "registers it\\)$"):
+        backends_gone(bundle(True, []), cells)
+    with pytest.raises(ConfigError, match="1 cell\\(s\\) left to run are of backend 'null'"):
+        backends_gone(bundle(False, timed), null[:1])  # a measured cell of it: the run had it
+    backends_gone(bundle(False, []), cells)  # the first start lacked it too: its cells are skipped, saying why
+    backends_gone(bundle(True, timed), [cell for cell in cells if cell.config.backend != "null"])  # --only
