@@ -15,11 +15,14 @@ certain, and at most how many can finish) or not (whether they all finish depend
 `run --dry-run --resume RUN_DIR` lists the cells the resume would run (those of the bundle without a
 record, `--only` applied), from the scenario the bundle stores, with the floor and the budget line
 alike. The bundle is opened and checked as a resume opens it (locked while it is read, so a bundle
-another process writes is refused, naming it), and nothing in it is written."""
+another process writes is refused, naming it), refused where the resume is for a backend the run had
+and this machine lacks, other versions of its backends' libraries or another value of a variable
+`env:` passes on (harness/run/resume_refusals.py), and nothing in it is written."""
 
 from __future__ import annotations
 
 import math
+import os
 from contextlib import ExitStack
 
 from rich.console import Console
@@ -97,10 +100,16 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
                                "a resume would run none; nothing was run or written"))
             return 0
         resume_refusals.backends_gone(bundle, todo)  # as the resume refuses it, before its probe
-        names = sorted({c.config.backend for c in todo})
+        timed = resume_refusals.measured(bundle)
+        # the measured cells' backends too: their libraries' versions now are what the resume holds them to
+        names = sorted({c.config.backend for c in todo} | {record.config.backend for record in timed})
         console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
         probe = run_probe(bundle.device, names, with_system=False)
         preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, None, bundle.root)
+        if request.executor != "ray":  # as the resume refuses them once its probe has answered (Ray's: not checked)
+            resume_refusals.other_versions(bundle, timed, probe)
+            resume_refusals.other_variables(bundle, timed, scenario.env, os.environ,
+                                            request.executor == "local" and request.jobs > 1)
         title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
         return _listed(todo, probe, scenario, request, console, title)
 

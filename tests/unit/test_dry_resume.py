@@ -51,3 +51,33 @@ def test_a_dry_run_of_a_complete_bundle_says_a_resume_would_run_none(
     assert main(["run", "--resume", str(root), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "".join(f"each of the 14 cell(s) of {root} has its record: a resume would run none".split()) in "".join(out.split()), out
+
+
+@pytest.mark.parametrize("held", ["versions", "variable"])
+def test_a_dry_run_of_a_resume_is_refused_where_the_resume_is(
+        held: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A library of its backends upgraded since the run started (a plugin, torch), or a variable the
+    scenario's `env:` passes on unset in this shell: `run --resume` is refused (exit 2), and its dry
+    run listed the cells as ones that would run, exit 0."""
+    from tests.unit.test_resume_refusals import _edited
+
+    root = _edited(tmp_path, lambda s: s.update(env=["OMP_NUM_THREADS"]) if held == "variable" else None)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if held == "variable" and record.get("environment"):  # a measured cell's
+            record["environment"]["variables"] = {**record["environment"]["variables"], "OMP_NUM_THREADS": "1"}
+            path.write_text(json.dumps(record))
+    manifest.write(root)
+    header = json.loads((root / "bundle.json").read_text())
+    torch = "9.9" if held == "versions" else header["backends"]["eager"]["versions"]["torch"]
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(device="cpu", backends={
+        "eager": BackendReport(available=True, versions={"torch": torch}), "null": BackendReport(available=True)}))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert main(["run", "--resume", str(root), "--dry-run"]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.startswith(f"fusionbench: error: --resume {root}: " + (
+        f"torch {header['backends']['eager']['versions']['torch']} when the run started, 9.9 here: its cells would have "
+        "run on two versions" if held == "versions" else
+        "OMP_NUM_THREADS was 1 when its cells ran, unset here")), said
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before, "a dry run wrote into the bundle"
