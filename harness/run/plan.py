@@ -129,7 +129,7 @@ def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, reque
             table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
     console.print(table)
     loadgen = scenario.loadgen
-    official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.model_fields_set
+    official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.user_conf()
     duration_s = MLPERF_MIN_DURATION_S if official else loadgen.min_duration_s  # mlperf.conf's 600 s
     rounds = scenario.timing.rounds
     # `--jobs N` runs N cells at once, so the run's floor is its rounds of N; Ray's room is the

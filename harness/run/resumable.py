@@ -122,6 +122,12 @@ def check_scenario(stored: Any, where: str) -> ScenarioFile:
     # A run stores every default a file left out; a default is validated as if left out again, as
     # the schema's checks of a value a file gives (a baseline it runs, say) do not hold of defaults.
     given = {key: value for key, value in bare.items() if key != "name" and not _is_default(key, value)}
+    if isinstance(loadgen, dict) and "loadgen" in given and _overrides_problem(loadgen) is None:
+        # typed with the settings the run's user.conf named, the others mlperf.conf's again
+        # (`LoadGenSettings.user_conf`), as the file was: stripped of its overrides, an official
+        # run's stored `min_duration_s: 10.0` read as an override, and its resume's dry run gave a
+        # floor of 10 s a cell where mlperf.conf's is 600 s
+        given["loadgen"] = {**given["loadgen"], **_named(loadgen)}
     try:
         scenario = _StoredScenario.model_validate(given)
     except pydantic.ValidationError as exc:
@@ -132,6 +138,15 @@ def check_scenario(stored: Any, where: str) -> ScenarioFile:
     if problem is not None:
         raise BundleError(f"{where}: {problem}")
     return scenario.model_copy(update={"name": name})
+
+
+def _named(loadgen: dict[str, Any]) -> dict[str, Any]:
+    """A stored loadgen's `overrides` in the stored form the scenario schema reads, where it has
+    them: each a value (a null, given before 2026-12-06, is mlperf.conf's and no override)."""
+    overrides = loadgen.get("overrides")
+    if not isinstance(overrides, dict):
+        return {}
+    return {"overrides": {key: value for key, value in overrides.items() if value is not None}}
 
 
 def _is_default(key: str, value: Any) -> bool:

@@ -8,13 +8,16 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from harness.bundle import manifest
 from harness.bundle.header_record import BackendReport
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.cli.main import main
-from harness.run import plan
+from harness.run import plan, resumable
 from harness.run.probe_answer import ProbeAnswer
+from harness.run.run_request import RunRequest
+from harness.scenario.cells import expand
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,3 +84,22 @@ def test_a_dry_run_of_a_resume_is_refused_where_the_resume_is(
         "run on two versions" if held == "versions" else
         "OMP_NUM_THREADS was 1 when its cells ran, unset here")), said
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before, "a dry run wrote into the bundle"
+
+
+def test_the_dry_run_of_an_official_runs_resume_floors_its_cells_at_mlperf_confs_duration(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An official mlperf run stores every LoadGen setting, mlperf.conf's too, with `overrides: {}`.
+    Typed without its overrides, its `min_duration_s: 10.0` read as one the file gave: the dry run
+    of its resume said `2 x 10.0 s` where each cell's LoadGen runs mlperf.conf's 600 s."""
+    stored = json.loads((REPO / "tests" / "golden" / "mlperf" / "bundle.json").read_text())["scenario"]
+    stored["loadgen"].update(overrides={}, min_duration_s=10.0, min_query_count=None)  # as an official run stores it
+    typed = resumable.check_scenario(stored, "bundle.json")
+    assert typed.loadgen.user_conf() == {}
+    short = json.loads((REPO / "tests" / "golden" / "mlperf" / "bundle.json").read_text())["scenario"]
+    assert resumable.check_scenario(short, "bundle.json").loadgen.user_conf() == short["loadgen"]["overrides"]
+    cells = expand(stored, "cpu")
+    assert all(cell.config.loadgen.overrides == {} for cell in cells)  # what its cells run: official
+    probe = ProbeAnswer(device="cpu", backends={"eager": BackendReport(available=True), "null": BackendReport(available=True)})
+    plan._listed(cells, probe, typed, RunRequest(scenario_path=None, resume=REPO), Console(width=400), "cells")
+    said = " ".join(capsys.readouterr().out.split())
+    assert "2 of 2 cell(s) would run: at least 20 min of LoadGen's minimum duration (2 x 600 s)" in said, said
