@@ -15,9 +15,9 @@ certain, and at most how many can finish) or not (whether they all finish depend
 `run --dry-run --resume RUN_DIR` lists the cells the resume would run (those of the bundle without a
 record, `--only` applied), from the scenario the bundle stores, with the floor and the budget line
 alike. The bundle is opened and checked as a resume opens it (locked while it is read, so a bundle
-another process writes is refused, naming it), refused where the resume is for a backend the run had
-and this machine lacks, other versions of its backends' libraries or another value of a variable
-`env:` passes on (harness/run/resume_refusals.py), and nothing in it is written."""
+another process writes is refused, naming it), and refused for what the resume would be refused for
+(harness/run/resume_refusals.py: a backend the run had and this machine lacks, other inputs, stack,
+share of the machine, library versions or `env:` values); nothing in it is written."""
 
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ from harness.errors import ConfigError
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import executor_choice, opening, preflight, resume_refusals, slots
+from harness.run import executor_choice, opening, preflight, resume_refusals, skips, slots
+from harness.run.executors import LocalPool
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
-from harness.run.skips import skip_reason
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, select
 from harness.scenario.schema import ScenarioFile
@@ -100,16 +100,22 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
                                "a resume would run none; nothing was run or written"))
             return 0
         resume_refusals.backends_gone(bundle, todo)  # as the resume refuses it, before its probe
-        timed = resume_refusals.measured(bundle)
-        # the measured cells' backends too: their libraries' versions now are what the resume holds them to
-        names = sorted({c.config.backend for c in todo} | {record.config.backend for record in timed})
+        # what the resume is refused for, as it refuses it: its dry run listed the cells of a resume
+        # refused (exit 2) for a variable env: passes on, or another share of the machine
+        resume_refusals.before_the_probe(bundle, scenario)
+        if request.executor == "ray":
+            resume_refusals.another_share_offered(bundle, request, None, bundle.device)
+        names = sorted({b.name for b in scenario.backends})  # each, for the versions its timed cells ran on
         console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
         probe = run_probe(bundle.device, names, with_system=False)
+        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, bundle.header)})
         preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, None, bundle.root)
-        if request.executor != "ray":  # as the resume refuses them once its probe has answered (Ray's: not checked)
-            resume_refusals.other_versions(bundle, timed, probe)
-            resume_refusals.other_variables(bundle, timed, scenario.env, os.environ,
-                                            request.executor == "local" and request.jobs > 1)
+        cut = (executor_choice.local_slots(request, probe.device, probe)
+               if request.executor == "local" and request.jobs > 1 else [])
+        executor_choice.check_thread_counts(request, probe.device, scenario.env, cut)
+        if request.executor == "local":
+            resume_refusals.once_probed(bundle, request, LocalPool(cut) if cut else None, probe, scenario.env,
+                                        os.environ)
         title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
         return _listed(todo, probe, scenario, request, console, title)
 
@@ -124,7 +130,7 @@ def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, reque
     running = 0
     with registry.held():  # a cell's skip check asks for its backend
         for cell in cells:
-            why = skip_reason(cell, probe.backends, [])
+            why = skips.skip_reason(cell, probe.backends, [])
             running += why is None
             table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
     console.print(table)

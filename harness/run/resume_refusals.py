@@ -9,6 +9,7 @@ the machine, or under other harness code, is allowed, and warned of (`another_bo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from harness import registry
@@ -20,11 +21,46 @@ from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
 from harness.plain_text import one_line
-from harness.reporting.run_facts import machine_share
-from harness.run import preflight, skips, slots
+from harness.reporting.run_facts import machine_share, quota_recorded
+from harness.run import executor_choice, preflight, skips, slots
+from harness.run.executors import Executor, LocalPool
 from harness.run.probe_answer import ProbeAnswer
+from harness.run.run_request import RunRequest
+from harness.run.system import container_info
 from harness.scenario.cells import Cell
 from harness.scenario.schema import ScenarioFile
+
+
+def before_the_probe(bundle: Bundle, scenario: ScenarioFile) -> None:
+    """The refusals a resume meets before the machine is probed: its input folder no longer the one
+    its cells read (`other_inputs`), another software stack (`another_stack`). A resume and its dry
+    run (harness/run/plan.py) meet them alike."""
+    folder = bundle.header.get("input_folder")
+    if folder:  # it may have changed since the run began
+        preflight.check_inputs(scenario, Path(folder))
+        other_inputs(bundle, scenario, folder)
+    another_stack(bundle, container_info())
+
+
+def once_probed(bundle: Bundle, request: RunRequest, executor: Executor | None, probe: ProbeAnswer,
+                env: list[str], environ: Mapping[str, str]) -> list[CellRecord]:
+    """The refusals a local resume meets once the machine is probed and its executor chosen (None:
+    one cell at a time): another share of the machine, other versions of its backends' libraries,
+    other values of the variables `env:` passes on from `environ`. Return the bundle's timed cells.
+    A resume and its dry run meet them alike; a Ray resume meets `another_share_offered` alone, earlier."""
+    timed = another_share_offered(bundle, request, executor, probe.device)
+    other_versions(bundle, timed, probe)
+    other_variables(bundle, timed, env, environ, isinstance(executor, LocalPool) and bool(executor.slots))
+    return timed
+
+
+def another_share_offered(bundle: Bundle, request: RunRequest, executor: Executor | None, device: str) -> list[CellRecord]:
+    """Refuse a resume whose cells would run on another share of the machine than its measured cells
+    ran on (`another_share`), the shares the request's executor offers; return those cells."""
+    timed = measured(bundle)
+    with_quota = all(quota_recorded(record) for record in timed)  # older cells: the quota unknown, not held to
+    another_share(bundle, timed, executor_choice.shares_given(executor, request, device, with_quota), with_quota)
+    return timed
 
 
 def other_inputs(bundle: Bundle, scenario: ScenarioFile, folder: str) -> None:

@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 from harness import allocator
-from harness.bundle.cell_record import CellRecord
 from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, OutputError, interrupted_exit_code
 from harness.measure.machine_speed import CACHE_FOLDER
 from harness.plain_text import shell_word, visible
-from harness.reporting.run_facts import quota_recorded
 from harness.run import (
     ending,
     executor_choice,
@@ -44,11 +41,11 @@ from harness.run import (
     time_budget,
     unseen_environment,
 )
-from harness.run.executors import Executor, LocalPool
+from harness.run.executors import LocalPool
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
-from harness.run.system import boot_id, container_info, harness_info
+from harness.run.system import boot_id, harness_info
 from harness.scenario import loading as scenario_file
 from harness.scenario.cells import expand, select
 
@@ -87,11 +84,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         input_folder, inputs_sha256 = preflight.checked_inputs(scenario, request.scenario_path)
     else:
         input_folder = bundle.header.get("input_folder")
-        if input_folder and not all_finished:  # it may have changed since the run began
-            preflight.check_inputs(scenario, Path(input_folder))
-            resume_refusals.other_inputs(bundle, scenario, input_folder)
         if not all_finished:
-            resume_refusals.another_stack(bundle, container_info())
+            resume_refusals.before_the_probe(bundle, scenario)
     # before the probe and the folders, as the other refusals here
     slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
     if request.executor == "local":
@@ -110,7 +104,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if request.executor == "ray" and bundle is not None and not all_finished:
         # A Ray cell's share is --cpus-per-cell's, known now: a resume on another is refused before the
         # cluster is asked, a local instance started and the machine probed (seconds each).
-        _refuse_another_share(bundle, request, None, bundle.device)
+        resume_refusals.another_share_offered(bundle, request, None, bundle.device)
     ray_executor = executor_choice.reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.
@@ -156,10 +150,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     other_boot = other_harness = ""
     if bundle is not None and not all_finished:
         if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
-            timed = _refuse_another_share(bundle, request, executor, device)
-            resume_refusals.other_versions(bundle, timed, probe)
-            resume_refusals.other_variables(bundle, timed, scenario.env, os.environ,
-                                            isinstance(executor, LocalPool) and bool(executor.slots))
+            timed = resume_refusals.once_probed(bundle, request, executor, probe, scenario.env, os.environ)
             other_boot = resume_refusals.another_boot(timed, boot_id())
         other_harness = resume_refusals.another_harness(bundle.header, harness_info())
     if bundle is None:
@@ -241,12 +232,3 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                     if left_s is not None and request.past_budget == "missing" else None)
     return ending.last_lines(bundle, request, missing, noise_warning, budget_cause, console)
 
-
-def _refuse_another_share(bundle: Bundle, request: RunRequest, executor: Executor | None, device: str) -> list[CellRecord]:
-    """Refuse a resume whose cells would run on another share of the machine than its measured cells
-    ran on (`resume_refusals.another_share`); return those cells."""
-    timed = resume_refusals.measured(bundle)
-    with_quota = all(quota_recorded(record) for record in timed)  # older cells: the quota unknown, not held to
-    resume_refusals.another_share(bundle, timed, executor_choice.shares_given(executor, request, device, with_quota),
-                                  with_quota)
-    return timed

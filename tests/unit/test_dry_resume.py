@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_dry_run_of_a_resume_lists_the_cells_it_would_run_and_writes_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
     """`--dry-run --resume` was refused: a planner with 15 minutes of GPU could not see what a resume
     would run, nor what its budget would make of it, before spending them."""
     root = tmp_path / "run"
@@ -58,7 +58,8 @@ def test_a_dry_run_of_a_complete_bundle_says_a_resume_would_run_none(
 
 @pytest.mark.parametrize("held", ["versions", "variable"])
 def test_a_dry_run_of_a_resume_is_refused_where_the_resume_is(
-        held: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        held: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        whole_machine: None) -> None:
     """A library of its backends upgraded since the run started (a plugin, torch), or a variable the
     scenario's `env:` passes on unset in this shell: `run --resume` is refused (exit 2), and its dry
     run listed the cells as ones that would run, exit 0."""

@@ -679,3 +679,32 @@ def test_a_resume_is_refused_only_for_a_backend_its_run_had_and_no_package_regis
         backends_gone(bundle(False, timed), null[:1])  # a measured cell of it: the run had it
     backends_gone(bundle(False, []), cells)  # the first start lacked it too: its cells are skipped, saying why
     backends_gone(bundle(True, timed), [cell for cell in cells if cell.config.backend != "null"])  # --only
+
+
+@pytest.mark.slow
+def test_the_dry_run_of_a_resume_is_refused_as_the_resume_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, whole_machine: None,
+        monkeypatch: pytest.MonkeyPatch, shared_probe: SharedProbe) -> None:
+    """`run --resume RUN_DIR --dry-run` listed the cell it would run and exited 0 where the resume
+    itself was refused (exit 2): a planner with a lent GPU read the resume as ready to start."""
+    from harness.run import plan
+
+    monkeypatch.setattr(plan, "run_probe", shared_probe)
+    root = _edited(tmp_path, lambda s: s.update(env=["OMP_NUM_THREADS"]))
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record.get("environment"):
+            record["environment"]["variables"] = {**record["environment"]["variables"], "OMP_NUM_THREADS": "1"}
+            path.write_text(json.dumps(record))
+    as_run_here(root)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = _snapshot(root)
+    assert main(["run", "--resume", str(root), "--dry-run"]) == 2
+    assert _snapshot(root) == before, "a dry run changed the bundle"
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert f"--resume {root}: OMP_NUM_THREADS was 1 when its cells ran, unset here" in err, err
+    assert "would run" not in captured.out, captured.out
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as its cells ran: listed
+    assert main(["run", "--resume", str(root), "--dry-run"]) == 0
+    assert "1 of 1 cell(s) would run" in " ".join(capsys.readouterr().out.split())
