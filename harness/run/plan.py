@@ -14,15 +14,19 @@ certain, and at most how many can finish) or not (whether they all finish depend
 
 `run --dry-run --resume RUN_DIR` lists the cells the resume would run (those of the bundle without a
 record, `--only` applied), from the scenario the bundle stores, with the floor and the budget line
-alike. The bundle is opened and checked as a resume opens it (locked while it is read, so a bundle
-another process writes is refused, naming it), and refused for what the resume would be refused for
-(harness/run/resume_refusals.py: a backend the run had and this machine lacks, other inputs, stack,
-share of the machine, library versions or `env:` values); nothing in it is written."""
+alike; under `--budget-s` a cell whose twin the bundle kept took longer than the whole budget is
+listed as left for --resume, as the resume leaves it (harness/run/time_budget.py
+`shorter_than_twin`). The bundle is opened and checked as a resume opens it (locked while it is
+read, so a bundle another process writes is refused, naming it), and refused for what the resume
+would be refused for (harness/run/resume_refusals.py: a backend the run had and this machine lacks,
+other inputs, stack, share of the machine, library versions or `env:` values); nothing in it is
+written."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from contextlib import ExitStack
 
 from rich.console import Console
@@ -34,14 +38,14 @@ from harness.errors import ConfigError
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import executor_choice, opening, preflight, resume_refusals, skips, slots
+from harness.run import executor_choice, opening, preflight, resume_refusals, skips, slots, time_budget
 from harness.run.executors import LocalPool
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
 from harness.scenario import loading as scenario_file
-from harness.scenario.cells import Cell, check_values, expand, select
+from harness.scenario.cells import Cell, check_values, expand, select, twin_id
 from harness.scenario.schema import ScenarioFile
 
 
@@ -117,22 +121,29 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
             resume_refusals.once_probed(bundle, request, LocalPool(cut) if cut else None, probe, scenario.env,
                                         os.environ)
         title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
-        return _listed(todo, probe, scenario, request, console, title)
+        # the time each cell the bundle kept took: a twin's is what its cell is held to under --budget-s
+        return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(bundle.cells()))
 
 
 def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, request: RunRequest, console: Console,
-            title: str) -> int:
-    """The table of `cells`, each to run or be skipped (with why), the floor on their time and the
-    budget's line; exit code 0."""
+            title: str, took_s: Mapping[str, float] | None = None) -> int:
+    """The table of `cells`, each to run or be skipped (with why), or, under `--budget-s`, left for
+    --resume where its twin took longer (`took_s`: a resumed bundle's cells' times, by id) than the
+    whole budget, as the run would leave it; the floor on the time of the others and the budget's
+    line; exit code 0."""
     table = Table(title=title)
     for column in ("cell", "would"):
         table.add_column(column)
     running = 0
+    deadline = time_budget.deadline_in(request.budget_s)
     with registry.held():  # a cell's skip check asks for its backend
         for cell in cells:
             why = skips.skip_reason(cell, probe.backends, [])
-            running += why is None
-            table.add_row(visible(cell.config.shown_label), "run" if why is None else f"be skipped: {why}")
+            short = None if why is not None else time_budget.shorter_than_twin(
+                deadline, (took_s or {}).get(twin_id(cell.config)), cell.config.variant.fusion)
+            running += why is None and short is None
+            table.add_row(visible(cell.config.shown_label), "run" if why is None and short is None
+                          else f"be skipped: {why}" if why is not None else f"be left for --resume ({short})")
     console.print(table)
     loadgen = scenario.loadgen
     official = loadgen.profile == "mlperf" and "min_duration_s" not in loadgen.user_conf()

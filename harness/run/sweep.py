@@ -51,7 +51,7 @@ def sweep(
     for --resume. Return how many of these were not started for their twin's time."""
     executor = executor or Serial()
     kept = bundle.cells()  # a resumed bundle's records: those of cells it finished are kept
-    took_s = {str(r["id"]): float(r["wall_s"]) for r in kept if r.get("status") in MEASURED and r.get("wall_s")}
+    took_s = time_budget.measured_s(kept)
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,

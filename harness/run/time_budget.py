@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
+
+from harness.bundle.statuses import MEASURED
 
 #: The clock deadlines are read on (tests replace it).
 clock: Callable[[], float] = time.monotonic
@@ -26,6 +29,12 @@ clock: Callable[[], float] = time.monotonic
 SPENT = "the run's time budget was spent before it started"
 #: Why a cell started within the budget has no result: its limit, cut to the budget, ran out.
 ENDED = "the run's time budget ended while it ran"
+
+
+def measured_s(records: list[dict[str, Any]]) -> dict[str, float]:
+    """How long each measured cell of `records` (a bundle's, as read) took to be measured, its round
+    1 (`wall_s`), by id: what its twin is held to (`shorter_than_twin`)."""
+    return {str(r["id"]): float(r["wall_s"]) for r in records if r.get("status") in MEASURED and r.get("wall_s")}
 
 
 def deadline_in(seconds: float | None) -> float | None:

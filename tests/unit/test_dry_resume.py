@@ -104,3 +104,31 @@ def test_the_dry_run_of_an_official_runs_resume_floors_its_cells_at_mlperf_confs
     plan._listed(cells, probe, typed, RunRequest(scenario_path=None, resume=REPO), Console(width=400), "cells")
     said = " ".join(capsys.readouterr().out.split())
     assert "2 of 2 cell(s) would run: at least 20 min of LoadGen's minimum duration (2 x 600 s)" in said, said
+
+
+def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The resume does not start a cell whose twin, kept in the bundle, took longer than is left of
+    --budget-s; its dry run listed the cell as `run`, its floor within the budget, where the resume
+    would start nothing."""
+    root = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", root)
+    cells = {json.loads(p.read_text())["id"]: json.loads(p.read_text()) for p in (root / "cells").glob("*.json")}
+    off = next(c for c in cells.values() if c["config"]["backend"] == "inductor" and c["config"]["variant"]["fusion"] == "off"
+               and c["config"]["scenario"] == "Offline")
+    twin = next(c for c in cells.values() if c["config"]["backend"] == "inductor" and c["config"]["variant"]["fusion"] == "on"
+                and c["config"]["scenario"] == "Offline")
+    (root / "cells" / f"{off['id']}.json").unlink()
+    shutil.rmtree(root / "cells" / off["id"], ignore_errors=True)
+    manifest.write(root)
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(
+        device="cpu", backends={name: BackendReport(available=True) for name in ("eager", "inductor", "null", "tvm")}))
+    budget_s = twin["wall_s"] - 2  # less than the twin took: not started
+    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{budget_s:.0f}"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    flat = " ".join(said.replace("│", " ").split())  # the row's text, wherever the table wraps it
+    assert (f"be left for --resume (not started: its twin (fusion on) took {twin['wall_s']:.0f} s, {budget_s:.0f} s of "
+            "the run's time budget left)") in flat, said
+    assert "0 of 1 cell(s) would run" in said, said
+    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{twin['wall_s'] + 60:.0f}"]) == 0
+    assert "1 of 1 cell(s) would run" in " ".join(capsys.readouterr().out.split())
