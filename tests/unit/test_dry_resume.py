@@ -107,7 +107,7 @@ def test_the_dry_run_of_an_official_runs_resume_floors_its_cells_at_mlperf_confs
 
 
 def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_budget(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
     """The resume does not start a cell whose twin, kept in the bundle, took longer than is left of
     --budget-s; its dry run listed the cell as `run`, its floor within the budget, where the resume
     would start nothing."""
