@@ -18,8 +18,9 @@ than the budget had left (harness/run/time_budget.py) gets a line of its own too
 The other cells the budget never started are counted once, at the end of the run. The estimate is
 of every cell left, the budget aside: where the budget ends first, the line says when, and that
 the rest is for --resume. A cell of several rounds (harness/run/rounds.py) whose round 1 finished
-but a further round of which the budget kept is written with the rounds that finished, and a line
-of its own says how many of how many it kept.
+but a further round of which the budget kept (cut it, or did not start it where less was left than
+round 1 took) is written with the rounds that finished, and a line of its own says how many of how
+many it kept.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 from rich.text import Text
 
 from harness.plain_text import one_line, visible
+from harness.run import time_budget
 from harness.run.summary import STATUS_STYLE
 
 #: Cells that must have run before the pace says anything.
@@ -105,12 +107,15 @@ def not_started(label: str, reason: str, done: int, total: int) -> Text:
 
 
 def rounds_cut(label: str, record: dict[str, Any]) -> Text:
-    """`    cut LABEL: ... kept with 1 of its 3 rounds ...`: a cell whose further rounds the budget kept."""
+    """`    cut LABEL: ... kept with 1 of its 3 rounds ...`: a cell whose further rounds the budget kept,
+    cut or not started where less was left than its round 1 took."""
     rounds = (record.get("metrics") or {}).get("rounds") or []
     kept = sum(1 for r in rounds if r.get("status") == "valid")
     cell = visible(str(record.get("id")))
+    why = ("left less than its round 1 took before its rounds were done"
+           if any(time_budget.for_round_one(r.get("reason")) for r in rounds) else "ended before its rounds did")
     said = Text(f"{'cut':>7}", style=STATUS_STYLE["interrupted"])
-    said.append(f" {visible(label)}: the run's time budget ended before its rounds did: kept with {kept} of its "
+    said.append(f" {visible(label)}: the run's time budget {why}: kept with {kept} of its "
                 f"{len(rounds)} rounds, and its speedups' intervals are over those; to time all of them again, delete "
                 f"cells/{cell}.json and cells/{cell}/ and --resume")
     return said

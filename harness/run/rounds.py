@@ -26,8 +26,10 @@ the other order, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py),
 each further round's own warnings (`round 2: a busy machine: ...`), a warning for each further
 round that gave no time (kept as failed, with its reason: its worker failed, or the run's time
-budget ended before it or while it ran, in which case the cell keeps the rounds that finished;
-harness/run/time_budget.py) and a warning where a round's
+budget ended before it or while it ran, or left less than the cell's round 1 took as it would start,
+`round 2 of 3 gave no time (not started: round 1 took 33 s, 7 s of the run's time budget left)`, in
+which case it is not started and the cell keeps the rounds that finished; harness/run/time_budget.py)
+and a warning where a round's
 median is out of line with the others (more than 1.5x the median of the rounds, or below it by as
 much: `harness.stats.summary.out_of_line`);
 a further round is not run where the cell's round 1 was not valid (Serial and LocalPool ask just
@@ -98,6 +100,7 @@ def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
         artifacts=folder,
         skip=lambda: state.why_not_further(task.cell_id),
         after=state.round_ended(task.cell_id, number - 1),
+        first_took_s=lambda: state.first_wall_s.get(task.cell_id),
     )
 
 
@@ -133,6 +136,7 @@ class Rounds:
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     further_warnings: dict[str, list[str]] = field(default_factory=dict)  # cell id -> its further rounds' warnings
     first_status: dict[str, str] = field(default_factory=dict)
+    first_wall_s: dict[str, float] = field(default_factory=dict)  # round 1's wall time: what a further round is held to
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
     ended: dict[tuple[str, int], threading.Event] = field(default_factory=dict)  # (cell id, round) -> set once in
 
@@ -164,7 +168,10 @@ class Rounds:
         cell_id = done.task.cell_id
         if done.task.request.timing_round == 1:
             assert record is not None
-            self.first_status[cell_id] = FirstRound.model_validate(record).status
+            taken = FirstRound.model_validate(record)
+            self.first_status[cell_id] = taken.status
+            if taken.wall_s is not None:
+                self.first_wall_s[cell_id] = taken.wall_s
             self.round_ended(cell_id, 1).set()
             if self.expected.get(cell_id, 1) == 1:
                 return record

@@ -10,8 +10,11 @@ ResNeXt-101's 162 and 155 s, though Inductor's efficientnet_b0 79 and 203 s), an
 that cannot finish runs for nothing until the budget ends. A cell with no twin measured starts
 while any budget is left, as it always did. Either way the sweep records the cell as skipped with
 the reason (gpu-check), or leaves it out of the bundle for --resume (`run`). A further round of a
-cell (harness/run/rounds.py) the budget keeps is recorded failed with the reason in a cell that
-keeps its rounds that finished; a further round is never held to its twin's time.
+cell (harness/run/rounds.py) is held to the cell's own round 1 instead (`shorter_than_round_one`):
+it is not started where round 1 took longer than is left (its wall time, as a twin's is), for the
+same reason: a round that cannot finish is cut by the budget, and its time is lost. A further round
+the budget keeps, not started or cut, is recorded failed with the reason in a cell that keeps its
+rounds that finished; a further round is never held to its twin's time.
 """
 
 from __future__ import annotations
@@ -62,12 +65,31 @@ def shorter_than_twin(deadline: float | None, twin_took_s: float | None, fusion:
     """Why a cell of `fusion` whose twin (the other fusion setting) took `twin_took_s` to be
     measured is not started now: less than that is left of the budget. None where more is left, or
     there is no budget, or no twin time to go by."""
-    left_s = None if deadline is None else deadline - clock()
-    if left_s is None or twin_took_s is None or twin_took_s <= left_s:
-        return None
     other = "off" if fusion == "on" else "on"
-    return (f"not started: its twin (fusion {other}) took {twin_took_s:.0f} s, {max(left_s, 0.0):.0f} s of the "
-            "run's time budget left")
+    return _shorter(deadline, twin_took_s, f"its twin (fusion {other})")
+
+
+#: What a further round not started for its cell's round 1's time is held to, in its reason.
+ROUND_ONE = "round 1"
+
+
+def shorter_than_round_one(deadline: float | None, first_took_s: float | None) -> str | None:
+    """Why a further round of a cell whose round 1 took `first_took_s` (its wall time) is not
+    started now: less than that is left of the budget. None where more is left, or there is no
+    budget, or no time of round 1 to go by."""
+    return _shorter(deadline, first_took_s, ROUND_ONE)
+
+
+def for_round_one(reason: str | None) -> bool:
+    """Whether `reason`, a further round's, is that it was not started for its round 1's time."""
+    return (reason or "").startswith(f"not started: {ROUND_ONE} took ")
+
+
+def _shorter(deadline: float | None, took_s: float | None, what: str) -> str | None:
+    left_s = None if deadline is None else deadline - clock()
+    if left_s is None or took_s is None or took_s <= left_s:
+        return None
+    return f"not started: {what} took {took_s:.0f} s, {max(left_s, 0.0):.0f} s of the run's time budget left"
 
 
 def why_left(by_twin: int, spent: bool) -> str | None:

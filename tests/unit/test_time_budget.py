@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,20 +24,25 @@ from harness.run.isolation import WorkerOutcome
 from harness.run.run_request import RunRequest
 from harness.run.runner import run
 from harness.run.slots import Slot
-from harness.scenario.cells import expand, twin_id
+from harness.scenario.cells import Cell, expand, twin_id
 from harness.scenario.schema import ScenarioFile
 from tests.shared_probe import SharedProbe
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _tasks(root: Path, deadline: float) -> list[CellTask]:
+def _cells(count: int = 1) -> list[Cell]:
+    """Three cells of the null backend, of `count` rounds each."""
     data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["null"],
-            "scenarios": ["SingleStream", "Offline", "Server"], "batch_sizes": {"cpu": [1]}}
+            "scenarios": ["SingleStream", "Offline", "Server"], "batch_sizes": {"cpu": [1]}, "timing": {"rounds": count}}
     resolved = ScenarioFile.model_validate(data).model_dump(mode="json")
     resolved["name"] = "t"
+    return expand(resolved, "cpu")
+
+
+def _tasks(root: Path, deadline: float, count: int = 1) -> list[CellTask]:
     tasks = []
-    for cell in expand(resolved, "cpu"):
+    for cell in _cells(count):
         folder = root / cell.id
         folder.mkdir()
         tasks.append(CellTask(cell_id=cell.id, label=cell.label, request=WorkerRequest(cell=cell.config, artifact_dir=str(folder)),
@@ -244,18 +250,19 @@ class RealFirstRound:
     """run_here that runs each cell's round 1 for real (the null backend: valid in seconds), taking
     `first_s` of the fake clock, and fakes every further round as SlowCells does, `further_s` each."""
 
-    def __init__(self, clock: FakeClock, first_s: float, further_s: float) -> None:
+    def __init__(self, clock: FakeClock, first_s: float, further_s: float, recorded: bool = False) -> None:
         self.real = executors.run_here
         self.clock = clock
         self.first_s = first_s
         self.further = SlowCells(clock, further_s)
+        self.recorded = recorded  # round 1's wall time is `first_s` too, not the real worker's
 
     def __call__(self, task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
         if task.request.timing_round > 1:
             return self.further(task, slot, on_phase, stop, parents)
         outcome = self.real(task, slot, on_phase, stop, parents)
         self.clock.now += self.first_s
-        return outcome
+        return replace(outcome, wall_s=self.first_s) if self.recorded else outcome
 
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch, and a real worker
@@ -277,6 +284,40 @@ def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_t
     assert "kept with 1 of its 3 rounds" in shown and f"delete cells/{order[0]}.json" in shown, shown
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert validate(bundle).problems == []
+
+
+@pytest.mark.slow  # its run starts the system probe, which imports torch, and a real worker
+def test_with_rounds_a_further_round_is_not_started_where_its_round_1_took_longer_than_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
+    """`--rounds 2 --budget-s 45` started round 2 with 7 s left after round 1 took 33 s: the budget
+    cut it, time spent for nothing. It is not started now, and the cell reads as one cut by the budget.
+    gpu-check's way (the cells the budget keeps recorded skipped) writes it as `run --budget-s` does."""
+    from harness.bundle.reader import load
+    from harness.reporting import findings_page
+    from harness.reporting.compare import compare
+    from harness.reporting.report import REPORT_MD, render
+
+    cells = RealFirstRound(clock, first_s=33.0, further_s=20.0, recorded=True)
+    monkeypatch.setattr(executors, "run_here", cells)
+    code, bundle, shown = _null_run(tmp_path, budget_s=45, past_budget="skipped", rounds=2, scenarios="[SingleStream]",
+                                    brief=True)
+    assert cells.further.limits == {}, "a further round started with less left than its round 1 took"
+    order, records = _records(bundle)
+    record = records[order[0]]
+    assert code == 0 and record["status"] == "valid", shown
+    why = "not started: round 1 took 33 s, 12 s of the run's time budget left"
+    assert [(r["round"], r["status"], r.get("reason")) for r in record["metrics"]["rounds"]] == [
+        (1, "valid", None), (2, "failed", why)]
+    warning = f"round 2 of 2 {rounds.ROUND_NO_TIME} ({why})"
+    assert any(w.startswith(warning) for w in record["warnings"]), record["warnings"]
+    assert "left less than its round 1 took before its rounds were done: kept with 1 of its 2 rounds" in shown, shown
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    assert validate(bundle).problems == []
+    loaded = load(bundle)
+    render(loaded, tmp_path / "report")
+    assert why in (tmp_path / "report" / REPORT_MD).read_text()
+    findings_page.render([loaded], tmp_path / "findings")
+    assert len(compare(loaded, loaded).pairs) == 1, "compare did not pair the cell with itself"
 
 
 def test_a_skipped_finish_is_never_mistaken_for_a_lost_cell(tmp_path: Path) -> None:
@@ -401,6 +442,49 @@ def test_a_further_round_is_not_held_to_its_twins_time(
     further = replace(task, request=replace(task.request, timing_round=2), twin_took_s=lambda: 500.0, label="round 2")
     done = list(executors.Serial().run([further], lambda task, phase: None))
     assert not done[0].skipped and slow.limits == {"round 2": 100}
+
+
+def _rounds_of_one_cell(root: Path, deadline: float, count: int) -> tuple[list[CellTask], rounds.Rounds]:
+    """Every round of one cell of `count` rounds, in order, and the state that holds them."""
+    first = _tasks(root, deadline, count)[0]
+    state = rounds.Rounds({first.cell_id: count}, root)
+    return rounds.order([first], {cell.id: cell for cell in _cells(count)}, state), state
+
+
+def _taken(state: rounds.Rounds, done: Iterable[Finished]) -> list[Finished]:
+    """`done` as the sweep takes it: each round handed to `state`, round 1 as a valid record of its time."""
+    taken = []
+    for finished in done:
+        first = ({"status": "valid", "metrics": {}, "wall_s": finished.outcome.wall_s}
+                 if finished.task.request.timing_round == 1 and finished.outcome is not None else None)
+        state.finished(finished, first)
+        taken.append(finished)
+    state.close()
+    return taken
+
+
+def test_a_further_round_is_not_started_where_its_round_1_took_longer_than_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    """Round 1 took 40 s of a 100 s budget: round 2 starts with 60 s left, and round 3, with 20 s left,
+    would be cut by the budget; it is not started, and says why."""
+    slow = SlowCells(clock, 40.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    tasks, state = _rounds_of_one_cell(tmp_path, clock.now + 100, 3)
+    done = _taken(state, executors.Serial().run(tasks, lambda task, phase: None))
+    assert list(slow.limits.values()) == [100, 60], "a further round started with less left than its round 1 took"
+    assert done[2].skipped and done[2].outcome is None
+    assert done[2].failure == "not started: round 1 took 40 s, 20 s of the run's time budget left"
+
+
+def test_two_jobs_hold_a_further_round_to_its_round_1_as_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    slow = SlowCells(clock, 40.0)
+    monkeypatch.setattr(executors, "run_here", slow)
+    tasks, state = _rounds_of_one_cell(tmp_path, clock.now + 70, 2)
+    pool = executors.LocalPool([Slot(index=0, cpus=[0]), Slot(index=1, cpus=[1])])
+    done = _taken(state, pool.run(tasks, lambda task, phase: None))
+    assert list(slow.limits.values()) == [70], "a further round started with less left than its round 1 took"
+    assert done[1].skipped and done[1].failure == "not started: round 1 took 40 s, 30 s of the run's time budget left"
 
 
 def test_a_cells_twin_is_the_cell_of_its_other_fusion_setting() -> None:
