@@ -250,29 +250,30 @@ class RealFirstRound:
     """run_here that runs each cell's round 1 for real (the null backend: valid in seconds), taking
     `first_s` of the fake clock, and fakes every further round as SlowCells does, `further_s` each."""
 
-    def __init__(self, clock: FakeClock, first_s: float, further_s: float, recorded: bool = False) -> None:
+    def __init__(self, clock: FakeClock, first_s: float, further_s: float, recorded_s: float | None = None) -> None:
         self.real = executors.run_here
         self.clock = clock
         self.first_s = first_s
         self.further = SlowCells(clock, further_s)
-        self.recorded = recorded  # round 1's wall time is `first_s` too, not the real worker's
+        self.recorded_s = recorded_s  # round 1's wall time as recorded, where not the real worker's
 
     def __call__(self, task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
         if task.request.timing_round > 1:
             return self.further(task, slot, on_phase, stop, parents)
         outcome = self.real(task, slot, on_phase, stop, parents)
         self.clock.now += self.first_s
-        return replace(outcome, wall_s=self.first_s) if self.recorded else outcome
+        return replace(outcome, wall_s=self.recorded_s) if self.recorded_s is not None else outcome
 
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch, and a real worker
 def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_that_finished(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
-    cells = RealFirstRound(clock, first_s=80.0, further_s=50.0)
+    # round 1 recorded as 15 s, so that round 2 may start with 20 s left whatever the real worker took
+    cells = RealFirstRound(clock, first_s=80.0, further_s=50.0, recorded_s=15.0)
     monkeypatch.setattr(executors, "run_here", cells)
     code, bundle, shown = _null_run(tmp_path, budget_s=100, past_budget="missing", rounds=3, scenarios="[SingleStream]",
                                     brief=True)
-    # round 1 (80 s) fits; round 2 starts with 20 s left and is stopped; round 3 never starts
+    # round 1 (80 s of the clock) fits; round 2 starts with 20 s left and is stopped; round 3 never starts
     assert list(cells.further.limits.values()) == [20], "a further round started past the budget, or got more than was left"
     order, records = _records(bundle)
     record = records[order[0]]
@@ -297,7 +298,7 @@ def test_with_rounds_a_further_round_is_not_started_where_its_round_1_took_longe
     from harness.reporting.compare import compare
     from harness.reporting.report import REPORT_MD, render
 
-    cells = RealFirstRound(clock, first_s=33.0, further_s=20.0, recorded=True)
+    cells = RealFirstRound(clock, first_s=33.0, further_s=20.0, recorded_s=33.0)
     monkeypatch.setattr(executors, "run_here", cells)
     code, bundle, shown = _null_run(tmp_path, budget_s=45, past_budget="skipped", rounds=2, scenarios="[SingleStream]",
                                     brief=True)
