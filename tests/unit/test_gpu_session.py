@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.container import offline_wheels
 from harness.scenario import loading
 
@@ -78,7 +79,8 @@ def _bundle(out: Path, run_id: str, scenario: Path, state: str, **header: object
     resolved = loading.resolved(loading.load(scenario), scenario.stem)
     (out / run_id).mkdir(parents=True)
     (out / run_id / "bundle.json").write_text(json.dumps({"scenario": resolved, "scenario_sha256": loading.sha256(resolved),
-                                                          "only": {}, "state": state, **header}))
+                                                          "only": {}, "state": state, "schema_version": SCHEMA_VERSION,
+                                                          **header}))
     return out / run_id
 
 
@@ -134,6 +136,24 @@ def test_run_passes_over_a_complete_bundle_of_only_some_cells_or_of_the_file_bef
     lines = asked.read_text().splitlines()
     assert [line.split(" --budget-s ")[0] for line in lines if line.startswith("run")] == [f"run {cut}", f"run {grown}"]
     assert f"{only} ran {cut} with --only" in done.stderr and f"{before} stores {grown} as it read before an edit" in done.stderr
+
+
+def test_run_passes_over_an_unfinished_bundle_of_an_older_schema_and_runs_the_file_afresh(tmp_path: Path) -> None:
+    """The H200 layout bundle of 2026-12-04 (schema 11, interrupted) was to be finished by --resume,
+    which this harness (schema 12) refuses: the session spent its call on the refusal and never ran
+    the file. A complete bundle of an older schema is still left out: its cells are measured."""
+    root, asked = _stand_in(tmp_path)
+    old, kept = _scenario(tmp_path, "old"), _scenario(tmp_path, "kept")
+    out = tmp_path / "out"
+    stale = _bundle(out, "20261204-010000-old", old, "interrupted", schema_version=SCHEMA_VERSION - 1)
+    complete = _bundle(out, "20261204-010000-kept", kept, "complete", schema_version=SCHEMA_VERSION - 1)
+    done = session(root, "run", str(out), "600", str(old), str(kept))
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = [line.split(" --budget-s ")[0] for line in asked.read_text().splitlines() if line.startswith("run")]
+    assert runs == [f"run {old}"], runs
+    assert (f"{stale} was written with schema {SCHEMA_VERSION - 1}, and this harness resumes only its own "
+            f"({SCHEMA_VERSION}): passed over") in " ".join(done.stderr.split())
+    assert f"complete in {complete}" in done.stdout
 
 
 def test_run_puts_the_nvidia_wheels_lib_folders_of_every_import_path_on_ld_library_path(tmp_path: Path) -> None:

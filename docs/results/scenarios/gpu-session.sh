@@ -79,13 +79,16 @@ EOF
 # A bundle is that run's only where it stores the file's scenario as the file now reads and ran all
 # its cells: one run with --only (complete for those cells alone), or of the file before an edit
 # that added cells, would otherwise leave the whole file out as complete (a resume runs the stored
-# scenario and its --only, never the file's other cells). Such a bundle is named and passed over.
+# scenario and its --only, never the file's other cells). Such a bundle is named and passed over, as
+# is an unfinished one of another schema version than the harness writes, which `run --resume`
+# refuses (it never mixes two in one bundle): the file runs afresh.
 bundle_of() {
     "$python" - "$1" "$2" "$root" <<'EOF'
 import json, sys
 from pathlib import Path
 out, scenario = Path(sys.argv[1]), Path(sys.argv[2])
 sys.path.insert(0, sys.argv[3])
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.errors import ConfigError
 from harness.scenario import loading
 try:
@@ -104,6 +107,9 @@ for header in sorted(out.glob("*/bundle.json"), reverse=True):  # run ids begin 
         print(f"gpu-session: {header.parent} ran {scenario} with --only: not its whole run, passed over", file=sys.stderr)
     elif bundle.get("scenario_sha256") != wanted:
         print(f"gpu-session: {header.parent} stores {scenario} as it read before an edit: passed over", file=sys.stderr)
+    elif bundle.get("state") != "complete" and bundle.get("schema_version") != SCHEMA_VERSION:
+        print(f"gpu-session: {header.parent} was written with schema {bundle.get('schema_version')}, and this harness "
+              f"resumes only its own ({SCHEMA_VERSION}): passed over", file=sys.stderr)
     else:
         print("complete" if bundle.get("state") == "complete" else "unfinished", header.parent)
         break
