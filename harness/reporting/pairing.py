@@ -87,7 +87,7 @@ def other_threads(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str]
     for name in sorted(passed):
         value_a, value_b = variables_a.get(name), variables_b.get(name)
         if value_a != value_b:
-            found.append(f"{one_line(name)} A {_value(value_a)}, B {_value(value_b)}")
+            found.append(f"{one_line(name)} A {variable_value(value_a)}, B {variable_value(value_b)}")
     return "; ".join(found)
 
 
@@ -101,7 +101,8 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _value(value: object) -> str:
+def variable_value(value: object) -> str:
+    """A variable's value as a worker saw it, in words: `unset` where it saw none."""
     return "unset" if value is None else one_line(value)
 
 

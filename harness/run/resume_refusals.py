@@ -20,7 +20,7 @@ from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
-from harness.plain_text import one_line
+from harness.reporting.pairing import variable_value
 from harness.reporting.run_facts import machine_share, quota_recorded
 from harness.run import executor_choice, preflight, skips, slots
 from harness.run.executors import Executor, LocalPool
@@ -198,14 +198,10 @@ def other_variables(bundle: Bundle, timed: list[CellRecord], env: list[str], env
         then = {variables.get(name) for variables in seen if isinstance(variables, Mapping)}
         now = environ.get(name)
         if then and now not in then:
-            was = " and ".join(sorted(_shown(value) for value in then))
-            raise ConfigError(f"--resume {bundle.root}: {name} was {was} when its cells ran, {_shown(now)} here (the "
+            was = " and ".join(sorted(variable_value(value) for value in then))
+            raise ConfigError(f"--resume {bundle.root}: {name} was {was} when its cells ran, {variable_value(now)} here (the "
                               "scenario's env: passes this shell's value on): its cells would have run under two "
                               "values; set it as it was, or start a new run")
-
-
-def _shown(value: object) -> str:
-    return "unset" if value is None else one_line(value)
 
 
 def another_boot(timed: list[CellRecord], here: str | None) -> str:
