@@ -38,7 +38,7 @@ from harness.errors import ConfigError
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import executor_choice, opening, preflight, resume_refusals, skips, slots, time_budget
+from harness.run import executor_choice, opening, preflight, resumable, resume_refusals, skips, slots, time_budget
 from harness.run.executors import LocalPool
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
@@ -96,8 +96,7 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
             slots.check_jobs_fit_here(request.jobs)
         if request.only:
             opening.refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
-        planned = set(bundle.cell_ids)
-        cells = [c for c in select(expand(resolved, bundle.device), request.only or {}) if c.id in planned]
+        cells = resumable.planned_cells(bundle, resolved, request.only)
         todo = [c for c in cells if not bundle.finished(c.id)]
         if not todo:
             console.print(Text(f"fusionbench: each of the {len(cells)} cell(s) of {visible(bundle.root)} has its record: "

@@ -26,6 +26,7 @@ from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import shell_word
 from harness.reporting.report import REPORT_HTML, REPORT_MD
+from harness.scenario.cells import Cell, expand, select
 from harness.scenario.loading import resolved
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.specs import BackendSpec, ModelSpec
@@ -222,3 +223,10 @@ def _overrides_problem(loadgen: dict[str, Any]) -> str | None:
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True)  # ASCII: no control character reaches the terminal
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def planned_cells(bundle: Bundle, stored: dict[str, Any], only: dict[str, set[str]] | None) -> list[Cell]:
+    """The cells of the bundle's plan (bundle.json `cells`) a resume selects with `only`, from its
+    `stored` scenario on the device it started on: a resume's and its dry run's."""
+    planned = set(bundle.cell_ids)
+    return [c for c in select(expand(stored, bundle.device), only or {}) if c.id in planned]

@@ -33,6 +33,7 @@ from harness.run import (
     machine_noise,
     opening,
     preflight,
+    resumable,
     resume_refusals,
     rounds,
     skips,
@@ -96,9 +97,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bundle is not None and not all_finished:
         # Its cells are its plan's unfinished ones, on the device it started on: a disk too full for
         # them refuses the resume before the probe and Ray, as a new run's --out is refused.
-        planned = set(bundle.cell_ids)
-        left = [c for c in select(expand(resolved, bundle.device), request.only or {})
-                if c.id in planned and not bundle.finished(c.id)]
+        left = [c for c in resumable.planned_cells(bundle, resolved, request.only) if not bundle.finished(c.id)]
         preflight.check_room(bundle.root, len(left), resuming=True)
         resume_refusals.backends_gone(bundle, left)  # a plugin the run had, not installed here
     if request.executor == "ray" and bundle is not None and not all_finished:
