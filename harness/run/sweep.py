@@ -121,10 +121,12 @@ def sweep(
                 complete = state.finished(done, first)
                 if complete is None:
                     continue
+                # not started for its twin's time: kept from a result by the budget, never run, budget left
+                twin_kept = (cell_id in by_budget and not ran_s.get(cell_id)
+                             and complete["reasons"] != [time_budget.SPENT])
                 if cell_id not in by_budget:
                     pace.finished()
-                elif complete["reasons"] != [time_budget.SPENT] and not ran_s.get(cell_id):
-                    by_twin += 1  # its round 1's reason: not started for its twin's time
+                by_twin += twin_kept
                 if cell_id in by_budget and not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
                     shutil.rmtree(folders[cell_id], ignore_errors=True)
                     left += 1
@@ -132,7 +134,7 @@ def sweep(
                     if ran_s.get(cell_id):  # it ran, and that time is lost: said, not left to the end's count
                         progress.console.print(cell_line.ended_by_budget(by_id[cell_id].config.shown_label, ran_s[cell_id],
                                                                          *_counted(progress, bar)))
-                    elif complete["reasons"] != [time_budget.SPENT]:  # not started for its twin's time: said now
+                    elif twin_kept:  # said now
                         progress.console.print(cell_line.not_started(by_id[cell_id].config.shown_label,
                                                                      complete["reasons"][0], *_counted(progress, bar)))
                     continue
