@@ -5,6 +5,7 @@
 #   ./run.sh test [pytest options]                              run the test suite
 #   ./run.sh gpu-check                                          check a GPU machine end to end (about 8 minutes)
 #   ./run.sh --resume results/<run>                             finish the cells a bundle is missing
+#   ./run.sh rerun results/<run> [--only ...] [--out DIR]       run the cells a bundle ran again, here, as a new bundle
 #   ./run.sh --container cpu|cuda scenarios/offline.yaml [...]  run a scenario inside the reproducible image
 #   ./run.sh engine start|stop|status                          a Docker engine of its own where none runs (Linux, root)
 #   ./run.sh wheels DIR --python-version 3.12 [--gpu] [--backend ...]  the wheels a machine without network needs (FUSIONBENCH_NO_VENV=1)

@@ -147,6 +147,17 @@ class PlannedCell(Part):
     label: str
 
 
+class RerunOf(Part):
+    """The bundle a `fusionbench rerun` ran again (harness/run/rerun.py): its run, the scenario it
+    stored (the rerun's own, so the same digest) and the SHA-256 of its MANIFEST.sha256, which names
+    every file of it, so that `compare` says which copy of the run this one reran."""
+
+    run_id: str
+    created: str | None = None
+    scenario_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    manifest_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")] | None = None
+
+
 class BundleHeader(Part):
     """`bundle.json`: what ran, on what, by which harness, and the cells it planned."""
 
@@ -180,6 +191,9 @@ class BundleHeader(Part):
     #: setting, so a backend's rounds pair with the baseline's; None (bundles before 2026-12-01):
     #: a fusion pair's alone
     rounds_paired: Literal["setting"] | None = None
+    #: The bundle this run ran again (`fusionbench rerun`); absent in every other run's bundle, and
+    #: in every bundle before 2026-12-06
+    rerun_of: RerunOf | None = None
 
 
 def problems(header: Any, where: str) -> list[str]:

@@ -27,6 +27,8 @@ from harness.cli.image_commands import COMMANDS as IMAGE_COMMANDS
 from harness.cli.os_error_line import os_error_line
 from harness.cli.parser import OneLineParser
 from harness.cli.path_argument import file_path_argument, path_argument
+from harness.cli.rerun_command import add_parser as add_rerun_parser
+from harness.cli.rerun_command import cmd_rerun
 from harness.errors import EXIT_BROKEN_PIPE, ConfigError, HarnessError, interrupted_exit_code, terminate
 from harness.plain_text import one_line, visible
 from harness.scenario.cells import ONLY_KEYS
@@ -57,6 +59,7 @@ def _parser() -> OneLineParser:
         prog="fusionbench",
         description="Measure what kernel fusion does to vision models, backend by backend, under MLPerf LoadGen.",
         epilog="Examples: fusionbench run scenarios/smoke.yaml | fusionbench validate results/RUN | "
+        "fusionbench rerun results/RUN | "
         "fusionbench compare results/A results/B | fusionbench report results/RUN",
     )
     parser.add_argument("--version", action="version", version=f"fusionbench {harness.__version__}")
@@ -105,6 +108,8 @@ def _parser() -> OneLineParser:
     run.add_argument("--ray-connect-timeout-s", type=float, metavar="S",
                      help="ray: seconds the cluster has to answer before the run is refused (exit 2) "
                      "(default: 30)")
+
+    add_rerun_parser(sub)
 
     gpu = sub.add_parser(
         "gpu-check", help="check a GPU machine end to end (every backend, fusion on and off; about 8 minutes)",
@@ -388,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     # a run (in the image too) goes on past its standard output: its bundle is its result; a dry
     # run's list is all it gives
     dry = getattr(args, "dry_run", False) or "--dry-run" in (getattr(args, "run_args", None) or [])
-    keep_going = args.command in ("run", "gpu-check", "container") and not dry
+    keep_going = args.command in ("run", "rerun", "gpu-check", "container") and not dry
     signal.signal(signal.SIGTERM, terminate)  # docker stop, Slurm and Ray stop a run as Ctrl-C does
     try:
         with standard_output.guarded(keep_going):
@@ -407,7 +412,8 @@ def _command(args: argparse.Namespace, keep_going: bool) -> int:
     console = standard_output.OutputConsole(highlight=False, keep_going=keep_going)
     if not console.is_terminal:  # logs and CI: do not squeeze tables to 80 columns
         console = standard_output.OutputConsole(highlight=False, width=160, keep_going=keep_going)
-    commands = {"run": _cmd_run, "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
+    commands = {"run": _cmd_run, "rerun": lambda args, console: cmd_rerun(args, console, default_cache_dir()),
+                "backends": _cmd_backends, "models": _cmd_models, "schema": _cmd_schema,
                 "container": _cmd_container, "gpu-check": _cmd_gpu_check, **IMAGE_COMMANDS, **BUNDLE_COMMANDS}
     try:
         return commands[args.command](args, console)

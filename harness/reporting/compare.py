@@ -13,7 +13,8 @@ whatever their ids say, and are listed as unpaired with the valid cells whose co
 missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. A cell
 only one bundle has says what the other never ran (`B ran no cell on cpu`: the first of device,
 model, input size, backend, scenario, dtype and batch it lacks), or that the other listed it and
-has no record (its run was stopped). Per backend, the geometric mean of B/A over its compared
+has no record (its run was stopped). Where one bundle is a `fusionbench rerun` of the other, it says
+so (`rerun_of`). Per backend, the geometric mean of B/A over its compared
 pairs. The systems' differences (CPU, GPU, driver, library versions, container) come first, since
 a difference between machines explains a difference between figures
 (harness/reporting/system_differences.py). Each fusion pair's verdicts in A and in B are set side by
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import BundleHeader, Cpu, Gpus
+from harness.bundle.manifest import MANIFEST
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.reporting.fusion_verdicts import FusionVerdict, fusion_verdicts
 from harness.reporting.judging import ALPHA, LABELS, VERDICTS, WORSE, Pair, compare_cells
@@ -61,6 +63,9 @@ class Comparison:
     #: not exit 0 for them unless asked to (`--allow-missing`).
     unpaired: list[str] = field(default_factory=list)
     fusion: list[FusionVerdict] = field(default_factory=list)
+    #: Where one bundle is a `fusionbench rerun` of the other (its bundle.json `rerun_of`), in words:
+    #: "B is a rerun of A"; empty where neither is.
+    rerun: str = ""
     machines: tuple[str, str] = ("", "")  # (A, B): CPU and GPUs, as each run's system record says
     noise: tuple[str, str] = ("", "")  # (A, B): each run's machine-noise floor, in words (run_facts)
 
@@ -102,6 +107,7 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
     passed = passed_variables(lookup(a.header, "scenario", "env")) | passed_variables(lookup(b.header, "scenario", "env"))
     result = Comparison(a=a.name, b=b.name, threshold=threshold, alpha=alpha,
                         systems=system_differences(a.header_record, b.header_record), fusion=fusion_verdicts(a, b, passed),
+                        rerun=rerun_of(a, b, "A", "B") or rerun_of(b, a, "B", "A"),
                         machines=(_run_machine(a.header_record), _run_machine(b.header_record)),
                         noise=(machine_noise(lookup(a.header, "system", "machine_noise")),
                                machine_noise(lookup(b.header, "system", "machine_noise"))))
@@ -158,6 +164,21 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                                      verdict="not comparable", why=only_in(cell, "B", "A")))
     _scored_on_other_images(result.pairs, a.header_record.inputs_sha256, b.header_record.inputs_sha256)
     return result
+
+
+def rerun_of(original: LoadedBundle, rerun: LoadedBundle, original_side: str, rerun_side: str) -> str:
+    """"B is a rerun of A" where `rerun`'s bundle.json names `original`'s run as the one it ran again
+    (`rerun_of`), saying so where it was another copy of that run (its MANIFEST.sha256 not this
+    one's: a bundle edited, reported again or resumed since); empty otherwise."""
+    record = rerun.header_record.rerun_of
+    if record is None or record.run_id != original.name or record.created != original.header.get("created"):
+        return ""
+    said = f"{rerun_side} is a rerun of {original_side}: {original_side}'s cells, run again from the scenario it stores"
+    manifest = original.files.sha256(MANIFEST) if (original.root / MANIFEST).is_file() else None
+    if record.manifest_sha256 is not None and manifest != record.manifest_sha256:
+        said += (f", made from another copy of {original_side}'s run: its MANIFEST.sha256 then was "
+                 f"{record.manifest_sha256[:12]}..., {original_side}'s is {str(manifest)[:12]}...")
+    return said
 
 
 def _scored_on_other_images(pairs: list[Pair], digest_a: str | None, digest_b: str | None) -> None:

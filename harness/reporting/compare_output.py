@@ -49,7 +49,8 @@ def _rules(threshold: float) -> dict[str, Judged]:
 
 def to_json(comparison: Comparison) -> str:
     data = {
-        "a": comparison.a, "b": comparison.b, "threshold": comparison.threshold, "alpha": comparison.alpha,
+        "a": comparison.a, "b": comparison.b, "rerun": comparison.rerun or None, "threshold": comparison.threshold,
+        "alpha": comparison.alpha,
         "test": ("where either cell was timed over several rounds, Student's t on the logs of the rounds' medians "
                  "(two-sided, the variance pooled from both sides' rounds: the variation between processes is in it; "
                  "where every round of each side gave one median, nothing to test against, the rank test below); "
@@ -121,7 +122,7 @@ def to_markdown(comparison: Comparison) -> str:
     c = comparison
     lines = [
         "# FusionBench comparison", "",
-        f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ",
+        f"A (baseline): {md_cell(c.a)}  ", f"B: {md_cell(c.b)}  ", *([f"{md_cell(c.rerun)}  "] if c.rerun else []),
         f"A difference counts when B/A is beyond {percent(c.threshold)} either way and a test agrees, p < {c.alpha:g} "
         "the same way: Student's t on the logs of the rounds' medians where a cell was timed over several rounds, else a "
         "Mann-Whitney U test on the raw device-timing samples.", "",

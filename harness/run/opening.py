@@ -30,8 +30,8 @@ from harness.scenario.schema import ScenarioFile
 
 
 def open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None, dict[str, Any], ScenarioFile]:
-    """The bundle to resume (None for a new run), the resolved scenario as the bundle stores it,
-    and the same scenario typed, which the run reads."""
+    """The bundle to resume (None for a new run, a rerun's among them), the resolved scenario as the
+    bundle stores it, and the same scenario typed, which the run reads."""
     if request.resume is not None:
         bundle = Bundle.open(request.resume)
         closing.callback(bundle.close)
@@ -49,6 +49,8 @@ def open_or_plan(request: RunRequest, closing: ExitStack) -> tuple[Bundle | None
         if request.scenario_path is not None:
             _check_the_file_is_the_stored_one(request, bundle, scenario)
         return bundle, bundle.stored_scenario, scenario
+    if request.rerun is not None:  # its stored scenario as stored: the rerun's digest is the original's
+        return None, request.rerun.stored, request.rerun.scenario
     if request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
     scenario = with_overrides(scenario_file.load(request.scenario_path), request)

@@ -20,7 +20,11 @@ listed as left for --resume, as the resume leaves it (harness/run/time_budget.py
 read, so a bundle another process writes is refused, naming it), and refused for what the resume
 would be refused for (harness/run/resume_refusals.py: a backend the run had and this machine lacks,
 other inputs, stack, share of the machine, library versions or `env:` values); nothing in it is
-written."""
+written.
+
+`rerun BUNDLE --dry-run` lists the cells the rerun would run (harness/run/rerun.py: the bundle's
+planned cells, `--only` applied, from the scenario it stores, on the device they ran on), refused
+where the rerun is refused before its cells run."""
 
 from __future__ import annotations
 
@@ -38,7 +42,17 @@ from harness.errors import ConfigError
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
-from harness.run import executor_choice, opening, preflight, resumable, resume_refusals, skips, slots, time_budget
+from harness.run import (
+    executor_choice,
+    opening,
+    preflight,
+    rerun,
+    resumable,
+    resume_refusals,
+    skips,
+    slots,
+    time_budget,
+)
 from harness.run.executors import LocalPool
 from harness.run.opening import warn_of, with_overrides
 from harness.run.probe import run_probe
@@ -50,16 +64,23 @@ from harness.scenario.schema import ScenarioFile
 
 
 def dry_run(request: RunRequest, console: Console) -> int:
-    """List the cells the request's scenario file (its overrides applied), or the resume of its
-    bundle, would run on this machine; exit code 0."""
+    """List the cells the request's scenario file (its overrides applied), the resume of its bundle,
+    or its rerun of a bundle, would run on this machine; exit code 0."""
     if request.resume is not None:
         return _dry_resume(request, console)
-    if request.scenario_path is None:
+    original, only = request.rerun, request.only
+    if original is not None:  # `rerun BUNDLE --dry-run`: the scenario it stores, on the device it ran on
+        scenario, resolved = original.scenario, original.stored
+        warn_of(scenario, console, request.executor, request.jobs)
+        rerun.checked_inputs(original)
+        rerun.plugin_gone(original, select(expand(resolved, scenario.device), only or {}))
+    elif request.scenario_path is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
-    scenario = with_overrides(scenario_file.load(request.scenario_path), request)
-    stem, only = request.scenario_path.stem, request.only
-    warn_of(scenario, console, request.executor, request.jobs)
-    preflight.checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
+    else:
+        scenario = with_overrides(scenario_file.load(request.scenario_path), request)
+        warn_of(scenario, console, request.executor, request.jobs)
+        preflight.checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
+        resolved = scenario_file.resolved(scenario, request.scenario_path.stem)
     slots.check_jobs(request.jobs, scenario.env, scenario.device)
     if request.executor == "local":  # refused as the run refuses it, before the probe
         slots.check_jobs_fit_here(request.jobs)
@@ -71,12 +92,14 @@ def dry_run(request: RunRequest, console: Console) -> int:
         preflight.build_folders(names, request.cache_dir)
     console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
     probe = run_probe(scenario.device, names, with_system=False)
-    preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, request.scenario_path, None)
+    preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, request.scenario_path, None,
+                                  original.root if original else None)
+    if original is not None:  # a backend its cells had skipped: the package the original recorded
+        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, original.header)})
     # as the run refuses them once its probe has answered: `--jobs` slots this machine cannot cut,
     # an `env:` thread count above a cell's cores
     cut = executor_choice.local_slots(request, probe.device, probe) if request.executor == "local" and request.jobs > 1 else []
     executor_choice.check_thread_counts(request, probe.device, scenario.env, cut)
-    resolved = scenario_file.resolved(scenario, stem)
     every = expand(resolved, probe.device)
     if only:
         check_values(every, only)

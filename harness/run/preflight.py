@@ -250,7 +250,8 @@ def noexec_mount(path: Path) -> Path | None:
         return None
 
 
-def check_a_gpu_is_seen(device: str, cuda_available: bool, scenario_path: Path | None, resume: Path | None) -> None:
+def check_a_gpu_is_seen(device: str, cuda_available: bool, scenario_path: Path | None, resume: Path | None,
+                        rerun: Path | None = None) -> None:
     """Refuse a run on cuda where torch sees no CUDA device (`device`, `cuda_available`: the probe's
     answer): every cell would be skipped and the bundle marked complete (exit 0), and a later
     --resume on a GPU would find nothing left to run. `run --dry-run` refuses it as the run does."""
@@ -259,6 +260,9 @@ def check_a_gpu_is_seen(device: str, cuda_available: bool, scenario_path: Path |
     if resume is not None:
         raise ConfigError(f"--resume {resume}: the bundle was run on cuda and torch sees no CUDA device on "
                           "this machine; resume it on a machine with a GPU")
+    if rerun is not None:
+        raise ConfigError(f"cannot rerun {rerun}: its cells ran on cuda and torch sees no CUDA device on this "
+                          "machine; rerun it on a machine with a GPU")
     raise ConfigError(f"device cuda: torch sees no CUDA device on this machine; run {scenario_path} on a "
                       "machine with a GPU, or here with --device cpu")
 

@@ -106,20 +106,26 @@ def backends_gone(bundle: Bundle, left: list[Cell]) -> None:
     good ("unknown backend 'torchscript'; ..."), exit 0 and the bundle complete without them, where
     a resume under another version of the plugin is refused (`other_versions`). A backend the first
     start lacked too (tensorrt on a CPU) is not: its cells are skipped with their reason, as then."""
+    ran = {record.config.backend for record in measured(bundle)}
+    plugin_gone(f"--resume {bundle.root}", bundle.header, ran, left)
+
+
+def plugin_gone(who: str, header: Mapping[str, Any], ran: set[str], left: list[Cell], to_run: str = "left to run") -> None:
+    """ConfigError, said for `who` (`--resume RUN_DIR`, `rerun BUNDLE`), where `left` (the cells to run)
+    include a backend no package registers here that the bundle's run had (bundle.json `header`'s
+    `backends.<name>.available`, or a backend in `ran`, those of its measured cells), naming the
+    package and the pip line the bundle records."""
     registered = set(registry.names())
     gone = sorted({cell.config.backend for cell in left} - registered)
-    if not gone:
-        return
-    ran = {record.config.backend for record in measured(bundle)}
-    had = [name for name in gone if name in ran or lookup(bundle.header, "backends", name, "available") is True]
+    had = [name for name in gone if name in ran or lookup(header, "backends", name, "available") is True]
     if not had:
         return
-    name = had[0]  # once it is installed, a resume names the next
+    name = had[0]  # once it is installed, the next is named
     count = sum(cell.config.backend == name for cell in left)
-    raise ConfigError(f"--resume {bundle.root}: {count} cell(s) left to run are of backend {name!r}, which the run "
+    raise ConfigError(f"{who}: {count} cell(s) {to_run} are of backend {name!r}, which the run "
                       f"had when it started and no package here registers ({registry.unknown(name)}): they would be "
                       "recorded skipped for good; leave them out with --only, or install it"
-                      + (skips.to_install(name, bundle.header) or " (the package that registers it)"))
+                      + (skips.to_install(name, header) or " (the package that registers it)"))
 
 
 def measured(bundle: Bundle) -> list[CellRecord]:

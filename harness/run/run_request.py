@@ -1,4 +1,5 @@
-"""What one `fusionbench run` asks for (`RunRequest`): the scenario file or the bundle to resume,
+"""What one `fusionbench run` asks for (`RunRequest`): the scenario file, the bundle to resume or the
+bundle to run again (`fusionbench rerun`),
 what the command line overrides and where and how the cells run. The command line
 (harness/cli/main.py: `run`, `run --dry-run`, and `container`, which checks a run's options before
 an image is built) and `gpu-check` make one; harness/run/runner.py runs it."""
@@ -7,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from harness.run.rerun_original import Original
 
 
 @dataclass(frozen=True)
@@ -48,3 +52,6 @@ class RunRequest:
     #: The command as given, recorded in the bundle: `fusionbench` and its arguments (`./run.sh`
     #: runs the same, and a path to the module that started Python says nothing to a reader).
     command: tuple[str, ...] = ("fusionbench", "run")
+    #: `fusionbench rerun BUNDLE`: the bundle whose stored scenario this run runs in place of a
+    #: file's (harness/run/rerun_original.py); its `only` is the request's, its device the request's device.
+    rerun: Original | None = None

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness import allocator
+from harness.bundle.files import HEADER
 from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
@@ -33,6 +34,7 @@ from harness.run import (
     machine_noise,
     opening,
     preflight,
+    rerun,
     resumable,
     resume_refusals,
     rounds,
@@ -80,7 +82,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         if edited:
             console.print(Text(f"fusionbench: warning: {edited}", style="yellow"))
     # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
-    if bundle is None:
+    if request.rerun is not None:  # the folder the original's cells read, holding what they read
+        input_folder, inputs_sha256 = rerun.checked_inputs(request.rerun)
+    elif bundle is None:
         assert request.scenario_path is not None  # open_or_plan refused a new run without one
         input_folder, inputs_sha256 = preflight.checked_inputs(scenario, request.scenario_path)
     else:
@@ -94,6 +98,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         opening.refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
                                           bundle)
+    if request.rerun is not None:  # a plugin the original ran, not installed here: its package named
+        rerun.plugin_gone(request.rerun, select(expand(resolved, scenario.device), request.only or {}))
     if bundle is not None and not all_finished:
         # Its cells are its plan's unfinished ones, on the device it started on: a disk too full for
         # them refuses the resume before the probe and Ray, as a new run's --out is refused.
@@ -129,12 +135,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     else:
         probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None,
                           cache_dir=request.cache_dir)
-    if bundle is not None:  # a plugin its run had and this machine lacks: the package the bundle records
-        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, bundle.header)})
+    recorded = bundle.header if bundle is not None else request.rerun.header if request.rerun is not None else None
+    if recorded is not None:  # a plugin its run (or the original) had and this machine lacks: the package recorded
+        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, recorded)})
     device = probe.device
     if not all_finished:
         preflight.check_a_gpu_is_seen(device, probe.cuda_available, request.scenario_path,
-                                      bundle.root if bundle else None)
+                                      bundle.root if bundle else None, request.rerun.root if request.rerun else None)
     cells = select(expand(resolved, device), request.only or {})
     if ray_executor is not None and not all_finished:
         ray_executor.join(device)
@@ -162,7 +169,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "created": utc_now(),
                 "harness": harness_info(),
                 "command": list(request.command),
-                "scenario_file": str(request.scenario_path),
+                # a rerun's scenario is the one the original's bundle.json stores
+                "scenario_file": str(request.rerun.root / HEADER if request.rerun else request.scenario_path),
                 "input_folder": input_folder,
                 "inputs_sha256": inputs_sha256,
                 "scenario": resolved,
@@ -176,6 +184,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "resumed": [],
                 # one cell at a time: round i of each cell of a setting meets the same stretch of the machine
                 "rounds_paired": rounds.ROUNDS_PAIRED if request.executor == "local" and request.jobs == 1 else None,
+                **({"rerun_of": request.rerun.record} if request.rerun else {}),
             },
         )
         closing.callback(bundle.close)

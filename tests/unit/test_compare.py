@@ -1012,3 +1012,35 @@ def test_another_fusion_count_is_a_change_that_names_the_fused_groups_each_side_
     assert figure.why.startswith(f"B lacks: {lost}") and "B adds" not in figure.why
     same = next(f for f in compare_cells(a, a, 0.05, 0.01).figures if f.metric == "fusions")
     assert same.verdict == "same"
+
+
+def test_a_rerun_is_said_to_be_one_and_of_which_copy_of_the_run(tmp_path: Path) -> None:
+    """`fusionbench rerun` records the bundle it ran again (`rerun_of`); compare set the two side by
+    side as any two runs, saying nothing of it."""
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_json, to_markdown
+
+    original = GOLDEN / f"v{SCHEMA_VERSION}"
+    header = json.loads((original / "bundle.json").read_text())
+    record = {"run_id": header["run_id"], "created": header["created"], "scenario_sha256": header["scenario_sha256"],
+              "manifest_sha256": manifest.sha256_file(original / "MANIFEST.sha256")}
+    rerun = tmp_path / "rerun"
+    shutil.copytree(original, rerun)
+
+    def rerun_of(recorded: dict[str, Any]) -> None:
+        (rerun / "bundle.json").write_text(json.dumps({**header, "run_id": "20261206-120000-golden",
+                                                       "rerun_of": recorded}, indent=1))
+        manifest.write(rerun)
+
+    rerun_of(record)
+    said = compare(load(original), load(rerun))
+    assert said.rerun == "B is a rerun of A: A's cells, run again from the scenario it stores"
+    assert "B is a rerun of A" in to_markdown(said) and json.loads(to_json(said))["rerun"] == said.rerun
+    assert compare(load(rerun), load(original)).rerun.startswith("A is a rerun of B")
+    rerun_of({**record, "manifest_sha256": "0" * 64})  # reran from a copy of the run edited, reported or resumed since
+    assert compare(load(original), load(rerun)).rerun.endswith(
+        f"made from another copy of A's run: its MANIFEST.sha256 then was 000000000000..., A's is "
+        f"{record['manifest_sha256'][:12]}...")
+    rerun_of({**record, "run_id": "20261201-000000-other"})
+    assert compare(load(original), load(rerun)).rerun == ""

@@ -1,0 +1,100 @@
+"""`fusionbench rerun BUNDLE`: the cells a bundle ran, run again on this machine as a new run.
+
+The bundle is read as `compare` reads one (it must pass `validate`; one of a newer schema is
+refused) and its stored scenario as a resume reads it (harness/run/rerun_original.py). The rerun
+stores that scenario as it is, so its `scenario_sha256` is the original's, and runs the cells the
+original planned (its `--only`, narrowed by the rerun's) on the device they ran on, with
+the executor options they ran with (`--jobs`, fresh workers) and without the artifact cache where
+the original had none. A bundle whose planned cells this harness would not make again from its
+scenario (an older harness's cells, whose ids differ) is refused: the rerun would measure other
+cells, which `compare` could not pair.
+
+What a scenario file cannot say comes from the original's record: the values its measured cells saw
+of each variable its `env:` passes on from the shell (`NAME`: the cells' `environment.variables`),
+set here for the rerun's cells (`variables_set`); the package and version of a plugin backend it
+ran, named where that plugin is not installed here (`resume_refusals.plugin_gone`). The new
+bundle.json records `rerun_of` (the original's run, scenario digest and manifest digest), which
+`compare` reads to say that one bundle is a rerun of the other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from harness.errors import ConfigError
+from harness.plain_text import visible
+from harness.reporting.pairing import variable_value
+from harness.run import preflight, resume_refusals
+from harness.run.rerun_original import Original, passed_on
+from harness.scenario.cells import Cell
+from harness.scenario.settings import FolderInputs
+
+
+def plugin_gone(original: Original, cells: list[Cell]) -> None:
+    """Refuse a rerun whose cells include a plugin backend the original had and no package here
+    registers, naming the package and version the original recorded (a plain file run of its
+    scenario names none: `unknown backend 'torchscript'`)."""
+    resume_refusals.plugin_gone(f"cannot rerun {original.root}", original.header, set(original.ran), cells,
+                                to_run="to run")
+
+
+def checked_inputs(original: Original) -> tuple[str | None, str | None]:
+    """The input folder the original's cells read (bundle.json `input_folder`) and the digest of what
+    the rerun's will read there (None, None for drawn inputs); ConfigError where it is not here or no
+    longer holds what they read (`inputs_sha256`): the rerun would measure other images."""
+    scenario, folder = original.scenario, original.header.get("input_folder")
+    if not isinstance(scenario.inputs, FolderInputs) or not isinstance(folder, str):
+        return None, None
+    where = f"cannot rerun {original.root}: its cells read images from {folder}"
+    if not Path(folder).is_dir():
+        raise ConfigError(f"{where}, which is not a folder here; put them there")
+    try:
+        preflight.check_inputs(scenario, Path(folder))
+        digest = preflight.inputs_sha256(scenario, folder)
+        preflight.readable_images(scenario, folder)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    recorded = original.header.get("inputs_sha256")
+    if recorded is not None and digest != recorded:
+        raise ConfigError(f"{where}, which no longer holds what they read (the SHA-256 of its labels file and images "
+                          f"was {recorded[:12]}..., here {str(digest)[:12]}...); put those images there")
+    return folder, digest
+
+
+@contextmanager
+def variables_set(original: Original, console: Console) -> Iterator[None]:
+    """This process's environment, while the rerun runs, with each variable the original's `env:`
+    passed on from its shell at the value its cells saw (unset where they saw none), each that this
+    shell has otherwise said; a variable no cell recorded, or that they saw at several values, is
+    said to come from this shell."""
+    before = {name: os.environ.get(name) for name in original.variables}
+    for name in passed_on(original.stored):
+        apart = original.variables_apart.get(name)
+        if name not in original.variables:
+            seen = f"the bundle's cells saw it at several values ({apart})" if apart else \
+                "the bundle's cells recorded no value of it"
+            console.print(Text(f"fusionbench: warning: env: {visible(name)}: {seen}; its rerun passes on this shell's",
+                               style="yellow"))
+    try:
+        for name, value in original.variables.items():
+            if value != before[name]:
+                console.print(Text(f"fusionbench: {visible(name)}={variable_value(value)} for the rerun's cells, as the "
+                                   f"bundle's saw it (this shell: {variable_value(before[name])})"))
+            _set(name, value)
+        yield
+    finally:
+        for name, value in before.items():
+            _set(name, value)
+
+
+def _set(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

@@ -1,0 +1,163 @@
+"""The bundle `fusionbench rerun` runs again (`Original`), read and checked before anything runs
+(`read`): it must pass `validate` (one of a newer schema is refused), its stored scenario be one a
+resume reads (harness/run/resumable.py `check_scenario`), and its planned cells the cells this
+harness makes of that scenario; harness/run/rerun.py holds the rest of a rerun's checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.bundle.manifest import MANIFEST
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.statuses import MEASURED
+from harness.bundle.validate import validate
+from harness.errors import BundleError, ConfigError
+from harness.plain_text import one_line, shell_word
+from harness.reporting.pairing import pairing_key, variable_value
+from harness.run.resumable import check_scenario
+from harness.scenario.cells import check_values, expand, only_text, select
+from harness.scenario.schema import ScenarioFile
+
+
+@dataclass(frozen=True)
+class Original:
+    """The bundle a rerun runs again, as read and checked before anything runs."""
+
+    root: Path
+    header: dict[str, Any]  # bundle.json, upgraded to this harness's schema
+    #: The scenario as bundle.json stores it: the rerun stores it unchanged (the same digest).
+    stored: dict[str, Any]
+    #: The same scenario typed, its device the one the cells ran on (`device: auto` resolved).
+    scenario: ScenarioFile
+    #: The original's `--only` narrowed by the rerun's: the cells it planned that the rerun runs.
+    only: dict[str, set[str]]
+    #: The value each `NAME` its `env:` passes on had in its measured cells (None: unset there);
+    #: a name absent here was recorded by none of them.
+    variables: dict[str, str | None]
+    #: bundle.json `rerun_of` of the rerun.
+    record: dict[str, Any]
+    #: Each `NAME` its measured cells saw at several values: those values, in words.
+    variables_apart: dict[str, str] = field(default_factory=dict)
+    #: The backends of its measured cells.
+    ran: frozenset[str] = frozenset()
+
+    @property
+    def device(self) -> str:
+        return str(self.header["device"])
+
+    @property
+    def jobs(self) -> int:
+        """The cells its run ran at once (`--jobs`), as bundle.json `executor` records it: 1 for Ray's
+        and older runs, whose rerun runs one cell at a time here."""
+        executor = self.header.get("executor")
+        jobs = executor.get("jobs", 1) if isinstance(executor, dict) and executor.get("name") == "local" else 1
+        return jobs if isinstance(jobs, int) and jobs > 1 else 1
+
+    @property
+    def fresh_workers(self) -> bool:
+        return bool(lookup(self.header, "executor", "worker_start") == "fresh")
+
+    @property
+    def without_cache(self) -> bool:
+        """Its run prepared every cell cold (`--no-cache`)."""
+        return self.header.get("artifact_cache") is None
+
+
+def read(root: Path, only: dict[str, set[str]] | None) -> Original:
+    """The bundle at `root` to run again, its cells `only` selects; BundleError or ConfigError, one
+    line, where it cannot be: it fails validate, is of a newer schema (SchemaVersionError), stores a
+    scenario a run cannot read, or planned cells this harness would not make again."""
+    verdict = validate(root)
+    if not verdict.ok or verdict.loaded is None:
+        first = verdict.problems[0] if verdict.problems else "it could not be read"
+        more = f" (and {len(verdict.problems) - 1} more)" if len(verdict.problems) > 1 else ""
+        raise BundleError(f"cannot rerun {root}: it fails validation: {first}{more}; "
+                          f"see `fusionbench validate {shell_word(root)}`")
+    loaded = verdict.loaded
+    header = loaded.header
+    stored = header["scenario"]
+    try:
+        scenario = check_scenario(stored, f"cannot rerun {root}: bundle.json")
+    except BundleError as exc:
+        if loaded.version == SCHEMA_VERSION:
+            raise
+        # an older harness stored its scenario in a form this one's runs no longer read: said so
+        raise BundleError(f"{exc} (its stored scenario is schema {loaded.version}'s, which this harness's runs no longer "
+                          "read; run its settings as a file for a new run)") from None
+    device = str(header["device"])
+    ran_only = {key: set(values) for key, values in (header.get("only") or {}).items()}
+    _check_cells_made_again(root, loaded, stored, device, ran_only)
+    narrowed = _narrowed(root, stored, device, ran_only, only or {})
+    variables, apart = _variables_seen(loaded, stored)
+    return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
+                    only=narrowed, variables=variables, variables_apart=apart, record=_record(loaded),
+                    ran=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
+
+
+def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str,
+                            ran_only: dict[str, set[str]]) -> None:
+    """Refuse a bundle whose planned cells are not those this harness makes of its stored scenario:
+    the rerun would measure other cells, and `compare` could pair none of them with the original's.
+    A cell with a record is held to the id `compare` pairs it by (harness/reporting/pairing.py
+    `pairing_key`: its config's hash by this harness's rule, which left the rounds out from schema 8
+    on, so golden v6's and v7's cells pair), one without to the id its bundle planned."""
+    made = {cell.id for cell in select(expand(stored, device), ran_only)}
+    paired_by = {record.id: pairing_key(record) for record in loaded.records}
+    planned = [cell for cell in loaded.header_record.cells if paired_by.get(cell.id, cell.id) not in made]
+    if planned:
+        harness = lookup(loaded.header, "harness", "version")
+        raise ConfigError(f"cannot rerun {root}: {len(planned)} of the {len(loaded.header_record.cells)} cell(s) it "
+                          f"planned (the first {one_line(planned[0].label)}) are not cells this harness makes of the "
+                          f"scenario it stores (it was written by harness {one_line(harness)}, schema {loaded.version}, "
+                          "whose cells recorded their settings otherwise): a rerun would measure other cells than it ran; "
+                          "run its stored scenario as a file for a new run")
+
+
+def _narrowed(root: Path, stored: dict[str, Any], device: str, ran_only: dict[str, set[str]],
+              only: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The original's `--only` (`ran_only`) narrowed by the rerun's (`only`); ConfigError where a value
+    of the rerun's matches none of the cells it planned."""
+    planned = select(expand(stored, device), ran_only)
+    check_values(planned, only)  # a value of the scenario's the original left out too, named
+    narrowed = {key: set(values) for key, values in ran_only.items()}
+    for key, values in only.items():
+        narrowed[key] = narrowed[key] & values if key in narrowed else set(values)
+    if not select(planned, narrowed):
+        whose = f", whose run chose only {only_text(ran_only)}" if ran_only else ""
+        raise ConfigError(f"--only {only_text(only)} matches no cell of {root}{whose}")
+    return narrowed
+
+
+def _variables_seen(loaded: LoadedBundle, stored: dict[str, Any]) -> tuple[dict[str, str | None], dict[str, str]]:
+    """The value each variable the stored `env:` passes on from the shell (`NAME`) had in the
+    bundle's measured cells, where they recorded the variables they saw and agree on it; and, for
+    each they saw at several values (cells of `--jobs` slots, or of a resume before it was refused),
+    those values in words."""
+    names = passed_on(stored)
+    seen = [record.environment.get("variables") for record in loaded.records if record.status in MEASURED]
+    recorded = [variables for variables in seen if isinstance(variables, dict)]
+    found: dict[str, str | None] = {}
+    apart: dict[str, str] = {}
+    for name in names:
+        values = {value if isinstance(value, str) else None for value in (variables.get(name) for variables in recorded)}
+        if len(values) == 1:
+            found[name] = values.pop()
+        elif values:
+            apart[name] = " and ".join(sorted(variable_value(value) for value in values))
+    return found, apart
+
+
+def passed_on(stored: dict[str, Any]) -> list[str]:
+    """The variables a stored scenario's `env:` passes on from the shell: `NAME`, not `NAME=value`."""
+    return [item for item in stored.get("env") or [] if isinstance(item, str) and "=" not in item]
+
+
+def _record(loaded: LoadedBundle) -> dict[str, Any]:
+    """bundle.json `rerun_of`: which run, which scenario, and which copy of it (its manifest's digest)."""
+    header = loaded.header
+    manifest = loaded.files.sha256(MANIFEST) if (loaded.root / MANIFEST).is_file() else None
+    return {"run_id": loaded.name, "created": header.get("created"), "scenario_sha256": header["scenario_sha256"],
+            "manifest_sha256": manifest}

@@ -1,0 +1,128 @@
+"""`fusionbench rerun BUNDLE`: what it reads of the bundle (harness/run/rerun.py), what it is refused
+for, each in one line before a cell runs, and what it passes on that a scenario file cannot say:
+the values of the variables `env:` passes on, and the package of a plugin not installed here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.bundle import manifest
+from harness.bundle.header_record import BackendReport
+from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.reader import load
+from harness.cli.main import main
+from harness.errors import ConfigError, SchemaVersionError
+from harness.run import plan, rerun
+from harness.run.probe_answer import ProbeAnswer
+from harness.run.rerun_original import _check_cells_made_again, _variables_seen, read
+from harness.scenario.cells import expand
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}"
+
+
+def test_a_rerun_runs_the_stored_scenario_as_stored_and_records_the_bundle_it_reruns() -> None:
+    original = read(GOLDEN, {"backend": {"null"}})
+    header = json.loads((GOLDEN / "bundle.json").read_text())
+    assert original.stored == header["scenario"]  # stored as it is: the rerun's digest is the original's
+    assert original.device == header["device"] and original.only == {"backend": {"null"}}
+    assert original.record == {"run_id": header["run_id"], "created": header["created"],
+                               "scenario_sha256": header["scenario_sha256"],
+                               "manifest_sha256": manifest.sha256_file(GOLDEN / "MANIFEST.sha256")}
+    assert original.without_cache is False and original.jobs == 1
+
+
+def test_a_rerun_of_cells_the_bundle_never_planned_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"--only backend=torchscript matches no cell"):
+        read(GOLDEN, {"backend": {"torchscript"}})
+
+
+def test_a_bundle_whose_cells_this_harness_would_not_make_again_is_refused() -> None:
+    """Golden v7's cell ids hashed their rounds in, as schema 7 did: its rerun's cells have other ids
+    and are its cells still, which `compare` pairs (by its config's hash without the rounds). A
+    stored scenario that makes other cells than the bundle planned is refused: the rerun would
+    measure other cells than it ran."""
+    assert len(read(REPO / "tests" / "golden" / "v7", None).only) == 0
+    loaded = load(GOLDEN)
+    other = {**loaded.header["scenario"], "inputs": {**loaded.header["scenario"]["inputs"], "seed": 1}}
+    with pytest.raises(ConfigError) as refused:
+        _check_cells_made_again(GOLDEN, loaded, other, "cpu", {})
+    assert f"cannot rerun {GOLDEN}: 14 of the 14 cell(s) it planned (the first resnet18 eager fusion-on SingleStream " \
+           "cpu fp32 b1) are not cells this harness makes of the scenario it stores" in str(refused.value)
+
+
+def test_a_bundle_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "newer"
+    shutil.copytree(GOLDEN, root)
+    header = json.loads((root / "bundle.json").read_text())
+    (root / "bundle.json").write_text(json.dumps({**header, "schema_version": SCHEMA_VERSION + 1}))
+    manifest.write(root)
+    with pytest.raises(SchemaVersionError, match=str(root)):
+        read(root, None)
+
+
+def test_the_values_env_passed_on_are_the_ones_the_cells_saw_and_set_only_while_the_rerun_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored scenario keeps `env: [OMP_NUM_THREADS]`, the name: run as a file from a shell without
+    it, the cells ran on every core where the bundle's ran on one, and `compare` unpaired them all."""
+    loaded = load(GOLDEN)
+    saw = [record.model_copy(update={"environment": {**record.environment, "variables": {
+        **record.environment.get("variables", {}), "OMP_NUM_THREADS": "1", "TVM_NUM_THREADS": str(1 + index % 2)}}})
+        for index, record in enumerate(loaded.records)]
+    loaded.__dict__["records"] = saw  # the cached property's value: these cells saw OMP_NUM_THREADS=1
+    stored = {**loaded.header["scenario"], "env": ["OMP_NUM_THREADS", "KMP_AFFINITY", "TVM_NUM_THREADS", "MKL_VERBOSE=0"]}
+    variables, apart = _variables_seen(loaded, stored)
+    assert variables == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": None}  # none of its cells saw KMP_AFFINITY
+    assert apart == {"TVM_NUM_THREADS": "1 and 2"}
+    original = replace(read(GOLDEN, None), stored=stored, variables=variables, variables_apart=apart)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("KMP_AFFINITY", "compact")
+    console = Console(record=True, width=200)
+    with rerun.variables_set(original, console):
+        assert os.environ.get("OMP_NUM_THREADS") == "1" and "KMP_AFFINITY" not in os.environ
+    assert "OMP_NUM_THREADS" not in os.environ and os.environ["KMP_AFFINITY"] == "compact"
+    said = console.export_text()
+    assert "OMP_NUM_THREADS=1 for the rerun's cells, as the bundle's saw it (this shell: unset)" in said
+    assert "KMP_AFFINITY=unset for the rerun's cells, as the bundle's saw it (this shell: compact)" in said
+    assert ("env: TVM_NUM_THREADS: the bundle's cells saw it at several values (1 and 2); its rerun passes on this "
+            "shell's") in said
+
+
+def test_a_plugin_the_bundle_ran_and_no_package_here_registers_is_named_with_its_package() -> None:
+    """A file run of a stored scenario whose backend is a plugin not installed here says only
+    `unknown backend`; the bundle records the package and version it came from."""
+    original = read(GOLDEN, None)
+    stored = json.loads(json.dumps(original.stored).replace('"name": "null"', '"name": "missingplugin"'))
+    header = {**original.header,
+              "backends": {**original.header["backends"], "missingplugin": {
+                  "available": True, "versions": {"fusionbench-missingplugin": "0.3.0"}}},
+              "system": {**original.header["system"], "packages": {"fusionbench-missingplugin": "0.3.0"}}}
+    original = replace(original, header=header, stored=stored)
+    cells = expand(stored, "cpu")
+    with pytest.raises(ConfigError) as refused:
+        rerun.plugin_gone(original, cells)
+    said = str(refused.value)
+    assert said.startswith(f"cannot rerun {GOLDEN}: 2 cell(s) to run are of backend 'missingplugin', which the run had")
+    assert said.endswith("the run that made this bundle had it from fusionbench-missingplugin 0.3.0: pip install "
+                         "fusionbench-missingplugin==0.3.0")
+    rerun.plugin_gone(original, [cell for cell in cells if cell.config.backend != "missingplugin"])  # --only
+
+
+def test_a_dry_rerun_lists_the_bundles_cells_and_a_cuda_bundle_on_a_machine_without_one_is_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    backends = {"eager": BackendReport(available=True), "null": BackendReport(available=True)}
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(device="cpu", backends=backends))
+    assert main(["rerun", str(GOLDEN), "--only", "backend=null", "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "2 of 2 cell(s) would run" in out and not (tmp_path / "out").exists()
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(device="cuda", backends=backends))
+    assert main(["rerun", str(GOLDEN), "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == (f"fusionbench: error: cannot rerun {GOLDEN}: its cells ran on cuda and "
+                                               "torch sees no CUDA device on this machine; rerun it on a machine with a GPU")
