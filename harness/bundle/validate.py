@@ -153,6 +153,11 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
         verdict.problems.append(f"{HEADER}: cells lists an id more than once")
     if scenario_sha256(header["scenario"]) != header["scenario_sha256"]:
         verdict.problems.append(f"{HEADER}: scenario_sha256 does not match the stored scenario")
+    rerun_of = header.get("rerun_of")
+    if isinstance(rerun_of, dict) and rerun_of.get("scenario_sha256") != header["scenario_sha256"]:
+        # a rerun stores the scenario of the bundle it reran unchanged: `compare` would call another run a rerun
+        verdict.problems.append(f"{HEADER}: rerun_of.scenario_sha256 is not the run's own: a rerun runs the scenario "
+                                "of the bundle it reran, unchanged")
     if loaded.missing:
         shown = ", ".join(loaded.missing[:3]) + (", ..." if len(loaded.missing) > 3 else "")
         message = f"{len(loaded.missing)} of {len(listed)} listed cell(s) have no record ({shown})"

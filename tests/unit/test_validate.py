@@ -345,6 +345,20 @@ def test_a_path_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> No
     assert done.returncode == 0 and f"{root}: valid" in done.stdout, done.stdout + done.stderr
 
 
+def test_a_rerun_of_another_scenario_than_its_own_is_a_problem(tmp_path: Path) -> None:
+    """`compare` calls a bundle whose `rerun_of` names A a rerun of A: a rerun stores A's scenario
+    unchanged, so one whose scenario is another was not made by `fusionbench rerun`."""
+    root = tmp_path / "rerun"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    own = json.loads((root / "bundle.json").read_text())["scenario_sha256"]
+    record = {"run_id": "20261206-000000-golden", "created": "2026-12-06T00:00:00+00:00", "scenario_sha256": own}
+    edit_json(root / "bundle.json", lambda header: header.update(rerun_of=record))
+    assert validate(root).ok
+    edit_json(root / "bundle.json", lambda header: header.update(rerun_of={**record, "scenario_sha256": "1" * 64}))
+    assert "bundle.json: rerun_of.scenario_sha256 is not the run's own: a rerun runs the scenario of the bundle it " \
+           "reran, unchanged" in validate(root).problems
+
+
 @pytest.mark.slow
 def test_bundle_json_and_cell_lists_are_cross_checked(bundle: Path) -> None:
     def drop_first(header: dict[str, Any]) -> None:
