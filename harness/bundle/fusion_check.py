@@ -11,8 +11,14 @@ operator, `mkl._mkl_linear (...)`, as harness/fusion/ops.py reads such a name). 
 classifier moves CLASSIFIER_CHANGED and says here how the rule before it classed
 (tests/unit/test_fusion_check.py holds the classifier's tables to the ones this was written against).
 
-Each kernel's mapping (harness/fusion/mapping.py) is not checked: its table grew with each backend
-and model (an operator once `unknown` has a class now), and no record says which table wrote it.
+A report that records the version of the tables that wrote it (`classifier_version`, since
+2026-12-06: harness/fusion/report.py CLASSIFIER_VERSION) is held to that version's tables: each
+kernel's class and its mapping (harness/fusion/mapping.py `kernel_mapping`) must be the ones its
+operators give, whenever the cell says it started; a version this harness does not know is a
+problem, not a pass. A report without it is read by the rules above, by the cell's day, and its
+mappings are not checked: that table grew with each backend and model (an operator once `unknown`
+has a class now), and no record says which table wrote them. When the tables change,
+CLASSIFIER_VERSION moves and the version before it gets its own rule here.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness.bundle.reader import lookup
+from harness.fusion.mapping import kernel_mapping
 from harness.fusion.ops import classify, op_name
+from harness.fusion.report import CLASSIFIER_VERSION
 
 #: The classifier's last change (9e1170d: MKL's linear a tensor operator).
 CLASSIFIER_CHANGED = datetime(2026, 12, 6, 2, 25, 40, tzinfo=timezone.utc)
@@ -33,8 +41,12 @@ _TENSOR_OPS_SINCE_THE_CHANGE = frozenset({"_mkl_linear"})
 
 def problems(cell: dict[str, Any], version: int, before_the_change: bool) -> list[str]:
     """Each kernel of `cell`'s fusion report (a cell of schema `version`, started before
-    CLASSIFIER_CHANGED where `before_the_change`) whose class is not the one its operators give."""
+    CLASSIFIER_CHANGED where `before_the_change`) whose class is not the one its operators give, and,
+    where the report records the version of the tables that wrote it, whose mapping is not."""
     kernels = lookup(cell, "metrics", "fusion_report", "kernels")
+    recorded_version = lookup(cell, "metrics", "fusion_report", "classifier_version")
+    if recorded_version is not None:
+        return _by_version(kernels, recorded_version)
     if version < VIEWS_LEFT_OUT_FROM or not isinstance(kernels, list):
         return []
     lines = []
@@ -48,4 +60,23 @@ def problems(cell: dict[str, Any], version: int, before_the_change: bool) -> lis
         if recorded not in (derived, then):
             lines.append(f"fusion_report: kernel {index} ({str(kernel.get('kernel'))[:60]!r}) is class {recorded!r}, "
                          f"but its operators {', '.join(ops)[:120]} make it {derived!r}")
+    return lines
+
+
+def _by_version(kernels: Any, recorded_version: Any) -> list[str]:
+    """Each kernel whose class or mapping is not the one the recorded version's tables give its
+    operators (today's: the only version a report has recorded)."""
+    if recorded_version != CLASSIFIER_VERSION:
+        return [f"fusion_report: classifier_version {recorded_version!r} is no version of the tables this harness knows "
+                f"(it knows {CLASSIFIER_VERSION}): its kernels' classes and mappings cannot be checked"]
+    lines = []
+    for index, kernel in enumerate(kernels if isinstance(kernels, list) else []):
+        ops = lookup(kernel, "ops")
+        if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
+            continue  # the schema's finding
+        name = str(kernel.get("kernel"))[:60]
+        for field, derived in (("class", classify(ops)), ("mapping", kernel_mapping(ops))):
+            if lookup(kernel, field) != derived:
+                lines.append(f"fusion_report: kernel {index} ({name!r}) has {field} {lookup(kernel, field)!r}, but its "
+                             f"operators {', '.join(ops)[:120]} make it {derived!r} (classifier_version {CLASSIFIER_VERSION})")
     return lines

@@ -183,6 +183,9 @@ class FusionReportRecord(Record):
     source: str | None = None
     approximate: bool | None = None
     notes: str | None = None
+    #: the tables its kernels' classes and mappings come from (harness/fusion/report.py
+    #: CLASSIFIER_VERSION); reports written before 2026-12-06 lack it
+    classifier_version: Annotated[int, Field(strict=True, ge=1)] | None = None
     kernel_count: Count
     fusion_count: Count
     kernels_by_class: dict[str, Count] = {}

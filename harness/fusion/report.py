@@ -11,6 +11,13 @@ from typing import Any
 from harness.fusion.mapping import kernel_mapping, mapping_counts
 from harness.fusion.ops import CLASSES, classify
 
+#: The version of the tables a report's kernels are classed and mapped by (harness/fusion/ops.py's
+#: tensor operators and views, harness/fusion/mapping.py's table), recorded in every report so that
+#: validate holds each kernel's `class` and `mapping` to the tables that wrote them, not to a date a
+#: record can be given. A change to either table moves it, and harness/bundle/fusion_check.py says
+#: how the version before it classed (tests/unit/test_fusion_check.py holds the tables' digest).
+CLASSIFIER_VERSION = 1
+
 
 @dataclass(frozen=True)
 class KernelGroup:
@@ -59,6 +66,7 @@ class FusionReport:
             "source": self.source,
             "approximate": self.approximate,
             "notes": self.notes,
+            "classifier_version": CLASSIFIER_VERSION,
             **counts((k["class"], k["mapping"]) for k in kernels),
             "kernels": kernels,
         }
