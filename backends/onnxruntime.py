@@ -186,6 +186,7 @@ class OnnxRuntimeBackend(Backend):
                                fp16=dtype == "fp16")
         if options.provider != "cpu" and hasattr(ort, "preload_dlls"):
             ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* wheels, when torch has not loaded them
+        threads_before = _process_threads()
         try:
             session = ort.InferenceSession(
                 str(source_path), session_options, providers=providers, disabled_optimizers=list(options.left_out) or None,
@@ -194,6 +195,7 @@ class OnnxRuntimeBackend(Backend):
             raise BackendFailed(f"onnxruntime could not load the exported graph: {type(exc).__name__}: {exc}") from exc
         check_provider(session, PROVIDERS[options.provider])
         prepared = OrtPrepared(session, source_path, optimized_path, options, providers, example, stream)
+        prepared.pool_threads = _pool_threads(threads_before, _process_threads()) if options.provider == "cpu" else None
         prepared.prepare_cache = "warm" if hit else "cold"
         return prepared
 
@@ -227,6 +229,22 @@ def _slot_threads() -> int:
     machine, each pinned to its core, so a slot's cell ran on the other slots' cores."""
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     return allowed if 0 < allowed < (os.cpu_count() or 0) else 0
+
+
+def _process_threads() -> int | None:
+    """The threads this process runs now (Linux's /proc), or None where it cannot tell."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _pool_threads(before: int | None, after: int | None) -> int | None:
+    """The threads a session's intra-op pool runs an operator on: the ones its making started, and
+    the calling thread, which ORT's pool counts as one of its own (`intra_op_num_threads` 3: two
+    started). The session's options say 0 where ORT chose the count itself (a thread per physical
+    core), so the threads are counted, not read back."""
+    return after - before + 1 if before is not None and after is not None and after >= before else None
 
 
 def _session_options(ort: Any, options: SessionPlan) -> Any:
@@ -310,6 +328,8 @@ class OrtPrepared(Prepared):
         self.on_cuda = options.provider != "cpu"
         self.stream = stream  # the torch stream the session launches on (GPU providers; None on the CPU)
         self._profiled: dict[str, Any] | None = None
+        #: the threads the timed session's intra-op pool runs (`_pool_threads`), on the CPU provider
+        self.pool_threads: int | None = None
         self._kernel_runs: list[CpuKernelTimes] = []
         if self.on_cuda:
             import torch
@@ -425,15 +445,17 @@ class OrtPrepared(Prepared):
         }
 
     def _threads(self) -> dict[str, Any]:
-        """The timed session's thread pool as ORT holds it: threads per operator (0: ORT's default,
-        one per physical core) and whether idle threads spin (ORT's default: yes)."""
+        """The timed session's thread pool as ORT holds it: threads per operator as set (0: ORT's
+        default, one per physical core) and as run (`thread_pool_threads`, on the CPU provider:
+        `compare` pairs no cells whose pools differ), and whether idle threads spin (ORT's default: yes)."""
         options = self.session.get_session_options()
         entries = options.get_session_config_entry if hasattr(options, "get_session_config_entry") else None
         try:
             spinning = entries("session.intra_op.allow_spinning") if entries else None
         except Exception:  # noqa: BLE001 - unset entries raise in some ORT versions
             spinning = None
-        return {"intra_op_threads_setting": options.intra_op_num_threads,
+        pool = {} if self.pool_threads is None else {"thread_pool_threads": self.pool_threads}
+        return {**pool, "intra_op_threads_setting": options.intra_op_num_threads,
                 "inter_op_threads_setting": options.inter_op_num_threads,
                 "intra_op_allow_spinning": spinning or "1 (ORT's default)"}
 

@@ -106,7 +106,7 @@ def _fusion(comparison: Comparison) -> list[str]:
              "(docs/metrics.md, Speedups); `ran apart` where its cells ran where their times cannot be set side by "
              "side in that bundle (no speedup is taken from them; listed below with why), `-` where the pair is not "
              "valid there; `not comparable` where A's cells and B's ran unlike (other math modes, hardware, share, "
-             "torch threads or `env:` values: listed below with why, as unpaired cells are).", "",
+             "torch or backend pool threads or `env:` values: listed below with why, as unpaired cells are).", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:
         lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")

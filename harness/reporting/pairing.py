@@ -76,19 +76,31 @@ def other_threads(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str]
     thread counts, where both recorded them, and each variable of `passed` (the names either run's
     `env:` passed on: `OMP_NUM_THREADS`, `KMP_AFFINITY`, `TVM_NUM_THREADS`, ...) whose value the two
     workers saw differ, `unset` where one saw none. Neither is in a cell's config, so the two cells
-    share an id: one run on 2 threads against another on 1 read as a speedup or a regression."""
+    share an id: one run on 2 threads against another on 1 read as a speedup or a regression. So
+    too the threads of the backend's own pool, where both cells' profiles recorded them
+    (`backend_figures.thread_pool_threads`: ONNX Runtime's intra-op pool, TVM's), which its
+    runtime may size by itself, apart from torch's."""
     environment_a, environment_b = (c.environment if isinstance(c.environment, dict) else {} for c in (cell_a, cell_b))
     found = []
     for key, words in _TORCH_THREADS:
         count_a, count_b = environment_a.get(key), environment_b.get(key)
         if _is_count(count_a) and _is_count(count_b) and count_a != count_b:
             found.append(f"{words} A {count_a}, B {count_b}")
+    pool_a, pool_b = _pool_threads(cell_a), _pool_threads(cell_b)
+    if _is_count(pool_a) and _is_count(pool_b) and pool_a != pool_b:
+        found.append(f"{one_line(cell_a.config.backend)} pool threads A {pool_a}, B {pool_b}")
     variables_a, variables_b = (_variables(e) for e in (environment_a, environment_b))
     for name in sorted(passed):
         value_a, value_b = variables_a.get(name), variables_b.get(name)
         if value_a != value_b:
             found.append(f"{one_line(name)} A {variable_value(value_a)}, B {variable_value(value_b)}")
     return "; ".join(found)
+
+
+def _pool_threads(cell: CellRecord) -> object:
+    """The threads of the backend's own pool as the cell's profile pass read them, None where not."""
+    kernels = cell.metrics.kernels
+    return kernels.backend_figures.get("thread_pool_threads") if kernels is not None else None
 
 
 def _variables(environment: dict[str, Any]) -> dict[str, Any]:

@@ -131,6 +131,23 @@ def test_a_cell_confined_to_fewer_cores_sizes_orts_pool_by_them(monkeypatch: pyt
     assert _checked_options(Variant(fusion="on"), "cpu").intra_op_threads == 0  # the whole machine: ORT's default
 
 
+def test_the_threads_the_sessions_pool_runs_are_recorded_where_its_options_say_0(setup, tmp_path: Path) -> None:
+    """ORT's default pool (`intra_op_threads: 0`) is sized by ORT, and the session's options read
+    back 0: the cell recorded the setting, not the threads its operators ran on. The pool's threads
+    are counted as the session is made, a given count and the default alike."""
+    import os
+
+    _, _, example, _, _ = setup
+    for folder in ("1", "3", "default"):
+        (tmp_path / folder).mkdir()
+    for given in (1, 3):
+        figures = _prepare(setup, "on", tmp_path / str(given), intra_op_threads=given).profile_figures(example)
+        assert (figures["intra_op_threads_setting"], figures["thread_pool_threads"]) == (given, given)
+    default = _prepare(setup, "on", tmp_path / "default").profile_figures(example)
+    assert default["intra_op_threads_setting"] in (0, len(os.sched_getaffinity(0)))  # a slot's cores where fewer
+    assert 1 <= default["thread_pool_threads"] <= (os.cpu_count() or 1)
+
+
 def test_export_is_cached(setup, tmp_path: Path) -> None:
     """A cache of its own (the module's is warm by now) and a small model (the export is what is
     tested): the first prepare exports, the second, fusion off, reads the same file untouched."""

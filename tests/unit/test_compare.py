@@ -1044,3 +1044,31 @@ def test_a_rerun_is_said_to_be_one_and_of_which_copy_of_the_run(tmp_path: Path) 
         f"{record['manifest_sha256'][:12]}...")
     rerun_of({**record, "run_id": "20261201-000000-other"})
     assert compare(load(original), load(rerun)).rerun == ""
+
+
+def test_cells_whose_backends_pools_ran_other_threads_are_unpaired() -> None:
+    """ONNX Runtime sizes its intra-op pool itself (a thread per physical core where its options say
+    0) and TVM by its own rules, apart from torch's threads: a TVM cell on a pool of 1 against one
+    on 2, re-hashed into a copy of a bundle, was paired and judged."""
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+
+    a = load(GOLDEN / f"v{SCHEMA_VERSION}")
+    first = next(i for i, c in enumerate(a.cells) if c["status"] == "valid" and c["config"]["backend"] == "tvm")
+    label = a.records[first].config.shown_label
+    assert a.cells[first]["metrics"]["kernels"]["backend_figures"]["thread_pool_threads"] == 2
+
+    def b_with(pool: object) -> list[str]:
+        cells = json.loads(json.dumps(a.cells))
+        figures = cells[first]["metrics"]["kernels"]["backend_figures"]
+        if pool is None:
+            figures.pop("thread_pool_threads")
+        else:
+            figures["thread_pool_threads"] = pool
+        return compare(a, replace(a, cells=cells)).unpaired
+
+    assert b_with(1) == [f"{label}: valid in both, but ran with other threads or variables: tvm pool threads A 2, B 1"]
+    assert b_with(2) == []
+    assert b_with(None) == [], "a cell that recorded no pool (an older one) is not held to one"
