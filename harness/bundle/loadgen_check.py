@@ -10,15 +10,31 @@ says VALID beside an unmet condition was edited. From the summary log: the scena
 min, max, rates, the early-stopping estimates that are SingleStream's and MultiStream's headline
 latency), each against the record's entry of the same meaning. A forger who edits a record and
 re-hashes the manifest must therefore edit both logs as well, consistently, line by line.
+
+Why a run was not VALID is the log's too: the record's `invalid_reasons` are the ones its detail log
+gives (each unmet condition, LoadGen's own reason, each error it logged), none dropped or added, and
+an invalid cell's reasons say them as the worker does (`loadgen_record.invalid_run_reason`). Each of
+the record's `attempts` (the runs before a retune, each with its logs in `attempt-N/` beside the
+last) is held to its own detail log, as many as the logs kept, every one but the last INVALID.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from harness.bundle.files import CELLS
-from harness.bundle.loadgen_log import CONDITIONS, DETAIL, SUMMARY, parse_detail, parse_summary, unmet_conditions
+from harness.bundle.loadgen_log import (
+    CONDITIONS,
+    DETAIL,
+    EARLY_STOPPING_UNMET,
+    SUMMARY,
+    parse_detail,
+    parse_summary,
+    unmet_conditions,
+)
+from harness.bundle.loadgen_record import invalid_run_reason
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import number, printed_step
 from harness.errors import BundleError
@@ -26,6 +42,7 @@ from harness.errors import BundleError
 MAX_LOG_BYTES = 64 << 20
 _SIX_DIGITS = 1e-5  # a float LoadGen logs with six significant digits is this close to the true one
 _SHOWN = 50  # characters of a value a problem line quotes
+_ATTEMPT = re.compile(r"^(.*/)?attempt-([1-9][0-9]{0,2})$")  # harness/measure/loadgen.py's folder of each run
 
 
 def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
@@ -55,6 +72,68 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
                      "a run MLPerf's checker refuses")
     lines += _sut_against_detail(where, loadgen, parsed, cell["config"]["batch"])
     lines += _against_summary(where, rel, loadgen, parse_summary(texts[SUMMARY]))
+    lines += _reasons_against_detail(where, "invalid_reasons", loadgen.get("invalid_reasons"), parsed)
+    if cell["status"] == "invalid" and loadgen["validity"] != "VALID" and isinstance(loadgen.get("invalid_reasons"), list):
+        said = invalid_run_reason(loadgen["validity"], loadgen["invalid_reasons"])
+        if said not in cell["reasons"]:
+            lines.append(f"{where}: status invalid, but its reasons do not say its LoadGen run's: {_shown(said)}")
+    return lines + _attempts(files, where, cell, loadgen, parsed)
+
+
+def _reason_key(reason: object) -> object:
+    """A reason as compared with its log's: an unmet early stopping without the advice LoadGen
+    gives with it, which the harness added to the reason on 2026-12-05."""
+    return EARLY_STOPPING_UNMET if isinstance(reason, str) and reason.startswith(EARLY_STOPPING_UNMET) else reason
+
+
+def _reasons_against_detail(where: str, what: str, recorded: Any, parsed: dict[str, Any]) -> list[str]:
+    """Each reason the detail log gives for its run (`parse_detail`, which the worker recorded them
+    with) among `recorded`, and no other."""
+    if not isinstance(recorded, list):
+        return []  # the schema's finding
+    kept, logged = [_reason_key(r) for r in recorded], [_reason_key(r) for r in parsed["invalid_reasons"]]
+    lines = [f"{where}: LoadGen {what} lack {_shown(reason)}, which its detail log gives"
+             for reason in logged if reason not in kept]
+    return lines + [f"{where}: LoadGen {what} give {_shown(reason)}, which its detail log does not"
+                    for reason in kept if reason not in logged]
+
+
+def _attempts(files: Snapshot, where: str, cell: dict[str, Any], loadgen: dict[str, Any],
+              parsed: dict[str, Any]) -> list[str]:
+    """Each attempt the record lists against its own detail log, the last being the run's
+    (`log_dir`, in `attempt-N`: every harness has kept its runs so and listed them, none left out)."""
+    attempts, found = loadgen.get("attempts"), _ATTEMPT.match(str(loadgen["log_dir"]))
+    if not isinstance(attempts, list) or found is None:
+        return []  # the schema's finding, or logs kept otherwise: nothing to count the attempts by
+    folder = f"{CELLS}/{cell['id']}/{found.group(1) or ''}attempt-"
+    if int(found.group(2)) != len(attempts):
+        return [f"{where}: LoadGen attempts list {len(attempts)} run(s), but its log_dir is attempt {found.group(2)}"]
+    lines = []
+    for ordinal, attempt in enumerate(attempts, start=1):
+        if not isinstance(attempt, dict):
+            continue  # the schema's finding
+        log = parsed
+        if ordinal < len(attempts):
+            try:
+                log = parse_detail(files.inner_text(f"{folder}{ordinal}/{DETAIL}", max_bytes=MAX_LOG_BYTES),
+                                   loadgen["scenario"])
+            except (BundleError, ValueError) as exc:
+                lines.append(f"{where}: LoadGen attempt {ordinal} cannot be checked: {str(exc)[:200]}")
+                continue
+            if attempt.get("validity") == "VALID":
+                lines.append(f"{where}: LoadGen attempt {ordinal} VALID, yet another followed it: LoadGen is run "
+                             "again only after an INVALID run")
+        if attempt.get("validity") != log["validity"]:
+            lines.append(f"{where}: LoadGen attempt {ordinal} {_shown(attempt.get('validity'))} but its detail log "
+                         f"says {_shown(log['validity'])}")
+        lines += _reasons_against_detail(where, f"attempt {ordinal}'s invalid_reasons", attempt.get("invalid_reasons"), log)
+    try:
+        unlisted = any(path.startswith(f"{folder}{len(attempts) + 1}/") for path in files.walk()[0])
+    except BundleError:
+        unlisted = False  # a folder this user may not list: validate says so apart
+    if unlisted:
+        lines.append(f"{where}: its folder holds the logs of LoadGen attempt {len(attempts) + 1}, which its "
+                     f"attempts do not list")
     return lines
 
 

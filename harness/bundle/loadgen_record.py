@@ -55,6 +55,12 @@ class LoadGenRun(Record):
     warnings: list[str] = []
 
 
+def invalid_run_reason(validity: str, invalid_reasons: list[str]) -> str:
+    """The reason a cell gives for its LoadGen run that was not VALID (harness/measure/worker.py),
+    which validate holds the cell's reasons to (harness/bundle/loadgen_check.py)."""
+    return f"loadgen: {validity} ({'; '.join(invalid_reasons) or 'no reason given'})"
+
+
 class Accuracy(Record):
     """LoadGen's accuracy run, scored against the labels (the logs re-derive it in validate)."""
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness import allocator, artifact_cache, cgroup_limits, registry
 from harness.bundle.cell_record import Metrics
+from harness.bundle.loadgen_record import invalid_run_reason
 from harness.errors import HarnessError
 from harness.files.atomic import write_bytes_atomic
 from harness.measure import phases, plugin_answers, protocol, start_imports, trust
@@ -123,8 +124,7 @@ def invalid_reasons(metrics: Metrics) -> list[str]:
         reasons.append(f"correctness after timing: {correctness.after_timing.reason}")
     reasons += [f"math mode: {problem}" for problem in math_mode.problems]
     if lg.validity != "VALID":
-        detail = "; ".join(lg.invalid_reasons) or "no reason given"
-        reasons.append(f"loadgen: {lg.validity} ({detail})")
+        reasons.append(invalid_run_reason(lg.validity, lg.invalid_reasons))
     elif lg.invalid_reasons:  # LoadGen said VALID and logged an error: MLPerf's checker refuses such a run
         reasons.append(f"loadgen: VALID, yet LoadGen logged an error ({'; '.join(lg.invalid_reasons)})")
     return reasons

@@ -1,0 +1,107 @@
+"""Why a LoadGen run was not VALID, and the runs before a retune, are held to LoadGen's own logs
+(harness/bundle/loadgen_check.py): a reason dropped from a record, or an INVALID attempt made
+VALID or left out, re-hashed, was valid."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.bundle.loadgen_record import invalid_run_reason
+from harness.bundle.validate import validate
+from tests.unit.test_validate import _set_detail, edit_json
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+#: The v11 golden bundle's Inductor cell whose first LoadGen run went too fast for its hint (INVALID:
+#: min duration not met) and whose retune was VALID: two attempts, each with its logs.
+RETUNED = "2bba637ab841261e"
+
+
+def _retuned(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v11", root)
+    return root, root / "cells" / f"{RETUNED}.json"
+
+
+def _problems(root: Path, path: Path, change: Callable[[dict[str, Any]], None]) -> list[str]:
+    edit_json(path, change)
+    return validate(root).problems
+
+
+def test_the_attempts_before_a_retune_are_held_to_their_own_logs(tmp_path: Path) -> None:
+    root, path = _retuned(tmp_path)
+    original = json.loads(path.read_text())
+    attempts = original["metrics"]["loadgen"]["attempts"]
+    assert [a["validity"] for a in attempts] == ["INVALID", "VALID"] and validate(root).problems == []
+    where = f"cells/{RETUNED}.json"
+
+    def attempts_as(changed: list[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
+        return lambda cell: cell["metrics"]["loadgen"].update(attempts=changed)
+
+    dropped = [{**attempts[0], "invalid_reasons": attempts[0]["invalid_reasons"][1:]}, attempts[1]]
+    assert _problems(root, path, attempts_as(dropped)) == [
+        f"{where}: LoadGen attempt 1's invalid_reasons lack 'min duration not met', which its detail log gives"]
+    made_valid = [{**attempts[0], "validity": "VALID", "invalid_reasons": []}, attempts[1]]
+    assert _problems(root, path, attempts_as(made_valid))[:2] == [
+        f"{where}: LoadGen attempt 1 VALID, yet another followed it: LoadGen is run again only after an INVALID run",
+        f"{where}: LoadGen attempt 1 'VALID' but its detail log says 'INVALID'"]
+    for kept in ([attempts[1]], []):  # the retune hidden: its first run left out, or every run
+        assert _problems(root, path, attempts_as(kept)) == [
+            f"{where}: LoadGen attempts list {len(kept)} run(s), but its log_dir is attempt 2"]
+    shutil.copytree(root / "cells" / RETUNED / "loadgen" / "attempt-2", root / "cells" / RETUNED / "loadgen" / "attempt-3")
+    assert _problems(root, path, attempts_as(attempts)) == [
+        f"{where}: its folder holds the logs of LoadGen attempt 3, which its attempts do not list"]
+
+
+def _made_invalid(root: Path) -> Path:
+    """The v12 golden bundle's eager SingleStream cell as LoadGen and the worker would have written
+    it had its run fallen short of its minimum duration: both logs, its record and its reasons."""
+    path = next(p for p in sorted((root / "cells").glob("*.json"))
+                if (c := json.loads(p.read_text()))["config"]["backend"] == "eager" and c["config"]["scenario"] == "SingleStream")
+    logs = root / "cells" / path.stem / "loadgen" / "attempt-1"
+    _set_detail(logs / "mlperf_log_detail.txt", "result_min_duration_met", False)
+    _set_detail(logs / "mlperf_log_detail.txt", "result_validity", "INVALID")
+    summary = logs / "mlperf_log_summary.txt"
+    summary.write_text(re.sub(r"Min duration satisfied : Yes", "Min duration satisfied : NO",
+                              summary.read_text().replace("Result is : VALID", "Result is : INVALID")))
+
+    def invalid(cell: dict[str, Any]) -> None:
+        loadgen = cell["metrics"]["loadgen"]
+        loadgen["results"].update(result_min_duration_met=False, result_validity="INVALID")
+        loadgen.update(validity="INVALID", invalid_reasons=["min duration not met"])
+        loadgen["attempts"][0].update(validity="INVALID", invalid_reasons=["min duration not met"])
+        cell.update(status="invalid", reasons=[invalid_run_reason("INVALID", ["min duration not met"])])
+
+    edit_json(path, invalid)
+    return path
+
+
+def test_an_invalid_runs_reasons_are_its_logs_none_dropped_or_added(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v12", root)
+    path = _made_invalid(root)
+    assert validate(root).problems == []
+    where = f"cells/{path.stem}.json"
+
+    def reasons(given: list[str], said: list[str]) -> Callable[[dict[str, Any]], None]:
+        def change(cell: dict[str, Any]) -> None:
+            cell["metrics"]["loadgen"].update(invalid_reasons=given)
+            cell["metrics"]["loadgen"]["attempts"][0].update(invalid_reasons=given)
+            cell.update(reasons=said)
+        return change
+
+    assert _problems(root, path, reasons([], [invalid_run_reason("INVALID", [])])) == [
+        f"{where}: LoadGen invalid_reasons lack 'min duration not met', which its detail log gives",
+        f"{where}: LoadGen attempt 1's invalid_reasons lack 'min duration not met', which its detail log gives"]
+    added = ["min duration not met", "error_runtime: a reason LoadGen never gave"]
+    assert _problems(root, path, reasons(added, [invalid_run_reason("INVALID", added)])) == [
+        f"{where}: LoadGen invalid_reasons give 'error_runtime: a reason LoadGen never gave', which its detail log does not",
+        f"{where}: LoadGen attempt 1's invalid_reasons give 'error_runtime: a reason LoadGen never gave', which its "
+        "detail log does not"]
+    # the record kept, the reason the report shows softened
+    assert _problems(root, path, reasons(["min duration not met"], ["loadgen: INVALID (a slow machine)"])) == [
+        f"{where}: status invalid, but its reasons do not say its LoadGen run's: 'loadgen: INVALID (min duration not met)'"]
