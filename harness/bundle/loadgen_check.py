@@ -66,7 +66,7 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
         return [f"{rel}/{DETAIL}: {str(exc)[:200]}"]
     lines += _against_detail(where, rel, loadgen, parsed, cell["config"]["scenario"])
     lines += _validity_against_conditions(rel, parsed)
-    lines += _bound_against_its_condition(rel, parsed)
+    lines += _bound_against_its_condition(rel, parsed) + _queries_against_their_condition(rel, parsed)
     if cell["status"] == "valid" and parsed["validity"] == "VALID" and parsed["invalid_reasons"]:
         lines.append(f"{where}: status valid, yet its LoadGen run logged an error ({_shown('; '.join(parsed['invalid_reasons']))}): "
                      "a run MLPerf's checker refuses")
@@ -212,6 +212,18 @@ def _bound_against_its_condition(rel: str, parsed: dict[str, Any]) -> list[str]:
         return []
     return [f"{rel}/{DETAIL}: result_perf_constraints_met {met}, yet {key} {latency:.0f} is "
             f"{'within' if latency <= bound else 'over'} effective_target_latency_ns {bound:.0f}"]
+
+
+def _queries_against_their_condition(rel: str, parsed: dict[str, Any]) -> list[str]:
+    """LoadGen's minimum-queries condition is met only by as many queries as its minimum, both
+    counts in the same log: a run stopped at its maximum duration after 2 of 1,000,000 queries,
+    called met (and VALID), was edited."""
+    results, settings = parsed["results"], parsed["settings"]
+    queries, least = number(results.get("result_query_count")), number(settings.get("effective_min_query_count"))
+    if results.get("result_min_queries_met") is not True or queries is None or least is None or queries >= least:
+        return []
+    return [f"{rel}/{DETAIL}: result_min_queries_met True, yet result_query_count {queries:.0f} is under "
+            f"effective_min_query_count {least:.0f}"]
 
 
 def _against_summary(where: str, rel: str, loadgen: dict[str, Any], summary: dict[str, Any]) -> list[str]:

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.bundle import loadgen_check
 from harness.bundle.loadgen_record import invalid_run_reason
 from harness.bundle.validate import validate
-from tests.unit.test_validate import _set_detail, edit_json
+from tests.unit.test_validate import _set_detail, edit_json, parsed_detail
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 #: The v11 golden bundle's Inductor cell whose first LoadGen run went too fast for its hint (INVALID:
@@ -105,3 +106,17 @@ def test_an_invalid_runs_reasons_are_its_logs_none_dropped_or_added(tmp_path: Pa
     # the record kept, the reason the report shows softened
     assert _problems(root, path, reasons(["min duration not met"], ["loadgen: INVALID (a slow machine)"])) == [
         f"{where}: status invalid, but its reasons do not say its LoadGen run's: 'loadgen: INVALID (min duration not met)'"]
+
+
+def test_min_queries_called_met_under_the_minimum_is_a_problem() -> None:
+    """An INVALID SingleStream run stopped at its maximum duration after 2 of its 1,000,000 queries,
+    made VALID in its record and both logs consistently (its error line, LoadGen's reason and the
+    unmet conditions' flags edited, re-hashed), was valid: the flag was read, never its counts."""
+    parsed = parsed_detail("SingleStream", (
+        ("effective_min_query_count", 1_000_000), ("result_validity", "VALID"), ("result_min_duration_met", True),
+        ("result_min_queries_met", True), ("early_stopping_met", True), ("result_query_count", 2)))
+    assert loadgen_check._queries_against_their_condition("logs", parsed) == [
+        "logs/mlperf_log_detail.txt: result_min_queries_met True, yet result_query_count 2 is under "
+        "effective_min_query_count 1000000"]
+    parsed["results"]["result_query_count"] = 1_000_000
+    assert loadgen_check._queries_against_their_condition("logs", parsed) == []

@@ -295,14 +295,20 @@ def test_a_detail_log_called_valid_beside_an_unmet_condition_is_a_problem(bundle
     assert f"cells/{record.name}: LoadGen 'result_min_duration_met' 'False' but its summary log says 'True'" in problems
 
 
+def parsed_detail(scenario: str, entries: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """A detail log of `entries` (key, value), as validate parses one."""
+    lines = [(":::MLLOG " + json.dumps({"key": key, "value": value, "metadata": {}}))
+             for key, value in (("effective_scenario", scenario), *entries)]
+    return parse_detail("\n".join(lines), scenario)
+
+
 def test_a_server_log_whose_latency_condition_disagrees_with_its_p99_is_a_problem(tmp_path: Path) -> None:
     """Server's latency condition is its p99 within the bound, all three in one detail log."""
-    lines = [(":::MLLOG " + json.dumps({"key": key, "value": value, "metadata": {}})) for key, value in (
-        ("effective_scenario", "Server"), ("effective_target_latency_ns", 200_000_000),
+    parsed = parsed_detail("Server", (
+        ("effective_target_latency_ns", 200_000_000),
         ("effective_target_latency_percentile", 0.99), ("result_validity", "VALID"),
         ("result_perf_constraints_met", True), ("result_min_duration_met", True), ("result_min_queries_met", True),
-        ("early_stopping_met", True), ("result_99.00_percentile_latency_ns", 7_033_619_245))]
-    parsed = parse_detail("\n".join(lines), "Server")
+        ("early_stopping_met", True), ("result_99.00_percentile_latency_ns", 7_033_619_245)))
     assert loadgen_check._bound_against_its_condition("logs", parsed) == [
         "logs/mlperf_log_detail.txt: result_perf_constraints_met True, yet result_99.00_percentile_latency_ns "
         "7033619245 is over effective_target_latency_ns 200000000"]
