@@ -9,6 +9,7 @@ builds), `package_lock` (the images' hash-locked Python packages, made from requ
 from nothing and compared), `offline_wheels` (`fusionbench wheels`: what a machine without network
 installs beside its own torch, not an image's), and `engine` (a Docker engine of the project's
 own where none runs), which reads the host through `host_processes`, `host_network` and
-`host_folders`. Nothing else in harness/ imports this package but the CLI; what goes into an image
+`host_folders`, and asks `engine_socket` (as the launcher does) whether an engine's socket refuses
+this user. Nothing else in harness/ imports this package but the CLI; what goes into an image
 (the recipes and locks) lives in containers/.
 """

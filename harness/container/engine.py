@@ -45,6 +45,7 @@ from typing import Any
 
 from harness.container.engine_data import DEFAULT_ROOT, LOG_NAME, ROOT_MARKER, in_use, left_by_own_engine, owns_data
 from harness.container.engine_data import purge as purge_data
+from harness.container.engine_socket import DEFAULT_SOCKET, refused, socket_of
 from harness.container.host_folders import system_folder
 from harness.container.host_network import HostNetwork, Runner, read_host_network, run_command
 from harness.container.host_processes import Process, descendants, mounts_under, process
@@ -52,7 +53,6 @@ from harness.errors import HarnessError
 
 ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
 DEFAULT_RUN_DIR = Path("/run/fusionbench-engine")
-DEFAULT_SOCKET = Path("/var/run/docker.sock")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
@@ -230,6 +230,9 @@ def start(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write,
             where = paths.socket if socket else elsewhere or DEFAULT_SOCKET
             write(f"fusionbench: a Docker engine ({version}) already answers on {where}; nothing started\n")
             return False
+    refusal = refused(socket_of(environ) if elsewhere else paths.socket)
+    if refusal:  # an engine is there, and this user may not use it: another would not help
+        raise EngineError(refusal)
     if elsewhere:
         raise EngineError(f"DOCKER_HOST is {elsewhere}, where no Docker engine answers; an engine started here would "
                           f"answer on unix://{paths.socket}, which the launcher would not use while DOCKER_HOST is set: "
@@ -396,7 +399,10 @@ def status(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write
         own = answers(Path(state.socket))
         write(f"fusionbench: engine started by fusionbench: dockerd PID {state.pid}, "
               f"{'answering, version ' + own if own else 'not answering'}, images in {state.root}/data\n")
-    if elsewhere:
+    refusal = None if version else refused(socket_of(environ) if elsewhere else paths.socket)
+    if refusal:
+        write(f"fusionbench: {refusal}\n")
+    elif elsewhere:
         write(f"fusionbench: DOCKER_HOST is {elsewhere}: " + (f"a Docker engine ({version}) answers there\n" if version
                                                                else "no Docker engine answers there\n"))
     elif version is not None and not _running(state):

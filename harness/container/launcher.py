@@ -37,6 +37,7 @@ from typing import Any
 import harness
 from harness.container import image_build
 from harness.container.engine import OwnEngine, own_engine_here
+from harness.container.engine_socket import refused, socket_of
 from harness.container.host_folders import system_folder
 from harness.errors import ConfigError, HarnessError, interrupted_exit_code
 
@@ -222,6 +223,9 @@ def _client(make_client: Callable[[], Any]) -> Any:
         client = make_client()
         client.ping()
     except Exception as exc:  # the SDK raises DockerException, requests' and socket errors alike
+        refusal = refused(socket_of(os.environ))
+        if refusal:  # an engine runs there: starting another would not help, and needs root
+            raise ContainerError(refusal) from None
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise ContainerError(
             f"no Docker engine is reachable ({first}); start one of fusionbench's own with ./run.sh engine start "

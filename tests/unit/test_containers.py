@@ -284,6 +284,35 @@ def test_without_an_engine_one_line_says_so_and_nothing_is_created(tmp_path: Pat
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 
+def test_an_engine_that_refuses_this_user_is_said_so_not_called_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user outside the group of a running engine's socket read "no Docker engine is reachable
+    (... PermissionError(13, 'Permission denied'))); start one ... with ./run.sh engine start (Linux,
+    root)": the engine was there, and starting another needs root the user lacks."""
+    import socket
+
+    from harness.container import engine_socket
+
+    path = tmp_path / "docker.sock"
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    # the suite runs as root, who may connect anywhere: the check answers as for a user outside the group
+    monkeypatch.setattr(engine_socket.os, "access", lambda p, mode: Path(p) != path)
+
+    def refusing() -> Any:
+        raise ConnectionError("Error while fetching server API version: ('Connection aborted.', "
+                              "PermissionError(13, 'Permission denied'))")
+
+    with listening, pytest.raises(ContainerError) as raised:
+        launch("cpu", ["scenarios/smoke.yaml", "--out", str(tmp_path / "results")], repo=REPO,
+               cache=tmp_path / "cache", make_client=refusing)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"a Docker engine's socket {path} refuses ")
+    assert "engine start" not in message and "run natively instead: ./run.sh SCENARIO.yaml" in message
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
+
+
 def test_a_failed_build_is_one_clear_error(tmp_path: Path) -> None:
     client = FakeClient(has_image=False, build_error="pip: hash mismatch for torch")
     with pytest.raises(ContainerError, match="failed: pip: hash mismatch for torch"):

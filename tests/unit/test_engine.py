@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.container import engine, host_network
+from harness.container import engine, engine_socket, host_network
 from harness.container.engine import EngineError, EnginePaths, EngineState
 from harness.container.host_network import HostNetwork
 from harness.container.host_processes import Process, descendants, mounts_under, process
@@ -68,6 +69,43 @@ def test_start_as_a_user_changes_nothing(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(EngineError, match="needs root"):
         engine.start(paths_in(tmp_path), write=lambda _: None, run=runner)
     assert runner.calls == [] and list(tmp_path.iterdir()) == []
+
+
+def _socket_refusing_this_user(path: Path, monkeypatch: pytest.MonkeyPatch) -> socket.socket:
+    """A listening Unix socket at `path` that this user may not connect to: the suite runs as root,
+    which may connect anywhere, so the permission check answers as it does for a user outside the
+    socket's group."""
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(path))
+    listening.listen()
+    real_access = engine_socket.os.access
+    monkeypatch.setattr(engine_socket.os, "access", lambda p, mode: False if Path(p) == path else real_access(p, mode))
+    monkeypatch.setattr(engine_socket.os, "geteuid", lambda: 1000)
+    return listening
+
+
+def test_an_engine_that_refuses_this_user_is_named_and_no_start_is_offered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user outside the socket's group of a running engine was told "no Docker engine answers ...;
+    start one with ./run.sh engine start", and the start then said it needs root: the engine was
+    there, and what helps (access to its socket, or a native run) went unsaid."""
+    paths = paths_in(tmp_path)
+    monkeypatch.setattr(engine, "answers", lambda socket, timeout_s=5.0: None)
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
+    with _socket_refusing_this_user(paths.socket, monkeypatch):
+        said: list[str] = []
+        assert engine.status(paths, write=said.append, environ={}) == 1
+        assert len(said) == 1 and f"a Docker engine's socket {paths.socket} refuses " in said[0]
+        assert "run natively instead: ./run.sh SCENARIO.yaml" in said[0] and "engine start" not in said[0]
+        runner = FakeRunner()
+        with pytest.raises(EngineError, match=f"socket {paths.socket} refuses .*ask an administrator"):
+            engine.start(paths, write=said.append, run=runner)
+        assert runner.calls == [] and sorted(p.name for p in tmp_path.iterdir()) == ["docker.sock"]
+        elsewhere = {"DOCKER_HOST": f"unix://{paths.socket}"}
+        other = replace(paths, socket=tmp_path / "other.sock")
+        assert engine.status(other, write=said.append, environ=elsewhere) == 1 and "refuses" in said[-1]
+    assert engine_socket.socket_of({"DOCKER_HOST": "tcp://build:2376"}) is None
+    assert engine_socket.socket_of({}) == engine_socket.DEFAULT_SOCKET
 
 
 def test_start_leaves_an_engine_that_answers_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
