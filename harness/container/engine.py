@@ -332,6 +332,9 @@ def stop(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write, 
         none = f"fusionbench: no engine started by fusionbench is running ({paths.state_file} is absent)"
         write(f"{none}; {_purge_left(paths.root) if purge else 'nothing to stop'}\n")
         return False
+    if os.geteuid() != 0:  # its dockerd, run folder and images are root's: each step would be refused
+        raise EngineError(f"the engine fusionbench started (dockerd PID {state.pid}) is root's, as starting it needed "
+                          "root: stopping it does too (sudo ./run.sh engine stop); nothing was changed")
     own = state.paths(paths)
     dockerd = state.dockerd()
     was_running = dockerd.running()
@@ -382,6 +385,9 @@ def _purge_left(root: Path) -> str:
             return f"nothing to stop, and no images in {root / 'data'} to remove"
         return (f"nothing to stop; {root / 'data'} not removed: no engine of fusionbench's own left it ({root} has "
                 f"no {ROOT_MARKER}); remove it yourself if it is an engine's")
+    if os.geteuid() != 0:  # the daemon wrote them as root: a purge removed nothing and said a file refused it
+        raise EngineError(f"{root / 'data'} is not removed: the images an engine of fusionbench's own left are root's, "
+                          "as starting it needed root: removing them does too (sudo ./run.sh engine stop --purge)")
     busy = in_use(root)
     if busy:
         raise EngineError(f"{root / 'data'} is not removed: {busy}")
