@@ -64,8 +64,10 @@ install() {
         step "$python" -m venv "$venv"
     fi
     if gpu_stack; then
-        # requirements.lock without the CPU onnxruntime, which onnxruntime-gpu replaces
-        local host_lock="${TMPDIR:-/tmp}/fusionbench-requirements-host-$$.txt"
+        # requirements.lock without the CPU onnxruntime, which onnxruntime-gpu replaces; kept in the
+        # venv, which this user has just made or owns: under a TMPDIR that is gone or not this user's
+        # (a scheduler's per-job folder, another user's), the install stopped at "Permission denied"
+        local host_lock="$venv/.fusionbench-requirements-host.txt"
         [ "$dry_run" = 1 ] || grep -v -i '^onnxruntime==' "$root/requirements.lock" > "$host_lock"
         [ "$fresh" = 1 ] || step "${remove[@]}" onnxruntime || true   # the CPU build of an earlier bootstrap
         step "${pip[@]}" --extra-index-url "$nvidia_index" -r "$host_lock" -r "$root/requirements-gpu.lock"

@@ -373,3 +373,24 @@ def test_a_scenario_file_reads_the_entry_points_once(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(registry, "_read_entry_points", lambda: reads.append(1) or real())
     loading.load(REPO / "scenarios" / "offline.yaml")
     assert len(reads) == 1
+
+
+def test_the_gpu_stack_installs_under_a_tmpdir_this_user_cannot_write(tmp_path: Path) -> None:
+    """The GPU stack's lock without the CPU onnxruntime was written to $TMPDIR: where TMPDIR named a
+    folder that is gone or not this user's (a scheduler's per-job folder), the bootstrap stopped at
+    "run.sh: line 68: .../fusionbench-requirements-host-NNN.txt: Permission denied", nothing installed.
+    A stand-in Python (the suite has no network for pip) records what each step was given."""
+    venv_dir, calls = tmp_path / "venv", tmp_path / "calls.txt"
+    (venv_dir / "bin").mkdir(parents=True)
+    python = venv_dir / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
+                      f'for word in "$@"; do case "$word" in *host*.txt) cat "$word" >> {calls} ;; esac; done\n')
+    python.chmod(0o755)
+    done = run_sh("backends", env={"FUSIONBENCH_VENV": str(venv_dir), "FUSIONBENCH_GPU_STACK": "on",
+                                   "TMPDIR": str(tmp_path / "gone")})
+    assert done.returncode == 0, done.stderr
+    said = calls.read_text()
+    assert "--extra-index-url https://pypi.nvidia.com" in said and "requirements-gpu.lock" in said
+    assert "torch==" in said and "\nonnxruntime==" not in said  # the host lock, less the CPU onnxruntime
+    assert said.splitlines()[-1] == "-m harness.cli backends"  # installed, then the command ran
+    assert not list(venv_dir.glob("*host*.txt")) and not (tmp_path / "gone").exists()
