@@ -302,7 +302,7 @@ def _cmd_container(args: argparse.Namespace, console: Console) -> int:
     # a resume of a run made with --no-cache runs without the cache, as natively: none is mounted
     without = request.resume is not None and not request.cache_chosen and made_without_the_cache(request.resume)
     if request.cache_dir is not None and not without:
-        preflight.could_write(request.cache_dir, "--cache-dir")
+        preflight.could_write(request.cache_dir, *preflight.cache_option(request.cache_chosen))
     from harness.run.system import SOURCE_ROOT
 
     repo = SOURCE_ROOT

@@ -85,7 +85,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
     if request.executor == "local":  # refused as the run refuses it, before the probe
         slots.check_jobs_fit_here(request.jobs)
     if request.cache_dir is not None:
-        preflight.could_write(request.cache_dir, "--cache-dir")
+        preflight.could_write(request.cache_dir, *preflight.cache_option(request.cache_chosen))
     preflight.could_write(request.out_dir)
     names = sorted({b.name for b in scenario.backends})
     if request.executor == "local":

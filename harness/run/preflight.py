@@ -144,12 +144,16 @@ def checked_inputs(scenario: ScenarioFile, path: Path) -> tuple[str | None, str 
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def could_write(out_dir: Path, option: str = "--out") -> None:
+#: What a refusal of a folder a run writes in tells the user to do.
+OWN_FOLDER = "give a folder of your own"
+
+
+def could_write(out_dir: Path, option: str = "--out", way_out: str = OWN_FOLDER) -> None:
     """Refuse, as `writable` would, a folder a run could not write its files in, and leave behind
     nothing it made to find out (`run --dry-run`)."""
     made = MadeFolders()
     try:
-        writable(out_dir, option, made)
+        writable(out_dir, option, made, way_out)
     finally:
         made.remove_left_empty()
 
@@ -201,29 +205,37 @@ class MadeFolders:
                     break
 
 
-def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = None) -> Path:
-    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`.
-    Never inside a bundle (a run there would add files its manifest does not list): refused before
-    anything is made. The folders it makes are noted in `made`, where given."""
+def cache_option(chosen: bool) -> tuple[str, str]:
+    """How a refusal of the artifact cache's folder names it, and what to do instead: where the
+    command line gave none, it is the default under HOME, which a batch node may mount read-only,
+    and the line named a --cache-dir the user never gave and no way on."""
+    return ("--cache-dir" if chosen else "the default --cache-dir",
+            "give --cache-dir a folder of your own, or --no-cache to run without the cache")
+
+
+def writable(out_dir: Path, option: str = "--out", made: MadeFolders | None = None, way_out: str = OWN_FOLDER) -> Path:
+    """`out_dir`, created if need be, once a file could be written in it; else exit 2 naming `option`
+    and `way_out`. Never inside a bundle (a run there would add files its manifest does not list):
+    refused before anything is made. The folders it makes are noted in `made`, where given."""
     output_path(out_dir, [], option)
     try:
         if out_dir.exists() and not out_dir.is_dir():
             raise ConfigError(f"{option} {out_dir}: a file, not a directory; give a directory")
     except PermissionError as exc:  # a folder on its way this user may not enter (another user's 0700 home)
         raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror}: a folder on its way is closed to "
-                          "this user); give a folder of your own") from None
+                          f"this user); {way_out}") from None
     if made is not None:
         made.note(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"{option} {out_dir}: cannot create it ({exc.strerror})") from None
+        raise ConfigError(f"{option} {out_dir}: cannot create it ({exc.strerror}); {way_out}") from None
     probe = out_dir / ".fusionbench-write-test"
     try:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror})") from None
+        raise ConfigError(f"{option} {out_dir}: not writable ({exc.strerror}); {way_out}") from None
     return out_dir
 
 

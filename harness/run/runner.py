@@ -119,7 +119,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     refused = closing.enter_context(ExitStack())
     refused.callback(made.remove_left_empty)
     if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
-        preflight.writable(request.cache_dir, "--cache-dir", made)
+        option, way_out = preflight.cache_option(request.cache_chosen)
+        preflight.writable(request.cache_dir, option, made, way_out)
         made.fills(request.cache_dir / CACHE_FOLDER)  # the noise probe's loop, built there
     if request.executor == "local":  # a noexec TMPDIR or cache would fail them too (Ray's are the nodes')
         preflight.build_folders(names, request.cache_dir)

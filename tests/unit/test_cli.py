@@ -136,6 +136,27 @@ def test_a_dry_run_refuses_the_options_the_run_would_refuse_before_asking_the_ba
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "one.yaml"]
 
 
+@pytest.mark.parametrize("dry", [True, False])
+def test_a_default_cache_folder_that_cannot_be_made_is_named_as_the_default_with_the_ways_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], dry: bool) -> None:
+    """Under a read-only HOME (a batch node's) every run stopped at "--cache-dir
+    /home/u/.cache/fusionbench: cannot create it (Permission denied)": an option the user never
+    gave, and no word of --cache-dir elsewhere or --no-cache. A file stands in for the read-only
+    HOME here: the suite runs as root, who may write anywhere."""
+    from harness.run import plan
+
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text("device: cpu\nmodels: [resnet18]\nbackends: [null]\nscenarios: [Offline]\n")
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: pytest.fail("the backends were asked"))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "results"), *(["--dry-run"] if dry else [])]) == 2
+    assert capsys.readouterr().err == (
+        f"fusionbench: error: the default --cache-dir {tmp_path / 'a-file' / 'fusionbench'}: cannot create it (Not a "
+        "directory); give --cache-dir a folder of your own, or --no-cache to run without the cache\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "one.yaml"]
+
+
 def test_backends_shows_a_long_reason_to_its_file_and_line(capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A plugin that failed to import ends its reason with the file and line; the table cut it short."""
