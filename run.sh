@@ -98,7 +98,13 @@ prepare_venv() {
     if venv_current; then
         return
     fi
-    gpu_stack && what="requirements.lock and requirements-gpu.lock (nvidia-smi lists a GPU)"
+    if gpu_stack; then
+        # forced on, it said "nvidia-smi lists a GPU" where none may be listed, or nvidia-smi be absent
+        case "${FUSIONBENCH_GPU_STACK:-auto}" in
+            on) what="requirements.lock and requirements-gpu.lock (FUSIONBENCH_GPU_STACK=on)" ;;
+            *) what="requirements.lock and requirements-gpu.lock (nvidia-smi lists a GPU)" ;;
+        esac
+    fi
     echo "fusionbench: preparing $venv from $what (first run or a lock changed; torch is large, this takes a few minutes)" >&2
     install
     wanted_stamp > "$stamp"

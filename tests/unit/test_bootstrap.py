@@ -394,3 +394,5 @@ def test_the_gpu_stack_installs_under_a_tmpdir_this_user_cannot_write(tmp_path: 
     assert "torch==" in said and "\nonnxruntime==" not in said  # the host lock, less the CPU onnxruntime
     assert said.splitlines()[-1] == "-m harness.cli backends"  # installed, then the command ran
     assert not list(venv_dir.glob("*host*.txt")) and not (tmp_path / "gone").exists()
+    # asked for, not detected: it said "(nvidia-smi lists a GPU)" on a machine with none
+    assert "requirements-gpu.lock (FUSIONBENCH_GPU_STACK=on)" in done.stderr and "nvidia-smi" not in done.stderr
