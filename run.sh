@@ -98,6 +98,16 @@ prepare_venv() {
     if venv_current; then
         return
     fi
+    # A checkout another user made and shares (a lab's): its venv is theirs, and remaking it here
+    # stopped at pip's or venv's "Permission denied" part-way, naming a file inside it
+    local folder="$venv"
+    while [ ! -e "$folder" ]; do folder="$(dirname "$folder")"; done
+    if [ ! -d "$folder" ] || [ ! -w "$folder" ]; then
+        echo "fusionbench: $venv needs preparing (first run or a lock changed), and this user may not write $folder" \
+             "(its owner: $(stat -c %U "$folder" 2>/dev/null || echo unknown)); FUSIONBENCH_VENV=DIR names a folder" \
+             "of your own for it, or the owner runs ./run.sh once" >&2
+        exit 2
+    fi
     if gpu_stack; then
         # forced on, it said "nvidia-smi lists a GPU" where none may be listed, or nvidia-smi be absent
         case "${FUSIONBENCH_GPU_STACK:-auto}" in

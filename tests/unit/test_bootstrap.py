@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import venv
@@ -15,6 +16,7 @@ import pytest
 
 from harness import registry
 from harness.scenario import loading
+from tests.another_user import AS_ROOT, NOBODY, root_folder_every_user_may_enter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -396,3 +398,27 @@ def test_the_gpu_stack_installs_under_a_tmpdir_this_user_cannot_write(tmp_path: 
     assert not list(venv_dir.glob("*host*.txt")) and not (tmp_path / "gone").exists()
     # asked for, not detected: it said "(nvidia-smi lists a GPU)" on a machine with none
     assert "requirements-gpu.lock (FUSIONBENCH_GPU_STACK=on)" in done.stderr and "nvidia-smi" not in done.stderr
+
+
+@AS_ROOT
+def test_a_venv_this_user_may_not_write_is_refused_in_one_line_before_any_install() -> None:
+    """A checkout another user made and shares: its venv out of date for this user (a lock pulled,
+    or a Python of theirs this user cannot run), `./run.sh` began remaking it and stopped at
+    "Error: [Errno 13] Permission denied: '/work/main/.venv/pyvenv.cfg'", exit 1. The checkout and
+    its venv are root's here, and run.sh runs as nobody."""
+    with root_folder_every_user_may_enter() as shared:
+        for name in ("run.sh", "requirements.lock", "requirements-gpu.lock", "pyproject.toml"):
+            shutil.copy(REPO / name, shared / name)
+        (shared / ".venv" / "bin").mkdir(parents=True)
+        os.chmod(shared / ".venv", 0o755)
+        os.chmod(shared / ".venv" / "bin", 0o755)
+        (shared / ".venv" / "bin" / "python").write_text("#!/bin/sh\necho ran >&2\n")
+        os.chmod(shared / ".venv" / "bin" / "python", 0o755)
+        done = subprocess.run(["bash", str(shared / "run.sh"), "models"], capture_output=True, text=True, timeout=60,
+                              env={"PATH": os.environ["PATH"], "FUSIONBENCH_GPU_STACK": "off"}, cwd=shared,
+                              preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY)))
+        assert (done.returncode, done.stderr) == (2, (
+            f"fusionbench: {shared / '.venv'} needs preparing (first run or a lock changed), and this user may not "
+            f"write {shared / '.venv'} (its owner: root); FUSIONBENCH_VENV=DIR names a folder of your own for it, or "
+            "the owner runs ./run.sh once\n"))
+        assert sorted(p.name for p in (shared / ".venv").iterdir()) == ["bin"]
