@@ -414,7 +414,9 @@ def status(paths: EnginePaths, write: Callable[[str], object] = sys.stdout.write
     elif version is not None and not _running(state):
         write(f"fusionbench: a Docker engine ({version}) answers on {paths.socket} (not started by fusionbench)\n")
     elif version is None and not _running(state):
-        write(f"fusionbench: no Docker engine answers on {paths.socket}; start one with ./run.sh engine start\n")
+        # as a user, "start one with ./run.sh engine start" sent them to a start that needs root
+        write(f"fusionbench: no Docker engine answers on {paths.socket}; "
+              f"{why_not_here() or 'start one with ./run.sh engine start'}\n")
     return 0 if version is not None else 1
 
 

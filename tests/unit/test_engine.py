@@ -108,6 +108,19 @@ def test_an_engine_that_refuses_this_user_is_named_and_no_start_is_offered(
     assert engine_socket.socket_of({}) == engine_socket.DEFAULT_SOCKET
 
 
+def test_status_as_a_user_says_a_start_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said "start one with ./run.sh engine start" to a user, whose start is then refused."""
+    monkeypatch.setattr(engine, "answers", lambda socket, timeout_s=5.0: None)
+    said: list[str] = []
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
+    assert engine.status(paths_in(tmp_path), write=said.append, environ={}) == 1
+    assert said[-1].startswith(f"fusionbench: no Docker engine answers on {tmp_path / 'docker.sock'}; starting an "
+                               "engine needs root (sudo ./run.sh engine start); or install a Docker engine")
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
+    assert engine.status(paths_in(tmp_path), write=said.append, environ={}) == 1
+    assert said[-1].endswith("; start one with ./run.sh engine start\n")
+
+
 def test_start_leaves_an_engine_that_answers_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "answers", lambda socket, timeout_s=5.0: "28.2.2")
     said: list[str] = []
