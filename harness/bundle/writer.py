@@ -57,6 +57,7 @@ class Bundle:
         self._lock: int | None = lock.hold(self.root) if held is None else held
         self.opened = opened  # the files as `open` read them: what --resume validates and reads on from
         self._written: dict[str, dict[str, Any]] = {}  # the cell records this process wrote
+        self._dropped: set[str] = set()  # the cell records this process removed (`drop_cell`)
 
     @property
     def device(self) -> str:
@@ -178,6 +179,8 @@ class Bundle:
         else from its file; None where there is none (or it is not JSON)."""
         if cell_id in self._written:
             return self._written[cell_id]
+        if cell_id in self._dropped:  # `opened` still holds it
+            return None
         rel = f"{CELLS}/{cell_id}.json"
         try:
             data = self.opened.read(rel, max_bytes=MAX_JSON_BYTES) if self.opened else (self.root / rel).read_bytes()
@@ -186,6 +189,14 @@ class Bundle:
         except (FileNotFoundError, BundleError, ValueError):
             return None
 
+    def drop_cell(self, cell_id: str) -> None:
+        """Remove the cell's record and its folder, so that it runs afresh, as a user who deletes
+        them does (a resume's, of a cell the time budget kept from some of its rounds)."""
+        self.cell_path(cell_id).unlink(missing_ok=True)
+        shutil.rmtree(self.artifact_dir(cell_id), ignore_errors=True)
+        self._written.pop(cell_id, None)
+        self._dropped.add(cell_id)
+
     def finished(self, cell_id: str) -> bool:
         record = self.read_cell(cell_id)
         return record is not None and record.get("status") in FINISHED
@@ -193,6 +204,7 @@ class Bundle:
     def write_cell(self, cell_id: str, record: dict[str, Any]) -> None:
         full = {"schema_version": SCHEMA_VERSION, **record}
         write_json_atomic(self.cell_path(cell_id), full)
+        self._dropped.discard(cell_id)
         self._written[cell_id] = json.loads(json.dumps(full))  # as a reader of the file would see it
 
     def cells(self) -> list[dict[str, Any]]:

@@ -150,13 +150,17 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
                            "machine): see report.md, section Warnings", style="yellow"))
     bad = [r for r in records if r.status in BAD]
     console.print(Text(f"bundle: {visible(bundle.root)} (report: {visible(bundle.root / REPORT_HTML)})"))
+    cut = [cell for cell in missing if bundle.finished(cell)]  # kept with fewer rounds than asked
+    not_run = len(missing) - len(cut)
     if missing:
         # a new run's bundle holds only the cells its --only chose
         causes = (["outside --only"] if request.only and request.resume is not None else []) + (
             [budget_cause] if budget_cause else [])
         why = f" ({', or '.join(causes)})" if causes else ""
-        console.print(Text(f"{len(missing)} cell(s) of the bundle not run yet{why}: "
-                           f"complete them with --resume {shell_word(bundle.root)}", style="yellow"))
+        said = [f"{not_run} cell(s) of the bundle not run yet{why}"] if not_run else []
+        said += [f"{len(cut)} cell(s) kept with fewer rounds than asked (the time budget), which a resume times afresh, "
+                 "every round"] if cut else []
+        console.print(Text(f"{'; '.join(said)}: complete them with --resume {shell_word(bundle.root)}", style="yellow"))
     for line in skipped_lines(records, SHOWN_REASONS):
         console.print(Text(line, style="dim"), soft_wrap=True)  # one line each, whole, to grep and to copy
     if bad:

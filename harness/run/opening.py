@@ -194,13 +194,16 @@ def check_selection(request: RunRequest) -> None:
 
 def left_complete(bundle: Bundle) -> bool:
     """A bundle whose run ended complete, its manifest and report written: a resume has nothing to
-    add (it appended a resume date and wrote the manifest again)."""
-    return (bundle.header.get("state") == "complete" and all(bundle.finished(cell_id) for cell_id in bundle.cell_ids)
+    add (it appended a resume date and wrote the manifest again). A cell the time budget kept from some
+    of its rounds is one to run (`resumable.to_run`), whatever state the run ended in."""
+    return (bundle.header.get("state") == "complete"
+            and not any(resumable.to_run(bundle, cell_id) for cell_id in bundle.cell_ids)
             and all((bundle.root / name).is_file() for name in (REPORT_MD, REPORT_HTML, MANIFEST)))
 
 
 def all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) -> bool:
-    """Whether every cell of `bundle` that the request selects is finished: a resume with none to run."""
+    """Whether every cell of `bundle` that the request selects is finished: a resume with none to run
+    (`resumable.to_run`)."""
     planned = set(bundle.cell_ids)
     cells = select(expand(resolved, bundle.device), request.only or {})
-    return all(bundle.finished(c.id) for c in cells if c.id in planned)
+    return not any(resumable.to_run(bundle, c.id) for c in cells if c.id in planned)

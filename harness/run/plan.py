@@ -16,8 +16,10 @@ certain, and at most how many can finish) or not (whether they all finish depend
 record, `--only` applied), from the scenario the bundle stores, with the floor and the budget line
 alike; under `--budget-s` a cell whose twin the bundle kept took longer than the whole budget is
 listed as left for --resume, as the resume leaves it (harness/run/time_budget.py
-`shorter_than_twin`). The bundle is opened and checked as a resume opens it (locked while it is
-read, so a bundle another process writes is refused, naming it), and refused for what the resume
+`shorter_than_twin`); a cell the budget kept from some of its rounds is listed as run, all its
+rounds afresh, as the resume runs it (harness/run/resumable.py `to_run`). The bundle is opened
+and checked as a resume opens it (locked while it is read, so a bundle another process writes is
+refused, naming it), and refused for what the resume
 would be refused for (harness/run/resume_refusals.py: a backend the run had and this machine lacks,
 other inputs, stack, share of the machine, library versions or `env:` values); nothing in it is
 written.
@@ -32,6 +34,7 @@ import math
 import os
 from collections.abc import Mapping
 from contextlib import ExitStack
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -120,7 +123,7 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
         if request.only:
             opening.refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
         cells = resumable.planned_cells(bundle, resolved, request.only)
-        todo = [c for c in cells if not bundle.finished(c.id)]
+        todo = [c for c in cells if resumable.to_run(bundle, c.id)]
         if not todo:
             console.print(Text(f"fusionbench: each of the {len(cells)} cell(s) of {visible(bundle.root)} has its record: "
                                "a resume would run none; nothing was run or written"))
@@ -143,12 +146,20 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
             resume_refusals.once_probed(bundle, request, LocalPool(cut) if cut else None, probe, scenario.env,
                                         os.environ)
         title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
+        # a cell the budget kept from some of its rounds runs them all again (resumable.to_run)
+        afresh = {c.id: _afresh(bundle.read_cell(c.id), c.config.timing.rounds) for c in todo if bundle.finished(c.id)}
         # the time each cell the bundle kept took: a twin's is what its cell is held to under --budget-s
-        return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(bundle.cells()))
+        return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(bundle.cells()), afresh)
+
+
+def _afresh(record: Mapping[str, Any] | None, asked: int) -> str:
+    """What the resume does with a cell whose further rounds the budget kept from it, in its row."""
+    kept = sum(1 for r in ((record or {}).get("metrics") or {}).get("rounds") or [] if r.get("status") == "valid")
+    return f" all {asked} rounds afresh (the time budget kept it with {kept} of {asked})"
 
 
 def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, request: RunRequest, console: Console,
-            title: str, took_s: Mapping[str, float] | None = None) -> int:
+            title: str, took_s: Mapping[str, float] | None = None, afresh: Mapping[str, str] | None = None) -> int:
     """The table of `cells`, each to run or be skipped (with why), or, under `--budget-s`, left for
     --resume where its twin took longer (`took_s`: a resumed bundle's cells' times, by id) than the
     whole budget, as the run would leave it; the floor on the time of the others and the budget's
@@ -164,7 +175,8 @@ def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, reque
             short = None if why is not None else time_budget.shorter_than_twin(
                 deadline, (took_s or {}).get(twin_id(cell.config)), cell.config.variant.fusion)
             running += why is None and short is None
-            table.add_row(visible(cell.config.shown_label), "run" if why is None and short is None
+            table.add_row(visible(cell.config.shown_label), "run" + (afresh or {}).get(cell.id, "")
+                          if why is None and short is None
                           else f"be skipped: {why}" if why is not None else f"be left for --resume ({short})")
     console.print(table)
     loadgen = scenario.loadgen

@@ -26,6 +26,7 @@ from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.plain_text import shell_word
 from harness.reporting.report import REPORT_HTML, REPORT_MD
+from harness.run import time_budget
 from harness.scenario.cells import Cell, expand, select
 from harness.scenario.loading import resolved
 from harness.scenario.schema import ScenarioFile
@@ -223,6 +224,32 @@ def _overrides_problem(loadgen: dict[str, Any]) -> str | None:
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True)  # ASCII: no control character reaches the terminal
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def to_run(bundle: Bundle, cell_id: str) -> bool:
+    """Whether a resume runs the cell: it has no finished record, or `run --budget-s` kept some of
+    its further rounds from it (`time_budget.rounds_cut`). Such a cell is timed afresh, every round
+    (`drop_cut`): its rounds are not completed from where they stopped, because rounds of one cell
+    taken in two sessions would not pool honestly: round i of every cell of a setting is to meet
+    the same stretch of the machine (`rounds_paired`), the compiler caches its rounds shared are
+    gone (a round of the resume would prepare cold where its others were warm), and the machine's
+    speed readings and its noise would be another start's."""
+    return not bundle.finished(cell_id) or bool(time_budget.rounds_cut(bundle.read_cell(cell_id)))
+
+
+def drop_cut(bundle: Bundle, cells: list[Cell]) -> list[tuple[Cell, int, int]]:
+    """Remove the record and folder of each of `cells` (a resume's) whose further rounds the budget
+    kept from it, so that the resume times it afresh (`to_run`); return each such cell with the
+    rounds it had kept, of how many."""
+    dropped = []
+    for cell in cells:
+        record = bundle.read_cell(cell.id) if bundle.finished(cell.id) else None
+        cut = time_budget.rounds_cut(record)
+        if record is not None and cut:
+            kept = sum(1 for r in (record.get("metrics") or {}).get("rounds") or [] if r.get("status") == "valid")
+            dropped.append((cell, kept, cell.config.timing.rounds))
+            bundle.drop_cell(cell.id)
+    return dropped
 
 
 def planned_cells(bundle: Bundle, stored: dict[str, Any], only: dict[str, set[str]] | None) -> list[Cell]:

@@ -28,7 +28,8 @@ each further round's own warnings (`round 2: a busy machine: ...`), a warning fo
 round that gave no time (kept as failed, with its reason: its worker failed, or the run's time
 budget ended before it or while it ran, or left less than the cell's round 1 took as it would start,
 `round 2 of 3 gave no time (not started: round 1 took 33 s, 7 s of the run's time budget left)`, in
-which case it is not started and the cell keeps the rounds that finished; harness/run/time_budget.py)
+which case it is not started and the cell keeps the rounds that finished, until a --resume times them
+all afresh; harness/run/time_budget.py)
 and a warning where a round's
 median is out of line with the others (more than 1.5x the median of the rounds, or below it by as
 much: `harness.stats.summary.out_of_line`);

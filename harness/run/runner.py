@@ -103,7 +103,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if bundle is not None and not all_finished:
         # Its cells are its plan's unfinished ones, on the device it started on: a disk too full for
         # them refuses the resume before the probe and Ray, as a new run's --out is refused.
-        left = [c for c in resumable.planned_cells(bundle, resolved, request.only) if not bundle.finished(c.id)]
+        left = [c for c in resumable.planned_cells(bundle, resolved, request.only) if resumable.to_run(bundle, c.id)]
         preflight.check_room(bundle.root, len(left), resuming=True)
         resume_refusals.backends_gone(bundle, left)  # a plugin the run had, not installed here
     if request.executor == "ray" and bundle is not None and not all_finished:
@@ -148,7 +148,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         ray_executor.join(device)
     # The backends that will run here (a resume's missing cells; none the probe found unavailable): a
     # preloaded parent imports what they name once for the run.
-    running = sorted({c.config.backend for c in cells if (bundle is None or not bundle.finished(c.id))
+    running = sorted({c.config.backend for c in cells if (bundle is None or resumable.to_run(bundle, c.id))
                       and probe.available(c.config.backend)})
     executor = (ray_executor if ray_executor is not None
                 else executor_choice.local_executor(request, device, probe, running, closing))
@@ -197,8 +197,13 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         bundle.drop_manifest()
     refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
     closing.enter_context(ending.said_if_stopped(bundle, console))  # a stop the sweep's handling does not catch
-    todo = [c for c in cells if not bundle.finished(c.id)]
+    todo = [c for c in cells if resumable.to_run(bundle, c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
+    for cell, kept_rounds, asked in resumable.drop_cut(bundle, todo):
+        console.print(Text(f"fusionbench: {visible(cell.config.shown_label)}: the time budget kept it with {kept_rounds} of its "
+                           f"{asked} rounds; this resume times all {asked} afresh, its record and folder replaced (rounds "
+                           "of two sessions are not pooled: round i of each cell of its setting is to meet the same "
+                           "stretch of the machine, and its rounds' compiler caches are gone)", style="yellow"))
     noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")
     if noise_warning and bundle.header.get("resumed"):  # measured once, at the first start: not this machine now
         noise_warning = f"when the run started ({bundle.header.get('created')}), {noise_warning}"
@@ -234,7 +239,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         except OutputError as closing:  # both said: the refusal is what to fix, the close what it left
             raise OutputError(f"{refusal}; then {closing}") from None
         raise
-    missing = [cell for cell in bundle.cell_ids if not bundle.finished(cell)]
+    # a cell whose rounds the budget cut is left for --resume too, where the budget leaves cells out
+    # (`run`); gpu-check's, which records what the budget kept, keeps it as it is
+    missing = [cell for cell in bundle.cell_ids if not bundle.finished(cell)
+               or (request.past_budget == "missing" and resumable.to_run(bundle, cell))]
     ending.close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
     left_s = time_budget.left_s(deadline)
     budget_cause = (time_budget.why_left(by_twin, left_s <= 0)

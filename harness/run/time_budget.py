@@ -14,13 +14,15 @@ cell (harness/run/rounds.py) is held to the cell's own round 1 instead (`shorter
 it is not started where round 1 took longer than is left (its wall time, as a twin's is), for the
 same reason: a round that cannot finish is cut by the budget, and its time is lost. A further round
 the budget keeps, not started or cut, is recorded failed with the reason in a cell that keeps its
-rounds that finished; a further round is never held to its twin's time.
+rounds that finished; a further round is never held to its twin's time. A `run --budget-s` leaves
+such a cell for --resume (`rounds_cut`), which times every round of it afresh: rounds of one cell
+from two sessions are not pooled (harness/run/resumable.py `to_run`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.bundle.statuses import MEASURED
@@ -83,6 +85,19 @@ def shorter_than_round_one(deadline: float | None, first_took_s: float | None) -
 def for_round_one(reason: str | None) -> bool:
     """Whether `reason`, a further round's, is that it was not started for its round 1's time."""
     return (reason or "").startswith(f"not started: {ROUND_ONE} took ")
+
+
+def kept_a_round(reason: str | None) -> bool:
+    """Whether `reason`, a further round's that is recorded failed, is the budget's: not started
+    (spent, or less left than round 1 took) or cut. A round whose worker failed is not."""
+    return reason in (SPENT, ENDED) or for_round_one(reason)
+
+
+def rounds_cut(record: Mapping[str, Any] | None) -> list[int]:
+    """The further rounds the budget kept from the cell of `record` (as read; none for a cell
+    without rounds, or whose every round ran): what a resume completes."""
+    rounds = ((record or {}).get("metrics") or {}).get("rounds") or []
+    return [int(r["round"]) for r in rounds if r.get("status") == "failed" and kept_a_round(r.get("reason"))]
 
 
 def _shorter(deadline: float | None, took_s: float | None, what: str) -> str | None:

@@ -266,8 +266,12 @@ class RealFirstRound:
 
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch, and a real worker
-def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_that_finished(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, one_probe: None) -> None:
+def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_resume_times_them_afresh(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, shared_probe: SharedProbe,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume of a run whose budget kept round 2 and 3 of a cell said the bundle complete: the user
+    had to delete the cell's record to time its rounds. It times them all afresh now, and says so."""
+    monkeypatch.setattr(runner, "run_probe", shared_probe)
     # round 1 recorded as 15 s, so that round 2 may start with 20 s left whatever the real worker took
     cells = RealFirstRound(clock, first_s=80.0, further_s=50.0, recorded_s=15.0)
     monkeypatch.setattr(executors, "run_here", cells)
@@ -282,7 +286,29 @@ def test_with_rounds_a_cell_whose_later_round_the_budget_kept_keeps_the_rounds_t
     assert kept == [(1, "valid", None), (2, "failed", time_budget.ENDED), (3, "failed", time_budget.SPENT)]
     assert any(w.startswith(f"round 2 of 3 {rounds.ROUND_NO_TIME} ({time_budget.ENDED})") for w in record["warnings"])
     assert any(w.startswith(f"round 3 of 3 {rounds.ROUND_NO_TIME} ({time_budget.SPENT})") for w in record["warnings"])
-    assert "kept with 1 of its 3 rounds" in shown and f"delete cells/{order[0]}.json" in shown, shown
+    assert "kept with 1 of its 3 rounds, and its speedups' intervals are over those; --resume times all 3 afresh" in shown
+    # left for --resume, where it was kept as it was and a resume said the bundle complete, nothing to run
+    assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
+    assert ("1 cell(s) kept with fewer rounds than asked (the time budget), which a resume times afresh, every round: "
+            "complete them with --resume") in " ".join(shown.split())
+    assert validate(bundle).problems == []
+    # its dry run lists it as the resume runs it, and the resume times every round of it again
+    from harness.cli.main import main
+    from harness.run import plan
+
+    monkeypatch.setattr(plan, "run_probe", shared_probe)
+    assert main(["run", "--resume", str(bundle), "--dry-run"]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "1 of the 1 cell(s)" in listed and "run all 3 rounds afresh (the time budget kept it with 1 of 3)" in listed
+    cells.further.limits.clear()
+    clock.now += 1000
+    said = io.StringIO()
+    assert run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=1000,
+                          past_budget="missing"), Console(file=said, width=400)) == 0
+    assert "the time budget kept it with 1 of its 3 rounds; this resume times all 3 afresh" in said.getvalue()
+    again = _records(bundle)[1][order[0]]
+    assert [(r["round"], r["status"]) for r in again["metrics"]["rounds"]] == [(1, "valid"), (2, "failed"), (3, "failed")]
+    assert len(cells.further.limits) == 2 and not any(rounds.ROUND_NO_TIME in w and "budget" in w for w in again["warnings"])
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert validate(bundle).problems == []
 
