@@ -83,7 +83,9 @@ def line(status: str, label: str, wall_s: float, done: int, total: int, reasons:
         left = f", about {duration(left_s)} left"
         # said where it reads otherwise ("about 1 min left, the budget ends in 1 min" would not)
         if budget_left_s is not None and budget_left_s < left_s and duration(budget_left_s) != duration(left_s):
-            ends = f"the budget ends in {duration(budget_left_s)}" if budget_left_s > 0 else "the budget has ended"
+            # `duration` says at least a minute: 20 s left of the budget read "ends in 1 min"
+            soon = "under 1 min" if budget_left_s < 30 else duration(budget_left_s)
+            ends = f"the budget ends in {soon}" if budget_left_s > 0 else "the budget has ended"
             left += f", {ends}: the rest for --resume"
     why = f": {one_line(reasons[0])}" if reasons else ""
     said.append(f" {visible(label)} ({wall_s:.1f} s, {done}/{total}{left}){why}")

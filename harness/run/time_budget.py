@@ -104,7 +104,13 @@ def _shorter(deadline: float | None, took_s: float | None, what: str) -> str | N
     left_s = None if deadline is None else deadline - clock()
     if left_s is None or took_s is None or took_s <= left_s:
         return None
-    return f"not started: {what} took {took_s:.0f} s, {max(left_s, 0.0):.0f} s of the run's time budget left"
+    return f"not started: {what} took {took_s:.0f} s, {left_of_it(left_s)} of the run's time budget left"
+
+
+def left_of_it(left_s: float) -> str:
+    """`left_s`, seconds left of the budget, as a line says them: "under 1 s" below half a second,
+    where whole seconds read "0 s" of a budget not spent."""
+    return f"{left_s:.0f} s" if left_s >= 0.5 else "under 1 s"
 
 
 def why_left(by_twin: int, spent: bool) -> str | None:

@@ -82,3 +82,10 @@ def test_what_is_left_of_the_budget_is_read_on_its_clock(monkeypatch: pytest.Mon
     monkeypatch.setattr(time_budget, "clock", lambda: 500.0)
     assert time_budget.left_s(None) is None
     assert time_budget.left_s(800.0) == 300.0 and time_budget.left_s(450.0) == -50.0
+
+
+def test_a_budget_under_half_a_minute_from_its_end_is_not_said_to_end_in_a_minute() -> None:
+    """With 0.3 s of `--budget-s` left the line said "the budget ends in 1 min": `duration` is at least
+    a minute."""
+    said = line("valid", "resnet18 eager", 3.0, 1, 3, [], 600, budget_left_s=0.3)
+    assert said.plain.endswith("(3.0 s, 1/3, about 10 min left, the budget ends in under 1 min: the rest for --resume)")

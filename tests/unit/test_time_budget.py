@@ -584,3 +584,15 @@ def test_run_budget_leaves_a_cell_whose_twin_took_longer_for_resume_saying_so(
     assert "1/2, about 1 min left)" in first, said
     assert len(_records(bundle)[1]) == 6 and json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert validate(bundle).problems == []
+
+
+def test_under_half_a_second_left_is_not_said_as_0_s_left(clock: FakeClock) -> None:
+    """A round not started with 0.3 s of the budget left read "0 s of the run's time budget left", as if
+    it were spent (then the round's reason would be SPENT)."""
+    deadline = clock.now + 0.3
+    assert time_budget.shorter_than_round_one(deadline, 33.0) == (
+        "not started: round 1 took 33 s, under 1 s of the run's time budget left")
+    assert time_budget.shorter_than_twin(deadline, 33.0, "off") == (
+        "not started: its twin (fusion on) took 33 s, under 1 s of the run's time budget left")
+    assert time_budget.shorter_than_round_one(clock.now + 7.4, 33.0) == (
+        "not started: round 1 took 33 s, 7 s of the run's time budget left")
