@@ -80,8 +80,9 @@ def _parser() -> OneLineParser:
                      help="seconds the cells may take: a cell that would start later, or that is still running then, "
                      "or whose twin (its other fusion setting) took longer than is left as it would start, is left "
                      "out of the bundle for --resume, and a cell's further round (--rounds) is not started where its "
-                     "round 1 took longer than is left, its cell left for --resume to time afresh (a GPU booked by the "
-                     "hour; default: no budget)")
+                     "rounds say it takes longer than is left (its longest further round, else round 1 less its "
+                     "LoadGen and passes), its cell left for --resume to time afresh (a GPU booked by the hour; "
+                     "default: no budget)")
     run.add_argument("--out", type=path_argument, help="directory for result bundles (default: results; a resume writes into "
                      "the bundle it resumes)")
     run.add_argument("--resume", type=path_argument, metavar="RUN_DIR", help="finish the cells a bundle is missing")

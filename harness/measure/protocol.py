@@ -73,6 +73,12 @@ PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, ROOFLINE, TUNE, PREPARE, 
                              TIMING, LOADGEN, TIMING_AFTER_LOADGEN, CORRECTNESS_AFTER_TIMING, ACCURACY,
                              *COMPLIANCE.values(), MEMORY, PROFILE, MEMORY_TRAFFIC)
 
+# The phases a further round runs (harness/measure/phases.py `time_a_round`): the model built and
+# prepared again, its compiled artefacts from the caches round 1 filled, and the device timing; not
+# LoadGen nor the other passes. What of round 1 a further round repeats (harness/run/time_budget.py).
+FURTHER_ROUND_PHASES: tuple[Phase, ...] = (IMPORT, BUILD, REFERENCE, TUNE, PREPARE, TOOLCHAIN, FIRST_CALL, TIMING,
+                                           CORRECTNESS_AFTER_TIMING)
+
 
 class ProtocolError(ValueError):
     """A request or answer this version cannot read."""

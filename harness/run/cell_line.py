@@ -19,8 +19,9 @@ The other cells the budget never started are counted once, at the end of the run
 of every cell left, the budget aside: where the budget ends first, the line says when, and that
 the rest is for --resume. A cell of several rounds (harness/run/rounds.py) whose round 1 finished
 but a further round of which the budget kept (cut it, or did not start it where less was left than
-round 1 took) is written with the rounds that finished, and a line of its own says how many of how
-many it kept; --resume times every round of it afresh (harness/run/resumable.py `to_run`).
+its rounds took, time_budget.RoundGuess) is written with the rounds that finished, and a line of
+its own says how many of how many it kept; --resume times every round of it afresh
+(harness/run/resumable.py `to_run`).
 """
 
 from __future__ import annotations
@@ -110,11 +111,11 @@ def not_started(label: str, reason: str, done: int, total: int) -> Text:
 
 def rounds_cut(label: str, record: dict[str, Any]) -> Text:
     """`    cut LABEL: ... kept with 1 of its 3 rounds ...`: a cell whose further rounds the budget kept,
-    cut or not started where less was left than its round 1 took."""
+    cut or not started where less was left than its rounds took (time_budget.RoundGuess)."""
     rounds = (record.get("metrics") or {}).get("rounds") or []
     kept = sum(1 for r in rounds if r.get("status") == "valid")
-    why = ("left less than its round 1 took before its rounds were done"
-           if any(time_budget.for_round_one(r.get("reason")) for r in rounds) else "ended before its rounds did")
+    why = ("left less than its rounds took before they were done"
+           if any(time_budget.for_a_round(r.get("reason")) for r in rounds) else "ended before its rounds did")
     said = Text(f"{'cut':>7}", style=STATUS_STYLE["interrupted"])
     said.append(f" {visible(label)}: the run's time budget {why}: kept with {kept} of its "
                 f"{len(rounds)} rounds, and its speedups' intervals are over those; --resume times all {len(rounds)} "

@@ -60,9 +60,9 @@ class CellTask:
     #: Asked just before round 1 starts under a budget: how long the cell's twin (its other fusion
     #: setting) took to be measured, where it has been (this run or the bundle it resumes), else None.
     twin_took_s: Callable[[], float | None] | None = field(default=None, repr=False, compare=False)
-    #: Asked just before a further round starts under a budget: how long the cell's round 1 took (its
-    #: wall time), where it has finished, else None.
-    first_took_s: Callable[[], float | None] | None = field(default=None, repr=False, compare=False)
+    #: Asked just before a further round starts under a budget: how long it is expected to take, from
+    #: the cell's rounds that finished (time_budget.RoundGuess), else None.
+    round_guess: Callable[[], time_budget.RoundGuess | None] | None = field(default=None, repr=False, compare=False)
 
     def skip_reason(self) -> str | None:
         return self.skip() if self.skip is not None else None
@@ -80,16 +80,16 @@ class Finished:
 
 def _within_budget(task: CellTask) -> CellTask | str:
     """`task` with its time limit cut to what is left of the run's budget as it starts; else why it
-    is not started: nothing is left, or less than its twin took (round 1) or than its cell's round 1
-    took (a further round)."""
+    is not started: nothing is left, or less than its twin took (round 1) or than its cell's rounds
+    say a further round takes."""
     limit_s = time_budget.limit_s(task.deadline, task.timeout_s)
     if limit_s is None:
         return time_budget.SPENT
     short = None
     if task.request.timing_round == 1 and task.twin_took_s is not None:
         short = time_budget.shorter_than_twin(task.deadline, task.twin_took_s(), task.request.cell.variant.fusion)
-    elif task.request.timing_round > 1 and task.first_took_s is not None:
-        short = time_budget.shorter_than_round_one(task.deadline, task.first_took_s())
+    elif task.request.timing_round > 1 and task.round_guess is not None:
+        short = time_budget.shorter_than_a_round(task.deadline, task.round_guess())
     if short is not None:
         return short
     if limit_s == task.timeout_s:

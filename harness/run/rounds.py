@@ -26,8 +26,10 @@ the other order, and so on. A cell's record is
 written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py),
 each further round's own warnings (`round 2: a busy machine: ...`), a warning for each further
 round that gave no time (kept as failed, with its reason: its worker failed, or the run's time
-budget ended before it or while it ran, or left less than the cell's round 1 took as it would start,
-`round 2 of 3 gave no time (not started: round 1 took 33 s, 7 s of the run's time budget left)`, in
+budget ended before it or while it ran, or left less than the cell's rounds say it takes as it would
+start (`Rounds.guess`: its longest further round so far, else what of round 1 a further round runs
+again), `round 2 of 3 gave no time (not started: round 1 took 36 s, 27 s of it in what a further round
+runs again, 7 s of the run's time budget left)`, in
 which case it is not started and the cell keeps the rounds that finished, until a --resume times them
 all afresh; harness/run/time_budget.py)
 and a warning where a round's
@@ -53,7 +55,9 @@ from pydantic import ConfigDict
 
 from harness.bundle.cell_record import Metrics
 from harness.bundle.timing_record import TimingRound
+from harness.measure.protocol import FURTHER_ROUND_PHASES
 from harness.metric_table import format_value
+from harness.run import time_budget
 from harness.run.executors import CellTask, Finished
 from harness.run.scratch import scratch_dir
 from harness.scenario.cells import Cell
@@ -77,6 +81,7 @@ class FirstRound(pydantic.BaseModel):
     metrics: dict[str, Any] = {}
     wall_s: float | None = None
     log: str | None = None
+    phases_s: dict[str, float] = {}
 
 
 #: bundle.json's `rounds_paired`: the cells whose rounds take turns (absent: a fusion pair's alone).
@@ -101,7 +106,7 @@ def further_round(task: CellTask, number: int, state: Rounds) -> CellTask:
         artifacts=folder,
         skip=lambda: state.why_not_further(task.cell_id),
         after=state.round_ended(task.cell_id, number - 1),
-        first_took_s=lambda: state.first_wall_s.get(task.cell_id),
+        round_guess=lambda: state.guess(task.cell_id),
     )
 
 
@@ -137,7 +142,8 @@ class Rounds:
     further: dict[str, list[TimingRound]] = field(default_factory=dict)
     further_warnings: dict[str, list[str]] = field(default_factory=dict)  # cell id -> its further rounds' warnings
     first_status: dict[str, str] = field(default_factory=dict)
-    first_wall_s: dict[str, float] = field(default_factory=dict)  # round 1's wall time: what a further round is held to
+    first_guess: dict[str, time_budget.RoundGuess] = field(default_factory=dict)  # of round 1: what round 2 is held to
+    longest_further: dict[str, TimingRound] = field(default_factory=dict)  # its longest valid further round so far
     homes: dict[str, ExitStack] = field(default_factory=dict)  # cell id -> its rounds' scratch folder, held
     ended: dict[tuple[str, int], threading.Event] = field(default_factory=dict)  # (cell id, round) -> set once in
 
@@ -157,6 +163,15 @@ class Rounds:
             stack.close()
         self.homes.clear()
 
+    def guess(self, cell_id: str) -> time_budget.RoundGuess | None:
+        """What the cell's next further round is held to under a budget (time_budget.RoundGuess):
+        its longest valid further round so far, the same work, else the part of round 1 a further
+        round runs again; None before round 1 has finished."""
+        longest = self.longest_further.get(cell_id)
+        if longest is not None and longest.wall_s is not None:
+            return time_budget.RoundGuess(longest.wall_s, longest.round)
+        return self.first_guess.get(cell_id)
+
     def why_not_further(self, cell_id: str) -> str | None:
         status = self.first_status.get(cell_id)
         if status is None or status == "valid":
@@ -172,13 +187,17 @@ class Rounds:
             taken = FirstRound.model_validate(record)
             self.first_status[cell_id] = taken.status
             if taken.wall_s is not None:
-                self.first_wall_s[cell_id] = taken.wall_s
+                self.first_guess[cell_id] = _repeated_of(taken.wall_s, taken.phases_s)
             self.round_ended(cell_id, 1).set()
             if self.expected.get(cell_id, 1) == 1:
                 return record
             self.held[cell_id] = record
         else:
-            self.further.setdefault(cell_id, []).append(self._round(done))
+            taken_round = self._round(done)
+            self.further.setdefault(cell_id, []).append(taken_round)
+            longest = self.longest_further.get(cell_id)
+            if taken_round.status == "valid" and (longest is None or (taken_round.wall_s or 0) > (longest.wall_s or 0)):
+                self.longest_further[cell_id] = taken_round
             self.further_warnings.setdefault(cell_id, []).extend(_warnings_of(done))
             self.round_ended(cell_id, done.task.request.timing_round).set()
         if cell_id not in self.held or len(self.further.get(cell_id, [])) < self.expected[cell_id] - 1:
@@ -245,6 +264,16 @@ class Rounds:
             wall_s=outcome.wall_s,
             **where,
         )
+
+
+def _repeated_of(wall_s: float, phases_s: dict[str, float]) -> time_budget.RoundGuess:
+    """What of round 1 (its `wall_s`, its `phases_s`) a further round runs again: all but the phases
+    it does not run (LoadGen and the other passes); its process start and exit too."""
+    not_repeated = sum(seconds for name, seconds in phases_s.items() if name not in _REPEATED)
+    return time_budget.RoundGuess(max(wall_s - not_repeated, 0.0), 1, wall_s)
+
+
+_REPEATED = frozenset(phase.name for phase in FURTHER_ROUND_PHASES)
 
 
 def _warnings_of(done: Finished) -> list[str]:

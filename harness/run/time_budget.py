@@ -10,11 +10,12 @@ ResNeXt-101's 162 and 155 s, though Inductor's efficientnet_b0 79 and 203 s), an
 that cannot finish runs for nothing until the budget ends. A cell with no twin measured starts
 while any budget is left, as it always did. Either way the sweep records the cell as skipped with
 the reason (gpu-check), or leaves it out of the bundle for --resume (`run`). A further round of a
-cell (harness/run/rounds.py) is held to the cell's own round 1 instead (`shorter_than_round_one`):
-it is not started where round 1 took longer than is left (its wall time, as a twin's is), for the
-same reason: a round that cannot finish is cut by the budget, and its time is lost. A further round
-the budget keeps, not started or cut, is recorded failed with the reason in a cell that keeps its
-rounds that finished; a further round is never held to its twin's time. A `run --budget-s` leaves
+cell (harness/run/rounds.py) is held to the cell's own rounds instead (`shorter_than_a_round`):
+it is not started where its longest further round so far, or else the part of round 1 a further
+round runs again (`RoundGuess`), took longer than is left, for the same reason: a round that
+cannot finish is cut by the budget, and its time is lost. A further round the budget keeps, not
+started or cut, is recorded failed with the reason in a cell that keeps its rounds that finished;
+a further round is never held to its twin's time. A `run --budget-s` leaves
 such a cell for --resume (`rounds_cut`), which times every round of it afresh: rounds of one cell
 from two sessions are not pooled (harness/run/resumable.py `to_run`).
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.bundle.statuses import MEASURED
@@ -71,26 +73,47 @@ def shorter_than_twin(deadline: float | None, twin_took_s: float | None, fusion:
     return _shorter(deadline, twin_took_s, f"its twin (fusion {other})")
 
 
-#: What a further round not started for its cell's round 1's time is held to, in its reason.
-ROUND_ONE = "round 1"
+@dataclass(frozen=True)
+class RoundGuess:
+    """What a further round of a cell is held to (harness/run/rounds.py `Rounds.guess`): `took_s`, the
+    longest valid further round of the cell so far (`round` 2 or more: the same work as the one to
+    come), or else the part of round 1 a further round runs again (`round` 1, `whole_s` its wall time):
+    round 1 less its LoadGen and other passes, which a further round does not run
+    (harness/measure/protocol.py FURTHER_ROUND_PHASES). Round 1's part still holds its cold compile
+    and tuning, which a further round finds in the caches round 1 filled, so it overstates a further
+    round (Inductor's and TVM's resnet18 at 32x32 on the 2-core VM: round 1 33-50 s, that part 27-32
+    s, round 2 15-17 s): a round may be held back that would have fit, never one started that cannot."""
+
+    took_s: float
+    round: int = 1
+    whole_s: float | None = None  # round 1's wall time, where `took_s` is a part of it
+
+    def said(self) -> str:
+        """`round 1 took 36 s, 27 s of it in what a further round runs again` or `round 2 took 16 s`."""
+        whole = self.whole_s
+        if whole is None or round(whole) == round(self.took_s):
+            return f"round {self.round} took {self.took_s:.0f} s"
+        return f"round {self.round} took {whole:.0f} s, {self.took_s:.0f} s of it in what a further round runs again"
 
 
-def shorter_than_round_one(deadline: float | None, first_took_s: float | None) -> str | None:
-    """Why a further round of a cell whose round 1 took `first_took_s` (its wall time) is not
-    started now: less than that is left of the budget. None where more is left, or there is no
-    budget, or no time of round 1 to go by."""
-    return _shorter(deadline, first_took_s, ROUND_ONE)
+def shorter_than_a_round(deadline: float | None, guess: RoundGuess | None) -> str | None:
+    """Why a further round of a cell is not started now: less is left of the budget than `guess`
+    says it takes. None where more is left, or there is no budget, or nothing to go by."""
+    left_s = None if deadline is None else deadline - clock()
+    if left_s is None or guess is None or guess.took_s <= left_s:
+        return None
+    return f"not started: {guess.said()}, {left_of_it(left_s)} of the run's time budget left"
 
 
-def for_round_one(reason: str | None) -> bool:
-    """Whether `reason`, a further round's, is that it was not started for its round 1's time."""
-    return (reason or "").startswith(f"not started: {ROUND_ONE} took ")
+def for_a_round(reason: str | None) -> bool:
+    """Whether `reason`, a further round's, is that it was not started for an earlier round's time."""
+    return (reason or "").startswith("not started: round ")
 
 
 def kept_a_round(reason: str | None) -> bool:
     """Whether `reason`, a further round's that is recorded failed, is the budget's: not started
     (spent, or less left than round 1 took) or cut. A round whose worker failed is not."""
-    return reason in (SPENT, ENDED) or for_round_one(reason)
+    return reason in (SPENT, ENDED) or for_a_round(reason)
 
 
 def rounds_cut(record: Mapping[str, Any] | None) -> list[int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import replace
@@ -332,12 +333,14 @@ def test_with_rounds_a_further_round_is_not_started_where_its_round_1_took_longe
     order, records = _records(bundle)
     record = records[order[0]]
     assert code == 0 and record["status"] == "valid", shown
-    why = "not started: round 1 took 33 s, 12 s of the run's time budget left"
-    assert [(r["round"], r["status"], r.get("reason")) for r in record["metrics"]["rounds"]] == [
-        (1, "valid", None), (2, "failed", why)]
+    # round 1's 33 s less what of it went to LoadGen and the other passes (the real worker's: seconds)
+    why = record["metrics"]["rounds"][1]["reason"]
+    assert re.fullmatch(r"not started: round 1 took 33 s(, \d+ s of it in what a further round runs again)?, 12 s of "
+                        r"the run's time budget left", why), why
+    assert [(r["round"], r["status"]) for r in record["metrics"]["rounds"]] == [(1, "valid"), (2, "failed")]
     warning = f"round 2 of 2 {rounds.ROUND_NO_TIME} ({why})"
     assert any(w.startswith(warning) for w in record["warnings"]), record["warnings"]
-    assert "left less than its round 1 took before its rounds were done: kept with 1 of its 2 rounds" in shown, shown
+    assert "left less than its rounds took before they were done: kept with 1 of its 2 rounds" in shown, shown
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
     assert validate(bundle).problems == []
     loaded = load(bundle)
@@ -590,9 +593,9 @@ def test_under_half_a_second_left_is_not_said_as_0_s_left(clock: FakeClock) -> N
     """A round not started with 0.3 s of the budget left read "0 s of the run's time budget left", as if
     it were spent (then the round's reason would be SPENT)."""
     deadline = clock.now + 0.3
-    assert time_budget.shorter_than_round_one(deadline, 33.0) == (
+    assert time_budget.shorter_than_a_round(deadline, time_budget.RoundGuess(33.0)) == (
         "not started: round 1 took 33 s, under 1 s of the run's time budget left")
     assert time_budget.shorter_than_twin(deadline, 33.0, "off") == (
         "not started: its twin (fusion on) took 33 s, under 1 s of the run's time budget left")
-    assert time_budget.shorter_than_round_one(clock.now + 7.4, 33.0) == (
+    assert time_budget.shorter_than_a_round(clock.now + 7.4, time_budget.RoundGuess(33.0)) == (
         "not started: round 1 took 33 s, 7 s of the run's time budget left")
