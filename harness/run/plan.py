@@ -10,7 +10,8 @@ it would run, or why it would be skipped. The time is a floor, said as one: Load
 duration for each cell that would run (`--jobs N` of them at once); preparing (compiling, tuning), the other passes and any
 further rounds come on top, and vary by backend and model from seconds to many minutes. With
 `--budget-s`, a last line says whether the budget is below that floor (cells left for --resume for
-certain, and at most how many can finish) or not (whether they all finish depends on preparing).
+certain, and at most how many can finish) or not (whether they all finish depends on preparing, and
+on each cell's further rounds, which the line counts: they run no LoadGen, so the floor is round 1's).
 
 `run --dry-run --resume RUN_DIR` lists the cells the resume would run (those of the bundle without a
 record, `--only` applied), from the scenario the bundle stores, with the floor and the budget line
@@ -197,7 +198,7 @@ def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, reque
            if probe.device == "cuda" else "")
         + "; nothing was run or written"))
     if request.budget_s is not None:
-        console.print(Text(budget_line(request.budget_s, running, duration_s, at_once)))
+        console.print(Text(budget_line(request.budget_s, running, duration_s, at_once, rounds)))
     return 0
 
 
@@ -206,13 +207,17 @@ def floor_s(running: int, duration_s: float, at_once: int) -> float:
     return math.ceil(running / at_once) * duration_s
 
 
-def budget_line(budget_s: float, running: int, duration_s: float, at_once: int = 1) -> str:
+def budget_line(budget_s: float, running: int, duration_s: float, at_once: int = 1, rounds: int = 1) -> str:
     """What `--budget-s` makes of the floor: a run starts cells while the budget lasts, so a budget
-    below the floor leaves cells for --resume for certain; one above it may still, by preparing."""
+    below the floor leaves cells for --resume for certain; one above it may still, by preparing and
+    by the further rounds of `rounds` (which run no LoadGen: the floor is round 1's alone)."""
     budget = f"--budget-s {budget_s:g} ({_duration(budget_s)}) is"
     if floor_s(running, duration_s, at_once) <= budget_s:
+        further = (f" and on each cell's {rounds - 1} further round(s), which prepare and time it again but run no "
+                   "LoadGen (the floor is round 1's)" if rounds > 1 else "")
         return (f"{budget} at least this floor: whether every cell finishes within it depends on preparing (compiling, "
-                "tuning), which a dry run cannot tell; a cell still running when it ends is left for --resume")
+                f"tuning){further}, which a dry run cannot tell; a cell still running when it ends is left for --resume"
+                + (", as is one whose further round it keeps from it, to be timed afresh" if rounds > 1 else ""))
     fit = min(int(budget_s // duration_s) * at_once, running)
     return (f"{budget} less than this floor: at most {fit} of the {running} cell(s) can finish within it (LoadGen's "
             "minimum alone), the others are left for --resume, and the cell running when it ends is run again "

@@ -390,14 +390,20 @@ def test_a_dry_run_says_what_the_budget_makes_of_its_floor(tmp_path: Path, monke
     scenario.write_text("models: [resnet18, vgg11, alexnet]\nbackends: [null]\nscenarios: [Offline]\n"
                         "loadgen: {min_duration_s: 10}\n")
 
-    def said(budget_s: str) -> str:
+    def said(budget_s: str, *more: str) -> str:
         assert main(["run", str(scenario), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "out"),
-                     "--budget-s", budget_s]) == 0
+                     "--budget-s", budget_s, *more]) == 0
         return " ".join(capsys.readouterr().out.split())
 
     assert ("--budget-s 25 (25.0 s) is less than this floor: at most 2 of the 3 cell(s) can finish within it"
             in said("25"))
     assert "--budget-s 600 (10 min) is at least this floor: whether every cell finishes within it depends on" in said("600")
+    # a 3-round run's further rounds run no LoadGen, so its floor is round 1's; the budget line counts them
+    # beside preparing, where it named preparing alone
+    three = said("600", "--rounds", "3")
+    assert "at least 30.0 s of LoadGen's minimum duration (3 x 10.0 s)" in three
+    assert ("depends on preparing (compiling, tuning) and on each cell's 2 further round(s), which prepare and time it "
+            "again but run no LoadGen (the floor is round 1's), which a dry run cannot tell") in three
     assert not (tmp_path / "out").exists()
 
 
