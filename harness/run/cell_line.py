@@ -117,7 +117,7 @@ def rounds_cut(label: str, record: dict[str, Any]) -> Text:
     why = ("left less than its rounds took before they were done"
            if any(time_budget.for_a_round(r.get("reason")) for r in rounds) else "ended before its rounds did")
     said = Text(f"{'cut':>7}", style=STATUS_STYLE["interrupted"])
+    over = "its speedups' intervals are over those" if kept > 1 else "one round gives its speedups no interval"
     said.append(f" {visible(label)}: the run's time budget {why}: kept with {kept} of its "
-                f"{len(rounds)} rounds, and its speedups' intervals are over those; --resume times all {len(rounds)} "
-                "afresh")
+                f"{len(rounds)} rounds, and {over}; --resume times its {len(rounds)} rounds afresh")
     return said

@@ -158,7 +158,11 @@ def sweep(
             raise
         finally:
             state.close()
-        progress.update(bar, description=f"{left} cell(s) left for --resume by the time budget" if left else "cells done")
+        # a cell whose rounds the budget cut is --resume's too, where the budget leaves cells out
+        cut = 0 if keep_past_budget else len(rounds_cut)
+        said = ([f"{left} cell(s) left for --resume"] if left else []) + (
+            [f"{cut} cut short of their rounds, for --resume to time afresh"] if cut else [])
+        progress.update(bar, description=f"{', '.join(said)} by the time budget" if said else "cells done")
     return by_twin
 
 

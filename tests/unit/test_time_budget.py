@@ -287,7 +287,9 @@ def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_
     assert kept == [(1, "valid", None), (2, "failed", time_budget.ENDED), (3, "failed", time_budget.SPENT)]
     assert any(w.startswith(f"round 2 of 3 {rounds.ROUND_NO_TIME} ({time_budget.ENDED})") for w in record["warnings"])
     assert any(w.startswith(f"round 3 of 3 {rounds.ROUND_NO_TIME} ({time_budget.SPENT})") for w in record["warnings"])
-    assert "kept with 1 of its 3 rounds, and its speedups' intervals are over those; --resume times all 3 afresh" in shown
+    assert "kept with 1 of its 3 rounds, and one round gives its speedups no interval; --resume times its 3 rounds afresh" in shown
+    # the bar said "cells done" over a cell left for --resume
+    assert "cells done" not in shown and "1 cut short of their rounds, for --resume to time afresh by the time budget" in shown
     # left for --resume, where it was kept as it was and a resume said the bundle complete, nothing to run
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert ("1 cell(s) kept with fewer rounds than asked (the time budget), which a resume times afresh, every round: "
