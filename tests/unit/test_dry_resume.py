@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -106,11 +107,9 @@ def test_the_dry_run_of_an_official_runs_resume_floors_its_cells_at_mlperf_confs
     assert "2 of 2 cell(s) would run: at least 20 min of LoadGen's minimum duration (2 x 600 s)" in said, said
 
 
-def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_budget(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
-    """The resume does not start a cell whose twin, kept in the bundle, took longer than is left of
-    --budget-s; its dry run listed the cell as `run`, its floor within the budget, where the resume
-    would start nothing."""
+def _without_inductors_offline_off(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A copy of the golden bundle whose Inductor fusion-off Offline cell was deleted, to run again;
+    and the record of its twin."""
     root = tmp_path / "run"
     shutil.copytree(REPO / "tests" / "golden" / f"v{SCHEMA_VERSION}", root)
     cells = {json.loads(p.read_text())["id"]: json.loads(p.read_text()) for p in (root / "cells").glob("*.json")}
@@ -121,8 +120,21 @@ def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_b
     (root / "cells" / f"{off['id']}.json").unlink()
     shutil.rmtree(root / "cells" / off["id"], ignore_errors=True)
     manifest.write(root)
+    return root, twin
+
+
+def _every_backend_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(
         device="cpu", backends={name: BackendReport(available=True) for name in ("eager", "inductor", "null", "tvm")}))
+
+
+def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
+    """The resume does not start a cell whose twin, kept in the bundle, took longer than is left of
+    --budget-s; its dry run listed the cell as `run`, its floor within the budget, where the resume
+    would start nothing."""
+    root, twin = _without_inductors_offline_off(tmp_path)
+    _every_backend_here(monkeypatch)
     budget_s = twin["wall_s"] - 2  # less than the twin took: not started
     assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{budget_s:.0f}"]) == 0
     said = " ".join(capsys.readouterr().out.split())
@@ -132,3 +144,19 @@ def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_b
     assert "0 of 1 cell(s) would run" in said, said
     assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{twin['wall_s'] + 60:.0f}"]) == 0
     assert "1 of 1 cell(s) would run" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_dry_run_of_a_resume_holds_no_cell_to_a_twin_the_resume_times_afresh(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
+    """A cell whose rounds the budget cut is timed afresh by the resume, its record removed before the
+    sweep reads the kept cells' times: its twin is not held to it there. The dry run held the twin to
+    it, listing it as left for --resume where the resume ran it."""
+    from harness.run import time_budget
+
+    root, twin = _without_inductors_offline_off(tmp_path)
+    # the twin as a cell whose round 2 the budget kept from it: what the resume times afresh
+    monkeypatch.setattr(time_budget, "rounds_cut", lambda record: [2] if (record or {}).get("id") == twin["id"] else [])
+    _every_backend_here(monkeypatch)
+    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{twin['wall_s'] - 2:.0f}"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "2 of the" in said and "2 of 2 cell(s) would run" in said and "its twin" not in said, said
