@@ -160,10 +160,17 @@ def sweep(
             state.close()
         # a cell whose rounds the budget cut is --resume's too, where the budget leaves cells out
         cut = 0 if keep_past_budget else len(rounds_cut)
-        said = ([f"{left} cell(s) left for --resume"] if left else []) + (
-            [f"{cut} cut short of their rounds, for --resume to time afresh"] if cut else [])
-        progress.update(bar, description=f"{', '.join(said)} by the time budget" if said else "cells done")
+        progress.update(bar, description=_bar_end(left, cut))
     return by_twin
+
+
+def _bar_end(left: int, cut: int) -> str:
+    """The bar's last text: the cells the budget left for --resume, and those it cut short of their
+    rounds, which --resume times afresh (harness/run/resumable.py `to_run`)."""
+    if not cut:
+        return f"{left} cell(s) left for --resume by the time budget" if left else "cells done"
+    rest = f"{cut} cut short of their rounds" if left else f"{cut} cell(s) cut short of their rounds by the time budget"
+    return (f"{left} cell(s) left for --resume by the time budget, and " if left else "") + f"{rest}, for --resume to time afresh"
 
 
 def _kept_cell_s(kept: list[dict[str, Any]], executor: Executor) -> list[float]:

@@ -289,7 +289,7 @@ def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_
     assert any(w.startswith(f"round 3 of 3 {rounds.ROUND_NO_TIME} ({time_budget.SPENT})") for w in record["warnings"])
     assert "kept with 1 of its 3 rounds, and one round gives its speedups no interval; --resume times its 3 rounds afresh" in shown
     # the bar said "cells done" over a cell left for --resume
-    assert "cells done" not in shown and "1 cut short of their rounds, for --resume to time afresh by the time budget" in shown
+    assert "cells done" not in shown and "1 cell(s) cut short of their rounds by the time budget, for --resume to time afresh" in shown
     # left for --resume, where it was kept as it was and a resume said the bundle complete, nothing to run
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert ("1 cell(s) kept with fewer rounds than asked (the time budget), which a resume times afresh, every round: "
@@ -308,7 +308,7 @@ def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_
     said = io.StringIO()
     assert run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=1000,
                           past_budget="missing"), Console(file=said, width=400)) == 0
-    assert "the time budget kept it with 1 of its 3 rounds; this resume times all 3 afresh" in said.getvalue()
+    assert "the time budget kept it with 1 of its 3 rounds; this resume times its 3 rounds afresh" in said.getvalue()
     again = _records(bundle)[1][order[0]]
     assert [(r["round"], r["status"]) for r in again["metrics"]["rounds"]] == [(1, "valid"), (2, "failed"), (3, "failed")]
     assert len(cells.further.limits) == 2 and not any(rounds.ROUND_NO_TIME in w and "budget" in w for w in again["warnings"])
