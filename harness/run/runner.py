@@ -201,7 +201,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
     for cell, kept_rounds, asked in resumable.drop_cut(bundle, todo):
         console.print(Text(f"fusionbench: {visible(cell.config.shown_label)}: the time budget kept it with {kept_rounds} of its "
-                           f"{asked} rounds; this resume times its {asked} rounds afresh, its record and folder replaced (rounds "
+                           f"{asked} rounds; this resume times its {asked} rounds afresh, its record and folder removed now (rounds "
                            "of two sessions are not pooled: round i of each cell of its setting is to meet the same "
                            "stretch of the machine, and its rounds' compiler caches are gone)", style="yellow"))
     noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")

@@ -112,7 +112,7 @@ def for_a_round(reason: str | None) -> bool:
 
 def kept_a_round(reason: str | None) -> bool:
     """Whether `reason`, a further round's that is recorded failed, is the budget's: not started
-    (spent, or less left than round 1 took) or cut. A round whose worker failed is not."""
+    (spent, or less left than its rounds took) or cut. A round whose worker failed is not."""
     return reason in (SPENT, ENDED) or for_a_round(reason)
 
 
