@@ -150,9 +150,8 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
         # a cell the budget kept from some of its rounds runs them all again (resumable.to_run)
         afresh = {c.id: _afresh(bundle.read_cell(c.id), c.config.timing.rounds) for c in todo if bundle.finished(c.id)}
         # the time each cell the bundle keeps took: a twin's is what its cell is held to under --budget-s
-        # (not a cell the resume times afresh, whose record it removes before its sweep reads them)
-        kept = [record for record in bundle.cells() if str(record.get("id")) not in afresh]
-        return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(kept), afresh)
+        # (a cell the resume times afresh too: its round 1's, as the resume's sweep reads it)
+        return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(bundle.cells()), afresh)
 
 
 def _afresh(record: Mapping[str, Any] | None, asked: int) -> str:

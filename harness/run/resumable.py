@@ -229,7 +229,7 @@ def _short(value: Any) -> str:
 def to_run(bundle: Bundle, cell_id: str) -> bool:
     """Whether a resume runs the cell: it has no finished record, or `run --budget-s` kept some of
     its further rounds from it (`time_budget.rounds_cut`). Such a cell is timed afresh, every round
-    (`drop_cut`): its rounds are not completed from where they stopped, because rounds of one cell
+    (`cut_cells`): its rounds are not completed from where they stopped, because rounds of one cell
     taken in two sessions would not pool honestly: round i of every cell of a setting is to meet
     the same stretch of the machine (`rounds_paired`), the compiler caches its rounds shared are
     gone (a round of the resume would prepare cold where its others were warm), and the machine's
@@ -237,19 +237,17 @@ def to_run(bundle: Bundle, cell_id: str) -> bool:
     return not bundle.finished(cell_id) or bool(time_budget.rounds_cut(bundle.read_cell(cell_id)))
 
 
-def drop_cut(bundle: Bundle, cells: list[Cell]) -> list[tuple[Cell, int, int]]:
-    """Remove the record and folder of each of `cells` (a resume's) whose further rounds the budget
-    kept from it, so that the resume times it afresh (`to_run`); return each such cell with the
-    rounds it had kept, of how many."""
-    dropped = []
+def cut_cells(bundle: Bundle, cells: list[Cell]) -> list[tuple[Cell, int, int]]:
+    """Each of `cells` (a resume's) whose further rounds the budget kept from it, which the resume
+    times afresh (`to_run`), with the rounds it kept, of how many. Its record and folder stay until
+    its round 1 starts (harness/run/sweep.py): a resume whose budget does not reach it keeps it."""
+    found = []
     for cell in cells:
         record = bundle.read_cell(cell.id) if bundle.finished(cell.id) else None
-        cut = time_budget.rounds_cut(record)
-        if record is not None and cut:
+        if record is not None and time_budget.rounds_cut(record):
             kept = sum(1 for r in (record.get("metrics") or {}).get("rounds") or [] if r.get("status") == "valid")
-            dropped.append((cell, kept, cell.config.timing.rounds))
-            bundle.drop_cell(cell.id)
-    return dropped
+            found.append((cell, kept, cell.config.timing.rounds))
+    return found
 
 
 def planned_cells(bundle: Bundle, stored: dict[str, Any], only: dict[str, set[str]] | None) -> list[Cell]:

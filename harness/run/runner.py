@@ -199,11 +199,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     closing.enter_context(ending.said_if_stopped(bundle, console))  # a stop the sweep's handling does not catch
     todo = [c for c in cells if resumable.to_run(bundle, c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
-    for cell, kept_rounds, asked in resumable.drop_cut(bundle, todo):
-        console.print(Text(f"fusionbench: {visible(cell.config.shown_label)}: the time budget kept it with {kept_rounds} of its "
-                           f"{asked} rounds; this resume times its {asked} rounds afresh, its record and folder removed now (rounds "
-                           "of two sessions are not pooled: round i of each cell of its setting is to meet the same "
-                           "stretch of the machine, and its rounds' compiler caches are gone)", style="yellow"))
+    for cell, kept_rounds, asked in resumable.cut_cells(bundle, todo):
+        console.print(Text(f"fusionbench: {visible(cell.config.shown_label)}: the time budget kept it with {kept_rounds} of "
+                           f"its {asked} rounds; this resume times its {asked} rounds afresh, its record and folder "
+                           "replaced as its round 1 starts (rounds of two sessions are not pooled: round i of each cell "
+                           "of its setting is to meet the same stretch of the machine, and its rounds' compiler caches "
+                           "are gone)", style="yellow"))
     noise_warning = lookup(bundle.header, "system", "machine_noise", "warning")
     if noise_warning and bundle.header.get("resumed"):  # measured once, at the first start: not this machine now
         noise_warning = f"when the run started ({bundle.header.get('created')}), {noise_warning}"

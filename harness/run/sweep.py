@@ -8,7 +8,9 @@ in (harness/run/rounds.py); the time budget's cells are written skipped or left 
 and the cells Ctrl-C or SIGTERM stops are written interrupted. The time each cell's round 1 took to
 be measured, of the bundle's kept cells and of this sweep's as they finish, is what its twin (the
 other fusion setting) is held to under the budget (harness/run/time_budget.py); the kept cells' times
-start the pace the cells' lines estimate the rest by (harness/run/cell_line.py)."""
+start the pace the cells' lines estimate the rest by (harness/run/cell_line.py). A resumed cell whose
+rounds the budget cut (harness/run/resumable.py `to_run`) keeps its record and folder until its round
+1 starts: a budget that does not reach it leaves it as it was."""
 
 from __future__ import annotations
 
@@ -51,6 +53,9 @@ def sweep(
     for --resume. Return how many of these were not started for their twin's time."""
     executor = executor or Serial()
     kept = bundle.cells()  # a resumed bundle's records: those of cells it finished are kept
+    # a resume's cells whose rounds the budget cut (harness/run/resumable.py `to_run`): their records
+    # and folders kept until their round 1 starts, so that a budget that does not reach them keeps them
+    kept_till_start = {cell.id for cell in cells if bundle.finished(cell.id)}
     took_s = time_budget.measured_s(kept)
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -66,6 +71,8 @@ def sweep(
             if task.cell_id not in began:  # its first round: the cell's `started` is now, not when it was planned
                 began[task.cell_id] = time.monotonic()
                 bases[task.cell_id]["started"] = utc_now()
+                if task.cell_id in kept_till_start:  # its rounds the budget cut: replaced from now on
+                    _afresh(bundle, task.cell_id, by_id[task.cell_id].config.timing.rounds)
         running[task.cell_id] = task.label if phase == "start" else f"{task.label} {phase}"
         described()
 
@@ -95,7 +102,8 @@ def sweep(
                 continue
             twin = twin_id(cell.config)
             tasks.append(_task(cell, bundle, input_folder, cache_dir, limits.cell_timeout_s, limits.memory_limit_mib,
-                               env_names, deadline, lambda twin=twin: took_s.get(twin)))  # type: ignore[misc]
+                               env_names, deadline, lambda twin=twin: took_s.get(twin),  # type: ignore[misc]
+                               fresh=cell.id not in kept_till_start))
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
         pace = cell_line.Pace(len(tasks), kept_s=_kept_cell_s(kept, executor))  # read by show() once cells start
@@ -107,7 +115,12 @@ def sweep(
         left = 0  # cells the budget left out of the bundle: through the bar, not done
         by_twin = 0  # cells not started for their twin's time
         try:
-            for done in executor.run(rounds.order(tasks, by_id, state), show):
+            ordered = rounds.order(tasks, by_id, state)
+            for task in ordered:  # the folders of further rounds it made in a kept cell's: made again as it starts
+                if task.cell_id in kept_till_start and task.request.timing_round > 1:
+                    with contextlib.suppress(OSError):  # not empty: the kept round's own log
+                        task.artifacts.rmdir()
+            for done in executor.run(ordered, show):
                 cell_id = done.task.cell_id
                 running.pop(cell_id, None)
                 described()  # "2 cells running" stayed on the bar with one left
@@ -115,7 +128,9 @@ def sweep(
                     ran_s[cell_id] = ran_s.get(cell_id, 0.0) + done.outcome.wall_s
                 if done.skipped:
                     (by_budget if done.task.request.timing_round == 1 else rounds_cut).add(cell_id)
-                first = finished_record(bases[cell_id], done) if done.task.request.timing_round == 1 else None
+                never_started = cell_id in kept_till_start and cell_id not in began  # its kept folder stays
+                first = (finished_record(bases[cell_id], done, keep_folder=never_started)
+                         if done.task.request.timing_round == 1 else None)
                 if first is not None and first["status"] in MEASURED:  # what its twin, not started yet, is held to
                     took_s[cell_id] = float(first["wall_s"])
                 complete = state.finished(done, first)
@@ -128,7 +143,8 @@ def sweep(
                     pace.finished()
                 by_twin += twin_kept
                 if cell_id in by_budget and not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
-                    shutil.rmtree(folders[cell_id], ignore_errors=True)
+                    if not never_started:  # a kept cell never started stays as it was
+                        shutil.rmtree(folders[cell_id], ignore_errors=True)
                     left += 1
                     progress.advance(bar)
                     if ran_s.get(cell_id):  # it ran, and that time is lost: said, not left to the end's count
@@ -162,6 +178,15 @@ def sweep(
         cut = 0 if keep_past_budget else len(rounds_cut)
         progress.update(bar, description=_bar_end(left, cut))
     return by_twin
+
+
+def _afresh(bundle: Bundle, cell_id: str, count: int) -> None:
+    """Remove the record and folder of a cell whose rounds the budget cut, as its round 1 starts, and
+    make its folders again, empty, for its `count` rounds."""
+    bundle.drop_cell(cell_id)
+    folder = bundle.fresh_artifact_dir(cell_id)
+    for number in range(2, count + 1):
+        (folder / rounds.ROUND_FOLDER.format(number)).mkdir()
 
 
 def _bar_end(left: int, cut: int) -> str:
@@ -207,11 +232,12 @@ def _counted(progress: Progress, bar: Any) -> tuple[int, int]:
 
 def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,
           memory_mib: int | None, env_names: list[str], deadline: float | None,
-          twin_took_s: Callable[[], float | None]) -> CellTask:
+          twin_took_s: Callable[[], float | None], fresh: bool = True) -> CellTask:
     """The cell's task; `deadline` is the end of the run's budget, which the executor applies as the
     cell starts (it is not started after it, nor where less is left than `twin_took_s` says its
-    twin took, and runs at most until it)."""
-    artifacts = bundle.fresh_artifact_dir(cell.id)
+    twin took, and runs at most until it). Its folder is made empty now, or with `fresh` false as
+    it starts (`_afresh`)."""
+    artifacts = bundle.fresh_artifact_dir(cell.id) if fresh else bundle.artifact_dir(cell.id)
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
         cache_dir=str(cache_dir) if cache_dir else None, peaks=lookup(bundle.header, "system", "peaks"),
@@ -222,13 +248,15 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
                     device=cell.config.device, deadline=deadline, twin_took_s=twin_took_s)
 
 
-def finished_record(base: dict[str, Any], done: Finished) -> dict[str, Any]:
-    """The cell's record from what its worker (or the executor) said, and where it ran."""
+def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = False) -> dict[str, Any]:
+    """The cell's record from what its worker (or the executor) said, and where it ran; `keep_folder`:
+    the cell's folder is a kept record's, which a cell the budget did not start leaves as it is."""
     task, outcome = done.task, done.outcome
     log_path = task.artifacts / "worker.log"
     record = {**base, "finished": utc_now(), "log": f"cells/{task.cell_id}/worker.log", "node": done.node}
     if done.skipped:  # the budget: not started, or stopped; nothing of it is a result, so no log and no folder
-        shutil.rmtree(task.artifacts, ignore_errors=True)
+        if not keep_folder:
+            shutil.rmtree(task.artifacts, ignore_errors=True)
         return {**base, "finished": utc_now(), "node": done.node, "status": "skipped", "reasons": [done.failure or ""],
                 "metrics": {}, "wall_s": 0.0}
     if outcome is None:

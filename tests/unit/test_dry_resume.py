@@ -146,17 +146,20 @@ def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_b
     assert "1 of 1 cell(s) would run" in " ".join(capsys.readouterr().out.split())
 
 
-def test_the_dry_run_of_a_resume_holds_no_cell_to_a_twin_the_resume_times_afresh(
+def test_the_dry_run_of_a_resume_holds_a_cell_to_a_twin_the_resume_times_afresh_as_the_resume_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
-    """A cell whose rounds the budget cut is timed afresh by the resume, its record removed before the
-    sweep reads the kept cells' times: its twin is not held to it there. The dry run held the twin to
-    it, listing it as left for --resume where the resume ran it."""
+    """A cell whose rounds the budget cut is timed afresh by the resume, its record kept until its round
+    1 starts: the resume's sweep holds its twin to that record's time, and so does the dry run, which
+    lists the cell itself as run afresh."""
     from harness.run import time_budget
 
     root, twin = _without_inductors_offline_off(tmp_path)
     # the twin as a cell whose round 2 the budget kept from it: what the resume times afresh
     monkeypatch.setattr(time_budget, "rounds_cut", lambda record: [2] if (record or {}).get("id") == twin["id"] else [])
     _every_backend_here(monkeypatch)
-    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{twin['wall_s'] - 2:.0f}"]) == 0
-    said = " ".join(capsys.readouterr().out.split())
-    assert "2 of the" in said and "2 of 2 cell(s) would run" in said and "its twin" not in said, said
+    budget_s = twin["wall_s"] - 2
+    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{budget_s:.0f}"]) == 0
+    said = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "run all 2 rounds afresh" in said and "1 of 2 cell(s) would run" in said, said
+    assert (f"be left for --resume (not started: its twin (fusion on) took {twin['wall_s']:.0f} s, {budget_s:.0f} s of "
+            "the run's time budget left)") in said, said

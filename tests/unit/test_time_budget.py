@@ -303,12 +303,24 @@ def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_
     assert main(["run", "--resume", str(bundle), "--dry-run"]) == 0
     listed = " ".join(capsys.readouterr().out.split())
     assert "1 of the 1 cell(s)" in listed and "run all 3 rounds afresh (the time budget kept it with 1 of 3)" in listed
+    # a resume whose budget is spent before the cell starts keeps it as it was: its record and folder are
+    # replaced as its round 1 starts, where they were removed as the resume began and the cell lost its round
+    deadline_in = time_budget.deadline_in
+    monkeypatch.setattr(time_budget, "deadline_in", lambda seconds: clock.now - 1)
+    spent = io.StringIO()
+    assert run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=10,
+                          past_budget="missing"), Console(file=spent, width=400)) == 0, spent.getvalue()
+    assert _records(bundle)[1][order[0]]["metrics"]["rounds"] == record["metrics"]["rounds"], spent.getvalue()
+    assert "1 cell(s) kept with fewer rounds than asked" in spent.getvalue()
+    assert validate(bundle).problems == []
+    monkeypatch.setattr(time_budget, "deadline_in", deadline_in)
     cells.further.limits.clear()
     clock.now += 1000
     said = io.StringIO()
     assert run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=1000,
                           past_budget="missing"), Console(file=said, width=400)) == 0
-    assert "the time budget kept it with 1 of its 3 rounds; this resume times its 3 rounds afresh" in said.getvalue()
+    assert ("the time budget kept it with 1 of its 3 rounds; this resume times its 3 rounds afresh, its record and "
+            "folder replaced as its round 1 starts") in " ".join(said.getvalue().split())
     again = _records(bundle)[1][order[0]]
     assert [(r["round"], r["status"]) for r in again["metrics"]["rounds"]] == [(1, "valid"), (2, "failed"), (3, "failed")]
     assert len(cells.further.limits) == 2 and not any(rounds.ROUND_NO_TIME in w and "budget" in w for w in again["warnings"])
