@@ -60,6 +60,9 @@ class CellTask:
     #: Asked just before round 1 starts under a budget: how long the cell's twin (its other fusion
     #: setting) took to be measured, where it has been (this run or the bundle it resumes), else None.
     twin_took_s: Callable[[], float | None] | None = field(default=None, repr=False, compare=False)
+    #: How long round 1 of a cell whose rounds the budget cut took, where a resume times it afresh: a
+    #: record it replaces as it starts, so it is held to that time rather than its twin's.
+    kept_took_s: float | None = None
     #: Asked just before a further round starts under a budget: how long it is expected to take, from
     #: the cell's rounds that finished (time_budget.RoundGuess), else None.
     round_guess: Callable[[], time_budget.RoundGuess | None] | None = field(default=None, repr=False, compare=False)
@@ -86,7 +89,9 @@ def _within_budget(task: CellTask) -> CellTask | str:
     if limit_s is None:
         return time_budget.SPENT
     short = None
-    if task.request.timing_round == 1 and task.twin_took_s is not None:
+    if task.request.timing_round == 1 and task.kept_took_s is not None:  # its own time: a better guess than its twin's
+        short = time_budget.shorter_than_its_kept(task.deadline, task.kept_took_s)
+    elif task.request.timing_round == 1 and task.twin_took_s is not None:
         short = time_budget.shorter_than_twin(task.deadline, task.twin_took_s(), task.request.cell.variant.fusion)
     elif task.request.timing_round > 1 and task.round_guess is not None:
         short = time_budget.shorter_than_a_round(task.deadline, task.round_guess())

@@ -174,8 +174,11 @@ def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, reque
     with registry.held():  # a cell's skip check asks for its backend
         for cell in cells:
             why = skips.skip_reason(cell, probe.backends, [])
-            short = None if why is not None else time_budget.shorter_than_twin(
-                deadline, (took_s or {}).get(twin_id(cell.config)), cell.config.variant.fusion)
+            short = (None if why is not None
+                     # held to its own kept round 1 where the resume times it afresh, as the resume holds it
+                     else time_budget.shorter_than_its_kept(deadline, (took_s or {}).get(cell.id)) if cell.id in (afresh or {})
+                     else time_budget.shorter_than_twin(deadline, (took_s or {}).get(twin_id(cell.config)),
+                                                        cell.config.variant.fusion))
             running += why is None and short is None
             table.add_row(visible(cell.config.shown_label), "run" + (afresh or {}).get(cell.id, "")
                           if why is None and short is None

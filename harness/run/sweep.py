@@ -103,7 +103,7 @@ def sweep(
             twin = twin_id(cell.config)
             tasks.append(_task(cell, bundle, input_folder, cache_dir, limits.cell_timeout_s, limits.memory_limit_mib,
                                env_names, deadline, lambda twin=twin: took_s.get(twin),  # type: ignore[misc]
-                               fresh=cell.id not in kept_till_start))
+                               kept_took_s=took_s.get(cell.id) if cell.id in kept_till_start else None))
             bases[cell.id] = base
         by_id = {cell.id: cell for cell in cells}
         pace = cell_line.Pace(len(tasks), kept_s=_kept_cell_s(kept, executor))  # read by show() once cells start
@@ -141,7 +141,7 @@ def sweep(
                              and complete["reasons"] != [time_budget.SPENT])
                 if cell_id not in by_budget:
                     pace.finished()
-                by_twin += twin_kept
+                by_twin += twin_kept and not never_started  # a kept cell is counted apart, at the end
                 if cell_id in by_budget and not keep_past_budget:  # left out of the bundle, with whatever it wrote: --resume runs it
                     if not never_started:  # a kept cell never started stays as it was
                         shutil.rmtree(folders[cell_id], ignore_errors=True)
@@ -232,12 +232,12 @@ def _counted(progress: Progress, bar: Any) -> tuple[int, int]:
 
 def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path | None, timeout_s: float,
           memory_mib: int | None, env_names: list[str], deadline: float | None,
-          twin_took_s: Callable[[], float | None], fresh: bool = True) -> CellTask:
+          twin_took_s: Callable[[], float | None], kept_took_s: float | None = None) -> CellTask:
     """The cell's task; `deadline` is the end of the run's budget, which the executor applies as the
     cell starts (it is not started after it, nor where less is left than `twin_took_s` says its
-    twin took, and runs at most until it). Its folder is made empty now, or with `fresh` false as
-    it starts (`_afresh`)."""
-    artifacts = bundle.fresh_artifact_dir(cell.id) if fresh else bundle.artifact_dir(cell.id)
+    twin took, or `kept_took_s` its own kept round 1, and runs at most until it). Its folder is made
+    empty now, or, where it has a kept record, as it starts (`_afresh`)."""
+    artifacts = bundle.artifact_dir(cell.id) if bundle.finished(cell.id) else bundle.fresh_artifact_dir(cell.id)
     request = WorkerRequest(
         cell=cell.config, artifact_dir=str(artifacts), input_folder=input_folder,
         cache_dir=str(cache_dir) if cache_dir else None, peaks=lookup(bundle.header, "system", "peaks"),
@@ -245,7 +245,7 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
     return CellTask(cell_id=cell.id, label=cell.config.shown_label, request=request, artifacts=artifacts,
                     timeout_s=timeout_s, memory_limit_bytes=memory_mib * MIB if memory_mib else None,
                     env_names=list(env_names), scratch_env=dict(registry.load(cell.config.backend).scratch_env),
-                    device=cell.config.device, deadline=deadline, twin_took_s=twin_took_s)
+                    device=cell.config.device, deadline=deadline, twin_took_s=twin_took_s, kept_took_s=kept_took_s)
 
 
 def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = False) -> dict[str, Any]:

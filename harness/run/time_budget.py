@@ -17,7 +17,8 @@ cannot finish is cut by the budget, and its time is lost. A further round the bu
 started or cut, is recorded failed with the reason in a cell that keeps its rounds that finished;
 a further round is never held to its twin's time. A `run --budget-s` leaves
 such a cell for --resume (`rounds_cut`), which times every round of it afresh: rounds of one cell
-from two sessions are not pooled (harness/run/resumable.py `to_run`).
+from two sessions are not pooled (harness/run/resumable.py `to_run`); the resume holds its round 1 to
+its kept round 1's time (`shorter_than_its_kept`), as it would otherwise replace a result with none.
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def shorter_than_twin(deadline: float | None, twin_took_s: float | None, fusion:
     there is no budget, or no twin time to go by."""
     other = "off" if fusion == "on" else "on"
     return _shorter(deadline, twin_took_s, f"its twin (fusion {other})")
+
+
+def shorter_than_its_kept(deadline: float | None, kept_took_s: float | None) -> str | None:
+    """Why a cell whose rounds the budget cut, which a resume times afresh, is not started now: its
+    kept round 1 took `kept_took_s`, more than is left. Started, it would replace its kept record and
+    be cut by the budget, leaving nothing."""
+    return _shorter(deadline, kept_took_s, "its kept round 1")
 
 
 @dataclass(frozen=True)

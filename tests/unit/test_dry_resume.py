@@ -146,11 +146,11 @@ def test_the_dry_run_of_a_resume_leaves_a_cell_whose_twin_took_longer_than_the_b
     assert "1 of 1 cell(s) would run" in " ".join(capsys.readouterr().out.split())
 
 
-def test_the_dry_run_of_a_resume_holds_a_cell_to_a_twin_the_resume_times_afresh_as_the_resume_does(
+def test_the_dry_run_of_a_resume_holds_a_cell_it_times_afresh_and_its_twin_to_its_kept_time_as_the_resume_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
     """A cell whose rounds the budget cut is timed afresh by the resume, its record kept until its round
-    1 starts: the resume's sweep holds its twin to that record's time, and so does the dry run, which
-    lists the cell itself as run afresh."""
+    1 starts: the resume holds it to its kept round 1's time (started, it would replace its record and be
+    cut, leaving nothing) and its twin to that time too; the dry run lists both as the resume runs them."""
     from harness.run import time_budget
 
     root, twin = _without_inductors_offline_off(tmp_path)
@@ -160,6 +160,10 @@ def test_the_dry_run_of_a_resume_holds_a_cell_to_a_twin_the_resume_times_afresh_
     budget_s = twin["wall_s"] - 2
     assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{budget_s:.0f}"]) == 0
     said = " ".join(capsys.readouterr().out.replace("│", " ").split())
-    assert "run all 2 rounds afresh" in said and "1 of 2 cell(s) would run" in said, said
-    assert (f"be left for --resume (not started: its twin (fusion on) took {twin['wall_s']:.0f} s, {budget_s:.0f} s of "
-            "the run's time budget left)") in said, said
+    left = f"{twin['wall_s']:.0f} s, {budget_s:.0f} s of the run's time budget left)"
+    assert f"be left for --resume (not started: its kept round 1 took {left}" in said, said
+    assert f"be left for --resume (not started: its twin (fusion on) took {left}" in said, said
+    assert "0 of 2 cell(s) would run" in said, said
+    assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{twin['wall_s'] + 60:.0f}"]) == 0
+    said = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "run all 2 rounds afresh" in said and "2 of 2 cell(s) would run" in said, said

@@ -303,17 +303,19 @@ def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_
     assert main(["run", "--resume", str(bundle), "--dry-run"]) == 0
     listed = " ".join(capsys.readouterr().out.split())
     assert "1 of the 1 cell(s)" in listed and "run all 3 rounds afresh (the time budget kept it with 1 of 3)" in listed
-    # a resume whose budget is spent before the cell starts keeps it as it was: its record and folder are
-    # replaced as its round 1 starts, where they were removed as the resume began and the cell lost its round
-    deadline_in = time_budget.deadline_in
-    monkeypatch.setattr(time_budget, "deadline_in", lambda seconds: clock.now - 1)
-    spent = io.StringIO()
+    # a resume whose budget is less than the cell's kept round 1 took does not start it, and keeps it as it
+    # was: its record and folder are replaced as its round 1 starts, where they were removed as the resume
+    # began, and a budget that ended the new round 1 left the cell with nothing
+    short = "not started: its kept round 1 took 15 s, 10 s of the run's time budget left"
+    assert main(["run", "--resume", str(bundle), "--dry-run", "--budget-s", "10"]) == 0
+    assert f"be left for --resume ({short})" in " ".join(capsys.readouterr().out.replace("│", " ").split())
+    spent, before = io.StringIO(), clock.now
     assert run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=10,
                           past_budget="missing"), Console(file=spent, width=400)) == 0, spent.getvalue()
+    assert clock.now == before, "the kept cell's round 1 started"  # RealFirstRound moves the clock 80 s
     assert _records(bundle)[1][order[0]]["metrics"]["rounds"] == record["metrics"]["rounds"], spent.getvalue()
-    assert "1 cell(s) kept with fewer rounds than asked" in spent.getvalue()
+    assert short in spent.getvalue() and "1 cell(s) kept with fewer rounds than asked" in spent.getvalue()
     assert validate(bundle).problems == []
-    monkeypatch.setattr(time_budget, "deadline_in", deadline_in)
     cells.further.limits.clear()
     clock.now += 1000
     said = io.StringIO()
