@@ -14,15 +14,22 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from backends.tvm import TVMBackend  # noqa: E402  (after the skip: the module needs tvm to run)
+from backends.tvm import TVMBackend  # noqa: E402  (imports tvm only as it compiles)
 from harness.contract import Variant  # noqa: E402
 from harness.errors import BackendFailed  # noqa: E402
 from harness.fusion import op_name  # noqa: E402
 from harness.measure.correctness import compare  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tvm() -> None:
+    """Skips the module where apache-tvm is not installed. Imported as the module's first test runs,
+    not at collection: every pytest-xdist worker collects every module, and three of the four that
+    never run one of these tests imported TVM for nothing (about 2 CPU-s each)."""
+    pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
 
 
 def _tiny() -> tuple[Any, Any]:

@@ -12,12 +12,18 @@ import pytest
 
 from backends.tvm_broadcast_matmul import _broadcast_batch, _needless
 
-pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402  (after the skip)
 
 from backends.tvm import TVMBackend, _imported  # noqa: E402
 from harness.measure.correctness import compare  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tvm() -> None:
+    """Skips the module where apache-tvm is not installed; imported as its first test runs, not at
+    collection, which every pytest-xdist worker makes (tests/backends/test_tvm.py says why)."""
+    pytest.importorskip("tvm", reason="apache-tvm is not installed (pip install apache-tvm)")
 
 
 def _shaped(*dims: int, args: list[Any] | None = None) -> Any:

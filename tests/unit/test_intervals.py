@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import math
 import random
+from types import ModuleType
 
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
 
 from harness.stats import intervals
 from harness.stats.intervals import FASTER, NO_EFFECT, ONE_ROUND, SLOWER, median_interval, paired_speedup
 from harness.stats.summary import mann_whitney_u, u_counts
+
+
+@pytest.fixture(scope="module")
+def scipy_stats() -> ModuleType:
+    """scipy.stats, the reference, imported as the first test that asks runs, not at collection:
+    every pytest-xdist worker collects every module, and those that run none of these tests imported
+    it for nothing (about 0.75 CPU-s each)."""
+    from scipy import stats
+
+    return stats
 
 
 def test_the_median_interval_takes_the_ranks_the_binomial_allows() -> None:
@@ -44,7 +54,7 @@ def test_the_median_interval_covers_the_true_median_as_often_as_it_says() -> Non
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 9, 19, 40])
 @pytest.mark.parametrize("p", [0.6, 0.9, 0.975, 0.995])
-def test_student_t_matches_scipy(df: int, p: float) -> None:
+def test_student_t_matches_scipy(df: int, p: float, scipy_stats: ModuleType) -> None:
     assert intervals.student_t_quantile(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=1e-7)
     assert intervals.student_t_quantile(1 - p, df) == pytest.approx(scipy_stats.t.ppf(1 - p, df), rel=1e-7)
     assert intervals.student_t_cdf(1.7, df) == pytest.approx(scipy_stats.t.cdf(1.7, df), rel=1e-9)
@@ -123,7 +133,7 @@ def test_the_rank_distribution_counts_every_ordering() -> None:
         assert counts == counts[::-1] and min(counts) > 0
 
 
-def test_the_exact_rank_test_matches_scipy_on_random_samples_without_ties() -> None:
+def test_the_exact_rank_test_matches_scipy_on_random_samples_without_ties(scipy_stats: ModuleType) -> None:
     rng = random.Random(3)
     for _ in range(300):
         n1, n2 = rng.randint(1, 20), rng.randint(1, 40)
@@ -136,7 +146,7 @@ def test_the_exact_rank_test_matches_scipy_on_random_samples_without_ties() -> N
         assert p == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-15)
 
 
-def test_ties_and_large_samples_use_the_normal_approximation_as_scipy_does() -> None:
+def test_ties_and_large_samples_use_the_normal_approximation_as_scipy_does(scipy_stats: ModuleType) -> None:
     rng = random.Random(5)
     for _ in range(100):
         n1, n2 = rng.randint(2, 30), rng.randint(25, 60)
@@ -232,7 +242,7 @@ def test_the_verdicts_of_rounds_are_every_verdict_an_interval_gives_and_no_other
     assert given == set(intervals.VERDICTS_OF_ROUNDS)
 
 
-def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round() -> None:
+def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round(scipy_stats: ModuleType) -> None:
     """`compare` tests two cells of several rounds on their rounds' medians: the variation between
     processes is what its p-value must carry (a rank test on the pooled samples of 3 rounds called
     most equal pairs changed at p < 0.01: the test below)."""
@@ -252,7 +262,7 @@ def test_the_rounds_t_test_matches_scipy_and_pools_a_side_of_one_round() -> None
     assert intervals.rounds_t_test([1e6] * 3, [1.2e6] * 3) is None
 
 
-def test_rounds_that_did_not_pair_take_the_two_samples_interval_which_matches_scipy() -> None:
+def test_rounds_that_did_not_pair_take_the_two_samples_interval_which_matches_scipy(scipy_stats: ModuleType) -> None:
     """A fusion pair split by a resume: each side's rounds are a sample of their own; the interval is
     the pooled two-sample t interval of the logs (scipy's `confidence_interval` of the same test),
     and it is wider than pairing the same rounds by number would make it."""
