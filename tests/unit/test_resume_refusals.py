@@ -618,7 +618,7 @@ def test_a_resume_in_slots_of_a_run_that_timed_nothing_says_its_rounds_did_not_t
     timed may be resumed under `--jobs 2`: its cells then ran in slots, the flag stayed, and
     validate called the bundle the resume wrote invalid."""
     from harness import cpu_topology
-    from harness.run import slots
+    from harness.run import executors, slots
 
     cpus = list(range(os.cpu_count() or 1))[:2]
     if len(cpu_topology.physical_cores(cpus)) < 2:
@@ -627,7 +627,13 @@ def test_a_resume_in_slots_of_a_run_that_timed_nothing_says_its_rounds_did_not_t
     scenario = tmp_path / "null.yaml"
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [Offline]\n"
                         "timing: {min_time_s: 0.1, max_warmup_s: 0.5}\nloadgen: {min_duration_s: 0.2}\n")
-    assert main(["run", str(scenario), "--device", "cpu", "--out", str(tmp_path / "out")]) == 0
+
+    def stopped(*args: Any, **kwargs: Any) -> Any:  # Ctrl-C as its cell starts: no worker, no preloaded parent
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as first_start:
+        first_start.setattr(executors, "run_here", stopped)
+        assert main(["run", str(scenario), "--device", "cpu", "--out", str(tmp_path / "out")]) == 130
     root = next((tmp_path / "out").iterdir())
     header = json.loads((root / "bundle.json").read_text())
     assert header["rounds_paired"] == "setting"
