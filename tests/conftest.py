@@ -22,9 +22,11 @@
   single-threaded workers on one core take turns instead. A module marked `whole_machine`
   (parallel runs on cores of their own, Ray with 2 CPUs, a probe pinned to each core in turn) gets
   every core back for its duration.
-- Every run's machine-noise probe takes 4 x 0.2 s instead of 4 x 1.5 s (FUSIONBENCH_NOISE_PROBE_S):
-  about 5 s less per `fusionbench run`, dozens of which the integration tests start; the probe's
-  own tests call it with their own durations.
+- Every run's machine-noise probe takes 4 x 0.1 s instead of 4 x 1.5 s (FUSIONBENCH_NOISE_PROBE_S):
+  about 6 s less per `fusionbench run`, dozens of which the integration tests start; the probe's
+  own tests call it with their own durations. Each pass still times 5 or 6 chunks of ~20 ms, and
+  the pinned pass at least 3 a core; at 0.2 s the probe took 0.83 to 0.94 CPU-s, at 0.1 s 0.46 to
+  0.52 (measure() in one process, the cross-core loop's thread included, under contention).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # inputs); every other cache is the session's.
     os.environ.setdefault(image_build.IMAGE_CACHE_VARIABLE, str(image_build.default_build_cache()))
     os.environ["XDG_CACHE_HOME"] = str(_session_dir / "cache")
-    os.environ.setdefault("FUSIONBENCH_NOISE_PROBE_S", "0.2")
+    os.environ.setdefault("FUSIONBENCH_NOISE_PROBE_S", "0.1")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

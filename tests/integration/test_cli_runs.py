@@ -329,7 +329,7 @@ def test_a_run_whose_reader_goes_away_finishes_its_bundle(tmp_path: Path) -> Non
                         "timing: {min_time_s: 0.05, min_iters: 2, repetitions: 2, warmup_iters: 1}\n")
     child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(tmp_path / "out"),
                               "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-                             env={**os.environ, "FUSIONBENCH_NOISE_PROBE_S": "0.2"})
+                             env={**os.environ, "FUSIONBENCH_NOISE_PROBE_S": "0.1"})
     assert child.stdout is not None and child.stderr is not None
     child.stdout.close()
     assert child.wait(timeout=600) == 0, child.stderr.read()
