@@ -133,8 +133,7 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
         # what the resume is refused for, as it refuses it: its dry run listed the cells of a resume
         # refused (exit 2) for a variable env: passes on, or another share of the machine
         resume_refusals.before_the_probe(bundle, scenario)
-        if request.executor == "ray":
-            resume_refusals.another_share_offered(bundle, request, None, bundle.device)
+        resume_refusals.share_before_the_probe(bundle, request)
         names = sorted({b.name for b in scenario.backends})  # each, for the versions its timed cells ran on
         console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
         probe = run_probe(bundle.device, names, with_system=False)

@@ -54,6 +54,19 @@ def once_probed(bundle: Bundle, request: RunRequest, executor: Executor | None, 
     return timed
 
 
+def share_before_the_probe(bundle: Bundle, request: RunRequest) -> None:
+    """Refuse a resume on another share of the machine (`another_share_offered`) before the machine is
+    probed (seconds: torch and every backend's libraries imported) wherever the share is known
+    without it: Ray's is --cpus-per-cell's, and a CPU bundle's local one is its --jobs slots' cores
+    or the CPUs this process may use. A GPU bundle's --jobs slots need the probe's GPUs: its resume
+    meets the refusal once probed (`once_probed`), as before. A resume and its dry run call it alike."""
+    if request.executor == "ray":
+        another_share_offered(bundle, request, None, bundle.device)
+    elif bundle.device == "cpu":
+        cut = executor_choice.local_slots(request, "cpu", ProbeAnswer(device="cpu")) if request.jobs > 1 else []
+        another_share_offered(bundle, request, LocalPool(cut) if cut else None, "cpu")
+
+
 def another_share_offered(bundle: Bundle, request: RunRequest, executor: Executor | None, device: str) -> list[CellRecord]:
     """Refuse a resume whose cells would run on another share of the machine than its measured cells
     ran on (`another_share`), the shares the request's executor offers; return those cells."""

@@ -106,10 +106,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         left = [c for c in resumable.planned_cells(bundle, resolved, request.only) if resumable.to_run(bundle, c.id)]
         preflight.check_room(bundle.root, len(left), resuming=True)
         resume_refusals.backends_gone(bundle, left)  # a plugin the run had, not installed here
-    if request.executor == "ray" and bundle is not None and not all_finished:
-        # A Ray cell's share is --cpus-per-cell's, known now: a resume on another is refused before the
-        # cluster is asked, a local instance started and the machine probed (seconds each).
-        resume_refusals.another_share_offered(bundle, request, None, bundle.device)
+    if bundle is not None and not all_finished:
+        # A Ray cell's share is --cpus-per-cell's and a CPU cell's here its slot's or this process's
+        # cores, known now: a resume on another is refused before the cluster is asked, a local
+        # instance started and the machine probed (seconds each).
+        resume_refusals.share_before_the_probe(bundle, request)
     ray_executor = executor_choice.reach_ray(request, bundle, scenario.device, all_finished)
     # Where the cache and the bundle go, and room for the cells where the device is known: a
     # refusal costs no probe (seconds) and leaves no bundle.

@@ -22,7 +22,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import BundleError
-from harness.run import resumable, runner
+from harness.run import plan, resumable, runner
 from harness.run.resumable import check_scenario
 from harness.scenario import loading
 from tests.resumable_copies import as_run_here
@@ -47,6 +47,18 @@ def one_probe(shared_probe: SharedProbe, monkeypatch: pytest.MonkeyPatch) -> Non
     the CPU): it probes once for them all (tests/shared_probe.py). What they check is each refusal,
     made against that answer as against any probe of this machine."""
     monkeypatch.setattr(runner, "run_probe", shared_probe)
+
+
+@pytest.fixture
+def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume refused before the machine is probed: the probe (torch and every backend's libraries
+    imported, seconds) is not asked, by the resume or its dry run."""
+
+    def probed(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the probe was asked before the refusal")
+
+    monkeypatch.setattr(runner, "run_probe", probed)
+    monkeypatch.setattr(plan, "run_probe", probed)
 
 
 def _refused(root: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -300,9 +312,10 @@ def test_a_file_given_with_resume_that_differs_only_in_its_name_says_so(tmp_path
 
 @pytest.mark.slow
 def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, whole_machine: None) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_probe: None, whole_machine: None) -> None:
     """A `--jobs 2` run stopped and resumed serially ran fusion on in a 1-core slot and off on the
-    whole machine: the report set the two side by side as a 6.02x speedup, and validate passed."""
+    whole machine: the report set the two side by side as a 6.02x speedup, and validate passed.
+    A CPU cell's share is known before the probe: the resume and its dry run are refused before it."""
     root = _edited(tmp_path, lambda s: None)
     for path in (root / "cells").glob("*.json"):
         record = json.loads(path.read_text())
@@ -321,11 +334,13 @@ def test_a_resume_on_another_share_of_the_machine_than_its_cells_ran_on_is_refus
             "machine; resume with the options it ran with (`--jobs 2`, as bundle.json `executor` records its last "
             "start)") in err, err  # it named bundle.json's field, not the option to give
     assert _snapshot(root) == before, "a refused resume changed the bundle"
+    assert main(["run", "--resume", str(root), "--no-cache", "--dry-run"]) == 2
+    assert "its cells ran on a slot of 1 core(s) and this resume would run" in " ".join(capsys.readouterr().err.split())
 
 
 @pytest.mark.slow
 def test_a_resume_bound_to_fewer_cpus_than_its_cells_had_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_probe: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_probe: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run on the whole machine resumed under `taskset -c 0` (or in a cpuset container) read as
     the same share: the resumed cells' threads had one core where the others had two, and the
     report set them side by side."""
@@ -693,8 +708,6 @@ def test_the_dry_run_of_a_resume_is_refused_as_the_resume_is(
         monkeypatch: pytest.MonkeyPatch, shared_probe: SharedProbe) -> None:
     """`run --resume RUN_DIR --dry-run` listed the cell it would run and exited 0 where the resume
     itself was refused (exit 2): a planner with a lent GPU read the resume as ready to start."""
-    from harness.run import plan
-
     monkeypatch.setattr(plan, "run_probe", shared_probe)
     root = _edited(tmp_path, lambda s: s.update(env=["OMP_NUM_THREADS"]))
     for path in (root / "cells").glob("*.json"):
