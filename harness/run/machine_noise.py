@@ -1,7 +1,7 @@
 """How steady the machine is by itself, measured once per run by the system probe.
 
 Two fixed single-threaded workloads, each timed in chunks of about 20 ms for a pass of
-`DURATION_S` (1.5 s; FUSIONBENCH_NOISE_PROBE_S sets another, harness/run/probe.py): a matrix
+`DURATION_S` (1.5 s; FUSIONBENCH_NOISE_PROBE_S sets another, harness/run/probe.py; `MIN_CHUNKS` at least): a matrix
 multiplication that stays in the L1 cache (the CPU's own speed) and a sum over 64 MiB
 (memory bandwidth). Nothing of the harness or a model runs meanwhile, so their CV is the
 machine's noise floor: on a shared virtual machine, whose neighbours and host change its speed
@@ -45,6 +45,7 @@ CHUNK_S = 0.02
 DURATION_S = 1.5  # each pass; FUSIONBENCH_NOISE_PROBE_S changes it (harness/run/probe.py)
 MAX_CORES = 16  # cores sampled by the pinned pass (the first ones the process may use)
 MIN_CHUNKS_PER_CORE = 3
+MIN_CHUNKS = 3  # each workload's chunks at least: one chunk's CV is no figure (see _chunks)
 CROSS_CORE_FLOOR = 1.5  # round trips' 90th over 10th percentile above this: the cores' placement steps
 
 
@@ -97,10 +98,12 @@ def _chunk(work: Callable[[], Any], repeat: int) -> int:
 
 
 def _chunks(work: Callable[[], Any], duration_s: float) -> list[int]:
+    """Chunks of `work` for `duration_s`, or longer to time MIN_CHUNKS: a short pass on a loaded
+    machine timed one chunk of the sum over 64 MiB, and its CV, 0, read as the steadiest of machines."""
     repeat = _repeat(work)
-    samples = []
+    samples: list[int] = []
     deadline = time.perf_counter() + duration_s
-    while time.perf_counter() < deadline:
+    while time.perf_counter() < deadline or len(samples) < MIN_CHUNKS:
         samples.append(_chunk(work, repeat))
     return samples
 
@@ -158,7 +161,7 @@ def _cross_core(duration_s: float, cache_dir: Path | None) -> list[float] | None
 
 
 def _cv(samples: list[int]) -> float:
-    return statistics.stdev(samples) / statistics.mean(samples) if len(samples) > 1 else 0.0
+    return statistics.stdev(samples) / statistics.mean(samples)
 
 
 def measure(duration_s: float = DURATION_S, cache_dir: Path | None = None) -> NoiseFloor:
