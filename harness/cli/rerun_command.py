@@ -25,11 +25,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     rerun.add_argument("--out", type=path_argument, help="directory for the new bundle (default: results)")
     rerun.add_argument("--only", metavar="KEY=VALUE,...", action="append",
                        help=f"run only the bundle's cells that match; keys: {', '.join(ONLY_KEYS)}")
+    cache = rerun.add_mutually_exclusive_group()
+    cache.add_argument("--cache-dir", type=path_argument,
+                       help="where backends keep exported and compiled artifacts between runs (default: run's, "
+                       "$XDG_CACHE_HOME/fusionbench or ~/.cache/fusionbench; none where the bundle's run had --no-cache)")
+    cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
     rerun.add_argument("--dry-run", action="store_true",
                        help="list the cells the rerun would run here (or skip, and why); run nothing, write nothing")
 
 
-def cmd_rerun(args: argparse.Namespace, console: Console, cache_dir: Path) -> int:
+def cmd_rerun(args: argparse.Namespace, console: Console, default_cache_dir: Path) -> int:
     from harness.run import rerun
     from harness.run.rerun_original import read
     from harness.run.run_request import RunRequest
@@ -40,9 +45,13 @@ def cmd_rerun(args: argparse.Namespace, console: Console, cache_dir: Path) -> in
                           f"(--only {','.join(args.only)})")
     only = parse_only(args.only[0]) if args.only is not None else None
     original = read(args.bundle, only)
+    # the original's choice where the command line makes none: a refusal of the default folder then
+    # names it as the default, with --cache-dir and --no-cache as the ways on
+    chosen = args.no_cache or args.cache_dir is not None
+    without = args.no_cache or (not chosen and original.without_cache)
     request = RunRequest(
         scenario_path=None, device=original.device, only=original.only, out_dir=args.out or Path("results"),
-        cache_dir=None if original.without_cache else cache_dir, jobs=original.jobs,
+        cache_dir=None if without else args.cache_dir or default_cache_dir, cache_chosen=chosen, jobs=original.jobs,
         fresh_workers=original.fresh_workers, command=("fusionbench", *args.argv), rerun=original,
     )
     with rerun.variables_set(original, console):

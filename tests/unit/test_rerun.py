@@ -126,3 +126,25 @@ def test_a_dry_rerun_lists_the_bundles_cells_and_a_cuda_bundle_on_a_machine_with
     assert main(["rerun", str(GOLDEN), "--dry-run"]) == 2
     assert capsys.readouterr().err.strip() == (f"fusionbench: error: cannot rerun {GOLDEN}: its cells ran on cuda and "
                                                "torch sees no CUDA device on this machine; rerun it on a machine with a GPU")
+
+
+def test_a_default_cache_folder_that_cannot_be_made_is_named_so_and_the_rerun_takes_the_ways_on(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Under a read-only HOME a rerun was refused as "--cache-dir .../fusionbench: cannot create it
+    (...); give --cache-dir a folder of your own, or --no-cache", naming an option the user never
+    gave, and neither option was one rerun took: no rerun could run there. A file stands in for the
+    read-only HOME (the suite runs as root)."""
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(device="cpu", backends={
+        "null": BackendReport(available=True)}))
+    given = ["rerun", str(GOLDEN), "--only", "backend=null", "--dry-run", "--out", str(tmp_path / "out")]
+    assert main(given) == 2
+    assert capsys.readouterr().err == (
+        f"fusionbench: error: the default --cache-dir {tmp_path / 'a-file' / 'fusionbench'}: cannot create it (Not a "
+        "directory); give --cache-dir a folder of your own, or --no-cache to run without the cache\n")
+    assert main([*given, "--no-cache"]) == 0
+    assert main([*given, "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "2 of 2 cell(s) would run" in " ".join(capsys.readouterr().out.split())
+    assert main([*given, "--cache-dir", str(tmp_path / "a-file" / "x")]) == 2
+    assert capsys.readouterr().err.startswith(f"fusionbench: error: --cache-dir {tmp_path / 'a-file' / 'x'}: cannot create")
