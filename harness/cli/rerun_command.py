@@ -54,6 +54,7 @@ def cmd_rerun(args: argparse.Namespace, console: Console, default_cache_dir: Pat
         cache_dir=None if without else args.cache_dir or default_cache_dir, cache_chosen=chosen, jobs=original.jobs,
         fresh_workers=original.fresh_workers, command=("fusionbench", *args.argv), rerun=original,
     )
+    rerun.jobs_fit_here(original)  # before the run's own check, which names a --jobs never given
     with rerun.variables_set(original, console):
         if args.dry_run:
             from harness.run.plan import dry_run

@@ -30,7 +30,7 @@ from rich.text import Text
 from harness.errors import ConfigError
 from harness.plain_text import visible
 from harness.reporting.pairing import variable_value
-from harness.run import preflight, resume_refusals
+from harness.run import preflight, resume_refusals, slots
 from harness.run.rerun_original import Original, passed_on
 from harness.scenario.cells import Cell
 from harness.scenario.settings import FolderInputs
@@ -42,6 +42,18 @@ def plugin_gone(original: Original, cells: list[Cell]) -> None:
     scenario names none: `unknown backend 'torchscript'`)."""
     resume_refusals.plugin_gone(f"cannot rerun {original.root}", original.header, set(original.ran), cells,
                                 to_run="to run")
+
+
+def jobs_fit_here(original: Original) -> None:
+    """Refuse, before the probe, a rerun whose run ran its cells several at once (`--jobs N`, which the
+    rerun keeps: its cells' slots and share of the machine are part of what they measured) where this
+    machine has fewer usable cores than that, naming the bundle: the refusal `run` gives named a
+    `--jobs` the rerun was never given."""
+    try:
+        slots.check_jobs_fit_here(original.jobs)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {original.jobs} at once, as its "
+                          f"rerun does: {exc}; rerun it on a machine with {original.jobs} cores or more") from None
 
 
 def checked_inputs(original: Original) -> tuple[str | None, str | None]:

@@ -148,3 +148,24 @@ def test_a_default_cache_folder_that_cannot_be_made_is_named_so_and_the_rerun_ta
     assert "2 of 2 cell(s) would run" in " ".join(capsys.readouterr().out.split())
     assert main([*given, "--cache-dir", str(tmp_path / "a-file" / "x")]) == 2
     assert capsys.readouterr().err.startswith(f"fusionbench: error: --cache-dir {tmp_path / 'a-file' / 'x'}: cannot create")
+
+
+def test_a_bundle_run_in_more_slots_than_this_machine_has_cores_is_refused_naming_the_bundle(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A rerun keeps its bundle's `--jobs`; on a machine with fewer cores it was refused as "--jobs 4:
+    each cell needs a core of its own and 2 are usable here", an option rerun was never given and
+    does not take."""
+    root = tmp_path / "slots"
+    shutil.copytree(GOLDEN, root)
+    jobs = (os.cpu_count() or 1) + 1
+    header = json.loads((root / "bundle.json").read_text())
+    header.update(rounds_paired=None, executor={"name": "local", "worker_start": "preloaded", "jobs": jobs, "slots": [
+        {"index": index, "cpus": [index], "gpu": None} for index in range(jobs)]})
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: pytest.fail("the backends were asked"))
+    assert main(["rerun", str(root), "--only", "backend=null", "--dry-run"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"fusionbench: error: cannot rerun {root}, whose run ran its cells {jobs} at once, as its "
+                           f"rerun does: --jobs {jobs}: each cell needs a core of its own and "), said
+    assert said.endswith(f"; rerun it on a machine with {jobs} cores or more\n")
