@@ -230,7 +230,7 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
     """`run`'s options as a request, once checked against each other (ConfigError otherwise): what
     needs neither the scenario file nor the machine."""
     from harness.run.run_request import RunRequest
-    from harness.scenario.cells import parse_only
+    from harness.scenario.cells import only_option
 
     if args.scenario is None and args.resume is None:
         raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
@@ -251,10 +251,7 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
         from harness.run.ray_executor import check_options
 
         check_options(args.address, args.ray_connect_timeout_s, args.cpus_per_cell)
-    if args.only is not None and len(args.only) > 1:  # the last one alone counted: the others' cells ran too
-        raise ConfigError(f"--only is given {len(args.only)} times; give it once, its KEY=VALUE pairs joined by commas "
-                          f"(--only {','.join(args.only)})")
-    only = parse_only(args.only[0]) if args.only is not None else None  # "" is refused, not every cell
+    only = only_option(args.only)
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve().parent:
         raise ConfigError(f"--out {args.out}: a resume writes into the bundle it resumes ({args.resume}); give no --out")
     return RunRequest(

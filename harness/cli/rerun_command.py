@@ -10,7 +10,6 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.cli.path_argument import path_argument
-from harness.errors import ConfigError
 from harness.scenario.cells import ONLY_KEYS
 
 
@@ -38,13 +37,9 @@ def cmd_rerun(args: argparse.Namespace, console: Console, default_cache_dir: Pat
     from harness.run import rerun
     from harness.run.rerun_original import read
     from harness.run.run_request import RunRequest
-    from harness.scenario.cells import parse_only
+    from harness.scenario.cells import only_option
 
-    if args.only is not None and len(args.only) > 1:
-        raise ConfigError(f"--only is given {len(args.only)} times; give it once, its KEY=VALUE pairs joined by commas "
-                          f"(--only {','.join(args.only)})")
-    only = parse_only(args.only[0]) if args.only is not None else None
-    original = read(args.bundle, only)
+    original = read(args.bundle, only_option(args.only))
     # the original's choice where the command line makes none: a refusal of the default folder then
     # names it as the default, with --cache-dir and --no-cache as the ways on
     chosen = args.no_cache or args.cache_dir is not None

@@ -137,6 +137,19 @@ def parse_only(text: str) -> dict[str, set[str]]:
     return selected
 
 
+def only_option(given: list[str] | None) -> dict[str, set[str]] | None:
+    """The selection of `--only` as the command line gave it (argparse's `append`: each time it was
+    given), None where it was not; refused where it was given more than once, since the last alone
+    would count and the others' cells run too, and where it is empty (an unset shell variable:
+    running every cell instead would surprise)."""
+    if given is None:
+        return None
+    if len(given) > 1:
+        raise ConfigError(f"--only is given {len(given)} times; give it once, its KEY=VALUE pairs joined by commas "
+                          f"(--only {','.join(given)})")
+    return parse_only(given[0])
+
+
 def only_text(only: dict[str, Any]) -> str:
     """A selection as the refusals write it: `model=resnet18|vgg11, backend=eager`."""
     return ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
