@@ -113,7 +113,7 @@ def rounds_cut(label: str, record: dict[str, Any]) -> Text:
     """`    cut LABEL: ... kept with 1 of its 3 rounds ...`: a cell whose further rounds the budget kept,
     cut or not started where less was left than its rounds took (time_budget.RoundGuess)."""
     rounds = (record.get("metrics") or {}).get("rounds") or []
-    kept = sum(1 for r in rounds if r.get("status") == "valid")
+    kept = time_budget.rounds_kept(record)
     why = ("left less than its rounds took before they were done"
            if any(time_budget.for_a_round(r.get("reason")) for r in rounds) else "ended before its rounds did")
     said = Text(f"{'cut':>7}", style=STATUS_STYLE["interrupted"])

@@ -155,8 +155,7 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
 
 def _afresh(record: Mapping[str, Any] | None, asked: int) -> str:
     """What the resume does with a cell whose further rounds the budget kept from it, in its row."""
-    kept = sum(1 for r in ((record or {}).get("metrics") or {}).get("rounds") or [] if r.get("status") == "valid")
-    return f" all {asked} rounds afresh (the time budget kept it with {kept} of {asked})"
+    return f" all {asked} rounds afresh (the time budget kept it with {time_budget.rounds_kept(record)} of {asked})"
 
 
 def _listed(cells: list[Cell], probe: ProbeAnswer, scenario: ScenarioFile, request: RunRequest, console: Console,

@@ -245,8 +245,7 @@ def cut_cells(bundle: Bundle, cells: list[Cell]) -> list[tuple[Cell, int, int]]:
     for cell in cells:
         record = bundle.read_cell(cell.id) if bundle.finished(cell.id) else None
         if record is not None and time_budget.rounds_cut(record):
-            kept = sum(1 for r in (record.get("metrics") or {}).get("rounds") or [] if r.get("status") == "valid")
-            found.append((cell, kept, cell.config.timing.rounds))
+            found.append((cell, time_budget.rounds_kept(record), cell.config.timing.rounds))
     return found
 
 

@@ -126,9 +126,19 @@ def kept_a_round(reason: str | None) -> bool:
 
 def rounds_cut(record: Mapping[str, Any] | None) -> list[int]:
     """The further rounds the budget kept from the cell of `record` (as read; none for a cell
-    without rounds, or whose every round ran): what a resume completes."""
-    rounds = ((record or {}).get("metrics") or {}).get("rounds") or []
-    return [int(r["round"]) for r in rounds if r.get("status") == "failed" and kept_a_round(r.get("reason"))]
+    without rounds, or whose every round ran): a cell with any is one a resume times afresh, every
+    round (harness/run/resumable.py `to_run`)."""
+    return [int(r["round"]) for r in _rounds(record) if r.get("status") == "failed" and kept_a_round(r.get("reason"))]
+
+
+def rounds_kept(record: Mapping[str, Any] | None) -> int:
+    """How many of the rounds of the cell of `record` (as read) gave a time: what its lines say it
+    was kept with, where the budget cut the others."""
+    return sum(1 for r in _rounds(record) if r.get("status") == "valid")
+
+
+def _rounds(record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    return ((record or {}).get("metrics") or {}).get("rounds") or []
 
 
 def _shorter(deadline: float | None, took_s: float | None, what: str) -> str | None:
