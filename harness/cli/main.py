@@ -122,8 +122,8 @@ def _parser() -> OneLineParser:
     gpu.add_argument("--budget-s", type=float, default=480.0,
                      help="seconds the cells may take; later cells are skipped, saying so (default: 480)")
     gpu_cache = gpu.add_mutually_exclusive_group()
-    gpu_cache.add_argument("--cache-dir", type=path_argument, default=default_cache_dir(),
-                           help="backends' artifact cache (default: %(default)s)")
+    gpu_cache.add_argument("--cache-dir", type=path_argument,
+                           help=f"backends' artifact cache (default: {_escaped(default_cache_dir())})")
     gpu_cache.add_argument("--no-cache", action="store_true", help="prepare every cell from scratch (cold)")
 
     backends = sub.add_parser("backends", help="registered backends, whether they can run here, and their versions")
@@ -270,8 +270,9 @@ def _cmd_gpu_check(args: argparse.Namespace, console: Console) -> int:
 
     if not 0 < args.budget_s <= MAX_BUDGET_S:  # nan and inf fail this too: a deadline that never comes
         raise ConfigError(f"--budget-s must be a number of seconds above 0 and at most {MAX_BUDGET_S:g} (a week)")
-    return check(args.out, None if args.no_cache else args.cache_dir, console, budget_s=args.budget_s,
-                 command=("fusionbench", *args.argv))
+    return check(args.out, None if args.no_cache else args.cache_dir or default_cache_dir(), console,
+                 budget_s=args.budget_s, command=("fusionbench", *args.argv),
+                 cache_chosen=args.no_cache or args.cache_dir is not None)
 
 
 def _cmd_container(args: argparse.Namespace, console: Console) -> int:

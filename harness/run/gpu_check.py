@@ -32,8 +32,11 @@ DEFAULT_BUDGET_S = 480.0
 
 
 def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: float = DEFAULT_BUDGET_S,
-          scenario: Path = SCENARIO, command: tuple[str, ...] = ("fusionbench", "gpu-check")) -> int:
-    """Run the check; return the exit code."""
+          scenario: Path = SCENARIO, command: tuple[str, ...] = ("fusionbench", "gpu-check"),
+          cache_chosen: bool = True) -> int:
+    """Run the check; return the exit code. `cache_chosen`: the command line gave `cache_dir` (or
+    `--no-cache`), where false it is the default, which a refusal names so (harness/run/preflight.py
+    `cache_option`)."""
     from harness.run import preflight
     from harness.run.run_request import RunRequest
     from harness.run.runner import run
@@ -48,7 +51,7 @@ def check(out_dir: Path, cache_dir: Path | None, console: Console, budget_s: flo
     before = {p.name for p in out_dir.iterdir()}
     try:
         code = run(RunRequest(scenario_path=scenario, device="cuda", out_dir=out_dir, cache_dir=cache_dir,
-                              budget_s=budget_s, command=command), console)
+                              cache_chosen=cache_chosen, budget_s=budget_s, command=command), console)
     except BaseException:  # refused before its bundle, say: no folder made for it is left, empty
         folders.remove_left_empty()
         raise

@@ -168,3 +168,22 @@ def test_without_a_gpu_the_line_says_why_and_what_to_do(tmp_path: Path, monkeypa
     # an answer cut short was read as a build without CUDA ("torch ? is a build without CUDA")
     assert "torch's answer could not be read (nothing printed)" in refusal("")
     assert "torch's answer could not be read (False)" in refusal("False\n")
+
+
+def test_a_default_cache_folder_that_cannot_be_made_is_named_as_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under a read-only HOME gpu-check was refused as "--cache-dir .../fusionbench: cannot create it",
+    an option the user never gave, as `run` was before 2026-12-06. A file stands in for the read-only
+    HOME (the suite runs as root); a GPU torch sees is stood in for: the refusal comes before the probe."""
+    from harness.cli.main import main
+    from harness.run import gpu_check
+
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    monkeypatch.setattr(gpu_check, "_why_torch_sees_no_cuda", lambda: None)
+    assert main(["gpu-check", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"fusionbench: error: the default --cache-dir {tmp_path / 'a-file' / 'fusionbench'}: cannot create it (Not a "
+        "directory); give --cache-dir a folder of your own, or --no-cache to run without the cache\n")
+    assert main(["gpu-check", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "a-file" / "x")]) == 2
+    assert capsys.readouterr().err.startswith(f"fusionbench: error: --cache-dir {tmp_path / 'a-file' / 'x'}: cannot")
