@@ -147,13 +147,13 @@ def _dry_resume(request: RunRequest, console: Console) -> int:
                                         os.environ)
         title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
         # a cell the budget kept from some of its rounds runs them all again (resumable.to_run)
-        afresh = {c.id: _afresh(bundle.read_cell(c.id), c.config.timing.rounds) for c in todo if bundle.finished(c.id)}
+        afresh = {c.id: _afresh_row(bundle.read_cell(c.id), c.config.timing.rounds) for c in todo if bundle.finished(c.id)}
         # the time each cell the bundle keeps took: a twin's is what its cell is held to under --budget-s
         # (a cell the resume times afresh too: its round 1's, as the resume's sweep reads it)
         return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(bundle.cells()), afresh)
 
 
-def _afresh(record: Mapping[str, Any] | None, asked: int) -> str:
+def _afresh_row(record: Mapping[str, Any] | None, asked: int) -> str:
     """What the resume does with a cell whose further rounds the budget kept from it, in its row."""
     return f" all {asked} rounds afresh (the time budget kept it with {time_budget.rounds_kept(record)} of {asked})"
 

@@ -40,7 +40,7 @@ def plugin_gone(original: Original, cells: list[Cell]) -> None:
     """Refuse a rerun whose cells include a plugin backend the original had and no package here
     registers, naming the package and version the original recorded (a plain file run of its
     scenario names none: `unknown backend 'torchscript'`)."""
-    resume_refusals.plugin_gone(f"cannot rerun {original.root}", original.header, set(original.ran), cells,
+    resume_refusals.plugin_gone(f"cannot rerun {original.root}", original.header, set(original.measured_backends), cells,
                                 to_run="to run")
 
 

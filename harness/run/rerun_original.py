@@ -37,12 +37,12 @@ class Original:
     #: The value each `NAME` its `env:` passes on had in its measured cells (None: unset there);
     #: a name absent here was recorded by none of them.
     variables: dict[str, str | None]
-    #: bundle.json `rerun_of` of the rerun.
-    record: dict[str, Any]
+    #: What the rerun's bundle.json records as `rerun_of`: the original's run, scenario and manifest digests.
+    rerun_of: dict[str, Any]
     #: Each `NAME` its measured cells saw at several values: those values, in words.
     variables_apart: dict[str, str] = field(default_factory=dict)
     #: The backends of its measured cells.
-    ran: frozenset[str] = frozenset()
+    measured_backends: frozenset[str] = frozenset()
 
     @property
     def device(self) -> str:
@@ -93,8 +93,8 @@ def read(root: Path, only: dict[str, set[str]] | None) -> Original:
     narrowed = _narrowed(root, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
-                    only=narrowed, variables=variables, variables_apart=apart, record=_record(loaded),
-                    ran=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
+                    only=narrowed, variables=variables, variables_apart=apart, rerun_of=_rerun_of(loaded),
+                    measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 
 
 def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str,
@@ -155,7 +155,7 @@ def passed_on(stored: dict[str, Any]) -> list[str]:
     return [item for item in stored.get("env") or [] if isinstance(item, str) and "=" not in item]
 
 
-def _record(loaded: LoadedBundle) -> dict[str, Any]:
+def _rerun_of(loaded: LoadedBundle) -> dict[str, Any]:
     """bundle.json `rerun_of`: which run, which scenario, and which copy of it (its manifest's digest)."""
     header = loaded.header
     manifest = loaded.files.sha256(MANIFEST) if (loaded.root / MANIFEST).is_file() else None

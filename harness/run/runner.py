@@ -186,7 +186,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 "resumed": [],
                 # one cell at a time: round i of each cell of a setting meets the same stretch of the machine
                 "rounds_paired": rounds.ROUNDS_PAIRED if request.executor == "local" and request.jobs == 1 else None,
-                **({"rerun_of": request.rerun.record} if request.rerun else {}),
+                **({"rerun_of": request.rerun.rerun_of} if request.rerun else {}),
             },
         )
         closing.callback(bundle.close)

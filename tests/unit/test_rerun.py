@@ -33,7 +33,7 @@ def test_a_rerun_runs_the_stored_scenario_as_stored_and_records_the_bundle_it_re
     header = json.loads((GOLDEN / "bundle.json").read_text())
     assert original.stored == header["scenario"]  # stored as it is: the rerun's digest is the original's
     assert original.device == header["device"] and original.only == {"backend": {"null"}}
-    assert original.record == {"run_id": header["run_id"], "created": header["created"],
+    assert original.rerun_of == {"run_id": header["run_id"], "created": header["created"],
                                "scenario_sha256": header["scenario_sha256"],
                                "manifest_sha256": manifest.sha256_file(GOLDEN / "MANIFEST.sha256")}
     assert original.without_cache is False and original.jobs == 1
