@@ -71,14 +71,14 @@ def shorter_than_twin(deadline: float | None, twin_took_s: float | None, fusion:
     measured is not started now: less than that is left of the budget. None where more is left, or
     there is no budget, or no twin time to go by."""
     other = "off" if fusion == "on" else "on"
-    return _shorter(deadline, twin_took_s, f"its twin (fusion {other})")
+    return _shorter(deadline, twin_took_s, lambda took_s: f"its twin (fusion {other}) took {took_s:.0f} s")
 
 
 def shorter_than_its_kept(deadline: float | None, kept_took_s: float | None) -> str | None:
     """Why a cell whose rounds the budget cut, which a resume times afresh, is not started now: its
     kept round 1 took `kept_took_s`, more than is left. Started, it would replace its kept record and
     be cut by the budget, leaving nothing."""
-    return _shorter(deadline, kept_took_s, "its kept round 1")
+    return _shorter(deadline, kept_took_s, lambda took_s: f"its kept round 1 took {took_s:.0f} s")
 
 
 @dataclass(frozen=True)
@@ -107,10 +107,7 @@ class RoundGuess:
 def shorter_than_a_round(deadline: float | None, guess: RoundGuess | None) -> str | None:
     """Why a further round of a cell is not started now: less is left of the budget than `guess`
     says it takes. None where more is left, or there is no budget, or nothing to go by."""
-    left_s = None if deadline is None else deadline - clock()
-    if left_s is None or guess is None or guess.took_s <= left_s:
-        return None
-    return f"not started: {guess.said()}, {left_of_it(left_s)} of the run's time budget left"
+    return None if guess is None else _shorter(deadline, guess.took_s, lambda _: guess.said())
 
 
 def for_a_round(reason: str | None) -> bool:
@@ -141,11 +138,13 @@ def _rounds(record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return ((record or {}).get("metrics") or {}).get("rounds") or []
 
 
-def _shorter(deadline: float | None, took_s: float | None, what: str) -> str | None:
+def _shorter(deadline: float | None, took_s: float | None, said: Callable[[float], str]) -> str | None:
+    """`not started: ..., N s of the run's time budget left` where less than `took_s` is left (`said`
+    says what took it, and how long); None where more is, or there is no budget or time to go by."""
     left_s = None if deadline is None else deadline - clock()
     if left_s is None or took_s is None or took_s <= left_s:
         return None
-    return f"not started: {what} took {took_s:.0f} s, {left_of_it(left_s)} of the run's time budget left"
+    return f"not started: {said(took_s)}, {left_of_it(left_s)} of the run's time budget left"
 
 
 def left_of_it(left_s: float) -> str:
