@@ -404,7 +404,7 @@ def test_the_gpu_stack_installs_under_a_tmpdir_this_user_cannot_write(tmp_path: 
 def test_a_venv_this_user_may_not_write_is_refused_in_one_line_before_any_install() -> None:
     """A checkout another user made and shares: its venv out of date for this user (a lock pulled,
     or a Python of theirs this user cannot run), `./run.sh` began remaking it and stopped at
-    "Error: [Errno 13] Permission denied: '/work/main/.venv/pyvenv.cfg'", exit 1. The checkout and
+    "Error: [Errno 13] Permission denied: 'CHECKOUT/.venv/pyvenv.cfg'", exit 1. The checkout and
     its venv are root's here, and run.sh runs as nobody."""
     with root_folder_every_user_may_enter() as shared:
         for name in ("run.sh", "requirements.lock", "requirements-gpu.lock", "pyproject.toml"):
