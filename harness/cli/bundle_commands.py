@@ -48,7 +48,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     diff.add_argument("--allow-missing", action="store_true",
                       help="exit 0 even when a cell valid in one bundle has no counterpart to judge it by (missing, "
                            "skipped or interrupted in the other, or valid there but of another or no recorded math mode, "
-                           "other hardware or another share of it)")
+                           "other hardware or another share of it, other torch or backend pool threads, or another value of a "
+                           "variable env: passes on)")
 
     report = sub.add_parser("report", help="write report.md and report.html (plots inline) for a bundle")
     report.add_argument("run_dir", type=path_argument, metavar="RUN_DIR")
