@@ -22,8 +22,10 @@ rounds afresh, as the resume runs it (harness/run/resumable.py `to_run`). The bu
 and checked as a resume opens it (locked while it is read, so a bundle another process writes is
 refused, naming it), and refused for what the resume
 would be refused for (harness/run/resume_refusals.py: a backend the run had and this machine lacks,
-other inputs, stack, share of the machine, library versions or `env:` values); nothing in it is
-written.
+other inputs, stack, share of the machine, library versions or `env:` values; a disk too full, a
+`--cache-dir` or build folder it could not use), at the first the resume would meet; nothing in it
+is written. Each dry run meets the run's refusals in the run's order, by the same function
+(harness/run/start_checks.py `refuse`).
 
 `rerun BUNDLE --dry-run` lists the cells the rerun would run (harness/run/rerun.py: the bundle's
 planned cells, `--only` applied, from the scenario it stores, on the device they ran on), refused
@@ -32,9 +34,9 @@ where the rerun is refused before its cells run."""
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -42,115 +44,101 @@ from rich.table import Table
 from rich.text import Text
 
 from harness import registry
-from harness.errors import ConfigError
+from harness.bundle.writer import Bundle
 from harness.metric_table import format_duration_s
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S
 from harness.plain_text import visible
 from harness.run import (
     executor_choice,
-    opening,
     preflight,
-    rerun,
     resumable,
-    resume_refusals,
     skips,
-    slots,
+    start_checks,
     time_budget,
 )
 from harness.run.executors import LocalPool
-from harness.run.opening import warn_of, with_overrides
+from harness.run.opening import warn_of
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
-from harness.scenario import loading as scenario_file
 from harness.scenario.cells import Cell, check_values, expand, select, twin_id
 from harness.scenario.schema import ScenarioFile
 
 
 def dry_run(request: RunRequest, console: Console) -> int:
     """List the cells the request's scenario file (its overrides applied), the resume of its bundle,
-    or its rerun of a bundle, would run on this machine; exit code 0."""
-    if request.resume is not None:
-        return _dry_resume(request, console)
-    original, only = request.rerun, request.only
-    if original is not None:  # `rerun BUNDLE --dry-run`: the scenario it stores, on the device it ran on
-        scenario, resolved = original.scenario, original.stored
-        warn_of(scenario, console, request.executor, request.jobs)
-        rerun.checked_inputs(original)
-        rerun.plugin_gone(original, select(expand(resolved, scenario.device), only or {}))
-    elif request.scenario_path is None:
-        raise ConfigError("run needs a scenario file (or --resume RUN_DIR)")
-    else:
-        scenario = with_overrides(scenario_file.load(request.scenario_path), request)
-        warn_of(scenario, console, request.executor, request.jobs)
-        preflight.checked_inputs(scenario, request.scenario_path)  # a folder the run would refuse at once
-        resolved = scenario_file.resolved(scenario, request.scenario_path.stem)
-    slots.check_jobs(request.jobs, scenario.env, scenario.device)
-    if request.executor == "local":  # refused as the run refuses it, before the probe
-        slots.check_jobs_fit_here(request.jobs)
-    if request.cache_dir is not None:
-        preflight.could_write(request.cache_dir, *preflight.cache_option(request.cache_chosen))
-    preflight.could_write(request.out_dir)
-    names = sorted({b.name for b in scenario.backends})
-    if request.executor == "local":
-        preflight.build_folders(names, request.cache_dir)
-    console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
-    probe = run_probe(scenario.device, names, with_system=False)
-    preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, request.scenario_path, None,
-                                  original.root if original else None)
-    if original is not None:  # a backend its cells had skipped: the package the original recorded
-        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, original.header)})
-    # as the run refuses them once its probe has answered: `--jobs` slots this machine cannot cut,
-    # an `env:` thread count above a cell's cores
-    cut = executor_choice.local_slots(request, probe.device, probe) if request.executor == "local" and request.jobs > 1 else []
-    executor_choice.check_thread_counts(request, probe.device, scenario.env, cut)
-    every = expand(resolved, probe.device)
-    if only:
-        check_values(every, only)
-    cells = select(every, only or {})
-    return _listed(cells, probe, scenario, request, console, f"{len(cells)} cell(s) on {probe.device}"
-                   + (f" (device auto: {probe.device} here)" if scenario.device == "auto" else ""))
-
-
-def _dry_resume(request: RunRequest, console: Console) -> int:
-    """`--dry-run --resume`: the bundle's cells without a record (`--only` applied), as the resume
-    would find them, listed as a scenario file's are."""
+    or its rerun of a bundle, would run on this machine; exit code 0. What the run would be refused
+    for, it is refused for, in the run's order (harness/run/start_checks.py)."""
     with ExitStack() as closing:
-        bundle, resolved, scenario = opening.open_or_plan(request, closing)
-        assert bundle is not None  # a resume's
-        slots.check_jobs(request.jobs, scenario.env, bundle.device)
-        if request.executor == "local":
-            slots.check_jobs_fit_here(request.jobs)
+        start = start_checks.open_start(request, closing)
+        request, bundle, scenario = start.request, start.bundle, start.scenario
+        if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
+            warn_of(scenario, console, request.executor, request.jobs)
+        elif start.complete:
+            return _none_to_run(bundle, start.resolved, request, console)
+        probe = start_checks.refuse(start, _Checking(request, console)).probe
+        if bundle is not None:
+            return _dry_resume(start, probe, console)
+        every = expand(start.resolved, probe.device)
         if request.only:
-            opening.refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
-        cells = resumable.planned_cells(bundle, resolved, request.only)
-        todo = [c for c in cells if resumable.to_run(bundle, c.id)]
-        if not todo:
-            console.print(Text(f"fusionbench: each of the {len(cells)} cell(s) of {visible(bundle.root)} has its record: "
-                               "a resume would run none; nothing was run or written"))
-            return 0
-        resume_refusals.backends_gone(bundle, todo)  # as the resume refuses it, before its probe
-        # what the resume is refused for, as it refuses it: its dry run listed the cells of a resume
-        # refused (exit 2) for a variable env: passes on, or another share of the machine
-        resume_refusals.before_the_probe(bundle, scenario)
-        resume_refusals.share_before_the_probe(bundle, request)
-        names = sorted({b.name for b in scenario.backends})  # each, for the versions its timed cells ran on
-        console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
-        probe = run_probe(bundle.device, names, with_system=False)
-        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, bundle.header)})
-        preflight.check_a_gpu_is_seen(probe.device, probe.cuda_available, None, bundle.root)
+            check_values(every, request.only)
+        cells = select(every, request.only or {})
+        return _listed(cells, probe, scenario, request, console, f"{len(cells)} cell(s) on {probe.device}"
+                       + (f" (device auto: {probe.device} here)" if scenario.device == "auto" else ""))
+
+
+class _Checking:
+    """What the dry run does between the run's refusals (harness/run/start_checks.py): the folders
+    checked and nothing left made, Ray not asked, the backends asked whether they can run here
+    (without the system description and the noise probe), the `--jobs` slots cut, no worker started."""
+
+    def __init__(self, request: RunRequest, console: Console) -> None:
+        self.request, self.console = request, console
+
+    def reach(self, start: start_checks.Start) -> None:
+        """A dry run asks no Ray cluster."""
+
+    def writable(self, folder: Path, option: str, way_out: str) -> None:
+        preflight.could_write(folder, option, way_out)
+
+    def probe(self, start: start_checks.Start) -> ProbeAnswer:
+        if start.all_finished:
+            assert start.bundle is not None
+            return ProbeAnswer(device=start.bundle.device)  # nothing would run: the run asks no machine
+        names = sorted({b.name for b in start.scenario.backends})  # each, for the versions its timed cells ran on
+        self.console.print(f"[bold]fusionbench[/]: asking {len(names)} backend(s) whether they can run here ...")
+        return run_probe(start.device, names, with_system=False)
+
+    def executor(self, start: start_checks.Start, probe: ProbeAnswer) -> LocalPool | None:
+        request = self.request
         cut = (executor_choice.local_slots(request, probe.device, probe)
                if request.executor == "local" and request.jobs > 1 else [])
-        executor_choice.check_thread_counts(request, probe.device, scenario.env, cut)
-        if request.executor == "local":
-            resume_refusals.once_probed(bundle, request, LocalPool(cut) if cut else None, probe, scenario.env,
-                                        os.environ)
-        title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
-        # a cell the budget kept from some of its rounds runs them all again (resumable.to_run)
-        afresh = {c.id: _afresh_row(bundle.read_cell(c.id), c.config.timing.rounds) for c in todo if bundle.finished(c.id)}
-        # the time each cell the bundle keeps took: a twin's is what its cell is held to under --budget-s
-        # (a cell the resume times afresh too: its round 1's, as the resume's sweep reads it)
-        return _listed(todo, probe, scenario, request, console, title, time_budget.measured_s(bundle.cells()), afresh)
+        return LocalPool(cut) if cut else None
+
+
+def _dry_resume(start: start_checks.Start, probe: ProbeAnswer, console: Console) -> int:
+    """`--dry-run --resume`: the bundle's cells without a record (`--only` applied), as the resume
+    would find them, listed as a scenario file's are."""
+    bundle, request = start.bundle, start.request
+    assert bundle is not None  # a resume's
+    cells = resumable.planned_cells(bundle, start.resolved, request.only)
+    todo = [c for c in cells if resumable.to_run(bundle, c.id)]
+    if not todo:
+        return _none_to_run(bundle, start.resolved, request, console)
+    title = f"{len(todo)} of the {len(cells)} cell(s) of {visible(bundle.root)} to run on {bundle.device}"
+    # a cell the budget kept from some of its rounds runs them all again (resumable.to_run)
+    afresh = {c.id: _afresh_row(bundle.read_cell(c.id), c.config.timing.rounds) for c in todo if bundle.finished(c.id)}
+    # the time each cell the bundle keeps took: a twin's is what its cell is held to under --budget-s
+    # (a cell the resume times afresh too: its round 1's, as the resume's sweep reads it)
+    return _listed(todo, probe, start.scenario, request, console, title, time_budget.measured_s(bundle.cells()), afresh)
+
+
+def _none_to_run(bundle: Bundle, resolved: dict[str, Any], request: RunRequest, console: Console) -> int:
+    """What a dry run of a resume with no cell to run says; exit code 0."""
+    cells = resumable.planned_cells(bundle, resolved, request.only)
+    console.print(Text(f"fusionbench: each of the {len(cells)} cell(s) of {visible(bundle.root)} has its record: "
+                       "a resume would run none; nothing was run or written"))
+    return 0
 
 
 def _afresh_row(record: Mapping[str, Any] | None, asked: int) -> str:

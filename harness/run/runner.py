@@ -1,9 +1,9 @@
 """A run: validate, expand cells, run each in its own worker, write the bundle as cells finish.
 
 This module keeps the order of a run's steps; each step's work is a module of its own: what the
-run starts from (harness/run/opening.py), the checks before anything is written (preflight.py,
-resume_refusals.py), where the cells run (executor_choice.py), the cells run and written (sweep.py)
-and how the run ends (ending.py).
+run starts from and the checks before anything is written, in the order its dry run meets them too
+(harness/run/start_checks.py: opening.py, preflight.py, resume_refusals.py), where the cells run
+(executor_choice.py), the cells run and written (sweep.py) and how the run ends (ending.py).
 
 Everything that can be wrong with the input is checked before the bundle directory is made,
 so a bad scenario file or option leaves nothing behind; so is the Ray cluster a run asks for
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -34,23 +36,24 @@ from harness.run import (
     machine_noise,
     opening,
     preflight,
-    rerun,
     resumable,
     resume_refusals,
     rounds,
-    skips,
-    slots,
+    start_checks,
     sweep,
     time_budget,
     unseen_environment,
 )
-from harness.run.executors import LocalPool
+from harness.run.executors import Executor, LocalPool
 from harness.run.probe import run_probe
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
 from harness.run.system import boot_id, harness_info
 from harness.scenario import loading as scenario_file
-from harness.scenario.cells import expand, select
+from harness.scenario.cells import Cell, expand, select
+
+if TYPE_CHECKING:
+    from harness.run.ray_executor import RayExecutor
 
 
 def run(request: RunRequest, console: Console) -> int:
@@ -61,13 +64,11 @@ def run(request: RunRequest, console: Console) -> int:
 
 
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
-    bundle, resolved, scenario = opening.open_or_plan(request, closing)
-    request = opening.as_its_run(request, bundle)
-    names = sorted({b.name for b in scenario.backends})
-    all_finished = bundle is not None and opening.all_finished(bundle, resolved, request)
-    if bundle is not None and all_finished and opening.left_complete(bundle):
-        if request.only:  # a typo in --only is refused here too, as on any resume
-            opening.refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
+    start = start_checks.open_start(request, closing)
+    request, bundle, resolved, scenario = start.request, start.bundle, start.resolved, start.scenario
+    all_finished = start.all_finished
+    if start.complete:
+        assert bundle is not None
         kept = [record.status for record in bundle.records()]
         failed = sum(1 for status in kept if status in BAD)
         console.print(Text(f"fusionbench: {visible(bundle.root)} is complete: every cell has its record and the "
@@ -81,85 +82,15 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         edited = opening.file_edited_since(bundle, scenario)
         if edited:
             console.print(Text(f"fusionbench: warning: {edited}", style="yellow"))
-    # The inputs first: a refusal then leaves nothing behind (no cache folder, no Ray, no probe).
-    if request.rerun is not None:  # the folder the original's cells read, holding what they read
-        input_folder, inputs_sha256 = rerun.checked_inputs(request.rerun)
-    elif bundle is None:
-        assert request.scenario_path is not None  # open_or_plan refused a new run without one
-        input_folder, inputs_sha256 = preflight.checked_inputs(scenario, request.scenario_path)
-    else:
-        input_folder = bundle.header.get("input_folder")
-        if not all_finished:
-            resume_refusals.before_the_probe(bundle, scenario)
-    # before the probe and the folders, as the other refusals here
-    slots.check_jobs(request.jobs, scenario.env, bundle.device if bundle else scenario.device)
-    if request.executor == "local":
-        slots.check_jobs_fit_here(request.jobs)
-    if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
-        opening.refuse_an_empty_selection(resolved, bundle.device if bundle else scenario.device, request.only,
-                                          bundle)
-    if request.rerun is not None:  # a plugin the original ran, not installed here: its package named
-        rerun.plugin_gone(request.rerun, select(expand(resolved, scenario.device), request.only or {}))
-    if bundle is not None and not all_finished:
-        # Its cells are its plan's unfinished ones, on the device it started on: a disk too full for
-        # them refuses the resume before the probe and Ray, as a new run's --out is refused.
-        left = [c for c in resumable.planned_cells(bundle, resolved, request.only) if resumable.to_run(bundle, c.id)]
-        preflight.check_room(bundle.root, len(left), resuming=True)
-        resume_refusals.backends_gone(bundle, left)  # a plugin the run had, not installed here
-    if bundle is not None and not all_finished:
-        # A Ray cell's share is --cpus-per-cell's and a CPU cell's here its slot's or this process's
-        # cores, known now: a resume on another is refused before the cluster is asked, a local
-        # instance started and the machine probed (seconds each).
-        resume_refusals.share_before_the_probe(bundle, request)
-    ray_executor = executor_choice.reach_ray(request, bundle, scenario.device, all_finished)
-    # Where the cache and the bundle go, and room for the cells where the device is known: a
-    # refusal costs no probe (seconds) and leaves no bundle.
-    # A refusal from here to the bundle's making (the probe's, a device the machine lacks) leaves no
-    # folder it made either.
-    made = preflight.MadeFolders()
-    refused = closing.enter_context(ExitStack())
-    refused.callback(made.remove_left_empty)
-    if request.cache_dir is not None:  # a read-only cache would fail every cell, one by one
-        option, way_out = preflight.cache_option(request.cache_chosen)
-        preflight.writable(request.cache_dir, option, made, way_out)
-        made.fills(request.cache_dir / CACHE_FOLDER)  # the noise probe's loop, built there
-    if request.executor == "local":  # a noexec TMPDIR or cache would fail them too (Ray's are the nodes')
-        preflight.build_folders(names, request.cache_dir)
-    if bundle is None:
-        preflight.writable(request.out_dir, made=made)
-        if scenario.device != "auto":
-            preflight.check_room(request.out_dir, len(select(expand(resolved, scenario.device), request.only or {})))
-        console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
-    # A resumed run stays on the device it started on, whatever `auto` would pick today.
-    if all_finished:
-        assert bundle is not None
-        probe = ProbeAnswer(device=bundle.device)  # nothing will run: no need to ask the machine
-    else:
-        probe = run_probe(bundle.device if bundle else scenario.device, names, with_system=bundle is None,
-                          cache_dir=request.cache_dir)
-    recorded = bundle.header if bundle is not None else request.rerun.header if request.rerun is not None else None
-    if recorded is not None:  # a plugin its run (or the original) had and this machine lacks: the package recorded
-        probe = probe.model_copy(update={"backends": skips.with_plugins_to_install(probe.backends, recorded)})
-    device = probe.device
-    if not all_finished:
-        preflight.check_a_gpu_is_seen(device, probe.cuda_available, request.scenario_path,
-                                      bundle.root if bundle else None, request.rerun.root if request.rerun else None)
-    cells = select(expand(resolved, device), request.only or {})
-    if ray_executor is not None and not all_finished:
-        ray_executor.join(device)
-    # The backends that will run here (a resume's missing cells; none the probe found unavailable): a
-    # preloaded parent imports what they name once for the run.
-    running = sorted({c.config.backend for c in cells if (bundle is None or resumable.to_run(bundle, c.id))
-                      and probe.available(c.config.backend)})
-    executor = (ray_executor if ray_executor is not None
-                else executor_choice.local_executor(request, device, probe, running, closing))
-    executor_choice.check_thread_counts(request, device, scenario.env,
-                                        executor.slots if isinstance(executor, LocalPool) else [])
+    between = _Between(request, console, closing)
+    checked = start_checks.refuse(start, between)  # its dry run's refusals too, in the same order
+    probe, executor, input_folder = checked.probe, checked.executor, checked.input_folder
+    assert executor is not None  # the run's own
+    device, cells = probe.device, between.cells
     other_boot = other_harness = ""
     if bundle is not None and not all_finished:
-        if request.executor != "ray":  # the probe is the driver's, and the cells ran on the cluster's nodes
-            timed = resume_refusals.once_probed(bundle, request, executor, probe, scenario.env, os.environ)
-            other_boot = resume_refusals.another_boot(timed, boot_id())
+        if checked.timed is not None:  # a local resume's: a Ray resume's cells ran on the cluster's nodes
+            other_boot = resume_refusals.another_boot(checked.timed, boot_id())
         other_harness = resume_refusals.another_harness(bundle.header, harness_info())
     if bundle is None:
         if scenario.device == "auto":  # the cells are known now
@@ -174,7 +105,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 # a rerun's scenario is the one the original's bundle.json stores
                 "scenario_file": str(request.rerun.root / HEADER if request.rerun else request.scenario_path),
                 "input_folder": input_folder,
-                "inputs_sha256": inputs_sha256,
+                "inputs_sha256": checked.inputs_sha256,
                 "scenario": resolved,
                 "scenario_sha256": scenario_file.sha256(resolved),
                 "device": device,
@@ -196,7 +127,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         # `running` first: a stop between the two leaves a stale manifest, which a killed run's state forgives
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running", ended=None)
         bundle.drop_manifest()
-    refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
+    between.refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
     closing.enter_context(ending.said_if_stopped(bundle, console))  # a stop the sweep's handling does not catch
     todo = [c for c in cells if resumable.to_run(bundle, c.id)]
     console.print(Text(f"fusionbench: {len(cells)} cell(s) on {device}, {len(todo)} to run -> {visible(bundle.root)}"))
@@ -251,3 +182,53 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                     if left_s is not None and request.past_budget == "missing" else None)
     return ending.last_lines(bundle, request, missing, noise_warning, budget_cause, console)
 
+
+
+class _Between:
+    """What the run does between its refusals (harness/run/start_checks.py): Ray reached, the folders
+    made, the machine probed and the executor started, and what it made kept in `refused` until the
+    bundle is made, so that a refusal before that leaves no folder it made (the probe's, a device
+    the machine lacks)."""
+
+    def __init__(self, request: RunRequest, console: Console, closing: ExitStack) -> None:
+        self.request, self.console, self.closing = request, console, closing
+        self.made = preflight.MadeFolders()
+        self.refused = closing.enter_context(ExitStack())
+        self.refused.callback(self.made.remove_left_empty)
+        self.ray: RayExecutor | None = None
+        self.cells: list[Cell] = []  # the run's on the probed device, `--only` applied
+
+    def reach(self, start: start_checks.Start) -> None:
+        self.ray = executor_choice.reach_ray(self.request, start.bundle, start.scenario.device, start.all_finished)
+
+    def writable(self, folder: Path, option: str, way_out: str) -> None:
+        preflight.writable(folder, option, self.made, way_out)
+        if folder == self.request.cache_dir:
+            self.made.fills(folder / CACHE_FOLDER)  # the noise probe's loop, built there
+
+    def probe(self, start: start_checks.Start) -> ProbeAnswer:
+        request, scenario = self.request, start.scenario
+        names = sorted({b.name for b in scenario.backends})
+        if start.bundle is None:
+            if scenario.device != "auto":  # in the --out made now: its dry run makes none to measure
+                preflight.check_room(request.out_dir, len(select(expand(start.resolved, scenario.device),
+                                                                 request.only or {})))
+            self.console.print(f"[bold]fusionbench[/]: probing the system and {len(names)} backend(s) ...")
+        # A resumed run stays on the device it started on, whatever `auto` would pick today.
+        if start.all_finished:
+            assert start.bundle is not None
+            return ProbeAnswer(device=start.bundle.device)  # nothing will run: no need to ask the machine
+        return run_probe(start.device, names, with_system=start.bundle is None, cache_dir=request.cache_dir)
+
+    def executor(self, start: start_checks.Start, probe: ProbeAnswer) -> Executor:
+        bundle, device = start.bundle, probe.device
+        self.cells = select(expand(start.resolved, device), self.request.only or {})
+        if self.ray is not None and not start.all_finished:
+            self.ray.join(device)
+        if self.ray is not None:
+            return self.ray
+        # The backends that will run here (a resume's missing cells; none the probe found unavailable): a
+        # preloaded parent imports what they name once for the run.
+        running = sorted({c.config.backend for c in self.cells if (bundle is None or resumable.to_run(bundle, c.id))
+                          and probe.available(c.config.backend)})
+        return executor_choice.local_executor(self.request, device, probe, running, self.closing)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,78 @@ def test_the_dry_run_of_a_resume_holds_a_cell_it_times_afresh_and_its_twin_to_it
     assert main(["run", "--resume", str(root), "--dry-run", "--budget-s", f"{twin['wall_s'] + 60:.0f}"]) == 0
     said = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert "run all 2 rounds afresh" in said and "2 of 2 cell(s) would run" in said, said
+
+
+def test_a_resume_and_its_dry_run_meet_a_bundles_refusals_in_one_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bundle that meets six refusals at once, each lifted in turn: the resume and its dry run
+    refuse it for the same one each time, in one line each, the run's order. The dry run met the
+    `--jobs` and plugin refusals before another image's, and the resume that one first: a planner
+    fixed what the dry run said and met another refusal in the resume."""
+    import os
+
+    from harness import registry
+    from harness.run import runner
+    from tests.unit.test_resume_refusals import _edited
+
+    root = _edited(tmp_path, lambda s: s.update(env=["OMP_NUM_THREADS"]))  # its first cell (eager) deleted
+    header = json.loads((root / "bundle.json").read_text())
+    null = next(cell["id"] for cell in header["cells"] if " null " in cell["label"])  # one of a plugin gone here
+    (root / "cells" / f"{null}.json").unlink()
+    shutil.rmtree(root / "cells" / null, ignore_errors=True)
+    for path in (root / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record.get("environment"):  # a measured cell's
+            record["environment"]["variables"] = {**record["environment"]["variables"], "OMP_NUM_THREADS": "1"}
+            path.write_text(json.dumps(record))
+    manifest.write(root)
+    recorded = {name: entry.get("versions") or {} for name, entry in header["backends"].items()}
+    probed = dict(recorded)  # what the probe says here: torch upgraded for eager
+    probed["eager"] = {**probed["eager"], "torch": "9.9"}
+
+    def probe(*args: Any, **kwargs: Any) -> ProbeAnswer:
+        return ProbeAnswer(device="cpu", backends={name: BackendReport(available=True, versions=versions)
+                                                   for name, versions in probed.items()})
+
+    monkeypatch.setattr(runner, "run_probe", probe)
+    monkeypatch.setattr(plan, "run_probe", probe)
+    registered = registry._read_entry_points()
+    monkeypatch.setattr(registry, "_read_entry_points", lambda: {k: v for k, v in registered.items() if k != "null"})
+    monkeypatch.setenv("FUSIONBENCH_IMAGE", "fusionbench-cpu:0123456789abcdef")
+    monkeypatch.setenv("FUSIONBENCH_IMAGE_ID", "sha256:" + "1" * 64)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the golden cells' machine: CPUs 0 and 1 of 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    options = ["--no-cache", "--jobs", "3"]
+
+    def lift_jobs() -> None:
+        options.remove("--jobs")
+        options.remove("3")
+
+    # each refusal (what its line says) and how it is lifted, in the order the resume meets them
+    refusals: list[tuple[str, Callable[[], None]]] = [
+        ("its cells ran outside the project's images and this resume would run them in the image",
+         lambda: monkeypatch.delenv("FUSIONBENCH_IMAGE_ID")),
+        ("--jobs 3: each cell needs a core of its own and 1 is usable here", lift_jobs),
+        ("1 cell(s) left to run are of backend 'null', which the run had when it started and no package here registers",
+         lambda: monkeypatch.setattr(registry, "_read_entry_points", lambda: registered)),
+        ("its cells ran on the whole machine and this resume would run its cells on 1 of the machine's 2 CPUs",
+         lambda: monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})),
+        (f"torch {recorded['eager']['torch']} when the run started, {recorded['eager']['torch']} and 9.9 here",
+         lambda: probed.update(eager=recorded["eager"])),
+        ("OMP_NUM_THREADS was 1 when its cells ran, unset here", lambda: monkeypatch.setenv("OMP_NUM_THREADS", "1")),
+    ]
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    for said, lift in refusals:
+        lines = []
+        for dry in ([], ["--dry-run"]):
+            assert main(["run", "--resume", str(root), *options, *dry]) == 2, capsys.readouterr()
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            lines.append(" ".join(err.split()))
+        assert lines[0] == lines[1], f"the resume and its dry run refused it for other reasons: {lines}"
+        assert said in lines[0], f"expected {said!r} next, got: {lines[0]}"
+        assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before, "a refusal changed the bundle"
+        lift()
+    assert main(["run", "--resume", str(root), *options, "--dry-run"]) == 0  # nothing left to refuse
+    assert "2 of 2 cell(s) would run" in " ".join(capsys.readouterr().out.split())
