@@ -3,8 +3,10 @@
 Host: the worker's peak RSS from its start to the end of the memory pass (`ru_maxrss`; one cell
 per process makes it that cell's) and its delta over the baseline taken before the model was
 built; plus the peak during the memory pass alone, by resetting the kernel's high-water mark (`/proc/self/clear_refs`), so the
-eager reference's and the compiler's passing peaks do not count there; what they left resident does
-(the reset sets the mark to the RSS of the moment).
+eager reference's and the compiler's passing peaks do not count there; what they left allocated does
+(the reset sets the mark to the RSS of the moment). The C library's freed heap is handed back to the
+kernel first (`malloc_trim`): the default allocator (harness/allocator.py, `steady`) never does so
+itself, so what a compile had freed stayed resident and the pass's peak was the lifetime's.
 GPU: `torch.cuda.max_memory_allocated/reserved` over the pass (torch backends), and the NVML
 peak of this process's device memory sampled from a thread (every backend). Inside a container
 NVML may list host PIDs, so the device-wide used-memory delta is kept beside it.
@@ -12,6 +14,7 @@ NVML may list host PIDs, so the device-wide used-memory delta is kept beside it.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import threading
@@ -45,6 +48,19 @@ def _reset_high_water_mark() -> bool:
         return False
 
 
+def _hand_back_freed_heap() -> bool:
+    """Give the pages of every free heap block back to the kernel (glibc's `malloc_trim(0)`); False
+    where the C library has no such call (musl). The blocks stay the allocator's: the first calls
+    after it fault their pages in again, which the memory pass's own calls do."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+    return True
+
+
 def _high_water_mark_bytes() -> int | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -61,6 +77,7 @@ def memory_pass(
     """`baseline_*`: taken by the worker before the model was built."""
     # Clearing the high-water mark also lowers ru_maxrss: read the lifetime peak first.
     peak_before_pass = lifetime_peak_rss_bytes()
+    trimmed = _hand_back_freed_heap()
     reset = _reset_high_water_mark()
     sampler = NvmlSampler(baseline_device_used) if device == "cuda" else None
     if device == "cuda":
@@ -88,7 +105,7 @@ def memory_pass(
         "peak_rss_delta_bytes": over_baseline(lifetime, baseline_rss),
         "inference_peak_rss_bytes": pass_peak,
         "inference_peak_rss_delta_bytes": over_baseline(pass_peak, baseline_rss),
-        "inference_peak_method": "VmHWM after clearing it" if reset else "unavailable: /proc/self/clear_refs not writable",
+        "inference_peak_method": _inference_peak_method(reset, trimmed),
     }
     if device == "cuda":
         import torch
@@ -97,6 +114,14 @@ def memory_pass(
         result["torch_max_reserved_bytes"] = torch.cuda.max_memory_reserved()
         result.update(sampler.result() if sampler else {})
     return result
+
+
+def _inference_peak_method(reset: bool, trimmed: bool) -> str:
+    if not reset:
+        return "unavailable: /proc/self/clear_refs not writable"
+    if not trimmed:
+        return "VmHWM after clearing it; the freed heap not handed back first (no malloc_trim): what a compile freed counts"
+    return "VmHWM after clearing it, the freed heap handed back first (malloc_trim)"
 
 
 def device_handle(pynvml: Any) -> Any:
