@@ -356,8 +356,10 @@ METRICS: dict[str, Metric] = _by_name((
            "the worker's peak resident host memory, eager reference and compiler included, on every device",
            same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache"))),
     Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
-           "the worker's peak GPU memory as NVML sees the process (every backend alike; none where NVML "
-           "does not list the process)"),
+           "the worker's peak GPU memory as NVML sees the process during the memory pass: all the process holds, "
+           "its CUDA context and what each backend's allocator keeps (torch's cached blocks, ONNX Runtime's arena, "
+           "TVM's pool) with the inference's own, so one backend against another sets their allocators side by "
+           "side as much as their models (none where NVML does not list the process)"),
     Metric("dram_bytes", ("metrics", "memory_traffic", "dram_bytes_per_inference"), "bytes", "lower", "ratio",
            "DRAM/inf", "DRAM bytes one inference reads and writes, from the GPU's hardware counters (Nsight Compute, "
            "the caches flushed before each kernel); none on a CPU or where the counters cannot be read",

@@ -176,6 +176,16 @@ def test_the_gpu_memory_column_shows_only_where_a_cell_measured_it() -> None:
     assert figure("gpu_peak", gpu) == "3.00 GiB" and figure("gpu_peak", cpu) == "-"
 
 
+def test_the_gpu_peak_says_it_is_the_process_s_memory_with_each_backend_s_allocator_not_the_inference_s() -> None:
+    """NVML's figure is all the worker's process holds on the GPU: the CUDA context and the blocks each
+    backend's allocator keeps (torch's caching allocator, ONNX Runtime's arena, TVM's pool) beside the
+    inference's own. The report's memory chart set backends side by side under "every backend
+    alike", which read as one backend's model needing more memory than another's."""
+    definition = METRICS["gpu_peak"].definition
+    assert "every backend alike" not in definition
+    assert all(part in definition for part in ("CUDA context", "allocator", "arena", "memory pass")), definition
+
+
 def _console_rows(records: list[dict[str, Any]]) -> list[dict[str, str]]:
     console = Console(file=io.StringIO(), width=400)
     console.print(summary_table(records))
