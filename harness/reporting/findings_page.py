@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.bundle.reader import LoadedBundle
 from harness.reporting import findings, findings_eager
-from harness.reporting.fusion_pairs import SPEEDUP_NOTE, SWITCHED_NOTE, FusionPair, switched_table
+from harness.reporting.fusion_pairs import MEMORY_NOTE, SPEEDUP_NOTE, SWITCHED_NOTE, FusionPair, switched_table
 from harness.reporting.html import STYLE, html_table
 from harness.reporting.markdown import md_cell, md_table
 from harness.reporting.plots import Series, bar_chart
@@ -81,7 +81,7 @@ def markdown(bundles: list[LoadedBundle]) -> str:
               *md_table(*findings_eager.faster_than_eager(all_groups))]
     lines += ["## Fusions that launched no fewer kernels", "", NO_FEWER_KERNELS_NOTE, "",
               *md_table(*findings.no_fewer_kernels(all_groups))]
-    lines += ["## Per model", "", SPEEDUP_NOTE, ""]
+    lines += ["## Per model", "", SPEEDUP_NOTE, "", MEMORY_NOTE, ""]
     for group in all_groups:
         lines += [f"### {md_cell(group.title)}", "", md_cell(f"From {group.bundle}. {group.eager_note}".strip()), ""]
         lines += md_table(*findings.model_table(group, gpu))
@@ -116,7 +116,7 @@ def html(bundles: list[LoadedBundle]) -> str:
               html_table(*findings_eager.faster_than_eager(all_groups))]
     parts += ["<h2>Fusions that launched no fewer kernels</h2>", f"<p>{escape(NO_FEWER_KERNELS_NOTE)}</p>",
               html_table(*findings.no_fewer_kernels(all_groups))]
-    parts += ["<h2>Per model</h2>", f"<p>{escape(SPEEDUP_NOTE)}</p>"]
+    parts += ["<h2>Per model</h2>", f"<p>{escape(SPEEDUP_NOTE)}</p>", f"<p>{escape(MEMORY_NOTE)}</p>"]
     for group in all_groups:
         parts += [f"<h3>{escape(group.title)}</h3>", f"<p>{escape(f'From {group.bundle}. {group.eager_note}'.strip())}</p>",
                   html_table(*findings.model_table(group, gpu))]

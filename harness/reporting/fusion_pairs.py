@@ -41,6 +41,20 @@ SPEEDUP_NOTE = (
     "its work (or a thread pool's size) beside fusion's effect."
 )
 
+# Said where the memory columns set fusion on and off side by side: their difference was read as
+# fusion's memory effect, where it is mostly the compile's and the run's noise (docs/metrics.md, Memory).
+MEMORY_NOTE = (
+    "Peak RSS on / off: one reading a cell (its memory pass runs once, in round 1: no spread to judge a difference "
+    "by) of the worker's lifetime peak, which holds the imports before the model was built (`rss_baseline_bytes`: "
+    "on the 2-core VM 424 MiB in a run of eager alone, 590 where ONNX Runtime and TVM were preloaded beside it), the "
+    "eager reference and the compile besides the inference: two "
+    "runs of one Inductor cell there read 850 and 862 MiB, so on and off a few percent apart says nothing of "
+    "fusion (a record since 2026-12-06 keeps the memory pass's own peak apart, the compile's passing peak left out: "
+    "`inference_peak_rss_delta_bytes`). GPU peak on / "
+    "off: all the process holds on the GPU, its CUDA context and its backend's allocator pool besides the "
+    "inference's own (docs/metrics.md, Memory)."
+)
+
 
 @dataclass(frozen=True)
 class FusionPair:

@@ -21,7 +21,15 @@ from harness.reporting.cell_tables import (
     validity_grid,
     warnings_table,
 )
-from harness.reporting.fusion_pairs import SLOWER_NOTE, SPEEDUP_NOTE, SWITCHED_NOTE, fusion_pairs, fusion_table, switched_table
+from harness.reporting.fusion_pairs import (
+    MEMORY_NOTE,
+    SLOWER_NOTE,
+    SPEEDUP_NOTE,
+    SWITCHED_NOTE,
+    fusion_pairs,
+    fusion_table,
+    switched_table,
+)
 from harness.reporting.kernels import KERNELS_BY_PAIR_NOTE, kernels_by_pair
 from harness.reporting.plots import Point, Series, bar_chart, scatter
 from harness.reporting.run_facts import facts
@@ -100,6 +108,7 @@ def html(loaded: LoadedBundle) -> str:
         "No valid cell has both fusion on and fusion off in this run.",
     ))
     parts.append(f"<p>{escape(SPEEDUP_NOTE)}</p>")
+    parts.append(f"<p>{escape(MEMORY_NOTE)}</p>")
     parts.append(html_table(*fusion_table(pairs)))
     if pairs:
         parts.append(f"<p>{escape(SWITCHED_NOTE)}</p>")

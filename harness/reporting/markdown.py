@@ -23,6 +23,7 @@ from harness.reporting.cell_tables import (
     warnings_table,
 )
 from harness.reporting.fusion_pairs import (
+    MEMORY_NOTE,
     SLOWER_NOTE,
     SPEEDUP_NOTE,
     SWITCHED_NOTE,
@@ -66,7 +67,7 @@ def markdown(loaded: LoadedBundle) -> str:
               *md_table(["model and setting", "backend / variant", "speedup",
                          f"kernel time against {baseline} by operator class"], speedups)]
     pairs = fusion_pairs(rows)
-    lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "",
+    lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "", MEMORY_NOTE, "",
               *md_table(*fusion_table(pairs))]
     if pairs:
         lines += [SWITCHED_NOTE, "", *md_table(*switched_table(pairs))]
