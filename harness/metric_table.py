@@ -267,6 +267,9 @@ class Metric:
     definition: str  # what it is: compare and docs/metrics.md say it
     only_if: tuple[tuple[str, ...], Any] | None = None  # the row holds where the record has this value there
     same_in_both: tuple[tuple[str, ...], ...] = ()  # settings the figure depends on: cells must agree on each to compare
+    # The part of the figure that is not the cell's (what the worker held before the model was built): cells whose
+    # parts differ beyond the threshold are not compared, as their figures would differ by it whatever the cells did.
+    baseline: tuple[str, ...] | None = None
     samples: tuple[str, ...] = ()  # the raw samples of a "rank test" figure
     floor: float = 0.0  # a difference below this (in `unit`) is no change, whatever the ratio
     decorate: Callable[[Record, str], str] | None = None  # what the figure carries beside its value
@@ -354,7 +357,8 @@ METRICS: dict[str, Metric] = _by_name((
            "another fusion decision, neither better nor worse (`compare` names the fused groups each side lacks)"),
     Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
            "the worker's peak resident host memory, eager reference and compiler included, on every device",
-           same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache"))),
+           same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache")),
+           baseline=("metrics", "memory", "rss_baseline_bytes")),
     Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
            "the worker's peak GPU memory as NVML sees the process during the memory pass: all the process holds, "
            "its CUDA context and what each backend's allocator keeps (torch's cached blocks, ONNX Runtime's arena, "

@@ -424,7 +424,9 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
             return record(data)
         # the lifetime peak holds the inference pass's peak and the baseline (validate holds it to both)
         memory["inference_peak_rss_bytes"] = inference = min(memory["inference_peak_rss_bytes"], int(figure))
-        memory["rss_baseline_bytes"] = baseline = min(memory["rss_baseline_bytes"], inference)
+        # one baseline whatever the figure (the smallest a test gives is 100 bytes), as the cells of one run
+        # have: compare sets peak RSS side by side only where the baselines agree
+        memory["rss_baseline_bytes"] = baseline = min(memory["rss_baseline_bytes"], inference, 64)
         memory.update(peak_rss_bytes=int(figure), peak_rss_delta_bytes=int(figure) - baseline,
                       inference_peak_rss_delta_bytes=inference - baseline)
         return record(data)
@@ -1072,3 +1074,29 @@ def test_cells_whose_backends_pools_ran_other_threads_are_unpaired() -> None:
     assert b_with(1) == [f"{label}: valid in both, but ran with other threads or variables: tvm pool threads A 2, B 1"]
     assert b_with(2) == []
     assert b_with(None) == [], "a cell that recorded no pool (an older one) is not held to one"
+
+
+def test_peak_rss_is_compared_only_between_workers_whose_baselines_agree() -> None:
+    """One eager resnet18 cell read 528 MiB peak in a run of eager alone and 695 MiB in a run whose
+    preloaded parent had also imported ONNX Runtime's and TVM's modules before forking it: baselines
+    424 and 590 MiB, deltas over them 104 and 105 MiB. compare called the same cell 1.32x worse."""
+    peak_rss = metric_table.metric("peak_rss")
+
+    def of(peak_mib: float, baseline_mib: float) -> CellRecord:
+        data = with_figure(peak_rss, peak_mib * 2**20).model_dump(mode="json", exclude_unset=True)
+        memory = data["metrics"]["memory"]
+        baseline = int(baseline_mib * 2**20)
+        memory.update(rss_baseline_bytes=baseline, peak_rss_delta_bytes=memory["peak_rss_bytes"] - baseline,
+                      inference_peak_rss_bytes=baseline, inference_peak_rss_delta_bytes=0)
+        return record(data)
+
+    def peak(a: CellRecord, b: CellRecord) -> Figure:
+        (found,) = [f for f in compare_cells(a, b, 0.05, 0.01).figures if f.metric == "peak_rss"]
+        return found
+
+    alone, beside = of(527.5, 423.5), of(695.0, 590.0)
+    found = peak(alone, beside)
+    assert found.verdict == "not comparable", found
+    assert found.why.startswith("rss_baseline_bytes differs beyond 5%: A 424 MiB, B 590 MiB"), found.why
+    grown = of(695.0, 424.0)  # the same imports: the 167 MiB more are the cell's own
+    assert peak(alone, grown).verdict == "worse"
