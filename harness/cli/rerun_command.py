@@ -50,6 +50,8 @@ def cmd_rerun(args: argparse.Namespace, console: Console, default_cache_dir: Pat
         fresh_workers=original.fresh_workers, command=("fusionbench", *args.argv), rerun=original,
     )
     rerun.jobs_fit_here(original)  # before the run's own check, which names a --jobs never given
+    for line in rerun.said(original):
+        console.print(line)
     with rerun.variables_set(original, console):
         if args.dry_run:
             from harness.run.plan import dry_run

@@ -36,6 +36,23 @@ from harness.scenario.cells import Cell
 from harness.scenario.settings import FolderInputs
 
 
+def said(original: Original) -> list[Text]:
+    """What a rerun (and its dry run) says as it begins: the bundle it runs again, whose run and on
+    which device (its lines named none of them), and, where the bundle names its input folder but
+    records no digest of the images its cells read (a harness before bundle.json kept
+    `inputs_sha256`), that the rerun cannot tell it reads the same images (a resume of such a
+    bundle is refused; a rerun is a new bundle, so it goes on, saying so)."""
+    header = original.header
+    lines = [Text(f"fusionbench: a rerun of {visible(original.root)} (run {visible(str(header.get('run_id')))} of "
+                  f"{visible(str(header.get('created')))}) on {visible(original.device)}, from the scenario it stores")]
+    folder = header.get("input_folder")
+    if isinstance(folder, str) and header.get("inputs_sha256") is None:
+        lines.append(Text(f"fusionbench: warning: {visible(original.root)} names its input folder {visible(folder)} but "
+                          "records no digest of the images its cells read: the rerun cannot tell that they are the same "
+                          "images", style="yellow"))
+    return lines
+
+
 def plugin_gone(original: Original, cells: list[Cell]) -> None:
     """Refuse a rerun whose cells include a plugin backend the original had and no package here
     registers, naming the package and version the original recorded (a plain file run of its

@@ -122,6 +122,9 @@ def test_a_dry_rerun_lists_the_bundles_cells_and_a_cuda_bundle_on_a_machine_with
     assert main(["rerun", str(GOLDEN), "--only", "backend=null", "--dry-run", "--out", str(tmp_path / "out")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "2 of 2 cell(s) would run" in out and not (tmp_path / "out").exists()
+    header = json.loads((GOLDEN / "bundle.json").read_text())
+    assert out.startswith(f"fusionbench: a rerun of {GOLDEN} (run {header['run_id']} of {header['created']}) on cpu, "
+                          "from the scenario it stores"), out  # its lines named neither the bundle nor its run
     monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(device="cuda", backends=backends))
     assert main(["rerun", str(GOLDEN), "--dry-run"]) == 2
     assert capsys.readouterr().err.strip() == (f"fusionbench: error: cannot rerun {GOLDEN}: its cells ran on cuda and "
@@ -169,3 +172,15 @@ def test_a_bundle_run_in_more_slots_than_this_machine_has_cores_is_refused_namin
     assert said.startswith(f"fusionbench: error: cannot rerun {root}, whose run ran its cells {jobs} at once, as its "
                            f"rerun does: --jobs {jobs}: each cell needs a core of its own and "), said
     assert said.endswith(f"; rerun it on a machine with {jobs} cores or more\n")
+
+
+def test_a_bundle_that_names_its_input_folder_without_the_images_digest_is_said_to_be_unchecked() -> None:
+    """A resume of such a bundle (a harness before bundle.json kept `inputs_sha256`) is refused; its
+    rerun, a new bundle, went on without a word that the images it reads may not be the ones measured."""
+    original = read(GOLDEN, {"backend": {"null"}})
+    assert [line.plain for line in rerun.said(original)][1:] == []
+    header = {**original.header, "input_folder": "/data/images", "inputs_sha256": None}
+    assert [line.plain for line in rerun.said(replace(original, header=header))][1:] == [
+        f"fusionbench: warning: {GOLDEN} names its input folder /data/images but records no digest of the images its "
+        "cells read: the rerun cannot tell that they are the same images"]
+    assert len(rerun.said(replace(original, header={**header, "inputs_sha256": "0" * 64}))) == 1
