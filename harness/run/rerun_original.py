@@ -17,7 +17,7 @@ from harness.bundle.validate import validate
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
-from harness.run.resumable import check_scenario
+from harness.run.resumable import check_scenario, passed_on, values_seen
 from harness.scenario.cells import check_values, expand, only_text, select
 from harness.scenario.schema import ScenarioFile
 
@@ -136,23 +136,16 @@ def _variables_seen(loaded: LoadedBundle, stored: dict[str, Any]) -> tuple[dict[
     bundle's measured cells, where they recorded the variables they saw and agree on it; and, for
     each they saw at several values (cells of `--jobs` slots, or of a resume before it was refused),
     those values in words."""
-    names = passed_on(stored)
-    seen = [record.environment.get("variables") for record in loaded.records if record.status in MEASURED]
-    recorded = [variables for variables in seen if isinstance(variables, dict)]
+    measured = [record for record in loaded.records if record.status in MEASURED]
     found: dict[str, str | None] = {}
     apart: dict[str, str] = {}
-    for name in names:
-        values = {value if isinstance(value, str) else None for value in (variables.get(name) for variables in recorded)}
+    for name in passed_on(stored.get("env")):
+        values = {value if isinstance(value, str) else None for value in values_seen(measured, name)}
         if len(values) == 1:
             found[name] = values.pop()
         elif values:
             apart[name] = " and ".join(sorted(variable_value(value) for value in values))
     return found, apart
-
-
-def passed_on(stored: dict[str, Any]) -> list[str]:
-    """The variables a stored scenario's `env:` passes on from the shell: `NAME`, not `NAME=value`."""
-    return [item for item in stored.get("env") or [] if isinstance(item, str) and "=" not in item]
 
 
 def _rerun_of(loaded: LoadedBundle) -> dict[str, Any]:

@@ -13,12 +13,14 @@ of the wrong type would otherwise fail the resume half-way, with a traceback and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 from pydantic import Field, ValidationInfo, field_validator
 
 from harness.bundle import manifest
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
@@ -254,3 +256,16 @@ def planned_cells(bundle: Bundle, stored: dict[str, Any], only: dict[str, set[st
     `stored` scenario on the device it started on: a resume's and its dry run's."""
     planned = set(bundle.cell_ids)
     return [c for c in select(expand(stored, bundle.device), only or {}) if c.id in planned]
+
+
+def passed_on(env: object) -> list[str]:
+    """The variables a scenario's `env:` (as typed, or as bundle.json stores it) passes on from the
+    shell: `NAME`, not `NAME=value`."""
+    return [item for item in env if isinstance(item, str) and "=" not in item] if isinstance(env, list) else []
+
+
+def values_seen(records: list[CellRecord], name: str) -> set[Any]:
+    """The values of `name` the cells of `records` that recorded their worker's variables saw (None:
+    unset there); a resume is held to them, and a rerun sets them."""
+    seen = [record.environment.get("variables") for record in records]
+    return {variables.get(name) for variables in seen if isinstance(variables, Mapping)}

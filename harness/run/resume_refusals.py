@@ -25,6 +25,7 @@ from harness.reporting.run_facts import machine_share, quota_recorded
 from harness.run import executor_choice, preflight, skips, slots
 from harness.run.executors import Executor, LocalPool
 from harness.run.probe_answer import ProbeAnswer
+from harness.run.resumable import passed_on, values_seen
 from harness.run.run_request import RunRequest
 from harness.run.system import container_info
 from harness.scenario.cells import Cell
@@ -210,11 +211,10 @@ def other_variables(bundle: Bundle, timed: list[CellRecord], env: list[str], env
     on one, and the report set them side by side, with nothing said. `environ` is this shell's; under
     `slotted` (--jobs) a slot sets the thread counts itself (slots.THREAD_COUNTS), and another slot
     is `another_share`'s to refuse. Cells that recorded no variables (older records) are not held."""
-    for name in (item for item in env if "=" not in item):
+    for name in passed_on(env):
         if slotted and name in slots.THREAD_COUNTS:
             continue
-        seen = [record.environment.get("variables") for record in timed]
-        then = {variables.get(name) for variables in seen if isinstance(variables, Mapping)}
+        then = values_seen(timed, name)
         now = environ.get(name)
         if then and now not in then:
             was = " and ".join(sorted(variable_value(value) for value in then))
