@@ -182,7 +182,9 @@ def _named_variables(args: list[str]) -> list[str]:
             env = loading.load(Path(path)).env if path is not None else None
         except (HarnessError, OSError):
             env = None
-    return [item for item in env or [] if isinstance(item, str) and "=" not in item]
+    from harness.scenario.schema import passed_on
+
+    return passed_on(env)
 
 
 def _option(args: list[str], name: str) -> str | None:

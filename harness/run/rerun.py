@@ -30,9 +30,10 @@ from rich.text import Text
 from harness.errors import ConfigError
 from harness.plain_text import visible
 from harness.reporting.pairing import variable_value
-from harness.run import preflight, resumable, resume_refusals, slots
+from harness.run import preflight, resume_refusals, slots
 from harness.run.rerun_original import Original
 from harness.scenario.cells import Cell
+from harness.scenario.schema import passed_on
 from harness.scenario.settings import FolderInputs
 
 
@@ -103,7 +104,7 @@ def variables_set(original: Original, console: Console) -> Iterator[None]:
     shell has otherwise said; a variable no cell recorded, or that they saw at several values, is
     said to come from this shell."""
     before = {name: os.environ.get(name) for name in original.variables}
-    for name in resumable.passed_on(original.stored.get("env")):
+    for name in passed_on(original.stored.get("env")):
         apart = original.variables_apart.get(name)
         if name not in original.variables:
             seen = f"the bundle's cells saw it at several values ({apart})" if apart else \

@@ -17,9 +17,9 @@ from harness.bundle.validate import validate
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
-from harness.run.resumable import check_scenario, passed_on, values_seen
+from harness.run.resumable import check_scenario, values_seen
 from harness.scenario.cells import check_values, expand, only_text, select
-from harness.scenario.schema import ScenarioFile
+from harness.scenario.schema import ScenarioFile, passed_on
 
 
 @dataclass(frozen=True)

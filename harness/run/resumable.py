@@ -258,12 +258,6 @@ def planned_cells(bundle: Bundle, stored: dict[str, Any], only: dict[str, set[st
     return [c for c in select(expand(stored, bundle.device), only or {}) if c.id in planned]
 
 
-def passed_on(env: object) -> list[str]:
-    """The variables a scenario's `env:` (as typed, or as bundle.json stores it) passes on from the
-    shell: `NAME`, not `NAME=value`."""
-    return [item for item in env if isinstance(item, str) and "=" not in item] if isinstance(env, list) else []
-
-
 def values_seen(records: list[CellRecord], name: str) -> set[Any]:
     """The values of `name` the cells of `records` that recorded their worker's variables saw (None:
     unset there); a resume is held to them, and a rerun sets them."""

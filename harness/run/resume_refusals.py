@@ -25,11 +25,11 @@ from harness.reporting.run_facts import machine_share, quota_recorded
 from harness.run import executor_choice, preflight, skips, slots
 from harness.run.executors import Executor, LocalPool
 from harness.run.probe_answer import ProbeAnswer
-from harness.run.resumable import passed_on, values_seen
+from harness.run.resumable import values_seen
 from harness.run.run_request import RunRequest
 from harness.run.system import container_info
 from harness.scenario.cells import Cell
-from harness.scenario.schema import ScenarioFile
+from harness.scenario.schema import ScenarioFile, passed_on
 
 
 def before_the_probe(bundle: Bundle, scenario: ScenarioFile) -> None:

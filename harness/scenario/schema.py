@@ -334,6 +334,12 @@ class ScenarioFile(StrictModel):
 MAX_CELLS = 20_000
 
 
+def passed_on(env: object) -> list[str]:
+    """The variables a scenario's `env:` (as typed, or as bundle.json stores it) passes on from the
+    shell: `NAME`, not `NAME=value`."""
+    return [item for item in env if isinstance(item, str) and "=" not in item] if isinstance(env, list) else []
+
+
 def planned_cells(resolved: dict[str, Any], device: str) -> int:
     """How many cells `expand` would give, at most, counted without building them."""
     variants = sum(len(b["fusion"]) * len(b.get("graphs", ["off"])) for b in resolved["backends"])
