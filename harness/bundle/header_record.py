@@ -158,6 +158,18 @@ class RerunOf(Part):
     manifest_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")] | None = None
 
 
+class Interruption(Part):
+    """Why a run, or its last resume, ended `interrupted`, and what a `--resume` of it runs."""
+
+    #: what stopped it, in one line: a Ctrl-C or a SIGTERM (the line its interrupted cells record),
+    #: the time budget (`run --budget-s`), cells outside a resume's `--only`, a refusal once the
+    #: bundle was made
+    why: str
+    #: the cells a `--resume` runs, as the run closed it: those with no result (no record, or
+    #: interrupted) and those the time budget cut short of their rounds, which it times afresh
+    resume_runs: list[Annotated[str, Field(pattern=HEX16)]]
+
+
 class BundleHeader(Part):
     """`bundle.json`: what ran, on what, by which harness, and the cells it planned."""
 
@@ -194,6 +206,9 @@ class BundleHeader(Part):
     #: The bundle this run ran again (`fusionbench rerun`); absent in every other run's bundle, and
     #: in every bundle before 2026-12-06
     rerun_of: RerunOf | None = None
+    #: Why the run ended `interrupted` and what `--resume` runs; None where it ended complete, while a
+    #: run or a resume is under way, and in bundles before 2026-12-06 (which say nothing of why)
+    interruption: Interruption | None = None
 
 
 def problems(header: Any, where: str) -> list[str]:

@@ -46,10 +46,11 @@ from harness.bundle import (
     traffic_check,
 )
 from harness.bundle.files import CELLS, HEADER
-from harness.bundle.reader import LoadedBundle, check_root, load
+from harness.bundle.reader import LoadedBundle, check_root, load, lookup
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
+from harness.plain_text import one_line
 from harness.precision import PRECISIONS, max_abs_limit
 from harness.stats.summary import summarize_ns
 
@@ -158,13 +159,24 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
         # a rerun stores the scenario of the bundle it reran unchanged: `compare` would call another run a rerun
         verdict.problems.append(f"{HEADER}: rerun_of.scenario_sha256 is not the run's own: a rerun runs the scenario "
                                 "of the bundle it reran, unchanged")
+    why = lookup(header, "interruption", "why")
+    stopped = f"{HEADER}: the run is {header['state']}{f' ({one_line(why)})' if why else ''}"
     if loaded.missing:
         shown = ", ".join(loaded.missing[:3]) + (", ..." if len(loaded.missing) > 3 else "")
         message = f"{len(loaded.missing)} of {len(listed)} listed cell(s) have no record ({shown})"
         if header["state"] in ("running", "interrupted") or resuming:
-            verdict.notes.append(f"{HEADER}: the run is {header['state']}: {message}; finish it with --resume")
+            verdict.notes.append(f"{stopped}: {message}; finish it with --resume")
         else:
             verdict.problems.append(f"{HEADER}: {message}")
+    elif why and header["state"] == "interrupted":  # every cell has a record: some interrupted, or cut short of their rounds
+        verdict.notes.append(f"{stopped}; finish it with --resume")
+    interruption = header.get("interruption")
+    if isinstance(interruption, dict):  # absent before 2026-12-06; the schema types it
+        if header["state"] != "interrupted":
+            verdict.problems.append(f"{HEADER}: records why the run was interrupted, yet its state is {header['state']}")
+        unlisted = [cell for cell in interruption.get("resume_runs") or [] if cell not in listed]
+        if unlisted:
+            verdict.problems.append(f"{HEADER}: interruption.resume_runs names cells it does not list ({', '.join(unlisted[:3])})")
     on_disk = {p.stem for p in (loaded.root / CELLS).glob("*.json")} if (loaded.root / CELLS).is_dir() else set()
     for extra in sorted(on_disk - set(listed)):
         verdict.problems.append(f"{CELLS}/{extra}.json: a cell record bundle.json does not list")

@@ -404,7 +404,7 @@ def facts(bundles: list[LoadedBundle]) -> list[tuple[str, str]]:
         known = dict(bundle_facts(loaded))
         out.append((loaded.name, "; ".join(f"{key} {known[key]}" for key in
                                            ("scenario file", "LoadGen profile", "device", "CPU", "GPU", "libraries",
-                                            "harness", "cells")
+                                            "harness", "cells", "interrupted")
                                            if key in known)))
     return out
 

@@ -10,6 +10,7 @@ from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Cpu, Gpus, Node
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
+from harness.bundle.statuses import FINISHED
 from harness.metric_table import format_per_core, format_ratio, format_si, format_times, si_scale
 from harness.plain_text import one_line, visible
 
@@ -43,6 +44,7 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
     harness = h.harness
     return [
         ("run", f"{loaded.name} ({h.created}), state {h.state}"),
+        *([("interrupted", interruption(loaded))] if h.state == "interrupted" else []),
         ("scenario file", str(h.scenario_file)),
         ("LoadGen profile", loadgen_profile(loaded.header)),
         ("device", h.device),
@@ -60,6 +62,22 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("peaks (roofline)", peaks(lookup(loaded.header, "system", "peaks"))),
         *([("machines", spread)] if (spread := machines(h.nodes)) else []),
     ]
+
+
+def interruption(loaded: LoadedBundle) -> str:
+    """Why an interrupted run stopped and what `--resume` runs, as bundle.json records them (a bundle
+    before 2026-12-06 records neither: its cells with no result are counted, and why is said unknown)."""
+    recorded = loaded.header_record.interruption
+    finished = {record.id for record in loaded.records if record.status in FINISHED}
+    if recorded is None:
+        no_result = len(loaded.missing) + sum(1 for record in loaded.records if record.status not in FINISHED)
+        return (f"why not recorded (bundles before 2026-12-06 keep no reason); --resume runs the {no_result} cell(s) "
+                "with no result, and times afresh any the time budget cut short of their rounds")
+    cut = sum(1 for cell in recorded.resume_runs if cell in finished)
+    said = [f"{len(recorded.resume_runs) - cut} with no result"] + (
+        [f"{cut} cut short of their rounds by the time budget, timed afresh, every round"] if cut else [])
+    return (f"{one_line(recorded.why)}; --resume runs {len(recorded.resume_runs)} cell(s): "
+            + ", ".join(said))
 
 
 def loadgen_profile(header: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from harness.bundle.writer import Bundle, utc_now
 from harness.errors import EXIT_NOTHING_MEASURED, BundleError, OutputError
 from harness.plain_text import one_line, shell_word, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
+from harness.run import resumable
 from harness.run.run_request import RunRequest
 from harness.run.summary import fusion_summary, skipped_lines, summary_table, time_line
 
@@ -29,17 +30,21 @@ from harness.run.summary import fusion_summary, skipped_lines, summary_table, ti
 SHOWN_REASONS = 10
 
 
-def close(bundle: Bundle, state: str, console: Console) -> None:
-    """Record how the run ended, checksum the bundle, then add its report (and checksum again:
+def close(bundle: Bundle, state: str, console: Console, why: str | None = None) -> None:
+    """Record how the run ended (an `interrupted` one with `why`, and the cells a `--resume` runs,
+    which the report says), checksum the bundle, then add its report (and checksum again:
     the bundle is complete and valid even if rendering the report fails). A report of an earlier
     close goes first, and one cut short (Ctrl-C, SIGTERM, a full disk) is removed, so that the
     checksums cover every file either way; the run then says how to write it. A disk that fills up
     before the bundle is sealed leaves it `running`, which `--resume` completes (OutputError)."""
     reports = [bundle.root / REPORT_MD, bundle.root / REPORT_HTML]
+    bundle.header.pop("interruption", None)  # an earlier close's: this one says how the run ended now
+    interruption = ({"interruption": {"why": why or "not said", "resume_runs": resumable.left_to_run(bundle)}}
+                    if state == "interrupted" else {})
     try:
         for path in reports:
             path.unlink(missing_ok=True)
-        bundle.seal(state=state, ended=utc_now(), nodes=nodes(bundle.cells()))
+        bundle.seal(state=state, ended=utc_now(), nodes=nodes(bundle.cells()), **interruption)
     except OSError as exc:
         raise OutputError(f"could not close {bundle.root}: {exc.strerror or exc}; its finished cells are intact: once "
                           f"it can be written (room made, rights given), run --resume {shell_word(bundle.root)}") from None
@@ -153,9 +158,7 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
     cut = [cell for cell in missing if bundle.finished(cell)]  # kept with fewer rounds than asked
     not_run = len(missing) - len(cut)
     if missing:
-        # a new run's bundle holds only the cells its --only chose
-        causes = (["outside --only"] if request.only and request.resume is not None else []) + (
-            [budget_cause] if budget_cause else [])
+        causes = causes_left(request, budget_cause)
         why = f" ({', or '.join(causes)})" if causes else ""
         said = [f"{not_run} cell(s) of the bundle not run yet{why}"] if not_run else []
         said += [f"{len(cut)} cell(s) kept with fewer rounds than asked (the time budget), which a resume times afresh, "
@@ -182,6 +185,22 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
         console.print(Text("nothing measured: no cell of the bundle has a result yet", style="red"))
         return EXIT_NOTHING_MEASURED
     return exit_code(statuses)
+
+
+def causes_left(request: RunRequest, budget_cause: str | None) -> list[str]:
+    """Why a run that ran its sweep to its end left cells of its bundle for `--resume`: outside a
+    resume's `--only` (a new run's bundle holds only the cells its --only chose), the time budget
+    (`budget_cause`, harness/run/time_budget.py `why_left`)."""
+    return (["outside --only"] if request.only and request.resume is not None else []) + (
+        [budget_cause] if budget_cause else [])
+
+
+def why_left(request: RunRequest, budget_cause: str | None, cut: bool) -> str:
+    """What the bundle of a run that left cells for `--resume` records of why (bundle.json
+    `interruption.why`): its causes, or the time budget where it cut a cell's rounds (`cut`) alone."""
+    causes = causes_left(request, budget_cause) or (["the time budget cut cells short of their rounds"] if cut else [])
+    budget = f" (--budget-s {request.budget_s:g})" if request.budget_s is not None and (budget_cause or cut) else ""
+    return (", or ".join(causes) or "cells left without a result") + budget
 
 
 def exit_code(statuses: Sequence[str]) -> int:

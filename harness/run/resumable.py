@@ -239,6 +239,12 @@ def to_run(bundle: Bundle, cell_id: str) -> bool:
     return not bundle.finished(cell_id) or bool(time_budget.rounds_cut(bundle.read_cell(cell_id)))
 
 
+def left_to_run(bundle: Bundle) -> list[str]:
+    """The ids of the bundle's cells a resume runs (`to_run`), in its plan's order: what an
+    interrupted bundle records of its resume (bundle.json `interruption.resume_runs`)."""
+    return [cell_id for cell_id in bundle.cell_ids if to_run(bundle, cell_id)]
+
+
 def cut_cells(bundle: Bundle, cells: list[Cell]) -> list[tuple[Cell, int, int]]:
     """Each of `cells` (a resume's) whose further rounds the budget kept from it, which the resume
     times afresh (`to_run`), with the rounds it kept, of how many. Its record and folder stay until

@@ -27,7 +27,7 @@ from harness.bundle.files import HEADER
 from harness.bundle.reader import lookup
 from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
-from harness.errors import ConfigError, OutputError, interrupted_exit_code
+from harness.errors import ConfigError, OutputError, interrupted_exit_code, stopped_by
 from harness.measure.machine_speed import CACHE_FOLDER
 from harness.plain_text import shell_word, visible
 from harness.run import (
@@ -125,6 +125,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         planned = set(bundle.cell_ids)
         cells = [c for c in cells if c.id in planned]
         # `running` first: a stop between the two leaves a stale manifest, which a killed run's state forgives
+        bundle.header.pop("interruption", None)  # the last close's; this resume's close says its own
         bundle.update_header(resumed=[*bundle.header.get("resumed", []), utc_now()], state="running", ended=None)
         bundle.drop_manifest()
     between.refused.pop_all()  # the run is under way: what it made is its own now, kept however it ends
@@ -163,12 +164,12 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         by_twin = sweep.sweep(todo, bundle, probe.backends, scenario.limits, env_names, input_folder, request.cache_dir,
                               console, deadline, executor, keep_past_budget=request.past_budget == "skipped")
     except KeyboardInterrupt as stop:
-        ending.close(bundle, "interrupted", console)
+        ending.close(bundle, "interrupted", console, stopped_by(stop))
         console.print(Text(f"interrupted: finished cells are kept; complete with --resume {shell_word(bundle.root)}", style="yellow"))
         return interrupted_exit_code(stop)
     except ConfigError as refusal:  # refused once the bundle was made (an executor's late check): resumable, never `running`
         try:
-            ending.close(bundle, "interrupted", console)
+            ending.close(bundle, "interrupted", console, f"refused once the bundle was made: {refusal}")
         except OutputError as closing:  # both said: the refusal is what to fix, the close what it left
             raise OutputError(f"{refusal}; then {closing}") from None
         raise
@@ -176,10 +177,11 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     # (`run`); gpu-check's, which records what the budget kept, keeps it as it is
     missing = [cell for cell in bundle.cell_ids if not bundle.finished(cell)
                or (request.past_budget == "missing" and resumable.to_run(bundle, cell))]
-    ending.close(bundle, "interrupted" if missing else "complete", console)  # `--resume --only` may leave cells for later
     left_s = time_budget.left_s(deadline)
     budget_cause = (time_budget.why_left(by_twin, left_s <= 0)
                     if left_s is not None and request.past_budget == "missing" else None)
+    why = ending.why_left(request, budget_cause, any(bundle.finished(cell) for cell in missing))
+    ending.close(bundle, "interrupted" if missing else "complete", console, why)  # `--resume --only` may leave cells for later
     return ending.last_lines(bundle, request, missing, noise_warning, budget_cause, console)
 
 

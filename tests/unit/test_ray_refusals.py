@@ -216,3 +216,5 @@ def test_a_refusal_once_the_bundle_is_made_leaves_it_interrupted_never_running(
         assert code == 2 and "the cluster went away" in err, err
         assert state == "interrupted"
         assert validate(root).ok, validate(root).problems
+        assert json.loads((root / "bundle.json").read_text())["interruption"] == {
+            "why": "refused once the bundle was made: the cluster went away", "resume_runs": [victim]}

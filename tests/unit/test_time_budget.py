@@ -199,6 +199,12 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
     assert not any((bundle / "cells" / c).exists() for c in order[1:])
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     assert "2 cell(s) of the bundle not run yet (the time budget was spent): complete them with --resume" in shown
+    # the bundle says why it is interrupted and what a resume runs, and so does its report: it said
+    # `state interrupted` alone, and nothing told a budget's stop from a Ctrl-C
+    assert json.loads((bundle / "bundle.json").read_text())["interruption"] == {
+        "why": "the time budget was spent (--budget-s 30)", "resume_runs": order[1:]}
+    assert ("- **interrupted**: the time budget was spent (--budget-s 30); --resume runs 2 cell(s): 2 with no result"
+            in (bundle / "report.md").read_text())
     # the cell that ran 10 s for nothing says so as it ends; the one never started costs nothing, and only counts
     ended = [line.strip() for line in shown.splitlines() if line.strip().startswith("ended")]
     assert ended == [f"ended {slow_label(slow, 1)} (ran 10.0 s, 2/3): the run's time budget ended before it had a result; "
@@ -209,6 +215,8 @@ def test_run_budget_leaves_the_cells_it_kept_from_a_result_for_resume(
                              past_budget="missing"), Console(file=io.StringIO()))
     assert resumed == 1 and len(_records(bundle)[1]) == 3
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "complete"
+    assert "interruption" not in json.loads((bundle / "bundle.json").read_text()), "a complete bundle kept a stop's why"
+    assert validate(bundle).problems == []
 
 
 @pytest.mark.slow  # its run starts the system probe, which imports torch
@@ -238,6 +246,10 @@ def test_a_resume_whose_budget_ran_no_cell_of_a_bundle_holding_only_interrupted_
     monkeypatch.setattr(executors, "run_here", stopped)
     code, bundle, _ = _null_run(tmp_path, budget_s=30, past_budget="missing")
     assert code == 130 and {r["status"] for r in _records(bundle)[1].values()} == {"interrupted"}
+    assert json.loads((bundle / "bundle.json").read_text())["interruption"] == {
+        "why": "interrupted by Ctrl-C (SIGINT)", "resume_runs": _records(bundle)[0]}
+    assert any(note.startswith("bundle.json: the run is interrupted (interrupted by Ctrl-C (SIGINT)): 2 of 3 listed")
+               for note in validate(bundle).notes)
     monkeypatch.setattr(executors, "run_here", SlowCells(clock, 50.0))  # the first cell outlasts the budget
     shown = io.StringIO()
     resumed = run(RunRequest(scenario_path=None, device=None, out_dir=tmp_path / "out", resume=bundle, budget_s=30,
@@ -295,6 +307,9 @@ def test_with_rounds_a_cell_the_budget_cut_keeps_the_rounds_that_finished_and_a_
     assert ("1 cell(s) kept with fewer rounds than asked (the time budget), which a resume times afresh, every round: "
             "complete them with --resume") in " ".join(shown.split())
     assert validate(bundle).problems == []
+    assert json.loads((bundle / "bundle.json").read_text())["interruption"]["resume_runs"] == [order[0]]
+    assert ("--resume runs 1 cell(s): 0 with no result, 1 cut short of their rounds by the time budget, timed afresh, "
+            "every round") in (bundle / "report.md").read_text()
     # its dry run lists it as the resume runs it, and the resume times every round of it again
     from harness.cli.main import main
     from harness.run import plan

@@ -21,9 +21,11 @@ import pytest
 from harness.bundle import loadgen_check, manifest
 from harness.bundle.loadgen_log import parse_detail
 from harness.bundle.migrations import SCHEMA_VERSION
+from harness.bundle.reader import load
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import SchemaVersionError
+from harness.reporting.run_facts import facts
 from tests.another_user import acting_as, root_folder_every_user_may_enter
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -381,14 +383,33 @@ def test_bundle_json_and_cell_lists_are_cross_checked(bundle: Path) -> None:
 def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     root = tmp_path / "bundle"
     shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    # every cell with a record (a SIGTERM's run records each cell it stopped interrupted): the why alone
+    edit_json(root / "bundle.json", lambda h: h.update(state="interrupted", interruption={"why": "why", "resume_runs": []}))
+    assert "bundle.json: the run is interrupted (why); finish it with --resume" in validate(root).notes
     cell_files(root)[0].unlink()
-    edit_json(root / "bundle.json", lambda h: h.update(state="interrupted"))
+    edit_json(root / "bundle.json", lambda h: h.pop("interruption"))
     verdict = validate(root)
     assert verdict.ok, verdict.problems
     listed = listed_cells(root)
     assert any(f"the run is interrupted: 1 of {listed} listed cell(s) have no record" in note for note in verdict.notes)
-    edit_json(root / "bundle.json", lambda h: h.update(state="complete"))
-    assert any(f"1 of {listed} listed cell(s) have no record" in line for line in validate(root).problems)
+    # a bundle before 2026-12-06 records no reason: its report says so, and counts what a resume runs
+    assert ("why not recorded (bundles before 2026-12-06 keep no reason); --resume runs the 1 cell(s) with no result"
+            in dict(facts(load(root)))["interrupted"])
+    gone = json.loads((root / "bundle.json").read_text())["cells"][0]["id"]
+    interruption = {"why": "stopped by SIGTERM (a timeout, docker stop or a scheduler's limit)", "resume_runs": [gone]}
+    edit_json(root / "bundle.json", lambda h: h.update(interruption=interruption))
+    verdict = validate(root)
+    assert verdict.ok, verdict.problems
+    assert any(f"the run is interrupted (stopped by SIGTERM (a timeout, docker stop or a scheduler's limit)): 1 of "
+               f"{listed} listed cell(s) have no record" in note for note in verdict.notes), verdict.notes
+    assert dict(facts(load(root)))["interrupted"] == ("stopped by SIGTERM (a timeout, docker stop or a scheduler's "
+                                                      "limit); --resume runs 1 cell(s): 1 with no result")
+    edit_json(root / "bundle.json", lambda h: h.update(interruption={**interruption, "resume_runs": ["0" * 16]}))
+    assert f"bundle.json: interruption.resume_runs names cells it does not list ({'0' * 16})" in validate(root).problems
+    edit_json(root / "bundle.json", lambda h: h.update(state="complete", interruption=interruption))
+    problems = validate(root).problems
+    assert "bundle.json: records why the run was interrupted, yet its state is complete" in problems
+    assert any(f"1 of {listed} listed cell(s) have no record" in line for line in problems)
 
 
 @contextlib.contextmanager
