@@ -183,7 +183,9 @@ class Prepared(abc.ABC):
     def profile_figures(self, batch: Any) -> dict[str, Any]:
         """Figures only this backend's own profiler knows, units in the names (for example
         ONNX Runtime's `arena_peak_in_use_bytes`). Called in the profile pass on every device, after
-        `cpu_dispatches`, never in a timed one; it may run the model. Default: none.
+        `cpu_dispatches`, never in a timed one; it may run the model. Default: none. The names a
+        reader shows are typed (harness/bundle/passes_record.py `BackendFigures`): an arena's
+        `arena_peak_in_use_bytes` and `arena_held_bytes` are whole bytes, shown as "arena peak".
         """
         return {}
 

@@ -359,6 +359,15 @@ METRICS: dict[str, Metric] = _by_name((
            "the worker's peak resident host memory, eager reference and compiler included, on every device",
            same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache")),
            baseline=("metrics", "memory", "rss_baseline_bytes")),
+    # A backend's own allocator, where its profiler reports it: the one memory figure that moves with
+    # what fusion does to a model's intermediates, unlike the process's peaks beside it.
+    Metric("arena_peak", ("metrics", "kernels", "backend_figures", "arena_peak_in_use_bytes"), "bytes", "lower",
+           "ratio", "arena peak",
+           "the backend's allocator arena at its fullest, as its profiler reports it in the profile pass (ONNX "
+           "Runtime's `mem_in_use_peak`, in a second session of the same graph and options): the weights it repacked "
+           "for its kernels as the session was made (a Gemm's or MatMul's packed operand) and a run's planned "
+           "activations and scratch; not the weights it keeps as loaded, nor what other allocators hold (none "
+           "where a backend reports no arena)"),
     Metric("gpu_peak", ("metrics", "memory", "nvml_process_peak_bytes"), "bytes", "lower", "ratio", "GPU peak",
            "the worker's peak GPU memory as NVML sees the process during the memory pass: all the process holds, "
            "its CUDA context and what each backend's allocator keeps (torch's cached blocks, ONNX Runtime's arena, "
@@ -398,9 +407,11 @@ COLUMN_LABELS: dict[tuple[str, ...], str] = {LOADGEN: "LoadGen"}
 Columns = tuple[str | tuple[str, ...], ...]
 CONSOLE: Columns = (LOADGEN, "device_time", "latency_gap", "cpu_cores", "kernels_per_inference", "peak_rss",
                     "gpu_peak", "max_abs_error")  # the run's summary (harness/run/summary.py)
-REPORT_CELLS: Columns = (LOADGEN, "device_time", "cpu_cores", "kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes",
+REPORT_CELLS: Columns = (LOADGEN, "device_time", "cpu_cores", "kernels_per_inference", "peak_rss", "arena_peak", "gpu_peak",
+                         "dram_bytes",
                          "tuning_time", "compile_time", "first_call_ratio")  # the report's Cells table
-REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "gpu_peak", "dram_bytes")  # fusion on / off, side by side
+# fusion on / off, side by side
+REPORT_FUSION: tuple[str, ...] = ("kernels_per_inference", "peak_rss", "arena_peak", "gpu_peak", "dram_bytes")
 GPU_CHECK: Columns = ("kernels_per_inference", "dram_bytes", LOADGEN, "device_time", "latency_gap")  # gpu-check's verdicts
 
 
@@ -430,7 +441,7 @@ Column = TypeVar("Column", str, tuple[str, ...], str | tuple[str, ...])
 
 
 def present(names: Iterable[Column], cells: Iterable[Record],
-            optional: tuple[str, ...] = ("gpu_peak", "dram_bytes", "tuning_time")) -> list[Column]:
+            optional: tuple[str, ...] = ("arena_peak", "gpu_peak", "dram_bytes", "tuning_time")) -> list[Column]:
     """The columns `names` to show for `cells`: every one, but an optional one only where a cell has it
     (no empty GPU or DRAM column for a CPU run, no tuning column where nothing was tuned)."""
     cells = list(cells)

@@ -85,12 +85,22 @@ class KindTime(Record):
     ns_per_inference: Ns
 
 
+class BackendFigures(Record):
+    """What a backend's own profiler reports beside the kernels (`Backend.profile_figures`): free-form,
+    but for the figures a reader shows, typed here."""
+
+    #: its allocator arena at its fullest in the profile pass, and what the arena held from the system
+    #: then (ONNX Runtime's `mem_in_use_peak` and `mem_arena_held`; the report's "arena peak")
+    arena_peak_in_use_bytes: Bytes | None = None
+    arena_held_bytes: Bytes | None = None
+
+
 class Kernels(Record):
     """Kernels (GPU) or compute dispatches (CPU) per inference, and where the time inside them goes."""
 
     kernels_per_inference: MeanCount | None
     kernel_count_method: str
-    backend_figures: dict[str, Any] = {}
+    backend_figures: BackendFigures = Field(default_factory=BackendFigures)
     kernel_share: Share | None = None
     kernel_time_method: str | None = None
     profiled_iters: Count | None = None

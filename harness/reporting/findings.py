@@ -46,8 +46,9 @@ from harness.stats.intervals import (
     SMALLEST_EFFECT,
 )
 
-# Memory on and off; the GPU figures (its peak, the DRAM bytes from its counters) on a GPU only.
-MEMORY = ("peak_rss", "gpu_peak", "dram_bytes")
+# Memory on and off; a backend's arena where a cell of the model reports one; the GPU figures (its
+# peak, the DRAM bytes from its counters) on a GPU only.
+MEMORY = ("peak_rss", "arena_peak", "gpu_peak", "dram_bytes")
 BASELINE = "eager"
 
 
@@ -242,7 +243,9 @@ def _tuning(line: Line) -> str:
 
 def model_table(group: Group, gpu: bool) -> tuple[list[str], list[list[str]]]:
     """One line per backend of `group`: fusions, kernels, speedup, against eager, memory, tuning."""
-    memory = [name for name in MEMORY if gpu or name == "peak_rss"]
+    records = [row.record for line in group.lines for row in (line.on, line.off) if row is not None]
+    memory = [name for name in MEMORY if name == "peak_rss" or (gpu and name != "arena_peak")
+              or (name == "arena_peak" and any(metric_table.value(name, record) is not None for record in records))]
     head = ["backend", "fusions on (by class)", "kernels/inf on / off", "time on / off", "fusion speedup (off / on)",
             "vs eager on / off", *(f"{metric_table.label(name)} on / off" for name in memory), "tuning"]
     body = []

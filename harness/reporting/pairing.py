@@ -100,7 +100,7 @@ def other_threads(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str]
 def _pool_threads(cell: CellRecord) -> object:
     """The threads of the backend's own pool as the cell's profile pass read them, None where not."""
     kernels = cell.metrics.kernels
-    return kernels.backend_figures.get("thread_pool_threads") if kernels is not None else None
+    return getattr(kernels.backend_figures, "thread_pool_threads", None) if kernels is not None else None
 
 
 def _variables(environment: dict[str, Any]) -> dict[str, Any]:
