@@ -26,7 +26,8 @@ Better = Literal["lower", "higher"]
 # - "rank test": raw samples on both sides; the ratio of medians beyond the threshold and a test
 #   agreeing: t on the logs of the rounds' medians where a cell has several, else the Mann-Whitney U test on the
 #   samples (harness/reporting/judging.py; the name is kept: it is the rule's key in compare's JSON);
-# - "ratio": one figure a side, no spread to test: B/A beyond the threshold;
+# - "ratio": one figure a side, no spread to test: B/A beyond the threshold (a cell's round 1's: a further
+#   round times the model alone, so a cell of several rounds has one memory reading, one compile, ...);
 # - "exact": one figure a side that a rerun reproduces (a count): any change counts;
 # - "no": not compared (a check of the cell, not a figure to be better in).
 Rule = Literal["rank test", "ratio", "exact", "no"]

@@ -41,7 +41,10 @@ def _rules(threshold: float) -> dict[str, Judged]:
     """How each figure is judged, in words: what `to_json` and `to_markdown` say."""
     said = {"rank test": f"B/A of the medians beyond {percent(threshold)} and a test agreeing (t on the logs of the rounds' medians, "
                          "or Mann-Whitney U on one process's samples a side)",
-            "ratio": f"one figure a side: B/A beyond {percent(threshold)}", "exact": "one figure a side: any change"}
+            # a further round times the model and nothing else: every other figure is its round 1's
+            "ratio": f"one reading a side, its round 1's whatever its rounds (no spread to judge by): B/A beyond "
+                     f"{percent(threshold)}",
+            "exact": "one reading a side, its round 1's: any change"}
     return {m.name: Judged(m.label, m.definition, m.better or "neither", m.rule,
                            said[m.rule] + (f", {format_value(m.floor, m.unit)} apart or more" if m.floor else ""))
             for m in metric_table.compared()}

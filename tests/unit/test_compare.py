@@ -621,7 +621,8 @@ def test_the_cli_lists_the_other_figures_and_keeps_its_exit_code(tmp_path: Path)
                                                        "not comparable": 0}
     assert result["figures"]["peak_rss"]["rule"] == "ratio" and result["figures"]["device_time"]["rule"] == "rank test"
     text = fusionbench("compare", str(GOLDEN / "v2"), str(root)).stdout
-    assert "## Other figures" in text and "| peak RSS | lower | one figure a side: B/A beyond 5% |" in text
+    assert "## Other figures" in text and ("| peak RSS | lower | one reading a side, its round 1's whatever its rounds "
+                                           "(no spread to judge by): B/A beyond 5% |") in text
     assert "| resnet18 inductor fusion-on Offline cpu fp32 b4 input 32 | peak RSS | 952 MiB | 1.86 GiB | 2.000 | **worse** |" in text
 
 
@@ -1100,3 +1101,21 @@ def test_peak_rss_is_compared_only_between_workers_whose_baselines_agree() -> No
     assert found.why.startswith("rss_baseline_bytes differs beyond 5%: A 424 MiB, B 590 MiB"), found.why
     grown = of(695.0, 424.0)  # the same imports: the 167 MiB more are the cell's own
     assert peak(alone, grown).verdict == "worse"
+
+
+def test_a_figure_of_a_cell_of_several_rounds_is_said_to_be_its_round_1s_one_reading() -> None:
+    """Golden v6 ran two rounds a cell: its device time has two medians, its peak RSS one reading (a
+    further round runs no memory pass). compare said `one figure a side` of both bundles' peak RSS,
+    which a reader of a run of rounds took for a figure the rounds stood behind."""
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_json, to_markdown
+
+    a = load(GOLDEN / "v6")
+    assert {len(r.metrics.rounds) for r in a.records if r.status == "valid"} == {2}
+    comparison = compare(a, a)
+    said = "one reading a side, its round 1's whatever its rounds (no spread to judge by): B/A beyond 5%"
+    assert f"| peak RSS | lower | {said} |" in to_markdown(comparison)
+    figures = json.loads(to_json(comparison))["figures"]
+    assert figures["peak_rss"]["test"] == figures["arena_peak"]["test"] == said
+    assert figures["kernels_per_inference"]["test"] == "one reading a side, its round 1's: any change"
