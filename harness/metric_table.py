@@ -357,7 +357,9 @@ METRICS: dict[str, Metric] = _by_name((
            "kernels that run two computing operators or more (the fusion report's fusion_count): another count is "
            "another fusion decision, neither better nor worse (`compare` names the fused groups each side lacks)"),
     Metric("peak_rss", ("metrics", "memory", "peak_rss_bytes"), "bytes", "lower", "ratio", "peak RSS",
-           "the worker's peak resident host memory, eager reference and compiler included, on every device",
+           "the worker's peak resident host memory over its life, on every device: its imports before the model was "
+           "built (`rss_baseline_bytes`) and what ran before the memory pass (the eager reference, the backend's "
+           "compile or session) beside the inference's own, one reading a cell",
            same_in_both=(("metrics", "memory", "worker_start"), ("metrics", "prepare_cache"), ("metrics", "tuning", "cache")),
            baseline=("metrics", "memory", "rss_baseline_bytes")),
     # A backend's own allocator, where its profiler reports it: the one memory figure that moves with
