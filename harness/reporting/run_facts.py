@@ -8,6 +8,7 @@ from typing import Any, TypeGuard
 
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Cpu, Gpus, Node
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
 from harness.bundle.statuses import FINISHED
@@ -71,6 +72,10 @@ def interruption(loaded: LoadedBundle) -> str:
     finished = {record.id for record in loaded.records if record.status in FINISHED}
     if recorded is None:
         no_result = len(loaded.missing) + sum(1 for record in loaded.records if record.status not in FINISHED)
+        if loaded.version != SCHEMA_VERSION:  # --resume refuses it: it would mix versions in one bundle
+            return (f"why not recorded (bundles before 2026-12-06 keep no reason); {no_result} cell(s) with no result, "
+                    f"which --resume will not run in a bundle of schema {loaded.version} (this harness writes "
+                    f"{SCHEMA_VERSION}): `fusionbench rerun` runs its cells again in a bundle of its own")
         return (f"why not recorded (bundles before 2026-12-06 keep no reason); --resume runs the {no_result} cell(s) "
                 "with no result, and times afresh any the time budget cut short of their rounds")
     cut = sum(1 for cell in recorded.resume_runs if cell in finished)

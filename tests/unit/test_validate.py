@@ -395,6 +395,14 @@ def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     # a bundle before 2026-12-06 records no reason: its report says so, and counts what a resume runs
     assert ("why not recorded (bundles before 2026-12-06 keep no reason); --resume runs the 1 cell(s) with no result"
             in dict(facts(load(root)))["interrupted"])
+    older = tmp_path / "older"  # a version --resume refuses: the report said a resume would run its cells
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION - 1}", older)
+    cell_files(older)[0].unlink()
+    edit_json(older / "bundle.json", lambda h: h.update(state="interrupted"))
+    assert dict(facts(load(older)))["interrupted"] == (
+        f"why not recorded (bundles before 2026-12-06 keep no reason); 1 cell(s) with no result, which --resume will "
+        f"not run in a bundle of schema {SCHEMA_VERSION - 1} (this harness writes {SCHEMA_VERSION}): `fusionbench "
+        "rerun` runs its cells again in a bundle of its own")
     gone = json.loads((root / "bundle.json").read_text())["cells"][0]["id"]
     interruption = {"why": "stopped by SIGTERM (a timeout, docker stop or a scheduler's limit)", "resume_runs": [gone]}
     edit_json(root / "bundle.json", lambda h: h.update(interruption=interruption))
