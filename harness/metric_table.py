@@ -169,6 +169,16 @@ def at(record: Any, path: tuple[str, ...]) -> Any:
     return record
 
 
+def unlike_setting(metric: Metric, cell_a: Record, cell_b: Record) -> tuple[str, Any, Any] | None:
+    """The first setting the figure of `metric` depends on (`same_in_both`) in which the two cells
+    differ, its name and each cell's value (`("prepare_cache", "cold", "warm")`); None where they agree."""
+    for setting in metric.same_in_both:
+        value_a, value_b = at(cell_a, setting), at(cell_b, setting)
+        if value_a != value_b:
+            return setting[-1], value_a, value_b
+    return None
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)

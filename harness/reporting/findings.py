@@ -28,7 +28,7 @@ from harness.metric_table import format_times
 from harness.plain_text import one_line
 from harness.reporting import kind_moves
 from harness.reporting.cell_rows import Row, bundle_rows, fmt_time_over_rounds, planned_configs, setting_of, setting_paired
-from harness.reporting.fusion_pairs import FusionPair, fusions_by_class
+from harness.reporting.fusion_pairs import FusionPair, fusions_by_class, on_off
 from harness.reporting.kernels import fused_kernels, slowest_kernels_by_side, time_moved
 from harness.reporting.pairing import other_threads, passed_variables
 from harness.reporting.run_facts import apart, other_cpus, ran_on
@@ -194,7 +194,11 @@ def _side(row: Row | None, column: str) -> str:
 
 def _on_off(line: Line, column: str) -> str:
     on = _side(line.on, column)
-    return on if not line.has_switch else f"{on} / {_side(line.off, column)}"
+    if not line.has_switch:
+        return on
+    if line.on is not None and line.off is not None and is_valid(line.on) and is_valid(line.off):
+        return on_off(column, line.on, line.off)
+    return f"{on} / {_side(line.off, column)}"
 
 
 def against_eager(group: Group, row: Row | None) -> str:

@@ -50,7 +50,10 @@ MEMORY_NOTE = (
     "eager reference and the compile besides the inference: two "
     "runs of one Inductor cell there read 850 and 862 MiB, so on and off a few percent apart says nothing of "
     "fusion (a record since 2026-12-06 keeps the memory pass's own peak apart, the compile's passing peak left out: "
-    "`inference_peak_rss_delta_bytes`). Arena peak on / off (a backend that reports its allocator's arena: ONNX "
+    "`inference_peak_rss_delta_bytes`); where one cell compiled cold in its worker and the other read its "
+    "compile from the cache, the figure says so beside it (`(prepare_cache cold / warm)`: resnet18's ONNX Runtime "
+    "pair read 791 / 652 MiB so, 713 / 652 both warm), and `compare` would not set the two against each other. "
+    "Arena peak on / off (a backend that reports its allocator's arena: ONNX "
     "Runtime): the arena at its fullest in the profile pass, one reading a cell, of what the backend allocated "
     "itself: the weights it repacked for its kernels and a run's planned activations and scratch (resnet18 at "
     "input 32, batch 1, on the 2-core VM: 2.05 / 2.22 MiB, of which about 1.95 MiB is in use before a run begins, "
@@ -212,6 +215,18 @@ def switched_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]
     return ["backend", "models", "what fusion off changed (on / off)"], body
 
 
+def on_off(column: str, on: Row, off: Row) -> str:
+    """A figure of fusion on and off side by side (`791 MiB / 652 MiB`), with the setting it depends on
+    where the two cells differ in it (`(prepare_cache cold / warm)`: a cold compile's peak is in the
+    peak RSS of its cell), which `compare` would not set against each other."""
+    text = f"{on.figure(column)} / {off.figure(column)}"
+    unlike = metric_table.unlike_setting(metric_table.metric(column), on.record, off.record)
+    if unlike is None or metric_table.MISSING in (on.figure(column), off.figure(column)):
+        return text
+    name, value_on, value_off = unlike
+    return f"{text} ({visible(str(name))} {visible(str(value_on))} / {visible(str(value_off))})"
+
+
 def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
     """Fusion on vs off per model, backend and setting: latency, speedup, kernels, memory, fusions."""
     columns = metric_table.present(metric_table.REPORT_FUSION, [r.record for p in pairs for r in (p.on, p.off)])
@@ -219,6 +234,6 @@ def fusion_table(pairs: list[FusionPair]) -> tuple[list[str], list[list[str]]]:
             "fusions on (by class)"]
     body = [[p.name, fmt_time_over_rounds(p.on), fmt_time_over_rounds(p.off),
              fmt_speedup(p) + speedup_marks(p.on, p.off) + same_kernels_mark(p),
-             *(f"{p.on.figure(c)} / {p.off.figure(c)}" for c in columns),
+             *(on_off(c, p.on, p.off) for c in columns),
              fusions_by_class(p.on)] for p in pairs]
     return head, body

@@ -223,11 +223,11 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
     if a is None or b is None:
         figure.why = f"only {'A' if b is None else 'B'} has it"
         return figure
-    for setting in metric.same_in_both:
-        setting_a, setting_b = metric_table.at(cell_a, setting), metric_table.at(cell_b, setting)
-        if setting_a != setting_b:
-            figure.why = f"{setting[-1]} differs: A {setting_a}, B {setting_b}"
-            return figure
+    differing = metric_table.unlike_setting(metric, cell_a, cell_b)
+    if differing is not None:
+        name, setting_a, setting_b = differing
+        figure.why = f"{name} differs: A {setting_a}, B {setting_b}"
+        return figure
     unlike = _unlike_baselines(metric, cell_a, cell_b, threshold)
     if unlike:
         figure.why = unlike

@@ -449,3 +449,26 @@ def test_an_arena_a_backend_reports_is_set_on_against_off_where_memory_is() -> N
     # where no cell reports an arena, no empty column
     assert "arena peak on / off" not in findings.model_table(findings.groups([load(GOLDEN / "v7")])[1], gpu=False)[0]
     assert "Arena peak on / off" in markdown([loaded])
+
+
+def test_a_memory_figure_set_on_against_off_says_where_the_two_cells_compiled_unlike() -> None:
+    """resnet18's ONNX Runtime pair at input 32 read 791 / 652 MiB peak RSS, its fusion-on cell compiled
+    cold in its worker and its fusion-off cell read from the cache: the fusion tables set them side by
+    side bare, as if fusion cost 139 MiB (both warm they read 713 / 652), where compare calls such a pair
+    not comparable."""
+    from harness.reporting.cell_rows import Row
+    from harness.reporting.fusion_pairs import fusion_pairs, fusion_table
+
+    head, body = findings.model_table(findings.groups([load(GOLDEN / "v7")])[1], gpu=False)
+    alike = dict(zip(head, next(row for row in body if row[0] == "inductor")))["peak RSS on / off"]
+    assert "(" not in alike, alike  # both compiled cold: nothing to say
+    loaded = load(GOLDEN / "v7")
+    for cell in loaded.cells:
+        if cell["config"]["backend"] == "inductor" and cell["config"]["variant"]["fusion"] == "off":
+            cell["metrics"]["prepare_cache"] = "warm"
+    head, body = findings.model_table(findings.groups([loaded])[1], gpu=False)
+    said = dict(zip(head, next(row for row in body if row[0] == "inductor")))["peak RSS on / off"]
+    assert said.endswith(" (prepare_cache cold / warm)") and said.startswith(alike), said
+    head, body = fusion_table([p for p in fusion_pairs([Row(r) for r in loaded.records]) if p.on.config.backend == "inductor"])
+    assert all(row[head.index("peak RSS on / off")].endswith(" (prepare_cache cold / warm)") for row in body), body
+    assert all("(" not in row[head.index("kernels/inf on / off")] for row in body)  # a count depends on no cache
