@@ -21,7 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.bundle.passes_record import PROPORTIONAL_SPLIT, Kernels
+import pydantic
+
+from harness.bundle.passes_record import PROPORTIONAL_SPLIT, BackendFigures, Kernels
 from harness.bundle.record_base import COUNT_MAX
 from harness.contract import CpuKernelTimes, Prepared
 from harness.errors import BackendFailed
@@ -56,8 +58,21 @@ def profile(prepared: Prepared, batch: Any, iters: int, device: str, workdir: Pa
                 **cpu_kernel_figures(runs, wall_ns),
             }
         )
-    result["backend_figures"] = asked(prepared, "profile_figures", (dict,), batch)
+    result["backend_figures"] = _figures(prepared, asked(prepared, "profile_figures", (dict,), batch))
     return result
+
+
+def _figures(prepared: Prepared, figures: dict[str, Any]) -> dict[str, Any]:
+    """`figures`, where the names a reader shows are of their type (BackendFigures: an arena's
+    bytes whole and in range); BackendFailed naming the method and the figure otherwise."""
+    try:
+        BackendFigures.model_validate(figures)
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        name = ".".join(str(part) for part in error["loc"])
+        raise BackendFailed(f"{type(prepared).__name__}.profile_figures() returned {name} {figures.get(name)!r:.40}: "
+                            f"{error['msg'].lower()} ({CONTRACT})") from None
+    return figures
 
 
 def _cuda_kernels(prepared: Prepared, batch: Any, iters: int, workdir: Path) -> dict[str, Any]:

@@ -366,8 +366,9 @@ def test_an_availability_of_wrong_field_types_or_a_no_without_reason_is_said_nam
 
 
 def test_a_profile_answer_out_of_range_fails_its_cell_naming_the_method(tmp_path: Path) -> None:
-    """A cpu_dispatches() of -3, a cpu_kernel_times() holding NaN, a negative or a str time, or a
-    dispatch_definition that is no str failed the cell later in a pydantic ValidationError "for
+    """A cpu_dispatches() of -3, a cpu_kernel_times() holding NaN, a negative or a str time, a
+    profile_figures() whose arena peak is 1.5 or -2 bytes, or a dispatch_definition that is no str
+    failed the cell later in a pydantic ValidationError "for
     Kernels" (at pydantic/main.py) or a TypeError in the harness's code, naming no method."""
     from harness.measure import passes
 
@@ -375,6 +376,7 @@ def test_a_profile_answer_out_of_range_fails_its_cell_naming_the_method(tmp_path
         dispatch_definition = kernel_time_definition = "one call"
         count: Any = 1
         times: Any = CpuKernelTimes(calls=(("k", 0.5e6),), wall_ns=1e6)
+        figures: Any = {}
 
         def cpu_dispatches(self, batch: Any) -> Any:
             return self.count
@@ -383,7 +385,7 @@ def test_a_profile_answer_out_of_range_fails_its_cell_naming_the_method(tmp_path
             return self.times
 
         def profile_figures(self, batch: Any) -> Any:
-            return {}
+            return self.figures
 
     prepared = _Values()
     assert passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)["kernels_per_inference"] == 1  # type: ignore[arg-type]
@@ -401,6 +403,13 @@ def test_a_profile_answer_out_of_range_fails_its_cell_naming_the_method(tmp_path
         with pytest.raises(BackendFailed, match=rf"^_Values\.cpu_kernel_times\(\) returned CpuKernelTimes {said}"):
             passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
     prepared.times = None
+    for figure, said in ((1.5, "should be a valid integer, got a number with a fractional part"),
+                         (-2, "should be greater than or equal to 0")):
+        prepared.figures = {"arena_peak_in_use_bytes": figure, "own_figure": "free-form"}
+        with pytest.raises(BackendFailed, match=rf"^_Values\.profile_figures\(\) returned arena_peak_in_use_bytes "
+                                                rf"{figure}: input {said} \(harness/contract\.py\)$"):
+            passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
+    prepared.figures = {}
     prepared.dispatch_definition = 5  # type: ignore[assignment]
     with pytest.raises(BackendFailed, match=r"^_Values\.dispatch_definition is int 5; it is a str"):
         passes.profile(prepared, None, 1, "cpu", tmp_path, 1e6)  # type: ignore[arg-type]
