@@ -20,5 +20,6 @@ def without_backend(root: Path, backend: str, only: list[str]) -> None:
     (root / "bundle.json").write_text(json.dumps(header))
     for cell in gone:
         (root / "cells" / f"{cell}.json").unlink()
-        shutil.rmtree(root / "cells" / cell)
+        if (root / "cells" / cell).is_dir():  # a skipped cell has no folder
+            shutil.rmtree(root / "cells" / cell)
     manifest.write(root)

@@ -14,9 +14,10 @@ missing, skipped or interrupted: none was judged, so the exit code cannot pass o
 only one bundle has says what the other never ran (`B ran no cell on cpu`: the first of device,
 model, input size, backend, scenario, dtype and batch it lacks), or that the other listed it and
 has no record (its run was stopped). Where one bundle is a `fusionbench rerun` of the other, it says
-so (`rerun_of`). Per backend, the geometric mean of B/A over its compared
-pairs. The systems' differences (CPU, GPU, driver, library versions, container) come first, since
-a difference between machines explains a difference between figures
+so (`rerun_of`), and a cell of the original that the rerun's `--only` left out is said to be not
+rerun (`not_rerun`), apart from the unpaired: the rerun was asked not to run it. Per backend, the
+geometric mean of B/A over its compared pairs. The systems' differences (CPU, GPU, driver, library
+versions, container) come first, since a difference between machines explains a difference between figures
 (harness/reporting/system_differences.py). Each fusion pair's verdicts in A and in B are set side by
 side (harness/reporting/fusion_verdicts.py), but for a pair whose cells ran unlike in A and B, by the
 same rule as the cells' pairs.
@@ -28,6 +29,7 @@ Markdown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness import metric_table
 from harness.bundle.cell_record import CellRecord
@@ -39,6 +41,7 @@ from harness.reporting.judging import ALPHA, LABELS, VERDICTS, WORSE, Pair, comp
 from harness.reporting.pairing import not_in, pairing_key, passed_variables, settings_apart, settings_ran, unlike_runs
 from harness.reporting.run_facts import machine_noise
 from harness.reporting.system_differences import PACKAGE, system_differences
+from harness.scenario.cells import Cell, matches, only_text
 from harness.stats.summary import geometric_mean
 
 
@@ -62,6 +65,9 @@ class Comparison:
     #: skipped or interrupted there, or valid but of another math mode or hardware): the CLI does
     #: not exit 0 for them unless asked to (`--allow-missing`).
     unpaired: list[str] = field(default_factory=list)
+    #: Cells of the original a rerun's `--only` (its bundle.json `only`) left out, each said so: the
+    #: rerun was asked not to run them, so they are no gap in it and the exit code does not count them.
+    not_rerun: list[str] = field(default_factory=list)
     fusion: list[FusionVerdict] = field(default_factory=list)
     #: Where one bundle is a `fusionbench rerun` of the other (its bundle.json `rerun_of`), in words:
     #: "B is a rerun of A"; empty where neither is.
@@ -111,6 +117,8 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
                         machines=(_run_machine(a.header_record), _run_machine(b.header_record)),
                         noise=(machine_noise(lookup(a.header, "system", "machine_noise")),
                                machine_noise(lookup(b.header, "system", "machine_noise"))))
+    # where one bundle is a rerun of the other: the cells its --only chose, which the other's are held to
+    chose = {"A": _rerun_only(b, a), "B": _rerun_only(a, b)}  # keyed by the side of the original's cells
     cells_a = {pairing_key(cell): cell for cell in a.records}
     cells_b = {pairing_key(cell): cell for cell in b.records}
     listed = {"A": set(a.missing), "B": set(b.missing)}  # planned, with no record
@@ -123,7 +131,9 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
             counterpart = theirs.get(key)
             if cell.status != "valid":
                 continue
-            if counterpart is None and cell.config.shown_label in alike:  # a cell of its name, measured otherwise
+            if counterpart is None and (left_out := not_rerun(cell, chose[side], other_side)):
+                result.not_rerun.append(f"{cell.config.shown_label}: valid in {side}, {left_out}")
+            elif counterpart is None and cell.config.shown_label in alike:  # a cell of its name, measured otherwise
                 apart = settings_apart(cell, alike[cell.config.shown_label], side, other_side)
                 result.unpaired.append(f"{cell.config.shown_label}: valid in {side}; {other_side} ran it with other "
                                        f"settings ({apart})")
@@ -141,6 +151,8 @@ def compare(a: LoadedBundle, b: LoadedBundle, *, threshold: float = 0.05, alpha:
         """Why a cell of one bundle is in no pair: the other ran one of its name with other settings
         (each named: the two rows read alike), or what the other never ran."""
         alike = named[other_side].get(cell.config.shown_label)
+        if left_out := not_rerun(cell, chose[side], other_side):
+            return f"only in {side}: {left_out}"
         if alike is not None:
             return f"only in {side}: {other_side} ran it with other settings ({settings_apart(cell, alike, side, other_side)})"
         return f"only in {side}: {not_in(cell, ran[other_side], other_side)}"
@@ -179,6 +191,21 @@ def rerun_of(original: LoadedBundle, rerun: LoadedBundle, original_side: str, re
         said += (f", made from another copy of {original_side}'s run: its MANIFEST.sha256 then was "
                  f"{record.manifest_sha256[:12]}..., {original_side}'s is {str(manifest)[:12]}...")
     return said
+
+
+def _rerun_only(rerun: LoadedBundle, original: LoadedBundle) -> dict[str, Any] | None:
+    """The cells `rerun` chose to run again of `original`'s (its bundle.json `only`, the original's
+    narrowed by the rerun's `--only`) where it is a rerun of `original` and chose some; else None."""
+    only = rerun.header_record.only
+    return only if only and rerun_of(original, rerun, "", "") else None
+
+
+def not_rerun(cell: CellRecord, chosen: dict[str, Any] | None, rerun_side: str) -> str:
+    """"not rerun in B (--only backend=null)" where the rerun's `--only` (`chosen`) left `cell` of the
+    original out, "" otherwise: a cell the rerun was asked not to run is no cell it lacks."""
+    if chosen is None or matches(Cell(cell.id, cell.config), chosen):
+        return ""
+    return f"not rerun in {rerun_side} (--only {only_text(chosen)})"
 
 
 def _scored_on_other_images(pairs: list[Pair], digest_a: str | None, digest_b: str | None) -> None:

@@ -63,6 +63,7 @@ def to_json(comparison: Comparison) -> str:
                  "`test` says which. A change needs the test below alpha, pointing the way the medians' ratio does, "
                  "and the ratio beyond the threshold either way (B/A above 1 + t or below 1 / (1 + t))"),
         "counts": comparison.counts(), "worse": comparison.worse, "unpaired": comparison.unpaired,
+        "not_rerun": comparison.not_rerun,
         "figures": {name: asdict(rule) for name, rule in _rules(comparison.threshold).items()},
         "figure_counts": comparison.figure_counts(),
         "systems": [{"what": w, "a": x, "b": y} for w, x, y in comparison.systems],
@@ -158,6 +159,9 @@ def to_markdown(comparison: Comparison) -> str:
     if c.unpaired:
         lines += [f"## Unpaired: {len(c.unpaired)} valid cell(s) with nothing to compare against", "",
                   *(f"- {md_cell(line)}" for line in c.unpaired), ""]
+    if c.not_rerun:
+        lines += [f"## Not rerun: {len(c.not_rerun)} valid cell(s) the rerun's --only left out", "",
+                  *(f"- {md_cell(line)}" for line in c.not_rerun), ""]
     geomeans = c.geomeans()
     if geomeans:
         lines += ["## Per backend", "", "Geometric mean of B/A median batch time (below 1: B is faster).", "",

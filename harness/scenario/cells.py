@@ -155,10 +155,16 @@ def only_text(only: dict[str, Any]) -> str:
     return ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in only.items())
 
 
+def matches(cell: Cell, only: dict[str, Any]) -> bool:
+    """Whether `cell` matches every key of `only` (any of the values given for a key): a run's
+    `--only` chose it."""
+    return all(cell.field(key) in values for key, values in only.items())
+
+
 def select(cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
     """Cells matching every key of `only` (any of the values given for a key); ConfigError where none
     does."""
-    chosen = [c for c in cells if all(c.field(k) in values for k, values in only.items())]
+    chosen = [c for c in cells if matches(c, only)]
     if only and not chosen:
         check_values(cells, only)  # a value no cell has, named with the values there are
         raise ConfigError(f"--only {only_text(only)} matches no cell of this scenario")

@@ -35,3 +35,5 @@ def test_a_rerun_runs_the_bundles_cell_again_as_the_same_cell_and_compare_says_i
     assert fusionbench("validate", str(new)).returncode == 0
     compared = fusionbench("compare", str(GOLDEN), str(new))
     assert "B is a rerun of A: A's cells, run again from the scenario it stores" in compared.stdout, compared.stdout
+    # the golden's other valid cells, which the rerun's --only left out: said so, not unpaired
+    assert "## Not rerun: 11 valid cell(s) the rerun's --only left out" in compared.stdout, compared.stdout

@@ -1119,3 +1119,35 @@ def test_a_figure_of_a_cell_of_several_rounds_is_said_to_be_its_round_1s_one_rea
     figures = json.loads(to_json(comparison))["figures"]
     assert figures["peak_rss"]["test"] == figures["arena_peak"]["test"] == said
     assert figures["kernels_per_inference"]["test"] == "one reading a side, its round 1's: any change"
+
+
+def test_cells_a_reruns_only_left_out_are_said_not_rerun_not_unpaired(tmp_path: Path) -> None:
+    """A `rerun --only backend=null` of a bundle listed every cell of its other backends as unpaired
+    (`B ran no cell on eager`) and exited 1: cells the rerun was asked not to run read as gaps in it."""
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_json, to_markdown
+
+    original = GOLDEN / f"v{SCHEMA_VERSION}"
+    rerun = tmp_path / "rerun"
+    shutil.copytree(original, rerun)
+    for backend in ("eager", "inductor", "onnxruntime", "tvm"):
+        without_backend(rerun, backend, ["null"])
+    header = json.loads((rerun / "bundle.json").read_text())
+    as_run = {**header, "run_id": "20261206-120000-golden"}
+    (rerun / "bundle.json").write_text(json.dumps(as_run))
+    manifest.write(rerun)
+    assert len(compare(load(original), load(rerun)).unpaired) == 10  # another run's --only: gaps, as before
+    (rerun / "bundle.json").write_text(json.dumps({**as_run, "rerun_of": {
+        "run_id": header["run_id"], "created": header["created"], "scenario_sha256": header["scenario_sha256"]}}))
+    manifest.write(rerun)
+    said = compare(load(original), load(rerun))
+    assert said.unpaired == [] and len(said.not_rerun) == 10
+    assert "resnet18 eager fusion-on Offline cpu fp32 b4 input 32: valid in A, not rerun in B (--only backend=null)" \
+        in said.not_rerun
+    eager = next(p for p in said.pairs if p.label == "resnet18 eager fusion-on Offline cpu fp32 b4 input 32")
+    assert eager.why == "only in A: not rerun in B (--only backend=null)"
+    assert "## Not rerun: 10 valid cell(s) the rerun's --only left out" in to_markdown(said)
+    assert json.loads(to_json(said))["not_rerun"] == said.not_rerun
+    backwards = compare(load(rerun), load(original))  # the rerun as A
+    assert backwards.unpaired == [] and backwards.not_rerun[0].endswith("valid in B, not rerun in A (--only backend=null)")
