@@ -10,7 +10,9 @@ against TF32, or one that did not record it), that ran on different hardware (or
 it: a `--jobs` slot against the whole machine), or with other thread counts or other values of a
 variable a scenario's `env:` passed on (OMP_NUM_THREADS 1 against none) are not comparable,
 whatever their ids say, and are listed as unpaired with the valid cells whose counterpart is
-missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. A cell
+missing, skipped or interrupted: none was judged, so the exit code cannot pass on them. Cells that
+ran on other hardware (and of one math mode) are set side by side all the same, each figure beside
+the other's and B/A as information, judged not at all (harness/reporting/judging.py). A cell
 only one bundle has says what the other never ran (`B ran no cell on cpu`: the first of device,
 model, input size, backend, scenario, dtype and batch it lacks), or that the other listed it and
 has no record (its run was stopped). Where one bundle is a `fusionbench rerun` of the other, it says

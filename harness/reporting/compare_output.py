@@ -122,6 +122,11 @@ def _fusion(comparison: Comparison) -> list[str]:
             *(["Not comparable, A's cells and B's ran unlike:", "", *unlike, ""] if unlike else [])]
 
 
+def _information(ratio: float | None) -> str:
+    """B/A of a pair set side by side but not judged (other hardware): in brackets, never a verdict."""
+    return "-" if ratio is None else f"({ratio:.3f})"
+
+
 def to_markdown(comparison: Comparison) -> str:
     c = comparison
     lines = [
@@ -151,6 +156,10 @@ def to_markdown(comparison: Comparison) -> str:
         rounds = " or timed over rounds" if any(max(p.valid_rounds) <= 1 for p in noisy) else ""  # as each why advises
         lines += [f"{len(noisy)} of the improved and regressed pairs rest on noisy cells (their why says which): a "
                   f"guess, not a figure, until rerun{rounds}.", ""]
+    apart = [p for p in c.pairs if p.not_judged]
+    if apart:
+        lines += [f"{len(apart)} pair(s) ran on other hardware: their figures are set side by side below, not judged "
+                  "(B/A in brackets, for information only; another machine's speed is not the code's).", ""]
     machine = [p for p in c.pairs if p.machine_moved and p.verdict in ("regressed", "improved")]
     if machine:
         lines += [f"{len(machine)} of the improved and regressed pairs moved with the machine itself: its reference "
@@ -176,10 +185,11 @@ def to_markdown(comparison: Comparison) -> str:
               "| cell | A median | B median | B/A | p | verdict | why |", "|---|---:|---:|---:|---:|---|---|"]
     order = {label: i for i, label in enumerate(LABELS)}
     for p in sorted(c.pairs, key=lambda p: (order[p.verdict], p.label)):
-        ratio = "-" if p.ratio is None else f"{p.ratio:.3f}"
+        ratio = f"{p.ratio:.3f}" if p.ratio is not None else _information(p.ratio_not_judged)
         p_value = "-" if p.p_value is None else f"{p.p_value:.2g}"
+        why = f"not judged: {p.not_judged}; B/A for information only" if p.not_judged else p.why
         lines.append(f"| {md_cell(p.label)} | {format_value(p.median_a_ns, 'ns')} | {format_value(p.median_b_ns, 'ns')} | "
-                     f"{ratio} | {p_value} | **{p.verdict}**{' noisy' if p.noisy else ''} | {md_cell(p.why)} |")
+                     f"{ratio} | {p_value} | **{p.verdict}**{' noisy' if p.noisy else ''} | {md_cell(why)} |")
     lines += ["", *_fusion(c), *_figures(c)]
     if len(packages) > MOST_PACKAGES_AHEAD:
         lines += [f"## Packages that differ ({len(packages)})", "", "| package | A | B |", "|---|---|---|"]

@@ -35,7 +35,7 @@ from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.cell_rows import Row, fmt_time_over_rounds
-from harness.reporting.pairing import unlike_runs
+from harness.reporting.pairing import hardware_apart, math_apart, other_threads, unlike_runs
 from harness.reporting.speedups import noisy_mark
 from harness.stats.intervals import rounds_t_test
 from harness.stats.summary import mann_whitney_u, median, u_test_method
@@ -78,6 +78,12 @@ class Pair:
     valid_rounds: tuple[int, int] = (0, 0)  # (A, B): the valid rounds each side's device time was taken over
     figures: list[Figure] = field(default_factory=list)  # every figure judged, device time first
     noisy: bool = False  # a side's timing samples spread beyond 10% of their mean (speedups.noisy_mark)
+    #: Where the cells ran on different hardware: `other hardware (A's vs B's)`. Their figures are set
+    #: side by side (medians, `figures`), each judged not at all: the verdict stays not comparable.
+    not_judged: str = ""
+    #: B/A of the medians of cells on different hardware: information, never a verdict (`ratio` and
+    #: the geometric means hold judged pairs only).
+    ratio_not_judged: float | None = None
     machine_moved: bool = False  # the machine's reference loops moved enough to account for a change
 
 
@@ -100,6 +106,9 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
     unlike = unlike_runs(cell_a, cell_b, passed)
     if unlike:
         pair.why = unlike
+        machines = hardware_apart(cell_a, cell_b)
+        if machines is not None and not math_apart(cell_a, cell_b):  # the hardware is what sets them apart first
+            _side_by_side(pair, cell_a, cell_b, machines, passed)
         return pair
     _device_time(pair, cell_a, cell_b, threshold, alpha)
     device = metric_table.metric("device_time")
@@ -110,6 +119,30 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
     pair.figures += [judge(m, cell_a, cell_b, threshold) for m in metric_table.compared()
                      if m.rule != "rank test" and (m.value(cell_a) is not None or m.value(cell_b) is not None)]
     return pair
+
+
+def _side_by_side(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, machines: tuple[str, str],
+                  passed: frozenset[str]) -> None:
+    """Set two cells of one config that ran on different hardware side by side, judging nothing: a lab
+    reproducing a run on its own machine reads each figure beside the original's, where the pair showed
+    none, and B/A of the medians as information (`ratio_not_judged`). Another machine's speed is no
+    regression or improvement of the code, so no figure gets a verdict. Threads or `env:` values that
+    differ too are named: they move the figures as much as the machine does."""
+    threads = other_threads(cell_a, cell_b, passed)
+    pair.not_judged = f"other hardware ({machines[0]} vs {machines[1]})" + (
+        f", and other threads or variables ({threads})" if threads else "")
+    samples_a, samples_b = _samples(cell_a), _samples(cell_b)
+    pair.median_a_ns = _median_ns(cell_a, samples_a) if samples_a else None
+    pair.median_b_ns = _median_ns(cell_b, samples_b) if samples_b else None
+    if pair.median_a_ns and pair.median_b_ns and pair.median_a_ns > 0 and pair.median_b_ns > 0:
+        pair.ratio_not_judged = pair.median_b_ns / pair.median_a_ns
+    why = f"not judged: {pair.not_judged}"
+    device = metric_table.metric("device_time")
+    pair.figures = [Figure(device.name, str(device.better), device.rule, pair.median_a_ns, pair.median_b_ns,
+                           _shown_time(cell_a), _shown_time(cell_b), why=why)]
+    pair.figures += [Figure(m.name, str(m.better), m.rule, m.value(cell_a), m.value(cell_b), m.figure(cell_a),
+                            m.figure(cell_b), why=why) for m in metric_table.compared()
+                     if m.rule != "rank test" and (m.value(cell_a) is not None or m.value(cell_b) is not None)]
 
 
 def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: float, alpha: float) -> None:

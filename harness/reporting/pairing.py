@@ -40,22 +40,38 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str] =
     """Why two cells of one config cannot be set side by side however they ended ("" when they
     can): their math modes differ or are unrecorded, they ran on different hardware or another
     share of it, or with other threads or other values of the variables in `passed` (`other_threads`)."""
-    mode_a, mode_b = math_mode(cell_a), math_mode(cell_b)
-    if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
-        return (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
-                else "neither cell recorded its math mode (TF32 may have been on)")
-    where_a, where_b = hardware(read_as(Node, cell_a.node)), hardware(read_as(Node, cell_b.node))
-    if where_a and where_b and where_a != where_b:
-        return f"ran on different hardware: A {where_a}, B {where_b}"
-    cpus = other_cpus(read_as(Node, cell_a.node), read_as(Node, cell_b.node))
-    if cpus is not None:
-        return f"ran on different hardware: A {cpus[0]}, B {cpus[1]}"
+    apart = math_apart(cell_a, cell_b)
+    if apart:
+        return apart
+    machines = hardware_apart(cell_a, cell_b)
+    if machines is not None:
+        return f"ran on different hardware: A {machines[0]}, B {machines[1]}"
     with_quota = quota_recorded(cell_a) and quota_recorded(cell_b)
     share_a, share_b = machine_share(cell_a, with_quota), machine_share(cell_b, with_quota)
     if share_a != share_b:
         return f"ran on different shares of the machine: A {share_a}, B {share_b}"
     threads = other_threads(cell_a, cell_b, passed)
     return f"ran with other threads or variables: {threads}" if threads else ""
+
+
+def math_apart(cell_a: CellRecord, cell_b: CellRecord) -> str:
+    """Why two cells' math cannot be set side by side, in words ("" where it can): their math modes
+    differ, or one did not record it (TF32 may have been on)."""
+    mode_a, mode_b = math_mode(cell_a), math_mode(cell_b)
+    if mode_a != mode_b or "unrecorded" in (mode_a, mode_b):
+        return (f"math modes differ: A {mode_a}, B {mode_b}" if mode_a != mode_b
+                else "neither cell recorded its math mode (TF32 may have been on)")
+    return ""
+
+
+def hardware_apart(cell_a: CellRecord, cell_b: CellRecord) -> tuple[str, str] | None:
+    """The hardware of each of two cells in words (A's, B's) where they ran on different hardware:
+    another CPU or GPU model, or one CPU name over two generations or vector extensions; else None."""
+    node_a, node_b = read_as(Node, cell_a.node), read_as(Node, cell_b.node)
+    where_a, where_b = hardware(node_a), hardware(node_b)
+    if where_a and where_b and where_a != where_b:
+        return where_a, where_b
+    return other_cpus(node_a, node_b)
 
 
 #: The thread counts a worker reads back from torch (harness/measure/worker.py): an

@@ -1151,3 +1151,41 @@ def test_cells_a_reruns_only_left_out_are_said_not_rerun_not_unpaired(tmp_path: 
     assert json.loads(to_json(said))["not_rerun"] == said.not_rerun
     backwards = compare(load(rerun), load(original))  # the rerun as A
     assert backwards.unpaired == [] and backwards.not_rerun[0].endswith("valid in B, not rerun in A (--only backend=null)")
+
+
+def test_cells_on_other_hardware_are_set_side_by_side_and_judged_not_at_all() -> None:
+    """A lab rerunning a bundle on its own machine saw each cell's row blank ('ran on different
+    hardware', no figure): now each figure stands beside the original's, the ratio for information
+    only, and no verdict either way; the geometric means and the exit code hold judged pairs only."""
+    from harness.reporting.compare import Comparison
+    from harness.reporting.compare_output import to_json, to_markdown
+
+    def on(model: str, samples: list[int]) -> CellRecord:
+        return cell(samples=samples, node={"hostname": "n", "cpu": {"model": model, "logical_cores": 2}, "gpus": []})
+
+    pair = compare_cells(on("AMD EPYC", BASE), on("Intel Xeon", [2 * v for v in BASE]), 0.05, 0.01)
+    assert pair.verdict == "not comparable" and pair.ratio is None and pair.p_value is None
+    assert pair.not_judged == "other hardware (AMD EPYC x2, no GPU vs Intel Xeon x2, no GPU)"
+    assert pair.median_a_ns == median(BASE) and pair.median_b_ns == 2 * median(BASE) and pair.ratio_not_judged == 2.0
+    assert pair.figures and all(f.verdict == "not comparable" and f.why == f"not judged: {pair.not_judged}"
+                                for f in pair.figures)
+    assert {f.metric for f in pair.figures} >= {"device_time", "peak_rss", "accuracy"}
+    comparison = Comparison(a="A", b="B", threshold=0.05, alpha=0.01, pairs=[pair])
+    assert comparison.geomeans() == {} and not comparison.worse
+    text = to_markdown(comparison)
+    assert "1 pair(s) ran on other hardware: their figures are set side by side below, not judged" in text
+    assert ("| (2.000) | - | **not comparable** | not judged: other hardware (AMD EPYC x2, no GPU vs Intel Xeon x2, "
+            "no GPU); B/A for information only |") in text
+    (shown,) = json.loads(to_json(comparison))["pairs"]
+    assert shown["ratio"] is None and shown["ratio_not_judged"] == 2.0 and shown["not_judged"] == pair.not_judged
+    # math modes apart as well: nothing is set side by side, as before
+    tf32 = record({**cell_data(samples=BASE), "node": {"hostname": "n", "cpu": {"model": "Intel Xeon", "logical_cores": 2}}})
+    tf32.metrics.math_mode.effective = "tf32"  # type: ignore[union-attr]
+    apart = compare_cells(on("AMD EPYC", BASE), tf32, 0.05, 0.01)
+    assert apart.not_judged == "" and apart.median_a_ns is None and apart.figures == []
+    same = compare_cells(on("AMD EPYC", BASE), on("AMD EPYC", [2 * v for v in BASE]), 0.05, 0.01)
+    assert same.verdict == "regressed" and same.ratio == 2.0 and same.not_judged == "" and same.ratio_not_judged is None
+    four = on("Intel Xeon", BASE).model_copy(update={"environment": {**TEMPLATE["environment"], "torch_threads": 4}})
+    threads = compare_cells(on("AMD EPYC", BASE), four, 0.05, 0.01).not_judged
+    assert threads == (f"other hardware (AMD EPYC x2, no GPU vs Intel Xeon x2, no GPU), and other threads or variables "
+                       f"(torch threads A {TEMPLATE['environment']['torch_threads']}, B 4)")
