@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     rerun.add_argument("--out", type=path_argument, help="directory for the new bundle (default: results)")
     rerun.add_argument("--only", metavar="KEY=VALUE,...", action="append",
                        help=f"run only the bundle's cells that match; keys: {', '.join(ONLY_KEYS)}")
+    rerun.add_argument("--inputs", type=path_argument, metavar="DIR",
+                       help="the folder that holds, on this machine, the images the bundle's cells read (where they "
+                       "are not at its input_folder); taken where its images' digest is the bundle's inputs_sha256")
     cache = rerun.add_mutually_exclusive_group()
     cache.add_argument("--cache-dir", type=path_argument,
                        help="where backends keep exported and compiled artifacts between runs (default: run's, "
@@ -39,7 +42,7 @@ def cmd_rerun(args: argparse.Namespace, console: Console, default_cache_dir: Pat
     from harness.run.run_request import RunRequest
     from harness.scenario.cells import only_option
 
-    original = read(args.bundle, only_option(args.only))
+    original = read(args.bundle, only_option(args.only), args.inputs)
     # the original's choice where the command line makes none: a refusal of the default folder then
     # names it as the default, with --cache-dir and --no-cache as the ways on
     chosen = args.no_cache or args.cache_dir is not None

@@ -5,9 +5,10 @@ refused) and its stored scenario as a resume reads it (harness/run/rerun_origina
 stores that scenario as it is, so its `scenario_sha256` is the original's, and runs the cells the
 original planned (its `--only`, narrowed by the rerun's) on the device they ran on, with
 the executor options they ran with (`--jobs`, fresh workers) and without the artifact cache where
-the original had none. A bundle whose planned cells this harness would not make again from its
-scenario (an older harness's cells, whose ids differ) is refused: the rerun would measure other
-cells, which `compare` could not pair.
+the original had none, reading the images its cells read (its `input_folder`, or the folder
+`--inputs` gives where they are elsewhere here, on their digest: `checked_inputs`). A bundle whose
+planned cells this harness would not make again from its scenario (an older harness's cells, whose
+ids differ) is refused: the rerun would measure other cells, which `compare` could not pair.
 
 What a scenario file cannot say comes from the original's record: the values its measured cells saw
 of each variable its `env:` passes on from the shell (`NAME`: the cells' `environment.variables`),
@@ -75,15 +76,26 @@ def jobs_fit_here(original: Original) -> None:
 
 
 def checked_inputs(original: Original) -> tuple[str | None, str | None]:
-    """The input folder the original's cells read (bundle.json `input_folder`) and the digest of what
-    the rerun's will read there (None, None for drawn inputs); ConfigError where it is not here or no
-    longer holds what they read (`inputs_sha256`): the rerun would measure other images."""
-    scenario, folder = original.scenario, original.header.get("input_folder")
-    if not isinstance(scenario.inputs, FolderInputs) or not isinstance(folder, str):
+    """The input folder the rerun's cells read (the original's `input_folder`, or the folder
+    `rerun --inputs` gives, where this machine holds those images elsewhere) and the digest of what
+    they will read there (None, None for drawn inputs); ConfigError where it is not here or does not
+    hold what the original's cells read (`inputs_sha256`): the rerun would measure other images.
+    A folder given elsewhere is taken on its digest alone, so a bundle that records none is refused."""
+    scenario, recorded_folder = original.scenario, original.header.get("input_folder")
+    given = original.inputs_here
+    if not isinstance(scenario.inputs, FolderInputs) or not isinstance(recorded_folder, str):
+        if given is not None:
+            raise ConfigError(f"--inputs {visible(given)}: the cells of {visible(original.root)} read no input folder "
+                              f"(inputs: {scenario.inputs.source}); rerun it without --inputs")
         return None, None
-    where = f"cannot rerun {original.root}: its cells read images from {folder}"
+    folder = str(given.resolve()) if given is not None else recorded_folder
+    where = f"cannot rerun {original.root}: its cells read images from {recorded_folder}"
+    if given is not None:
+        where += f", given here as --inputs {folder}"
     if not Path(folder).is_dir():
-        raise ConfigError(f"{where}, which is not a folder here; put them there")
+        way = "give a folder that holds them" if given is not None else \
+            "put them there, or give the folder that holds them here with --inputs DIR"
+        raise ConfigError(f"{where}, which is not a folder here; {way}")
     try:
         preflight.check_inputs(scenario, Path(folder))
         digest = preflight.inputs_sha256(scenario, folder)
@@ -91,9 +103,16 @@ def checked_inputs(original: Original) -> tuple[str | None, str | None]:
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     recorded = original.header.get("inputs_sha256")
+    if given is not None and recorded is None:
+        raise ConfigError(f"{where}, but it records no digest of the images its cells read (inputs_sha256, older "
+                          f"harnesses): they cannot be told to be those in {folder}; put them at {recorded_folder}")
     if recorded is not None and digest != recorded:
+        if given is not None:  # both in full: the user checks them against a digest of their own copy
+            raise ConfigError(f"{where}, which holds other images than they read (the SHA-256 of its labels file and "
+                              f"images is {digest}, the bundle records {recorded}); give the folder of those images")
         raise ConfigError(f"{where}, which no longer holds what they read (the SHA-256 of its labels file and images "
-                          f"was {recorded[:12]}..., here {str(digest)[:12]}...); put those images there")
+                          f"was {recorded[:12]}..., here {str(digest)[:12]}...); put those images there, or give the "
+                          "folder that holds them here with --inputs DIR")
     return folder, digest
 
 

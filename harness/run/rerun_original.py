@@ -43,6 +43,9 @@ class Original:
     variables_apart: dict[str, str] = field(default_factory=dict)
     #: The backends of its measured cells.
     measured_backends: frozenset[str] = frozenset()
+    #: Where this machine holds the images its cells read (`rerun --inputs DIR`), elsewhere than its
+    #: `input_folder`; None: there (harness/run/rerun.py `checked_inputs`).
+    inputs_here: Path | None = None
 
     @property
     def device(self) -> str:
@@ -66,7 +69,7 @@ class Original:
         return self.header.get("artifact_cache") is None
 
 
-def read(root: Path, only: dict[str, set[str]] | None) -> Original:
+def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None = None) -> Original:
     """The bundle at `root` to run again, its cells `only` selects; BundleError or ConfigError, one
     line, where it cannot be: it fails validate, is of a newer schema (SchemaVersionError), stores a
     scenario a run cannot read, or planned cells this harness would not make again."""
@@ -94,6 +97,7 @@ def read(root: Path, only: dict[str, set[str]] | None) -> Original:
     variables, apart = _variables_seen(loaded, stored)
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart, rerun_of=_rerun_of(loaded),
+                    inputs_here=inputs_here,
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 
 

@@ -184,3 +184,36 @@ def test_a_bundle_that_names_its_input_folder_without_the_images_digest_is_said_
         f"fusionbench: warning: {GOLDEN} names its input folder /data/images but records no digest of the images its "
         "cells read: the rerun cannot tell that they are the same images"]
     assert len(rerun.said(replace(original, header={**header, "inputs_sha256": "0" * 64}))) == 1
+
+
+def test_images_held_elsewhere_here_are_taken_from_inputs_where_their_digest_is_the_bundles(tmp_path: Path) -> None:
+    """A lab holding the bundle's images at another path was refused ('not a folder here; put them
+    there'), with no way to name where they are: `--inputs DIR` is taken on the images' digest."""
+    from harness.run.preflight import inputs_sha256
+    from harness.scenario.settings import FolderInputs
+    from tests.labelled_images import LABELS, draw
+
+    folder = draw(tmp_path / "here" / "images", 4)
+    base = read(GOLDEN, {"backend": {"null"}})
+    scenario = base.scenario.model_copy(update={"inputs": FolderInputs(source="folder", path="images", labels=LABELS,
+                                                                       samples=4)})
+    digest = inputs_sha256(scenario, str(folder))
+    assert digest is not None
+    header = {**base.header, "input_folder": "/data/lab/images", "inputs_sha256": digest}
+    original = replace(base, scenario=scenario, header=header)
+    with pytest.raises(ConfigError, match="which is not a folder here; put them there, or give the folder that holds "
+                                          "them here with --inputs DIR"):
+        rerun.checked_inputs(original)
+    assert rerun.checked_inputs(replace(original, inputs_here=folder)) == (str(folder), digest)
+    other = draw(tmp_path / "other", 4, seed=1)
+    with pytest.raises(ConfigError) as refused:
+        rerun.checked_inputs(replace(original, inputs_here=other))
+    assert str(refused.value) == (
+        f"cannot rerun {GOLDEN}: its cells read images from /data/lab/images, given here as --inputs {other}, which "
+        f"holds other images than they read (the SHA-256 of its labels file and images is "
+        f"{inputs_sha256(scenario, str(other))}, the bundle records {digest}); give the folder of those images")
+    unchecked = replace(original, inputs_here=folder, header={**header, "inputs_sha256": None})
+    with pytest.raises(ConfigError, match="records no digest of the images its cells read"):
+        rerun.checked_inputs(unchecked)
+    with pytest.raises(ConfigError, match=r"--inputs .*: the cells of .* read no input folder \(inputs: synthetic\)"):
+        rerun.checked_inputs(replace(base, inputs_here=folder))
