@@ -156,6 +156,10 @@ class RerunOf(Part):
     created: str | None = None
     scenario_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     manifest_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")] | None = None
+    #: The value the rerun set for each variable its scenario's `env:` passes on from the shell, as
+    #: the original's cells saw it (None: unset), which a `--resume` of the rerun sets again; absent
+    #: where it set none, and in reruns before this field
+    variables: dict[str, str | None] | None = None
 
 
 class Interruption(Part):

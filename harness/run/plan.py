@@ -70,7 +70,7 @@ def dry_run(request: RunRequest, console: Console) -> int:
     or its rerun of a bundle, would run on this machine; exit code 0. What the run would be refused
     for, it is refused for, in the run's order (harness/run/start_checks.py)."""
     with ExitStack() as closing:
-        start = start_checks.open_start(request, closing)
+        start = start_checks.open_start(request, closing, console)
         request, bundle, scenario = start.request, start.bundle, start.scenario
         if bundle is None:  # a resume's stored scenario names every field: it was said when the run began
             warn_of(scenario, console, request.executor, request.jobs)

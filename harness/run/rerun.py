@@ -21,13 +21,15 @@ bundle.json records `rerun_of` (the original's run, scenario digest and manifest
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from harness.bundle.reader import lookup
 from harness.errors import ConfigError
 from harness.plain_text import visible
 from harness.reporting.pairing import variable_value
@@ -121,8 +123,8 @@ def variables_set(original: Original, console: Console) -> Iterator[None]:
     """This process's environment, while the rerun runs, with each variable the original's `env:`
     passed on from its shell at the value its cells saw (unset where they saw none), each that this
     shell has otherwise said; a variable no cell recorded, or that they saw at several values, is
-    said to come from this shell."""
-    before = {name: os.environ.get(name) for name in original.variables}
+    said to come from this shell. The new bundle records the values set (`rerun_of.variables`),
+    which its `--resume` sets again (`variables_resumed`)."""
     for name in passed_on(original.stored.get("env")):
         apart = original.variables_apart.get(name)
         if name not in original.variables:
@@ -130,11 +132,32 @@ def variables_set(original: Original, console: Console) -> Iterator[None]:
                 "the bundle's cells recorded no value of it"
             console.print(Text(f"fusionbench: warning: env: {visible(name)}: {seen}; its rerun passes on this shell's",
                                style="yellow"))
+    with _values_set(original.variables, "the rerun's cells, as the bundle's saw it", console):
+        yield
+
+
+def variables_resumed(header: Mapping[str, Any], console: Console) -> AbstractContextManager[None]:
+    """This process's environment, while a `--resume` of a rerun's bundle runs, with each variable
+    the rerun set for its cells (bundle.json `rerun_of.variables`) at that value again, each that
+    this shell has otherwise said: the resume passed on this shell's, and a rerun stopped before a
+    cell was measured, resumed from a shell without `OMP_NUM_THREADS=1`, ran its cells unbound where
+    the original's ran on one thread (`compare` paired none). No change for any other bundle."""
+    recorded = lookup(header, "rerun_of", "variables")
+    values = {str(name): value for name, value in recorded.items()
+              if value is None or isinstance(value, str)} if isinstance(recorded, Mapping) else {}
+    return _values_set(values, "the resumed cells, as the rerun set it for its cells", console)
+
+
+@contextmanager
+def _values_set(values: Mapping[str, str | None], why: str, console: Console) -> Iterator[None]:
+    """This process's environment with each of `values` set (None: unset) until the block ends, each
+    that differs from this shell's said, for `why`."""
+    before = {name: os.environ.get(name) for name in values}
     try:
-        for name, value in original.variables.items():
+        for name, value in values.items():
             if value != before[name]:
-                console.print(Text(f"fusionbench: {visible(name)}={variable_value(value)} for the rerun's cells, as the "
-                                   f"bundle's saw it (this shell: {variable_value(before[name])})"))
+                console.print(Text(f"fusionbench: {visible(name)}={variable_value(value)} for {why} (this shell: "
+                                   f"{variable_value(before[name])})"))
             _set(name, value)
         yield
     finally:

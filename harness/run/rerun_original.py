@@ -37,7 +37,8 @@ class Original:
     #: The value each `NAME` its `env:` passes on had in its measured cells (None: unset there);
     #: a name absent here was recorded by none of them.
     variables: dict[str, str | None]
-    #: What the rerun's bundle.json records as `rerun_of`: the original's run, scenario and manifest digests.
+    #: What the rerun's bundle.json records as `rerun_of`: the original's run, scenario and manifest
+    #: digests, and the values of `variables` it sets, where there are any.
     rerun_of: dict[str, Any]
     #: Each `NAME` its measured cells saw at several values: those values, in words.
     variables_apart: dict[str, str] = field(default_factory=dict)
@@ -96,7 +97,9 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     narrowed = _narrowed(root, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
-                    only=narrowed, variables=variables, variables_apart=apart, rerun_of=_rerun_of(loaded),
+                    only=narrowed, variables=variables, variables_apart=apart,
+                    # the values the rerun sets (rerun.variables_set), which its --resume sets again
+                    rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here,
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 

@@ -64,7 +64,7 @@ def run(request: RunRequest, console: Console) -> int:
 
 
 def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
-    start = start_checks.open_start(request, closing)
+    start = start_checks.open_start(request, closing, console)
     request, bundle, resolved, scenario = start.request, start.bundle, start.resolved, start.scenario
     all_finished = start.all_finished
     if start.complete:

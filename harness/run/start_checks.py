@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from rich.console import Console
+
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.writer import Bundle
 from harness.run import executor_choice, opening, preflight, rerun, resumable, resume_refusals, skips, slots
@@ -93,9 +95,11 @@ class Between(Protocol):
         ...
 
 
-def open_start(request: RunRequest, closing: ExitStack) -> Start:
+def open_start(request: RunRequest, closing: ExitStack, console: Console) -> Start:
     """The run's start (`opening.open_or_plan`; the bundle locked until `closing` closes), with an
-    `--only` that matches nothing in a complete bundle refused, as on any resume."""
+    `--only` that matches nothing in a complete bundle refused, as on any resume; a resume of a
+    rerun's bundle with cells to run sets the values of `env:`'s variables its rerun set, until
+    `closing` closes (`rerun.variables_resumed`), before its refusals read this shell's."""
     bundle, resolved, scenario = opening.open_or_plan(request, closing)
     request = opening.as_its_run(request, bundle)
     if bundle is None:
@@ -104,6 +108,8 @@ def open_start(request: RunRequest, closing: ExitStack) -> Start:
     complete = all_finished and opening.left_complete(bundle)
     if complete and request.only:  # a typo in --only is refused here too, as on any resume
         opening.refuse_an_empty_selection(resolved, bundle.device, request.only, bundle)
+    if not all_finished:
+        closing.enter_context(rerun.variables_resumed(bundle.header, console))
     return Start(request, bundle, resolved, scenario, all_finished, complete)
 
 

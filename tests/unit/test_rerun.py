@@ -217,3 +217,45 @@ def test_images_held_elsewhere_here_are_taken_from_inputs_where_their_digest_is_
         rerun.checked_inputs(unchecked)
     with pytest.raises(ConfigError, match=r"--inputs .*: the cells of .* read no input folder \(inputs: synthetic\)"):
         rerun.checked_inputs(replace(base, inputs_here=folder))
+
+
+def test_a_resume_of_a_reruns_bundle_sets_the_values_the_rerun_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], whole_machine: None) -> None:
+    """A rerun sets `env:`'s variables to the original's values; its --resume passed on this shell's.
+    Stopped before a cell was measured and resumed from a shell without OMP_NUM_THREADS=1, its cells
+    ran unbound where the original's ran on one thread, and `compare` paired none of them; with a
+    cell measured, the resume was refused for the value the rerun had set itself."""
+    from harness.scenario.loading import sha256
+
+    root = tmp_path / "rerun"
+    shutil.copytree(GOLDEN, root)
+    header = json.loads((root / "bundle.json").read_text())
+    header["scenario"]["env"] = ["OMP_NUM_THREADS", "KMP_AFFINITY"]
+    header.update(scenario_sha256=sha256(header["scenario"]), rerun_of={
+        "run_id": "20261201-000000-golden", "scenario_sha256": sha256(header["scenario"]),
+        "variables": {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": None}}, state="interrupted")
+    (root / "bundle.json").write_text(json.dumps(header))
+    for path in (root / "cells").glob("*.json"):  # as the rerun's cells saw them
+        cell = json.loads(path.read_text())
+        if isinstance((cell.get("environment") or {}).get("variables"), dict):  # a skipped cell has none
+            cell["environment"]["variables"].update(OMP_NUM_THREADS="1")
+            path.write_text(json.dumps(cell))
+    for left in header["cells"][:2]:  # deleted so that they run again
+        (root / "cells" / f"{left['id']}.json").unlink()
+        shutil.rmtree(root / "cells" / left["id"], ignore_errors=True)
+    manifest.write(root)
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: ProbeAnswer(
+        device="cpu", backends={"eager": BackendReport(available=True), "null": BackendReport(available=True)}))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("KMP_AFFINITY", "compact")
+    assert main(["run", "--resume", str(root), "--dry-run"]) == 0, capsys.readouterr().err
+    said = " ".join(capsys.readouterr().out.split())
+    assert "OMP_NUM_THREADS=1 for the resumed cells, as the rerun set it for its cells (this shell: unset)" in said
+    assert "KMP_AFFINITY=unset for the resumed cells, as the rerun set it for its cells (this shell: compact)" in said
+    assert "OMP_NUM_THREADS" not in os.environ and os.environ["KMP_AFFINITY"] == "compact"  # this shell's again
+    # a rerun of this bundle records the values it sets, for its own resume
+    assert read(root, None).rerun_of["variables"] == {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": None}
+    console = Console(record=True)
+    with rerun.variables_resumed({"rerun_of": {"run_id": "x"}}, console):  # a rerun that set none, or any other run
+        assert "OMP_NUM_THREADS" not in os.environ
+    assert console.export_text() == ""
