@@ -158,7 +158,10 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     sys.stdout.write(text)
     unpaired = comparison.unpaired and not args.allow_missing
     if unpaired:
-        print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'); "
+        # a lab reproducing a run on its own machine reads why none of its cells was judged
+        elsewhere = sum(1 for pair in comparison.pairs if pair.not_judged)
+        across = f", {elsewhere} of them run on other hardware (set side by side under 'Cells', not judged)" if elsewhere else ""
+        print(f"fusionbench: {len(comparison.unpaired)} valid cell(s) could not be paired (listed under 'Unpaired'){across}; "
               "--allow-missing accepts that", file=sys.stderr)
     if comparison.worse:  # said on standard error as the unpaired cells are, for a CI log that keeps only it
         worse = sum(comparison.counts()[label] for label in WORSE)

@@ -1189,3 +1189,22 @@ def test_cells_on_other_hardware_are_set_side_by_side_and_judged_not_at_all() ->
     threads = compare_cells(on("AMD EPYC", BASE), four, 0.05, 0.01).not_judged
     assert threads == (f"other hardware (AMD EPYC x2, no GPU vs Intel Xeon x2, no GPU), and other threads or variables "
                        f"(torch threads A {TEMPLATE['environment']['torch_threads']}, B 4)")
+
+
+def test_compares_line_says_how_many_unpaired_cells_ran_on_other_hardware(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A lab's rerun on its own machine is unpaired cell by cell; the one line on standard error said
+    only 'could not be paired', as for cells missing from B, though each is set side by side."""
+    from harness.cli.main import main
+
+    other = copy_of(f"v{SCHEMA_VERSION}", tmp_path)
+    for path in (other / "cells").glob("*.json"):
+        data = json.loads(path.read_text())
+        if isinstance(data.get("node"), dict):
+            data["node"]["cpu"].update(model="Intel Xeon", identity=None, vector_extensions=None)
+            path.write_text(json.dumps(data))
+    manifest.write(other)
+    assert main(["compare", str(GOLDEN / f"v{SCHEMA_VERSION}"), str(other)]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "fusionbench: 12 valid cell(s) could not be paired (listed under 'Unpaired'), 12 of them run on other hardware "
+        "(set side by side under 'Cells', not judged); --allow-missing accepts that")
