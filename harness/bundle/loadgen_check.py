@@ -5,7 +5,9 @@ every `result_*` entry and every setting (`effective_*`, `requested_*`) the reco
 scenario, and the samples the system under test counted (the queries LoadGen issued times the
 samples in each) with its batches; and the log must agree with itself: LoadGen's validity is every one of its conditions
 met (minimum duration, minimum queries, early stopping, Server's latency bound), so a log that
-says VALID beside an unmet condition was edited. From the summary log: the scenario, the mode,
+says VALID beside an unmet condition was edited, as is one that calls a condition met against the
+figures LoadGen judged it by (the query count, Server's bound, and the duration and early stopping
+of harness/bundle/loadgen_conditions.py). From the summary log: the scenario, the mode,
 `Result is`, whether each condition was satisfied, and every figure it prints (percentiles, mean,
 min, max, rates, the early-stopping estimates that are SingleStream's and MultiStream's headline
 latency), each against the record's entry of the same meaning. A forger who edits a record and
@@ -24,6 +26,7 @@ import math
 import re
 from typing import Any
 
+from harness.bundle import loadgen_conditions
 from harness.bundle.files import CELLS
 from harness.bundle.loadgen_log import (
     CONDITIONS,
@@ -67,6 +70,7 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     lines += _against_detail(where, rel, loadgen, parsed, cell["config"]["scenario"])
     lines += _validity_against_conditions(rel, parsed)
     lines += _bound_against_its_condition(rel, parsed) + _queries_against_their_condition(rel, parsed)
+    lines += loadgen_conditions.problems(rel, parsed)
     if cell["status"] == "valid" and parsed["validity"] == "VALID" and parsed["invalid_reasons"]:
         lines.append(f"{where}: status valid, yet its LoadGen run logged an error ({_shown('; '.join(parsed['invalid_reasons']))}): "
                      "a run MLPerf's checker refuses")

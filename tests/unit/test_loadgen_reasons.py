@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import loadgen_check
+from harness.bundle import loadgen_check, loadgen_conditions
 from harness.bundle.loadgen_record import invalid_run_reason
 from harness.bundle.validate import validate
+from harness.scenario.advice import EARLY_STOPPING_FLOOR
 from tests.unit.test_validate import _set_detail, edit_json, parsed_detail
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -120,3 +121,71 @@ def test_min_queries_called_met_under_the_minimum_is_a_problem() -> None:
         "effective_min_query_count 1000000"]
     parsed["results"]["result_query_count"] = 1_000_000
     assert loadgen_check._queries_against_their_condition("logs", parsed) == []
+
+
+def test_min_duration_called_met_against_its_own_rate_is_a_problem(tmp_path: Path) -> None:
+    """A SingleStream run of 0.72 s (100 queries at 139.597 a second) said to have met an MLPerf
+    minimum of 600 s in its record and both logs, re-hashed, was valid: the flag was read, never
+    the rate LoadGen logs of the time it judged. Offline's is its samples over its rate."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / "v12", root)
+    path = next(p for p in sorted((root / "cells").glob("*.json"))
+                if (c := json.loads(p.read_text()))["config"]["backend"] == "eager" and c["config"]["scenario"] == "SingleStream")
+    logs = root / "cells" / path.stem / "loadgen" / "attempt-1"
+    for key in ("effective_min_duration_ms", "requested_min_duration_ms"):
+        _set_detail(logs / "mlperf_log_detail.txt", key, 600_000)
+    summary = logs / "mlperf_log_summary.txt"
+    summary.write_text(summary.read_text().replace("min_duration (ms): 500", "min_duration (ms): 600000"))
+    assert _problems(root, path, lambda cell: cell["metrics"]["loadgen"]["settings"].update(
+        effective_min_duration_ms=600_000, requested_min_duration_ms=600_000)) == [
+        f"cells/{path.stem}/loadgen/attempt-1/mlperf_log_detail.txt: result_min_duration_met True, yet its 100 samples "
+        "at result_qps_with_loadgen_overhead 139.597 took 0.7164 s at the most, under effective_min_duration_ms 600000"]
+    parsed = parsed_detail("SingleStream", (
+        ("effective_samples_per_query", 1), ("effective_min_duration_ms", 600_000), ("result_validity", "VALID"),
+        ("result_min_duration_met", True), ("result_query_count", 100), ("result_qps_with_loadgen_overhead", 139.597)))
+    assert loadgen_conditions.problems("logs", parsed) == [
+        "logs/mlperf_log_detail.txt: result_min_duration_met True, yet its 100 samples at "
+        "result_qps_with_loadgen_overhead 139.597 took 0.7164 s at the most, under effective_min_duration_ms 600000"]
+    parsed["settings"]["effective_min_duration_ms"] = 500
+    assert loadgen_conditions.problems("logs", parsed) == []
+    offline = parsed_detail("Offline", (
+        ("effective_samples_per_query", 232), ("effective_min_duration_ms", 10_000), ("result_min_duration_met", True),
+        ("result_query_count", 1), ("result_samples_per_second", 232.0)))
+    assert [line.split(", yet ")[1] for line in loadgen_conditions.problems("logs", offline)] == [
+        "its 232 samples at result_samples_per_second 232 took 1 s at the most, under effective_min_duration_ms 10000"]
+    offline["settings"]["effective_min_duration_ms"] = 1_000  # the rate's six digits: 1 s is met
+    assert loadgen_conditions.problems("logs", offline) == []
+
+
+def test_early_stopping_called_met_against_its_counts_or_latencies_is_a_problem() -> None:
+    """Early stopping said met by 40 SingleStream queries (its minimum query count lowered to 40 to
+    match), or its estimate, SingleStream's headline latency, lowered to the p50 in the record and
+    both logs, re-hashed, was valid: the flag and the estimate were read as logged."""
+    entries = (("effective_target_latency_percentile", 0.9), ("early_stopping_met", True),
+               ("result_query_count", 100), ("early_stopping_latency_ss", 8618406), ("early_stopping_latency_ms", 0),
+               ("result_90.00_percentile_latency_ns", 8162368), ("result_99.00_percentile_latency_ns", 10793244),
+               ("result_max_latency_ns", 10793244))
+    assert loadgen_conditions.problems("logs", parsed_detail("SingleStream", entries)) == []
+    parsed = parsed_detail("SingleStream", (*entries, ("result_query_count", 40)))
+    assert loadgen_conditions.problems("logs", parsed) == [
+        "logs/mlperf_log_detail.txt: early_stopping_met True, yet result_query_count 40 is under the 64 queries "
+        "LoadGen's early stopping needs at the 90th percentile"]
+    parsed = parsed_detail("SingleStream", (*entries, ("early_stopping_latency_ss", 7284496)))
+    assert loadgen_conditions.problems("logs", parsed) == [
+        "logs/mlperf_log_detail.txt: early_stopping_latency_ss 7284496 is under result_90.00_percentile_latency_ns "
+        "8162368: an early-stopping estimate is a latency ranked above its percentile's"]
+    parsed = parsed_detail("SingleStream", (*entries, ("result_query_count", 700), ("early_stopping_latency_ms", 10793245)))
+    assert loadgen_conditions.problems("logs", parsed) == [
+        "logs/mlperf_log_detail.txt: early_stopping_latency_ms 10793245 is over result_max_latency_ns 10793244, "
+        "the run's largest"]
+    server = parsed_detail("Server", (("effective_target_latency_percentile", 0.99), ("early_stopping_met", True),
+                                      ("result_query_count", 458)))
+    assert "under the 459 queries" in loadgen_conditions.problems("logs", server)[0]
+
+
+def test_the_early_stopping_rule_gives_the_floors_loadgen_was_seen_to_keep() -> None:
+    """The binomial rebuilt here gives the query counts at which LoadGen 6.0.17 was seen to turn
+    each scenario's early stopping from INVALID to VALID (harness/scenario/advice.py)."""
+    assert {scenario: loadgen_conditions.least_passing(over, percentile) + over
+            for scenario, over, percentile in (("SingleStream", 1, 0.9), ("MultiStream", 1, 0.99), ("Server", 0, 0.99))
+            } == EARLY_STOPPING_FLOOR
