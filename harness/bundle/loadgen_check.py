@@ -17,7 +17,8 @@ Why a run was not VALID is the log's too: the record's `invalid_reasons` are the
 gives (each unmet condition, LoadGen's own reason, each error it logged), none dropped or added, and
 an invalid cell's reasons say them as the worker does (`loadgen_record.invalid_run_reason`). Each of
 the record's `attempts` (the runs before a retune, each with its logs in `attempt-N/` beside the
-last) is held to its own detail log, as many as the logs kept, every one but the last INVALID.
+last) is held to its own detail log, as many as the logs kept, every one but the last INVALID, and
+its hint to what it was made from: the device timing's calls before LoadGen, or the run before it.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ from harness.bundle.loadgen_log import (
 )
 from harness.bundle.loadgen_record import invalid_run_reason
 from harness.bundle.snapshot import Snapshot
+from harness.bundle.timing_record import BEFORE_LOADGEN
 from harness.bundle.tolerance import number, printed_step
 from harness.errors import BundleError
+from harness.scenario.rules import rule
+from harness.stats.summary import median
 
 MAX_LOG_BYTES = 64 << 20
 _SIX_DIGITS = 1e-5  # a float LoadGen logs with six significant digits is this close to the true one
@@ -112,7 +116,7 @@ def _attempts(files: Snapshot, where: str, cell: dict[str, Any], loadgen: dict[s
     folder = f"{CELLS}/{cell['id']}/{found.group(1) or ''}attempt-"
     if int(found.group(2)) != len(attempts):
         return [f"{where}: LoadGen attempts list {len(attempts)} run(s), but its log_dir is attempt {found.group(2)}"]
-    lines = []
+    lines, logs = [], {}
     for ordinal, attempt in enumerate(attempts, start=1):
         if not isinstance(attempt, dict):
             continue  # the schema's finding
@@ -131,6 +135,8 @@ def _attempts(files: Snapshot, where: str, cell: dict[str, Any], loadgen: dict[s
             lines.append(f"{where}: LoadGen attempt {ordinal} {_shown(attempt.get('validity'))} but its detail log "
                          f"says {_shown(log['validity'])}")
         lines += _reasons_against_detail(where, f"attempt {ordinal}'s invalid_reasons", attempt.get("invalid_reasons"), log)
+        logs[ordinal] = log
+    lines += _hints(where, cell, attempts, logs)
     try:
         unlisted = any(path.startswith(f"{folder}{len(attempts) + 1}/") for path in files.walk()[0])
     except BundleError:
@@ -139,6 +145,44 @@ def _attempts(files: Snapshot, where: str, cell: dict[str, Any], loadgen: dict[s
         lines.append(f"{where}: its folder holds the logs of LoadGen attempt {len(attempts) + 1}, which its "
                      f"attempts do not list")
     return lines
+
+
+def _hints(where: str, cell: dict[str, Any], attempts: list[Any], logs: dict[int, dict[str, Any]]) -> list[str]:
+    """Each attempt's `hint_latency_ns` against what it was made from (harness/measure/phases.py and
+    loadgen.py): the first, the median of the device timing's calls before the LoadGen pass, where
+    the record says which those were; a retune's, at most LoadGen's own time per batch in the run
+    before it, since it hints with the faster of that and the system under test's time."""
+    lines = []
+    for ordinal, attempt in enumerate(attempts, start=1):
+        hint = number(attempt.get("hint_latency_ns")) if isinstance(attempt, dict) else None
+        if hint is None:
+            continue  # the schema's finding
+        if ordinal == 1:
+            timed = _timed_before_loadgen(cell["metrics"].get("device_time"))
+            if timed and not math.isclose(hint, median(timed), rel_tol=1e-9):
+                lines.append(f"{where}: LoadGen attempt 1's hint_latency_ns {hint}, but the median of the "
+                             f"{len(timed)} device-timing calls before LoadGen is {median(timed)}")
+        elif ordinal - 1 in logs:
+            before = rule(logs[ordinal - 1]["scenario"]).retune_ns(cell["config"]["batch"], logs[ordinal - 1]["results"])
+            if before is not None and hint > float(before) * (1 + _SIX_DIGITS):
+                lines.append(f"{where}: LoadGen attempt {ordinal}'s hint_latency_ns {hint} is slower than the "
+                             f"{float(before):.0f} ns a batch LoadGen's attempt {ordinal - 1} ran at, which a retune "
+                             "hints with at the slowest")
+    return lines
+
+
+def _timed_before_loadgen(device_time: Any) -> list[float]:
+    """The device-timing samples of the repetitions before the LoadGen pass, which come first (none
+    where a record does not say when each repetition ran)."""
+    if not isinstance(device_time, dict) or not isinstance(device_time.get("repetitions"), list):
+        return []
+    repetitions, samples = device_time["repetitions"], device_time.get("samples_ns")
+    if not isinstance(samples, list) or not all(isinstance(r, dict) and "when" in r for r in repetitions):
+        return []
+    first = [r.get("n") for r in repetitions if r["when"] == BEFORE_LOADGEN]
+    if not all(isinstance(n, int) for n in first) or not 0 < sum(first) <= len(samples):
+        return []
+    return [float(value) for value in samples[:sum(first)]]
 
 
 def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[str, Any], scenario: str) -> list[str]:

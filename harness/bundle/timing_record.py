@@ -53,6 +53,11 @@ class Warmup(Record):
     seconds: Seconds | None = None
 
 
+#: The `when` of the repetitions timed before the LoadGen pass, whose samples' median is the hint
+#: its first run is given (harness/measure/phases.py).
+BEFORE_LOADGEN = "before loadgen"
+
+
 class Repetition(Record):
     """One block of timed calls (harness/measure/timing.py), and what ran beside it."""
 

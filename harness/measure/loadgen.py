@@ -264,11 +264,7 @@ def _measured_latency_ns(result: dict[str, Any], batch: int) -> float | None:
     the minimum duration (still VALID), one too slow makes it INVALID again. With batches in
     flight a call's time includes waiting behind the batch before it, so it is shared out over
     them (a lower bound, as LoadGen's figure is an upper one)."""
-    r = result["results"]
-    if rule(result["scenario"]).batch_figure == "rate" and r.get("result_samples_per_second"):
-        loadgen_ns: float | None = batch * 1e9 / float(r["result_samples_per_second"])
-    else:
-        loadgen_ns = r.get("result_mean_latency_ns") or None
+    loadgen_ns = rule(result["scenario"]).retune_ns(batch, result["results"])
     sut = result.get("sut") or {}
     if not sut.get("batches") or not sut.get("call_median_ns"):
         return loadgen_ns

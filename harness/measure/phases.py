@@ -40,7 +40,7 @@ from harness import contract
 from harness.bundle.cell_record import Correctness, CorrectnessCheck, MathMode, Metrics, Tuning
 from harness.bundle.loadgen_record import Accuracy, ComplianceOutcome, LoadGenRun
 from harness.bundle.passes_record import FusionReportRecord, Kernels, Memory, MemoryTraffic, TimeSplit
-from harness.bundle.timing_record import Roofline
+from harness.bundle.timing_record import BEFORE_LOADGEN, Roofline
 from harness.errors import BackendFailed, HarnessError
 from harness.measure import cell_model, plugin_answers, protocol, trust
 from harness.measure.phase_clock import PhaseClock
@@ -136,7 +136,7 @@ def measure(
         with clock.phase(protocol.TIMING):
             timing.warm_up()
             for _ in range(before_loadgen):
-                timing.repetition("before loadgen")
+                timing.repetition(BEFORE_LOADGEN)
         hint_ns = timing.result().summary.median_ns
         with clock.phase(protocol.LOADGEN):
             speed_before = machine_speed.read()

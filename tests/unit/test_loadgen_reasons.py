@@ -189,3 +189,23 @@ def test_the_early_stopping_rule_gives_the_floors_loadgen_was_seen_to_keep() -> 
     assert {scenario: loadgen_conditions.least_passing(over, percentile) + over
             for scenario, over, percentile in (("SingleStream", 1, 0.9), ("MultiStream", 1, 0.99), ("Server", 0, 0.99))
             } == EARLY_STOPPING_FLOOR
+
+
+def test_each_attempts_hint_is_held_to_what_it_was_made_from(tmp_path: Path) -> None:
+    """The hint LoadGen's first run was given halved, or a retune's made slower than the run
+    before it went, re-hashed, was valid: `hint_latency_ns` was held to nothing."""
+    root, path = _retuned(tmp_path)
+    attempts = json.loads(path.read_text())["metrics"]["loadgen"]["attempts"]
+    assert [a["hint_latency_ns"] for a in attempts] == [4635218.0, 2758774.0]
+    where = f"cells/{RETUNED}.json"
+
+    def hints(first: float, second: float) -> Callable[[dict[str, Any]], None]:
+        return lambda cell: cell["metrics"]["loadgen"].update(attempts=[
+            {**attempts[0], "hint_latency_ns": first}, {**attempts[1], "hint_latency_ns": second}])
+
+    assert _problems(root, path, hints(4635218.0 / 2, 2758774.0)) == [
+        f"{where}: LoadGen attempt 1's hint_latency_ns 2317609.0, but the median of the 30 device-timing calls "
+        "before LoadGen is 4635218.0"]
+    assert _problems(root, path, hints(4635218.0, 4635218.0)) == [
+        f"{where}: LoadGen attempt 2's hint_latency_ns 4635218.0 is slower than the 3099478 ns a batch LoadGen's "
+        "attempt 1 ran at, which a retune hints with at the slowest"]
