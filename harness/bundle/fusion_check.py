@@ -16,9 +16,13 @@ A report that records the version of the tables that wrote it (`classifier_versi
 kernel's class and its mapping (harness/fusion/mapping.py `kernel_mapping`) must be the ones its
 operators give, whenever the cell says it started; a version this harness does not know is a
 problem, not a pass. A report without it is read by the rules above, by the cell's day, and its
-mappings are not checked: that table grew with each backend and model (an operator once `unknown`
-has a class now), and no record says which table wrote them. When the tables change,
-CLASSIFIER_VERSION moves and the version before it gets its own rule here.
+mappings by every table the harness has had: that table grew with each backend and model (an
+operator once `unknown` has a class now) and no record says which wrote them, but no operator ever
+changed class, so a mapping must be today's with at most the operators an earlier table did not
+know read as `unknown` (harness/fusion/mapping.py `unknown_to_the_first_table`). No date or version
+says the field was due: no bundle carries it yet, and the harness's version and schema are those
+of the bundles without it. When the tables change, CLASSIFIER_VERSION moves and the version before
+it gets its own rule here.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness.bundle.reader import lookup
-from harness.fusion.mapping import kernel_mapping
-from harness.fusion.ops import classify, op_name
+from harness.fusion.mapping import CLASSES, kernel_mapping, mapping_class, unknown_to_the_first_table
+from harness.fusion.ops import classify, is_view_op, op_name
 from harness.fusion.report import CLASSIFIER_VERSION
 
 #: The classifier's last change (9e1170d: MKL's linear a tensor operator).
@@ -60,7 +64,41 @@ def problems(cell: dict[str, Any], version: int, before_the_change: bool) -> lis
         if recorded not in (derived, then):
             lines.append(f"fusion_report: kernel {index} ({str(kernel.get('kernel'))[:60]!r}) is class {recorded!r}, "
                          f"but its operators {', '.join(ops)[:120]} make it {derived!r}")
+        mapped = lookup(kernel, "mapping")
+        if isinstance(mapped, str) and not _a_mapping_of_some_table(ops, mapped):
+            lines.append(f"fusion_report: kernel {index} ({str(kernel.get('kernel'))[:60]!r}) has mapping {mapped!r}, "
+                         f"which no table gives its operators {', '.join(ops)[:120]} (today's: {kernel_mapping(ops)!r})")
     return lines
+
+
+def _a_mapping_of_some_table(ops: list[str], recorded: str) -> bool:
+    """Whether a table the harness has had gives `ops` the mapping `recorded`: today's, with any of
+    the operators an earlier table did not know (harness/fusion/mapping.py
+    `unknown_to_the_first_table`) read as `unknown`. A class no operator of the kernel has, or one
+    dropped that an operator every table knew gives it, was written by no table."""
+    computing = [op for op in ops if not is_view_op(op)]
+    wanted = set(recorded.split("+")) if recorded else set()
+    if "+".join(cls for cls in CLASSES if cls in wanted) != recorded:
+        return False  # not in the order, or of the names, kernel_mapping writes
+    unknown_today = any(mapping_class(op) == "unknown" for op in computing)
+    # For each class the kernel's operators have today: whether it can be present or absent in an
+    # older table's mapping, and with or without one of its operators read as unknown.
+    read_unknown: list[set[bool]] = []
+    for cls in {mapping_class(op) for op in computing} - {"unknown"}:
+        known = [not unknown_to_the_first_table(op) for op in computing if mapping_class(op) == cls]
+        options = {(True, False)} | ({(True, True)} if known.count(False) >= (1 if any(known) else 2) else set())
+        options |= set() if any(known) else {(False, True)}
+        allowed = {unknown for present, unknown in options if present == (cls in wanted)}
+        if not allowed:
+            return False
+        read_unknown.append(allowed)
+    if not wanted - {"unknown"} <= {mapping_class(op) for op in computing}:
+        return False
+    if unknown_today:
+        return "unknown" in wanted
+    if "unknown" in wanted:
+        return any(True in allowed for allowed in read_unknown)
+    return all(False in allowed for allowed in read_unknown)
 
 
 def _by_version(kernels: Any, recorded_version: Any) -> list[str]:

@@ -66,7 +66,8 @@ def test_the_classifier_is_the_one_the_check_was_written_against() -> None:
     """A change to harness/fusion/ops.py's tables changes the class of kernels in bundles already
     written, and one to harness/fusion/mapping.py's table their mapping: move
     harness/fusion/report.py CLASSIFIER_VERSION, say in fusion_check how the version before it
-    classed and mapped, and update these digests."""
+    classed and mapped, add a name the mapping table gains to mapping.py's names added since the
+    first table, and update these digests."""
     tables = ops._TENSOR_OPS.pattern + "|" + ",".join(sorted(ops._ATEN_VIEWS))
     assert hashlib.sha256(tables.encode()).hexdigest()[:16] == "b6f7c79d9884bdfc"
     table = json.dumps({cls: sorted(names) for cls, names in mapping._TABLE.items()}, sort_keys=True)
@@ -112,8 +113,34 @@ def test_a_kernels_mapping_edited_with_its_counts_is_found_where_the_report_reco
     assert validate(root).problems == [
         f"cells/{path.stem}.json: fusion_report: classifier_version {CLASSIFIER_VERSION + 98} is no version of the tables "
         f"this harness knows (it knows {CLASSIFIER_VERSION}): its kernels' classes and mappings cannot be checked"]
+    # Its version removed, the report is read as an older one: held to the tables the harness has
+    # had, in which a convolution, a batch norm and a relu were never unknown.
     edit_json(path, lambda c: c["metrics"]["fusion_report"].pop("classifier_version"))
-    assert validate(root).problems == []  # an older report's mappings are not checked (docs/reliability.md)
+    for forged in ("one-to-one", "one-to-one+unknown"):
+        edit_json(path, lambda c, forged=forged: _remapped(c, index, forged))
+        assert validate(root).problems == [
+            f"cells/{path.stem}.json: fusion_report: kernel {index} ('{kernels[index]['kernel']}') has mapping "
+            f"'{forged}', which no table gives its operators {', '.join(kernels[index]['ops'])} (today's: "
+            "'many-to-many+one-to-one')"]
+
+
+@pytest.mark.parametrize(("names", "recorded", "written"), [
+    (["aten._mkl_linear", "aten.add"], "one-to-one+unknown", True),  # MKL's linear before 9e1170d
+    (["aten.addmm (bias or layout)", "aten.relu"], "one-to-one+unknown", True),  # a part, before its rule
+    (["aten.relu_"], "unknown", True),  # an in-place name, before its rule
+    (["aten._mkl_linear", "aten.add"], "many-to-many+one-to-one", True),  # today's
+    (["aten._mkl_linear", "aten.add"], "many-to-many+unknown", False),  # an add was never unknown
+    (["aten.convolution", "aten.relu"], "many-to-many+unknown", False),
+    (["aten.convolution", "aten.relu"], "one-to-one+many-to-many", False),  # not as kernel_mapping writes it
+    (["aten.convolution", "aten.relu"], "many-to-many+one-to-one+shuffle", False),  # a class of no operator
+])
+def test_an_older_reports_mapping_is_one_some_table_gave(names: list[str], recorded: str, written: bool) -> None:
+    """A report without the version of its tables (older bundles, or a forger who removed it) is
+    held to every table the harness has had: today's, with the operators an earlier one did not
+    know read as unknown; the table only grew (harness/fusion/mapping.py)."""
+    cell = {"metrics": {"fusion_report": {"kernels": [
+        {"kernel": "k", "ops": names, "class": ops.classify(names), "mapping": recorded}]}}}
+    assert (fusion_check.problems(cell, SCHEMA_VERSION, before_the_change=False) == []) is written
 
 
 def test_a_report_records_the_version_of_the_tables_that_wrote_it() -> None:
