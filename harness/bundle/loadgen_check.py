@@ -199,6 +199,7 @@ def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[
         return [*lines, f"{rel}/{DETAIL}: {loadgen['metric']['name']} is {_shown(parsed['metric']['value'])}, not a number"]
     if logged != recorded:  # the record keeps the logged figure as parsed
         lines.append(f"{where}: LoadGen {loadgen['metric']['name']} {recorded} but its detail log says {logged}")
+    lines += metric_named_as_logged(where, "LoadGen", loadgen["metric"], parsed["metric"])
     for part in ("results", "settings"):
         kept, read = loadgen.get(part) or {}, parsed[part]
         for key in sorted(set(kept) | set(read)):
@@ -209,6 +210,14 @@ def _against_detail(where: str, rel: str, loadgen: dict[str, Any], parsed: dict[
             elif not _same(kept[key], read[key]):
                 lines.append(f"{where}: LoadGen {_shown(key)} {_shown(kept[key])} but its detail log says {_shown(read[key])}")
     return lines
+
+
+def metric_named_as_logged(where: str, what: str, recorded: dict[str, Any], logged: dict[str, Any]) -> list[str]:
+    """A run's metric is named and in the unit its scenario's rule gives the detail log's entries
+    (harness/scenario/rules.py `metric`, which the worker recorded it with): `compare` judges a
+    figure in ns as a latency, lower better, and one in samples/s as a throughput, higher better."""
+    return [f"{where}: {what} metric {field} {_shown(recorded.get(field))} but its detail log's figure is "
+            f"{_shown(logged.get(field))}" for field in ("name", "unit") if recorded.get(field) != logged.get(field)]
 
 
 def _sut_against_detail(where: str, loadgen: dict[str, Any], parsed: dict[str, Any], batch: int) -> list[str]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.bundle.files import CELLS
-from harness.bundle.loadgen_check import MAX_LOG_BYTES
+from harness.bundle.loadgen_check import MAX_LOG_BYTES, metric_named_as_logged
 from harness.bundle.loadgen_log import DETAIL, SUMMARY, parse_detail
 from harness.bundle.safe_json import parse_json
 from harness.bundle.snapshot import Snapshot
@@ -222,6 +222,7 @@ def _compliance(files: Snapshot, base: str, where: str, test: str, outcome: dict
     if number(parsed["metric"]["value"]) != number(outcome["metric"]["value"]):
         lines.append(f"{where}: compliance {test} {outcome['metric']['name']} {outcome['metric']['value']} but its "
                      f"detail log says {parsed['metric']['value']}")
+    lines += metric_named_as_logged(where, f"compliance {test}", outcome["metric"], parsed["metric"])
     for check, verdict in sorted(checks.items()):
         shown = "TEST PASS" if verdict else "TEST FAIL"
         if check in reports and reports[check] != verdict:

@@ -292,6 +292,29 @@ def test_a_forged_headline_latency_is_caught_by_the_summary_logs_estimate(bundle
         f"cells/{record.name}: LoadGen '{key}' '{forged}' but its summary log says '{value}'"]
 
 
+def test_a_metric_named_or_in_a_unit_other_than_its_logs_is_a_problem(tmp_path: Path) -> None:
+    """An Offline cell's 351 samples/s recorded in ns, re-hashed, was valid, and `compare` then
+    judged it a latency, lower better: a throughput that fell from 520 was no longer `worse`. A
+    SingleStream estimate named the plain p90 hid that it is LoadGen's upper bound; a compliance
+    test's metric likewise."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    offline, _ = _logs(root, "Offline")
+    edit_json(offline, lambda c: c["metrics"]["loadgen"]["metric"].update(unit="ns"))
+    single, _ = _logs(root, "SingleStream")
+    edit_json(single, lambda c: c["metrics"]["loadgen"]["metric"].update(name="latency_p90_ns"))
+    assert sorted(validate(root).problems) == sorted([
+        f"cells/{offline.name}: LoadGen metric unit 'ns' but its detail log's figure is 'samples/s'",
+        f"cells/{single.name}: LoadGen metric name 'latency_p90_ns' but its detail log's figure is "
+        "'latency_p90_early_stopping_ns'"])
+    root = tmp_path / "mlperf"
+    shutil.copytree(GOLDEN / "mlperf", root)
+    path = sorted((root / "cells").glob("*.json"))[0]
+    edit_json(path, lambda c: c["metrics"]["compliance"]["TEST04"]["metric"].update(unit="ns"))
+    assert [line for line in validate(root).problems if "TEST04" in line] == [
+        f"cells/{path.name}: compliance TEST04 metric unit 'ns' but its detail log's figure is 'samples/s'"]
+
+
 def test_a_detail_log_called_valid_beside_an_unmet_condition_is_a_problem(bundle: Path) -> None:
     """LoadGen's validity is every condition met: a log (and record) with one condition turned unmet
     but still VALID was edited, as is a summary that says a condition the record denies."""
