@@ -45,7 +45,9 @@ def said(original: Original) -> list[Text]:
     which device (its lines named none of them), and, where the bundle names its input folder but
     records no digest of the images its cells read (a harness before bundle.json kept
     `inputs_sha256`), that the rerun cannot tell it reads the same images (a resume of such a
-    bundle is refused; a rerun is a new bundle, so it goes on, saying so)."""
+    bundle is refused; a rerun is a new bundle, so it goes on, saying so); and where its cells ran
+    on other hardware than this machine, that compare will judge none of the rerun's against them
+    (a lab learned it only once its rerun had run)."""
     header = original.header
     lines = [Text(f"fusionbench: a rerun of {visible(original.root)} (run {visible(str(header.get('run_id')))} of "
                   f"{visible(str(header.get('created')))}) on {visible(original.device)}, from the scenario it stores")]
@@ -54,6 +56,11 @@ def said(original: Original) -> list[Text]:
         lines.append(Text(f"fusionbench: warning: {visible(original.root)} names its input folder {visible(folder)} but "
                           "records no digest of the images its cells read: the rerun cannot tell that they are the same "
                           "images", style="yellow"))
+    if original.hardware_apart is not None:
+        there, here = original.hardware_apart
+        lines.append(Text(f"fusionbench: warning: {visible(original.root)}'s cells ran on {visible(there)}, this machine is "
+                          f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging none",
+                          style="yellow"))
     return lines
 
 

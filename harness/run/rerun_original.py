@@ -9,14 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.bundle.header_record import Node
 from harness.bundle.manifest import MANIFEST
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.validate import validate
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
+from harness.reporting.run_facts import hardware, other_cpus
+from harness.run.executors import node_info
 from harness.run.resumable import check_scenario, values_seen
 from harness.scenario.cells import check_values, expand, only_text, select
 from harness.scenario.schema import ScenarioFile, passed_on
@@ -47,6 +51,9 @@ class Original:
     #: Where this machine holds the images its cells read (`rerun --inputs DIR`), elsewhere than its
     #: `input_folder`; None: there (harness/run/rerun.py `checked_inputs`).
     inputs_here: Path | None = None
+    #: The hardware its measured cells ran on and this machine's, in words, where they differ (the
+    #: first cell that does): `compare` sets the rerun's cells beside them and judges none.
+    hardware_apart: tuple[str, str] | None = None
 
     @property
     def device(self) -> str:
@@ -100,8 +107,24 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
                     only=narrowed, variables=variables, variables_apart=apart,
                     # the values the rerun sets (rerun.variables_set), which its --resume sets again
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
-                    inputs_here=inputs_here,
+                    inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
+
+
+def _hardware_apart(loaded: LoadedBundle) -> tuple[str, str] | None:
+    """The hardware of the first measured cell of `loaded` that ran on other hardware than this
+    machine, and this machine's, in the words `compare` sets them apart by; None where none did or
+    none recorded it."""
+    here = read_as(Node, node_info(None))
+    for record in loaded.records:
+        if record.status in MEASURED:
+            there = read_as(Node, record.node)
+            where_there, where_here = hardware(there), hardware(here)
+            apart = (where_there, where_here) if where_there and where_here and where_there != where_here else \
+                other_cpus(there, here)
+            if apart is not None:
+                return apart
+    return None
 
 
 def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str,

@@ -19,7 +19,7 @@ from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import load
 from harness.cli.main import main
 from harness.errors import ConfigError, SchemaVersionError
-from harness.run import plan, rerun
+from harness.run import executors, plan, rerun
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.rerun_original import _check_cells_made_again, _variables_seen, read
 from harness.scenario.cells import expand
@@ -177,13 +177,41 @@ def test_a_bundle_run_in_more_slots_than_this_machine_has_cores_is_refused_namin
 def test_a_bundle_that_names_its_input_folder_without_the_images_digest_is_said_to_be_unchecked() -> None:
     """A resume of such a bundle (a harness before bundle.json kept `inputs_sha256`) is refused; its
     rerun, a new bundle, went on without a word that the images it reads may not be the ones measured."""
-    original = read(GOLDEN, {"backend": {"null"}})
+    original = replace(read(GOLDEN, {"backend": {"null"}}), hardware_apart=None)  # the hardware: below
     assert [line.plain for line in rerun.said(original)][1:] == []
     header = {**original.header, "input_folder": "/data/images", "inputs_sha256": None}
     assert [line.plain for line in rerun.said(replace(original, header=header))][1:] == [
         f"fusionbench: warning: {GOLDEN} names its input folder /data/images but records no digest of the images its "
         "cells read: the rerun cannot tell that they are the same images"]
     assert len(rerun.said(replace(original, header={**header, "inputs_sha256": "0" * 64}))) == 1
+
+
+def test_a_bundle_whose_cells_ran_on_other_hardware_is_said_so_as_its_rerun_begins(tmp_path: Path) -> None:
+    """A lab rerunning a bundle on other hardware learned only from `compare`, once the rerun had run,
+    that none of its cells would be judged against the original's."""
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(GOLDEN, copy)
+    for path in (copy / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        if isinstance((cell.get("node") or {}).get("cpu"), dict):
+            cell["node"]["cpu"].update(model="Intel Xeon", identity="vendor_id GenuineIntel, cpu family 6, model 143")
+        path.write_text(json.dumps(cell))
+    manifest.write(copy)
+    original = read(copy, {"backend": {"null"}})
+    assert original.hardware_apart is not None
+    there, here = original.hardware_apart
+    assert there.startswith(("Intel Xeon x", "a CPU of vendor_id GenuineIntel")) and "Intel Xeon" not in here
+    assert [line.plain for line in rerun.said(original)][1:] == [
+        f"fusionbench: warning: {copy}'s cells ran on {there}, this machine is {here}: `fusionbench compare` will set the "
+        "rerun's cells beside them, judging none"]
+    same = read(copy, {"backend": {"null"}})
+    for path in (copy / "cells").glob("*.json"):  # this machine's own words: nothing said
+        cell = json.loads(path.read_text())
+        if isinstance((cell.get("node") or {}).get("cpu"), dict):
+            cell["node"] = {**cell["node"], **executors.node_info(None)}
+        path.write_text(json.dumps(cell))
+    manifest.write(copy)
+    assert read(copy, {"backend": {"null"}}).hardware_apart is None and same.hardware_apart is not None
 
 
 def test_images_held_elsewhere_here_are_taken_from_inputs_where_their_digest_is_the_bundles(tmp_path: Path) -> None:
