@@ -18,8 +18,8 @@ SLOWER_NOTE = (
     f"The fusion pairs fusion made slower: slower by their verdict over rounds, or, of one round, a speedup below "
     f"{1 / (1 + SMALLEST_EFFECT):.3f} (a smaller slowdown in one round is within what a rerun moves). `fusionbench "
     "findings` counts them alike. Their speedups carry the fusion table's marks (`noisy`, `busy`, cores busy). Each "
-    "says where its kernel time moved kind by kind, where both its cells list kinds, each side's kinds at its time over "
-    "its rounds (the slowest kernels are at round 1's)."
+    "says where its kernel time moved kind by kind, where both its cells list kinds, each side's kinds and slowest kernels "
+    "at its time over its rounds (the profile is round 1's, applied to that time)."
 )
 SPEEDUP_NOTE = (
     "Speedup = fusion off over fusion on (below 1: fusion made it slower), the geometric mean over the rounds both "

@@ -44,10 +44,11 @@ def fused_kernels(row: Row) -> list[str]:
 
 def _timed_kernels(row: Row) -> list[tuple[TopKernel, float]]:
     """The kernels the cell's profile lists with their time per inference (`kernels.top_kernels`), each
-    with that time; empty for bundles from before each kernel's time was kept."""
+    with that time applied to the cell's time over its rounds (`Row.over_round_one`), as the kinds' time
+    moved beside them is; empty for bundles from before each kernel's time was kept."""
     kernels = row.metrics.kernels
     listed = [read_as(TopKernel, entry) for entry in (kernels.top_kernels if kernels else [])]
-    return [(k, k.ns_per_inference) for k in listed if k is not None and k.ns_per_inference is not None]
+    return [(k, k.ns_per_inference * row.over_round_one) for k in listed if k is not None and k.ns_per_inference is not None]
 
 
 def slowest_kernels(row: Row) -> list[str]:
@@ -64,7 +65,7 @@ def time_moved(pair: FusionPair) -> list[str]:
     """Where the pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py), each
     side's kinds applied to its time over rounds (`Row.time_ns`), as the profile applied them to
     round 1's median."""
-    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels, (_over_round_one(pair.on), _over_round_one(pair.off)))
+    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels, (pair.on.over_round_one, pair.off.over_round_one))
 
 
 def classes_against(row: Row, base: Row) -> list[str]:
@@ -72,12 +73,7 @@ def classes_against(row: Row, base: Row) -> list[str]:
     (harness/reporting/class_moves.py), each side's kinds applied to its time over rounds; empty
     where either lists no kinds."""
     return class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
-                               (_over_round_one(row), _over_round_one(base)))
-
-
-def _over_round_one(row: Row) -> float:
-    """A cell's time over its rounds over its round 1 median (1 with one round, or with no median)."""
-    return row.time_ns / row.median_ns if row.time_ns and row.median_ns else 1.0
+                               (row.over_round_one, base.over_round_one))
 
 
 def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
@@ -89,9 +85,10 @@ KERNELS_BY_PAIR_NOTE = (
     "Every fusion pair, slower or not: the fused kernels of its fusion-on cell (each once, with its count; those the "
     "profile timed first, the costliest first, with their time per inference; the whole list is the cell's "
     "`fusion_report`) and the kernels each side spends the most time in. On the CPU a kernel's time is its part of the "
-    "time inside kernels, in proportion to its median part of a profiled inference's (docs/metrics.md, Where the time goes), and the "
-    "time moved is each kind of kernel's time with fusion on less its time with fusion off (its share applied to "
-    "the cell's time over its rounds), in all and then the kinds that moved most: a fused kind's time on one side, "
+    "time inside kernels, in proportion to its median part of a profiled inference's (docs/metrics.md, Where the time goes). "
+    "Each kernel's time and each kind's is applied to the cell's time over its rounds (the profile is round 1's), as the "
+    "speedup is taken; the time moved is each kind of kernel's time with fusion on less its time with fusion off, in all "
+    "and then the kinds that moved most: a fused kind's time on one side, "
     "the kinds it replaced giving theirs back on the other. "
     "The speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
 )
