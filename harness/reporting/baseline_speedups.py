@@ -22,10 +22,11 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
                      "during its timed calls): the figure holds their work too. `(cores busy A against B)` where "
                      "the two CPU cells kept cores busy half a core apart or more: unequal terms (a thread pool "
                      "smaller than the cores, or work that does not spread over them), said beside the figure. "
-                     "Kernel time by operator class: the cell's kernel time per inference less the baseline's, in "
-                     "all and for the four classes that differ most (each side's kinds of kernel summed by class, a "
-                     "fused kernel in its anchor's class: docs/metrics.md, \"Operator classes\"); `-` where either "
-                     "cell lists no kinds.")
+                     "Time against the baseline: the cell's kernel time per inference less the baseline's, in "
+                     "all, then its time outside kernels less the baseline's (dispatch, launches, the host: the time "
+                     "split's overhead), then the kernel time of the four classes that differ most (each side's "
+                     "kinds of kernel summed by class, a fused kernel in its anchor's class: docs/metrics.md, "
+                     "\"Operator classes\"); `-` where either cell lists no kinds.")
 
 
 APART_NOTE = (

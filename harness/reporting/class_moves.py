@@ -1,5 +1,5 @@
-"""Where a cell's kernel time differs from eager's, by operator class: why a backend ran slower or
-faster than eager on a model, beside the ratio of their times.
+"""Where a cell's time differs from eager's, inside kernels, outside them and by operator class: why a
+backend ran slower or faster than eager on a model, beside the ratio of their times.
 
 Two backends' kinds do not pair by name (eager's `aten::linear`, ONNX Runtime's `Gemm`), so each
 side's kinds are summed by operator class (harness/reporting/op_classes.py) and the classes set
@@ -32,18 +32,24 @@ def class_times(kernels: Kernels | None, scale: float = 1.0) -> dict[str, float]
 
 
 def against(cell: Kernels | None, eager: Kernels | None, labels: tuple[str, str],
-            scales: tuple[float, float] = (1.0, 1.0)) -> list[str]:
-    """The kernel time of `cell` less eager's, in all and then for the CLASSES_SHOWN classes that differ
-    most, each with both sides' times (`labels`: the two sides' names, the cell's first); `scales`:
-    what each side's kind times are multiplied by (its time over rounds over round 1's). Empty where
-    either side lists no kinds: a figure for one side alone would be no comparison."""
+            scales: tuple[float, float] = (1.0, 1.0), outside: tuple[float | None, float | None] = (None, None)) -> list[str]:
+    """The kernel time of `cell` less eager's, in all, then the time outside kernels (`outside`: each
+    side's, where both have one), then the CLASSES_SHOWN classes that differ most, each with both
+    sides' times (`labels`: the two sides' names, the cell's first); `scales`: what each side's kind
+    times are multiplied by (its time over rounds over round 1's). Empty where either side lists no
+    kinds: a figure for one side alone would be no comparison."""
     mine, theirs = class_times(cell, scales[0]), class_times(eager, scales[1])
     if not mine or not theirs:
         return []
     differ = {cls: mine.get(cls, 0.0) - theirs.get(cls, 0.0) for cls in mine.keys() | theirs.keys()}
     largest = sorted(differ, key=lambda cls: (-abs(differ[cls]), CLASSES.index(cls)))[:CLASSES_SHOWN]
     total_mine, total_theirs = (sum(times[cls] for cls in sorted(times)) for times in (mine, theirs))
-    return [_line("kernels in all", total_mine - total_theirs, (total_mine, total_theirs), labels),
+    # A cell can lose to eager outside its kernels (dispatch, guards, the code between graphs) while its
+    # kernels win: the kernels' difference alone would leave that slowdown unexplained.
+    out_mine, out_theirs = outside
+    rest = ([_line("outside kernels", out_mine - out_theirs, outside, labels)]
+            if out_mine is not None and out_theirs is not None else [])
+    return [_line("kernels in all", total_mine - total_theirs, (total_mine, total_theirs), labels), *rest,
             *(_line(cls, differ[cls], (mine.get(cls), theirs.get(cls)), labels) for cls in largest)]
 
 

@@ -17,7 +17,7 @@ from harness.reporting.speedups import is_slower, over_baseline, slower_beyond_n
 from harness.stats.intervals import FASTER, FASTER_UNCLEAR, SMALLEST_EFFECT, Speedup
 
 HEAD = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)",
-        "kernel time against eager by operator class (fusion on)"]
+        "time against eager: in kernels, outside them, by operator class (fusion on)"]
 
 
 def _is_faster(result: Speedup) -> bool:
@@ -29,8 +29,8 @@ def _beside_eager(all_groups: list[Group], paired_test: Callable[[Speedup], bool
                   one_estimate_test: Callable[[float], bool]) -> tuple[list[str], list[list[str]]]:
     """Every valid cell (fusion on) checked against eager whose speedup over eager passes the test:
     `paired_test` on the paired rounds' speedup where there is one, else `one_estimate_test` on the
-    ratio of the two times over rounds. Each row ends with where its kernel time differs from eager's
-    by operator class, `-` where either cell lists no kinds."""
+    ratio of the two times over rounds. Each row ends with where its time differs from eager's, inside
+    kernels, outside them and by operator class, `-` where either cell lists no kinds."""
     body = []
     for group in all_groups:
         eager = group.eager

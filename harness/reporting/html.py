@@ -92,10 +92,10 @@ def html(loaded: LoadedBundle) -> str:
     ))
     by_class = [row for row in speedups if row[3] != "-"]
     if by_class:  # the chart gives the ratios; this, where both cells list their kinds, why
-        parts.append(f"<p>Where the kernel time differs from {escape(baseline)}'s, by operator class (cell less "
-                     f"{escape(baseline)}; a fused kernel counts in its anchor's class).</p>")
+        parts.append(f"<p>Where the time differs from {escape(baseline)}'s: inside kernels, outside them, and by operator "
+                     f"class (cell less {escape(baseline)}; a fused kernel counts in its anchor's class).</p>")
         parts.append(html_table(["model and setting", "backend / variant", "speedup",
-                                 f"kernel time against {baseline} by operator class"], by_class))
+                                 f"time against {baseline}: in kernels, outside them, by operator class"], by_class))
 
     pairs = fusion_pairs(rows)
     parts.append("<h2>Fusion on vs off</h2>")

@@ -69,11 +69,17 @@ def time_moved(pair: FusionPair) -> list[str]:
 
 
 def classes_against(row: Row, base: Row) -> list[str]:
-    """Where `row`'s kernel time differs from its baseline's cell (eager's), by operator class
-    (harness/reporting/class_moves.py), each side's kinds applied to its time over rounds; empty
-    where either lists no kinds."""
+    """Where `row`'s time differs from its baseline's cell (eager's): inside kernels, outside them (the
+    time split's overhead) and by operator class (harness/reporting/class_moves.py), each side's figures
+    applied to its time over rounds; empty where either lists no kinds."""
     return class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
-                               (row.over_round_one, base.over_round_one))
+                               (row.over_round_one, base.over_round_one), (_outside(row), _outside(base)))
+
+
+def _outside(row: Row) -> float | None:
+    """The cell's time per batch outside kernels, round 1's split applied to its time over rounds."""
+    split = row.metrics.time_split
+    return None if split is None or split.overhead_ns is None else split.overhead_ns * row.over_round_one
 
 
 def slowest_kernels_by_side(pair: FusionPair) -> list[tuple[str, list[str]]]:
