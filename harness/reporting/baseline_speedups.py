@@ -7,7 +7,7 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.metric_table import format_times
 from harness.reporting.cell_rows import Row, valid_rows
 from harness.reporting.fusion_pairs import fusion_pairs_apart
-from harness.reporting.kernels import classes_against
+from harness.reporting.kernels import classes_against, slowest_kernels
 from harness.reporting.plots import Series
 from harness.reporting.run_facts import apart
 from harness.reporting.speedups import over_baseline, speedup_marks, times_faster
@@ -26,7 +26,8 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
                      "all, then its time outside kernels less the baseline's (dispatch, launches, the host: the time "
                      "split's overhead), then the kernel time of the four classes that differ most (each side's "
                      "kinds of kernel summed by class, a fused kernel in its anchor's class: docs/metrics.md, "
-                     "\"Operator classes\"); `-` where either cell lists no kinds.")
+                     "\"Operator classes\"); `-` where either cell lists no kinds. Then the three kernels each "
+                     "side spends the most time in, at its time over rounds (`-` where its profile timed none).")
 
 
 APART_NOTE = (
@@ -59,21 +60,24 @@ def _beside_baseline(rows: list[Row], baseline: str) -> list[tuple[Row, Row]]:
 def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[str], list[Series], list[list[str]]]:
     """Each cell's speedup over the baseline's cell of its model and setting (`over_baseline` where the
     rounds pair, else `times_faster`): the bar chart's groups and series, and the table's rows (each
-    with where its kernel time differs from the baseline's by operator class, `classes_against`)."""
+    with where its time differs from the baseline's, `classes_against`, and the kernels each side
+    spends the most time in, `slowest_kernels`)."""
     others = [(r, base) for r, base in _beside_baseline(rows, baseline) if not apart(r.record, base.record)]
     groups = list(dict.fromkeys(f"{r.model} {r.setting}" for r, _ in others))
     variants = list(dict.fromkeys(r.variant for r, _ in others))
     values: dict[tuple[str, str], float] = {}
     texts: dict[tuple[str, str], str] = {}
     by_class: dict[tuple[str, str], str] = {}
+    slowest: dict[tuple[str, str], list[str]] = {}
     for r, base in others:
         key = (f"{r.model} {r.setting}", r.variant)
         result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
         texts[key] = (result.text() if result is not None else format_times(values[key])) + speedup_marks(r, base)
         by_class[key] = "; ".join(classes_against(r, base)) or "-"
+        slowest[key] = ["; ".join(slowest_kernels(row)) or "-" for row in (r, base)]
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]
-    table = [[g, v, texts[(g, v)], by_class[(g, v)]] for g in groups for v in variants if (g, v) in values]
+    table = [[g, v, texts[(g, v)], by_class[(g, v)], *slowest[(g, v)]] for g in groups for v in variants if (g, v) in values]
     return groups, series, table
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.reporting.findings import BASELINE, Group, against_eager, is_valid
-from harness.reporting.kernels import classes_against
+from harness.reporting.kernels import classes_against, slowest_kernels
 from harness.reporting.speedups import is_slower, over_baseline, slower_beyond_noise, times_faster
 from harness.stats.intervals import FASTER, FASTER_UNCLEAR, SMALLEST_EFFECT, Speedup
 
 HEAD = ["model and setting", "backend", "vs eager (fusion on)", "vs eager (fusion off)",
-        "time against eager: in kernels, outside them, by operator class (fusion on)"]
+        "time against eager: in kernels, outside them, by operator class (fusion on)",
+        "most time with the backend (fusion on)", "most time with eager"]
 
 
 def _is_faster(result: Speedup) -> bool:
@@ -30,7 +31,8 @@ def _beside_eager(all_groups: list[Group], paired_test: Callable[[Speedup], bool
     """Every valid cell (fusion on) checked against eager whose speedup over eager passes the test:
     `paired_test` on the paired rounds' speedup where there is one, else `one_estimate_test` on the
     ratio of the two times over rounds. Each row ends with where its time differs from eager's, inside
-    kernels, outside them and by operator class, `-` where either cell lists no kinds."""
+    kernels, outside them and by operator class (`-` where either cell lists no kinds), and the kernels
+    each side spends the most time in (`-` where its profile timed none)."""
     body = []
     for group in all_groups:
         eager = group.eager
@@ -45,7 +47,8 @@ def _beside_eager(all_groups: list[Group], paired_test: Callable[[Speedup], bool
             if paired_test(paired) if paired is not None else faster is not None and one_estimate_test(faster):
                 title = group.title + (f" (eager from {group.borrowed[1]})" if group.own_eager is None and group.borrowed else "")
                 body.append([title, line.backend, against_eager(group, on), against_eager(group, line.off),
-                             "; ".join(classes_against(on, eager)) or "-"])
+                             "; ".join(classes_against(on, eager)) or "-", "; ".join(slowest_kernels(on)) or "-",
+                             "; ".join(slowest_kernels(eager)) or "-"])
     return HEAD, body
 
 

@@ -51,7 +51,9 @@ SLOWER_THAN_EAGER_NOTE = (
     "element-wise and reductions, data movement, other: each side's kinds of kernel summed by class, a fused kernel "
     "in its anchor's class, so TVM's fused_conv2d_add_relu is convolution time, its add and relu included: "
     "docs/metrics.md, \"Operator classes\"), each side's figure beside; `-` where either cell lists no kinds "
-    "(bundles written before kinds were kept, a profiler that cannot tell)."
+    "(bundles written before kinds were kept, a profiler that cannot tell). Then the three kernels each side spends "
+    "the most time in, with their time and calls per inference at its time over rounds (`-` where its profile timed "
+    "none): what the classes hold, eager's named here as nowhere else."
 )
 FASTER_THAN_EAGER_NOTE = ("Cells that ran faster than eager on the same model and setting, fusion on, by the same "
                           "rules, with the same kernel time by operator class beside them.")

@@ -90,12 +90,14 @@ def html(loaded: LoadedBundle) -> str:
         f"the dashed line is {baseline}.",
         f"No backend shares a model and setting with a valid {baseline} cell in this run.",
     ))
-    by_class = [row for row in speedups if row[3] != "-"]
-    if by_class:  # the chart gives the ratios; this, where both cells list their kinds, why
+    by_class = [row for row in speedups if any(why != "-" for why in row[3:])]
+    if by_class:  # the chart gives the ratios; this, where the cells list their kinds or kernels, why
         parts.append(f"<p>Where the time differs from {escape(baseline)}'s: inside kernels, outside them, and by operator "
-                     f"class (cell less {escape(baseline)}; a fused kernel counts in its anchor's class).</p>")
+                     f"class (cell less {escape(baseline)}; a fused kernel counts in its anchor's class), and the "
+                     f"kernels each side spends the most time in.</p>")
         parts.append(html_table(["model and setting", "backend / variant", "speedup",
-                                 f"time against {baseline}: in kernels, outside them, by operator class"], by_class))
+                                 f"time against {baseline}: in kernels, outside them, by operator class",
+                                 "most time with the backend", f"most time with {baseline}"], by_class))
 
     pairs = fusion_pairs(rows)
     parts.append("<h2>Fusion on vs off</h2>")

@@ -65,7 +65,8 @@ def markdown(loaded: LoadedBundle) -> str:
     lines += [f"## Speedup over {md_cell(baseline)}", "",
               SPEEDUP_OVER_NOTE.format(baseline=md_cell(baseline.capitalize())), "",  # our text: its code spans stay
               *md_table(["model and setting", "backend / variant", "speedup",
-                         f"time against {baseline}: in kernels, outside them, by operator class"], speedups)]
+                         f"time against {baseline}: in kernels, outside them, by operator class",
+                         "most time with the backend", f"most time with {baseline}"], speedups)]
     pairs = fusion_pairs(rows)
     lines += ["## Fusion on vs off", "", SPEEDUP_NOTE, "", MEMORY_NOTE, "",
               *md_table(*fusion_table(pairs))]

@@ -330,8 +330,9 @@ def test_a_speedup_between_cells_that_kept_unequal_cores_busy_says_so_beside_it(
     speedups = report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")].splitlines()
     against_eager = [line for line in speedups if line.startswith("| resnet18 ") and "| tvm fusion-o" in line]
     assert len(against_eager) == 4
-    # the speedup column, before the kernel time by operator class (none here: golden v7 lists no kinds)
-    assert all(line.endswith("(cores busy 1 against 2) | - |") == ("tvm fusion-on" in line) for line in against_eager)
+    # the speedup column, before the time by operator class and each side's slowest kernels (none here:
+    # golden v7 lists no kinds and times no kernel)
+    assert all(line.endswith("(cores busy 1 against 2) | - | - | - |") == ("tvm fusion-on" in line) for line in against_eager)
     # and beside the fusion pair's speedup: its table, its kernels and the note on its slowdown
     assert sum("(cores busy 1 against 2)" in line for line in report.splitlines()) == 2 + 2 + 2 + 1
     # half a core apart is the tick's and the machine's noise: nothing said
@@ -481,9 +482,24 @@ def test_against_eager_the_time_outside_kernels_is_said_beside_the_kernel_time()
     bundle = load(Path(__file__).resolve().parents[2] / "docs/results/bundles/gpu-h200-2026-12-04-inductor-layout")
     head, slower = findings_eager.slower_than_eager(findings.groups([bundle]))
     (inductor,) = [row for row in slower if row[1] == "inductor"]
-    why = inductor[-1]
+    why = inductor[head.index("time against eager: in kernels, outside them, by operator class (fusion on)")]
     assert why.startswith("kernels in all +171 us (eager 4.59 ms, inductor 4.76 ms); "
                           "outside kernels +169 us (eager 193 us, inductor 362 us); convolution -732 us"), why
-    assert head[-1] == "time against eager: in kernels, outside them, by operator class (fusion on)"
     report = report_markdown(bundle)
     assert md_cell(why) in report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")]
+
+
+def test_against_eager_each_side_names_the_kernels_it_spends_the_most_time_in() -> None:
+    """Eager's kernels were named nowhere, neither in `findings` nor in the report (it has no fusion
+    pair), so a cell slower than eager stood beside classes alone: Inductor's resnet18 on an H200 spends
+    789 us in cuDNN's FFT convolution (pointwise_mult_and_sum_complex) that eager never runs, which
+    its channels-last layout led cuDNN to pick."""
+    bundle = load(Path(__file__).resolve().parents[2] / "docs/results/bundles/gpu-h200-2026-12-04-inductor-layout")
+    head, slower = findings_eager.slower_than_eager(findings.groups([bundle]))
+    (inductor,) = [row for row in slower if row[1] == "inductor"]
+    mine, eager = (inductor[head.index(column)] for column in ("most time with the backend (fusion on)", "most time with eager"))
+    assert "; void pointwise_mult_and_sum_complex<float2, 8, 4>(" in mine and " 789 us (4 calls); " in mine
+    assert eager.startswith("sm80_xmma_fprop_implicit_gemm_") and " 2.94 ms (12 calls); " in eager
+    report = report_markdown(bundle)
+    speedups = report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")]
+    assert f"| {md_cell(mine)} | {md_cell(eager)} |" in speedups
