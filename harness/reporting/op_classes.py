@@ -71,13 +71,21 @@ _WORDS = {
                     r"|(nchw|nhwc)to(nchw|nhwc)[a-z]*"),
 }
 _PATTERNS = {cls: re.compile(rf"(?<![a-z0-9])({words})(?![a-z0-9])") for cls, words in _WORDS.items()}
+#: Words of a step of a computation in the frequency domain: cuDNN's FFT convolution transforms its input
+#: and filter (`fft2d_r2c_32x32`), multiplies them (`pointwise_mult_and_sum_complex`) and transforms back.
+#: Such a step is not what its other words say (an element-wise product and sum here), nor, by its name, known
+#: to be a convolution's (torch.fft has transforms too): other, as the transforms are.
+_FOURIER = re.compile(r"(?<![a-z0-9])(fft[a-z0-9]*|complex)(?![a-z0-9])")
 
 
 def class_of(kind: str) -> str:
     """The operator class of a kind (`Kernels.by_kind`): the first class of `CLASSES` any word of
-    its name belongs to, else `other`."""
+    its name belongs to, else `other`; a step of a frequency-domain computation (`_FOURIER`) is
+    `other` unless a word of a compute-heavy class names what it is part of."""
     name = kind.lower()
     for cls in CLASSES[:-1]:
+        if cls in (ELEMENTWISE, DATA_MOVEMENT) and _FOURIER.search(name):
+            return OTHER
         if _PATTERNS[cls].search(name):
             return cls
     return OTHER

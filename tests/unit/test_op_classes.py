@@ -44,6 +44,8 @@ from harness.reporting.op_classes import (
     ("internal::gemvx::kernel", MATRIX_MULTIPLY), ("cublasLt::splitKreduce_kernel", MATRIX_MULTIPLY),
     ("cudnn::bn_fw_inf_1C11_kernel_NCHW", NORMALIZATION), ("cudnn::engines_precompiled::nhwcToNchwKernel", DATA_MOVEMENT),
     ("cudnn::engines_precompiled::nchwToNhwcKernel", DATA_MOVEMENT),
+    # cuDNN's FFT convolution, Inductor's on the H200: its transforms and their product (was element-wise)
+    ("fft2d_r2c_32x32", OTHER), ("fft2d_c2r_64x64", OTHER), ("pointwise_mult_and_sum_complex", OTHER),
 ])
 def test_each_backends_kinds_fall_in_one_class(kind: str, cls: str) -> None:
     assert class_of(kind) == cls
