@@ -53,12 +53,30 @@ def _timed_kernels(row: Row) -> list[tuple[TopKernel, float]]:
 
 def slowest_kernels(row: Row) -> list[str]:
     """The kernels a cell spends the most time in, with their time and calls per inference:
-    `fused_conv2d_kernel 18.2 ms (3 calls)`. Empty for bundles written before each kernel's time
-    was kept (`ns_per_inference`: GPU cells first, CPU cells later) and for a backend whose
-    profiler cannot tell."""
+    `fused_conv2d_kernel 18.2 ms (3 calls)`, and what the fusion report says a kernel runs where its
+    name does not say it (`running inductor.layout_copy`, `_running_ops`). Empty for bundles written
+    before each kernel's time was kept (`ns_per_inference`: GPU cells first, CPU cells later) and for a
+    backend whose profiler cannot tell."""
     timed = sorted(_timed_kernels(row), key=lambda kernel_ns: -kernel_ns[1])
-    return [f"{k.name} {format_value(ns, 'ns')} ({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
+    running = _running_ops(row)
+    return [f"{k.name}{running.get(k.name, '')} {format_value(ns, 'ns')} "
+            f"({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
             for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
+
+
+def _running_ops(row: Row) -> dict[str, str]:
+    """`, running OPS,` for each kernel of the cell's fusion report, named once there, whose name leaves
+    out an operator it runs. Inductor names a generated kernel after operators near it: its copy of the
+    input into channels-last, before resnet18's first convolution, is `cpp_fused_convolution_0` (its ops
+    `inductor.layout_copy`), which read as a convolution among the kernels a cell spends most time in."""
+    report = row.metrics.fusion_report
+    groups = Counter(k.kernel for k in report.kernels) if report else Counter()
+    said = {}
+    for k in report.kernels if report else []:
+        name = k.kernel.lower()
+        if groups[k.kernel] == 1 and any(op.rsplit(".", 1)[-1].strip("_").lower() not in name for op in k.ops):
+            said[k.kernel] = f", running {' + '.join(k.ops)},"
+    return said
 
 
 def time_moved(pair: FusionPair) -> list[str]:

@@ -294,6 +294,14 @@ def test_fused_kernel_lists_name_each_kernel_once_with_its_count() -> None:
     assert fused_kernels(row) == ["step (aten.addmm + aten.tanh) x3", "last (aten.addmm + aten.tanh)"]
 
 
+def _profiled(kernels: list[dict], top: list[dict]) -> Row:
+    """A cell whose fusion report lists `kernels` and whose profile timed `top`."""
+    return Row(cell_record(metrics={
+        "fusion_report": {"kernel_count": len(kernels), "fusion_count": sum(k["class"] != "single" for k in kernels),
+                          "kernels": kernels},
+        "kernels": {"kernels_per_inference": float(len(kernels)), "kernel_count_method": "x", "top_kernels": top}}))
+
+
 def test_fused_kernels_the_profile_timed_come_first_the_costliest_first_and_the_rest_are_counted() -> None:
     """A cell of 11 fused kernels listed the first 8 it ran and nothing more: the one that held a
     slowdown (the 11th here, and the costliest) was not among them."""
@@ -301,18 +309,14 @@ def test_fused_kernels_the_profile_timed_come_first_the_costliest_first_and_the_
     top = [{"name": "fused_10", "calls_per_inference": 1.0, "ns_per_inference": 1.78e9},
            {"name": "fused_3", "calls_per_inference": 1.0, "ns_per_inference": 2e6},
            {"name": "matmul", "calls_per_inference": 1.0, "ns_per_inference": 5e9}]
-    row = Row(cell_record(metrics={
-        "fusion_report": {"kernel_count": 11, "fusion_count": 11, "kernels": kernels},
-        "kernels": {"kernels_per_inference": 11.0, "kernel_count_method": "x", "top_kernels": top}}))
+    row = _profiled(kernels, top)
     shown = fused_kernels(row)
     assert shown[:3] == ["fused_10 (relax.matmul + relax.add), 1.78 s", "fused_3 (relax.matmul + relax.add), 2.00 ms",
                          "fused_0 (relax.matmul + relax.add)"]
     assert len(shown) == 9 and shown[-1] == "and 3 more (the cell's fusion_report)"
     # one kernel name for groups of other operators (a library call several fusions make): no time for any
     kernels[4] = {"kernel": "fused_10", "ops": ["relax.conv2d", "relax.relu"], "class": "tensor+element"}
-    row = Row(cell_record(metrics={
-        "fusion_report": {"kernel_count": 11, "fusion_count": 11, "kernels": kernels},
-        "kernels": {"kernels_per_inference": 11.0, "kernel_count_method": "x", "top_kernels": top}}))
+    row = _profiled(kernels, top)
     assert fused_kernels(row)[0] == "fused_3 (relax.matmul + relax.add), 2.00 ms"
     assert not any("1.78 s" in text for text in fused_kernels(row))
 
@@ -832,3 +836,22 @@ def test_each_kernels_time_and_the_time_split_stand_on_the_cells_time_over_its_r
         (row,) = [r for r in rows
                   if r.backend == "inductor" and f"{r.model} {r.variant.removeprefix('inductor ')} {r.setting}" == group]
         assert (in_kernels or 0) + (rest or 0) == pytest.approx(row.time_ns / 1e6)  # the plots' ms
+
+
+def test_a_slowest_kernel_whose_name_leaves_out_what_it_runs_says_what_it_runs() -> None:
+    """Inductor names a generated kernel after operators near it: resnet18's copy of its input into
+    channels-last, with fusion off, is `cpp_fused_convolution_0`, and it stood second among the kernels
+    the cell spends most time in as if it were a convolution. Its fusion report says it runs
+    `inductor.layout_copy`; a kernel whose name says what it runs, or one several groups share (oneDNN's
+    calls), is given as it was."""
+    kernels = [{"kernel": "cpp_fused_convolution_0", "ops": ["inductor.layout_copy"], "class": "single"},
+               {"kernel": "torch.ops.mkldnn._convolution_pointwise", "ops": ["mkldnn._convolution_pointwise"], "class": "single"},
+               {"kernel": "torch.ops.mkldnn._convolution_pointwise", "ops": ["aten.relu"], "class": "single"},
+               {"kernel": "cpp_fused__native_batch_norm_legit_no_training_1",
+                "ops": ["aten._native_batch_norm_legit_no_training"], "class": "single"}]
+    top = [{"name": "mkldnn::_convolution_pointwise", "calls_per_inference": 20.0, "ns_per_inference": 41.4e6},
+           {"name": "cpp_fused_convolution_0", "calls_per_inference": 1.0, "ns_per_inference": 31.8e6},
+           {"name": "cpp_fused__native_batch_norm_legit_no_training_1", "calls_per_inference": 1.0, "ns_per_inference": 1e6}]
+    assert slowest_kernels(_profiled(kernels, top)) == ["mkldnn::_convolution_pointwise 41.4 ms (20 calls)",
+                                    "cpp_fused_convolution_0, running inductor.layout_copy, 31.8 ms (1 call)",
+                                    "cpp_fused__native_batch_norm_legit_no_training_1 1.00 ms (1 call)"]
