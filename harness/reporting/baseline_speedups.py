@@ -4,19 +4,19 @@ and the cells, fusion pairs included, that ran where no speedup can be taken fro
 from __future__ import annotations
 
 from harness.bundle.reader import LoadedBundle, lookup
-from harness.metric_table import format_times
 from harness.reporting.cell_rows import Row, valid_rows
 from harness.reporting.fusion_pairs import fusion_pairs_apart
 from harness.reporting.kernels import classes_against, slowest_kernels
 from harness.reporting.plots import Series
 from harness.reporting.run_facts import apart
-from harness.reporting.speedups import over_baseline, speedup_marks, times_faster
+from harness.reporting.speedups import one_estimate_text, over_baseline, speedup_marks, times_faster
 
 SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over its rounds where it has several "
                      "(same model and setting; cells whose output was checked against eager's; the baseline's cell "
                      "is its fusion-on cell). Where the cells of a setting took turns round by round (runs since "
                      "2026-12-01) and both have two rounds or more, the geometric mean over their paired rounds with "
-                     "its interval and verdict, as a fusion speedup's; else one estimate, no verdict. `noisy` where "
+                     "its interval and verdict, as a fusion speedup's; else one estimate, no verdict, said beside it "
+                     "(`one round`, or `one estimate, rounds not paired`). `noisy` where "
                      "either cell's timing samples spread beyond 10% of their mean (its warnings say why): a guess, "
                      "not a figure. `busy` where either cell warned of a busy machine (other processes took CPU "
                      "during its timed calls): the figure holds their work too. `(cores busy A against B)` where "
@@ -73,7 +73,7 @@ def speedup_table(rows: list[Row], baseline: str, paired: bool) -> tuple[list[st
         key = (f"{r.model} {r.setting}", r.variant)
         result = over_baseline(r, base, paired)
         values[key] = result.value if result is not None else times_faster(r, base) or 0.0
-        texts[key] = (result.text() if result is not None else format_times(values[key])) + speedup_marks(r, base)
+        texts[key] = (result.text() if result is not None else one_estimate_text(r, base) or "-") + speedup_marks(r, base)
         by_class[key] = "; ".join(classes_against(r, base)) or "-"
         slowest[key] = ["; ".join(slowest_kernels(row)) or "-" for row in (r, base)]
     series = [Series(v, tuple(values.get((g, v)) for g in groups)) for v in variants]

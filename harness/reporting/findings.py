@@ -33,7 +33,7 @@ from harness.reporting.kernels import fused_kernels, slowest_kernels_by_side, ti
 from harness.reporting.pairing import other_threads, passed_variables
 from harness.reporting.run_facts import apart, other_cpus, ran_on
 from harness.reporting.run_facts import facts as bundle_facts
-from harness.reporting.speedups import over_baseline, slower_beyond_noise, speedup_marks, times_faster
+from harness.reporting.speedups import one_estimate_text, over_baseline, slower_beyond_noise, speedup_marks
 from harness.scenario.cell_config import CellConfig
 from harness.stats.intervals import (
     FASTER,
@@ -213,8 +213,10 @@ def against_eager(group: Group, row: Row | None) -> str:
     paired = over_baseline(row, eager, group.paired and eager is group.own_eager) if row is not eager else None
     if paired is not None:
         return paired.text() + mark
-    faster = times_faster(row, eager)
-    return "-" if faster is None else format_times(faster) + mark
+    if row is eager:
+        return format_times(1.0)
+    estimate = one_estimate_text(row, eager)
+    return "-" if estimate is None else estimate + mark
 
 
 def _speedup(line: Line) -> str:

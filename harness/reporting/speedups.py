@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from harness import metric_table
 from harness.bundle.figures_check import BUSY as BUSY_WARNING
-from harness.metric_table import format_value
+from harness.metric_table import format_times, format_value
 from harness.reporting.cell_rows import Row
-from harness.stats.intervals import SLOWER, SLOWER_UNCLEAR, SMALLEST_EFFECT, Speedup, paired_speedup
+from harness.stats.intervals import ONE_ROUND, SLOWER, SLOWER_UNCLEAR, SMALLEST_EFFECT, UNPAIRED, Speedup, paired_speedup
 from harness.stats.summary import NOISY_CV
 
 
@@ -18,6 +18,18 @@ def times_faster(row: Row, base: Row) -> float | None:
     one where the rounds pair)."""
     mine, theirs = row.time_ns, base.time_ns
     return None if mine is None or theirs is None else theirs / mine
+
+
+def one_estimate_text(row: Row, base: Row) -> str | None:
+    """`times_faster` as the tables give it, saying that it is one estimate and why it has no interval:
+    `0.94x (one round)`, or `1.05x (one estimate, rounds not paired)` where both cells have rounds that
+    did not take turns. A fusion speedup of one round says so; a speedup over eager stood bare, as if
+    measured as well as one with its interval (Inductor's resnet18 on the H200, `0.94x`)."""
+    faster = times_faster(row, base)
+    if faster is None:
+        return None
+    rounds = min(len(row.round_medians), len(base.round_medians))
+    return f"{format_times(faster)} ({ONE_ROUND if rounds < 2 else f'one estimate, {UNPAIRED}'})"
 
 
 def is_slower(result: Speedup) -> bool:
