@@ -22,7 +22,8 @@ geometric mean of B/A over its compared pairs. The systems' differences (CPU, GP
 versions, container) come first, since a difference between machines explains a difference between figures
 (harness/reporting/system_differences.py). Each fusion pair's verdicts in A and in B are set side by
 side (harness/reporting/fusion_verdicts.py), but for a pair whose cells ran unlike in A and B, by the
-same rule as the cells' pairs.
+same rule as the cells' pairs, unless the hardware alone sets them apart: there the verdicts are, each
+reached on its own machine, and the intervals are not.
 
 This module pairs and labels; harness/reporting/compare_output.py writes the comparison as JSON or
 Markdown.

@@ -110,15 +110,21 @@ def _fusion(comparison: Comparison) -> list[str]:
              "(docs/metrics.md, Speedups); `ran apart` where its cells ran where their times cannot be set side by "
              "side in that bundle (no speedup is taken from them; listed below with why), `-` where the pair is not "
              "valid there; `not comparable` where A's cells and B's ran unlike (other math modes, hardware, share, "
-             "torch or backend pool threads or `env:` values: listed below with why, as unpaired cells are).", "",
+             "torch or backend pool threads or `env:` values: listed below with why, as unpaired cells are), but "
+             "where the hardware alone differs: there each bundle's verdict, reached on its own machine, is set "
+             "beside the other's (`yes (other hardware)`), and the intervals are not (a speedup's size is its "
+             "machine's).", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:
         lines.append("| " + " | ".join(md_cell(text) for text in (v.name, *v.shown())) + " |")
     # the cell holds two words; the reason (another share, other hardware, another start of the machine) is here
     apart = [f"- {md_cell(v.name)}, in {side}: {md_cell(why)}" for v in comparison.fusion
              for side, why in (("A", v.apart_a), ("B", v.apart_b)) if why]
-    unlike = [f"- {md_cell(v.name)}: {md_cell(v.unlike)}" for v in comparison.fusion if v.unlike]
+    unlike = [f"- {md_cell(v.name)}: {md_cell(v.unlike)}" for v in comparison.fusion if v.unlike and not v.across_hardware]
+    across = [f"- {md_cell(v.name)}: {md_cell(v.unlike)}" for v in comparison.fusion if v.across_hardware]
     return [*lines, "", verdict_line(comparison.fusion), "", *(["Ran apart:", "", *apart, ""] if apart else []),
+            *(["On other hardware, their verdicts set side by side, their intervals not:", "", *across, ""]
+              if across else []),
             *(["Not comparable, A's cells and B's ran unlike:", "", *unlike, ""] if unlike else [])]
 
 

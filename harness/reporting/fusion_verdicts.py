@@ -3,8 +3,11 @@ bundle, with its speedup, interval and verdict in A and in B (harness/stats/inte
 verdicts agree and whether the two intervals overlap. A pair of one round has no verdict: it agrees
 with nothing. A pair whose cells ran unlike in A and in B (other math modes, hardware, share, torch
 threads or `env:` values: `pairing.unlike_runs`, the rule compare pairs its cells by) is not set
-against itself: each side's speedup is shown, with why they are not compared. They inform, as the
-other figures do.
+against itself: each side's speedup is shown, with why they are not compared. But where the hardware
+alone sets them apart (`pairing.RunsApart.only_hardware`: a lab reproducing a run on its own machine),
+each bundle's verdict was reached on one machine, so whether the two verdicts agree is asked
+(`agree_across_hardware`); whether the intervals overlap is not, since how large a speedup is
+depends on the machine. They inform, as the other figures do.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from harness.bundle.reader import LoadedBundle
 from harness.reporting.cell_rows import bundle_rows
 from harness.reporting.fusion_pairs import FusionPair, fusion_pairs, pairs_apart
-from harness.reporting.pairing import pairing_key, unlike_runs
+from harness.reporting.pairing import pairing_key, runs_apart
 from harness.stats.intervals import NO_INTERVAL, Interval, Speedup
 
 
@@ -23,7 +26,8 @@ from harness.stats.intervals import NO_INTERVAL, Interval, Speedup
 class FusionVerdict:
     """One fusion pair in both bundles: its speedup in each, None where the pair is not valid there or
     its cells ran apart there (`apart_a`/`apart_b` say why: `run_facts.apart`); `unlike` says why
-    the two bundles' cells of the pair cannot be set side by side (`pairing.unlike_runs`), "" where they can."""
+    the two bundles' cells of the pair cannot be set side by side (`pairing.unlike_runs`), "" where they can;
+    `across_hardware` that only their machines differ (`pairing.RunsApart.only_hardware`)."""
 
     name: str
     a: Speedup | None
@@ -31,16 +35,33 @@ class FusionVerdict:
     apart_a: str = ""
     apart_b: str = ""
     unlike: str = ""
+    across_hardware: bool = False
+
+    @property
+    def both_verdicts(self) -> bool:
+        """Both bundles gave the pair a verdict (more than one round each, not all alike)."""
+        return (self.a is not None and self.b is not None
+                and self.a.verdict not in NO_INTERVAL and self.b.verdict not in NO_INTERVAL)
 
     @property
     def judged(self) -> bool:
-        """Both bundles gave the pair a verdict (more than one round each, not all alike), of cells that ran alike."""
-        return (self.a is not None and self.b is not None and not self.unlike
-                and self.a.verdict not in NO_INTERVAL and self.b.verdict not in NO_INTERVAL)
+        """Both bundles gave the pair a verdict, of cells that ran alike."""
+        return self.both_verdicts and not self.unlike
 
     @property
     def agree(self) -> bool:
         return self.judged and self.a is not None and self.b is not None and self.a.verdict == self.b.verdict
+
+    @property
+    def judged_across_hardware(self) -> bool:
+        """Both bundles gave the pair a verdict, A's cells and B's apart in their machines alone."""
+        return self.both_verdicts and self.across_hardware
+
+    @property
+    def agree_across_hardware(self) -> bool:
+        """Fusion's verdict reproduced on the other machine: the same verdict in both (`faster`, `under 5%`, ...)."""
+        return (self.judged_across_hardware and self.a is not None and self.b is not None
+                and self.a.verdict == self.b.verdict)
 
     @property
     def intervals(self) -> tuple[Interval, Interval] | None:
@@ -56,10 +77,13 @@ class FusionVerdict:
     def shown(self) -> tuple[str, str, str, str]:
         """A, B, whether the verdicts agree and whether the intervals overlap, as the tables write
         them: `ran apart` for a side where its cells ran apart, `-` where the pair is not valid, or a
-        question one round cannot answer; `not comparable` for both questions where A's and B's cells ran unlike."""
+        question one round cannot answer; `not comparable` for both questions where A's and B's cells ran unlike,
+        but for the verdicts of cells apart in their machines alone: `yes (other hardware)` or `no (other hardware)`."""
         a, b = (s.text() if s is not None else "ran apart" if why else "-"
                 for s, why in ((self.a, self.apart_a), (self.b, self.apart_b)))
-        agree = "yes" if self.agree else "no" if self.judged else "not comparable" if self.unlike else "-"
+        across = f"{'yes' if self.agree_across_hardware else 'no'} (other hardware)"
+        agree = ("yes" if self.agree else "no" if self.judged else across if self.judged_across_hardware
+                 else "-" if self.across_hardware else "not comparable" if self.unlike else "-")
         overlap = "yes" if self.overlap else "no" if self.intervals else "not comparable" if self.unlike else "-"
         return a, b, agree, overlap
 
@@ -74,6 +98,7 @@ class FusionVerdict:
                                                                  "coverage": interval.coverage}}
         # null where the table says `-`: false would read as verdicts that disagree, intervals apart
         return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree if self.judged else None,
+                "agree_across_hardware": self.agree_across_hardware if self.judged_across_hardware else None,
                 "overlap": self.overlap if self.intervals else None,
                 "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}, "unlike": self.unlike or None}
 
@@ -93,11 +118,13 @@ def fusion_verdicts(a: LoadedBundle, b: LoadedBundle, passed: frozenset[str] = f
         pair_a, pair_b = in_a.get(key), in_b.get(key)
         either = pair_a or pair_b
         assert either is not None  # the key came from one of them
-        unlike = "" if pair_a is None or pair_b is None else "; ".join(
-            f"fusion {side}: {why}" for side, cell_a, cell_b in (("on", pair_a.on, pair_b.on), ("off", pair_a.off, pair_b.off))
-            if (why := unlike_runs(cell_a.record, cell_b.record, passed)))
+        apart = [] if pair_a is None or pair_b is None else [
+            (side, runs_apart(cell_a.record, cell_b.record, passed))
+            for side, cell_a, cell_b in (("on", pair_a.on, pair_b.on), ("off", pair_a.off, pair_b.off))]
+        unlike = "; ".join(f"fusion {side}: {why.words()}" for side, why in apart if why.words())
+        across = bool(unlike) and all(why.only_hardware for _, why in apart if why.words())
         verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None,
-                                      apart_a.get(key, ""), apart_b.get(key, ""), unlike))
+                                      apart_a.get(key, ""), apart_b.get(key, ""), unlike, across))
     return verdicts
 
 
@@ -108,12 +135,19 @@ def _pair_id(pair: FusionPair) -> str:
 
 def verdict_line(verdicts: list[FusionVerdict]) -> str:
     """`verdicts agree: K of N pairs; intervals overlap: M of N`, N the pairs valid in both bundles
-    whose cells ran alike in both; those that ran unlike are counted apart."""
+    whose cells ran alike in both; those whose cells ran on other hardware alone, their verdicts
+    set side by side and their intervals not, and those that ran otherwise unlike, are counted apart."""
     valid = [v for v in verdicts if v.a is not None and v.b is not None]
     both = [v for v in valid if not v.unlike]
+    across = [v for v in valid if v.unlike and v.across_hardware]
     unjudged = sum(1 for v in both if not v.judged)
     line = (f"verdicts agree: {sum(v.agree for v in both)} of {len(both)} pairs; "
             f"intervals overlap: {sum(v.overlap for v in both)} of {len(both)}")
-    unlike = len(valid) - len(both)
-    return (line + (f" ({unjudged} with one round, or rounds alike, in a bundle: no verdict)" if unjudged else "")
-            + (f"; {unlike} not compared, their cells ran unlike in A and B (listed below)" if unlike else ""))
+    line += f" ({unjudged} with one round, or rounds alike, in a bundle: no verdict)" if unjudged else ""
+    if across:
+        unjudged_across = sum(1 for v in across if not v.judged_across_hardware)
+        line += (f"; on other hardware, verdicts agree: {sum(v.agree_across_hardware for v in across)} of "
+                 f"{len(across)} pairs" + (f" ({unjudged_across} with no verdict in a bundle)" if unjudged_across else "")
+                 + ", intervals not compared (a speedup's size is its machine's)")
+    unlike = len(valid) - len(both) - len(across)
+    return line + (f"; {unlike} not compared, their cells ran unlike in A and B (listed below)" if unlike else "")

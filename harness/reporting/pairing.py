@@ -3,7 +3,8 @@
 A cell pairs with its counterpart by its config's hash less the rounds it was timed over
 (`pairing_key`). Two cells of one config are not comparable where their math modes differ or went
 unrecorded, where they ran on different hardware or another share of it, or with other thread
-counts or other values of a variable a scenario's `env:` passed to its cells (`unlike_runs`). A cell
+counts or other values of a variable a scenario's `env:` passed to its cells (`unlike_runs`; each
+of these apart, `runs_apart`, where a caller asks whether the machine alone differs). A cell
 with no counterpart says which settings the other bundle ran a cell of its name with
 (`settings_apart`), or what the other never ran (`not_in`).
 """
@@ -11,6 +12,7 @@ with no counterpart says which settings the other bundle ran a cell of its name 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from harness.bundle.cell_record import CellRecord
@@ -40,18 +42,44 @@ def unlike_runs(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str] =
     """Why two cells of one config cannot be set side by side however they ended ("" when they
     can): their math modes differ or are unrecorded, they ran on different hardware or another
     share of it, or with other threads or other values of the variables in `passed` (`other_threads`)."""
-    apart = math_apart(cell_a, cell_b)
-    if apart:
-        return apart
-    machines = hardware_apart(cell_a, cell_b)
-    if machines is not None:
-        return f"ran on different hardware: A {machines[0]}, B {machines[1]}"
+    return runs_apart(cell_a, cell_b, passed).words()
+
+
+@dataclass(frozen=True)
+class RunsApart:
+    """Each setting two cells of one config ran with apart, in words ("", or None for the hardware,
+    where alike): what `unlike_runs` names the first of, kept apart so that a caller can tell runs
+    apart only in their machine (`only_hardware`) from runs apart in what they computed or ran with."""
+
+    math: str
+    hardware: tuple[str, str] | None  # (A's, B's), as `hardware_apart` says them
+    share: str
+    threads: str
+
+    def words(self) -> str:
+        """The first of math, hardware, share and threads that differ, as `unlike_runs` says it."""
+        if self.math:
+            return self.math
+        if self.hardware is not None:
+            return f"ran on different hardware: A {self.hardware[0]}, B {self.hardware[1]}"
+        if self.share:
+            return self.share
+        return f"ran with other threads or variables: {self.threads}" if self.threads else ""
+
+    @property
+    def only_hardware(self) -> bool:
+        """The machines differ and nothing else does: one math mode, one share of each machine, the
+        same threads and `env:` values, so each side's figures answer the same question on its own machine."""
+        return self.hardware is not None and not (self.math or self.share or self.threads)
+
+
+def runs_apart(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str] = frozenset()) -> RunsApart:
+    """Every setting two cells of one config ran with apart (`RunsApart`), `passed` as `unlike_runs` takes it."""
     with_quota = quota_recorded(cell_a) and quota_recorded(cell_b)
     share_a, share_b = machine_share(cell_a, with_quota), machine_share(cell_b, with_quota)
-    if share_a != share_b:
-        return f"ran on different shares of the machine: A {share_a}, B {share_b}"
-    threads = other_threads(cell_a, cell_b, passed)
-    return f"ran with other threads or variables: {threads}" if threads else ""
+    share = f"ran on different shares of the machine: A {share_a}, B {share_b}" if share_a != share_b else ""
+    return RunsApart(math_apart(cell_a, cell_b), hardware_apart(cell_a, cell_b), share,
+                     other_threads(cell_a, cell_b, passed))
 
 
 def math_apart(cell_a: CellRecord, cell_b: CellRecord) -> str:

@@ -674,6 +674,56 @@ def test_fusion_verdicts_of_cells_that_ran_unlike_in_a_and_b_are_not_set_side_by
     assert f"; {len(comparison.fusion)} not compared, their cells ran unlike in A and B (listed below)" in text
     assert all(v.agree and not v.unlike for v in compare(a, a).fusion), "alike runs are still set side by side"
 
+
+def test_fusion_verdicts_of_cells_apart_in_their_hardware_alone_are_set_side_by_side() -> None:
+    """A lab reproducing a run on its own machine asks whether fusion's verdict holds there: each
+    bundle's verdict was reached on one machine, so they are set side by side (`yes (other hardware)`),
+    counted apart; every fusion pair of such a rerun read `not comparable` in both columns. The
+    intervals stay not comparable, and other threads beside the hardware still keep both apart."""
+    from dataclasses import replace
+
+    from harness.bundle.reader import load
+    from harness.reporting.compare import compare
+    from harness.reporting.compare_output import to_json, to_markdown
+
+    a = load(GOLDEN / "v6")
+    elsewhere = json.loads(json.dumps(a.cells))
+    for record in elsewhere:
+        record["node"]["cpu"]["model"] = "Intel Xeon"
+    comparison = compare(a, replace(a, cells=elsewhere))
+    assert comparison.fusion and all(v.unlike and v.across_hardware and not v.judged for v in comparison.fusion)
+    assert comparison.fusion[0].shown()[2:] == ("yes (other hardware)", "not comparable")
+    assert comparison.fusion[0].recorded()["agree"] is None and comparison.fusion[0].recorded()["overlap"] is None
+    assert comparison.fusion[0].recorded()["agree_across_hardware"] is True
+    line = (f"verdicts agree: 0 of 0 pairs; intervals overlap: 0 of 0; on other hardware, verdicts agree: "
+            f"{len(comparison.fusion)} of {len(comparison.fusion)} pairs, intervals not compared (a speedup's size is "
+            "its machine's)")
+    assert json.loads(to_json(comparison))["fusion_verdicts_line"] == line
+    text = to_markdown(comparison)
+    assert f"{line}\n\nOn other hardware, their verdicts set side by side, their intervals not:\n" in text
+    assert "Not comparable, A's cells and B's ran unlike" not in text
+    # a verdict that does not reproduce, and one of a single round, read so
+    first = comparison.fusion[0]
+    assert first.a is not None
+    flipped = replace(first, b=paired_speedup([10.0, 10.1, 10.0], [9.0, 9.1, 8.9]))
+    one_round = replace(first, b=paired_speedup([10.0], [12.0]))
+    assert flipped.shown()[2] == "no (other hardware)" and flipped.recorded()["agree_across_hardware"] is False
+    assert one_round.shown()[2] == "-" and one_round.recorded()["agree_across_hardware"] is None
+    assert verdict_line([flipped, one_round]).endswith(
+        "on other hardware, verdicts agree: 0 of 2 pairs (1 with no verdict in a bundle), intervals not compared "
+        "(a speedup's size is its machine's)")
+    # another share of the other machine, or other threads as well: not comparable, as before
+    bound = json.loads(json.dumps(elsewhere))
+    for record in bound:
+        record["environment"]["cpu_affinity"] = [0]
+    assert all(v.unlike and not v.across_hardware for v in compare(a, replace(a, cells=bound)).fusion)
+    for record in elsewhere:
+        record["environment"]["torch_threads"] = 1
+    threads = compare(a, replace(a, cells=elsewhere)).fusion
+    assert all(v.unlike and not v.across_hardware for v in threads)
+    assert threads[0].shown()[2:] == ("not comparable", "not comparable")
+    assert threads[0].recorded()["agree_across_hardware"] is None
+
 @pytest.mark.slow
 def test_the_cli_shows_each_fusion_pairs_speedup_in_both_bundles(tmp_path: Path) -> None:
     """Golden v6 ran two rounds: compared with a copy of itself, every pair agrees and overlaps."""
@@ -1205,6 +1255,9 @@ def test_compares_line_says_how_many_unpaired_cells_ran_on_other_hardware(
             path.write_text(json.dumps(data))
     manifest.write(other)
     assert main(["compare", str(GOLDEN / f"v{SCHEMA_VERSION}"), str(other)]) == 1
-    assert capsys.readouterr().err.splitlines()[-1] == (
+    said = capsys.readouterr()
+    # fusion's verdict, reached on each machine, is set beside the other's: each pair read `not comparable`
+    assert "; on other hardware, verdicts agree: 4 of 4 pairs, intervals not compared" in said.out
+    assert said.err.splitlines()[-1] == (
         "fusionbench: 12 valid cell(s) could not be paired (listed under 'Unpaired'), 12 of them run on other hardware "
         "(set side by side under 'Cells', not judged); --allow-missing accepts that")
