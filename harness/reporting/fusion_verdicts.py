@@ -121,7 +121,8 @@ def fusion_verdicts(a: LoadedBundle, b: LoadedBundle, passed: frozenset[str] = f
         apart = [] if pair_a is None or pair_b is None else [
             (side, runs_apart(cell_a.record, cell_b.record, passed))
             for side, cell_a, cell_b in (("on", pair_a.on, pair_b.on), ("off", pair_a.off, pair_b.off))]
-        unlike = "; ".join(f"fusion {side}: {why.words()}" for side, why in apart if why.words())
+        # every reason, not the first: beside other hardware, the threads are what keeps two verdicts apart
+        unlike = "; ".join(f"fusion {side}: {'; '.join(why.said())}" for side, why in apart if why.said())
         across = bool(unlike) and all(why.only_hardware for _, why in apart if why.words())
         verdicts.append(FusionVerdict(either.name, pair_a.result if pair_a else None, pair_b.result if pair_b else None,
                                       apart_a.get(key, ""), apart_b.get(key, ""), unlike, across))

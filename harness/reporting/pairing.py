@@ -56,15 +56,15 @@ class RunsApart:
     share: str
     threads: str
 
+    def said(self) -> list[str]:
+        """Each of math, hardware, share and threads that differ, in words, in that order."""
+        hardware = f"ran on different hardware: A {self.hardware[0]}, B {self.hardware[1]}" if self.hardware else ""
+        threads = f"ran with other threads or variables: {self.threads}" if self.threads else ""
+        return [words for words in (self.math, hardware, self.share, threads) if words]
+
     def words(self) -> str:
         """The first of math, hardware, share and threads that differ, as `unlike_runs` says it."""
-        if self.math:
-            return self.math
-        if self.hardware is not None:
-            return f"ran on different hardware: A {self.hardware[0]}, B {self.hardware[1]}"
-        if self.share:
-            return self.share
-        return f"ran with other threads or variables: {self.threads}" if self.threads else ""
+        return next(iter(self.said()), "")
 
     @property
     def only_hardware(self) -> bool:

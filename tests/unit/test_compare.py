@@ -722,6 +722,9 @@ def test_fusion_verdicts_of_cells_apart_in_their_hardware_alone_are_set_side_by_
     threads = compare(a, replace(a, cells=elsewhere)).fusion
     assert all(v.unlike and not v.across_hardware for v in threads)
     assert threads[0].shown()[2:] == ("not comparable", "not comparable")
+    # why, in full: the hardware alone, which the caption says is compared, read as the reason
+    assert threads[0].unlike.startswith("fusion on: ran on different hardware: A AMD EPYC x2, no GPU, B Intel Xeon x2, "
+                                        "no GPU; ran with other threads or variables: torch threads A 2, B 1; fusion off:")
     assert threads[0].recorded()["agree_across_hardware"] is None
 
 @pytest.mark.slow
