@@ -35,7 +35,7 @@ from harness.bundle.statuses import BAD
 from harness.metric_table import Metric, format_value
 from harness.plain_text import one_line
 from harness.reporting.cell_rows import Row, fmt_time_over_rounds
-from harness.reporting.pairing import hardware_apart, math_apart, other_threads, unlike_runs
+from harness.reporting.pairing import RunsApart, runs_apart
 from harness.reporting.speedups import noisy_mark
 from harness.stats.intervals import rounds_t_test
 from harness.stats.summary import mann_whitney_u, median, u_test_method
@@ -103,12 +103,11 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
         reason_a, reason_b = _first_reason(cell_a), _first_reason(cell_b)
         pair.why = f"both {reason_a}" if reason_a == reason_b else f"A {reason_a}; B {reason_b}"
         return pair
-    unlike = unlike_runs(cell_a, cell_b, passed)
-    if unlike:
-        pair.why = unlike
-        machines = hardware_apart(cell_a, cell_b)
-        if machines is not None and not math_apart(cell_a, cell_b):  # the hardware is what sets them apart first
-            _side_by_side(pair, cell_a, cell_b, machines, passed)
+    apart = runs_apart(cell_a, cell_b, passed)
+    if apart.words():
+        pair.why = apart.words()
+        if apart.hardware is not None and not apart.math:  # the hardware is what sets them apart first
+            _side_by_side(pair, cell_a, cell_b, apart)
         return pair
     _device_time(pair, cell_a, cell_b, threshold, alpha)
     device = metric_table.metric("device_time")
@@ -121,16 +120,18 @@ def compare_cells(cell_a: CellRecord, cell_b: CellRecord, threshold: float, alph
     return pair
 
 
-def _side_by_side(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, machines: tuple[str, str],
-                  passed: frozenset[str]) -> None:
+def _side_by_side(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, apart: RunsApart) -> None:
     """Set two cells of one config that ran on different hardware side by side, judging nothing: a lab
     reproducing a run on its own machine reads each figure beside the original's, where the pair showed
     none, and B/A of the medians as information (`ratio_not_judged`). Another machine's speed is no
-    regression or improvement of the code, so no figure gets a verdict. Threads or `env:` values that
-    differ too are named: they move the figures as much as the machine does."""
-    threads = other_threads(cell_a, cell_b, passed)
-    pair.not_judged = f"other hardware ({machines[0]} vs {machines[1]})" + (
-        f", and other threads or variables ({threads})" if threads else "")
+    regression or improvement of the code, so no figure gets a verdict. Another share of the machines
+    (a `taskset`, a `--jobs` slot), threads or `env:` values that differ too are named: they move the
+    figures as much as the machine does."""
+    assert apart.hardware is not None  # set side by side for their hardware
+    machines = apart.hardware
+    besides = [f"other shares of the machines ({apart.share[0]} vs {apart.share[1]})" if apart.share else "",
+               f"other threads or variables ({apart.threads})" if apart.threads else ""]
+    pair.not_judged = f"other hardware ({machines[0]} vs {machines[1]})" + "".join(f", and {b}" for b in besides if b)
     samples_a, samples_b = _samples(cell_a), _samples(cell_b)
     pair.median_a_ns = _median_ns(cell_a, samples_a) if samples_a else None
     pair.median_b_ns = _median_ns(cell_b, samples_b) if samples_b else None

@@ -53,14 +53,15 @@ class RunsApart:
 
     math: str
     hardware: tuple[str, str] | None  # (A's, B's), as `hardware_apart` says them
-    share: str
+    share: tuple[str, str] | None  # (A's, B's), as `run_facts.machine_share` says them
     threads: str
 
     def said(self) -> list[str]:
         """Each of math, hardware, share and threads that differ, in words, in that order."""
         hardware = f"ran on different hardware: A {self.hardware[0]}, B {self.hardware[1]}" if self.hardware else ""
+        share = f"ran on different shares of the machine: A {self.share[0]}, B {self.share[1]}" if self.share else ""
         threads = f"ran with other threads or variables: {self.threads}" if self.threads else ""
-        return [words for words in (self.math, hardware, self.share, threads) if words]
+        return [words for words in (self.math, hardware, share, threads) if words]
 
     def words(self) -> str:
         """The first of math, hardware, share and threads that differ, as `unlike_runs` says it."""
@@ -70,15 +71,15 @@ class RunsApart:
     def only_hardware(self) -> bool:
         """The machines differ and nothing else does: one math mode, one share of each machine, the
         same threads and `env:` values, so each side's figures answer the same question on its own machine."""
-        return self.hardware is not None and not (self.math or self.share or self.threads)
+        return self.hardware is not None and self.share is None and not (self.math or self.threads)
 
 
 def runs_apart(cell_a: CellRecord, cell_b: CellRecord, passed: frozenset[str] = frozenset()) -> RunsApart:
     """Every setting two cells of one config ran with apart (`RunsApart`), `passed` as `unlike_runs` takes it."""
     with_quota = quota_recorded(cell_a) and quota_recorded(cell_b)
     share_a, share_b = machine_share(cell_a, with_quota), machine_share(cell_b, with_quota)
-    share = f"ran on different shares of the machine: A {share_a}, B {share_b}" if share_a != share_b else ""
-    return RunsApart(math_apart(cell_a, cell_b), hardware_apart(cell_a, cell_b), share,
+    return RunsApart(math_apart(cell_a, cell_b), hardware_apart(cell_a, cell_b),
+                     (share_a, share_b) if share_a != share_b else None,
                      other_threads(cell_a, cell_b, passed))
 
 

@@ -1242,6 +1242,11 @@ def test_cells_on_other_hardware_are_set_side_by_side_and_judged_not_at_all() ->
     threads = compare_cells(on("AMD EPYC", BASE), four, 0.05, 0.01).not_judged
     assert threads == (f"other hardware (AMD EPYC x2, no GPU vs Intel Xeon x2, no GPU), and other threads or variables "
                        f"(torch threads A {TEMPLATE['environment']['torch_threads']}, B 4)")
+    # a taskset on the other machine read as its hardware alone
+    bound = on("Intel Xeon", BASE).model_copy(update={"environment": {**TEMPLATE["environment"], "cpu_affinity": [0]}})
+    share = compare_cells(on("AMD EPYC", BASE), bound, 0.05, 0.01).not_judged
+    assert share == ("other hardware (AMD EPYC x2, no GPU vs Intel Xeon x2, no GPU), and other shares of the machines "
+                     "(the whole machine vs 1 of the machine's 2 CPUs)")
 
 
 def test_compares_line_says_how_many_unpaired_cells_ran_on_other_hardware(
