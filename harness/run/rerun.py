@@ -59,8 +59,8 @@ def said(original: Original) -> list[Text]:
     if original.hardware_apart is not None:
         there, here = original.hardware_apart
         lines.append(Text(f"fusionbench: warning: {visible(original.root)}'s cells ran on {visible(there)}, this machine is "
-                          f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging none",
-                          style="yellow"))
+                          f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging none, "
+                          "and say whether each fusion verdict held", style="yellow"))
     return lines
 
 

@@ -203,7 +203,7 @@ def test_a_bundle_whose_cells_ran_on_other_hardware_is_said_so_as_its_rerun_begi
     assert there.startswith(("Intel Xeon x", "a CPU of vendor_id GenuineIntel")) and "Intel Xeon" not in here
     assert [line.plain for line in rerun.said(original)][1:] == [
         f"fusionbench: warning: {copy}'s cells ran on {there}, this machine is {here}: `fusionbench compare` will set the "
-        "rerun's cells beside them, judging none"]
+        "rerun's cells beside them, judging none, and say whether each fusion verdict held"]
     same = read(copy, {"backend": {"null"}})
     for path in (copy / "cells").glob("*.json"):  # this machine's own words: nothing said
         cell = json.loads(path.read_text())
