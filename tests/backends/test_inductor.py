@@ -77,12 +77,18 @@ def test_fusion_off_runs_one_operator_per_kernel(prepared_pair) -> None:
 
 
 def test_fusion_off_has_clearly_more_kernels_than_on(prepared_pair) -> None:
+    from harness.fusion.mapping import mapping_class
+
     pairs, example, _, _ = prepared_pair
     on, off = (pairs[f][0].cpu_dispatches(example) for f in ("on", "off"))
     assert off >= 3 * on, (on, off)
     report_on = pairs["on"][0].fusion_report()
     assert report_on.fusions > 0
     assert any(k.fusion_class == "tensor+element" for k in report_on.kernels)
+    # the report's kernels too: fusion off's that compute (not a layout's reorder) outnumber all of fusion on's
+    computing_off = [k for k in pairs["off"][0].fusion_report().kernels
+                     if any(mapping_class(op) not in ("shuffle", "reorganize") for op in k.ops)]
+    assert len(computing_off) > len(report_on.kernels) >= 1
 
 
 def test_the_generated_kernels_are_timed_under_the_names_the_report_gives_them(prepared_pair) -> None:
