@@ -149,6 +149,25 @@ def test_fusion_off_runs_more_kernels_unfused_and_still_matches(smoke, backend: 
     assert off["correctness"]["ok"] and on["correctness"]["ok"]
 
 
+def test_tvm_fuses_every_convolution_of_resnet18_with_its_batch_norm_and_residual_add(smoke) -> None:
+    """The smoke run's TVM cell, fusion on (resnet18 untuned at 32 pixels, valid, so its output
+    matched eager's): each of its 20 convolutions (17 on the main path, 3 downsampling shortcuts) is a
+    kernel with the element-wise work after it, the residual add (a second add after batch norm's) in
+    the last one of each of the 8 blocks, and each kernel the report lists runs once an inference.
+    (tests/backends/test_tvm.py compiled the same model with the same options for this.)"""
+    from harness.fusion import op_name
+
+    _, bundle = smoke
+    [cell] = [c for c in cells_of(bundle).values()
+              if (c["config"]["backend"], c["config"]["variant"]["fusion"]) == ("tvm", "on")]
+    assert cell["status"] == "valid" and cell["metrics"]["correctness"]["ok"], cell.get("reasons")
+    kernels = cell["metrics"]["fusion_report"]["kernels"]
+    convs = [k for k in kernels if any(op_name(op) == "conv2d" for op in k["ops"])]
+    assert len(convs) == 20 and all(k["class"] == "tensor+element" for k in convs), convs
+    assert sum(1 for k in convs if [op_name(op) for op in k["ops"]].count("add") == 2) == 8, convs
+    assert cell["metrics"]["kernels"]["kernels_per_inference"] == len(kernels) < 30
+
+
 def test_the_bundle_validates_and_carries_its_report(smoke) -> None:
     _, bundle = smoke
     done = fusionbench("validate", str(bundle))
