@@ -134,3 +134,6 @@ class Roofline(Record):
     measured_ns: Ns | None = None
     fraction_of_bound: Ratio | None = None
     bound_by: Literal["compute", "memory"] | None = None
+    # one kernel could compute the whole model: the worker writes this 1 and the report prints
+    # "floor 1" whatever it holds, so any other figure was not the harness's
+    kernels_per_inference_floor: Literal[1] | None = None

@@ -419,6 +419,13 @@ def test_a_roofline_fraction_edited(v3: Path) -> None:
     only_lines(forge(v3, EAGER_SINGLE, closer), EAGER_SINGLE, "roofline: fraction_of_bound 0.9 but its costs and peaks give 0.214206")
 
 
+def test_a_kernel_floor_other_than_the_one_the_worker_writes(v3: Path) -> None:
+    """The floor is 1 by definition (one kernel could compute the whole model), and the report prints
+    'floor 1' whatever the record holds: a floor of 10 reached a reader of the record alone."""
+    only_lines(forge(v3, EAGER_SINGLE, lambda c: c["metrics"]["roofline"].update(kernels_per_inference_floor=10)),
+               EAGER_SINGLE, "metrics/roofline/kernels_per_inference_floor: Input should be 1")
+
+
 def test_a_first_call_ratio_that_its_figures_do_not_give_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "v4"
     shutil.copytree(GOLDEN / "v4", root)
