@@ -3,7 +3,8 @@
 The record must say what the logs say. From the detail log: the validity, the headline metric,
 every `result_*` entry and every setting (`effective_*`, `requested_*`) the record keeps, the
 scenario, and the samples the system under test counted (the queries LoadGen issued times the
-samples in each) with its batches; and the log must agree with itself: LoadGen's validity is every one of its conditions
+samples in each) with its batches, and its calls' mean and median time within the samples'
+latencies; and the log must agree with itself: LoadGen's validity is every one of its conditions
 met (minimum duration, minimum queries, early stopping, Server's latency bound), so a log that
 says VALID beside an unmet condition was edited, as is one that calls a condition met against the
 figures LoadGen judged it by (the query count, Server's bound, and the duration and early stopping
@@ -78,7 +79,8 @@ def problems(files: Snapshot, cell: dict[str, Any]) -> list[str]:
     if cell["status"] == "valid" and parsed["validity"] == "VALID" and parsed["invalid_reasons"]:
         lines.append(f"{where}: status valid, yet its LoadGen run logged an error ({_shown('; '.join(parsed['invalid_reasons']))}): "
                      "a run MLPerf's checker refuses")
-    lines += _sut_against_detail(where, loadgen, parsed, cell["config"]["batch"])
+    # calls are held to the log once their count is: a forged count is said once, not again as its calls' time
+    lines += _sut_against_detail(where, loadgen, parsed, cell["config"]["batch"]) or _calls_against_detail(where, loadgen, parsed)
     lines += _against_summary(where, rel, loadgen, parse_summary(texts[SUMMARY]))
     lines += _reasons_against_detail(where, "invalid_reasons", loadgen.get("invalid_reasons"), parsed)
     if cell["status"] == "invalid" and loadgen["validity"] != "VALID" and isinstance(loadgen.get("invalid_reasons"), list):
@@ -238,6 +240,39 @@ def _sut_against_detail(where: str, loadgen: dict[str, Any], parsed: dict[str, A
                      f"{math.ceil(samples / batch)} batches at the fewest and {samples} at the most")
     if gathered is not None and batches is not None and gathered > batches:
         lines.append(f"{where}: LoadGen sut gathered_batches {gathered}, more than its {batches} batches")
+    return lines
+
+
+def _calls_against_detail(where: str, loadgen: dict[str, Any], parsed: dict[str, Any]) -> list[str]:
+    """The system under test's own times of its calls (`call_mean_ns`, `call_median_ns`: the worker
+    keeps no call's time, only these) within what LoadGen's detail log says of the same run. Each
+    call runs after its samples' query is issued and ends before they are answered, so it lies
+    inside each of their latencies: none is longer than the run's largest latency, and the calls,
+    one at a time (`batches_in_flight` at a time where they are pipelined), fit in the time the
+    samples' latencies cover: the one query's largest where the run issued one (Offline), else at
+    most all its samples' latencies together. Half the calls at least take the median or more.
+    Neither figure has a floor the logs give: LoadGen's time around the calls is not logged."""
+    sut, results = loadgen.get("sut") or {}, parsed["results"]
+    batches, samples = number(sut.get("batches")), number(sut.get("samples"))
+    in_flight = number(sut.get("batches_in_flight")) or 1.0
+    queries, largest = number(results.get("result_query_count")), number(results.get("result_max_latency_ns"))
+    mean_latency = number(results.get("result_mean_latency_ns"))
+    if not batches or not samples or queries is None or largest is None or mean_latency is None:
+        return []  # no call ran, or a log of no latencies: nothing to hold the calls to
+    covered = largest if queries == 1 else mean_latency * samples
+    room = in_flight * covered * (1 + _SIX_DIGITS) + samples  # LoadGen logs its mean to the nanosecond
+    lines = []
+    for key, calls in (("call_mean_ns", batches), ("call_median_ns", math.ceil(batches / 2))):
+        figure = number(sut.get(key))
+        if figure is None:
+            continue  # a record before the figure, or the schema's finding
+        if figure > largest * (1 + _SIX_DIGITS):
+            lines.append(f"{where}: LoadGen sut {key} {figure:.0f} is longer than the run's largest latency, "
+                         f"{largest:.0f} ns in its detail log: a call lies inside its samples' latency")
+        elif figure * calls > room:
+            lines.append(f"{where}: LoadGen sut {key} {figure:.0f} over {calls:.0f} of its {batches:.0f} calls is "
+                         f"{figure * calls:.0f} ns, more than the {covered:.0f} ns its samples' latencies in its "
+                         f"detail log cover{f' with {in_flight:.0f} batches in flight' if in_flight > 1 else ''}")
     return lines
 
 

@@ -218,6 +218,30 @@ def test_the_system_under_tests_own_counts_are_held_to_loadgens_detail_log(tmp_p
     assert len(problems) == 1 and said in problems[0], problems
 
 
+@pytest.mark.parametrize(("scenario", "change", "said"), [
+    # the mean doubled: 58 calls of 22.7 ms in a query LoadGen answered within 661 ms
+    ("Offline", lambda sut: sut.update(call_mean_ns=sut["call_mean_ns"] * 2),
+     "LoadGen sut call_mean_ns 22661044 over 58 of its 58 calls is 1314340564 ns, more than the 661153267 ns its "
+     "samples' latencies in its detail log cover"),
+    ("Offline", lambda sut: sut.update(call_median_ns=sut["call_median_ns"] * 3),
+     "LoadGen sut call_median_ns 33635493 over 29 of its 58 calls is 975429297 ns, more than the 661153267 ns"),
+    # a median call longer than any query LoadGen timed
+    ("SingleStream", lambda sut: sut.update(call_median_ns=sut["call_median_ns"] * 1.5),
+     "LoadGen sut call_median_ns 10861659 is longer than the run's largest latency, 10793244 ns in its detail log"),
+])
+def test_the_system_under_tests_call_times_are_held_to_loadgens_latencies(tmp_path: Path, scenario: str, change,
+                                                                         said: str) -> None:
+    """The worker keeps the call times' mean and median alone, which the latency agreement's reason
+    reads (the model ran slower inside LoadGen's run than in the timing pass); an Offline eager
+    cell's doubled, re-hashed, was valid. Each call lies inside its samples' latencies in LoadGen's log."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    path = next(p for p in cell_files(root) if json.loads(p.read_text())["config"]["scenario"] == scenario)
+    edit_json(path, lambda c: change(c["metrics"]["loadgen"]["sut"]))
+    problems = validate(root).problems
+    assert len(problems) == 1 and said in problems[0], problems
+
+
 def test_a_valid_cell_whose_loadgen_run_logged_an_error_is_a_problem(bundle: Path) -> None:
     """LoadGen calls a run VALID that logged an error (a second config file read in one process);
     MLPerf's checker refuses it, and so does validate where the cell says valid."""
