@@ -52,6 +52,7 @@ from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
 from harness.plain_text import one_line
 from harness.precision import PRECISIONS, max_abs_limit
+from harness.scenario import checked_rows
 from harness.stats.summary import summarize_ns
 
 
@@ -278,6 +279,7 @@ def _cell_problems(cell: dict[str, Any], version: int) -> list[str]:
     lines += _correctness_problems(metrics.get("correctness"), dtype)
     lines += _correctness_problems((metrics.get("correctness") or {}).get("after_timing"), dtype,
                                    "correctness after timing")
+    lines += _checked_rows_problems(cell["config"], metrics.get("correctness"))
     return lines  # the fusion report's counts against its kernels: its record's (passes_record.FusionReportRecord)
 
 
@@ -297,6 +299,25 @@ def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> li
         scale = 1e9 if key == "cv" else 1.0  # compare a CV at the precision of nanoseconds
         if recorded is None or not close(recorded * scale, derived * scale):
             lines.append(f"device_time: summary {key.removesuffix('_ns')} {summary[key]} but the samples' is {derived:.6g}")
+    return lines
+
+
+def _checked_rows_problems(config: dict[str, Any], correctness: Any) -> list[str]:
+    """The samples each correctness check records are the ones its config gives (the worker builds
+    `inputs.samples` of them and checks the example batch, then another after the timing:
+    harness/scenario/checked_rows.py): an after-timing check said to run on the timing's second
+    batch where it ran on the example's, or on samples the cell never read, was not the harness's."""
+    count, batch = lookup(config, "inputs", "samples"), config.get("batch")
+    if not isinstance(correctness, dict) or not isinstance(count, int) or not isinstance(batch, int) or count < 1:
+        return []  # a record before the inputs were configured: the schema's finding
+    lines = []
+    for name, check, rows in (("correctness", correctness, checked_rows.example_rows(count, batch)),
+                              ("correctness after timing", correctness.get("after_timing"),
+                               checked_rows.later_rows(count, batch))):
+        recorded = check.get("samples") if isinstance(check, dict) else None
+        if recorded is not None and recorded != rows:
+            lines.append(f"{name}: samples {str(recorded)[:80]}, but {count} samples run {batch} at a time are "
+                         f"checked on {rows}")
     return lines
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.measure.protocol import WorkerRequest
 from harness.scenario.cell_config import CellConfig
+from harness.scenario.checked_rows import example_rows
 
 
 def model_and_samples(cell: CellConfig, request: WorkerRequest) -> tuple[Any, list[Any], Any]:
@@ -40,20 +41,6 @@ def later_batch(samples: list[Any], rows: list[int]) -> Any:
     import torch
 
     return torch.cat([samples[(rows[0] - 1) % len(samples)], *(samples[row] for row in rows)])[1:]
-
-
-def example_rows(count: int, batch: int) -> list[int]:
-    """The samples of the example batch: the first `batch`, wrapping round."""
-    return [row % count for row in range(batch)]
-
-
-def later_rows(count: int, batch: int) -> list[int]:
-    """The samples of the batch the timed callable is checked on once more after its timing: the
-    timing's second batch (samples `batch` to `2 * batch - 1`, wrapping round), or where the set
-    holds no more than one batch, the example's samples one row on (the example's own where there
-    is one sample). A callable right on the example alone, or on its first calls alone, fails it."""
-    start = batch if count > batch else 1
-    return [(start + row) % count for row in range(batch)]
 
 
 def backend_arguments(cell: CellConfig, request: WorkerRequest, backend: Any, workdir: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ A further round (`time_a_round`, harness/run/rounds.py) prepares the model again
 device timing alone, then the check after timing.
 
 Correctness is checked twice: the first call on the example, and the timed callable once more after
-its last timed call, on a batch of other samples (`cell_model.later_rows`) given as LoadGen gives
+its last timed call, on a batch of other samples (`checked_rows.later_rows`) given as LoadGen gives
 its batches (a view at an offset into a larger stack), each against eager's output on the same
 batch. A backend right on the example or on its first calls only, whose timed calls computed
 something else, fails the second.
@@ -45,6 +45,7 @@ from harness.errors import BackendFailed, HarnessError
 from harness.measure import cell_model, plugin_answers, protocol, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import WorkerRequest
+from harness.scenario import checked_rows
 from harness.scenario.cell_config import CellConfig
 
 
@@ -110,7 +111,7 @@ def measure(
     artifacts = Path(request.artifact_dir)
     with clock.phase(protocol.BUILD):
         model, samples, example = cell_model.model_and_samples(cell, request)
-    rows = cell_model.later_rows(len(samples), batch)
+    rows = checked_rows.later_rows(len(samples), batch)
     with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
         later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
@@ -129,7 +130,7 @@ def measure(
                 metrics.correctness = Correctness(ok=True, note="not checked: the backend computes no model")
             else:
                 metrics.correctness = Correctness.model_validate(
-                    {**correctness.compare(output, reference, dtype), "samples": cell_model.example_rows(len(samples), batch)})
+                    {**correctness.compare(output, reference, dtype), "samples": checked_rows.example_rows(len(samples), batch)})
             del output
         timing = _device_timing(cell, prepared, samples)
         before_loadgen = max(cell.timing.repetitions // 2, 1)
@@ -271,7 +272,7 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
     workdir = Path.cwd()
     with clock.phase(protocol.BUILD):
         model, samples, example = cell_model.model_and_samples(cell, request)
-    rows = cell_model.later_rows(len(samples), cell.batch)
+    rows = checked_rows.later_rows(len(samples), cell.batch)
     with clock.phase(protocol.REFERENCE):
         later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
     precision.set_torch_math(cell.dtype)

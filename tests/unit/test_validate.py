@@ -242,6 +242,25 @@ def test_the_system_under_tests_call_times_are_held_to_loadgens_latencies(tmp_pa
     assert len(problems) == 1 and said in problems[0], problems
 
 
+@pytest.mark.parametrize(("change", "said"), [
+    # the check after timing said to run on the timing's second batch, where it ran on the example's own
+    (lambda c: c["after_timing"].update(samples=[0, 1, 2, 3]),
+     "correctness after timing: samples [0, 1, 2, 3], but 16 samples run 4 at a time are checked on [4, 5, 6, 7]"),
+    (lambda c: c.update(samples=[0, 1, 2, 3, 16, 17, 18, 19]),
+     "correctness: samples [0, 1, 2, 3, 16, 17, 18, 19], but 16 samples run 4 at a time are checked on [0, 1, 2, 3]"),
+])
+def test_the_samples_a_correctness_check_records_are_the_ones_its_config_gives(tmp_path: Path, change,
+                                                                              said: str) -> None:
+    """An Offline eager cell of 16 samples in batches of 4 checks samples 0-3, then 4-7 after its
+    timing; either made other, re-hashed, was valid."""
+    root = tmp_path / "bundle"
+    shutil.copytree(GOLDEN / f"v{SCHEMA_VERSION}", root)
+    path = next(p for p in cell_files(root) if json.loads(p.read_text())["config"]["scenario"] == "Offline")
+    edit_json(path, lambda c: change(c["metrics"]["correctness"]))
+    problems = validate(root).problems
+    assert problems == [f"cells/{path.stem}.json: {said}"], problems
+
+
 def test_a_valid_cell_whose_loadgen_run_logged_an_error_is_a_problem(bundle: Path) -> None:
     """LoadGen calls a run VALID that logged an error (a second config file read in one process);
     MLPerf's checker refuses it, and so does validate where the cell says valid."""

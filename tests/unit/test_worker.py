@@ -24,6 +24,7 @@ from harness.measure import cell_model, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import PHASES, Phase, WorkerAnswer, WorkerRequest, partial_answer_path
 from harness.measure.worker import run_cell
+from harness.scenario import checked_rows
 from harness.scenario.cell_config import CellConfig
 from tests.cell_configs import cell_config
 
@@ -225,10 +226,10 @@ def test_a_timed_callable_right_only_on_the_checked_call_makes_the_cell_invalid(
 
 
 def test_the_later_check_takes_other_samples_than_the_examples_where_there_are_any() -> None:
-    assert cell_model.example_rows(8, 2) == [0, 1] and cell_model.later_rows(8, 2) == [2, 3]  # the timing's 2nd batch
-    assert cell_model.later_rows(3, 2) == [2, 0]  # wrapping round, as the timing's batches do
-    assert cell_model.later_rows(2, 2) == [1, 0] and cell_model.later_rows(1, 2) == [0, 0]
-    assert cell_model.example_rows(1, 2) == [0, 0]
+    assert checked_rows.example_rows(8, 2) == [0, 1] and checked_rows.later_rows(8, 2) == [2, 3]  # the timing's 2nd batch
+    assert checked_rows.later_rows(3, 2) == [2, 0]  # wrapping round, as the timing's batches do
+    assert checked_rows.later_rows(2, 2) == [1, 0] and checked_rows.later_rows(1, 2) == [0, 0]
+    assert checked_rows.example_rows(1, 2) == [0, 0]
     import torch
 
     batch = cell_model.later_batch([torch.full((1, 2), float(i)) for i in range(4)], [2, 3])
