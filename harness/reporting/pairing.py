@@ -19,7 +19,7 @@ from harness.bundle.cell_record import CellRecord
 from harness.bundle.header_record import Node
 from harness.bundle.record_base import read_as
 from harness.plain_text import one_line
-from harness.reporting.run_facts import hardware, machine_share, other_cpus, quota_recorded
+from harness.reporting.run_facts import machine_share, machines_apart, quota_recorded
 from harness.scenario.cells import LEFT_OUT_OF_ID, cell_id
 from harness.scenario.differences import differences
 
@@ -96,11 +96,7 @@ def math_apart(cell_a: CellRecord, cell_b: CellRecord) -> str:
 def hardware_apart(cell_a: CellRecord, cell_b: CellRecord) -> tuple[str, str] | None:
     """The hardware of each of two cells in words (A's, B's) where they ran on different hardware:
     another CPU or GPU model, or one CPU name over two generations or vector extensions; else None."""
-    node_a, node_b = read_as(Node, cell_a.node), read_as(Node, cell_b.node)
-    where_a, where_b = hardware(node_a), hardware(node_b)
-    if where_a and where_b and where_a != where_b:
-        return where_a, where_b
-    return other_cpus(node_a, node_b)
+    return machines_apart(read_as(Node, cell_a.node), read_as(Node, cell_b.node))
 
 
 #: The thread counts a worker reads back from torch (harness/measure/worker.py): an

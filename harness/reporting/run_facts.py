@@ -168,6 +168,17 @@ def apart(a: CellRecord, b: CellRecord) -> str:
     return other_boots(node_a, node_b)
 
 
+def machines_apart(a: Node | None, b: Node | None) -> tuple[str, str] | None:
+    """Each side's hardware in words (a's, b's) where the two ran on different hardware: another CPU
+    or GPU model (`hardware`), or one CPU name over two generations or vector extensions
+    (`other_cpus`); else None. What compare sets cells apart by (harness/reporting/pairing.py) and
+    what a rerun warns of before it runs (harness/run/rerun_original.py)."""
+    where_a, where_b = hardware(a), hardware(b)
+    if where_a and where_b and where_a != where_b:
+        return where_a, where_b
+    return other_cpus(a, b)
+
+
 def other_cpus(a: Node | None, b: Node | None) -> tuple[str, str] | None:
     """Each side's CPU in words where the two differ in what one model name hides (a VM's "AMD EPYC"
     of two generations, or one that hides vector extensions the other offers); None where they do

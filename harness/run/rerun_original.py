@@ -19,7 +19,7 @@ from harness.bundle.validate import validate
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
-from harness.reporting.run_facts import hardware, other_cpus
+from harness.reporting.run_facts import machines_apart
 from harness.run.executors import node_info
 from harness.run.resumable import check_scenario, values_seen
 from harness.scenario.cells import check_values, expand, only_text, select
@@ -116,15 +116,8 @@ def _hardware_apart(loaded: LoadedBundle) -> tuple[str, str] | None:
     machine, and this machine's, in the words `compare` sets them apart by; None where none did or
     none recorded it."""
     here = read_as(Node, node_info(None))
-    for record in loaded.records:
-        if record.status in MEASURED:
-            there = read_as(Node, record.node)
-            where_there, where_here = hardware(there), hardware(here)
-            apart = (where_there, where_here) if where_there and where_here and where_there != where_here else \
-                other_cpus(there, here)
-            if apart is not None:
-                return apart
-    return None
+    measured = (machines_apart(read_as(Node, record.node), here) for record in loaded.records if record.status in MEASURED)
+    return next((apart for apart in measured if apart is not None), None)
 
 
 def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str,
