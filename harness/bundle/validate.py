@@ -304,21 +304,27 @@ def _summary_problems(summary: dict[str, Any], recomputed: dict[str, Any]) -> li
 
 def _checked_rows_problems(config: dict[str, Any], correctness: Any) -> list[str]:
     """The samples each correctness check records are the ones its config gives (the worker builds
-    `inputs.samples` of them and checks the example batch, then another after the timing:
-    harness/scenario/checked_rows.py): an after-timing check said to run on the timing's second
-    batch where it ran on the example's, or on samples the cell never read, was not the harness's."""
+    `inputs.samples` of them, or from a folder as many images as it holds up to that, and checks
+    the example batch, then another after the timing: harness/scenario/checked_rows.py): an
+    after-timing check said to run on the timing's second batch where it ran on the example's, or
+    on samples the cell never read, was not the harness's."""
     count, batch = lookup(config, "inputs", "samples"), config.get("batch")
     if not isinstance(correctness, dict) or not isinstance(count, int) or not isinstance(batch, int) or count < 1:
         return []  # a record before the inputs were configured: the schema's finding
-    lines = []
-    for name, check, rows in (("correctness", correctness, checked_rows.example_rows(count, batch)),
-                              ("correctness after timing", correctness.get("after_timing"),
-                               checked_rows.later_rows(count, batch))):
-        recorded = check.get("samples") if isinstance(check, dict) else None
-        if recorded is not None and recorded != rows:
-            lines.append(f"{name}: samples {str(recorded)[:80]}, but {count} samples run {batch} at a time are "
-                         f"checked on {rows}")
-    return lines
+    after = correctness.get("after_timing")
+    recorded = [check.get("samples") if isinstance(check, dict) else None for check in (correctness, after)]
+    # one count of samples read gives both checks' rows: a folder of 6 images read for `samples: 64`
+    # in batches of 4 checks [0, 1, 2, 3], then [4, 5, 0, 1]
+    from_folder = lookup(config, "inputs", "source") == "folder"
+    for read in checked_rows.counts_read(count, batch, from_folder):
+        rows = (checked_rows.example_rows(read, batch), checked_rows.later_rows(read, batch))
+        if all(samples is None or samples == wanted for samples, wanted in zip(recorded, rows)):
+            return []
+    held = f"{count} samples" + (" (or the fewer images of its folder)" if from_folder else "")
+    return [f"{name}: samples {str(samples)[:80]}, but {held} run {batch} at a time are checked on {wanted}"
+            for name, samples, wanted in zip(("correctness", "correctness after timing"), recorded,
+                                             (checked_rows.example_rows(count, batch), checked_rows.later_rows(count, batch)))
+            if samples is not None and samples != wanted]
 
 
 _CORRECTNESS_FIGURES = ("max_abs_error", "max_abs_error_limit", "rtol", "reference_max_abs", "cosine_similarity",

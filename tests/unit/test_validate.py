@@ -261,6 +261,23 @@ def test_the_samples_a_correctness_check_records_are_the_ones_its_config_gives(t
     assert problems == [f"cells/{path.stem}.json: {said}"], problems
 
 
+def test_a_folder_of_fewer_images_than_its_samples_is_checked_on_the_rows_it_holds() -> None:
+    """A folder gives at most `inputs.samples` images: resnet18's eager cell read the 6 a folder held
+    for `samples: 64` in batches of 4 and checked [0, 1, 2, 3], then [4, 5, 0, 1] after its timing,
+    which validate refused as rows of 64 samples, so compare and report refused the honest bundle;
+    rows no count up to 64 gives are still a problem, and drawn inputs are exactly their count."""
+    from harness.bundle.validate import _checked_rows_problems
+
+    folder = {"inputs": {"source": "folder", "path": "images", "samples": 64}, "batch": 4}
+    checked = {"samples": [0, 1, 2, 3], "after_timing": {"samples": [4, 5, 0, 1]}}
+    assert _checked_rows_problems(folder, checked) == []
+    assert _checked_rows_problems({**folder, "inputs": {"source": "synthetic", "samples": 64}}, checked) == [
+        "correctness after timing: samples [4, 5, 0, 1], but 64 samples run 4 at a time are checked on [4, 5, 6, 7]"]
+    assert _checked_rows_problems(folder, {**checked, "after_timing": {"samples": [0, 1, 2, 3]}}) == [
+        "correctness after timing: samples [0, 1, 2, 3], but 64 samples (or the fewer images of its folder) run 4 at a "
+        "time are checked on [4, 5, 6, 7]"]
+
+
 def test_a_valid_cell_whose_loadgen_run_logged_an_error_is_a_problem(bundle: Path) -> None:
     """LoadGen calls a run VALID that logged an error (a second config file read in one process);
     MLPerf's checker refuses it, and so does validate where the cell says valid."""
