@@ -42,13 +42,12 @@ from harness.bundle.loadgen_log import (
 from harness.bundle.loadgen_record import invalid_run_reason
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.timing_record import BEFORE_LOADGEN
-from harness.bundle.tolerance import number, printed_step
+from harness.bundle.tolerance import SIX_DIGITS, number, printed_step
 from harness.errors import BundleError
 from harness.scenario.rules import rule
 from harness.stats.summary import median
 
 MAX_LOG_BYTES = 64 << 20
-_SIX_DIGITS = 1e-5  # a float LoadGen logs with six significant digits is this close to the true one
 _SHOWN = 50  # characters of a value a problem line quotes
 _ATTEMPT = re.compile(r"^(.*/)?attempt-([1-9][0-9]{0,2})$")  # harness/measure/loadgen.py's folder of each run
 
@@ -166,7 +165,7 @@ def _hints(where: str, cell: dict[str, Any], attempts: list[Any], logs: dict[int
                              f"{len(timed)} device-timing calls before LoadGen is {median(timed)}")
         elif ordinal - 1 in logs:
             before = rule(logs[ordinal - 1]["scenario"]).retune_ns(cell["config"]["batch"], logs[ordinal - 1]["results"])
-            if before is not None and hint > float(before) * (1 + _SIX_DIGITS):
+            if before is not None and hint > float(before) * (1 + SIX_DIGITS):
                 lines.append(f"{where}: LoadGen attempt {ordinal}'s hint_latency_ns {hint} is slower than the "
                              f"{float(before):.0f} ns a batch LoadGen's attempt {ordinal - 1} ran at, which a retune "
                              "hints with at the slowest")
@@ -260,13 +259,13 @@ def _calls_against_detail(where: str, loadgen: dict[str, Any], parsed: dict[str,
     if not batches or not samples or queries is None or largest is None or mean_latency is None:
         return []  # no call ran, or a log of no latencies: nothing to hold the calls to
     covered = largest if queries == 1 else mean_latency * samples
-    room = in_flight * covered * (1 + _SIX_DIGITS) + samples  # LoadGen logs its mean to the nanosecond
+    room = in_flight * covered * (1 + SIX_DIGITS) + samples  # LoadGen logs its mean to the nanosecond
     lines = []
     for key, calls in (("call_mean_ns", batches), ("call_median_ns", math.ceil(batches / 2))):
         figure = number(sut.get(key))
         if figure is None:
             continue  # a record before the figure, or the schema's finding
-        if figure > largest * (1 + _SIX_DIGITS):
+        if figure > largest * (1 + SIX_DIGITS):
             lines.append(f"{where}: LoadGen sut {key} {figure:.0f} is longer than the run's largest latency, "
                          f"{largest:.0f} ns in its detail log: a call lies inside its samples' latency")
         elif figure * calls > room:
@@ -346,7 +345,7 @@ def _same(kept: Any, read: Any) -> bool:
 def _close_printed(recorded: float | None, logged: float, text: str) -> bool:
     """Each log rounds a figure its own way: the summary to its last printed digit, the detail log
     (whose figure the record keeps) to six significant digits."""
-    return recorded is not None and math.isclose(recorded, logged, rel_tol=_SIX_DIGITS, abs_tol=printed_step(text))
+    return recorded is not None and math.isclose(recorded, logged, rel_tol=SIX_DIGITS, abs_tol=printed_step(text))
 
 
 def _shown(value: Any) -> str:

@@ -21,9 +21,8 @@ import math
 from typing import Any
 
 from harness.bundle.loadgen_log import DETAIL
-from harness.bundle.tolerance import number
+from harness.bundle.tolerance import SIX_DIGITS, number
 
-_SIX_DIGITS = 1e-5  # a float LoadGen logs with six significant digits is this close to the true one
 _CONFIDENCE = 0.99  # LoadGen's early-stopping confidence, fixed in its code
 #: The rate each scenario logs of the time its minimum duration is judged by (samples over it).
 _DURATION_RATES = {"Offline": "result_samples_per_second", "SingleStream": "result_qps_with_loadgen_overhead",
@@ -77,7 +76,7 @@ def _duration(rel: str, parsed: dict[str, Any]) -> list[str]:
     if (results.get("result_min_duration_met") is not True or not rate or queries is None or per_query is None
             or least_ms is None):
         return []
-    at_most_s = queries * per_query / rate * (1 + _SIX_DIGITS)
+    at_most_s = queries * per_query / rate * (1 + SIX_DIGITS)
     if at_most_s * 1000 >= least_ms:
         return []
     return [f"{rel}/{DETAIL}: result_min_duration_met True, yet its {queries * per_query:.0f} samples at {rate_key} "

@@ -11,6 +11,8 @@ import math
 from typing import Any
 
 RELATIVE = 1e-6
+#: How close a float LoadGen logs with six significant digits is to the true one, relatively.
+SIX_DIGITS = 1e-5
 
 
 def number(value: Any) -> float | None:
