@@ -250,8 +250,9 @@ def _tuning(line: Line) -> str:
 def model_table(group: Group, gpu: bool) -> tuple[list[str], list[list[str]]]:
     """One line per backend of `group`: fusions, kernels, speedup, against eager, memory, tuning."""
     records = [row.record for line in group.lines for row in (line.on, line.off) if row is not None]
-    memory = [name for name in MEMORY if name == "peak_rss" or (gpu and name != "arena_peak")
-              or (name == "arena_peak" and any(metric_table.value(name, record) is not None for record in records))]
+    # the arena where a cell has one (metric_table.present); the GPU's figures on a GPU, shown "-" where absent
+    memory = [name for name in metric_table.present(MEMORY, records, optional=("arena_peak",))
+              if gpu or name in ("peak_rss", "arena_peak")]
     head = ["backend", "fusions on (by class)", "kernels/inf on / off", "time on / off", "fusion speedup (off / on)",
             "vs eager on / off", *(f"{metric_table.label(name)} on / off" for name in memory), "tuning"]
     body = []
