@@ -171,7 +171,7 @@ def _device_time(pair: Pair, cell_a: CellRecord, cell_b: CellRecord, threshold: 
         u_a, pair.p_value = mann_whitney_u(samples_a, samples_b)
         pair.test = u_test_method(samples_a, samples_b)
         same_way = (u_a < len(samples_a) * len(samples_b) / 2) == (pair.ratio > 1)  # A's samples rank low: B slower
-    beyond = pair.ratio > 1 + threshold or pair.ratio < 1 / (1 + threshold)
+    beyond = not within(pair.ratio, threshold)
     pair.noisy = bool(noisy_mark(row_a, row_b))
     if beyond and pair.p_value < alpha and same_way:
         pair.verdict = "regressed" if pair.ratio > 1 else "improved"
@@ -224,6 +224,12 @@ def _first_reason(cell: CellRecord) -> str:
     return f"{cell.status}: {one_line(cell.reasons[0])}" if cell.reasons else cell.status
 
 
+def within(ratio: float, threshold: float) -> bool:
+    """Whether a ratio B/A is inside the band `threshold` either way, as times go: from 1 / (1 + t)
+    to 1 + t, so that a 5% slowdown and the speedup that undoes it are judged alike."""
+    return 1 / (1 + threshold) <= ratio <= 1 + threshold
+
+
 def percent(fraction: float) -> str:
     """A threshold as the user gave it, in percent: 5%, 2.5%, 0.1% (never rounded to 0% or 3%)."""
     return f"{fraction * 100:.6g}%"
@@ -268,7 +274,7 @@ def judge(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, threshold: flo
         return figure
     limit = 0.0 if metric.rule == "exact" else threshold
     figure.ratio = b / a if a > 0 and b > 0 else None
-    if a == b or (figure.ratio is not None and 1 / (1 + limit) <= figure.ratio <= 1 + limit):  # 5% either way, as times go
+    if a == b or (figure.ratio is not None and within(figure.ratio, limit)):
         figure.verdict = "same"
         figure.why = "" if a == b else f"within {percent(limit)} (B/A {figure.ratio:.3f})"
         return figure
@@ -296,7 +302,7 @@ def _unlike_baselines(metric: Metric, cell_a: CellRecord, cell_b: CellRecord, th
     base_a, base_b = metric_table.at(cell_a, metric.baseline), metric_table.at(cell_b, metric.baseline)
     if not all(isinstance(base, int) and base > 0 for base in (base_a, base_b)):
         return ""
-    if 1 / (1 + threshold) <= base_b / base_a <= 1 + threshold:
+    if within(base_b / base_a, threshold):
         return ""
     return (f"{metric.baseline[-1]} differs beyond {percent(threshold)}: A {format_value(base_a, metric.unit)}, "
             f"B {format_value(base_b, metric.unit)} (what the worker held before the model was built: the modules "
