@@ -83,8 +83,9 @@ def class_of(kind: str) -> str:
     its name belongs to, else `other`; a step of a frequency-domain computation (`_FOURIER`) is
     `other` unless a word of a compute-heavy class names what it is part of."""
     name = kind.lower()
+    fourier = _FOURIER.search(name) is not None
     for cls in CLASSES[:-1]:
-        if cls in (ELEMENTWISE, DATA_MOVEMENT) and _FOURIER.search(name):
+        if fourier and cls in (ELEMENTWISE, DATA_MOVEMENT):
             return OTHER
         if _PATTERNS[cls].search(name):
             return cls
