@@ -48,6 +48,7 @@ from harness.bundle import (
 from harness.bundle.files import CELLS, HEADER
 from harness.bundle.reader import LoadedBundle, check_root, load, lookup
 from harness.bundle.snapshot import Snapshot
+from harness.bundle.statuses import FINISHED
 from harness.bundle.tolerance import close, number
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
 from harness.plain_text import one_line
@@ -178,6 +179,11 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
         unlisted = [cell for cell in interruption.get("resume_runs") or [] if cell not in listed]
         if unlisted:
             verdict.problems.append(f"{HEADER}: interruption.resume_runs names cells it does not list ({', '.join(unlisted[:3])})")
+        finished = {record.id for record in loaded.records if record.status in FINISHED}
+        left_out = [cell for cell in listed if cell not in finished and cell not in (interruption.get("resume_runs") or [])]
+        if left_out:
+            verdict.problems.append(f"{HEADER}: interruption.resume_runs leaves out cells with no result, which --resume "
+                                    f"runs ({', '.join(left_out[:3])})")
     on_disk = {p.stem for p in (loaded.root / CELLS).glob("*.json")} if (loaded.root / CELLS).is_dir() else set()
     for extra in sorted(on_disk - set(listed)):
         verdict.problems.append(f"{CELLS}/{extra}.json: a cell record bundle.json does not list")

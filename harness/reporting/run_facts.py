@@ -78,6 +78,8 @@ def interruption(loaded: LoadedBundle) -> str:
                     f"{SCHEMA_VERSION}): `fusionbench rerun` runs its cells again in a bundle of its own")
         return (f"why not recorded (bundles before 2026-12-06 keep no reason); --resume runs the {no_result} cell(s) "
                 "with no result, and times afresh any the time budget cut short of their rounds")
+    if not recorded.resume_runs:  # stopped after its last cell's result, before the bundle was closed
+        return f"{one_line(recorded.why)}; every cell has its result: --resume runs none, and closes the bundle complete"
     cut = sum(1 for cell in recorded.resume_runs if cell in finished)
     said = [f"{len(recorded.resume_runs) - cut} with no result"] + (
         [f"{cut} cut short of their rounds by the time budget, timed afresh, every round"] if cut else [])

@@ -475,6 +475,9 @@ def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     # every cell with a record (a SIGTERM's run records each cell it stopped interrupted): the why alone
     edit_json(root / "bundle.json", lambda h: h.update(state="interrupted", interruption={"why": "why", "resume_runs": []}))
     assert "bundle.json: the run is interrupted (why); finish it with --resume" in validate(root).notes
+    # stopped after the last cell's result: it said `--resume runs 0 cell(s): 0 with no result`
+    assert dict(facts(load(root)))["interrupted"] == ("why; every cell has its result: --resume runs none, and closes "
+                                                      "the bundle complete")
     cell_files(root)[0].unlink()
     edit_json(root / "bundle.json", lambda h: h.pop("interruption"))
     verdict = validate(root)
@@ -501,6 +504,10 @@ def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
                f"{listed} listed cell(s) have no record" in note for note in verdict.notes), verdict.notes
     assert dict(facts(load(root)))["interrupted"] == ("stopped by SIGTERM (a timeout, docker stop or a scheduler's "
                                                       "limit); --resume runs 1 cell(s): 1 with no result")
+    # a resume runs every cell with no result: a record that leaves one out says what a resume does not do
+    edit_json(root / "bundle.json", lambda h: h.update(interruption={**interruption, "resume_runs": []}))
+    assert (f"bundle.json: interruption.resume_runs leaves out cells with no result, which --resume runs ({gone})"
+            in validate(root).problems)
     edit_json(root / "bundle.json", lambda h: h.update(interruption={**interruption, "resume_runs": ["0" * 16]}))
     assert f"bundle.json: interruption.resume_runs names cells it does not list ({'0' * 16})" in validate(root).problems
     edit_json(root / "bundle.json", lambda h: h.update(state="complete", interruption=interruption))
