@@ -52,7 +52,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, ConfigError
 from harness.file_modes import plain_folder_mode
 from harness.mlperf.benchmarks import Benchmark, benchmark_for
-from harness.plain_text import visible, visible_lines
+from harness.plain_text import one_line, visible, visible_lines
 from harness.reporting import submission_rules
 from harness.reporting.cell_rows import missing_shown, planned_configs
 from harness.reporting.markdown import md_cell
@@ -300,9 +300,10 @@ def pack(loaded: LoadedBundle, out: Path, *, org: str, division: str = "open", s
             continue
         key = (system_name(base, cell.config), cell.config.model.name, cell.config.scenario)
         chosen.setdefault(key, []).append(cell)
+    stopped = loaded.header_record.interruption
+    state = loaded.header_record.state + (f": {one_line(stopped.why)}" if stopped is not None else "")
     for label in missing_shown(loaded):  # an interrupted run's cells never run: left out, said so, not in silence
-        packed.left_out.append(f"{label}: not run (the bundle is {loaded.header_record.state}; "
-                               "`fusionbench run --resume` runs it)")
+        packed.left_out.append(f"{label}: not run (the bundle is {state}; `fusionbench run --resume` runs it)")
     if not chosen:
         reasons = "; ".join(packed.left_out[:3]) + (" ..." if len(packed.left_out) > 3 else "")
         raise ConfigError(f"{loaded.root}: no cell is a submission result ({reasons}); docs/submitting.md says how to run one")

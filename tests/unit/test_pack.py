@@ -285,6 +285,13 @@ def test_an_interrupted_bundles_cells_never_run_are_listed_as_left_out(tmp_path:
     assert (f"{null['label']} input 32: not run (the bundle is interrupted; `fusionbench run --resume` runs it)"
             in packed.left_out), packed.left_out
     assert not [line for line in pack(load(MLPERF), tmp_path / "sub2", org="Acme").left_out if "not run" in line]
+    # with why the run stopped, where the bundle records it (from 2026-12-06): the line gave the state alone
+    header["interruption"] = {"why": "interrupted by Ctrl-C (SIGINT)", "resume_runs": [null["id"]]}
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    packed = pack(load(root), tmp_path / "sub3", org="Acme", system_base="box", system_info=SYSTEM_INFO)
+    assert (f"{null['label']} input 32: not run (the bundle is interrupted: interrupted by Ctrl-C (SIGINT); "
+            "`fusionbench run --resume` runs it)" in packed.left_out), packed.left_out
 
 
 def test_a_captured_field_the_system_info_replaces_is_said(tmp_path: Path) -> None:
