@@ -58,10 +58,27 @@ def said(original: Original) -> list[Text]:
                           "images", style="yellow"))
     if original.hardware_apart is not None:
         there, here = original.hardware_apart
+        # whether each fusion verdict held is asked of cells apart in their machines alone: not across other threads
+        held = "" if original.threads_apart else ", and say whether each fusion verdict held"
         lines.append(Text(f"fusionbench: warning: {visible(original.root)}'s cells ran on {visible(there)}, this machine is "
-                          f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging none, "
-                          "and say whether each fusion verdict held", style="yellow"))
+                          f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging "
+                          f"none{held}", style="yellow"))
+    if original.threads_apart is not None:
+        lines.append(Text(threads_warning(original.root, *original.threads_apart), style="yellow"))
     return lines
+
+
+def threads_warning(root: Path, there: int, here: int) -> str:
+    """What a rerun says where the bundle's cells ran torch's default threads (its scenario pinned
+    none), `there`, and torch's default here is `here`: `compare` will set no fusion verdict of the
+    two side by side (other torch threads), and the rerun cannot pin them (it runs the scenario as
+    stored; its workers get no OMP_NUM_THREADS of this shell that the scenario does not pass on)."""
+    return (f"fusionbench: warning: {visible(root)}'s cells ran torch's default {there} thread(s), its scenario's env: "
+            f"pinning none (no OMP_NUM_THREADS); here torch's default is {here} (a thread per physical core usable "
+            "here): `fusionbench compare` will judge no fusion verdict across the two (`not comparable`: other torch "
+            f"threads); the rerun runs the scenario as stored, so only a machine of {there} physical core(s), run whole, "
+            f"runs its threads; to compare on any machine, pin them (env: [OMP_NUM_THREADS={there}, "
+            f"MKL_NUM_THREADS={there}]) and run the scenario afresh on both")
 
 
 def plugin_gone(original: Original, cells: list[Cell]) -> None:

@@ -16,12 +16,14 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.validate import validate
+from harness.cpu_topology import physical_cores
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
 from harness.reporting.run_facts import machines_apart
 from harness.run.executors import node_info
 from harness.run.resumable import check_scenario, values_seen
+from harness.run.slots import usable_cores
 from harness.scenario.cells import check_values, expand, only_text, select
 from harness.scenario.schema import ScenarioFile, passed_on
 
@@ -54,6 +56,11 @@ class Original:
     #: The hardware its measured cells ran on and this machine's, in words, where they differ (the
     #: first cell that does): `compare` sets the rerun's cells beside them and judges none.
     hardware_apart: tuple[str, str] | None = None
+    #: The torch threads its measured cells ran on unpinned (torch's default on their machine) and
+    #: the default here, where they differ (the first cell that does): `compare` judges no cell and
+    #: no fusion verdict across other threads, so a lab on a machine of another core count learned
+    #: it from `not comparable` once its rerun had run.
+    threads_apart: tuple[int, int] | None = None
 
     @property
     def device(self) -> str:
@@ -108,6 +115,7 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
                     # the values the rerun sets (rerun.variables_set), which its --resume sets again
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
+                    threads_apart=threads_apart(loaded, default_threads_here()),
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 
 
@@ -118,6 +126,32 @@ def _hardware_apart(loaded: LoadedBundle) -> tuple[str, str] | None:
     here = read_as(Node, node_info(None))
     measured = (machines_apart(read_as(Node, record.node), here) for record in loaded.records if record.status in MEASURED)
     return next((apart for apart in measured if apart is not None), None)
+
+
+#: The variables that pin torch's (OpenMP's, MKL's) threads: a worker that saw neither ran torch's default.
+_PINNING = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def default_threads_here() -> int:
+    """The threads torch runs unpinned in a worker here, one a physical core this process may use
+    (its affinity: taskset, a cpuset), as torch's OpenMP and MKL pool sizes itself; a rerun's worker
+    gets no OMP_NUM_THREADS of this shell that its scenario's `env:` does not pass on."""
+    return len(physical_cores(usable_cores()))
+
+
+def threads_apart(loaded: LoadedBundle, here: int) -> tuple[int, int] | None:
+    """The torch threads the first measured cell of `loaded` that ran them unpinned (its worker saw
+    no `_PINNING` variable, so torch chose: a thread per core of its machine) ran, and `here`, where
+    they differ; None where every such cell ran `here`'s, or none ran unpinned. A cell a scenario's
+    `env:` or a `--jobs` slot pinned runs the same count again (a slot's cores apart)."""
+    for record in loaded.records:
+        environment = record.environment if isinstance(record.environment, dict) else {}
+        variables = environment.get("variables")
+        threads = environment.get("torch_threads")
+        if (record.status in MEASURED and isinstance(variables, dict) and not any(name in variables for name in _PINNING)
+                and isinstance(threads, int) and not isinstance(threads, bool) and threads != here):
+            return threads, here
+    return None
 
 
 def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str,

@@ -177,7 +177,8 @@ def test_a_bundle_run_in_more_slots_than_this_machine_has_cores_is_refused_namin
 def test_a_bundle_that_names_its_input_folder_without_the_images_digest_is_said_to_be_unchecked() -> None:
     """A resume of such a bundle (a harness before bundle.json kept `inputs_sha256`) is refused; its
     rerun, a new bundle, went on without a word that the images it reads may not be the ones measured."""
-    original = replace(read(GOLDEN, {"backend": {"null"}}), hardware_apart=None)  # the hardware: below
+    # the hardware and torch's threads: below (this machine's own, which a CI machine's may not be)
+    original = replace(read(GOLDEN, {"backend": {"null"}}), hardware_apart=None, threads_apart=None)
     assert [line.plain for line in rerun.said(original)][1:] == []
     header = {**original.header, "input_folder": "/data/images", "inputs_sha256": None}
     assert [line.plain for line in rerun.said(replace(original, header=header))][1:] == [
@@ -197,7 +198,7 @@ def test_a_bundle_whose_cells_ran_on_other_hardware_is_said_so_as_its_rerun_begi
             cell["node"]["cpu"].update(model="Intel Xeon", identity="vendor_id GenuineIntel, cpu family 6, model 143")
         path.write_text(json.dumps(cell))
     manifest.write(copy)
-    original = read(copy, {"backend": {"null"}})
+    original = replace(read(copy, {"backend": {"null"}}), threads_apart=None)  # torch's threads: the next test
     assert original.hardware_apart is not None
     there, here = original.hardware_apart
     assert there.startswith(("Intel Xeon x", "a CPU of vendor_id GenuineIntel")) and "Intel Xeon" not in here
@@ -212,6 +213,34 @@ def test_a_bundle_whose_cells_ran_on_other_hardware_is_said_so_as_its_rerun_begi
         path.write_text(json.dumps(cell))
     manifest.write(copy)
     assert read(copy, {"backend": {"null"}}).hardware_apart is None and same.hardware_apart is not None
+
+
+def test_a_bundle_whose_cells_ran_torchs_default_threads_of_another_core_count_is_said_so_as_its_rerun_begins(
+        tmp_path: Path) -> None:
+    """A lab whose machine has another core count reran a bundle whose scenario pinned no threads:
+    torch ran its own default there and here, so compare set no fusion verdict side by side (`not
+    comparable`: torch threads A 8, B 2), which the lab learned once its rerun had run. The rerun now
+    says so before it runs, naming both counts and how to pin them; a cell whose worker saw
+    OMP_NUM_THREADS (an `env:` or a `--jobs` slot) ran the same count again and is not named."""
+    from harness.run.rerun_original import default_threads_here, threads_apart
+
+    assert default_threads_here() >= 1
+    loaded = load(GOLDEN)  # its cells ran torch's default, 2 threads, no OMP_NUM_THREADS
+    assert threads_apart(loaded, 2) is None and threads_apart(loaded, 8) == (2, 8)
+    pinned = json.loads(json.dumps(loaded.cells))
+    for cell in pinned:
+        cell.get("environment", {}).get("variables", {})["OMP_NUM_THREADS"] = "2"
+    assert threads_apart(replace(loaded, cells=pinned), 8) is None
+    original = replace(read(GOLDEN, {"backend": {"null"}}), hardware_apart=("AMD EPYC x8, no GPU", "AMD EPYC x2, no GPU"),
+                       threads_apart=(8, 2))
+    assert [line.plain for line in rerun.said(original)][1:] == [
+        f"fusionbench: warning: {GOLDEN}'s cells ran on AMD EPYC x8, no GPU, this machine is AMD EPYC x2, no GPU: "
+        "`fusionbench compare` will set the rerun's cells beside them, judging none",  # no fusion verdict held: below
+        f"fusionbench: warning: {GOLDEN}'s cells ran torch's default 8 thread(s), its scenario's env: pinning none (no "
+        "OMP_NUM_THREADS); here torch's default is 2 (a thread per physical core usable here): `fusionbench compare` "
+        "will judge no fusion verdict across the two (`not comparable`: other torch threads); the rerun runs the "
+        "scenario as stored, so only a machine of 8 physical core(s), run whole, runs its threads; to compare on any "
+        "machine, pin them (env: [OMP_NUM_THREADS=8, MKL_NUM_THREADS=8]) and run the scenario afresh on both"]
 
 
 def test_images_held_elsewhere_here_are_taken_from_inputs_where_their_digest_is_the_bundles(tmp_path: Path) -> None:
