@@ -112,7 +112,8 @@ def _fusion(comparison: Comparison) -> list[str]:
              "valid there; `not comparable` where A's cells and B's ran unlike (other math modes, hardware, share, "
              "torch or backend pool threads or `env:` values: listed below with why, as unpaired cells are), but "
              "where the hardware alone differs: there each bundle's verdict, reached on its own machine, is set "
-             "beside the other's (`yes (other hardware)`), and the intervals are not (a speedup's size is its "
+             "beside the other's (`yes (other hardware)`; `, direction yes` where the words differ and both "
+             "intervals lie on one side of 1, or both hold it), and the intervals are not (a speedup's size is its "
              "machine's).", "",
              "| pair | A | B | verdicts agree | intervals overlap |", "|---|---|---|---|---|"]
     for v in comparison.fusion:

@@ -64,6 +64,14 @@ class FusionVerdict:
                 and self.a.verdict == self.b.verdict)
 
     @property
+    def direction_agrees_across_hardware(self) -> bool:
+        """Fusion's direction reproduced on the other machine: both intervals on one side of 1, or both
+        holding it (`Speedup.direction`), whatever the verdicts' words: `faster` on one machine and
+        `under 5%` above 1 on the other both found fusion helped, which the words' agreement reads `no`."""
+        return (self.judged_across_hardware and self.a is not None and self.b is not None
+                and self.a.direction == self.b.direction)
+
+    @property
     def intervals(self) -> tuple[Interval, Interval] | None:
         """Both bundles' intervals, where both have one (more than one round each) of cells that ran alike."""
         a, b = (self.a.interval if self.a else None), (self.b.interval if self.b else None)
@@ -82,6 +90,9 @@ class FusionVerdict:
         a, b = (s.text() if s is not None else "ran apart" if why else "-"
                 for s, why in ((self.a, self.apart_a), (self.b, self.apart_b)))
         across = f"{'yes' if self.agree_across_hardware else 'no'} (other hardware)"
+        if self.agree_across_hardware != self.direction_agrees_across_hardware or not self.agree_across_hardware:
+            # the words apart (`faster` against `under 5%`), or one word both ways: whether fusion helped on both
+            across += f", direction {'yes' if self.direction_agrees_across_hardware else 'no'}"
         agree = ("yes" if self.agree else "no" if self.judged else across if self.judged_across_hardware
                  else "-" if self.across_hardware else "not comparable" if self.unlike else "-")
         overlap = "yes" if self.overlap else "no" if self.intervals else "not comparable" if self.unlike else "-"
@@ -99,6 +110,8 @@ class FusionVerdict:
         # null where the table says `-`: false would read as verdicts that disagree, intervals apart
         return {"pair": self.name, "a": side(self.a), "b": side(self.b), "agree": self.agree if self.judged else None,
                 "agree_across_hardware": self.agree_across_hardware if self.judged_across_hardware else None,
+                "direction_agrees_across_hardware": (self.direction_agrees_across_hardware if self.judged_across_hardware
+                                                     else None),
                 "overlap": self.overlap if self.intervals else None,
                 "ran_apart": {"a": self.apart_a or None, "b": self.apart_b or None}, "unlike": self.unlike or None}
 
@@ -149,6 +162,7 @@ def verdict_line(verdicts: list[FusionVerdict]) -> str:
         unjudged_across = sum(1 for v in across if not v.judged_across_hardware)
         line += (f"; on other hardware, verdicts agree: {sum(v.agree_across_hardware for v in across)} of "
                  f"{len(across)} pairs" + (f" ({unjudged_across} with no verdict in a bundle)" if unjudged_across else "")
+                 + f", their directions {sum(v.direction_agrees_across_hardware for v in across)} of {len(across)}"
                  + ", intervals not compared (a speedup's size is its machine's)")
     unlike = len(valid) - len(both) - len(across)
     return line + (f"; {unlike} not compared, their cells ran unlike in A and B (listed below)" if unlike else "")

@@ -25,7 +25,9 @@ Python: the parent, the report and the tests use it without numpy or scipy.
   "slower" where the whole interval is below 1 and the slowdown at least as large, "under 5%" where
   the whole interval lies between 1 and that effect (1/1.05 and 1 for a slowdown), "faster, size
   unclear" ("slower, ...") where it excludes 1 and the estimate is smaller than the effect but the
-  interval reaches past it (`1.04x [1.01-1.07]`: 7% is not ruled out), else "no effect seen"; with one
+  interval reaches past it (`1.04x [1.01-1.07]`: 7% is not ruled out), else "no effect seen" (its
+  direction, `Speedup.direction`, is the interval's side of 1 whatever its size: faster, slower, or
+  none seen); with one
   round there is no interval and the verdict is "one round". Rounds whose logs have no spread (every
   paired round one ratio; unpaired, each side's rounds one median: a coarse clock's medians) have no
   interval either, and the verdict "rounds alike": their sample deviation of 0 is the clock's
@@ -60,6 +62,9 @@ NEGLIGIBLE = f"under {SMALLEST_EFFECT:.0%}"
 FASTER_UNCLEAR, SLOWER_UNCLEAR = "faster, size unclear", "slower, size unclear"
 #: Every verdict `verdict_of` gives: what a speedup timed over two or more rounds is called.
 VERDICTS_OF_ROUNDS = (FASTER, FASTER_UNCLEAR, NEGLIGIBLE, NO_EFFECT, SLOWER_UNCLEAR, SLOWER)
+#: A verdict's direction (`Speedup.direction`): its interval above 1 (`faster`, `under 5%` or `faster,
+#: size unclear`), below 1 (`slower` and the others), or holding 1 (`no effect seen`: no direction seen).
+NO_DIRECTION = "no direction seen"
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,16 @@ class Speedup:
             return f"{format_times(self.value)} ({self.verdict_counted()}){apart}"
         low, high = bounds_text(self.interval.low, self.interval.high)
         return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
+
+    @property
+    def direction(self) -> str | None:
+        """Which way the interval lies from 1: `faster` above it, `slower` below it, `NO_DIRECTION`
+        where it holds 1; None without an interval. One verdict word may hold either way (`under 5%`),
+        and two words one way (`faster`, `under 5%` above 1): what a rerun on other hardware asks
+        of fusion's effect apart from its size."""
+        if self.interval is None:
+            return None
+        return FASTER if self.interval.low > 1 else SLOWER if self.interval.high < 1 else NO_DIRECTION
 
     def verdict_counted(self) -> str:
         """The verdict, with the rounds counted where they are alike (`3 rounds alike`); unpaired, the

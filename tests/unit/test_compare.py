@@ -696,8 +696,8 @@ def test_fusion_verdicts_of_cells_apart_in_their_hardware_alone_are_set_side_by_
     assert comparison.fusion[0].recorded()["agree"] is None and comparison.fusion[0].recorded()["overlap"] is None
     assert comparison.fusion[0].recorded()["agree_across_hardware"] is True
     line = (f"verdicts agree: 0 of 0 pairs; intervals overlap: 0 of 0; on other hardware, verdicts agree: "
-            f"{len(comparison.fusion)} of {len(comparison.fusion)} pairs, intervals not compared (a speedup's size is "
-            "its machine's)")
+            f"{len(comparison.fusion)} of {len(comparison.fusion)} pairs, their directions {len(comparison.fusion)} of "
+            f"{len(comparison.fusion)}, intervals not compared (a speedup's size is its machine's)")
     assert json.loads(to_json(comparison))["fusion_verdicts_line"] == line
     text = to_markdown(comparison)
     assert f"{line}\n\nOn other hardware, their verdicts set side by side, their intervals not:\n" in text
@@ -707,11 +707,26 @@ def test_fusion_verdicts_of_cells_apart_in_their_hardware_alone_are_set_side_by_
     assert first.a is not None
     flipped = replace(first, b=paired_speedup([10.0, 10.1, 10.0], [9.0, 9.1, 8.9]))
     one_round = replace(first, b=paired_speedup([10.0], [12.0]))
-    assert flipped.shown()[2] == "no (other hardware)" and flipped.recorded()["agree_across_hardware"] is False
+    assert first.a.verdict == "no effect seen"  # its interval holds 1: no direction, which B's below 1 is not
+    assert flipped.shown()[2] == "no (other hardware), direction no" and flipped.recorded()["agree_across_hardware"] is False
     assert one_round.shown()[2] == "-" and one_round.recorded()["agree_across_hardware"] is None
+    assert one_round.recorded()["direction_agrees_across_hardware"] is None
     assert verdict_line([flipped, one_round]).endswith(
-        "on other hardware, verdicts agree: 0 of 2 pairs (1 with no verdict in a bundle), intervals not compared "
-        "(a speedup's size is its machine's)")
+        "on other hardware, verdicts agree: 0 of 2 pairs (1 with no verdict in a bundle), their directions 0 of 2, "
+        "intervals not compared (a speedup's size is its machine's)")
+    # fusion helped on both machines, by 30% on one and 2% on the other: the words differ, the direction held
+    faster = replace(first, a=paired_speedup([10.0, 10.1, 9.9], [13.0, 13.2, 12.9]),
+                     b=paired_speedup([10.0, 10.1, 10.0], [10.2, 10.3, 10.25]))
+    assert faster.a is not None and faster.b is not None
+    assert (faster.a.verdict, faster.b.verdict) == ("faster", "under 5%")
+    assert faster.shown()[2] == "no (other hardware), direction yes"
+    assert faster.recorded()["agree_across_hardware"] is False
+    assert faster.recorded()["direction_agrees_across_hardware"] is True
+    # one word, `under 5%`, above 1 on one machine and below it on the other: the direction did not hold
+    both_ways = replace(faster, a=paired_speedup([10.0, 10.1, 10.0], [9.8, 9.9, 9.85]))
+    assert both_ways.shown()[2] == "yes (other hardware), direction no"
+    assert both_ways.recorded()["direction_agrees_across_hardware"] is False
+    assert "their directions 1 of 2," in verdict_line([faster, both_ways])
     # another share of the other machine, or other threads as well: not comparable, as before
     bound = json.loads(json.dumps(elsewhere))
     for record in bound:
@@ -1265,7 +1280,7 @@ def test_compares_line_says_how_many_unpaired_cells_ran_on_other_hardware(
     assert main(["compare", str(GOLDEN / f"v{SCHEMA_VERSION}"), str(other)]) == 1
     said = capsys.readouterr()
     # fusion's verdict, reached on each machine, is set beside the other's: each pair read `not comparable`
-    assert "; on other hardware, verdicts agree: 4 of 4 pairs, intervals not compared" in said.out
+    assert "; on other hardware, verdicts agree: 4 of 4 pairs, their directions 4 of 4, intervals not compared" in said.out
     assert said.err.splitlines()[-1] == (
         "fusionbench: 12 valid cell(s) could not be paired (listed under 'Unpaired'), 12 of them run on other hardware "
         "(set side by side under 'Cells', not judged); --allow-missing accepts that")
