@@ -35,7 +35,9 @@ Python: the parent, the report and the tests use it without numpy or scipy.
   the true speedup with a probability nobody knows. `compare` declines its t test on such rounds
   (`rounds_t_test`) for the same reason. The bounds are written with as many
   figures as it takes to tell them apart and from 1 (`1.00x [1.001-1.003, 95%] under 5%`,
-  `12.3x [12.31-12.34, 95%] faster`).
+  `12.3x [12.31-12.34, 95%] faster`); an interval whose high is more than `READABLE_SPAN` (100) times
+  its low is written `[too wide to read (2 rounds: run more with --rounds), 95%]`, its bounds kept
+  in the record (two rounds that disagree gave `[0.0000748-3,341, 95%]`).
 """
 
 from __future__ import annotations
@@ -181,6 +183,9 @@ class Speedup:
         apart = "" if self.paired else f" ({UNPAIRED})"
         if self.interval is None:
             return f"{format_times(self.value)} ({self.verdict_counted()}){apart}"
+        if too_wide(self.interval):
+            return (f"{format_times(self.value)} [too wide to read ({self.rounds} rounds: run more with --rounds), "
+                    f"{self.interval.coverage:.0%}] {self.verdict}{apart}")
         low, high = bounds_text(self.interval.low, self.interval.high)
         return f"{format_times(self.value)} [{low}-{high}, {self.interval.coverage:.0%}] {self.verdict}{apart}"
 
@@ -198,6 +203,18 @@ class Speedup:
         """The verdict, with the rounds counted where they are alike (`3 rounds alike`); unpaired, the
         fewer side may have one round, its one median beside the other side's alike: no count then."""
         return f"{self.rounds} {self.verdict}" if self.verdict == ROUNDS_ALIKE and self.rounds > 1 else self.verdict
+
+
+#: The widest interval whose bounds are written: its high at most this many times its low (two orders
+#: of magnitude: `[0.13-11.3]` is written). Past it no reader can act on the bounds, which came out as
+#: `0.0000748-3,341` (two rounds: Student's t of one degree of freedom is 12.7); the text says so, and
+#: the record keeps the bounds.
+READABLE_SPAN = 100.0
+
+
+def too_wide(interval: Interval) -> bool:
+    """Whether `interval` spans more than `READABLE_SPAN` from its low bound to its high."""
+    return interval.low <= 0 or interval.high / interval.low > READABLE_SPAN
 
 
 #: Bounds closer than this, relatively, are one value that the logs' arithmetic left apart (three rounds of

@@ -72,7 +72,16 @@ def test_verdicts_follow_the_interval() -> None:
     assert one.verdict == ONE_ROUND and one.interval is None and one.value == pytest.approx(1.5)
     assert "one round" in one.text() and "[" in faster.text() and "faster" in faster.text()
     wide = paired_speedup(on=[1.0, 2.0], off=[1.0, 0.5])  # two rounds that disagree: t(1) makes it huge
-    assert wide.text() == "0.50x [0.0000748-3,341, 95%] no effect seen"  # the metric table's times, no exponent
+    # its bounds, 0.0000748 and 3,341, said nothing a reader could act on: said so, with the way on
+    assert wide.text() == "0.50x [too wide to read (2 rounds: run more with --rounds), 95%] no effect seen"
+    assert wide.interval is not None and wide.interval.low == pytest.approx(7.48e-5, rel=1e-3)  # the record keeps them
+    three = paired_speedup(on=[10.0, 10.0, 10.0], off=[60.0, 2.0, 12.0])  # 0.0165-77.3: 4,690 times its low
+    assert three.text() == "1.13x [too wide to read (3 rounds: run more with --rounds), 95%] no effect seen"
+    assert intervals.unpaired_speedup([10.0, 10.5], [30.0, 5.0]).text().endswith(
+        "[too wide to read (2 rounds: run more with --rounds), 95%] no effect seen (rounds not paired)")
+    # up to 100 times its low, the bounds are written (golden v6's 0.42-2.72; 86 times here)
+    assert paired_speedup(on=[10.0, 10.0], off=[11.6, 10.0]).text() == "1.08x [0.42-2.77, 95%] no effect seen"
+    assert paired_speedup(on=[10.0, 10.0, 10.0], off=[30.0, 5.0, 12.0]).text() == "1.22x [0.13-11.3, 95%] no effect seen"
     assert paired_speedup(on=[1.0, 1.0, 1.0], off=[12.0, 12.5, 13.0]).text().startswith("12.5x [")
     with pytest.raises(ValueError, match="as many on as off"):
         paired_speedup(on=[1.0, 2.0], off=[1.0])
