@@ -13,10 +13,21 @@ from harness.metric_table import format_value
 from harness.reporting import class_moves, kind_moves
 from harness.reporting.cell_rows import Row
 from harness.reporting.fusion_pairs import FusionPair, fmt_speedup
-from harness.reporting.speedups import speedup_marks
+from harness.reporting.speedups import noisy_mark, speedup_marks
 
 FUSED_KERNELS_SHOWN = 8
 SLOWEST_KERNELS_SHOWN = 3
+#: Before the kernel figures of a noisy cell (`speedups.noisy_mark`): a kernel's time is its share of the
+#: cell's time, applied to it, so it carries the spread the speedup beside it is marked `noisy` for.
+NOISY_CELL = "(a noisy cell's) "
+
+
+def _marked(figures: list[str], *rows: Row) -> list[str]:
+    """`figures` with `NOISY_CELL` before the first where a cell of `rows` is noisy: read alone (a
+    why-slower line, a table's kernel column), they said nothing of it."""
+    if figures and noisy_mark(*rows):
+        return [NOISY_CELL + figures[0], *figures[1:]]
+    return figures
 
 
 def fused_kernels(row: Row) -> list[str]:
@@ -39,6 +50,7 @@ def fused_kernels(row: Row) -> list[str]:
              + (f", {format_value(timed[named[text]], 'ns')}" if named[text] in timed else "")
              for text in ordered[:FUSED_KERNELS_SHOWN]]
     left = len(ordered) - len(shown)
+    shown = _marked(shown, row) if any(named[text] in timed for text in ordered[:FUSED_KERNELS_SHOWN]) else shown
     return shown + ([f"and {left} more (the cell's fusion_report)"] if left else [])
 
 
@@ -59,9 +71,9 @@ def slowest_kernels(row: Row) -> list[str]:
     backend whose profiler cannot tell."""
     timed = sorted(_timed_kernels(row), key=lambda kernel_ns: -kernel_ns[1])
     running = _running_ops(row)
-    return [f"{k.name}{running.get(k.name, '')} {format_value(ns, 'ns')} "
-            f"({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
-            for k, ns in timed[:SLOWEST_KERNELS_SHOWN]]
+    return _marked([f"{k.name}{running.get(k.name, '')} {format_value(ns, 'ns')} "
+                    f"({k.calls_per_inference:g} call{'' if k.calls_per_inference == 1 else 's'})"
+                    for k, ns in timed[:SLOWEST_KERNELS_SHOWN]], row)
 
 
 def _running_ops(row: Row) -> dict[str, str]:
@@ -83,15 +95,17 @@ def time_moved(pair: FusionPair) -> list[str]:
     """Where the pair's kernel time moved, kind by kind (harness/reporting/kind_moves.py), each
     side's kinds applied to its time over rounds (`Row.time_ns`), as the profile applied them to
     round 1's median."""
-    return kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels, (pair.on.over_round_one, pair.off.over_round_one))
+    return _marked(kind_moves.moves(pair.on.metrics.kernels, pair.off.metrics.kernels,
+                                    (pair.on.over_round_one, pair.off.over_round_one)), pair.on, pair.off)
 
 
 def classes_against(row: Row, base: Row) -> list[str]:
     """Where `row`'s time differs from its baseline's cell (eager's): inside kernels, outside them (the
     time split's overhead) and by operator class (harness/reporting/class_moves.py), each side's figures
     applied to its time over rounds; empty where either lists no kinds."""
-    return class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
-                               (row.over_round_one, base.over_round_one), (_outside(row), _outside(base)))
+    return _marked(class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
+                                       (row.over_round_one, base.over_round_one), (_outside(row), _outside(base))),
+                   row, base)
 
 
 def _outside(row: Row) -> float | None:
@@ -114,7 +128,8 @@ KERNELS_BY_PAIR_NOTE = (
     "speedup is taken; the time moved is each kind of kernel's time with fusion on less its time with fusion off, in all "
     "and then the kinds that moved most: a fused kind's time on one side, "
     "the kinds it replaced giving theirs back on the other. "
-    "The speedups carry the fusion table's marks (`noisy`, `busy`, cores busy)."
+    "The speedups carry the fusion table's marks (`noisy`, `busy`, cores busy), and a noisy cell's kernel times "
+    "(those of either cell, for the time moved) begin `(a noisy cell's)`: each is a share of its time."
 )
 
 

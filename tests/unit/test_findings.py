@@ -370,7 +370,8 @@ def test_slower_and_faster_than_eager_say_where_the_kernel_time_differs_by_opera
     head, slower = findings_eager.slower_than_eager(groups)
     why = head.index("time against eager: in kernels, outside them, by operator class (fusion on)")
     (tvm,) = [row for row in slower if row[1].startswith("tvm") and "Offline" in row[0]]
-    assert tvm[why].startswith("kernels in all +") and "; convolution +" in tvm[why] and "(eager " in tvm[why]
+    assert tvm[why].startswith("(a noisy cell's) kernels in all +")  # its cells' samples spread beyond 10%
+    assert "; convolution +" in tvm[why] and "(eager " in tvm[why]
     _, faster = findings_eager.faster_than_eager(groups)
     (inductor,) = [row for row in faster if row[1] == "inductor" and "SingleStream" in row[0]]
     assert "; convolution -" in inductor[why]

@@ -24,7 +24,7 @@ from harness.reporting.cell_rows import Row, bundle_rows, setting_paired
 from harness.reporting.cell_tables import fmt_fraction, roofline_table, time_split_series
 from harness.reporting.fusion_pairs import FusionPair, fmt_speedup, fusion_pairs
 from harness.reporting.html import html
-from harness.reporting.kernels import fused_kernels, kernels_by_pair, slowest_kernels
+from harness.reporting.kernels import NOISY_CELL, fused_kernels, kernels_by_pair, slowest_kernels
 from harness.reporting.markdown import markdown, md_cell
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.reporting.run_facts import machine_noise, peaks
@@ -830,12 +830,38 @@ def test_each_kernels_time_and_the_time_split_stand_on_the_cells_time_over_its_r
         assert row.time_ns / row.median_ns != pytest.approx(1, abs=0.05)
         (top, *_) = row.metrics.kernels.top_kernels if row.metrics.kernels else []
         at_time_over_rounds = format_value(top["ns_per_inference"] * row.time_ns / row.median_ns, "ns")
-        assert slowest_kernels(row)[0].startswith(f"{top['name']} {at_time_over_rounds} ")
+        noisy = NOISY_CELL if noisy_mark(row) else ""  # both are: the mark comes first (the next test)
+        assert slowest_kernels(row)[0].startswith(f"{noisy}{top['name']} {at_time_over_rounds} ")
     groups, (kernels, overhead) = time_split_series(rows, "inductor")
     for group, in_kernels, rest in zip(groups, kernels.values, overhead.values):
         (row,) = [r for r in rows
                   if r.backend == "inductor" and f"{r.model} {r.variant.removeprefix('inductor ')} {r.setting}" == group]
         assert (in_kernels or 0) + (rest or 0) == pytest.approx(row.time_ns / 1e6)  # the plots' ms
+
+
+def test_the_kernel_figures_of_a_noisy_cell_say_so_where_they_are_read() -> None:
+    """Golden v12's TVM Offline pair: its fusion-off cell's timing samples spread beyond 10%, and its
+    speedup said `noisy`, but the kernels it spends most time in, the time moved by kind and its time
+    against eager by class (each a share of that noisy time) read as firm figures in every table and
+    why-slower line that cites them. Each now begins `(a noisy cell's)`; the steady fusion-on cell's
+    own kernels do not."""
+    from harness.reporting.kernels import classes_against, slowest_kernels_by_side, time_moved
+
+    rows = [Row(r) for r in load(GOLDEN / "v12").records]
+    (pair,) = [p for p in fusion_pairs(rows) if p.on.backend == "tvm" and p.on.setting.startswith("Offline")]
+    assert not noisy_mark(pair.on) and noisy_mark(pair.off)
+    assert not slowest_kernels(pair.on)[0].startswith(NOISY_CELL) and not fused_kernels(pair.on)[0].startswith(NOISY_CELL)
+    assert slowest_kernels(pair.off)[0].startswith(NOISY_CELL + "conv2d")
+    assert [slowest[0].startswith(NOISY_CELL) for _, slowest in slowest_kernels_by_side(pair)] == [False, True]
+    assert time_moved(pair)[0].startswith(f"{NOISY_CELL}kernels in all ")  # either side's noise is in it
+    assert all(NOISY_CELL not in line for line in time_moved(pair)[1:])  # said once, before the first
+    (eager,) = [r for r in rows if r.backend == "eager" and r.setting == pair.off.setting]
+    assert classes_against(pair.off, eager)[0].startswith(f"{NOISY_CELL}kernels in all ")
+    head, body = kernels_by_pair([pair])
+    (row,) = body
+    assert row[head.index("most time with fusion off")].startswith(NOISY_CELL)
+    assert not row[head.index("most time with fusion on")].startswith(NOISY_CELL)
+    assert row[head.index("time moved by kind (on less off)")].startswith(NOISY_CELL)
 
 
 def test_a_slowest_kernel_whose_name_leaves_out_what_it_runs_says_what_it_runs() -> None:
