@@ -94,15 +94,15 @@ def _clash(first: EntryPoint, second: EntryPoint) -> str:
     both = (first, second)
     plugins = [ep for ep in both if not _built_in(ep)]
     if len(plugins) == 1:
-        return (f"the backend name {first.name!r} is a built-in backend's, and {_package(plugins[0])} registers it too: "
+        return (f"the backend name {first.name!r} is a built-in backend's, and {package_line(plugins[0])} registers it too: "
                 "rename the plugin's backend (its entry point and its class's `name`)")
-    commands = " or ".join(f"pip uninstall {name}" for name in map(_distribution_name, both) if name)
-    return (f"two installed packages register the backend {first.name!r}: {' and '.join(map(_package, both))}; "
+    commands = " or ".join(f"pip uninstall {name}" for name in map(distribution_name, both) if name)
+    return (f"two installed packages register the backend {first.name!r}: {' and '.join(map(package_line, both))}; "
             "uninstall one" + (f" ({commands}), or take it off PYTHONPATH" if commands else ""))
 
 
 def _built_in(ep: EntryPoint) -> bool:
-    return getattr(ep, "dist", None) is None or _distribution_name(ep) == DISTRIBUTION
+    return getattr(ep, "dist", None) is None or distribution_name(ep) == DISTRIBUTION
 
 
 def misfiled(name: str) -> str:
@@ -113,21 +113,22 @@ def misfiled(name: str) -> str:
 
     for ep in entry_points(name=name):
         if ep.group != GROUP and squeezed(ep.group).startswith("fusionbench"):
-            return (f"; {_package(ep)} registers it under the entry-point group {ep.group!r}: a backend is "
+            return (f"; {package_line(ep)} registers it under the entry-point group {ep.group!r}: a backend is "
                     f"registered under {GROUP!r}")
     return ""
 
 
-def _distribution_name(ep: EntryPoint) -> str | None:
+def distribution_name(ep: EntryPoint) -> str | None:
+    """The name of the package that registers `ep`, as pip names it; None where none is known."""
     dist = getattr(ep, "dist", None)
     name = dist.metadata["Name"] if dist is not None else None
     return str(name) if name else None
 
 
-def _package(ep: EntryPoint) -> str:
+def package_line(ep: EntryPoint) -> str:
     """The package that registers `ep`, as pip names it, with its version and the class it points at."""
     dist = getattr(ep, "dist", None)
-    name = _distribution_name(ep)
+    name = distribution_name(ep)
     if dist is None or name is None:  # read from the checkout's pyproject.toml, or a package with no name
         return f"{'this checkout' if dist is None else 'a package without a name'} ({ep.value})"
     return f"{name} {dist.version} ({ep.value}, in {dist.locate_file('')})"
@@ -164,7 +165,7 @@ def load(name: str) -> type[Backend]:
         top = eps[name].module.split(".")[0]
         if top in OWN_PACKAGES:  # else "No module named 'backends.mine'"
             raise ConfigError(f"backend {eps[name].value} lies in a package named {top!r}, as FusionBench's own is, "
-                              f"which Python finds instead: rename the plugin's package ({_package(eps[name])})")
+                              f"which Python finds instead: rename the plugin's package ({package_line(eps[name])})")
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ConfigError(f"backend {name!r} ({eps[name].value}) is not a harness.contract.Backend subclass")
@@ -231,6 +232,6 @@ def unmet_requirement(ep: EntryPoint) -> str:
         if requirement.name.lower() != DISTRIBUTION or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
             continue
         if not requirement.specifier.contains(__version__, prereleases=True):
-            return (f"{_distribution_name(ep)} {dist.version} requires fusionbench{requirement.specifier}, and this harness "
-                    f"is {__version__}: install a version of {_distribution_name(ep)} made for it")
+            return (f"{distribution_name(ep)} {dist.version} requires fusionbench{requirement.specifier}, and this harness "
+                    f"is {__version__}: install a version of {distribution_name(ep)} made for it")
     return ""

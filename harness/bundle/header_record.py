@@ -162,6 +162,18 @@ class RerunOf(Part):
     variables: dict[str, str | None] | None = None
 
 
+class ModelPlugin(Part):
+    """The package a plugin model came from (harness/models/plugins.py), and what it said of the
+    model: a reader without the package expands the bundle's cells from it, and a rerun names it."""
+
+    distribution: str
+    version: str
+    entry_point: str
+    family: str
+    input_kind: str
+    input_size: Annotated[int, Field(ge=1, le=1_000_000)]
+
+
 class Interruption(Part):
     """Why a run, or its last resume, ended `interrupted`, and what a `--resume` of it runs."""
 
@@ -213,6 +225,10 @@ class BundleHeader(Part):
     #: Why the run ended `interrupted` and what `--resume` runs; None where it ended complete, while a
     #: run or a resume is under way, and in bundles before 2026-12-06 (which say nothing of why)
     interruption: Interruption | None = None
+    #: Each plugin model the scenario names: the package and version it came from (the artifact
+    #: cache's keys hold them too) and its description; absent where the scenario names none, and in
+    #: every bundle before 2026-12-06
+    model_plugins: dict[str, ModelPlugin] | None = None
 
 
 def problems(header: Any, where: str) -> list[str]:

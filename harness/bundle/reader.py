@@ -26,6 +26,7 @@ from harness.bundle.migrations import record_version, upgraded_cell, upgraded_he
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
+from harness.models import plugins
 
 _CELL_ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -131,6 +132,8 @@ def _read(files: Snapshot) -> LoadedBundle:
     raw_header = parse_json(files.text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
     version = record_version(raw_header, HEADER)
     header = upgraded_header(raw_header)
+    if isinstance(header, dict):  # its plugin models expand from its record, installed here or not
+        plugins.remember(header.get("model_plugins"))
     loaded = LoadedBundle(files=files, version=version, header=header, raw_header=raw_header)
     for cell in cell_ids(header):
         where = f"{CELLS}/{cell}.json"

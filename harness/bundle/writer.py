@@ -31,6 +31,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, BundleUnreadable, ConfigError
 from harness.files.atomic import json_bytes, write_bytes_atomic, write_json_atomic
+from harness.models import plugins
 from harness.plain_text import shell_word
 
 # A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
@@ -123,6 +124,7 @@ class Bundle:
         except BaseException:
             os.close(held)
             raise
+        plugins.remember(header.get("model_plugins"))  # its scenario's plugin models, installed here or not
         return cls(root, header, held, opened)
 
     @staticmethod

@@ -332,28 +332,36 @@ def _cmd_backends(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_models(args: argparse.Namespace, console: Console) -> int:
-    from harness.models.catalog import all_models, input_sizes_text
-    from harness.models.extra_models import EXTRA_MODELS, input_shape
+    from harness.models import plugins
+    from harness.models.catalog import all_models, clash, described, input_sizes_text
+    from harness.models.extra_models import input_shape
 
     table = Table(title="Zoo: random weights unless pretrained: true (torchvision classifiers only)")
     for column in ("model", "family", "input (one sample, default size)", "input sizes", "about"):
         table.add_column(column)
     models = all_models()
+    found = plugins.found()
     shown = 0
     for name, (family, size) in models.items():
         # "" is no family, not every family; the README writes them capitalised (ResNet, MobileNet)
         if args.family is not None and family.casefold() != args.family.casefold():
             continue
-        extra = EXTRA_MODELS.get(name)
-        shape = input_shape(name, size) if extra else (1, 3, size, size)
+        extra = described(name)
+        shape = input_shape(extra, size) if extra else (1, 3, size, size)
         kind = extra.input_kind if extra else "image"
-        table.add_row(name, family, f"{kind} {list(shape)}", input_sizes_text(name),
-                      extra.about if extra else "torchvision classifier")
+        plugin = found.models.get(name)
+        about = extra.about if extra else "torchvision classifier"
+        # a plugin's text is its own: shown as written, never read as markup
+        table.add_row(Text(visible(name)), Text(visible(family)), f"{kind} {list(shape)}", input_sizes_text(name),
+                      Text(visible(f"{about} (from {plugin.distribution} {plugin.version})" if plugin else about)))
         shown += 1
     if shown == 0:
         families = sorted({f for f, _ in models.values()})
         raise ConfigError(f"no model of family {args.family!r}; families: {', '.join(families)}")
     console.print(table)
+    # a plugin that does not load or takes a built-in's name: said, the others listed
+    for reason in [*found.broken.values(), *filter(None, map(clash, found.models))]:
+        console.print(Text(f"fusionbench: warning: {one_line(reason)}", style="yellow"))
     return 0
 
 

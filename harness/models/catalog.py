@@ -2,10 +2,19 @@
 
 Generated from torchvision 0.29.1 (`list_models(module=torchvision.models)` and each model's
 DEFAULT weights transforms). tests/unit/test_zoo.py checks it still matches the installed torchvision.
-`all_models()` adds the models of `harness.models.extra_models`.
+`all_models()` adds the models of `harness.models.extra_models` and those installed packages
+register (`harness.models.plugins`).
 """
 
 from __future__ import annotations
+
+from harness.did_you_mean import closest
+from harness.models import plugins
+from harness.models.extra_models import EXTRA_MODELS, INPUT_SIZE_FLOOR, ExtraModel
+
+# defined beside the input kinds, which a plugin's description is checked against; read from here too
+__all__ = ["CLASSIFICATION_MODELS", "INPUT_SIZE_FLOOR", "INPUT_SIZE_LIMITS", "all_models", "clash", "default_input_size",
+           "described", "input_size_refusal", "input_sizes_text", "plugin_records", "unknown"]
 
 # name -> (family, default input size in pixels)
 CLASSIFICATION_MODELS: dict[str, tuple[str, int]] = {
@@ -92,8 +101,6 @@ CLASSIFICATION_MODELS: dict[str, tuple[str, int]] = {
 }
 
 
-#: The smallest input size a scenario may give any model.
-INPUT_SIZE_FLOOR = 16
 #: The input sizes a model's forward takes, (smallest, largest or None), where they are not every size
 #: from INPUT_SIZE_FLOOR up: a cell at another size failed at run time, after its model was
 #: built. Measured with random weights on the CPU, each size from 16 to 128 and around the others
@@ -139,11 +146,51 @@ def input_sizes_text(name: str) -> str:
 
 def all_models() -> dict[str, tuple[str, int]]:
     """Every model the zoo offers, name -> (family, default input size): torchvision's
-    classifiers above, then the pattern micro-models and non-vision models of
-    `harness.models.extra_models`."""
-    from harness.models.extra_models import EXTRA_MODELS
+    classifiers above, the pattern micro-models and non-vision models of
+    `harness.models.extra_models`, then the plugins' models that load here (`harness.models.plugins`)
+    and take no built-in's name; a model a bundle this process read records (`plugins.remember`) is
+    known as it recorded it, which its cells were expanded from."""
+    built_in = {**CLASSIFICATION_MODELS, **{name: (m.family, m.input_size) for name, m in EXTRA_MODELS.items()}}
+    loaded = {name: (m.spec.family, m.spec.input_size) for name, m in plugins.found().models.items()}
+    return {**loaded, **plugins.recorded_models, **built_in}
 
-    return {**CLASSIFICATION_MODELS, **{name: (m.family, m.input_size) for name, m in EXTRA_MODELS.items()}}
+
+def described(name: str) -> ExtraModel | None:
+    """The description of `name`: a built-in extra model's, or a plugin's that loads here and takes
+    no built-in's name; None for torchvision's classifiers and a model the zoo lacks."""
+    if name in CLASSIFICATION_MODELS or name in EXTRA_MODELS:
+        return EXTRA_MODELS.get(name)
+    plugin = plugins.found().models.get(name)
+    return plugin.spec if plugin else None
+
+
+def clash(name: str) -> str:
+    """Why a scenario may not name the built-in `name`: an installed plugin registers it too (the
+    file might mean either); "" where none does."""
+    plugin = plugins.found().models.get(name)
+    if plugin is None or not (name in CLASSIFICATION_MODELS or name in EXTRA_MODELS):
+        return ""
+    built_in = "one of torchvision's classifiers" if name in CLASSIFICATION_MODELS else "one of the zoo's extra models"
+    return (f"the model name {name!r} is a built-in model's ({built_in}), and {plugin.distribution} {plugin.version} "
+            f"({plugin.entry_point}) registers it too: rename the plugin's model (its entry point's name)")
+
+
+def plugin_records(names: list[str]) -> dict[str, dict[str, object]]:
+    """bundle.json `model_plugins`: the plugin models among `names` (a scenario's; never a built-in
+    model, which a plugin of the same name does not replace), each with its package, version and
+    description."""
+    found = plugins.found().models
+    return {name: found[name].recorded() for name in dict.fromkeys(names)
+            if name in found and name not in CLASSIFICATION_MODELS and name not in EXTRA_MODELS}
+
+
+def unknown(name: str, known: list[str]) -> str:
+    """What a scenario naming `name`, none of `known` (every model here), is told: why a plugin that
+    registers it does not load, else the names nearest it."""
+    broken = plugins.found().broken.get(name)
+    if broken:
+        return broken
+    return f"unknown model {name!r}{closest(name, known)}; `fusionbench models` lists the {len(known)} models the zoo offers"
 
 
 def default_input_size(name: str) -> int | None:

@@ -19,16 +19,26 @@ RNN_HIDDEN = 28  # the classic sequential-MNIST cell: 28 rows of 28 pixels
 LSTM_LAYERS, LSTM_HIDDEN = 10, 256
 MMOE_FEATURES, MMOE_EXPERTS, MMOE_EXPERT_WIDTH, MMOE_TASKS = 100, 4, 64, 2
 BERT_VOCAB = 30522
+#: The inputs a model may take (the docstring above says each one's shape).
+INPUT_KINDS = ("image", "planes", "features", "sequence", "tokens", "audio")
+#: The smallest input size a scenario may give any model.
+INPUT_SIZE_FLOOR = 16
 
 
 @dataclass(frozen=True)
 class ExtraModel:
+    """A model beyond torchvision's: its family, its input (a kind of INPUT_KINDS, and the size a
+    scenario that gives none runs it at) and a line about it. A plugin's (harness/models/plugins.py)
+    also gives `build`: the cell's seed in, the module out (random weights, on the CPU; the built-in
+    ones are built by `build` below)."""
+
     family: str
     input_kind: str
     input_size: int
     about: str
     features: int = 0  # `sequence` inputs: features per step
     requires: tuple[str, ...] = field(default=())  # Python packages beyond torch
+    build: Callable[[int], Any] | None = field(default=None, compare=False)
 
 
 EXTRA_MODELS: dict[str, ExtraModel] = {
@@ -51,9 +61,8 @@ EXTRA_MODELS: dict[str, ExtraModel] = {
 }
 
 
-def input_shape(name: str, size: int) -> tuple[int, ...]:
-    """The shape of one sample of `name` at input size `size`."""
-    spec = EXTRA_MODELS[name]
+def input_shape(spec: ExtraModel, size: int) -> tuple[int, ...]:
+    """The shape of one sample of the model `spec` describes at input size `size`."""
     return {
         "image": (1, 3, size, size), "planes": (1, PLANES, size, size), "features": (1, size),
         "sequence": (1, size, spec.features), "tokens": (1, size), "audio": (1, size),
@@ -65,21 +74,21 @@ def build(name: str) -> Any:
     return _BUILDERS[name]().eval()
 
 
-def make_inputs(name: str, size: int, count: int, seed: int) -> list[Any]:
-    """`count` seeded samples of `name`, each of `input_shape(name, size)`, on the CPU: token ids
-    for `tokens`, standard normal values otherwise."""
+def make_inputs(spec: ExtraModel, size: int, count: int, seed: int) -> list[Any]:
+    """`count` seeded samples of the model `spec` describes, each of `input_shape(spec, size)`, on
+    the CPU: token ids for `tokens`, standard normal values otherwise."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    shape = input_shape(name, size)
-    if EXTRA_MODELS[name].input_kind == "tokens":
+    shape = input_shape(spec, size)
+    if spec.input_kind == "tokens":
         return [torch.randint(0, BERT_VOCAB, shape, generator=generator) for _ in range(count)]
     return [torch.randn(shape, generator=generator) for _ in range(count)]
 
 
-def casts_inputs(name: str) -> bool:
+def casts_inputs(spec: ExtraModel) -> bool:
     """Whether the samples take the cell's dtype (token ids stay int64)."""
-    return EXTRA_MODELS[name].input_kind != "tokens"
+    return spec.input_kind != "tokens"
 
 
 # --- builders -------------------------------------------------------------------------------

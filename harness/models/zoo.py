@@ -1,5 +1,6 @@
 """The model zoo: torchvision classification models, the fusion-pattern micro-models and the
-non-vision models of the literature suites (`harness.models.extra_models`), by name, and their inputs.
+non-vision models of the literature suites (`harness.models.extra_models`), and the models installed
+packages register (`harness.models.plugins`), by name, and their inputs.
 
 Random weights by default (seeded, so every cell of a run sees the same model); `pretrained`
 asks torchvision for its published weights, which needs a machine that can fetch them. Inputs
@@ -15,9 +16,10 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from harness.artifact_cache import PROVIDED_BY
 from harness.errors import HarnessError
-from harness.models import extra_models
-from harness.models.catalog import CLASSIFICATION_MODELS
+from harness.models import extra_models, plugins
+from harness.models.catalog import CLASSIFICATION_MODELS, described
 from harness.models.extra_models import EXTRA_MODELS
 from harness.precision import torch_dtype
 
@@ -26,7 +28,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 def missing_requirement(name: str) -> str | None:
     """Why model `name` cannot be built here (a package it needs is not installed), or None."""
-    spec = EXTRA_MODELS.get(name)
+    spec = described(name)
     for package in spec.requires if spec else ():
         if importlib.util.find_spec(package) is None:
             return f"model {name} needs the Python package {package!r}, which is not installed (pip install {package})"
@@ -35,10 +37,10 @@ def missing_requirement(name: str) -> str | None:
 
 def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: str) -> Any:
     """A model of the zoo in eval mode on `device` in `dtype`."""
-    if name in EXTRA_MODELS:
+    if described(name) is not None:
         return _build_extra(name, seed, device, dtype)
     if name not in CLASSIFICATION_MODELS:
-        raise HarnessError(f"unknown model {name!r}")
+        raise HarnessError(plugins.found().broken.get(name) or f"unknown model {name!r}")
     import torch
     import torchvision
 
@@ -104,13 +106,30 @@ def _build_extra(name: str, seed: int, device: str, dtype: str) -> Any:
     if reason:
         raise HarnessError(reason)
     torch.manual_seed(seed)
-    model = extra_models.build(name)
+    plugin = None if name in EXTRA_MODELS else plugins.found().models[name]
+    model = extra_models.build(name) if plugin is None else _built_by(plugin, seed)
     with torch.no_grad():  # non-trivial statistics, so that folding a batch norm changes the weights
         for module in model.modules():
             if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                 module.running_mean.uniform_(-0.5, 0.5)
                 module.running_var.uniform_(0.5, 2.0)
     return model.to(device=device, dtype=torch_dtype(dtype))
+
+
+def _built_by(plugin: plugins.PluginModel, seed: int) -> Any:
+    """The plugin's module, in eval mode, tagged with its package's name and version, which the
+    artifact cache's keys hold: a plugin's module may be made of torch's own classes (an
+    nn.Sequential), whose defining library is torch, so that another version of the plugin, with
+    another forward from the same weights, found the last one's compiled artifact."""
+    import torch
+
+    assert plugin.spec.build is not None  # plugins.description_fault refused one without
+    model = plugin.spec.build(seed)
+    if not isinstance(model, torch.nn.Module):
+        raise HarnessError(f"model from {plugin.distribution} {plugin.version} ({plugin.entry_point}): its build "
+                           f"returned {type(model).__name__}, not a torch.nn.Module")
+    setattr(model, PROVIDED_BY, plugin.provided_by)
+    return model.eval()
 
 
 def make_samples(
@@ -120,11 +139,12 @@ def make_samples(
     """The sample library: `count` one-sample tensors ([1, ...]) on `device`, in `dtype` except for
     token ids: seeded synthetic inputs, or with `folder` its images (in the order of its `labels`
     file when one is named)."""
-    if model in EXTRA_MODELS:
+    spec = described(model)
+    if spec is not None:
         if folder is not None:
             raise HarnessError(f"inputs from a folder are images, for torchvision models; {model} takes synthetic inputs")
-        samples = extra_models.make_inputs(model, input_size, count, seed)
-        cast = torch_dtype(dtype) if extra_models.casts_inputs(model) else None
+        samples = extra_models.make_inputs(spec, input_size, count, seed)
+        cast = torch_dtype(dtype) if extra_models.casts_inputs(spec) else None
         return [s.to(device=device, dtype=cast).contiguous() for s in samples]
     if folder is None:
         return _synthetic(count, seed, input_size, device, dtype)

@@ -20,6 +20,7 @@ from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
+from harness.models import plugins
 from harness.reporting.pairing import variable_value
 from harness.reporting.run_facts import machine_share, quota_recorded
 from harness.run import executor_choice, preflight, skips, slots
@@ -128,7 +129,11 @@ def plugin_gone(who: str, header: Mapping[str, Any], ran: set[str], left: list[C
     """ConfigError, said for `who` (`--resume RUN_DIR`, `rerun BUNDLE`), where `left` (the cells to run)
     include a backend no package registers here that the bundle's run had (bundle.json `header`'s
     `backends.<name>.available`, or a backend in `ran`, those of its measured cells), naming the
-    package and the pip line the bundle records."""
+    package and the pip line the bundle records; and where they include a plugin model that no package
+    here provides at the version the bundle records (bundle.json `model_plugins`)."""
+    model_missing = plugins.provider_missing(header.get("model_plugins"), [cell.config.model.name for cell in left])
+    if model_missing:
+        raise ConfigError(f"{who}: {model_missing}")
     registered = set(registry.names())
     gone = sorted({cell.config.backend for cell in left} - registered)
     had = [name for name in gone if name in ran or lookup(header, "backends", name, "available") is True]

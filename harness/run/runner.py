@@ -29,6 +29,7 @@ from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, OutputError, interrupted_exit_code, stopped_by
 from harness.measure.machine_speed import CACHE_FOLDER
+from harness.models.catalog import plugin_records
 from harness.plain_text import shell_word, visible
 from harness.run import (
     ending,
@@ -118,6 +119,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
                 # one cell at a time: round i of each cell of a setting meets the same stretch of the machine
                 "rounds_paired": rounds.ROUNDS_PAIRED if request.executor == "local" and request.jobs == 1 else None,
                 **({"rerun_of": request.rerun.rerun_of} if request.rerun else {}),
+                **({"model_plugins": plugins} if (plugins := plugin_records([m["name"] for m in resolved["models"]])) else {}),
             },
         )
         closing.callback(bundle.close)

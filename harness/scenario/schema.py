@@ -355,6 +355,8 @@ def json_schema() -> dict[str, Any]:
     # Model names are a closed set: spell it out, so editors can complete them, and a check refuses
     # a misspelt one in every place a file names a model, not only in `{name: ...}`: the bare
     # `models: [ResNet18]` (or `models: ResNet18`) and a backend's `models:` passed the schema file.
+    # The set is this installation's, its plugins' models among them (docs/adding_a_model.md): the
+    # committed file is the project's, with none.
     names = sorted(all_models())
     schema["$defs"]["ModelSpec"]["properties"]["name"]["enum"] = names
     models = schema["properties"]["models"]["anyOf"]

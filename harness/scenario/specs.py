@@ -10,8 +10,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from harness import registry
-from harness.did_you_mean import closest
-from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models
+from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, clash, unknown
 from harness.options import problem
 from harness.scenario.format_base import Fusion, OptionValue, StrictModel, as_list
 
@@ -35,10 +34,10 @@ class ModelSpec(StrictModel):
     def _known_model(cls, name: str) -> str:
         models = all_models()
         if name not in models:
-            hint = closest(name, list(models))
-            raise ValueError(
-                f"unknown model {name!r}{hint}; `fusionbench models` lists the {len(models)} models the zoo offers"
-            )
+            raise ValueError(unknown(name, list(models)))
+        clashed = clash(name)
+        if clashed:
+            raise ValueError(clashed)
         return name
 
     @model_validator(mode="after")

@@ -17,8 +17,10 @@ import pytest
 from harness.bundle import manifest
 from tests import pip_sites
 from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
+from tests.model_plugin_site import write_site
 
 pytestmark = pytest.mark.slow
+MODEL = "acme_conv_block"  # docs/adding_a_model.md's
 
 
 def test_backends_lists_the_built_in_backends_and_the_plugin_with_their_versions() -> None:
@@ -36,13 +38,15 @@ def test_backends_lists_the_built_in_backends_and_the_plugin_with_their_versions
 def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundle of a run of eager and the plugin, fusion on and off, through the CLI. resnet18 at
     32 pixels, as the other tests run it: its 20 conv+bn pairs and its kernels are those of any size,
-    and the run took about 11 CPU-s where at 64 it took 14.5."""
+    and the run took about 11 CPU-s where at 64 it took 14.5. Beside it, one eager cell of the model
+    plugin of docs/adding_a_model.md, its package on this run's PYTHONPATH alone."""
     scenario = tmp_path_factory.mktemp("plugin") / "plugin.yaml"
+    site = write_site(scenario.parent / "model-site")
     scenario.write_text(
-        "models: [{name: resnet18, input_size: 32}]\n"
+        f"models: [{{name: resnet18, input_size: 32}}, {{name: {MODEL}, input_size: 16}}]\n"
         "backends:\n"
         "  - eager\n"
-        "  - {name: torchscript, fusion: [on, off]}\n"
+        "  - {name: torchscript, fusion: [on, off], models: [resnet18]}\n"
         "scenarios: [SingleStream]\n"
         "loadgen: {min_duration_s: 0.5}\n"
         "timing: {min_time_s: 0.2, max_warmup_s: 0.5, repetitions: 2}\n"
@@ -52,13 +56,26 @@ def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "env: [OMP_NUM_THREADS=1]\n"
     )
     out = scenario.parent / "results"
-    done = fusionbench("run", str(scenario), "--out", str(out), "--device", "cpu")
+    with_site = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=900, cwd=REPO, env=with_site)
     assert done.returncode == 0, done.stdout + done.stderr
     return only_bundle(out)
 
 
 def test_plugin_runs_fusion_on_and_off_through_the_cli(plugin_run: Path) -> None:
-    cells = {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells_of(plugin_run).values()}
+    """The backend plugin's cells; and the model plugin's eager cell, valid, its package recorded in
+    bundle.json, and the bundle valid where the model plugin is not installed (this process's
+    PYTHONPATH lacks it)."""
+    by_model = {c["config"]["model"]["name"]: c for c in cells_of(plugin_run).values() if c["config"]["backend"] == "eager"}
+    assert by_model[MODEL]["status"] == "valid", (by_model[MODEL]["reasons"], by_model[MODEL].get("log_tail"))
+    recorded = json.loads((plugin_run / "bundle.json").read_text())["model_plugins"]
+    assert recorded == {MODEL: {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
+                                "family": "acme", "input_kind": "planes", "input_size": 16}}
+    done = fusionbench("validate", str(plugin_run))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells_of(plugin_run).values()
+             if c["config"]["model"]["name"] == "resnet18"}
     for key, cell in cells.items():
         assert cell["status"] == "valid", (key, cell["reasons"], cell.get("log_tail"))
     on, off = cells[("torchscript", "on")]["metrics"], cells[("torchscript", "off")]["metrics"]
@@ -77,7 +94,8 @@ def test_a_resume_where_the_plugin_is_not_installed_is_refused_naming_its_packag
     root = tmp_path / "run"
     shutil.copytree(plugin_run, root)
     for cell in cells_of(root).values():
-        if cell["config"]["backend"] in ("torchscript", "eager") and cell["config"]["variant"]["fusion"] == "on":
+        if (cell["config"]["backend"] in ("torchscript", "eager") and cell["config"]["variant"]["fusion"] == "on"
+                and cell["config"]["model"]["name"] == "resnet18"):
             (root / "cells" / f"{cell['id']}.json").unlink()
             shutil.rmtree(root / "cells" / cell["id"])
     manifest.write(root)
@@ -103,3 +121,10 @@ def test_a_resume_where_the_plugin_is_not_installed_is_refused_naming_its_packag
     done = resume("--only", "backend=eager", "--dry-run")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 of 1 cell(s) would run" in " ".join(done.stdout.split()), done.stdout
+    # a rerun here, where neither plugin is installed, is refused naming the model's package first
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "rerun", str(plugin_run), "--dry-run"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO, env=without)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"fusionbench: error: cannot rerun {plugin_run}: its model '{MODEL}' came from acme-models 1.0 "
+        "(acme_models.blocks:CONV_BLOCK) and no package here provides it: pip install acme-models==1.0"), done.stderr

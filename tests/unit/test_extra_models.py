@@ -34,7 +34,7 @@ def test_each_model_builds_and_runs_on_its_inputs(name: str) -> None:
     size = min(EXTRA_MODELS[name].input_size, 4000)  # a shorter clip keeps wav2vec2 quick
     model = zoo.build_model(name, pretrained=False, seed=0, device="cpu", dtype="fp32")
     samples = zoo.make_samples(2, model=name, input_size=size, device="cpu", dtype="fp32")
-    assert [tuple(s.shape) for s in samples] == [input_shape(name, size)] * 2
+    assert [tuple(s.shape) for s in samples] == [input_shape(EXTRA_MODELS[name], size)] * 2
     batch = torch.cat(samples)
     assert batch.dtype == (torch.int64 if EXTRA_MODELS[name].input_kind == "tokens" else torch.float32)
     with torch.no_grad():

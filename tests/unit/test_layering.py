@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.model_plugin_site import write_site
+
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 # Lowest first: the fusion package, then the top-level modules (the plugin API: contract, errors,
 # registry, options, ...), statistics and files, then the packages by role; the container subsystem
@@ -89,13 +91,19 @@ def test_no_import_circles() -> None:
     assert not circles, "\n".join(circles)
 
 
-def test_no_heavy_imports_at_module_level_outside_measure_and_models() -> None:
+def test_no_heavy_imports_at_module_level_outside_measure_and_models(tmp_path: Path) -> None:
+    """The plugins' models are read too, docs/adding_a_model.md's example among them: the parent reads
+    their descriptions, and their builders import torch."""
     light = sorted(m for m in _modules() if not m.startswith(MAY_IMPORT_TORCH) and not m.endswith("__main__"))
+    site = write_site(tmp_path)
     code = (
         "import sys\n"
+        f"sys.path.insert(0, {str(site)!r})\n"
         f"for m in {light!r}: __import__(m)\n"
         "from harness import registry\n"
         "for name in registry.names(): registry.load(name)\n"
+        "from harness.models import plugins\n"
+        "assert 'acme_conv_block' in plugins.found().models, plugins.found()\n"
         f"heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )

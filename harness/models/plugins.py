@@ -1,0 +1,137 @@
+"""Models from other packages: the entry-point group `fusionbench.models`, found as backends are
+found under `fusionbench.backends` (harness/registry.py).
+
+A package declares, in its pyproject.toml,
+    [project.entry-points."fusionbench.models"]
+    acme_net = "acme_models.zoo:ACME_NET"
+where `ACME_NET` is a `harness.models.extra_models.ExtraModel` whose `build` takes the cell's seed
+and returns the module (random weights; torch imported inside it, so the parent, which reads the
+description, never imports torch). The entry point's name is the model's name in a scenario file.
+
+A plugin that does not load or describes its model wrongly is `broken` (`found`), and one that
+takes a built-in model's name clashes (`harness.models.catalog`): a scenario naming that name is
+refused with the reason, in one line naming the package, and every other model is unaffected.
+A bundle records the package and version of each plugin model it ran (bundle.json
+`model_plugins`), and the artifact cache's keys hold them
+(`harness.artifact_cache.PROVIDED_BY`): another version of the plugin never reuses an artifact.
+Where a bundle is read on a machine without its plugin (validate, report, compare), `remember`
+makes its models known by what the bundle recorded of them, so that its cells still expand.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from harness.models.extra_models import INPUT_KINDS, INPUT_SIZE_FLOOR, ExtraModel
+from harness.plain_text import one_line
+from harness.registry import distribution_name, package_line
+
+GROUP = "fusionbench.models"
+
+
+@dataclass(frozen=True)
+class PluginModel:
+    """A model a package registers: its description and who provides it."""
+
+    spec: ExtraModel
+    distribution: str  # as pip names it
+    version: str
+    entry_point: str  # `module:attribute`
+
+    @property
+    def provided_by(self) -> str:
+        """`distribution==version`: what a bundle and the artifact cache's keys record."""
+        return f"{self.distribution}=={self.version}"
+
+    def recorded(self) -> dict[str, Any]:
+        """Its entry in bundle.json `model_plugins`."""
+        return {"distribution": self.distribution, "version": self.version, "entry_point": self.entry_point,
+                "family": self.spec.family, "input_kind": self.spec.input_kind, "input_size": self.spec.input_size}
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the installed packages register: the models that load, and why each other one does not."""
+
+    models: dict[str, PluginModel]
+    broken: dict[str, str]
+
+
+#: The models of the bundles this process read, known by their record (`remember`), name -> (family, input size).
+recorded_models: dict[str, tuple[str, int]] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def found() -> Found:
+    """Every installed `fusionbench.models` entry point, loaded once a process (each load imports
+    the plugin's module)."""
+    models: dict[str, PluginModel] = {}
+    broken: dict[str, str] = {}
+    for ep in entry_points(group=GROUP):
+        where = package_line(ep)
+        if ep.name in models and models[ep.name].entry_point == ep.value:
+            continue  # one package found twice on the path (installed, and its folder on PYTHONPATH)
+        if ep.name in models or ep.name in broken:
+            broken[ep.name] = f"two installed packages register the model {ep.name!r}: uninstall one (one is {where})"
+            models.pop(ep.name, None)
+            continue
+        try:
+            spec = ep.load()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's fault is its own model's refusal, not every model's
+            broken[ep.name] = f"model {ep.name!r} from {where} does not load: {type(exc).__name__}: {one_line(exc)}"
+            continue
+        fault = description_fault(spec)
+        if fault:
+            broken[ep.name] = f"model {ep.name!r} from {where} {fault}"
+            continue
+        dist = getattr(ep, "dist", None)
+        models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value)
+    return Found(models, broken)
+
+
+def description_fault(spec: object) -> str:
+    """What is wrong with what a plugin's entry point loaded to, "" where nothing is."""
+    if not isinstance(spec, ExtraModel):
+        return (f"loads to {type(spec).__name__} {spec!r:.60}, not a harness.models.extra_models.ExtraModel "
+                "(family, input kind, input size, about, build)")
+    if not callable(spec.build):
+        return "has no `build`: give the ExtraModel a function that takes the seed and returns the module"
+    if spec.input_kind not in INPUT_KINDS:
+        return f"has input kind {spec.input_kind!r}, not one of {', '.join(INPUT_KINDS)}"
+    if not (isinstance(spec.input_size, int) and spec.input_size >= INPUT_SIZE_FLOOR):
+        return f"has input size {spec.input_size!r}: an int from {INPUT_SIZE_FLOOR} up"
+    if spec.input_kind == "sequence" and not (isinstance(spec.features, int) and spec.features > 0):
+        return "has input kind 'sequence' without `features` (the features per step)"
+    return ""
+
+
+def remember(model_plugins: object) -> None:
+    """Make the models a bundle read in this process records (bundle.json `model_plugins`) known by
+    their recorded family and input size, so that its scenario expands into the cells it ran
+    wherever it is read: validate, report and compare read a plugin's bundle where the plugin is not
+    installed, or is at another version. A resume or a rerun of it is refused where no package here
+    provides the model at that version (`provider_missing`)."""
+    for name, entry in model_plugins.items() if isinstance(model_plugins, Mapping) else ():
+        if isinstance(name, str) and isinstance(entry, Mapping) and isinstance(entry.get("input_size"), int):
+            recorded_models[name] = (str(entry.get("family", "")), entry["input_size"])
+
+
+def provider_missing(model_plugins: Mapping[str, Any] | None, names: list[str]) -> str:
+    """Where a model among `names` came from a plugin (bundle.json `model_plugins`) that no package
+    here provides at that version: which, and the pip line; "" otherwise."""
+    plugins = found().models
+    for name in dict.fromkeys(names):
+        entry = (model_plugins or {}).get(name)
+        if not isinstance(entry, Mapping):
+            continue
+        wanted = f"{entry.get('distribution')}=={entry.get('version')}"
+        here = plugins.get(name)
+        if here is None or here.provided_by != wanted:
+            now = f"{here.provided_by} provides it here" if here else "no package here provides it"
+            return (f"its model {name!r} came from {entry.get('distribution')} {entry.get('version')} "
+                    f"({entry.get('entry_point')}) and {now}: pip install {wanted}")
+    return ""

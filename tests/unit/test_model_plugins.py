@@ -1,0 +1,134 @@
+"""Models as plugins (harness/models/plugins.py, docs/adding_a_model.md): the page's worked example,
+written into a site folder on sys.path, is named by a scenario like any model; a misspelt name, a
+plugin that does not load or describes no model, and one that takes a built-in's name are refused
+in one line naming its package, the other models unaffected; the bundle's record of it, the
+refusal of a rerun where it is missing, and the artifact cache's key holding its version."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from harness import artifact_cache
+from harness.errors import HarnessError
+from harness.models import plugins
+from harness.models.catalog import all_models, plugin_records
+from harness.scenario.schema import json_schema
+from harness.scenario.specs import ModelSpec
+from tests.model_plugin_site import write_site
+
+NAME = "acme_conv_block"
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The example package on sys.path, beside a broken entry point, one to what is no model, and
+    one that takes resnet18's name."""
+    folder = write_site(tmp_path, extra_entry_points={
+        "acme_gone": "acme_models.nowhere:MODEL",
+        "acme_raises": "acme_models.raises:MODEL",
+        "acme_function": "acme_models.blocks:build_conv_block",
+        "resnet18": "acme_models.blocks:CONV_BLOCK",
+        "acme_no_module": "acme_models.no_module:MODEL",
+    })
+    (folder / "acme_models" / "no_module.py").write_text(
+        "from harness.models.extra_models import ExtraModel\n"
+        "MODEL = ExtraModel('acme', 'features', 16, 'builds no module', build=lambda seed: 42)\n")
+    (folder / "acme_models" / "raises.py").write_text("raise RuntimeError('no GPU\\n  try again')\n")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(plugins, "recorded_models", {})
+    plugins.found.cache_clear()
+    yield folder
+    plugins.found.cache_clear()
+
+
+def refusal(name: str) -> str:
+    with pytest.raises(pydantic.ValidationError) as caught:
+        ModelSpec.model_validate({"name": name})
+    errors = caught.value.errors()
+    assert len(errors) == 1
+    return str(errors[0]["msg"]).removeprefix("Value error, ")
+
+
+def test_a_scenario_names_a_plugin_model_as_any_other_and_a_misspelt_one_is_told_the_nearest(site: Path) -> None:
+    assert ModelSpec.model_validate({"name": NAME}).name == NAME
+    assert all_models()[NAME] == ("acme", 16)
+    # the schema `fusionbench schema` writes here lists it among the names a file may give
+    assert NAME in json_schema()["$defs"]["ModelSpec"]["properties"]["name"]["enum"]
+    assert refusal("acme_conv_blok").startswith("unknown model 'acme_conv_blok' (did you mean 'acme_conv_block'?);")
+
+
+def test_a_plugin_that_does_not_load_or_is_no_model_is_refused_naming_its_package_and_the_others_run(site: Path) -> None:
+    gone = refusal("acme_gone")
+    assert gone == (f"model 'acme_gone' from acme-models 1.0 (acme_models.nowhere:MODEL, in {site}) does not load: "
+                    "ModuleNotFoundError: No module named 'acme_models.nowhere'"), gone
+    raises = refusal("acme_raises")  # an exception over several lines: one line, as every refusal
+    assert raises.endswith("does not load: RuntimeError: no GPU / try again"), raises
+    function = refusal("acme_function")
+    assert function.startswith(f"model 'acme_function' from acme-models 1.0 (acme_models.blocks:build_conv_block, in {site}) "
+                               "loads to function <function build_conv_block"), function
+    assert function.endswith(", not a harness.models.extra_models.ExtraModel (family, input kind, input size, about, build)")
+    for other in (NAME, "mobilenet_v2", "pattern_conv_bn_relu"):
+        assert ModelSpec.model_validate({"name": other}).name == other
+
+
+def test_a_plugin_model_named_as_a_built_in_is_refused_naming_both(site: Path) -> None:
+    assert refusal("resnet18") == (
+        "the model name 'resnet18' is a built-in model's (one of torchvision's classifiers), and acme-models 1.0 "
+        "(acme_models.blocks:CONV_BLOCK) registers it too: rename the plugin's model (its entry point's name)")
+
+
+def test_the_bundle_records_the_package_and_a_rerun_without_it_is_refused_naming_it(site: Path,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded = plugin_records([NAME, "resnet18", NAME])
+    assert recorded == {NAME: {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
+                               "family": "acme", "input_kind": "planes", "input_size": 16}}
+    assert plugins.provider_missing(recorded, [NAME]) == ""
+    older = {NAME: {**recorded[NAME], "version": "0.9"}}
+    assert plugins.provider_missing(older, [NAME]) == (
+        f"its model '{NAME}' came from acme-models 0.9 (acme_models.blocks:CONV_BLOCK) and acme-models==1.0 provides "
+        "it here: pip install acme-models==0.9")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(site)])  # the package uninstalled
+    plugins.found.cache_clear()
+    assert refusal(NAME).startswith(f"unknown model '{NAME}'")
+    plugins.remember(recorded)  # a bundle read here: its cells expand from its record
+    assert ModelSpec.model_validate({"name": NAME}).name == NAME and all_models()[NAME] == ("acme", 16)
+    assert plugins.provider_missing(recorded, ["resnet18", NAME]) == (
+        f"its model '{NAME}' came from acme-models 1.0 (acme_models.blocks:CONV_BLOCK) and no package here provides "
+        "it: pip install acme-models==1.0")
+
+
+def test_the_zoo_builds_it_and_the_artifact_cache_key_holds_its_version(site: Path) -> None:
+    """Its module is torch's nn.Sequential, whose defining library is torch: without the package's
+    version in the key, version 1.1's forward found version 1.0's compiled artifact."""
+    from harness.models import zoo
+
+    model = zoo.build_model(NAME, pretrained=False, seed=0, device="cpu", dtype="fp32")
+    samples = zoo.make_samples(2, model=NAME, input_size=16, device="cpu", dtype="fp32")
+    assert [tuple(s.shape) for s in samples] == [(1, 64, 16, 16)] * 2
+    assert not model.training and getattr(model, artifact_cache.PROVIDED_BY) == "acme-models==1.0"
+    key = artifact_cache.fingerprint(model, samples[0], torch="x")
+    setattr(model, artifact_cache.PROVIDED_BY, "acme-models==1.1")
+    assert artifact_cache.fingerprint(model, samples[0], torch="x") != key
+    with pytest.raises(HarnessError) as caught:  # its cell fails at `build`, saying why
+        zoo.build_model("acme_no_module", pretrained=False, seed=0, device="cpu", dtype="fp32")
+    assert str(caught.value) == ("model from acme-models 1.0 (acme_models.no_module:MODEL): its build returned int, "
+                                 "not a torch.nn.Module")
+
+
+def test_models_lists_it_with_its_package_and_says_which_plugins_it_could_not_list(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli.main import main
+
+    monkeypatch.setenv("COLUMNS", "400")  # a row on one line
+    assert main(["models", "--family", "acme"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{NAME} │ acme │ planes [1, 64, 16, 16] │ 16 and up │ our 3x3 conv + batch norm + ReLU + 1x1 conv (from " \
+           "acme-models 1.0)" in out, out
+    for said in ("model 'acme_gone' from acme-models 1.0", "model 'acme_function' from acme-models 1.0",
+                 "the model name 'resnet18' is a built-in model's"):
+        assert f"fusionbench: warning: {said}" in out, said
