@@ -8,9 +8,10 @@ where `ACME_NET` is a `harness.models.extra_models.ExtraModel` whose `build` tak
 and returns the module (random weights; torch imported inside it, so the parent, which reads the
 description, never imports torch). The entry point's name is the model's name in a scenario file.
 
-A plugin that does not load or describes its model wrongly is `broken` (`found`), and one that
-takes a built-in model's name clashes (`harness.models.catalog`): a scenario naming that name is
-refused with the reason, in one line naming the package, and every other model is unaffected.
+A plugin that does not load or describes its model wrongly is `broken` (`found`): a scenario
+naming that name is refused with the reason, in one line naming the package, and every other model
+is unaffected. One that takes a built-in model's name clashes (`harness.models.catalog.clash`): a
+new run's file naming that name is refused (harness/run/start_checks.py).
 A bundle records the package and version of each plugin model it ran (bundle.json
 `model_plugins`), and the artifact cache's keys hold them
 (`harness.artifact_cache.PROVIDED_BY`): another version of the plugin never reuses an artifact.

@@ -21,6 +21,8 @@ from rich.console import Console
 
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.writer import Bundle
+from harness.errors import ConfigError
+from harness.models.catalog import clash
 from harness.run import executor_choice, opening, preflight, rerun, resumable, resume_refusals, skips, slots
 from harness.run.executors import Executor, LocalPool
 from harness.run.probe_answer import ProbeAnswer
@@ -113,6 +115,17 @@ def open_start(request: RunRequest, closing: ExitStack, console: Console) -> Sta
     return Start(request, bundle, resolved, scenario, all_finished, complete)
 
 
+def refuse_a_clash(resolved: dict[str, Any]) -> None:
+    """ConfigError where a new run's file names a built-in model that an installed plugin registers
+    too: the file might mean either. A file's reading, and a bundle's, take the built-in (the zoo
+    builds it), so that the bundles that ran it stay readable; a resume or a rerun runs what its
+    bundle records it ran (a plugin's model is in bundle.json `model_plugins`)."""
+    for name in dict.fromkeys(str(model["name"]) for model in resolved["models"]):
+        clashed = clash(name)
+        if clashed:
+            raise ConfigError(clashed)
+
+
 def refuse(start: Start, between: Between) -> Checked:
     """Every refusal a run of `start` meets before its cells run, in order (ConfigError at the first),
     with what `between` does between them: what the run refuses, its dry run refuses, alike."""
@@ -122,6 +135,7 @@ def refuse(start: Start, between: Between) -> Checked:
         input_folder, inputs_sha256 = rerun.checked_inputs(request.rerun)
     elif bundle is None:
         assert request.scenario_path is not None  # open_or_plan refused a new run without one
+        refuse_a_clash(resolved)
         input_folder, inputs_sha256 = preflight.checked_inputs(scenario, request.scenario_path)
     else:
         input_folder, inputs_sha256 = bundle.header.get("input_folder"), None

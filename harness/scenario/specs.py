@@ -10,7 +10,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from harness import registry
-from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, clash, unknown
+from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, unknown
 from harness.options import problem
 from harness.scenario.format_base import Fusion, OptionValue, StrictModel, as_list
 
@@ -35,9 +35,6 @@ class ModelSpec(StrictModel):
         models = all_models()
         if name not in models:
             raise ValueError(unknown(name, list(models)))
-        clashed = clash(name)
-        if clashed:
-            raise ValueError(clashed)
         return name
 
     @model_validator(mode="after")

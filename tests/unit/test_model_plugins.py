@@ -76,10 +76,26 @@ def test_a_plugin_that_does_not_load_or_is_no_model_is_refused_naming_its_packag
         assert ModelSpec.model_validate({"name": other}).name == other
 
 
-def test_a_plugin_model_named_as_a_built_in_is_refused_naming_both(site: Path) -> None:
-    assert refusal("resnet18") == (
-        "the model name 'resnet18' is a built-in model's (one of torchvision's classifiers), and acme-models 1.0 "
-        "(acme_models.blocks:CONV_BLOCK) registers it too: rename the plugin's model (its entry point's name)")
+def test_a_plugin_model_named_as_a_built_in_is_refused_naming_both_where_a_run_starts(
+        site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new run's file that names resnet18 might mean either, and is refused before anything runs; a
+    bundle that ran torchvision's resnet18 still validates (it failed, its scenario's every cell
+    refused, when the clash was the scenario format's refusal)."""
+    from harness.bundle.validate import validate
+    from harness.cli.main import main
+
+    golden = Path(__file__).resolve().parents[1] / "golden" / "v12"
+    verdict = validate(golden)
+    assert verdict.ok, verdict.problems
+    assert ModelSpec.model_validate({"name": "resnet18"}).name == "resnet18"
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [eager]\nscenarios: [SingleStream]\n")
+    assert main(["run", str(scenario), "--dry-run", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "fusionbench: error: the model name 'resnet18' is a built-in model's (one of torchvision's classifiers), and "
+        "acme-models 1.0 (acme_models.blocks:CONV_BLOCK) registers it too: rename the plugin's model (its entry "
+        "point's name)"), err
 
 
 def test_the_bundle_records_the_package_and_a_rerun_without_it_is_refused_naming_it(site: Path,
