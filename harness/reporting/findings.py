@@ -414,7 +414,7 @@ def facts(bundles: list[LoadedBundle]) -> list[tuple[str, str]]:
         known = dict(bundle_facts(loaded))
         out.append((loaded.name, "; ".join(f"{key} {known[key]}" for key in
                                            ("scenario file", "LoadGen profile", "device", "CPU", "GPU", "libraries",
-                                            "harness", "cells", "interrupted")
+                                            "plugin models", "harness", "cells", "interrupted")
                                            if key in known)))
     return out
 

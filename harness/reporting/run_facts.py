@@ -1,13 +1,13 @@
 """The facts a report states about a run, apart from its cells' figures: where it ran (the CPU and
 GPUs; a run spread over several machines said out loud), the libraries its cells ran on, the
-harness that ran them, how its cells ended, and the machine's own noise floor."""
+packages its plugins' models came from, the harness that ran them, how its cells ended, and the machine's own noise floor."""
 
 from __future__ import annotations
 
 from typing import Any, TypeGuard
 
 from harness.bundle.cell_record import CellRecord
-from harness.bundle.header_record import Cpu, Gpus, Node
+from harness.bundle.header_record import BundleHeader, Cpu, Gpus, Node
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
@@ -55,6 +55,7 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
                    else "")),
         ("GPU", ", ".join(str(g.name) for g in gpus) or "none"),
         ("libraries", libraries or "-"),
+        *([("plugin models", plugin_models(h))] if h.model_plugins else []),
         ("harness", f"{harness.version} {harness.git_sha or ''}{' (dirty)' if harness.git_dirty else ''}"),
         ("cells", ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"),
         ("schema", f"written as version {loaded.version}"),
@@ -63,6 +64,13 @@ def facts(loaded: LoadedBundle) -> list[tuple[str, str]]:
         ("peaks (roofline)", peaks(lookup(loaded.header, "system", "peaks"))),
         *([("machines", spread)] if (spread := machines(h.nodes)) else []),
     ]
+
+
+def plugin_models(header: BundleHeader) -> str:
+    """Each model of a plugin the run ran, and the package and version it came from (bundle.json
+    `model_plugins`): its code is the model, as a library's is a backend's."""
+    return ", ".join(f"{name} from {entry.distribution} {entry.version} ({entry.entry_point})"
+                     for name, entry in sorted((header.model_plugins or {}).items()))
 
 
 def interruption(loaded: LoadedBundle) -> str:

@@ -148,3 +148,24 @@ def test_models_lists_it_with_its_package_and_says_which_plugins_it_could_not_li
     for said in ("model 'acme_gone' from acme-models 1.0", "model 'acme_function' from acme-models 1.0",
                  "the model name 'resnet18' is a built-in model's"):
         assert f"fusionbench: warning: {said}" in out, said
+
+
+def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's facts named the libraries the backends ran on and never the package the model
+    was: two bundles of two versions of it read alike."""
+    import json
+    import shutil
+
+    from harness.bundle.reader import load
+    from harness.reporting.run_facts import facts
+
+    monkeypatch.setattr(plugins, "recorded_models", {})  # what reading the bundle remembers, this test's alone
+    root = tmp_path / "bundle"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "v12", root)
+    assert "plugin models" not in dict(facts(load(root)))
+    header = json.loads((root / "bundle.json").read_text())
+    header["model_plugins"] = {NAME: {"distribution": "acme-models", "version": "1.0", "family": "acme",
+                                      "entry_point": "acme_models.blocks:CONV_BLOCK", "input_kind": "planes",
+                                      "input_size": 16}}
+    (root / "bundle.json").write_text(json.dumps(header))
+    assert dict(facts(load(root)))["plugin models"] == f"{NAME} from acme-models 1.0 (acme_models.blocks:CONV_BLOCK)"
