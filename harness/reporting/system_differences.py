@@ -1,7 +1,8 @@
 """What `compare` says of two runs' systems, first, since a difference between machines explains a
 difference between figures: each fact of their machines and software that differs (harness, device,
 CPU, memory, OS, Python, torch, GPUs and driver, container and its layers, input images, executor),
-each backend's availability and versions, and the installed packages, last.
+each backend's availability and versions, the package each plugin model came from, and the
+installed packages, last.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ def system_differences(a: BundleHeader, b: BundleHeader) -> list[tuple[str, str,
     for name in sorted(set(backends_a) | set(backends_b)):
         if backends_a.get(name) != backends_b.get(name):
             rows.append((f"backend {name}", backends_a.get(name, "-"), backends_b.get(name, "-")))
+    models_a, models_b = _plugin_models(a), _plugin_models(b)  # the model is the plugin's code: another version, another model
+    for name in sorted(set(models_a) | set(models_b)):
+        if models_a.get(name) != models_b.get(name):
+            rows.append((f"model {name}", models_a.get(name, "-"), models_b.get(name, "-")))
     packages_a, packages_b = a.system.packages or {}, b.system.packages or {}
     for name in sorted(set(packages_a) | set(packages_b)):  # last: two machines can differ in hundreds
         if packages_a.get(name) != packages_b.get(name):
@@ -101,6 +106,11 @@ def _backends(header: BundleHeader) -> dict[str, str]:
         state = "available" if entry.available else f"not available ({one_line(entry.reason or '')})"
         lines[name] = state + "".join(f", {k} {v}" for k, v in sorted((entry.versions or {}).items()))
     return lines
+
+
+def _plugin_models(header: BundleHeader) -> dict[str, str]:
+    """Each plugin model a run ran, as the package and version it came from (bundle.json `model_plugins`)."""
+    return {name: f"{entry.distribution} {entry.version}" for name, entry in (header.model_plugins or {}).items()}
 
 
 #: How a row of `system_differences` names an installed package.

@@ -199,6 +199,12 @@ def test_system_differences_list_what_changed() -> None:
     assert ("package torch", "2.11.0", "2.14.1") in rows and ("package onnx", "1.0", "-") in rows
     assert ("package tvm", "-", "0.27") in rows
     assert system_differences(a, a) == []
+    # a plugin's model at two versions is two models: said beside the backends, not among the packages alone
+    plugin = {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
+              "family": "acme", "input_kind": "planes", "input_size": 16}
+    assert system_differences(header(model_plugins={"acme_conv_block": plugin}),
+                              header(model_plugins={"acme_conv_block": {**plugin, "version": "1.1"}})) == [
+        ("model acme_conv_block", "acme-models 1.0", "acme-models 1.1")]
     # one model name, two generations: Zen 3 with AVX2 against Zen 4 with AVX-512
     milan, genoa = ({"cpu": {"model": "AMD EPYC", "identity": f"vendor_id AuthenticAMD, cpu family 25, model {m}, stepping 1",
                              "vector_extensions": ext}} for m, ext in ((1, ["avx2", "fma"]), (17, ["avx2", "avx512f", "fma"])))
