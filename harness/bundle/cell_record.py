@@ -83,6 +83,58 @@ class Tuning(Record):
         return self
 
 
+class BreakReason(Record):
+    """One reason Dynamo gave for a graph break, and how many breaks gave it."""
+
+    reason: str
+    count: Annotated[int, Field(strict=True, ge=1)]
+
+
+#: The most frequent break reasons a record keeps (harness/measure/dynamo_counts.py keeps them).
+BREAK_REASONS_KEPT = 5
+
+
+class Dynamo(Record):
+    """What TorchDynamo counted for a cell compiled through `torch.compile` (harness/measure/dynamo_counts.py):
+    optional, with no new schema version (absent before 2026-12-06, and in cells that compiled nothing
+    through it). `absent` says why figures are missing; a missing figure is never a zero."""
+
+    graphs: Count | None = None
+    graph_breaks: Count | None = None
+    distinct_break_reasons: Count | None = None
+    break_reasons: list[BreakReason] = []
+    recompiles_timed: Count | None = None
+    absent: str | None = None
+    method: str = ""
+
+    @model_validator(mode="after")
+    def _reasons_are_its_breaks(self) -> Dynamo:
+        """The reasons listed are the most frequent of the breaks counted: each distinct, as many as
+        the distinct reasons up to BREAK_REASONS_KEPT, their counts summing to the breaks where every
+        reason is listed and to no more where some are left out. Graphs and breaks hold no law between
+        them: a break before any operator compiles no graph, a break on a path first taken later adds
+        a break and no graph, and a frame compiled again adds graphs and no break."""
+        if (self.graphs is None or self.graph_breaks is None) and not self.absent:
+            raise ValueError("graphs and graph_breaks, where either is missing, need the reason (absent)")
+        if self.graph_breaks is None or self.distinct_break_reasons is None:
+            if self.break_reasons or self.distinct_break_reasons is not None:
+                raise ValueError("break_reasons without the breaks and the distinct reasons they are counted of")
+            return self
+        listed = [r.reason for r in self.break_reasons]
+        if len(set(listed)) != len(listed):
+            raise ValueError("break_reasons lists a reason twice")
+        if self.distinct_break_reasons > self.graph_breaks:
+            raise ValueError(f"{self.distinct_break_reasons} distinct break reasons for {self.graph_breaks} breaks")
+        if len(listed) != min(self.distinct_break_reasons, BREAK_REASONS_KEPT):
+            raise ValueError(f"break_reasons lists {len(listed)} reasons of {self.distinct_break_reasons} distinct: "
+                             f"the {BREAK_REASONS_KEPT} most frequent are kept")
+        total = sum(r.count for r in self.break_reasons)
+        every = self.distinct_break_reasons <= BREAK_REASONS_KEPT
+        if (total != self.graph_breaks) if every else (total > self.graph_breaks):
+            raise ValueError(f"break_reasons count {total} breaks of {self.graph_breaks}")
+        return self
+
+
 class Metrics(Record):
     """What the worker measured, pass by pass; a pass a cell did not reach is None."""
 
@@ -106,6 +158,7 @@ class Metrics(Record):
     memory_traffic: MemoryTraffic | None = None  # from schema 9
     math_mode: MathMode | None = None
     rewrites: dict[str, Any] | None = None
+    dynamo: Dynamo | None = None  # optional in schema 12: a cell compiled through torch.compile
     rounds: list[TimingRound] | None = None  # absent: one round, the cell's device timing
 
     @model_validator(mode="after")

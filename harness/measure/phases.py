@@ -37,12 +37,12 @@ from typing import Any
 import pydantic
 
 from harness import contract
-from harness.bundle.cell_record import Correctness, CorrectnessCheck, MathMode, Metrics, Tuning
+from harness.bundle.cell_record import Correctness, CorrectnessCheck, Dynamo, MathMode, Metrics, Tuning
 from harness.bundle.loadgen_record import Accuracy, ComplianceOutcome, LoadGenRun
 from harness.bundle.passes_record import FusionReportRecord, Kernels, Memory, MemoryTraffic, TimeSplit
 from harness.bundle.timing_record import BEFORE_LOADGEN, Roofline
 from harness.errors import BackendFailed, HarnessError
-from harness.measure import cell_model, plugin_answers, protocol, trust
+from harness.measure import cell_model, dynamo_counts, plugin_answers, protocol, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import WorkerRequest
 from harness.scenario import checked_rows
@@ -119,6 +119,7 @@ def measure(
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
+    before_prepare = dynamo_counts.snapshot()
     prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
     try:
         with clock.phase(protocol.FIRST_CALL):
@@ -132,10 +133,13 @@ def measure(
                 metrics.correctness = Correctness.model_validate(
                     {**correctness.compare(output, reference, dtype), "samples": checked_rows.example_rows(len(samples), batch)})
             del output
+        after_checks = dynamo_counts.snapshot()
+        metrics.dynamo = _dynamo(dynamo_counts.record(before_prepare, after_checks))
         timing = _device_timing(cell, prepared, samples)
         before_loadgen = max(cell.timing.repetitions // 2, 1)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
+            after_warmup = dynamo_counts.snapshot()
             for _ in range(before_loadgen):
                 timing.repetition(BEFORE_LOADGEN)
         hint_ns = timing.result().summary.median_ns
@@ -152,6 +156,7 @@ def measure(
             for _ in range(cell.timing.repetitions - before_loadgen):
                 timing.repetition("after loadgen")
         metrics.device_time = device_time = timing.result()
+        metrics.dynamo = _dynamo(dynamo_counts.record(before_prepare, after_checks, after_warmup, dynamo_counts.snapshot()))
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None and metrics.correctness is not None:
                 metrics.correctness.after_timing = CorrectnessCheck.model_validate(
@@ -246,6 +251,11 @@ def _prepare(cell: CellConfig, request: WorkerRequest, backend: Any, model: Any,
     except pydantic.ValidationError as exc:
         raise BackendFailed(plugin_answers.refused(prepared, "prepare_cache is a value", exc)) from None
     return prepared
+
+
+def _dynamo(found: dict[str, Any] | None) -> Dynamo | None:
+    """`metrics.dynamo` from what dynamo_counts found (None: nothing compiled through torch.compile)."""
+    return None if found is None else Dynamo.model_validate(found)
 
 
 def _device_timing(cell: CellConfig, prepared: Any, samples: list[Any]) -> Any:

@@ -149,6 +149,11 @@ def warnings(metrics: Metrics) -> list[str]:
             found.append(f"drift: the timed repetitions' medians spread {spread:.0%} ({medians})"
                          + _machine_drift(timing.repetitions))
         found += _machine(timing.repetitions)
+    recompiled = metrics.dynamo.recompiles_timed if metrics.dynamo is not None else None
+    if recompiled:
+        found.append(f"recompiled: Dynamo compiled {recompiled} frame{'s' if recompiled != 1 else ''} again during the "
+                     "timed calls, after the warm-up (a guard that failed there, or a path first taken there): the "
+                     "compile's time is in the timed figures")
     agreement = metrics.latency_agreement
     found += _tail(metrics.loadgen, agreement.within if agreement is not None else None)
     if agreement is not None and agreement.within is False:

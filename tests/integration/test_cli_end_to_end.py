@@ -136,6 +136,13 @@ def test_inductor_fuses_and_matches_eager(smoke) -> None:
     assert inductor["prepare_s"] > eager["prepare_s"]
     assert (inductor["prepare_cache"], eager["prepare_cache"]) == ("cold", "none")
     assert by[("null", "on", "Offline")]["metrics"]["kernels"]["kernels_per_inference"] == 0
+    # Dynamo's counts: resnet18 is one graph, unbroken, and compiled nothing again in the timed calls
+    dynamo = inductor["dynamo"]
+    assert (dynamo["graphs"], dynamo["graph_breaks"], dynamo["break_reasons"], dynamo["recompiles_timed"]) == (1, 0, [], 0)
+    assert "(1 graph)" in inductor["fusion_report"]["source"]  # Inductor's own count of the graphs it generated code for
+    # a cell whose prepare went through no torch.compile records none (ONNX Runtime's and TVM's exports are not Dynamo's)
+    assert [c["label"] for c in by.values()
+            if c["config"]["backend"] != "inductor" and (c["metrics"] or {}).get("dynamo") is not None] == []
 
 
 @pytest.mark.parametrize("backend", ["inductor", "onnxruntime", "tvm"])

@@ -1,0 +1,110 @@
+"""What TorchDynamo counted for a cell compiled through `torch.compile` (Inductor's, or a plugin's):
+the graphs it compiled, the graph breaks between them with their reasons, and the frames it compiled
+again during the timed calls.
+
+A model Dynamo splits into several graphs runs eager Python between them (the code between graphs
+is time outside kernels), and a frame compiled during the timed calls (a guard that failed, a
+shape or a path first met there) puts a compile into the figures. Both are read from torch's own
+counters (`torch._dynamo.utils.counters`, process-wide and cumulative, never cleared by
+`torch._dynamo.reset`), as the difference between two snapshots: `graphs` and `graph_breaks` from
+before `prepare` to the end of the correctness check (the compile and the untimed calls after it),
+`recompiles_timed` from the end of the warm-up to the last timed repetition (LoadGen's run
+included). Counters of the same names and meaning are written by torch 2.11 and 2.14:
+`stats.unique_graphs` (one per graph handed to the backend), `graph_break` (one per break, keyed by
+its message) and `frames.total` (one per frame Dynamo converts; a frame whose compiled code still
+holds is never converted again).
+
+A cell whose compile converted no frame (eager, ONNX Runtime's and TVM's exports, which do not go
+through `torch.compile`) records nothing. A torch without the counters records why (`absent`),
+never a zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from harness.bundle.cell_record import BREAK_REASONS_KEPT
+from harness.plain_text import one_line
+
+#: A reason's characters kept: its first line (Dynamo's message, before its explanation and hint).
+REASON_CHARS = 200
+METHOD = ("torch._dynamo.utils.counters: stats.unique_graphs and graph_break (by reason) from before prepare to the "
+          "end of the correctness check; frames.total from the end of the warm-up to the last timed repetition")
+
+#: Why a figure is absent where a counter went down between two readings: something cleared Dynamo's
+#: counters (`counters.clear()`, which torch's own test harness calls) while the cell ran.
+CLEARED = "torch._dynamo.utils.counters went down between two readings (cleared while the cell ran): not counted"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Dynamo's counters at one moment."""
+
+    graphs: int
+    frames: int
+    breaks: Counter[str]
+
+
+def snapshot() -> Snapshot | str:
+    """Dynamo's counters now, or why this torch has none to read (a private torch API, read
+    defensively: a missing one is said, never read as zero)."""
+    import sys
+
+    if "torch._dynamo" not in sys.modules:  # Dynamo not loaded: nothing has been compiled through it in this process
+        return Snapshot(0, 0, Counter())
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError as exc:
+        return f"torch._dynamo.utils.counters is not importable in this torch ({one_line(exc)[:120]})"
+    if not callable(getattr(counters, "get", None)):
+        return "torch._dynamo.utils.counters is not a mapping in this torch"
+    stats, frames, breaks = (counters.get(name) or {} for name in ("stats", "frames", "graph_break"))
+    return Snapshot(int(stats.get("unique_graphs", 0)), int(frames.get("total", 0)), Counter(dict(breaks)))
+
+
+def record(before_prepare: Snapshot | str, after_checks: Snapshot | str, after_warmup: Snapshot | str | None = None,
+           after_timing: Snapshot | str | None = None) -> dict[str, Any] | None:
+    """The cell's `metrics.dynamo`, or None where Dynamo converted no frame while it prepared (no
+    `torch.compile` in it). `after_warmup` and `after_timing` are None where the timed calls did
+    not run: `recompiles_timed` is then absent."""
+    if isinstance(before_prepare, str) or isinstance(after_checks, str):
+        return {"absent": before_prepare if isinstance(before_prepare, str) else after_checks, "method": METHOD}
+    if after_checks.frames == before_prepare.frames:
+        return None
+    if after_checks.frames < before_prepare.frames or after_checks.graphs < before_prepare.graphs:
+        return {"absent": CLEARED, "method": METHOD}
+    breaks = after_checks.breaks - before_prepare.breaks
+    reasons: Counter[str] = Counter()
+    for message, count in breaks.items():
+        reasons[reason_text(message)] += count
+    found: dict[str, Any] = {
+        "graphs": after_checks.graphs - before_prepare.graphs,
+        "graph_breaks": sum(breaks.values()),
+        "break_reasons": [{"reason": reason, "count": count} for reason, count in _most_frequent(reasons)],
+        "distinct_break_reasons": len(reasons),
+        "method": METHOD,
+    }
+    if isinstance(after_warmup, Snapshot) and isinstance(after_timing, Snapshot):
+        if after_timing.frames < after_warmup.frames:
+            found["absent"] = f"recompiles_timed: {CLEARED}"
+        else:
+            found["recompiles_timed"] = after_timing.frames - after_warmup.frames
+    return found
+
+
+def reason_text(message: str) -> str:
+    """A break's message made one safe line: its first line and, where Dynamo gives one, its
+    explanation (`Failed to trace builtin operator` says which only there: `print`), without the hint
+    and debug context that follow; cut to REASON_CHARS."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    first = lines[0] if lines else "no reason given"
+    explained = next((line.removeprefix("Explanation:").strip() for line in lines[1:] if line.startswith("Explanation:")), "")
+    text = one_line(f"{first}: {explained}" if explained else first)
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
+
+
+def _most_frequent(reasons: Counter[str]) -> list[tuple[str, int]]:
+    """The BREAK_REASONS_KEPT most frequent reasons, ties in the order of their text (a record the same each run)."""
+    return sorted(reasons.items(), key=lambda item: (-item[1], item[0]))[:BREAK_REASONS_KEPT]
