@@ -24,7 +24,9 @@ SPEEDUP_OVER_NOTE = ("{baseline}'s median batch time over the cell's, each over 
                      "smaller than the cores, or work that does not spread over them), said beside the figure. "
                      "Time against the baseline: the cell's kernel time per inference less the baseline's, in "
                      "all, then its time outside kernels less the baseline's (dispatch, launches, the host: the time "
-                     "split's overhead), then the kernel time of the four classes that differ most (each side's "
+                     "split's overhead) and, for a cell compiled through torch.compile, its graphs, graph breaks (the most "
+                     "frequent reason) and frames compiled again in the timed calls where there are more than one "
+                     "graph, any break or any recompile, then the kernel time of the four classes that differ most (each side's "
                      "kinds of kernel summed by class, a fused kernel in its anchor's class: docs/metrics.md, "
                      "\"Operator classes\"); `-` where either cell lists no kinds. Then the three kernels each "
                      "side spends the most time in, at its time over rounds (`-` where its profile timed none).")

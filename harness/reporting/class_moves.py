@@ -32,15 +32,19 @@ def class_times(kernels: Kernels | None, scale: float = 1.0) -> dict[str, float]
 
 
 def against(cell: Kernels | None, eager: Kernels | None, labels: tuple[str, str],
-            scales: tuple[float, float] = (1.0, 1.0), outside: tuple[float | None, float | None] = (None, None)) -> list[str]:
+            scales: tuple[float, float] = (1.0, 1.0), outside: tuple[float | None, float | None] = (None, None),
+            compiled: tuple[str, ...] = ()) -> list[str]:
     """The kernel time of `cell` less eager's, in all, then the time outside kernels (`outside`: each
     side's, where both have one), then the CLASSES_SHOWN classes that differ most, each with both
     sides' times (`labels`: the two sides' names, the cell's first); `scales`: what each side's kind
     times are multiplied by (its time over rounds over round 1's). Empty where either side lists no
-    kinds: a figure for one side alone would be no comparison."""
+    kinds: a figure for one side alone would be no comparison. `compiled`: the cell's graphs, graph
+    breaks and timed recompiles in words (harness/reporting/graph_breaks.py), said after the time outside kernels, and alone
+    where either side lists no kinds."""
     mine, theirs = class_times(cell, scales[0]), class_times(eager, scales[1])
+    beside = list(compiled)
     if not mine or not theirs:
-        return []
+        return beside
     differ = {cls: mine.get(cls, 0.0) - theirs.get(cls, 0.0) for cls in mine.keys() | theirs.keys()}
     largest = sorted(differ, key=lambda cls: (-abs(differ[cls]), CLASSES.index(cls)))[:CLASSES_SHOWN]
     total_mine, total_theirs = (sum(times[cls] for cls in sorted(times)) for times in (mine, theirs))
@@ -49,7 +53,7 @@ def against(cell: Kernels | None, eager: Kernels | None, labels: tuple[str, str]
     out_mine, out_theirs = outside
     rest = ([_line("outside kernels", out_mine - out_theirs, outside, labels)]
             if out_mine is not None and out_theirs is not None else [])
-    return [_line("kernels in all", total_mine - total_theirs, (total_mine, total_theirs), labels), *rest,
+    return [_line("kernels in all", total_mine - total_theirs, (total_mine, total_theirs), labels), *rest, *beside,
             *(_line(cls, differ[cls], (mine.get(cls), theirs.get(cls)), labels) for cls in largest)]
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 from harness.bundle.passes_record import TopKernel
 from harness.bundle.record_base import read_as
 from harness.metric_table import format_value
-from harness.reporting import class_moves, kind_moves
+from harness.reporting import class_moves, graph_breaks, kind_moves
 from harness.reporting.cell_rows import Row
 from harness.reporting.fusion_pairs import FusionPair, fmt_speedup
 from harness.reporting.speedups import noisy_mark, speedup_marks
@@ -101,10 +101,13 @@ def time_moved(pair: FusionPair) -> list[str]:
 
 def classes_against(row: Row, base: Row) -> list[str]:
     """Where `row`'s time differs from its baseline's cell (eager's): inside kernels, outside them (the
-    time split's overhead) and by operator class (harness/reporting/class_moves.py), each side's figures
-    applied to its time over rounds; empty where either lists no kinds."""
+    time split's overhead) with the graphs and breaks `torch.compile` split the cell's model into
+    (harness/reporting/graph_breaks.py), and by operator class (harness/reporting/class_moves.py), each
+    side's figures applied to its time over rounds; empty where either lists no kinds (the graphs and
+    breaks then alone)."""
     return _marked(class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
-                                       (row.over_round_one, base.over_round_one), (_outside(row), _outside(base))),
+                                       (row.over_round_one, base.over_round_one), (_outside(row), _outside(base)),
+                                       tuple(graph_breaks.said(row.metrics.dynamo))),
                    row, base)
 
 

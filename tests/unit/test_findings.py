@@ -492,6 +492,43 @@ def test_against_eager_the_time_outside_kernels_is_said_beside_the_kernel_time()
     assert md_cell(why) in report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")]
 
 
+def _with_dynamo(tmp_path: Path, dynamo: dict[str, object]) -> Path:
+    """The H200 bundle with `dynamo` as its Inductor cells' Dynamo record (findings and the report read a
+    bundle without validating it again)."""
+    root = tmp_path / "bundle"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "docs/results/bundles/gpu-h200-2026-12-04-inductor-layout", root)
+    for path in (root / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        if cell["config"]["backend"] == "inductor":
+            cell["metrics"]["dynamo"] = dynamo
+            path.write_text(json.dumps(cell))
+    return root
+
+
+def test_against_eager_the_graphs_and_breaks_are_said_beside_the_time_outside_kernels(tmp_path: Path) -> None:
+    """A model TorchDynamo splits runs eager Python between its graphs: time outside kernels that the line
+    `outside kernels +169 us` gave no cause for, and a recompile in the timed calls is in the figures. The
+    cell's graphs, breaks, most frequent reason and timed recompiles are said beside it; a cell compiled
+    whole into one graph says nothing more."""
+    reason = "Unsupported Tensor.item() call with capture_scalar_outputs=False: Dynamo does not support tracing"
+    broken = {"graphs": 3, "graph_breaks": 2, "distinct_break_reasons": 2, "recompiles_timed": 1, "method": "m",
+              "break_reasons": [{"reason": reason, "count": 1}, {"reason": "Failed to trace builtin operator", "count": 1}]}
+    bundle = load(_with_dynamo(tmp_path, broken))
+    head, slower = findings_eager.slower_than_eager(findings.groups([bundle]))
+    (inductor,) = [row for row in slower if row[1] == "inductor"]
+    why = inductor[head.index("time against eager: in kernels, outside them, by operator class (fusion on)")]
+    assert ("outside kernels +169 us (eager 193 us, inductor 362 us); 3 graphs, 2 breaks: Unsupported Tensor.item() "
+            "call with capture_scalar_outputs=False: Dynamo does not suppo... (x1), and 1 other reason; "
+            "1 recompile in the timed calls; other +1.14 ms") in why, why
+    report = report_markdown(bundle)
+    assert md_cell(why) in report[report.index("## Speedup over eager"):report.index("## Fusion on vs off")]
+    whole = {"graphs": 1, "graph_breaks": 0, "distinct_break_reasons": 0, "recompiles_timed": 0, "method": "m", "break_reasons": []}
+    head, slower = findings_eager.slower_than_eager(findings.groups([load(_with_dynamo(tmp_path / "whole", whole))]))
+    (inductor,) = [row for row in slower if row[1] == "inductor"]
+    why = inductor[head.index("time against eager: in kernels, outside them, by operator class (fusion on)")]
+    assert "outside kernels +169 us (eager 193 us, inductor 362 us); other +1.14 ms" in why, why
+
+
 def test_against_eager_each_side_names_the_kernels_it_spends_the_most_time_in() -> None:
     """Eager's kernels were named nowhere, neither in `findings` nor in the report (it has no fusion
     pair), so a cell slower than eager stood beside classes alone: Inductor's resnet18 on an H200 spends
