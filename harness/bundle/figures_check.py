@@ -33,7 +33,8 @@ are absent is skipped, so every golden bundle still validates):
 - environment.allocator: the setting from the config, the tunables from the worker's variables,
   `in_effect` from the C library and the tunables (harness/allocator.py);
 - warnings: each warning the worker's rules imply from figures in the record (noise, warm-up,
-  drift, a busy or shared machine, LoadGen against device timing, the allocator) is among the cell's;
+  drift, a busy or shared machine, LoadGen against device timing, the allocator, a recompile in the
+  timed calls) is among the cell's;
 
 Not re-derivable, as each is a measurement recorded once: the raw samples, what ran beside each
 repetition, the profile's kernel counts and times, the roofline's costs, the device's peaks, the
@@ -77,6 +78,7 @@ from harness.stats.thresholds import (
 # How each warning of harness/measure/trust.py begins.
 NOISE, WARMUP, DRIFT = "noisy:", "the warm-up did not settle", "drift:"
 BUSY, SHARED, DISAGREE = "a busy machine:", "a shared machine:", "LoadGen and device timing disagree"
+RECOMPILED = "recompiled:"  # Dynamo compiled frames during the timed calls (metrics.dynamo.recompiles_timed)
 #: Cells started before this read a backend's non-bool tf32 as its truth value (harness/precision.py
 #: has made it a problem of the cell since).
 TF32_NOT_BOOL_A_PROBLEM = datetime(2026, 12, 5, 1, 1, 22, tzinfo=timezone.utc)
@@ -447,6 +449,9 @@ def _implied_warnings(cell: dict[str, Any]) -> list[tuple[str, str]]:
             implied.append((SHARED, f"the hypervisor took {stolen_s / wall / cpus:.0%} of the CPUs during its timed calls"))
     if lookup(metrics, "latency_agreement", "within") is False:
         implied.append((DISAGREE, "its LoadGen figure and device time are not within the limit"))
+    recompiled = number(lookup(metrics, "dynamo", "recompiles_timed"))
+    if recompiled:
+        implied.append((RECOMPILED, f"Dynamo compiled {recompiled:g} frame(s) during its timed calls"))
     chosen = lookup(cell, "environment", "allocator")
     if isinstance(chosen, dict) and chosen.get("in_effect") is False:
         implied.append((f"allocator {chosen.get('setting')} asked for but not in effect",

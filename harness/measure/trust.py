@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.bundle.cell_record import Metrics
-from harness.bundle.figures_check import BUSY, DISAGREE, SHARED  # the words validate and the reports look for
+from harness.bundle.figures_check import BUSY, DISAGREE, RECOMPILED, SHARED  # the words validate and the reports look for
 from harness.bundle.loadgen_record import LoadGenRun, SutFigures
 from harness.bundle.passes_record import TimeSplit
 from harness.bundle.timing_record import DeviceTime, LatencyAgreement, Repetition
@@ -151,7 +151,7 @@ def warnings(metrics: Metrics) -> list[str]:
         found += _machine(timing.repetitions)
     recompiled = metrics.dynamo.recompiles_timed if metrics.dynamo is not None else None
     if recompiled:
-        found.append(f"recompiled: Dynamo compiled {recompiled} frame{'s' if recompiled != 1 else ''} again during the "
+        found.append(f"{RECOMPILED} Dynamo compiled {recompiled} frame{'s' if recompiled != 1 else ''} again during the "
                      "timed calls, after the warm-up (a guard that failed there, or a path first taken there): the "
                      "compile's time is in the timed figures")
     agreement = metrics.latency_agreement

@@ -153,6 +153,15 @@ def test_noisy_cleared_with_its_warning(v3: Path) -> None:
     )
 
 
+def test_a_recompile_in_the_timed_calls_without_its_warning(v3: Path) -> None:
+    """Dynamo compiling during the timed calls puts a compile into the figures: the cell warns, and a
+    record of recompiles whose warning was taken out is found."""
+    recompiled = {"graphs": 1, "graph_breaks": 0, "distinct_break_reasons": 0, "break_reasons": [], "recompiles_timed": 1}
+    problems = forge(v3, INDUCTOR_OFFLINE, lambda c: c["metrics"].update(dynamo=recompiled))
+    only_lines(problems, INDUCTOR_OFFLINE,
+               "warnings: none begins 'recompiled:', yet Dynamo compiled 1 frame(s) during its timed calls")
+
+
 def test_a_repetition_median_that_is_not_its_samples(v3: Path) -> None:
     def faster(cell: dict[str, Any]) -> None:
         cell["metrics"]["device_time"]["repetitions"][2]["median_ns"] = 5700000.0
@@ -465,6 +474,7 @@ def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
             ],
         },
         "latency_agreement": {"within": False, "gap": 0.5, "limit": 0.05, "why": "a reason"},
+        "dynamo": {"graphs": 1, "graph_breaks": 0, "distinct_break_reasons": 0, "recompiles_timed": 2},
     }
     said = trust.warnings(Metrics.model_validate(metrics))
     for stem in (
@@ -474,10 +484,11 @@ def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
         figures_check.BUSY,
         figures_check.SHARED,
         figures_check.DISAGREE,
+        figures_check.RECOMPILED,
     ):
         assert any(line.startswith(stem) for line in said), (stem, said)
     implied = figures_check._implied_warnings({"metrics": metrics, "environment": {}})
-    assert len(implied) == len(said) == 6
+    assert len(implied) == len(said) == 7
     record = {"setting": "steady", "libc": "musl 1.2.4", "tunables": None, "in_effect": False}
     assert allocator.warnings(record)[0].startswith("allocator steady asked for but not in effect")
 
