@@ -390,6 +390,14 @@ METRICS: dict[str, Metric] = _by_name((
            "DRAM/inf", "DRAM bytes one inference reads and writes, from the GPU's hardware counters (Nsight Compute, "
            "the caches flushed before each kernel); none on a CPU or where the counters cannot be read",
            same_in_both=(("metrics", "memory_traffic", "caches_flushed"),)),
+    # What TorchDynamo counted (torch.compile cells): a new break or a recompile in the timed calls is
+    # another graph, or a timing that compiled, whatever the kernels did.
+    Metric("graph_breaks", ("metrics", "dynamo", "graph_breaks"), "count", "lower", "exact", "graph breaks",
+           "the breaks TorchDynamo split the model's graph at, from before prepare to the end of the correctness "
+           "check (torch.compile cells; none for the backends that do not compile through it)"),
+    Metric("recompiles", ("metrics", "dynamo", "recompiles_timed"), "count", "lower", "exact", "timed recompiles",
+           "the frames TorchDynamo compiled again from the end of the warm-up to the last timed call (torch.compile "
+           "cells): above 0, the timing measured compiles too, and the cell warns"),
     # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included), less the backend's one-time "

@@ -436,6 +436,13 @@ def with_figure(row: Metric, figure: float | None, **settings: Any) -> CellRecor
         memory.update(peak_rss_bytes=int(figure), peak_rss_delta_bytes=int(figure) - baseline,
                       inference_peak_rss_delta_bytes=inference - baseline)
         return record(data)
+    if row.name in ("graph_breaks", "recompiles"):  # a Dynamo record comes whole: its breaks are its reasons' counts
+        breaks = int(figure or 0) if row.name == "graph_breaks" else 0
+        metrics["dynamo"] = None if figure is None else {
+            "graphs": breaks + 1, "graph_breaks": breaks, "distinct_break_reasons": 1 if breaks else 0,
+            "break_reasons": [{"reason": "Unsupported Tensor.item() call", "count": breaks}] if breaks else [],
+            "recompiles_timed": int(figure) if row.name == "recompiles" else 0, "method": "test"}
+        return record(data)
     if row.name == "fusions":  # the count is its kernels': a report of that many fused kernels
         kernels = tuple(KernelGroup(f"k{i}", ("aten.convolution", "aten.relu")) for i in range(int(figure or 0)))
         metrics["fusion_report"] = None if figure is None else FusionReport(kernels=kernels, source="test").to_json()
