@@ -157,8 +157,9 @@ def _with(record: object, path: tuple, value: object) -> object:
 def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: int) -> None:
     """validate checks against the schema with its references inlined (harness/bundle/schema_check.py
     `inlined`): a value of the wrong type or an unknown key anywhere in a golden bundle's header
-    and cell gives the problems, word for word, that jsonschema gives on the schema as written."""
-    from harness.bundle.schema_check import inlined, lines_of, problems
+    and cell gives the problems, word for word, that jsonschema gives on the schema as written; the
+    predicate asked first (`_passes`) passes exactly the records that jsonschema passes."""
+    from harness.bundle.schema_check import _passes, inlined, lines_of, problems
 
     golden = Path(__file__).resolve().parents[2] / "tests" / "golden" / f"v{version}"
     for kind, path in (("bundle", golden / "bundle.json"), ("cell", sorted((golden / "cells").glob("*.json"))[0])):
@@ -168,10 +169,15 @@ def test_the_inlined_schema_finds_what_the_schema_finds_word_for_word(version: i
         record = _shortened(json.loads(path.read_text()))
         damages = _damaged(record)[::11]  # every eleventh, spread through the record
         assert len(damages) > 20, kind
+        passes = _passes(kind, version)
+        assert passes is not None
         for where, value in damages:
             broken = _with(record, where, value)
-            assert problems(broken, kind, version, "here") == lines_of(plain, broken, "here"), (kind, where)
+            said = lines_of(plain, broken, "here")
+            assert problems(broken, kind, version, "here") == said, (kind, where)
+            assert passes(broken) == (not said), (kind, where)
         assert problems(record, kind, version, "here") == [] == lines_of(plain, record, "here")
+        assert passes(record)
 
 
 def test_a_schema_that_refers_to_itself_is_checked_as_written() -> None:
