@@ -27,6 +27,7 @@ it gets its own rule here.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timezone
 from typing import Any
 
@@ -58,20 +59,41 @@ def problems(cell: dict[str, Any], version: int, before_the_change: bool) -> lis
         ops, recorded = lookup(kernel, "ops"), lookup(kernel, "class")
         if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
             continue  # the schema's finding
-        derived = classify(ops)
-        then = classify([f"{op} (no tensor operator then)" if op_name(op) in _TENSOR_OPS_SINCE_THE_CHANGE else op
-                         for op in ops]) if before_the_change else derived
+        derived, then = _classes(tuple(ops), before_the_change)
         if recorded not in (derived, then):
             lines.append(f"fusion_report: kernel {index} ({str(kernel.get('kernel'))[:60]!r}) is class {recorded!r}, "
                          f"but its operators {', '.join(ops)[:120]} make it {derived!r}")
         mapped = lookup(kernel, "mapping")
-        if isinstance(mapped, str) and not _a_mapping_of_some_table(ops, mapped):
+        if isinstance(mapped, str) and not _a_mapping_of_some_table(tuple(ops), mapped):
             lines.append(f"fusion_report: kernel {index} ({str(kernel.get('kernel'))[:60]!r}) has mapping {mapped!r}, "
                          f"which no table gives its operators {', '.join(ops)[:120]} (today's: {kernel_mapping(ops)!r})")
     return lines
 
 
-def _a_mapping_of_some_table(ops: list[str], recorded: str) -> bool:
+#: How many kernels' judgements a process keeps: a bundle's cells run the same few dozen kernels
+#: (each fusion pair, each round), which were classed again for every cell; bounded, for a hostile
+#: report of millions of distinct operator lists.
+_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _classes(ops: tuple[str, ...], before_the_change: bool) -> tuple[str, str]:
+    """The class today's classifier gives `ops`, and the one the classifier before
+    CLASSIFIER_CHANGED gave them (today's where not `before_the_change`)."""
+    derived = _today(ops)[0]
+    then = classify([f"{op} (no tensor operator then)" if op_name(op) in _TENSOR_OPS_SINCE_THE_CHANGE else op
+                     for op in ops]) if before_the_change else derived
+    return derived, then
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _today(ops: tuple[str, ...]) -> tuple[str, str]:
+    """The class and the mapping today's tables give `ops`."""
+    return classify(ops), kernel_mapping(ops)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _a_mapping_of_some_table(ops: tuple[str, ...], recorded: str) -> bool:
     """Whether a table the harness has had gives `ops` the mapping `recorded`: today's, with any of
     the operators an earlier table did not know (harness/fusion/mapping.py
     `unknown_to_the_first_table`) read as `unknown`. A class no operator of the kernel has, or one
@@ -113,7 +135,7 @@ def _by_version(kernels: Any, recorded_version: Any) -> list[str]:
         if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
             continue  # the schema's finding
         name = str(kernel.get("kernel"))[:60]
-        for field, derived in (("class", classify(ops)), ("mapping", kernel_mapping(ops))):
+        for field, derived in zip(("class", "mapping"), _today(tuple(ops)), strict=True):
             if lookup(kernel, field) != derived:
                 lines.append(f"fusion_report: kernel {index} ({name!r}) has {field} {lookup(kernel, field)!r}, but its "
                              f"operators {', '.join(ops)[:120]} make it {derived!r} (classifier_version {CLASSIFIER_VERSION})")

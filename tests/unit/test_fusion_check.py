@@ -147,3 +147,25 @@ def test_a_report_records_the_version_of_the_tables_that_wrote_it() -> None:
     report = FusionReport((KernelGroup("k", ("aten.convolution", "aten.relu")),), "test").to_json()
     assert report["classifier_version"] == CLASSIFIER_VERSION
     assert report["kernels"][0]["mapping"] == "many-to-many+one-to-one"
+
+
+def test_each_kernel_is_classed_once_however_many_cells_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate classes a list of operators once a process, not once for each kernel of each cell
+    that runs it: golden v12's fusion reports hold 750 kernels of 30 lists, and test_validate.py
+    validates copies of it hundreds of times. Read by the rules of its day and by its recorded
+    version's tables alike, each list is classed at most twice (today's rule, the rule before)."""
+    from harness.bundle.reader import load
+
+    for kept in (fusion_check._classes, fusion_check._today, fusion_check._a_mapping_of_some_table):
+        kept.cache_clear()
+    classed: list[tuple[str, ...]] = []
+    real = fusion_check.classify
+    monkeypatch.setattr(fusion_check, "classify", lambda kernel_ops: classed.append(tuple(kernel_ops)) or real(kernel_ops))
+    cells = load(GOLDEN / f"v{SCHEMA_VERSION}").cells
+    kernels = [tuple(k["ops"]) for cell in cells for k in (cell["metrics"].get("fusion_report") or {}).get("kernels", [])]
+    assert len(kernels) > 10 * len(set(kernels))
+    for _ in range(2):
+        assert all(fusion_check.problems(cell, SCHEMA_VERSION, before_the_change=True) == [] for cell in cells)
+        for cell in cells:  # the golden cells' mappings are their day's, which today's tables may not give
+            fusion_check._by_version((cell["metrics"].get("fusion_report") or {}).get("kernels"), CLASSIFIER_VERSION)
+    assert set(kernels) <= set(classed) and len(classed) <= 2 * len(set(kernels))
