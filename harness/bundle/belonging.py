@@ -6,6 +6,7 @@ scenario never had, is named."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,8 @@ def problems(loaded: LoadedBundle) -> list[str]:
     scenario, device = loaded.header["scenario"], loaded.header["device"]
     lines = []
     listed = [entry["id"] for entry in loaded.header["cells"] if entry["id"] not in loaded.missing]
+    # the cells of one model, scenario and dtype (every backend's, fusion on and off) share an expansion
+    expanded: dict[str, Any] = {}
     for cell, listed_id in zip(loaded.cells, listed, strict=True):  # load() keeps bundle.json's order
         config, raw = cell["config"], loaded.raw_cells.get(listed_id)
         try:
@@ -29,7 +32,8 @@ def problems(loaded: LoadedBundle) -> list[str]:
                         "models": [m for m in scenario["models"] if m == config.get("model")],
                         "scenarios": [s for s in scenario["scenarios"] if s == config.get("scenario")],
                         "dtypes": [d for d in scenario["dtypes"] if d == config.get("dtype")]}
-            candidates = expand(narrowed, device)
+            key = json.dumps([narrowed["models"], narrowed["scenarios"], narrowed["dtypes"]], sort_keys=True)
+            candidates = expanded[key] if key in expanded else expanded.setdefault(key, expand(narrowed, device))
         except (LookupError, TypeError, AttributeError, ValueError) as exc:
             return [f"{HEADER}: its scenario does not expand into cells ({type(exc).__name__}: {str(exc)[:80]}), "
                     "so no cell can be shown to belong to it"]

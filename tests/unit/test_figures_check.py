@@ -541,3 +541,21 @@ def test_a_gpu_time_split_made_by_the_worker_passes() -> None:
     assert figures_check.cell_problems(cell) == []
     cell["metrics"]["time_split"]["overhead_ns"] = 0.0
     assert figures_check.cell_problems(cell) == ["time_split: overhead_ns 0.0 but the samples and the profile give 260000"]
+
+
+def test_the_cells_of_one_model_scenario_and_dtype_share_one_expansion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each cell's config is looked for among its scenario's cells expanded on its own model,
+    scenario and dtype (harness/bundle/belonging.py); the cells that share the three (each backend,
+    fusion on and off) are looked for in one expansion, where each cell expanded its own again."""
+    from harness.bundle import belonging
+    from harness.bundle.reader import load
+    from harness.scenario import cells
+
+    expanded: list[object] = []
+    real = cells.expand
+    monkeypatch.setattr(cells, "expand", lambda scenario, device: expanded.append(scenario) or real(scenario, device))
+    loaded = load(GOLDEN / "v12")
+    shared = {json.dumps([c["config"]["model"], c["config"]["scenario"], c["config"]["dtype"]], sort_keys=True)
+              for c in loaded.cells}
+    assert belonging.problems(loaded) == []
+    assert len(expanded) == len(shared) < len(loaded.cells) // 3
