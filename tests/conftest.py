@@ -27,6 +27,10 @@
   own tests call it with their own durations. Each pass still times 5 or 6 chunks of ~20 ms, and
   the pinned pass at least 3 a core; at 0.2 s the probe took 0.83 to 0.94 CPU-s, at 0.1 s 0.46 to
   0.52 (measure() in one process, the cross-core loop's thread included, under contention).
+- Likewise the roofline's peak probe copies 32 MiB instead of 256 (FUSIONBENCH_PEAK_COPY_MIB): a
+  probe of eager took 2.61 to 3.39 CPU-s with 256 and 2.33 to 2.42 with 32, most of the difference
+  the system time of faulting in the two 256 MiB tensors (the probe process alone, pinned to one
+  core, alternated, under contention). The tests read the peaks only as positive rates.
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(image_build.IMAGE_CACHE_VARIABLE, str(image_build.default_build_cache()))
     os.environ["XDG_CACHE_HOME"] = str(_session_dir / "cache")
     os.environ.setdefault("FUSIONBENCH_NOISE_PROBE_S", "0.1")
+    os.environ.setdefault("FUSIONBENCH_PEAK_COPY_MIB", "32")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -139,7 +139,7 @@ def _stored_header(run_dir: Path) -> dict[str, Any] | None:
 
 
 #: The harness's own settings a run reads from its environment, passed into the image as they are here.
-HARNESS_VARIABLES = ("FUSIONBENCH_NOISE_PROBE_S", "FUSIONBENCH_NCU")
+HARNESS_VARIABLES = ("FUSIONBENCH_NOISE_PROBE_S", "FUSIONBENCH_PEAK_COPY_MIB", "FUSIONBENCH_NCU")
 
 
 _HOST_TOOLKIT = ("CUDA_HOME", "CUDA_PATH")

@@ -237,8 +237,9 @@ def _rates(work: float, seconds: list[float]) -> dict[str, float]:
     return {"min": rates[0], "median": rates[len(rates) // 2], "max": rates[-1]}
 
 
-def measure_peaks(device: str) -> dict[str, Any]:
-    """The device's achievable FLOP/s per dtype (square matmul) and bytes/s (tensor copy)."""
+def measure_peaks(device: str, copy_bytes: int | None = None) -> dict[str, Any]:
+    """The device's achievable FLOP/s per dtype (square matmul) and bytes/s (a copy of `copy_bytes`,
+    by default PEAK_COPY_BYTES's for the device: harness/run/probe.py `peak_copy_bytes`)."""
     import torch
 
     def synchronize() -> None:
@@ -256,9 +257,10 @@ def measure_peaks(device: str) -> dict[str, Any]:
         b = torch.randn(n, n, device=device, dtype=dtype)
         spread[name] = _rates(2 * n**3, _seconds(lambda a=a, b=b: torch.mm(a, b), synchronize))
         flops[name] = spread[name]["max"]
-    source = torch.empty(PEAK_COPY_BYTES[device] // 4, device=device, dtype=torch.float32).fill_(1.0)
+    copied = copy_bytes or PEAK_COPY_BYTES[device]
+    source = torch.empty(copied // 4, device=device, dtype=torch.float32).fill_(1.0)
     target = torch.empty_like(source)
-    spread["copy"] = _rates(2 * PEAK_COPY_BYTES[device], _seconds(lambda: target.copy_(source), synchronize))
+    spread["copy"] = _rates(2 * copied, _seconds(lambda: target.copy_(source), synchronize))
     source = target = None  # freed before the caller measures anything else
     return {
         "device": device,
@@ -268,6 +270,6 @@ def measure_peaks(device: str) -> dict[str, Any]:
         "spread": spread,
         "method": (
             f"best of {PEAK_REPEATS}: {n}x{n} matmul per dtype ({'TF32 off' if device == 'cuda' else 'fp32 only'}), "
-            f"{PEAK_COPY_BYTES[device] >> 20} MiB copy (read + write)"
+            f"{copied >> 20} MiB copy (read + write)"
         ),
     }

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT_S = 300
 NOISE_PROBE_VARIABLE = "FUSIONBENCH_NOISE_PROBE_S"
 NOISE_PROBE_MAX_S = 60.0
+PEAK_COPY_VARIABLE = "FUSIONBENCH_PEAK_COPY_MIB"
+PEAK_COPY_MAX_MIB = 4096
 
 
 class ProbeRequest(pydantic.BaseModel):
@@ -38,6 +40,7 @@ class ProbeRequest(pydantic.BaseModel):
     with_system: bool
     noise_s: float | None
     cache_dir: str | None = None  # the run's artifact cache (None: --no-cache)
+    peak_copy_bytes: int | None = None  # the peak probe's copy (None: the device's default)
 
 
 #: What the probe writes to its standard error before it asks a backend something, so that a probe
@@ -112,8 +115,22 @@ def noise_probe_s(environ: Mapping[str, str] = os.environ) -> float:
     return seconds
 
 
+def peak_copy_bytes(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The bytes of the tensor the peak probe copies for the roofline's bytes/s: FUSIONBENCH_PEAK_COPY_MIB
+    (whole MiB), else None: harness/measure/roofline.py's PEAK_COPY_BYTES for the device (256 MiB on a
+    CPU). Smaller is quicker, and a copy that fits a cache reads its rate rather than memory's (the
+    bundle's `system.peaks.method` says the size); the tests shorten it, as they shorten the noise probe."""
+    text = environ.get(PEAK_COPY_VARIABLE)
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdecimal()) or not 0 < int(text) <= PEAK_COPY_MAX_MIB:
+        raise ConfigError(f"{PEAK_COPY_VARIABLE}={text!r}: give the MiB the peak probe copies, a whole number "
+                          f"above 0 and at most {PEAK_COPY_MAX_MIB}")
+    return int(text) << 20
+
+
 def probe(device: str, backends: list[str], with_system: bool, noise_s: float,
-          cache_dir: Path | None = None) -> dict[str, Any]:
+          cache_dir: Path | None = None, copy_bytes: int | None = None) -> dict[str, Any]:
     from harness.run import system
 
     torch_info = system.torch_info()
@@ -135,17 +152,17 @@ def probe(device: str, backends: list[str], with_system: bool, noise_s: float,
         described = system.describe()
         machine = cache_dir / CACHE_FOLDER if cache_dir is not None else None
         described["machine_noise"] = machine_noise.measure(noise_s, machine).recorded()  # before the peaks heat anything up
-        described["peaks"] = _peaks(resolved)
+        described["peaks"] = _peaks(resolved, copy_bytes)
         answer["system"] = described
     return answer
 
 
-def _peaks(device: str) -> dict[str, Any]:
+def _peaks(device: str, copy_bytes: int | None = None) -> dict[str, Any]:
     """The device's measured peaks for the roofline (harness.measure.roofline), or why there are none."""
     from harness.measure.roofline import measure_peaks
 
     try:
-        return measure_peaks(device)
+        return measure_peaks(device, copy_bytes)
     except (RuntimeError, MemoryError) as exc:  # an accelerator too small or busy: no roofline, not no run
         return {"device": device, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
@@ -159,6 +176,7 @@ def run_probe(device: str, backends: list[str], *, with_system: bool = True, cac
     request = ProbeRequest(
         device=device, backends=backends, with_system=with_system, noise_s=noise_probe_s() if with_system else None,
         cache_dir=str(cache_dir) if cache_dir is not None else None,
+        peak_copy_bytes=peak_copy_bytes() if with_system else None,
     ).model_dump_json()
     try:
         done = subprocess.run(
@@ -203,7 +221,8 @@ def main() -> int:
     sys.stdout.flush()
     answer_fd = os.dup(1)
     os.dup2(2, 1)
-    answer = json.dumps(probe(request.device, request.backends, request.with_system, noise_s, cache_dir))
+    answer = json.dumps(probe(request.device, request.backends, request.with_system, noise_s, cache_dir,
+                              request.peak_copy_bytes))
     with os.fdopen(answer_fd, "w") as out:
         out.write(answer + "\n")
     return 0

@@ -144,7 +144,7 @@ def test_the_probe_is_asked_to_keep_its_compiled_loop_in_the_runs_cache(tmp_path
     assert [request.cache_dir for request in asked] == [str(tmp_path), None]
     seen: list[Path | None] = []
     monkeypatch.setattr(machine_noise, "measure", lambda seconds, cache_dir: seen.append(cache_dir) or _quiet())
-    monkeypatch.setattr(probe, "_peaks", lambda device: {})
+    monkeypatch.setattr(probe, "_peaks", lambda device, copy_bytes: {})
     probe.probe("cpu", [], True, 0.05, tmp_path)
     assert seen == [tmp_path / CACHE_FOLDER]  # where the cells' workers keep theirs
 
@@ -164,6 +164,32 @@ def test_the_probe_runs_each_pass_for_the_seconds_the_environment_gives_and_refu
         with pytest.raises(ConfigError, match=NOISE_PROBE_VARIABLE):
             noise_probe_s({NOISE_PROBE_VARIABLE: bad})
     assert "for 0.05 s" in machine_noise.measure(0.05).method
+
+
+def test_the_peak_probe_copies_the_mib_the_environment_gives_and_refuses_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FUSIONBENCH_PEAK_COPY_MIB (the tests' 32, tests/conftest.py) reaches the probe's request, and
+    what is not a whole number of MiB from 1 to 4096 is refused, naming the variable."""
+    import subprocess
+
+    from harness.errors import ConfigError
+    from harness.run import probe
+
+    assert probe.peak_copy_bytes({}) is None
+    assert probe.peak_copy_bytes({probe.PEAK_COPY_VARIABLE: "32"}) == 32 << 20
+    for bad in ("", "big", "0", "-1", "1.5", "4097", "\u0663"):
+        with pytest.raises(ConfigError, match=probe.PEAK_COPY_VARIABLE):
+            probe.peak_copy_bytes({probe.PEAK_COPY_VARIABLE: bad})
+    asked: list[probe.ProbeRequest] = []
+
+    def answer(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        asked.append(probe.ProbeRequest.model_validate_json(argv[-1]))
+        return subprocess.CompletedProcess(argv, 0, stdout='{"device": "cpu"}\n', stderr="")
+
+    monkeypatch.setenv(probe.PEAK_COPY_VARIABLE, "8")
+    monkeypatch.setattr(probe.subprocess, "run", answer)
+    probe.run_probe("cpu", ["null"])
+    probe.run_probe("cpu", ["null"], with_system=False)  # no peaks measured: nothing to copy
+    assert [request.peak_copy_bytes for request in asked] == [8 << 20, None]
 
 
 def test_jobs_slots_on_cores_of_unequal_speed_are_said() -> None:

@@ -95,3 +95,7 @@ def test_the_peaks_keep_the_spread_of_their_runs(monkeypatch: pytest.MonkeyPatch
     assert peaks["flops_per_s"]["fp32"] == work / 0.2 == peaks["spread"]["fp32"]["max"]
     assert peaks["spread"]["fp32"]["min"] == work / 0.8 and peaks["spread"]["fp32"]["median"] == work / 0.25
     assert peaks["bytes_per_s"] == 2 * (1 << 20) / 1.0 and peaks["spread"]["copy"]["min"] == 2 * (1 << 20) / 4.0
+    assert peaks["method"].endswith(", 1 MiB copy (read + write)")
+    monkeypatch.setattr(roofline, "_seconds", lambda run, sync: [1.0] * 5)
+    given = roofline.measure_peaks("cpu", 3 << 20)  # FUSIONBENCH_PEAK_COPY_MIB's size, in place of the device's
+    assert given["bytes_per_s"] == 2 * (3 << 20) and given["method"].endswith(", 3 MiB copy (read + write)")
