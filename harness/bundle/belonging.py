@@ -33,7 +33,8 @@ def problems(loaded: LoadedBundle) -> list[str]:
                         "scenarios": [s for s in scenario["scenarios"] if s == config.get("scenario")],
                         "dtypes": [d for d in scenario["dtypes"] if d == config.get("dtype")]}
             key = json.dumps([narrowed["models"], narrowed["scenarios"], narrowed["dtypes"]], sort_keys=True)
-            candidates = expanded[key] if key in expanded else expanded.setdefault(key, expand(narrowed, device))
+            candidates = (expanded[key] if key in expanded
+                          else expanded.setdefault(key, expand(narrowed, device, loaded.model_plugins)))
         except (LookupError, TypeError, AttributeError, ValueError) as exc:
             return [f"{HEADER}: its scenario does not expand into cells ({type(exc).__name__}: {str(exc)[:80]}), "
                     "so no cell can be shown to belong to it"]

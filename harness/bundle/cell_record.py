@@ -21,6 +21,7 @@ from harness.bundle.loadgen_record import Accuracy, ComplianceOutcome, LoadGenRu
 from harness.bundle.passes_record import FusionReportRecord, Kernels, Memory, MemoryTraffic, TimeSplit
 from harness.bundle.record_base import HEX16, Count, InnerPath, Record, Seconds, Status, model_problems
 from harness.bundle.timing_record import DeviceTime, LatencyAgreement, Roofline, TimingRound
+from harness.models.catalog import RECORD
 from harness.scenario.cell_config import CellConfig, ComplianceTest
 
 
@@ -221,7 +222,8 @@ class CellRecord(Record):
         return self
 
 
-def problems(record: Any, where: str) -> list[str]:
+def problems(record: Any, where: str, model_plugins: object = None) -> list[str]:
     """Where `record` (a cell record, upgraded to the current version) is not a `CellRecord`: what
-    the schema cannot say (a figure that disagrees with those it derives from)."""
-    return model_problems(CellRecord, record, where)
+    the schema cannot say (a figure that disagrees with those it derives from). `model_plugins`: its
+    bundle's, by which a plugin model it ran is known, installed here or not."""
+    return model_problems(CellRecord, record, where, {RECORD: model_plugins})

@@ -26,7 +26,7 @@ from harness.bundle.migrations import record_version, upgraded_cell, upgraded_he
 from harness.bundle.safe_json import MAX_JSON_BYTES, parse_json
 from harness.bundle.snapshot import Snapshot
 from harness.errors import BundleError, BundleUnreadable, SchemaVersionError
-from harness.models import plugins
+from harness.models.catalog import RECORD
 
 _CELL_ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -58,6 +58,12 @@ class LoadedBundle:
         labels = {planned.id: planned.label for planned in self.header_record.cells}
         return [labels.get(cell, cell) for cell in self.missing]
 
+    @property
+    def model_plugins(self) -> object:
+        """bundle.json `model_plugins`: its scenario's plugin models as it ran them, which its cells
+        expand from (`expand`'s `recorded`), installed here or not; None where it ran none."""
+        return self.header.get("model_plugins") if isinstance(self.header, dict) else None
+
     @cached_property
     def records(self) -> list[CellRecord]:
         """The cells as typed records, in bundle.json's order: what the report, compare and the
@@ -66,7 +72,8 @@ class LoadedBundle:
         records = []
         for cell in self.cells:
             try:
-                records.append(CellRecord.model_validate(cell))
+                # its plugin models as this bundle recorded them, installed here or not
+                records.append(CellRecord.model_validate(cell, context={RECORD: self.model_plugins}))
             except pydantic.ValidationError as exc:
                 where = f"{CELLS}/{cell.get('id')}.json"
                 raise BundleError(f"{where}: not a cell record this harness reads: {str(exc).splitlines()[0]}") from None
@@ -132,8 +139,6 @@ def _read(files: Snapshot) -> LoadedBundle:
     raw_header = parse_json(files.text(HEADER, max_bytes=MAX_JSON_BYTES), HEADER)
     version = record_version(raw_header, HEADER)
     header = upgraded_header(raw_header)
-    if isinstance(header, dict):  # its plugin models expand from its record, installed here or not
-        plugins.remember(header.get("model_plugins"))
     loaded = LoadedBundle(files=files, version=version, header=header, raw_header=raw_header)
     for cell in cell_ids(header):
         where = f"{CELLS}/{cell}.json"

@@ -84,10 +84,10 @@ def read_as(model: type[ModelT], value: Any) -> ModelT | None:
         return None
 
 
-def model_problems(model: type[BaseModel], record: Any, where: str) -> list[str]:
-    """One line per place where `record` is not a `model`, `where` first."""
+def model_problems(model: type[BaseModel], record: Any, where: str, context: dict[str, Any] | None = None) -> list[str]:
+    """One line per place where `record` is not a `model` (validated with `context`), `where` first."""
     try:
-        model.model_validate(record)
+        model.model_validate(record, context=context)
     except ValidationError as exc:
         return [f"{where}: {'/'.join(map(str, e['loc'])) or '(top)'}: {e['msg'][:200]}" for e in exc.errors()]
     return []

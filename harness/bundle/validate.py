@@ -142,7 +142,7 @@ def _verdict(files: Snapshot, integrity: bool, resuming: bool, reference: mlperf
     verdict.problems += figures_check.problems(loaded)
     verdict.problems += header_record.problems(loaded.header, HEADER)  # upgraded: the typed header and cells
     for cell in loaded.cells:
-        verdict.problems += cell_record.problems(cell, f"{CELLS}/{cell['id']}.json")
+        verdict.problems += cell_record.problems(cell, f"{CELLS}/{cell['id']}.json", loaded.model_plugins)
     return verdict
 
 
@@ -243,7 +243,7 @@ def _unlisted(loaded: LoadedBundle) -> list[str]:
     try:
         if planned_cells(scenario, device) > MAX_CELLS:
             return [f"{HEADER}: its scenario expands to more than {MAX_CELLS} cells: not a run this harness checks"]
-        cells = [c for c in expand(scenario, device) if all(c.field(k) in set(v) for k, v in only.items())]
+        cells = [c for c in expand(scenario, device, loaded.model_plugins) if all(c.field(k) in set(v) for k, v in only.items())]
     except (LookupError, TypeError, AttributeError, ValueError):
         return []  # a scenario that does not expand is the figures check's finding
     listed = {entry["id"] for entry in header["cells"]}

@@ -31,7 +31,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import FINISHED
 from harness.errors import BundleError, BundleUnreadable, ConfigError
 from harness.files.atomic import json_bytes, write_bytes_atomic, write_json_atomic
-from harness.models import plugins
+from harness.models.catalog import RECORD
 from harness.plain_text import shell_word
 
 # A cell in one of these states is done; anything else (no file, interrupted) runs on --resume.
@@ -85,6 +85,12 @@ class Bundle:
         scenario: dict[str, Any] = self.header["scenario"]
         return scenario
 
+    @property
+    def model_plugins(self) -> object:
+        """bundle.json `model_plugins`: its scenario's plugin models as it ran them, which its cells
+        expand from (`expand`'s `recorded`); None where it ran none."""
+        return self.header.get("model_plugins")
+
     def close(self) -> None:
         """Let another process write the bundle (the lock goes with its descriptor)."""
         if getattr(self, "_lock", None) is not None:
@@ -124,7 +130,6 @@ class Bundle:
         except BaseException:
             os.close(held)
             raise
-        plugins.remember(header.get("model_plugins"))  # its scenario's plugin models, installed here or not
         return cls(root, header, held, opened)
 
     @staticmethod
@@ -220,7 +225,7 @@ class Bundle:
 
     def records(self) -> list[CellRecord]:
         """Every cell record, typed (this harness wrote them: each reads as one)."""
-        return [CellRecord.model_validate(record) for record in self.cells()]
+        return [CellRecord.model_validate(record, context={RECORD: self.model_plugins}) for record in self.cells()]
 
     def write_manifest(self) -> None:
         manifest.write(self.root)

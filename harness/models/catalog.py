@@ -8,13 +8,21 @@ register (`harness.models.plugins`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from harness.did_you_mean import closest
 from harness.models import plugins
 from harness.models.extra_models import EXTRA_MODELS, INPUT_SIZE_FLOOR, ExtraModel
 
 # defined beside the input kinds, which a plugin's description is checked against; read from here too
-__all__ = ["CLASSIFICATION_MODELS", "INPUT_SIZE_FLOOR", "INPUT_SIZE_LIMITS", "all_models", "clash", "default_input_size",
-           "described", "input_size_refusal", "input_sizes_text", "plugin_records", "unknown"]
+__all__ = ["CLASSIFICATION_MODELS", "INPUT_SIZE_FLOOR", "INPUT_SIZE_LIMITS", "RECORD", "all_models", "clash",
+           "default_input_size", "described", "input_size_refusal", "input_sizes_text", "plugin_records", "record_of",
+           "unknown"]
+
+#: The key under which a bundle's `model_plugins` rides in a pydantic validation context: the
+#: stored scenario's models and its cells' configs are read against that bundle's record.
+RECORD = "model_plugins"
 
 # name -> (family, default input size in pixels)
 CLASSIFICATION_MODELS: dict[str, tuple[str, int]] = {
@@ -144,15 +152,20 @@ def input_sizes_text(name: str) -> str:
     return f"{low} only" if low == high else f"{low} and up" if high is None else f"{low} to {high}"
 
 
-def all_models() -> dict[str, tuple[str, int]]:
+def all_models(recorded: object = None) -> dict[str, tuple[str, int]]:
     """Every model the zoo offers, name -> (family, default input size): torchvision's
     classifiers above, the pattern micro-models and non-vision models of
     `harness.models.extra_models`, then the plugins' models that load here (`harness.models.plugins`)
-    and take no built-in's name; a model a bundle this process read records (`plugins.remember`) is
-    known as it recorded it, which its cells were expanded from."""
+    and take no built-in's name. Reading a bundle, `recorded` is its `model_plugins`: a plugin model
+    it ran is known as it recorded it, which its cells were expanded from, whatever is installed here."""
     built_in = {**CLASSIFICATION_MODELS, **{name: (m.family, m.input_size) for name, m in EXTRA_MODELS.items()}}
     loaded = {name: (m.spec.family, m.spec.input_size) for name, m in plugins.found().models.items()}
-    return {**loaded, **plugins.recorded_models, **built_in}
+    return {**loaded, **plugins.described_by(recorded), **built_in}
+
+
+def record_of(context: Any) -> object:
+    """The bundle's `model_plugins` a pydantic validation context carries (under RECORD), or None."""
+    return context.get(RECORD) if isinstance(context, Mapping) else None
 
 
 def described(name: str) -> ExtraModel | None:
@@ -193,8 +206,8 @@ def unknown(name: str, known: list[str]) -> str:
     return f"unknown model {name!r}{closest(name, known)}; `fusionbench models` lists the {len(known)} models the zoo offers"
 
 
-def default_input_size(name: str) -> int | None:
+def default_input_size(name: str, recorded: object = None) -> int | None:
     """The input size `name` takes when a scenario gives none, or None for a model the zoo lacks (a
-    bundle written by another version may name one)."""
-    known = all_models().get(name)
+    bundle written by another version may name one); `recorded` as for `all_models`."""
+    known = all_models(recorded).get(name)
     return None if known is None else known[1]

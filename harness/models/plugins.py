@@ -15,8 +15,10 @@ new run's file naming that name is refused (harness/run/start_checks.py).
 A bundle records the package and version of each plugin model it ran (bundle.json
 `model_plugins`), and the artifact cache's keys hold them
 (`harness.artifact_cache.PROVIDED_BY`): another version of the plugin never reuses an artifact.
-Where a bundle is read on a machine without its plugin (validate, report, compare), `remember`
-makes its models known by what the bundle recorded of them, so that its cells still expand.
+Where a bundle is read on a machine without its plugin, or with it at another version (validate,
+report, compare), its models are known by what that bundle recorded of them (`described_by`), so
+that its cells expand as they ran; nothing of one bundle's record outlives its reading or reaches
+another bundle's cells.
 """
 
 from __future__ import annotations
@@ -60,10 +62,6 @@ class Found:
 
     models: dict[str, PluginModel]
     broken: dict[str, str]
-
-
-#: The models of the bundles this process read, known by their record (`remember`), name -> (family, input size).
-recorded_models: dict[str, tuple[str, int]] = {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,15 +108,14 @@ def description_fault(spec: object) -> str:
     return ""
 
 
-def remember(model_plugins: object) -> None:
-    """Make the models a bundle read in this process records (bundle.json `model_plugins`) known by
-    their recorded family and input size, so that its scenario expands into the cells it ran
-    wherever it is read: validate, report and compare read a plugin's bundle where the plugin is not
-    installed, or is at another version. A resume or a rerun of it is refused where no package here
-    provides the model at that version (`provider_missing`)."""
-    for name, entry in model_plugins.items() if isinstance(model_plugins, Mapping) else ():
-        if isinstance(name, str) and isinstance(entry, Mapping) and isinstance(entry.get("input_size"), int):
-            recorded_models[name] = (str(entry.get("family", "")), entry["input_size"])
+def described_by(model_plugins: object) -> dict[str, tuple[str, int]]:
+    """The models a bundle records (bundle.json `model_plugins`), name -> (family, input size), as
+    it described them when it ran: its scenario expands into the cells it ran from these wherever it
+    is read, the plugin installed here or not, or at another version. A resume or a rerun of it is
+    refused where no package here provides the model at that version (`provider_missing`)."""
+    return {name: (str(entry.get("family", "")), entry["input_size"])
+            for name, entry in (model_plugins.items() if isinstance(model_plugins, Mapping) else ())
+            if isinstance(name, str) and isinstance(entry, Mapping) and isinstance(entry.get("input_size"), int)}
 
 
 def provider_missing(model_plugins: Mapping[str, Any] | None, names: list[str]) -> str:

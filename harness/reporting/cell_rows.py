@@ -165,7 +165,7 @@ def _expanded(loaded: LoadedBundle) -> list[Cell]:
     from harness.scenario.cells import expand  # the zoo's list: read only where cells are missing
 
     try:
-        return expand(loaded.header["scenario"], str(loaded.header["device"]))
+        return expand(loaded.header["scenario"], str(loaded.header["device"]), loaded.model_plugins)
     except (LookupError, TypeError, AttributeError, ValueError):
         return []
 

@@ -167,7 +167,9 @@ def refuse_an_empty_selection(resolved: dict[str, Any], device: str, only: dict[
     """Raise select's ConfigError when `only` matches no cell on `device` (either device for auto),
     check_values's when one of its values matches none, and one when it, or one of its values,
     matches no cell a resumed bundle planned (a run of its own --only)."""
-    cells = [*expand(resolved, "cuda"), *expand(resolved, "cpu")] if device == "auto" else expand(resolved, device)
+    recorded = bundle.header.get("model_plugins") if bundle else None  # a resume's: its plugin models as it ran them
+    cells = ([*expand(resolved, "cuda", recorded), *expand(resolved, "cpu", recorded)] if device == "auto"
+             else expand(resolved, device, recorded))
     check_values(cells, only)
     chosen = select(cells, only)
     if bundle is None:
@@ -205,5 +207,5 @@ def all_finished(bundle: Bundle, resolved: dict[str, Any], request: RunRequest) 
     """Whether every cell of `bundle` that the request selects is finished: a resume with none to run
     (`resumable.to_run`)."""
     planned = set(bundle.cell_ids)
-    cells = select(expand(resolved, bundle.device), request.only or {})
+    cells = select(expand(resolved, bundle.device, bundle.header.get("model_plugins")), request.only or {})
     return not any(resumable.to_run(bundle, c.id) for c in cells if c.id in planned)

@@ -98,7 +98,7 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     header = loaded.header
     stored = header["scenario"]
     try:
-        scenario = check_scenario(stored, f"cannot rerun {root}: bundle.json")
+        scenario = check_scenario(stored, f"cannot rerun {root}: bundle.json", loaded.model_plugins)
     except BundleError as exc:
         if loaded.version == SCHEMA_VERSION:
             raise
@@ -108,7 +108,7 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     device = str(header["device"])
     ran_only = {key: set(values) for key, values in (header.get("only") or {}).items()}
     _check_cells_made_again(root, loaded, stored, device, ran_only)
-    narrowed = _narrowed(root, stored, device, ran_only, only or {})
+    narrowed = _narrowed(root, loaded, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart,
@@ -161,7 +161,7 @@ def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, 
     A cell with a record is held to the id `compare` pairs it by (harness/reporting/pairing.py
     `pairing_key`: its config's hash by this harness's rule, which left the rounds out from schema 8
     on, so golden v6's and v7's cells pair), one without to the id its bundle planned."""
-    made = {cell.id for cell in select(expand(stored, device), ran_only)}
+    made = {cell.id for cell in select(expand(stored, device, loaded.model_plugins), ran_only)}
     paired_by = {record.id: pairing_key(record) for record in loaded.records}
     planned = [cell for cell in loaded.header_record.cells if paired_by.get(cell.id, cell.id) not in made]
     if planned:
@@ -173,11 +173,11 @@ def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, 
                           "run its stored scenario as a file for a new run")
 
 
-def _narrowed(root: Path, stored: dict[str, Any], device: str, ran_only: dict[str, set[str]],
+def _narrowed(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str, ran_only: dict[str, set[str]],
               only: dict[str, set[str]]) -> dict[str, set[str]]:
     """The original's `--only` (`ran_only`) narrowed by the rerun's (`only`); ConfigError where a value
     of the rerun's matches none of the cells it planned."""
-    planned = select(expand(stored, device), ran_only)
+    planned = select(expand(stored, device, loaded.model_plugins), ran_only)
     check_values(planned, only)  # a value of the scenario's the original left out too, named
     narrowed = {key: set(values) for key, values in ran_only.items()}
     for key, values in only.items():

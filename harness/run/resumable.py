@@ -26,6 +26,7 @@ from harness.bundle.validate import validate
 from harness.bundle.writer import Bundle
 from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
+from harness.models.catalog import RECORD
 from harness.plain_text import shell_word
 from harness.reporting.report import REPORT_HTML, REPORT_MD
 from harness.run import time_budget
@@ -50,7 +51,8 @@ def check(bundle: Bundle) -> ScenarioFile:
     scenario, which the run reads, must be one it can read (`check_scenario`): checked first, as
     the problems validate finds in a bundle whose scenario is malformed follow from it. Returns the
     stored scenario, typed."""
-    scenario = check_scenario(bundle.stored_scenario, f"cannot resume {bundle.root}: {HEADER}")
+    scenario = check_scenario(bundle.stored_scenario, f"cannot resume {bundle.root}: {HEADER}",
+                              bundle.header.get("model_plugins"))
     killed = bundle.state == "running"
     verdict = validate(bundle.opened or bundle.root, integrity=not killed, resuming=True)  # read once, by open
     rerun = {cell for cell in bundle.cell_ids if not bundle.cell_path(cell).exists()}
@@ -109,11 +111,12 @@ class _StoredScenario(ScenarioFile):
         return models
 
 
-def check_scenario(stored: Any, where: str) -> ScenarioFile:
+def check_scenario(stored: Any, where: str, recorded: object = None) -> ScenarioFile:
     """Refuse a scenario stored in a bundle unless the scenario schema accepts it and it is in the
     form a run stores (`harness.scenario.loading.resolved`): each value of the type a run gives it,
     no key missing but those in MAY_LACK. BundleError `WHERE: scenario.FIELD: why` otherwise; the
-    scenario, typed (its name the stored one), where it is accepted."""
+    scenario, typed (its name the stored one), where it is accepted. `recorded`: the bundle's
+    `model_plugins`, by which its plugin models are known."""
     if not isinstance(stored, dict):
         raise BundleError(f"{where}: scenario: not a mapping")
     name = stored.get("name")
@@ -133,7 +136,8 @@ def check_scenario(stored: Any, where: str) -> ScenarioFile:
         # floor of 10 s a cell where mlperf.conf's is 600 s
         given["loadgen"] = {**given["loadgen"], **_named(loadgen)}
     try:
-        scenario = _StoredScenario.model_validate(given)
+        # its plugin models known by the bundle's record (`recorded`), installed here or not
+        scenario = _StoredScenario.model_validate(given, context={RECORD: recorded})
     except pydantic.ValidationError as exc:
         raise BundleError(f"{where}: {_first_error(exc)}") from None
     written = resolved(scenario, name)
@@ -261,7 +265,7 @@ def planned_cells(bundle: Bundle, stored: dict[str, Any], only: dict[str, set[st
     """The cells of the bundle's plan (bundle.json `cells`) a resume selects with `only`, from its
     `stored` scenario on the device it started on: a resume's and its dry run's."""
     planned = set(bundle.cell_ids)
-    return [c for c in select(expand(stored, bundle.device), only or {}) if c.id in planned]
+    return [c for c in select(expand(stored, bundle.device, bundle.header.get("model_plugins")), only or {}) if c.id in planned]
 
 
 def values_seen(records: list[CellRecord], name: str) -> set[Any]:

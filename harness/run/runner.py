@@ -226,7 +226,8 @@ class _Between:
 
     def executor(self, start: start_checks.Start, probe: ProbeAnswer) -> Executor:
         bundle, device = start.bundle, probe.device
-        self.cells = select(expand(start.resolved, device), self.request.only or {})
+        recorded = bundle.header.get("model_plugins") if bundle else None  # a resume's, as it ran them
+        self.cells = select(expand(start.resolved, device, recorded), self.request.only or {})
         if self.ray is not None and not start.all_finished:
             self.ray.join(device)
         if self.ray is not None:

@@ -147,7 +147,8 @@ def refuse(start: Start, between: Between) -> Checked:
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe
         opening.refuse_an_empty_selection(resolved, start.device, request.only, bundle)
     if request.rerun is not None:  # a plugin the original ran, not installed here: its package named
-        rerun.plugin_gone(request.rerun, select(expand(resolved, scenario.device), request.only or {}))
+        rerun.plugin_gone(request.rerun, select(expand(resolved, scenario.device, request.rerun.header.get("model_plugins")),
+                                                request.only or {}))
     if start.resuming:
         assert bundle is not None
         # Its cells are its plan's unfinished ones, on the device it started on: a disk too full for

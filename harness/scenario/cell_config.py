@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from harness.allocator import UNRECORDED as SYSTEM_ALLOCATOR
 from harness.allocator import Allocator
-from harness.models.catalog import default_input_size
+from harness.models.catalog import default_input_size, record_of
 from harness.scenario.format_base import OptionValue
 from harness.scenario.rules import RULES, ScenarioName
 from harness.scenario.schema import DType
@@ -91,6 +91,13 @@ class CellConfig(_Frozen):
     timing: TimingSettings
     passes: PassSettings
     allocator: Allocator = SYSTEM_ALLOCATOR
+    # The model's own input size where this cell was made: a plugin model's as the bundle it was read
+    # from recorded it (validated with catalog.RECORD in the context), not as another bundle read
+    # beside it, or the package installed here, has it. Not a field: the cell's id never holds it.
+    _model_input_size: int | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._model_input_size = default_input_size(self.model.name, record_of(context))
 
     @model_serializer(mode="wrap")
     def _as_recorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -130,7 +137,7 @@ class CellConfig(_Frozen):
     def model_detail(self) -> str:
         """What sets the model apart beyond its name: ` input 160` where the input size is not the
         model's own, ` pretrained` where it loads pretrained weights; empty otherwise."""
-        size = "" if self.input_size == default_input_size(self.model.name) else f" input {self.input_size}"
+        size = "" if self.input_size == self._model_input_size else f" input {self.input_size}"
         return size + (" pretrained" if self.model.pretrained else "")
 
     def _label(self, options: str) -> str:

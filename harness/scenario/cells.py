@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 from harness import allocator
 from harness.did_you_mean import closest
 from harness.errors import ConfigError
-from harness.models.catalog import all_models
+from harness.models.catalog import RECORD, all_models
 from harness.scenario.cell_config import CellConfig, CellLoadGen, CellVariant
 from harness.scenario.rules import rule
 from harness.scenario.settings import Inputs, LoadGenSettings, PassSettings, TimingSettings
@@ -77,21 +77,23 @@ def _loadgen_config(scenario: str, loadgen: LoadGenSettings, overrides: dict[str
     )
 
 
-def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
+def expand(resolved: dict[str, Any], device: str, recorded: object = None) -> list[Cell]:
     """Every cell of a resolved scenario (harness/scenario/loading.py `resolved`) on a concrete
-    device ("cpu" or "cuda")."""
+    device ("cpu" or "cuda"). A bundle's stored scenario is expanded with `recorded`, its
+    bundle.json `model_plugins`: its plugin models at the sizes it ran them, installed here or not."""
+    context = {RECORD: recorded}
     inputs = TypeAdapter(Inputs).validate_python(resolved["inputs"])
     loadgen, overrides = _loadgen_settings(resolved)
     timing = TimingSettings.model_validate(resolved["timing"])
     passes = PassSettings.model_validate(resolved["passes"])
     chosen = allocator.of(resolved)
     cells = []
-    models = all_models()
+    models = all_models(recorded)
     # Per scenario: its LoadGen settings and its batch sizes (harness/scenario/rules.py).
     per_scenario = {scenario: (_loadgen_config(scenario, loadgen, overrides),
                                rule(scenario).batches(loadgen, resolved["batch_sizes"][device]))
                     for scenario in resolved["scenarios"]}
-    for model in (ModelSpec.model_validate(m) for m in resolved["models"]):
+    for model in (ModelSpec.model_validate(m, context=context) for m in resolved["models"]):
         input_size = model.input_size or models[model.name][1]
         for backend in resolved["backends"]:
             if backend.get("models") and model.name not in backend["models"]:
@@ -101,13 +103,13 @@ def expand(resolved: dict[str, Any], device: str) -> list[Cell]:
                     cell_loadgen, scenario_batches = per_scenario[scenario]
                     for dtype in resolved["dtypes"]:
                         for batch in scenario_batches:
-                            config = CellConfig(
+                            config = CellConfig.model_validate(dict(
                                 model=model, input_size=input_size, backend=backend["name"],
                                 variant=CellVariant(fusion=fusion, graphs=graphs, options=backend["options"]),
                                 scenario=scenario, device=device, dtype=dtype, batch=batch, inputs=inputs,
                                 seed=getattr(inputs, "seed", 0), loadgen=cell_loadgen,
                                 timing=timing, passes=passes, allocator=chosen,
-                            )
+                            ), context=context)
                             cells.append(Cell(cell_id(config.recorded()), config))
     return cells
 

@@ -23,7 +23,7 @@ from harness.allocator import VARIABLE as ALLOCATOR_VARIABLE
 from harness.allocator import Allocator
 from harness.did_you_mean import closest
 from harness.mlperf.benchmarks import MLPERF_MIN_DURATION_S, MLPERF_SAMPLES_PER_QUERY, benchmark_for
-from harness.models.catalog import all_models, input_size_refusal
+from harness.models.catalog import all_models, input_size_refusal, record_of
 from harness.scenario.format_base import StrictModel, as_list, each_once
 from harness.scenario.rules import RULES, ScenarioName
 from harness.scenario.settings import FolderInputs, Inputs, Limits, LoadGenSettings, PassSettings, SyntheticInputs, TimingSettings
@@ -214,10 +214,10 @@ class ScenarioFile(StrictModel):
 
     @field_validator("models")
     @classmethod
-    def _each_model_once(cls, models: list[ModelSpec]) -> list[ModelSpec]:
+    def _each_model_once(cls, models: list[ModelSpec], info: ValidationInfo) -> list[ModelSpec]:
         # Spelling out a model's own input size is the same model: its cells would run twice.
         seen: dict[tuple[str, int | None, bool], int] = {}
-        catalogue = all_models()
+        catalogue = all_models(record_of(info.context))  # a bundle's stored scenario: its record's sizes
         for i, model in enumerate(models):
             size = catalogue[model.name][1]
             key = (model.name, model.input_size or size, model.pretrained)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from harness import registry
-from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, unknown
+from harness.models.catalog import CLASSIFICATION_MODELS, INPUT_SIZE_FLOOR, all_models, record_of, unknown
 from harness.options import problem
 from harness.scenario.format_base import Fusion, OptionValue, StrictModel, as_list
 
@@ -31,8 +31,9 @@ class ModelSpec(StrictModel):
 
     @field_validator("name")
     @classmethod
-    def _known_model(cls, name: str) -> str:
-        models = all_models()
+    def _known_model(cls, name: str, info: ValidationInfo) -> str:
+        # a bundle's model is known by its record there (catalog.RECORD), installed here or not
+        models = all_models(record_of(info.context))
         if name not in models:
             raise ValueError(unknown(name, list(models)))
         return name

@@ -16,7 +16,7 @@ import pytest
 from harness import artifact_cache
 from harness.errors import HarnessError
 from harness.models import plugins
-from harness.models.catalog import all_models, plugin_records
+from harness.models.catalog import RECORD, all_models, plugin_records
 from harness.scenario.schema import json_schema
 from harness.scenario.specs import ModelSpec
 from tests.model_plugin_site import write_site
@@ -40,7 +40,6 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "MODEL = ExtraModel('acme', 'features', 16, 'builds no module', build=lambda seed: 42)\n")
     (folder / "acme_models" / "raises.py").write_text("raise RuntimeError('no GPU\\n  try again')\n")
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setattr(plugins, "recorded_models", {})
     plugins.found.cache_clear()
     yield folder
     plugins.found.cache_clear()
@@ -111,8 +110,9 @@ def test_the_bundle_records_the_package_and_a_rerun_without_it_is_refused_naming
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(site)])  # the package uninstalled
     plugins.found.cache_clear()
     assert refusal(NAME).startswith(f"unknown model '{NAME}'")
-    plugins.remember(recorded)  # a bundle read here: its cells expand from its record
-    assert ModelSpec.model_validate({"name": NAME}).name == NAME and all_models()[NAME] == ("acme", 16)
+    # a bundle read here: its cells expand from its record, and from nothing else
+    assert ModelSpec.model_validate({"name": NAME}, context={RECORD: recorded}).name == NAME
+    assert all_models(recorded)[NAME] == ("acme", 16) and NAME not in all_models()
     assert plugins.provider_missing(recorded, ["resnet18", NAME]) == (
         f"its model '{NAME}' came from acme-models 1.0 (acme_models.blocks:CONV_BLOCK) and no package here provides "
         "it: pip install acme-models==1.0")
@@ -159,7 +159,6 @@ def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path
     from harness.bundle.reader import load
     from harness.reporting.run_facts import facts
 
-    monkeypatch.setattr(plugins, "recorded_models", {})  # what reading the bundle remembers, this test's alone
     root = tmp_path / "bundle"
     shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "v12", root)
     assert "plugin models" not in dict(facts(load(root)))
@@ -169,3 +168,37 @@ def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path
                                       "input_size": 16}}
     (root / "bundle.json").write_text(json.dumps(header))
     assert dict(facts(load(root)))["plugin models"] == f"{NAME} from acme-models 1.0 (acme_models.blocks:CONV_BLOCK)"
+
+
+def test_each_bundle_reads_its_plugin_models_by_its_own_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two bundles of one plugin model, from versions that gave it other input sizes (16 and 32), read
+    in one process (compare, findings): the last one read stood for both, so the first's cells at
+    their own size were labelled `input 16` (compare paired none of them, whichever came first) and
+    its stored scenario expanded into cells of the other size, which validate found unlisted."""
+    import json
+    import shutil
+
+    from harness.bundle.reader import load
+    from harness.scenario.cells import expand
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if "model-site" not in p])  # the plugin not installed
+    plugins.found.cache_clear()
+    loaded = []
+    for version, size in (("1.0", 16), ("1.1", 32)):
+        root = tmp_path / version
+        shutil.copytree(Path(__file__).resolve().parents[1] / "golden" / "v12", root)
+        header = json.loads((root / "bundle.json").read_text())
+        header["model_plugins"] = {NAME: {"distribution": "acme-models", "version": version, "family": "acme",
+                                          "entry_point": "acme_models.blocks:CONV_BLOCK", "input_kind": "planes",
+                                          "input_size": size}}
+        header["scenario"]["models"] = [{"name": NAME, "pretrained": False, "input_size": None}]
+        (root / "bundle.json").write_text(json.dumps(header))
+        first = header["cells"][0]["id"]
+        cell = json.loads((root / "cells" / f"{first}.json").read_text())
+        cell["config"]["model"], cell["config"]["input_size"] = {"name": NAME}, size
+        (root / "cells" / f"{first}.json").write_text(json.dumps(cell))
+        loaded.append(load(root))
+    for bundle, size in zip(loaded, (16, 32)):
+        assert bundle.records[0].config.model.name == NAME
+        assert "input" not in bundle.records[0].config.shown_label  # its model's own size, by its record
+        assert {c.config.input_size for c in expand(bundle.header["scenario"], "cpu", bundle.model_plugins)} == {size}
