@@ -18,7 +18,7 @@ from harness.models.extra_models import EXTRA_MODELS, INPUT_SIZE_FLOOR, ExtraMod
 # defined beside the input kinds, which a plugin's description is checked against; read from here too
 __all__ = ["CLASSIFICATION_MODELS", "INPUT_SIZE_FLOOR", "INPUT_SIZE_LIMITS", "RECORD", "all_models", "clash",
            "default_input_size", "described", "input_size_refusal", "input_sizes_text", "plugin_records", "record_of",
-           "unknown"]
+           "size_limits", "unknown"]
 
 #: The key under which a bundle's `model_plugins` rides in a pydantic validation context: the
 #: stored scenario's models and its cells' configs are read against that bundle's record.
@@ -134,9 +134,17 @@ INPUT_SIZE_LIMITS: dict[str, tuple[int, int | None]] = {
 }
 
 
+def size_limits(name: str) -> tuple[int, int | None]:
+    """The input sizes `name`'s forward takes, (smallest, largest or None): a built-in's from
+    INPUT_SIZE_LIMITS, a plugin's from its description's `input_sizes`, else every size from the floor."""
+    spec = None if name in INPUT_SIZE_LIMITS else described(name)
+    declared = spec.input_sizes if spec is not None else None
+    return INPUT_SIZE_LIMITS.get(name) or declared or (INPUT_SIZE_FLOOR, None)
+
+
 def input_size_refusal(name: str, size: int) -> str | None:
     """Why `name` cannot run at input size `size`, or None where its forward takes it."""
-    low, high = INPUT_SIZE_LIMITS.get(name, (INPUT_SIZE_FLOOR, None))
+    low, high = size_limits(name)
     if low <= size and (high is None or size <= high):
         return None
     if low == high:
@@ -148,7 +156,7 @@ def input_size_refusal(name: str, size: int) -> str | None:
 
 def input_sizes_text(name: str) -> str:
     """The input sizes `name` takes, as `fusionbench models` lists them."""
-    low, high = INPUT_SIZE_LIMITS.get(name, (INPUT_SIZE_FLOOR, None))
+    low, high = size_limits(name)
     return f"{low} only" if low == high else f"{low} and up" if high is None else f"{low} to {high}"
 
 

@@ -38,6 +38,10 @@ class ExtraModel:
     about: str
     features: int = 0  # `sequence` inputs: features per step
     requires: tuple[str, ...] = field(default=())  # Python packages beyond torch
+    # A plugin's: the input sizes its forward takes, (smallest, largest or None), where not every
+    # size from INPUT_SIZE_FLOOR up (a built-in's are catalog.INPUT_SIZE_LIMITS): a scenario giving
+    # another is refused as it is loaded, where its cell failed inside the run.
+    input_sizes: tuple[int, int | None] | None = None
     build: Callable[[int], Any] | None = field(default=None, compare=False)
 
 

@@ -105,6 +105,19 @@ def description_fault(spec: object) -> str:
         return f"has input size {spec.input_size!r}: an int from {INPUT_SIZE_FLOOR} up"
     if spec.input_kind == "sequence" and not (isinstance(spec.features, int) and spec.features > 0):
         return "has input kind 'sequence' without `features` (the features per step)"
+    return _sizes_fault(spec.input_sizes, spec.input_size)
+
+
+def _sizes_fault(sizes: object, size: int) -> str:
+    """What is wrong with a description's `input_sizes` beside its input size `size`, "" where nothing is."""
+    if sizes is None:
+        return ""
+    low, high = sizes if isinstance(sizes, tuple) and len(sizes) == 2 else (None, None)
+    if not (type(low) is int and low >= INPUT_SIZE_FLOOR and (high is None or (type(high) is int and high >= low))):
+        return (f"has input_sizes {sizes!r}: give (smallest, largest), the smallest an int from {INPUT_SIZE_FLOOR} "
+                "up, the largest an int from the smallest up or None (no largest)")
+    if size < low or (high is not None and size > high):
+        return f"has input size {size} outside its input_sizes {sizes!r}"
     return ""
 
 

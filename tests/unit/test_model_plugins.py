@@ -34,10 +34,17 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "acme_function": "acme_models.blocks:build_conv_block",
         "resnet18": "acme_models.blocks:CONV_BLOCK",
         "acme_no_module": "acme_models.no_module:MODEL",
+        "acme_short": "acme_models.short:MODEL",
+        "acme_sizes_wrong": "acme_models.short:SIZES_WRONG",
     })
     (folder / "acme_models" / "no_module.py").write_text(
         "from harness.models.extra_models import ExtraModel\n"
         "MODEL = ExtraModel('acme', 'features', 16, 'builds no module', build=lambda seed: 42)\n")
+    (folder / "acme_models" / "short.py").write_text(
+        "from harness.models.extra_models import ExtraModel\n"
+        "MODEL = ExtraModel('acme', 'sequence', 32, 'learned positions: 64 steps at most', features=8,\n"
+        "                   input_sizes=(16, 64), build=lambda seed: None)\n"
+        "SIZES_WRONG = ExtraModel('acme', 'features', 32, 'sizes from 8', input_sizes=(8, None), build=lambda seed: None)\n")
     (folder / "acme_models" / "raises.py").write_text("raise RuntimeError('no GPU\\n  try again')\n")
     monkeypatch.syspath_prepend(str(folder))
     plugins.found.cache_clear()
@@ -145,6 +152,7 @@ def test_models_lists_it_with_its_package_and_says_which_plugins_it_could_not_li
     out = " ".join(capsys.readouterr().out.split())
     assert f"{NAME} │ acme │ planes [1, 64, 16, 16] │ 16 and up │ our 3x3 conv + batch norm + ReLU + 1x1 conv (from " \
            "acme-models 1.0)" in out, out
+    assert "acme_short │ acme │ sequence [1, 32, 8] │ 16 to 64 │" in out, out  # the sizes its description gives
     for said in ("model 'acme_gone' from acme-models 1.0", "model 'acme_function' from acme-models 1.0",
                  "the model name 'resnet18' is a built-in model's"):
         assert f"fusionbench: warning: {said}" in out, said
@@ -202,3 +210,21 @@ def test_each_bundle_reads_its_plugin_models_by_its_own_record(tmp_path: Path, m
         assert bundle.records[0].config.model.name == NAME
         assert "input" not in bundle.records[0].config.shown_label  # its model's own size, by its record
         assert {c.config.input_size for c in expand(bundle.header["scenario"], "cpu", bundle.model_plugins)} == {size}
+
+
+def test_a_plugin_model_says_the_input_sizes_it_takes_and_a_file_giving_another_is_refused(site: Path) -> None:
+    """A transformer block's learned positions of 64 steps: a file giving 80 ran, and its cell failed
+    inside the run (`The size of tensor a (80) must match the size of tensor b (64)`), where a
+    built-in model's size outside INPUT_SIZE_LIMITS is refused as the file is loaded."""
+    from harness.scenario.schema import ScenarioFile
+
+    def scenario(size: int) -> dict[str, object]:
+        return {"models": [{"name": "acme_short", "input_size": size}], "backends": ["eager"], "scenarios": ["SingleStream"]}
+
+    assert ScenarioFile.model_validate(scenario(64)).models[0].input_size == 64
+    with pytest.raises(pydantic.ValidationError) as caught:
+        ScenarioFile.model_validate(scenario(80))
+    assert "models Value error, [0] acme_short takes input sizes 16 to 64; input_size is 80" in " ".join(str(caught.value).split())
+    assert refusal("acme_sizes_wrong").endswith(
+        "has input_sizes (8, None): give (smallest, largest), the smallest an int from 16 up, the largest an int from the "
+        "smallest up or None (no largest)")
