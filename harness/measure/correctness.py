@@ -15,8 +15,13 @@ def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
     precision = PRECISIONS[dtype]
     rtol, min_cosine = precision.rtol, precision.min_cosine
     result: dict[str, Any] = {"rtol": rtol, "min_cosine": min_cosine, "reference": f"eager, {precision.reference}"}
-    if not isinstance(output, torch.Tensor):
-        return {**result, "ok": False, "reason": f"output is a {type(output).__name__}, not a tensor"}
+    # One tensor is compared: a model whose forward returns several (a plugin's tuple) is said to,
+    # where the other backends' cells failed on the reference (`'tuple' object has no attribute 'shape'`)
+    for whose, value in (("output", output), ("eager's output", reference)):
+        if not isinstance(value, torch.Tensor):
+            return {**result, "ok": False, "reason": (
+                f"{whose} is a {type(value).__name__}, not a tensor: the harness compares a model's one output "
+                "tensor (its forward returns one)")}
     if tuple(output.shape) != tuple(reference.shape):
         return {**result, "ok": False, "reason": f"output shape {tuple(output.shape)} != eager's {tuple(reference.shape)}"}
     if output.dtype != reference.dtype:  # compared in float64 below, a float16 output passed in an fp32 cell

@@ -76,3 +76,12 @@ def test_an_output_just_outside_the_tolerance_says_its_error_apart_from_the_limi
     near = ref + torch.randn(2, 1000, generator=torch.Generator().manual_seed(1)) * 0.01405  # cosine 0.99989991
     said = compare(near, ref, "fp32")["reason"]
     assert said and float(said.partition("cosine similarity ")[2].partition(" ")[0]) < 0.9999, said
+
+
+def test_a_model_whose_forward_returns_a_tuple_is_said_to_on_every_backend() -> None:
+    """A plugin's forward returning (logits, score): eager's cell said `output is a tuple`, and
+    ONNX Runtime's, whose output was its first tensor, failed `'tuple' object has no attribute 'shape'`."""
+    ref = torch.randn(2, 10)
+    said = "is a tuple, not a tensor: the harness compares a model's one output tensor (its forward returns one)"
+    assert compare((ref, ref.sum()), (ref, ref.sum()), "fp32")["reason"] == f"output {said}"
+    assert compare(ref, (ref, ref.sum()), "fp32")["reason"] == f"eager's output {said}"
