@@ -553,7 +553,7 @@ def test_the_cells_of_one_model_scenario_and_dtype_share_one_expansion(monkeypat
 
     expanded: list[object] = []
     real = cells.expand
-    monkeypatch.setattr(cells, "expand", lambda scenario, device: expanded.append(scenario) or real(scenario, device))
+    monkeypatch.setattr(cells, "expand", lambda scenario, device, *rest: expanded.append(scenario) or real(scenario, device, *rest))
     loaded = load(GOLDEN / "v12")
     shared = {json.dumps([c["config"]["model"], c["config"]["scenario"], c["config"]["dtype"]], sort_keys=True)
               for c in loaded.cells}
