@@ -10,9 +10,13 @@ counters (`torch._dynamo.utils.counters`, process-wide and cumulative, never cle
 before `prepare` to the end of the correctness check (the compile and the untimed calls after it),
 `recompiles_timed` from the end of the warm-up to the last timed repetition (LoadGen's run
 included). Counters of the same names and meaning are written by torch 2.11 and 2.14:
-`stats.unique_graphs` (one per graph handed to the backend), `graph_break` (one per break, keyed by
-its message) and `frames.total` (one per frame Dynamo converts; a frame whose compiled code still
-holds is never converted again).
+`stats.unique_graphs` (one per graph handed to the backend) and `frames.total` (one per frame Dynamo
+converts; a frame whose compiled code still holds is never converted again). The breaks are
+`torch._dynamo.utils.graph_break_reasons`, one entry per break, the list `torch._dynamo.explain`
+counts: the `graph_break` counter counts only the breaks at a call, never one at a branch on a
+tensor's value (`if x.sum() > 0:`, the commonest), which it recorded as 2 graphs and 0 breaks. That
+list is emptied by `torch._dynamo.reset` (Inductor's prepare calls it), so a snapshot keeps its
+entries and a break is one that was not among them before.
 
 A cell whose compile converted no frame (eager, ONNX Runtime's and TVM's exports, which do not go
 through `torch.compile`) records nothing. A torch without the counters records why (`absent`),
@@ -30,8 +34,13 @@ from harness.plain_text import one_line
 
 #: A reason's characters kept: its first line (Dynamo's message, before its explanation and hint).
 REASON_CHARS = 200
-METHOD = ("torch._dynamo.utils.counters: stats.unique_graphs and graph_break (by reason) from before prepare to the "
-          "end of the correctness check; frames.total from the end of the warm-up to the last timed repetition")
+METHOD = ("torch._dynamo.utils: counters stats.unique_graphs and graph_break_reasons (by reason) from before prepare "
+          "to the end of the correctness check; counters frames.total from the end of the warm-up to the last timed "
+          "repetition")
+
+#: A break at a branch on a traced value: Dynamo's reason names only its bytecode handler
+#: (`generic_jump TensorVariable()`); the name its message gives such a break is this.
+JUMP = "Data-dependent branching"
 
 #: Why a figure is absent where a counter went down between two readings: something cleared Dynamo's
 #: counters (`counters.clear()`, which torch's own test harness calls) while the cell ran.
@@ -40,11 +49,12 @@ CLEARED = "torch._dynamo.utils.counters went down between two readings (cleared 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Dynamo's counters at one moment."""
+    """Dynamo's counters at one moment, and the breaks it has listed (torch's own entries: a later
+    snapshot tells a new break from these by identity)."""
 
     graphs: int
     frames: int
-    breaks: Counter[str]
+    breaks: tuple[Any, ...]
 
 
 def snapshot() -> Snapshot | str:
@@ -53,15 +63,17 @@ def snapshot() -> Snapshot | str:
     import sys
 
     if "torch._dynamo" not in sys.modules:  # Dynamo not loaded: nothing has been compiled through it in this process
-        return Snapshot(0, 0, Counter())
+        return Snapshot(0, 0, ())
     try:
-        from torch._dynamo.utils import counters
+        from torch._dynamo.utils import counters, graph_break_reasons
     except ImportError as exc:
         return f"torch._dynamo.utils.counters is not importable in this torch ({one_line(exc)[:120]})"
     if not callable(getattr(counters, "get", None)):
         return "torch._dynamo.utils.counters is not a mapping in this torch"
-    stats, frames, breaks = (counters.get(name) or {} for name in ("stats", "frames", "graph_break"))
-    return Snapshot(int(stats.get("unique_graphs", 0)), int(frames.get("total", 0)), Counter(dict(breaks)))
+    if not isinstance(graph_break_reasons, list):
+        return "torch._dynamo.utils.graph_break_reasons is not a list in this torch"
+    stats, frames = (counters.get(name) or {} for name in ("stats", "frames"))
+    return Snapshot(int(stats.get("unique_graphs", 0)), int(frames.get("total", 0)), tuple(graph_break_reasons))
 
 
 def record(before_prepare: Snapshot | str, after_checks: Snapshot | str, after_warmup: Snapshot | str | None = None,
@@ -75,13 +87,12 @@ def record(before_prepare: Snapshot | str, after_checks: Snapshot | str, after_w
         return None
     if after_checks.frames < before_prepare.frames or after_checks.graphs < before_prepare.graphs:
         return {"absent": CLEARED, "method": METHOD}
-    breaks = after_checks.breaks - before_prepare.breaks
-    reasons: Counter[str] = Counter()
-    for message, count in breaks.items():
-        reasons[reason_text(message)] += count
+    listed = {id(entry) for entry in before_prepare.breaks}
+    breaks = [entry for entry in after_checks.breaks if id(entry) not in listed]
+    reasons = Counter(reason_text(str(getattr(entry, "reason", entry))) for entry in breaks)
     found: dict[str, Any] = {
         "graphs": after_checks.graphs - before_prepare.graphs,
-        "graph_breaks": sum(breaks.values()),
+        "graph_breaks": len(breaks),
         "break_reasons": [{"reason": reason, "count": count} for reason, count in _most_frequent(reasons)],
         "distinct_break_reasons": len(reasons),
         "method": METHOD,
@@ -97,9 +108,11 @@ def record(before_prepare: Snapshot | str, after_checks: Snapshot | str, after_w
 def reason_text(message: str) -> str:
     """A break's message made one safe line: its first line and, where Dynamo gives one, its
     explanation (`Failed to trace builtin operator` says which only there: `print`), without the hint
-    and debug context that follow; cut to REASON_CHARS."""
+    and debug context that follow; a branch on a traced value named as Dynamo names it (JUMP); cut to REASON_CHARS."""
     lines = [line.strip() for line in str(message).splitlines() if line.strip()]
     first = lines[0] if lines else "no reason given"
+    if first.startswith("generic_jump "):
+        first = f"{JUMP} ({first})"
     explained = next((line.removeprefix("Explanation:").strip() for line in lines[1:] if line.startswith("Explanation:")), "")
     text = one_line(f"{first}: {explained}" if explained else first)
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."

@@ -6,7 +6,6 @@ and breaks as Inductor's compile does, without generating code."""
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from typing import Any
 
 import pydantic
@@ -57,6 +56,29 @@ def test_a_model_broken_twice_records_three_graphs_two_breaks_and_each_reason_on
     torch._dynamo.reset()
 
 
+class _Branch(torch.nn.Module):
+    """One graph break, at a branch on a tensor's value (Dynamo's generic_jump), the commonest."""
+
+    def forward(self, x: Any) -> Any:
+        x = x + 1
+        if x.sum() > 0:
+            x = x * 2
+        return x.relu()
+
+
+def test_a_branch_on_a_tensors_value_is_a_break_even_across_dynamos_reset() -> None:
+    """torch's `graph_break` counter counts only the breaks at a call: this model recorded 2 graphs
+    and 0 breaks. Dynamo's reset (Inductor's prepare calls it) between the readings loses none."""
+    before = dynamo_counts.snapshot()
+    torch._dynamo.reset()
+    compiled = torch.compile(_Branch(), backend="eager", dynamic=False)
+    compiled(torch.ones(2, 3))
+    record = Dynamo.model_validate(dynamo_counts.record(before, dynamo_counts.snapshot()))
+    assert (record.graphs, record.graph_breaks, record.distinct_break_reasons) == (2, 1, 1)
+    assert record.break_reasons[0].reason == f"{dynamo_counts.JUMP} (generic_jump TensorVariable())"
+    torch._dynamo.reset()
+
+
 def test_a_cell_that_compiled_nothing_through_dynamo_records_nothing() -> None:
     torch._dynamo.reset()
     before = dynamo_counts.snapshot()
@@ -73,10 +95,10 @@ def test_a_torch_without_the_counters_records_why_never_a_zero(monkeypatch: pyte
 
 
 def test_counters_cleared_between_two_readings_make_the_figure_absent_not_negative() -> None:
-    before, after = dynamo_counts.Snapshot(4, 5, Counter()), dynamo_counts.Snapshot(1, 2, Counter())
+    before, after = dynamo_counts.Snapshot(4, 5, ()), dynamo_counts.Snapshot(1, 2, ())
     cleared = Dynamo.model_validate(dynamo_counts.record(before, after))
     assert cleared.absent == dynamo_counts.CLEARED and cleared.graphs is None
-    timed = Dynamo.model_validate(dynamo_counts.record(dynamo_counts.Snapshot(0, 0, Counter()), before, before, after))
+    timed = Dynamo.model_validate(dynamo_counts.record(dynamo_counts.Snapshot(0, 0, ()), before, before, after))
     assert (timed.graphs, timed.recompiles_timed) == (4, None) and dynamo_counts.CLEARED in (timed.absent or "")
 
 
