@@ -89,7 +89,8 @@ class FoldWatch:
 
     def attribute(self, kernels_per_graph: list[list[KernelGroup]]) -> tuple[list[KernelGroup], str]:
         """The kernels of all graphs with folded batch norms added to their convolutions, and a
-        note on what was attributed."""
+        note on what was attributed (that there was none to fold, where no batch norm follows a
+        convolution: a transformer block, a model without batch norm)."""
         result: list[KernelGroup] = []
         attributed, unmatched = 0, 0
         for index, kernels in enumerate(kernels_per_graph):
@@ -106,6 +107,9 @@ class FoldWatch:
                     kernel = KernelGroup(kernel=kernel.kernel, ops=(kernel.ops[0], FOLDED_BN, *kernel.ops[1:]))
                     attributed += 1
                 result.append(kernel)
+        if not any(record.bn_after_conv for record in self.graphs):
+            # a count of none folded would read as batch norms freezing failed to fold
+            return result, "no batch norm follows a convolution in the model: none to fold into convolution weights"
         note = f"{attributed} batch norm(s) folded into convolution weights by freezing, shown as {FOLDED_BN} in their kernel"
         if unmatched:
             note += f"; {unmatched} more were folded but could not be matched to a kernel"

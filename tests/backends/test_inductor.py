@@ -331,6 +331,18 @@ def test_folded_batch_norms_are_only_attributed_when_the_convolutions_line_up() 
     assert kernels == [conv] and "1 more were folded but could not be matched to a kernel" in note
 
 
+def test_a_model_with_no_batch_norm_after_a_convolution_has_none_to_fold_not_a_count_of_none() -> None:
+    """A transformer block's note read `0 batch norm(s) folded into convolution weights`."""
+    from backends.inductor_folding import FoldWatch, _Graph
+    from harness.fusion import KernelGroup
+
+    linear = KernelGroup("torch.ops.mkl._mkl_linear", ("mkl._mkl_linear",))
+    watch = FoldWatch(graphs=[_Graph(convs=[])])
+    kernels, note = watch.attribute([[linear]])
+    assert kernels == [linear]
+    assert note == "no batch norm follows a convolution in the model: none to fold into convolution weights"
+
+
 def test_a_further_round_finds_the_cells_own_caches_and_compiles_warm(convnext_rounds) -> None:
     """A cell's rounds share its cache folders (harness/run/rounds.py): round 1 finds them empty and
     compiles cold, a further round compiles warm with the same kernels; with no folder of the cell's
