@@ -193,3 +193,15 @@ def added_nodes(source: Any, optimized: Any) -> dict[str, int]:
         if not in_layout and not any(out in computed for out in node.output if out):
             added[node.op_type] = added.get(node.op_type, 0) + 1
     return added
+
+
+def added_nodes_note(added: dict[str, int]) -> str:
+    """The fusion report's note on the nodes `added_nodes` counts. The cause is said as a general one:
+    which source operator each node belongs to is not known here, and the example of an operator run
+    through its function body (HardSwish), said as the cell's own, was read so in a transformer
+    block's report, whose added nodes were the Gemm and Reshape ORT puts in place of a MatMul and Add."""
+    counts = ", ".join(f"{op} {n}" for op, n in sorted(added.items()))
+    return (f"the optimised graph runs {sum(added.values())} node(s) that compute no tensor of the exported graph "
+            f"({counts}), each a kernel of its own: nodes ONNX Runtime inserted, or the parts of a source operator it "
+            "runs as several kernels (in general, not necessarily here: an operator with no kernel of its own runs its "
+            "ONNX function body, as HardSwish runs as HardSigmoid, then Mul)")

@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from backends.onnx_export import exported_onnx
-from backends.onnx_graph import added_nodes, kernel_groups
+from backends.onnx_graph import added_nodes, added_nodes_note, kernel_groups
 from backends.torch_device import synchronize
 from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.errors import BackendFailed
@@ -375,10 +375,7 @@ class OrtPrepared(Prepared):
         notes = ["TensorRT subgraphs appear as single nodes; their inner fusions are not visible"] if via_tensorrt else []
         added = added_nodes(source, optimized)
         if added:
-            notes.append(f"the optimised graph runs {sum(added.values())} node(s) that compute no tensor of the exported "
-                         f"graph ({', '.join(f'{op} {n}' for op, n in sorted(added.items()))}), each a kernel of its own: "
-                         "ONNX Runtime runs an operator that has no kernel of its own through its ONNX function body "
-                         "(HardSwish as HardSigmoid, then Mul), or inserted the node")
+            notes.append(added_nodes_note(added))
         return FusionReport(
             kernels=tuple(kernel_groups(source, optimized)),
             source=f"onnxruntime optimised graph (level {self.options.level}, {self.options.provider} provider)",

@@ -117,6 +117,18 @@ def test_nodes_that_compute_no_source_tensor_are_counted() -> None:
     assert added_nodes(source, optimized) == {}
 
 
+def test_the_note_on_added_nodes_counts_the_cells_own_and_gives_its_example_as_a_general_one() -> None:
+    """A transformer block's note counted its Gemm and Reshape nodes and went on `(HardSwish as
+    HardSigmoid, then Mul)`, read as the block's own; it has no HardSwish."""
+    from backends.onnx_graph import added_nodes_note
+
+    note = added_nodes_note({"Reshape": 2, "Gemm": 2})
+    assert note.startswith("the optimised graph runs 4 node(s) that compute no tensor of the exported graph "
+                           "(Gemm 2, Reshape 2), each a kernel of its own: nodes ONNX Runtime inserted, or the parts ")
+    general = note.index("in general, not necessarily here:")
+    assert note.index("HardSwish") > general and note.count("HardSwish") == 1
+
+
 def test_a_fusion_inside_the_nchwc_layout_runs_the_source_nodes_between_the_tensors_it_holds() -> None:
     """ORT fuses a SiLU (Sigmoid, then Mul) that the NCHWc Conv could not take as its activation into one
     QuickGelu, which reads and writes renamed blocked tensors: read as its op type alone, efficientnet_b0's
