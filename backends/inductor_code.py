@@ -26,7 +26,8 @@ a single output column) is reported as its bias or layout part although the kern
 a kernel that computes may still be named after an operator whose tensor it only reads. The
 source bounds that where it can (`inductor_kernel_body.steps`): a kernel of a single arithmetic
 step that adds a tensor operator's bias ran that bias alone (resnet18's and mobilenet_v3_small's
-last kernels, named after the mean and the hardswish before the classifier); in a kernel of
+last kernels, named after the mean and the hardswish before the classifier), the bias of an operator
+that takes one (a linear's, where the name lists the attention it feeds before it); in a kernel of
 several steps every operator its name lists stays (mobilenet_v3_small's bias and hardswish kernel
 still lists the mean).
 """
@@ -52,6 +53,10 @@ _COPYING = {
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "fill", "full", "full_like",
     "zeros", "zeros_like", "new_zeros", "ones_like", "lift_fresh", "where", "masked_fill", "arange", "iota",
 }
+# Tensor operators that take a bias, which a generated kernel of one step may add apart from them: not
+# an attention, mm or bmm.
+_TAKES_BIAS = re.compile(r"^(addmm|addbmm|baddbmm|linear|_linear_pointwise\w*|_?convolution\w*|conv\w*"
+                         r"|_convolution_pointwise\w*|\w+_convolution\w*)$")
 # Post-op names mkldnn/oneDNN library calls take as string arguments.
 _POST_OPS = {
     "relu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh", "gelu", "silu", "swish",
@@ -126,7 +131,12 @@ def ops_run(kernel: str, named: tuple[str, ...], body: str | None) -> tuple[str,
     ran = tuple(op + PART_OF_TENSOR_OP if is_tensor_op(op) else op for op in named)
     parts = [op for op in ran if is_part_of_tensor_op(op)]
     if parts and len(steps(body)) == 1:  # one step: a tensor operator's bias, whatever else the name lists
-        return tuple(op for op in ran if op == parts[0] or is_view_op(op))
+        # The name lists its operators alphabetically: of an attention and the linear before it
+        # (`cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_...`), the attention came first
+        # and was said to have its bias added, where the kernel adds the linear's and the attention,
+        # a library call after it, has none.
+        bias = next((op for op in parts if _TAKES_BIAS.match(op_name(op.removesuffix(PART_OF_TENSOR_OP)))), parts[0])
+        return tuple(op for op in ran if op == bias or is_view_op(op))
     return ran
 
 

@@ -302,3 +302,44 @@ def test_a_kernel_that_only_copies_is_of_the_kind_of_what_it_copies() -> None:
     assert kinds == {"cpp_fused_relu_0": "cpp_fused_layout_copy", "cpp_fused_1": "cpp_fused_layout_copy",
                      "cpp_fused_cat_relu_2": "cpp_fused_cat"}
     assert {class_of(kind) for kind in kinds.values()} == {DATA_MOVEMENT}
+
+
+# A linear's bias added to its output and the output split into an attention's query, key and value
+# (the query's and key's loops; the value's is alike), as Inductor wrote it for a 4-head attention
+# block on torch 2.14.
+CPP_QKV_BIAS = """
+extern "C" void kernel(const float* in_ptr0, const float* in_ptr1, float* out_ptr0, float* out_ptr1, float* out_ptr2)
+{
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=static_cast<int64_t>(1L))
+    {
+        auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x1 + 96L*x0), static_cast<int64_t>(16));
+        auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr1 + static_cast<int64_t>(x1), static_cast<int64_t>(16));
+        auto tmp2 = tmp0 + tmp1;
+        tmp2.store(out_ptr0 + static_cast<int64_t>(x1 + 32L*x0));
+    }
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=static_cast<int64_t>(1L))
+    {
+        auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(32L + x1 + 96L*x0), static_cast<int64_t>(16));
+        auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr1 + static_cast<int64_t>(32L + x1), static_cast<int64_t>(16));
+        auto tmp2 = tmp0 + tmp1;
+        tmp2.store(out_ptr1 + static_cast<int64_t>(x1 + 32L*x0));
+    }
+}
+"""
+
+
+def test_a_kernel_of_one_step_adds_the_bias_of_the_operator_that_takes_one_not_the_attentions() -> None:
+    """Inductor names the kernel after the attention it feeds and the linear whose bias it adds, in
+    that order: it was said to run `aten._scaled_dot_product_flash_attention_for_cpu (bias or layout)`,
+    an attention's bias, where an attention has none and the attention ran in its own library call."""
+    assert len(steps(CPP_QKV_BIAS)) == 1
+    named = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.addmm", "aten.permute", "aten.select",
+             "aten.view")
+    kernel = "cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_permute_select_view_0"
+    ran = ops_run(kernel, named, CPP_QKV_BIAS)
+    assert ran == ("aten.addmm" + PART_OF_TENSOR_OP, "aten.permute", "aten.select", "aten.view")
+    assert classify(ran) == "single"
+    assert generated_kinds([KernelGroup(kernel, ran)]) == {kernel: "cpp_fused_bias"}
+    # where no operator named takes a bias, the first named keeps the part, as before
+    assert ops_run("cpp_fused_bmm_mm_0", ("aten.bmm", "aten.mm"), CPP_BIAS_ONLY) == ("aten.bmm" + PART_OF_TENSOR_OP,)
+
