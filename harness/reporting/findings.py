@@ -1,7 +1,8 @@
 """What several bundles say together about fusion: the questions the tool exists for, answered per
 model and across models (`fusionbench findings BUNDLE... --out DIR`; findings_page.py renders them).
 
-Per model and setting (scenario, batch, dtype, device), one line per backend: fusions by class
+Per model and setting (scenario, batch, dtype, device; the input size, said where another bundle ran
+the model at another), one line per backend: fusions by class
 (fusion on), kernels per inference on and off, the fusion speedup with its interval and verdict,
 each variant against eager, host and GPU memory on and off, the tuning a backend did; where
 fusion made the model slower, the fused kernels, the kernels the time went to (GPU) and the share
@@ -95,10 +96,22 @@ class Group:
     named: bool = False
     borrowed: tuple[Row, str] | None = None  # (eager's cell, its bundle)
     paired: bool = False  # whether the bundle's rounds took turns by setting (`cell_rows.setting_paired`)
+    input_size: int | None = None
+    sized: bool = False  # another group of the model ran it at another input size
 
     @property
     def title(self) -> str:
-        return f"{self.model} {self.setting}" + (f" ({self.bundle})" if self.named else "")
+        # The setting says an input size only where it is not the model's own, and a plugin model's own
+        # size is its bundle's record: two versions' bundles, each at its own size, read alike but for
+        # the bundle's name.
+        size = f" input {self.input_size}"
+        said = size if self.sized and f"{size} " not in f"{self.setting} " else ""
+        return f"{self.model} {self.setting}{said}" + (f" ({self.bundle})" if self.named else "")
+
+    @property
+    def measured(self) -> tuple[str, str, int | None]:
+        """What sets this model's measurement apart from another bundle's: the setting and the input size."""
+        return self.model, self.setting, self.input_size
 
     @property
     def own_eager(self) -> Row | None:
@@ -140,20 +153,23 @@ def groups(bundles: list[LoadedBundle]) -> list[Group]:
     """Every model and setting of the bundles, in the order first met, one line per backend; a cell
     bundle.json lists with no record (an interrupted run) is on its line as not run (None), never left
     out: a TVM pair whose fusion-off cell never ran read `no switch`, and left the summary's counts."""
-    found: dict[tuple[str, str, str], dict[str, dict[str, Row | None]]] = {}
+    found: dict[tuple[str, str, int, str], dict[str, dict[str, Row | None]]] = {}
     paired = {loaded.name: setting_paired(loaded) for loaded in bundles}
     for loaded in bundles:
         for row in bundle_rows(loaded):
-            lines = found.setdefault((row.model, row.setting, loaded.name), {})
+            lines = found.setdefault((row.model, row.setting, row.config.input_size, loaded.name), {})
             lines.setdefault(_label(row.config), {})[row.fusion] = row
         for config in planned_configs(loaded):
-            lines = found.setdefault((config.model.name, setting_of(config), loaded.name), {})
+            lines = found.setdefault((config.model.name, setting_of(config), config.input_size, loaded.name), {})
             lines.setdefault(_label(config), {}).setdefault(config.variant.fusion, None)
-    seen = [(model, setting) for model, setting, _ in found]
+    seen = [(model, setting, size) for model, setting, size, _ in found]
+    sizes: dict[str, set[int]] = {}
+    for model, _, size, _ in found:
+        sizes.setdefault(model, set()).add(size)
     made = [Group(model, setting, bundle, tuple(Line(label, sides.get("on"), sides.get("off"), "off" in sides)
-                                                for label, sides in lines.items()), seen.count((model, setting)) > 1,
-                  paired=paired[bundle])
-            for (model, setting, bundle), lines in found.items()]
+                                                for label, sides in lines.items()), seen.count((model, setting, size)) > 1,
+                  paired=paired[bundle], input_size=size, sized=len(sizes[model]) > 1)
+            for (model, setting, size, bundle), lines in found.items()]
     passed = frozenset().union(*(passed_variables(lookup(loaded.header, "scenario", "env")) for loaded in bundles))
     return [_with_eager_from_elsewhere(group, made, passed) for group in made]
 
@@ -170,7 +186,7 @@ def _with_eager_from_elsewhere(group: Group, every: list[Group], passed: frozens
         return group
     for other in every:
         eager = other.own_eager
-        if (other.bundle != group.bundle and (other.model, other.setting) == (group.model, group.setting)
+        if (other.bundle != group.bundle and other.measured == group.measured
                 and eager is not None and where == {ran_on(eager.record)}
                 and all(other_cpus(read_as(Node, row.record.node), read_as(Node, eager.record.node)) is None
                         and not other_threads(row.record, eager.record, passed) for row in rows)):
@@ -376,7 +392,7 @@ def fusion_range(all_groups: list[Group], backend: str) -> str:
         return "-"
     low = min(counts, key=lambda c: c[1])
     high = max(counts, key=lambda c: c[1])
-    distinct = len({(group.model, group.setting) for group, _ in counts})
+    distinct = len({group.measured for group, _ in counts})
     kinds = f"{distinct} model{'s' if distinct > 1 else ''} and setting{'s' if distinct > 1 else ''}"
     over = kinds if distinct == len(counts) else f"{len(counts)} measurements of {kinds}"
     if low[1] == high[1]:

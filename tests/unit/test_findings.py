@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -242,22 +243,34 @@ def _part(tmp: Path, name: str, eager: bool, cpu: str | None = None) -> Path:
     (`name`), its cells' CPU `cpu` where given."""
     root = tmp / name
     shutil.copytree(GOLDEN / "v7", root)
+
+    def edit(record: dict) -> None:
+        if cpu is not None:
+            record["node"]["cpu"]["model"] = cpu
+
+    _keep_cells(root, lambda record: (record["config"]["backend"] == "eager") == eager, edit)
+    return root
+
+
+def _keep_cells(root: Path, keep: Callable[[dict], bool], edit: Callable[[dict], None],
+                header_edit: Callable[[dict], None] = lambda header: None) -> None:
+    """The bundle at `root` with only the cells `keep` answers yes for, each `edit`ed, as a run of its
+    own named after its folder."""
     header = json.loads((root / "bundle.json").read_text())
+    header_edit(header)
     kept = []
     for entry in header["cells"]:
         path = root / "cells" / f"{entry['id']}.json"
         record = json.loads(path.read_text())
-        if (record["config"]["backend"] == "eager") != eager:
+        if not keep(record):
             path.unlink()
             shutil.rmtree(root / "cells" / entry["id"], ignore_errors=True)
             continue
-        if cpu is not None:
-            record["node"]["cpu"]["model"] = cpu
-            path.write_text(json.dumps(record))
+        edit(record)
+        path.write_text(json.dumps(record))
         kept.append(entry)
-    header.update(cells=kept, run_id=name)
+    header.update(cells=kept, run_id=root.name)
     (root / "bundle.json").write_text(json.dumps(header))
-    return root
 
 
 def test_a_backend_run_apart_from_eager_is_set_against_eager_of_the_same_machine(tmp_path: Path) -> None:
@@ -556,3 +569,44 @@ def test_a_speedup_over_eager_with_no_interval_says_it_is_one_estimate_and_why()
     assert "| inductor fusion-on | 0.94x (one round) |" in report[report.index("## Speedup over eager"):]
     _, body = findings_eager.slower_than_eager(findings.groups([load(GOLDEN / "v7")]))
     assert body and all(" (one estimate, rounds not paired)" in row[2] for row in body)
+
+
+def _plugin_run(tmp: Path, version: str, size: int, eager: bool | None = None) -> Path:
+    """Golden v12 as a run of a plugin model whose package `version` gave it the input size `size`, its
+    cells at that size (the model's own, by the bundle's record); only eager's cells or only the
+    others where `eager` is given."""
+    name = f"acme-{version.replace('.', '_')}" + ("" if eager is None else "-eager" if eager else "-others")
+    root = tmp / name
+    shutil.copytree(GOLDEN / "v12", root)
+
+    def plugin(header: dict) -> None:
+        header["model_plugins"] = {"acme_conv_block": {
+            "distribution": "acme-models", "version": version, "family": "acme",
+            "entry_point": "acme_models.blocks:CONV_BLOCK", "input_kind": "planes", "input_size": size}}
+        header["scenario"]["models"] = [{"name": "acme_conv_block", "pretrained": False, "input_size": None}]
+
+    def at_size(record: dict) -> None:
+        record["config"]["model"], record["config"]["input_size"] = {"name": "acme_conv_block"}, size
+
+    _keep_cells(root, lambda record: eager is None or (record["config"]["backend"] == "eager") == eager, at_size, plugin)
+    return root
+
+
+def test_one_model_at_two_input_sizes_is_told_apart_by_its_size_not_its_bundle(tmp_path: Path) -> None:
+    """Two versions of a plugin model, each run at its own input size (16, then 32): each bundle's
+    setting said no size, so their rows read `acme_conv_block SingleStream b1 fp32 cpu (acme-1_0)`
+    and `(acme-1_1)`, counted as two measurements of one model and setting, and a bundle without
+    eager borrowed eager's cell of the other size."""
+    groups = findings.groups([load(_plugin_run(tmp_path, "1.0", 16)), load(_plugin_run(tmp_path, "1.1", 32))])
+    assert sorted(g.title for g in groups) == sorted(f"acme_conv_block {scenario} fp32 cpu input {size}"
+                                                      for size in (16, 32) for scenario in ("Offline b4", "SingleStream b1"))
+    assert findings.summary_table(groups)[1][0][-1] == "20 in each of 4 models and settings"
+    apart = findings.groups([load(_plugin_run(tmp_path, "1.0", 16, eager=False)),
+                             load(_plugin_run(tmp_path, "1.1", 32, eager=True))])
+    assert all(g.borrowed is None for g in apart)
+    same = findings.groups([load(_plugin_run(tmp_path, "1.2", 32, eager=False)), load(tmp_path / "acme-1_1-eager")])
+    assert all(g.borrowed is not None for g in same if g.bundle == "acme-1_2-others")  # one size: borrowed, as before
+    # one model at one size, in two bundles: no size said, the bundles named
+    twice = findings.groups([load(tmp_path / "acme-1_0"), load(_plugin_run(tmp_path, "1.3", 16))])
+    assert {g.title for g in twice} >= {"acme_conv_block SingleStream b1 fp32 cpu (acme-1_0)",
+                                        "acme_conv_block SingleStream b1 fp32 cpu (acme-1_3)"}
