@@ -111,15 +111,17 @@ class Dynamo(Record):
     @model_validator(mode="after")
     def _reasons_are_its_breaks(self) -> Dynamo:
         """The reasons listed are the most frequent of the breaks counted: each distinct, as many as
-        the distinct reasons up to BREAK_REASONS_KEPT, their counts summing to the breaks where every
-        reason is listed and to no more where some are left out. Graphs and breaks hold no law between
+        the distinct reasons up to BREAK_REASONS_KEPT, most frequent first (the report names the first
+        as the most frequent), their counts summing to the breaks where every reason is listed, and
+        where some are left out, leaving each left-out reason at least one break and none more than the
+        least frequent listed. Breaks are counted with their distinct reasons. Graphs and breaks hold no law between
         them: a break before any operator compiles no graph, a break on a path first taken later adds
         a break and no graph, and a frame compiled again adds graphs and no break."""
         if (self.graphs is None or self.graph_breaks is None) and not self.absent:
             raise ValueError("graphs and graph_breaks, where either is missing, need the reason (absent)")
         if self.graph_breaks is None or self.distinct_break_reasons is None:
-            if self.break_reasons or self.distinct_break_reasons is not None:
-                raise ValueError("break_reasons without the breaks and the distinct reasons they are counted of")
+            if self.break_reasons or (self.graph_breaks is None) != (self.distinct_break_reasons is None):
+                raise ValueError("graph_breaks, distinct_break_reasons and break_reasons are counted together")
             return self
         listed = [r.reason for r in self.break_reasons]
         if len(set(listed)) != len(listed):
@@ -129,10 +131,16 @@ class Dynamo(Record):
         if len(listed) != min(self.distinct_break_reasons, BREAK_REASONS_KEPT):
             raise ValueError(f"break_reasons lists {len(listed)} reasons of {self.distinct_break_reasons} distinct: "
                              f"the {BREAK_REASONS_KEPT} most frequent are kept")
-        total = sum(r.count for r in self.break_reasons)
-        every = self.distinct_break_reasons <= BREAK_REASONS_KEPT
-        if (total != self.graph_breaks) if every else (total > self.graph_breaks):
-            raise ValueError(f"break_reasons count {total} breaks of {self.graph_breaks}")
+        counts = [r.count for r in self.break_reasons]
+        if counts != sorted(counts, reverse=True):
+            raise ValueError(f"break_reasons counts {counts} are not the most frequent first")
+        total, left_out = sum(counts), self.distinct_break_reasons - len(counts)
+        # each reason left out gave at least one break and no more than the least frequent one kept
+        fewest, most = left_out, left_out * (counts[-1] if counts else 0)
+        if not fewest <= self.graph_breaks - total <= most:
+            raise ValueError(f"break_reasons count {total} breaks of {self.graph_breaks}"
+                             + (f", leaving {self.graph_breaks - total} to {left_out} reasons left out, each "
+                                f"with 1 to {counts[-1]}" if left_out else ""))
         return self
 
 

@@ -124,6 +124,17 @@ def _record(**changes: Any) -> dict[str, Any]:
     ({"graph_breaks": -1}, "greater than or equal to 0"),
     ({"graphs": 2.5}, "integer"),
     ({"break_reasons": [{"reason": "a", "count": 0}, {"reason": "b", "count": 2}]}, "greater than or equal to 1"),
+    # the report names the first reason as the most frequent
+    ({"graph_breaks": 4, "break_reasons": [{"reason": "a", "count": 1}, {"reason": "b", "count": 3}]},
+     "are not the most frequent first"),
+    # the reasons left out are reasons: each gave a break, and none more than a kept one
+    ({"graph_breaks": 10, "distinct_break_reasons": BREAK_REASONS_KEPT + 2,
+      "break_reasons": [{"reason": str(i), "count": 2} for i in range(BREAK_REASONS_KEPT)]},
+     "leaving 0 to 2 reasons left out, each with 1 to 2"),
+    ({"graph_breaks": 20, "distinct_break_reasons": BREAK_REASONS_KEPT + 2,
+      "break_reasons": [{"reason": str(i), "count": 1} for i in range(BREAK_REASONS_KEPT)]},
+     "leaving 15 to 2 reasons left out, each with 1 to 1"),
+    ({"distinct_break_reasons": None, "break_reasons": []}, "counted together"),
 ])
 def test_a_record_whose_reasons_are_not_its_breaks_is_refused(changes: dict[str, Any], refusal: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
@@ -132,8 +143,11 @@ def test_a_record_whose_reasons_are_not_its_breaks_is_refused(changes: dict[str,
 
 def test_graphs_and_breaks_hold_no_law_between_them_and_reasons_past_the_kept_are_left_out() -> None:
     """A frame compiled again adds graphs and no break (5 graphs, 0 breaks); a break before any operator
-    compiles no graph (1 graph, 3 breaks); reasons past the kept ones count no more than the breaks."""
+    compiles no graph (1 graph, 3 breaks); reasons past the kept ones take the breaks the kept leave, each
+    at least one and at most as many as the least frequent kept."""
     Dynamo.model_validate(_record(graphs=5, graph_breaks=0, distinct_break_reasons=0, break_reasons=[]))
     Dynamo.model_validate(_record(graphs=1, graph_breaks=3, distinct_break_reasons=1, break_reasons=[{"reason": "a", "count": 3}]))
     kept = [{"reason": str(i), "count": 1} for i in range(BREAK_REASONS_KEPT)]
-    Dynamo.model_validate(_record(graph_breaks=9, distinct_break_reasons=BREAK_REASONS_KEPT + 2, break_reasons=kept))
+    Dynamo.model_validate(_record(graph_breaks=7, distinct_break_reasons=BREAK_REASONS_KEPT + 2, break_reasons=kept))
+    twice = [{"reason": str(i), "count": 2} for i in range(BREAK_REASONS_KEPT)]
+    Dynamo.model_validate(_record(graph_breaks=13, distinct_break_reasons=BREAK_REASONS_KEPT + 2, break_reasons=twice))
