@@ -517,6 +517,13 @@ def test_an_unfinished_run_is_a_note_not_a_problem(tmp_path: Path) -> None:
     problems = validate(root).problems
     assert "bundle.json: records why the run was interrupted, yet its state is complete" in problems
     assert any(f"1 of {listed} listed cell(s) have no record" in line for line in problems)
+    # a cell the typed record refuses (its JSON schema passes) is that cell's problem beside the others, where
+    # the check of resume_runs read the typed records and validate ended in `error: ... not a cell record`
+    edit_json(cell_files(root)[0], lambda c: c["metrics"].update(dynamo={
+        "graphs": 3, "graph_breaks": 2, "distinct_break_reasons": 1, "break_reasons": [{"reason": "print", "count": 3}]}))
+    problems = validate(root).problems
+    assert any("break_reasons count 3 breaks of 2" in line for line in problems), problems
+    assert "bundle.json: records why the run was interrupted, yet its state is complete" in problems
 
 
 @contextlib.contextmanager
