@@ -2,7 +2,8 @@
 bundle.json's stored scenario expands to on its device (harness/scenario/cells.py), and its label
 is the one that config gets, and it ran in this bundle's run (not before it was made, not after
 its run ended, not on a machine it does not list); a cell moved in from another bundle, or edited into a cell the
-scenario never had, is named."""
+scenario never had, is named. So is a plugin model bundle.json records (`model_plugins`) that its scenario
+does not name, or that takes a built-in's name: the report and compare name each as a model the run ran."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def problems(loaded: LoadedBundle) -> list[str]:
     from harness.scenario.cells import expand
 
     scenario, device = loaded.header["scenario"], loaded.header["device"]
-    lines = []
+    lines = _plugins_not_run(loaded.header)
     listed = [entry["id"] for entry in loaded.header["cells"] if entry["id"] not in loaded.missing]
     # the cells of one model, scenario and dtype (every backend's, fusion on and off) share an expansion
     expanded: dict[str, Any] = {}
@@ -47,6 +48,26 @@ def problems(loaded: LoadedBundle) -> list[str]:
         elif cell["label"] != match.label:
             lines.append(f"{where}: label {cell['label']!r} but its config's is {match.label!r}")
         lines += [f"{where}: {line}" for line in _of_this_run(cell, loaded.header)]
+    return lines
+
+
+def _plugins_not_run(header: dict[str, Any]) -> list[str]:
+    """Each plugin model `model_plugins` records that the run did not run as a plugin's: one its
+    stored scenario does not name, or one named as a built-in model (a run records the plugin models
+    its scenario names and never a built-in, which the zoo builds: harness/models/catalog.py
+    `plugin_records`)."""
+    from harness.models.catalog import CLASSIFICATION_MODELS
+    from harness.models.extra_models import EXTRA_MODELS
+
+    recorded = header.get("model_plugins")
+    named = {str(m.get("name")) if isinstance(m, dict) else str(m) for m in header["scenario"].get("models") or []}
+    lines = []
+    for name in recorded if isinstance(recorded, dict) else {}:
+        if name in CLASSIFICATION_MODELS or name in EXTRA_MODELS:
+            lines.append(f"{HEADER}: model_plugins records {name!r}, a built-in model's name: a run records only "
+                         "its plugins' models (a built-in is the zoo's, whatever a plugin names)")
+        elif name not in named:
+            lines.append(f"{HEADER}: model_plugins records {name!r}, which its scenario does not run")
     return lines
 
 

@@ -164,7 +164,9 @@ def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path
     import json
     import shutil
 
+    from harness.bundle import manifest
     from harness.bundle.reader import load
+    from harness.bundle.validate import validate
     from harness.reporting.run_facts import facts
 
     root = tmp_path / "bundle"
@@ -176,6 +178,14 @@ def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path
                                       "input_size": 16}}
     (root / "bundle.json").write_text(json.dumps(header))
     assert dict(facts(load(root)))["plugin models"] == f"{NAME} from acme-models 1.0 (acme_models.blocks:CONV_BLOCK)"
+    # a record of a model the run did not run as a plugin's is found: the facts above name it as one it ran
+    header["model_plugins"]["resnet18"] = header["model_plugins"][NAME]
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    problems = validate(root).problems
+    assert problems == [f"bundle.json: model_plugins records {NAME!r}, which its scenario does not run",
+                        "bundle.json: model_plugins records 'resnet18', a built-in model's name: a run records only "
+                        "its plugins' models (a built-in is the zoo's, whatever a plugin names)"], problems
 
 
 def test_each_bundle_reads_its_plugin_models_by_its_own_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
