@@ -14,6 +14,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from harness.bundle.cell_record import BreakReason, Dynamo
 from harness.bundle.cell_record import CellRecord as CellRecordModel
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import load
@@ -857,6 +858,11 @@ def test_the_kernel_figures_of_a_noisy_cell_say_so_where_they_are_read() -> None
     assert all(NOISY_CELL not in line for line in time_moved(pair)[1:])  # said once, before the first
     (eager,) = [r for r in rows if r.backend == "eager" and r.setting == pair.off.setting]
     assert classes_against(pair.off, eager)[0].startswith(f"{NOISY_CELL}kernels in all ")
+    # where a side lists no kinds the graphs and breaks are said alone: Dynamo's counts, no share of its time
+    dynamo = Dynamo(graphs=3, graph_breaks=2, distinct_break_reasons=1, break_reasons=[BreakReason(reason="print", count=2)])
+    unprofiled = Row(pair.off.record.model_copy(update={"metrics": pair.off.metrics.model_copy(
+        update={"kernels": None, "dynamo": dynamo})}))
+    assert noisy_mark(unprofiled) and classes_against(unprofiled, eager) == ["3 graphs, 2 breaks: print (x2)"]
     head, body = kernels_by_pair([pair])
     (row,) = body
     assert row[head.index("most time with fusion off")].startswith(NOISY_CELL)
