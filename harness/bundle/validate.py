@@ -176,12 +176,13 @@ def _consistency(loaded: LoadedBundle, verdict: Verdict, resuming: bool) -> None
     if isinstance(interruption, dict):  # absent before 2026-12-06; the schema types it
         if header["state"] != "interrupted":
             verdict.problems.append(f"{HEADER}: records why the run was interrupted, yet its state is {header['state']}")
-        unlisted = [cell for cell in interruption.get("resume_runs") or [] if cell not in listed]
+        resume_runs = interruption.get("resume_runs") or []
+        unlisted = [cell for cell in resume_runs if cell not in listed]
         if unlisted:
             verdict.problems.append(f"{HEADER}: interruption.resume_runs names cells it does not list ({', '.join(unlisted[:3])})")
         # the raw cells, whose status the schema holds: a typed record a cell fails is its own problem, found below
         finished = {cell["id"] for cell in loaded.cells if cell["status"] in FINISHED}
-        left_out = [cell for cell in listed if cell not in finished and cell not in (interruption.get("resume_runs") or [])]
+        left_out = [cell for cell in listed if cell not in finished and cell not in resume_runs]
         if left_out:
             verdict.problems.append(f"{HEADER}: interruption.resume_runs leaves out cells with no result, which --resume "
                                     f"runs ({', '.join(left_out[:3])})")
@@ -236,7 +237,7 @@ def _unlisted(loaded: LoadedBundle) -> list[str]:
     """The cells the stored scenario expands to on the run's device (within its `--only`) that
     bundle.json does not list: a cell deleted with its record and entry would hide a failure.
     (A listed cell that is none of the scenario's is the figures check's finding.)"""
-    from harness.scenario.cells import cell_id, expand
+    from harness.scenario.cells import cell_id, expand, matches
     from harness.scenario.schema import MAX_CELLS, planned_cells
 
     header = loaded.header
@@ -244,7 +245,8 @@ def _unlisted(loaded: LoadedBundle) -> list[str]:
     try:
         if planned_cells(scenario, device) > MAX_CELLS:
             return [f"{HEADER}: its scenario expands to more than {MAX_CELLS} cells: not a run this harness checks"]
-        cells = [c for c in expand(scenario, device, loaded.model_plugins) if all(c.field(k) in set(v) for k, v in only.items())]
+        chosen = {key: set(values) for key, values in only.items()}
+        cells = [c for c in expand(scenario, device, loaded.model_plugins) if matches(c, chosen)]
     except (LookupError, TypeError, AttributeError, ValueError):
         return []  # a scenario that does not expand is the figures check's finding
     listed = {entry["id"] for entry in header["cells"]}
