@@ -43,6 +43,11 @@ def one_line(text: object) -> str:
     return visible(" / ".join(line for line in lines if line))
 
 
+def shortened(text: str, limit: int) -> str:
+    """`text` where it has at most `limit` characters, else its first `limit - 3` and `...`: `limit` in all."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def visible_lines(text: str) -> str:
     """A document (newlines and tabs kept), every other control and bidirectional character written as its code."""
     return _IN_TEXT.sub(_code, text)

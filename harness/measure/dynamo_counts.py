@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.bundle.cell_record import BREAK_REASONS_KEPT
-from harness.plain_text import one_line
+from harness.plain_text import one_line, shortened
 
 #: A reason's characters kept: its first line (Dynamo's message, before its explanation and hint).
 REASON_CHARS = 200
@@ -114,8 +114,7 @@ def reason_text(message: str) -> str:
     if first.startswith("generic_jump "):
         first = f"{JUMP} ({first})"
     explained = next((line.removeprefix("Explanation:").strip() for line in lines[1:] if line.startswith("Explanation:")), "")
-    text = one_line(f"{first}: {explained}" if explained else first)
-    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
+    return shortened(one_line(f"{first}: {explained}" if explained else first), REASON_CHARS)
 
 
 def _most_frequent(reasons: Counter[str]) -> list[tuple[str, int]]:

@@ -9,7 +9,7 @@ older than the record)."""
 from __future__ import annotations
 
 from harness.bundle.cell_record import Dynamo
-from harness.plain_text import visible
+from harness.plain_text import shortened, visible
 
 #: A reason's characters shown in the line (the record keeps more).
 REASON_SHOWN = 90
@@ -33,8 +33,7 @@ def _reasons(dynamo: Dynamo) -> str:
     if not dynamo.break_reasons:
         return ""
     first = dynamo.break_reasons[0]
-    reason = visible(first.reason)
-    reason = reason if len(reason) <= REASON_SHOWN else reason[: REASON_SHOWN - 3] + "..."
+    reason = shortened(visible(first.reason), REASON_SHOWN)
     others = (dynamo.distinct_break_reasons or len(dynamo.break_reasons)) - 1
     return f": {reason} (x{first.count})" + (f", and {_count(others, 'other reason')}" if others else "")
 

@@ -27,7 +27,7 @@ from harness.bundle.writer import Bundle
 from harness.errors import BundleError
 from harness.mlperf.user_conf import OVERRIDABLE
 from harness.models.catalog import RECORD
-from harness.plain_text import shell_word
+from harness.plain_text import shell_word, shortened
 from harness.reporting.report import REPORT_HTML, REPORT_MD
 from harness.run import time_budget
 from harness.scenario.cells import Cell, expand, select
@@ -228,8 +228,7 @@ def _overrides_problem(loadgen: dict[str, Any]) -> str | None:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True)  # ASCII: no control character reaches the terminal
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shortened(json.dumps(value, sort_keys=True), 60)  # ASCII: no control character reaches the terminal
 
 
 def to_run(bundle: Bundle, cell_id: str) -> bool:

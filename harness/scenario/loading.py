@@ -20,7 +20,7 @@ import yaml
 
 from harness import registry
 from harness.errors import ConfigError
-from harness.plain_text import has_unsafe, visible
+from harness.plain_text import has_unsafe, shortened, visible
 from harness.scenario.schema import ScenarioFile
 from harness.scenario.settings import FolderInputs, SyntheticInputs
 from harness.scenario.yaml_forms import READ_AS, check_numbers, dotted, node_at, number_hint, text_hint, walk
@@ -314,8 +314,7 @@ def _first_problem(errors: list[Any], node: yaml.Node | None, where: str) -> tup
     elif first["type"] == "missing":
         message = "required, but missing"
     elif first["type"] == "model_type":  # pydantic names its class: "a valid dictionary or instance of LoadGenSettings"
-        shown = repr(first["input"])
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        shown = shortened(repr(first["input"]), 60)
         given = "nothing" if first["input"] is None else f"{_yaml_kind(first['input'])} {shown}"
         message = f"should be a mapping of keys to values (KEY: VALUE), not {given}"
         if len(loc) == 2 and loc[0] in _NAMED_ENTRIES:  # an entry a name alone stands for

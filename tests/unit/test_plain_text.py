@@ -16,7 +16,7 @@ from harness.bundle import manifest
 from harness.bundle.cell_record import CellRecord
 from harness.bundle.migrations import upgraded_cell
 from harness.cli.main import main
-from harness.plain_text import has_unsafe, one_line, visible, visible_lines
+from harness.plain_text import has_unsafe, one_line, shortened, visible, visible_lines
 from harness.reporting.markdown import md_cell
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "v3"
@@ -165,3 +165,9 @@ def test_a_path_in_a_command_to_copy_is_one_shell_word() -> None:
     for path in ("/tmp/résultats run/20261204-smoke", "/tmp/it's here", "/tmp/$HOME;rm"):
         assert shlex.split(shell_word(path)) == [path]
     assert "\\x1b" in shell_word("/tmp/a\x1b[31mred") or "\\u001b" in shell_word("/tmp/a\x1b[31mred")
+
+
+def test_shortened_keeps_a_text_within_its_limit_and_cuts_a_longer_one_to_it() -> None:
+    assert shortened("a" * 60, 60) == "a" * 60
+    assert shortened("a" * 61, 60) == "a" * 57 + "..."
+    assert len(shortened("b" * 500, 90)) == 90
