@@ -25,8 +25,11 @@ tensors too; each renamed tensor is read as the source tensor it holds where the
 outputs of the source node a kept node is named after, the input of the source Conv or batch norm
 an NCHWc Conv runs), and the walk runs between those. The transformer runs a batch norm that
 follows no convolution as a depthwise NCHWc Conv named `<tensor>_bn_nchwc`: it runs that batch
-norm (and its activation), not a convolution. A node that can be attributed no way is reported as
-itself, under its own op type.
+norm (and its activation), not a convolution. A Transpose runs only the source Transposes between
+its borders: the transpose optimizer, which inserts and moves them (`Transpose_token_21`), merges
+Transposes that meet but takes no other operator into one, and a Transpose it moved past a Gather
+reads the Gather's output under a new name, so the walk ran on through the Gather, which its own
+node runs. A node that can be attributed no way is reported as itself, under its own op type.
 """
 
 from __future__ import annotations
@@ -135,6 +138,11 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
         own = [holds.get(name, name) for name in node.output if name]
         covered = _walk(own, nodes, produced, {holds.get(name, name) for name in node.input if name} | (held - set(own)),
                         leaves, past_conv=True)
+        if node.op_type == "Transpose" and node.domain in ("", "ai.onnx"):
+            # ORT's transpose optimizer moves a Transpose past the nodes after it and merges Transposes
+            # that meet, but puts no other operator into one: the other source nodes between a moved
+            # Transpose's (renamed) input and its output are run by the nodes before it
+            covered = {j for j in covered if nodes[j].op_type == "Transpose"}
         ops = tuple(f"onnx.{nodes[j].op_type}" for j in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
         groups.append(KernelGroup(kernel=node.name or node.op_type, ops=ops))
     return groups

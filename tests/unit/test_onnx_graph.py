@@ -206,3 +206,25 @@ def test_a_fusion_whose_output_only_a_kept_node_reads_runs_what_the_kept_node_re
     assert groups["silu1/QuickGeluFusion/"] == ("onnx.Sigmoid", "onnx.Mul")
     assert groups["add"] == ("onnx.Add",)
     assert groups["y_nchwc"] == ("onnx.Conv",)
+
+
+def test_a_transpose_the_transpose_optimizer_moved_runs_transposes_only() -> None:
+    """Swin's and a transformer block's attention: the query, key and value taken by Gathers from one
+    permuted tensor. ORT moves the Transpose past the Gathers (`Transpose_token_1`, which reads a
+    Gather's output under a new name) and merges it with the key's own Transpose; each moved
+    Transpose was counted as an element fusion of Transpose and Gather, the Gather being its own
+    node's (the optimised graph of such a block, as ONNX Runtime 1.31 wrote it)."""
+    index = [helper.make_tensor(f"i{n}", TensorProto.INT64, [], [n]) for n in range(2)]
+    source = _graph([helper.make_node("Transpose", ["x"], ["p"], name="node_permute", perm=[1, 0, 2, 3]),
+                     helper.make_node("Gather", ["p", "i0"], ["select"], name="node_select"),
+                     helper.make_node("Gather", ["p", "i1"], ["select_1"], name="node_select_1"),
+                     helper.make_node("Transpose", ["select_1"], ["y"], name="node_transpose", perm=[0, 2, 1])], index)
+    optimized = _graph([helper.make_node("Gather", ["x", "i0"], ["g0"], name="node_select", axis=1),
+                        helper.make_node("Transpose", ["g0"], ["select"], name="Transpose_token_0", perm=[1, 0, 2]),
+                        helper.make_node("Gather", ["x", "i1"], ["g1"], name="node_select_1", axis=1),
+                        helper.make_node("Transpose", ["g1"], ["y"], name="node_transpose", perm=[1, 2, 0])], index)
+    groups = {g.kernel: (g.ops, g.fusion_class) for g in kernel_groups(source, optimized)}
+    assert groups["Transpose_token_0"] == (("onnx.Transpose",), "single")
+    assert groups["node_select"] == (("onnx.Gather",), "single")
+    # the permute's share of the key and the key's own transpose, merged: two source operators in one
+    assert groups["node_transpose"] == (("onnx.Transpose", "onnx.Transpose"), "element")
