@@ -52,9 +52,10 @@ from typing import Any, Literal
 from unittest import mock
 
 from backends import inductor_toolchain, torch_kernel_time
+from backends.inductor_attention import AttentionWatch, is_attention_rewrite
 from backends.inductor_code import generated_kinds, kernel_calls
 from backends.inductor_folding import FoldWatch
-from backends.inductor_freezing import closure_contents, freezing_without_fusion
+from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.errors import BackendFailed
@@ -116,11 +117,19 @@ class InductorBackend(Backend):
 
         torch._dynamo.reset()
         fused = variant.fusion == "on"
-        unfused = contextlib.nullcontext() if fused else _unfused_lowering()
+        watch, attention = FoldWatch(), AttentionWatch()
+        # fusion on: which operators each attention call Inductor makes replaced; off: no rewrite makes one
+        lowering = attention.recording() if fused else _unfused_lowering()
         no_folding = freezing_without_fusion() if options.freezing and not fused else contextlib.nullcontext()
-        watch = FoldWatch()
-        hooks = {"pre_grad_custom_pass": _graph_pass(watch.pre_grad), "post_grad_custom_pre_pass": _graph_pass(watch.post_grad)}
         watching = options.freezing and fused  # only then can a batch norm be folded away
+
+        def post_grad(graph: Any) -> None:
+            attention.post_grad(graph)
+            if watching:
+                watch.post_grad(graph)
+
+        hooks = {"post_grad_custom_pre_pass": _graph_pass(post_grad),
+                 **({"pre_grad_custom_pass": _graph_pass(watch.pre_grad)} if watching else {})}
         own_caches = _own_cache_folder()
         warm = own_caches is not None and own_caches.is_dir() and any(own_caches.iterdir())
         # Never a whole graph from the graph cache: the code is generated again in every round (so the
@@ -128,14 +137,14 @@ class InductorBackend(Backend):
         # builds come from the code cache of a further round.
         patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
                    "layout_optimization": options.layout_optimization,
-                   **(hooks if watching else {}), **_isa_settings(device)}
+                   **(hooks if fused else {}), **_isa_settings(device)}
         mode = compile_mode(options.mode, variant.graphs, device)
         if variant.graphs == "on" and hasattr(inductor_config.triton, "cudagraph_or_error"):
             # A graph Inductor declines to capture (an operator it deems unsafe, a CPU tensor) would
             # otherwise run uncaptured, with a warning only, in a cell that says graphs: on.
             patches["triton.cudagraph_or_error"] = True
         loaded: list[Any] = []
-        with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, unfused, \
+        with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, lowering, \
                 no_folding, _loaded_modules(loaded), inductor_toolchain.watch() as toolchain, torch.no_grad():
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
@@ -150,12 +159,14 @@ class InductorBackend(Backend):
                                 "it skips, or a break at every operator), so the whole model ran as eager")
         aten = [name for name in dir(torch.ops.aten) if not name.startswith("__")]
         per_graph = [kernel_calls(source, aten) for source in sources]
+        per_graph, attention_note = attention.attribute(per_graph) if fused else (per_graph, "")
         if watching:
             kernels, note = watch.attribute(per_graph)
         else:  # nothing folded into weights: freezing off, or fusion off (freezing without its folding)
             kernels = [group for groups in per_graph for group in groups]
             note = ("no operator was folded into weights at compile time ("
                     + ("freezing off" if not options.freezing else "fusion off: freezing without its folding") + ")")
+        note = "; ".join(part for part in (note, attention_note) if part)
         _remember_isa(device)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
@@ -351,16 +362,6 @@ def _reported_isas() -> list[str]:
 ISA_FILE = "fusionbench-vector-isa-check.json"
 
 
-_ATTENTION_REWRITES = "torch._inductor.fx_passes.fuse_attention"
-
-
-def _is_attention_rewrite(entry: Any) -> bool:
-    """Whether a pattern entry is one of Inductor's attention rewrites: its check closes over a
-    search function (or check) of `fuse_attention`."""
-    return any(getattr(content, "__module__", None) == _ATTENTION_REWRITES
-               for content in closure_contents(getattr(entry, "extra_check", None)))
-
-
 @contextlib.contextmanager
 def _unfused_lowering() -> Iterator[None]:
     """One operator per kernel: realize every lowered FX node, forbid scheduler fusion, flush the
@@ -390,7 +391,7 @@ def _unfused_lowering() -> Iterator[None]:
     replace = ReplacementPatternEntry.apply
 
     def replace_unless_attention(self: Any, match: Any, graph: Any, node: Any) -> Any:
-        return None if _is_attention_rewrite(self) else replace(self, match, graph, node)
+        return None if is_attention_rewrite(self) else replace(self, match, graph, node)
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(GraphLowering, "run_node", run_node_realized))

@@ -406,21 +406,27 @@ class _Attention(torch.nn.Module):
 def test_fusion_off_runs_attention_as_its_matmuls_and_softmax(tmp_path: Path) -> None:
     """Inductor's attention rewrite put BERT's matmul, softmax and matmul into one
     `_scaled_dot_product_flash_attention_for_cpu` call with fusion off, counted as no fusion (an
-    independent reading of the generated code found it)."""
+    independent reading of the generated code found it). With fusion on the call runs the operators
+    the rewrite replaced (backends/inductor_attention.py)."""
     from backends.inductor import InductorBackend
 
     torch.manual_seed(0)
     model, example = _Attention().eval(), torch.randn(1, 16, 64)
     backend = InductorBackend()
-    ops = {}
+    ops, calls = {}, {}
     for fusion in ("on", "off"):
         prepared = backend.prepare(model, example, device="cpu", dtype="fp32", variant=backend.variant(fusion, {}),
                                    workdir=tmp_path / fusion, cache_dir=tmp_path / "cache")
         ops[fusion] = [op for kernel in prepared.fusion_report().kernels for op in kernel.ops]
+        calls[fusion] = [k for k in prepared.fusion_report().kernels if "scaled_dot_product" in k.kernel and "fused" not in k.kernel]
         with torch.no_grad():
             assert compare(prepared(example), model(example), "fp32")["ok"]
-    assert any("scaled_dot_product" in op for op in ops["on"]), ops["on"]  # the rewrite is Inductor's fusion
-    assert not any("scaled_dot_product" in op for op in ops["off"]), ops["off"]
+    # The rewrite is Inductor's fusion, and counts as one: its call runs the matmuls and softmax it replaced
+    # (it was listed as one operator, `single`, and the count left the fused attention out).
+    [call] = calls["on"]
+    assert call.fusion_class == "tensor+element+tensor", call
+    assert [op for op in call.ops if op in ("aten.bmm", "aten._softmax")] == ["aten.bmm", "aten._softmax", "aten.bmm"], call
+    assert not calls["off"] and not any("scaled_dot_product" in op for op in ops["off"]), ops["off"]
     assert ops["off"].count("aten.bmm") == 2 and "aten._softmax" in ops["off"], ops["off"]
 
 
