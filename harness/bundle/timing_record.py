@@ -84,7 +84,8 @@ class DeviceTime(Record):
 class TimingRound(Record):
     """One round of the cell's device timing, each in a fresh worker process (harness/run/rounds.py):
     round 1 is the cell's own measurement (`device_time`, whose samples are its samples); a further
-    valid one keeps its samples (v8), a further failed one its reason."""
+    valid one keeps its samples (v8) and the frames Dynamo compiled in its timed calls (2026-12-06), a
+    further failed one its reason."""
 
     round: Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
     status: Literal["valid", "failed"]
@@ -98,6 +99,9 @@ class TimingRound(Record):
     wall_s: Seconds | None = None
     reason: str | None = None
     log: InnerPath | None = None
+    # A further valid round's frames Dynamo compiled in its timed calls (a round whose prepare went through
+    # torch.compile; absent before 2026-12-06 and in the others): round 1's are metrics.dynamo.recompiles_timed.
+    recompiles_timed: Count | None = None
 
     @model_validator(mode="after")
     def _measured(self) -> TimingRound:
@@ -105,6 +109,8 @@ class TimingRound(Record):
             raise ValueError("a valid round has its count of samples (1 or more) and its CV")
         if self.samples_ns is not None and (self.round == 1 or len(self.samples_ns) != self.n):
             raise ValueError("a further round's samples are as many as its n (round 1's are device_time's)")
+        if self.recompiles_timed is not None and (self.round == 1 or self.status != "valid"):
+            raise ValueError("recompiles_timed is a further valid round's (round 1's are metrics.dynamo's)")
         return self
 
 

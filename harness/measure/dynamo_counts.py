@@ -9,7 +9,8 @@ counters (`torch._dynamo.utils.counters`, process-wide and cumulative, never cle
 `torch._dynamo.reset`), as the difference between two snapshots: `graphs` and `graph_breaks` from
 before `prepare` to the end of the correctness check (the compile and the untimed calls after it),
 `recompiles_timed` from the end of the warm-up to the last timed repetition (LoadGen's run
-included). Counters of the same names and meaning are written by torch 2.11 and 2.14:
+included), in round 1 and, over its own timed calls, in each further round. Counters of the same
+names and meaning are written by torch 2.11 and 2.14:
 `stats.unique_graphs` (one per graph handed to the backend) and `frames.total` (one per frame Dynamo
 converts; a frame whose compiled code still holds is never converted again). The breaks are
 `torch._dynamo.utils.graph_break_reasons`, one entry per break, the list `torch._dynamo.explain`

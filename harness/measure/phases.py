@@ -8,7 +8,7 @@ timed by its `PhaseClock`. A cell's first round (`measure`) runs every pass:
     bytes, CUDA cells)
 
 A further round (`time_a_round`, harness/run/rounds.py) prepares the model again and runs the
-device timing alone, then the check after timing.
+device timing alone, watching it for Dynamo's recompiles as round 1's, then the check after timing.
 
 Correctness is checked twice: the first call on the example, and the timed callable once more after
 its last timed call, on a batch of other samples (`checked_rows.later_rows`) given as LoadGen gives
@@ -273,8 +273,9 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
                   metrics: Metrics) -> list[str]:
     """A further round (harness/run/rounds.py): in this fresh process, the model prepared again (its
     compiled artefacts from the cache the first round filled), then the same device timing as the
-    first round's, warm-up and every repetition, with nothing else measured; then the timed
-    callable's output checked as round 1's is after its timing. Returns why the round's time is not
+    first round's, warm-up and every repetition, with nothing else measured but the frames Dynamo
+    compiled in its timed calls (`metrics.dynamo.recompiles_timed`, which warns as round 1's does); then
+    the timed callable's output checked as round 1's is after its timing. Returns why the round's time is not
     to be taken (its prepare may have loaded another artefact than round 1's): a round that gives
     reasons gives no time."""
     from harness import precision
@@ -287,6 +288,7 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
         later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
     precision.set_torch_math(cell.dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
+    before_prepare = dynamo_counts.snapshot()
     prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
     reasons = []
     try:
@@ -294,12 +296,16 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
             prepared(example)
             prepared.synchronize()
         metrics.first_call_s = clock.durations_s[protocol.FIRST_CALL.name]
+        after_first_call = dynamo_counts.snapshot()
         timing = _device_timing(cell, prepared, samples)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
+            after_warmup = dynamo_counts.snapshot()
             for _ in range(cell.timing.repetitions):
                 timing.repetition(f"round {request.timing_round}")
         metrics.device_time = timing.result()
+        # its own recompiles in its timed calls, as round 1's (harness/run/rounds.py keeps them, and its warning)
+        metrics.dynamo = _dynamo(dynamo_counts.record(before_prepare, after_first_call, after_warmup, dynamo_counts.snapshot()))
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None:
                 checked = _checked_after_timing(prepared, samples, rows, later_reference, cell.dtype)

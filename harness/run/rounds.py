@@ -23,8 +23,9 @@ Order: with every cell at one round the sweep's order is kept as it was. Otherwi
 grouped into units, the cells of one setting, in the order of their first cell; a unit runs its
 cells' round 1 in the sweep's order (a fusion pair's two cells side by side), then their round 2 in
 the other order, and so on. A cell's record is
-written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py),
-each further round's own warnings (`round 2: a busy machine: ...`), a warning for each further
+written once its last round has finished, with `metrics.rounds` (harness/bundle/cell_record.py;
+a further round's frames Dynamo compiled in its timed calls among its figures), each further round's
+own warnings (`round 2: a busy machine: ...`, `round 2: recompiled: ...`), a warning for each further
 round that gave no time (kept as failed, with its reason: its worker failed, or the run's time
 budget ended before it or while it ran, or left less than the cell's rounds say it takes as it would
 start (`Rounds.guess`: its longest further round so far, else what of round 1 a further round runs
@@ -262,6 +263,7 @@ class Rounds:
             samples_ns=list(timing.samples_ns),
             prepare_cache=answer.metrics.prepare_cache,
             wall_s=outcome.wall_s,
+            recompiles_timed=answer.metrics.dynamo.recompiles_timed if answer.metrics.dynamo is not None else None,
             **where,
         )
 

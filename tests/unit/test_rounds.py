@@ -189,18 +189,28 @@ def test_two_rounds_far_apart_are_both_named_and_rounds_alike_say_nothing(tmp_pa
     assert complete is not None and not any(w.startswith("rounds out of line:") for w in complete["warnings"])
 
 
-def test_a_further_rounds_own_warnings_are_kept_as_that_rounds(tmp_path: Path) -> None:
-    """Round 1's warnings were the record's; a further round's (a busy machine, noise) were lost."""
+def test_a_further_rounds_own_warnings_and_recompiles_are_kept_as_that_rounds(tmp_path: Path) -> None:
+    """Round 1's warnings were the record's; a further round's (a busy machine, noise) were lost. Its
+    recompiles in the timed calls (tests/unit/test_worker.py records them) went unrecorded."""
+    from harness.bundle.cell_record import Dynamo
+
     cells, ordered, state = _plan(2, tmp_path)
     eager = next(c for c in cells if c.config.backend == "eager")
     mine = [t for t in ordered if t.cell_id == eager.id]
     state.finished(_done(mine[0], 10e6), _first_record(eager, median_ns=10e6))
     second = _done(mine[1], 10.5e6)
     assert second.outcome is not None and second.outcome.answer is not None
-    second.outcome.answer.warnings = ["a busy machine: other processes used 0.80 cores during the timed calls"]
+    recompiled = "recompiled: Dynamo compiled 2 frames again during the timed calls, after the warm-up"
+    second.outcome.answer.warnings = ["a busy machine: other processes used 0.80 cores during the timed calls", recompiled]
+    second.outcome.answer.metrics.dynamo = Dynamo(graphs=1, graph_breaks=0, distinct_break_reasons=0, recompiles_timed=2)
     complete = state.finished(second, None)
     assert complete is not None
     assert "round 2: a busy machine: other processes used 0.80 cores during the timed calls" in complete["warnings"]
+    assert f"round 2: {recompiled}" in complete["warnings"]
+    assert complete["metrics"]["rounds"][1]["recompiles_timed"] == 2 and "recompiles_timed" not in complete["metrics"]["rounds"][0]
+    assert problems(complete, "cell") == []
+    complete["metrics"]["rounds"][0]["recompiles_timed"] = 2  # round 1's are metrics.dynamo's
+    assert any("recompiles_timed is a further valid round's" in line for line in problems(complete, "cell"))
 
 
 def test_a_failed_further_round_keeps_its_reason_and_the_cell_stays_valid(tmp_path: Path) -> None:

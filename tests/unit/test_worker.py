@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from backends.eager import EagerBackend
+from backends.eager import EagerBackend, EagerPrepared
 from harness import registry
 from harness.bundle.cell_record import Metrics
 from harness.contract import Availability, Backend, Prepared, Variant
@@ -296,14 +296,59 @@ def test_an_accuracy_run_without_labelled_images_fails_the_cell_with_the_reason(
     assert "loadgen" in answer["metrics"], "what was measured before the accuracy run stays in the answer"
 
 
+class _RecompilesWhenTimed(EagerPrepared):
+    """Eager's model, beside a step compiled through torch.compile (Dynamo's `eager` backend: no code
+    generated) given a shape first met once the warm-up has ended (`warmed`): one frame compiled again
+    in the timed calls."""
+
+    warmed = [False]
+
+    def __init__(self, model: Any, device: str, example: Any) -> None:
+        import torch
+
+        super().__init__(model, device, example)
+        self.step = torch.compile(lambda t: t * 2, backend="eager", dynamic=False)
+
+    def __call__(self, batch: Any) -> Any:
+        import torch
+
+        self.step(torch.ones(3 if self.warmed[0] else 2))
+        return super().__call__(batch)
+
+
+class RecompilesWhenTimedBackend(EagerBackend):
+    name = "recompiles-when-timed"
+
+    def prepare(self, model, example, *, device, dtype, variant: Variant, workdir: Path, cache_dir: Path) -> Prepared:
+        return _RecompilesWhenTimed(model, device, example)
+
+
 @pytest.mark.slow
-def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
-    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+def test_a_further_round_times_the_steady_state_and_measures_nothing_else_but_its_recompiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Only round 1's timed calls were watched for Dynamo's recompiles: a further round that compiled a
+    frame again in its timed calls recorded none and said nothing (harness/run/rounds.py keeps both)."""
+    import torch
+
+    from harness.measure import timing
+
+    warm_up = timing.DeviceTiming.warm_up
+
+    def warmed(self: Any) -> Any:
+        done = warm_up(self)
+        _RecompilesWhenTimed.warmed[0] = True
+        return done
+
+    monkeypatch.setattr(timing.DeviceTiming, "warm_up", warmed)
+    monkeypatch.setattr(_RecompilesWhenTimed, "warmed", [False])
+    monkeypatch.setattr(registry, "load", lambda name: RecompilesWhenTimedBackend)
     monkeypatch.chdir(tmp_path)
-    request = WorkerRequest(cell=cell_for("eager"), artifact_dir=str(tmp_path / "round-2"),
+    torch._dynamo.reset()
+    request = WorkerRequest(cell=cell_for(RecompilesWhenTimedBackend.name), artifact_dir=str(tmp_path / "round-2"),
                             phase_file=str(tmp_path / "phase"), timing_round=2)
     answer = run_cell(request).record()
+    torch._dynamo.reset()
     assert answer["status"] == "valid", answer["reasons"]
     m = answer["metrics"]
     timing = m["device_time"]
@@ -314,6 +359,8 @@ def test_a_further_round_times_the_steady_state_and_measures_nothing_else(
         assert m.get(skipped) is None, skipped
     assert set(answer["phases_s"]) == {"import", "build", "reference", "tune", "prepare", "first_call", "timing",
                                        "correctness_after_timing"}
+    assert m["dynamo"]["recompiles_timed"] == 1
+    assert [w for w in answer["warnings"] if w.startswith("recompiled: Dynamo compiled 1 frame again during the timed calls")]
 
 
 def test_a_further_round_whose_timed_callable_is_wrong_gives_no_time(
