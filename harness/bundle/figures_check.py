@@ -34,7 +34,8 @@ are absent is skipped, so every golden bundle still validates):
   `in_effect` from the C library and the tunables (harness/allocator.py);
 - warnings: each warning the worker's rules imply from figures in the record (noise, warm-up,
   drift, a busy or shared machine, LoadGen against device timing, the allocator, a recompile in the
-  timed calls) is among the cell's;
+  timed calls) is among the cell's; and each warning of recompiles says the count its round records
+  (harness/bundle/recompiles_check.py, a further round's too);
 
 Not re-derivable, as each is a measurement recorded once: the raw samples, what ran beside each
 repetition, the profile's kernel counts and times, the roofline's costs, the device's peaks, the
@@ -56,9 +57,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness import allocator
-from harness.bundle import belonging, fusion_check, kernels_check, loadgen_check, rounds_check, traffic_check
+from harness.bundle import belonging, fusion_check, kernels_check, loadgen_check, recompiles_check, rounds_check, traffic_check
 from harness.bundle.files import CELLS
 from harness.bundle.reader import LoadedBundle, lookup
+from harness.bundle.recompiles_check import RECOMPILED  # Dynamo compiled frames during the timed calls
 from harness.bundle.record_base import MAX_SAMPLES
 from harness.bundle.snapshot import Snapshot
 from harness.bundle.statuses import MEASURED
@@ -78,7 +80,6 @@ from harness.stats.thresholds import (
 # How each warning of harness/measure/trust.py begins.
 NOISE, WARMUP, DRIFT = "noisy:", "the warm-up did not settle", "drift:"
 BUSY, SHARED, DISAGREE = "a busy machine:", "a shared machine:", "LoadGen and device timing disagree"
-RECOMPILED = "recompiled:"  # Dynamo compiled frames during the timed calls (metrics.dynamo.recompiles_timed)
 #: Cells started before this read a backend's non-bool tf32 as its truth value (harness/precision.py
 #: has made it a problem of the cell since).
 TF32_NOT_BOOL_A_PROBLEM = datetime(2026, 12, 5, 1, 1, 22, tzinfo=timezone.utc)
@@ -120,6 +121,7 @@ def cell_problems(cell: dict[str, Any], peaks: Any = None, created: Any = None) 
     wall = _wall_ns(metrics, derived)
     lines += _time_split(metrics, wall) + _roofline(metrics, wall, config.get("dtype"), peaks)
     lines += traffic_check.problems(metrics) + _math_mode(cell, created) + _allocator(cell) + _warnings(cell)
+    lines += recompiles_check.problems(cell)
     return lines + kernels_check.problems(cell, wall)
 
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.bundle.cell_record import Metrics
-from harness.bundle.figures_check import BUSY, DISAGREE, RECOMPILED, SHARED  # the words validate and the reports look for
+from harness.bundle.figures_check import BUSY, DISAGREE, SHARED  # the words validate and the reports look for
 from harness.bundle.loadgen_record import LoadGenRun, SutFigures
 from harness.bundle.passes_record import TimeSplit
+from harness.bundle.recompiles_check import RECOMPILED
 from harness.bundle.timing_record import DeviceTime, LatencyAgreement, Repetition
 from harness.measure import machine_speed
 from harness.measure.gpu_state import slowdowns

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness import allocator
-from harness.bundle import figures_check, manifest
+from harness.bundle import figures_check, manifest, recompiles_check
 from harness.bundle.validate import validate
 from harness.scenario.cells import cell_id
 from harness.scenario.loading import sha256 as scenario_sha256
@@ -160,6 +160,27 @@ def test_a_recompile_in_the_timed_calls_without_its_warning(v3: Path) -> None:
     problems = forge(v3, INDUCTOR_OFFLINE, lambda c: c["metrics"].update(dynamo=recompiled))
     only_lines(problems, INDUCTOR_OFFLINE,
                "warnings: none begins 'recompiled:', yet Dynamo compiled 1 frame(s) during its timed calls")
+
+
+@pytest.mark.parametrize(("recorded", "said"), [
+    (0, "yet metrics.dynamo.recompiles_timed is 0"),
+    (None, "yet metrics.dynamo.recompiles_timed is absent"),  # no Dynamo record at all
+    (1, "yet metrics.dynamo.recompiles_timed is 1"),  # the warning says 3
+])
+def test_a_recompile_warning_that_is_not_its_records_count(v3: Path, recorded: int | None, said: str) -> None:
+    """The reverse of the test above: a `recompiled:` warning beside a record of no recompile, of none
+    at all, or of another count passed validate (the record and its warning were edited apart)."""
+    warning = ("recompiled: Dynamo compiled 3 frames again during the timed calls, after the warm-up (a guard that "
+               "failed there, or a path first taken there): the compile's time is in the timed figures")
+
+    def change(cell: dict[str, Any]) -> None:
+        cell["warnings"].append(warning)
+        if recorded is not None:
+            cell["metrics"]["dynamo"] = {"graphs": 1, "graph_breaks": 0, "distinct_break_reasons": 0,
+                                         "break_reasons": [], "recompiles_timed": recorded}
+
+    only_lines(forge(v3, INDUCTOR_OFFLINE, change), INDUCTOR_OFFLINE,
+               f"warnings: 'recompiled:' says Dynamo compiled 3 frame(s) in the timed calls, {said}")
 
 
 def test_a_repetition_median_that_is_not_its_samples(v3: Path) -> None:
@@ -489,6 +510,9 @@ def test_the_warnings_validate_expects_are_the_ones_the_worker_gives() -> None:
         assert any(line.startswith(stem) for line in said), (stem, said)
     implied = figures_check._implied_warnings({"metrics": metrics, "environment": {}})
     assert len(implied) == len(said) == 7
+    # validate reads the count the worker's warning says (harness/bundle/recompiles_check.py)
+    assert [recompiles_check.said_count(line) for line in said if line.startswith(figures_check.RECOMPILED)] == [2]
+    assert recompiles_check.problems({"status": "valid", "metrics": metrics, "warnings": said}) == []
     record = {"setting": "steady", "libc": "musl 1.2.4", "tunables": None, "in_effect": False}
     assert allocator.warnings(record)[0].startswith("allocator steady asked for but not in effect")
 

@@ -191,7 +191,9 @@ def test_two_rounds_far_apart_are_both_named_and_rounds_alike_say_nothing(tmp_pa
 
 def test_a_further_rounds_own_warnings_and_recompiles_are_kept_as_that_rounds(tmp_path: Path) -> None:
     """Round 1's warnings were the record's; a further round's (a busy machine, noise) were lost. Its
-    recompiles in the timed calls (tests/unit/test_worker.py records them) went unrecorded."""
+    recompiles in the timed calls (tests/unit/test_worker.py records them) went unrecorded; validate
+    holds its warning and its count together."""
+    from harness.bundle import recompiles_check
     from harness.bundle.cell_record import Dynamo
 
     cells, ordered, state = _plan(2, tmp_path)
@@ -208,7 +210,15 @@ def test_a_further_rounds_own_warnings_and_recompiles_are_kept_as_that_rounds(tm
     assert "round 2: a busy machine: other processes used 0.80 cores during the timed calls" in complete["warnings"]
     assert f"round 2: {recompiled}" in complete["warnings"]
     assert complete["metrics"]["rounds"][1]["recompiles_timed"] == 2 and "recompiles_timed" not in complete["metrics"]["rounds"][0]
-    assert problems(complete, "cell") == []
+    assert problems(complete, "cell") == [] and recompiles_check.problems(complete) == []
+    unsaid = copy.deepcopy(complete)
+    unsaid["warnings"].remove(f"round 2: {recompiled}")
+    assert recompiles_check.problems(unsaid) == ["warnings: none begins 'round 2: recompiled:', yet round 2's "
+                                                 "recompiles_timed is 2: Dynamo compiled frames during that round's timed calls"]
+    unsaid["metrics"]["rounds"][1]["recompiles_timed"] = 0
+    unsaid["warnings"].append(f"round 2: {recompiled}".replace("2 frames", "1 frame"))
+    assert recompiles_check.problems(unsaid) == ["warnings: 'round 2: recompiled:' says Dynamo compiled 1 frame(s) in the "
+                                                 "timed calls, yet round 2's recompiles_timed is 0"]
     complete["metrics"]["rounds"][0]["recompiles_timed"] = 2  # round 1's are metrics.dynamo's
     assert any("recompiles_timed is a further valid round's" in line for line in problems(complete, "cell"))
 
