@@ -105,7 +105,7 @@ def classes_against(row: Row, base: Row) -> list[str]:
     (harness/reporting/graph_breaks.py), and by operator class (harness/reporting/class_moves.py), each
     side's figures applied to its time over rounds, a noisy cell's marked (`NOISY_CELL`); empty where
     either lists no kinds (the graphs and breaks then alone, unmarked: counts, not shares of its time)."""
-    compiled = tuple(graph_breaks.said(row.metrics.dynamo))
+    compiled = tuple(graph_breaks.said(row.metrics.dynamo, row.metrics.rounds))
     lines = class_moves.against(row.metrics.kernels, base.metrics.kernels, (row.backend, base.backend),
                                 (row.over_round_one, base.over_round_one), (_outside(row), _outside(base)), compiled)
     # the graphs and breaks alone (a side lists no kinds) are Dynamo's counts, not shares of a noisy time

@@ -542,6 +542,26 @@ def test_against_eager_the_graphs_and_breaks_are_said_beside_the_time_outside_ke
     assert "outside kernels +169 us (eager 193 us, inductor 362 us); other +1.14 ms" in why, why
 
 
+def test_against_eager_a_further_rounds_recompiles_are_said_with_its_round() -> None:
+    """The cell's time is its rounds': a recompile in round 2's timed calls (recorded since round 2 is
+    watched) is said beside round 1's, or alone where round 1 compiled nothing again."""
+    from harness.bundle.cell_record import Dynamo
+    from harness.bundle.timing_record import TimingRound
+    from harness.reporting import graph_breaks
+
+    def rounds(*recompiles: int | None) -> list[TimingRound]:
+        return [TimingRound(round=1, status="valid", median_ns=1e6, cv=0.01, n=10)] + [
+            TimingRound(round=i, status="valid", median_ns=1e6, cv=0.01, n=10, recompiles_timed=count)
+            for i, count in enumerate(recompiles, 2)]
+
+    def dynamo(recompiles: int) -> Dynamo:
+        return Dynamo(graphs=1, graph_breaks=0, distinct_break_reasons=0, recompiles_timed=recompiles)
+
+    assert graph_breaks.said(dynamo(1), rounds(2, 0, 8)) == ["1 recompile in the timed calls, 2 in round 2's, 8 in round 4's"]
+    assert graph_breaks.said(dynamo(0), rounds(None, 2)) == ["recompiles in the timed calls: 2 in round 3's"]
+    assert graph_breaks.said(dynamo(0), rounds(0, None)) == [] == graph_breaks.said(None, None)
+
+
 def test_against_eager_each_side_names_the_kernels_it_spends_the_most_time_in() -> None:
     """Eager's kernels were named nowhere, neither in `findings` nor in the report (it has no fusion
     pair), so a cell slower than eager stood beside classes alone: Inductor's resnet18 on an H200 spends
