@@ -64,15 +64,23 @@ def said(original: Original) -> list[Text]:
                           f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging "
                           f"none{held}", style="yellow"))
     if original.threads_apart is not None:
-        lines.append(Text(threads_warning(original.root, *original.threads_apart), style="yellow"))
+        lines.append(Text(threads_warning(original.root, *original.threads_apart, jobs=original.jobs), style="yellow"))
     return lines
 
 
-def threads_warning(root: Path, there: int, here: int) -> str:
+def threads_warning(root: Path, there: int, here: int, jobs: int = 1) -> str:
     """What a rerun says where the bundle's cells ran torch's default threads (its scenario pinned
     none), `there`, and torch's default here is `here`: `compare` will set no fusion verdict of the
     two side by side (other torch threads), and the rerun cannot pin them (it runs the scenario as
-    stored; its workers get no OMP_NUM_THREADS of this shell that the scenario does not pass on)."""
+    stored; its workers get no OMP_NUM_THREADS of this shell that the scenario does not pass on).
+    With `jobs` above 1, the cells ran `there` in the run's `--jobs` slots, and a slot here runs
+    `here`: a slot's threads are its cores', which the rerun keeps a share of as its run did."""
+    if jobs > 1:
+        return (f"fusionbench: warning: {visible(root)}'s cells ran {there} torch thread(s) each in its run's `--jobs "
+                f"{jobs}` slots, a thread per CPU of a slot or as its scenario's env: asked; here a slot of `--jobs "
+                f"{jobs}` runs {here}: `fusionbench compare` will judge no fusion verdict across the two (`not "
+                "comparable`: other torch threads, on other shares of the machines); the rerun keeps its `--jobs`, so "
+                f"only a machine whose `--jobs {jobs}` slots run {there} thread(s) each runs its threads")
     return (f"fusionbench: warning: {visible(root)}'s cells ran torch's default {there} thread(s), its scenario's env: "
             f"pinning none (no OMP_NUM_THREADS); here torch's default is {here} (a thread per physical core usable "
             "here): `fusionbench compare` will judge no fusion verdict across the two (`not comparable`: other torch "

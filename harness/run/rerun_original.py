@@ -5,10 +5,13 @@ harness makes of that scenario; harness/run/rerun.py holds the rest of a rerun's
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import cgroup_limits
 from harness.bundle.header_record import Node
 from harness.bundle.manifest import MANIFEST
 from harness.bundle.migrations import SCHEMA_VERSION
@@ -16,14 +19,14 @@ from harness.bundle.reader import LoadedBundle, lookup
 from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
 from harness.bundle.validate import validate
-from harness.cpu_topology import physical_cores
+from harness.cpu_topology import physical_cores, siblings
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
 from harness.reporting.run_facts import machines_apart
+from harness.run import slots
 from harness.run.executors import node_info
 from harness.run.resumable import check_scenario, values_seen
-from harness.run.slots import usable_cores
 from harness.scenario.cells import check_values, expand, only_text, select
 from harness.scenario.schema import ScenarioFile, passed_on
 
@@ -56,10 +59,11 @@ class Original:
     #: The hardware its measured cells ran on and this machine's, in words, where they differ (the
     #: first cell that does): `compare` sets the rerun's cells beside them and judges none.
     hardware_apart: tuple[str, str] | None = None
-    #: The torch threads its measured cells ran on unpinned (torch's default on their machine) and
-    #: the default here, where they differ (the first cell that does): `compare` judges no cell and
-    #: no fusion verdict across other threads, so a lab on a machine of another core count learned
-    #: it from `not comparable` once its rerun had run.
+    #: The torch threads its measured cells ran on unpinned (torch's default on their machine), or in
+    #: its `--jobs` slots, and those the rerun's cells run here (the default here, or a slot's here),
+    #: where they differ (the first cell that does): `compare` judges no cell and no fusion verdict
+    #: across other threads, so a lab on a machine of another core count learned it from `not
+    #: comparable` once its rerun had run.
     threads_apart: tuple[int, int] | None = None
 
     @property
@@ -70,9 +74,7 @@ class Original:
     def jobs(self) -> int:
         """The cells its run ran at once (`--jobs`), as bundle.json `executor` records it: 1 for Ray's
         and older runs, whose rerun runs one cell at a time here."""
-        executor = self.header.get("executor")
-        jobs = executor.get("jobs", 1) if isinstance(executor, dict) and executor.get("name") == "local" else 1
-        return jobs if isinstance(jobs, int) and jobs > 1 else 1
+        return _jobs(self.header)
 
     @property
     def fresh_workers(self) -> bool:
@@ -110,13 +112,20 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     _check_cells_made_again(root, loaded, stored, device, ran_only)
     narrowed = _narrowed(root, loaded, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
+    in_slot = slot_threads_here(_jobs(header), scenario.env, _environ_set(variables))
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart,
                     # the values the rerun sets (rerun.variables_set), which its --resume sets again
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
-                    threads_apart=threads_apart(loaded, default_threads_here()),
+                    threads_apart=threads_apart(loaded, default_threads_here(), in_slot),
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
+
+
+def _jobs(header: dict[str, Any]) -> int:
+    executor = header.get("executor")
+    jobs = executor.get("jobs", 1) if isinstance(executor, dict) and executor.get("name") == "local" else 1
+    return jobs if isinstance(jobs, int) and jobs > 1 else 1
 
 
 def _hardware_apart(loaded: LoadedBundle) -> tuple[str, str] | None:
@@ -136,21 +145,54 @@ def default_threads_here() -> int:
     """The threads torch runs unpinned in a worker here, one a physical core this process may use
     (its affinity: taskset, a cpuset), as torch's OpenMP and MKL pool sizes itself; a rerun's worker
     gets no OMP_NUM_THREADS of this shell that its scenario's `env:` does not pass on."""
-    return len(physical_cores(usable_cores()))
+    return len(physical_cores(slots.usable_cores()))
 
 
-def threads_apart(loaded: LoadedBundle, here: int) -> tuple[int, int] | None:
+def slot_threads_here(jobs: int, env: Sequence[str], environ: Mapping[str, str],
+                      siblings_of: Callable[[int], set[int]] = siblings) -> int | None:
+    """The torch threads a rerun's cell runs in a `--jobs` slot here, the least of the slots' (the
+    run's cut of the cores usable here, under this process's CPU quota: a thread per CPU of its slot,
+    or the fewer that `env:`, as `environ` passes it on, asks); None for a run of one job, or where
+    this machine cannot cut the slots (the rerun is refused for that before its probe:
+    harness/run/rerun.py `jobs_fit_here`)."""
+    if jobs == 1:
+        return None
+    try:
+        cut = slots.plan(jobs, "cpu", slots.usable_cores(), [], siblings_of, cgroup_limits.cpu_quota())
+    except ConfigError:
+        return None
+    counts = [slot.torch_threads(slots.threads_given(env, environ)) for slot in cut]
+    return min((count for count in counts if count is not None), default=None)
+
+
+def _environ_set(variables: Mapping[str, str | None]) -> dict[str, str]:
+    """This process's environment as the rerun's cells get it: each of `variables` set (None: unset)."""
+    environ = {**os.environ, **{name: value for name, value in variables.items() if value is not None}}
+    return {name: value for name, value in environ.items() if variables.get(name, value) is not None}
+
+
+def threads_apart(loaded: LoadedBundle, here: int, in_slot: int | None = None) -> tuple[int, int] | None:
     """The torch threads the first measured cell of `loaded` that ran them unpinned (its worker saw
-    no `_PINNING` variable, so torch chose: a thread per core of its machine) ran, and `here`, where
-    they differ; None where every such cell ran `here`'s, or none ran unpinned. A cell a scenario's
-    `env:` or a `--jobs` slot pinned runs the same count again (a slot's cores apart)."""
+    no `_PINNING` variable, so torch chose: a thread per core of its machine) ran, and `here`, or
+    that ran in a `--jobs` slot, and `in_slot`, a slot's here (`slot_threads_here`), where they
+    differ; None where every such cell runs as many here. A slot's threads are its cores': a bundle
+    run with `--jobs 2` on 8 cores ran 4 a cell, its rerun on 2 runs 1. A cell a scenario's `env:`
+    pinned outside a slot runs the same count again; one a Ray task's claimed cores pinned (its
+    rerun runs it on this machine whole) is not told apart from it."""
     for record in loaded.records:
         environment = record.environment if isinstance(record.environment, dict) else {}
         variables = environment.get("variables")
         threads = environment.get("torch_threads")
-        if (record.status in MEASURED and isinstance(variables, dict) and not any(name in variables for name in _PINNING)
-                and isinstance(threads, int) and not isinstance(threads, bool) and threads != here):
-            return threads, here
+        if (record.status not in MEASURED or not isinstance(variables, dict) or not isinstance(threads, int)
+                or isinstance(threads, bool)):
+            continue
+        slot = record.node.get("slot") if isinstance(record.node, dict) else None
+        if in_slot is not None and isinstance(slot, dict) and slot.get("cpus"):
+            runs: int | None = in_slot
+        else:
+            runs = None if any(name in variables for name in _PINNING) else here
+        if runs is not None and threads != runs:
+            return threads, runs
     return None
 
 

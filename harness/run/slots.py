@@ -49,6 +49,12 @@ class Slot:
                 env["CUDA_DEVICE_ORDER"] = self.gpu_order
         return env
 
+    def torch_threads(self, given: Mapping[str, str] | None = None) -> int | None:
+        """The threads torch runs in the slot, `given` as `environment` takes it: the MKL_NUM_THREADS
+        count it sets, which torch sizes its pool by over OMP_NUM_THREADS's; None for a slot of no
+        cores (a GPU alone)."""
+        return _count(self.environment(given).get("MKL_NUM_THREADS"))
+
     def record(self) -> dict[str, object]:
         return {"index": self.index, "cpus": list(self.cpus), "gpu": self.gpu, "gpu_order": self.gpu_order,
                 "threads": self.threads}
@@ -111,6 +117,12 @@ def _thread_counts(env: Sequence[str], environ: Mapping[str, str]) -> list[tuple
             shown = value if given else environ[name]
             counts.append((name, shown, _count(shown)))
     return counts
+
+
+def threads_given(env: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The OpenMP/MKL thread counts the scenario's `env:` gives a cell's worker, `NAME=VALUE` or a
+    NAME passed on from `environ`, as `Slot.environment` takes them."""
+    return {name: shown for name, shown, _ in _thread_counts(env, environ)}
 
 
 def check_thread_counts(cores: int, env: Sequence[str], option: str, environ: Mapping[str, str]) -> None:

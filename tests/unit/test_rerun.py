@@ -243,6 +243,74 @@ def test_a_bundle_whose_cells_ran_torchs_default_threads_of_another_core_count_i
         "machine, pin them (env: [OMP_NUM_THREADS=8, MKL_NUM_THREADS=8]) and run the scenario afresh on both"]
 
 
+def _run_in_slots(root: Path, cores: int) -> Path:
+    """A copy of golden v12 as if run with `--jobs 2` on a machine of `cores` CPUs: each cell in a
+    slot of half of them, on as many torch threads as its slot set (OMP_NUM_THREADS, MKL_NUM_THREADS)."""
+    shutil.copytree(GOLDEN, root)
+    half = cores // 2
+    cut = [{"index": k, "cpus": list(range(k * half, (k + 1) * half)), "gpu": None, "gpu_order": None,
+            "threads": None} for k in (0, 1)]
+    header = json.loads((root / "bundle.json").read_text())
+    header.update(rounds_paired=None, executor={"name": "local", "worker_start": "preloaded", "jobs": 2, "slots": cut})
+    (root / "bundle.json").write_text(json.dumps(header))
+    for number, path in enumerate(sorted((root / "cells").glob("*.json"))):
+        cell = json.loads(path.read_text())
+        if isinstance((cell.get("node") or {}).get("cpu"), dict):
+            cell["node"]["cpu"]["logical_cores"] = cores
+            cell["node"]["slot"] = cut[number % 2]
+        environment = cell.get("environment") or {}
+        if isinstance(environment.get("torch_threads"), int):
+            environment.update(torch_threads=half, cpu_affinity=cut[number % 2]["cpus"])
+            environment["variables"].update(OMP_NUM_THREADS=str(half), MKL_NUM_THREADS=str(half))
+        path.write_text(json.dumps(cell))
+    manifest.write(root)
+    return root
+
+
+def test_a_bundle_run_in_jobs_slots_of_another_size_is_said_to_run_other_threads_as_its_rerun_begins(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A bundle run with `--jobs 2` on 8 cores ran each cell on 4 torch threads, its slot's; its rerun,
+    which keeps `--jobs 2`, on a machine of 2 cores runs 1 a cell, and compare judged no fusion verdict
+    (`not comparable`: torch threads A 4, B 1, and other shares), where the rerun said nothing of
+    threads and told the lab that compare would say whether each fusion verdict held: its cells'
+    OMP_NUM_THREADS, the slot's, read as pinned by the scenario. A slot here is cut as the run cuts
+    it: by physical core, under the CPU quota, a thread per CPU or the fewer `env:` asks."""
+    from harness import cgroup_limits
+    from harness.run import rerun_original, slots
+    from harness.run.rerun_original import slot_threads_here, threads_apart
+
+    def cores(count: int) -> None:
+        monkeypatch.setattr(slots, "usable_cores", lambda: list(range(count)))
+
+    alone, quota = (lambda cpu: {cpu}), [None]
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: quota[0])
+    cores(2)
+    assert slot_threads_here(2, [], {}, alone) == 1 and slot_threads_here(1, [], {}, alone) is None
+    assert slot_threads_here(3, [], {}, alone) is None  # not cut here: the rerun is refused before its probe
+    cores(8)
+    assert slot_threads_here(2, [], {}, alone) == 4
+    assert slot_threads_here(2, [], {}, lambda cpu: {cpu % 4, cpu % 4 + 4}) == 4  # 2 cores and their siblings a slot
+    assert slot_threads_here(2, ["OMP_NUM_THREADS", "MKL_NUM_THREADS=2"], {"OMP_NUM_THREADS": "2"}, alone) == 2
+    quota[0] = 2.0
+    assert slot_threads_here(2, [], {}, alone) == 1  # the quota's share
+
+    bundle = _run_in_slots(tmp_path / "eight", 8)
+    loaded = load(bundle)
+    assert threads_apart(loaded, 2, 1) == (4, 1) and threads_apart(loaded, 2, 4) is None
+    assert threads_apart(loaded, 2) is None  # no slots here to judge them by: as before
+    monkeypatch.setattr(rerun_original, "slot_threads_here", lambda jobs, env, environ: 1 if jobs == 2 else None)
+    original = read(bundle, {"backend": {"null"}})
+    assert original.threads_apart == (4, 1)
+    assert [line.plain for line in rerun.said(replace(original, hardware_apart=("AMD EPYC x8, no GPU", "x2")))][1:] == [
+        f"fusionbench: warning: {bundle}'s cells ran on AMD EPYC x8, no GPU, this machine is x2: `fusionbench compare` "
+        "will set the rerun's cells beside them, judging none",  # not that it will say whether each verdict held
+        f"fusionbench: warning: {bundle}'s cells ran 4 torch thread(s) each in its run's `--jobs 2` slots, a thread per "
+        "CPU of a slot or as its scenario's env: asked; here a slot of `--jobs 2` runs 1: `fusionbench compare` will "
+        "judge no fusion verdict across the two (`not comparable`: other torch threads, on other shares of the "
+        "machines); the rerun keeps its `--jobs`, so only a machine whose `--jobs 2` slots run 4 thread(s) each runs "
+        "its threads"]
+
+
 def test_images_held_elsewhere_here_are_taken_from_inputs_where_their_digest_is_the_bundles(tmp_path: Path) -> None:
     """A lab holding the bundle's images at another path was refused ('not a folder here; put them
     there'), with no way to name where they are: `--inputs DIR` is taken on the images' digest."""
