@@ -141,11 +141,13 @@ def _hardware_apart(loaded: LoadedBundle) -> tuple[str, str] | None:
 _PINNING = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def default_threads_here() -> int:
+def default_threads_here(cores: list[int] | None = None, siblings_of: Callable[[int], set[int]] = siblings) -> int:
     """The threads torch runs unpinned in a worker here, one a physical core this process may use
-    (its affinity: taskset, a cpuset), as torch's OpenMP and MKL pool sizes itself; a rerun's worker
-    gets no OMP_NUM_THREADS of this shell that its scenario's `env:` does not pass on."""
-    return len(physical_cores(slots.usable_cores()))
+    (`cores`, its affinity where None: taskset, a cpuset), as torch's OpenMP and MKL pool sizes
+    itself; a core's SMT siblings count once, and a cgroup's CPU quota not at all (torch reads none:
+    under `docker --cpus 2` on 8 cores it runs 8). A rerun's worker gets no OMP_NUM_THREADS of this
+    shell that its scenario's `env:` does not pass on."""
+    return len(physical_cores(slots.usable_cores() if cores is None else cores, siblings_of))
 
 
 def slot_threads_here(jobs: int, env: Sequence[str], environ: Mapping[str, str],

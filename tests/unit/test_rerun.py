@@ -18,6 +18,7 @@ from harness.bundle.header_record import BackendReport
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import load
 from harness.cli.main import main
+from harness.cpu_topology import physical_cores
 from harness.errors import ConfigError, SchemaVersionError
 from harness.run import executors, plan, rerun
 from harness.run.probe_answer import ProbeAnswer
@@ -241,6 +242,30 @@ def test_a_bundle_whose_cells_ran_torchs_default_threads_of_another_core_count_i
         "will judge no fusion verdict across the two (`not comparable`: other torch threads); the rerun runs the "
         "scenario as stored, so only a machine of 8 physical core(s), run whole, runs its threads; to compare on any "
         "machine, pin them (env: [OMP_NUM_THREADS=8, MKL_NUM_THREADS=8]) and run the scenario afresh on both"]
+
+
+def test_torchs_default_here_is_a_thread_per_physical_core_this_process_may_use_whatever_its_quota(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count a rerun sets against a bundle's unpinned cells, on machines this one is not: bound to
+    fewer CPUs than it has (taskset, a cpuset), with SMT siblings (a core's two CPUs are one thread,
+    both in the mask or one), and under a cgroup's CPU quota, which torch does not read (a thread per
+    core of the mask, throttled), where a `--jobs` slot's threads are cut by it."""
+    from harness import cgroup_limits
+    from harness.run import slots
+    from harness.run.rerun_original import default_threads_here, slot_threads_here
+
+    alone = lambda cpu: {cpu}  # noqa: E731
+    smt = lambda cpu: {cpu % 8, cpu % 8 + 8}  # noqa: E731 -- 8 cores, CPU k and k+8 one core's two threads
+    assert default_threads_here(list(range(8)), alone) == 8
+    assert default_threads_here([0, 1], alone) == 2  # taskset -c 0,1 on 8 cores
+    assert default_threads_here(list(range(16)), smt) == 8
+    assert default_threads_here(list(range(8)), smt) == 8  # one thread of each core
+    assert default_threads_here([0, 8], smt) == 1  # both threads of one core
+    assert default_threads_here([0, 1, 8], smt) == 2
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: 2.0)
+    monkeypatch.setattr(slots, "usable_cores", lambda: list(range(8)))
+    assert default_threads_here(None, alone) == 8 and slot_threads_here(2, [], {}, alone) == 1
+    assert default_threads_here() == len(physical_cores(slots.usable_cores()))
 
 
 def _run_in_slots(root: Path, cores: int) -> Path:
