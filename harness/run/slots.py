@@ -33,11 +33,15 @@ class Slot:
 
     def environment(self, given: Mapping[str, str] | None = None) -> dict[str, str]:
         """What the slot sets in its cell's environment, over `given` (the worker's otherwise): a
-        thread count `given` holds below the slot's cores is kept (fewer threads, as asked)."""
+        thread count `given` holds below the slot's cores is kept (fewer threads, as asked), and an
+        OMP_NUM_THREADS given without MKL_NUM_THREADS is MKL's too, as MKL takes it outside a slot."""
         env: dict[str, str] = {}
         if self.cpus:
             cores = self.threads or len(self.cpus)
-            env.update({name: str(min(cores, _count((given or {}).get(name)) or cores)) for name in THREAD_COUNTS})
+            omp, mkl = (_count((given or {}).get(name)) for name in THREAD_COUNTS)
+            # torch sizes its pool by MKL_NUM_THREADS over OMP_NUM_THREADS: the slot's cores for MKL beside
+            # `env: [OMP_NUM_THREADS=1]` ran torch on the slot's cores, where a run of one job ran it on 1
+            env.update(OMP_NUM_THREADS=str(min(cores, omp or cores)), MKL_NUM_THREADS=str(min(cores, mkl or omp or cores)))
             env.update(FUSIONBENCH_CPUS=",".join(map(str, self.cpus)),
                        # TVM's thread pool pins its threads to cores of the whole machine (and widened the
                        # main thread's mask): unpinned, they keep the slot's; ONNX Runtime sizes its pool by
@@ -64,7 +68,8 @@ def usable_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-#: Thread counts a slot sets to its cores, or keeps where the worker's environment asks for fewer.
+#: Thread counts a slot sets to its cores, or keeps where the worker's environment asks for fewer
+#: (`Slot.environment` reads them in this order).
 THREAD_COUNTS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: What a slot sets in its cell's environment whatever the scenario's `env:` said: refused there with --jobs.
 SLOT_VARIABLES = ("FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")

@@ -235,6 +235,22 @@ def test_more_jobs_than_one_refuse_an_env_that_sets_what_a_slot_sets_and_keep_fe
         "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "FUSIONBENCH_CPUS": "0,1,2,3", "TVM_BIND_THREADS": "0"}
 
 
+def test_a_thread_count_the_env_gives_openmp_alone_is_the_one_torch_runs_in_a_slot() -> None:
+    """`env: [OMP_NUM_THREADS=1]` (the advice trust.py gives a noisy cell) under `--jobs`: the slot
+    set MKL_NUM_THREADS to its cores beside it, and torch, which sizes its pool by MKL's count over
+    OpenMP's, ran the slot's 2 threads where a run of one job ran 1 (`torch.get_num_threads()` with
+    OMP_NUM_THREADS=1 and MKL_NUM_THREADS=2: 2). MKL's count follows OpenMP's, as MKL takes it
+    where its own is unset; one given for MKL alone is kept and OpenMP's stays the slot's."""
+    slot = slots.Slot(index=0, cpus=(0, 1, 2, 3))
+    assert {name: slot.environment({"OMP_NUM_THREADS": "1"})[name] for name in slots.THREAD_COUNTS} == {
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert slot.torch_threads({"OMP_NUM_THREADS": "1"}) == 1
+    assert slot.torch_threads({"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "2"}) == 2
+    assert {name: slot.environment({"MKL_NUM_THREADS": "2"})[name] for name in slots.THREAD_COUNTS} == {
+        "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "2"}
+    assert slot.torch_threads({}) == 4
+
+
 def test_a_cgroup_cpu_quota_bounds_the_jobs() -> None:
     """`docker --cpus 4` on a 64-core host: the affinity mask lists 64, and 16 jobs were planned."""
     assert [len(s.cpus) for s in slots.plan(4, "cpu", list(range(64)), [], quota=4.0)] == [1, 1, 1, 1]  # not 16 each
