@@ -80,12 +80,9 @@ def shares_given(executor: Executor | None, request: RunRequest, device: str, wi
     CPUs), Ray's claimed cores, or the whole machine, or the CPUs this process is bound to where
     they are fewer, under its cgroup's CPU quota where that is less and `with_quota` (its cells'
     workers inherit both). `executor` is None only for Ray's, which is the option's alone."""
-    if isinstance(executor, LocalPool):
-        return {share(len(slot.cpus)) for slot in executor.slots}
-    if request.executor == "ray":
+    if request.executor == "ray" and not isinstance(executor, LocalPool):
         return {share(ray_cores(device, request))}
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {share(None, usable, os.cpu_count(), cgroup_limits.cpu_quota() if with_quota else None)}
+    return slots.shares_offered(executor.slots if isinstance(executor, LocalPool) else [], with_quota)
 
 
 def slot_gpus(probe: ProbeAnswer, device: str, environ: Mapping[str, str]) -> list[str]:

@@ -46,8 +46,9 @@ def said(original: Original) -> list[Text]:
     records no digest of the images its cells read (a harness before bundle.json kept
     `inputs_sha256`), that the rerun cannot tell it reads the same images (a resume of such a
     bundle is refused; a rerun is a new bundle, so it goes on, saying so); and where its cells ran
-    on other hardware than this machine, that compare will judge none of the rerun's against them
-    (a lab learned it only once its rerun had run)."""
+    on other hardware than this machine, on other torch threads than the rerun's cells run here, or
+    on another share of the machine (a CPU quota, fewer CPUs bound, slots of another size), that
+    compare will judge none of the rerun's against them (a lab learned it only once its rerun had run)."""
     header = original.header
     lines = [Text(f"fusionbench: a rerun of {visible(original.root)} (run {visible(str(header.get('run_id')))} of "
                   f"{visible(str(header.get('created')))}) on {visible(original.device)}, from the scenario it stores")]
@@ -58,13 +59,19 @@ def said(original: Original) -> list[Text]:
                           "images", style="yellow"))
     if original.hardware_apart is not None:
         there, here = original.hardware_apart
-        # whether each fusion verdict held is asked of cells apart in their machines alone: not across other threads
-        held = "" if original.threads_apart else ", and say whether each fusion verdict held"
+        # whether each fusion verdict held is asked of cells apart in their machines alone: not across other
+        # threads or shares
+        held = "" if original.threads_apart or original.share_apart else ", and say whether each fusion verdict held"
         lines.append(Text(f"fusionbench: warning: {visible(original.root)}'s cells ran on {visible(there)}, this machine is "
                           f"{visible(here)}: `fusionbench compare` will set the rerun's cells beside them, judging "
                           f"none{held}", style="yellow"))
     if original.threads_apart is not None:
         lines.append(Text(threads_warning(original.root, *original.threads_apart, jobs=original.jobs), style="yellow"))
+    elif original.share_apart is not None:  # other threads come with their share, which their line says
+        there, here = original.share_apart
+        lines.append(Text(f"fusionbench: warning: {visible(original.root)}'s cells ran on {visible(there)}, the rerun's "
+                          f"cells run on {visible(here)}: `fusionbench compare` will judge none of them against the "
+                          "bundle's (`ran on different shares of the machine`)", style="yellow"))
     return lines
 
 

@@ -23,7 +23,7 @@ from harness.cpu_topology import physical_cores, siblings
 from harness.errors import BundleError, ConfigError
 from harness.plain_text import one_line, shell_word
 from harness.reporting.pairing import pairing_key, variable_value
-from harness.reporting.run_facts import machines_apart
+from harness.reporting.run_facts import machine_share, machines_apart, quota_recorded
 from harness.run import slots
 from harness.run.executors import node_info
 from harness.run.resumable import check_scenario, values_seen
@@ -65,6 +65,11 @@ class Original:
     #: across other threads, so a lab on a machine of another core count learned it from `not
     #: comparable` once its rerun had run.
     threads_apart: tuple[int, int] | None = None
+    #: The share of its machine its measured cells ran on and the shares the rerun's cells get here,
+    #: in the words `compare` sets them apart by (`run_facts.machine_share`), where one differs (the
+    #: first cell that does): a run under a CPU quota rerun without one, bound to fewer CPUs, or in
+    #: `--jobs` slots of another size; `compare` judges none of the rerun's cells against them.
+    share_apart: tuple[str, str] | None = None
 
     @property
     def device(self) -> str:
@@ -119,6 +124,7 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
                     threads_apart=threads_apart(loaded, default_threads_here(), in_slot),
+                    share_apart=share_apart(loaded, _jobs(header)),
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 
 
@@ -157,14 +163,20 @@ def slot_threads_here(jobs: int, env: Sequence[str], environ: Mapping[str, str],
     or the fewer that `env:`, as `environ` passes it on, asks); None for a run of one job, or where
     this machine cannot cut the slots (the rerun is refused for that before its probe:
     harness/run/rerun.py `jobs_fit_here`)."""
+    counts = [slot.torch_threads(slots.threads_given(env, environ)) for slot in slots_here(jobs, siblings_of) or []]
+    return min((count for count in counts if count is not None), default=None)
+
+
+def slots_here(jobs: int, siblings_of: Callable[[int], set[int]] = siblings) -> list[slots.Slot] | None:
+    """The `--jobs` slots a rerun's run cuts of this machine's CPUs, as `run` cuts them (none for one
+    job); None where it cannot (the rerun is refused for that before its probe: harness/run/rerun.py
+    `jobs_fit_here`)."""
     if jobs == 1:
-        return None
+        return []
     try:
-        cut = slots.plan(jobs, "cpu", slots.usable_cores(), [], siblings_of, cgroup_limits.cpu_quota())
+        return slots.plan(jobs, "cpu", slots.usable_cores(), [], siblings_of, cgroup_limits.cpu_quota())
     except ConfigError:
         return None
-    counts = [slot.torch_threads(slots.threads_given(env, environ)) for slot in cut]
-    return min((count for count in counts if count is not None), default=None)
 
 
 def _environ_set(variables: Mapping[str, str | None]) -> dict[str, str]:
@@ -196,6 +208,23 @@ def threads_apart(loaded: LoadedBundle, here: int, in_slot: int | None = None) -
         if runs is not None and threads != runs:
             return threads, runs
     return None
+
+
+def share_apart(loaded: LoadedBundle, jobs: int) -> tuple[str, str] | None:
+    """The share of its machine the first measured cell of `loaded` ran on that the rerun's cells,
+    `jobs` at a time, do not get here, and those they get, in words; None where each ran on one of
+    them, or where this machine cannot cut the slots (refused before the probe: harness/run/rerun.py
+    `jobs_fit_here`). Held to the CPU quota where every such cell recorded its own, as a resume is
+    (harness/run/resume_refusals.py `another_share_offered`, which asks the same of a resume)."""
+    timed = [record for record in loaded.records
+             if record.status in MEASURED and isinstance(record.node, dict) and record.node.get("cpu")]
+    with_quota = all(quota_recorded(record) for record in timed)
+    cut = slots_here(jobs)
+    if cut is None:
+        return None
+    offered = slots.shares_offered(cut, with_quota)
+    ran = (machine_share(record, with_quota) for record in timed)
+    return next(((there, " or ".join(sorted(offered))) for there in ran if there not in offered), None)
 
 
 def _check_cells_made_again(root: Path, loaded: LoadedBundle, stored: dict[str, Any], device: str,

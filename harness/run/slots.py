@@ -19,8 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import cgroup_limits
 from harness.cpu_topology import physical_cores, siblings
 from harness.errors import ConfigError
+from harness.reporting.run_facts import share
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,18 @@ THREAD_COUNTS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 SLOT_VARIABLES = ("FUSIONBENCH_CPUS", "TVM_BIND_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 #: Those of them a slot sets on a GPU run only.
 GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
+def shares_offered(cut: Sequence[Slot], with_quota: bool) -> set[str]:
+    """The shares of the machine a local run's cells get, as a cell's record says one
+    (`run_facts.machine_share`): each `--jobs` slot's cores (`cut`; equal in physical cores, not
+    always in logical CPUs), or, one cell at a time, the whole machine, or the CPUs this process is
+    bound to where they are fewer, under its cgroup's CPU quota where that is less and `with_quota`
+    (its cells' workers inherit both)."""
+    if cut:
+        return {share(len(slot.cpus)) for slot in cut}
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {share(None, usable, os.cpu_count(), cgroup_limits.cpu_quota() if with_quota else None)}
 
 
 def _count(text: str | None) -> int | None:

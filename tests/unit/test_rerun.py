@@ -178,8 +178,8 @@ def test_a_bundle_run_in_more_slots_than_this_machine_has_cores_is_refused_namin
 def test_a_bundle_that_names_its_input_folder_without_the_images_digest_is_said_to_be_unchecked() -> None:
     """A resume of such a bundle (a harness before bundle.json kept `inputs_sha256`) is refused; its
     rerun, a new bundle, went on without a word that the images it reads may not be the ones measured."""
-    # the hardware and torch's threads: below (this machine's own, which a CI machine's may not be)
-    original = replace(read(GOLDEN, {"backend": {"null"}}), hardware_apart=None, threads_apart=None)
+    # the hardware, torch's threads and the share: below (this machine's own, which a CI machine's may not be)
+    original = replace(read(GOLDEN, {"backend": {"null"}}), hardware_apart=None, threads_apart=None, share_apart=None)
     assert [line.plain for line in rerun.said(original)][1:] == []
     header = {**original.header, "input_folder": "/data/images", "inputs_sha256": None}
     assert [line.plain for line in rerun.said(replace(original, header=header))][1:] == [
@@ -199,7 +199,8 @@ def test_a_bundle_whose_cells_ran_on_other_hardware_is_said_so_as_its_rerun_begi
             cell["node"]["cpu"].update(model="Intel Xeon", identity="vendor_id GenuineIntel, cpu family 6, model 143")
         path.write_text(json.dumps(cell))
     manifest.write(copy)
-    original = replace(read(copy, {"backend": {"null"}}), threads_apart=None)  # torch's threads: the next test
+    # torch's threads and the share of the machine: the tests below
+    original = replace(read(copy, {"backend": {"null"}}), threads_apart=None, share_apart=None)
     assert original.hardware_apart is not None
     there, here = original.hardware_apart
     assert there.startswith(("Intel Xeon x", "a CPU of vendor_id GenuineIntel")) and "Intel Xeon" not in here
@@ -334,6 +335,47 @@ def test_a_bundle_run_in_jobs_slots_of_another_size_is_said_to_run_other_threads
         "judge no fusion verdict across the two (`not comparable`: other torch threads, on other shares of the "
         "machines); the rerun keeps its `--jobs`, so only a machine whose `--jobs 2` slots run 4 thread(s) each runs "
         "its threads"]
+
+
+def test_a_bundle_whose_cells_ran_on_another_share_of_the_machine_is_said_so_as_its_rerun_begins(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A bundle run under a CPU quota of 1 (`docker --cpus 1`), its threads the same, rerun on the same
+    machine without one: nothing was said, and compare judged none of its cells (`ran on different
+    shares of the machine: A the whole machine under a CPU quota of 1, B the whole machine`). The
+    share is said as the rerun begins, as `--resume` asks it, and the hardware's line, where there
+    is one, no longer says that compare will say whether each fusion verdict held."""
+    from harness import cgroup_limits
+    from harness.run.rerun_original import share_apart
+
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: None)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(os.cpu_count() or 1)))  # the whole machine
+    copy = tmp_path / "quota"
+    shutil.copytree(GOLDEN, copy)
+    for path in (copy / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        if isinstance((cell.get("environment") or {}).get("torch_threads"), int):
+            cell["environment"]["cpu_quota"] = None  # recorded: no quota
+        path.write_text(json.dumps(cell))
+    manifest.write(copy)
+    assert share_apart(load(copy), 1) is None
+    for path in (copy / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        if "cpu_quota" in (cell.get("environment") or {}):
+            cell["environment"]["cpu_quota"] = 1.0
+        path.write_text(json.dumps(cell))
+    manifest.write(copy)
+    assert share_apart(load(copy), 1) == ("the whole machine under a CPU quota of 1", "the whole machine")
+    assert share_apart(load(GOLDEN), 1) is None  # its cells recorded no quota: unknown, not held to
+    original = replace(read(copy, {"backend": {"null"}}), threads_apart=None)
+    assert original.share_apart == ("the whole machine under a CPU quota of 1", "the whole machine")
+    assert [line.plain for line in rerun.said(replace(original, hardware_apart=("Intel Xeon x8, no GPU", "x2")))][1:] == [
+        f"fusionbench: warning: {copy}'s cells ran on Intel Xeon x8, no GPU, this machine is x2: `fusionbench compare` "
+        "will set the rerun's cells beside them, judging none",
+        f"fusionbench: warning: {copy}'s cells ran on the whole machine under a CPU quota of 1, the rerun's cells run on "
+        "the whole machine: `fusionbench compare` will judge none of them against the bundle's (`ran on different "
+        "shares of the machine`)"]
+    # other threads come with their share (a taskset, a slot of another size): their line alone
+    assert len(rerun.said(replace(original, hardware_apart=None, threads_apart=(2, 1)))) == 2
 
 
 def test_images_held_elsewhere_here_are_taken_from_inputs_where_their_digest_is_the_bundles(tmp_path: Path) -> None:
