@@ -34,7 +34,7 @@ from harness.errors import ConfigError
 from harness.plain_text import visible
 from harness.reporting.pairing import variable_value
 from harness.run import preflight, resume_refusals, slots
-from harness.run.rerun_original import Original
+from harness.run.rerun_original import Original, environ_set, slots_here
 from harness.scenario.cells import Cell
 from harness.scenario.schema import passed_on
 from harness.scenario.settings import FolderInputs
@@ -107,13 +107,23 @@ def plugin_gone(original: Original, cells: list[Cell]) -> None:
 def jobs_fit_here(original: Original) -> None:
     """Refuse, before the probe, a rerun whose run ran its cells several at once (`--jobs N`, which the
     rerun keeps: its cells' slots and share of the machine are part of what they measured) where this
-    machine has fewer usable cores than that, naming the bundle: the refusal `run` gives named a
-    `--jobs` the rerun was never given."""
+    machine has fewer usable cores than that, or slots of fewer cores than a thread count its
+    scenario's `env:` asks, naming the bundle: the refusals `run` gives named a `--jobs` the rerun
+    was never given, the second once the machine was probed, and told it to give fewer threads,
+    which the rerun of a stored scenario cannot."""
+    jobs = original.jobs
     try:
-        slots.check_jobs_fit_here(original.jobs)
+        slots.check_jobs_fit_here(jobs)
     except ConfigError as exc:
-        raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {original.jobs} at once, as its "
-                          f"rerun does: {exc}; rerun it on a machine with {original.jobs} cores or more") from None
+        raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its "
+                          f"rerun does: {exc}; rerun it on a machine with {jobs} cores or more") from None
+    cores = min((slot.threads or len(slot.cpus) for slot in slots_here(jobs) or []), default=None)
+    over = slots.counts_over(cores, original.scenario.env, environ_set(original.variables)) if cores else []
+    if over:
+        name, asked = over[0]
+        raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once with env: "
+                          f"{name}={asked}, as its rerun does: a slot of --jobs {jobs} here has {cores} core(s), fewer "
+                          f"than those threads; rerun it on a machine whose --jobs {jobs} slots have {asked} cores or more")
 
 
 def checked_inputs(original: Original) -> tuple[str | None, str | None]:

@@ -117,7 +117,7 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     _check_cells_made_again(root, loaded, stored, device, ran_only)
     narrowed = _narrowed(root, loaded, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
-    in_slot = slot_threads_here(_jobs(header), scenario.env, _environ_set(variables))
+    in_slot = slot_threads_here(_jobs(header), scenario.env, environ_set(variables))
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart,
                     # the values the rerun sets (rerun.variables_set), which its --resume sets again
@@ -179,7 +179,7 @@ def slots_here(jobs: int, siblings_of: Callable[[int], set[int]] = siblings) -> 
         return None
 
 
-def _environ_set(variables: Mapping[str, str | None]) -> dict[str, str]:
+def environ_set(variables: Mapping[str, str | None]) -> dict[str, str]:
     """This process's environment as the rerun's cells get it: each of `variables` set (None: unset)."""
     environ = {**os.environ, **{name: value for name, value in variables.items() if value is not None}}
     return {name: value for name, value in environ.items() if variables.get(name, value) is not None}

@@ -149,10 +149,15 @@ def check_thread_counts(cores: int, env: Sequence[str], option: str, environ: Ma
     `cores` cores runs, as `NAME=VALUE` or a NAME passed on from `environ`, this shell: the slot's
     count replaced it without a word (FUSIONBENCH_CPUS and the others a slot sets are refused for
     that in `check_jobs`)."""
-    for name, _, asked in _thread_counts(env, environ):
-        if asked is not None and asked > cores:
-            raise ConfigError(f"{option}: the scenario's env sets {name}={asked}, more threads than a slot's {cores} "
-                              f"core(s) runs; give at most {cores} (fewer are kept), or give each cell more cores")
+    for name, asked in counts_over(cores, env, environ)[:1]:
+        raise ConfigError(f"{option}: the scenario's env sets {name}={asked}, more threads than a slot's {cores} "
+                          f"core(s) runs; give at most {cores} (fewer are kept), or give each cell more cores")
+
+
+def counts_over(cores: int, env: Sequence[str], environ: Mapping[str, str]) -> list[tuple[str, int]]:
+    """Each OpenMP/MKL thread count the scenario's `env:` asks for above `cores`, with its name, as
+    `check_thread_counts` reads them."""
+    return [(name, asked) for name, _, asked in _thread_counts(env, environ) if asked is not None and asked > cores]
 
 
 def env_warnings(env: Sequence[str], environ: Mapping[str, str], cores: int | None) -> list[str]:

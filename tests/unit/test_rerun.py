@@ -175,6 +175,32 @@ def test_a_bundle_run_in_more_slots_than_this_machine_has_cores_is_refused_namin
     assert said.endswith(f"; rerun it on a machine with {jobs} cores or more\n")
 
 
+def test_a_bundle_whose_env_asks_more_threads_than_a_slot_here_has_is_refused_naming_the_bundle(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A bundle run with `--jobs 2` on 8 cores and `env: [OMP_NUM_THREADS=4]`, rerun on 2 cores: the
+    probe ran, then `--jobs 2: the scenario's env sets OMP_NUM_THREADS=4, more threads than a slot's
+    1 core(s) runs; give at most 1 (fewer are kept), or give each cell more cores`, an option the
+    rerun was never given and a file it cannot change. Refused before the probe, naming the bundle."""
+    from harness.run import rerun_original, slots
+    from harness.scenario.loading import sha256
+
+    root = _run_in_slots(tmp_path / "pinned", 8)
+    header = json.loads((root / "bundle.json").read_text())
+    header["scenario"]["env"] = ["OMP_NUM_THREADS=1000"]  # more than any slot here
+    header["scenario_sha256"] = sha256(header["scenario"])
+    (root / "bundle.json").write_text(json.dumps(header))
+    manifest.write(root)
+    monkeypatch.setattr(plan, "run_probe", lambda *a, **k: pytest.fail("the backends were asked"))
+    cores = min(slot.threads or len(slot.cpus) for slot in rerun_original.slots_here(2) or [])
+    assert main(["rerun", str(root), "--only", "backend=null", "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        f"fusionbench: error: cannot rerun {root}, whose run ran its cells 2 at once with env: OMP_NUM_THREADS=1000, as "
+        f"its rerun does: a slot of --jobs 2 here has {cores} core(s), fewer than those threads; rerun it on a machine "
+        "whose --jobs 2 slots have 1000 cores or more\n")
+    assert slots.counts_over(4, ["OMP_NUM_THREADS=4", "MKL_NUM_THREADS"], {"MKL_NUM_THREADS": "6"}) == [
+        ("MKL_NUM_THREADS", 6)]
+
+
 def test_a_bundle_that_names_its_input_folder_without_the_images_digest_is_said_to_be_unchecked() -> None:
     """A resume of such a bundle (a harness before bundle.json kept `inputs_sha256`) is refused; its
     rerun, a new bundle, went on without a word that the images it reads may not be the ones measured."""
