@@ -8,7 +8,7 @@ the machine, or under other harness code, is allowed, and warned of (`another_bo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ def once_probed(bundle: Bundle, request: RunRequest, executor: Executor | None, 
     A resume and its dry run meet them alike; a Ray resume meets `another_share_offered` alone, earlier."""
     timed = another_share_offered(bundle, request, executor, probe.device)
     other_versions(bundle, timed, probe)
-    other_variables(bundle, timed, env, environ, isinstance(executor, LocalPool) and bool(executor.slots))
+    other_variables(bundle, timed, env, environ, executor.slots if isinstance(executor, LocalPool) else [])
     return timed
 
 
@@ -209,21 +209,24 @@ def other_versions(bundle: Bundle, timed: list[CellRecord], probe: ProbeAnswer) 
 
 
 def other_variables(bundle: Bundle, timed: list[CellRecord], env: list[str], environ: Mapping[str, str],
-                    slotted: bool) -> None:
+                    cut: Sequence[slots.Slot] = ()) -> None:
     """A resume whose cells would see another value of a variable the scenario's `env:` passes on from
     the shell (`NAME`, not `NAME=value`) than its measured cells saw is refused: the first start under
     `OMP_NUM_THREADS=1` and a resume from a shell without it ran eager on two threads beside the rest
-    on one, and the report set them side by side, with nothing said. `environ` is this shell's; under
-    `slotted` (--jobs) a slot sets the thread counts itself (slots.THREAD_COUNTS), and another slot
-    is `another_share`'s to refuse. Cells that recorded no variables (older records) are not held."""
+    on one, and the report set them side by side, with nothing said. `environ` is this shell's; in
+    the `--jobs` slots `cut` a thread count (slots.THREAD_COUNTS) is the one each slot sets from it:
+    the slot's cores, or the fewer this shell asks (a first start's cells ran 4 a slot, and a resume
+    from a shell of OMP_NUM_THREADS=2 ran 2 beside them, with nothing said); another slot is
+    `another_share`'s to refuse. Cells that recorded no variables (older records) are not held."""
     for name in passed_on(env):
-        if slotted and name in slots.THREAD_COUNTS:
-            continue
         then = values_seen(timed, name)
-        now = environ.get(name)
-        if then and now not in then:
+        slotted = bool(cut) and name in slots.THREAD_COUNTS
+        offered = {slot.environment(environ).get(name) for slot in cut} if slotted else {environ.get(name)}
+        apart = sorted((variable_value(value) for value in offered if value not in then))
+        if then and apart:
             was = " and ".join(sorted(variable_value(value) for value in then))
-            raise ConfigError(f"--resume {bundle.root}: {name} was {was} when its cells ran, {variable_value(now)} here (the "
+            now = f"{apart[0]} in its slots" if slotted else apart[0]
+            raise ConfigError(f"--resume {bundle.root}: {name} was {was} when its cells ran, {now} here (the "
                               "scenario's env: passes this shell's value on): its cells would have run under two "
                               "values; set it as it was, or start a new run")
 

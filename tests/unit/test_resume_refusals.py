@@ -22,7 +22,7 @@ from harness.bundle.snapshot import Snapshot
 from harness.bundle.validate import validate
 from harness.cli.main import main
 from harness.errors import BundleError
-from harness.run import plan, resumable, runner
+from harness.run import plan, resumable, runner, slots
 from harness.run.resumable import check_scenario
 from harness.scenario import loading
 from tests.resumable_copies import as_run_here
@@ -419,8 +419,10 @@ def test_a_resume_under_another_value_of_a_variable_env_passes_on_is_refused(
 
 
 def test_the_variables_a_resume_is_held_to_are_those_env_passes_on_from_the_shell() -> None:
-    """`NAME=value` is the stored scenario's own, the same at every start; a `--jobs` slot sets the
-    thread counts itself; a cell that recorded no variables holds nothing."""
+    """`NAME=value` is the stored scenario's own, the same at every start; in a `--jobs` slot a thread
+    count is the one the slot sets from this shell's (its cores, or the fewer the shell asks: a first
+    start's cells that ran 1, the shell's, in slots of 4 were not held to it, and a resume from a
+    shell of 2 ran 2 beside them); a cell that recorded no variables holds nothing."""
     from harness.bundle.cell_record import CellRecord
     from harness.errors import ConfigError
     from harness.run.resume_refusals import other_variables
@@ -436,15 +438,18 @@ def test_the_variables_a_resume_is_held_to_are_those_env_passes_on_from_the_shel
     bundle = runner.Bundle.__new__(runner.Bundle)
     bundle.root, bundle.header = Path("/run"), {}
     one = [seen({"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "compact"})]
-    other_variables(bundle, one, ["OMP_NUM_THREADS", "KMP_AFFINITY"], {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "compact"},
-                    False)
-    other_variables(bundle, one, ["OMP_NUM_THREADS=1"], {}, False)  # set by the file: the shell's is not read
-    other_variables(bundle, one, ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "2"}, True)  # a slot's own count
-    other_variables(bundle, [seen(None)], ["OMP_NUM_THREADS"], {}, False)  # an older record: nothing to hold to
+    other_variables(bundle, one, ["OMP_NUM_THREADS", "KMP_AFFINITY"], {"OMP_NUM_THREADS": "1", "KMP_AFFINITY": "compact"})
+    other_variables(bundle, one, ["OMP_NUM_THREADS=1"], {})  # set by the file: the shell's is not read
+    one_core, four = [slots.Slot(index=0, cpus=(0,))], [slots.Slot(index=0, cpus=(0, 1, 2, 3))]
+    other_variables(bundle, one, ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "2"}, one_core)  # a slot's own count
+    other_variables(bundle, one, ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "1"}, four)
+    with pytest.raises(ConfigError, match="OMP_NUM_THREADS was 1 when its cells ran, 2 in its slots here"):
+        other_variables(bundle, one, ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "2"}, four)
+    other_variables(bundle, [seen(None)], ["OMP_NUM_THREADS"], {})  # an older record: nothing to hold to
     with pytest.raises(ConfigError, match="KMP_AFFINITY was compact when its cells ran, scatter here"):
-        other_variables(bundle, one, ["KMP_AFFINITY"], {"KMP_AFFINITY": "scatter"}, True)
+        other_variables(bundle, one, ["KMP_AFFINITY"], {"KMP_AFFINITY": "scatter"}, one_core)
     with pytest.raises(ConfigError, match="OMP_NUM_THREADS was unset when its cells ran, 4 here"):
-        other_variables(bundle, [seen({})], ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "4"}, False)
+        other_variables(bundle, [seen({})], ["OMP_NUM_THREADS"], {"OMP_NUM_THREADS": "4"})
 
 
 def test_the_shares_a_resume_is_held_to_are_the_measured_cells_and_any_slot_of_the_run() -> None:
