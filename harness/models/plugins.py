@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from harness.models.extra_models import INPUT_KINDS, INPUT_SIZE_FLOOR, ExtraModel
@@ -70,14 +70,17 @@ def found() -> Found:
     the plugin's module)."""
     models: dict[str, PluginModel] = {}
     broken: dict[str, str] = {}
+    registering: dict[str, list[EntryPoint]] = {}
     for ep in entry_points(group=GROUP):
-        where = package_line(ep)
-        if ep.name in models and models[ep.name].entry_point == ep.value:
-            continue  # one package found twice on the path (installed, and its folder on PYTHONPATH)
-        if ep.name in models or ep.name in broken:
-            broken[ep.name] = f"two installed packages register the model {ep.name!r}: uninstall one (one is {where})"
-            models.pop(ep.name, None)
+        # two distributions pointing at one object name one module, which the import finds once
+        if all(other.value != ep.value for other in registering.setdefault(ep.name, [])):
+            registering[ep.name].append(ep)
+    for name, eps in registering.items():
+        if len(eps) > 1:  # neither is the model a file naming it means: both named, every other model unaffected
+            broken[name] = _registered_twice(name, eps)
             continue
+        ep = eps[0]
+        where = package_line(ep)
         try:
             spec = ep.load()
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's fault is its own model's refusal, not every model's
@@ -90,6 +93,15 @@ def found() -> Found:
         dist = getattr(ep, "dist", None)
         models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value)
     return Found(models, broken)
+
+
+def _registered_twice(name: str, eps: list[EntryPoint]) -> str:
+    """What a file naming `name` is told where several installed packages (`eps`) register it."""
+    lines = [package_line(ep) for ep in eps]
+    commands = " or ".join(f"pip uninstall {dist}" for dist in dict.fromkeys(map(distribution_name, eps)) if dist)
+    count = "two" if len(eps) == 2 else str(len(eps))
+    return (f"{count} installed packages register the model {name!r}: {', '.join(lines[:-1])} and {lines[-1]}; "
+            "uninstall one" + (f" ({commands}), or take it off PYTHONPATH" if commands else ""))
 
 
 def description_fault(spec: object) -> str:

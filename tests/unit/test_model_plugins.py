@@ -82,6 +82,30 @@ def test_a_plugin_that_does_not_load_or_is_no_model_is_refused_naming_its_packag
         assert ModelSpec.model_validate({"name": other}).name == other
 
 
+def test_a_model_two_packages_register_is_refused_naming_both_and_their_other_models_run(
+        site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second package registering acme_conv_block: the refusal named the second alone (`uninstall
+    one (one is other-models 2.0 ...)`), leaving the user to find the first."""
+    other = tmp_path / "other-site"
+    (other / "other_models").mkdir(parents=True)
+    (other / "other_models" / "__init__.py").write_text(
+        "from harness.models.extra_models import ExtraModel\n"
+        "MODEL = ExtraModel('other', 'features', 16, 'theirs', build=lambda seed: None)\n")
+    info = other / "other_models-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-models\nVersion: 2.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[fusionbench.models]\n{NAME} = other_models:MODEL\nother_block = other_models:MODEL\n")
+    monkeypatch.syspath_prepend(str(other))
+    plugins.found.cache_clear()
+    assert refusal(NAME) == (
+        f"two installed packages register the model {NAME!r}: other-models 2.0 (other_models:MODEL, in {other}) and "
+        f"acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {site}); uninstall one (pip uninstall other-models or "
+        "pip uninstall acme-models), or take it off PYTHONPATH")
+    for name in ("other_block", "acme_short", "resnet18"):  # each package's other models, and the zoo's
+        assert ModelSpec.model_validate({"name": name}).name == name
+
+
 def test_a_plugin_model_named_as_a_built_in_is_refused_naming_both_where_a_run_starts(
         site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A new run's file that names resnet18 might mean either, and is refused before anything runs; a
