@@ -59,6 +59,43 @@ def compare(output: Any, reference: Any, dtype: str) -> dict[str, Any]:
     }
 
 
+def batch_fault(model: Any, samples: list[Any], example: Any, reference: Any, dtype: str) -> str:
+    """What is wrong with how `model` reads a batch, "" where nothing is: every pass stacks the
+    samples on dim 0 (`example`, LoadGen's batches) and every check reads row i of the output as
+    sample i's, so the output's dim 0 must be the batch and each row depend on its own sample alone.
+    `reference` is eager's output on `example`; the model is called once more, on the example's last
+    sample alone, or (a batch of one) after another sample. A model that took the batch on another dim
+    (nn.LSTM without batch_first) or returned no batch dim ran every cell valid, on figures of another
+    computation than the one the cell names."""
+    import torch
+
+    if not isinstance(reference, torch.Tensor):
+        return ""  # `compare` says it: a model returns one tensor
+    rows = example.shape[0]
+    if reference.dim() == 0 or reference.shape[0] != rows:
+        return (f"returned {list(reference.shape)} for a batch of {rows}, its input {list(example.shape)}: the harness "
+                "stacks the samples on dim 0 and reads row i of the output as sample i's, so the output's dim 0 must be "
+                "the batch (docs/adding_a_model.md)")
+    if rows > 1:
+        given, row, alone = f"last in a batch of {rows}", reference[-1:], model(example[-1:])
+    else:  # one more sample before it: any other sample's, where the set has one
+        batched = model(torch.cat([samples[1 % len(samples)], example]))
+        given, row, alone = "after another in a batch of 2", batched[-1:] if isinstance(batched, torch.Tensor) else batched, reference
+    if not (isinstance(row, torch.Tensor) and isinstance(alone, torch.Tensor)) or row.shape != alone.shape:
+        shapes = [list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (row, alone)]
+        return (f"returned a row of shape {shapes[0]} for a sample {given} and {shapes[1]} for it alone: the harness stacks "
+                "the samples on dim 0, and each row of the output must be its own sample's (docs/adding_a_model.md)")
+    out, ref = (t.detach().to("cpu", torch.float64).flatten() for t in (row, alone))
+    limit = max_abs_limit(PRECISIONS[dtype].rtol, float(ref.abs().max()) if ref.numel() else 0.0)
+    max_abs_error, cosine = _errors(out, ref)
+    if _within(max_abs_error, cosine, limit, PRECISIONS[dtype].min_cosine) or not bool(torch.isfinite(out).all()):
+        return ""  # a NaN is the output's own fault, which `compare` says
+    return (f"computed another row for a sample {given} than for it alone (max abs error {max_abs_error:.3g}, "
+            f"limit {limit:.3g}; cosine similarity {cosine:.6f}): the harness stacks the samples on dim 0, and each row "
+            "of the output must depend on its own sample alone (a forward that takes the batch on another dim, as "
+            "nn.LSTM without batch_first=True, mixes them; docs/adding_a_model.md)")
+
+
 def _errors(out: Any, ref: Any) -> tuple[float, float]:
     """Max abs error and cosine similarity of two flat float64 tensors of one size."""
     max_abs_error = float((out - ref).abs().max()) if out.numel() else 0.0

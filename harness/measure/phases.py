@@ -1,7 +1,7 @@
 """The phases a worker measures a cell in, after its `import` (harness/measure/worker.py), each
 timed by its `PhaseClock`. A cell's first round (`measure`) runs every pass:
 
-    build model -> eager reference -> roofline costs (FLOPs, bytes) -> [tune] -> prepare -> first call ->
+    build model -> eager reference (its batch held to dim 0) -> roofline costs (FLOPs, bytes) -> [tune] -> prepare -> first call ->
     correctness -> device timing (warm-up, half the repetitions) -> LoadGen scenario -> device
     timing (the other half) -> correctness after timing -> [LoadGen accuracy run] -> [compliance
     tests] -> memory -> kernel/fusion profile -> math mode and rewrites -> memory traffic (DRAM
@@ -115,6 +115,9 @@ def measure(
     with clock.phase(protocol.REFERENCE):
         reference = model(example) if backend.computes_model else None
         later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
+        fault = correctness.batch_fault(model, samples, example, reference, dtype) if backend.computes_model else ""
+        if fault:  # every backend's cell of the model fails alike, eager's among them
+            raise HarnessError(f"model {cell.model.name!r} {fault}")
     with clock.phase(protocol.ROOFLINE):
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)

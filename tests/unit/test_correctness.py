@@ -85,3 +85,53 @@ def test_a_model_whose_forward_returns_a_tuple_is_said_to_on_every_backend() -> 
     said = "is a tuple, not a tensor: the harness compares a model's one output tensor (its forward returns one)"
     assert compare((ref, ref.sum()), (ref, ref.sum()), "fp32")["reason"] == f"output {said}"
     assert compare(ref, (ref, ref.sum()), "fp32")["reason"] == f"eager's output {said}"
+
+
+def test_a_model_that_reads_no_batch_on_dim_0_is_said_to_at_its_reference() -> None:
+    """The harness stacks samples on dim 0. A plugin's nn.LSTM without batch_first (steps first)
+    mixed the samples of a batch, and a model whose output had no batch dim (a mean over it, a
+    transpose) returned something else than one row a sample: every cell, eager's among them, was
+    valid, on figures of another computation. A model that reads the batch on dim 0 passes."""
+    from torch import nn
+
+    from harness.measure.correctness import batch_fault
+
+    torch.manual_seed(0)
+    samples = list(torch.randn(4, 1, 6, 8).unbind())  # four samples [1, 6 steps, 8 features]
+
+    class Lstm(nn.Module):
+        def __init__(self, batch_first: bool) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(8, 8, batch_first=batch_first)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x)[0]
+
+    def fault(model: nn.Module, batch: int) -> str:
+        with torch.no_grad():
+            example = torch.cat(samples[:batch])
+            return batch_fault(model, samples, example, model(example), "fp32")
+
+    for batch in (1, 4):
+        assert fault(Lstm(batch_first=True).eval(), batch) == ""
+        mixed = fault(Lstm(batch_first=False).eval(), batch)
+        given = "after another in a batch of 2" if batch == 1 else "last in a batch of 4"
+        assert mixed.startswith(f"computed another row for a sample {given} than for it alone (max abs error "), mixed
+        assert mixed.endswith("each row of the output must depend on its own sample alone (a forward that takes the "
+                              "batch on another dim, as nn.LSTM without batch_first=True, mixes them; docs/adding_a_model.md)")
+
+    class Reduced(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean(0)
+
+    assert fault(Reduced(), 4) == (
+        "returned [6, 8] for a batch of 4, its input [4, 6, 8]: the harness stacks the samples on dim 0 and reads row i "
+        "of the output as sample i's, so the output's dim 0 must be the batch (docs/adding_a_model.md)")
+
+    class Transposed(nn.Module):  # dim 0 the batch by chance at a batch of 6: the rows are not the samples'
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.transpose(0, 1)
+
+    samples = list(torch.randn(6, 1, 6, 8).unbind())
+    assert fault(Transposed(), 6).startswith("returned a row of shape [1, 6, 8] for a sample last in a batch of 6 and "
+                                             "[6, 1, 8] for it alone"), fault(Transposed(), 6)

@@ -190,6 +190,29 @@ def test_a_close_that_raises_after_a_failure_leaves_the_failure_the_cells_reason
     assert "has no attribute 'session'" in capsys.readouterr().err  # the close's traceback, for the worker's log
 
 
+def test_a_model_whose_output_is_not_one_row_a_sample_fails_every_cell_at_its_reference(
+    tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model returning its batch on dim 1 ran its eager cell valid, checked against itself; the
+    check is made at eager's reference, before the backend prepares anything."""
+    import torch
+
+    from harness.models import zoo
+
+    class BatchOnDim1(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.transpose(0, 1)
+
+    monkeypatch.setattr(zoo, "build_model", lambda *args, **kwargs: BatchOnDim1())
+    answer = run(tmp_path, cell_for("eager"), monkeypatch)
+    assert answer["status"] == "failed"
+    assert answer["reasons"] == [
+        "reference: model 'resnet18' returned [3, 1, 32, 32] for a batch of 1, its input [1, 3, 32, 32]: the harness stacks "
+        "the samples on dim 0 and reads row i of the output as sample i's, so the output's dim 0 must be the batch "
+        "(docs/adding_a_model.md)"], answer["reasons"]
+    assert "prepare" not in answer["phases_s"]
+
+
 @pytest.mark.slow
 def test_a_math_mode_that_answers_none_fails_the_cell_naming_the_method(
     tmp_path: Path, fake_registry: None, monkeypatch: pytest.MonkeyPatch
