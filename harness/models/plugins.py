@@ -24,6 +24,7 @@ another bundle's cells.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -34,6 +35,9 @@ from harness.plain_text import one_line
 from harness.registry import distribution_name, package_line
 
 GROUP = "fusionbench.models"
+#: What the parent never imports (docs/architecture.md, the torch rule): a plugin module that does
+#: as it loads makes every command that reads model names import it.
+HEAVY_LIBRARIES = ("torch", "torchvision", "onnxruntime", "tvm", "tensorrt", "mlperf_loadgen", "numpy")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class Found:
 
     models: dict[str, PluginModel]
     broken: dict[str, str]
+    #: name -> what its module imported of HEAVY_LIBRARIES as it loaded (the first such plugin's alone:
+    #: once torch is in, another's import of it costs nothing)
+    heavy: dict[str, str]
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,6 +77,7 @@ def found() -> Found:
     the plugin's module)."""
     models: dict[str, PluginModel] = {}
     broken: dict[str, str] = {}
+    heavy: dict[str, str] = {}
     registering: dict[str, list[EntryPoint]] = {}
     for ep in entry_points(group=GROUP):
         # two distributions pointing at one object name one module, which the import finds once
@@ -81,18 +89,25 @@ def found() -> Found:
             continue
         ep = eps[0]
         where = package_line(ep)
+        before = set(HEAVY_LIBRARIES).intersection(sys.modules)
         try:
             spec = ep.load()
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's fault is its own model's refusal, not every model's
             broken[ep.name] = f"model {ep.name!r} from {where} does not load: {type(exc).__name__}: {one_line(exc)}"
             continue
+        imported = [name for name in HEAVY_LIBRARIES if name in sys.modules and name not in before]
+        if imported:
+            heavy[ep.name] = (f"model {ep.name!r} from {where} imports {' and '.join(imported)} as its module loads: "
+                              "every fusionbench command that reads model names (run, validate, report, compare, "
+                              f"models) imports {'it' if len(imported) == 1 else 'them'} too; import "
+                              f"{'it' if len(imported) == 1 else 'them'} inside `build`")
         fault = description_fault(spec)
         if fault:
             broken[ep.name] = f"model {ep.name!r} from {where} {fault}"
             continue
         dist = getattr(ep, "dist", None)
         models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value)
-    return Found(models, broken)
+    return Found(models, broken, heavy)
 
 
 def _registered_twice(name: str, eps: list[EntryPoint]) -> str:

@@ -36,6 +36,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "acme_no_module": "acme_models.no_module:MODEL",
         "acme_short": "acme_models.short:MODEL",
         "acme_sizes_wrong": "acme_models.short:SIZES_WRONG",
+        "acme_heavy": "acme_models.heavy:MODEL",
     })
     (folder / "acme_models" / "no_module.py").write_text(
         "from harness.models.extra_models import ExtraModel\n"
@@ -45,6 +46,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "MODEL = ExtraModel('acme', 'sequence', 32, 'learned positions: 64 steps at most', features=8,\n"
         "                   input_sizes=(16, 64), build=lambda seed: None)\n"
         "SIZES_WRONG = ExtraModel('acme', 'features', 32, 'sizes from 8', input_sizes=(8, None), build=lambda seed: None)\n")
+    (folder / "acme_models" / "heavy.py").write_text(  # a library imported at its top, as torch would be
+        "import acme_heavy_library\nfrom acme_models.blocks import CONV_BLOCK as MODEL\n")
+    (folder / "acme_heavy_library.py").write_text("")
     (folder / "acme_models" / "raises.py").write_text("raise RuntimeError('no GPU\\n  try again')\n")
     monkeypatch.syspath_prepend(str(folder))
     plugins.found.cache_clear()
@@ -180,6 +184,27 @@ def test_models_lists_it_with_its_package_and_says_which_plugins_it_could_not_li
     for said in ("model 'acme_gone' from acme-models 1.0", "model 'acme_function' from acme-models 1.0",
                  "the model name 'resnet18' is a built-in model's"):
         assert f"fusionbench: warning: {said}" in out, said
+
+
+def test_models_says_a_plugin_whose_module_imports_torch_as_it_loads(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plugin importing torch at its module's top runs, and made every command that reads model
+    names (validate, report, compare of bundles that never ran it among them) import torch, said
+    nowhere. Here torch is imported already: a library of the site's stands for it."""
+    from harness.cli.main import main
+
+    monkeypatch.setattr(plugins, "HEAVY_LIBRARIES", ("acme_heavy_library",))
+    for module in ("acme_heavy_library", "acme_models.heavy"):  # as in a fresh process: another test's found() loaded them
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    plugins.found.cache_clear()
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["models", "--family", "acme"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"fusionbench: warning: model 'acme_heavy' from acme-models 1.0 (acme_models.heavy:MODEL, in {site}) imports "
+            "acme_heavy_library as its module loads: every fusionbench command that reads model names (run, validate, "
+            "report, compare, models) imports it too; import it inside `build`") in out, out
+    assert "acme_heavy │ acme │" in out  # it runs
+    assert list(plugins.found().heavy) == ["acme_heavy"]  # the example, which imports torch inside `build`, is not said
 
 
 def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
