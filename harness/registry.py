@@ -153,6 +153,15 @@ def package_of(name: str) -> str | None:
     return ep.module.split(".")[0] if ep is not None else None
 
 
+def found_in(name: str) -> tuple[str, Path] | None:
+    """The package registering the backend `name` (`package_line`) and the folder it was found in
+    (a site-packages, a folder on PYTHONPATH); None where no installed package registers it (the
+    checkout's own backends, run without installing it)."""
+    ep = _entry_points().get(name)
+    dist = getattr(ep, "dist", None)
+    return None if ep is None or dist is None else (package_line(ep), Path(str(dist.locate_file(""))))
+
+
 def load(name: str) -> type[Backend]:
     """The backend class registered under `name`."""
     eps = _entry_points()

@@ -48,6 +48,7 @@ class PluginModel:
     distribution: str  # as pip names it
     version: str
     entry_point: str  # `module:attribute`
+    folder: str = ""  # where its package was found (a site-packages, a folder on PYTHONPATH); "" where unknown
 
     @property
     def provided_by(self) -> str:
@@ -106,7 +107,8 @@ def found() -> Found:
             broken[ep.name] = f"model {ep.name!r} from {where} {fault}"
             continue
         dist = getattr(ep, "dist", None)
-        models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value)
+        models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value,
+                                      str(dist.locate_file("")) if dist else "")
     return Found(models, broken, heavy)
 
 

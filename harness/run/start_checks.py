@@ -23,7 +23,7 @@ from harness.bundle.cell_record import CellRecord
 from harness.bundle.writer import Bundle
 from harness.errors import ConfigError
 from harness.models.catalog import clash
-from harness.run import executor_choice, opening, preflight, rerun, resumable, resume_refusals, skips, slots
+from harness.run import executor_choice, opening, preflight, rerun, resumable, resume_refusals, skips, slots, worker_path
 from harness.run.executors import Executor, LocalPool
 from harness.run.probe_answer import ProbeAnswer
 from harness.run.run_request import RunRequest
@@ -142,6 +142,10 @@ def refuse(start: Start, between: Between) -> Checked:
         if start.resuming:
             resume_refusals.before_the_probe(bundle, scenario)
     slots.check_jobs(request.jobs, scenario.env, start.device)
+    left_out = worker_path.plugins_left_out(scenario.env, [str(m["name"]) for m in resolved["models"]],
+                                            [b.name for b in scenario.backends], os.environ)
+    if left_out:  # the parent would plan cells whose workers cannot find their model or backend
+        raise ConfigError(left_out)
     if request.executor == "local":
         slots.check_jobs_fit_here(request.jobs)
     if request.only:  # a filter no cell matches on any device this run could pick: refused before the probe

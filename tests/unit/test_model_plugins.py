@@ -207,6 +207,32 @@ def test_models_says_a_plugin_whose_module_imports_torch_as_it_loads(
     assert list(plugins.found().heavy) == ["acme_heavy"]  # the example, which imports torch inside `build`, is not said
 
 
+def test_a_scenarios_pythonpath_that_leaves_out_the_plugins_folder_is_refused_before_anything_runs(
+        site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plugin's folder on the shell's PYTHONPATH, and `env: [PYTHONPATH=...]` naming another: its
+    workers got env:'s value in place of the shell's, and its cell failed `worker exited with code 2
+    without an answer (in phase start)`, `unknown model` in the worker's log alone."""
+    from harness.cli.main import main
+    from harness.run.worker_path import plugins_left_out
+
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    elsewhere = tmp_path / "elsewhere"
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"models: [{{name: {NAME}, input_size: 16}}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+                        f"env: [PYTHONPATH={elsewhere}]\n")
+    assert main(["run", str(scenario), "--dry-run", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"fusionbench: error: env: PYTHONPATH={elsewhere} leaves out {site}, on this shell's PYTHONPATH, where this "
+        f"process found the model '{NAME}' from acme-models 1.0: each cell's worker gets env:'s PYTHONPATH in place of "
+        f"this shell's, and would not find it; add the folder to the value ({elsewhere}:{site}) or leave PYTHONPATH out "
+        "of env: (every worker gets this shell's)"), err
+    environ = {"PYTHONPATH": str(site)}
+    for named in ([f"PYTHONPATH={elsewhere}:{site}"], ["PYTHONPATH"], [], [f"PYTHONPATH={elsewhere}", "OMP_NUM_THREADS=1"]):
+        models = [NAME] if named != [f"PYTHONPATH={elsewhere}", "OMP_NUM_THREADS=1"] else ["resnet18"]
+        assert plugins_left_out(named, models, ["eager"], environ) == "", named  # kept, or no plugin of the run's there
+
+
 def test_the_report_names_the_package_each_plugin_model_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report's facts named the libraries the backends ran on and never the package the model
     was: two bundles of two versions of it read alike."""
