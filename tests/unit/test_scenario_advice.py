@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from harness.cli.main import main
+from harness.run import plan
 from harness.scenario import advice, loading
+from tests.shared_probe import SharedProbe
 
 HEAD = "models: [resnet18]\nbackends: [eager]\n"
 
@@ -130,9 +132,12 @@ def test_a_run_prints_them_before_it_starts(tmp_path: Path, capsys: pytest.Captu
 
 @pytest.mark.slow
 def test_a_dry_run_lists_what_would_run_and_be_skipped_and_writes_nothing(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A user could check a file only by starting it (the cell count came after the probe, as the
     run began) or by an --only that matched nothing."""
+    # Both dry runs ask the probe the same (smoke.yaml's six backends, no system): the second gets the
+    # first's answer (tests/shared_probe.py); what it checks is how the line writes a long duration.
+    monkeypatch.setattr(plan, "run_probe", SharedProbe())
     smoke = Path(__file__).resolve().parents[2] / "scenarios" / "smoke.yaml"
     odd = tmp_path / "smoke.yaml"  # the dry run wrote "at least 2 s ... (1 x 1.55556 s)"
     odd.write_text(smoke.read_text().replace("min_duration_s: 2", "min_duration_s: 1.55556"))
