@@ -17,13 +17,18 @@ matmuls two `aten.bmm`. The call the rewrite inserts carries that list in its me
 graph, where `post_grad` reads the attention calls in graph order, as Inductor's wrapper calls them:
 the n-th attention call of a graph's code is its n-th in the graph where their counts match
 (backends/inductor_folding.py matches convolutions so); where they do not, none is attributed and the
-note says so. Nothing of the compile is changed.
+note says so. A graph's subgraphs (a `torch.cond` branch) pass through the post-grad passes before
+it, each as a graph of its own, while the code is one per graph, and the report does not read the
+subgraphs' functions in it: their calls are folded into the graph that holds them and counted apart
+in the note, not matched to the next graph's code (a branch's rewritten attention was read onto the
+model's own call in the graph after a break). Nothing of the compile is changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +72,18 @@ def replaced_ops(nodes: Iterable[Any]) -> tuple[str, ...]:
     return tuple(found.values())
 
 
+def _subgraphs(graph: Any) -> Iterator[Any]:
+    """The FX graphs of the submodules `graph` reads (`get_attr`): a higher-order operator's subgraphs,
+    which Inductor's post-grad passes see before it."""
+    for node in graph.nodes:
+        if getattr(node, "op", None) == "get_attr":
+            held: Any = getattr(graph, "owning_module", None)
+            for part in str(node.target).split("."):
+                held = getattr(held, part, None)
+            if held is not None and hasattr(held, "graph"):
+                yield held.graph
+
+
 def _is_attention_call(node: Any) -> bool:
     return getattr(node, "op", None) == "call_function" and bool(_ATTENTION_CALL.match(op_name(_qualified(node.target))))
 
@@ -78,6 +95,11 @@ class AttentionWatch:
 
     #: Per graph, its attention calls in graph order: the operators each replaced, None for one the model made.
     graphs: list[list[tuple[str, ...] | None]] = field(default_factory=list)
+    #: Per graph, the attention calls Inductor made in its subgraphs, which its code's kernels do not list.
+    inner: list[int] = field(default_factory=list)
+    #: Per graph, the FX graph itself (weakly: it holds its module, frozen weights and all): a graph's
+    #: subgraphs are found among those watched before it.
+    _watched: list[weakref.ref[Any]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -100,13 +122,22 @@ class AttentionWatch:
             yield
 
     def post_grad(self, graph: Any) -> None:
+        subgraphs = list(_subgraphs(graph))
+        inner = 0
+        for at in reversed(range(len(self._watched))):
+            if any(self._watched[at]() is sub for sub in subgraphs):  # watched before the graph that holds it
+                del self._watched[at]
+                inner += self.inner.pop(at) + sum(1 for ops in self.graphs.pop(at) if ops)
+        self._watched.append(weakref.ref(graph))
         self.graphs.append([node.meta.get(REPLACED) for node in graph.nodes if _is_attention_call(node)])
+        self.inner.append(inner)
 
     def attribute(self, kernels_per_graph: list[list[KernelGroup]]) -> tuple[list[list[KernelGroup]], str]:
         """The kernels with each attention call Inductor made running the operators it replaced, and a
         note on how many (empty where it made none)."""
         result: list[list[KernelGroup]] = []
         made, unmatched = 0, 0
+        inner = sum(self.inner)
         for index, kernels in enumerate(kernels_per_graph):
             replaced = self.graphs[index] if index < len(self.graphs) else []
             calls = [i for i, k in enumerate(kernels)
@@ -126,4 +157,7 @@ class AttentionWatch:
         if unmatched:
             notes.append(f"{unmatched} attention call(s) Inductor made could not be matched to a call in its code, "
                          "each shown as one operator")
+        if inner:
+            notes.append(f"{inner} attention call(s) Inductor made in a graph's subgraphs (a torch.cond branch), "
+                         "whose kernels the report does not list")
         return result, "; ".join(notes)

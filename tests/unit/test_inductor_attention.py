@@ -56,3 +56,35 @@ def test_attention_calls_the_code_does_not_match_are_left_as_one_operator_and_sa
     assert kernels == _kernels()
     assert note == "1 attention call(s) Inductor made could not be matched to a call in its code, each shown as one operator"
     assert AttentionWatch(graphs=[[None, None]]).attribute([_kernels()]) == ([_kernels()], "")
+
+
+class _Graph(SimpleNamespace):
+    """An FX graph's nodes and module (watched weakly, as a graph is)."""
+
+
+def _graph(*nodes: SimpleNamespace, **submodules: SimpleNamespace) -> _Graph:
+    return _Graph(nodes=list(nodes), owning_module=SimpleNamespace(**submodules))
+
+
+def test_a_subgraphs_attention_is_not_read_onto_the_next_graphs_own_call() -> None:
+    """A `torch.cond` whose false branch is a rewritten attention, a graph break, then the model's own
+    call: the post-grad passes saw the branches, the graph holding them and the graph after the break
+    as four graphs against two graphs of code, so the branch's rewrite was read onto the model's own
+    call in the second (a `single` call listed as a tensor+element+tensor fusion of the branch's
+    operators, and the note counted it as made)."""
+    target = SimpleNamespace(overloadpacket=SDPA)
+    true_branch = _graph()
+    false_branch = _graph(SimpleNamespace(op="call_function", name="sdpa", target=target,
+                                          meta={"fusionbench_replaced_ops": REPLACED}))
+    holding = _graph(SimpleNamespace(op="get_attr", target="true_graph_0", meta={}),
+                     SimpleNamespace(op="get_attr", target="false_graph_0", meta={}),
+                     true_graph_0=SimpleNamespace(graph=true_branch), false_graph_0=SimpleNamespace(graph=false_branch))
+    after_break = _graph(SimpleNamespace(op="call_function", name="sdpa", target=target, meta={}))
+    watch = AttentionWatch()
+    for graph in (true_branch, false_branch, holding, after_break):  # the post-grad passes' order
+        watch.post_grad(graph)
+    condition, own = [KernelGroup("cpp_fused_lt_sum_0", ("aten.lt", "aten.sum"))], [KernelGroup(f"torch.ops.{SDPA}", (SDPA,))]
+    assert watch.attribute([condition, own])[0] == [condition, own]
+    note = watch.attribute([condition, own])[1]
+    assert note == ("1 attention call(s) Inductor made in a graph's subgraphs (a torch.cond branch), "
+                    "whose kernels the report does not list")
