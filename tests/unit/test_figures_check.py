@@ -583,3 +583,11 @@ def test_the_cells_of_one_model_scenario_and_dtype_share_one_expansion(monkeypat
               for c in loaded.cells}
     assert belonging.problems(loaded) == []
     assert len(expanded) == len(shared) < len(loaded.cells) // 3
+
+
+@pytest.mark.parametrize(("rounds", "lines"),
+                         [(["x", "y"], ("metrics/rounds/0", "metrics/rounds/1")), ({"a": 1}, ("metrics/rounds",))])
+def test_rounds_a_schema_before_them_let_through_as_another_shape(v3: Path, rounds: Any, lines: tuple[str, ...]) -> None:
+    """v3's schema knew no rounds and let any value through: a cell whose `metrics.rounds` was a list
+    of strings, or an object, ended validate in an AttributeError, where the typed record's line says it."""
+    only_lines(forge(v3, INDUCTOR_OFFLINE, lambda cell: cell["metrics"].update(rounds=rounds)), INDUCTOR_OFFLINE, *lines)
