@@ -191,7 +191,13 @@ def test_a_bundle_whose_env_asks_more_threads_than_a_slot_here_has_is_refused_na
     (root / "bundle.json").write_text(json.dumps(header))
     manifest.write(root)
     monkeypatch.setattr(plan, "run_probe", lambda *a, **k: pytest.fail("the backends were asked"))
-    cores = min(slot.threads or len(slot.cpus) for slot in rerun_original.slots_here(2) or [])
+    # two cores of a core each, no quota: the suite's workers each have a share of this machine's cores
+    from harness import cgroup_limits
+    monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1])
+    monkeypatch.setattr(slots, "physical_cores", lambda cpus, siblings_of=None: [(cpu,) for cpu in sorted(cpus)])
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: None)
+    cores = 1
+    assert [len(slot.cpus) for slot in rerun_original.slots_here(2) or []] == [cores, cores]
     assert main(["rerun", str(root), "--only", "backend=null", "--dry-run"]) == 2
     assert capsys.readouterr().err == (
         f"fusionbench: error: cannot rerun {root}, whose run ran its cells 2 at once with env: OMP_NUM_THREADS=1000, as "
