@@ -34,6 +34,7 @@ from harness.bundle.safe_json import MAX_JSON_BYTES
 from harness.errors import HarnessError
 from harness.files.regular_file import read_regular
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest, partial_answer_path
+from harness.run.last_words import with_said_last
 from harness.run.preloaded_parents import ForkedWorker, PreloadedParents, start_environment
 from harness.run.scratch import scratch_dir
 from harness.run.slots import Slot
@@ -71,8 +72,10 @@ class WorkerOutcome:
     #: Without an answer: what the worker had kept of it as its last phase ended (`worker.checkpoint`).
     partial: WorkerAnswer | None = None
 
-    def failure_reason(self, timeout_s: float) -> str:
-        """Why a worker produced no answer."""
+    def failure_reason(self, timeout_s: float, log_text: str = "", log: str | None = None) -> str:
+        """Why a worker produced no answer. Where it ended of itself (an exit code, a signal not
+        the parent's), with the last line it wrote in `log_text` (its log's tail) and `log`, where
+        its whole log is (harness/run/last_words.py); the parent's own limits are their reason."""
         if self.memory_exceeded_bytes is not None and self.memory_limit_bytes is not None:
             return (f"memory limit of {self.memory_limit_bytes / MIB:.0f} MiB exceeded (the worker's processes "
                     f"held {self.memory_exceeded_bytes / MIB:.0f} MiB, in phase {self.last_phase})")
@@ -85,8 +88,9 @@ class WorkerOutcome:
                 name = f"signal {-self.returncode}"
             hint = ("; SIGKILL comes from the kernel's out-of-memory killer or from another process"
                     + _cgroup_memory_hint() if name == "SIGKILL" else "")
-            return f"worker killed by {name} (in phase {self.last_phase}{hint})"
-        return f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})"
+            return with_said_last(f"worker killed by {name} (in phase {self.last_phase}{hint})", log_text, log)
+        return with_said_last(f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})",
+                              log_text, log)
 
 
 def _cgroup_memory_hint() -> str:

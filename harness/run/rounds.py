@@ -60,6 +60,7 @@ from harness.measure.protocol import FURTHER_ROUND_PHASES
 from harness.metric_table import format_value
 from harness.run import time_budget
 from harness.run.executors import CellTask, Finished
+from harness.run.isolation import log_tail
 from harness.run.scratch import scratch_dir
 from harness.scenario.cells import Cell
 from harness.stats.summary import median, out_of_line
@@ -248,7 +249,8 @@ class Rounds:
             elif outcome is None:
                 why = "the executor lost it"
             elif answer is None:
-                why = outcome.failure_reason(done.task.timeout_s)
+                # the round's `log` beside its reason says where the whole log is
+                why = outcome.failure_reason(done.task.timeout_s, log_tail(folder / "worker.log"))
             else:
                 why = "; ".join(answer.reasons) or f"the worker answered {answer.status}"
             return TimingRound(

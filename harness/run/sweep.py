@@ -265,7 +265,9 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         return record
     record["wall_s"] = outcome.wall_s
     if outcome.answer is None:  # killed: what it measured in the phases that ended stays
-        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], warnings=[])
+        reason = outcome.failure_reason(task.timeout_s, log_tail(log_path), record["log"])
+        record.update(status="failed", reasons=[reason], warnings=[])
+        # read again: `kept` says in the log what it refused of the answer so far
         record.update({**kept_answer.kept(outcome.partial, record, log_path), "log_tail": log_tail(log_path)})
     else:
         record.update(kept_answer.answered(outcome.answer, record, log_path))

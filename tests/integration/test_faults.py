@@ -95,6 +95,9 @@ def test_each_fault_gets_its_status_and_reason(sweep, backend: str) -> None:
     if backend == "fault_hang":  # killed by its limit, it keeps the phases that ended before the hang
         assert {"build", "reference", "prepare"} <= set(cell["phases_s"]) and "first_call" not in cell["phases_s"], \
             cell["phases_s"]
+    if backend == "fault_segfault":  # the last line it wrote, quoted with where its whole log is; nothing else
+        assert cell["reasons"] == [f"worker killed by SIGSEGV (in phase first_call); it last wrote: fault_segfault: a "
+                                   f"native library crashes now (whole log: {cell['log']})"], cell["reasons"]
     if backend == "fault_raise":  # where the backend's own code raised, as `backends` says of a plugin's import
         assert re.search(r" \(at /\S+/fusionbench_faults/\S+\.py:\d+\)$", cell["reasons"][0]), cell["reasons"]
 

@@ -2,7 +2,7 @@
 
 Each runs the model eagerly except for its fault, so everything else about its cell (the
 reference, the timing, LoadGen) is real:
-- fault_segfault: the first call kills the worker with SIGSEGV;
+- fault_segfault: the first call writes a line to standard error and kills the worker with SIGSEGV;
 - fault_hang: the first call does not return for an hour (FUSIONBENCH_FAULT_HANG_S seconds where
   set: a test that resumes the cell need not wait out its time limit);
 - fault_oom: prepare keeps allocating (and touching) memory, up to 8 GiB, so a memory limit
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,8 @@ class FaultPrepared(Prepared):
         import torch
 
         self.calls += 1
-        if self.fault == "segfault":
+        if self.fault == "segfault":  # a native library's last words, then its crash
+            print("fault_segfault: a native library crashes now", file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGSEGV)
         if self.fault == "hang" and self.calls == 1:
             time.sleep(float(os.environ.get("FUSIONBENCH_FAULT_HANG_S", "3600")))

@@ -1,0 +1,50 @@
+"""What a worker that ended without an answer last wrote, for its cell's reason.
+
+A worker that dies before it can answer (it cannot read its request, a plugin's module fails to
+import, an exception escapes its `main`, a native library aborts) leaves its one reason in its
+log: its own one-line error (`fusionbench worker: cannot read the request: ...`) or a traceback,
+whose last line is the exception. The cell's reason named only the exit code and the phase, and
+the user had to open the log to learn why. `said_last` finds that line; `with_said_last` puts it
+in the reason, beside where the whole log is. It is what the worker wrote last, quoted, never a
+cause the parent guessed: a worker that wrote nothing gets the reason it had.
+
+The log is the worker's, so any text at all: the line is made one safe line (harness/plain_text.py)
+and shortened before it enters the reason, which the bundle keeps and every reader shows.
+"""
+
+from __future__ import annotations
+
+from harness.plain_text import one_line, shortened
+
+#: The most of a line a reason quotes: a traceback's last line can carry a whole tensor's repr, and
+#: a refused request's names the model, its package and folder and its error (about 300).
+MAX_SAID_CHARS = 400
+#: Lines of the log that are not the worker's own words: the parent's notes in it (the preloaded
+#: parent that could not fork it, an answer file refused unread, written after the worker ended),
+#: and the headers of a traceback and of faulthandler's dump, whose frames are indented.
+_NOT_ITS_WORDS = ("fusionbench: ", "Traceback (most recent call last):", "Extension modules:")
+_FRAMES_HEADER = "(most recent call first):"
+
+
+def said_last(log_text: str) -> str | None:
+    """The last line of `log_text` the worker wrote as a sentence of its own (not blank, not
+    indented as a traceback's frames and source lines are, not a header), as one safe line of at
+    most MAX_SAID_CHARS; None where it wrote none."""
+    for line in reversed(log_text.splitlines()):
+        if not line.strip() or line[0].isspace() or line.startswith(_NOT_ITS_WORDS):
+            continue
+        if line.rstrip().endswith(_FRAMES_HEADER):
+            continue
+        return shortened(one_line(line), MAX_SAID_CHARS)
+    return None
+
+
+def with_said_last(reason: str, log_text: str, log: str | None) -> str:
+    """`reason` (why the worker gave no answer, as the parent saw it) followed by the last line the
+    worker wrote (`said_last`) and `log`, where its whole log is in the bundle; `reason` as it is
+    where the worker wrote nothing."""
+    said = said_last(log_text)
+    if said is None:
+        return reason
+    where = f" (whole log: {log})" if log else ""
+    return f"{reason}; it last wrote: {said}{where}"

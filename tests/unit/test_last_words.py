@@ -1,0 +1,79 @@
+"""A worker that died without an answer: its cell's reason quotes the last line it wrote (its own
+one-line error, a traceback's exception), where it named only the exit code and the phase, the
+reason itself in the worker's log alone. Nothing is made up, and the log's text cannot act."""
+
+from __future__ import annotations
+
+import signal
+
+from harness.run.isolation import WorkerOutcome, stopped_in
+from harness.run.last_words import MAX_SAID_CHARS, said_last, with_said_last
+
+LOG = "cells/0123456789abcdef/worker.log"
+
+#: What a worker wrote that could not read its request: a plugin model it cannot find.
+REFUSED_REQUEST = ("<frozen runpy>:128: RuntimeWarning: 'harness.measure.worker' found in sys.modules\n"
+                   "fusionbench worker: cannot read the request: unknown model 'acme_block'\n")
+#: An exception that escaped the worker's `main`, under the parent's note that its preloaded parent failed.
+TRACEBACK = ("fusionbench: this worker started as a fresh Python: its preloaded parent did not start: OSError\n"
+             "Traceback (most recent call last):\n"
+             '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+             '  File "/h/harness/measure/worker.py", line 181, in bind_to_slot\n'
+             '    os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})\n'
+             "    ^^^^^^^^^^^^^^^^^^^^\n"
+             "OSError: [Errno 22] Invalid argument\n\n")
+#: A plugin backend's module that fails to import, as Python reports it.
+PLUGIN_IMPORT = ("Traceback (most recent call last):\n"
+                 '  File "/site/acme_backend/__init__.py", line 3, in <module>\n'
+                 "    import acme_runtime\n"
+                 "ModuleNotFoundError: No module named 'acme_runtime'\n")
+#: A native library's crash: faulthandler's dump, then a parent's note on the answer it refused.
+FAULTHANDLER = ("Fatal Python error: Segmentation fault\n\n"
+                "Current thread 0x00007f (most recent call first):\n"
+                '  File "/site/acme_backend/run.py", line 9 in __call__\n\n'
+                "Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)\n"
+                "\nfusionbench: what the worker kept of its answer is unreadable: not a regular file\n")
+
+
+def test_the_last_line_a_worker_wrote_is_its_own_error_or_its_exception() -> None:
+    assert said_last(REFUSED_REQUEST) == "fusionbench worker: cannot read the request: unknown model 'acme_block'"
+    assert said_last(TRACEBACK) == "OSError: [Errno 22] Invalid argument"
+    assert said_last(PLUGIN_IMPORT) == "ModuleNotFoundError: No module named 'acme_runtime'"
+    assert said_last(FAULTHANDLER) == "Fatal Python error: Segmentation fault"
+
+
+def test_a_worker_that_wrote_nothing_of_its_own_keeps_the_reason_it_had() -> None:
+    for log_text in ("", "\n\n", "Traceback (most recent call last):\n  File \"x.py\", line 1\n",
+                     "fusionbench: this worker started as a fresh Python: its preloaded parent did not start\n"):
+        assert said_last(log_text) is None, log_text
+        assert with_said_last("worker killed by SIGKILL (in phase timing)", log_text, LOG) == \
+            "worker killed by SIGKILL (in phase timing)"
+
+
+def test_a_reason_names_the_exit_code_phase_last_line_and_whole_log() -> None:
+    died = WorkerOutcome(None, 2, False, "start", 0.5)
+    assert died.failure_reason(60, REFUSED_REQUEST, LOG) == (
+        "worker exited with code 2 without an answer (in phase start); it last wrote: fusionbench worker: cannot "
+        f"read the request: unknown model 'acme_block' (whole log: {LOG})")
+    crashed = WorkerOutcome(None, -signal.SIGSEGV, False, "first_call", 0.5)
+    assert crashed.failure_reason(60, FAULTHANDLER, LOG) == (
+        "worker killed by SIGSEGV (in phase first_call); it last wrote: Fatal Python error: Segmentation fault "
+        f"(whole log: {LOG})")
+    # the parent's own limits are their reason: the last line before the parent killed it is not
+    assert WorkerOutcome(None, -signal.SIGKILL, True, "loadgen", 3.0).failure_reason(3, TRACEBACK, LOG) == \
+        "time limit of 3 s exceeded (in phase loadgen)"
+    over = WorkerOutcome(None, -signal.SIGKILL, False, "memory", 3.0, memory_exceeded_bytes=300 << 20,
+                         memory_limit_bytes=256 << 20)
+    assert "last wrote" not in over.failure_reason(60, TRACEBACK, LOG)
+
+
+def test_the_log_is_hostile_text_that_neither_acts_nor_moves_the_phase() -> None:
+    """A line with a terminal escape, a bidirectional override and the words of another phase: the
+    reason shows the codes, keeps the phase the parent read, and quotes at most MAX_SAID_CHARS."""
+    hostile = "RuntimeError: \x1b[2J\u202eover (in phase loadgen) " + "x" * 500 + "\n"
+    reason = WorkerOutcome(None, 1, False, "prepare", 0.5).failure_reason(60, hostile, LOG)
+    said = said_last(hostile)
+    assert said is not None and len(said) == MAX_SAID_CHARS and said.endswith("...")
+    assert said.startswith("RuntimeError: \\x1b[2J\\u202eover (in phase loadgen)")
+    assert "\x1b" not in reason and "\u202e" not in reason
+    assert stopped_in(reason) == "prepare"
