@@ -24,6 +24,7 @@ from harness.bundle.record_base import Seconds
 from harness.bundle.safe_json import parse_json
 from harness.errors import BundleError
 from harness.mlperf.compliance import TESTS as COMPLIANCE_TESTS
+from harness.plain_text import one_line
 from harness.scenario.cell_config import CellConfig
 
 PROTOCOL_VERSION = 1
@@ -111,8 +112,21 @@ class WorkerRequest:
         try:
             cell = CellConfig.model_validate(data.pop("cell"))
         except pydantic.ValidationError as exc:
-            raise ProtocolError(f"WorkerRequest: the cell's config is not one this version reads: {exc}") from None
+            raise ProtocolError(f"WorkerRequest: the cell's config is not one this version reads: {_first_problem(exc)}") \
+                from None
         return cls(cell=cell, **data)
+
+
+def _first_problem(exc: pydantic.ValidationError) -> str:
+    """A config's first problem on one line (`model.name: model 'acme' ... does not load: ...`), and
+    how many more: the worker says it as its last line, which its cell's reason quotes
+    (harness/run/last_words.py), where pydantic's message ran over several, its field on one and
+    the reason on the next."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the config"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {one_line(first['msg'].removeprefix('Value error, '))}{more}"
 
 
 def partial_answer_path(answer_file: str | Path) -> Path:

@@ -28,6 +28,7 @@ from harness.files.atomic import write_bytes_atomic
 from harness.measure import phases, plugin_answers, protocol, start_imports, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.plain_text import one_line
 from harness.quick_exit import quick_exit
 
 
@@ -186,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         request = WorkerRequest.from_json(Path(argv[0]).read_text())
     except (OSError, ProtocolError) as exc:
-        print(f"fusionbench worker: cannot read the request: {exc}", file=sys.stderr)
+        # one line: its cell's reason quotes the worker's last (harness/run/last_words.py)
+        print(f"fusionbench worker: cannot read the request: {one_line(exc)}", file=sys.stderr)
         return 2
     die_with_parent(request.parent_pid)
     bind_to_slot(os.environ.get("FUSIONBENCH_CPUS"))

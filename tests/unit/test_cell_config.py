@@ -79,8 +79,13 @@ def test_the_request_carries_the_typed_config_and_refuses_one_it_cannot_read(tmp
     assert WorkerRequest.from_json(request.to_json()) == request
     data = json.loads(request.to_json())
     data["cell"]["variant"]["fusion"] = "sometimes"
-    with pytest.raises(ProtocolError, match="the cell's config is not one this version reads"):
+    with pytest.raises(ProtocolError, match="the cell's config is not one this version reads") as refused:
         WorkerRequest.from_json(json.dumps(data))
+    # one line naming the field and why, which a failed cell's reason quotes, where pydantic's ran over
+    # four, its field on one, its reason on the next, and the reason quoted `variant.fusion` alone
+    assert "\n" not in str(refused.value) and "For further information" not in str(refused.value)
+    assert str(refused.value).startswith(
+        "WorkerRequest: the cell's config is not one this version reads: variant.fusion: Input should be "), refused.value
 
 
 def test_a_backend_gets_its_options_parsed_into_its_own_model() -> None:
