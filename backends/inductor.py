@@ -36,22 +36,22 @@ rounds before it left them and compiles warm (`prepare_cache: warm`): the code i
 kernels' builds come from the code cache. Prepared outside a worker (no folder given), every cache
 is off. What a compile does once for the whole machine (the check of the CPU's vector instruction
 sets, the C++ prefix's precompiled header) is timed apart and left out of `prepare_s`
-(backends/inductor_toolchain.py): the first cell of a machine is charged no more than the others.
+(backends/inductor_toolchain.py): the first cell of a machine is charged no more than the others;
+the check's test programs that passed are recorded for the machine, so that a later cell builds
+none of them (backends/inductor_isa.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 from unittest import mock
 
-from backends import inductor_toolchain, torch_kernel_time
+from backends import inductor_isa, inductor_toolchain, torch_kernel_time
 from backends.inductor_attention import AttentionWatch, is_attention_rewrite
 from backends.inductor_code import generated_kinds, kernel_calls
 from backends.inductor_folding import FoldWatch
@@ -59,7 +59,6 @@ from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
 from harness.contract import Availability, Backend, CpuKernelTimes, Prepared, Variant
 from harness.errors import BackendFailed
-from harness.files.atomic import write_json_atomic
 from harness.fusion import FusionReport, KernelGroup
 from harness.options import BackendOptions, expect
 
@@ -137,7 +136,7 @@ class InductorBackend(Backend):
         # builds come from the code cache of a further round.
         patches = {"force_disable_caches": own_caches is None, "fx_graph_cache": False, "freezing": options.freezing,
                    "layout_optimization": options.layout_optimization,
-                   **(hooks if fused else {}), **_isa_settings(device)}
+                   **(hooks if fused else {})}
         mode = compile_mode(options.mode, variant.graphs, device)
         if variant.graphs == "on" and hasattr(inductor_config.triton, "cudagraph_or_error"):
             # A graph Inductor declines to capture (an operator it deems unsafe, a CPU tensor) would
@@ -145,7 +144,8 @@ class InductorBackend(Backend):
             patches["triton.cudagraph_or_error"] = True
         loaded: list[Any] = []
         with inductor_config.patch(**patches), _no_autograd_cache(), _rnn_traced() as rnn_traced, lowering, \
-                no_folding, _loaded_modules(loaded), inductor_toolchain.watch() as toolchain, torch.no_grad():
+                no_folding, _loaded_modules(loaded), inductor_isa.recorded_builds(device), \
+                inductor_toolchain.watch() as toolchain, torch.no_grad():
             compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
             # Compilation happens on the first call; capture the wrapper code it generates.
             try:
@@ -167,7 +167,6 @@ class InductorBackend(Backend):
             note = ("no operator was folded into weights at compile time ("
                     + ("freezing off" if not options.freezing else "fusion off: freezing without its folding") + ")")
         note = "; ".join(part for part in (note, attention_note) if part)
-        _remember_isa(device)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
         prepared.prepare_cache = "warm" if warm else "cold"
@@ -271,95 +270,6 @@ def compile_mode(mode: str, graphs: str, device: str) -> str:
     if mode == "reduce-overhead":
         raise BackendFailed("inductor mode=reduce-overhead is Inductor's CUDA graphs: ask for them with graphs: on")
     return "max-autotune-no-cudagraphs" if mode == "max-autotune" and device == "cuda" else mode
-
-
-def _isa_settings(device: str) -> dict[str, Any]:
-    """Inductor checks which vector instruction sets g++ can build by compiling small programs,
-    once per process: about 12 s of one core on the 2-core test machine, in every cell's worker.
-    When a compile on this machine found that every set this CPU reports builds (the record,
-    `_isa_record`), trusting the CPU's flags (`cpp.vec_isa_ok`) picks the same set without the check."""
-    recorded = _isa_record() if device == "cpu" else None
-    if recorded is None:
-        return {}
-    try:
-        return {"cpp.vec_isa_ok": True} if json.loads(recorded.read_text()).get(_isa_key()) is True else {}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def _isa_record() -> Path | None:
-    """The file that keeps the check's answer: in Inductor's default cache folder, beside the
-    precompiled headers it keeps there, global to the machine (and user) as the check's answer is,
-    outside every cell's own caches; None for a torch that lays that folder out otherwise."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-    except ImportError:
-        return None
-    return Path(default_cache_dir()) / ISA_FILE
-
-
-def _isa_key() -> str:
-    """What the check's answer depends on: torch, the CPU's architecture and flags, and the C++
-    compiler (its path, size and time: another g++ installed in its place is another key)."""
-    import os
-    import platform
-
-    import torch
-
-    flags = ""
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        pass
-    compiler = shutil.which(os.environ.get("CXX") or "g++") or ""
-    try:
-        found = os.stat(compiler)
-        compiler += f" {found.st_size} {found.st_mtime_ns}"
-    except OSError:
-        pass
-    text = "\n".join((torch.__version__, platform.machine(), flags, compiler))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _remember_isa(device: str) -> None:
-    """After a compile (x86 only): record whether every vector set the CPU reports also built, in
-    which case `cpp.vec_isa_ok` picks exactly what the check picked. A record that already says so
-    is left as it is."""
-    import platform
-
-    if device != "cpu" or platform.machine() not in ("x86_64", "AMD64"):
-        return
-    recorded = _isa_record()
-    if recorded is None:
-        return
-    try:
-        from torch._inductor import cpu_vec_isa
-
-        same = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == _reported_isas()
-    except Exception:  # noqa: BLE001 - an internal that moved: every cell keeps checking
-        return
-    key = _isa_key()
-    try:
-        known = json.loads(recorded.read_text()) if recorded.exists() else {}
-        if known.get(key) is same:
-            return
-        known[key] = same
-        recorded.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(recorded, known)
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
-def _reported_isas() -> list[str]:
-    """The vector sets Inductor knows that this CPU's flags report (x86), in Inductor's order: what
-    the check picks when g++ builds every one of them."""
-    from torch._inductor import cpu_vec_isa
-
-    flags = cpu_vec_isa.x86_isa_checker()
-    return [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in flags for flag in str(isa).split())]
-
-
-ISA_FILE = "fusionbench-vector-isa-check.json"
 
 
 @contextlib.contextmanager

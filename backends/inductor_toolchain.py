@@ -3,9 +3,10 @@
 An Inductor compile on CPU does two things once per machine (per torch, C++ compiler and CPU),
 whatever the model:
 - the vector instruction set check: small programs built with each set's flags and loaded, to see
-  which sets g++ can build (about 12 s on one core of the 2-core test machine). A process keeps
-  the answer; the backend records it for the machine, beside the precompiled headers, so that
-  later cells and runs skip the check (backends/inductor.py).
+  which sets g++ can build and, on AVX-512, whether BF16 and VNNI do (about 12 s on one core of the
+  2-core test machine). A process keeps the answer; the backend records each program that passed
+  for the machine, beside the precompiled headers, so that later cells and runs build none of them
+  (backends/inductor_isa.py).
 - the precompiled header of the C++ kernels' prefix: built once per set of compiler flags (7 to 11 s
   there) into Inductor's default cache folder, which is outside a cell's own caches on purpose:
   Inductor holds it global, not part of a fresh-cache compile. Every later compile finds it.

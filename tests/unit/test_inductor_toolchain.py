@@ -65,36 +65,84 @@ def test_a_torch_without_the_internals_leaves_everything_in_the_compile(monkeypa
     assert clock.seconds == 0
 
 
-@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the check is recorded on x86 only")
-def test_the_isa_check_is_recorded_once_for_the_machine_beside_the_precompiled_headers(
-        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """The check's answer is kept in Inductor's default cache folder (global to the machine, where
-    the headers are), not in a cell's or run's cache: a later process, another run, a `--no-cache`
-    cell skip the check. Another C++ compiler is another key."""
-    import shutil
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """The check's program builds replaced by a fake that counts them (a program whose text says
+    `fails` fails), on a machine whose temporary folder is new."""
     import tempfile
-    from pathlib import Path
 
     from torch._inductor import cpu_vec_isa
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    built: list[str] = []
+
+    def check_build(isa, code: str) -> bool:
+        built.append(f"{isa} {isa.build_arch_flags()}")
+        return "fails" not in code
+
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", check_build)
+    return cpu_vec_isa, built
+
+
+def test_the_isa_checks_programs_that_passed_are_recorded_for_the_machine_beside_the_precompiled_headers(
+        builds, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Each program that built and loaded is kept in Inductor's default cache folder (global to the
+    machine, where the headers are), not in a cell's or run's cache: a later process, another run, a
+    `--no-cache` cell answer it without building it, AVX-512's BF16 and VNNI programs among them. A
+    program that failed is built again; another C++ compiler is another key; a GPU compile is left alone."""
+    import shutil
+    from pathlib import Path
+
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    from backends import inductor
+    from backends import inductor_isa
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a machine whose temporary folder is new
-    reported = inductor._reported_isas()
-    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: reported)  # the check's answer, without its builds
-    assert inductor._isa_settings("cpu") == {}  # nothing recorded: the compile checks
-    inductor._remember_isa("cpu")
-    record = inductor._isa_record()
+    cpu_vec_isa, built = builds
+    vnni, avx512 = cpu_vec_isa.VecAVX512VNNI(), cpu_vec_isa.VecAVX512()
+    base, bf16 = cpu_vec_isa.VecISA._avx_code, cpu_vec_isa.VecAVX512._avx512_bf16_code
+
+    def check() -> list[bool]:
+        answers = [vnni.check_build(base), avx512.check_build(base), vnni.check_build(vnni._avx512_vnni_code),
+                   avx512.check_build("// fails")]
+        avx512._arch_flags += " -mavx512bf16"  # as torch's BF16 check does, around its build
+        try:
+            answers.append(avx512.check_build(bf16))
+        finally:
+            avx512._arch_flags = cpu_vec_isa.VecAVX512._arch_flags
+        return answers
+
+    with inductor_isa.recorded_builds("cpu"):  # nothing recorded: every program is built
+        assert check() == [True, True, True, False, True]
+    assert len(built) == 5 and built[-1].endswith("-mfma -mavx512bf16")
+    record = inductor_isa.isa_record()
     assert record is not None and record.parent == Path(default_cache_dir())
     assert record.parent.parent == tmp_path and record.is_file()
-    assert inductor._isa_settings("cpu") == {"cpp.vec_isa_ok": True}
-    assert inductor._isa_settings("cuda") == {}
+    built.clear()
+    with inductor_isa.recorded_builds("cpu"):  # the same answers; the failed program alone is built again
+        assert check() == [True, True, True, False, True]
+    assert built == ["avx512 -mavx512f -mavx512dq -mavx512vl -mavx512bw -mfma"]
+    built.clear()
+    with inductor_isa.recorded_builds("cpu"):  # the same program with other flags is another program
+        assert avx512.check_build(bf16) is True
+    assert built == ["avx512 -mavx512f -mavx512dq -mavx512vl -mavx512bw -mfma"]
+    built.clear()
+    with inductor_isa.recorded_builds("cuda"):
+        assert vnni.check_build(base) is True
     monkeypatch.setenv("CXX", shutil.which("true") or "/bin/true")  # another compiler: not this record's
-    assert inductor._isa_settings("cpu") == {}
-    monkeypatch.delenv("CXX")
-    # the check's answer differs from the CPU's flags: recorded as such, and every compile checks
-    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: [*reported, "a set the flags do not name"])
-    record.unlink()
-    inductor._remember_isa("cpu")
-    assert record.is_file() and inductor._isa_settings("cpu") == {}
+    with inductor_isa.recorded_builds("cpu"):
+        assert vnni.check_build(base) is True
+    assert len(built) == 2
+
+
+def test_an_unreadable_isa_record_changes_nothing(builds) -> None:
+    from backends import inductor_isa
+
+    cpu_vec_isa, built = builds
+    record = inductor_isa.isa_record()
+    assert record is not None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    for text in ("not json", "[1, 2]", '{"%s": true}' % inductor_isa.isa_key(), '{"%s": [3]}' % inductor_isa.isa_key()):
+        record.write_text(text)
+        with inductor_isa.recorded_builds("cpu"):
+            assert cpu_vec_isa.VecAVX2().check_build(cpu_vec_isa.VecISA._avx_code) is True
+    assert len(built) == 4

@@ -1,0 +1,140 @@
+"""The machine's record of Inductor's vector instruction set builds, so that a cell builds none of them.
+
+Inductor checks which vector instruction sets g++ can build, once per process, by building small
+programs with each set's flags and loading them (`VecISA.check_build`): a base program per set the
+CPU's flags report and, on an AVX-512 CPU, one more with AVX-512 BF16's flag on each AVX-512 set and
+one with VNNI's (AMX adds its tile program and its FP16 one). The programs' answers choose the set a
+kernel is built for, and its flags: AVX-512 BF16 comes from its program alone. Torch keeps a program
+that built and loaded in its cache folder, keyed on the compiler, the flags, the program and torch,
+and builds none it finds there; but every cell's worker compiles into a fresh cache folder of its
+own, so every Inductor cell built and loaded them all again (`cpp.vec_isa_ok`, which this record
+replaced, skipped the base programs only: 3 builds a cell were left on the 2-core AMD test machine,
+1.2 to 3.4 s of its `toolchain` time).
+
+This record keeps the same passes for the machine, beside the precompiled headers in Inductor's
+default cache folder, under a key of torch, the CPU's architecture and flags, and the C++ compiler.
+While a cell compiles, a program the record names as passed (the set, its build macros and flags,
+and the program's text, as torch's own cache keys it) answers that it builds without being built:
+the check chooses what it would have chosen, from the same answers. A program that failed is not
+recorded, as torch keeps none (a load can time out on a busy machine), and is built again; a record
+under another key, or a program it does not name, changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from harness.files.atomic import write_json_atomic
+
+#: not the file `cpp.vec_isa_ok`'s record used, which an older FusionBench on the machine still reads and writes
+ISA_FILE = "fusionbench-vector-isa-builds.json"
+
+
+@contextlib.contextmanager
+def recorded_builds(device: str) -> Iterator[None]:
+    """While the block compiles (CPU only): the check's programs that the record names as passed
+    answer without a build, and the programs that pass are added to the record as the block ends.
+    A torch without these internals is left alone."""
+    record = isa_record() if device == "cpu" else None
+    try:
+        from torch._inductor import cpu_vec_isa
+    except ImportError:
+        cpu_vec_isa = None
+    vec_isa = getattr(cpu_vec_isa, "VecISA", None)
+    build = getattr(vec_isa, "check_build", None)
+    if record is None or not callable(build):
+        yield
+        return
+    key = isa_key()
+    passed = _passes(record, key)
+    new: list[str] = []
+
+    def check_build(isa: Any, code: str) -> Any:
+        name = build_name(isa, code)
+        if name in passed:
+            return True
+        answer = build(isa, code)
+        if answer is True:
+            new.append(name)
+        return answer
+
+    try:
+        with mock.patch.object(vec_isa, "check_build", check_build):
+            yield
+    finally:
+        if new:
+            _add_passes(record, key, new)
+
+
+def build_name(isa: Any, code: str) -> str:
+    """One program of the check, as torch's cache keys it (the set's flags, the program's text) and
+    more: the set, its macros, and its flags both as they stand and as it builds with them (torch
+    2.11 keyed the one, 2.14 the other)."""
+    macros = " ".join(isa.build_macro())
+    program = hashlib.sha256(code.encode()).hexdigest()[:16]
+    return f"{type(isa).__name__} [{macros}] [{getattr(isa, '_arch_flags', '')}] [{isa.build_arch_flags()}] {program}"
+
+
+def isa_record() -> Path | None:
+    """The file that keeps the passes: in Inductor's default cache folder, beside the precompiled
+    headers it keeps there, global to the machine (and user) as the answers are, outside every
+    cell's own caches; None for a torch that lays that folder out otherwise."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return None
+    return Path(default_cache_dir()) / ISA_FILE
+
+
+def isa_key() -> str:
+    """What the answers depend on beyond the program and its flags: torch, the CPU's architecture
+    and flags, and the C++ compiler (its path, size and time: another g++ installed in its place is
+    another key)."""
+    import torch
+
+    flags = ""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        pass
+    compiler = shutil.which(os.environ.get("CXX") or "g++") or ""
+    try:
+        found = os.stat(compiler)
+        compiler += f" {found.st_size} {found.st_mtime_ns}"
+    except OSError:
+        pass
+    text = "\n".join((torch.__version__, platform.machine(), flags, compiler))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _passes(record: Path, key: str) -> set[str]:
+    try:
+        known = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return set()
+    return _names(known.get(key) if isinstance(known, dict) else None)
+
+
+def _names(passes: Any) -> set[str]:
+    return {name for name in passes if isinstance(name, str)} if isinstance(passes, list) else set()
+
+
+def _add_passes(record: Path, key: str, new: list[str]) -> None:
+    try:
+        known = json.loads(record.read_text()) if record.exists() else {}
+        if not isinstance(known, dict):
+            known = {}
+        known[key] = sorted(_names(known.get(key)) | set(new))
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(record, known)
+    except (OSError, ValueError):
+        pass  # unrecorded: the next cell builds its programs, as before
