@@ -29,7 +29,10 @@ norm (and its activation), not a convolution. A Transpose runs only the source T
 its borders: the transpose optimizer, which inserts and moves them (`Transpose_token_21`), merges
 Transposes that meet but takes no other operator into one, and a Transpose it moved past a Gather
 reads the Gather's output under a new name, so the walk ran on through the Gather, which its own
-node runs. A node that can be attributed no way is reported as itself, under its own op type.
+node runs. Where ORT's common subexpression elimination removed one of two identical nodes, a node
+that read the removed one's output reads the kept one's, which the walk does not reach: it stops at
+the input its source node read instead, whose producers the kept node runs. A node that can be
+attributed no way is reported as itself, under its own op type.
 """
 
 from __future__ import annotations
@@ -136,8 +139,11 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
                                       ops=_nchwc_ops(node, [nodes[j].op_type for j in sorted(walked)])))
             continue
         own = [holds.get(name, name) for name in node.output if name]
-        covered = _walk(own, nodes, produced, {holds.get(name, name) for name in node.input if name} | (held - set(own)),
-                        leaves, past_conv=True)
+        stop = {holds.get(name, name) for name in node.input if name} | (held - set(own))
+        covered = _walk(own, nodes, produced, stop, leaves, past_conv=True)
+        replaced = _replaced_inputs(node, own, covered, nodes, produced)
+        if replaced:
+            covered = _walk(own, nodes, produced, stop | replaced, leaves, past_conv=True)
         if node.op_type == "Transpose" and node.domain in ("", "ai.onnx"):
             # ORT's transpose optimizer moves a Transpose past the nodes after it and merges Transposes
             # that meet, but puts no other operator into one: the other source nodes between a moved
@@ -146,6 +152,23 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
         ops = tuple(f"onnx.{nodes[j].op_type}" for j in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
         groups.append(KernelGroup(kernel=node.name or node.op_type, ops=ops))
     return groups
+
+
+def _replaced_inputs(node: Any, own: list[str], covered: set[int], nodes: list[Any], produced: dict[str, int]) -> set[str]:
+    """The inputs of `node`'s source node (same output, same op type) that it reads another source
+    tensor in place of, where the walk never reached that tensor: ORT's common subexpression
+    elimination kept one of two identical nodes and pointed the other's readers at it (Swin's patch
+    merging slices `pad[:, 1::2]` twice), so the source nodes from the old input back are run by the
+    node that computes the kept tensor, and the walk, which went through them, made one Slice a Slice
+    and Slice fusion. An input that the walk reached (a node ORT removed between two others) is not one."""
+    if len(own) != 1 or own[0] not in produced:
+        return set()
+    kept = nodes[produced[own[0]]]
+    if kept.op_type != node.op_type or len(kept.input) != len(node.input):
+        return set()
+    reached = {name for j in covered for name in nodes[j].input}
+    return {old for old, new in zip(kept.input, node.input)
+            if old != new and old in produced and new in produced and new not in reached}
 
 
 def _layout_holds(optimized: Any, nodes: list[Any], named_after: dict[str, str]) -> dict[str, str]:

@@ -228,3 +228,29 @@ def test_a_transpose_the_transpose_optimizer_moved_runs_transposes_only() -> Non
     assert groups["node_select"] == (("onnx.Gather",), "single")
     # the permute's share of the key and the key's own transpose, merged: two source operators in one
     assert groups["node_transpose"] == (("onnx.Transpose", "onnx.Transpose"), "element")
+
+
+def test_a_node_ort_pointed_at_a_duplicate_kept_elsewhere_runs_only_itself() -> None:
+    # Common subexpression elimination: of two identical Abs, ORT keeps one and the Neg that read the
+    # other reads it. The walk from the Neg's output ran back through the removed Abs, which the kept
+    # one runs: Swin-T's patch merging counted such a Slice as a Slice and Slice fusion, 6 in all.
+    source = _graph([helper.make_node("Abs", ["x"], ["kept"], name="abs_kept"),
+                     helper.make_node("Abs", ["x"], ["dropped"], name="abs_dropped"),
+                     helper.make_node("Neg", ["kept"], ["z"], name="neg_z"),
+                     helper.make_node("Neg", ["dropped"], ["y"], name="neg_y")])
+    optimized = _graph([helper.make_node("Abs", ["x"], ["kept"], name="abs_kept"),
+                        helper.make_node("Neg", ["kept"], ["z"], name="neg_z"),
+                        helper.make_node("Neg", ["kept"], ["y"], name="neg_y")])
+    groups = kernel_groups(source, optimized)
+    assert [(g.kernel, g.ops, g.fusion_class) for g in groups] == [
+        ("abs_kept", ("onnx.Abs",), "single"), ("neg_z", ("onnx.Neg",), "single"), ("neg_y", ("onnx.Neg",), "single")]
+
+
+def test_a_node_whose_removed_predecessor_the_walk_reached_keeps_it() -> None:
+    # A node ORT removed between two others (the Neg now reads x itself) is still walked through:
+    # only an input the walk never reached is read as a duplicate kept elsewhere.
+    source = _graph([helper.make_node("Abs", ["x"], ["a"], name="abs"),
+                     helper.make_node("Neg", ["a"], ["y"], name="neg")])
+    optimized = _graph([helper.make_node("Neg", ["x"], ["y"], name="neg")])
+    [group] = kernel_groups(source, optimized)
+    assert group.ops == ("onnx.Abs", "onnx.Neg")
