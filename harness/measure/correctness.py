@@ -77,23 +77,27 @@ def batch_fault(model: Any, samples: list[Any], example: Any, reference: Any, dt
                 "stacks the samples on dim 0 and reads row i of the output as sample i's, so the output's dim 0 must be "
                 "the batch (docs/adding_a_model.md)")
     if rows > 1:
-        given, row, alone = f"last in a batch of {rows}", reference[-1:], model(example[-1:])
+        given, whole, alone = f"last in a batch of {rows}", reference, model(example[-1:])
     else:  # one more sample before it: any other sample's, where the set has one
-        batched = model(torch.cat([samples[1 % len(samples)], example]))
-        given, row, alone = "after another in a batch of 2", batched[-1:] if isinstance(batched, torch.Tensor) else batched, reference
+        given, whole, alone = "after another in a batch of 2", model(torch.cat([samples[1 % len(samples)], example])), reference
+    row = whole[-1:] if isinstance(whole, torch.Tensor) else whole
     if not (isinstance(row, torch.Tensor) and isinstance(alone, torch.Tensor)) or row.shape != alone.shape:
         shapes = [list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (row, alone)]
         return (f"returned a row of shape {shapes[0]} for a sample {given} and {shapes[1]} for it alone: the harness stacks "
                 "the samples on dim 0, and each row of the output must be its own sample's (docs/adding_a_model.md)")
-    out, ref = (t.detach().to("cpu", torch.float64).flatten() for t in (row, alone))
+    # Held as `compare` holds a backend's output: the batch's, against it with the sample's row computed
+    # alone, so the limit and the cosine are the batch's. A row on its own has no scale: a scorer's one
+    # output near 0 (0 alone, 1.5e-07 in a batch) failed at cosine 0, its error 1.5e-07 under a limit of 0.001.
+    out = whole.detach().to("cpu", torch.float64).flatten()
+    ref = torch.cat([whole[:-1], alone]).detach().to("cpu", torch.float64).flatten()
     limit = max_abs_limit(PRECISIONS[dtype].rtol, float(ref.abs().max()) if ref.numel() else 0.0)
     max_abs_error, cosine = _errors(out, ref)
     if _within(max_abs_error, cosine, limit, PRECISIONS[dtype].min_cosine) or not bool(torch.isfinite(out).all()):
         return ""  # a NaN is the output's own fault, which `compare` says
     return (f"computed another row for a sample {given} than for it alone (max abs error {max_abs_error:.3g}, "
-            f"limit {limit:.3g}; cosine similarity {cosine:.6f}): the harness stacks the samples on dim 0, and each row "
-            "of the output must depend on its own sample alone (a forward that takes the batch on another dim, as "
-            "nn.LSTM without batch_first=True, mixes them; docs/adding_a_model.md)")
+            f"limit {limit:.3g}; cosine similarity of the batch's output {cosine:.6f}): the harness stacks the samples on "
+            "dim 0, and each row of the output must depend on its own sample alone (a forward that takes the batch on "
+            "another dim, as nn.LSTM without batch_first=True, mixes them; docs/adding_a_model.md)")
 
 
 def _errors(out: Any, ref: Any) -> tuple[float, float]:

@@ -135,3 +135,32 @@ def test_a_model_that_reads_no_batch_on_dim_0_is_said_to_at_its_reference() -> N
     samples = list(torch.randn(6, 1, 6, 8).unbind())
     assert fault(Transposed(), 6).startswith("returned a row of shape [1, 6, 8] for a sample last in a batch of 6 and "
                                              "[6, 1, 8] for it alone"), fault(Transposed(), 6)
+
+
+def test_a_row_near_zero_is_held_to_its_batch_s_scale_in_the_batch_check() -> None:
+    """A scorer (one output a sample) whose last sample scores 0 alone and 1.5e-07 in a batch (a
+    GEMM's rounding that depends on the batch, as MKL's did for an MLP here), far under the limit:
+    held on its own, the row had no scale, its cosine 0, and every cell of a good model failed at the
+    reference. It is held within its batch, as `compare` holds a backend's output; a model that mixes
+    the samples still fails."""
+    from torch import nn
+
+    from harness.measure.correctness import batch_fault
+
+    class Scorer(nn.Module):  # a sample's first feature, rounded otherwise in a batch
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, :1] + (1.5e-7 if x.shape[0] > 1 else 0.0)
+
+    class Mixing(nn.Module):  # each score over the batch's
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, :1].softmax(0)
+
+    torch.manual_seed(0)
+    for batch in (1, 2, 4):
+        samples = list(torch.randn(8, 1, 16).unbind())
+        samples[batch - 1][0, 0] = 0.0  # the example's last sample
+        example = torch.cat(samples[:batch])
+        assert batch_fault(Scorer(), samples, example, Scorer()(example), "fp32") == "", batch
+        if batch > 1:
+            assert batch_fault(Mixing(), samples, example, Mixing()(example), "fp32").startswith(
+                f"computed another row for a sample last in a batch of {batch} than for it alone (max abs error ")
