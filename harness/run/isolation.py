@@ -135,7 +135,8 @@ def worker_environment(
     """The environment of a worker: the whitelisted part of `parent`, then each of `named` ("NAME"
     passes the parent's value on, "NAME=value" sets it), then each of `scratch` (variable -> a
     folder name, made under `workdir`: the backend's caches, fresh for every cell); the harness's
-    source root last on PYTHONPATH."""
+    source root last on PYTHONPATH, whose folders are absolute (a relative one from this process's
+    working folder)."""
     env = {k: v for k, v in parent.items() if inherited(k)}
     for item in named:
         name, sep, value = item.partition("=")
@@ -146,10 +147,11 @@ def worker_environment(
     for name, folder in scratch.items():
         env[name] = str(workdir / folder)
     # The worker imports the harness the parent runs, also where it is not installed (a checkout
-    # run as `python -m harness.cli` from its root): the worker starts in its scratch folder.
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if str(SOURCE_ROOT) not in paths:
-        env["PYTHONPATH"] = os.pathsep.join([*paths, str(SOURCE_ROOT)])
+    # run as `python -m harness.cli` from its root): the worker starts in its scratch folder. So a
+    # folder named relative (`PYTHONPATH=.` where a plugin is) is the parent's, made absolute: the
+    # worker read it in its scratch folder and failed `unknown model` for a plugin the parent had found.
+    paths = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(paths if str(SOURCE_ROOT) in paths else [*paths, str(SOURCE_ROOT)])
     env.update(WORKER_ENVIRONMENT)
     return env
 

@@ -132,6 +132,23 @@ def test_a_worker_imports_the_harness_of_its_parent_where_it_is_not_installed(tm
     assert worker_environment({"PYTHONPATH": f"{root}:/a"}, (), {}, tmp_path)["PYTHONPATH"] == f"{root}:/a"
 
 
+def test_a_relative_folder_on_pythonpath_reaches_the_worker_as_the_parent_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PYTHONPATH=.` in the folder of a plugin's package: the parent found the plugin and planned its
+    cells, and each worker, started in its scratch folder, read `.` there and failed `worker exited
+    with code 2 without an answer (in phase start)`, `unknown model`. A relative folder, the shell's
+    or env:'s, is the parent's working folder's."""
+    monkeypatch.chdir(tmp_path)
+    root = str(SOURCE_ROOT)
+    for named in ((), ("PYTHONPATH=plugins:/a",)):
+        given = {"PYTHONPATH": ".:plugins:/a"}
+        expected = f"{tmp_path}:{tmp_path / 'plugins'}:/a:{root}" if not named else f"{tmp_path / 'plugins'}:/a:{root}"
+        assert worker_environment(given, named, {}, tmp_path / "scratch")["PYTHONPATH"] == expected, named
+    # the harness's own root among them (a checkout run from its root as `PYTHONPATH=.`): kept where it is
+    monkeypatch.chdir(root)
+    assert worker_environment({"PYTHONPATH": ".:/a"}, (), {}, tmp_path)["PYTHONPATH"] == f"{root}:/a"
+
+
 def test_segfault_is_named(fake, tmp_path: Path) -> None:
     outcome, log, _ = fake("segfault", tmp_path)
     assert outcome.answer is None
