@@ -29,14 +29,24 @@ _FRAMES_HEADER = "(most recent call first):"
 def said_last(log_text: str) -> str | None:
     """The last line of `log_text` the worker wrote as a sentence of its own (not blank, not
     indented as a traceback's frames and source lines are, not a header), as one safe line of at
-    most MAX_SAID_CHARS; None where it wrote none."""
-    for line in reversed(log_text.splitlines()):
-        if not line.strip() or line[0].isspace() or line.startswith(_NOT_ITS_WORDS):
-            continue
-        if line.rstrip().endswith(_FRAMES_HEADER):
-            continue
-        return shortened(one_line(line), MAX_SAID_CHARS)
+    most MAX_SAID_CHARS; None where it wrote none. Where that line ends a traceback's exception, the
+    exception's line and those that continue it (a message over several lines, its notes) are
+    quoted from its first, joined: the last alone was a note (`while building the cell`), not the error."""
+    lines = log_text.splitlines()
+    for last in range(len(lines) - 1, -1, -1):
+        if _its_words(lines[last]):
+            first = last
+            while first > 0 and _its_words(lines[first - 1]):
+                first -= 1
+            after_frames = first > 0 and lines[first - 1][:1].isspace()  # the exception, under its frames
+            said = "\n".join(lines[first:last + 1]) if after_frames else lines[last]
+            return shortened(one_line(said), MAX_SAID_CHARS)
     return None
+
+
+def _its_words(line: str) -> bool:
+    return bool(line.strip()) and not line[0].isspace() and not line.startswith(_NOT_ITS_WORDS) \
+        and not line.rstrip().endswith(_FRAMES_HEADER)
 
 
 def with_said_last(reason: str, log_text: str, log: str | None) -> str:

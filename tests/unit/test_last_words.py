@@ -42,6 +42,17 @@ def test_the_last_line_a_worker_wrote_is_its_own_error_or_its_exception() -> Non
     assert said_last(FAULTHANDLER) == "Fatal Python error: Segmentation fault"
 
 
+def test_an_exception_over_several_lines_is_quoted_whole_from_its_first() -> None:
+    """An exception with a note (`add_note`) or a message over several lines: Python writes the lines
+    after the exception's, unindented, and the reason quoted the last (`while building the cell
+    acme`), not the error. A line of the worker's own after a blank one is still its last word."""
+    noted = PLUGIN_IMPORT.replace("ModuleNotFoundError: No module named 'acme_runtime'\n",
+                                  "RuntimeError: could not compile the model\nwhile building the cell acme\n")
+    assert said_last(noted) == "RuntimeError: could not compile the model / while building the cell acme"
+    assert said_last(TRACEBACK + "fusionbench worker: the cell ended\n") == "fusionbench worker: the cell ended"
+    assert said_last(REFUSED_REQUEST.replace("\nfusion", "\n\nfusion")) == said_last(REFUSED_REQUEST)
+
+
 def test_a_worker_that_wrote_nothing_of_its_own_keeps_the_reason_it_had() -> None:
     for log_text in ("", "\n\n", "Traceback (most recent call last):\n  File \"x.py\", line 1\n",
                      "fusionbench: this worker started as a fresh Python: its preloaded parent did not start\n"):
