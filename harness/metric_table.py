@@ -324,6 +324,18 @@ def _cores_busy(repetitions: Any) -> float | None:
     return round(cpu / wall, 1) if wall >= CORES_MIN_WALL_S else None
 
 
+def _timed_recompiles(metrics: Any) -> int | None:
+    """Round 1's timed recompiles (`dynamo.recompiles_timed`) and each further round's (`rounds[].recompiles_timed`):
+    every round's median enters a cell's time, so a round that recompiled is in it. None without round 1's
+    record, which every torch.compile cell has; a further round without one (before 2026-12-06) adds none."""
+    first = at(metrics, ("dynamo", "recompiles_timed"))
+    if _number(first) is None:
+        return None
+    rounds = at(metrics, ("rounds",))
+    further = [at(r, ("recompiles_timed",)) for r in (rounds if isinstance(rounds, list) else []) if at(r, ("round",)) != 1]
+    return int(first) + sum(int(count) for count in further if _number(count) is not None)
+
+
 _LOADGEN_UNIT = ("metrics", "loadgen", "metric", "unit")
 _LOADGEN_VALUE = ("metrics", "loadgen", "metric", "value")
 
@@ -395,9 +407,10 @@ METRICS: dict[str, Metric] = _by_name((
     Metric("graph_breaks", ("metrics", "dynamo", "graph_breaks"), "count", "lower", "exact", "graph breaks",
            "the breaks TorchDynamo split the model's graph at, from before prepare to the end of the correctness "
            "check (torch.compile cells; none for the backends that do not compile through it)"),
-    Metric("recompiles", ("metrics", "dynamo", "recompiles_timed"), "count", "lower", "exact", "timed recompiles",
+    Metric("recompiles", ("metrics",), "count", "lower", "exact", "timed recompiles",
            "the frames TorchDynamo compiled again from the end of the warm-up to the last timed call (torch.compile "
-           "cells): above 0, the timing measured compiles too, and the cell warns"),
+           "cells), in every round of a cell timed over rounds: above 0, the timing measured compiles too, and the "
+           "cell warns", derive=_timed_recompiles),
     # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included), less the backend's one-time "

@@ -490,6 +490,28 @@ def test_each_figure_is_judged_in_its_own_direction(row: Metric) -> None:
     assert row.name not in {f.metric for f in pair.figures}, "a figure neither cell has is not listed"
 
 
+def test_a_recompile_in_a_further_round_is_a_change_in_timed_recompiles() -> None:
+    """Every round's median enters a cell's time, yet the row read round 1's record alone: a cell of two
+    rounds that compiled 6 frames again in round 2's timed calls compared as `0` beside `0`, `same`."""
+    recompiles = metric_table.metric("recompiles")
+
+    def two_rounds(round_2: int | None) -> CellRecord:
+        data = with_figure(recompiles, 0).model_dump(mode="json", exclude_unset=True)
+        data["config"]["timing"]["rounds"] = 2
+        timing = data["metrics"]["device_time"]["summary"]
+        data["metrics"]["rounds"] = [
+            {"round": 1, "status": "valid", "median_ns": timing["median_ns"], "cv": timing["cv"], "n": timing["n"]},
+            {"round": 2, "status": "valid", "median_ns": 1010.0, "cv": 0.01, "n": 40, "samples_ns": BASE,
+             **({} if round_2 is None else {"recompiles_timed": round_2})}]
+        return record(data)
+
+    pair = compare_cells(two_rounds(0), two_rounds(6), 0.05, 0.01)
+    (found,) = [f for f in pair.figures if f.metric == "recompiles"]
+    assert (found.a_shown, found.b_shown, found.verdict) == ("0", "6", "worse")
+    # a further round recorded before its recompiles were watched adds none: round 1's figure stands
+    assert recompiles.value(two_rounds(None)) == 0
+
+
 @pytest.mark.parametrize("row", SINGLE, ids=[row.name for row in SINGLE])
 def test_one_figure_a_side_gets_a_ratio_and_a_threshold_or_counts_any_change(row: Metric) -> None:
     small = judged(row, scaled(row, 100.0), scaled(row, 103.0))  # 3%: inside the 5% threshold
