@@ -15,6 +15,7 @@ rounds the budget cut (harness/run/resumable.py `to_run`) keeps its record and f
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +33,7 @@ from harness.bundle.writer import Bundle, utc_now
 from harness.errors import OutputError, stopped_by
 from harness.measure.protocol import WorkerRequest
 from harness.plain_text import shell_word
-from harness.run import cell_line, kept_answer, rounds, skips, time_budget
+from harness.run import cell_line, kept_answer, rounds, skips, time_budget, unseen_environment
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
 from harness.scenario.cells import Cell, twin_id
@@ -273,4 +274,7 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         record.update(kept_answer.answered(outcome.answer, record, log_path))
         if record["status"] == "failed":
             record["log_tail"] = log_tail(log_path)
+    if record["status"] == "failed" and done.node.get("executor") != "ray":  # a Ray node's workers get its environment
+        record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, task.env_names,
+                                                             (record.get("environment") or {}).get("variables"))
     return record

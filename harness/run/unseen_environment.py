@@ -3,13 +3,22 @@
 A cell's worker gets a whitelisted environment (harness/run/isolation.py): `OMP_NUM_THREADS=4
 ./run.sh ...` does not reach the cells unless the scenario names the variable in `env:`. A user who
 sets one expects it to count, so the run says, once, which such variables it leaves behind.
+
+A variable a plugin reads (its weights' folder, a config's path) is no figure's, and is not said as
+the run starts: the plugin finds it in `fusionbench models` and as the run plans its cells, and each
+worker, which never got it, fails (`build: KeyError: 'ACME_WEIGHTS'`). A failed cell's reason that
+names such a variable says so, and the fix (`not_passed_in`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from harness.run.isolation import passed_on
+
+#: How a failed worker's words name a variable: in capitals, bare or quoted (`KeyError: 'ACME_WEIGHTS'`).
+_VARIABLE = re.compile(r"(?<![A-Za-z0-9_])[A-Z_][A-Z0-9_]+(?![A-Za-z0-9_])")
 
 #: The families of variables that change what a library runs or how fast: thread pools and their
 #: placement, the allocator, math modes, compilers' and runtimes' own settings.
@@ -41,3 +50,22 @@ def warning(names: Sequence[str], why: str = WORKER) -> str:
     return (f"{shown} {'is' if len(names) == 1 else 'are'} set here but no cell sees "
             f"{'it' if len(names) == 1 else 'them'}: {why}; "
             "name a variable in the scenario's env: to pass it on")
+
+
+def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequence[str],
+                  worker: Mapping[str, str] | None) -> list[str]:
+    """A failed cell's `reasons`, each that names a variable of `parent` (this process's environment)
+    that its worker did not get (not passed on for the scenario's `env:`, `named`, nor in `worker`,
+    its environment as it recorded it) followed by which and how to pass it on. Names alone, never
+    values: the variable may hold a token."""
+    told = []
+    for reason in reasons:
+        names = sorted({name for name in _VARIABLE.findall(reason)
+                        if name in parent and not passed_on(name, named) and name not in (worker or {})})
+        if names:
+            one = len(names) == 1
+            reason += (f"; {', '.join(names)} {'is' if one else 'are'} set in this shell but not passed to workers: "
+                       f"add {'it' if one else 'them'} to the scenario's env: (`env: [{', '.join(names)}]`, which "
+                       f"records {'its value' if one else 'their values'} in each cell)")
+        told.append(reason)
+    return told

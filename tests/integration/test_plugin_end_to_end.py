@@ -128,3 +128,33 @@ def test_a_resume_where_the_plugin_is_not_installed_is_refused_naming_its_packag
     assert done.stderr.strip().splitlines()[-1] == (
         f"fusionbench: error: cannot rerun {plugin_run}: its model '{MODEL}' came from acme-models 1.0 "
         "(acme_models.blocks:CONV_BLOCK) and no package here provides it: pip install acme-models==1.0"), done.stderr
+
+
+def test_a_plugin_model_reading_a_variable_of_the_shell_fails_each_cell_saying_how_to_pass_it_on(tmp_path: Path) -> None:
+    """A model whose build reads `os.environ["ACME_WEIGHTS"]`, set in the shell that runs fusionbench:
+    found and planned, and its cell failed `build: KeyError: 'ACME_WEIGHTS' (at ...)`, the worker's
+    environment a whitelist (docs/adding_a_model.md, "Workers and containers") unsaid. The value,
+    never passed on, is nowhere in the bundle."""
+    site = write_site(tmp_path / "model-site", extra_entry_points={"acme_weighted": "acme_models.weighted:MODEL"})
+    (site / "acme_models" / "weighted.py").write_text(
+        "import dataclasses\nimport os\n\nfrom acme_models.blocks import CONV_BLOCK, build_conv_block\n\n\n"
+        "def build(seed):\n    os.listdir(os.environ['ACME_WEIGHTS'])  # where its weights would be\n"
+        "    return build_conv_block(seed)\n\n\nMODEL = dataclasses.replace(CONV_BLOCK, build=build)\n")
+    scenario = tmp_path / "weighted.yaml"
+    scenario.write_text("models: [{name: acme_weighted, input_size: 16}]\nbackends: [eager]\nscenarios: [SingleStream]\n"
+                        "env: [OMP_NUM_THREADS=1]\n")
+    weights = tmp_path / "acme-weights"
+    weights.mkdir()
+    shell = {**os.environ, "ACME_WEIGHTS": str(weights),
+             "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(tmp_path / "results"),
+                           "--device", "cpu"], capture_output=True, text=True, timeout=600, cwd=REPO, env=shell)
+    assert done.returncode == 1, done.stdout + done.stderr
+    bundle = only_bundle(tmp_path / "results")
+    [cell] = cells_of(bundle).values()
+    assert cell["status"] == "failed" and cell["reasons"] == [
+        f"build: KeyError: 'ACME_WEIGHTS' (at {site / 'acme_models' / 'weighted.py'}:8); ACME_WEIGHTS is set in this "
+        "shell but not passed to workers: add it to the scenario's env: (`env: [ACME_WEIGHTS]`, which records its value "
+        "in each cell)"], cell["reasons"]
+    assert "ACME_WEIGHTS is set in this shell but not passed to workers" in " ".join(done.stdout.split())
+    assert not [p for p in bundle.rglob("*") if p.is_file() and str(weights) in p.read_text(errors="replace")]

@@ -1,4 +1,5 @@
-"""A run says which variables set where it starts can move a figure and reach no cell."""
+"""A run says which variables set where it starts can move a figure and reach no cell, and a failed
+cell whose worker's words name a variable of the shell that it did not get says so."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness.measure.protocol import WorkerRequest
 from harness.run import executors
-from harness.run.executors import CellTask
+from harness.run.executors import CellTask, Finished, node_info
 from harness.run.isolation import WorkerOutcome, worker_environment
 from harness.run.run_request import RunRequest
 from harness.run.runner import run
-from harness.run.unseen_environment import unseen, warning
+from harness.run.sweep import finished_record
+from harness.run.unseen_environment import not_passed_in, unseen, warning
+from tests.cell_configs import cell_config
 
 
 def test_the_figure_moving_variables_a_worker_would_not_get_are_named_and_no_others(tmp_path: Path) -> None:
@@ -63,3 +67,53 @@ def test_a_run_says_once_as_it_starts_which_variables_of_its_shell_no_cell_will_
     assert len(seen) == 2 and all("KMP_AFFINITY" in names for names in seen)
     assert len(lines) == 1 and lines[0].startswith("fusionbench: warning: OMP_NUM_THREADS is set here"), lines
     assert "KMP_AFFINITY" not in lines[0], "a variable the scenario passes on was warned of"
+
+
+SHELL = {"ACME_WEIGHTS": "/data/acme", "ACME_TOKEN": "s3cret", "PATH": "/usr/bin", "HOSTNAME": "box", "EDITOR": "vi"}
+PASS_IT_ON = ("; ACME_WEIGHTS is set in this shell but not passed to workers: add it to the scenario's env: "
+              "(`env: [ACME_WEIGHTS]`, which records its value in each cell)")
+
+
+def test_a_failed_cells_reason_naming_a_variable_its_worker_did_not_get_says_how_to_pass_it_on() -> None:
+    """A plugin's build reading `os.environ["ACME_WEIGHTS"]`, set in the shell: the parent found the
+    plugin and planned its cells, and each failed `build: KeyError: 'ACME_WEIGHTS'`, the cause unsaid."""
+    failed = "build: KeyError: 'ACME_WEIGHTS' (at /site/acme_models/weighted.py:6)"
+    assert not_passed_in([failed], SHELL, [], None) == [failed + PASS_IT_ON]
+    # a plugin's own words, bare names: both named, never a value (a token's would enter the bundle)
+    both = not_passed_in(["build: RuntimeError: set ACME_WEIGHTS and ACME_TOKEN"], SHELL, [], {"PATH": "/usr/bin"})
+    assert both == ["build: RuntimeError: set ACME_WEIGHTS and ACME_TOKEN; ACME_TOKEN, ACME_WEIGHTS are set in this shell "
+                    "but not passed to workers: add them to the scenario's env: (`env: [ACME_TOKEN, ACME_WEIGHTS]`, which "
+                    "records their values in each cell)"]
+    assert "s3cret" not in both[0]
+    # the worker got it (env: names it, or its recorded environment holds it), the shell lacks it, it is
+    # no variable's name or one every worker inherits: the reason is the worker's alone
+    for reasons, shell, named, worker in (([failed], SHELL, ["ACME_WEIGHTS"], None),
+                                          ([failed], SHELL, ["ACME_WEIGHTS=/elsewhere"], None),
+                                          ([failed], SHELL, [], {"ACME_WEIGHTS": "/data/acme"}),
+                                          ([failed], {"PATH": "/usr/bin"}, [], None),
+                                          (["build: KeyError: 'PATH'", "prepare: FileNotFoundError: /data/ACME_X"],
+                                           {**SHELL, "ACME": "1"}, [], None),
+                                          (["correctness: acme_weights differ"], {**SHELL, "acme_weights": "x"}, [], None)):
+        assert not_passed_in(reasons, shell, named, worker) == reasons, (reasons, named, worker)
+
+
+def test_a_worker_that_died_naming_one_in_its_last_words_is_told_it_where_it_ran_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin backend reading the variable as its module loads: the worker ends without an answer,
+    its last words the KeyError. A Ray node's workers get the node's environment, not this shell's."""
+    for name, value in SHELL.items():
+        monkeypatch.setenv(name, value)
+    config = cell_config()
+    artifacts = tmp_path / "cells" / "0123456789abcdef"
+    artifacts.mkdir(parents=True)
+    (artifacts / "worker.log").write_text("Traceback (most recent call last):\n  File \"acme_backend.py\", line 3\n"
+                                          "    WEIGHTS = os.environ['ACME_WEIGHTS']\nKeyError: 'ACME_WEIGHTS'\n")
+    task = CellTask(cell_id="0123456789abcdef", label=config.shown_label,
+                    request=WorkerRequest(cell=config, artifact_dir=str(artifacts)), artifacts=artifacts,
+                    timeout_s=60, memory_limit_bytes=None, env_names=["OMP_NUM_THREADS=1"], scratch_env={}, device="cpu")
+    outcome = WorkerOutcome(None, 1, False, "import", 2.0)
+    base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
+    said = ("worker exited with code 1 without an answer (in phase import); it last wrote: KeyError: 'ACME_WEIGHTS' "
+            "(whole log: cells/0123456789abcdef/worker.log)")
+    assert finished_record(base, Finished(task, outcome, node_info(None)))["reasons"] == [said + PASS_IT_ON]
+    assert finished_record(base, Finished(task, outcome, {"executor": "ray"}))["reasons"] == [said]
