@@ -359,8 +359,10 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
         families = sorted({f for f, _ in models.values()})
         raise ConfigError(f"no model of family {args.family!r}; families: {', '.join(families)}")
     console.print(table)
-    # a plugin that does not load, takes a built-in's name or makes every command import torch: said, the others listed
-    for reason in [*found.broken.values(), *filter(None, map(clash, found.models)), *found.heavy.values()]:
+    # a plugin that does not load, takes a built-in's name, makes every command import torch or has another copy
+    # installed that never loads: said, the others listed
+    for reason in [*found.broken.values(), *filter(None, map(clash, found.models)), *found.heavy.values(),
+                   *found.shadowed.values()]:
         console.print(Text(f"fusionbench: warning: {one_line(reason)}", style="yellow"))
     return 0
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from harness.models import plugin_copies
 from harness.models.extra_models import INPUT_KINDS, INPUT_SIZE_FLOOR, ExtraModel
 from harness.plain_text import one_line
 from harness.registry import distribution_name, package_line
@@ -70,6 +71,9 @@ class Found:
     #: name -> what its module imported of HEAVY_LIBRARIES as it loaded (the first such plugin's alone:
     #: once torch is in, another's import of it costs nothing)
     heavy: dict[str, str]
+    #: name -> which copy of its package runs it, where another copy is installed that never loads
+    #: (another version, or the model elsewhere: harness/models/plugin_copies.py)
+    shadowed: dict[str, str] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=1)
@@ -109,7 +113,24 @@ def found() -> Found:
         dist = getattr(ep, "dist", None)
         models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value,
                                       str(dist.locate_file("")) if dist else "")
-    return Found(models, broken, heavy)
+    return Found(models, broken, heavy, _shadowed(models))
+
+
+def _shadowed(models: dict[str, PluginModel]) -> dict[str, str]:
+    """`Found.shadowed` of `models`: which copy runs each, where its package has another copy that never loads."""
+    installed = plugin_copies.copies(GROUP)
+    told = {}
+    for name, model in models.items():
+        others = plugin_copies.never_loaded(name, model.distribution, model.version, model.entry_point, model.folder,
+                                            installed) if model.folder else []
+        if others:
+            told[name] = (f"model {name!r} runs from {model.distribution} {model.version} ({model.entry_point}, in "
+                          f"{model.folder}), the copy first on sys.path; "
+                          f"{plugin_copies.described(model.distribution, name, others)} "
+                          f"{'is' if len(others) == 1 else 'are'} installed too and never "
+                          f"load{'s' if len(others) == 1 else ''}: take the copy you do not mean to run off "
+                          "PYTHONPATH, or uninstall it")
+    return told
 
 
 def _registered_twice(name: str, eps: list[EntryPoint]) -> str:
@@ -172,6 +193,18 @@ def provider_missing(model_plugins: Mapping[str, Any] | None, names: list[str]) 
         here = plugins.get(name)
         if here is None or here.provided_by != wanted:
             now = f"{here.provided_by} provides it here" if here else "no package here provides it"
-            return (f"its model {name!r} came from {entry.get('distribution')} {entry.get('version')} "
-                    f"({entry.get('entry_point')}) and {now}: pip install {wanted}")
+            came = f"its model {name!r} came from {entry.get('distribution')} {entry.get('version')} ({entry.get('entry_point')})"
+            if here is not None and _installed_unloaded(name, here, str(entry.get("version")), str(entry.get("entry_point"))):
+                # `pip install` of it would change nothing: that copy is there, behind the one that runs
+                return (f"{came} and {now}, from {here.folder}; {entry.get('distribution')} {entry.get('version')} is "
+                        f"installed too and never loads, {here.folder} coming first on sys.path: take that copy "
+                        "off PYTHONPATH, or uninstall it")
+            return f"{came} and {now}: pip install {wanted}"
     return ""
+
+
+def _installed_unloaded(name: str, here: PluginModel, version: str, entry_point: str) -> bool:
+    """Whether a copy of `here`'s package at `version` registering `name` at `entry_point` is installed and never loads."""
+    others = plugin_copies.never_loaded(name, here.distribution, here.version, here.entry_point, here.folder,
+                                        plugin_copies.copies(GROUP))
+    return any(copy.version == version and copy.entry_points.get(name) == entry_point for copy in others)

@@ -29,6 +29,7 @@ from harness.bundle.statuses import BAD, nothing_measured
 from harness.bundle.writer import Bundle, new_run_id, utc_now
 from harness.errors import ConfigError, OutputError, interrupted_exit_code, stopped_by
 from harness.measure.machine_speed import CACHE_FOLDER
+from harness.models import plugins as model_plugins
 from harness.models.catalog import plugin_records
 from harness.plain_text import shell_word, visible
 from harness.run import (
@@ -157,6 +158,10 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     if todo and left_behind:
         console.print(Text(f"fusionbench: warning: {unseen_environment.warning(left_behind)}", style="yellow"),
                       soft_wrap=True)
+    for name in dict.fromkeys(str(model["name"]) for model in resolved["models"]) if todo else ():
+        shadowed = model_plugins.found().shadowed.get(name)  # another copy of its package, which the user may think runs
+        if shadowed:
+            console.print(Text(f"fusionbench: warning: {visible(shadowed)}", style="yellow"), soft_wrap=True)
     try:
         deadline = time_budget.deadline_in(request.budget_s)
         # a resume in slots or on Ray (allowed where no cell was timed yet) runs other cells between one

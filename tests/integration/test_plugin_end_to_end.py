@@ -39,9 +39,11 @@ def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundle of a run of eager and the plugin, fusion on and off, through the CLI. resnet18 at
     32 pixels, as the other tests run it: its 20 conv+bn pairs and its kernels are those of any size,
     and the run took about 11 CPU-s where at 64 it took 14.5. Beside it, one eager cell of the model
-    plugin of docs/adding_a_model.md, its package on this run's PYTHONPATH alone."""
+    plugin of docs/adding_a_model.md, its package on this run's PYTHONPATH alone, and an older copy of it
+    after it there, which never loads (what the run printed is kept beside the bundle's folder)."""
     scenario = tmp_path_factory.mktemp("plugin") / "plugin.yaml"
     site = write_site(scenario.parent / "model-site")
+    older = write_site(scenario.parent / "older-model-site", version="0.9")
     scenario.write_text(
         f"models: [{{name: resnet18, input_size: 32}}, {{name: {MODEL}, input_size: 16}}]\n"
         "backends:\n"
@@ -56,10 +58,12 @@ def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "env: [OMP_NUM_THREADS=1]\n"
     )
     out = scenario.parent / "results"
-    with_site = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
+    with_site = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), str(older),
+                                                                            os.environ.get("PYTHONPATH"))))}
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out), "--device", "cpu"],
                           capture_output=True, text=True, timeout=900, cwd=REPO, env=with_site)
     assert done.returncode == 0, done.stdout + done.stderr
+    (out / "run.out").write_text(done.stdout + done.stderr)
     return only_bundle(out)
 
 
@@ -72,6 +76,12 @@ def test_plugin_runs_fusion_on_and_off_through_the_cli(plugin_run: Path) -> None
     recorded = json.loads((plugin_run / "bundle.json").read_text())["model_plugins"]
     assert recorded == {MODEL: {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
                                 "family": "acme", "input_kind": "planes", "input_size": 16}}
+    # the copy that ran, and the older one behind it, said once as the run started (it ran without a word)
+    said = " ".join((plugin_run.parent / "run.out").read_text().split())
+    older = plugin_run.parent.parent / "older-model-site"
+    assert said.count(f"fusionbench: warning: model '{MODEL}' runs from acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in "
+                      f"{plugin_run.parent.parent / 'model-site'}), the copy first on sys.path; acme-models 0.9 "
+                      f"(acme_models.blocks:CONV_BLOCK, in {older}) is installed too and never loads") == 1, said
     done = fusionbench("validate", str(plugin_run))
     assert done.returncode == 0, done.stdout + done.stderr
     cells = {(c["config"]["backend"], c["config"]["variant"]["fusion"]): c for c in cells_of(plugin_run).values()

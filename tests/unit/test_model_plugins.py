@@ -110,6 +110,51 @@ def test_a_model_two_packages_register_is_refused_naming_both_and_their_other_mo
         assert ModelSpec.model_validate({"name": name}).name == name
 
 
+
+def test_two_copies_of_one_version_are_one_package_and_of_two_versions_each_command_says_which_runs(
+        site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The package installed in the venv and again in a folder on PYTHONPATH: importlib reads the first
+    copy on sys.path alone. Of one version, nothing to say; of another, the first ran without a word of
+    the other, and a rerun of a bundle that ran the other asked for its `pip install`, which changed
+    nothing: that copy was there, behind the one that runs."""
+    from harness.cli.main import main
+
+    same = write_site(tmp_path / "same-version-site")
+    monkeypatch.syspath_prepend(str(same))
+    plugins.found.cache_clear()
+    assert ModelSpec.model_validate({"name": NAME}).name == NAME and plugins.found().shadowed == {}
+    newer = write_site(tmp_path / "newer-site", version="2.0")
+    monkeypatch.syspath_prepend(str(newer))
+    plugins.found.cache_clear()
+    assert ModelSpec.model_validate({"name": NAME}).name == NAME  # not refused as a clash: one package
+    assert plugins.found().models[NAME].version == "2.0"
+    told = (f"model '{NAME}' runs from acme-models 2.0 (acme_models.blocks:CONV_BLOCK, in {newer}), the copy first on "
+            f"sys.path; acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {same}), acme-models 1.0 "
+            f"(acme_models.blocks:CONV_BLOCK, in {site}) are installed too and never load: take the copy you do not mean "
+            "to run off PYTHONPATH, or uninstall it")
+    assert plugins.found().shadowed == {NAME: told}
+    assert main(["models", "--family", "acme"]) == 0
+    assert f"fusionbench: warning: {told}" in " ".join(capsys.readouterr().out.split())
+    ran = {NAME: {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
+                  "family": "acme", "input_kind": "planes", "input_size": 16}}
+    assert plugins.provider_missing(ran, [NAME]) == (
+        f"its model '{NAME}' came from acme-models 1.0 (acme_models.blocks:CONV_BLOCK) and acme-models==2.0 provides it "
+        f"here, from {newer}; acme-models 1.0 is installed too and never loads, {newer} coming first on sys.path: take "
+        "that copy off PYTHONPATH, or uninstall it")
+    assert plugins.provider_missing({NAME: {**ran[NAME], "version": "0.9"}}, [NAME]).endswith(
+        "pip install acme-models==0.9")  # installed nowhere: installing it is the way
+    # one version registering the model at another object: not the same package either
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(newer)])
+    moved = write_site(tmp_path / "moved-site", extra_entry_points={NAME: "acme_models.moved:BLOCK"})
+    (moved / "acme_models" / "moved.py").write_text("from acme_models.blocks import CONV_BLOCK as BLOCK\n")
+    monkeypatch.syspath_prepend(str(moved))
+    for module in [m for m in sys.modules if m.split(".")[0] == "acme_models"]:  # as in a fresh process
+        monkeypatch.delitem(sys.modules, module)
+    plugins.found.cache_clear()
+    assert plugins.found().shadowed[NAME].startswith(
+        f"model '{NAME}' runs from acme-models 1.0 (acme_models.moved:BLOCK, in {moved}), the copy first on sys.path; "
+        f"acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {same}), ")
+
 def test_a_plugin_model_named_as_a_built_in_is_refused_naming_both_where_a_run_starts(
         site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A new run's file that names resnet18 might mean either, and is refused before anything runs; a

@@ -1,0 +1,68 @@
+"""Copies of one plugin package installed twice: which runs, and which never does.
+
+A team's package can be installed in the venv and, another copy, in a folder on PYTHONPATH (a
+checkout's build, a colleague's site). importlib.metadata's `entry_points` reads one copy of each
+package, the first on sys.path (PYTHONPATH's folders come before the venv's site-packages), and
+the import system loads its modules from there too: the other copy is never read. Two copies of
+one version that register a model at one `module:attribute` are one package, and nothing is said
+(two different packages registering one name are refused: harness/models/plugins.py).
+A copy of another version, or one that registers the model elsewhere, is one a user may believe
+runs: `fusionbench rerun` asks for `pip install acme-models==1.0` where 2.0 runs, and after that
+install into the venv 2.0 on PYTHONPATH still runs, and the rerun is refused again, the copy
+installed never named. So each model whose package has such a copy says which copy runs and
+where the other is (`plugins.Found.shadowed`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from importlib import metadata
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One installed copy of a package: its version, its folder and its entry points of a group."""
+
+    version: str
+    folder: str
+    entry_points: dict[str, str]  # name -> `module:attribute`
+
+
+def normalized(name: str) -> str:
+    """A package's name as pip compares names (PEP 503): `Acme_Models` is `acme-models`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def copies(group: str) -> dict[str, list[Copy]]:
+    """The packages with entry points in `group` installed in more than one folder on sys.path, by
+    `normalized` name, each copy in sys.path's order (a folder named twice is one copy)."""
+    found: dict[str, list[Copy]] = {}
+    for dist in metadata.distributions():  # every copy: entry_points() reads the first of each name alone
+        points = {ep.name: ep.value for ep in dist.entry_points if ep.group == group}
+        name = dist.metadata["Name"] if points else None
+        if not name:
+            continue
+        folder = str(dist.locate_file(""))
+        listed = found.setdefault(normalized(name), [])
+        if all(os.path.realpath(copy.folder) != os.path.realpath(folder) for copy in listed):
+            listed.append(Copy(dist.version, folder, points))
+    return {name: listed for name, listed in found.items() if len(listed) > 1}
+
+
+def never_loaded(model: str, distribution: str, version: str, entry_point: str, folder: str,
+                 installed: dict[str, list[Copy]]) -> list[Copy]:
+    """The copies of `distribution` in `installed` (`copies`) beside the one in `folder` that runs
+    `model` (at `version`, from `entry_point`) that are not that one: of another version, or
+    registering the model elsewhere or not at all. A copy alike in both is the same package."""
+    here = os.path.realpath(folder)
+    return [copy for copy in installed.get(normalized(distribution), [])
+            if os.path.realpath(copy.folder) != here
+            and (copy.version != version or copy.entry_points.get(model) != entry_point)]
+
+
+def described(distribution: str, model: str, others: list[Copy]) -> str:
+    """`others` (from `never_loaded`) in words: each copy's version, where `model` points and folder."""
+    return ", ".join(f"{distribution} {copy.version} ({copy.entry_points.get(model, 'not registering it')}, in "
+                     f"{copy.folder})" for copy in others)
