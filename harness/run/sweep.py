@@ -266,10 +266,12 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         return record
     record["wall_s"] = outcome.wall_s
     if outcome.answer is None:  # killed: what it measured in the phases that ended stays
-        reason = outcome.failure_reason(task.timeout_s, log_tail(log_path), record["log"])
-        record.update(status="failed", reasons=[reason], warnings=[])
-        # read again: `kept` says in the log what it refused of the answer so far
-        record.update({**kept_answer.kept(outcome.partial, record, log_path), "log_tail": log_tail(log_path)})
+        # `kept` is held to a failed record of this reason, less the worker's last words, which are read once
+        # it has said in the log what it refused of the answer so far: they skip the parent's notes there
+        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], warnings=[])
+        record.update(kept_answer.kept(outcome.partial, record, log_path))
+        tail = log_tail(log_path)
+        record.update(reasons=[outcome.failure_reason(task.timeout_s, tail, record["log"])], log_tail=tail)
     else:
         record.update(kept_answer.answered(outcome.answer, record, log_path))
         if record["status"] == "failed":

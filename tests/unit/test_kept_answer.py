@@ -21,7 +21,7 @@ def recorded(tmp_path: Path, partial: WorkerAnswer | None, answer: WorkerAnswer 
     whose worker gave `answer`."""
     config = cell_config()
     artifacts = tmp_path / "cells" / "0123456789abcdef"
-    artifacts.mkdir(parents=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
     task = CellTask(cell_id="0123456789abcdef", label=config.shown_label,
                     request=WorkerRequest(cell=config, artifact_dir=str(artifacts)), artifacts=artifacts,
                     timeout_s=60, memory_limit_bytes=None, env_names=[], scratch_env={}, device="cpu")
@@ -91,3 +91,19 @@ def test_a_whole_answer_the_bundle_would_refuse_fails_its_cell_and_not_the_run(t
     fine = recorded(tmp_path / "fine", None, WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5),
                                                           phases_s={"prepare": 1.5}))
     assert fine["status"] == "valid" and fine["metrics"] == {"prepare_s": 1.5}
+
+
+def test_a_killed_workers_reason_quotes_its_last_words_not_the_notes_kept_writes_after_them(tmp_path: Path) -> None:
+    """The log is read once, after `kept` has written what it refused: the reason still quotes the
+    worker's last line (the parent's `fusionbench:` notes are not its words), and the tail holds both."""
+    log = tmp_path / "cells" / "0123456789abcdef" / "worker.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("fusionbench worker: the compiler ran out of registers\n")
+    partial = WorkerAnswer(metrics=Metrics(prepare_s=999.0), phases_s={"prepare": 1.5})
+    record = recorded(tmp_path, partial)
+    assert record["reasons"] == ["worker exited with code 3 without an answer (in phase correctness); it last wrote: "
+                                 "fusionbench worker: the compiler ran out of registers "
+                                 "(whole log: cells/0123456789abcdef/worker.log)"]
+    assert record["log_tail"].startswith("fusionbench worker: the compiler ran out of registers\n")
+    assert "fusionbench: of what the worker kept of its answer, metrics prepare_s is not recorded" in record["log_tail"]
+    CellRecord.model_validate({**record, "schema_version": SCHEMA_VERSION})
