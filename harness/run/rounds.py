@@ -58,6 +58,7 @@ from harness.bundle.cell_record import Metrics
 from harness.bundle.timing_record import TimingRound
 from harness.measure.protocol import FURTHER_ROUND_PHASES
 from harness.metric_table import format_value
+from harness.plain_text import shortened
 from harness.run import time_budget
 from harness.run.executors import CellTask, Finished
 from harness.run.isolation import log_tail
@@ -71,6 +72,9 @@ ROUND_FOLDER = "round-{}"  # under the cell's artifact folder: the further round
 ROUNDS_OUT_OF_LINE = "rounds out of line:"
 #: What the warning of a further round of a valid cell that has no time says of it.
 ROUND_NO_TIME = "gave no time"
+#: The most of a failed further round's reason its record keeps (a cut one ends `...`): its reasons
+#: joined, or its worker's last words, can run long; the whole is in its log.
+ROUND_REASON_CHARS = 500
 
 
 class FirstRound(pydantic.BaseModel):
@@ -254,7 +258,8 @@ class Rounds:
             else:
                 why = "; ".join(answer.reasons) or f"the worker answered {answer.status}"
             return TimingRound(
-                round=number, status="failed", reason=why[:500], wall_s=outcome.wall_s if outcome is not None else 0.0, **where
+                round=number, status="failed", reason=shortened(why, ROUND_REASON_CHARS),
+                wall_s=outcome.wall_s if outcome is not None else 0.0, **where
             )
         return TimingRound(
             round=number,

@@ -437,3 +437,16 @@ def test_a_further_round_is_held_to_what_of_round_1_it_runs_again_then_to_the_lo
     assert state.guess(on.id) == time_budget.RoundGuess(2.5, 2)
     assert time_budget.shorter_than_a_round(1001.0, state.guess(on.id)) == (
         "not started: round 2 took 2 s, 1 s of the run's time budget left")
+
+
+def test_a_further_rounds_long_reason_is_cut_saying_so(tmp_path: Path) -> None:
+    """A round's reason over ROUND_REASON_CHARS was cut there without a mark, so a reader took the
+    cut text for the whole; it ends `...` now, as the project's other cut texts do."""
+    cells, ordered, state = _plan(2, tmp_path)
+    eager = next(c for c in cells if c.config.backend == "eager")
+    mine = [t for t in ordered if t.cell_id == eager.id]
+    state.finished(_done(mine[0], 1e6), _first_record(eager))
+    complete = state.finished(_done(mine[1], None, failure="the worker said: " + "x" * 600), None)
+    assert complete is not None
+    reason = complete["metrics"]["rounds"][1]["reason"]
+    assert len(reason) == rounds.ROUND_REASON_CHARS and reason == "the worker said: " + "x" * 480 + "..."
