@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.bundle import manifest
+from harness.bundle.cell_record import CellRecord
 from harness.bundle.files import HEADER
 from harness.bundle.reader import load
 from harness.bundle.statuses import BAD, FINISHED, nothing_measured
@@ -23,6 +24,7 @@ from harness.errors import EXIT_NOTHING_MEASURED, BundleError, OutputError
 from harness.plain_text import one_line, shell_word, visible
 from harness.reporting.report import REPORT_HTML, REPORT_MD, render
 from harness.run import resumable
+from harness.run.last_words import whole_log
 from harness.run.run_request import RunRequest
 from harness.run.summary import fusion_summary, skipped_lines, summary_table, time_line
 
@@ -169,12 +171,7 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
     if bad:
         console.print(Text(f"{len(bad)} cell(s) failed or invalid:", style="red"))
         for record in bad[:SHOWN_REASONS]:  # each cell's first reason; its record has them all
-            log = bundle.root / record.log if record.log else None  # a failure's traceback is there, not in the reason
-            console.print(Text(f"  {visible(record.config.shown_label)}: {record.status}: "
-                               f"{one_line(record.reasons[0]) if record.reasons else 'no reason recorded'}"
-                               + (f" (its log: {visible(log)})" if record.status == "failed" and log and log.is_file()
-                                  else "")),
-                          soft_wrap=True)  # one line each, whole, to grep and to copy
+            console.print(bad_line(record, bundle.root), soft_wrap=True)  # one line each, whole, to grep and to copy
         more = f"{len(bad) - SHOWN_REASONS} more, and " if len(bad) > SHOWN_REASONS else ""
         console.print(Text(f"  ({more}every reason in each cell's JSON and report.md)", style="red"))
     statuses = [r.status for r in records if r.status in FINISHED]  # `interrupted`: a stop's, to run again
@@ -185,6 +182,19 @@ def last_lines(bundle: Bundle, request: RunRequest, missing: list[str], noise_wa
         console.print(Text("nothing measured: no cell of the bundle has a result yet", style="red"))
         return EXIT_NOTHING_MEASURED
     return exit_code(statuses)
+
+
+def bad_line(record: CellRecord, root: Path) -> Text:
+    """A failed or invalid cell's line as the run ends: its label, its status and its first reason,
+    and, for a failed cell, where its log is (a failure's traceback is there, not in the reason),
+    named once: a reason that quotes the worker's last words names the log too (`whole log:`, in the
+    bundle), which this line's path, the whole of it, replaces."""
+    reason = record.reasons[0] if record.reasons else "no reason recorded"
+    log = record.log if record.status == "failed" and record.log and (root / record.log).is_file() else None
+    if log is None:
+        return Text(f"  {visible(record.config.shown_label)}: {record.status}: {one_line(reason)}")
+    return Text(f"  {visible(record.config.shown_label)}: {record.status}: "
+                f"{one_line(reason.removesuffix(whole_log(log)))} (its log: {visible(root / log)})")
 
 
 def causes_left(request: RunRequest, budget_cause: str | None) -> list[str]:

@@ -56,5 +56,9 @@ def with_said_last(reason: str, log_text: str, log: str | None) -> str:
     said = said_last(log_text)
     if said is None:
         return reason
-    where = f" (whole log: {log})" if log else ""
-    return f"{reason}; it last wrote: {said}{where}"
+    return f"{reason}; it last wrote: {said}{whole_log(log) if log else ''}"
+
+
+def whole_log(log: str) -> str:
+    """How a reason ends that names where the worker's whole log is (`log`, in the bundle)."""
+    return f" (whole log: {log})"

@@ -5,11 +5,14 @@ reason itself in the worker's log alone. Nothing is made up, and the log's text 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
+from harness.bundle.migrations import SCHEMA_VERSION
 from harness.run.isolation import WorkerOutcome, stopped_in
 from harness.run.last_words import MAX_SAID_CHARS, said_last, with_said_last
 
 LOG = "cells/0123456789abcdef/worker.log"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}"
 
 #: What a worker wrote that could not read its request: a plugin model it cannot find.
 REFUSED_REQUEST = ("<frozen runpy>:128: RuntimeWarning: 'harness.measure.worker' found in sys.modules\n"
@@ -88,3 +91,26 @@ def test_the_log_is_hostile_text_that_neither_acts_nor_moves_the_phase() -> None
     assert said.startswith("RuntimeError: \\x1b[2J\\u202eover (in phase loadgen)")
     assert "\x1b" not in reason and "\u202e" not in reason
     assert stopped_in(reason) == "prepare"
+
+
+def test_a_failed_cells_line_as_the_run_ends_names_its_log_once(tmp_path: Path) -> None:
+    """The run's last lines named a cell's log twice where its reason quoted the worker's last words:
+    `... crashes now (whole log: cells/ID/worker.log) (its log: /out/RUN/cells/ID/worker.log)`. The
+    line names it once, by the path to open; a reason without the worker's words keeps all of it."""
+    from harness.bundle.reader import load
+    from harness.run.ending import bad_line
+
+    record = next(r for r in load(GOLDEN).records if r.status == "valid")
+    (tmp_path / LOG).parent.mkdir(parents=True)
+    (tmp_path / LOG).write_text(FAULTHANDLER)
+    died = WorkerOutcome(None, -signal.SIGSEGV, False, "first_call", 0.5).failure_reason(60, FAULTHANDLER, LOG)
+    failed = record.model_copy(update={"status": "failed", "reasons": [died], "log": LOG})
+    label = record.config.shown_label
+    assert bad_line(failed, tmp_path).plain == (
+        f"  {label}: failed: worker killed by SIGSEGV (in phase first_call); it last wrote: Fatal Python error: "
+        f"Segmentation fault (its log: {tmp_path / LOG})")
+    raised = failed.model_copy(update={"reasons": [f"prepare: RuntimeError: the compiler crashed (whole log: {LOG}) again"]})
+    assert bad_line(raised, tmp_path).plain == (
+        f"  {label}: failed: prepare: RuntimeError: the compiler crashed (whole log: {LOG}) again (its log: {tmp_path / LOG})")
+    (tmp_path / LOG).unlink()  # no log in the bundle: none named, the reason as it stands
+    assert bad_line(failed, tmp_path).plain == f"  {label}: failed: {died}"
