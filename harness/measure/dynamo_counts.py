@@ -77,6 +77,33 @@ def snapshot() -> Snapshot | str:
     return Snapshot(int(stats.get("unique_graphs", 0)), int(frames.get("total", 0)), tuple(graph_break_reasons))
 
 
+class Readings:
+    """The four snapshots a round of a cell takes, in its order, and the record each point gives:
+    made before `prepare` (`harness/measure/phases.py`: round 1's `measure` and each further
+    round's `time_a_round`, which read them alike)."""
+
+    def __init__(self) -> None:
+        self.before_prepare = snapshot()
+        self._after_checks: Snapshot | str | None = None
+        self._after_warmup: Snapshot | str | None = None
+
+    def checked(self) -> dict[str, Any] | None:
+        """The compile's record once its untimed calls are done (the first call, the correctness
+        check): its graphs and breaks, kept should a later phase fail."""
+        self._after_checks = snapshot()
+        return record(self.before_prepare, self._after_checks)
+
+    def warmed_up(self) -> None:
+        """The warm-up is done: the timed calls' recompiles are counted from here."""
+        self._after_warmup = snapshot()
+
+    def timed(self) -> dict[str, Any] | None:
+        """The whole record once the last timed call is done, its recompiles in the timed calls with it."""
+        if self._after_checks is None:
+            raise RuntimeError("Readings.timed before Readings.checked: the compile's graphs were never read")
+        return record(self.before_prepare, self._after_checks, self._after_warmup, snapshot())
+
+
 def record(before_prepare: Snapshot | str, after_checks: Snapshot | str, after_warmup: Snapshot | str | None = None,
            after_timing: Snapshot | str | None = None) -> dict[str, Any] | None:
     """The cell's `metrics.dynamo`, or None where Dynamo converted no frame while it prepared (no

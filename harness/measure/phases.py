@@ -122,7 +122,7 @@ def measure(
         costs = roofline.cached_costs(model, example, Path(request.cache_dir or workdir / "cache") / "roofline")
     precision.set_torch_math(dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
-    before_prepare = dynamo_counts.snapshot()
+    dynamo = dynamo_counts.Readings()
     prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
     try:
         with clock.phase(protocol.FIRST_CALL):
@@ -136,13 +136,12 @@ def measure(
                 metrics.correctness = Correctness.model_validate(
                     {**correctness.compare(output, reference, dtype), "samples": checked_rows.example_rows(len(samples), batch)})
             del output
-        after_checks = dynamo_counts.snapshot()
-        metrics.dynamo = _dynamo(dynamo_counts.record(before_prepare, after_checks))
+        metrics.dynamo = _dynamo(dynamo.checked())
         timing = _device_timing(cell, prepared, samples)
         before_loadgen = max(cell.timing.repetitions // 2, 1)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
-            after_warmup = dynamo_counts.snapshot()
+            dynamo.warmed_up()
             for _ in range(before_loadgen):
                 timing.repetition(BEFORE_LOADGEN)
         hint_ns = timing.result().summary.median_ns
@@ -159,7 +158,7 @@ def measure(
             for _ in range(cell.timing.repetitions - before_loadgen):
                 timing.repetition("after loadgen")
         metrics.device_time = device_time = timing.result()
-        metrics.dynamo = _dynamo(dynamo_counts.record(before_prepare, after_checks, after_warmup, dynamo_counts.snapshot()))
+        metrics.dynamo = _dynamo(dynamo.timed())
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None and metrics.correctness is not None:
                 metrics.correctness.after_timing = CorrectnessCheck.model_validate(
@@ -291,7 +290,7 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
         later_reference = model(cell_model.later_batch(samples, rows)) if backend.computes_model else None
     precision.set_torch_math(cell.dtype)
     _tune(cell, request, backend, model, example, workdir, clock, metrics)
-    before_prepare = dynamo_counts.snapshot()
+    dynamo = dynamo_counts.Readings()
     prepared = _prepare(cell, request, backend, model, example, workdir, clock, metrics)
     reasons = []
     try:
@@ -299,16 +298,16 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
             prepared(example)
             prepared.synchronize()
         metrics.first_call_s = clock.durations_s[protocol.FIRST_CALL.name]
-        after_first_call = dynamo_counts.snapshot()
+        dynamo.checked()  # its compile's graphs: its first call's, as round 1's
         timing = _device_timing(cell, prepared, samples)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
-            after_warmup = dynamo_counts.snapshot()
+            dynamo.warmed_up()
             for _ in range(cell.timing.repetitions):
                 timing.repetition(f"round {request.timing_round}")
         metrics.device_time = timing.result()
         # its own recompiles in its timed calls, as round 1's (harness/run/rounds.py keeps them, and its warning)
-        metrics.dynamo = _dynamo(dynamo_counts.record(before_prepare, after_first_call, after_warmup, dynamo_counts.snapshot()))
+        metrics.dynamo = _dynamo(dynamo.timed())
         with clock.phase(protocol.CORRECTNESS_AFTER_TIMING):
             if later_reference is not None:
                 checked = _checked_after_timing(prepared, samples, rows, later_reference, cell.dtype)

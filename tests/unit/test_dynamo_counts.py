@@ -34,23 +34,22 @@ def test_a_model_broken_twice_records_three_graphs_two_breaks_and_each_reason_on
     and recompiles were not recorded. A model Dynamo splits at a `.item()` branch and a print records
     3 graphs, 2 breaks, each reason on one line; a shape first met in the timed calls, 3 recompiles."""
     torch._dynamo.reset()
-    before = dynamo_counts.snapshot()
+    readings = dynamo_counts.Readings()  # as a round reads them (harness/measure/phases.py)
     compiled = torch.compile(_Breaks(), backend="eager", dynamic=False)
     compiled(torch.ones(2, 3))
     compiled(torch.ones(2, 3))  # the compiled code holds: nothing compiled again
-    checked = dynamo_counts.snapshot()
-    found = dynamo_counts.record(before, checked, checked, dynamo_counts.snapshot())
+    found = readings.checked()
     assert found is not None
     record = Dynamo.model_validate(found)
-    assert (record.graphs, record.graph_breaks, record.distinct_break_reasons, record.recompiles_timed) == (3, 2, 2, 0)
+    assert (record.graphs, record.graph_breaks, record.distinct_break_reasons, record.recompiles_timed) == (3, 2, 2, None)
     reasons = sorted(r.reason for r in record.break_reasons)
     assert [r.count for r in record.break_reasons] == [1, 1]
     assert "Tensor.item()" in reasons[1] and "print" in reasons[0], reasons
     assert all("\n" not in r and len(r) <= dynamo_counts.REASON_CHARS for r in reasons)
-    warmed = dynamo_counts.snapshot()
+    readings.warmed_up()
     compiled(torch.ones(4, 3))  # another shape, dynamic=False: each of its three frames compiled again
-    record = Dynamo.model_validate(dynamo_counts.record(before, checked, warmed, dynamo_counts.snapshot()))
-    assert record.recompiles_timed == 3
+    record = Dynamo.model_validate(readings.timed())
+    assert (record.graphs, record.graph_breaks, record.recompiles_timed) == (3, 2, 3)
     metrics = Metrics(dynamo=record)
     assert any(w.startswith("recompiled: Dynamo compiled 3 frames again during the timed calls") for w in warnings(metrics))
     torch._dynamo.reset()
