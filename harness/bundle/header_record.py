@@ -231,6 +231,16 @@ class BundleHeader(Part):
     model_plugins: dict[str, ModelPlugin] | None = None
 
 
+def local_jobs(executor: object) -> int | None:
+    """The cells a run ran at once (`--jobs`) as bundle.json's `executor` records its last start: a
+    local executor's `jobs` (1 where it records none); None where it records no local executor (none
+    at all, Ray's) or a `jobs` that is no whole number of 1 or more. Every reader of it reads it here."""
+    if not isinstance(executor, dict) or executor.get("name") != "local":
+        return None
+    jobs = executor.get("jobs", 1)
+    return jobs if isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1 else None
+
+
 def problems(header: Any, where: str) -> list[str]:
     """Where `header` (upgraded to the current version) is not a `BundleHeader`."""
     return model_problems(BundleHeader, header, where)

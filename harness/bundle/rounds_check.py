@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.bundle.belonging import instant
 from harness.bundle.files import CELLS, HEADER
+from harness.bundle.header_record import local_jobs
 from harness.stats.summary import summarize_ns
 
 #: The first schema version whose further rounds keep their samples (harness/bundle/migrations.py).
@@ -118,7 +119,7 @@ def pairing(header: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         return []
     lines = []
     executor, created = header.get("executor"), instant(header.get("created"))
-    if isinstance(executor, dict) and (executor.get("name") != "local" or executor.get("jobs", 1) != 1):
+    if isinstance(executor, dict) and local_jobs(executor) != 1:
         lines.append(f"{HEADER}: rounds_paired {claimed!r}, yet its executor ran {executor.get('name')!r} with "
                      f"jobs {executor.get('jobs', 1)}: other cells ran between one cell's rounds")
     if created is not None and created < PAIRED_BY_SETTING_FROM:

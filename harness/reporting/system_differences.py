@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, OperatingSystem, Python, Torch
+from harness.bundle.header_record import BundleHeader, Container, Cpu, Gpus, OperatingSystem, Python, Torch, local_jobs
 from harness.metric_table import format_bytes
 from harness.plain_text import one_line
 
@@ -92,8 +92,9 @@ def _executor(executor: dict[str, Any] | None) -> str | None:
     if not isinstance(executor, dict):
         return None
     name = str(executor.get("name", "?"))
-    if isinstance(executor.get("jobs"), int) and executor["jobs"] > 1:
-        return f"{name}, {executor['jobs']} jobs"
+    jobs = local_jobs(executor)
+    if jobs is not None and jobs > 1:
+        return f"{name}, {jobs} jobs"
     if isinstance(executor.get("cpus_per_cell"), int):
         return f"{name}, {executor['cpus_per_cell']} CPU(s) a cell"
     return name

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import cgroup_limits
-from harness.bundle.header_record import Node
+from harness.bundle.header_record import Node, local_jobs
 from harness.bundle.manifest import MANIFEST
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.reader import LoadedBundle, lookup
@@ -79,7 +79,7 @@ class Original:
     def jobs(self) -> int:
         """The cells its run ran at once (`--jobs`), as bundle.json `executor` records it: 1 for Ray's
         and older runs, whose rerun runs one cell at a time here."""
-        return _jobs(self.header)
+        return local_jobs(self.header.get("executor")) or 1
 
     @property
     def fresh_workers(self) -> bool:
@@ -117,21 +117,16 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     _check_cells_made_again(root, loaded, stored, device, ran_only)
     narrowed = _narrowed(root, loaded, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
-    in_slot = slot_threads_here(_jobs(header), scenario.env, environ_set(variables))
+    jobs = local_jobs(header.get("executor")) or 1
+    in_slot = slot_threads_here(jobs, scenario.env, environ_set(variables))
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart,
                     # the values the rerun sets (rerun.variables_set), which its --resume sets again
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
                     threads_apart=threads_apart(loaded, default_threads_here(), in_slot),
-                    share_apart=share_apart(loaded, _jobs(header)),
+                    share_apart=share_apart(loaded, jobs),
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
-
-
-def _jobs(header: dict[str, Any]) -> int:
-    executor = header.get("executor")
-    jobs = executor.get("jobs", 1) if isinstance(executor, dict) and executor.get("name") == "local" else 1
-    return jobs if isinstance(jobs, int) and jobs > 1 else 1
 
 
 def _hardware_apart(loaded: LoadedBundle) -> tuple[str, str] | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness import registry
 from harness.bundle.cell_record import CellRecord
-from harness.bundle.header_record import Node
+from harness.bundle.header_record import Node, local_jobs
 from harness.bundle.reader import lookup
 from harness.bundle.record_base import read_as
 from harness.bundle.statuses import MEASURED
@@ -173,10 +173,9 @@ def _options_of(executor: object) -> str:
     said = "as bundle.json `executor` records its last start"
     if isinstance(executor, Mapping) and executor.get("name") == "ray" and isinstance(executor.get("cpus_per_cell"), int):
         return f"`--executor ray --cpus-per-cell {executor['cpus_per_cell']}`, {said}"
-    if isinstance(executor, Mapping) and executor.get("name") == "local":
-        jobs = executor.get("jobs", 1)
-        if isinstance(jobs, int):
-            return f"`--jobs {jobs}`, {said}" if jobs > 1 else f"no --jobs, one cell at a time, {said}"
+    jobs = local_jobs(executor)
+    if jobs is not None:
+        return f"`--jobs {jobs}`, {said}" if jobs > 1 else f"no --jobs, one cell at a time, {said}"
     return "bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell"
 
 

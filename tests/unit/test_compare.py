@@ -228,6 +228,22 @@ def test_system_differences_list_what_changed() -> None:
         ("memory", "23.5 GiB (25,276,059,648 bytes)", "23.5 GiB (25,276,510,208 bytes)")]
 
 
+def test_a_runs_jobs_are_read_from_bundle_json_in_one_place_alike_for_each_reader() -> None:
+    """`executor.jobs` was read in three places, each with its own guards (a resume's refusal took
+    `jobs: 0` for one cell at a time, compare read a Ray executor's `jobs`): one reader now, a local
+    executor's whole count of 1 or more, or none."""
+    from harness.bundle.header_record import local_jobs
+    from harness.run.resume_refusals import _options_of
+
+    executors = [{"name": "local", "jobs": 2}, {"name": "local"}, {"name": "local", "jobs": 0}, {"name": "local", "jobs": True},
+                 {"name": "local", "jobs": "2"}, {"name": "ray", "cpus_per_cell": 1, "jobs": 2}, None]
+    assert [local_jobs(executor) for executor in executors] == [2, 1, None, None, None, None, None]
+    assert _options_of({"name": "local", "jobs": 0}) == "bundle.json `executor`: --jobs, or --executor ray with --cpus-per-cell"
+    assert _options_of({"name": "local"}).startswith("no --jobs, one cell at a time")
+    assert system_differences(header(executor={"name": "local", "jobs": 0}), header(executor={"name": "local", "jobs": 3})) == [
+        ("executor", "local", "local, 3 jobs")]
+
+
 def test_two_images_differ_by_the_layers_that_differ() -> None:
     def ran_in(base: str, layers: list[str]) -> BundleHeader:
         return header(system={"container": {"in_container": True, "image": "fusionbench-cpu:abc", "base": base,
