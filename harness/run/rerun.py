@@ -34,7 +34,7 @@ from harness.errors import ConfigError
 from harness.plain_text import visible
 from harness.reporting.pairing import variable_value
 from harness.run import preflight, resume_refusals, slots
-from harness.run.rerun_original import Original, environ_set, slots_here
+from harness.run.rerun_original import Original, environ_set
 from harness.scenario.cells import Cell
 from harness.scenario.schema import passed_on
 from harness.scenario.settings import FolderInputs
@@ -111,13 +111,17 @@ def jobs_fit_here(original: Original) -> None:
     scenario's `env:` asks, naming the bundle: the refusals `run` gives named a `--jobs` the rerun
     was never given, the second once the machine was probed, and told it to give fewer threads,
     which the rerun of a stored scenario cannot."""
-    jobs = original.jobs
-    try:
-        slots.check_jobs_fit_here(jobs)
-    except ConfigError as exc:
-        raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its "
-                          f"rerun does: {exc}; rerun it on a machine with {jobs} cores or more") from None
-    cores = min((slot.threads or len(slot.cpus) for slot in slots_here(jobs) or []), default=None)
+    jobs, cut = original.jobs, original.slots_cut
+    # not cut as the bundle was read: too few cores, refused as `run` refuses them; or a CPU quota below --jobs,
+    # which the run's own cut refuses once it has probed
+    if cut is None:
+        try:
+            slots.check_jobs_fit_here(jobs)
+        except ConfigError as exc:
+            raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its "
+                              f"rerun does: {exc}; rerun it on a machine with {jobs} cores or more") from None
+        return
+    cores = min((slot.threads or len(slot.cpus) for slot in cut), default=None)
     over = slots.counts_over(cores, original.scenario.env, environ_set(original.variables)) if cores else []
     if over:
         name, asked = over[0]

@@ -70,6 +70,10 @@ class Original:
     #: first cell that does): a run under a CPU quota rerun without one, bound to fewer CPUs, or in
     #: `--jobs` slots of another size; `compare` judges none of the rerun's cells against them.
     share_apart: tuple[str, str] | None = None
+    #: The `--jobs` slots its rerun's run cuts of this machine's CPUs (`slots_here`), cut once as the
+    #: bundle is read, for the threads and the share they give and for `jobs_fit_here`: none for one
+    #: job; None where this machine cannot cut them.
+    slots_cut: list[slots.Slot] | None = field(default_factory=list)
 
     @property
     def device(self) -> str:
@@ -117,15 +121,15 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     _check_cells_made_again(root, loaded, stored, device, ran_only)
     narrowed = _narrowed(root, loaded, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
-    jobs = local_jobs(header.get("executor")) or 1
-    in_slot = slot_threads_here(jobs, scenario.env, environ_set(variables))
+    cut = slots_here(local_jobs(header.get("executor")) or 1)  # the affinity, SMT siblings and CPU quota read once
+    in_slot = slot_threads_here(cut, scenario.env, environ_set(variables))
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart,
                     # the values the rerun sets (rerun.variables_set), which its --resume sets again
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
                     threads_apart=threads_apart(loaded, default_threads_here(), in_slot),
-                    share_apart=share_apart(loaded, jobs),
+                    share_apart=share_apart(loaded, cut), slots_cut=cut,
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 
 
@@ -151,14 +155,13 @@ def default_threads_here(cores: list[int] | None = None, siblings_of: Callable[[
     return len(physical_cores(slots.usable_cores() if cores is None else cores, siblings_of))
 
 
-def slot_threads_here(jobs: int, env: Sequence[str], environ: Mapping[str, str],
-                      siblings_of: Callable[[int], set[int]] = siblings) -> int | None:
-    """The torch threads a rerun's cell runs in a `--jobs` slot here, the least of the slots' (the
-    run's cut of the cores usable here, under this process's CPU quota: a thread per CPU of its slot,
-    or the fewer that `env:`, as `environ` passes it on, asks); None for a run of one job, or where
-    this machine cannot cut the slots (the rerun is refused for that before its probe:
-    harness/run/rerun.py `jobs_fit_here`)."""
-    counts = [slot.torch_threads(slots.threads_given(env, environ)) for slot in slots_here(jobs, siblings_of) or []]
+def slot_threads_here(cut: Sequence[slots.Slot] | None, env: Sequence[str], environ: Mapping[str, str]) -> int | None:
+    """The torch threads a rerun's cell runs in a `--jobs` slot here, the least of the slots' (`cut`,
+    the run's cut of the cores usable here, under this process's CPU quota: `slots_here`; a thread
+    per CPU of its slot, or the fewer that `env:`, as `environ` passes it on, asks); None for a run
+    of one job, or where this machine cannot cut the slots (the rerun is refused for that before its
+    probe: harness/run/rerun.py `jobs_fit_here`)."""
+    counts = [slot.torch_threads(slots.threads_given(env, environ)) for slot in cut or []]
     return min((count for count in counts if count is not None), default=None)
 
 
@@ -205,16 +208,16 @@ def threads_apart(loaded: LoadedBundle, here: int, in_slot: int | None = None) -
     return None
 
 
-def share_apart(loaded: LoadedBundle, jobs: int) -> tuple[str, str] | None:
-    """The share of its machine the first measured cell of `loaded` ran on that the rerun's cells,
-    `jobs` at a time, do not get here, and those they get, in words; None where each ran on one of
-    them, or where this machine cannot cut the slots (refused before the probe: harness/run/rerun.py
+def share_apart(loaded: LoadedBundle, cut: Sequence[slots.Slot] | None) -> tuple[str, str] | None:
+    """The share of its machine the first measured cell of `loaded` ran on that the rerun's cells, in
+    the `--jobs` slots `cut` (`slots_here`; none: one at a time), do not get here, and those they
+    get, in words; None where each ran on one of them, or where this machine cannot cut the slots
+    (`cut` None: refused before the probe: harness/run/rerun.py
     `jobs_fit_here`). Held to the CPU quota where every such cell recorded its own, as a resume is
     (harness/run/resume_refusals.py `another_share_offered`, which asks the same of a resume)."""
     timed = [record for record in loaded.records
              if record.status in MEASURED and isinstance(record.node, dict) and record.node.get("cpu")]
     with_quota = all(quota_recorded(record) for record in timed)
-    cut = slots_here(jobs)
     if cut is None:
         return None
     offered = slots.shares_offered(cut, with_quota)

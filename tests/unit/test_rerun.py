@@ -285,7 +285,7 @@ def test_torchs_default_here_is_a_thread_per_physical_core_this_process_may_use_
     core of the mask, throttled), where a `--jobs` slot's threads are cut by it."""
     from harness import cgroup_limits
     from harness.run import slots
-    from harness.run.rerun_original import default_threads_here, slot_threads_here
+    from harness.run.rerun_original import default_threads_here, slot_threads_here, slots_here
 
     alone = lambda cpu: {cpu}  # noqa: E731
     smt = lambda cpu: {cpu % 8, cpu % 8 + 8}  # noqa: E731 -- 8 cores, CPU k and k+8 one core's two threads
@@ -297,7 +297,7 @@ def test_torchs_default_here_is_a_thread_per_physical_core_this_process_may_use_
     assert default_threads_here([0, 1, 8], smt) == 2
     monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: 2.0)
     monkeypatch.setattr(slots, "usable_cores", lambda: list(range(8)))
-    assert default_threads_here(None, alone) == 8 and slot_threads_here(2, [], {}, alone) == 1
+    assert default_threads_here(None, alone) == 8 and slot_threads_here(slots_here(2, alone), [], {}) == 1
     assert default_threads_here() == len(physical_cores(slots.usable_cores()))
 
 
@@ -335,7 +335,7 @@ def test_a_bundle_run_in_jobs_slots_of_another_size_is_said_to_run_other_threads
     it: by physical core, under the CPU quota, a thread per CPU or the fewer `env:` asks."""
     from harness import cgroup_limits
     from harness.run import rerun_original, slots
-    from harness.run.rerun_original import slot_threads_here, threads_apart
+    from harness.run.rerun_original import slot_threads_here, slots_here, threads_apart
 
     def cores(count: int) -> None:
         monkeypatch.setattr(slots, "usable_cores", lambda: list(range(count)))
@@ -343,20 +343,21 @@ def test_a_bundle_run_in_jobs_slots_of_another_size_is_said_to_run_other_threads
     alone, quota = (lambda cpu: {cpu}), [None]
     monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: quota[0])
     cores(2)
-    assert slot_threads_here(2, [], {}, alone) == 1 and slot_threads_here(1, [], {}, alone) is None
-    assert slot_threads_here(3, [], {}, alone) is None  # not cut here: the rerun is refused before its probe
+    assert slot_threads_here(slots_here(2, alone), [], {}) == 1 and slot_threads_here(slots_here(1, alone), [], {}) is None
+    assert slots_here(3, alone) is None and slot_threads_here(None, [], {}) is None  # not cut here: refused before its probe
     cores(8)
-    assert slot_threads_here(2, [], {}, alone) == 4
-    assert slot_threads_here(2, [], {}, lambda cpu: {cpu % 4, cpu % 4 + 4}) == 4  # 2 cores and their siblings a slot
-    assert slot_threads_here(2, ["OMP_NUM_THREADS", "MKL_NUM_THREADS=2"], {"OMP_NUM_THREADS": "2"}, alone) == 2
+    assert slot_threads_here(slots_here(2, alone), [], {}) == 4
+    assert slot_threads_here(slots_here(2, lambda cpu: {cpu % 4, cpu % 4 + 4}), [], {}) == 4  # 2 cores and their siblings a slot
+    assert slot_threads_here(slots_here(2, alone), ["OMP_NUM_THREADS", "MKL_NUM_THREADS=2"], {"OMP_NUM_THREADS": "2"}) == 2
     quota[0] = 2.0
-    assert slot_threads_here(2, [], {}, alone) == 1  # the quota's share
+    assert slot_threads_here(slots_here(2, alone), [], {}) == 1  # the quota's share
 
     bundle = _run_in_slots(tmp_path / "eight", 8)
     loaded = load(bundle)
     assert threads_apart(loaded, 2, 1) == (4, 1) and threads_apart(loaded, 2, 4) is None
     assert threads_apart(loaded, 2) is None  # no slots here to judge them by: as before
-    monkeypatch.setattr(rerun_original, "slot_threads_here", lambda jobs, env, environ: 1 if jobs == 2 else None)
+    # two slots of a core each here, whatever this machine's cores
+    monkeypatch.setattr(rerun_original, "slots_here", lambda jobs: [slots.Slot(0, (0,)), slots.Slot(1, (1,))] if jobs == 2 else [])
     original = read(bundle, {"backend": {"null"}})
     assert original.threads_apart == (4, 1)
     assert [line.plain for line in rerun.said(replace(original, hardware_apart=("AMD EPYC x8, no GPU", "x2")))][1:] == [
@@ -367,6 +368,24 @@ def test_a_bundle_run_in_jobs_slots_of_another_size_is_said_to_run_other_threads
         "judge no fusion verdict across the two (`not comparable`: other torch threads, on other shares of the "
         "machines); the rerun keeps its `--jobs`, so only a machine whose `--jobs 2` slots run 4 thread(s) each runs "
         "its threads"]
+
+
+def test_a_reruns_slots_here_are_cut_once_as_it_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A rerun of a `--jobs 2` bundle cut this machine's slots three times before its probe (for the
+    threads a slot runs, for the share it gets, and to refuse slots too small), each reading the
+    affinity, the SMT siblings and the CPU quota again: once now, the three reading that one cut."""
+    from harness import cgroup_limits
+    from harness.run import slots
+
+    quota_read: list[int] = []
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: quota_read.append(1))
+    monkeypatch.setattr(slots, "usable_cores", lambda: list(range(8)))
+    monkeypatch.setattr(slots, "physical_cores", lambda cpus, siblings_of=None: [(cpu,) for cpu in sorted(cpus)])
+    original = read(_run_in_slots(tmp_path / "eight", 8), {"backend": {"null"}})
+    rerun.jobs_fit_here(original)
+    assert len(quota_read) == 1
+    assert [slot.cpus for slot in original.slots_cut or []] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert original.threads_apart is None  # 4 threads a slot there and here
 
 
 def test_a_bundle_whose_cells_ran_on_another_share_of_the_machine_is_said_so_as_its_rerun_begins(
@@ -389,15 +408,15 @@ def test_a_bundle_whose_cells_ran_on_another_share_of_the_machine_is_said_so_as_
             cell["environment"]["cpu_quota"] = None  # recorded: no quota
         path.write_text(json.dumps(cell))
     manifest.write(copy)
-    assert share_apart(load(copy), 1) is None
+    assert share_apart(load(copy), []) is None
     for path in (copy / "cells").glob("*.json"):
         cell = json.loads(path.read_text())
         if "cpu_quota" in (cell.get("environment") or {}):
             cell["environment"]["cpu_quota"] = 1.0
         path.write_text(json.dumps(cell))
     manifest.write(copy)
-    assert share_apart(load(copy), 1) == ("the whole machine under a CPU quota of 1", "the whole machine")
-    assert share_apart(load(GOLDEN), 1) is None  # its cells recorded no quota: unknown, not held to
+    assert share_apart(load(copy), []) == ("the whole machine under a CPU quota of 1", "the whole machine")
+    assert share_apart(load(GOLDEN), []) is None  # its cells recorded no quota: unknown, not held to
     original = replace(read(copy, {"backend": {"null"}}), threads_apart=None)
     assert original.share_apart == ("the whole machine under a CPU quota of 1", "the whole machine")
     assert [line.plain for line in rerun.said(replace(original, hardware_apart=("Intel Xeon x8, no GPU", "x2")))][1:] == [
