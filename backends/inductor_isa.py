@@ -18,6 +18,13 @@ and the program's text, as torch's own cache keys it) answers that it builds wit
 the check chooses what it would have chosen, from the same answers. A program that failed is not
 recorded, as torch keeps none (a load can time out on a busy machine), and is built again; a record
 under another key, or a program it does not name, changes nothing.
+
+Cells of a `--jobs` run, or of two runs, add their passes at once: each reads the record, adds its
+own and writes it back under an exclusive lock of its folder (harness/dirlock.py, as the artifact
+cache locks an entry it builds), so that none writes over another's. The record an older
+FusionBench kept there (`OLD_ISA_FILE`: the check's one answer, true or false, under a key) is read
+by nothing since this one replaced it, and is removed as the record is written, where its text is
+that record's; an older FusionBench still run on the machine checks again once and writes it anew.
 """
 
 from __future__ import annotations
@@ -33,10 +40,14 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from harness import dirlock
 from harness.files.atomic import write_json_atomic
 
-#: not the file `cpp.vec_isa_ok`'s record used, which an older FusionBench on the machine still reads and writes
+#: not the file `cpp.vec_isa_ok`'s record used (OLD_ISA_FILE)
 ISA_FILE = "fusionbench-vector-isa-builds.json"
+#: The record of the check's answer that set `cpp.vec_isa_ok` (FusionBench before 2026-12-06): a key
+#: of 16 hex digits (torch, the CPU's flags, the compiler) to true or false.
+OLD_ISA_FILE = "fusionbench-vector-isa-check.json"
 
 
 @contextlib.contextmanager
@@ -129,12 +140,34 @@ def _names(passes: Any) -> set[str]:
 
 
 def _add_passes(record: Path, key: str, new: list[str]) -> None:
+    """Add `new` to the passes `record` keeps under `key`, read and written under the lock of its folder:
+    another cell adding its own at once waits (its write replaced the whole file, losing these)."""
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        held = dirlock.lock(record.parent)
+    except OSError:
+        return  # unrecorded: the next cell builds its programs, as before
     try:
         known = json.loads(record.read_text()) if record.exists() else {}
         if not isinstance(known, dict):
             known = {}
         known[key] = sorted(_names(known.get(key)) | set(new))
-        record.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(record, known)
+        _remove_old_record(record.parent / OLD_ISA_FILE)
     except (OSError, ValueError):
         pass  # unrecorded: the next cell builds its programs, as before
+    finally:
+        os.close(held)
+
+
+def _remove_old_record(old: Path) -> None:
+    """Remove `old` where it holds what an older FusionBench's record held (a key of 16 hex digits to
+    true or false, each): nothing reads it now. A file of any other text is not known to be that
+    record, and is left alone."""
+    try:
+        known = json.loads(old.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(known, dict) and all(isinstance(answer, bool) and len(key) == 16 and all(c in "0123456789abcdef" for c in key)
+                                       for key, answer in known.items()):
+        old.unlink(missing_ok=True)

@@ -2,8 +2,9 @@
 
 The kernel lets the lock go when the descriptor is closed or its process dies, however it dies,
 so a lock never outlives its holder. Used for the bundle a run writes (harness/bundle/lock.py), a
-cell's scratch folder (harness/run/scratch.py) and an artifact cache entry being built
-(harness/artifact_cache.py).
+cell's scratch folder (harness/run/scratch.py), an artifact cache entry being built
+(harness/artifact_cache.py) and the folder of Inductor's vector instruction set record while a
+cell adds to it (backends/inductor_isa.py).
 """
 
 from __future__ import annotations

@@ -146,3 +146,45 @@ def test_an_unreadable_isa_record_changes_nothing(builds) -> None:
         with inductor_isa.recorded_builds("cpu"):
             assert cpu_vec_isa.VecAVX2().check_build(cpu_vec_isa.VecISA._avx_code) is True
     assert len(built) == 4
+
+
+def test_two_cells_adding_their_passes_at_once_both_keep_them(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Two cells of a `--jobs 2` run each read the record, added the programs they had built and
+    wrote it back whole: the later write dropped the other's passes, whose programs every later cell
+    built again. Each reads and writes under the lock of the record's folder now: both are kept."""
+    import threading
+
+    from backends import inductor_isa
+
+    record = tmp_path / "inductor" / inductor_isa.ISA_FILE
+    write = inductor_isa.write_json_atomic
+
+    def slow_write(path, value) -> None:  # as a busy machine may: the other writer reads meanwhile
+        time.sleep(0.3)
+        write(path, value)
+
+    monkeypatch.setattr(inductor_isa, "write_json_atomic", slow_write)
+    writers = [threading.Thread(target=inductor_isa._add_passes, args=(record, "k" * 16, [name])) for name in ("a", "b")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert inductor_isa._passes(record, "k" * 16) == {"a", "b"}
+
+
+def test_the_record_an_older_fusionbench_kept_is_removed_as_the_record_is_written(tmp_path) -> None:
+    """The check's one answer an older FusionBench kept beside the record (read by nothing since this
+    record replaced it) stayed in the folder for good; it goes as the record is written, where its
+    text is that record's. A file of that name holding anything else is not known to be it: kept."""
+    from backends import inductor_isa
+
+    folder = tmp_path / "inductor"
+    folder.mkdir()
+    old = folder / inductor_isa.OLD_ISA_FILE
+    old.write_text('{"0123456789abcdef": true, "fedcba9876543210": false}')
+    inductor_isa._add_passes(folder / inductor_isa.ISA_FILE, "k" * 16, ["a"])
+    assert not old.exists() and inductor_isa._passes(folder / inductor_isa.ISA_FILE, "k" * 16) == {"a"}
+    for text in ('{"a key of another kind": true}', '{"0123456789abcdef": ["a"]}', "not json"):
+        old.write_text(text)
+        inductor_isa._add_passes(folder / inductor_isa.ISA_FILE, "k" * 16, ["b"])
+        assert old.read_text() == text
