@@ -13,6 +13,12 @@ from typing import Any
 from harness.bundle.cell_record import problems
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.measure.protocol import WorkerAnswer
+from harness.plain_text import shortened
+
+#: A refusal's characters in a failed cell's reason, and the refusals' in the note the log gets: the record
+#: holds a refusal's text (a figure and the phase it disagrees with), not a dump; a cut one ends `...`.
+REASON_CHARS = 500
+LOG_NOTE_CHARS = 2000
 
 
 def kept(partial: WorkerAnswer | None, record: dict[str, Any], log_path: Path) -> dict[str, Any]:
@@ -53,8 +59,8 @@ def answered(answer: WorkerAnswer, record: dict[str, Any], log_path: Path) -> di
     if not refused:
         return fields
     _say(log_path, "the worker's answer is not recorded", refused)
-    return {"status": "failed", "reasons": [f"the worker's answer makes a record this harness refuses: {refused[0][:500]}"],
-            "warnings": [], "metrics": {}}
+    reason = f"the worker's answer makes a record this harness refuses: {shortened(refused[0], REASON_CHARS)}"
+    return {"status": "failed", "reasons": [reason], "warnings": [], "metrics": {}}
 
 
 def _which(left_out: list[str], salvaged: dict[str, Any]) -> str:
@@ -74,4 +80,4 @@ def _refusals(record: dict[str, Any], fields: dict[str, Any]) -> list[str]:
 def _say(log_path: Path, what: str, refused: list[str]) -> None:
     """Say in the cell's log what is not recorded, and why."""
     with log_path.open("a") as log_file:
-        log_file.write(f"\nfusionbench: {what}: {'; '.join(refused)[:2000]}\n")
+        log_file.write(f"\nfusionbench: {what}: {shortened('; '.join(refused), LOG_NOTE_CHARS)}\n")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.bundle.cell_record import CellRecord, Metrics
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.bundle.timing_record import DeviceTime, TimeSummary
@@ -91,6 +93,21 @@ def test_a_whole_answer_the_bundle_would_refuse_fails_its_cell_and_not_the_run(t
     fine = recorded(tmp_path / "fine", None, WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5),
                                                           phases_s={"prepare": 1.5}))
     assert fine["status"] == "valid" and fine["metrics"] == {"prepare_s": 1.5}
+
+
+def test_a_long_refusal_is_cut_saying_so_in_the_reason_and_in_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal's text was cut at 500 characters in the reason (2,000 in the log's note) with no mark,
+    and read as the whole: a cut one ends `...`."""
+    from harness.run import kept_answer
+
+    long = "metrics.prepare_s 999 is not the prepare phase's 1.5; " * 50  # 2,700 characters
+    monkeypatch.setattr(kept_answer, "_refusals", lambda record, fields: [long.strip()])
+    record = recorded(tmp_path, None, WorkerAnswer(status="valid", metrics=Metrics(prepare_s=1.5), phases_s={"prepare": 1.5}))
+    [reason] = record["reasons"]
+    refusal = reason.removeprefix("the worker's answer makes a record this harness refuses: ")
+    assert len(refusal) == 500 and refusal.endswith("...") and long.startswith(refusal[:-3])
+    note = [line for line in record["log_tail"].splitlines() if line.startswith("fusionbench: the worker's answer")]
+    assert note and note[0].endswith("...") and len(note[0].split(": ", 2)[2]) == 2000
 
 
 def test_a_killed_workers_reason_quotes_its_last_words_not_the_notes_kept_writes_after_them(tmp_path: Path) -> None:
