@@ -29,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from harness import cgroup_limits
 from harness.bundle.reader import lookup
 from harness.errors import ConfigError
 from harness.plain_text import visible
@@ -113,8 +114,13 @@ def jobs_fit_here(original: Original) -> None:
     which the rerun of a stored scenario cannot."""
     jobs, cut = original.jobs, original.slots_cut
     # not cut as the bundle was read: too few cores, refused as `run` refuses them; or a CPU quota below --jobs,
-    # which the run's own cut refuses once it has probed
+    # which the run's own cut refused once it had probed, naming a --jobs the rerun was never given
     if cut is None:
+        quota = cgroup_limits.cpu_quota()
+        if quota is not None and jobs > quota:
+            raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its rerun "
+                              f"does: this process may use {quota:g} CPUs' worth (its cgroup's CPU quota); rerun it "
+                              f"where {jobs} CPUs' worth or more may be used")
         try:
             slots.check_jobs_fit_here(jobs)
         except ConfigError as exc:

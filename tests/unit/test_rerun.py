@@ -388,6 +388,30 @@ def test_a_reruns_slots_here_are_cut_once_as_it_starts(monkeypatch: pytest.Monke
     assert original.threads_apart is None  # 4 threads a slot there and here
 
 
+def test_a_rerun_of_jobs_slots_under_a_cpu_quota_below_them_is_refused_before_its_probe_naming_the_bundle(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A `--jobs 2` bundle rerun on 8 cores under a CPU quota of 1.5 (`docker --cpus 1.5`): the slots
+    could not be cut, the check before the probe read the cores alone and let it through, and the
+    run's own cut refused it after the probe, telling the lab to give `--jobs` at most 1, an option
+    the rerun was never given and cannot take."""
+    from harness import cgroup_limits
+    from harness.run import slots
+
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: 1.5)
+    monkeypatch.setattr(slots, "usable_cores", lambda: list(range(8)))
+    monkeypatch.setattr(slots, "physical_cores", lambda cpus, siblings_of=None: [(cpu,) for cpu in sorted(cpus)])
+    bundle = _run_in_slots(tmp_path / "eight", 8)
+    original = read(bundle, {"backend": {"null"}})
+    assert original.slots_cut is None
+    with pytest.raises(ConfigError) as refused:
+        rerun.jobs_fit_here(original)
+    assert str(refused.value) == (
+        f"cannot rerun {bundle}, whose run ran its cells 2 at once, as its rerun does: this process may use 1.5 CPUs' "
+        "worth (its cgroup's CPU quota); rerun it where 2 CPUs' worth or more may be used")
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: 2.0)  # a quota of the slots' size: cut, and run
+    rerun.jobs_fit_here(read(bundle, {"backend": {"null"}}))
+
+
 def test_a_bundle_whose_cells_ran_on_another_share_of_the_machine_is_said_so_as_its_rerun_begins(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A bundle run under a CPU quota of 1 (`docker --cpus 1`), its threads the same, rerun on the same
