@@ -7,8 +7,8 @@ one the model made itself (torchvision's vit_b_16 and nn.MultiheadAttention call
 scaled_dot_product_attention in eager), so the code alone lists it as one operator, and the fusion
 count left out the attention Inductor fused. The rule (docs/metrics.md, "Fusion report"): a library
 call a compiler made from several of the model's operators runs those operators, a fusion of them; a
-call the model made stays one operator (here: ONNX Runtime and TVM get it from the export as its
-parts, and count their fusions among those).
+call the model made stays one operator (here, and on ONNX Runtime and TVM, which get it from the export
+as its parts: backends/attention_provenance.py).
 
 Which operators a call replaced is the pattern matcher's own record, read while it applies a rewrite:
 the nodes of its match, each with the ATen operator it came from (`original_aten`, what Inductor names

@@ -32,13 +32,16 @@ reads the Gather's output under a new name, so the walk ran on through the Gathe
 node runs. Where ORT's common subexpression elimination removed one of two identical nodes, a node
 that read the removed one's output reads the kept one's, which the walk does not reach: it stops at
 the input its source node read instead, whose producers the kept node runs. A node that can be
-attributed no way is reported as itself, under its own op type.
+attributed no way is reported as itself, under its own op type. The source nodes a node runs are named by
+their op type, except the parts of one of the model's own attention calls, which are that one call
+(backends/attention_provenance.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from backends.attention_provenance import onnx_model_ops
 from harness.fusion import KernelGroup
 
 # A walk that goes this far has crossed a border it did not recognise; report the node alone.
@@ -149,7 +152,7 @@ def kernel_groups(source: Any, optimized: Any) -> list[KernelGroup]:
             # that meet, but puts no other operator into one: the other source nodes between a moved
             # Transpose's (renamed) input and its output are run by the nodes before it
             covered = {j for j in covered if nodes[j].op_type == "Transpose"}
-        ops = tuple(f"onnx.{nodes[j].op_type}" for j in sorted(covered)) if covered else (f"onnx.{node.op_type}",)
+        ops = onnx_model_ops([nodes[j] for j in sorted(covered)]) if covered else (f"onnx.{node.op_type}",)
         groups.append(KernelGroup(kernel=node.name or node.op_type, ops=ops))
     return groups
 

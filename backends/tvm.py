@@ -83,6 +83,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from backends.attention_provenance import attention_origins
 from backends.tvm_broadcast_matmul import unbroadcast_matmul_operands
 from backends.tvm_fusion_report import kernel_groups, snapshot_instrument
 from backends.tvm_pipeline import cpu_target, current_cuda_target, pipeline, process_cores
@@ -109,8 +110,9 @@ class TVMOptions(BackendOptions):
 LIBRARY_FILE = "model.so"
 REPORT_FILE = "fusion_report.json"
 #: Bumped when what goes into the cached directory changes (v2: the import removes matmuls'
-#: batch-only broadcasts, backends/tvm_broadcast_matmul.py).
-CACHE_LAYOUT = "tvm-relax-v2"
+#: batch-only broadcasts, backends/tvm_broadcast_matmul.py; v3: the fusion report counts the parts of one
+#: of the model's own attention calls in a kernel as one operator, backends/attention_provenance.py).
+CACHE_LAYOUT = "tvm-relax-v3"
 #: The variables TVM sizes its thread pool by, the first one set winning.
 _POOL_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
 #: Whether TVM's pool pins its threads to cores ("0": it does not), read when the pool is made.
@@ -375,7 +377,9 @@ def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptio
     the fusion report into `out`."""
     import tvm
 
-    mod = _imported(model, example)
+    origins: dict[Any, Any] = {}  # each Relax variable the import bound -> the model's attention call it is part of
+    with attention_origins(origins):
+        mod = _imported(model, example)
     modules: dict[str, Any] = {}
     try:
         with tvm.transform.PassContext(
@@ -388,7 +392,7 @@ def _build(model: Any, example: Any, target: Any, fusion: str, options: TVMOptio
         raise
     except Exception as exc:
         raise BackendFailed(f"tvm: compilation for {target.kind.name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
-    kernels = kernel_groups(modules, lowered)
+    kernels = kernel_groups(modules, lowered, origins)
     try:
         executable.export_library(str(out / LIBRARY_FILE))
     except Exception as exc:

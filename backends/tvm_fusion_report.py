@@ -1,11 +1,17 @@
 """The TVM backend's fusion report, read from the IR while it compiles: which Relax ops each
 kernel (a fused or single-op PrimFunc) was built from, in the order the main function calls them.
-`snapshot_instrument` keeps the modules the walk needs; `kernel_groups` walks them."""
+`snapshot_instrument` keeps the modules the walk needs; `kernel_groups` walks them. The parts of one of
+the model's own attention calls in a fused kernel are one operator (backends/attention_provenance.py):
+FuseOps keeps the variables a fused function's bindings bind, which say the call each came from, except
+its last, bound to a new variable: that one is the binding of main before FuseOps that calls the same
+PrimFunc on the same variables."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from backends.attention_provenance import Call, model_ops
 from harness.errors import BackendFailed
 from harness.fusion import KernelGroup
 
@@ -14,15 +20,15 @@ _CALL_TIR = ("relax.call_tir", "relax.call_tir_inplace")
 
 def snapshot_instrument(modules: dict[str, Any]) -> Any:
     """A PassInstrument that keeps, in `modules`, the module entering LegalizeOps (Relax ops still
-    there) and the one after each of LegalizeOps and FuseOps (call_tir bindings; fused functions
-    still Relax functions, before FuseTIR turns them into TIR)."""
+    there), the one entering FuseOps, and the one after each of LegalizeOps and FuseOps (call_tir
+    bindings; fused functions still Relax functions, before FuseTIR turns them into TIR)."""
     import tvm
 
     @tvm.instrument.pass_instrument
     class Snapshots:
         def run_before_pass(self, mod: Any, info: Any) -> None:
-            if info.name == "LegalizeOps":
-                modules["before LegalizeOps"] = mod
+            if info.name in ("LegalizeOps", "FuseOps"):
+                modules[f"before {info.name}"] = mod
 
         def run_after_pass(self, mod: Any, info: Any) -> None:
             if info.name in ("LegalizeOps", "FuseOps"):
@@ -56,8 +62,50 @@ def _call_tir_callee(value: Any) -> str | None:
     return None
 
 
-def kernel_groups(modules: dict[str, Any], lowered: Any) -> list[KernelGroup]:
-    """One group per PrimFunc call of the lowered main, in call order, with the Relax ops it runs."""
+def _arguments(value: Any) -> list[Any]:
+    """The variables a `call_tir` binding passes to its PrimFunc."""
+    from tvm import relax
+
+    args = value.args[1] if len(value.args) > 1 else None
+    fields = args.fields if isinstance(args, relax.Tuple) else [args]
+    return [arg for arg in fields if isinstance(arg, relax.Var)]
+
+
+def _calls_of_parts(func: Any, before_fuse: Any, origins: Mapping[Any, Call | None]) -> list[Call | None]:
+    """For each `call_tir` binding of fused function `func`, the model's attention call it is part of (or None).
+    Its last binding's variable is new: its call is that of main's binding, before FuseOps, that called the
+    same PrimFunc on the same variables of the fused function (where exactly one did)."""
+    bindings = [b for b in _bindings(func) if _call_tir_callee(b.value) is not None]
+    calls = [origins.get(b.var) for b in bindings]
+    if bindings and bindings[-1].var not in origins and before_fuse is not None:
+        inner = {b.var for b in bindings[:-1]}
+        callee = _call_tir_callee(bindings[-1].value)
+        reads = [arg for arg in _arguments(bindings[-1].value) if arg in inner]
+        same = [b.var for b in _bindings(before_fuse) if _call_tir_callee(b.value) == callee
+                and [arg for arg in _arguments(b.value) if arg in inner] == reads]
+        if reads and len(same) == 1:
+            calls[-1] = origins.get(same[0])
+    return calls
+
+
+def _completed(main: Any, origins: Mapping[Any, Call | None]) -> dict[Any, Call | None]:
+    """`origins` with each variable of `main` the import did not record (a converter's nested expression,
+    bound by the normaliser; a PrimFunc LegalizeOps added) read as the recorded binding after it: both are
+    bound just before the variable their converter or operator emitted."""
+    completed, pending = dict(origins), []
+    for binding in _bindings(main):
+        if binding.var in origins:
+            completed.update((var, origins[binding.var]) for var in pending)
+            pending = []
+        else:
+            pending.append(binding.var)
+    return completed
+
+
+def kernel_groups(modules: dict[str, Any], lowered: Any, origins: Mapping[Any, Call | None] | None = None) -> list[KernelGroup]:
+    """One group per PrimFunc call of the lowered main, in call order, with the Relax ops it runs; with
+    `origins` (backends/attention_provenance.py: each Relax variable the import bound, to the model's
+    attention call it is part of, or None), the parts of one attention call in a fused kernel are one."""
     import tvm
     from tvm import relax, tirx
 
@@ -90,11 +138,15 @@ def kernel_groups(modules: dict[str, Any], lowered: Any) -> list[KernelGroup]:
     # 3. The ops inside each fused (Primitive) function, while it is still a Relax function.
     ops_of_kernel: dict[str, tuple[str, ...]] = {}
     fused_module = modules.get("after FuseOps")
+    before_fuse = modules["before FuseOps"]["main"] if "before FuseOps" in modules else None
+    if origins and before_fuse is not None:
+        origins = _completed(before_fuse, origins)
     if fused_module is not None:
         for gvar, func in fused_module.functions.items():
             if isinstance(func, relax.Function) and func.attrs is not None and func.attrs.get("Primitive"):
-                callees = [_call_tir_callee(b.value) for b in _bindings(func)]
-                ops_of_kernel[gvar.name_hint] = tuple(op_of(c) for c in callees if c is not None)
+                callees = [c for c in (_call_tir_callee(b.value) for b in _bindings(func)) if c is not None]
+                calls = _calls_of_parts(func, before_fuse, origins) if origins else [None] * len(callees)
+                ops_of_kernel[gvar.name_hint] = model_ops(zip((op_of(c) for c in callees), calls))
 
     # 4. The kernels main really calls, in order (FuseTIR keeps the fused function's name).
     groups: list[KernelGroup] = []

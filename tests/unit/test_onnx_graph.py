@@ -254,3 +254,60 @@ def test_a_node_whose_removed_predecessor_the_walk_reached_keeps_it() -> None:
     optimized = _graph([helper.make_node("Neg", ["x"], ["y"], name="neg")])
     [group] = kernel_groups(source, optimized)
     assert group.ops == ("onnx.Abs", "onnx.Neg")
+
+
+def _from_fx(node: object, fx_name: str, target: str) -> object:
+    """`node` as torch's dynamo exporter writes it: with the FX node it came from in its metadata."""
+    node.metadata_props.add(  # type: ignore[attr-defined]
+        key="pkg.torch.onnx.fx_node",
+        value=f"%{fx_name} : [num_users=1] = call_function[target=torch.ops.{target}](args = (%x,), kwargs = {{}})")
+    return node
+
+
+def _attention(*nodes: object) -> list:
+    return [_from_fx(node, "scaled_dot_product_attention", "aten.scaled_dot_product_attention.default") for node in nodes]
+
+
+def test_the_parts_of_the_models_own_attention_call_are_one_operator() -> None:
+    # The exporter writes the model's F.scaled_dot_product_attention as its parts; ORT's FusedMatMul of its
+    # scale and first matmul runs two of them, which counted a fusion where Inductor calls the attention as
+    # one library call. A linear's MatMul and Add stay two operators: their unit is the exporter's nodes.
+    source = _graph([
+        _from_fx(helper.make_node("MatMul", ["x", "w"], ["mm"], name="node_MatMul_1"), "linear", "aten.linear.default"),
+        _from_fx(helper.make_node("Add", ["mm", "b"], ["lin"], name="node_linear"), "linear", "aten.linear.default"),
+        *_attention(helper.make_node("Mul", ["lin", "s"], ["q"], name="node_Mul_46"),
+                    helper.make_node("MatMul", ["q", "lin"], ["scores"], name="node_MatMul_50"),
+                    helper.make_node("Softmax", ["scores"], ["p"], name="node_Softmax_51"),
+                    helper.make_node("MatMul", ["p", "lin"], ["y"], name="node_scaled_dot_product_attention")),
+    ])
+    optimized = _graph([
+        helper.make_node("FusedMatMul", ["x", "w"], ["mm"], name="node_MatMul_1/MatMulAddFusion", domain="com.microsoft"),
+        helper.make_node("Add", ["mm", "b"], ["lin"], name="node_linear"),
+        helper.make_node("FusedMatMul", ["lin", "lin"], ["scores"], name="node_MatMul_50/MatMulScaleFusion/",
+                         domain="com.microsoft", alpha=0.5),
+        helper.make_node("Softmax", ["scores"], ["p"], name="node_Softmax_51"),
+        helper.make_node("MatMul", ["p", "lin"], ["y"], name="node_scaled_dot_product_attention"),
+    ])
+    groups = kernel_groups(source, optimized)
+    assert [(g.ops, g.fusion_class) for g in groups] == [
+        (("onnx.MatMul",), "single"), (("onnx.Add",), "single"),
+        (("aten.scaled_dot_product_attention",), "single"),  # its Mul and MatMul: one operator
+        (("onnx.Softmax",), "single"), (("aten.scaled_dot_product_attention",), "single")]
+
+
+def test_an_attention_part_beside_another_operator_counts_as_one_of_two() -> None:
+    # ORT merges the model's permute with the attention's transpose of its key: two operators in one
+    # kernel (a fusion of two Transposes, not of a tensor operator), and a kernel that runs two of the
+    # attention's scaling Muls runs one operator.
+    source = _graph([
+        _from_fx(helper.make_node("Transpose", ["x"], ["k"], name="node_permute", perm=[0, 1, 3, 2]), "permute",
+                 "aten.permute.default"),
+        *_attention(helper.make_node("Transpose", ["k"], ["kt"], name="node_Transpose_42", perm=[0, 1, 3, 2]),
+                    helper.make_node("Mul", ["kt", "s"], ["ks"], name="node_Mul_49"),
+                    helper.make_node("Mul", ["ks", "s"], ["y"], name="node_Mul_50")),
+    ])
+    optimized = _graph([helper.make_node("Transpose", ["x"], ["kt"], name="Transpose_token_9", perm=[0, 1, 2, 3]),
+                        helper.make_node("Mul", ["kt", "s"], ["y"], name="node_Mul_50")])
+    groups = kernel_groups(source, optimized)
+    assert [(g.ops, g.fusion_class) for g in groups] == [
+        (("onnx.Transpose", "onnx.Transpose"), "element"), (("onnx.Mul",), "single")]
