@@ -29,7 +29,8 @@ step that adds a tensor operator's bias ran that bias alone (resnet18's and mobi
 last kernels, named after the mean and the hardswish before the classifier), the bias of an operator
 that takes one (a linear's, where the name lists the attention it feeds before it); in a kernel of
 several steps every operator its name lists stays (mobilenet_v3_small's bias and hardswish kernel
-still lists the mean).
+still lists the mean), except where each step adds a pair of buffers of its own and the name lists
+tensor operators alone: it adds that many operators' biases (BERT's query, key and value linears').
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ _COPYING = {
 # an attention, mm or bmm.
 _TAKES_BIAS = re.compile(r"^(addmm|addbmm|baddbmm|linear|_linear_pointwise\w*|_?convolution\w*|conv\w*"
                          r"|_convolution_pointwise\w*|\w+_convolution\w*)$")
+# A step of `inductor_kernel_body.steps` that adds two values read from memory, and does nothing else.
+_ADDITION = re.compile(r"^tmp\w*\s*\+\s*tmp\w* on ")
 # Post-op names mkldnn/oneDNN library calls take as string arguments.
 _POST_OPS = {
     "relu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh", "gelu", "silu", "swish",
@@ -70,12 +73,14 @@ _IGNORED_CALLS = {
 
 def kernel_calls(source: str, aten_names: Iterable[str]) -> list[KernelGroup]:
     """Kernels called by the `call` function of one generated wrapper module, in order."""
-    vocabulary = set(aten_names)
     tree = ast.parse(source)
-    sources = _kernel_sources(tree)
-    call_fn = _find_call(tree)
+    return _kernels_of(_find_call(tree).body, _kernel_sources(tree), set(aten_names))
+
+
+def _kernels_of(body: list[ast.stmt], sources: dict[str, str], vocabulary: set[str]) -> list[KernelGroup]:
+    """The kernels the statements `body` call, in order."""
     groups: list[KernelGroup] = []
-    for call in _calls_in_order(call_fn.body):
+    for call in _calls_in_order(body):
         name = _dotted(call.func)
         if name is None or name.split(".")[-1] in _IGNORED_CALLS:
             continue
@@ -137,6 +142,15 @@ def ops_run(kernel: str, named: tuple[str, ...], body: str | None) -> tuple[str,
         # a library call after it, has none.
         bias = next((op for op in parts if _TAKES_BIAS.match(op_name(op.removesuffix(PART_OF_TENSOR_OP)))), parts[0])
         return tuple(op for op in ran if op == bias or is_view_op(op))
+    done = steps(body)
+    if parts and all(is_part_of_tensor_op(op) or is_view_op(op) for op in ran) and all(map(_ADDITION.match, done)):
+        # Additions alone, each on its own pair of buffers, where the name lists only tensor operators:
+        # the biases of as many operators, which the name lists once (BERT's query, key and value
+        # linears, `cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_transpose_view_1`), not
+        # the attention's, which takes none; vit_b_16's one linear adds its bias in one step.
+        bias = next((op for op in parts if _TAKES_BIAS.match(op_name(op.removesuffix(PART_OF_TENSOR_OP)))), None)
+        if bias is not None:
+            return (bias,) * len(done) + tuple(op for op in ran if is_view_op(op))
     return ran
 
 

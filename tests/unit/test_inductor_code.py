@@ -230,6 +230,24 @@ def test_a_kernel_of_one_step_beside_a_tensor_operators_bias_ran_the_bias_alone(
                             three)) != "single"
 
 
+def test_a_kernel_that_adds_three_linears_biases_runs_three_biases_not_the_attentions() -> None:
+    """BERT's query, key and value linears are three operators, whose biases one kernel adds (three steps);
+    its name lists the attention it feeds and `addmm` once, and it was said to run the attention's bias
+    and one linear's, where an attention has none. vit_b_16's kernel of the same shape adds one linear's
+    bias (its in-projection, three slices of one bias on one pair of buffers: one step) and is one operator."""
+    three = "\n".join(f"auto tmp0 = in_out_ptr{i}[x0];\nauto tmp1 = in_ptr{i}[x1];\nauto tmp2 = tmp0 + tmp1;" for i in range(3))
+    named = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.addmm", "aten.transpose", "aten.view")
+    ran = ops_run("cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_transpose_view_1", named, three)
+    assert ran == ("aten.addmm" + PART_OF_TENSOR_OP,) * 3 + ("aten.transpose", "aten.view")
+    assert classify(ran) == "element"
+    vit = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.addmm", "aten.permute", "aten.select", "aten.view")
+    assert ops_run("cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_permute_select_view_0", vit,
+                   CPP_QKV_BIAS) == ("aten.addmm" + PART_OF_TENSOR_OP, "aten.permute", "aten.select", "aten.view")
+    # a bias and another step (a relu after it): the name stands
+    assert ops_run("cpp_fused_convolution_relu_1", ("aten.convolution", "aten.relu"), CPP_BN_RELU) \
+        == ("aten.convolution" + PART_OF_TENSOR_OP, "aten.relu")
+
+
 # mobilenet_v3_small's kernel after MKL's first linear of the classifier (Inductor's CPU code at batch 1,
 # its loop's statements): the bias, then the hardswish; named after the mean before the linear too.
 CPP_BIAS_HARDSWISH = "\n".join((
@@ -342,4 +360,5 @@ def test_a_kernel_of_one_step_adds_the_bias_of_the_operator_that_takes_one_not_t
     assert generated_kinds([KernelGroup(kernel, ran)]) == {kernel: "cpp_fused_bias"}
     # where no operator named takes a bias, the first named keeps the part, as before
     assert ops_run("cpp_fused_bmm_mm_0", ("aten.bmm", "aten.mm"), CPP_BIAS_ONLY) == ("aten.bmm" + PART_OF_TENSOR_OP,)
+
 
