@@ -31,6 +31,8 @@ that takes one (a linear's, where the name lists the attention it feeds before i
 several steps every operator its name lists stays (mobilenet_v3_small's bias and hardswish kernel
 still lists the mean), except where each step adds a pair of buffers of its own and the name lists
 tensor operators alone: it adds that many operators' biases (BERT's query, key and value linears').
+A `torch.cond` branch's kernels are in the module too, in a function `call` calls (`true_graph_0`);
+they are not listed, as an inference runs one branch, and `branch_kernels` counts them for the note.
 """
 
 from __future__ import annotations
@@ -75,6 +77,29 @@ def kernel_calls(source: str, aten_names: Iterable[str]) -> list[KernelGroup]:
     """Kernels called by the `call` function of one generated wrapper module, in order."""
     tree = ast.parse(source)
     return _kernels_of(_find_call(tree).body, _kernel_sources(tree), set(aten_names))
+
+
+def branch_kernels(source: str, aten_names: Iterable[str]) -> dict[str, int]:
+    """Each function of one generated wrapper module that its `call` calls by name (a `torch.cond`
+    branch's subgraph, `true_graph_0`), with the kernels it calls. `kernel_calls` lists none of them:
+    the report lists one inference's kernels in order, and an inference runs one branch, which its
+    data chooses; their names also list the condition's operators (`cpp_fused_add_gt_mul_relu_2`, whose
+    `gt` the kernel before the branch computed)."""
+    tree = ast.parse(source)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    sources, vocabulary = _kernel_sources(tree), set(aten_names)
+    called = [node.func.id for node in ast.walk(_find_call(tree))
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions]
+    return {name: len(_kernels_of(functions[name].body, sources, vocabulary)) for name in sorted(set(called))}
+
+
+def branch_note(branches: dict[str, int]) -> str:
+    """The fusion report's note on the `torch.cond` branches `branch_kernels` found (empty where none)."""
+    if not branches:
+        return ""
+    each = ", ".join(f"{name}: {count} kernel(s)" for name, count in branches.items())
+    return (f"{len(branches)} torch.cond branch(es) whose kernels are not listed ({each}): an inference runs one "
+            "of them, as its data chooses, so neither stands in the list of the kernels in order")
 
 
 def _kernels_of(body: list[ast.stmt], sources: dict[str, str], vocabulary: set[str]) -> list[KernelGroup]:

@@ -7,6 +7,8 @@ import pytest
 from backends.inductor_code import (
     LAYOUT_COPY,
     PART_OF_TENSOR_OP,
+    branch_kernels,
+    branch_note,
     generated_kinds,
     kernel_calls,
     ops_from_kernel_name,
@@ -362,3 +364,54 @@ def test_a_kernel_of_one_step_adds_the_bias_of_the_operator_that_takes_one_not_t
     assert ops_run("cpp_fused_bmm_mm_0", ("aten.bmm", "aten.mm"), CPP_BIAS_ONLY) == ("aten.bmm" + PART_OF_TENSOR_OP,)
 
 
+
+# The wrapper Inductor generated for a linear, relu and mul in one torch.cond branch and a sigmoid in the
+# other (torch 2.14, CPU), its kernels' sources cut short.
+COND_WRAPPER = """
+cpp_fused_gt_sum_0 = async_compile.cpp_pybinding(['const float*', 'float*', 'bool*'], r'''
+auto tmp0 = in_ptr0[x0]; tmp_acc0 = tmp_acc0 + tmp0; auto tmp1 = tmp_acc0 > 0;''')
+cpp_fused_gt_sigmoid_sub_1 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+auto tmp0 = in_ptr0[x0]; auto tmp2 = tmp0 - tmp1; auto tmp3 = sigmoid(tmp2);''')
+
+def false_graph_0(args):
+    false_graph_0_arg0_1, false_graph_0_arg1_1, false_graph_0_arg2_1 = args
+    false_graph_0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    cpp_fused_gt_sigmoid_sub_1(false_graph_0_arg0_1, false_graph_0_buf0)
+    return (false_graph_0_buf0, )
+
+cpp_fused_add_gt_mul_relu_2 = async_compile.cpp_pybinding(['float*'], r'''
+auto tmp0 = in_out_ptr0[x0]; auto tmp2 = tmp0 + tmp1; auto tmp3 = max(tmp2, 0); auto tmp5 = tmp3 * tmp4;''')
+
+def true_graph_0(args):
+    true_graph_0_arg0_1, true_graph_0_arg1_1, true_graph_0_arg2_1 = args
+    true_graph_0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    extern_kernels.addmm(true_graph_0_arg1_1, true_graph_0_arg0_1, true_graph_0_arg2_1, out=true_graph_0_buf0)
+    cpp_fused_add_gt_mul_relu_2(true_graph_0_buf0)
+    return (true_graph_0_buf0, )
+
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1, arg2_1 = args
+        cpp_fused_gt_sum_0(arg0_1, buf0, buf1)
+        buf2_selector = int(buf1.item())
+        if buf2_selector == 0:
+            false_graph_0_args = [arg0_1, arg2_1, arg1_1]
+            buf2 = false_graph_0(false_graph_0_args)
+        else:
+            true_graph_0_args = [arg0_1, arg2_1, arg1_1]
+            buf2 = true_graph_0(true_graph_0_args)
+        return (buf2[0], )
+"""
+
+
+def test_a_torch_cond_models_branches_are_said_with_their_kernels_not_dropped_unsaid() -> None:
+    """The report lists one inference's kernels in order, and an inference runs one branch: the branches'
+    kernels are not listed, and were dropped without a word (the note spoke of a branch only where Inductor
+    made an attention call in it)."""
+    aten = ("gt", "sum", "sigmoid", "sub", "add", "mul", "relu", "addmm")
+    assert [k.kernel for k in kernel_calls(COND_WRAPPER, aten)] == ["cpp_fused_gt_sum_0"]
+    branches = branch_kernels(COND_WRAPPER, aten)
+    assert branches == {"false_graph_0": 1, "true_graph_0": 2}
+    assert branch_note(branches).startswith("2 torch.cond branch(es) whose kernels are not listed (false_graph_0: 1 "
+                                            "kernel(s), true_graph_0: 2 kernel(s))")
+    assert branch_note({}) == ""
