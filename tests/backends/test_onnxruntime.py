@@ -489,3 +489,24 @@ def test_fusion_off_changes_nothing_a_fuser_or_a_layout_rewrite_would(
     assert sorted(k.ops[0] for k in report.kernels) == kernels
     with torch.no_grad():
         assert compare(off(example), module(example), "fp32")["ok"]
+
+
+@pytest.mark.slow
+def test_the_parts_of_the_models_own_attention_call_are_one_operator(tmp_path: Path) -> None:
+    # The exporter writes the call as its parts and ORT runs its scale and first matmul as one FusedMatMul,
+    # which counted a fusion of Mul and MatMul where Inductor calls the attention as one library call. The
+    # exporter's record of each node's FX node makes the parts one operator; the linears stay MatMul and Add.
+    from backends.onnxruntime import OnnxRuntimeBackend
+    from tests.attention_block import attention_block
+
+    backend = OnnxRuntimeBackend()
+    prepared = backend.prepare(*attention_block(), device="cpu", dtype="fp32", variant=backend.variant("on"),
+                               workdir=tmp_path, cache_dir=tmp_path / "cache")
+    try:
+        report = prepared.fusion_report()
+    finally:
+        prepared.close()
+    attention = [k for k in report.kernels if "aten.scaled_dot_product_attention" in k.ops]
+    assert len(attention) == 2  # the matmuls' nodes; the FusedMatMul holds the scale too
+    assert all(k.fusion_class == "single" for k in attention)
+    assert report.fusions == 2 and all(k.ops == ("onnx.MatMul", "onnx.Add") for k in report.kernels if k.fusion_class != "single")

@@ -24,6 +24,7 @@ from harness.contract import Variant  # noqa: E402
 from harness.errors import BackendFailed  # noqa: E402
 from harness.fusion import op_name  # noqa: E402
 from harness.measure.correctness import compare  # noqa: E402
+from tests.attention_block import attention_block  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -633,27 +634,13 @@ def test_untuned_cells_say_why(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-class _AttentionBlock(nn.Module):
-    """A 4-head attention block that calls `F.scaled_dot_product_attention` itself, as vit_b_16 does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.qkv, self.out = nn.Linear(32, 96), nn.Linear(32, 32)
-
-    def forward(self, x: Any) -> Any:
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, 4, 8).permute(2, 0, 3, 1, 4)
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        return self.out(y.transpose(1, 2).reshape(b, t, c))
-
 
 @pytest.mark.slow
 def test_the_parts_of_the_models_own_attention_call_in_one_kernel_are_one_operator(tmp_path: Path) -> None:
     # The importer decomposes the call (scale, bmm, softmax and its guard against a row of all -inf, bmm);
     # FuseOps puts the softmax with the guard's where: one operator, as Inductor's one library call, where
     # the report counted an element fusion of its six Relax ops, and the guard's own kernel another.
-    torch.manual_seed(0)
-    prepared = _prepare(_AttentionBlock().eval(), torch.randn(1, 64, 32), tmp_path)
+    prepared = _prepare(*attention_block(), tmp_path)
     try:
         report = prepared.fusion_report()
     finally:
