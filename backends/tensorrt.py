@@ -36,7 +36,13 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from backends.onnx_export import exported_onnx
-from backends.tensorrt_layers import engine_layers, intermediate_outputs, onnx_activations, onnx_op_types
+from backends.tensorrt_layers import (
+    engine_layers,
+    intermediate_outputs,
+    onnx_activations,
+    onnx_attention_calls,
+    onnx_op_types,
+)
 from harness.artifact_cache import cached_dir, fingerprint
 from harness.contract import Availability, Backend, Prepared, Variant
 from harness.errors import BackendFailed
@@ -59,8 +65,9 @@ class TensorRTOptions(BackendOptions):
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 OUTPUT_NAME = "output"  # the exporter's name for the model's output (backends/onnx_export.py)
 PLAN_FILE, LAYERS_FILE, OPS_FILE, BUILD_FILE = "engine.plan", "layers.json", "onnx_ops.json", "build.json"
-# Bump when what a cached engine directory holds, or how it is built, changes.
-ENGINE_FORMAT = "trt-engine-v2-strongly-typed"
+CALLS_FILE = "onnx_attention_calls.json"
+# Bump when what a cached engine directory holds, or how it is built, changes (v3: CALLS_FILE).
+ENGINE_FORMAT = "trt-engine-v3-strongly-typed"
 #: IExecutionContext::setTensorAddress takes only addresses aligned this much (it answers false otherwise).
 TENSOR_ALIGNMENT = 256
 _PARSER_ERRORS_SHOWN = 3
@@ -151,6 +158,7 @@ class TensorRTBackend(Backend):
         prepared = TensorRTPrepared(
             runtime, engine, example, fusion=variant.fusion,
             layer_info=(entry / LAYERS_FILE).read_text(), op_types=json.loads((entry / OPS_FILE).read_text()),
+            attention_calls=json.loads((entry / CALLS_FILE).read_text()),
             marked_outputs=build["marked_intermediate_outputs"], activations=build["onnx_activations"],
             plan_bytes=(entry / PLAN_FILE).stat().st_size, tf32_flag=build["tf32_flag"],
         )
@@ -268,6 +276,7 @@ def _build(
     inspector = engine.create_engine_inspector()
     (out / LAYERS_FILE).write_text(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
     (out / OPS_FILE).write_text(json.dumps(onnx_op_types(graph), sort_keys=True))
+    (out / CALLS_FILE).write_text(json.dumps(onnx_attention_calls(graph), sort_keys=True))
     (out / BUILD_FILE).write_text(json.dumps({
         "marked_intermediate_outputs": marked, "onnx_activations": len(activations), "tensorrt": trt.__version__,
         "tf32_flag": tf32_flag,
@@ -277,10 +286,12 @@ def _build(
 
 def engine_fusion_report(
     layer_info: str, op_types: dict[str, str], *, fusion: str, marked_outputs: int, activations: int,
+    attention_calls: dict[str, list[str]] | None = None,
 ) -> FusionReport:
-    """The fusion report of an engine from its inspector JSON text and the ONNX node -> op type map."""
+    """The fusion report of an engine from its inspector JSON text, the ONNX node -> op type map and
+    the nodes that are parts of the model's own attention calls (`onnx_attention_calls`)."""
     # strict=False: Metadata separates ONNX nodes with raw \x1e/\x1f, which strict JSON rejects.
-    layers = engine_layers(json.loads(layer_info, strict=False), op_types)
+    layers = engine_layers(json.loads(layer_info, strict=False), op_types, attention_calls)
     notes = [
         "one TensorRT engine layer per kernel group; a layer may launch more than one CUDA kernel "
         "(the profiler's kernel count is the launch count)"
@@ -333,6 +344,7 @@ class TensorRTPrepared(Prepared):
     def __init__(
         self, runtime: Any, engine: Any, example: Any, *, fusion: str, layer_info: str,
         op_types: dict[str, str], marked_outputs: int, activations: int, plan_bytes: int, tf32_flag: bool,
+        attention_calls: dict[str, list[str]] | None = None,
     ) -> None:
         import torch
 
@@ -342,6 +354,7 @@ class TensorRTPrepared(Prepared):
         self.fusion = fusion
         self.layer_info = layer_info
         self.op_types = op_types
+        self.attention_calls = attention_calls or {}
         self.marked_outputs = marked_outputs
         self.activations = activations
         self.plan_bytes = plan_bytes
@@ -418,7 +431,7 @@ class TensorRTPrepared(Prepared):
     def fusion_report(self) -> FusionReport:
         return engine_fusion_report(
             self.layer_info, self.op_types, fusion=self.fusion, marked_outputs=self.marked_outputs,
-            activations=self.activations,
+            activations=self.activations, attention_calls=self.attention_calls,
         )
 
     def rewrites(self) -> dict[str, Any]:

@@ -14,7 +14,9 @@ name format conversions "Reformatting CopyNode for Input Tensor 0 to <layer>".
 How a layer becomes a `KernelGroup`:
 - its ONNX nodes come from Metadata; only when Metadata names none are they read from the layer
   name (which names a ForeignNode range by its two ends only);
-- each ONNX node counts once, written `onnx.<OpType>` like the ONNX Runtime backend's report;
+- each ONNX node counts once, written `onnx.<OpType>` like the ONNX Runtime backend's report, and the
+  parts of one of the model's own attention calls count as one operator, as there
+  (backends/attention_provenance.py; `onnx_attention_calls` reads which, `engine_layers` is given them);
 - a reformat layer is a kernel of its own with the op `tensorrt.Reformat`: TensorRT inserts it to
   convert layouts or precisions; it computes no source operator but does launch a kernel;
 - NoOp layers and the multi-stream "signal"/"wait" markers launch no kernel and are left out;
@@ -26,8 +28,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
+from backends.attention_provenance import model_ops, onnx_attention_call
 from harness.fusion import KernelGroup
 
 REFORMAT_OP = "tensorrt.Reformat"
@@ -65,6 +68,12 @@ def onnx_op_types(graph: Any) -> dict[str, str]:
     return types
 
 
+def onnx_attention_calls(graph: Any) -> dict[str, list[str]]:
+    """{node name: [the FX node's name, its operator]} for the nodes of an onnx GraphProto that the
+    exporter wrote as parts of one of the model's own attention calls (JSON-ready: lists)."""
+    return {node.name: list(call) for node in graph.node if node.name and (call := onnx_attention_call(node)) is not None}
+
+
 def is_reformat(name: str, layer_type: str) -> bool:
     return layer_type == "Reformat" or name.startswith("Reformatting CopyNode")
 
@@ -84,12 +93,15 @@ def name_nodes(name: str) -> list[str]:
     return _unique(part.strip() for part in _NAME_SEPARATORS.split(name))
 
 
-def engine_layers(info: Mapping[str, Any], op_types: Mapping[str, str]) -> EngineLayers:
+def engine_layers(info: Mapping[str, Any], op_types: Mapping[str, str],
+                  attention_calls: Mapping[str, Sequence[str]] | None = None) -> EngineLayers:
     """Map the inspector's layers (`info`, the parsed JSON) to kernel groups of ONNX op types.
 
-    `op_types` is {ONNX node name: op type} of the graph the engine was built from. Raises
-    ValueError when `info` is not an engine inspector's answer.
+    `op_types` is {ONNX node name: op type} of the graph the engine was built from, and
+    `attention_calls` its `onnx_attention_calls`. Raises ValueError when `info` is not an engine
+    inspector's answer.
     """
+    calls = {node: (call[0], call[1]) for node, call in (attention_calls or {}).items()}
     layers = info.get("Layers") if isinstance(info, Mapping) else None
     if not isinstance(layers, list):
         raise ValueError("not TensorRT engine information: no 'Layers' list")
@@ -112,7 +124,7 @@ def engine_layers(info: Mapping[str, Any], op_types: Mapping[str, str]) -> Engin
             from_names += 1
         known = [node for node in nodes if node in op_types]
         unresolved.extend(node for node in nodes if node not in op_types)
-        ops = tuple(f"onnx.{op_types[node]}" for node in known) or (f"tensorrt.{layer_type or 'unknown'}",)
+        ops = model_ops((f"onnx.{op_types[node]}", calls.get(node)) for node in known) or (f"tensorrt.{layer_type or 'unknown'}",)
         groups.append(KernelGroup(kernel=name, ops=ops))
     return EngineLayers(groups=tuple(groups), unresolved=tuple(_unique(unresolved)), from_names=from_names)
 

@@ -28,6 +28,7 @@ from backends.tensorrt_layers import (
     intermediate_outputs,
     name_nodes,
     onnx_activations,
+    onnx_attention_calls,
     onnx_op_types,
 )
 from harness.contract import Variant
@@ -609,3 +610,41 @@ class TinyResNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(torch.flatten(self.pool(self.block(self.stem(x))), 1))
+
+
+def test_a_layer_of_the_models_own_attention_call_runs_it_as_one_operator() -> None:
+    """TensorRT's Myelin runs the exported parts of a model's F.scaled_dot_product_attention as one layer,
+    which counted a tensor+element+tensor fusion of its MatMuls, Mul and Softmax where Inductor calls the
+    attention as one library call; with the exporter's record of each node's FX node it is one operator.
+    A layer of the linear's MatMul and Add stays a fusion (the exporter's nodes are its unit)."""
+    from onnx import helper
+
+    def node(op: str, name: str, fx: str, target: str) -> Any:
+        made = helper.make_node(op, ["a"], [name + "_out"], name=name)
+        made.metadata_props.add(key="pkg.torch.onnx.fx_node",
+                                value=f"%{fx} : [num_users=1] = call_function[target=torch.ops.{target}](args = (), kwargs = {{}})")
+        return made
+
+    sdpa = "aten.scaled_dot_product_attention.default"
+    nodes = [node("MatMul", "node_MatMul_1", "linear", "aten.linear.default"),
+             node("Add", "node_linear", "linear", "aten.linear.default"),
+             node("Mul", "node_Mul_46", "scaled_dot_product_attention", sdpa),
+             node("MatMul", "node_MatMul_50", "scaled_dot_product_attention", sdpa),
+             node("Softmax", "node_Softmax_51", "scaled_dot_product_attention", sdpa),
+             node("MatMul", "node_scaled_dot_product_attention", "scaled_dot_product_attention", sdpa)]
+    graph = helper.make_graph(nodes, "g", [], [])
+    calls = onnx_attention_calls(graph)
+    assert calls == {name: ["scaled_dot_product_attention", "aten.scaled_dot_product_attention"]
+                     for name in ("node_Mul_46", "node_MatMul_50", "node_Softmax_51", "node_scaled_dot_product_attention")}
+    marker = "\x1f".join
+    info = {"Layers": [
+        {"Name": "node_MatMul_1 + node_linear", "LayerType": "CaskGemm",
+         "Metadata": marker(["[ONNX Layer: node_MatMul_1]", "[ONNX Layer: node_linear]"])},
+        {"Name": "{ForeignNode[node_Mul_46...node_scaled_dot_product_attention]}", "LayerType": "Myelin",
+         "Metadata": marker(f"[ONNX Layer: {n.name}]" for n in nodes[2:])},
+    ]}
+    json_calls = json.loads(json.dumps(calls))  # as the engine's cache folder keeps them
+    layers = engine_layers(info, onnx_op_types(graph), json_calls)
+    assert [(g.ops, g.fusion_class) for g in layers.groups] == [
+        (("onnx.MatMul", "onnx.Add"), "tensor+element"), (("aten.scaled_dot_product_attention",), "single")]
+    assert engine_layers(info, onnx_op_types(graph)).groups[1].fusion_class == "tensor+element+tensor"
