@@ -278,5 +278,5 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
             record["log_tail"] = log_tail(log_path)
     if record["status"] == "failed" and done.node.get("executor") != "ray":  # a Ray node's workers get its environment
         record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, task.env_names,
-                                                             (record.get("environment") or {}).get("variables"))
+                                                             (record.get("environment") or {}).get("variables"), record["log"])
     return record

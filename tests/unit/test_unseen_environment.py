@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness.bundle.reader import load
 from harness.measure.protocol import WorkerRequest
 from harness.run import executors
+from harness.run.ending import bad_line
 from harness.run.executors import CellTask, Finished, node_info
 from harness.run.isolation import WorkerOutcome, worker_environment
 from harness.run.run_request import RunRequest
@@ -20,6 +22,7 @@ from harness.run.runner import run
 from harness.run.sweep import finished_record
 from harness.run.unseen_environment import not_passed_in, unseen, warning
 from tests.cell_configs import cell_config
+from tests.unit.test_last_words import GOLDEN
 
 
 def test_the_figure_moving_variables_a_worker_would_not_get_are_named_and_no_others(tmp_path: Path) -> None:
@@ -113,7 +116,14 @@ def test_a_worker_that_died_naming_one_in_its_last_words_is_told_it_where_it_ran
                     timeout_s=60, memory_limit_bytes=None, env_names=["OMP_NUM_THREADS=1"], scratch_env={}, device="cpu")
     outcome = WorkerOutcome(None, 1, False, "import", 2.0)
     base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
-    said = ("worker exited with code 1 without an answer (in phase import); it last wrote: KeyError: 'ACME_WEIGHTS' "
-            "(whole log: cells/0123456789abcdef/worker.log)")
-    assert finished_record(base, Finished(task, outcome, node_info(None)))["reasons"] == [said + PASS_IT_ON]
-    assert finished_record(base, Finished(task, outcome, {"executor": "ray"}))["reasons"] == [said]
+    said = "worker exited with code 1 without an answer (in phase import); it last wrote: KeyError: 'ACME_WEIGHTS'"
+    whole_log = " (whole log: cells/0123456789abcdef/worker.log)"
+    record = finished_record(base, Finished(task, outcome, node_info(None)))
+    # the hint goes before the log's name, which such a reason ends with: the run's last line, which names
+    # the log by its path, read it there, and named the log twice (`(whole log: ...); ACME_WEIGHTS ... (its log: ...)`)
+    assert record["reasons"] == [said + PASS_IT_ON + whole_log]
+    golden = next(r for r in load(GOLDEN).records if r.status == "valid")
+    failed = golden.model_copy(update={"status": "failed", "reasons": record["reasons"], "log": record["log"]})
+    line = bad_line(failed, tmp_path).plain
+    assert line.count("worker.log") == 1 and line.endswith(f"{PASS_IT_ON} (its log: {artifacts / 'worker.log'})"), line
+    assert finished_record(base, Finished(task, outcome, {"executor": "ray"}))["reasons"] == [said + whole_log]
