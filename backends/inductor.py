@@ -53,7 +53,7 @@ from unittest import mock
 
 from backends import inductor_isa, inductor_toolchain, torch_kernel_time
 from backends.inductor_attention import AttentionWatch, is_attention_rewrite
-from backends.inductor_code import branch_kernels, branch_note, generated_kinds, kernel_calls
+from backends.inductor_code import branch_note, generated_kinds, kernel_calls, subgraph_kernels
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
@@ -166,8 +166,13 @@ class InductorBackend(Backend):
             kernels = [group for groups in per_graph for group in groups]
             note = ("no operator was folded into weights at compile time ("
                     + ("freezing off" if not options.freezing else "fusion off: freezing without its folding") + ")")
-        branches = {name: count for source in sources for name, count in branch_kernels(source, aten).items()}
-        note = "; ".join(part for part in (note, attention_note, branch_note(branches)) if part)
+        branches: dict[str, int] = {}
+        others: dict[str, int] = {}
+        for source in sources:
+            in_branches, outside = subgraph_kernels(source, aten)
+            branches.update(in_branches)
+            others.update(outside)
+        note = "; ".join(part for part in (note, attention_note, branch_note(branches, others)) if part)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
         prepared.prepare_cache = "warm" if warm else "cold"

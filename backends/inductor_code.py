@@ -32,7 +32,8 @@ several steps every operator its name lists stays (mobilenet_v3_small's bias and
 still lists the mean), except where each step adds a pair of buffers of its own and the name lists
 tensor operators alone: it adds that many operators' biases (BERT's query, key and value linears').
 A `torch.cond` branch's kernels are in the module too, in a function `call` calls (`true_graph_0`);
-they are not listed, as an inference runs one branch, and `branch_kernels` counts them for the note.
+they are not listed, as an inference runs one branch, and `subgraph_kernels` counts them for the note
+(apart from a subgraph `call` calls outside an `if`'s branches: a nested_compile_region's, a while_loop's).
 """
 
 from __future__ import annotations
@@ -79,27 +80,51 @@ def kernel_calls(source: str, aten_names: Iterable[str]) -> list[KernelGroup]:
     return _kernels_of(_find_call(tree).body, _kernel_sources(tree), set(aten_names))
 
 
-def branch_kernels(source: str, aten_names: Iterable[str]) -> dict[str, int]:
-    """Each function of one generated wrapper module that its `call` calls by name (a `torch.cond`
-    branch's subgraph, `true_graph_0`), with the kernels it calls. `kernel_calls` lists none of them:
-    the report lists one inference's kernels in order, and an inference runs one branch, which its
-    data chooses; their names also list the condition's operators (`cpp_fused_add_gt_mul_relu_2`, whose
-    `gt` the kernel before the branch computed)."""
+def subgraph_kernels(source: str, aten_names: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """The functions of one generated wrapper module that its `call` calls by name, each with the kernels
+    it calls: a `torch.cond` branch's subgraph (`true_graph_0`, called in a branch of an `if` alone), and
+    apart the others, which run as the graph runs (a `nested_compile_region`'s `repeated_subgraph0` at each
+    call of it, a `while_loop`'s condition and body at each turn). `kernel_calls` lists none of them: the
+    report lists one inference's kernels in order, and an inference runs one branch, which its data
+    chooses; their names also list the condition's operators (`cpp_fused_add_gt_mul_relu_2`, whose `gt`
+    the kernel before the branch computed)."""
     tree = ast.parse(source)
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     sources, vocabulary = _kernel_sources(tree), set(aten_names)
-    called = [node.func.id for node in ast.walk(_find_call(tree))
-              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions]
-    return {name: len(_kernels_of(functions[name].body, sources, vocabulary)) for name in sorted(set(called))}
+    in_branch: dict[str, bool] = {}  # each function `call` calls -> whether every call of it is in an `if`'s branch
+
+    def visit(node: ast.AST, in_if: bool, in_loop: bool) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+            in_branch[node.func.id] = in_branch.get(node.func.id, True) and in_if and not in_loop
+        if isinstance(node, ast.If):
+            visit(node.test, in_if, in_loop)
+            for statement in node.body + node.orelse:
+                visit(statement, True, in_loop)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_if, in_loop or isinstance(node, (ast.While, ast.For)))
+
+    for statement in _find_call(tree).body:
+        visit(statement, False, False)
+    kernels = {name: len(_kernels_of(functions[name].body, sources, vocabulary)) for name in sorted(in_branch)}
+    return ({name: count for name, count in kernels.items() if in_branch[name]},
+            {name: count for name, count in kernels.items() if not in_branch[name]})
 
 
-def branch_note(branches: dict[str, int]) -> str:
-    """The fusion report's note on the `torch.cond` branches `branch_kernels` found (empty where none)."""
-    if not branches:
-        return ""
-    each = ", ".join(f"{name}: {count} kernel(s)" for name, count in branches.items())
-    return (f"{len(branches)} torch.cond branch(es) whose kernels are not listed ({each}): an inference runs one "
-            "of them, as its data chooses, so neither stands in the list of the kernels in order")
+def branch_note(branches: dict[str, int], others: dict[str, int] | None = None) -> str:
+    """The fusion report's note on the `torch.cond` branches and the other subgraphs `subgraph_kernels`
+    found (empty where none)."""
+    said = []
+    if branches:
+        each = ", ".join(f"{name}: {count} kernel(s)" for name, count in branches.items())
+        said.append(f"{len(branches)} torch.cond branch(es) whose kernels are not listed ({each}): an inference runs "
+                    "one of them, as its data chooses, so neither stands in the list of the kernels in order")
+    if others:
+        each = ", ".join(f"{name}: {count} kernel(s)" for name, count in others.items())
+        said.append(f"{len(others)} subgraph(s) whose kernels are not listed ({each}): the graph calls them as it runs "
+                    "(a nested_compile_region at each call of it, a while_loop's condition and body at each turn), "
+                    "their kernels beside those listed")
+    return "; ".join(said)
 
 
 def _kernels_of(body: list[ast.stmt], sources: dict[str, str], vocabulary: set[str]) -> list[KernelGroup]:

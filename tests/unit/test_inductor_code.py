@@ -7,12 +7,12 @@ import pytest
 from backends.inductor_code import (
     LAYOUT_COPY,
     PART_OF_TENSOR_OP,
-    branch_kernels,
     branch_note,
     generated_kinds,
     kernel_calls,
     ops_from_kernel_name,
     ops_run,
+    subgraph_kernels,
 )
 from backends.inductor_kernel_body import computes, steps
 from harness.fusion import KernelGroup, is_tensor_op, kernel_mapping
@@ -410,8 +410,106 @@ def test_a_torch_cond_models_branches_are_said_with_their_kernels_not_dropped_un
     made an attention call in it)."""
     aten = ("gt", "sum", "sigmoid", "sub", "add", "mul", "relu", "addmm")
     assert [k.kernel for k in kernel_calls(COND_WRAPPER, aten)] == ["cpp_fused_gt_sum_0"]
-    branches = branch_kernels(COND_WRAPPER, aten)
-    assert branches == {"false_graph_0": 1, "true_graph_0": 2}
+    branches, others = subgraph_kernels(COND_WRAPPER, aten)
+    assert (branches, others) == ({"false_graph_0": 1, "true_graph_0": 2}, {})
     assert branch_note(branches).startswith("2 torch.cond branch(es) whose kernels are not listed (false_graph_0: 1 "
                                             "kernel(s), true_graph_0: 2 kernel(s))")
     assert branch_note({}) == ""
+
+
+# What Inductor generated (torch 2.14, CPU) for a `torch.compiler.nested_compile_region` called twice
+# (`relu(x @ w) * 2 + 1`) and a sigmoid after, and for a `while_loop` of a sine and a cosine after: each
+# subgraph a function `call` calls outside any `if`'s branch, its kernels cut short.
+REGION_WRAPPER = """
+cpp_fused_add_mul_relu_0 = async_compile.cpp_pybinding(['float*'], r'''
+auto tmp0 = in_out_ptr0[x0]; auto tmp1 = max(tmp0, 0); auto tmp3 = tmp1 * tmp2; auto tmp5 = tmp3 + tmp4;''')
+
+def repeated_subgraph0(args):
+    repeated_subgraph0_arg0_1, repeated_subgraph0_arg1_1 = args
+    repeated_subgraph0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    extern_kernels.mm(repeated_subgraph0_arg0_1, repeated_subgraph0_arg1_1, out=repeated_subgraph0_buf0)
+    cpp_fused_add_mul_relu_0(repeated_subgraph0_buf0)
+    return (repeated_subgraph0_buf0, )
+
+cpp_fused_sigmoid_1 = async_compile.cpp_pybinding(['float*'], r'''
+auto tmp0 = in_out_ptr0[x0]; auto tmp1 = sigmoid(tmp0);''')
+
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1 = args
+        repeated_subgraph0_args = [arg1_1, arg0_1]
+        buf0 = repeated_subgraph0(repeated_subgraph0_args)
+        buf1 = buf0[0]
+        repeated_subgraph0_args = [buf1, arg0_1]
+        buf2 = repeated_subgraph0(repeated_subgraph0_args)
+        buf4 = buf2[0]
+        cpp_fused_sigmoid_1(buf4)
+        return (buf4,)
+"""
+WHILE_WRAPPER = """
+cpp_fused_lift_fresh_0 = async_compile.cpp_pybinding(['int64_t*'], r'''
+out_ptr0[0] = 0;''')
+cpp_fused_lt_1 = async_compile.cpp_pybinding(['const int64_t*', 'bool*'], r'''
+auto tmp0 = in_ptr0[0]; auto tmp2 = tmp0 < tmp1;''')
+
+def while_loop_cond_graph_0(args):
+    while_loop_cond_graph_0_arg0_1, while_loop_cond_graph_0_arg1_1 = args
+    while_loop_cond_graph_0_buf0 = empty_strided_cpu((), (), torch.bool)
+    cpp_fused_lt_1(while_loop_cond_graph_0_arg0_1, while_loop_cond_graph_0_buf0)
+    return (while_loop_cond_graph_0_buf0, )
+
+cpp_fused_add_mul_sin_2 = async_compile.cpp_pybinding(['const int64_t*', 'const float*', 'int64_t*', 'float*'], r'''
+auto tmp0 = in_ptr1[x0]; auto tmp1 = std::sin(tmp0); auto tmp3 = tmp1 * tmp2;''')
+
+def while_loop_body_graph_0(args):
+    while_loop_body_graph_0_arg0_1, while_loop_body_graph_0_arg1_1 = args
+    while_loop_body_graph_0_buf0 = empty_strided_cpu((), (), torch.int64)
+    while_loop_body_graph_0_buf1 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    cpp_fused_add_mul_sin_2(while_loop_body_graph_0_arg0_1, while_loop_body_graph_0_arg1_1, while_loop_body_graph_0_buf0,
+                            while_loop_body_graph_0_buf1)
+    return (while_loop_body_graph_0_buf0, while_loop_body_graph_0_buf1, )
+
+cpp_fused_cos_3 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+auto tmp0 = in_ptr0[x0]; auto tmp1 = std::cos(tmp0);''')
+
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        buf0 = empty_strided_cpu((), (), torch.int64)
+        cpp_fused_lift_fresh_0(buf0)
+        buf1 = [None] * 2
+        buf1[0] = buf0
+        buf1[1] = arg0_1
+        while_loop_cond_graph_0_args = [buf1[0], buf1[1]]
+        buf1_cond_result, = while_loop_cond_graph_0(while_loop_cond_graph_0_args)
+        should_loop = buf1_cond_result
+        if not should_loop:
+            buf1[0] = buf0.clone()
+            buf1[1] = arg0_1.clone()
+        while should_loop:
+            while_loop_body_graph_0_args = [buf1[0], buf1[1]]
+            buf1[0], buf1[1] = while_loop_body_graph_0(while_loop_body_graph_0_args)
+            while_loop_cond_graph_0_args = [buf1[0], buf1[1]]
+            buf1_cond_result, = while_loop_cond_graph_0(while_loop_cond_graph_0_args)
+            should_loop = buf1_cond_result
+        buf3 = buf1[1]
+        buf4 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+        cpp_fused_cos_3(buf3, buf4)
+        return (buf4,)
+"""
+
+
+def test_a_subgraph_that_runs_as_the_graph_runs_is_not_said_to_be_a_torch_cond_branch() -> None:
+    """A nested_compile_region's subgraph (run at each of its calls) and a while_loop's condition and body
+    (run at each turn) are functions `call` calls too, and the note called them torch.cond branches of
+    which an inference runs one. They are said apart, as subgraphs the graph calls as it runs."""
+    aten = ("add", "mul", "relu", "sigmoid", "mm", "lt", "sin", "cos", "lift_fresh")
+    assert subgraph_kernels(REGION_WRAPPER, aten) == ({}, {"repeated_subgraph0": 2})
+    assert subgraph_kernels(WHILE_WRAPPER, aten) == ({}, {"while_loop_body_graph_0": 1, "while_loop_cond_graph_0": 1})
+    note = branch_note(*subgraph_kernels(REGION_WRAPPER, aten))
+    assert "torch.cond" not in note and "runs one of them" not in note
+    assert note.startswith("1 subgraph(s) whose kernels are not listed (repeated_subgraph0: 2 kernel(s)): the graph calls "
+                           "them as it runs")
+    both = branch_note({"true_graph_0": 2}, {"repeated_subgraph0": 2})
+    assert both.startswith("1 torch.cond branch(es) whose kernels are not listed (true_graph_0: 2 kernel(s))")
+    assert "; 1 subgraph(s) whose kernels are not listed (repeated_subgraph0: 2 kernel(s))" in both
