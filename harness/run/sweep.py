@@ -277,6 +277,8 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         if record["status"] == "failed":
             record["log_tail"] = log_tail(log_path)
     if record["status"] == "failed" and done.node.get("executor") != "ray":  # a Ray node's workers get its environment
-        record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, task.env_names,
+        # a worker gets its backend's scratch folders under their variables too: env: refuses those, and a worker that
+        # died before it recorded its environment was told to name one there
+        record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, [*task.env_names, *task.scratch_env],
                                                              (record.get("environment") or {}).get("variables"), record["log"])
     return record

@@ -3,6 +3,7 @@ cell whose worker's words name a variable of the shell that it did not get says 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from pathlib import Path
@@ -127,3 +128,7 @@ def test_a_worker_that_died_naming_one_in_its_last_words_is_told_it_where_it_ran
     line = bad_line(failed, tmp_path).plain
     assert line.count("worker.log") == 1 and line.endswith(f"{PASS_IT_ON} (its log: {artifacts / 'worker.log'})"), line
     assert finished_record(base, Finished(task, outcome, {"executor": "ray"}))["reasons"] == [said + whole_log]
+    # a variable its backend points at a scratch folder of the cell's own, which the worker got and env: refuses
+    # (`[0] sets ACME_WEIGHTS, which ... points at a fresh folder of each cell's own ...: leave it out`), is no hint's
+    scratch = dataclasses.replace(task, scratch_env={"ACME_WEIGHTS": "acme-cache"})
+    assert finished_record(base, Finished(scratch, outcome, node_info(None)))["reasons"] == [said + whole_log]
