@@ -159,6 +159,6 @@ class AttentionWatch:
             notes.append(f"{unmatched} attention call(s) Inductor made could not be matched to a call in its code, "
                          "each shown as one operator")
         if inner:
-            notes.append(f"{inner} attention call(s) Inductor made in a graph's subgraphs (a torch.cond branch), "
-                         "whose kernels the report does not list")
+            notes.append(f"{inner} attention call(s) Inductor made in a graph's subgraphs (a torch.cond branch, a "
+                         "while_loop's body, a nested_compile_region), whose kernels the report does not list")
         return result, "; ".join(notes)

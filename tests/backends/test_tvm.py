@@ -634,7 +634,6 @@ def test_untuned_cells_say_why(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-
 @pytest.mark.slow
 def test_the_parts_of_the_models_own_attention_call_in_one_kernel_are_one_operator(tmp_path: Path) -> None:
     # The importer decomposes the call (scale, bmm, softmax and its guard against a row of all -inf, bmm);

@@ -364,7 +364,6 @@ def test_a_kernel_of_one_step_adds_the_bias_of_the_operator_that_takes_one_not_t
     assert ops_run("cpp_fused_bmm_mm_0", ("aten.bmm", "aten.mm"), CPP_BIAS_ONLY) == ("aten.bmm" + PART_OF_TENSOR_OP,)
 
 
-
 # The wrapper Inductor generated for a linear, relu and mul in one torch.cond branch and a sigmoid in the
 # other (torch 2.14, CPU), its kernels' sources cut short.
 COND_WRAPPER = """
