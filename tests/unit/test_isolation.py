@@ -22,7 +22,7 @@ from harness.measure.preloaded import ForkOrder, ParentReply, other_threads, why
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run import isolation
 from harness.run.isolation import WorkerOutcome, log_tail, run_worker, worker_environment
-from harness.run.preloaded_parents import PreloadedParent, PreloadedParents
+from harness.run.preloaded_parents import PreloadedParents
 from harness.run.system import SOURCE_ROOT
 from tests.cell_configs import cell_config
 
@@ -460,10 +460,12 @@ def test_an_order_to_a_preloaded_parent_is_one_line_of_json_read_back_as_written
 
 
 @pytest.mark.slow
-def test_a_line_that_is_no_order_is_refused_and_the_parent_forks_the_next(tmp_path: Path) -> None:
-    """The refusal names what is wrong, never the values (an environment's), and the parent stays up."""
-    parent = PreloadedParent(worker_environment(os.environ, [], {}, tmp_path))
-    try:
+def test_a_line_that_is_no_order_is_refused_and_the_parent_forks_the_next(shared_parents: PreloadedParents,
+                                                                           tmp_path: Path) -> None:
+    """The refusal names what is wrong, never the values (an environment's), and the parent stays up.
+    The module's parent of the fake workers' environment, which the tests before this one started
+    (one of its own imported torch and torchvision again: about 4 CPU-s)."""
+    with shared_parents.lent(worker_environment(os.environ, [], {}, tmp_path)) as parent:
         assert parent.broken is None
         assert parent.proc.stdin is not None
         parent.proc.stdin.write((json.dumps({"module": "json.tool", "env": {"TOKEN": 424242}}) + "\n").encode())
@@ -478,5 +480,3 @@ def test_a_line_that_is_no_order_is_refused_and_the_parent_forks_the_next(tmp_pa
         worker = parent.fork("json.tool", request, tmp_path, tmp_path / "child.log", {"PATH": os.environ["PATH"]})
         assert worker is not None and worker.wait(60) == 0
         assert json.loads((tmp_path / "child.log").read_text()) == {"a": 1}
-    finally:
-        parent.close()
