@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import runpy
 import shutil
 import subprocess
@@ -327,8 +328,9 @@ def test_tvm_design_space_order_benchmark_gives_a_fused_task_its_anchors_structu
     metaschedule, backend = done.stdout.splitlines()[-2:]
     assert metaschedule.startswith("MetaSchedule order: ") and backend.startswith("backend order: "), done.stdout
     # With the design spaces sorted, every candidate has the same structure fused and alone; in MetaSchedule's
-    # order, every one another (so the model shows what the sort changes).
-    assert metaschedule.startswith("MetaSchedule order: 3 of 3 candidates in other structures"), done.stdout
+    # order some have another (3 of 3 here), so the model shows what the sort changes.
+    apart = re.match(r"MetaSchedule order: (\d+) of 3 candidates in other structures", metaschedule)
+    assert apart and int(apart.group(1)) >= 1, done.stdout
     assert backend.startswith("backend order: 0 of 3 candidates in other structures"), done.stdout
     assert machine_line() in done.stdout
 
