@@ -71,9 +71,23 @@ class Found:
     #: name -> what its module imported of HEAVY_LIBRARIES as it loaded (the first such plugin's alone:
     #: once torch is in, another's import of it costs nothing)
     heavy: dict[str, str]
-    #: name -> which copy of its package runs it, where another copy is installed that never loads
-    #: (another version, or the model elsewhere: harness/models/plugin_copies.py)
-    shadowed: dict[str, str] = field(default_factory=dict)
+    #: name -> the other copies of its package installed that never load (another version, or the
+    #: model elsewhere: harness/models/plugin_copies.py), where it has any
+    hidden_copies: dict[str, list[plugin_copies.Copy]] = field(default_factory=dict)
+
+    @property
+    def shadowed(self) -> dict[str, str]:
+        """name -> which copy of its package runs it, and the copies that never load, in words."""
+        told = {}
+        for name, others in self.hidden_copies.items():
+            model = self.models[name]
+            told[name] = (f"model {name!r} runs from {model.distribution} {model.version} ({model.entry_point}, in "
+                          f"{model.folder}), the copy first on sys.path; "
+                          f"{plugin_copies.described(model.distribution, name, others)} "
+                          f"{'is' if len(others) == 1 else 'are'} installed too and never "
+                          f"load{'s' if len(others) == 1 else ''}: take the copy you do not mean to run off "
+                          "PYTHONPATH, or uninstall it")
+        return told
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,24 +127,16 @@ def found() -> Found:
         dist = getattr(ep, "dist", None)
         models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value,
                                       str(dist.locate_file("")) if dist else "")
-    return Found(models, broken, heavy, _shadowed(models))
+    return Found(models, broken, heavy, _hidden_copies(models))
 
 
-def _shadowed(models: dict[str, PluginModel]) -> dict[str, str]:
-    """`Found.shadowed` of `models`: which copy runs each, where its package has another copy that never loads."""
+def _hidden_copies(models: dict[str, PluginModel]) -> dict[str, list[plugin_copies.Copy]]:
+    """`Found.hidden_copies` of `models`: the installed packages read once for all of them."""
     installed = plugin_copies.copies(GROUP)
-    told = {}
-    for name, model in models.items():
-        others = plugin_copies.never_loaded(name, model.distribution, model.version, model.entry_point, model.folder,
-                                            installed) if model.folder else []
-        if others:
-            told[name] = (f"model {name!r} runs from {model.distribution} {model.version} ({model.entry_point}, in "
-                          f"{model.folder}), the copy first on sys.path; "
-                          f"{plugin_copies.described(model.distribution, name, others)} "
-                          f"{'is' if len(others) == 1 else 'are'} installed too and never "
-                          f"load{'s' if len(others) == 1 else ''}: take the copy you do not mean to run off "
-                          "PYTHONPATH, or uninstall it")
-    return told
+    hidden = {name: plugin_copies.never_loaded(name, model.distribution, model.version, model.entry_point, model.folder,
+                                               installed) if model.folder else []
+              for name, model in models.items()}
+    return {name: others for name, others in hidden.items() if others}
 
 
 def _registered_twice(name: str, eps: list[EntryPoint]) -> str:
@@ -184,7 +190,7 @@ def described_by(model_plugins: object) -> dict[str, tuple[str, int]]:
 def provider_missing(model_plugins: Mapping[str, Any] | None, names: list[str]) -> str:
     """Where a model among `names` came from a plugin (bundle.json `model_plugins`) that no package
     here provides at that version: which, and the pip line; "" otherwise."""
-    plugins = found().models
+    plugins, hidden = found().models, found().hidden_copies
     for name in dict.fromkeys(names):
         entry = (model_plugins or {}).get(name)
         if not isinstance(entry, Mapping):
@@ -194,7 +200,9 @@ def provider_missing(model_plugins: Mapping[str, Any] | None, names: list[str]) 
         if here is None or here.provided_by != wanted:
             now = f"{here.provided_by} provides it here" if here else "no package here provides it"
             came = f"its model {name!r} came from {entry.get('distribution')} {entry.get('version')} ({entry.get('entry_point')})"
-            if here is not None and _installed_unloaded(name, here, str(entry.get("version")), str(entry.get("entry_point"))):
+            if here is not None and any(copy.version == str(entry.get("version"))
+                                        and copy.entry_points.get(name) == str(entry.get("entry_point"))
+                                        for copy in hidden.get(name, [])):
                 # `pip install` of it would change nothing: that copy is there, behind the one that runs
                 return (f"{came} and {now}, from {here.folder}; {entry.get('distribution')} {entry.get('version')} is "
                         f"installed too and never loads, {here.folder} coming first on sys.path: take that copy "
@@ -202,9 +210,3 @@ def provider_missing(model_plugins: Mapping[str, Any] | None, names: list[str]) 
             return f"{came} and {now}: pip install {wanted}"
     return ""
 
-
-def _installed_unloaded(name: str, here: PluginModel, version: str, entry_point: str) -> bool:
-    """Whether a copy of `here`'s package at `version` registering `name` at `entry_point` is installed and never loads."""
-    others = plugin_copies.never_loaded(name, here.distribution, here.version, here.entry_point, here.folder,
-                                        plugin_copies.copies(GROUP))
-    return any(copy.version == version and copy.entry_points.get(name) == entry_point for copy in others)
