@@ -185,22 +185,22 @@ def ops_run(kernel: str, named: tuple[str, ...], body: str | None) -> tuple[str,
         return copying if any(not is_view_op(op) for op in copying) else (LAYOUT_COPY,)
     ran = tuple(op + PART_OF_TENSOR_OP if is_tensor_op(op) else op for op in named)
     parts = [op for op in ran if is_part_of_tensor_op(op)]
-    if parts and len(steps(body)) == 1:  # one step: a tensor operator's bias, whatever else the name lists
-        # The name lists its operators alphabetically: of an attention and the linear before it
-        # (`cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_...`), the attention came first
-        # and was said to have its bias added, where the kernel adds the linear's and the attention,
-        # a library call after it, has none.
-        bias = next((op for op in parts if _TAKES_BIAS.match(op_name(op.removesuffix(PART_OF_TENSOR_OP)))), parts[0])
-        return tuple(op for op in ran if op == bias or is_view_op(op))
+    if not parts:
+        return ran
     done = steps(body)
-    if parts and all(is_part_of_tensor_op(op) or is_view_op(op) for op in ran) and all(map(_ADDITION.match, done)):
+    # The operator whose bias a step adds: the name lists its operators alphabetically, so of an attention
+    # and the linear before it (`cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_...`) the
+    # attention came first, where the kernel adds the linear's and the attention, a library call after it,
+    # has none.
+    bias = next((op for op in parts if _TAKES_BIAS.match(op_name(op.removesuffix(PART_OF_TENSOR_OP)))), None)
+    if len(done) == 1:  # one step: a tensor operator's bias, whatever else the name lists
+        return tuple(op for op in ran if op == (bias or parts[0]) or is_view_op(op))
+    if bias is not None and all(is_part_of_tensor_op(op) or is_view_op(op) for op in ran) and all(map(_ADDITION.match, done)):
         # Additions alone, each on its own pair of buffers, where the name lists only tensor operators:
         # the biases of as many operators, which the name lists once (BERT's query, key and value
         # linears, `cpp_fused__scaled_dot_product_flash_attention_for_cpu_addmm_transpose_view_1`), not
         # the attention's, which takes none; vit_b_16's one linear adds its bias in one step.
-        bias = next((op for op in parts if _TAKES_BIAS.match(op_name(op.removesuffix(PART_OF_TENSOR_OP)))), None)
-        if bias is not None:
-            return (bias,) * len(done) + tuple(op for op in ran if is_view_op(op))
+        return (bias,) * len(done) + tuple(op for op in ran if is_view_op(op))
     return ran
 
 
