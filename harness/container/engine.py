@@ -55,6 +55,7 @@ ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
 DEFAULT_RUN_DIR = Path("/run/fusionbench-engine")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+KILLED_WAIT_S = 5.0  # how long stop waits for a killed containerd or shim to end
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 INSTALL_HINT = ("install a Docker engine (on Debian or Ubuntu as root: apt-get install docker.io; elsewhere: "
                 "your distribution's Docker package) and start it, or run natively: ./run.sh SCENARIO.yaml")
@@ -289,7 +290,9 @@ def _write_state(paths: EnginePaths, state: EngineState) -> None:
 
 
 def _end(dockerd: Process, below: list[Process], timeout_s: float, write: Callable[[str], object]) -> None:
-    """SIGTERM `dockerd`, SIGKILL after `timeout_s`; then SIGKILL whichever of `below` still runs."""
+    """SIGTERM `dockerd`, SIGKILL after `timeout_s`; then SIGKILL whichever of `below` still runs, and
+    wait (up to KILLED_WAIT_S) until each has ended: a kill is delivered after `kill` returns, and a
+    containerd still ending may hold the mounts that are unmounted next."""
     if dockerd.running():
         os.kill(dockerd.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
@@ -300,12 +303,17 @@ def _end(dockerd: Process, below: list[Process], timeout_s: float, write: Callab
             os.kill(dockerd.pid, signal.SIGKILL)
             write(f"fusionbench: dockerd did not end within {timeout_s:g} s of SIGTERM; killed\n")
         _reap(dockerd.pid)
+    killed = []
     for child in below:  # a containerd or shim the daemon left behind
         if child.running():
             try:
                 os.kill(child.pid, signal.SIGKILL)
+                killed.append(child)
             except ProcessLookupError:
                 pass
+    deadline = time.monotonic() + KILLED_WAIT_S
+    while any(child.running() for child in killed) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _unmount(root: Path, before: list[str], run: Runner) -> list[str]:

@@ -283,6 +283,32 @@ def test_stop_ends_the_recorded_tree_and_nothing_that_merely_names_its_folders(
         bystander.wait()
 
 
+class _SlowToEnd:
+    """A process standing in for a containerd that ends a few reads after its SIGKILL, as the kernel
+    delivers a kill after `kill` returns."""
+
+    def __init__(self, pid: int, reads_after_kill: int) -> None:
+        self.pid, self.reads_left, self.killed = pid, reads_after_kill, False
+
+    def running(self) -> bool:
+        if self.killed:
+            self.reads_left -= 1
+        return not self.killed or self.reads_left > 0
+
+
+def test_stop_returns_only_once_a_killed_containerd_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow = _SlowToEnd(pid=4_000_000, reads_after_kill=5)
+    gone = Process(pid=4_000_001, start=-1)  # never there: nothing is sent to it
+
+    def kill(pid: int, sig: int) -> None:
+        assert pid == slow.pid
+        slow.killed = True
+
+    monkeypatch.setattr(engine.os, "kill", kill)
+    engine._end(gone, [slow, gone], 1.0, write=lambda _: None)  # type: ignore[list-item]
+    assert slow.killed and not slow.running(), "the unmounts that follow would race a containerd still ending"
+
+
 def test_stop_after_the_daemon_died_keeps_another_engines_socket(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quiet_network: None) -> None:
     paths = paths_in(tmp_path)
