@@ -29,7 +29,6 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from harness import cgroup_limits
 from harness.bundle.reader import lookup
 from harness.errors import ConfigError
 from harness.plain_text import visible
@@ -112,22 +111,15 @@ def jobs_fit_here(original: Original) -> None:
     scenario's `env:` asks, naming the bundle: the refusals `run` gives named a `--jobs` the rerun
     was never given, the second once the machine was probed, and told it to give fewer threads,
     which the rerun of a stored scenario cannot."""
-    jobs, cut = original.jobs, original.slots_cut
-    # not cut as the bundle was read: too few cores, refused as `run` refuses them; or a CPU quota below --jobs,
-    # which the run's own cut refused once it had probed, naming a --jobs the rerun was never given
-    if cut is None:
-        quota = cgroup_limits.cpu_quota()
-        if quota is not None and jobs > quota:
-            raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its rerun "
-                              f"does: this process may use {quota:g} CPUs' worth (its cgroup's CPU quota); rerun it "
-                              f"where {jobs} CPUs' worth or more may be used")
-        try:
-            slots.check_jobs_fit_here(jobs)
-        except ConfigError as exc:
-            raise ConfigError(f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its "
-                              f"rerun does: {exc}; rerun it on a machine with {jobs} cores or more") from None
-        return
-    cores = min((slot.threads or len(slot.cpus) for slot in cut), default=None)
+    jobs, cut, refused = original.jobs, original.slots_cut, original.slots_refused
+    # not cut as the bundle was read: a CPU quota below --jobs, or too few cores, each refused as `run`'s cut refuses
+    # it, after the probe and naming a --jobs the rerun was never given; here before it, naming the bundle
+    if refused is not None:
+        ran = f"cannot rerun {original.root}, whose run ran its cells {jobs} at once, as its rerun does"
+        if isinstance(refused, slots.QuotaBelowJobs):
+            raise ConfigError(f"{ran}: {refused.why}; rerun it where {jobs} CPUs' worth or more may be used")
+        raise ConfigError(f"{ran}: {refused}; rerun it on a machine with {jobs} cores or more")
+    cores = min((slot.threads or len(slot.cpus) for slot in cut or []), default=None)
     over = slots.counts_over(cores, original.scenario.env, environ_set(original.variables)) if cores else []
     if over:
         name, asked = over[0]

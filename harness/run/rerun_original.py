@@ -72,8 +72,9 @@ class Original:
     share_apart: tuple[str, str] | None = None
     #: The `--jobs` slots its rerun's run cuts of this machine's CPUs (`slots_here`), cut once as the
     #: bundle is read, for the threads and the share they give and for `jobs_fit_here`: none for one
-    #: job; None where this machine cannot cut them.
+    #: job; None where this machine cannot cut them, and `slots_refused` says why, in the cut's words.
     slots_cut: list[slots.Slot] | None = field(default_factory=list)
+    slots_refused: ConfigError | None = None
 
     @property
     def device(self) -> str:
@@ -121,7 +122,8 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
     _check_cells_made_again(root, loaded, stored, device, ran_only)
     narrowed = _narrowed(root, loaded, stored, device, ran_only, only or {})
     variables, apart = _variables_seen(loaded, stored)
-    cut = slots_here(local_jobs(header.get("executor")) or 1)  # the affinity, SMT siblings and CPU quota read once
+    here = slots_here(local_jobs(header.get("executor")) or 1)  # the affinity, SMT siblings and CPU quota read once
+    cut, refused = (None, here) if isinstance(here, ConfigError) else (here, None)
     in_slot = slot_threads_here(cut, scenario.env, environ_set(variables))
     return Original(root=root, header=header, stored=stored, scenario=scenario.model_copy(update={"device": device}),
                     only=narrowed, variables=variables, variables_apart=apart,
@@ -129,7 +131,7 @@ def read(root: Path, only: dict[str, set[str]] | None, inputs_here: Path | None 
                     rerun_of={**_rerun_of(loaded), **({"variables": variables} if variables else {})},
                     inputs_here=inputs_here, hardware_apart=_hardware_apart(loaded),
                     threads_apart=threads_apart(loaded, default_threads_here(), in_slot),
-                    share_apart=share_apart(loaded, cut), slots_cut=cut,
+                    share_apart=share_apart(loaded, cut), slots_cut=cut, slots_refused=refused,
                     measured_backends=frozenset(record.config.backend for record in loaded.records if record.status in MEASURED))
 
 
@@ -165,16 +167,16 @@ def slot_threads_here(cut: Sequence[slots.Slot] | None, env: Sequence[str], envi
     return min((count for count in counts if count is not None), default=None)
 
 
-def slots_here(jobs: int, siblings_of: Callable[[int], set[int]] = siblings) -> list[slots.Slot] | None:
+def slots_here(jobs: int, siblings_of: Callable[[int], set[int]] = siblings) -> list[slots.Slot] | ConfigError:
     """The `--jobs` slots a rerun's run cuts of this machine's CPUs, as `run` cuts them (none for one
-    job); None where it cannot (the rerun is refused for that before its probe: harness/run/rerun.py
-    `jobs_fit_here`)."""
+    job); the cut's refusal where it cannot (the rerun is refused for that before its probe, in its
+    words: harness/run/rerun.py `jobs_fit_here`)."""
     if jobs == 1:
         return []
     try:
         return slots.plan(jobs, "cpu", slots.usable_cores(), [], siblings_of, cgroup_limits.cpu_quota())
-    except ConfigError:
-        return None
+    except ConfigError as exc:
+        return exc
 
 
 def environ_set(variables: Mapping[str, str | None]) -> dict[str, str]:

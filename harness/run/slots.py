@@ -194,6 +194,15 @@ def quota_warning(env: Sequence[str], environ: Mapping[str, str], usable: int, q
             f"the run to {within} core(s) (taskset)")
 
 
+class QuotaBelowJobs(ConfigError):
+    """`plan`'s refusal of `jobs` cells at once under a CPU quota of fewer CPUs' worth; `why` says the
+    quota alone, for a caller that says itself what to do (a rerun, which takes no `--jobs`)."""
+
+    def __init__(self, jobs: int, quota: float, listed: int) -> None:
+        self.why = f"this process may use {quota:g} CPUs' worth (its cgroup's CPU quota)"
+        super().__init__(f"--jobs {jobs}: {self.why}, though {listed} are listed; give at most {max(int(quota), 1)}")
+
+
 def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
          siblings_of: Callable[[int], set[int]] = siblings, quota: float | None = None,
          gpu_order: str | None = None) -> list[Slot]:
@@ -207,8 +216,7 @@ def plan(jobs: int, device: str, cores: list[int], gpus: list[str],
         raise ConfigError(f"--jobs {jobs}: a GPU cell takes a GPU of its own and this machine has {len(gpus)}")
     physical = physical_cores(cores, siblings_of)
     if quota is not None and jobs > quota:
-        raise ConfigError(f"--jobs {jobs}: this process may use {quota:g} CPUs' worth (its cgroup's CPU quota), though "
-                          f"{len(cores)} are listed; give at most {max(int(quota), 1)}")
+        raise QuotaBelowJobs(jobs, quota, len(cores))
     check_cores(jobs, cores, physical)
     share = len(physical) // jobs
     threads = None

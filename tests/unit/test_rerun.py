@@ -344,7 +344,8 @@ def test_a_bundle_run_in_jobs_slots_of_another_size_is_said_to_run_other_threads
     monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: quota[0])
     cores(2)
     assert slot_threads_here(slots_here(2, alone), [], {}) == 1 and slot_threads_here(slots_here(1, alone), [], {}) is None
-    assert slots_here(3, alone) is None and slot_threads_here(None, [], {}) is None  # not cut here: refused before its probe
+    assert isinstance(slots_here(3, alone), ConfigError)  # not cut here: refused before its probe
+    assert slot_threads_here(None, [], {}) is None
     cores(8)
     assert slot_threads_here(slots_here(2, alone), [], {}) == 4
     assert slot_threads_here(slots_here(2, lambda cpu: {cpu % 4, cpu % 4 + 4}), [], {}) == 4  # 2 cores and their siblings a slot
@@ -397,7 +398,8 @@ def test_a_rerun_of_jobs_slots_under_a_cpu_quota_below_them_is_refused_before_it
     from harness import cgroup_limits
     from harness.run import slots
 
-    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: 1.5)
+    quota_read: list[float] = []
+    monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: quota_read.append(1.5) or 1.5)
     monkeypatch.setattr(slots, "usable_cores", lambda: list(range(8)))
     monkeypatch.setattr(slots, "physical_cores", lambda cpus, siblings_of=None: [(cpu,) for cpu in sorted(cpus)])
     bundle = _run_in_slots(tmp_path / "eight", 8)
@@ -405,6 +407,7 @@ def test_a_rerun_of_jobs_slots_under_a_cpu_quota_below_them_is_refused_before_it
     assert original.slots_cut is None
     with pytest.raises(ConfigError) as refused:
         rerun.jobs_fit_here(original)
+    assert quota_read == [1.5]  # the cut's own refusal, worded for a rerun: the quota not read and checked again
     assert str(refused.value) == (
         f"cannot rerun {bundle}, whose run ran its cells 2 at once, as its rerun does: this process may use 1.5 CPUs' "
         "worth (its cgroup's CPU quota); rerun it where 2 CPUs' worth or more may be used")
