@@ -72,10 +72,21 @@ class WorkerOutcome:
     #: Without an answer: what the worker had kept of it as its last phase ended (`worker.checkpoint`).
     partial: WorkerAnswer | None = None
 
-    def failure_reason(self, timeout_s: float, log_text: str = "", log: str | None = None) -> str:
+    def failure_reason(self, timeout_s: float, log_text: str = "") -> str:
         """Why a worker produced no answer. Where it ended of itself (an exit code, a signal not
-        the parent's), with the last line it wrote in `log_text` (its log's tail) and `log`, where
-        its whole log is (harness/run/last_words.py); the parent's own limits are their reason."""
+        the parent's), with the last line it wrote in `log_text` (its log's tail: `quoting_last_words`);
+        the parent's own limits are their reason."""
+        return self.quoting_last_words(self._why(timeout_s), log_text)
+
+    def quoting_last_words(self, reason: str, log_text: str) -> str:
+        """`reason` (`failure_reason`'s without a log) followed by the last line the worker wrote in
+        `log_text` where it ended of itself (harness/run/last_words.py); as it is where the parent's
+        limits ended it: its last line before the parent killed it is not why."""
+        if self.timed_out or (self.memory_exceeded_bytes is not None and self.memory_limit_bytes is not None):
+            return reason
+        return with_said_last(reason, log_text)
+
+    def _why(self, timeout_s: float) -> str:
         if self.memory_exceeded_bytes is not None and self.memory_limit_bytes is not None:
             return (f"memory limit of {self.memory_limit_bytes / MIB:.0f} MiB exceeded (the worker's processes "
                     f"held {self.memory_exceeded_bytes / MIB:.0f} MiB, in phase {self.last_phase})")
@@ -88,9 +99,8 @@ class WorkerOutcome:
                 name = f"signal {-self.returncode}"
             hint = ("; SIGKILL comes from the kernel's out-of-memory killer or from another process"
                     + _cgroup_memory_hint() if name == "SIGKILL" else "")
-            return with_said_last(f"worker killed by {name} (in phase {self.last_phase}{hint})", log_text, log)
-        return with_said_last(f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})",
-                              log_text, log)
+            return f"worker killed by {name} (in phase {self.last_phase}{hint})"
+        return f"worker exited with code {self.returncode} without an answer (in phase {self.last_phase})"
 
 
 def _cgroup_memory_hint() -> str:

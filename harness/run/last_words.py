@@ -5,8 +5,8 @@ import, an exception escapes its `main`, a native library aborts) leaves its one
 log: its own one-line error (`fusionbench worker: cannot read the request: ...`) or a traceback,
 whose last line is the exception. The cell's reason named only the exit code and the phase, and
 the user had to open the log to learn why. `said_last` finds that line; `with_said_last` puts it
-in the reason, beside where the whole log is. It is what the worker wrote last, quoted, never a
-cause the parent guessed: a worker that wrote nothing gets the reason it had.
+in the reason, which ends saying where the whole log is (`whole_log`). It is what the worker wrote
+last, quoted, never a cause the parent guessed: a worker that wrote nothing gets the reason it had.
 
 The log is the worker's, so any text at all: the line is made one safe line (harness/plain_text.py)
 and shortened before it enters the reason, which the bundle keeps and every reader shows.
@@ -49,16 +49,15 @@ def _its_words(line: str) -> bool:
         and not line.rstrip().endswith(_FRAMES_HEADER)
 
 
-def with_said_last(reason: str, log_text: str, log: str | None) -> str:
+def with_said_last(reason: str, log_text: str) -> str:
     """`reason` (why the worker gave no answer, as the parent saw it) followed by the last line the
-    worker wrote (`said_last`) and `log`, where its whole log is in the bundle; `reason` as it is
-    where the worker wrote nothing."""
+    worker wrote (`said_last`); `reason` as it is where the worker wrote nothing."""
     said = said_last(log_text)
-    if said is None:
-        return reason
-    return f"{reason}; it last wrote: {said}{whole_log(log) if log else ''}"
+    return reason if said is None else f"{reason}; it last wrote: {said}"
 
 
 def whole_log(log: str) -> str:
-    """How a reason ends that names where the worker's whole log is (`log`, in the bundle)."""
+    """How a cell's reason that quotes its worker's last words ends (harness/run/sweep.py, once all
+    else is said): where the worker's whole log is (`log`, in the bundle). The run's last line
+    (harness/run/ending.py) names the log by its full path instead."""
     return f" (whole log: {log})"

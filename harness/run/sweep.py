@@ -36,6 +36,7 @@ from harness.plain_text import shell_word
 from harness.run import cell_line, kept_answer, rounds, skips, time_budget, unseen_environment
 from harness.run.executors import CellTask, Executor, Finished, LocalPool, Serial
 from harness.run.isolation import MIB, log_tail
+from harness.run.last_words import whole_log
 from harness.scenario.cells import Cell, twin_id
 from harness.scenario.settings import Limits
 
@@ -265,13 +266,17 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
                       log_tail=log_tail(log_path))
         return record
     record["wall_s"] = outcome.wall_s
+    ending = ""
     if outcome.answer is None:  # killed: what it measured in the phases that ended stays
         # `kept` is held to a failed record of this reason, less the worker's last words, which are read once
         # it has said in the log what it refused of the answer so far: they skip the parent's notes there
-        record.update(status="failed", reasons=[outcome.failure_reason(task.timeout_s)], warnings=[])
+        reason = outcome.failure_reason(task.timeout_s)
+        record.update(status="failed", reasons=[reason], warnings=[])
         record.update(kept_answer.kept(outcome.partial, record, log_path))
         tail = log_tail(log_path)
-        record.update(reasons=[outcome.failure_reason(task.timeout_s, tail, record["log"])], log_tail=tail)
+        quoted = outcome.quoting_last_words(reason, tail)
+        ending = whole_log(record["log"]) if quoted != reason else ""  # said last, after the hint below
+        record.update(reasons=[quoted], log_tail=tail)
     else:
         record.update(kept_answer.answered(outcome.answer, record, log_path))
         if record["status"] == "failed":
@@ -280,5 +285,7 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         # a worker gets its backend's scratch folders under their variables too: env: refuses those, and a worker that
         # died before it recorded its environment was told to name one there
         record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, [*task.env_names, *task.scratch_env],
-                                                             (record.get("environment") or {}).get("variables"), record["log"])
+                                                             (record.get("environment") or {}).get("variables"))
+    if ending:
+        record["reasons"] = [record["reasons"][0] + ending, *record["reasons"][1:]]
     return record

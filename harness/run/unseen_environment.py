@@ -16,7 +16,6 @@ import re
 from collections.abc import Mapping, Sequence
 
 from harness.run.isolation import passed_on
-from harness.run.last_words import whole_log
 
 #: How a failed worker's words name a variable: in capitals, bare or quoted (`KeyError: 'ACME_WEIGHTS'`).
 _VARIABLE = re.compile(r"(?<![A-Za-z0-9_])[A-Z_][A-Z0-9_]+(?![A-Za-z0-9_])")
@@ -54,23 +53,21 @@ def warning(names: Sequence[str], why: str = WORKER) -> str:
 
 
 def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequence[str],
-                  worker: Mapping[str, str] | None, log: str | None = None) -> list[str]:
+                  worker: Mapping[str, str] | None) -> list[str]:
     """A failed cell's `reasons`, each that names a variable of `parent` (this process's environment)
     that its worker did not get (not passed on for the scenario's `env:`, `named`, nor in `worker`,
     its environment as it recorded it) followed by which and how to pass it on. Names alone, never
-    values: the variable may hold a token. A reason that ends naming the worker's whole log (`log`, in
-    the bundle: harness/run/last_words.py) still ends so, as the run's last lines read it there."""
+    values: the variable may hold a token. Given before a reason ends naming the worker's whole log
+    (harness/run/sweep.py adds that last), as the run's last lines read it."""
     told = []
-    ending = whole_log(log) if log else ""
     for reason in reasons:
         names = sorted({name for name in _VARIABLE.findall(reason)
                         if name in parent and not passed_on(name, named) and name not in (worker or {})})
         if names:
             one = len(names) == 1
-            last = ending if reason.endswith(ending) else ""
-            reason = reason.removesuffix(last) + (
+            reason += (
                 f"; {', '.join(names)} {'is' if one else 'are'} set in this shell but not passed to workers: "
                 f"add {'it' if one else 'them'} to the scenario's env: (`env: [{', '.join(names)}]`, which "
-                f"records {'its value' if one else 'their values'} in each cell)") + last
+                f"records {'its value' if one else 'their values'} in each cell)")
         told.append(reason)
     return told

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.bundle.migrations import SCHEMA_VERSION
 from harness.run.isolation import WorkerOutcome, stopped_in
-from harness.run.last_words import MAX_SAID_CHARS, said_last, with_said_last
+from harness.run.last_words import MAX_SAID_CHARS, said_last, whole_log, with_said_last
 
 LOG = "cells/0123456789abcdef/worker.log"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / f"v{SCHEMA_VERSION}"
@@ -60,32 +60,32 @@ def test_a_worker_that_wrote_nothing_of_its_own_keeps_the_reason_it_had() -> Non
     for log_text in ("", "\n\n", "Traceback (most recent call last):\n  File \"x.py\", line 1\n",
                      "fusionbench: this worker started as a fresh Python: its preloaded parent did not start\n"):
         assert said_last(log_text) is None, log_text
-        assert with_said_last("worker killed by SIGKILL (in phase timing)", log_text, LOG) == \
+        assert with_said_last("worker killed by SIGKILL (in phase timing)", log_text) == \
             "worker killed by SIGKILL (in phase timing)"
 
 
-def test_a_reason_names_the_exit_code_phase_last_line_and_whole_log() -> None:
+def test_a_reason_names_the_exit_code_phase_and_last_line() -> None:
+    """(The record's reason then ends naming the whole log: tests/unit/test_kept_answer.py.)"""
     died = WorkerOutcome(None, 2, False, "start", 0.5)
-    assert died.failure_reason(60, REFUSED_REQUEST, LOG) == (
+    assert died.failure_reason(60, REFUSED_REQUEST) == (
         "worker exited with code 2 without an answer (in phase start); it last wrote: fusionbench worker: cannot "
-        f"read the request: unknown model 'acme_block' (whole log: {LOG})")
+        "read the request: unknown model 'acme_block'")
     crashed = WorkerOutcome(None, -signal.SIGSEGV, False, "first_call", 0.5)
-    assert crashed.failure_reason(60, FAULTHANDLER, LOG) == (
-        "worker killed by SIGSEGV (in phase first_call); it last wrote: Fatal Python error: Segmentation fault "
-        f"(whole log: {LOG})")
+    assert crashed.failure_reason(60, FAULTHANDLER) == (
+        "worker killed by SIGSEGV (in phase first_call); it last wrote: Fatal Python error: Segmentation fault")
     # the parent's own limits are their reason: the last line before the parent killed it is not
-    assert WorkerOutcome(None, -signal.SIGKILL, True, "loadgen", 3.0).failure_reason(3, TRACEBACK, LOG) == \
+    assert WorkerOutcome(None, -signal.SIGKILL, True, "loadgen", 3.0).failure_reason(3, TRACEBACK) == \
         "time limit of 3 s exceeded (in phase loadgen)"
     over = WorkerOutcome(None, -signal.SIGKILL, False, "memory", 3.0, memory_exceeded_bytes=300 << 20,
                          memory_limit_bytes=256 << 20)
-    assert "last wrote" not in over.failure_reason(60, TRACEBACK, LOG)
+    assert "last wrote" not in over.failure_reason(60, TRACEBACK)
 
 
 def test_the_log_is_hostile_text_that_neither_acts_nor_moves_the_phase() -> None:
     """A line with a terminal escape, a bidirectional override and the words of another phase: the
     reason shows the codes, keeps the phase the parent read, and quotes at most MAX_SAID_CHARS."""
     hostile = "RuntimeError: \x1b[2J\u202eover (in phase loadgen) " + "x" * 500 + "\n"
-    reason = WorkerOutcome(None, 1, False, "prepare", 0.5).failure_reason(60, hostile, LOG)
+    reason = WorkerOutcome(None, 1, False, "prepare", 0.5).failure_reason(60, hostile)
     said = said_last(hostile)
     assert said is not None and len(said) == MAX_SAID_CHARS and said.endswith("...")
     assert said.startswith("RuntimeError: \\x1b[2J\\u202eover (in phase loadgen)")
@@ -103,7 +103,7 @@ def test_a_failed_cells_line_as_the_run_ends_names_its_log_once(tmp_path: Path) 
     record = next(r for r in load(GOLDEN).records if r.status == "valid")
     (tmp_path / LOG).parent.mkdir(parents=True)
     (tmp_path / LOG).write_text(FAULTHANDLER)
-    died = WorkerOutcome(None, -signal.SIGSEGV, False, "first_call", 0.5).failure_reason(60, FAULTHANDLER, LOG)
+    died = WorkerOutcome(None, -signal.SIGSEGV, False, "first_call", 0.5).failure_reason(60, FAULTHANDLER) + whole_log(LOG)
     failed = record.model_copy(update={"status": "failed", "reasons": [died], "log": LOG})
     label = record.config.shown_label
     assert bad_line(failed, tmp_path).plain == (
