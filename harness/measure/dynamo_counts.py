@@ -87,11 +87,16 @@ class Readings:
         self._after_checks: Snapshot | str | None = None
         self._after_warmup: Snapshot | str | None = None
 
-    def checked(self) -> dict[str, Any] | None:
-        """The compile's record once its untimed calls are done (the first call, the correctness
-        check): its graphs and breaks, kept should a later phase fail."""
+    def checks_done(self) -> Snapshot | str:
+        """Its untimed calls are done (the first call, the correctness check): the compile's graphs
+        and breaks are counted to here, in `timed`'s record."""
         self._after_checks = snapshot()
-        return record(self.before_prepare, self._after_checks)
+        return self._after_checks
+
+    def checked(self) -> dict[str, Any] | None:
+        """`checks_done`, and the compile's record so far: its graphs and breaks, which round 1 keeps
+        should a later phase fail (a further round keeps nothing of a failed one)."""
+        return record(self.before_prepare, self.checks_done())
 
     def warmed_up(self) -> None:
         """The warm-up is done: the timed calls' recompiles are counted from here."""
@@ -100,7 +105,7 @@ class Readings:
     def timed(self) -> dict[str, Any] | None:
         """The whole record once the last timed call is done, its recompiles in the timed calls with it."""
         if self._after_checks is None:
-            raise RuntimeError("Readings.timed before Readings.checked: the compile's graphs were never read")
+            raise RuntimeError("Readings.timed before Readings.checks_done: the compile's graphs were never read")
         return record(self.before_prepare, self._after_checks, self._after_warmup, snapshot())
 
 

@@ -298,7 +298,7 @@ def time_a_round(cell: CellConfig, request: WorkerRequest, backend: Any, clock: 
             prepared(example)
             prepared.synchronize()
         metrics.first_call_s = clock.durations_s[protocol.FIRST_CALL.name]
-        dynamo.checked()  # its compile's graphs: its first call's, as round 1's
+        dynamo.checks_done()  # its compile's graphs: its first call's, as round 1's
         timing = _device_timing(cell, prepared, samples)
         with clock.phase(protocol.TIMING):
             timing.warm_up()
