@@ -21,7 +21,11 @@ under another key, or a program it does not name, changes nothing.
 
 Cells of a `--jobs` run, or of two runs, add their passes at once: each reads the record, adds its
 own and writes it back under an exclusive lock of its folder (harness/dirlock.py, as the artifact
-cache locks an entry it builds), so that none writes over another's. The record an older
+cache locks an entry it builds), so that none writes over another's. A cell waits for that lock
+`ISA_LOCK_WAIT_S` at most (the holder needs milliseconds): past it, a holder suspended or hung
+(Ctrl-Z, a debugger, a stopped container) would stall every later cell until its time limit, so the
+cell leaves its passes unrecorded, says so in its log, and goes on (a later cell builds those
+programs again). The record an older
 FusionBench kept there (`OLD_ISA_FILE`: the check's one answer, true or false, under a key) is read
 by nothing since this one replaced it, and is removed as the record is written, where its text is
 that record's; an older FusionBench still run on the machine checks again once and writes it anew.
@@ -35,6 +39,7 @@ import json
 import os
 import platform
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,8 @@ ISA_FILE = "fusionbench-vector-isa-builds.json"
 #: The record of the check's answer that set `cpp.vec_isa_ok` (FusionBench before 2026-12-06): a key
 #: of 16 hex digits (torch, the CPU's flags, the compiler) to true or false.
 OLD_ISA_FILE = "fusionbench-vector-isa-check.json"
+#: The most a cell waits for the record's lock before it leaves its passes unrecorded.
+ISA_LOCK_WAIT_S = 10.0
 
 
 @contextlib.contextmanager
@@ -141,12 +148,18 @@ def _names(passes: Any) -> set[str]:
 
 def _add_passes(record: Path, key: str, new: list[str]) -> None:
     """Add `new` to the passes `record` keeps under `key`, read and written under the lock of its folder:
-    another cell adding its own at once waits (its write replaced the whole file, losing these)."""
+    another cell adding its own at once waits (its write replaced the whole file, losing these), for
+    ISA_LOCK_WAIT_S at most, then leaves them unrecorded with a warning in its log."""
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        held = dirlock.lock(record.parent)
+        held = dirlock.lock_within(record.parent, ISA_LOCK_WAIT_S)
     except OSError:
         return  # unrecorded: the next cell builds its programs, as before
+    if held is None:
+        print(f"fusionbench worker: warning: {record.parent} stayed locked by another process for {ISA_LOCK_WAIT_S:g} s: "
+              f"this cell's {len(new)} passed vector instruction set check(s) are not recorded in {record.name} "
+              "(a later cell builds their programs again)", file=sys.stderr)
+        return
     try:
         known = json.loads(record.read_text()) if record.exists() else {}
         if not isinstance(known, dict):

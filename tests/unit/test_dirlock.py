@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,18 @@ def test_a_symlink_is_refused_when_asked_and_a_missing_folder_raises(tmp_path: P
     with pytest.raises(OSError):
         dirlock.try_lock(tmp_path / "missing")
     os.close(dirlock.lock(link))  # followed by default
+
+
+def test_a_bounded_wait_gives_up_on_a_holder_that_never_lets_go_and_takes_the_lock_once_free(tmp_path: Path) -> None:
+    """A holder that is suspended or hung kept `lock` waiting for as long as it lived; `lock_within`
+    answers None once its bound has passed, and the lock once the holder is gone."""
+    held = dirlock.lock(tmp_path)  # another open file: flock holds it against this process's own too
+    try:
+        began = time.monotonic()
+        assert dirlock.lock_within(tmp_path, 0.3) is None
+        assert 0.3 <= time.monotonic() - began < 5
+    finally:
+        os.close(held)
+    fd = dirlock.lock_within(tmp_path, 0.3)
+    assert fd is not None
+    os.close(fd)

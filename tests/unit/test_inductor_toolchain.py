@@ -188,3 +188,33 @@ def test_the_record_an_older_fusionbench_kept_is_removed_as_the_record_is_writte
         old.write_text(text)
         inductor_isa._add_passes(folder / inductor_isa.ISA_FILE, "k" * 16, ["b"])
         assert old.read_text() == text
+
+
+def test_a_holder_of_the_records_lock_that_never_lets_go_leaves_the_cells_passes_unrecorded_not_the_cell_stalled(
+        builds, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The lock was waited for without a bound: a cell holding it suspended (Ctrl-Z, a debugger) or
+    hung stalled every later Inductor cell until its time limit. The wait ends at ISA_LOCK_WAIT_S:
+    the compile goes on, its passes unrecorded, and its log says so."""
+    from backends import inductor_isa
+    from harness import dirlock
+
+    cpu_vec_isa, built = builds
+    record = inductor_isa.isa_record()
+    assert record is not None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(inductor_isa, "ISA_LOCK_WAIT_S", 0.3)
+    holder = dirlock.lock(record.parent)  # another cell's, which never lets go
+    try:
+        began = time.monotonic()
+        with inductor_isa.recorded_builds("cpu"):
+            assert cpu_vec_isa.VecAVX2().check_build(cpu_vec_isa.VecISA._avx_code) is True
+        assert time.monotonic() - began < 5
+    finally:
+        os.close(holder)
+    assert len(built) == 1 and not record.exists()
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"fusionbench worker: warning: {record.parent} stayed locked by another process for 0.3 s: this cell's 1 " \
+           f"passed vector instruction set check(s) are not recorded in {record.name}" in said
+    with inductor_isa.recorded_builds("cpu"):  # let go: the next cell records its passes
+        assert cpu_vec_isa.VecAVX2().check_build(cpu_vec_isa.VecISA._avx_code) is True
+    assert record.is_file() and len(built) == 2
