@@ -111,8 +111,10 @@ def test_a_long_refusal_is_cut_saying_so_in_the_reason_and_in_the_log(tmp_path: 
 
 
 def test_a_killed_workers_reason_quotes_its_last_words_not_the_notes_kept_writes_after_them(tmp_path: Path) -> None:
-    """The log is read once, after `kept` has written what it refused: the reason still quotes the
-    worker's last line (the parent's `fusionbench:` notes are not its words), and the tail holds both."""
+    """The log is read after `kept` has written what it refused: the reason still quotes the worker's
+    last line (the parent's `fusionbench:` notes are not its words), and the tail holds both. (That it
+    is read once, not twice, is not held here: both reads gave the same reason and tail, so only a
+    count of the reads could tell them apart.)"""
     log = tmp_path / "cells" / "0123456789abcdef" / "worker.log"
     log.parent.mkdir(parents=True)
     log.write_text("fusionbench worker: the compiler ran out of registers\n")
