@@ -286,6 +286,8 @@ class Metric:
     decorate: Callable[[Record, str], str] | None = None  # what the figure carries beside its value
     decorate_missing: bool = False  # `decorate` also speaks for a missing value
     derive: Callable[[Any], Any] | None = None  # a figure made from what lies at `path`, not read as it is
+    # where `path` is a whole part of the record: the fields below it that `derive` reads (through a list's items)
+    sources: tuple[tuple[str, ...], ...] = ()
 
     def value(self, cell: Record) -> float | None:
         if self.only_if is not None and at(cell, self.only_if[0]) != self.only_if[1]:
@@ -324,15 +326,18 @@ def _cores_busy(repetitions: Any) -> float | None:
     return round(cpu / wall, 1) if wall >= CORES_MIN_WALL_S else None
 
 
+_FIRST_RECOMPILES, _ROUNDS, _ROUND_RECOMPILES = ("dynamo", "recompiles_timed"), ("rounds",), ("recompiles_timed",)
+
+
 def _timed_recompiles(metrics: Any) -> int | None:
     """Round 1's timed recompiles (`dynamo.recompiles_timed`) and each further round's (`rounds[].recompiles_timed`):
     every round's median enters a cell's time, so a round that recompiled is in it. None without round 1's
     record, which every torch.compile cell has; a further round without one (before 2026-12-06) adds none."""
-    first = at(metrics, ("dynamo", "recompiles_timed"))
+    first = at(metrics, _FIRST_RECOMPILES)
     if _number(first) is None:
         return None
-    rounds = at(metrics, ("rounds",))
-    further = [at(r, ("recompiles_timed",)) for r in (rounds if isinstance(rounds, list) else []) if at(r, ("round",)) != 1]
+    rounds = at(metrics, _ROUNDS)
+    further = [at(r, _ROUND_RECOMPILES) for r in (rounds if isinstance(rounds, list) else []) if at(r, ("round",)) != 1]
     return int(first) + sum(int(count) for count in further if _number(count) is not None)
 
 
@@ -410,7 +415,8 @@ METRICS: dict[str, Metric] = _by_name((
     Metric("recompiles", ("metrics",), "count", "lower", "exact", "timed recompiles",
            "the frames TorchDynamo compiled again from the end of the warm-up to the last timed call (torch.compile "
            "cells), in every round of a cell timed over rounds: above 0, the timing measured compiles too, and the "
-           "cell warns", derive=_timed_recompiles),
+           "cell warns", derive=_timed_recompiles,
+           sources=(("metrics", *_FIRST_RECOMPILES), ("metrics", *_ROUNDS, *_ROUND_RECOMPILES))),
     # A prepare under 0.1 s compiles nothing (eager, null): its changes are noise.
     Metric("compile_time", ("metrics", "prepare_s"), "s", "lower", "ratio", "compile time",
            "Backend.prepare: export and compile (Inductor's first call included), less the backend's one-time "

@@ -30,6 +30,7 @@ def _walk(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | Non
     node = schema
     for key in path:
         for branch in map(resolved, node.get("anyOf", [node])):  # a nullable field: its object branch
+            branch = resolved(branch["items"]) if "items" in branch else branch  # a list: its items' fields
             if key in branch.get("properties", {}):
                 node = resolved(branch["properties"][key])
                 break
@@ -41,9 +42,11 @@ def _walk(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | Non
 @pytest.mark.parametrize("row", METRICS.values(), ids=METRICS)
 def test_every_row_reads_a_field_the_cell_schema_defines(row: metric_table.Metric) -> None:
     cell = schema("cell")
-    for path in (row.path, row.samples, *row.same_in_both, row.only_if[0] if row.only_if else ()):
+    for path in (row.path, row.samples, *row.same_in_both, row.only_if[0] if row.only_if else (), *row.sources):
         if path:
             assert _walk(cell, path) is not None, f"{row.name}: {'.'.join(path)} is not a field of a cell record"
+    # a figure made from a whole part of the record (`metrics`) names the fields it reads there, each checked above
+    assert len(row.path) > 1 or row.sources, f"{row.name}: derived from {'.'.join(row.path)} without naming its sources"
 
 
 def _expected(bundle: str, cell: dict[str, Any]) -> set[str]:
