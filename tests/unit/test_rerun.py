@@ -197,7 +197,8 @@ def test_a_bundle_whose_env_asks_more_threads_than_a_slot_here_has_is_refused_na
     monkeypatch.setattr(slots, "physical_cores", lambda cpus, siblings_of=None: [(cpu,) for cpu in sorted(cpus)])
     monkeypatch.setattr(cgroup_limits, "cpu_quota", lambda *args: None)
     cores = 1
-    assert [len(slot.cpus) for slot in rerun_original.slots_here(2) or []] == [cores, cores]
+    cut = rerun_original.slots_here(2)
+    assert isinstance(cut, list) and [len(slot.cpus) for slot in cut] == [cores, cores], cut
     assert main(["rerun", str(root), "--only", "backend=null", "--dry-run"]) == 2
     assert capsys.readouterr().err == (
         f"fusionbench: error: cannot rerun {root}, whose run ran its cells 2 at once with env: OMP_NUM_THREADS=1000, as "
