@@ -53,7 +53,7 @@ from unittest import mock
 
 from backends import inductor_isa, inductor_toolchain, torch_kernel_time
 from backends.inductor_attention import AttentionWatch, is_attention_rewrite
-from backends.inductor_code import branch_note, generated_kinds, kernel_calls, subgraph_kernels
+from backends.inductor_code import branch_note, generated_kinds, placed_back, placed_kernel_calls, region_calls, subgraph_kernels
 from backends.inductor_folding import FoldWatch
 from backends.inductor_freezing import freezing_without_fusion
 from backends.torch_device import synchronize, torch_availability
@@ -158,21 +158,28 @@ class InductorBackend(Backend):
             raise BackendFailed("torch.compile produced no Inductor code: Dynamo traced no graph of the model (a module "
                                 "it skips, or a break at every operator), so the whole model ran as eager")
         aten = [name for name in dir(torch.ops.aten) if not name.startswith("__")]
-        per_graph = [kernel_calls(source, aten) for source in sources]
+        placed = [placed_kernel_calls(source, aten) for source in sources]
+        # Each graph's own kernels are read again against its passes' records (the attention calls and the
+        # convolutions in its post-grad graph's order), a nested_compile_region's listed as its code runs them.
+        per_graph = [[group for group, subgraph in graph if subgraph is None] for graph in placed]
         per_graph, attention_note = attention.attribute(per_graph) if fused else (per_graph, "")
         if watching:
-            kernels, note = watch.attribute(per_graph)
+            own, note = watch.attribute(per_graph)
         else:  # nothing folded into weights: freezing off, or fusion off (freezing without its folding)
-            kernels = [group for groups in per_graph for group in groups]
+            own = [group for groups in per_graph for group in groups]
             note = ("no operator was folded into weights at compile time ("
                     + ("freezing off" if not options.freezing else "fusion off: freezing without its folding") + ")")
+        kernels = placed_back(own, placed)
         branches: dict[str, int] = {}
         others: dict[str, int] = {}
+        regions: dict[str, int] = {}
         for source in sources:
             in_branches, outside = subgraph_kernels(source, aten)
             branches.update(in_branches)
             others.update(outside)
-        note = "; ".join(part for part in (note, attention_note, branch_note(branches, others)) if part)
+            for name, calls in region_calls(source).items():
+                regions[name] = regions.get(name, 0) + calls
+        note = "; ".join(part for part in (note, attention_note, branch_note(branches, others, regions)) if part)
         wrappers = [m for m in loaded if callable(getattr(m, "call", None))]
         prepared = InductorPrepared(compiled, device, kernels, graphs=len(sources), folding_note=note, wrappers=wrappers)
         prepared.prepare_cache = "warm" if warm else "cold"

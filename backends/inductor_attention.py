@@ -160,5 +160,6 @@ class AttentionWatch:
                          "each shown as one operator")
         if inner:
             notes.append(f"{inner} attention call(s) Inductor made in a graph's subgraphs (a torch.cond branch, a "
-                         "while_loop's body, a nested_compile_region), whose kernels the report does not list")
+                         "while_loop's body, whose kernels the report does not list; a nested_compile_region, whose "
+                         "kernels it lists at each call, such a call as one operator)")
         return result, "; ".join(notes)

@@ -31,9 +31,13 @@ that takes one (a linear's, where the name lists the attention it feeds before i
 several steps every operator its name lists stays (mobilenet_v3_small's bias and hardswish kernel
 still lists the mean), except where each step adds a pair of buffers of its own and the name lists
 tensor operators alone: it adds that many operators' biases (BERT's query, key and value linears').
-A `torch.cond` branch's kernels are in the module too, in a function `call` calls (`true_graph_0`);
-they are not listed, as an inference runs one branch, and `subgraph_kernels` counts them for the note
-(apart from a subgraph `call` calls outside an `if`'s branches: a nested_compile_region's, a while_loop's).
+A `nested_compile_region` is a function of the module too (`repeated_subgraph0`), which `call` calls
+at each call of the region in the model: its kernels are listed there, at each call, as every call runs
+them (`placed_kernel_calls`); the record of a graph's passes (its attention calls, its folded batch
+norms) is read onto the graph's own kernels, so a region's attention call is one operator, its folded
+batch norm unseen. A `torch.cond` branch's kernels are in a function `call` calls too (`true_graph_0`);
+they are not listed, as an inference runs one branch, and `subgraph_kernels` counts them for the note,
+as it does a while_loop's condition and body, which run as many times as the loop turns.
 """
 
 from __future__ import annotations
@@ -75,77 +79,151 @@ _IGNORED_CALLS = {
 
 
 def kernel_calls(source: str, aten_names: Iterable[str]) -> list[KernelGroup]:
-    """Kernels called by the `call` function of one generated wrapper module, in order."""
+    """Kernels called by the `call` function of one generated wrapper module, in order, a
+    `nested_compile_region`'s at each call of it (`placed_kernel_calls`)."""
+    return [group for group, _ in placed_kernel_calls(source, aten_names)]
+
+
+def placed_kernel_calls(source: str, aten_names: Iterable[str]) -> list[tuple[KernelGroup, str | None]]:
+    """`kernel_calls`, each kernel with the subgraph whose function it runs in (None: the graph's own code).
+    A `nested_compile_region` is one function of the module (`repeated_subgraph0`, its kernels defined
+    beside the graph's), which `call` calls at each call of the region in the model; a region inside a
+    region, or inside a torch.cond branch, is a function its parent calls the same way
+    (`repeated_subgraph0_repeated_subgraph0`). Each statement that calls such a function runs it once,
+    so its kernels are listed there, in order, as many times as it is called: every call of them runs
+    every inference. A function called in an `if`'s branch or a loop (a torch.cond branch, a
+    while_loop's condition and body) is not (`subgraph_kernels`)."""
     tree = ast.parse(source)
-    return _kernels_of(_find_call(tree).body, _kernel_sources(tree), set(aten_names))
+    return _Module(tree, set(aten_names)).kernels_of(_find_call(tree).body)
 
 
 def subgraph_kernels(source: str, aten_names: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """The functions of one generated wrapper module that its `call` calls by name, each with the kernels
-    it calls: a `torch.cond` branch's subgraph (`true_graph_0`, called in a branch of an `if` alone), and
-    apart the others, which run as the graph runs (a `nested_compile_region`'s `repeated_subgraph0` at each
-    call of it, a `while_loop`'s condition and body at each turn). `kernel_calls` lists none of them: the
-    report lists one inference's kernels in order, and an inference runs one branch, which its data
-    chooses; their names also list the condition's operators (`cpp_fused_add_gt_mul_relu_2`, whose `gt`
-    the kernel before the branch computed)."""
+    """The functions of one generated wrapper module that its `call` calls by name and `kernel_calls`
+    does not list, each with the kernels one call of it runs: a `torch.cond` branch's subgraph
+    (`true_graph_0`, called in a branch of an `if` alone), and apart the others, whose calls run in a loop
+    (a `while_loop`'s condition and body, at each turn). The report lists one inference's kernels in
+    order: an inference runs one branch, which its data chooses (their names also list the condition's
+    operators: `cpp_fused_add_gt_mul_relu_2`, whose `gt` the kernel before the branch computed), and a
+    loop's turns are as many as its data makes them. A `nested_compile_region`, called outside both,
+    is listed at each call (`placed_kernel_calls`), and is neither."""
     tree = ast.parse(source)
-    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-    sources, vocabulary = _kernel_sources(tree), set(aten_names)
-    in_branch: dict[str, bool] = {}  # each function `call` calls -> whether every call of it is in an `if`'s branch
-
-    def visit(node: ast.AST, in_if: bool, in_loop: bool) -> None:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
-            in_branch[node.func.id] = in_branch.get(node.func.id, True) and in_if and not in_loop
-        if isinstance(node, ast.If):
-            visit(node.test, in_if, in_loop)
-            for statement in node.body + node.orelse:
-                visit(statement, True, in_loop)
-            return
-        for child in ast.iter_child_nodes(node):
-            visit(child, in_if, in_loop or isinstance(node, (ast.While, ast.For)))
-
-    for statement in _find_call(tree).body:
-        visit(statement, False, False)
-    kernels = {name: len(_kernels_of(functions[name].body, sources, vocabulary)) for name in sorted(in_branch)}
-    return ({name: count for name, count in kernels.items() if in_branch[name]},
-            {name: count for name, count in kernels.items() if not in_branch[name]})
+    module = _Module(tree, set(aten_names))
+    called = module.places(_find_call(tree).body)
+    kernels = {name: len(module.kernels_of(module.functions[name].body)) for name in sorted(called)
+               if name not in module.listed}
+    return ({name: count for name, count in kernels.items() if called[name] == {_IN_BRANCH}},
+            {name: count for name, count in kernels.items() if called[name] != {_IN_BRANCH}})
 
 
-def branch_note(branches: dict[str, int], others: dict[str, int] | None = None) -> str:
+def region_calls(source: str) -> dict[str, int]:
+    """Each function of one generated wrapper module that `placed_kernel_calls` lists at its calls (a
+    `nested_compile_region`'s), with how many times the graph's `call` runs it, its parents' calls
+    counted: the note's account of the kernels listed from subgraphs."""
+    tree = ast.parse(source)
+    module = _Module(tree, set())
+    counts: dict[str, int] = {}
+
+    def count(body: list[ast.stmt], times: int) -> None:
+        for call in _calls_in_order(body):
+            name = _dotted(call.func)
+            if name is not None and name in module.listed:
+                counts[name] = counts.get(name, 0) + times
+                count(module.functions[name].body, times)
+
+    count(_find_call(tree).body, 1)
+    return counts
+
+
+def branch_note(branches: dict[str, int], others: dict[str, int] | None = None, regions: dict[str, int] | None = None) -> str:
     """The fusion report's note on the `torch.cond` branches and the other subgraphs `subgraph_kernels`
-    found (empty where none)."""
+    found, and on the regions' kernels `kernel_calls` lists at each call (`region_calls`); empty where none."""
     said = []
+    if regions:
+        each = ", ".join(f"{name}: {calls} call(s)" for name, calls in regions.items())
+        said.append(f"{len(regions)} nested_compile_region subgraph(s) whose kernels are listed at each call ({each}), "
+                    "as every call runs them")
     if branches:
         each = ", ".join(f"{name}: {count} kernel(s)" for name, count in branches.items())
         said.append(f"{len(branches)} torch.cond branch(es) whose kernels are not listed ({each}): an inference runs "
                     "one of them, as its data chooses, so neither stands in the list of the kernels in order")
     if others:
         each = ", ".join(f"{name}: {count} kernel(s)" for name, count in others.items())
-        said.append(f"{len(others)} subgraph(s) whose kernels are not listed ({each}): the graph calls them as it runs "
-                    "(a nested_compile_region at each call of it, a while_loop's condition and body at each turn), "
-                    "their kernels beside those listed")
+        said.append(f"{len(others)} subgraph(s) whose kernels are not listed ({each}): the graph calls them in a loop "
+                    "(a while_loop's condition and body at each turn), as many times as its data makes it turn")
     return "; ".join(said)
 
 
-def _kernels_of(body: list[ast.stmt], sources: dict[str, str], vocabulary: set[str]) -> list[KernelGroup]:
-    """The kernels the statements `body` call, in order."""
-    groups: list[KernelGroup] = []
-    for call in _calls_in_order(body):
-        name = _dotted(call.func)
+def placed_back(own: Iterable[KernelGroup], placed: Iterable[list[tuple[KernelGroup, str | None]]]) -> list[KernelGroup]:
+    """The kernels of `placed` (`placed_kernel_calls`, per graph), a graph's own ones given in order by
+    `own` (as read again, an attention call Inductor made with the operators it replaced, a folded batch
+    norm with its convolution), the subgraphs' ones as `placed` has them."""
+    mine = iter(own)
+    return [next(mine) if subgraph is None else group for graph in placed for group, subgraph in graph]
+
+
+_IN_BRANCH, _IN_LOOP, _STRAIGHT = "branch", "loop", "straight"
+
+
+class _Module:
+    """One generated wrapper module: its functions, its kernels' sources, which functions run at each
+    call of them (`listed`)."""
+
+    def __init__(self, tree: ast.Module, vocabulary: set[str]) -> None:
+        self.functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        self.sources, self.vocabulary = _kernel_sources(tree), vocabulary
+        every: dict[str, set[str]] = {}
+        for function in [*self.functions.values(), _find_call(tree)]:
+            for name, where in self.places(function.body).items():
+                every.setdefault(name, set()).update(where)
+        self.listed = {name for name, where in every.items() if where == {_STRAIGHT}}
+
+    def places(self, body: list[ast.stmt]) -> dict[str, set[str]]:
+        """Each of the module's functions the statements `body` call, with where: in an `if`'s branch,
+        in a loop, or straight."""
+        found: dict[str, set[str]] = {}
+
+        def visit(node: ast.AST, where: str) -> None:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.functions:
+                found.setdefault(node.func.id, set()).add(where)
+            if isinstance(node, ast.If):
+                visit(node.test, where)
+                for statement in node.body + node.orelse:
+                    visit(statement, _IN_LOOP if where == _IN_LOOP else _IN_BRANCH)
+                return
+            for child in ast.iter_child_nodes(node):
+                visit(child, _IN_LOOP if isinstance(node, (ast.While, ast.For)) else where)
+
+        for statement in body:
+            visit(statement, _STRAIGHT)
+        return found
+
+    def kernels_of(self, body: list[ast.stmt], subgraph: str | None = None) -> list[tuple[KernelGroup, str | None]]:
+        """The kernels the statements `body` call, in order, a listed function's at each call of it, each
+        with the subgraph it runs in (`subgraph` for `body`'s own)."""
+        groups: list[tuple[KernelGroup, str | None]] = []
+        for call in _calls_in_order(body):
+            name = _dotted(call.func)
+            if name is not None and name in self.listed:
+                groups.extend(self.kernels_of(self.functions[name].body, name))
+                continue
+            group = self.kernel(call, name)
+            if group is not None:
+                groups.append((group, subgraph))
+        return groups
+
+    def kernel(self, call: ast.Call, name: str | None) -> KernelGroup | None:
+        """The kernel one call runs, None where it runs none (an allocation, a check)."""
         if name is None or name.split(".")[-1] in _IGNORED_CALLS:
-            continue
+            return None
         head = name.split(".")[0]
         if _GENERATED_PREFIX.match(head):
-            named = ops_from_kernel_name(head, vocabulary)
-            groups.append(KernelGroup(kernel=head, ops=ops_run(head, named, sources.get(head))))
-        elif name.startswith("extern_kernels."):
-            op = name.split(".")[1]
-            groups.append(KernelGroup(kernel=name, ops=(f"aten.{op}", *_post_ops(call))))
-        elif name.startswith("torch.ops."):
+            return KernelGroup(kernel=head, ops=ops_run(head, ops_from_kernel_name(head, self.vocabulary), self.sources.get(head)))
+        if name.startswith("extern_kernels."):
+            return KernelGroup(kernel=name, ops=(f"aten.{name.split('.')[1]}", *_post_ops(call)))
+        if name.startswith("torch.ops."):
             parts = name.split(".")
-            op = ".".join(parts[2:4])
-            groups.append(KernelGroup(kernel=".".join(parts[:4]), ops=(op, *_post_ops(call))))
-    return groups
+            return KernelGroup(kernel=".".join(parts[:4]), ops=(".".join(parts[2:4]), *_post_ops(call)))
+        return None
 
 
 def ops_from_kernel_name(kernel: str, vocabulary: set[str]) -> tuple[str, ...]:

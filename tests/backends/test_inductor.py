@@ -449,3 +449,40 @@ def test_close_lets_go_of_the_models_weights(tmp_path: Path) -> None:
     prepared.close()
     gc.collect()
     assert [weight() for weight in weights] == [None] * len(weights)
+
+
+def test_a_nested_compile_regions_kernels_are_counted_as_the_profiler_sees_them_run(tmp_path: Path) -> None:
+    """A `torch.compiler.nested_compile_region` called twice runs its matrix multiply and its fused
+    kernel at each call. The report listed the one kernel after them (kernels per inference 1, the region
+    named in the note only); now each call's kernels stand in order, as many as the profiler sees run."""
+    from backends.inductor import InductorBackend
+
+    @torch.compiler.nested_compile_region
+    def block(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ w) * 2 + 1
+
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(16, 16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.sigmoid(block(block(x, self.w), self.w))
+
+    torch.manual_seed(0)
+    model, example = Twice().eval(), torch.randn(4, 16)
+    prepared = InductorBackend().prepare(model, example, device="cpu", dtype="fp32", variant=Variant("on"),
+                                         workdir=tmp_path, cache_dir=tmp_path)
+    try:
+        report = prepared.fusion_report()
+        fused = [k for k in report.kernels if k.kernel.startswith("cpp_fused")]
+        assert [k.ops for k in fused] == [("aten.add", "aten.mul", "aten.relu")] * 2 + [("aten.sigmoid",)], report.kernels
+        assert sum(1 for k in report.kernels if k.ops == ("aten.mm",)) == 2, report.kernels
+        assert "repeated_subgraph0: 2 call(s)" in report.notes
+        times = prepared.cpu_kernel_times(example)
+        assert times is not None
+        assert prepared.cpu_dispatches(example) == len(times.calls) == 5, times.calls
+        with torch.no_grad():
+            assert compare(prepared(example), model(example), "fp32")["ok"]
+    finally:
+        prepared.close()

@@ -87,4 +87,5 @@ def test_a_subgraphs_attention_is_not_read_onto_the_next_graphs_own_call() -> No
     assert watch.attribute([condition, own])[0] == [condition, own]
     note = watch.attribute([condition, own])[1]
     assert note == ("1 attention call(s) Inductor made in a graph's subgraphs (a torch.cond branch, a while_loop's body, "
-                    "a nested_compile_region), whose kernels the report does not list")
+                    "whose kernels the report does not list; a nested_compile_region, whose kernels it lists at each call, "
+                    "such a call as one operator)")

@@ -12,6 +12,9 @@ from backends.inductor_code import (
     kernel_calls,
     ops_from_kernel_name,
     ops_run,
+    placed_back,
+    placed_kernel_calls,
+    region_calls,
     subgraph_kernels,
 )
 from backends.inductor_kernel_body import computes, steps
@@ -498,17 +501,140 @@ class Runner:
 """
 
 
+# What Inductor generated (torch 2.14, CPU) for a region that calls a region, `outer(x, w) = inner(x @ w) * 3`
+# with `inner(x) = cos(x) + 1`, called twice, then `torch.cond(y.sum() > 0, inner(y) * 2, sin(y))`: the inner
+# region a function of its own in each function that calls it, the kernels cut short.
+NESTED_WRAPPER = """
+cpp_fused_gt_sum_2 = async_compile.cpp_pybinding(['const float*', 'float*', 'bool*'], r'''
+auto tmp0 = in_ptr0[x0]; tmp_acc0 = tmp_acc0 + tmp0; auto tmp2 = tmp1 > tmp3;''')
+cpp_fused_mul_1 = async_compile.cpp_pybinding(['float*'], r'''
+auto tmp0 = in_out_ptr0[x0]; auto tmp3 = tmp0 * tmp2;''')
+cpp_fused_add_cos_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+auto tmp0 = in_ptr0[x0]; auto tmp1 = tmp0.cos(); auto tmp4 = tmp1 + tmp3;''')
+
+def repeated_subgraph0_repeated_subgraph0(args):
+    repeated_subgraph0_repeated_subgraph0_arg0_1, = args
+    repeated_subgraph0_repeated_subgraph0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    cpp_fused_add_cos_0(repeated_subgraph0_repeated_subgraph0_arg0_1, repeated_subgraph0_repeated_subgraph0_buf0)
+    return (repeated_subgraph0_repeated_subgraph0_buf0, )
+
+def repeated_subgraph0(args):
+    repeated_subgraph0_arg0_1, repeated_subgraph0_arg1_1 = args
+    repeated_subgraph0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    extern_kernels.mm(repeated_subgraph0_arg0_1, repeated_subgraph0_arg1_1, out=repeated_subgraph0_buf0)
+    repeated_subgraph0_buf1 = [None] * 1
+    repeated_subgraph0_repeated_subgraph0_args = [repeated_subgraph0_buf0,]
+    repeated_subgraph0_buf1 = repeated_subgraph0_repeated_subgraph0(repeated_subgraph0_repeated_subgraph0_args)
+    repeated_subgraph0_buf3 = repeated_subgraph0_buf1[0]
+    cpp_fused_mul_1(repeated_subgraph0_buf3)
+    return (repeated_subgraph0_buf3, )
+
+cpp_fused_gt_sin_3 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+auto tmp0 = in_ptr0[x0]; auto tmp1 = tmp0.sin();''')
+
+def false_graph_0(args):
+    false_graph_0_arg0_1, = args
+    false_graph_0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    cpp_fused_gt_sin_3(false_graph_0_arg0_1, false_graph_0_buf0)
+    return (false_graph_0_buf0, )
+
+cpp_fused_gt_mul_4 = async_compile.cpp_pybinding(['float*'], r'''
+auto tmp0 = in_out_ptr0[x0]; auto tmp3 = tmp0 * tmp2;''')
+
+def true_graph_0_repeated_subgraph0(args):
+    true_graph_0_repeated_subgraph0_arg0_1, = args
+    true_graph_0_repeated_subgraph0_buf0 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+    cpp_fused_add_cos_0(true_graph_0_repeated_subgraph0_arg0_1, true_graph_0_repeated_subgraph0_buf0)
+    return (true_graph_0_repeated_subgraph0_buf0, )
+
+def true_graph_0(args):
+    true_graph_0_arg0_1, = args
+    true_graph_0_buf0 = [None] * 1
+    true_graph_0_repeated_subgraph0_args = [true_graph_0_arg0_1,]
+    true_graph_0_buf0 = true_graph_0_repeated_subgraph0(true_graph_0_repeated_subgraph0_args)
+    true_graph_0_buf2 = true_graph_0_buf0[0]
+    cpp_fused_gt_mul_4(true_graph_0_buf2)
+    return (true_graph_0_buf2, )
+
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1 = args
+        buf0 = [None] * 1
+        repeated_subgraph0_args = [arg1_1, arg0_1]
+        buf0 = repeated_subgraph0(repeated_subgraph0_args)
+        buf1 = buf0[0]
+        buf2 = [None] * 1
+        repeated_subgraph0_args = [buf1, arg0_1]
+        buf2 = repeated_subgraph0(repeated_subgraph0_args)
+        buf3 = buf2[0]
+        buf4 = empty_strided_cpu((), (), torch.float32)
+        buf5 = empty_strided_cpu((), (), torch.bool)
+        cpp_fused_gt_sum_2(buf3, buf4, buf5)
+        buf6_selector = int(buf5.item())
+        buf6 = [None] * 1
+        if buf6_selector == 0:
+            false_graph_0_args = [buf3,]
+            buf6 = false_graph_0(false_graph_0_args)
+        else:
+            true_graph_0_args = [buf3,]
+            buf6 = true_graph_0(true_graph_0_args)
+        buf7 = buf6[0]
+        return (buf7, )
+"""
+REGION_ATEN = ("add", "mul", "relu", "sigmoid", "mm", "lt", "sin", "cos", "lift_fresh", "gt", "sum")
+
+
+def test_a_nested_compile_regions_kernels_are_listed_at_each_call_of_it() -> None:
+    """A nested_compile_region called twice runs its matrix multiply and its kernel at each call, every
+    inference. The report listed the one sigmoid kernel after them, its kernels per inference 1 where 5
+    ran, and named the region in its note only; now its kernels stand where each call runs them."""
+    listed = kernel_calls(REGION_WRAPPER, REGION_ATEN)
+    assert [(k.kernel, k.ops) for k in listed] == [
+        ("extern_kernels.mm", ("aten.mm",)), ("cpp_fused_add_mul_relu_0", ("aten.add", "aten.mul", "aten.relu")),
+        ("extern_kernels.mm", ("aten.mm",)), ("cpp_fused_add_mul_relu_0", ("aten.add", "aten.mul", "aten.relu")),
+        ("cpp_fused_sigmoid_1", ("aten.sigmoid",))]
+    assert [subgraph for _, subgraph in placed_kernel_calls(REGION_WRAPPER, REGION_ATEN)] == ["repeated_subgraph0"] * 4 + [None]
+    assert subgraph_kernels(REGION_WRAPPER, REGION_ATEN) == ({}, {})
+    assert region_calls(REGION_WRAPPER) == {"repeated_subgraph0": 2}
+    note = branch_note({}, {}, region_calls(REGION_WRAPPER))
+    assert note == ("1 nested_compile_region subgraph(s) whose kernels are listed at each call (repeated_subgraph0: 2 call(s)), "
+                    "as every call runs them")
+
+
+def test_a_region_in_a_region_or_in_a_branch_runs_where_its_parent_calls_it() -> None:
+    """A region that calls a region is listed with the inner one's kernels at each of its calls; a region
+    in a torch.cond branch is counted with the branch's kernels, which stay unlisted."""
+    listed = kernel_calls(NESTED_WRAPPER, REGION_ATEN)
+    assert [k.kernel for k in listed] == ["extern_kernels.mm", "cpp_fused_add_cos_0", "cpp_fused_mul_1"] * 2 + ["cpp_fused_gt_sum_2"]
+    assert subgraph_kernels(NESTED_WRAPPER, REGION_ATEN) == ({"false_graph_0": 1, "true_graph_0": 2}, {})
+    assert region_calls(NESTED_WRAPPER) == {"repeated_subgraph0": 2, "repeated_subgraph0_repeated_subgraph0": 2}
+
+
 def test_a_subgraph_that_runs_as_the_graph_runs_is_not_said_to_be_a_torch_cond_branch() -> None:
-    """A nested_compile_region's subgraph (run at each of its calls) and a while_loop's condition and body
-    (run at each turn) are functions `call` calls too, and the note called them torch.cond branches of
-    which an inference runs one. They are said apart, as subgraphs the graph calls as it runs."""
-    aten = ("add", "mul", "relu", "sigmoid", "mm", "lt", "sin", "cos", "lift_fresh")
-    assert subgraph_kernels(REGION_WRAPPER, aten) == ({}, {"repeated_subgraph0": 2})
-    assert subgraph_kernels(WHILE_WRAPPER, aten) == ({}, {"while_loop_body_graph_0": 1, "while_loop_cond_graph_0": 1})
-    note = branch_note(*subgraph_kernels(REGION_WRAPPER, aten))
+    """A nested_compile_region's subgraph and a while_loop's condition and body are functions `call` calls
+    too, and the note called them torch.cond branches, of which an inference runs one. The region is listed
+    (the test above); the loop's condition and body run as many times as it turns, which its data decides:
+    they are not listed, not even the condition's first call before the loop, and the note says so."""
+    assert subgraph_kernels(REGION_WRAPPER, REGION_ATEN)[0] == {}
+    assert [k.kernel for k in kernel_calls(WHILE_WRAPPER, REGION_ATEN)] == ["cpp_fused_lift_fresh_0", "cpp_fused_cos_3"]
+    branches, others = subgraph_kernels(WHILE_WRAPPER, REGION_ATEN)
+    assert (branches, others, region_calls(WHILE_WRAPPER)) == ({}, {"while_loop_body_graph_0": 1, "while_loop_cond_graph_0": 1}, {})
+    note = branch_note(branches, others)
     assert "torch.cond" not in note and "runs one of them" not in note
-    assert note.startswith("1 subgraph(s) whose kernels are not listed (repeated_subgraph0: 2 kernel(s)): the graph calls "
-                           "them as it runs")
-    both = branch_note({"true_graph_0": 2}, {"repeated_subgraph0": 2})
-    assert both.startswith("1 torch.cond branch(es) whose kernels are not listed (true_graph_0: 2 kernel(s))")
-    assert "; 1 subgraph(s) whose kernels are not listed (repeated_subgraph0: 2 kernel(s))" in both
+    assert note.startswith("2 subgraph(s) whose kernels are not listed (while_loop_body_graph_0: 1 kernel(s), "
+                           "while_loop_cond_graph_0: 1 kernel(s)): the graph calls them in a loop")
+    both = branch_note({"true_graph_0": 2}, others, {"repeated_subgraph0": 2})
+    assert both.startswith("1 nested_compile_region subgraph(s) whose kernels are listed at each call")
+    assert "; 1 torch.cond branch(es) whose kernels are not listed (true_graph_0: 2 kernel(s))" in both
+    assert "; 2 subgraph(s) whose kernels are not listed" in both
+
+
+def test_the_graphs_own_kernels_read_again_go_back_between_the_regions() -> None:
+    """The graph's own kernels, read again against its passes' records (an attention call with the
+    operators it replaced), take their places back between a region's kernels, which stay as read."""
+    placed = [placed_kernel_calls(REGION_WRAPPER, REGION_ATEN), [(KernelGroup("cpp_fused_relu_0", ("aten.relu",)), None)]]
+    own = [KernelGroup("cpp_fused_sigmoid_1", ("aten.sigmoid", "aten.mul")), KernelGroup("cpp_fused_relu_0", ("aten.relu",))]
+    kernels = placed_back(own, placed)
+    assert [k.kernel for k in kernels] == ["extern_kernels.mm", "cpp_fused_add_mul_relu_0"] * 2 + ["cpp_fused_sigmoid_1",
+                                                                                                    "cpp_fused_relu_0"]
+    assert kernels[4].ops == ("aten.sigmoid", "aten.mul")
