@@ -360,9 +360,9 @@ def _cmd_models(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"no model of family {args.family!r}; families: {', '.join(families)}")
     console.print(table)
     # a plugin that does not load, takes a built-in's name, makes every command import torch or has another copy
-    # installed that never loads: said, the others listed
+    # installed that never loads, or is hidden by an earlier copy of its package: said, the others listed
     for reason in [*found.broken.values(), *filter(None, map(clash, found.models)), *found.heavy.values(),
-                   *found.shadowed.values()]:
+                   *found.shadowed.values(), *found.hidden.values()]:
         console.print(Text(f"fusionbench: warning: {one_line(reason)}", style="yellow"))
     return 0
 

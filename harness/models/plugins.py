@@ -74,6 +74,9 @@ class Found:
     #: name -> the other copies of its package installed that never load (another version, or the
     #: model elsewhere: harness/models/plugin_copies.py), where it has any
     hidden_copies: dict[str, list[plugin_copies.Copy]] = field(default_factory=dict)
+    #: name -> why it is no model here though a copy of a package registers it: an earlier copy of that
+    #: package, registering no model, hides it (harness/models/plugin_copies.py `hidden_by_earlier`)
+    hidden: dict[str, str] = field(default_factory=dict)
 
     @property
     def shadowed(self) -> dict[str, str]:
@@ -127,12 +130,15 @@ def found() -> Found:
         dist = getattr(ep, "dist", None)
         models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value,
                                       str(dist.locate_file("")) if dist else "")
-    return Found(models, broken, heavy, _hidden_copies(models))
+    every = plugin_copies.installed(GROUP)  # the installed packages read once for all the models
+    hidden = {name: plugin_copies.hidden_text(name, *copies)
+              for name, copies in plugin_copies.hidden_by_earlier(every).items() if name not in models and name not in broken}
+    return Found(models, broken, heavy, _hidden_copies(models, plugin_copies.copies(every)), hidden)
 
 
-def _hidden_copies(models: dict[str, PluginModel]) -> dict[str, list[plugin_copies.Copy]]:
-    """`Found.hidden_copies` of `models`: the installed packages read once for all of them."""
-    installed = plugin_copies.copies(GROUP)
+def _hidden_copies(models: dict[str, PluginModel],
+                   installed: dict[str, list[plugin_copies.Copy]]) -> dict[str, list[plugin_copies.Copy]]:
+    """`Found.hidden_copies` of `models`, `installed` the packages of several copies (`plugin_copies.copies`)."""
     hidden = {name: plugin_copies.never_loaded(name, model.distribution, model.version, model.entry_point, model.folder,
                                                installed) if model.folder else []
               for name, model in models.items()}
