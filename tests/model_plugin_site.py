@@ -6,6 +6,7 @@ package). The page and the tests cannot drift apart."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "adding_a_model.md"
@@ -36,3 +37,11 @@ def write_site(site: Path, *, extra_entry_points: dict[str, str] | None = None, 
     (info / "entry_points.txt").write_text(
         "[fusionbench.models]\n" + "".join(f"{key} = {value}\n" for key, value in entry_points.items()))
     return site
+
+
+def forget_modules() -> None:
+    """Forget the example's modules this process imported, as a new process would not have them: a
+    site written later holds other files of those names, and the harness refuses a model whose module
+    is imported from another folder than its package's (harness/models/plugin_code.py)."""
+    for module in [name for name in sys.modules if name.split(".")[0] == "acme_models"]:
+        del sys.modules[module]

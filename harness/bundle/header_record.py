@@ -172,6 +172,8 @@ class ModelPlugin(Part):
     family: str
     input_kind: str
     input_size: Annotated[int, Field(ge=1, le=1_000_000)]
+    #: the folder its module was imported from, which ran its cells (from 2026-12-07; absent before)
+    code_folder: str | None = None
 
 
 class Interruption(Part):

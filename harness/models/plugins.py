@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from harness.models import plugin_copies
+from harness.models import plugin_code, plugin_copies
 from harness.models.extra_models import INPUT_KINDS, INPUT_SIZE_FLOOR, ExtraModel
 from harness.plain_text import one_line
 from harness.registry import distribution_name, package_line
@@ -50,6 +50,9 @@ class PluginModel:
     version: str
     entry_point: str  # `module:attribute`
     folder: str = ""  # where its package was found (a site-packages, a folder on PYTHONPATH); "" where unknown
+    #: the folder on sys.path its module was imported from: that copy's folder, or an editable install's
+    #: project (harness/models/plugin_code.py); "" where unknown
+    code_folder: str = ""
 
     @property
     def provided_by(self) -> str:
@@ -59,7 +62,8 @@ class PluginModel:
     def recorded(self) -> dict[str, Any]:
         """Its entry in bundle.json `model_plugins`."""
         return {"distribution": self.distribution, "version": self.version, "entry_point": self.entry_point,
-                "family": self.spec.family, "input_kind": self.spec.input_kind, "input_size": self.spec.input_size}
+                "family": self.spec.family, "input_kind": self.spec.input_kind, "input_size": self.spec.input_size,
+                **({"code_folder": self.code_folder} if self.code_folder else {})}
 
 
 @dataclass(frozen=True)
@@ -111,11 +115,13 @@ def found() -> Found:
             continue
         ep = eps[0]
         where = package_line(ep)
+        dist = getattr(ep, "dist", None)
         before = set(HEAVY_LIBRARIES).intersection(sys.modules)
         try:
             spec = ep.load()
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's fault is its own model's refusal, not every model's
-            broken[ep.name] = f"model {ep.name!r} from {where} does not load: {type(exc).__name__}: {one_line(exc)}"
+            broken[ep.name] = (f"model {ep.name!r} from {where} does not load: {type(exc).__name__}: {one_line(exc)}"
+                               f"{plugin_code.where_imported(ep.module, dist)}")
             continue
         imported = [name for name in HEAVY_LIBRARIES if name in sys.modules and name not in before]
         if imported:
@@ -127,9 +133,12 @@ def found() -> Found:
         if fault:
             broken[ep.name] = f"model {ep.name!r} from {where} {fault}"
             continue
-        dist = getattr(ep, "dist", None)
+        elsewhere = plugin_code.disagreement(ep.name, where, ep.module, dist)
+        if elsewhere:  # a bundle would record one copy and run another's code
+            broken[ep.name] = elsewhere
+            continue
         models[ep.name] = PluginModel(spec, distribution_name(ep) or "?", dist.version if dist else "?", ep.value,
-                                      str(dist.locate_file("")) if dist else "")
+                                      str(dist.locate_file("")) if dist else "", plugin_code.import_root(ep.module) or "")
     every = plugin_copies.installed(GROUP)  # the installed packages read once for all the models
     hidden = {name: plugin_copies.hidden_text(name, *copies)
               for name, copies in plugin_copies.hidden_by_earlier(every).items() if name not in models and name not in broken}

@@ -75,7 +75,8 @@ def test_plugin_runs_fusion_on_and_off_through_the_cli(plugin_run: Path) -> None
     assert by_model[MODEL]["status"] == "valid", (by_model[MODEL]["reasons"], by_model[MODEL].get("log_tail"))
     recorded = json.loads((plugin_run / "bundle.json").read_text())["model_plugins"]
     assert recorded == {MODEL: {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
-                                "family": "acme", "input_kind": "planes", "input_size": 16}}
+                                "family": "acme", "input_kind": "planes", "input_size": 16,
+                                "code_folder": str(plugin_run.parents[1] / "model-site")}}  # the copy whose code ran
     # the copy that ran, and the older one behind it, said once as the run started (it ran without a word)
     said = " ".join((plugin_run.parent / "run.out").read_text().split())
     older = plugin_run.parent.parent / "older-model-site"

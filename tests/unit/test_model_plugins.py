@@ -19,7 +19,7 @@ from harness.models import plugins
 from harness.models.catalog import RECORD, all_models, plugin_records
 from harness.scenario.schema import json_schema
 from harness.scenario.specs import ModelSpec
-from tests.model_plugin_site import write_site
+from tests.model_plugin_site import forget_modules, write_site
 
 NAME = "acme_conv_block"
 
@@ -51,8 +51,10 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (folder / "acme_heavy_library.py").write_text("")
     (folder / "acme_models" / "raises.py").write_text("raise RuntimeError('no GPU\\n  try again')\n")
     monkeypatch.syspath_prepend(str(folder))
+    forget_modules()
     plugins.found.cache_clear()
     yield folder
+    forget_modules()
     plugins.found.cache_clear()
 
 
@@ -125,6 +127,7 @@ def test_two_copies_of_one_version_are_one_package_and_of_two_versions_each_comm
     assert ModelSpec.model_validate({"name": NAME}).name == NAME and plugins.found().shadowed == {}
     newer = write_site(tmp_path / "newer-site", version="2.0")
     monkeypatch.syspath_prepend(str(newer))
+    forget_modules()  # as in a fresh process, which imports the first copy's
     plugins.found.cache_clear()
     assert ModelSpec.model_validate({"name": NAME}).name == NAME  # not refused as a clash: one package
     assert plugins.found().models[NAME].version == "2.0"
@@ -181,7 +184,7 @@ def test_the_bundle_records_the_package_and_a_rerun_without_it_is_refused_naming
                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     recorded = plugin_records([NAME, "resnet18", NAME])
     assert recorded == {NAME: {"distribution": "acme-models", "version": "1.0", "entry_point": "acme_models.blocks:CONV_BLOCK",
-                               "family": "acme", "input_kind": "planes", "input_size": 16}}
+                               "family": "acme", "input_kind": "planes", "input_size": 16, "code_folder": str(site)}}
     assert plugins.provider_missing(recorded, [NAME]) == ""
     older = {NAME: {**recorded[NAME], "version": "0.9"}}
     assert plugins.provider_missing(older, [NAME]) == (

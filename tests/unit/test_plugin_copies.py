@@ -4,7 +4,6 @@ no model hides every later copy's models, and a file naming one is told which co
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,21 +12,19 @@ import pytest
 
 from harness.models import plugins
 from harness.scenario.specs import ModelSpec
-from tests.model_plugin_site import write_site
+from tests.model_plugin_site import forget_modules, write_site
 
 NAME = "acme_conv_block"
 
 
 @pytest.fixture
-def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def fresh() -> Iterator[None]:
     """The plugins read afresh, and the example's modules imported afresh, as in a new process, and
     forgotten after (another test's site holds other modules of that name)."""
-    for module in [m for m in sys.modules if m.split(".")[0] == "acme_models"]:
-        monkeypatch.delitem(sys.modules, module)
+    forget_modules()
     plugins.found.cache_clear()
     yield
-    for module in [m for m in sys.modules if m.split(".")[0] == "acme_models"]:
-        del sys.modules[module]
+    forget_modules()
     plugins.found.cache_clear()
 
 
@@ -68,3 +65,77 @@ def test_a_copy_registering_no_model_that_comes_after_the_one_that_runs_is_not_n
     monkeypatch.syspath_prepend(str(earlier))
     assert ModelSpec.model_validate({"name": NAME}).name == NAME
     assert plugins.found().hidden == {} and plugins.found().shadowed == {}
+
+
+def _source_checkout(folder: Path) -> Path:
+    """`folder` holding the example's modules alone, no metadata: a checkout of the team's package."""
+    write_site(folder)
+    for info in folder.glob("*.dist-info"):
+        for file in info.iterdir():
+            file.unlink()
+        info.rmdir()
+    return folder
+
+
+def test_a_model_whose_code_this_process_imports_from_its_working_folder_is_refused_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: None) -> None:
+    """`python -m harness.cli run` started in a checkout of the plugin: the working folder first on
+    sys.path gave this process the checkout's module (its description planned the cells) and each
+    worker, started elsewhere, the installed copy's (its code ran them), the bundle recording the
+    installed package; now refused, naming the folder."""
+    installed = write_site(tmp_path / "site-packages")
+    checkout = _source_checkout(tmp_path / "acme-models")
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.syspath_prepend(str(checkout))  # Python's sys.path[0] under `python -m`: the working folder
+    monkeypatch.chdir(checkout)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    told = (f"model '{NAME}' from acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {installed}): this process imports "
+            f"acme_models from {checkout}, the folder it was started in, which `python -m` puts first on sys.path; no "
+            "cell's worker looks there")
+    assert plugins.found().broken[NAME].startswith(told) and NAME not in plugins.found().models
+    assert plugins.found().broken[NAME].endswith("start fusionbench from another folder (`./run.sh` does), having "
+                                                 "installed the copy you mean to run")
+    # the same folder on PYTHONPATH, which every worker gets: no longer this process's alone, but still code
+    # that is not the copy recorded
+    monkeypatch.setenv("PYTHONPATH", str(checkout))
+    plugins.found.cache_clear()
+    assert plugins.found().broken[NAME] == (
+        f"model '{NAME}' from acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {installed}) would run other code: "
+        f"acme_models is imported from {checkout}, a folder before that copy on sys.path that holds no metadata of its "
+        f"package, so a bundle would record acme-models 1.0 and run that folder's code: take {checkout} off PYTHONPATH, "
+        "or install the copy you mean to run")
+
+
+def test_a_package_with_its_metadata_in_the_working_folder_is_refused_and_an_editable_install_of_it_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: None) -> None:
+    project = write_site(tmp_path / "acme-models")  # a build's metadata left in the checkout, as setuptools leaves it
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert "the folder it was started in" in plugins.found().broken[NAME]
+    # an editable install: its metadata elsewhere names the checkout, through which every worker imports it too
+    forget_modules()
+    site = tmp_path / "venv-site"
+    site.mkdir()
+    (project / "acme_models-1.0.dist-info").rename(site / "acme_models-1.0.dist-info")
+    (site / "acme_models-1.0.dist-info" / "direct_url.json").write_text(
+        f'{{"dir_info": {{"editable": true}}, "url": "{project.as_uri()}"}}')
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(project))
+    plugins.found.cache_clear()
+    assert plugins.found().broken == {} and plugins.found().models[NAME].recorded()["code_folder"] == str(project)
+
+
+def test_a_bare_copy_first_on_sys_path_that_lacks_the_models_module_is_named_in_its_refusal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: None) -> None:
+    """Before, the refusal read `No module named 'acme_models.blocks'`, naming the installed copy alone."""
+    installed = write_site(tmp_path / "site-packages")
+    bare = tmp_path / "old-checkout"
+    (bare / "acme_models").mkdir(parents=True)
+    (bare / "acme_models" / "__init__.py").touch()
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.syspath_prepend(str(bare))
+    assert plugins.found().broken[NAME] == (
+        f"model '{NAME}' from acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {installed}) does not load: "
+        f"ModuleNotFoundError: No module named 'acme_models.blocks' (acme_models is imported from {bare}, a folder "
+        "before that copy on sys.path: take it off PYTHONPATH)")

@@ -1,0 +1,100 @@
+"""Where a plugin model's code is imported from, beside the copy of its package whose metadata
+registered it: a bundle records that copy's package and version, and its cells must run its code.
+
+importlib.metadata finds the entry point in the first copy of the package's metadata on sys.path,
+and the import system loads the module from the first folder on sys.path holding a module of that
+name: two searches, which can end in two copies. Two ways were tried:
+
+- `python -m harness.cli run ...` started in a folder holding the plugin's source (a checkout of
+  the team's package): Python puts that folder first on this process's sys.path, and the model's
+  module was imported from it, its description planning the cells, while each cell's worker, which
+  starts in a folder of its own, imported the installed copy and built its model: the bundle
+  recorded the installed package and its version, the input size of the source's description, and
+  ran the installed copy's code. The folder was this process's alone.
+- a bare copy of the package's modules (no metadata: a checkout's folder, an old `pip install
+  --target` without its dist-info) in a folder on PYTHONPATH, before the installed copy: parent and
+  workers alike ran that folder's code, recorded as the installed copy's package and version.
+
+Both are refused, naming the folder the code came from (`disagreement`). An editable install's
+code lies in its project's folder, which its metadata names (`direct_url.json`): that is its copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib.metadata import Distribution
+from urllib.parse import unquote, urlparse
+
+
+def import_root(module: str) -> str | None:
+    """The folder on sys.path that `module`'s top-level package (or module) was imported from, as
+    imported in this process; None where it is not imported or has no file (a namespace package)."""
+    top = sys.modules.get(module.partition(".")[0])
+    file = getattr(top, "__file__", None)
+    if not file:
+        return None
+    folder = os.path.dirname(os.path.abspath(str(file)))
+    return os.path.dirname(folder) if getattr(top, "__path__", None) is not None else folder  # a package's __init__.py
+
+
+def editable_source(dist: Distribution) -> str | None:
+    """The project folder of an editable install (`pip install -e`), from its `direct_url.json`; None otherwise."""
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(direct, dict) and isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable")):
+        return None
+    url = urlparse(str(direct.get("url", "")))
+    return str(unquote(url.path)) if url.scheme == "file" else None
+
+
+def _within(folder: str, parent: str) -> bool:
+    folder, parent = os.path.realpath(folder), os.path.realpath(parent)
+    return folder == parent or folder.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def working_folder_first() -> str | None:
+    """This process's working folder where Python put it first on sys.path (`python -m`, `-c`) and
+    PYTHONPATH, which every worker gets, does not name it; None otherwise."""
+    here = os.getcwd()
+    if not sys.path or (sys.path[0] != "" and os.path.realpath(sys.path[0]) != os.path.realpath(here)):
+        return None
+    named = {os.path.realpath(os.path.abspath(p)) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    return None if os.path.realpath(here) in named else os.path.realpath(here)
+
+
+def disagreement(name: str, where: str, module: str, dist: Distribution | None) -> str:
+    """Why the model `name`, registered by `dist` (`where`: its package line) at `module`, is not run
+    here: its code is imported from another folder than that copy's, or from this process's working
+    folder, which no worker reads; "" where neither."""
+    root = import_root(module)
+    if root is None or dist is None:
+        return ""
+    top = module.partition(".")[0]
+    started_in = working_folder_first()
+    copy, editable = str(dist.locate_file("")), editable_source(dist)
+    if editable and _within(root, editable) and os.path.realpath(copy) != started_in:
+        return ""  # the project an editable install names: each worker imports it through that install too
+    if started_in is not None and started_in in (os.path.realpath(root), os.path.realpath(copy)):
+        return (f"model {name!r} from {where}: this process imports {top} from {root}, the folder it was started in, "
+                "which `python -m` puts first on sys.path; no cell's worker looks there (each starts in a folder of its "
+                "own and imports the copy installed), so the cells would run other code than this process planned them "
+                "from: start fusionbench from another folder (`./run.sh` does), having installed the copy you mean to run")
+    if _within(root, copy):
+        return ""
+    return (f"model {name!r} from {where} would run other code: {top} is imported from {root}, a folder before that "
+            f"copy on sys.path that holds no metadata of its package, so a bundle would record {where.split(' (')[0]} "
+            f"and run that folder's code: take {root} off PYTHONPATH, or install the copy you mean to run")
+
+
+def where_imported(module: str, dist: Distribution | None) -> str:
+    """Of an entry point whose `module` did not load: where its top-level package was imported from,
+    where that is not `dist`'s copy (a bare folder first on sys.path, lacking the module); "" otherwise."""
+    root = import_root(module)
+    if root is None or dist is None or any(_within(root, folder) for folder in
+                                           [str(dist.locate_file("")), *filter(None, [editable_source(dist)])]):
+        return ""
+    return f" ({module.partition('.')[0]} is imported from {root}, a folder before that copy on sys.path: take it off PYTHONPATH)"
