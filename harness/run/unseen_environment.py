@@ -52,13 +52,26 @@ def warning(names: Sequence[str], why: str = WORKER) -> str:
             "name a variable in the scenario's env: to pass it on")
 
 
+def pass_it_on(names: Sequence[str], rerun: bool = False) -> str:
+    """How to give the workers `names`, variables of this shell: in the scenario's `env:`; of a
+    rerun (`rerun`), which runs the scenario its bundle stores, by running that scenario afresh."""
+    one, listed = len(names) == 1, ", ".join(names)
+    if rerun:  # the stored scenario's env: cannot be edited, and a rerun passes on no other variable
+        return (f"a rerun runs the scenario the bundle it reruns stores, whose env: does not name {'it' if one else 'them'}, "
+                "and gives its workers no other variable of this shell: take that scenario (its bundle.json `scenario`), "
+                f"add {'it' if one else 'them'} to its env: (`env: [{listed}]`) and run it afresh with `fusionbench run`")
+    return (f"add {'it' if one else 'them'} to the scenario's env: (`env: [{listed}]`, which records "
+            f"{'its value' if one else 'their values'} in each cell)")
+
+
 def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequence[str],
-                  worker: Mapping[str, str] | None) -> list[str]:
+                  worker: Mapping[str, str] | None, rerun: bool = False) -> list[str]:
     """A failed cell's `reasons`, each that names a variable of `parent` (this process's environment)
     that its worker did not get (not passed on for the scenario's `env:`, `named`, nor in `worker`,
-    its environment as it recorded it) followed by which and how to pass it on. Names alone, never
-    values: the variable may hold a token. Given before a reason ends naming the worker's whole log
-    (harness/run/sweep.py adds that last), as the run's last lines read it."""
+    its environment as it recorded it) followed by which and how to pass it on (`pass_it_on`; `rerun`:
+    the cell is a rerun's). Names alone, never values: the variable may hold a token. Given before a
+    reason ends naming the worker's whole log (harness/run/sweep.py adds that last), as the run's last
+    lines read it."""
     told = []
     for reason in reasons:
         names = sorted({name for name in _VARIABLE.findall(reason)
@@ -67,7 +80,6 @@ def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequ
             one = len(names) == 1
             reason += (
                 f"; {', '.join(names)} {'is' if one else 'are'} set in this shell but not passed to workers: "
-                f"add {'it' if one else 'them'} to the scenario's env: (`env: [{', '.join(names)}]`, which "
-                f"records {'its value' if one else 'their values'} in each cell)")
+                f"{pass_it_on(names, rerun)}")
         told.append(reason)
     return told

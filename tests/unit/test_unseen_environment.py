@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from harness.bundle.reader import load
-from harness.measure.protocol import WorkerRequest
+from harness.measure.protocol import WorkerAnswer, WorkerRequest
 from harness.run import executors
 from harness.run.ending import bad_line
 from harness.run.executors import CellTask, Finished, node_info
@@ -132,3 +132,27 @@ def test_a_worker_that_died_naming_one_in_its_last_words_is_told_it_where_it_ran
     # (`[0] sets ACME_WEIGHTS, which ... points at a fresh folder of each cell's own ...: leave it out`), is no hint's
     scratch = dataclasses.replace(task, scratch_env={"ACME_WEIGHTS": "acme-cache"})
     assert finished_record(base, Finished(scratch, outcome, node_info(None)))["reasons"] == [said + whole_log]
+
+
+def test_a_reruns_cell_is_told_to_run_the_stored_scenario_afresh_where_its_env_cannot_be_edited(tmp_path: Path) -> None:
+    """`fusionbench rerun` runs the scenario the bundle stores: the advice to add the variable to
+    the scenario's env: could not be followed there (a rerun passes on no other variable of the shell)."""
+    config = cell_config()
+    artifacts = tmp_path / "cells" / "0123456789abcdef"
+    artifacts.mkdir(parents=True)
+    task = CellTask(cell_id="0123456789abcdef", label=config.shown_label,
+                    request=WorkerRequest(cell=config, artifact_dir=str(artifacts)), artifacts=artifacts,
+                    timeout_s=60, memory_limit_bytes=None, env_names=[], scratch_env={}, device="cpu")
+    answer = WorkerAnswer(status="failed", reasons=["build: KeyError: 'ACME_WEIGHTS' (at /site/acme_env/models.py:11)"],
+                          environment={"variables": {"PATH": "/usr/bin"}})
+    base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ACME_WEIGHTS", "/data/acme")
+        rerun = finished_record(base, Finished(task, WorkerOutcome(answer, 0, False, "build", 2.0), node_info(None)), rerun=True)
+        fresh = finished_record(base, Finished(task, WorkerOutcome(answer, 0, False, "build", 2.0), node_info(None)))
+    assert rerun["reasons"] == [
+        "build: KeyError: 'ACME_WEIGHTS' (at /site/acme_env/models.py:11); ACME_WEIGHTS is set in this shell but not passed "
+        "to workers: a rerun runs the scenario the bundle it reruns stores, whose env: does not name it, and gives its "
+        "workers no other variable of this shell: take that scenario (its bundle.json `scenario`), add it to its env: "
+        "(`env: [ACME_WEIGHTS]`) and run it afresh with `fusionbench run`"]
+    assert fresh["reasons"][0].endswith(PASS_IT_ON)
