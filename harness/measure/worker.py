@@ -28,6 +28,7 @@ from harness.files.atomic import write_bytes_atomic
 from harness.measure import phases, plugin_answers, protocol, start_imports, trust
 from harness.measure.phase_clock import PhaseClock
 from harness.measure.protocol import ProtocolError, WorkerAnswer, WorkerRequest
+from harness.models import zoo
 from harness.plain_text import one_line
 from harness.quick_exit import quick_exit
 
@@ -88,6 +89,9 @@ def run_cell(request: WorkerRequest) -> WorkerAnswer:
         answer.status = "invalid" if answer.reasons else "valid"
         answer.warnings = (trust.warnings(metrics) + _compliance_warnings(metrics) + artifact_cache.repairs()
                            + allocator.warnings(answer.environment.get("allocator")))
+    unset = zoo.unset_plugin_reads(cell.model.name)
+    if unset:  # which of them this worker's shell had is the parent's to say (harness/run/unseen_environment.py)
+        answer.environment["plugin_reads_unset"] = unset
     answer.phases_s = clock.durations_s
     return answer
 

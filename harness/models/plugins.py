@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from harness.models import plugin_code, plugin_copies
+from harness.models import plugin_code, plugin_copies, plugin_reads
 from harness.models.extra_models import INPUT_KINDS, INPUT_SIZE_FLOOR, ExtraModel
 from harness.plain_text import one_line
 from harness.registry import distribution_name, package_line
@@ -53,6 +53,11 @@ class PluginModel:
     #: the folder on sys.path its module was imported from: that copy's folder, or an editable install's
     #: project (harness/models/plugin_code.py); "" where unknown
     code_folder: str = ""
+
+    @property
+    def package_files(self) -> str:
+        """Where its package's own lines lie (its top-level package's folder, or module)."""
+        return plugin_reads.package_files(self.entry_point.partition(":")[0], self.code_folder)
 
     @property
     def provided_by(self) -> str:
@@ -81,6 +86,9 @@ class Found:
     #: name -> why it is no model here though a copy of a package registers it: an earlier copy of that
     #: package, registering no model, hides it (harness/models/plugin_copies.py `hidden_by_earlier`)
     hidden: dict[str, str] = field(default_factory=dict)
+    #: name -> the look-ups in os.environ its package's own lines made as its module loaded in this
+    #: process (harness/models/plugin_reads.py), where it made any
+    load_reads: dict[str, list[plugin_reads.Read]] = field(default_factory=dict)
 
     @property
     def shadowed(self) -> dict[str, str]:
@@ -105,6 +113,7 @@ def found() -> Found:
     broken: dict[str, str] = {}
     heavy: dict[str, str] = {}
     registering: dict[str, list[EntryPoint]] = {}
+    looked_up: list[plugin_reads.Read] = []
     for ep in entry_points(group=GROUP):
         # two distributions pointing at one object name one module, which the import finds once
         if all(other.value != ep.value for other in registering.setdefault(ep.name, [])):
@@ -118,7 +127,11 @@ def found() -> Found:
         dist = getattr(ep, "dist", None)
         before = set(HEAVY_LIBRARIES).intersection(sys.modules)
         try:
-            spec = ep.load()
+            with plugin_reads.watched() as reads:
+                try:
+                    spec = ep.load()
+                finally:
+                    looked_up.extend(reads)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's fault is its own model's refusal, not every model's
             broken[ep.name] = (f"model {ep.name!r} from {where} does not load: {type(exc).__name__}: {one_line(exc)}"
                                f"{plugin_code.where_imported(ep.module, dist)}")
@@ -142,7 +155,10 @@ def found() -> Found:
     every = plugin_copies.installed(GROUP)  # the installed packages read once for all the models
     hidden = {name: plugin_copies.hidden_text(name, *copies)
               for name, copies in plugin_copies.hidden_by_earlier(every).items() if name not in models and name not in broken}
-    return Found(models, broken, heavy, _hidden_copies(models, plugin_copies.copies(every)), hidden)
+    load_reads = {name: [read for read in looked_up if plugin_reads.by([read], model.package_files)]
+                  for name, model in models.items() if model.code_folder}
+    return Found(models, broken, heavy, _hidden_copies(models, plugin_copies.copies(every)), hidden,
+                 {name: reads for name, reads in load_reads.items() if reads})
 
 
 def _hidden_copies(models: dict[str, PluginModel],

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.artifact_cache import PROVIDED_BY
 from harness.errors import HarnessError
-from harness.models import extra_models, plugins
+from harness.models import extra_models, plugin_reads, plugins
 from harness.models.catalog import CLASSIFICATION_MODELS, described
 from harness.models.extra_models import EXTRA_MODELS
 from harness.precision import torch_dtype
@@ -116,6 +116,19 @@ def _build_extra(name: str, seed: int, device: str, dtype: str) -> Any:
     return model.to(device=device, dtype=torch_dtype(dtype))
 
 
+#: The look-ups in os.environ a plugin's `build` made by its package's own lines in this process (a
+#: worker builds one model): harness/models/plugin_reads.py.
+BUILD_READS: list[plugin_reads.Read] = []
+
+
+def unset_plugin_reads(name: str) -> list[str]:
+    """The variables the plugin model `name`'s own code looked up in this process's environment and did
+    not find, as its module loaded and as its `build` ran, sorted; [] for any other model."""
+    if name not in plugins.found().models:
+        return []
+    return plugin_reads.unset([*plugins.found().load_reads.get(name, []), *BUILD_READS])
+
+
 def _built_by(plugin: plugins.PluginModel, seed: int) -> Any:
     """The plugin's module, in eval mode, tagged with its package's name and version, which the
     artifact cache's keys hold: a plugin's module may be made of torch's own classes (an
@@ -124,7 +137,11 @@ def _built_by(plugin: plugins.PluginModel, seed: int) -> Any:
     import torch
 
     assert plugin.spec.build is not None  # plugins.description_fault refused one without
-    model = plugin.spec.build(seed)
+    with plugin_reads.watched() as reads:
+        try:
+            model = plugin.spec.build(seed)
+        finally:  # a read of a variable the worker lacks may be what raised
+            BUILD_READS.extend(read for read in reads if plugin_reads.by([read], plugin.package_files))
     if not isinstance(model, torch.nn.Module):
         raise HarnessError(f"model from {plugin.distribution} {plugin.version} ({plugin.entry_point}): its build "
                            f"returned {type(model).__name__}, not a torch.nn.Module")

@@ -162,6 +162,9 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         shadowed = model_plugins.found().shadowed.get(name)  # another copy of its package, which the user may think runs
         if shadowed:
             console.print(Text(f"fusionbench: warning: {visible(shadowed)}", style="yellow"), soft_wrap=True)
+        read = unseen_environment.read_as_loaded(name, os.environ, env_names, request.rerun is not None)
+        if read:  # a variable its module reads, which each worker will not have
+            console.print(Text(f"fusionbench: warning: {visible(read)}", style="yellow"), soft_wrap=True)
     try:
         deadline = time_budget.deadline_in(request.budget_s)
         # a resume in slots or on Ray (allowed where no cell was timed yet) runs other cells between one

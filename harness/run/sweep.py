@@ -283,11 +283,16 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         record.update(kept_answer.answered(outcome.answer, record, log_path))
         if record["status"] == "failed":
             record["log_tail"] = log_tail(log_path)
-    if record["status"] == "failed" and done.node.get("executor") != "ray":  # a Ray node's workers get its environment
+    if done.node.get("executor") != "ray":  # a Ray node's workers get its environment
         # a worker gets its backend's scratch folders under their variables too: env: refuses those, and a worker that
         # died before it recorded its environment was told to name one there
-        record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, [*task.env_names, *task.scratch_env],
-                                                             (record.get("environment") or {}).get("variables"), rerun)
+        named, environment = [*task.env_names, *task.scratch_env], record.get("environment") or {}
+        if record["status"] == "failed":
+            record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, named, environment.get("variables"),
+                                                                 rerun, environment.get("plugin_reads_unset") or [])
+        read = unseen_environment.read_by_plugin(environment, record["reasons"], os.environ, named, rerun)
+        if read:  # a plugin's default ran in place of this shell's value: no failure says so
+            record["warnings"] = [*(record.get("warnings") or []), read]
     if ending:
         record["reasons"] = [record["reasons"][0] + ending, *record["reasons"][1:]]
     return record

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from harness.models import plugins
 from harness.run.isolation import passed_on
 
 #: How a failed worker's words name a variable: in capitals, bare or quoted (`KeyError: 'ACME_WEIGHTS'`).
@@ -65,16 +66,17 @@ def pass_it_on(names: Sequence[str], rerun: bool = False) -> str:
 
 
 def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequence[str],
-                  worker: Mapping[str, str] | None, rerun: bool = False) -> list[str]:
+                  worker: Mapping[str, str] | None, rerun: bool = False, read: Sequence[str] = ()) -> list[str]:
     """A failed cell's `reasons`, each that names a variable of `parent` (this process's environment)
     that its worker did not get (not passed on for the scenario's `env:`, `named`, nor in `worker`,
     its environment as it recorded it) followed by which and how to pass it on (`pass_it_on`; `rerun`:
-    the cell is a rerun's). Names alone, never values: the variable may hold a token. Given before a
-    reason ends naming the worker's whole log (harness/run/sweep.py adds that last), as the run's last
-    lines read it."""
+    the cell is a rerun's; `read`: the names its plugin model's code was seen to look up and not find,
+    environment `plugin_reads_unset`, named where the reason holds them in any case, `KeyError: 'acme_dir'`).
+    Names alone, never values: the variable may hold a token. Given before a reason ends naming the
+    worker's whole log (harness/run/sweep.py adds that last), as the run's last lines read it."""
     told = []
     for reason in reasons:
-        names = sorted({name for name in _VARIABLE.findall(reason)
+        names = sorted({name for name in [*_VARIABLE.findall(reason), *(name for name in read if name in reason)]
                         if name in parent and not passed_on(name, named) and name not in (worker or {})})
         if names:
             one = len(names) == 1
@@ -83,3 +85,40 @@ def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequ
                 f"{pass_it_on(names, rerun)}")
         told.append(reason)
     return told
+
+
+def read_by_plugin(environment: Mapping[str, object], reasons: Sequence[str], parent: Mapping[str, str],
+                   named: Sequence[str], rerun: bool = False) -> str:
+    """A cell's warning where its plugin model's code looked up variables its worker did not have
+    (its `environment`'s `plugin_reads_unset`: harness/models/plugin_reads.py) that `parent`, this
+    shell, sets and the scenario's `env:` (`named`) does not pass on, and its `reasons` do not already
+    name: the plugin read its default for each, or failed. "" where none."""
+    read = environment.get("plugin_reads_unset")
+    worker = environment.get("variables")
+    names = sorted(name for name in (read if isinstance(read, list) else []) if isinstance(name, str)
+                   and name in parent and not passed_on(name, named) and name not in (worker if isinstance(worker, dict) else {})
+                   and not any(name in reason for reason in reasons))
+    if not names:
+        return ""
+    one = len(names) == 1
+    return (f"the plugin model's code looked up {', '.join(names)} in its worker's environment, which did not have "
+            f"{'it' if one else 'them'}, though this shell sets {'it' if one else 'them'}: the cell ran with what the "
+            f"plugin does without {'it' if one else 'them'} (a default), not with this shell's "
+            f"{'value' if one else 'values'}; {pass_it_on(names, rerun)}")
+
+
+def read_as_loaded(model: str, parent: Mapping[str, str], named: Sequence[str], rerun: bool = False) -> str:
+    """The run's warning, as it starts, where the plugin model `model`'s module looked up variables
+    as it loaded in this process (harness/models/plugin_reads.py) that `parent` sets and the
+    scenario's `env:` (`named`) does not pass on: each worker loads it without them. "" where none,
+    or where `model` is no plugin's. What its `build` reads is seen in the worker alone: each cell
+    says it (`read_by_plugin`)."""
+    plugin = plugins.found().models.get(model)
+    names = sorted({read.name for read in plugins.found().load_reads.get(model, [])
+                    if read.name in parent and not passed_on(read.name, named)})
+    if plugin is None or not names:
+        return ""
+    one = len(names) == 1
+    return (f"model {model!r} from {plugin.distribution} {plugin.version} looks up {', '.join(names)} as its module loads, "
+            f"set in this shell, which no cell's worker gets: each loads it without {'it' if one else 'them'}, and runs "
+            f"the plugin's default or fails; {pass_it_on(names, rerun)}")

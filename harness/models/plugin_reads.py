@@ -1,0 +1,84 @@
+"""The environment variables a plugin model's own code reads, as it reads them.
+
+A cell's worker gets a whitelisted environment (harness/run/isolation.py): a variable a plugin
+reads that the scenario's `env:` does not name is set in the shell and missing in each worker. Read
+with `os.environ["ACME_WEIGHTS"]` it fails the cell, in words naming it; read with
+`os.environ.get("ACME_SCALE", "1.0")` or `os.getenv`, the cell runs with the default, and its
+figures are another model's, without a word. Guessing the names from the plugin's source would be
+wrong both ways (a name built at run time, a read in a branch never taken), so the reads are
+observed: while a plugin's module loads (`plugins.found`) and while its `build` runs (the worker),
+each key looked up in `os.environ` (`[...]`, `.get`, `in`, `os.getenv`) by a line of the plugin's
+own package is recorded, and whether it was there. What is not seen: a read through a library the
+plugin calls (its own variables, `HF_HOME`), a read in `forward`, a walk over the whole environment
+(`dict(os.environ)`), and C code's `getenv`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+#: The modules between a read and the line that made it: `os.getenv` calls `environ.get`, which is
+#: Mapping's and calls `__getitem__`, as `in` does (frozen modules in Python 3.11: no file to match).
+_PLUMBING = ("os", "_collections_abc", "collections.abc")
+
+
+@dataclass(frozen=True)
+class Read:
+    """One look-up of `name` in os.environ, by a line of `file`; `found`: the variable was set."""
+
+    name: str
+    file: str
+    found: bool
+
+
+@contextmanager
+def watched() -> Iterator[list[Read]]:
+    """Record each look-up in os.environ made inside the block, in the order made."""
+    reads: list[Read] = []
+    original = os._Environ.__getitem__
+
+    def looked_up(self: Any, key: Any) -> Any:
+        if self is not os.environ:  # os.environb, a bytes view
+            return original(self, key)
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_globals.get("__name__") in _PLUMBING:
+            frame = frame.f_back
+        try:
+            value = original(self, key)
+        except KeyError:
+            reads.append(Read(str(key), frame.f_code.co_filename, False))
+            raise
+        reads.append(Read(str(key), frame.f_code.co_filename, True))
+        return value
+
+    os._Environ.__getitem__ = looked_up  # type: ignore[method-assign]
+    try:
+        yield reads
+    finally:
+        os._Environ.__getitem__ = original  # type: ignore[method-assign]
+
+
+def package_files(module: str, import_root: str) -> str:
+    """The folder (or file, for a top-level module) of `module`'s top-level package under
+    `import_root` (plugin_code.import_root): where a line of the plugin's own package lies."""
+    top = os.path.join(import_root, module.partition(".")[0])
+    return top if os.path.isdir(top) else top + ".py"
+
+
+def by(reads: list[Read], files: str, found: bool | None = None) -> list[str]:
+    """The names of `reads` made by a line under `files` (`package_files`), each once, sorted; of
+    those set (`found` True) or not (False) alone, where given."""
+    files = os.path.realpath(files)
+    return sorted({read.name for read in reads
+                   if (found is None or read.found == found)
+                   and (os.path.realpath(read.file) == files or os.path.realpath(read.file).startswith(files + os.sep))})
+
+
+def unset(reads: list[Read]) -> list[str]:
+    """The names `reads` looked up and did not find, each once, sorted."""
+    return sorted({read.name for read in reads if not read.found})
