@@ -4,7 +4,8 @@ An exported ONNX file or a compiled library is reusable only for the same weight
 dtype, library versions and settings. `fingerprint` hashes all of them (the weights by content,
 so two models with different random seeds never share an artifact; the version of the library
 that defines the model's class, torchvision's say, since its code is the model's forward, and of
-the package a plugin's model came from, `PROVIDED_BY`), and `cached_dir` builds an
+the package a plugin's model came from, `PROVIDED_BY`, and a digest of that package's files,
+`PLUGIN_CODE`, so that an edit of its forward at the same version is no hit), and `cached_dir` builds an
 artifact into a temporary directory, seals it with the SHA-256 of every file it holds
 (`.entry.sha256`) and renames it into place, so an interrupted or failed build never leaves an
 entry that a later cell would load. Each use checks the seal: an entry edited, truncated or
@@ -42,6 +43,9 @@ ORPHAN_MIN_AGE_S = 60.0
 #: The attribute a plugin's model carries (harness/models/zoo.py): its package's `name==version`,
 #: which a key holds beside the defining library (a plugin's nn.Sequential is torch's class).
 PROVIDED_BY = "fusionbench_provided_by"
+#: The attribute a plugin's model carries beside it: the SHA-256 of its package's files
+#: (harness/models/plugin_source.py), which an edit changes where the version stays.
+PLUGIN_CODE = "fusionbench_plugin_code"
 _CHUNK = 1 << 20
 _repairs: list[str] = []
 _swept: set[Path] = set()
@@ -66,6 +70,7 @@ def _key(model: Any, example: Any, settings: dict[str, Any], weights: bool) -> s
     digest.update(f"{type(model).__module__}.{type(model).__qualname__}".encode())
     digest.update(defining_library(type(model).__module__).encode())
     digest.update(str(getattr(model, PROVIDED_BY, "")).encode())
+    digest.update(str(getattr(model, PLUGIN_CODE, "")).encode())
     digest.update(f"{tuple(example.shape)}:{example.dtype}".encode())
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):

@@ -16,9 +16,9 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from harness.artifact_cache import PROVIDED_BY
+from harness.artifact_cache import PLUGIN_CODE, PROVIDED_BY
 from harness.errors import HarnessError
-from harness.models import extra_models, plugin_reads, plugins
+from harness.models import extra_models, plugin_reads, plugin_source, plugins
 from harness.models.catalog import CLASSIFICATION_MODELS, described
 from harness.models.extra_models import EXTRA_MODELS
 from harness.precision import torch_dtype
@@ -130,10 +130,11 @@ def unset_plugin_reads(name: str) -> list[str]:
 
 
 def _built_by(plugin: plugins.PluginModel, seed: int) -> Any:
-    """The plugin's module, in eval mode, tagged with its package's name and version, which the
-    artifact cache's keys hold: a plugin's module may be made of torch's own classes (an
-    nn.Sequential), whose defining library is torch, so that another version of the plugin, with
-    another forward from the same weights, found the last one's compiled artifact."""
+    """The plugin's module, in eval mode, tagged with its package's name and version and the digest
+    of its package's files, which the artifact cache's keys hold: a plugin's module may be made of
+    torch's own classes (an nn.Sequential), whose defining library is torch, so that another version
+    of the plugin, with another forward from the same weights, found the last one's compiled
+    artifact; and a forward edited at the same version (an editable install) found it too."""
     import torch
 
     assert plugin.spec.build is not None  # plugins.description_fault refused one without
@@ -146,6 +147,8 @@ def _built_by(plugin: plugins.PluginModel, seed: int) -> Any:
         raise HarnessError(f"model from {plugin.distribution} {plugin.version} ({plugin.entry_point}): its build "
                            f"returned {type(model).__name__}, not a torch.nn.Module")
     setattr(model, PROVIDED_BY, plugin.provided_by)
+    if plugin.code_folder:  # its files as they are now: an edit at the same version is another key
+        setattr(model, PLUGIN_CODE, plugin_source.digest(plugin.package_files))
     return model.eval()
 
 

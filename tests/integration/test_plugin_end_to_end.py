@@ -169,3 +169,32 @@ def test_a_plugin_model_reading_a_variable_of_the_shell_fails_each_cell_saying_h
         "in each cell)"], cell["reasons"]
     assert "ACME_WEIGHTS is set in this shell but not passed to workers" in " ".join(done.stdout.split())
     assert not [p for p in bundle.rglob("*") if p.is_file() and str(weights) in p.read_text(errors="replace")]
+
+
+def test_a_forward_edited_at_the_same_version_is_compiled_afresh_and_valid(tmp_path: Path) -> None:
+    """The usual loop of a plugin's author: run, edit the model's forward in place (an editable
+    install; here the site's file), run again without bumping the version. The second run's ONNX
+    Runtime cell loaded the export of the old forward (`prepare_cache: warm`) and was invalid
+    (`output differs from eager: max abs error 0.833`, where the edit made a relu a sigmoid); the
+    cache key now holds a digest of the package's files, so it exports afresh and is valid."""
+    site = write_site(tmp_path / "model-site")
+    scenario = tmp_path / "edit.yaml"
+    scenario.write_text(f"models: [{{name: {MODEL}, input_size: 16}}]\nbackends: [eager, {{name: onnxruntime, fusion: [on]}}]\n"
+                        "scenarios: [SingleStream]\nloadgen: {min_duration_s: 0.2}\n"
+                        "timing: {min_time_s: 0.1, max_warmup_s: 0.2, repetitions: 2}\n"
+                        "passes: {memory_iters: 1, profile_iters: 1}\nenv: [OMP_NUM_THREADS=1]\n")
+    shell = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
+
+    def onnxruntime_cell(out: Path) -> dict:
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(out), "--device",
+                               "cpu", "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
+                              timeout=600, cwd=REPO, env=shell)
+        assert done.returncode == 0, done.stdout + done.stderr
+        [cell] = [c for c in cells_of(only_bundle(out)).values() if c["config"]["backend"] == "onnxruntime"]
+        return cell
+
+    assert onnxruntime_cell(tmp_path / "first")["metrics"]["prepare_cache"] == "cold"
+    blocks = site / "acme_models" / "blocks.py"
+    blocks.write_text(blocks.read_text().replace("nn.ReLU()", "nn.Sigmoid()"))
+    edited = onnxruntime_cell(tmp_path / "edited")
+    assert edited["status"] == "valid" and edited["metrics"]["prepare_cache"] == "cold", (edited["status"], edited["reasons"])

@@ -219,6 +219,26 @@ def test_the_zoo_builds_it_and_the_artifact_cache_key_holds_its_version(site: Pa
                                  "not a torch.nn.Module")
 
 
+def test_the_artifact_cache_key_follows_an_edit_of_its_forward_at_the_same_version(site: Path) -> None:
+    """An author edits the model's code in place (an editable install) and runs again at the same
+    version: the key holding the package's name and version alone found the artifact compiled from
+    the old forward (harness/models/plugin_source.py). Rebuilt from unchanged files, the key is the same."""
+    from harness.models import plugin_source, zoo
+
+    def key() -> str:
+        model = zoo.build_model(NAME, pretrained=False, seed=0, device="cpu", dtype="fp32")
+        return artifact_cache.fingerprint(model, zoo.make_samples(1, model=NAME, input_size=16, device="cpu",
+                                                                  dtype="fp32")[0], torch="x")
+
+    first = key()
+    plugin_source.digest.cache_clear()  # a new process: the next cell's worker
+    assert key() == first
+    blocks = site / "acme_models" / "blocks.py"
+    blocks.write_text(blocks.read_text().replace("nn.ReLU()", "nn.Sigmoid()"))  # the same class, weights and shapes
+    plugin_source.digest.cache_clear()
+    assert key() != first
+
+
 def test_models_lists_it_with_its_package_and_says_which_plugins_it_could_not_list(
         site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli.main import main
