@@ -90,6 +90,8 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     assert executor is not None  # the run's own
     device, cells = probe.device, between.cells
     other_boot = other_harness = ""
+    # a resume's or a rerun's scenario is the one its bundle stores, whose env: the hints cannot have edited
+    stored_scenario = bundle is not None or request.rerun is not None
     if bundle is not None and not all_finished:
         if checked.timed is not None:  # a local resume's: a Ray resume's cells ran on the cluster's nodes
             other_boot = resume_refusals.another_boot(checked.timed, boot_id())
@@ -156,13 +158,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
     env_names = allocator.environment(allocator.of(resolved)) + (resolved.get("env") or [])  # older bundles: none
     left_behind = unseen_environment.unseen(os.environ, env_names)
     if todo and left_behind:
-        console.print(Text(f"fusionbench: warning: {unseen_environment.warning(left_behind)}", style="yellow"),
+        console.print(Text(f"fusionbench: warning: {unseen_environment.warning(left_behind, stored_scenario=stored_scenario)}",
+                           style="yellow"),
                       soft_wrap=True)
     for name in dict.fromkeys(str(model["name"]) for model in resolved["models"]) if todo else ():
         shadowed = model_plugins.found().shadowed.get(name)  # another copy of its package, which the user may think runs
         if shadowed:
             console.print(Text(f"fusionbench: warning: {visible(shadowed)}", style="yellow"), soft_wrap=True)
-        read = unseen_environment.read_as_loaded(name, os.environ, env_names, request.rerun is not None)
+        read = unseen_environment.read_as_loaded(name, os.environ, env_names, stored_scenario)
         if read:  # a variable its module reads, which each worker will not have
             console.print(Text(f"fusionbench: warning: {visible(read)}", style="yellow"), soft_wrap=True)
     try:

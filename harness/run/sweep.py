@@ -54,7 +54,8 @@ def sweep(
     leaves no time for are written skipped, or with `keep_past_budget` false left out of the bundle
     for --resume. Return how many of these were not started for their twin's time."""
     executor = executor or Serial()
-    rerun = bool(bundle.header.get("rerun_of"))  # its scenario is the bundle's it reruns, which env: hints cannot edit
+    # a resume's or a rerun's scenario is the one its bundle stores, whose env: the hints cannot have edited
+    stored_scenario = bool(bundle.header.get("rerun_of") or bundle.header.get("resumed"))
     kept = bundle.cells()  # a resumed bundle's records: those of cells it finished are kept
     # a resume's cells whose rounds the budget cut (harness/run/resumable.py `to_run`): their records
     # and folders kept until their round 1 starts, so that a budget that does not reach them keeps them
@@ -132,7 +133,8 @@ def sweep(
                 if done.skipped:
                     (by_budget if done.task.request.timing_round == 1 else rounds_cut).add(cell_id)
                 never_started = cell_id in kept_till_start and cell_id not in began  # its kept folder stays
-                first = (finished_record(bases[cell_id], done, keep_folder=never_started, rerun=rerun)
+                first = (finished_record(bases[cell_id], done, keep_folder=never_started,
+                                         stored_scenario=stored_scenario)
                          if done.task.request.timing_round == 1 else None)
                 if first is not None and first["status"] in MEASURED:  # what its twin, not started yet, is held to
                     took_s[cell_id] = float(first["wall_s"])
@@ -251,10 +253,12 @@ def _task(cell: Cell, bundle: Bundle, input_folder: str | None, cache_dir: Path 
                     device=cell.config.device, deadline=deadline, twin_took_s=twin_took_s, kept_took_s=kept_took_s)
 
 
-def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = False, rerun: bool = False) -> dict[str, Any]:
+def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = False,
+                    stored_scenario: bool = False) -> dict[str, Any]:
     """The cell's record from what its worker (or the executor) said, and where it ran; `keep_folder`:
     the cell's folder is a kept record's, which a cell the budget did not start leaves as it is;
-    `rerun`: the cell is a rerun's, whose scenario is the stored one (a hint names what works for it)."""
+    `stored_scenario`: the cell is a resume's or a rerun's, whose scenario is the one its bundle stores
+    (a hint names what works for it)."""
     task, outcome = done.task, done.outcome
     log_path = task.artifacts / "worker.log"
     record = {**base, "finished": utc_now(), "log": f"cells/{task.cell_id}/worker.log", "node": done.node}
@@ -289,8 +293,8 @@ def finished_record(base: dict[str, Any], done: Finished, keep_folder: bool = Fa
         named, environment = [*task.env_names, *task.scratch_env], record.get("environment") or {}
         if record["status"] == "failed":
             record["reasons"] = unseen_environment.not_passed_in(record["reasons"], os.environ, named, environment.get("variables"),
-                                                                 rerun, environment.get("plugin_reads_unset") or [])
-        read = unseen_environment.read_by_plugin(environment, record["reasons"], os.environ, named, rerun)
+                                                                 stored_scenario, environment.get("plugin_reads_unset") or [])
+        read = unseen_environment.read_by_plugin(environment, record["reasons"], os.environ, named, stored_scenario)
         if read:  # a plugin's default ran in place of this shell's value: no failure says so
             record["warnings"] = [*(record.get("warnings") or []), read]
     if ending:

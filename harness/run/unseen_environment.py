@@ -32,6 +32,9 @@ DESCRIPTIVE = ("CUDA_VERSION", "CUDA_DRIVER_VERSION", "PYTORCH_VERSION", "PYTORC
 
 
 WORKER = "a cell's worker gets a whitelisted environment"
+#: What a resume and a rerun share: neither reads a scenario file, and a resume refuses values of env:'s
+#: variables other than its measured cells saw (docs/cli.md).
+STORED = "a resume or a rerun runs the scenario its bundle stores"
 
 
 def moves_figures(name: str) -> bool:
@@ -45,33 +48,38 @@ def unseen(parent: Mapping[str, str], named: Sequence[str]) -> list[str]:
     return sorted(name for name in parent if moves_figures(name) and not passed_on(name, named))
 
 
-def warning(names: Sequence[str], why: str = WORKER) -> str:
-    """The run's one line about `names` (from `unseen`); `why` says where they stop."""
+def warning(names: Sequence[str], why: str = WORKER, stored_scenario: bool = False) -> str:
+    """The run's one line about `names` (from `unseen`); `why` says where they stop; `stored_scenario`:
+    the run runs the scenario its bundle stores (a resume, a rerun), whose env: no one edits."""
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return (f"{shown} {'is' if len(names) == 1 else 'are'} set here but no cell sees "
             f"{'it' if len(names) == 1 else 'them'}: {why}; "
-            "name a variable in the scenario's env: to pass it on")
+            + (f"{STORED}, whose env: no one edits: name a variable in that scenario's env: (its bundle.json `scenario`) "
+               "and run it afresh with `fusionbench run` to pass it on" if stored_scenario
+               else "name a variable in the scenario's env: to pass it on"))
 
 
-def pass_it_on(names: Sequence[str], rerun: bool = False) -> str:
-    """How to give the workers `names`, variables of this shell: in the scenario's `env:`; of a
-    rerun (`rerun`), which runs the scenario its bundle stores, by running that scenario afresh."""
+def pass_it_on(names: Sequence[str], stored_scenario: bool = False) -> str:
+    """How to give the workers `names`, variables of this shell: in the scenario's `env:`; of a run
+    of the scenario its bundle stores (`stored_scenario`: a resume, a rerun), whose env: no one
+    edits, by running that scenario afresh."""
     one, listed = len(names) == 1, ", ".join(names)
-    if rerun:  # the stored scenario's env: cannot be edited, and a rerun passes on no other variable
-        return (f"a rerun runs the scenario the bundle it reruns stores, whose env: does not name {'it' if one else 'them'}, "
-                "and gives its workers no other variable of this shell: take that scenario (its bundle.json `scenario`), "
-                f"add {'it' if one else 'them'} to its env: (`env: [{listed}]`) and run it afresh with `fusionbench run`")
+    if stored_scenario:  # the stored scenario's env: cannot be edited, and such a run passes on no other variable
+        return (f"{STORED}, whose env: does not name {'it' if one else 'them'}, and gives its workers no other variable "
+                f"of this shell: take that scenario (its bundle.json `scenario`), add {'it' if one else 'them'} to its "
+                f"env: (`env: [{listed}]`) and run it afresh with `fusionbench run`")
     return (f"add {'it' if one else 'them'} to the scenario's env: (`env: [{listed}]`, which records "
             f"{'its value' if one else 'their values'} in each cell)")
 
 
 def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequence[str],
-                  worker: Mapping[str, str] | None, rerun: bool = False, read: Sequence[str] = ()) -> list[str]:
+                  worker: Mapping[str, str] | None, stored_scenario: bool = False, read: Sequence[str] = ()) -> list[str]:
     """A failed cell's `reasons`, each that names a variable of `parent` (this process's environment)
     that its worker did not get (not passed on for the scenario's `env:`, `named`, nor in `worker`,
-    its environment as it recorded it) followed by which and how to pass it on (`pass_it_on`; `rerun`:
-    the cell is a rerun's; `read`: the names its plugin model's code was seen to look up and not find,
-    environment `plugin_reads_unset`, named where the reason holds them in any case, `KeyError: 'acme_dir'`).
+    its environment as it recorded it) followed by which and how to pass it on (`pass_it_on`;
+    `stored_scenario`: the cell is a resume's or a rerun's; `read`: the names its plugin model's code was
+    seen to look up and not find, environment `plugin_reads_unset`, named where the reason holds them in
+    any case, `KeyError: 'acme_dir'`).
     Names alone, never values: the variable may hold a token. Given before a reason ends naming the
     worker's whole log (harness/run/sweep.py adds that last), as the run's last lines read it."""
     told = []
@@ -82,13 +90,13 @@ def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequ
             one = len(names) == 1
             reason += (
                 f"; {', '.join(names)} {'is' if one else 'are'} set in this shell but not passed to workers: "
-                f"{pass_it_on(names, rerun)}")
+                f"{pass_it_on(names, stored_scenario)}")
         told.append(reason)
     return told
 
 
 def read_by_plugin(environment: Mapping[str, object], reasons: Sequence[str], parent: Mapping[str, str],
-                   named: Sequence[str], rerun: bool = False) -> str:
+                   named: Sequence[str], stored_scenario: bool = False) -> str:
     """A cell's warning where its plugin model's code looked up variables its worker did not have
     (its `environment`'s `plugin_reads_unset`: harness/models/plugin_reads.py) that `parent`, this
     shell, sets and the scenario's `env:` (`named`) does not pass on, and its `reasons` do not already
@@ -104,10 +112,10 @@ def read_by_plugin(environment: Mapping[str, object], reasons: Sequence[str], pa
     return (f"the plugin model's code looked up {', '.join(names)} in its worker's environment, which did not have "
             f"{'it' if one else 'them'}, though this shell sets {'it' if one else 'them'}: the cell ran with what the "
             f"plugin does without {'it' if one else 'them'} (a default), not with this shell's "
-            f"{'value' if one else 'values'}; {pass_it_on(names, rerun)}")
+            f"{'value' if one else 'values'}; {pass_it_on(names, stored_scenario)}")
 
 
-def read_as_loaded(model: str, parent: Mapping[str, str], named: Sequence[str], rerun: bool = False) -> str:
+def read_as_loaded(model: str, parent: Mapping[str, str], named: Sequence[str], stored_scenario: bool = False) -> str:
     """The run's warning, as it starts, where the plugin model `model`'s module looked up variables
     as it loaded in this process (harness/models/plugin_reads.py) that `parent` sets and the
     scenario's `env:` (`named`) does not pass on: each worker loads it without them. "" where none,
@@ -121,4 +129,4 @@ def read_as_loaded(model: str, parent: Mapping[str, str], named: Sequence[str], 
     one = len(names) == 1
     return (f"model {model!r} from {plugin.distribution} {plugin.version} looks up {', '.join(names)} as its module loads, "
             f"set in this shell, which no cell's worker gets: each loads it without {'it' if one else 'them'}, and runs "
-            f"the plugin's default or fails; {pass_it_on(names, rerun)}")
+            f"the plugin's default or fails; {pass_it_on(names, stored_scenario)}")

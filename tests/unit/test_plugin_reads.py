@@ -82,7 +82,8 @@ def test_a_run_says_as_it_starts_which_variable_the_plugins_module_reads_that_no
                     "which no cell's worker gets: each loads it without it, and runs the plugin's default or fails; add it "
                     "to the scenario's env: (`env: [acme_mode]`, which records its value in each cell)")
     assert read_as_loaded("acme_reader", os.environ, ["acme_mode"]) == ""  # env: passes it on
-    assert "a rerun runs the scenario the bundle it reruns stores" in read_as_loaded("acme_reader", os.environ, [], rerun=True)
+    assert "a resume or a rerun runs the scenario its bundle stores" in read_as_loaded("acme_reader", os.environ, [],
+                                                                                       stored_scenario=True)
     monkeypatch.delenv("acme_mode")
     assert read_as_loaded("acme_reader", os.environ, []) == ""  # the shell does not set it either
 

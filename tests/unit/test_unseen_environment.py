@@ -73,6 +73,48 @@ def test_a_run_says_once_as_it_starts_which_variables_of_its_shell_no_cell_will_
     assert "KMP_AFFINITY" not in lines[0], "a variable the scenario passes on was warned of"
 
 
+@pytest.mark.slow  # its runs start the system probe, which imports torch
+def test_a_resume_tells_its_cells_to_run_the_stored_scenario_afresh_where_its_env_cannot_be_edited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume runs the scenario its bundle stores, as a rerun does (docs/cli.md): its cell that failed
+    naming a variable of the shell, and its start's line of variables no cell sees, told it to add the
+    variable to the scenario's env:, which a resume never reads (an edited file is not what it runs)."""
+    def stopped_at_offline(task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        if "Offline" in task.label:
+            raise KeyboardInterrupt
+        (task.artifacts / "worker.log").write_text("a fake cell\n")
+        return WorkerOutcome(answer=None, returncode=0, timed_out=False, last_phase="loadgen", wall_s=0.1)
+
+    def failing(task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        (task.artifacts / "worker.log").write_text("a fake cell\n")
+        answer = WorkerAnswer(status="failed", reasons=["build: KeyError: 'ACME_WEIGHTS' (at /site/acme_env/models.py:11)"],
+                              environment={"variables": {"PATH": "/usr/bin"}})
+        return WorkerOutcome(answer=answer, returncode=0, timed_out=False, last_phase="build", wall_s=0.1)
+
+    for name in unseen(os.environ, []):  # whatever the shell running the tests sets
+        monkeypatch.delenv(name)
+    scenario = tmp_path / "null.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null]\nscenarios: [SingleStream, Offline]\n")
+    monkeypatch.setattr(executors, "run_here", stopped_at_offline)
+    run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out"), Console(file=io.StringIO(), width=300))
+    [bundle] = (tmp_path / "out").iterdir()
+    monkeypatch.setattr(executors, "run_here", failing)
+    monkeypatch.setenv("ACME_WEIGHTS", "/data/acme")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    shown = io.StringIO()
+    assert run(RunRequest(scenario_path=None, resume=bundle, device="cpu"), Console(file=shown, width=300)) == 1
+    [resumed] = [r for r in load(bundle).records if "Offline" in r.label]
+    stored = ("a resume or a rerun runs the scenario its bundle stores, whose env: does not name it, and gives its workers "
+              "no other variable of this shell: take that scenario (its bundle.json `scenario`), add it to its env: "
+              "(`env: [ACME_WEIGHTS]`) and run it afresh with `fusionbench run`")
+    assert resumed.reasons[0].startswith("build: KeyError: 'ACME_WEIGHTS' (at /site/acme_env/models.py:11); ACME_WEIGHTS is "
+                                         f"set in this shell but not passed to workers: {stored}"), resumed.reasons
+    [line] = [line for line in shown.getvalue().splitlines() if "no cell sees" in line]
+    assert line.endswith("a resume or a rerun runs the scenario its bundle stores, whose env: no one edits: name a variable "
+                         "in that scenario's env: (its bundle.json `scenario`) and run it afresh with `fusionbench run` to "
+                         "pass it on"), line
+
+
 SHELL = {"ACME_WEIGHTS": "/data/acme", "ACME_TOKEN": "s3cret", "PATH": "/usr/bin", "HOSTNAME": "box", "EDITOR": "vi"}
 PASS_IT_ON = ("; ACME_WEIGHTS is set in this shell but not passed to workers: add it to the scenario's env: "
               "(`env: [ACME_WEIGHTS]`, which records its value in each cell)")
@@ -148,11 +190,12 @@ def test_a_reruns_cell_is_told_to_run_the_stored_scenario_afresh_where_its_env_c
     base = {"id": task.cell_id, "label": config.shown_label, "config": config.recorded()}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACME_WEIGHTS", "/data/acme")
-        rerun = finished_record(base, Finished(task, WorkerOutcome(answer, 0, False, "build", 2.0), node_info(None)), rerun=True)
+        rerun = finished_record(base, Finished(task, WorkerOutcome(answer, 0, False, "build", 2.0), node_info(None)),
+                                stored_scenario=True)
         fresh = finished_record(base, Finished(task, WorkerOutcome(answer, 0, False, "build", 2.0), node_info(None)))
     assert rerun["reasons"] == [
         "build: KeyError: 'ACME_WEIGHTS' (at /site/acme_env/models.py:11); ACME_WEIGHTS is set in this shell but not passed "
-        "to workers: a rerun runs the scenario the bundle it reruns stores, whose env: does not name it, and gives its "
+        "to workers: a resume or a rerun runs the scenario its bundle stores, whose env: does not name it, and gives its "
         "workers no other variable of this shell: take that scenario (its bundle.json `scenario`), add it to its env: "
         "(`env: [ACME_WEIGHTS]`) and run it afresh with `fusionbench run`"]
     assert fresh["reasons"][0].endswith(PASS_IT_ON)
