@@ -161,13 +161,14 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         console.print(Text(f"fusionbench: warning: {unseen_environment.warning(left_behind, stored_scenario=stored_scenario)}",
                            style="yellow"),
                       soft_wrap=True)
-    for name in dict.fromkeys(str(model["name"]) for model in resolved["models"]) if todo else ():
+    model_names = list(dict.fromkeys(str(model["name"]) for model in resolved["models"])) if todo else []
+    for name in model_names:
         shadowed = model_plugins.found().shadowed.get(name)  # another copy of its package, which the user may think runs
         if shadowed:
             console.print(Text(f"fusionbench: warning: {visible(shadowed)}", style="yellow"), soft_wrap=True)
-        read = unseen_environment.read_as_loaded(name, os.environ, env_names, stored_scenario)
-        if read:  # a variable its module reads, which each worker will not have
-            console.print(Text(f"fusionbench: warning: {visible(read)}", style="yellow"), soft_wrap=True)
+    # a variable a package's modules read as they loaded, which each worker will not have: once a package
+    for read in unseen_environment.read_as_loaded(model_names, os.environ, env_names, stored_scenario):
+        console.print(Text(f"fusionbench: warning: {visible(read)}", style="yellow"), soft_wrap=True)
     try:
         deadline = time_budget.deadline_in(request.budget_s)
         # a resume in slots or on Ray (allowed where no cell was timed yet) runs other cells between one

@@ -115,18 +115,30 @@ def read_by_plugin(environment: Mapping[str, object], reasons: Sequence[str], pa
             f"{'value' if one else 'values'}; {pass_it_on(names, stored_scenario)}")
 
 
-def read_as_loaded(model: str, parent: Mapping[str, str], named: Sequence[str], stored_scenario: bool = False) -> str:
-    """The run's warning, as it starts, where the plugin model `model`'s module looked up variables
-    as it loaded in this process (harness/models/plugin_reads.py) that `parent` sets and the
-    scenario's `env:` (`named`) does not pass on: each worker loads it without them. "" where none,
-    or where `model` is no plugin's. What its `build` reads is seen in the worker alone: each cell
-    says it (`read_by_plugin`)."""
-    plugin = plugins.found().models.get(model)
-    names = sorted({read.name for read in plugins.found().load_reads.get(model, [])
-                    if read.name in parent and not passed_on(read.name, named)})
-    if plugin is None or not names:
-        return ""
-    one = len(names) == 1
-    return (f"model {model!r} from {plugin.distribution} {plugin.version} looks up {', '.join(names)} as its module loads, "
-            f"set in this shell, which no cell's worker gets: each loads it without {'it' if one else 'them'}, and runs "
-            f"the plugin's default or fails; {pass_it_on(names, stored_scenario)}")
+def read_as_loaded(models: Sequence[str], parent: Mapping[str, str], named: Sequence[str],
+                   stored_scenario: bool = False) -> list[str]:
+    """The run's warnings, as it starts, where a plugin package's modules looked up variables as they
+    loaded in this process (harness/models/plugin_reads.py) that `parent` sets and the scenario's `env:`
+    (`named`) does not pass on: each worker loads them without those. One a package, naming its models
+    among `models` (the reads are its package's, whichever model's entry point loaded them); none where
+    there are none, or for a model that is no plugin's. What a `build` reads is seen in the worker
+    alone: each cell says it (`read_by_plugin`)."""
+    found = plugins.found()
+    packages: dict[tuple[str, str, str], list[str]] = {}
+    for model in dict.fromkeys(models):
+        plugin = found.models.get(model)
+        if plugin is not None:
+            packages.setdefault((plugin.distribution, plugin.version, plugin.package_files), []).append(model)
+    told = []
+    for (distribution, version, _), ran in packages.items():
+        names = sorted({read.name for model in ran for read in found.load_reads.get(model, [])
+                        if read.name in parent and not passed_on(read.name, named)})
+        if not names:
+            continue
+        one, alone = len(names) == 1, len(ran) == 1
+        who = f"model {ran[0]!r}" if alone else f"models {', '.join(map(repr, ran[:-1]))} and {ran[-1]!r}"
+        told.append(f"{who} from {distribution} {version} {'looks' if alone else 'look'} up {', '.join(names)} as "
+                    f"{'its module loads' if alone else 'their package loads'}, set in this shell, which no cell's "
+                    f"worker gets: each loads it without {'it' if one else 'them'}, and runs the plugin's default or "
+                    f"fails; {pass_it_on(names, stored_scenario)}")
+    return told

@@ -43,7 +43,8 @@ MODEL = ExtraModel("acme", "planes", 16, "reads its width", build=build)
 
 @pytest.fixture
 def reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    site = write_site(tmp_path, extra_entry_points={"acme_reader": "acme_models.reader:MODEL"})
+    site = write_site(tmp_path, extra_entry_points={"acme_reader": "acme_models.reader:MODEL",
+                                                    "acme_reader_too": "acme_models.reader:MODEL"})
     (site / "acme_models" / "reader.py").write_text(READER)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(zoo, "BUILD_READS", [])
@@ -77,15 +78,28 @@ def test_a_run_says_as_it_starts_which_variable_the_plugins_module_reads_that_no
         reader: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, a variable read with a default, or in lower case, was said nowhere: each cell ran the default."""
     monkeypatch.setenv("acme_mode", "slow")
-    told = read_as_loaded("acme_reader", os.environ, [])
-    assert told == ("model 'acme_reader' from acme-models 1.0 looks up acme_mode as its module loads, set in this shell, "
+    told = read_as_loaded(["acme_reader", "resnet18"], os.environ, [])
+    assert told == ["model 'acme_reader' from acme-models 1.0 looks up acme_mode as its module loads, set in this shell, "
                     "which no cell's worker gets: each loads it without it, and runs the plugin's default or fails; add it "
-                    "to the scenario's env: (`env: [acme_mode]`, which records its value in each cell)")
-    assert read_as_loaded("acme_reader", os.environ, ["acme_mode"]) == ""  # env: passes it on
-    assert "a resume or a rerun runs the scenario its bundle stores" in read_as_loaded("acme_reader", os.environ, [],
-                                                                                       stored_scenario=True)
+                    "to the scenario's env: (`env: [acme_mode]`, which records its value in each cell)"]
+    assert read_as_loaded(["acme_reader"], os.environ, ["acme_mode"]) == []  # env: passes it on
+    [stored] = read_as_loaded(["acme_reader"], os.environ, [], stored_scenario=True)
+    assert "a resume or a rerun runs the scenario its bundle stores" in stored
     monkeypatch.delenv("acme_mode")
-    assert read_as_loaded("acme_reader", os.environ, []) == ""  # the shell does not set it either
+    assert read_as_loaded(["acme_reader"], os.environ, []) == []  # the shell does not set it either
+
+
+def test_two_models_of_one_package_are_told_once_of_what_its_module_read_as_it_loaded(
+        reader: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read is the package's, made once as its module loaded: a line a model said it twice, word
+    for word but the model's name, and a package of ten models said it ten times."""
+    monkeypatch.setenv("acme_mode", "slow")
+    # acme_conv_block's module is another of the package's: a worker of its cells loads reader.py too (every
+    # plugin's entry point is loaded to know the models), and reads acme_mode
+    assert read_as_loaded(["acme_reader", "acme_reader_too", "resnet18", "acme_conv_block"], os.environ, []) == [
+        "models 'acme_reader', 'acme_reader_too' and 'acme_conv_block' from acme-models 1.0 look up acme_mode as their "
+        "package loads, set in this shell, which no cell's worker gets: each loads it without it, and runs the plugin's "
+        "default or fails; add it to the scenario's env: (`env: [acme_mode]`, which records its value in each cell)"]
 
 
 def test_a_cell_whose_plugin_read_a_variable_its_worker_lacked_says_so_though_it_ran(
