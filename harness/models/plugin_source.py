@@ -6,7 +6,8 @@ without bumping the version; a reinstall of a changed checkout at the same versi
 the same class, weights and shapes, the next cell loaded the artifact compiled from the old code
 (tried: relu made sigmoid in an editable acme-models 1.0: its ONNX Runtime cell read the last run's
 export, `prepare_cache: warm`, and was invalid, `output differs from eager: max abs error 0.833`; an
-edit that leaves the check's outputs alike would have passed, its figures the old code's).
+edit that leaves the outputs alike, `y + 0 * torch.tanh(y).exp()`, passed, its figures the old
+code's: 4 kernels per inference where the new graph runs 11).
 
 So the key holds a digest of the files under the plugin's top-level package (or its module file),
 as they lie in the folder its code is imported from (`PluginModel.code_folder`): their paths and
