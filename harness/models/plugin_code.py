@@ -29,14 +29,20 @@ from urllib.parse import unquote, urlparse
 
 
 def import_root(module: str) -> str | None:
-    """The folder on sys.path that `module`'s top-level package (or module) was imported from, as
-    imported in this process; None where it is not imported or has no file (a namespace package)."""
-    top = sys.modules.get(module.partition(".")[0])
-    file = getattr(top, "__file__", None)
-    if not file:
-        return None
-    folder = os.path.dirname(os.path.abspath(str(file)))
-    return os.path.dirname(folder) if getattr(top, "__path__", None) is not None else folder  # a package's __init__.py
+    """The folder on sys.path that `module` was imported from, as imported in this process, read from
+    its own file, else from that of the nearest package above it that has one; None where none is
+    imported with a file. Not the top-level package's file: a namespace package (`acme.vision` of an
+    `acme` that several packages fill) has none, or that of whichever package holds its `__init__.py`."""
+    parts = module.split(".")
+    for depth in range(len(parts), 0, -1):
+        imported = sys.modules.get(".".join(parts[:depth]))
+        file = getattr(imported, "__file__", None)
+        if file:  # a package's is its __init__.py, a folder deeper
+            folder = os.path.dirname(os.path.abspath(str(file)))
+            for _ in range(depth - (0 if getattr(imported, "__path__", None) is not None else 1)):
+                folder = os.path.dirname(folder)
+            return folder
+    return None
 
 
 def editable_source(dist: Distribution) -> str | None:

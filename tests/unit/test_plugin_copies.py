@@ -4,6 +4,7 @@ no model hides every later copy's models, and a file naming one is told which co
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +140,58 @@ def test_a_bare_copy_first_on_sys_path_that_lacks_the_models_module_is_named_in_
         f"model '{NAME}' from acme-models 1.0 (acme_models.blocks:CONV_BLOCK, in {installed}) does not load: "
         f"ModuleNotFoundError: No module named 'acme_models.blocks' (acme_models is imported from {bare}, a folder "
         "before that copy on sys.path: take it off PYTHONPATH)")
+
+
+NAMESPACE_MODEL = """from harness.models.extra_models import ExtraModel
+
+
+def build(seed):
+    from torch import nn
+    return nn.Conv2d(64, 64, 1)
+
+
+MODEL = ExtraModel("acme", "planes", 16, "a model of a package that fills a namespace", build=build)
+"""
+
+
+def _namespace_sites(tmp_path: Path, init: str | None) -> tuple[Path, Path]:
+    """acme-core in one site and acme-vision in another, both filling the package `acme` (`init`: its
+    `__init__.py` in each, a pkgutil-style namespace; None: a PEP 420 one, without); acme-vision's
+    model, `acme_ns`, is `acme.vision.models:MODEL`."""
+    core, vision = tmp_path / "core-site", tmp_path / "vision-site"
+    for site, name, module in ((core, "acme_core", "core"), (vision, "acme_vision", "vision")):
+        (site / "acme" / module).mkdir(parents=True)
+        (site / "acme" / module / "__init__.py").touch()
+        if init is not None:
+            (site / "acme" / "__init__.py").write_text(init)
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 1.0\n")
+    (vision / "acme" / "vision" / "models.py").write_text(NAMESPACE_MODEL)
+    (vision / "acme_vision-1.0.dist-info" / "entry_points.txt").write_text(
+        "[fusionbench.models]\nacme_ns = acme.vision.models:MODEL\n")
+    return core, vision
+
+
+@pytest.mark.parametrize("init", ['__path__ = __import__("pkgutil").extend_path(__path__, __name__)\n', None],
+                         ids=["pkgutil", "pep420"])
+def test_a_model_of_a_namespace_package_that_another_package_fills_first_runs_from_its_own_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, init: str | None) -> None:
+    """Before, its copy was read from the namespace's top-level package: a pkgutil-style `acme` whose
+    `__init__.py` another package's folder, first on sys.path, held was refused as a bare copy run in
+    place of acme-vision's ('acme is imported from .../core-site'); a PEP 420 one, with no file, recorded
+    no code_folder and its reads of os.environ were not watched."""
+    core, vision = _namespace_sites(tmp_path, init)
+    monkeypatch.syspath_prepend(str(vision))
+    monkeypatch.syspath_prepend(str(core))  # acme-core's copy of `acme` first
+    for module in [name for name in sys.modules if name.split(".")[0] == "acme"]:
+        monkeypatch.delitem(sys.modules, module)
+    plugins.found.cache_clear()
+    try:
+        assert plugins.found().broken.get("acme_ns") is None
+        model = plugins.found().models["acme_ns"]
+        assert model.code_folder == str(vision) and model.package_files == str(vision / "acme")
+    finally:
+        for module in [name for name in sys.modules if name.split(".")[0] == "acme"]:
+            del sys.modules[module]
+        plugins.found.cache_clear()
