@@ -10,7 +10,8 @@ observed: while a plugin's module loads (`plugins.found`) and while its `build` 
 each key looked up in `os.environ` (`[...]`, `.get`, `in`, `os.getenv`) by a line of the plugin's
 own package is recorded, and whether it was there. What is not seen: a read through a library the
 plugin calls (its own variables, `HF_HOME`), a read in `forward`, a walk over the whole environment
-(`dict(os.environ)`), and C code's `getenv`.
+(`dict(os.environ)`, `os.environ.copy()`, `{**os.environ}`: each key it reads is no look-up of the
+plugin's, and a walk read as look-ups named every variable of the shell), and C code's `getenv`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 #: The modules between a read and the line that made it: `os.getenv` calls `environ.get`, which is
@@ -40,14 +42,29 @@ class Read:
 def watched() -> Iterator[list[Read]]:
     """Record each look-up in os.environ made inside the block, in the order made."""
     reads: list[Read] = []
-    original = os._Environ.__getitem__
+    original, original_iter = os._Environ.__getitem__, os._Environ.__iter__
+    #: (frame, instruction) -> the frame: where a walk over the whole environment began, which reads each
+    #: key from that same instruction (`dict(os.environ)`); the frame kept, so that its id stays its own
+    walks: dict[tuple[int, int], FrameType] = {}
+
+    def caller() -> FrameType:
+        frame = sys._getframe(2)
+        while frame.f_back is not None and frame.f_globals.get("__name__") in _PLUMBING:
+            frame = frame.f_back
+        return frame
+
+    def walked(self: Any) -> Any:
+        if self is os.environ:
+            frame = caller()
+            walks[(id(frame), frame.f_lasti)] = frame
+        return original_iter(self)
 
     def looked_up(self: Any, key: Any) -> Any:
         if self is not os.environ:  # os.environb, a bytes view
             return original(self, key)
-        frame = sys._getframe(1)
-        while frame.f_back is not None and frame.f_globals.get("__name__") in _PLUMBING:
-            frame = frame.f_back
+        frame = caller()
+        if (id(frame), frame.f_lasti) in walks:  # a key of a walk, not a look-up
+            return original(self, key)
         try:
             value = original(self, key)
         except KeyError:
@@ -56,11 +73,11 @@ def watched() -> Iterator[list[Read]]:
         reads.append(Read(str(key), frame.f_code.co_filename, True))
         return value
 
-    os._Environ.__getitem__ = looked_up  # type: ignore[method-assign]
+    os._Environ.__getitem__, os._Environ.__iter__ = looked_up, walked  # type: ignore[method-assign]
     try:
         yield reads
     finally:
-        os._Environ.__getitem__ = original  # type: ignore[method-assign]
+        os._Environ.__getitem__, os._Environ.__iter__ = original, original_iter  # type: ignore[method-assign]
 
 
 def package_files(module: str, import_root: str) -> str:

@@ -133,3 +133,25 @@ def test_a_cell_whose_plugin_read_a_variable_its_worker_lacked_says_so_though_it
     assert record["reasons"] == ["build: KeyError: 'acme_dir' (at reader.py:3); acme_dir is set in this shell but not "
                                  "passed to workers: add it to the scenario's env: (`env: [acme_dir]`, which records its "
                                  "value in each cell)"] and record["warnings"] == []
+
+
+def test_a_walk_over_the_whole_environment_is_no_look_up_of_each_variable(
+        reader: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, a module that copied the environment as it loaded (`dict(os.environ)`, `os.environ.copy()`,
+    `{**os.environ}`, a subprocess's `env=`) was said, as the run started, to look up every variable of
+    the shell that no worker gets (ACME_TOKEN, the shell's own): each key of the walk was read as a look-up."""
+    (reader / "acme_models" / "reader.py").write_text(READER.replace(
+        "MODE = ", "CHILD_ENV = dict(os.environ)\nCOPIED = {**os.environ.copy(), 'ACME_CHILD': '1'}\n"
+        "PICKED = [os.environ[key] for key in os.environ if key == 'ACME_PICKED']\nMODE = "))
+    monkeypatch.setenv("ACME_TOKEN", "secret")
+    monkeypatch.setenv("ACME_PICKED", "1")
+    monkeypatch.setenv("acme_mode", "slow")
+    told = read_as_loaded("acme_reader", os.environ, [])
+    assert told == ("model 'acme_reader' from acme-models 1.0 looks up ACME_PICKED, acme_mode as its module loads, set in "
+                    "this shell, which no cell's worker gets: each loads it without them, and runs the plugin's default or "
+                    "fails; add them to the scenario's env: (`env: [ACME_PICKED, acme_mode]`, which records their values in "
+                    "each cell)")
+    with plugin_reads.watched() as reads:
+        assert dict(os.environ)["ACME_TOKEN"] == "secret" and len(os.environ.copy()) == len(os.environ)
+        assert [os.environ[key] for key in os.environ if key == "ACME_TOKEN"] == ["secret"]
+    assert [(read.name, read.found) for read in reads] == [("ACME_TOKEN", True)]  # the last line's look-up alone
