@@ -62,13 +62,20 @@ def _within(folder: str, parent: str) -> bool:
     return folder == parent or folder.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def working_folder_first() -> str | None:
+def working_folder_first(top: str) -> str | None:
     """This process's working folder where Python put it first on sys.path (`python -m`, `-c`) and
-    PYTHONPATH, which every worker gets, does not name it; None otherwise."""
+    PYTHONPATH, which every worker gets, does not name it, nor does the rest of sys.path where every
+    worker imports `top` (a top-level package or module) from it too (a `setup.py develop` install's
+    .pth file names it: no folder before it holds `top`); None otherwise."""
     here = os.getcwd()
     if not sys.path or (sys.path[0] != "" and os.path.realpath(sys.path[0]) != os.path.realpath(here)):
         return None
     named = {os.path.realpath(os.path.abspath(p)) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    later = [os.path.realpath(p) for p in sys.path[1:] if p]  # "" is each process's own working folder
+    again = later.index(os.path.realpath(here)) if os.path.realpath(here) in later else None
+    if again is not None and not any(os.path.exists(os.path.join(folder, top)) or os.path.exists(os.path.join(folder, f"{top}.py"))
+                                     for folder in later[:again]):
+        return None
     return None if os.path.realpath(here) in named else os.path.realpath(here)
 
 
@@ -80,7 +87,7 @@ def disagreement(name: str, where: str, module: str, dist: Distribution | None) 
     if root is None or dist is None:
         return ""
     top = module.partition(".")[0]
-    started_in = working_folder_first()
+    started_in = working_folder_first(top)
     copy, editable = str(dist.locate_file("")), editable_source(dist)
     if editable and _within(root, editable) and os.path.realpath(copy) != started_in:
         return ""  # the project an editable install names: each worker imports it through that install too

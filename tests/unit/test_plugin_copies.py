@@ -4,6 +4,7 @@ no model hides every later copy's models, and a file naming one is told which co
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,3 +196,22 @@ def test_a_model_of_a_namespace_package_that_another_package_fills_first_runs_fr
         for module in [name for name in sys.modules if name.split(".")[0] == "acme"]:
             del sys.modules[module]
         plugins.found.cache_clear()
+
+
+def test_a_develop_install_run_in_its_own_folder_runs_where_every_worker_imports_it_from_there_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: None) -> None:
+    """A `setup.py develop` install: its metadata in the project folder, which a .pth file puts on every
+    process's sys.path. Started in that folder (`python -m`, `python -c`), it was refused as code that no
+    worker looks at ('the folder it was started in'), though each worker imports it from there too; it is
+    still refused where a folder before the .pth's entry holds another copy, which each worker would import."""
+    project = write_site(tmp_path / "acme-models")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setattr(sys, "path", [str(project), *sys.path, str(project)])  # first as started there; last by the .pth
+    importlib.invalidate_caches()
+    assert plugins.found().broken == {} and plugins.found().models[NAME].code_folder == str(project)
+    installed = write_site(tmp_path / "site-packages")
+    monkeypatch.setattr(sys, "path", [str(project), str(installed), *sys.path[1:]])
+    forget_modules()
+    plugins.found.cache_clear()
+    assert "the folder it was started in" in plugins.found().broken[NAME]
