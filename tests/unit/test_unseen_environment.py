@@ -199,3 +199,42 @@ def test_a_reruns_cell_is_told_to_run_the_stored_scenario_afresh_where_its_env_c
         "workers no other variable of this shell: take that scenario (its bundle.json `scenario`), add it to its env: "
         "(`env: [ACME_WEIGHTS]`) and run it afresh with `fusionbench run`"]
     assert fresh["reasons"][0].endswith(PASS_IT_ON)
+
+
+class _FailsNamingWeights:
+    """An executor whose every cell fails reading ACME_WEIGHTS, which its worker was not given."""
+
+    slots: list[Any] = []
+
+    def run(self, tasks: list[CellTask], on_phase: Any) -> Any:
+        for task in tasks:
+            on_phase(task, "start")
+            answer = WorkerAnswer(status="failed", reasons=["build: KeyError: 'ACME_WEIGHTS' (at /site/acme_env/models.py:11)"],
+                                  environment={"variables": {"PATH": "/usr/bin"}})
+            yield Finished(task, WorkerOutcome(answer, 0, False, "build", 0.1), {"hostname": "h"})
+
+
+@pytest.mark.parametrize("rerun_of", [None, {"run_id": "run", "created": "2026-12-07T00:00:00Z"}], ids=["run", "rerun"])
+def test_the_sweep_tells_a_reruns_cell_and_no_other_to_run_the_stored_scenario_afresh(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rerun_of: dict[str, str] | None) -> None:
+    """Which advice a cell gets is the sweep's to choose, from its bundle's `rerun_of`: the test
+    above hands `finished_record` its answer, so a sweep that never passed it on would have passed."""
+    from harness.bundle.header_record import BackendReport
+    from harness.bundle.writer import Bundle
+    from harness.run import sweep
+    from harness.scenario.cells import expand
+    from harness.scenario.schema import ScenarioFile
+    from harness.scenario.settings import Limits
+
+    data = {"models": [{"name": "resnet18", "input_size": 32}], "backends": ["null"], "scenarios": ["SingleStream"],
+            "batch_sizes": {"cpu": [1]}}
+    resolved = {**ScenarioFile.model_validate(data).model_dump(mode="json"), "name": "t"}
+    cells = expand(resolved, "cpu")
+    bundle = Bundle.create(tmp_path, "run", {"cells": [{"id": c.id, "label": c.label} for c in cells],
+                                             **({"rerun_of": rerun_of} if rerun_of else {})})
+    monkeypatch.setenv("ACME_WEIGHTS", "/data/acme")
+    sweep.sweep(cells, bundle, {"null": BackendReport(available=True)}, Limits(), [], None, None,
+                Console(file=io.StringIO()), executor=_FailsNamingWeights())
+    [reason] = bundle.cells()[0]["reasons"]
+    assert ("a rerun runs the scenario the bundle it reruns stores" in reason) == (rerun_of is not None), reason
+    assert reason.endswith("and run it afresh with `fusionbench run`" if rerun_of else PASS_IT_ON), reason
