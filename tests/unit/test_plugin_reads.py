@@ -146,11 +146,8 @@ def test_a_walk_over_the_whole_environment_is_no_look_up_of_each_variable(
     monkeypatch.setenv("ACME_TOKEN", "secret")
     monkeypatch.setenv("ACME_PICKED", "1")
     monkeypatch.setenv("acme_mode", "slow")
-    told = read_as_loaded("acme_reader", os.environ, [])
-    assert told == ("model 'acme_reader' from acme-models 1.0 looks up ACME_PICKED, acme_mode as its module loads, set in "
-                    "this shell, which no cell's worker gets: each loads it without them, and runs the plugin's default or "
-                    "fails; add them to the scenario's env: (`env: [ACME_PICKED, acme_mode]`, which records their values in "
-                    "each cell)")
+    told = read_as_loaded(["acme_reader"], os.environ, [])
+    assert len(told) == 1 and "looks up ACME_PICKED, acme_mode as its module loads" in told[0], told
     with plugin_reads.watched() as reads:
         assert dict(os.environ)["ACME_TOKEN"] == "secret" and len(os.environ.copy()) == len(os.environ)
         assert [os.environ[key] for key in os.environ if key == "ACME_TOKEN"] == ["secret"]

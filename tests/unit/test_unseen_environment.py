@@ -236,5 +236,5 @@ def test_the_sweep_tells_a_reruns_cell_and_no_other_to_run_the_stored_scenario_a
     sweep.sweep(cells, bundle, {"null": BackendReport(available=True)}, Limits(), [], None, None,
                 Console(file=io.StringIO()), executor=_FailsNamingWeights())
     [reason] = bundle.cells()[0]["reasons"]
-    assert ("a rerun runs the scenario the bundle it reruns stores" in reason) == (rerun_of is not None), reason
+    assert ("a resume or a rerun runs the scenario its bundle stores" in reason) == (rerun_of is not None), reason
     assert reason.endswith("and run it afresh with `fusionbench run`" if rerun_of else PASS_IT_ON), reason
