@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psutil
 
 FRESH = "harness.measure.worker"  # `python -m harness.measure.worker REQUEST`
@@ -25,3 +27,12 @@ def workers_of(pid: int, with_parents: bool = False) -> list[psutil.Process]:
         if FRESH in command or forked or (with_parents and PRELOADED in command):
             found.append(process)
     return found
+
+
+def phase_of(worker: psutil.Process) -> str:
+    """The phase a cell's worker says it is in (the `phase` file in its folder, which is its working
+    directory: harness/run/isolation.py), or "" before it has named one or once it is gone."""
+    try:
+        return Path(worker.cwd(), "phase").read_text().strip()
+    except (OSError, psutil.Error):
+        return ""

@@ -21,7 +21,7 @@ import pytest
 from harness.bundle import manifest
 from harness.bundle.migrations import SCHEMA_VERSION
 from tests.integration.test_cli_end_to_end import REPO, cells_of, fusionbench, only_bundle
-from tests.run_processes import workers_of
+from tests.run_processes import phase_of, workers_of
 
 pytestmark = pytest.mark.slow
 # The sweeps here are of the harness's plumbing, not of figures: each cell measures briefly, and a
@@ -128,8 +128,8 @@ def test_a_bad_backend_option_stops_the_run_before_anything_is_written(tmp_path:
 
 
 def _stopped_after_one_more_cell(command: list[str], out: Path, stop: str) -> str:
-    """Run `command` and send it `stop` once one more cell is valid and the next cell's worker runs;
-    return its output, having checked its exit code (130 for SIGINT, 143 for SIGTERM)."""
+    """Run `command` and send it `stop` once one more cell is valid and the next cell's worker is in its
+    LoadGen phase; return its output, having checked its exit code (130 for SIGINT, 143 for SIGTERM)."""
     import signal
 
     def valid() -> int:
@@ -142,14 +142,20 @@ def _stopped_after_one_more_cell(command: list[str], out: Path, stop: str) -> st
         # a test runner started in the background inherits SIGINT ignored; a user's terminal does not
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and valid() <= before:
-        time.sleep(0.2)
-    while time.monotonic() < deadline and not workers_of(proc.pid):  # the next cell's worker runs
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(getattr(signal, stop))  # Ctrl-C, or docker stop / Slurm / Ray
-    stdout, stderr = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and valid() <= before:
+            time.sleep(0.2)
+        # the next cell is in LoadGen's 2 s, so the stop lands in it on any machine: a fixed 0.5 s after its
+        # worker started stood in for that, and a quick machine had finished the cell in 0.2 s once
+        while proc.poll() is None and time.monotonic() < deadline and not any(
+                phase_of(worker) == "loadgen" for worker in workers_of(proc.pid)):
+            time.sleep(0.05)
+        assert time.monotonic() < deadline, "the next cell never reached its LoadGen phase"
+        proc.send_signal(getattr(signal, stop))  # Ctrl-C, or docker stop / Slurm / Ray
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
     assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[stop], stdout + stderr
     return stdout
 
@@ -161,18 +167,17 @@ def test_ctrl_c_and_sigterm_keep_finished_cells_and_resume_completes(tmp_path: P
     # from six (the resume runs what the bundle planned, not the file's every cell): what is shown is
     # the harness's, not a model's.
     scenario = tmp_path / "stop.yaml"
-    # LoadGen's 2 s a cell: the stop, sent 0.5 s into the next cell, lands in it (at 0.2 s, a null cell
-    # on a quick machine had finished by then, once in a CI run, and the stop cut the one after)
+    # LoadGen's 2 s a cell: the stop, sent as the next cell's LoadGen phase begins, lands in it
     scenario.write_text("models: [{name: resnet18, input_size: 32}]\nbackends: [null, eager]\n"
                         "scenarios: [SingleStream, Offline]\nbatch_sizes: {cpu: [1, 2]}\n"
-                        "loadgen: {min_duration_s: 2}\n" + BRIEF)
+                        "loadgen: {min_duration_s: 1}\n" + BRIEF)
     out = tmp_path / "results"
     _stopped_after_one_more_cell(["run", str(scenario), "--device", "cpu", "--out", str(out), "--only", "backend=null"],
                                  out, "SIGINT")
     bundle = only_bundle(out)
     assert sorted(c["status"] for c in cells_of(bundle).values()) == ["interrupted", "valid"]
     cut = next(c for c in cells_of(bundle).values() if c["status"] == "interrupted")
-    assert cut["reasons"] == ["interrupted by Ctrl-C (SIGINT)"] and cut["wall_s"] > 0.1, cut  # it ran about 0.5 s, not 0
+    assert cut["reasons"] == ["interrupted by Ctrl-C (SIGINT)"] and cut["wall_s"] > 0.1, cut  # it ran into LoadGen, not 0
     assert json.loads((bundle / "bundle.json").read_text())["state"] == "interrupted"
     check = fusionbench("validate", str(bundle))
     assert check.returncode == 0, check.stdout + check.stderr

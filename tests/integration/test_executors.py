@@ -19,6 +19,7 @@ import pytest
 
 from tests.integration.test_cli_end_to_end import cells_of, only_bundle
 from tests.integration.test_faults import cli, faults_env  # noqa: F401 - a fixture used here
+from tests.run_processes import phase_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.whole_machine]  # parallel runs: tests/conftest.py
 REPO = Path(__file__).resolve().parents[2]
@@ -105,13 +106,6 @@ def _worker_of(backend: str, deadline: float) -> psutil.Process:
     raise AssertionError(f"no worker for {backend} started")
 
 
-def _phase(worker: psutil.Process) -> str:
-    try:
-        return Path(worker.cwd(), "phase").read_text().strip()
-    except (OSError, psutil.Error):
-        return ""
-
-
 def _ray_run(env: dict[str, str], work: Path, backends: str, limits: str = "", *options: str) -> subprocess.Popen[str]:
     """A CLI run of `backends` on a local Ray instance, in the background (`options`: the CLI's own).
 
@@ -144,7 +138,7 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
             written = {json.loads(p.read_text())["config"]["backend"] for p in (tmp_path / "out").glob("*/cells/*.json")}
         assert written == {"null"}, written  # the null cell is written; the hanging one is running
         hang = _worker_of("fault_hang", deadline)
-        while hang.is_running() and not _phase(hang):
+        while hang.is_running() and not phase_of(hang):
             time.sleep(0.1)
         time.sleep(1)  # its task said it started before its worker did; the driver reads that every 0.5 s
         run.send_signal(signal.SIGTERM)
@@ -176,7 +170,7 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         worker = _worker_of("fault_hang", time.monotonic() + 180)
-        while worker.is_running() and _phase(worker) != "first_call":
+        while worker.is_running() and phase_of(worker) != "first_call":
             time.sleep(0.1)
         ray_worker = worker.parent()
         assert ray_worker is not None and "harness.measure.worker" not in " ".join(ray_worker.cmdline())
