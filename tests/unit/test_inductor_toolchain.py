@@ -1,13 +1,14 @@
 """The machine's one-time work inside an Inductor compile, timed apart (backends/inductor_toolchain.py):
 the header's build counts, a kernel's build does not, a check already made in the process is not
-watched, and a watched call inside another counts once. Inductor's internals are replaced by sleeps
-here; tests/backends/test_inductor.py checks a real compile."""
+watched, and a watched call inside another counts once. Inductor's internals are replaced here by fakes
+that each take 0.1 s of a fake clock; tests/backends/test_inductor.py checks a real compile."""
 
 from __future__ import annotations
 
 import functools
 import os
 import time
+import types
 
 import pytest
 
@@ -22,14 +23,18 @@ def internals(monkeypatch: pytest.MonkeyPatch, tmp_path):
 
     locks = str(tmp_path / "precompiled_headers" / "locks")
     calls: list[str] = []
+    # the clock the watch reads: each fake takes 0.1 s of it (real sleeps were timed 0.37 s for 0.2 s on
+    # the loaded 2-core test machine, and the sum's bound failed)
+    now = [0.0]
+    monkeypatch.setattr(inductor_toolchain, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
 
     def build(lock_path: str, builders: tuple = ()) -> None:
         calls.append(os.path.basename(lock_path))
-        time.sleep(0.1)
+        now[0] += 0.1
 
     @functools.cache
     def check() -> list[str]:
-        time.sleep(0.1)
+        now[0] += 0.1
         codecache._worker_compile_cpp(os.path.join(locks, "inside.lock"))  # counted once, in the check
         return ["avx512"]
 
@@ -47,8 +52,8 @@ def test_the_header_build_and_the_first_isa_check_are_timed_and_a_kernel_build_i
         assert cpu_vec_isa.valid_vec_isa_list() == ["avx512"]
         after_check = clock.seconds
         codecache._worker_compile_cpp(os.path.join(locks, "header.lock"))
-    assert 0.2 <= after_check < 0.3  # the check's 0.1 s and its header build's 0.1 s, once
-    assert 0.3 <= clock.seconds < 0.4
+    assert after_check == pytest.approx(0.2)  # the check's 0.1 s and its header build's 0.1 s, once
+    assert clock.seconds == pytest.approx(0.3)
     assert calls == ["kernel.lock", "inside.lock", "header.lock"]
     with inductor_toolchain.watch() as again:  # the process has its answer: the check is not watched
         assert cpu_vec_isa.valid_vec_isa_list() == ["avx512"]
