@@ -319,6 +319,15 @@ def test_a_forked_worker_finds_what_the_runs_backends_preload_already_imported(
     assert preloads <= seen["preloaded"] and not preloads & seen["fresh"]
 
 
+def _kill_once_written(path: Path, pid: int) -> None:
+    """SIGKILL process `pid` once `path` exists: the worker that writes it is running (a fixed 2 s
+    stood in for that, and a loaded machine may not have forked the worker by then)."""
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.slow
 def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fresh(tmp_path: Path) -> None:
     parents = PreloadedParents()
@@ -330,7 +339,7 @@ def test_a_parent_that_dies_takes_its_worker_with_it_and_the_next_cell_starts_fr
     try:
         assert cell("process").answer.environment["worker_start"] == "preloaded"  # the parent is up
         [parent] = parents._all
-        threading.Timer(2.0, os.kill, (parent.pid, signal.SIGKILL)).start()
+        threading.Thread(target=_kill_once_written, args=(tmp_path / "hang" / "pids", parent.pid), daemon=True).start()
         outcome = cell("hang")
         assert outcome.answer is None and outcome.returncode == -signal.SIGKILL and outcome.wall_s < 30
         worker, grandchild = map(int, (tmp_path / "hang" / "pids").read_text().split())
