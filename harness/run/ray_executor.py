@@ -43,6 +43,7 @@ from harness.run.slots import Slot, claimed
 
 RETRIES = 1
 WAIT_S = 0.5
+TOLD_ON_STOP_S = 5.0  # how long a stopped run waits at the most for the mailbox's last news
 CONNECT_TIMEOUT_S = 30.0
 HOW_TO_GET_RAY = "Ray is not installed: `pip install .[ray]` adds it (./run.sh installs it with the rest)"
 _ANSWER = "fusionbench-ray-probe: "  # marks the child's answer among whatever Ray prints
@@ -276,23 +277,34 @@ class RayExecutor:
             ref = remote.options(num_cpus=cpus, num_gpus=gpus, max_retries=RETRIES,
                                  retry_exceptions=False).remote(sent, max(1, cpus), phases, key)
             pending[ref] = (key, task)
+
+        def told(timeout_s: float | None = None) -> None:
+            """What the tasks told the mailbox since it was last read, passed on."""
+            running = dict(pending.values())
+            for key, phase in ray.get(phases.take.remote(), timeout=timeout_s):  # a task's start is here before its end
+                if key in running:
+                    if phase == "start":
+                        started.add(key)
+                    on_phase(running[key], phase)
+
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_S)
-                running = dict(pending.values())
-                for key, phase in ray.get(phases.take.remote()):  # a task's start is here before its end
-                    if key in running:
-                        if phase == "start":
-                            started.add(key)
-                        on_phase(running[key], phase)
+                told()
                 for ref in ready:
                     key, task = pending.pop(ref)
                     if key not in started:
                         on_phase(task, "start")
                     yield self._finished(task, ref)
         except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            # a cell that started since the mailbox was last read (up to WAIT_S, longer on a loaded
+            # driver) was recorded interrupted as started when it was sent: its start is read first
+            try:
+                with contextlib.suppress(Exception):  # noqa: BLE001 - a lost mailbox leaves the time it was sent
+                    told(TOLD_ON_STOP_S)
+            finally:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
             raise
         finally:
             with contextlib.suppress(Exception):  # noqa: BLE001 - a mailbox Ray lost already is gone

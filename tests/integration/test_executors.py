@@ -138,10 +138,9 @@ def test_a_ray_run_stopped_by_sigterm_resumes_to_completion(faults_env, tmp_path
             written = {json.loads(p.read_text())["config"]["backend"] for p in (tmp_path / "out").glob("*/cells/*.json")}
         assert written == {"null"}, written  # the null cell is written; the hanging one is running
         hang = _worker_of("fault_hang", deadline)
-        while hang.is_running() and not phase_of(hang):
+        while hang.is_running() and not phase_of(hang):  # its task said it started before its worker did
             time.sleep(0.1)
-        time.sleep(1)  # its task said it started before its worker did; the driver reads that every 0.5 s
-        run.send_signal(signal.SIGTERM)
+        run.send_signal(signal.SIGTERM)  # the driver reads that start as it stops, if it had not yet
         output, _ = run.communicate(timeout=120)
     finally:
         run.kill()
