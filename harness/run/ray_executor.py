@@ -31,6 +31,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -89,17 +90,21 @@ class Phases:
     """The driver's mailbox for what a cell's task says as it runs (a Ray actor that holds no CPU):
     that it started, then each phase its worker begins. Ray tells the driver only when a task ends,
     and a cell queued behind others is not running: a Ctrl-C then recorded it interrupted with the
-    time since it was sent, and the bar counted it running."""
+    time since it was sent, and the bar counted it running. Read from where the driver's last read
+    ended (`since`), not emptied by it: a read a stop cut short loses nothing for the next."""
 
     def __init__(self) -> None:
         self.said: list[tuple[int, str]] = []
+        self.instance = uuid.uuid4().hex  # a mailbox Ray restarted is another, holding only what came since
 
     def say(self, key: int, phase: str) -> None:
         self.said.append((key, phase))
 
-    def take(self) -> list[tuple[int, str]]:
-        said, self.said = self.said, []
-        return said
+    def since(self, count: int, instance: str) -> tuple[str, int, list[tuple[int, str]]]:
+        """What was said after the first `count` things the mailbox `instance` held (all it holds,
+        where it is another), with this mailbox's instance and where what it gives starts."""
+        start = count if instance == self.instance else 0
+        return self.instance, start, self.said[start:]
 
 
 def run_on_node(task: CellTask, cpus: int, phases: Any, key: int) -> NodeResult:
@@ -278,14 +283,20 @@ class RayExecutor:
                                  retry_exceptions=False).remote(sent, max(1, cpus), phases, key)
             pending[ref] = (key, task)
 
+        mailbox, passed_on = "", 0  # the mailbox read, and how much of what it holds has been passed on
+
         def told(timeout_s: float | None = None) -> None:
             """What the tasks told the mailbox since it was last read, passed on."""
+            nonlocal mailbox, passed_on
             running = dict(pending.values())
-            for key, phase in ray.get(phases.take.remote(), timeout=timeout_s):  # a task's start is here before its end
+            # a task's start is here before its end
+            mailbox, passed_on, said = ray.get(phases.since.remote(passed_on, mailbox), timeout=timeout_s)
+            for key, phase in said:
                 if key in running:
                     if phase == "start":
                         started.add(key)
                     on_phase(running[key], phase)
+                passed_on += 1
 
         try:
             while pending:
@@ -298,7 +309,8 @@ class RayExecutor:
                     yield self._finished(task, ref)
         except BaseException:
             # a cell that started since the mailbox was last read (up to WAIT_S, longer on a loaded
-            # driver) was recorded interrupted as started when it was sent: its start is read first
+            # driver), or while a read the stop cut short was under way, was not known to have started:
+            # its start is read first
             try:
                 with contextlib.suppress(Exception):  # noqa: BLE001 - a lost mailbox leaves the time it was sent
                     told(TOLD_ON_STOP_S)

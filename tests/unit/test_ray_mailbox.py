@@ -21,24 +21,27 @@ class _Ref:
 
 
 class _Mailbox:
-    """The `Phases` actor's handle: `take.remote()` gives a ref to what was said since the last take."""
+    """The `Phases` actor's handle: `since.remote(n)` gives a ref to what was said after the first n."""
 
     def __init__(self, said: list[tuple[int, str]]) -> None:
         self.said = said
-        self.take = self
+        self.since = self
 
-    def remote(self) -> _Ref:
-        answer, self.said[:] = list(self.said), []
-        return _Ref(answer)
+    def remote(self, count: int, instance: str) -> _Ref:
+        start = count if instance == "one" else 0
+        return _Ref(("one", start, self.said[start:]))
 
 
 class _Cluster:
     """What `RayExecutor.run` calls of the `ray` module. The task says it started just after the
-    driver's first read of the mailbox; the driver's second wait is cut by a stop (Ctrl-C)."""
+    driver's first read of the mailbox; a stop (Ctrl-C) cuts the driver's second wait, or with
+    `cut_read` its second read of the mailbox, once the mailbox has answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, cut_read: bool) -> None:
         self.said: list[tuple[int, str]] = []
         self.waits = 0
+        self.reads = 0
+        self.cut_read = cut_read
         self.cancelled: list[_Ref] = []
 
     def is_initialized(self) -> bool:
@@ -53,10 +56,14 @@ class _Cluster:
         self.waits += 1
         if self.waits == 2:
             self.said.append((0, "start"))  # told after the first read: the driver has not read it
-            raise KeyboardInterrupt
+            if not self.cut_read:
+                raise KeyboardInterrupt
         return [], refs
 
     def get(self, ref: _Ref, timeout: float | None = None) -> Any:
+        self.reads += 1
+        if self.cut_read and self.reads == 2:
+            raise KeyboardInterrupt  # the mailbox has answered; the driver never saw the answer
         return ref.answer
 
     def cancel(self, ref: _Ref, force: bool = False) -> None:
@@ -66,10 +73,12 @@ class _Cluster:
         pass
 
 
-def test_a_run_stopped_between_two_reads_of_the_mailbox_passes_on_a_start_told_in_between(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut_read", [False, True], ids=["between reads", "during a read"])
+def test_a_run_stopped_before_it_read_a_start_passes_it_on(tmp_path: Path, cut_read: bool) -> None:
     """A cell that started less than a read (0.5 s, longer on a loaded driver) before a Ctrl-C or
-    SIGTERM was recorded interrupted as started when the run sent it: the driver had not read its start."""
-    cluster = _Cluster()
+    SIGTERM, or whose start a read the stop cut short had taken from the mailbox, was not known to
+    have started: the run recorded nothing of it."""
+    cluster = _Cluster(cut_read)
     executor = ray_executor.RayExecutor.__new__(ray_executor.RayExecutor)
     executor.ray, executor.cpus_per_cell = cluster, 1
     task = CellTask(cell_id="c", label="c", request=WorkerRequest(cell=cell_config(), artifact_dir=str(tmp_path)),
