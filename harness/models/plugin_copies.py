@@ -22,9 +22,10 @@ never named. So each model only a hidden copy registers is said, with the copy t
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from importlib import metadata
+
+from harness.distribution_names import name_and_version, normalized
 
 
 @dataclass(frozen=True)
@@ -36,24 +37,19 @@ class Copy:
     entry_points: dict[str, str]  # name -> `module:attribute`
 
 
-def normalized(name: str) -> str:
-    """A package's name as pip compares names (PEP 503): `Acme_Models` is `acme-models`."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def installed(group: str) -> dict[str, list[Copy]]:
     """Every package installed in more than one folder on sys.path, one copy at least registering
     entry points in `group`, by `normalized` name, each copy in sys.path's order (a folder named
     twice is one copy), those that register none among them."""
     found: dict[str, list[Copy]] = {}
     for dist in metadata.distributions():  # every copy: entry_points() reads the first of each name alone
-        name = dist.metadata["Name"]
+        name, version = name_and_version(dist)
         if not name:
             continue
         folder = str(dist.locate_file(""))
         listed = found.setdefault(normalized(name), [])
         if all(os.path.realpath(copy.folder) != os.path.realpath(folder) for copy in listed):
-            listed.append(Copy(dist.version, folder, {ep.name: ep.value for ep in dist.entry_points if ep.group == group}))
+            listed.append(Copy(version, folder, {ep.name: ep.value for ep in dist.entry_points if ep.group == group}))
     return {name: listed for name, listed in found.items() if len(listed) > 1 and any(copy.entry_points for copy in listed)}
 
 

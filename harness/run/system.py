@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.distribution_names import name_and_version, normalized
 
 SOURCE_ROOT = Path(harness.__file__).resolve().parent.parent
 
@@ -41,9 +42,9 @@ def harness_info() -> dict[str, Any]:
 def packages() -> dict[str, str]:
     found = {}
     for dist in distributions():
-        name = dist.metadata["Name"]
+        name, version = name_and_version(dist)
         if name:
-            found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version  # PEP 503 normalised
+            found[normalized(name)] = version
     return dict(sorted(found.items()))
 
 
