@@ -59,6 +59,11 @@ def warning(names: Sequence[str], why: str = WORKER, stored_scenario: bool = Fal
                else "name a variable in the scenario's env: to pass it on"))
 
 
+def _names(name: str, reason: str) -> bool:
+    """Whether `reason` names the variable `name` as a word of its own (`ACME` is not named by `ACME_WEIGHTS`)."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", reason) is not None
+
+
 def pass_it_on(names: Sequence[str], stored_scenario: bool = False) -> str:
     """How to give the workers `names`, variables of this shell: in the scenario's `env:`; of a run
     of the scenario its bundle stores (`stored_scenario`: a resume, a rerun), whose env: no one
@@ -84,7 +89,7 @@ def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequ
     worker's whole log (harness/run/sweep.py adds that last), as the run's last lines read it."""
     told = []
     for reason in reasons:
-        names = sorted({name for name in [*_VARIABLE.findall(reason), *(name for name in read if name in reason)]
+        names = sorted({name for name in [*_VARIABLE.findall(reason), *(name for name in read if _names(name, reason))]
                         if name in parent and not passed_on(name, named) and name not in (worker or {})})
         if names:
             one = len(names) == 1
@@ -105,7 +110,7 @@ def read_by_plugin(environment: Mapping[str, object], reasons: Sequence[str], pa
     worker = environment.get("variables")
     names = sorted(name for name in (read if isinstance(read, list) else []) if isinstance(name, str)
                    and name in parent and not passed_on(name, named) and name not in (worker if isinstance(worker, dict) else {})
-                   and not any(name in reason for reason in reasons))
+                   and not any(_names(name, reason) for reason in reasons))
     if not names:
         return ""
     one = len(names) == 1

@@ -21,7 +21,7 @@ from harness.run.isolation import WorkerOutcome, worker_environment
 from harness.run.run_request import RunRequest
 from harness.run.runner import run
 from harness.run.sweep import finished_record
-from harness.run.unseen_environment import not_passed_in, unseen, warning
+from harness.run.unseen_environment import not_passed_in, read_by_plugin, unseen, warning
 from tests.cell_configs import cell_config
 from tests.unit.test_last_words import GOLDEN
 
@@ -238,3 +238,15 @@ def test_the_sweep_tells_a_reruns_cell_and_no_other_to_run_the_stored_scenario_a
     [reason] = bundle.cells()[0]["reasons"]
     assert ("a resume or a rerun runs the scenario its bundle stores" in reason) == (rerun_of is not None), reason
     assert reason.endswith("and run it afresh with `fusionbench run`" if rerun_of else PASS_IT_ON), reason
+
+
+def test_a_variable_whose_name_is_part_of_another_that_the_reason_names_is_still_said() -> None:
+    """A plugin read ACME (unset in its worker) and failed on ACME_WEIGHTS: the reason names ACME_WEIGHTS,
+    not ACME, which was said nowhere, as the plain substring match had it."""
+    environment = {"variables": {"PATH": "/usr/bin"}, "plugin_reads_unset": ["ACME", "ACME_WEIGHTS"]}
+    shell = {"ACME": "1", "ACME_WEIGHTS": "/data"}
+    reasons = ["build: KeyError: 'ACME_WEIGHTS'"]
+    warned = read_by_plugin(environment, reasons, shell, [])
+    assert warned.startswith("the plugin model's code looked up ACME in its worker's environment"), warned
+    told = not_passed_in(["build: acme_dirs missing"], {"acme_dir": "/d"}, [], {}, read=["acme_dir"])
+    assert told == ["build: acme_dirs missing"]  # `acme_dirs` is not the variable acme_dir
