@@ -50,12 +50,12 @@ from harness.container.host_folders import system_folder
 from harness.container.host_network import HostNetwork, Runner, read_host_network, run_command
 from harness.container.host_processes import Process, descendants, mounts_under, process
 from harness.errors import HarnessError
+from harness.killed_wait import wait_until_ended
 
 ROOT_VARIABLE = "FUSIONBENCH_ENGINE_ROOT"
 DEFAULT_RUN_DIR = Path("/run/fusionbench-engine")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
-KILLED_WAIT_S = 5.0  # how long stop waits for a killed containerd or shim to end
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 INSTALL_HINT = ("install a Docker engine (on Debian or Ubuntu as root: apt-get install docker.io; elsewhere: "
                 "your distribution's Docker package) and start it, or run natively: ./run.sh SCENARIO.yaml")
@@ -291,7 +291,7 @@ def _write_state(paths: EnginePaths, state: EngineState) -> None:
 
 def _end(dockerd: Process, below: list[Process], timeout_s: float, write: Callable[[str], object]) -> None:
     """SIGTERM `dockerd`, SIGKILL after `timeout_s`; then SIGKILL whichever of `below` still runs, and
-    wait (up to KILLED_WAIT_S) until each has ended: a kill is delivered after `kill` returns, and a
+    wait (up to harness/killed_wait.py's KILLED_WAIT_S) until each has ended: a kill is delivered after `kill` returns, and a
     containerd still ending may hold the mounts that are unmounted next."""
     if dockerd.running():
         os.kill(dockerd.pid, signal.SIGTERM)
@@ -311,9 +311,7 @@ def _end(dockerd: Process, below: list[Process], timeout_s: float, write: Callab
                 killed.append(child)
             except ProcessLookupError:
                 pass
-    deadline = time.monotonic() + KILLED_WAIT_S
-    while any(child.running() for child in killed) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until_ended(lambda: any(child.running() for child in killed))
 
 
 def _unmount(root: Path, before: list[str], run: Runner) -> list[str]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from harness.bundle import ncu_log
 from harness.bundle.ncu_log import CounterLogError, Launch
+from harness.killed_wait import wait_until_ended
 from harness.measure.protocol import WorkerRequest
 
 WARMUP_CALLS = 2
@@ -155,7 +156,9 @@ def _run(argv: list[str], cwd: Path | None, timeout_s: float) -> subprocess.Comp
 
 
 def _kill_tree(pid: int) -> None:
-    """SIGKILL process `pid` and every descendant it has."""
+    """SIGKILL process `pid` and every descendant it has, and wait (bounded) until each has ended:
+    the profiled program's pipes close before its GPU context and memory are freed, and the worker's
+    next steps, then the next cell, would find them still held."""
     import psutil
 
     try:
@@ -166,6 +169,14 @@ def _kill_tree(pid: int) -> None:
     for process in tree:
         with contextlib.suppress(psutil.Error):
             process.kill()
+
+    def running(process: psutil.Process) -> bool:
+        try:  # a zombie has freed all it held; only its parent's wait is left
+            return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+        except psutil.Error:
+            return False
+
+    wait_until_ended(lambda: any(running(process) for process in tree))
 
 
 def _last_line(text: str) -> str:

@@ -15,7 +15,6 @@ import shlex
 import shutil
 import stat
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -224,9 +223,43 @@ def test_a_child_that_does_not_finish_is_the_reason(tmp_path: Path) -> None:
     assert record["absent"] == "the profiled child did not finish within 2 s"
     profiled, group = (int(n) for n in (tmp_path / "profiled.pid").read_text().split())
     status = Path(f"/proc/{profiled}/status")
-    time.sleep(0.2)  # the program ncu profiles goes with it, not left running on the GPU (gone, or dead unreaped)
+    # the program ncu profiles has gone with it by the time the pass goes on (gone, or dead unreaped)
     assert not status.exists() or "\nState:\tZ" in status.read_text()
     assert group == os.getpgid(0)  # in the worker's group, which the parent kills at the cell's time limit
+
+
+class _EndsLate:
+    """A process of the profiled tree that ends a few reads after its SIGKILL, as the kernel delivers a
+    kill after `kill` returns (and a program's pipes close before its GPU context is freed)."""
+
+    def __init__(self, *children: _EndsLate) -> None:
+        self.below, self.killed, self.reads_left = list(children), False, 5
+
+    def children(self, recursive: bool = False) -> list[_EndsLate]:
+        return [deeper for child in self.below for deeper in [child, *child.children(True)]]
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def is_running(self) -> bool:
+        if self.killed:
+            self.reads_left -= 1
+        return not self.killed or self.reads_left > 0
+
+    def status(self) -> str:
+        return "sleeping"
+
+
+def test_a_killed_child_has_ended_when_the_pass_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    profiled = _EndsLate()
+    ncu = _EndsLate(_EndsLate(profiled))
+    monkeypatch.setattr(psutil, "Process", lambda pid: ncu)
+    memory_traffic._kill_tree(4_000_000)
+    tree = [ncu, *ncu.children(True)]
+    assert all(p.killed for p in tree) and profiled in tree
+    assert not any(p.is_running() for p in tree), "the next cell would find the GPU still held by the profiled program"
 
 
 def _checked(read: float, write: float, *, flushed: bool = True, weights: int = 10_000_000,

@@ -1,0 +1,22 @@
+"""A bounded wait for processes just sent SIGKILL to end. The kernel delivers a kill after `kill`
+returns, and a process still ending holds what it held: its memory, its mounts, its device files (a
+GPU context among them). What runs next (an unmount, the next cell on the same GPU) waits here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+KILLED_WAIT_S = 5.0  # how long to wait for killed processes to end
+POLL_S = 0.02
+
+
+def wait_until_ended(running: Callable[[], bool], timeout_s: float = KILLED_WAIT_S) -> bool:
+    """Ask `running` (whether any of the killed processes still runs) until it says no, for up to
+    `timeout_s`; return whether they all ended."""
+    deadline = time.monotonic() + timeout_s
+    while running():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
