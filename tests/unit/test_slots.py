@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,13 +46,16 @@ def test_claims_never_share_a_core_and_wait_for_a_free_one(tmp_path: Path, monke
     with slots.claimed(1, tmp_path) as first, slots.claimed(1, tmp_path) as second:
         held += [first.cpus, second.cpus]
 
+        decided = _claims_waiting(monkeypatch)
+
         def third() -> None:
             with slots.claimed(1, tmp_path) as slot:
                 order.append(f"third got {slot.cpus}")
+                decided.set()
 
         waiting = threading.Thread(target=third)
         waiting.start()
-        time.sleep(3 * slots.CLAIM_POLL_S)
+        assert decided.wait(timeout=10)  # it has tried: waiting for a core, or (wrongly) holding one
         order.append("released")
     waiting.join(timeout=10)
     assert sorted(held) == [(0,), (1,)]
@@ -73,7 +77,7 @@ def test_a_claim_takes_whole_physical_cores_so_no_two_cells_share_one(tmp_path: 
     with slots.claimed(1, tmp_path, smt) as first, slots.claimed(1, tmp_path, smt) as second:
         assert (first.cpus, second.cpus) == ((0,), (1,))  # CPUs 2 and 3 idle: their cores are held
         assert first.environment()["OMP_NUM_THREADS"] == "1"  # one thread a claimed core, as Ray reserved
-        third, waited = _claim_in_the_background(tmp_path, smt)
+        third, waited = _claim_in_the_background(tmp_path, smt, monkeypatch)
         assert waited == [], "a third cell took a sibling of a held core"
     third.join(timeout=10)
     assert waited == [(0,)]
@@ -88,25 +92,39 @@ def test_a_claim_takes_whole_physical_cores_so_no_two_cells_share_one(tmp_path: 
         assert bound.cpus == (2, 3) and sorted(p.name for p in tmp_path.glob("core-*.lock")) == ["core-0.lock",
                                                                                                  "core-1.lock"]
         monkeypatch.setattr(slots, "usable_cores", lambda: [0, 1, 2, 3])
-        other, got = _claim_in_the_background(tmp_path, smt)
+        other, got = _claim_in_the_background(tmp_path, smt, monkeypatch)
         assert got == [], "a claimant with the whole node took a core the bound one holds"
     other.join(timeout=10)
     assert got == [(0,)]
 
 
-def _claim_in_the_background(folder: Path, siblings_of: Callable[[int], set[int]]
+def _claims_waiting(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set once a claim has found too few free cores and waits to try again."""
+    decided = threading.Event()
+
+    def sleep(seconds: float) -> None:
+        decided.set()
+        time.sleep(seconds)
+
+    monkeypatch.setattr(slots, "time", types.SimpleNamespace(sleep=sleep))
+    return decided
+
+
+def _claim_in_the_background(folder: Path, siblings_of: Callable[[int], set[int]], monkeypatch: pytest.MonkeyPatch
                              ) -> tuple[threading.Thread, list[tuple[int, ...]]]:
-    """A claim of one core in a thread of its own, given time to take one, and the list its
-    CPUs land in once it has."""
+    """A claim of one core in a thread of its own, returned once it has tried (it waits for a core,
+    or holds one), and the list its CPUs land in once it has one."""
     got: list[tuple[int, ...]] = []
+    decided = _claims_waiting(monkeypatch)
 
     def claim() -> None:
         with slots.claimed(1, folder, siblings_of) as slot:
             got.append(slot.cpus)
+            decided.set()
 
     thread = threading.Thread(target=claim)
     thread.start()
-    time.sleep(3 * slots.CLAIM_POLL_S)
+    assert decided.wait(timeout=10), "the claim neither took a core nor waited for one"
     return thread, got
 
 
