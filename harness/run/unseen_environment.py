@@ -126,8 +126,10 @@ def read_as_loaded(models: Sequence[str], parent: Mapping[str, str], named: Sequ
     loaded in this process (harness/models/plugin_reads.py) that `parent` sets and the scenario's `env:`
     (`named`) does not pass on: each worker loads them without those. One a package, naming its models
     among `models` (the reads are its package's, whichever model's entry point loaded them); none where
-    there are none, or for a model that is no plugin's. What a `build` reads is seen in the worker
-    alone: each cell says it (`read_by_plugin`)."""
+    there are none, or for a model that is no plugin's. A variable that moves figures is left out: the
+    run's line of variables no cell sees (`warning`) says it, and a `--jobs` slot gives each worker
+    its own OMP_NUM_THREADS, MKL_NUM_THREADS, CUDA_VISIBLE_DEVICES. What a `build` reads is seen in
+    the worker alone: each cell says it (`read_by_plugin`)."""
     found = plugins.found()
     packages: dict[tuple[str, str, str], list[str]] = {}
     for model in dict.fromkeys(models):
@@ -137,7 +139,7 @@ def read_as_loaded(models: Sequence[str], parent: Mapping[str, str], named: Sequ
     told = []
     for (distribution, version, _), ran in packages.items():
         names = sorted({read.name for model in ran for read in found.load_reads.get(model, [])
-                        if read.name in parent and not passed_on(read.name, named)})
+                        if read.name in parent and not passed_on(read.name, named) and not moves_figures(read.name)})
         if not names:
             continue
         one, alone = len(names) == 1, len(ran) == 1

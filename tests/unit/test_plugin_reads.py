@@ -17,7 +17,7 @@ from harness.models import plugin_reads, plugins, zoo
 from harness.run.executors import CellTask, Finished, node_info
 from harness.run.isolation import WorkerOutcome
 from harness.run.sweep import finished_record
-from harness.run.unseen_environment import read_as_loaded
+from harness.run.unseen_environment import read_as_loaded, unseen
 from tests.model_plugin_site import forget_modules, write_site
 from tests.unit.test_last_words import GOLDEN
 
@@ -100,6 +100,21 @@ def test_two_models_of_one_package_are_told_once_of_what_its_module_read_as_it_l
         "models 'acme_reader', 'acme_reader_too' and 'acme_conv_block' from acme-models 1.0 look up acme_mode as their "
         "package loads, set in this shell, which no cell's worker gets: each loads it without it, and runs the plugin's "
         "default or fails; add it to the scenario's env: (`env: [acme_mode]`, which records its value in each cell)"]
+
+
+def test_a_variable_the_runs_start_says_no_worker_gets_is_said_once(reader: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package that read OMP_NUM_THREADS as it loaded was said to read a variable 'no cell's worker
+    gets', which under --jobs each gets with its slot's own value, after the run's line of variables
+    no cell sees had named it: a figure-moving variable is that line's alone."""
+    (reader / "acme_models" / "reader.py").write_text(READER.replace(
+        "MODE = ", "THREADS = os.environ.get('OMP_NUM_THREADS')\nMODE = "))
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("acme_mode", "slow")
+    told = read_as_loaded(["acme_reader"], os.environ, [])
+    assert len(told) == 1 and "looks up acme_mode as its module loads" in told[0], told
+    assert "OMP_NUM_THREADS" in unseen(os.environ, [])  # the run's own line says it
+    monkeypatch.delenv("acme_mode")
+    assert read_as_loaded(["acme_reader"], os.environ, []) == []
 
 
 def test_a_cell_whose_plugin_read_a_variable_its_worker_lacked_says_so_though_it_ran(
