@@ -161,7 +161,7 @@ def _run(request: RunRequest, console: Console, closing: ExitStack) -> int:
         console.print(Text(f"fusionbench: warning: {unseen_environment.warning(left_behind, stored_scenario=stored_scenario)}",
                            style="yellow"),
                       soft_wrap=True)
-    model_names = list(dict.fromkeys(str(model["name"]) for model in resolved["models"])) if todo else []
+    model_names = list(dict.fromkeys(cell.config.model.name for cell in todo))  # a resume's done models: no warning
     for name in model_names:
         shadowed = model_plugins.found().shadowed.get(name)  # another copy of its package, which the user may think runs
         if shadowed:

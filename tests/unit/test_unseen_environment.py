@@ -14,7 +14,7 @@ from rich.console import Console
 
 from harness.bundle.reader import load
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
-from harness.run import executors
+from harness.run import executors, unseen_environment
 from harness.run.ending import bad_line
 from harness.run.executors import CellTask, Finished, node_info
 from harness.run.isolation import WorkerOutcome, worker_environment
@@ -113,6 +113,32 @@ def test_a_resume_tells_its_cells_to_run_the_stored_scenario_afresh_where_its_en
     assert line.endswith("a resume or a rerun runs the scenario its bundle stores, whose env: no one edits: name a variable "
                          "in that scenario's env: (its bundle.json `scenario`) and run it afresh with `fusionbench run` to "
                          "pass it on"), line
+
+
+@pytest.mark.slow  # its runs start the system probe, which imports torch
+def test_a_resumes_start_warnings_name_only_the_models_with_cells_left_to_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume's warnings of what a plugin package read as it loaded (and of a plugin's other copy)
+    named every model of the scenario, those whose cells were all done among them."""
+    def stopped_at_mobilenet(task: CellTask, slot: Any, on_phase: Any, stop: Any = None, parents: Any = None) -> WorkerOutcome:
+        if "mobilenet_v2" in task.label:
+            raise KeyboardInterrupt
+        (task.artifacts / "worker.log").write_text("a fake cell\n")
+        return WorkerOutcome(answer=None, returncode=0, timed_out=False, last_phase="loadgen", wall_s=0.1)
+
+    scenario = tmp_path / "null.yaml"
+    scenario.write_text("models: [{name: resnet18, input_size: 32}, {name: mobilenet_v2, input_size: 32}]\n"
+                        "backends: [null]\nscenarios: [SingleStream]\n")
+    monkeypatch.setattr(executors, "run_here", stopped_at_mobilenet)
+    run(RunRequest(scenario_path=scenario, device="cpu", out_dir=tmp_path / "out"), Console(file=io.StringIO(), width=300))
+    [bundle] = (tmp_path / "out").iterdir()
+    assert [r.label for r in load(bundle).records if "resnet18" in r.label], "resnet18's cell did not finish first"
+    monkeypatch.setattr(unseen_environment, "read_as_loaded",
+                        lambda models, parent, named, stored=False: [f"read as {', '.join(models)} loaded"])
+    shown = io.StringIO()
+    run(RunRequest(scenario_path=None, resume=bundle, device="cpu"), Console(file=shown, width=300))
+    told = [line for line in shown.getvalue().splitlines() if "read as" in line]
+    assert told == ["fusionbench: warning: read as mobilenet_v2 loaded"], told
 
 
 SHELL = {"ACME_WEIGHTS": "/data/acme", "ACME_TOKEN": "s3cret", "PATH": "/usr/bin", "HOSTNAME": "box", "EDITOR": "vi"}
