@@ -208,7 +208,7 @@ def plugin_records(names: list[str]) -> dict[str, dict[str, object]]:
 def unknown(name: str, known: list[str]) -> str:
     """What a scenario naming `name`, none of `known` (every model here), is told: why a plugin that
     registers it does not load, else the names nearest it."""
-    broken = plugins.found().broken.get(name) or plugins.found().hidden.get(name)
+    broken = plugins.found().why_not(name)
     if broken:
         return broken
     return f"unknown model {name!r}{closest(name, known)}; `fusionbench models` lists the {len(known)} models the zoo offers"

@@ -90,6 +90,11 @@ class Found:
     #: process (harness/models/plugin_reads.py), where it made any
     load_reads: dict[str, list[plugin_reads.Read]] = field(default_factory=dict)
 
+    def why_not(self, name: str) -> str | None:
+        """Why a package registering `name` gives no model of that name here (its module failed to
+        load, or an earlier copy of its package hides it); None where no package says so."""
+        return self.broken.get(name) or self.hidden.get(name)
+
     @property
     def shadowed(self) -> dict[str, str]:
         """name -> which copy of its package runs it, and the copies that never load, in words."""

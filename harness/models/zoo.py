@@ -40,7 +40,7 @@ def build_model(name: str, *, pretrained: bool, seed: int, device: str, dtype: s
     if described(name) is not None:
         return _build_extra(name, seed, device, dtype)
     if name not in CLASSIFICATION_MODELS:
-        raise HarnessError(plugins.found().broken.get(name) or plugins.found().hidden.get(name) or f"unknown model {name!r}")
+        raise HarnessError(plugins.found().why_not(name) or f"unknown model {name!r}")
     import torch
     import torchvision
 
