@@ -25,6 +25,7 @@ import json
 import os
 import sys
 from importlib.metadata import Distribution
+from typing import Literal
 from urllib.parse import unquote, urlparse
 
 
@@ -57,7 +58,8 @@ def editable_source(dist: Distribution) -> str | None:
     return str(unquote(url.path)) if url.scheme == "file" else None
 
 
-def _within(folder: str, parent: str) -> bool:
+def within(folder: str, parent: str) -> bool:
+    """Whether `folder` (a file's path too) is `parent` or lies below it, links resolved."""
     folder, parent = os.path.realpath(folder), os.path.realpath(parent)
     return folder == parent or folder.startswith(parent.rstrip(os.sep) + os.sep)
 
@@ -88,26 +90,34 @@ def disagreement(name: str, where: str, module: str, dist: Distribution | None) 
         return ""
     top = module.partition(".")[0]
     started_in = working_folder_first(top)
-    copy, editable = str(dist.locate_file("")), editable_source(dist)
-    if editable and _within(root, editable) and os.path.realpath(copy) != started_in:
-        return ""  # the project an editable install names: each worker imports it through that install too
-    if started_in is not None and started_in in (os.path.realpath(root), os.path.realpath(copy)):
+    holder, copy = _copy_holding(root, dist), os.path.realpath(str(dist.locate_file("")))
+    # the project an editable install names is no working folder's alone: each worker imports it through that install
+    if started_in is not None and (copy == started_in or (os.path.realpath(root) == started_in and holder != "editable")):
         return (f"model {name!r} from {where}: this process imports {top} from {root}, the folder it was started in, "
                 "which `python -m` puts first on sys.path; no cell's worker looks there (each starts in a folder of its "
                 "own and imports the copy installed), so the cells would run other code than this process planned them "
                 "from: start fusionbench from another folder (`./run.sh` does), having installed the copy you mean to run")
-    if _within(root, copy):
+    if holder is not None:
         return ""
     return (f"model {name!r} from {where} would run other code: {top} is imported from {root}, a folder before that "
             f"copy on sys.path that holds no metadata of its package, so a bundle would record {where.split(' (')[0]} "
             f"and run that folder's code: take {root} off PYTHONPATH, or install the copy you mean to run")
 
 
+def _copy_holding(root: str, dist: Distribution) -> Literal["editable", "installed"] | None:
+    """Which copy of `dist`'s code holds `root`, the folder its module was imported from: the project
+    an editable install names ("editable"), or the folder its metadata lies in ("installed"); None
+    where neither does."""
+    editable = editable_source(dist)
+    if editable and within(root, editable):
+        return "editable"
+    return "installed" if within(root, str(dist.locate_file(""))) else None
+
+
 def where_imported(module: str, dist: Distribution | None) -> str:
     """Of an entry point whose `module` did not load: where its top-level package was imported from,
     where that is not `dist`'s copy (a bare folder first on sys.path, lacking the module); "" otherwise."""
     root = import_root(module)
-    if root is None or dist is None or any(_within(root, folder) for folder in
-                                           [str(dist.locate_file("")), *filter(None, [editable_source(dist)])]):
+    if root is None or dist is None or _copy_holding(root, dist) is not None:
         return ""
     return f" ({module.partition('.')[0]} is imported from {root}, a folder before that copy on sys.path: take it off PYTHONPATH)"
