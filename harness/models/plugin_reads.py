@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from harness.models.plugin_code import within
+
 #: The modules between a read and the line that made it: `os.getenv` calls `environ.get`, which is
 #: Mapping's and calls `__getitem__`, as `in` does (frozen modules in Python 3.11: no file to match).
 _PLUMBING = ("os", "_collections_abc", "collections.abc")
@@ -87,13 +89,17 @@ def package_files(module: str, import_root: str) -> str:
     return top if os.path.isdir(top) else top + ".py"
 
 
+def made_under(reads: list[Read], files: str) -> list[Read]:
+    """Those of `reads` made by a line under `files` (`package_files`), in order: one check of each
+    distinct file, however many look-ups its lines made."""
+    under = {file: within(file, files) for file in {read.file for read in reads}}
+    return [read for read in reads if under[read.file]]
+
+
 def by(reads: list[Read], files: str, found: bool | None = None) -> list[str]:
     """The names of `reads` made by a line under `files` (`package_files`), each once, sorted; of
     those set (`found` True) or not (False) alone, where given."""
-    files = os.path.realpath(files)
-    return sorted({read.name for read in reads
-                   if (found is None or read.found == found)
-                   and (os.path.realpath(read.file) == files or os.path.realpath(read.file).startswith(files + os.sep))})
+    return sorted({read.name for read in made_under(reads, files) if found is None or read.found == found})
 
 
 def unset(reads: list[Read]) -> list[str]:

@@ -160,8 +160,8 @@ def found() -> Found:
     every = plugin_copies.installed(GROUP)  # the installed packages read once for all the models
     hidden = {name: plugin_copies.hidden_text(name, *copies)
               for name, copies in plugin_copies.hidden_by_earlier(every).items() if name not in models and name not in broken}
-    load_reads = {name: [read for read in looked_up if plugin_reads.by([read], model.package_files)]
-                  for name, model in models.items() if model.code_folder}
+    load_reads = {name: plugin_reads.made_under(looked_up, model.package_files) for name, model in models.items()
+                  if model.code_folder}
     return Found(models, broken, heavy, _hidden_copies(models, plugin_copies.copies(every)), hidden,
                  {name: reads for name, reads in load_reads.items() if reads})
 

@@ -142,7 +142,7 @@ def _built_by(plugin: plugins.PluginModel, seed: int) -> Any:
         try:
             model = plugin.spec.build(seed)
         finally:  # a read of a variable the worker lacks may be what raised
-            BUILD_READS.extend(read for read in reads if plugin_reads.by([read], plugin.package_files))
+            BUILD_READS.extend(plugin_reads.made_under(reads, plugin.package_files))
     if not isinstance(model, torch.nn.Module):
         raise HarnessError(f"model from {plugin.distribution} {plugin.version} ({plugin.entry_point}): its build "
                            f"returned {type(model).__name__}, not a torch.nn.Module")
