@@ -64,6 +64,12 @@ def _names(name: str, reason: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", reason) is not None
 
 
+def _withheld(name: str, parent: Mapping[str, str], named: Sequence[str], worker: Mapping[str, object] | None) -> bool:
+    """Whether `parent` (this shell) sets `name` and the worker did not get it: not passed on for the
+    scenario's `env:` (`named`), nor in `worker`, its environment as it recorded it."""
+    return name in parent and not passed_on(name, named) and name not in (worker or {})
+
+
 def pass_it_on(names: Sequence[str], stored_scenario: bool = False) -> str:
     """How to give the workers `names`, variables of this shell: in the scenario's `env:`; of a run
     of the scenario its bundle stores (`stored_scenario`: a resume, a rerun), whose env: no one
@@ -90,7 +96,7 @@ def not_passed_in(reasons: Sequence[str], parent: Mapping[str, str], named: Sequ
     told = []
     for reason in reasons:
         names = sorted({name for name in [*_VARIABLE.findall(reason), *(name for name in read if _names(name, reason))]
-                        if name in parent and not passed_on(name, named) and name not in (worker or {})})
+                        if _withheld(name, parent, named, worker)})
         if names:
             one = len(names) == 1
             reason += (
@@ -109,7 +115,7 @@ def read_by_plugin(environment: Mapping[str, object], reasons: Sequence[str], pa
     read = environment.get("plugin_reads_unset")
     worker = environment.get("variables")
     names = sorted(name for name in (read if isinstance(read, list) else []) if isinstance(name, str)
-                   and name in parent and not passed_on(name, named) and name not in (worker if isinstance(worker, dict) else {})
+                   and _withheld(name, parent, named, worker if isinstance(worker, dict) else None)
                    and not any(_names(name, reason) for reason in reasons))
     if not names:
         return ""
