@@ -4,10 +4,12 @@ A cell's worker gets a whitelisted environment (harness/run/isolation.py): `OMP_
 ./run.sh ...` does not reach the cells unless the scenario names the variable in `env:`. A user who
 sets one expects it to count, so the run says, once, which such variables it leaves behind.
 
-A variable a plugin reads (its weights' folder, a config's path) is no figure's, and is not said as
-the run starts: the plugin finds it in `fusionbench models` and as the run plans its cells, and each
-worker, which never got it, fails (`build: KeyError: 'ACME_WEIGHTS'`). A failed cell's reason that
-names such a variable says so, and the fix (`not_passed_in`).
+A variable a plugin reads (its weights' folder, a config's path) is no figure's: the plugin finds it
+in `fusionbench models` and as the run plans its cells, and each worker, which never got it, fails
+(`build: KeyError: 'ACME_WEIGHTS'`) or runs the plugin's default. What the plugin's own code was seen
+to look up (harness/models/plugin_reads.py) is said as the run starts where its package read it as it
+loaded (`read_as_loaded`), and by each cell whose worker lacked it (`read_by_plugin`); a failed cell's
+reason that names such a variable says so, and the fix (`not_passed_in`).
 """
 
 from __future__ import annotations
