@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import cgroup_limits
+from harness import cgroup_limits, killed_wait
 from harness.bundle.passes_record import WorkerStart
 from harness.bundle.safe_json import MAX_JSON_BYTES
 from harness.errors import HarnessError
@@ -307,11 +307,18 @@ def _read_phase(phase_file: Path, last: str) -> str:
 
 
 def _kill_group(proc: Started) -> None:
+    """SIGKILL the worker's process group and wait for the worker, then (bounded: killed_wait) for the
+    rest of its group (a compile worker, a profiled program), which holds its memory and device files
+    until it has ended: the next cell starts after."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
+        group = True
     except (ProcessLookupError, PermissionError):
+        group = False
         try:  # a forked worker a moment old may not lead its own group yet
             os.kill(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
     proc.wait()
+    if group:
+        killed_wait.wait_until_ended(lambda: killed_wait.group_running(proc.pid))

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ import psutil
 import pydantic
 import pytest
 
-from harness import registry
+from harness import killed_wait, registry
 from harness.bundle.cell_record import Metrics
 from harness.measure.preloaded import ForkOrder, ParentReply, other_threads, why_not_fork
 from harness.measure.protocol import WorkerAnswer, WorkerRequest
@@ -220,7 +221,7 @@ def test_hang_is_killed_with_its_children(fake, tmp_path: Path) -> None:
     assert 3 <= outcome.wall_s < 30
     assert phases == ["prepare"]
     worker, grandchild = map(int, (tmp_path / "hang" / "pids").read_text().split())
-    assert ends(worker) and ends(grandchild)  # a SIGKILL takes a moment to take effect
+    assert not alive(worker) and not alive(grandchild)  # the run waited for its group to end, not merely the worker
 
 
 def alive(pid: int) -> bool:
@@ -488,3 +489,37 @@ def test_a_line_that_is_no_order_is_refused_and_the_parent_forks_the_next(shared
         worker = parent.fork("json.tool", request, tmp_path, tmp_path / "child.log", {"PATH": os.environ["PATH"]})
         assert worker is not None and worker.wait(60) == 0
         assert json.loads((tmp_path / "child.log").read_text()) == {"a": 1}
+
+
+def test_a_killed_workers_group_has_ended_before_the_next_cell_may_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed at its limit ends at once; a compile worker in its group ends a few reads of
+    /proc later, holding its memory (and on a GPU its context) till then: `_kill_group` returns after."""
+    reads = {"left": 4}
+
+    def group_running(pgid: int, proc: Path = killed_wait.PROC) -> bool:
+        reads["left"] -= 1
+        return reads["left"] > 0
+
+    class Worker:
+        pid = 4_000_000
+
+        def wait(self) -> int:
+            return -9
+
+    monkeypatch.setattr(isolation.os, "killpg", lambda pgid, sig: None)
+    monkeypatch.setattr(killed_wait, "group_running", group_running)
+    isolation._kill_group(Worker())  # type: ignore[arg-type]
+    assert reads["left"] == 0, "the next cell would start beside a member of the killed group still ending"
+
+
+def test_a_process_group_runs_while_a_member_outlives_its_leader() -> None:
+    leader = subprocess.Popen(["bash", "-c", "sleep 60 & echo $!; exit 0"], start_new_session=True, stdout=subprocess.PIPE)
+    member = int(leader.stdout.readline())  # type: ignore[union-attr]
+    leader.wait()
+    try:
+        assert killed_wait.group_running(leader.pid), "the leader ended; its reparented member runs on in its group"
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.stdout.close()  # type: ignore[union-attr]
+    assert killed_wait.wait_until_ended(lambda: killed_wait.group_running(leader.pid)) and not alive(member)
+    assert not killed_wait.group_running(leader.pid)
