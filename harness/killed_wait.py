@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness import proc_stat
+
 KILLED_WAIT_S = 5.0  # how long to wait for killed processes to end
 POLL_S = 0.02
-PROC = Path("/proc")
 
 
 def wait_until_ended(running: Callable[[], bool], timeout_s: float = KILLED_WAIT_S) -> bool:
@@ -24,18 +25,11 @@ def wait_until_ended(running: Callable[[], bool], timeout_s: float = KILLED_WAIT
     return True
 
 
-def group_running(pgid: int, proc: Path = PROC) -> bool:
+def group_running(pgid: int, proc: Path = proc_stat.PROC) -> bool:
     """Whether a process of the process group `pgid` still runs (a zombie has ended), read from
     /proc: a group's members outlive its leader's end, reparented, and keep their group."""
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the command name is in parentheses and may hold either: state, parent, group come after the last ")"
-        fields = text[text.rfind(")") + 2:].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+    for pid in proc_stat.pids(proc):
+        stat = proc_stat.read(pid, proc)
+        if stat is not None and stat.group == pgid and stat.state not in ("Z", "X"):
             return True
     return False

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-PROC = Path("/proc")
+from harness import proc_stat
+
+PROC = proc_stat.PROC
 
 
 @dataclass(frozen=True)
@@ -24,28 +26,14 @@ class Process:
 
     def running(self) -> bool:
         """Whether this same process (not a later one given its PID) is still there, and not a zombie."""
-        stat = _stat(self.pid)
-        return stat is not None and stat[1] == self.start and stat[2] != "Z"
-
-
-def _stat(pid: int) -> tuple[int, int, str] | None:
-    """(parent PID, start time, state) of `pid`, or None where there is no such process."""
-    try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may hold spaces or parentheses itself: split after the last ")".
-    fields = text[text.rfind(")") + 2:].split()
-    try:
-        return int(fields[1]), int(fields[19]), fields[0]
-    except (IndexError, ValueError):
-        return None
+        stat = proc_stat.read(self.pid)
+        return stat is not None and stat.start == self.start and stat.state != "Z"
 
 
 def process(pid: int) -> Process | None:
     """The process `pid` names now, or None."""
-    stat = _stat(pid)
-    return None if stat is None else Process(pid, stat[1])
+    stat = proc_stat.read(pid)
+    return None if stat is None else Process(pid, stat.start)
 
 
 def descendants(root: Process) -> list[Process]:
@@ -54,12 +42,10 @@ def descendants(root: Process) -> list[Process]:
     if not root.running():
         return []
     parents: dict[int, list[Process]] = {}
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        stat = _stat(int(entry.name))
+    for pid in proc_stat.pids():
+        stat = proc_stat.read(pid)
         if stat is not None:
-            parents.setdefault(stat[0], []).append(Process(int(entry.name), stat[1]))
+            parents.setdefault(stat.parent, []).append(Process(pid, stat.start))
     found: list[Process] = []
     queue = [root.pid]
     while queue:
