@@ -147,7 +147,7 @@ def read_as_loaded(models: Sequence[str], parent: Mapping[str, str], named: Sequ
     told = []
     for (distribution, version, _), ran in packages.items():
         names = sorted({read.name for model in ran for read in found.load_reads.get(model, [])
-                        if read.name in parent and not passed_on(read.name, named) and not moves_figures(read.name)})
+                        if _withheld(read.name, parent, named, None) and not moves_figures(read.name)})
         if not names:
             continue
         one, alone = len(names) == 1, len(ran) == 1
